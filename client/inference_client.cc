@@ -1,0 +1,173 @@
+#include "client/inference_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "common/status_macros.h"
+#include "common/tensor_data.h"
+
+namespace chronoserve::client {
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+std::unique_ptr<InferenceClient> InferenceClient::Connect(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  return std::make_unique<InferenceClient>(
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+}
+
+InferenceClient::InferenceClient(std::shared_ptr<grpc::Channel> channel)
+    : channel_(std::move(channel)), stub_(inference::GRPCInferenceService::NewStub(channel_)) {}
+
+absl::StatusOr<bool> InferenceClient::ServerLive() {
+  grpc::ClientContext ctx;
+  inference::ServerLiveResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(stub_->ServerLive(&ctx, {}, &response)));
+  return response.live();
+}
+
+absl::StatusOr<bool> InferenceClient::ServerReady() {
+  grpc::ClientContext ctx;
+  inference::ServerReadyResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(stub_->ServerReady(&ctx, {}, &response)));
+  return response.ready();
+}
+
+absl::StatusOr<bool> InferenceClient::ModelReady(const std::string& model, const std::string& version) {
+  grpc::ClientContext ctx;
+  inference::ModelReadyRequest request;
+  request.set_name(model);
+  request.set_version(version);
+  inference::ModelReadyResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(stub_->ModelReady(&ctx, request, &response)));
+  return response.ready();
+}
+
+absl::StatusOr<inference::ServerMetadataResponse> InferenceClient::ServerMetadata() {
+  grpc::ClientContext ctx;
+  inference::ServerMetadataResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(stub_->ServerMetadata(&ctx, {}, &response)));
+  return response;
+}
+
+absl::StatusOr<inference::ModelMetadataResponse> InferenceClient::ModelMetadata(const std::string& model) {
+  grpc::ClientContext ctx;
+  inference::ModelMetadataRequest request;
+  request.set_name(model);
+  inference::ModelMetadataResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(stub_->ModelMetadata(&ctx, request, &response)));
+  return response;
+}
+
+absl::StatusOr<inference::ModelStatisticsResponse> InferenceClient::ModelStatistics(const std::string& model) {
+  grpc::ClientContext ctx;
+  inference::ModelStatisticsRequest request;
+  request.set_name(model);
+  inference::ModelStatisticsResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(stub_->ModelStatistics(&ctx, request, &response)));
+  return response;
+}
+
+namespace {
+void SetTypedContents(const Tensor& t, inference::InferTensorContents* c) {
+  const int64_t n = ElementCount(t.shape);
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = ElementAsDouble(t.dtype, t.data.data(), i);
+    switch (t.dtype) {
+      case DataType::kBool: c->add_bool_contents(v != 0); break;
+      case DataType::kInt8: case DataType::kInt16: case DataType::kInt32: c->add_int_contents(static_cast<int32_t>(v)); break;
+      case DataType::kInt64: { int64_t x; std::memcpy(&x, t.data.data() + i * 8, 8); c->add_int64_contents(x); break; }
+      case DataType::kUint8: case DataType::kUint16: case DataType::kUint32: c->add_uint_contents(static_cast<uint32_t>(v)); break;
+      case DataType::kUint64: { uint64_t x; std::memcpy(&x, t.data.data() + i * 8, 8); c->add_uint64_contents(x); break; }
+      case DataType::kFp32: c->add_fp32_contents(static_cast<float>(v)); break;
+      case DataType::kFp64: c->add_fp64_contents(v); break;
+      default: break;  // FP16/BF16 have no typed field; the server will say so
+    }
+  }
+}
+}  // namespace
+
+inference::ModelInferRequest InferenceClient::BuildRequest(const std::string& model,
+                                                           const std::vector<Tensor>& inputs,
+                                                           const InferOptions& options) {
+  inference::ModelInferRequest request;
+  request.set_model_name(model);
+  request.set_id(options.id);
+  for (const Tensor& t : inputs) {
+    auto* in = request.add_inputs();
+    in->set_name(t.name);
+    in->set_datatype(DataTypeName(t.dtype));
+    for (int64_t d : t.shape) in->add_shape(d);
+    if (options.typed_contents) {
+      SetTypedContents(t, in->mutable_contents());
+    } else {
+      request.add_raw_input_contents(t.data);
+    }
+  }
+  for (const auto& name : options.outputs) request.add_outputs()->set_name(name);
+  return request;
+}
+
+absl::StatusOr<InferResult> InferenceClient::DecodeResponse(const inference::ModelInferResponse& response) {
+  InferResult result;
+  result.id = response.id();
+  if (response.raw_output_contents_size() != response.outputs_size()) {
+    return absl::DataLossError(absl::StrCat("response has ", response.outputs_size(), " outputs but ",
+                                            response.raw_output_contents_size(), " raw contents"));
+  }
+  for (int k = 0; k < response.outputs_size(); ++k) {
+    const auto& o = response.outputs(k);
+    Tensor t;
+    t.name = o.name();
+    ASSIGN_OR_RETURN(t.dtype, DataTypeFromName(o.datatype()));
+    t.shape.assign(o.shape().begin(), o.shape().end());
+    t.data = response.raw_output_contents(k);
+    result.outputs.push_back(std::move(t));
+  }
+  const auto& params = response.parameters();
+  auto timing = DecodeTimingParams([&params](const std::string& key) -> std::optional<TimingParam> {
+    auto it = params.find(key);
+    if (it == params.end()) return std::nullopt;
+    TimingParam p;
+    p.key = key;
+    switch (it->second.parameter_choice_case()) {
+      case inference::InferParameter::kInt64Param: p.int_value = it->second.int64_param(); break;
+      case inference::InferParameter::kBoolParam: p.kind = TimingParam::Kind::kBool; p.bool_value = it->second.bool_param(); break;
+      case inference::InferParameter::kStringParam: p.kind = TimingParam::Kind::kString; p.string_value = it->second.string_param(); break;
+      default: p.kind = TimingParam::Kind::kString; break;
+    }
+    return p;
+  });
+  if (timing.ok()) result.timing = *timing;
+  return result;
+}
+
+absl::StatusOr<InferResult> InferenceClient::Infer(const std::string& model,
+                                                   const std::vector<Tensor>& inputs,
+                                                   const InferOptions& options) {
+  const inference::ModelInferRequest request = BuildRequest(model, inputs, options);
+  grpc::ClientContext ctx;
+  if (options.timeout.has_value()) ctx.set_deadline(std::chrono::system_clock::now() + *options.timeout);
+  for (const auto& [key, value] : options.metadata) ctx.AddMetadata(key, value);
+  inference::ModelInferResponse response;
+  const int64_t start = SteadyClock::Now();
+  grpc::Status status = stub_->ModelInfer(&ctx, request, &response);
+  const int64_t end = SteadyClock::Now();
+  RETURN_IF_ERROR(FromGrpcStatus(status));
+  ASSIGN_OR_RETURN(InferResult result, DecodeResponse(response));
+  result.e2e_ns = end - start;
+  const auto& trailers = ctx.GetServerTrailingMetadata();
+  auto it = trailers.find(std::string(kServerTimingKey));
+  if (it != trailers.end()) result.server_timing.assign(it->second.data(), it->second.size());
+  return result;
+}
+
+}  // namespace chronoserve::client

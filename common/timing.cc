@@ -1,0 +1,146 @@
+#include "common/timing.h"
+
+#include <cstdio>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace chronoserve {
+namespace {
+
+struct IntField {
+  const char* key;  // without the "timing." prefix
+  int64_t RequestTiming::*member;
+};
+constexpr IntField kIntFields[] = {
+    {"queue_ns", &RequestTiming::queue_ns},
+    {"input_stage_ns", &RequestTiming::input_stage_ns},
+    {"h2d_ns", &RequestTiming::h2d_ns},
+    {"compute_ns", &RequestTiming::compute_ns},
+    {"launch_ns", &RequestTiming::launch_ns},
+    {"d2h_ns", &RequestTiming::d2h_ns},
+    {"output_stage_ns", &RequestTiming::output_stage_ns},
+    {"server_total_ns", &RequestTiming::server_total_ns},
+    {"batch_size", &RequestTiming::batch_size},
+    {"worker", &RequestTiming::worker},
+    {"gpu", &RequestTiming::gpu},
+    {"sm_clock_mhz", &RequestTiming::sm_clock_mhz},
+    {"idle_before_us", &RequestTiming::idle_before_us},
+};
+constexpr const char* kColdKey = "cold";
+constexpr const char* kClockKey = "clock";  // "cuda_event" or "host"
+
+// Server-Timing names, in the order they are written.
+struct SpanField {
+  const char* name;
+  int64_t RequestTiming::*member;
+};
+constexpr SpanField kSpans[] = {
+    {"queue", &RequestTiming::queue_ns},
+    {"input_stage", &RequestTiming::input_stage_ns},
+    {"h2d", &RequestTiming::h2d_ns},
+    {"compute", &RequestTiming::compute_ns},
+    {"launch", &RequestTiming::launch_ns},
+    {"d2h", &RequestTiming::d2h_ns},
+    {"output_stage", &RequestTiming::output_stage_ns},
+    {"total", &RequestTiming::server_total_ns},
+};
+
+}  // namespace
+
+int64_t RequestTiming::remainder_ns() const {
+  return server_total_ns -
+         (queue_ns + input_stage_ns + h2d_ns + compute_ns + d2h_ns + output_stage_ns);
+}
+
+bool RequestTiming::IsConsistent() const {
+  for (const auto& span : kSpans) {
+    if (this->*span.member < 0) return false;
+  }
+  return remainder_ns() >= 0;
+}
+
+std::vector<TimingParam> EncodeTimingParams(const RequestTiming& timing) {
+  std::vector<TimingParam> params;
+  params.reserve(std::size(kIntFields) + 2);
+  for (const auto& field : kIntFields) {
+    TimingParam p;
+    p.key = absl::StrCat(kTimingParamPrefix, field.key);
+    p.int_value = timing.*field.member;
+    params.push_back(std::move(p));
+  }
+  TimingParam cold;
+  cold.key = absl::StrCat(kTimingParamPrefix, kColdKey);
+  cold.kind = TimingParam::Kind::kBool;
+  cold.bool_value = timing.cold;
+  params.push_back(std::move(cold));
+  TimingParam clock;
+  clock.key = absl::StrCat(kTimingParamPrefix, kClockKey);
+  clock.kind = TimingParam::Kind::kString;
+  clock.string_value = timing.device_timed ? "cuda_event" : "host";
+  params.push_back(std::move(clock));
+  return params;
+}
+
+absl::StatusOr<RequestTiming> DecodeTimingParams(
+    const std::function<std::optional<TimingParam>(const std::string& key)>& lookup) {
+  RequestTiming timing;
+  bool any = false;
+  for (const auto& field : kIntFields) {
+    auto p = lookup(absl::StrCat(kTimingParamPrefix, field.key));
+    if (!p.has_value()) continue;
+    if (p->kind != TimingParam::Kind::kInt64) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("timing parameter ", p->key, " is not an int64"));
+    }
+    timing.*field.member = p->int_value;
+    any = true;
+  }
+  if (auto p = lookup(absl::StrCat(kTimingParamPrefix, kColdKey)); p.has_value()) {
+    timing.cold = p->bool_value;
+  }
+  if (auto p = lookup(absl::StrCat(kTimingParamPrefix, kClockKey)); p.has_value()) {
+    timing.device_timed = p->string_value == "cuda_event";
+  }
+  if (!any) return absl::NotFoundError("response carries no timing.* parameters");
+  return timing;
+}
+
+std::string EncodeServerTiming(const RequestTiming& timing) {
+  std::string out;
+  for (const auto& span : kSpans) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%s%s;dur=%.3f", out.empty() ? "" : ", ", span.name,
+                  static_cast<double>(timing.*span.member) / 1e6);
+    out += buf;
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<ServerTimingMetric>> ParseServerTiming(absl::string_view header) {
+  std::vector<ServerTimingMetric> metrics;
+  for (absl::string_view entry : absl::StrSplit(header, ',', absl::SkipWhitespace())) {
+    entry = absl::StripAsciiWhitespace(entry);
+    std::vector<absl::string_view> parts = absl::StrSplit(entry, ';');
+    ServerTimingMetric metric;
+    metric.name = std::string(absl::StripAsciiWhitespace(parts[0]));
+    if (metric.name.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("server-timing entry without a name: '", entry, "'"));
+    }
+    for (size_t i = 1; i < parts.size(); ++i) {
+      absl::string_view param = absl::StripAsciiWhitespace(parts[i]);
+      if (absl::ConsumePrefix(&param, "dur=")) {
+        if (!absl::SimpleAtod(param, &metric.dur_ms)) {
+          return absl::InvalidArgumentError(absl::StrCat("bad dur in server-timing entry '", entry, "'"));
+        }
+      }
+    }
+    metrics.push_back(std::move(metric));
+  }
+  return metrics;
+}
+
+}  // namespace chronoserve

@@ -1,0 +1,80 @@
+// RequestTiming: where one request's time went (../shared/TIMING.md), and its two wire encodings:
+// KServe response parameters ("timing.queue_ns" = int64 ns, ...) and the W3C Server-Timing header
+// ("queue;dur=0.012, h2d;dur=0.019, ..."; milliseconds). The server encodes, clients decode, so
+// both sides share the names defined here.
+#ifndef CHRONOSERVE_COMMON_TIMING_H_
+#define CHRONOSERVE_COMMON_TIMING_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace chronoserve {
+
+struct RequestTiming {
+  // Spans, nanoseconds. For a request that ran in a batch, h2d/compute/launch/d2h are the batch's.
+  int64_t queue_ns = 0;         // enqueued -> a worker took the batch
+  int64_t input_stage_ns = 0;   // batch taken -> inputs gathered into staging
+  int64_t h2d_ns = 0;           // host->device copy (CUDA events; host clock on CPU)
+  int64_t compute_ns = 0;       // the model's forward (CUDA events; host clock on CPU)
+  int64_t launch_ns = 0;        // host time spent enqueueing the forward
+  int64_t d2h_ns = 0;           // device->host copy
+  int64_t output_stage_ns = 0;  // GPU work observed done -> response built
+  int64_t server_total_ns = 0;  // request received by the handler -> response handed to gRPC
+  // Attributes.
+  int64_t batch_size = 0;       // executed batch size (items)
+  int64_t worker = -1;          // worker (stream) index within the model
+  int64_t gpu = -1;             // CUDA device ordinal, -1 on CPU
+  int64_t sm_clock_mhz = 0;     // SM clock sampled at batch start, 0 when unknown
+  int64_t idle_before_us = 0;   // how long the device had no work before this batch
+  bool cold = false;            // first batch on this worker after load
+  bool device_timed = false;    // true: GPU spans from CUDA events; false: host clock
+
+  // server_total minus the stages: handler + scheduling overhead; never negative when valid.
+  int64_t remainder_ns() const;
+  // Every span >= 0 and the stages sum to at most server_total.
+  bool IsConsistent() const;
+};
+
+// One response parameter. Exactly one of the values is meaningful, as `kind` says.
+struct TimingParam {
+  enum class Kind { kInt64, kBool, kString };
+  std::string key;
+  Kind kind = Kind::kInt64;
+  int64_t int_value = 0;
+  bool bool_value = false;
+  std::string string_value;
+};
+
+// Prefix of every timing parameter key.
+inline constexpr absl::string_view kTimingParamPrefix = "timing.";
+// Name of the gRPC trailing-metadata entry.
+inline constexpr absl::string_view kServerTimingKey = "server-timing";
+
+// The parameters the server puts in a ModelInferResponse.
+std::vector<TimingParam> EncodeTimingParams(const RequestTiming& timing);
+
+// Rebuilds a RequestTiming from response parameters; `lookup(key)` returns the parameter if present.
+// NOT_FOUND when the response carries no timing at all.
+absl::StatusOr<RequestTiming> DecodeTimingParams(
+    const std::function<std::optional<TimingParam>(const std::string& key)>& lookup);
+
+// "queue;dur=0.012, input_stage;dur=0.003, h2d;dur=0.019, ..., total;dur=0.171" (ms, 3 decimals).
+std::string EncodeServerTiming(const RequestTiming& timing);
+
+// One parsed Server-Timing metric.
+struct ServerTimingMetric {
+  std::string name;
+  double dur_ms = 0;
+};
+// Parses a Server-Timing header value; INVALID_ARGUMENT on malformed entries.
+absl::StatusOr<std::vector<ServerTimingMetric>> ParseServerTiming(absl::string_view header);
+
+}  // namespace chronoserve
+
+#endif  // CHRONOSERVE_COMMON_TIMING_H_

@@ -1,0 +1,34 @@
+#include "server/backend/cuda/cuda_event.h"
+
+#include <cmath>
+
+#include "server/backend/cuda/cuda_check.h"
+
+namespace chronoserve::server::cuda {
+
+CudaEvent::~CudaEvent() {
+  if (event_ != nullptr) cudaEventDestroy(event_);
+}
+
+absl::Status CudaEvent::Init() {
+  if (event_ != nullptr) return absl::OkStatus();
+  return CudaStatus(cudaEventCreate(&event_), "cudaEventCreate");
+}
+
+absl::Status CudaEvent::Record(cudaStream_t stream) {
+  return CudaStatus(cudaEventRecord(event_, stream), "cudaEventRecord");
+}
+
+absl::Status CudaEvent::Synchronize() {
+  return CudaStatus(cudaEventSynchronize(event_), "cudaEventSynchronize");
+}
+
+absl::StatusOr<int64_t> CudaEvent::ElapsedNs(const CudaEvent& start, const CudaEvent& end) {
+  float ms = 0;
+  absl::Status status =
+      CudaStatus(cudaEventElapsedTime(&ms, start.event_, end.event_), "cudaEventElapsedTime");
+  if (!status.ok()) return status;
+  return static_cast<int64_t>(std::llround(static_cast<double>(ms) * 1e6));
+}
+
+}  // namespace chronoserve::server::cuda

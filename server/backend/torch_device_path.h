@@ -1,0 +1,50 @@
+// DevicePath: what differs between running a TorchScript batch on the CPU and on a GPU — where
+// staged input bytes live, how they reach the device, how outputs come back, and which clock times
+// the spans. The CPU path is the same Execute() with host buffers and host timers; the CUDA path
+// uses the worker's own stream, pinned buffers and CUDA events (never a device-wide sync).
+// Internal to the torch backend (includes LibTorch); owned by one TorchInstance, worker thread only.
+#ifndef CHRONOSERVE_SERVER_BACKEND_TORCH_DEVICE_PATH_H_
+#define CHRONOSERVE_SERVER_BACKEND_TORCH_DEVICE_PATH_H_
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+
+namespace chronoserve::server {
+
+// Span boundaries recorded during one batch, in order.
+enum Marker { kBeforeH2D = 0, kAfterH2D, kAfterCompute, kAfterD2H, kMarkerCount };
+
+class DevicePath {
+ public:
+  virtual ~DevicePath() = default;
+  virtual torch::Device device() const = 0;
+  virtual bool device_timed() const = 0;
+
+  // Makes this path's stream current on the calling thread for the returned object's lifetime.
+  virtual std::shared_ptr<void> Enter() = 0;
+  // Host memory of at least `bytes` to gather input `input` into (pinned on GPU).
+  virtual absl::StatusOr<char*> Staging(int input, size_t bytes) = 0;
+  // A device tensor holding the staged bytes (async copy on GPU; a view on CPU).
+  virtual absl::StatusOr<torch::Tensor> ToDevice(char* staged, const std::vector<int64_t>& shape,
+                                                 torch::ScalarType type) = 0;
+  // Host bytes of `tensor` (contiguous), valid after Wait() (async copy on GPU).
+  virtual absl::StatusOr<const char*> ToHost(int output, const torch::Tensor& tensor) = 0;
+  virtual absl::Status Mark(Marker marker) = 0;
+  // Blocks until everything enqueued so far has completed.
+  virtual absl::Status Wait() = 0;
+  // Nanoseconds between two recorded markers (after Wait()).
+  virtual absl::StatusOr<int64_t> SpanNs(Marker from, Marker to) = 0;
+};
+
+std::unique_ptr<DevicePath> MakeCpuPath(const Clock* clock);
+// A path on CUDA device `gpu` with a fresh stream from LibTorch's pool; fails without CUDA.
+absl::StatusOr<std::unique_ptr<DevicePath>> MakeCudaPath(int gpu);
+
+}  // namespace chronoserve::server
+
+#endif  // CHRONOSERVE_SERVER_BACKEND_TORCH_DEVICE_PATH_H_

@@ -1,0 +1,72 @@
+// InferRequest: one validated inference request on its way queue -> batch -> worker -> completion.
+// It moves by std::unique_ptr and is owned by exactly one stage at a time. Input bytes are views on
+// the received gRPC message (which outlives the request) or on `owned_data` for typed contents;
+// outputs are written by the backend straight into strings the response owns.
+//
+// Flow: the gRPC handler builds it and enqueues it; a worker fills `outputs` and the timeline; the
+// worker then calls Complete(), which moves the request into `on_complete` (the gRPC layer's
+// responder), exactly once.
+#ifndef CHRONOSERVE_SERVER_CORE_INFER_REQUEST_H_
+#define CHRONOSERVE_SERVER_CORE_INFER_REQUEST_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/dtype.h"
+#include "server/core/timeline.h"
+
+namespace chronoserve::server {
+
+struct InputTensor {
+  int index = -1;  // position in ModelSpec::inputs (= forward() argument)
+  DataType dtype = DataType::kInvalid;
+  std::vector<int64_t> shape;  // full shape, batch dim first when the model batches
+  const char* data = nullptr;  // row-major bytes
+  size_t byte_size = 0;
+  std::string owned_data;  // backing store when the request carried typed contents
+};
+
+struct OutputTensor {
+  int index = -1;              // position in ModelSpec::outputs
+  std::vector<int64_t> shape;  // set by the backend
+  std::string* data = nullptr;  // destination bytes, owned by the response; set by the backend
+};
+
+class InferRequest {
+ public:
+  using Completion = std::function<void(std::unique_ptr<InferRequest>)>;
+
+  std::string id;                     // client's request id, echoed
+  int64_t batch_items = 1;            // items along dim 0 (1 when the model does not batch)
+  std::vector<InputTensor> inputs;    // one per model input, sorted by index
+  std::vector<OutputTensor> outputs;  // the outputs to return, in response order
+  int64_t deadline_ns = 0;            // steady clock; 0 = none
+  std::shared_ptr<std::atomic<bool>> cancelled;  // set by the transport when the client goes away
+  Timeline timeline;
+  absl::Status status;  // final status, set before Complete()
+  Completion on_complete;
+  bool synthetic = false;  // warm-up traffic: never counted in statistics
+
+  // Key under which requests may share a batch: the per-item shapes of every input.
+  const std::string& shape_key() const { return shape_key_; }
+  void set_shape_key(std::string key) { shape_key_ = std::move(key); }
+
+  bool IsCancelled() const { return cancelled != nullptr && cancelled->load(); }
+
+  // Hands the request to its completion callback with `status`. Call once.
+  static void Complete(std::unique_ptr<InferRequest> request, absl::Status status);
+
+ private:
+  std::string shape_key_;
+};
+
+using Batch = std::vector<std::unique_ptr<InferRequest>>;
+
+}  // namespace chronoserve::server
+
+#endif  // CHRONOSERVE_SERVER_CORE_INFER_REQUEST_H_

@@ -1,0 +1,74 @@
+// ModelSpec: one model's validated configuration in chronoserve's own types (no protobuf), as the
+// repository loader builds it from config.pbtxt. Immutable once loaded; shared read-only by the
+// gRPC layer (validation), the scheduler (batching policy) and the backend (tensors, devices).
+#ifndef CHRONOSERVE_SERVER_CORE_MODEL_SPEC_H_
+#define CHRONOSERVE_SERVER_CORE_MODEL_SPEC_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/dtype.h"
+
+namespace chronoserve::server {
+
+struct TensorSpec {
+  std::string name;
+  DataType dtype = DataType::kInvalid;
+  std::vector<int64_t> dims;  // without the batch dim; -1 = variable
+};
+
+enum class InstanceKind { kAuto, kCpu, kGpu };
+
+struct InstanceGroupSpec {
+  InstanceKind kind = InstanceKind::kAuto;
+  int count = 1;          // workers per listed GPU (or on the CPU)
+  std::vector<int> gpus;  // empty: GPU 0 (when the group runs on GPU)
+};
+
+struct QueuePolicySpec {
+  uint32_t max_queue_size = 0;               // 0 = unbounded
+  uint64_t default_timeout_microseconds = 0;  // 0 = none
+  bool timeout_action_delay = false;           // Triton DELAY; default REJECT
+};
+
+struct DynamicBatchingSpec {
+  bool enabled = false;
+  std::vector<int> preferred_batch_sizes;  // ascending
+  uint64_t max_queue_delay_us = 0;
+  QueuePolicySpec queue_policy;
+};
+
+struct WarmupSpec {
+  std::string name;
+  int batch_size = 1;
+  int count = 1;
+  // Per input name: dims (without batch) for variable-shaped inputs; zero_data is honoured only as
+  // given by the user (our own warm-up uses random data).
+  std::map<std::string, std::vector<int64_t>> input_dims;
+  bool zero_data = false;
+};
+
+struct ModelSpec {
+  std::string name;
+  int64_t version = 1;
+  std::string platform;             // "pytorch_libtorch"
+  std::string model_path;           // <repo>/<name>/<version>/model.pt
+  int max_batch_size = 0;           // 0: inputs carry no batch dim
+  std::vector<TensorSpec> inputs;   // forward() argument order
+  std::vector<TensorSpec> outputs;  // forward() result order
+  std::vector<InstanceGroupSpec> instance_groups;
+  DynamicBatchingSpec dynamic_batching;
+  std::vector<WarmupSpec> warmups;
+  bool cuda_graphs = false;  // optimization.cuda.graphs (acted on by the GPU performance work)
+  std::map<std::string, std::string> parameters;
+
+  // Index of the named input/output, or -1.
+  int InputIndex(const std::string& tensor) const;
+  int OutputIndex(const std::string& tensor) const;
+};
+
+}  // namespace chronoserve::server
+
+#endif  // CHRONOSERVE_SERVER_CORE_MODEL_SPEC_H_

@@ -1,0 +1,67 @@
+// ModelStats: cumulative per-model statistics in Triton's shape (counts + nanoseconds per stage,
+// per executed batch size). Written by worker threads at completion, read by the gRPC
+// ModelStatistics handler; one mutex, held only to add numbers or copy a snapshot.
+#ifndef CHRONOSERVE_SERVER_CORE_MODEL_STATS_H_
+#define CHRONOSERVE_SERVER_CORE_MODEL_STATS_H_
+
+#include <cstdint>
+#include <map>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "common/timing.h"
+
+namespace chronoserve::server {
+
+struct Duration {
+  uint64_t count = 0;
+  uint64_t ns = 0;
+  void Add(int64_t value_ns) {
+    ++count;
+    ns += value_ns > 0 ? static_cast<uint64_t>(value_ns) : 0;
+  }
+};
+
+struct BatchSizeStats {
+  Duration compute_input;   // input_stage + h2d
+  Duration compute_infer;   // compute
+  Duration compute_output;  // d2h + output_stage
+};
+
+struct ModelStatsSnapshot {
+  uint64_t last_inference_ms = 0;  // wall clock, ms since the epoch
+  uint64_t inference_count = 0;    // successful items
+  uint64_t execution_count = 0;    // executed batches
+  Duration success;                // per request, server_total
+  Duration fail;
+  Duration queue;
+  Duration compute_input;
+  Duration compute_infer;
+  Duration compute_output;
+  uint64_t cancelled = 0;          // answered CANCELLED before execution
+  uint64_t deadline_exceeded = 0;  // answered DEADLINE_EXCEEDED before execution
+  uint64_t rejected = 0;           // refused at enqueue (queue full)
+  std::map<int64_t, BatchSizeStats> by_batch_size;
+};
+
+class ModelStats {
+ public:
+  // One successful request (its finalized timing).
+  void RecordSuccess(const RequestTiming& timing, int64_t items);
+  // One failed request; `reason` counters are bumped for cancel / deadline / rejection.
+  enum class Failure { kOther, kCancelled, kDeadline, kRejected };
+  void RecordFailure(int64_t server_total_ns, Failure reason);
+  // One executed batch (called once per batch, from the worker).
+  void RecordExecution(int64_t batch_size, int64_t compute_input_ns, int64_t compute_infer_ns,
+                       int64_t compute_output_ns);
+
+  ModelStatsSnapshot Snapshot() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  ModelStatsSnapshot stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace chronoserve::server
+
+#endif  // CHRONOSERVE_SERVER_CORE_MODEL_STATS_H_

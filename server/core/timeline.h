@@ -1,0 +1,54 @@
+// Timeline: the host timestamps of one request plus the batch's GPU spans, turned into a
+// RequestTiming exactly once (Finalize) when the response is handed to gRPC. All host times are
+// steady-clock nanoseconds. Written by one thread at a time as the request moves along.
+#ifndef CHRONOSERVE_SERVER_CORE_TIMELINE_H_
+#define CHRONOSERVE_SERVER_CORE_TIMELINE_H_
+
+#include <cstdint>
+
+#include "common/timing.h"
+
+namespace chronoserve::server {
+
+// What a worker measured for one executed batch; shared by every request in it.
+struct BatchTiming {
+  int64_t dequeued_ns = 0;   // worker took the batch
+  int64_t staged_ns = 0;     // inputs gathered into staging
+  int64_t gpu_done_ns = 0;   // device work observed complete (host clock)
+  int64_t h2d_ns = 0;
+  int64_t compute_ns = 0;
+  int64_t launch_ns = 0;
+  int64_t d2h_ns = 0;
+  int64_t batch_size = 0;
+  int64_t worker = -1;
+  int64_t gpu = -1;
+  int64_t sm_clock_mhz = 0;
+  int64_t idle_before_us = 0;
+  bool cold = false;
+  bool device_timed = false;
+};
+
+class Timeline {
+ public:
+  int64_t received_ns = 0;     // handler entered with the whole request
+  int64_t enqueued_ns = 0;     // validated and queued
+  int64_t output_done_ns = 0;  // this request's outputs scattered into its response
+
+  void SetBatch(const BatchTiming& batch) { batch_ = batch; }
+  const BatchTiming& batch() const { return batch_; }
+
+  // Computes every span with `responded_ns` as the end of server_total. Spans that a failed or
+  // never-executed request did not reach stay 0. Idempotent: later calls return the first result.
+  const RequestTiming& Finalize(int64_t responded_ns);
+  bool finalized() const { return finalized_; }
+  const RequestTiming& timing() const { return timing_; }
+
+ private:
+  BatchTiming batch_;
+  RequestTiming timing_;
+  bool finalized_ = false;
+};
+
+}  // namespace chronoserve::server
+
+#endif  // CHRONOSERVE_SERVER_CORE_TIMELINE_H_

@@ -1,0 +1,93 @@
+#include "server/model_manager.h"
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "server/backend/torch_backend.h"
+#include "server/repository/model_config_loader.h"
+
+namespace chronoserve::server {
+
+absl::StatusOr<std::vector<DevicePlacement>> PlaceInstances(const ModelSpec& spec, int gpu_count) {
+  std::vector<DevicePlacement> placements;
+  for (const InstanceGroupSpec& group : spec.instance_groups) {
+    InstanceKind kind = group.kind;
+    if (kind == InstanceKind::kAuto) kind = gpu_count > 0 ? InstanceKind::kGpu : InstanceKind::kCpu;
+    if (kind == InstanceKind::kCpu) {
+      for (int i = 0; i < group.count; ++i) placements.push_back({-1});
+      continue;
+    }
+    if (gpu_count == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "model '", spec.name, "': instance_group asks for KIND_GPU but no CUDA GPU is visible to this "
+          "server (", TorchBuildDescription(), "); use KIND_AUTO or KIND_CPU to run on the CPU"));
+    }
+    std::vector<int> gpus = group.gpus;
+    if (gpus.empty()) {
+      for (int g = 0; g < gpu_count; ++g) gpus.push_back(g);
+    }
+    for (int g : gpus) {
+      if (g >= gpu_count) {
+        return absl::FailedPreconditionError(absl::StrCat("model '", spec.name, "': instance_group lists GPU ", g,
+                                                          " but only ", gpu_count, " GPU(s) are visible"));
+      }
+      for (int i = 0; i < group.count; ++i) placements.push_back({g});
+    }
+  }
+  return placements;
+}
+
+ModelManager::ModelManager(ModelRegistry* registry, DeviceActivityRegistry* devices,
+                           WarmupOptions warmup, const Clock* clock)
+    : registry_(registry), devices_(devices), warmup_(warmup), clock_(clock) {}
+
+absl::Status ModelManager::LoadRepository(const std::string& repository) {
+  ASSIGN_OR_RETURN(std::vector<std::string> names, ListModelDirectories(repository));
+  if (names.empty()) CS_LOG(WARNING) << "model repository " << repository << " holds no model directory";
+  for (const auto& name : names) registry_->MarkLoading(name);
+  for (const auto& name : names) {
+    (void)LoadModel((std::filesystem::path(repository) / name).string());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelManager::LoadModel(const std::string& model_dir) {
+  const std::string name = std::filesystem::path(model_dir).filename().string();
+  auto fail = [&](const absl::Status& status) {
+    CS_LOG(ERROR) << "model '" << name << "' not loaded: " << status.message();
+    registry_->MarkFailed(name, status);
+    return status;
+  };
+  auto spec = LoadModelDirectory(model_dir);
+  if (!spec.ok()) return fail(spec.status());
+  auto placements = PlaceInstances(*spec, CudaDeviceCount());
+  if (!placements.ok()) return fail(placements.status());
+
+  const int64_t load_start = clock_->NowNs();
+  std::vector<std::unique_ptr<ModelInstance>> instances;
+  for (size_t i = 0; i < placements->size(); ++i) {
+    InstanceOptions options;
+    options.worker = static_cast<int>(i);
+    options.gpu = (*placements)[i].gpu;
+    options.activity = devices_->Get(options.gpu, clock_->NowNs());
+    options.clock = clock_;
+    auto instance = CreateTorchInstance(*spec, options);
+    if (!instance.ok()) return fail(instance.status());
+    instances.push_back(*std::move(instance));
+  }
+  const int64_t loaded = clock_->NowNs();
+  auto runtime = ModelRuntime::Create(*spec, std::move(instances), warmup_, clock_);
+  if (!runtime.ok()) return fail(runtime.status());
+  std::string devices;
+  for (const auto& w : (*runtime)->workers()) absl::StrAppend(&devices, devices.empty() ? "" : ",", w->instance().device_name());
+  CS_LOG(INFO) << "model '" << name << "' version " << spec->version << " READY on [" << devices
+               << "]: load " << (loaded - load_start) / 1000000 << " ms, warm-up "
+               << (*runtime)->warmup_ns() / 1000000 << " ms (max_batch_size " << spec->max_batch_size
+               << ", " << (*runtime)->workers().size() << " worker(s))";
+  registry_->Add(std::shared_ptr<ModelRuntime>(std::move(*runtime)));
+  return absl::OkStatus();
+}
+
+}  // namespace chronoserve::server

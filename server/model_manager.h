@@ -1,0 +1,44 @@
+// ModelManager: loads every model of a repository — config, devices, one instance per worker,
+// warm-up — into the registry. A model that fails is marked failed with its reason; the others
+// still serve. Runs on the caller's thread (the server's startup).
+#ifndef CHRONOSERVE_SERVER_MODEL_MANAGER_H_
+#define CHRONOSERVE_SERVER_MODEL_MANAGER_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "server/backend/device_activity.h"
+#include "server/scheduler/model_registry.h"
+#include "server/scheduler/worker.h"
+
+namespace chronoserve::server {
+
+struct DevicePlacement {
+  int gpu = -1;  // -1 = CPU
+};
+
+// Where each worker of `spec` runs: KIND_AUTO takes the GPUs when there are any; KIND_GPU without
+// a GPU is an error naming the model. `gpu_count` is the number of visible CUDA devices.
+absl::StatusOr<std::vector<DevicePlacement>> PlaceInstances(const ModelSpec& spec, int gpu_count);
+
+class ModelManager {
+ public:
+  ModelManager(ModelRegistry* registry, DeviceActivityRegistry* devices, WarmupOptions warmup,
+               const Clock* clock);
+
+  // Loads every model directory under `repository`. Fails only if the repository is unreadable.
+  absl::Status LoadRepository(const std::string& repository);
+  // Loads one model directory; on failure the model is registered as failed.
+  absl::Status LoadModel(const std::string& model_dir);
+
+ private:
+  ModelRegistry* const registry_;
+  DeviceActivityRegistry* const devices_;
+  const WarmupOptions warmup_;
+  const Clock* const clock_;
+};
+
+}  // namespace chronoserve::server
+
+#endif  // CHRONOSERVE_SERVER_MODEL_MANAGER_H_

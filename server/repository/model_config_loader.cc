@@ -1,0 +1,344 @@
+#include "server/repository/model_config_loader.h"
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "proto/model_config.pb.h"
+
+namespace chronoserve::server {
+namespace fs = std::filesystem;
+namespace pb = chronoserve::config;
+
+namespace {
+
+class CollectErrors : public google::protobuf::io::ErrorCollector {
+ public:
+  explicit CollectErrors(std::string source) : source_(std::move(source)) {}
+  void AddError(int line, int column, const std::string& message) override {
+    errors_.push_back(absl::StrCat(source_, ":", line + 1, ":", column + 1, ": ", message));
+  }
+  void AddWarning(int line, int column, const std::string& message) override {
+    // With unknown fields allowed, the parser reports each one as a warning naming the field.
+    const std::string marker = "has no field named \"";
+    auto pos = message.find(marker);
+    if (pos != std::string::npos) {
+      auto start = pos + marker.size();
+      auto end = message.find('"', start);
+      unknown_.push_back(message.substr(start, end - start));
+    } else {
+      warnings_.push_back(absl::StrCat(source_, ":", line + 1, ":", column + 1, ": ", message));
+    }
+  }
+  const std::vector<std::string>& errors() const { return errors_; }
+  const std::vector<std::string>& unknown() const { return unknown_; }
+
+ private:
+  std::string source_;
+  std::vector<std::string> errors_;
+  std::vector<std::string> warnings_;
+  std::vector<std::string> unknown_;
+};
+
+absl::StatusOr<DataType> ConvertType(pb::DataType type, const std::string& where) {
+  switch (type) {
+    case pb::TYPE_BOOL: return DataType::kBool;
+    case pb::TYPE_UINT8: return DataType::kUint8;
+    case pb::TYPE_UINT16: return DataType::kUint16;
+    case pb::TYPE_UINT32: return DataType::kUint32;
+    case pb::TYPE_UINT64: return DataType::kUint64;
+    case pb::TYPE_INT8: return DataType::kInt8;
+    case pb::TYPE_INT16: return DataType::kInt16;
+    case pb::TYPE_INT32: return DataType::kInt32;
+    case pb::TYPE_INT64: return DataType::kInt64;
+    case pb::TYPE_FP16: return DataType::kFp16;
+    case pb::TYPE_BF16: return DataType::kBf16;
+    case pb::TYPE_FP32: return DataType::kFp32;
+    case pb::TYPE_FP64: return DataType::kFp64;
+    case pb::TYPE_STRING:
+      return absl::InvalidArgumentError(absl::StrCat(where, ": TYPE_STRING is not supported by the pytorch_libtorch backend"));
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(where, ": data_type is missing or TYPE_INVALID"));
+  }
+}
+
+template <typename PbTensor>
+absl::StatusOr<std::vector<TensorSpec>> ConvertTensors(
+    const google::protobuf::RepeatedPtrField<PbTensor>& tensors, const char* what,
+    const std::string& source) {
+  std::vector<TensorSpec> out;
+  std::set<std::string> names;
+  if (tensors.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": at least one ", what, " is required"));
+  }
+  for (const auto& t : tensors) {
+    const std::string where = absl::StrCat(source, ": ", what, " '", t.name(), "'");
+    if (t.name().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": an ", what, " has no name"));
+    }
+    if (!names.insert(t.name()).second) {
+      return absl::InvalidArgumentError(absl::StrCat(where, " is declared twice"));
+    }
+    TensorSpec spec;
+    spec.name = t.name();
+    ASSIGN_OR_RETURN(spec.dtype, ConvertType(t.data_type(), where));
+    for (int64_t d : t.dims()) {
+      if (d == 0 || d < -1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": dims must be positive or -1, got ", d));
+      }
+      spec.dims.push_back(d);
+    }
+    out.push_back(std::move(spec));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<InstanceGroupSpec>> ConvertInstanceGroups(const pb::ModelConfig& config,
+                                                                     const std::string& source) {
+  std::vector<InstanceGroupSpec> groups;
+  for (const auto& g : config.instance_group()) {
+    InstanceGroupSpec spec;
+    switch (g.kind()) {
+      case pb::ModelInstanceGroup::KIND_AUTO: spec.kind = InstanceKind::kAuto; break;
+      case pb::ModelInstanceGroup::KIND_CPU: spec.kind = InstanceKind::kCpu; break;
+      case pb::ModelInstanceGroup::KIND_GPU: spec.kind = InstanceKind::kGpu; break;
+      default:
+        return absl::InvalidArgumentError(
+            absl::StrCat(source, ": instance_group kind KIND_MODEL is not supported"));
+    }
+    spec.count = g.count() == 0 ? 1 : g.count();
+    if (spec.count < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": instance_group count must be >= 1"));
+    }
+    for (int gpu : g.gpus()) {
+      if (gpu < 0) return absl::InvalidArgumentError(absl::StrCat(source, ": negative gpu id ", gpu));
+      spec.gpus.push_back(gpu);
+    }
+    if (spec.kind == InstanceKind::kCpu && !spec.gpus.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": KIND_CPU instance_group lists gpus"));
+    }
+    groups.push_back(std::move(spec));
+  }
+  if (groups.empty()) groups.push_back(InstanceGroupSpec{});
+  return groups;
+}
+
+absl::Status ConvertBatching(const pb::ModelConfig& config, const std::string& source,
+                             ModelSpec* spec) {
+  if (!config.has_dynamic_batching()) return absl::OkStatus();
+  const auto& db = config.dynamic_batching();
+  if (spec->max_batch_size == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": dynamic_batching needs max_batch_size > 0"));
+  }
+  DynamicBatchingSpec& out = spec->dynamic_batching;
+  out.enabled = true;
+  out.max_queue_delay_us = db.max_queue_delay_microseconds();
+  for (int size : db.preferred_batch_size()) {
+    if (size < 1 || size > spec->max_batch_size) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": preferred_batch_size ", size,
+                                                     " is outside 1..max_batch_size (",
+                                                     spec->max_batch_size, ")"));
+    }
+    out.preferred_batch_sizes.push_back(size);
+  }
+  std::sort(out.preferred_batch_sizes.begin(), out.preferred_batch_sizes.end());
+  const auto& qp = db.default_queue_policy();
+  out.queue_policy.max_queue_size = qp.max_queue_size();
+  out.queue_policy.default_timeout_microseconds = qp.default_timeout_microseconds();
+  out.queue_policy.timeout_action_delay = qp.timeout_action() == pb::ModelQueuePolicy::DELAY;
+  return absl::OkStatus();
+}
+
+absl::Status ConvertWarmups(const pb::ModelConfig& config, const std::string& source,
+                            ModelSpec* spec) {
+  for (const auto& w : config.model_warmup()) {
+    WarmupSpec out;
+    out.name = w.name();
+    out.batch_size = w.batch_size() == 0 ? 1 : static_cast<int>(w.batch_size());
+    out.count = w.count() == 0 ? 1 : static_cast<int>(w.count());
+    if (spec->max_batch_size > 0 && out.batch_size > spec->max_batch_size) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": model_warmup '", w.name(),
+                                                     "' batch_size exceeds max_batch_size"));
+    }
+    for (const auto& [name, input] : w.inputs()) {
+      if (spec->InputIndex(name) < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(source, ": model_warmup '", w.name(),
+                                                       "' names unknown input '", name, "'"));
+      }
+      if (input.has_input_data_file()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            source, ": model_warmup input_data_file is not supported (use random_data)"));
+      }
+      out.input_dims[name] = {input.dims().begin(), input.dims().end()};
+      out.zero_data = out.zero_data || input.zero_data();
+    }
+    spec->warmups.push_back(std::move(out));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateModelName(const std::string& name) {
+  if (name.empty()) return absl::InvalidArgumentError("model name is empty");
+  if (name.size() > 255) return absl::InvalidArgumentError("model name is longer than 255 bytes");
+  if (name == "." || name == ".." ||
+      name.find_first_of(std::string("/\\\0", 3)) != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model name '", name, "' is not a single path component (no '/', '\\', '.' or '..')"));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+absl::Status ParseConfigProto(const std::string& text, const std::string& source,
+                              pb::ModelConfig* config, std::vector<std::string>* ignored_fields) {
+  CollectErrors errors(source);
+  google::protobuf::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&errors);
+  parser.AllowUnknownField(true);
+  if (!parser.ParseFromString(text, config)) {
+    return absl::InvalidArgumentError(
+        errors.errors().empty() ? absl::StrCat(source, ": cannot parse")
+                                : absl::StrJoin(errors.errors(), "; "));
+  }
+  if (ignored_fields != nullptr) *ignored_fields = errors.unknown();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ModelSpec> SpecFromProto(const pb::ModelConfig& config, const std::string& source,
+                                        const std::string& model_name) {
+  ModelSpec spec;
+  spec.name = config.name().empty() ? model_name : config.name();
+  if (spec.name != model_name) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": name '", config.name(),
+                                                   "' does not match its directory '", model_name, "'"));
+  }
+  const bool torch = config.platform() == "pytorch_libtorch" ||
+                     (config.platform().empty() && config.backend() == "pytorch") ||
+                     (config.platform().empty() && config.backend().empty());
+  if (!torch) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": platform '", config.platform(), "' / backend '", config.backend(),
+        "' is not served; chronoserve serves platform \"pytorch_libtorch\" (backend \"pytorch\")"));
+  }
+  spec.platform = "pytorch_libtorch";
+  if (config.max_batch_size() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": max_batch_size must be >= 0"));
+  }
+  spec.max_batch_size = config.max_batch_size();
+  ASSIGN_OR_RETURN(spec.inputs, ConvertTensors(config.input(), "input", source));
+  ASSIGN_OR_RETURN(spec.outputs, ConvertTensors(config.output(), "output", source));
+  ASSIGN_OR_RETURN(spec.instance_groups, ConvertInstanceGroups(config, source));
+  RETURN_IF_ERROR(ConvertBatching(config, source, &spec));
+  RETURN_IF_ERROR(ConvertWarmups(config, source, &spec));
+  spec.cuda_graphs = config.optimization().cuda().graphs();
+  for (const auto& [key, value] : config.parameters()) spec.parameters[key] = value.string_value();
+  return spec;
+}
+}  // namespace
+
+absl::StatusOr<ModelSpec> ParseModelConfig(const std::string& text, const std::string& source,
+                                           const std::string& model_name,
+                                           std::vector<std::string>* ignored_fields) {
+  pb::ModelConfig config;
+  RETURN_IF_ERROR(ParseConfigProto(text, source, &config, ignored_fields));
+  return SpecFromProto(config, source, model_name);
+}
+
+absl::StatusOr<std::vector<std::string>> ListModelDirectories(const std::string& repository) {
+  std::error_code ec;
+  if (!fs::is_directory(repository, ec)) {
+    return absl::NotFoundError(absl::StrCat("model repository '", repository, "' is not a directory"));
+  }
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(repository, ec)) {
+    if (entry.is_directory() && entry.path().filename().string()[0] != '.') {
+      names.push_back(entry.path().filename().string());
+    }
+  }
+  if (ec) return absl::InternalError(absl::StrCat("cannot list '", repository, "': ", ec.message()));
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+namespace {
+absl::StatusOr<int64_t> PickVersion(const fs::path& dir, const std::string& source,
+                                    const std::vector<int64_t>& specific) {
+  std::vector<int64_t> versions;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    int64_t v = 0;
+    if (entry.is_directory() && absl::SimpleAtoi(entry.path().filename().string(), &v) && v >= 0) {
+      versions.push_back(v);
+    }
+  }
+  std::sort(versions.begin(), versions.end());
+  if (!specific.empty()) {
+    std::vector<int64_t> wanted;
+    for (int64_t v : versions) {
+      if (std::find(specific.begin(), specific.end(), v) != specific.end()) wanted.push_back(v);
+    }
+    versions = wanted;
+  }
+  if (versions.empty()) {
+    return absl::NotFoundError(absl::StrCat(source, ": no numeric version directory (e.g. ",
+                                            dir.string(), "/1/model.pt) matches the version policy"));
+  }
+  return versions.back();
+}
+}  // namespace
+
+absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir) {
+  const fs::path dir(model_dir);
+  const std::string name = dir.filename().string();
+  RETURN_IF_ERROR(ValidateModelName(name));
+  const fs::path config_path = dir / "config.pbtxt";
+  std::ifstream in(config_path);
+  if (!in) return absl::NotFoundError(absl::StrCat(config_path.string(), ": cannot open"));
+  std::stringstream text;
+  text << in.rdbuf();
+
+  pb::ModelConfig config;
+  std::vector<std::string> ignored;
+  RETURN_IF_ERROR(ParseConfigProto(text.str(), config_path.string(), &config, &ignored));
+  for (const auto& field : ignored) {
+    CS_LOG(WARNING) << config_path.string() << ": field '" << field
+                    << "' is not implemented by chronoserve and is ignored";
+  }
+  ASSIGN_OR_RETURN(ModelSpec spec, SpecFromProto(config, config_path.string(), name));
+  std::vector<int64_t> specific;
+  if (config.version_policy().has_specific()) {
+    specific.assign(config.version_policy().specific().versions().begin(),
+                    config.version_policy().specific().versions().end());
+  } else if (config.version_policy().has_all() ||
+             config.version_policy().latest().num_versions() > 1) {
+    CS_LOG(WARNING) << config_path.string()
+                    << ": only the latest version is served (version_policy asks for more)";
+  }
+  ASSIGN_OR_RETURN(spec.version, PickVersion(dir, config_path.string(), specific));
+  const std::string filename =
+      config.default_model_filename().empty() ? "model.pt" : config.default_model_filename();
+  const fs::path model_path = dir / std::to_string(spec.version) / filename;
+  if (!fs::is_regular_file(model_path)) {
+    return absl::NotFoundError(absl::StrCat("model '", name, "' version ", spec.version,
+                                            ": model file ", model_path.string(), " does not exist"));
+  }
+  spec.model_path = model_path.string();
+  return spec;
+}
+
+}  // namespace chronoserve::server

@@ -1,0 +1,34 @@
+// Loading a Triton-layout model repository: <repo>/<name>/config.pbtxt (protobuf text format) and
+// <repo>/<name>/<version>/model.pt. Turns each config into a validated ModelSpec; a malformed
+// file fails that model only, with the file, line and reason. Pure functions; no threads.
+#ifndef CHRONOSERVE_SERVER_REPOSITORY_MODEL_CONFIG_LOADER_H_
+#define CHRONOSERVE_SERVER_REPOSITORY_MODEL_CONFIG_LOADER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/core/model_spec.h"
+
+namespace chronoserve::server {
+
+// Parses and validates config text for the model directory `model_dir` (its base name is the model
+// name). `source` names the file in messages. `ignored_fields` receives the names of fields that
+// the text sets but chronoserve does not implement.
+absl::StatusOr<ModelSpec> ParseModelConfig(const std::string& text, const std::string& source,
+                                           const std::string& model_name,
+                                           std::vector<std::string>* ignored_fields);
+
+// Reads <model_dir>/config.pbtxt, picks the version by the version policy, and checks that the
+// model file exists. Logs ignored fields once, by name.
+absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir);
+
+// Names of the model directories under `repository` (sorted). Fails if it is not a directory.
+absl::StatusOr<std::vector<std::string>> ListModelDirectories(const std::string& repository);
+
+// Model names must be a single path component: no '/', '\\', NUL, "." or "..", at most 255 bytes.
+absl::Status ValidateModelName(const std::string& name);
+
+}  // namespace chronoserve::server
+
+#endif  // CHRONOSERVE_SERVER_REPOSITORY_MODEL_CONFIG_LOADER_H_

@@ -1,0 +1,40 @@
+// The dynamic batching decision as a pure function of (queue snapshot, now, config), with Triton's
+// semantics: take the largest batch available up to max_batch_size without waiting; wait (up to
+// max_queue_delay from the oldest request) only when neither a full nor a preferred batch can be
+// formed; never merge requests whose variable dims differ. Table-tested; no threads, no clock.
+#ifndef CHRONOSERVE_SERVER_SCHEDULER_BATCH_POLICY_H_
+#define CHRONOSERVE_SERVER_SCHEDULER_BATCH_POLICY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace chronoserve::server {
+
+struct BatchPolicyConfig {
+  int max_batch_size = 0;  // 0: the model does not batch; each request runs alone
+  bool dynamic = false;    // dynamic_batching {} present
+  std::vector<int> preferred_batch_sizes;  // ascending
+  int64_t max_queue_delay_ns = 0;
+};
+
+// What the policy needs to know about one queued request, oldest first.
+struct QueuedView {
+  int64_t items = 1;               // batch dim of the request
+  int64_t enqueued_ns = 0;
+  const std::string* shape_key = nullptr;  // requests batch together only if keys are equal
+};
+
+struct BatchDecision {
+  enum class Action { kWait, kExecute };
+  Action action = Action::kWait;
+  size_t count = 0;        // kExecute: how many requests from the head form the batch
+  int64_t wake_ns = 0;     // kWait: decide again at this time (0 = only when a request arrives)
+};
+
+BatchDecision DecideBatch(const std::vector<QueuedView>& queue, int64_t now_ns,
+                          const BatchPolicyConfig& config);
+
+}  // namespace chronoserve::server
+
+#endif  // CHRONOSERVE_SERVER_SCHEDULER_BATCH_POLICY_H_

@@ -1,0 +1,122 @@
+#include "server/scheduler/model_queue.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+
+namespace chronoserve::server {
+
+ModelQueue::ModelQueue(std::string model, BatchPolicyConfig policy, QueuePolicySpec queue_policy,
+                       const Clock* clock)
+    : model_(std::move(model)),
+      policy_(std::move(policy)),
+      queue_policy_(queue_policy),
+      clock_(clock) {}
+
+ModelQueue::~ModelQueue() = default;
+
+absl::Status ModelQueue::Enqueue(std::unique_ptr<InferRequest>& request) {
+  absl::MutexLock lock(&mu_);
+  if (closed_) {
+    return absl::UnavailableError(absl::StrCat("model '", model_, "' is shutting down"));
+  }
+  if (queue_policy_.max_queue_size > 0 && queue_.size() >= queue_policy_.max_queue_size) {
+    return absl::ResourceExhaustedError(absl::StrCat("model '", model_, "': queue is full (",
+                                                     queue_.size(), " requests waiting, max_queue_size ",
+                                                     queue_policy_.max_queue_size, ")"));
+  }
+  request->timeline.enqueued_ns = clock_->NowNs();
+  queue_.push_back(std::move(request));
+  cv_.Signal();
+  return absl::OkStatus();
+}
+
+int64_t ModelQueue::EffectiveDeadline(const InferRequest& r) const {
+  int64_t deadline = r.deadline_ns;
+  if (queue_policy_.default_timeout_microseconds > 0 && !queue_policy_.timeout_action_delay) {
+    const int64_t timeout =
+        r.timeline.enqueued_ns + static_cast<int64_t>(queue_policy_.default_timeout_microseconds) * 1000;
+    deadline = deadline == 0 ? timeout : std::min(deadline, timeout);
+  }
+  return deadline;
+}
+
+int64_t ModelQueue::DropDeadLocked(int64_t now_ns, Batch* dropped) {
+  int64_t earliest = 0;
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    InferRequest& r = **it;
+    const int64_t deadline = EffectiveDeadline(r);
+    if (r.IsCancelled()) {
+      r.status = absl::CancelledError(absl::StrCat("model '", model_, "': the client cancelled the request while it was queued"));
+    } else if (deadline != 0 && now_ns >= deadline) {
+      r.status = absl::DeadlineExceededError(absl::StrCat(
+          "model '", model_, "': the deadline passed after ", (now_ns - r.timeline.enqueued_ns) / 1000,
+          " us in the queue; the request was not executed"));
+    } else {
+      if (deadline != 0) earliest = earliest == 0 ? deadline : std::min(earliest, deadline);
+      ++it;
+      continue;
+    }
+    dropped->push_back(std::move(*it));
+    it = queue_.erase(it);
+  }
+  return earliest;
+}
+
+bool ModelQueue::NextBatch(Batch* batch, Batch* dropped) {
+  batch->clear();
+  dropped->clear();
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    const int64_t now = clock_->NowNs();
+    const int64_t earliest_deadline = DropDeadLocked(now, dropped);
+    if (queue_.empty()) {
+      if (!dropped->empty()) return true;
+      if (closed_) return false;
+      cv_.Wait(&mu_);
+      continue;
+    }
+    std::vector<QueuedView> views;
+    views.reserve(queue_.size());
+    for (const auto& r : queue_) {
+      views.push_back(QueuedView{r->batch_items, r->timeline.enqueued_ns, &r->shape_key()});
+    }
+    const BatchDecision decision = DecideBatch(views, now, policy_);
+    if (decision.action == BatchDecision::Action::kExecute || closed_) {
+      const size_t count = std::max<size_t>(1, decision.count);
+      for (size_t i = 0; i < count; ++i) {
+        batch->push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      if (!queue_.empty()) cv_.Signal();  // another idle worker may take the rest
+      return true;
+    }
+    if (!dropped->empty()) return true;
+    int64_t wake = decision.wake_ns;
+    if (earliest_deadline != 0) wake = wake == 0 ? earliest_deadline : std::min(wake, earliest_deadline);
+    if (wake == 0) {
+      cv_.Wait(&mu_);
+    } else {
+      cv_.WaitWithTimeout(&mu_, absl::Nanoseconds(std::max<int64_t>(wake - now, 1000)));
+    }
+  }
+}
+
+void ModelQueue::Close() {
+  absl::MutexLock lock(&mu_);
+  closed_ = true;
+  cv_.SignalAll();
+}
+
+void ModelQueue::Poke() {
+  absl::MutexLock lock(&mu_);
+  cv_.SignalAll();
+}
+
+size_t ModelQueue::size() const {
+  absl::MutexLock lock(&mu_);
+  return queue_.size();
+}
+
+}  // namespace chronoserve::server

@@ -1,0 +1,65 @@
+// ModelQueue: one model's bounded request queue, shared by that model's workers, which pull
+// batches from it as DecideBatch() allows. Requests whose deadline passed, whose client cancelled,
+// or whose queue timeout expired are handed back as `dropped` (never batched) for the worker to
+// answer. Thread-safe: the gRPC handlers call Enqueue, workers call NextBatch.
+//
+//   handler: RETURN_IF_ERROR(queue.Enqueue(request));       // owns `request` only on OK
+//   worker:  while (queue.NextBatch(&batch, &dropped)) { run(batch); answer(dropped); }
+#ifndef CHRONOSERVE_SERVER_SCHEDULER_MODEL_QUEUE_H_
+#define CHRONOSERVE_SERVER_SCHEDULER_MODEL_QUEUE_H_
+
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "server/core/infer_request.h"
+#include "server/core/model_spec.h"
+#include "server/scheduler/batch_policy.h"
+
+namespace chronoserve::server {
+
+class ModelQueue {
+ public:
+  ModelQueue(std::string model, BatchPolicyConfig policy, QueuePolicySpec queue_policy,
+             const Clock* clock);
+  ~ModelQueue();
+
+  // Takes ownership of `request` only when it returns OK (then `request` is null).
+  // RESOURCE_EXHAUSTED when max_queue_size requests are waiting; UNAVAILABLE once closed.
+  absl::Status Enqueue(std::unique_ptr<InferRequest>& request);
+
+  // Blocks until a batch is due or requests were dropped; fills `batch` (possibly empty) and
+  // `dropped` (each with its final status set). Returns false once the queue is closed and empty.
+  bool NextBatch(Batch* batch, Batch* dropped);
+
+  // Stops accepting; waiting workers drain what is queued, then NextBatch returns false. Idempotent.
+  void Close();
+
+  // Wakes waiting workers so they re-check cancellations (called when a client cancels).
+  void Poke();
+
+  size_t size() const;
+
+ private:
+  // Moves expired or cancelled requests out of the queue; returns the earliest live deadline (0 = none).
+  int64_t DropDeadLocked(int64_t now_ns, Batch* dropped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t EffectiveDeadline(const InferRequest& r) const;
+
+  const std::string model_;
+  const BatchPolicyConfig policy_;
+  const QueuePolicySpec queue_policy_;
+  const Clock* const clock_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<std::unique_ptr<InferRequest>> queue_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace chronoserve::server
+
+#endif  // CHRONOSERVE_SERVER_SCHEDULER_MODEL_QUEUE_H_

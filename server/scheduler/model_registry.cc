@@ -1,0 +1,73 @@
+#include "server/scheduler/model_registry.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace chronoserve::server {
+
+void ModelRegistry::MarkLoading(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  not_ready_[name] = absl::UnavailableError(absl::StrCat("model '", name, "' is loading"));
+}
+
+void ModelRegistry::MarkFailed(const std::string& name, const absl::Status& reason) {
+  absl::MutexLock lock(&mu_);
+  not_ready_[name] = absl::UnavailableError(
+      absl::StrCat("model '", name, "' failed to load: ", reason.message()));
+}
+
+void ModelRegistry::Add(std::shared_ptr<ModelRuntime> runtime) {
+  absl::MutexLock lock(&mu_);
+  const std::string name = runtime->spec().name;
+  not_ready_.erase(name);
+  ready_[name] = std::move(runtime);
+}
+
+absl::StatusOr<std::shared_ptr<ModelRuntime>> ModelRegistry::Find(const std::string& name,
+                                                                  const std::string& version) const {
+  absl::MutexLock lock(&mu_);
+  auto it = ready_.find(name);
+  if (it == ready_.end()) {
+    auto nr = not_ready_.find(name);
+    if (nr != not_ready_.end()) return nr->second;
+    return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
+  }
+  if (!version.empty()) {
+    int64_t v = -1;
+    if (!absl::SimpleAtoi(version, &v) || v != it->second->spec().version) {
+      return absl::NotFoundError(absl::StrCat("model '", name, "' has no version '", version,
+                                              "' (serving version ", it->second->spec().version, ")"));
+    }
+  }
+  if (!it->second->ready()) {
+    return absl::UnavailableError(absl::StrCat("model '", name, "' is not ready"));
+  }
+  return it->second;
+}
+
+std::vector<std::shared_ptr<ModelRuntime>> ModelRegistry::Ready() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::shared_ptr<ModelRuntime>> out;
+  for (const auto& [name, runtime] : ready_) out.push_back(runtime);
+  return out;
+}
+
+bool ModelRegistry::AllReady() const {
+  absl::MutexLock lock(&mu_);
+  if (!not_ready_.empty()) return false;
+  for (const auto& [name, runtime] : ready_) {
+    if (!runtime->ready()) return false;
+  }
+  return true;
+}
+
+void ModelRegistry::StopAll() {
+  std::vector<std::shared_ptr<ModelRuntime>> all;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [name, runtime] : ready_) all.push_back(runtime);
+  }
+  for (auto& r : all) r->Stop();
+}
+
+}  // namespace chronoserve::server

@@ -1,0 +1,44 @@
+// ModelRegistry: the models the server knows, by name — ready runtimes, and models that are still
+// loading or failed to load (with the reason). Thread-safe; the gRPC handlers look models up on
+// every request (one mutex, held only to copy a shared_ptr).
+#ifndef CHRONOSERVE_SERVER_SCHEDULER_MODEL_REGISTRY_H_
+#define CHRONOSERVE_SERVER_SCHEDULER_MODEL_REGISTRY_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/scheduler/model_runtime.h"
+
+namespace chronoserve::server {
+
+class ModelRegistry {
+ public:
+  void MarkLoading(const std::string& name);
+  void MarkFailed(const std::string& name, const absl::Status& reason);
+  void Add(std::shared_ptr<ModelRuntime> runtime);
+
+  // The runtime for `name` at `version` ("" = the served version). NOT_FOUND for an unknown model
+  // or version; UNAVAILABLE (with the reason) for one that is loading or failed to load.
+  absl::StatusOr<std::shared_ptr<ModelRuntime>> Find(const std::string& name,
+                                                     const std::string& version) const;
+  std::vector<std::shared_ptr<ModelRuntime>> Ready() const;
+  // True when every known model is ready (and there is at least one model or none failed).
+  bool AllReady() const;
+
+  // Stops every runtime (closes queues, joins workers). Idempotent.
+  void StopAll();
+
+ private:
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<ModelRuntime>> ready_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, absl::Status> not_ready_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace chronoserve::server
+
+#endif  // CHRONOSERVE_SERVER_SCHEDULER_MODEL_REGISTRY_H_

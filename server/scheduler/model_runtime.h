@@ -1,0 +1,56 @@
+// ModelRuntime: a loaded model being served — its spec, queue, workers and statistics. Created by
+// the server's ModelManager; READY only after every worker has warmed up. Shared (shared_ptr) with
+// the gRPC handlers through the ModelRegistry; Stop() closes the queue and joins the workers.
+#ifndef CHRONOSERVE_SERVER_SCHEDULER_MODEL_RUNTIME_H_
+#define CHRONOSERVE_SERVER_SCHEDULER_MODEL_RUNTIME_H_
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "server/backend/model_instance.h"
+#include "server/core/model_spec.h"
+#include "server/core/model_stats.h"
+#include "server/scheduler/model_queue.h"
+#include "server/scheduler/worker.h"
+
+namespace chronoserve::server {
+
+class ModelRuntime {
+ public:
+  // Warms every instance (on the calling thread), then starts one worker per instance.
+  static absl::StatusOr<std::unique_ptr<ModelRuntime>> Create(
+      const ModelSpec& spec, std::vector<std::unique_ptr<ModelInstance>> instances,
+      const WarmupOptions& warmup, const Clock* clock);
+  ~ModelRuntime();
+
+  const ModelSpec& spec() const { return spec_; }
+  ModelQueue& queue() { return queue_; }
+  ModelStats& stats() { return stats_; }
+  bool ready() const { return ready_.load(); }
+  int64_t warmup_ns() const { return warmup_ns_; }
+  const std::vector<std::unique_ptr<Worker>>& workers() const { return workers_; }
+
+  // Stops accepting, finishes queued requests, joins the workers. Idempotent.
+  void Stop();
+
+ private:
+  ModelRuntime(const ModelSpec& spec, const Clock* clock);
+
+  const ModelSpec spec_;
+  const Clock* const clock_;
+  ModelStats stats_;
+  ModelQueue queue_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::atomic<bool> ready_{false};
+  int64_t warmup_ns_ = 0;
+};
+
+// How the spec's batching config drives the policy.
+BatchPolicyConfig PolicyFromSpec(const ModelSpec& spec);
+
+}  // namespace chronoserve::server
+
+#endif  // CHRONOSERVE_SERVER_SCHEDULER_MODEL_RUNTIME_H_

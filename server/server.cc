@@ -1,0 +1,82 @@
+#include "server/server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "server/backend/torch_backend.h"
+#include "server/model_manager.h"
+
+namespace chronoserve::server {
+namespace {
+constexpr const char* kServiceName = "inference.GRPCInferenceService";
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& options) {
+  if (options.model_repository.empty()) {
+    return absl::InvalidArgumentError("--model-repository is required");
+  }
+  if (options.grpc_port < 0 || options.grpc_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("--grpc-port ", options.grpc_port, " is not a port"));
+  }
+  if (options.exit_timeout_secs < 0) {
+    return absl::InvalidArgumentError("--exit-timeout-secs must be >= 0");
+  }
+  return std::unique_ptr<Server>(new Server(options));
+}
+
+Server::Server(const ServerOptions& options) : options_(options), clock_(SteadyClock::Get()) {}
+
+Server::~Server() { Shutdown(); }
+
+absl::Status Server::Start() {
+  CS_LOG(INFO) << "chronoserve " << kChronoserveVersion << " with " << TorchBuildDescription()
+               << ", " << CudaDeviceCount() << " CUDA device(s)";
+  service_ = std::make_unique<InferenceService>(&registry_, clock_,
+                                                ServerInfo{"chronoserve", kChronoserveVersion});
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  const std::string address = absl::StrCat(
+      options_.host.find(':') != std::string::npos ? absl::StrCat("[", options_.host, "]") : options_.host,
+      ":", options_.grpc_port);
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
+  builder.RegisterService(service_.get());
+  builder.SetMaxReceiveMessageSize(-1);
+  builder.SetMaxSendMessageSize(-1);
+  grpc_server_ = builder.BuildAndStart();
+  if (grpc_server_ == nullptr || port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
+  }
+  auto* health = grpc_server_->GetHealthCheckService();
+  health->SetServingStatus(false);
+  CS_LOG(INFO) << "gRPC listening on " << options_.host << ":" << port_
+               << " (KServe v2, grpc.health.v1, reflection)";
+
+  ModelManager manager(&registry_, &devices_, options_.warmup, clock_);
+  if (absl::Status s = manager.LoadRepository(options_.model_repository); !s.ok()) return s;
+  const bool ready = registry_.AllReady();
+  health->SetServingStatus(kServiceName, ready);
+  health->SetServingStatus(ready);
+  CS_LOG(INFO) << (ready ? "server READY" : "server up, but not every model loaded (see errors above)");
+  return absl::OkStatus();
+}
+
+void Server::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (grpc_server_ != nullptr) {
+    CS_LOG(INFO) << "shutting down: NOT_SERVING, finishing in-flight requests (up to "
+                 << options_.exit_timeout_secs << " s)";
+    grpc_server_->GetHealthCheckService()->SetServingStatus(false);
+    service_->SetDraining();
+    grpc_server_->Shutdown(std::chrono::system_clock::now() +
+                           std::chrono::seconds(options_.exit_timeout_secs));
+  }
+  registry_.StopAll();
+  if (grpc_server_ != nullptr) grpc_server_->Wait();
+  CS_LOG(INFO) << "stopped";
+}
+
+}  // namespace chronoserve::server

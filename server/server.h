@@ -1,0 +1,65 @@
+// Server: the composition root. Owns the model registry, the device trackers, the gRPC service
+// and the gRPC server; builds them in order and tears them down in reverse: stop accepting ->
+// finish in-flight requests -> stop workers.
+//
+//   auto server = Server::Create(options);   // validates options
+//   (*server)->Start();                       // listens, loads + warms models, READY
+//   ... (*server)->Shutdown();
+#ifndef CHRONOSERVE_SERVER_SERVER_H_
+#define CHRONOSERVE_SERVER_SERVER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "server/backend/device_activity.h"
+#include "server/grpc/inference_service.h"
+#include "server/scheduler/model_registry.h"
+#include "server/scheduler/worker.h"
+
+namespace chronoserve::server {
+
+struct ServerOptions {
+  std::string model_repository;
+  std::string host = "127.0.0.1";
+  int grpc_port = 8001;  // 0 picks a free port (tests)
+  int exit_timeout_secs = 30;
+  WarmupOptions warmup;
+};
+
+inline constexpr const char* kChronoserveVersion = "0.1.0";
+
+class Server {
+ public:
+  static absl::StatusOr<std::unique_ptr<Server>> Create(const ServerOptions& options);
+  ~Server();
+
+  // Binds the gRPC port, then loads and warms every model. Returns once they are ready (or failed).
+  absl::Status Start();
+  // The bound port (after Start).
+  int port() const { return port_; }
+  // Health NOT_SERVING, new requests UNAVAILABLE, in-flight requests finish (up to
+  // exit_timeout_secs), workers stop. Idempotent.
+  void Shutdown();
+
+  ModelRegistry& registry() { return registry_; }
+
+ private:
+  explicit Server(const ServerOptions& options);
+
+  const ServerOptions options_;
+  const Clock* const clock_;
+  ModelRegistry registry_;
+  DeviceActivityRegistry devices_;
+  std::unique_ptr<InferenceService> service_;
+  std::unique_ptr<grpc::Server> grpc_server_;
+  int port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace chronoserve::server
+
+#endif  // CHRONOSERVE_SERVER_SERVER_H_
