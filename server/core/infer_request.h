@@ -1,7 +1,8 @@
 // InferRequest: one validated inference request on its way queue -> batch -> worker -> completion.
 // It moves by std::unique_ptr and is owned by exactly one stage at a time. Input bytes are views on
 // the received gRPC message (which outlives the request) or on `owned_data` for typed contents;
-// outputs are written by the backend straight into strings the response owns.
+// outputs are written by the backend straight into strings the response owns. Once the response
+// is handed to gRPC, input and output bytes are no longer valid (observers read metadata only).
 //
 // Flow: the gRPC handler builds it and enqueues it; a worker fills `outputs` and the timeline; the
 // worker then calls Complete(), which moves the request into `on_complete` (the gRPC layer's
@@ -47,6 +48,8 @@ class InferRequest {
   std::vector<OutputTensor> outputs;  // the outputs to return, in response order
   int64_t deadline_ns = 0;            // steady clock; 0 = none
   std::shared_ptr<std::atomic<bool>> cancelled;  // set by the transport when the client goes away
+  std::string traceparent;  // W3C trace context from the request metadata (raw, unvalidated)
+  std::string tracestate;
   Timeline timeline;
   absl::Status status;  // final status, set before Complete()
   Completion on_complete;

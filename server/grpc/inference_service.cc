@@ -58,8 +58,9 @@ void FillStatDuration(const Duration& d, inference::StatisticDuration* out) {
 
 }  // namespace
 
-InferenceService::InferenceService(ModelRegistry* registry, const Clock* clock, ServerInfo info)
-    : registry_(registry), clock_(clock), info_(std::move(info)) {}
+InferenceService::InferenceService(ModelRegistry* registry, const Clock* clock, ServerInfo info,
+                                   RequestObserver* observer)
+    : registry_(registry), clock_(clock), info_(std::move(info)), observer_(observer) {}
 
 grpc::ServerUnaryReactor* InferenceService::ServerLive(grpc::CallbackServerContext* ctx,
                                                        const inference::ServerLiveRequest*,
@@ -142,15 +143,24 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
                                      deadline - std::chrono::system_clock::now()).count();
     infer->deadline_ns = clock_->NowNs() + std::max<int64_t>(remaining_ns, 0);
   }
+  const auto& metadata = ctx->client_metadata();
+  if (auto it = metadata.find("traceparent"); it != metadata.end()) {
+    infer->traceparent.assign(it->second.data(), it->second.size());
+  }
+  if (auto it = metadata.find("tracestate"); it != metadata.end()) {
+    infer->tracestate.assign(it->second.data(), it->second.size());
+  }
   infer->cancelled = std::make_shared<std::atomic<bool>>(false);
   auto* reactor = new InferReactor(infer->cancelled, runtime);
   ModelRuntime* rt = runtime.get();
   const Clock* clock = clock_;
-  infer->on_complete = [ctx, response, reactor, rt, clock](std::unique_ptr<InferRequest> r) {
+  RequestObserver* observer = observer_;
+  infer->on_complete = [ctx, response, reactor, rt, clock, observer](std::unique_ptr<InferRequest> r) {
     const RequestTiming& timing = r->timeline.Finalize(clock->NowNs());
     if (!r->status.ok()) {
       rt->stats().RecordFailure(timing.server_total_ns, FailureKind(r->status.code()));
       reactor->Finish(ToGrpcStatus(r->status));
+      if (observer != nullptr) observer->OnRequestDone(rt->spec(), r.get(), timing, r->status);
       return;
     }
     for (size_t k = 0; k < r->outputs.size(); ++k) {
@@ -161,6 +171,8 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
     ctx->AddTrailingMetadata(std::string(kServerTimingKey), EncodeServerTiming(timing));
     rt->stats().RecordSuccess(timing, r->batch_items);
     reactor->Finish(grpc::Status::OK);
+    // After Finish: telemetry never delays the response. `response` may be gone; `r` is not.
+    if (observer != nullptr) observer->OnRequestDone(rt->spec(), r.get(), timing, r->status);
   };
   absl::Status enqueued = runtime->queue().Enqueue(infer);
   if (!enqueued.ok()) {

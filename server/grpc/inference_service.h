@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "proto/inference.grpc.pb.h"
+#include "server/core/request_observer.h"
 #include "server/scheduler/model_registry.h"
 
 namespace chronoserve::server {
@@ -21,7 +22,9 @@ struct ServerInfo {
 
 class InferenceService final : public inference::GRPCInferenceService::CallbackService {
  public:
-  InferenceService(ModelRegistry* registry, const Clock* clock, ServerInfo info);
+  // `observer` (may be null) sees every finished ModelInfer request; it must outlive the service.
+  InferenceService(ModelRegistry* registry, const Clock* clock, ServerInfo info,
+                   RequestObserver* observer = nullptr);
 
   // While draining for shutdown, ServerReady is false and ModelInfer answers UNAVAILABLE.
   void SetDraining() { draining_.store(true); }
@@ -52,6 +55,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   ModelRegistry* const registry_;
   const Clock* const clock_;
   const ServerInfo info_;
+  RequestObserver* const observer_;
   std::atomic<bool> draining_{false};
 };
 
