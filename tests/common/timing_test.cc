@@ -1,0 +1,93 @@
+#include "common/timing.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace chronoserve {
+namespace {
+
+RequestTiming Sample() {
+  RequestTiming t;
+  t.queue_ns = 12'000;
+  t.input_stage_ns = 3'000;
+  t.h2d_ns = 19'000;
+  t.compute_ns = 112'000;
+  t.launch_ns = 40'000;
+  t.d2h_ns = 4'000;
+  t.output_stage_ns = 5'000;
+  t.server_total_ns = 171'000;
+  t.batch_size = 8;
+  t.worker = 1;
+  t.gpu = 0;
+  t.sm_clock_mhz = 1980;
+  t.idle_before_us = 250;
+  t.cold = true;
+  t.device_timed = true;
+  return t;
+}
+
+TEST(RequestTimingTest, RemainderAndConsistency) {
+  RequestTiming t = Sample();
+  EXPECT_EQ(t.remainder_ns(), 171'000 - (12'000 + 3'000 + 19'000 + 112'000 + 4'000 + 5'000));
+  EXPECT_TRUE(t.IsConsistent());
+  t.server_total_ns = 100'000;  // stages exceed the total
+  EXPECT_FALSE(t.IsConsistent());
+  t = Sample();
+  t.d2h_ns = -1;
+  EXPECT_FALSE(t.IsConsistent());
+}
+
+TEST(RequestTimingTest, ParamsRoundTrip) {
+  const RequestTiming t = Sample();
+  std::map<std::string, TimingParam> params;
+  for (auto& p : EncodeTimingParams(t)) params[p.key] = p;
+  EXPECT_EQ(params.at("timing.queue_ns").int_value, 12'000);
+  EXPECT_EQ(params.at("timing.server_total_ns").int_value, 171'000);
+  EXPECT_EQ(params.at("timing.clock").string_value, "cuda_event");
+  EXPECT_TRUE(params.at("timing.cold").bool_value);
+  auto decoded = DecodeTimingParams([&](const std::string& key) -> std::optional<TimingParam> {
+    auto it = params.find(key);
+    if (it == params.end()) return std::nullopt;
+    return it->second;
+  });
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->compute_ns, t.compute_ns);
+  EXPECT_EQ(decoded->launch_ns, t.launch_ns);
+  EXPECT_EQ(decoded->batch_size, 8);
+  EXPECT_EQ(decoded->sm_clock_mhz, 1980);
+  EXPECT_EQ(decoded->idle_before_us, 250);
+  EXPECT_TRUE(decoded->cold);
+  EXPECT_TRUE(decoded->device_timed);
+}
+
+TEST(RequestTimingTest, DecodeWithoutTimingIsNotFound) {
+  auto decoded = DecodeTimingParams([](const std::string&) { return std::nullopt; });
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ServerTimingTest, EncodesMillisecondsInW3cSyntaxAndParsesBack) {
+  const std::string header = EncodeServerTiming(Sample());
+  EXPECT_EQ(header,
+            "queue;dur=0.012, input_stage;dur=0.003, h2d;dur=0.019, compute;dur=0.112, "
+            "launch;dur=0.040, d2h;dur=0.004, output_stage;dur=0.005, total;dur=0.171");
+  auto metrics = ParseServerTiming(header);
+  ASSERT_TRUE(metrics.ok());
+  ASSERT_EQ(metrics->size(), 8u);
+  EXPECT_EQ((*metrics)[3].name, "compute");
+  EXPECT_DOUBLE_EQ((*metrics)[3].dur_ms, 0.112);
+  EXPECT_EQ(metrics->back().name, "total");
+}
+
+TEST(ServerTimingTest, ParsesForeignHeadersAndRejectsGarbage) {
+  auto metrics = ParseServerTiming("cache;desc=\"hit\", db;dur=53.2,app");
+  ASSERT_TRUE(metrics.ok());
+  ASSERT_EQ(metrics->size(), 3u);
+  EXPECT_EQ((*metrics)[0].dur_ms, 0);
+  EXPECT_DOUBLE_EQ((*metrics)[1].dur_ms, 53.2);
+  EXPECT_FALSE(ParseServerTiming("db;dur=abc").ok());
+  EXPECT_FALSE(ParseServerTiming(";dur=1").ok());
+}
+
+}  // namespace
+}  // namespace chronoserve

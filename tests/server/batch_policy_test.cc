@@ -1,0 +1,69 @@
+#include "server/scheduler/batch_policy.h"
+
+#include <gtest/gtest.h>
+
+namespace chronoserve::server {
+namespace {
+
+const std::string kA = "[4,20,20];";
+const std::string kB = "[4,7];";
+
+struct Row {
+  const char* name;
+  BatchPolicyConfig config;
+  std::vector<QueuedView> queue;
+  int64_t now_ns;
+  BatchDecision::Action action;
+  size_t count;
+  int64_t wake_ns;
+};
+
+BatchPolicyConfig Dynamic(int max, int64_t delay_ns, std::vector<int> preferred = {}) {
+  BatchPolicyConfig c;
+  c.max_batch_size = max;
+  c.dynamic = true;
+  c.max_queue_delay_ns = delay_ns;
+  c.preferred_batch_sizes = std::move(preferred);
+  return c;
+}
+
+BatchPolicyConfig NoBatcher(int max) {
+  BatchPolicyConfig c;
+  c.max_batch_size = max;
+  return c;
+}
+
+QueuedView Q(int64_t items, int64_t enqueued_ns, const std::string& key = kA) {
+  return QueuedView{items, enqueued_ns, &key};
+}
+
+using A = BatchDecision::Action;
+
+TEST(BatchPolicyTest, Table) {
+  const Row rows[] = {
+      {"empty queue waits for arrivals", Dynamic(8, 0), {}, 100, A::kWait, 0, 0},
+      {"no dynamic batcher: one request at a time", NoBatcher(8), {Q(1, 0), Q(1, 0)}, 100, A::kExecute, 1, 0},
+      {"max_batch_size 0: one request", Dynamic(0, 0), {Q(1, 0), Q(1, 0)}, 100, A::kExecute, 1, 0},
+      {"zero delay takes everything available", Dynamic(8, 0), {Q(1, 0), Q(2, 5), Q(1, 9)}, 10, A::kExecute, 3, 0},
+      {"never exceeds max_batch_size", Dynamic(4, 0), {Q(2, 0), Q(1, 0), Q(2, 0)}, 10, A::kExecute, 2, 0},
+      {"full batch goes at once despite delay", Dynamic(4, 1000), {Q(2, 0), Q(2, 1)}, 2, A::kExecute, 2, 0},
+      {"partial batch waits until oldest + delay", Dynamic(8, 1000), {Q(1, 100), Q(1, 200)}, 300, A::kWait, 0, 1100},
+      {"partial batch goes when the delay has passed", Dynamic(8, 1000), {Q(1, 100), Q(1, 200)}, 1100, A::kExecute, 2, 0},
+      {"different variable dims are never merged", Dynamic(8, 1000), {Q(1, 0, kA), Q(1, 1, kB), Q(1, 2, kA)}, 5, A::kExecute, 1, 0},
+      {"head of another shape starts its own batch", Dynamic(8, 0), {Q(1, 0, kB), Q(2, 1, kB), Q(1, 2, kA)}, 5, A::kExecute, 2, 0},
+      {"preferred size reached goes before the delay", Dynamic(8, 1000, {2, 4}), {Q(1, 0), Q(1, 1)}, 2, A::kExecute, 2, 0},
+      {"non-preferred size waits", Dynamic(8, 1000, {2, 4}), {Q(1, 0), Q(1, 1), Q(1, 2)}, 3, A::kWait, 0, 1000},
+      {"after the delay: the largest preferred prefix", Dynamic(8, 1000, {2, 4}), {Q(1, 0), Q(1, 1), Q(1, 2)}, 1000, A::kExecute, 2, 0},
+      {"after the delay, no preferred prefix: everything", Dynamic(8, 1000, {4}), {Q(1, 0), Q(1, 1), Q(1, 2)}, 1000, A::kExecute, 3, 0},
+      {"an oversized request is handed on alone", Dynamic(4, 1000), {Q(9, 0), Q(1, 1)}, 2, A::kExecute, 1, 0},
+  };
+  for (const Row& row : rows) {
+    const BatchDecision d = DecideBatch(row.queue, row.now_ns, row.config);
+    EXPECT_EQ(d.action, row.action) << row.name;
+    if (row.action == A::kExecute) EXPECT_EQ(d.count, row.count) << row.name;
+    if (row.action == A::kWait) EXPECT_EQ(d.wake_ns, row.wake_ns) << row.name;
+  }
+}
+
+}  // namespace
+}  // namespace chronoserve::server

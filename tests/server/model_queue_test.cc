@@ -1,0 +1,134 @@
+#include "server/scheduler/model_queue.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+
+namespace chronoserve::server {
+namespace {
+
+std::unique_ptr<InferRequest> Request(int64_t items = 1, const std::string& key = "[3];") {
+  auto r = std::make_unique<InferRequest>();
+  r->batch_items = items;
+  r->set_shape_key(key);
+  r->cancelled = std::make_shared<std::atomic<bool>>(false);
+  return r;
+}
+
+BatchPolicyConfig Dynamic(int max, int64_t delay_ns) {
+  BatchPolicyConfig c;
+  c.max_batch_size = max;
+  c.dynamic = true;
+  c.max_queue_delay_ns = delay_ns;
+  return c;
+}
+
+TEST(ModelQueueTest, FullQueueRefusesWithResourceExhaustedAndKeepsOwnership) {
+  QueuePolicySpec qp;
+  qp.max_queue_size = 2;
+  ModelQueue queue("m", Dynamic(8, 0), qp, SteadyClock::Get());
+  auto a = Request(), b = Request(), c = Request();
+  ASSERT_TRUE(queue.Enqueue(a).ok());
+  ASSERT_TRUE(queue.Enqueue(b).ok());
+  EXPECT_EQ(a, nullptr) << "ownership taken on OK";
+  absl::Status full = queue.Enqueue(c);
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(full.message().find("model 'm'"), absl::string_view::npos);
+  EXPECT_NE(full.message().find("max_queue_size 2"), absl::string_view::npos);
+  EXPECT_NE(c, nullptr) << "ownership kept on error";
+  EXPECT_EQ(queue.size(), 2u);
+}
+
+TEST(ModelQueueTest, BatchesQueuedRequestsAndDrainsAfterClose) {
+  ModelQueue queue("m", Dynamic(8, 0), {}, SteadyClock::Get());
+  for (int i = 0; i < 3; ++i) {
+    auto r = Request(2);
+    ASSERT_TRUE(queue.Enqueue(r).ok());
+  }
+  Batch batch, dropped;
+  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
+  EXPECT_EQ(batch.size(), 3u);
+  EXPECT_TRUE(dropped.empty());
+  auto late = Request();
+  ASSERT_TRUE(queue.Enqueue(late).ok());
+  queue.Close();
+  auto refused = Request();
+  EXPECT_EQ(queue.Enqueue(refused).code(), absl::StatusCode::kUnavailable);
+  ASSERT_TRUE(queue.NextBatch(&batch, &dropped)) << "queued work drains after Close";
+  EXPECT_EQ(batch.size(), 1u);
+  EXPECT_FALSE(queue.NextBatch(&batch, &dropped));
+}
+
+TEST(ModelQueueTest, ExpiredAndCancelledRequestsAreDroppedNotBatched) {
+  FakeClock clock;
+  ModelQueue queue("m", Dynamic(8, 0), {}, &clock);
+  auto expired = Request();
+  expired->deadline_ns = clock.NowNs() + 1000;
+  auto cancelled = Request();
+  auto live = Request();
+  auto* cancel_flag = cancelled->cancelled.get();
+  ASSERT_TRUE(queue.Enqueue(expired).ok());
+  ASSERT_TRUE(queue.Enqueue(cancelled).ok());
+  ASSERT_TRUE(queue.Enqueue(live).ok());
+  cancel_flag->store(true);
+  clock.AdvanceNs(2000);
+  Batch batch, dropped;
+  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
+  ASSERT_EQ(dropped.size(), 2u);
+  EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(dropped[1]->status.code(), absl::StatusCode::kCancelled);
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_FALSE(batch[0]->IsCancelled());
+}
+
+TEST(ModelQueueTest, QueuePolicyTimeoutRejects) {
+  FakeClock clock;
+  QueuePolicySpec qp;
+  qp.default_timeout_microseconds = 5;
+  ModelQueue queue("m", Dynamic(8, 0), qp, &clock);
+  auto r = Request();
+  ASSERT_TRUE(queue.Enqueue(r).ok());
+  clock.AdvanceNs(6000);
+  Batch batch, dropped;
+  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
+  EXPECT_TRUE(batch.empty());
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(ModelQueueTest, WaitingWorkerWakesOnEnqueueAndOnClose) {
+  ModelQueue queue("m", Dynamic(8, 0), {}, SteadyClock::Get());
+  absl::Notification got_batch, finished;
+  size_t batch_size = 0;
+  std::thread worker([&] {
+    Batch batch, dropped;
+    while (queue.NextBatch(&batch, &dropped)) {
+      batch_size = batch.size();
+      got_batch.Notify();
+    }
+    finished.Notify();
+  });
+  auto r = Request();
+  ASSERT_TRUE(queue.Enqueue(r).ok());
+  ASSERT_TRUE(got_batch.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(batch_size, 1u);
+  queue.Close();
+  ASSERT_TRUE(finished.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  worker.join();
+}
+
+TEST(ModelQueueTest, DelayedBatchCollectsLaterArrivals) {
+  // A 200 ms batching window: two requests enqueued back to back land in one batch.
+  ModelQueue queue("m", Dynamic(8, 200'000'000), {}, SteadyClock::Get());
+  auto a = Request(), b = Request();
+  ASSERT_TRUE(queue.Enqueue(a).ok());
+  ASSERT_TRUE(queue.Enqueue(b).ok());
+  Batch batch, dropped;
+  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
+  EXPECT_EQ(batch.size(), 2u);
+}
+
+}  // namespace
+}  // namespace chronoserve::server

@@ -1,0 +1,171 @@
+#include "server/grpc/request_builder.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+namespace chronoserve::server {
+namespace {
+using ::testing::HasSubstr;
+
+ModelSpec Spec(int max_batch_size) {
+  ModelSpec spec;
+  spec.name = "net";
+  spec.version = 3;
+  spec.max_batch_size = max_batch_size;
+  spec.inputs = {{"INPUT__0", DataType::kFp32, {2, -1}}, {"INPUT__1", DataType::kInt8, {3}}};
+  spec.outputs = {{"OUTPUT__0", DataType::kFp32, {2}}, {"OUTPUT__1", DataType::kBf16, {1}}};
+  return spec;
+}
+
+std::string Floats(int n) {
+  std::string bytes(n * 4, '\0');
+  for (int i = 0; i < n; ++i) {
+    float v = 0.25f * (i + 1);
+    std::memcpy(&bytes[i * 4], &v, 4);
+  }
+  return bytes;
+}
+
+inference::ModelInferRequest Good(int batch = 2, int var = 5) {
+  inference::ModelInferRequest r;
+  r.set_model_name("net");
+  r.set_id("req-7");
+  auto* a = r.add_inputs();
+  a->set_name("INPUT__0");
+  a->set_datatype("FP32");
+  for (int64_t d : {batch, 2, var}) a->add_shape(d);
+  auto* b = r.add_inputs();
+  b->set_name("INPUT__1");
+  b->set_datatype("INT8");
+  for (int64_t d : {batch, 3}) b->add_shape(d);
+  r.add_raw_input_contents(Floats(batch * 2 * var));
+  r.add_raw_input_contents(std::string(batch * 3, '\x05'));
+  return r;
+}
+
+TEST(RequestBuilderTest, BuildsViewsShapeKeyAndResponseSkeleton) {
+  inference::ModelInferRequest request = Good();
+  inference::ModelInferResponse response;
+  auto built = BuildInferRequest(Spec(8), request, &response);
+  ASSERT_TRUE(built.ok()) << built.status();
+  const InferRequest& r = **built;
+  EXPECT_EQ(r.id, "req-7");
+  EXPECT_EQ(r.batch_items, 2);
+  ASSERT_EQ(r.inputs.size(), 2u);
+  EXPECT_EQ(r.inputs[0].data, request.raw_input_contents(0).data()) << "raw bytes are not copied";
+  EXPECT_EQ(r.inputs[0].byte_size, 2u * 2 * 5 * 4);
+  EXPECT_EQ(r.shape_key(), "[2,5];[3];");
+  ASSERT_EQ(r.outputs.size(), 2u) << "no requested outputs = all";
+  EXPECT_EQ(response.model_name(), "net");
+  EXPECT_EQ(response.model_version(), "3");
+  EXPECT_EQ(response.id(), "req-7");
+  ASSERT_EQ(response.outputs_size(), 2);
+  EXPECT_EQ(response.outputs(1).datatype(), "BF16");
+  EXPECT_EQ(r.outputs[1].data, response.mutable_raw_output_contents(1));
+}
+
+TEST(RequestBuilderTest, InputsMayArriveInAnyOrderAndOutputsCanBeFiltered) {
+  inference::ModelInferRequest request = Good();
+  request.mutable_inputs()->SwapElements(0, 1);
+  request.mutable_raw_input_contents()->SwapElements(0, 1);
+  request.add_outputs()->set_name("OUTPUT__1");
+  inference::ModelInferResponse response;
+  auto built = BuildInferRequest(Spec(8), request, &response);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ((*built)->inputs[0].dtype, DataType::kFp32);
+  ASSERT_EQ((*built)->outputs.size(), 1u);
+  EXPECT_EQ((*built)->outputs[0].index, 1);
+  EXPECT_EQ(response.outputs(0).name(), "OUTPUT__1");
+}
+
+TEST(RequestBuilderTest, TypedContentsAreConverted) {
+  inference::ModelInferRequest request = Good(1, 1);
+  request.clear_raw_input_contents();
+  auto* fp = request.mutable_inputs(0)->mutable_contents();
+  fp->add_fp32_contents(1.5f);
+  fp->add_fp32_contents(-2.0f);
+  for (int v : {-3, 0, 127}) request.mutable_inputs(1)->mutable_contents()->add_int_contents(v);
+  inference::ModelInferResponse response;
+  auto built = BuildInferRequest(Spec(8), request, &response);
+  ASSERT_TRUE(built.ok()) << built.status();
+  const InputTensor& i8 = (*built)->inputs[1];
+  ASSERT_EQ(i8.byte_size, 3u);
+  EXPECT_EQ(static_cast<int8_t>(i8.data[0]), -3);
+  EXPECT_EQ(static_cast<int8_t>(i8.data[2]), 127);
+  float second;
+  std::memcpy(&second, (*built)->inputs[0].data + 4, 4);
+  EXPECT_EQ(second, -2.0f);
+}
+
+struct BadCase {
+  const char* name;
+  std::function<void(inference::ModelInferRequest&)> mutate;
+  const char* expected;
+};
+
+TEST(RequestBuilderTest, BadInputsAreInvalidArgumentNamingModelTensorAndExpectation) {
+  const BadCase cases[] = {
+      {"unknown input", [](auto& r) { r.mutable_inputs(1)->set_name("INPUT__9"); }, "input 'INPUT__9': unknown input (the model's inputs: INPUT__0, INPUT__1)"},
+      {"duplicate", [](auto& r) { r.mutable_inputs(1)->set_name("INPUT__0"); }, "input 'INPUT__0': given more than once"},
+      {"missing", [](auto& r) { r.mutable_inputs()->RemoveLast(); r.mutable_raw_input_contents()->RemoveLast(); }, "input 'INPUT__1': missing"},
+      {"dtype", [](auto& r) { r.mutable_inputs(0)->set_datatype("FP16"); }, "datatype 'FP16', expected FP32"},
+      {"rank", [](auto& r) { r.mutable_inputs(1)->mutable_shape()->RemoveLast(); }, "has rank 1, expected [-1,3]"},
+      {"fixed dim", [](auto& r) { r.mutable_inputs(1)->set_shape(1, 4); }, "does not match [-1,3]"},
+      {"batch too big", [](auto& r) { r.mutable_inputs(0)->set_shape(0, 9); r.mutable_inputs(1)->set_shape(0, 9); }, "batch size 9 exceeds max_batch_size 8"},
+      {"batch mismatch", [](auto& r) { r.mutable_inputs(1)->set_shape(0, 1); }, "differs from another input's"},
+      {"byte size", [](auto& r) { r.mutable_raw_input_contents(0)->pop_back(); }, "raw contents hold 79 bytes, FP32 [2,2,5] needs 80"},
+      {"raw count", [](auto& r) { r.mutable_raw_input_contents()->RemoveLast(); }, "raw_input_contents has 1 entries for 2 inputs"},
+      {"mixed", [](auto& r) { r.mutable_inputs(0)->mutable_contents()->add_fp32_contents(1); }, "has typed contents and raw_input_contents"},
+      {"typed count", [](auto& r) { r.clear_raw_input_contents(); r.mutable_inputs(0)->mutable_contents()->add_fp32_contents(1); }, "contents hold 1 elements"},
+      {"unknown output", [](auto& r) { r.add_outputs()->set_name("OUT"); }, "unknown requested output 'OUT'"},
+      {"output twice", [](auto& r) { r.add_outputs()->set_name("OUTPUT__0"); r.add_outputs()->set_name("OUTPUT__0"); }, "output 'OUTPUT__0' requested twice"},
+      {"zero dim", [](auto& r) { r.mutable_inputs(0)->set_shape(2, 0); }, "does not match"},
+  };
+  for (const BadCase& c : cases) {
+    inference::ModelInferRequest request = Good();
+    c.mutate(request);
+    inference::ModelInferResponse response;
+    auto built = BuildInferRequest(Spec(8), request, &response);
+    ASSERT_FALSE(built.ok()) << c.name;
+    EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument) << c.name;
+    EXPECT_THAT(std::string(built.status().message()), HasSubstr("model 'net'")) << c.name;
+    EXPECT_THAT(std::string(built.status().message()), HasSubstr(c.expected)) << c.name;
+  }
+}
+
+TEST(RequestBuilderTest, TypedValuesOutOfRangeAndFp16WithoutTypedField) {
+  inference::ModelInferRequest request = Good(1, 1);
+  request.clear_raw_input_contents();
+  request.mutable_inputs(0)->mutable_contents()->add_fp32_contents(1);
+  request.mutable_inputs(0)->mutable_contents()->add_fp32_contents(2);
+  for (int v : {1, 300, 2}) request.mutable_inputs(1)->mutable_contents()->add_int_contents(v);
+  inference::ModelInferResponse response;
+  auto built = BuildInferRequest(Spec(8), request, &response);
+  ASSERT_FALSE(built.ok());
+  EXPECT_THAT(std::string(built.status().message()), HasSubstr("value 300 at index 1 does not fit"));
+
+  ModelSpec half = Spec(8);
+  half.inputs[0].dtype = DataType::kFp16;
+  request.mutable_inputs(0)->set_datatype("FP16");
+  built = BuildInferRequest(half, request, &response);
+  ASSERT_FALSE(built.ok());
+  EXPECT_THAT(std::string(built.status().message()), HasSubstr("FP16 has no typed contents field"));
+}
+
+TEST(RequestBuilderTest, NonBatchingModelTakesTheFullShape) {
+  ModelSpec spec = Spec(0);
+  inference::ModelInferRequest request = Good();
+  inference::ModelInferResponse response;
+  EXPECT_FALSE(BuildInferRequest(spec, request, &response).ok()) << "rank 3 for dims [2,-1]";
+  spec.inputs[0].dims = {2, 2, -1};
+  spec.inputs[1].dims = {2, 3};
+  auto built = BuildInferRequest(spec, request, &response);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ((*built)->batch_items, 1);
+  EXPECT_EQ((*built)->shape_key(), "[2,2,5];[2,3];");
+}
+
+}  // namespace
+}  // namespace chronoserve::server

@@ -1,0 +1,346 @@
+// The real server on 127.0.0.1, real gRPC, models generated in C++ (tools/example_models.h).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "client/inference_client.h"
+#include "common/tensor_data.h"
+#include "tests/server/test_repository.h"
+#include "tests/server/torch_reference.h"
+#include "tools/example_models.h"
+
+namespace chronoserve {
+namespace {
+using ::testing::HasSubstr;
+using client::InferenceClient;
+using client::Tensor;
+
+class ServerIntegrationTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    repo_ = new testing::TempDir("cs_integration");
+    examples::ModelOptions policy;
+    policy.max_batch_size = 8;
+    policy.max_queue_delay_us = 2000;
+    ASSERT_TRUE(examples::WritePolicyNet(repo_->path(), "policy_net", policy).ok());
+    examples::ModelOptions mlp;
+    mlp.max_batch_size = 16;
+    mlp.instance_count = 2;
+    ASSERT_TRUE(examples::WriteMlp(repo_->path(), "mlp", mlp).ok());
+    examples::ModelOptions addsub;
+    addsub.max_batch_size = 4;
+    ASSERT_TRUE(examples::WriteAddSub(repo_->path(), "addsub", addsub).ok());
+    examples::ModelOptions plain;
+    plain.max_batch_size = 0;
+    plain.dynamic_batching = false;
+    ASSERT_TRUE(examples::WriteScaleModel(repo_->path(), "scale_nobatch", DataType::kFp32, plain).ok());
+    for (DataType t : kScaleTypes) {
+      examples::ModelOptions o;
+      o.max_batch_size = 4;
+      ASSERT_TRUE(examples::WriteScaleModel(repo_->path(), ScaleName(t), t, o).ok());
+    }
+    server_ = testing::StartServer(repo_->path()).release();
+    ASSERT_NE(server_, nullptr);
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    delete repo_;
+  }
+  void SetUp() override {
+    ASSERT_NE(server_, nullptr);
+    client_ = InferenceClient::Connect("127.0.0.1:" + std::to_string(server_->port()));
+  }
+
+  static std::string ScaleName(DataType t) {
+    std::string name = DataTypeName(t);
+    for (auto& c : name) c = static_cast<char>(std::tolower(c));
+    return "scale_" + name;
+  }
+
+  static Tensor RandomInput(const std::string& name, DataType t, std::vector<int64_t> shape, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    Tensor tensor{name, t, shape, RandomTensorBytes(t, ElementCount(shape), rng)};
+    return tensor;
+  }
+
+  static std::string ModelPath(const std::string& model) { return repo_->path() + "/" + model + "/1/model.pt"; }
+
+  static inline const DataType kScaleTypes[] = {
+      DataType::kFp32, DataType::kFp64, DataType::kFp16, DataType::kBf16, DataType::kInt8,
+      DataType::kInt16, DataType::kInt32, DataType::kInt64, DataType::kUint8, DataType::kBool};
+  static inline testing::TempDir* repo_ = nullptr;
+  static inline server::Server* server_ = nullptr;
+  std::unique_ptr<InferenceClient> client_;
+};
+
+void ExpectClose(const std::string& bytes, const std::vector<float>& want, float tol) {
+  ASSERT_EQ(bytes.size(), want.size() * 4);
+  for (size_t i = 0; i < want.size(); ++i) {
+    float got;
+    std::memcpy(&got, bytes.data() + i * 4, 4);
+    ASSERT_NEAR(got, want[i], tol) << "element " << i;
+  }
+}
+
+TEST_F(ServerIntegrationTest, HealthAndMetadata) {
+  EXPECT_TRUE(*client_->ServerLive());
+  EXPECT_TRUE(*client_->ServerReady());
+  EXPECT_TRUE(*client_->ModelReady("policy_net"));
+  EXPECT_TRUE(*client_->ModelReady("policy_net", "1"));
+  EXPECT_EQ(client_->ModelReady("policy_net", "2").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->ModelReady("nope").status().code(), absl::StatusCode::kNotFound);
+  auto server = client_->ServerMetadata();
+  ASSERT_TRUE(server.ok());
+  EXPECT_EQ(server->name(), "chronoserve");
+  EXPECT_FALSE(server->version().empty());
+  auto meta = client_->ModelMetadata("policy_net");
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  EXPECT_EQ(meta->platform(), "pytorch_libtorch");
+  EXPECT_THAT(meta->versions(), ::testing::ElementsAre("1"));
+  ASSERT_EQ(meta->inputs_size(), 1);
+  EXPECT_EQ(meta->inputs(0).name(), "INPUT__0");
+  EXPECT_EQ(meta->inputs(0).datatype(), "FP32");
+  EXPECT_THAT(meta->inputs(0).shape(), ::testing::ElementsAre(-1, 4, 20, 20));
+  ASSERT_EQ(meta->outputs_size(), 3);
+  EXPECT_THAT(meta->outputs(1).shape(), ::testing::ElementsAre(-1, 1));
+  auto plain = client_->ModelMetadata("scale_nobatch");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_THAT(plain->inputs(0).shape(), ::testing::ElementsAre(3)) << "no batch dim";
+  EXPECT_EQ(client_->ModelMetadata("nope").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ServerIntegrationTest, PolicyNetMatchesLibTorchReference) {
+  const Tensor input = RandomInput("INPUT__0", DataType::kFp32, {3, 4, 20, 20}, 11);
+  client::InferOptions options;
+  options.id = "policy-42";
+  auto result = client_->Infer("policy_net", {input}, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->id, "policy-42");
+  const auto want = testing::TorchReference(ModelPath("policy_net"), {input});
+  ASSERT_EQ(result->outputs.size(), 3u);
+  EXPECT_EQ(result->outputs[0].name, "OUTPUT__0");
+  EXPECT_THAT(result->outputs[0].shape, ::testing::ElementsAre(3, 400));
+  EXPECT_THAT(result->outputs[1].shape, ::testing::ElementsAre(3, 1));
+  for (int k = 0; k < 3; ++k) ExpectClose(result->outputs[k].data, want[k], 1e-4f);
+}
+
+TEST_F(ServerIntegrationTest, RequestedOutputsAreFilteredAndOrdered) {
+  const Tensor input = RandomInput("INPUT__0", DataType::kFp32, {1, 4, 20, 20}, 12);
+  client::InferOptions options;
+  options.outputs = {"OUTPUT__2", "OUTPUT__1"};
+  auto result = client_->Infer("policy_net", {input}, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->outputs.size(), 2u);
+  EXPECT_EQ(result->outputs[0].name, "OUTPUT__2");
+  EXPECT_EQ(result->outputs[1].name, "OUTPUT__1");
+  const auto want = testing::TorchReference(ModelPath("policy_net"), {input});
+  ExpectClose(result->outputs[0].data, want[2], 1e-4f);
+  ExpectClose(result->outputs[1].data, want[1], 1e-4f);
+}
+
+TEST_F(ServerIntegrationTest, TypedContentsGiveTheSameResultAsRaw) {
+  const Tensor input = RandomInput("INPUT__0", DataType::kFp32, {2, 64}, 13);
+  client::InferOptions typed;
+  typed.typed_contents = true;
+  auto a = client_->Infer("mlp", {input});
+  auto b = client_->Infer("mlp", {input}, typed);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(a->outputs[0].data, b->outputs[0].data);
+  ExpectClose(a->outputs[0].data, testing::TorchReference(ModelPath("mlp"), {input})[0], 1e-4f);
+}
+
+TEST_F(ServerIntegrationTest, EveryDatatypeRoundTrips) {
+  for (DataType t : kScaleTypes) {
+    SCOPED_TRACE(DataTypeName(t));
+    const Tensor input = RandomInput("INPUT__0", t, {2, 3}, 14);
+    auto result = client_->Infer(ScaleName(t), {input});
+    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_EQ(result->outputs[0].dtype, t);
+    EXPECT_THAT(result->outputs[0].shape, ::testing::ElementsAre(2, 3));
+    for (int i = 0; i < 6; ++i) {
+      const double x = ElementAsDouble(t, input.data.data(), i);
+      const double y = ElementAsDouble(t, result->outputs[0].data.data(), i);
+      const double want = t == DataType::kBool ? (x == 0 ? 1 : 0) : 2 * x;
+      EXPECT_NEAR(y, want, std::fabs(want) * 0.01 + 1e-6) << "element " << i;
+    }
+    if (t != DataType::kFp16 && t != DataType::kBf16) {
+      client::InferOptions typed;
+      typed.typed_contents = true;
+      auto typed_result = client_->Infer(ScaleName(t), {input}, typed);
+      ASSERT_TRUE(typed_result.ok()) << typed_result.status();
+      EXPECT_EQ(typed_result->outputs[0].data, result->outputs[0].data);
+    }
+  }
+}
+
+TEST_F(ServerIntegrationTest, TwoInputsWithVariableDims) {
+  const Tensor a = RandomInput("INPUT__0", DataType::kFp32, {2, 5}, 15);
+  const Tensor b = RandomInput("INPUT__1", DataType::kFp32, {2, 5}, 16);
+  auto result = client_->Infer("addsub", {b, a});  // order on the wire does not matter
+  ASSERT_TRUE(result.ok()) << result.status();
+  const auto want = testing::TorchReference(ModelPath("addsub"), {a, b});
+  EXPECT_THAT(result->outputs[1].shape, ::testing::ElementsAre(2, 5));
+  ExpectClose(result->outputs[0].data, want[0], 1e-6f);
+  ExpectClose(result->outputs[1].data, want[1], 1e-6f);
+  const Tensor c = RandomInput("INPUT__0", DataType::kFp32, {1, 9}, 17);
+  const Tensor d = RandomInput("INPUT__1", DataType::kFp32, {1, 9}, 18);
+  auto longer = client_->Infer("addsub", {c, d});
+  ASSERT_TRUE(longer.ok()) << longer.status();
+  EXPECT_THAT(longer->outputs[0].shape, ::testing::ElementsAre(1, 9));
+}
+
+TEST_F(ServerIntegrationTest, NonBatchingModelUsesTheFullShape) {
+  const Tensor input = RandomInput("INPUT__0", DataType::kFp32, {3}, 19);
+  auto result = client_->Infer("scale_nobatch", {input});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(result->outputs[0].shape, ::testing::ElementsAre(3));
+  EXPECT_EQ(result->timing->batch_size, 1);
+}
+
+TEST_F(ServerIntegrationTest, TimingInvariantsHoldOverManyRequests) {
+  const Tensor input = RandomInput("INPUT__0", DataType::kFp32, {2, 64}, 20);
+  for (int i = 0; i < 200; ++i) {
+    auto result = client_->Infer("mlp", {input});
+    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_TRUE(result->timing.has_value()) << "response carries timing.* parameters";
+    const RequestTiming& t = *result->timing;
+    ASSERT_TRUE(t.IsConsistent()) << "every span >= 0 and the parts <= server_total (request " << i << ")";
+    ASSERT_GT(t.server_total_ns, 0);
+    ASSERT_GT(t.compute_ns, 0);
+    ASSERT_LE(t.server_total_ns, result->e2e_ns) << "server_total <= client end-to-end";
+    ASSERT_GE(t.batch_size, 2);
+    ASSERT_GE(t.worker, 0);
+    ASSERT_LT(t.worker, 2) << "mlp has two workers";
+    ASSERT_EQ(t.gpu, -1);
+    ASSERT_FALSE(t.device_timed) << "host-timed on the CPU, and said to be";
+    auto trailer = ParseServerTiming(result->server_timing);
+    ASSERT_TRUE(trailer.ok()) << result->server_timing;
+    ASSERT_EQ(trailer->back().name, "total");
+    ASSERT_NEAR(trailer->back().dur_ms, t.server_total_ns / 1e6, 0.0006);
+  }
+}
+
+TEST_F(ServerIntegrationTest, ConcurrentRequestsAreBatchedAndEachGetsItsOwnRows) {
+  constexpr int kThreads = 12;
+  constexpr int kPerThread = 10;
+  std::atomic<int> batched{0}, failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto client = InferenceClient::Connect("127.0.0.1:" + std::to_string(server_->port()));
+      for (int i = 0; i < kPerThread; ++i) {
+        const Tensor input = RandomInput("INPUT__0", DataType::kFp32, {1, 4, 20, 20}, 1000 + t * 100 + i);
+        auto result = client->Infer("policy_net", {input});
+        if (!result.ok()) { ++failures; continue; }
+        if (result->timing->batch_size > 1) ++batched;
+        const auto want = testing::TorchReference(ModelPath("policy_net"), {input});
+        float got;
+        std::memcpy(&got, result->outputs[0].data.data() + 4 * 17, 4);
+        if (std::fabs(got - want[0][17]) > 1e-4f) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_GT(batched.load(), 0) << "the dynamic batcher merged concurrent requests";
+}
+
+TEST_F(ServerIntegrationTest, StatisticsCountRequestsAndBatches) {
+  auto before = client_->ModelStatistics("scale_int32");
+  ASSERT_TRUE(before.ok()) << before.status();
+  const auto& b = before->model_stats(0);
+  const Tensor input = RandomInput("INPUT__0", DataType::kInt32, {3, 3}, 21);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(client_->Infer("scale_int32", {input}).ok());
+  Tensor bad = input;
+  bad.shape = {3, 4};
+  EXPECT_FALSE(client_->Infer("scale_int32", {bad}).ok());
+  auto after = client_->ModelStatistics("scale_int32");
+  ASSERT_TRUE(after.ok());
+  const auto& a = after->model_stats(0);
+  EXPECT_EQ(a.name(), "scale_int32");
+  EXPECT_EQ(a.version(), "1");
+  EXPECT_EQ(a.inference_count() - b.inference_count(), 15u) << "items: 5 requests x batch 3";
+  EXPECT_EQ(a.execution_count() - b.execution_count(), 5u);
+  EXPECT_EQ(a.inference_stats().success().count() - b.inference_stats().success().count(), 5u);
+  EXPECT_EQ(a.inference_stats().fail().count() - b.inference_stats().fail().count(), 1u);
+  EXPECT_GT(a.inference_stats().compute_infer().ns(), b.inference_stats().compute_infer().ns());
+  EXPECT_GT(a.last_inference(), 0u);
+  bool saw_batch3 = false;
+  for (const auto& bs : a.batch_stats()) saw_batch3 |= bs.batch_size() == 3 && bs.compute_infer().count() >= 5;
+  EXPECT_TRUE(saw_batch3);
+  auto all = client_->ModelStatistics("");
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->model_stats_size(), 4 + static_cast<int>(std::size(kScaleTypes)));
+  EXPECT_EQ(client_->ModelStatistics("nope").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ServerIntegrationTest, BadRequestsGetTheRightCodes) {
+  const Tensor good = RandomInput("INPUT__0", DataType::kFp32, {1, 64}, 22);
+  auto code = [&](const std::string& model, std::vector<Tensor> inputs) {
+    auto r = client_->Infer(model, inputs);
+    return r.ok() ? absl::StatusCode::kOk : r.status().code();
+  };
+  EXPECT_EQ(code("nope", {good}), absl::StatusCode::kNotFound);
+  EXPECT_EQ(code("../mlp", {good}), absl::StatusCode::kInvalidArgument);
+  Tensor wrong_type = good;
+  wrong_type.dtype = DataType::kFp64;
+  wrong_type.data += wrong_type.data;
+  EXPECT_EQ(code("mlp", {wrong_type}), absl::StatusCode::kInvalidArgument);
+  Tensor too_big = RandomInput("INPUT__0", DataType::kFp32, {17, 64}, 23);
+  auto r = client_->Infer("mlp", {too_big});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("model 'mlp' input 'INPUT__0': batch size 17 exceeds max_batch_size 16"));
+  Tensor unknown = good;
+  unknown.name = "x";
+  EXPECT_EQ(code("mlp", {unknown}), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code("mlp", {}), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code("mlp", {good, good}), absl::StatusCode::kInvalidArgument);
+  client::InferOptions version;
+  auto req = InferenceClient::BuildRequest("mlp", {good}, version);
+  req.set_model_version("7");
+  grpc::ClientContext ctx;
+  inference::ModelInferResponse response;
+  EXPECT_EQ(client_->stub()->ModelInfer(&ctx, req, &response).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+class FailedModelTest : public ::testing::Test {};
+
+TEST_F(FailedModelTest, BrokenModelsFailAloneWithTheirReason) {
+  testing::TempDir repo("cs_failed");
+  examples::ModelOptions o;
+  o.max_batch_size = 4;
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "good", o).ok());
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "gpu_only", o).ok());
+  repo.WriteFile("gpu_only/config.pbtxt",
+                 "max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: 64 }\n"
+                 "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 16 }\ninstance_group { kind: KIND_GPU }\n");
+  repo.WriteFile("broken/config.pbtxt", "max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: [64 }\n");
+  repo.WriteFile("broken/1/model.pt", "not a model");
+  auto server = testing::StartServer(repo.path());
+  ASSERT_NE(server, nullptr);
+  auto c = InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  EXPECT_TRUE(*c->ServerLive());
+  EXPECT_FALSE(*c->ServerReady()) << "strict readiness: a model failed";
+  EXPECT_TRUE(*c->ModelReady("good"));
+  EXPECT_FALSE(*c->ModelReady("broken"));
+  std::mt19937_64 rng(5);
+  const Tensor input{"INPUT__0", DataType::kFp32, {1, 64}, RandomTensorBytes(DataType::kFp32, 64, rng)};
+  EXPECT_TRUE(c->Infer("good", {input}).ok());
+  auto broken = c->Infer("broken", {input});
+  ASSERT_EQ(broken.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(broken.status().message()), HasSubstr("broken/config.pbtxt:2:"));
+  auto gpu = c->Infer("gpu_only", {input});
+  ASSERT_EQ(gpu.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(gpu.status().message()), HasSubstr("KIND_GPU but no CUDA GPU is visible"));
+  server->Shutdown();
+  EXPECT_FALSE(c->ServerLive().ok()) << "stopped";
+}
+
+}  // namespace
+}  // namespace chronoserve

@@ -1,0 +1,92 @@
+#include "server/core/timeline.h"
+
+#include <gtest/gtest.h>
+
+#include "server/backend/device_activity.h"
+#include "server/core/model_stats.h"
+
+namespace chronoserve::server {
+namespace {
+
+TEST(TimelineTest, SpansFromStampsAndBatch) {
+  Timeline t;
+  t.received_ns = 1'000;
+  t.enqueued_ns = 1'500;
+  BatchTiming b;
+  b.dequeued_ns = 4'500;
+  b.staged_ns = 5'000;
+  b.h2d_ns = 300;
+  b.compute_ns = 2'000;
+  b.launch_ns = 400;
+  b.d2h_ns = 200;
+  b.gpu_done_ns = 8'000;
+  b.batch_size = 4;
+  b.worker = 1;
+  b.cold = true;
+  t.SetBatch(b);
+  t.output_done_ns = 8'600;
+  const RequestTiming& r = t.Finalize(9'000);
+  EXPECT_EQ(r.server_total_ns, 8'000);
+  EXPECT_EQ(r.queue_ns, 3'000);
+  EXPECT_EQ(r.input_stage_ns, 500);
+  EXPECT_EQ(r.output_stage_ns, 600);
+  EXPECT_EQ(r.compute_ns, 2'000);
+  EXPECT_EQ(r.batch_size, 4);
+  EXPECT_TRUE(r.cold);
+  EXPECT_TRUE(r.IsConsistent());
+  EXPECT_EQ(r.remainder_ns(), 8'000 - (3'000 + 500 + 300 + 2'000 + 200 + 600));
+  // Finalize happens once.
+  EXPECT_EQ(t.Finalize(50'000).server_total_ns, 8'000);
+}
+
+TEST(TimelineTest, NeverExecutedRequestHasOnlyTotal) {
+  Timeline t;
+  t.received_ns = 1'000;
+  t.enqueued_ns = 1'200;
+  const RequestTiming& r = t.Finalize(3'000);
+  EXPECT_EQ(r.server_total_ns, 2'000);
+  EXPECT_EQ(r.queue_ns, 0);
+  EXPECT_EQ(r.output_stage_ns, 0);
+  EXPECT_TRUE(r.IsConsistent());
+}
+
+TEST(DeviceActivityTest, IdleGapOnlyWhenNothingRuns) {
+  DeviceActivity device(/*now_ns=*/0);
+  EXPECT_EQ(device.BeginWork(5'000'000), 5'000) << "idle since creation";
+  EXPECT_EQ(device.BeginWork(5'100'000), 0) << "another worker is busy";
+  device.EndWork(6'000'000);
+  EXPECT_EQ(device.BeginWork(6'500'000), 0) << "still one busy";
+  device.EndWork(7'000'000);
+  device.EndWork(7'000'000);
+  EXPECT_EQ(device.BeginWork(9'000'000), 2'000);
+}
+
+TEST(ModelStatsTest, AccumulatesTritonShape) {
+  ModelStats stats;
+  RequestTiming t;
+  t.queue_ns = 10;
+  t.input_stage_ns = 1;
+  t.h2d_ns = 2;
+  t.compute_ns = 30;
+  t.d2h_ns = 3;
+  t.output_stage_ns = 4;
+  t.server_total_ns = 100;
+  stats.RecordSuccess(t, 4);
+  stats.RecordSuccess(t, 2);
+  stats.RecordExecution(6, 3, 30, 7);
+  stats.RecordFailure(50, ModelStats::Failure::kCancelled);
+  const ModelStatsSnapshot s = stats.Snapshot();
+  EXPECT_EQ(s.inference_count, 6u);
+  EXPECT_EQ(s.execution_count, 1u);
+  EXPECT_EQ(s.success.count, 2u);
+  EXPECT_EQ(s.success.ns, 200u);
+  EXPECT_EQ(s.compute_input.ns, 6u);
+  EXPECT_EQ(s.compute_output.ns, 14u);
+  EXPECT_EQ(s.fail.count, 1u);
+  EXPECT_EQ(s.cancelled, 1u);
+  EXPECT_EQ(s.by_batch_size.at(6).compute_infer.ns, 30u);
+  EXPECT_GT(s.last_inference_ms, 0u);
+}
+
+}  // namespace
+}  // namespace chronoserve::server
