@@ -167,6 +167,9 @@ class TorchInstance final : public ModelInstance {
     timing->gpu = options_.gpu;
     timing->device_timed = path_->device_timed();
     timing->idle_before_us = options_.activity->BeginWork(clock->NowNs());
+    if (options_.gpu_clock != nullptr && options_.gpu >= 0) {
+      timing->sm_clock_mhz = options_.gpu_clock->SmClockMhz(options_.gpu);
+    }
     struct EndWork {
       DeviceActivity* activity;
       const Clock* clock;

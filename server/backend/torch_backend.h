@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "server/backend/device_activity.h"
 #include "server/backend/model_instance.h"
+#include "server/core/gpu_clock_source.h"
 #include "server/core/model_spec.h"
 
 namespace chronoserve::server {
@@ -18,6 +19,8 @@ struct InstanceOptions {
   int gpu = -1;                          // CUDA device ordinal; -1 = CPU
   DeviceActivity* activity = nullptr;    // the device's idle tracker (not owned)
   const Clock* clock = SteadyClock::Get();
+  // SM clock at batch start (the GPU monitor's last sample); null = not reported (0).
+  const GpuClockSource* gpu_clock = nullptr;
 };
 
 // Loads spec.model_path onto the device in `options` (a private copy per instance) and prepares
