@@ -132,6 +132,11 @@ absl::StatusOr<InferResult> InferenceClient::DecodeResponse(const inference::Mod
     t.data = response.raw_output_contents(k);
     result.outputs.push_back(std::move(t));
   }
+  result.timing = DecodeTiming(response);
+  return result;
+}
+
+std::optional<RequestTiming> InferenceClient::DecodeTiming(const inference::ModelInferResponse& response) {
   const auto& params = response.parameters();
   auto timing = DecodeTimingParams([&params](const std::string& key) -> std::optional<TimingParam> {
     auto it = params.find(key);
@@ -146,8 +151,8 @@ absl::StatusOr<InferResult> InferenceClient::DecodeResponse(const inference::Mod
     }
     return p;
   });
-  if (timing.ok()) result.timing = *timing;
-  return result;
+  if (!timing.ok()) return std::nullopt;
+  return *timing;
 }
 
 absl::StatusOr<InferResult> InferenceClient::Infer(const std::string& model,

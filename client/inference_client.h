@@ -65,6 +65,8 @@ class InferenceClient {
                                                    const InferOptions& options);
   // Decodes a response message.
   static absl::StatusOr<InferResult> DecodeResponse(const inference::ModelInferResponse& response);
+  // Only the timing.* parameters of a response (no output copies); nullopt when it has none.
+  static std::optional<RequestTiming> DecodeTiming(const inference::ModelInferResponse& response);
 
   inference::GRPCInferenceService::Stub* stub() { return stub_.get(); }
 

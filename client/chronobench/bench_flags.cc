@@ -1,0 +1,101 @@
+#include "client/chronobench/bench_flags.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace chronoserve::client::bench {
+
+void AddBenchFlags(CLI::App* app, RawFlags* raw) {
+  BenchOptions& o = raw->options;
+  app->add_option("-m,--model", o.target.model, "Model name")->required();
+  app->add_option("-x,--model-version", o.target.model_version, "Model version (default: the server's choice)");
+  app->add_option("-u,--url", o.target.url, "Server HOST:PORT")->capture_default_str();
+  app->add_option("--connections", o.target.connections, "Distinct gRPC channels (TCP connections) to spread requests over")
+      ->capture_default_str();
+  app->add_option("--timeout-ms", o.target.timeout_ms, "Per-request deadline in ms (0 = none)")->capture_default_str();
+  app->add_option("--concurrency-range", raw->concurrency_range,
+                  "Closed loop: START:END:STEP requests in flight (default 1)");
+  app->add_option("--request-rate-range", raw->request_rate_range,
+                  "Open loop: START:END:STEP requests/s, timed from each request's intended send time");
+  app->add_option("--request-distribution", raw->request_distribution, "Open-loop send times: constant|poisson")
+      ->capture_default_str();
+  app->add_option("--idle-gap-range", raw->idle_gap_range,
+                  "Interval mode: START:END:STEP ms of idle time before each request (one at a time)");
+  app->add_option("-b,--batch-size", raw->batch_size, "Samples per request")->capture_default_str();
+  app->add_option("--batch-range", raw->batch_range, "Batch sweep: START:END:STEP samples per request");
+  app->add_option("--threads", o.load.threads, "Client worker threads (0 = min(cores, 8))")->capture_default_str();
+  app->add_option("--seed", o.load.seed, "Seed for random inputs, Poisson gaps and trace ids")->capture_default_str();
+  app->add_option("-p,--measurement-interval", o.measurement.interval_ms, "Window (trial) length in ms")
+      ->capture_default_str();
+  app->add_option("--measurement-request-count", o.measurement.window_min_requests,
+                  "A window also lasts until this many requests finished")->capture_default_str();
+  app->add_option("--warmup-requests", o.measurement.warmup_requests, "Requests discarded before each point")
+      ->capture_default_str();
+  app->add_option("-s,--stability-percentage", o.measurement.stability_percentage,
+                  "Last 3 windows must agree within this % (throughput and p50)")->capture_default_str();
+  app->add_option("-r,--max-trials", o.measurement.max_trials, "Windows per point before giving up on stability")
+      ->capture_default_str();
+  app->add_option("--percentiles", raw->percentiles, "Percentiles to report")->capture_default_str();
+  app->add_option("--shape", raw->shapes, "NAME:d1,d2,... for an input's variable dims (without the batch dim)");
+  app->add_option("--input-data", o.input.input_data,
+                  "random, or a JSON file {\"INPUT\": [one sample's values...]}")->capture_default_str();
+  app->add_option("--json", o.output.json_path, "Write the report as JSON");
+  app->add_option("--csv", o.output.csv_path, "Write one CSV row per sweep point");
+  app->add_option("--html", o.output.html_path, "Write a self-contained HTML report with charts");
+  app->add_option("--traceparent-rate", o.trace.traceparent_rate,
+                  "Fraction of requests sent with a W3C traceparent (0..1)")->capture_default_str();
+  app->add_option("--otlp-endpoint", o.trace.otlp_endpoint, "OTLP export of client spans (not implemented yet)");
+}
+
+absl::StatusOr<BenchOptions> ResolveFlags(const RawFlags& raw) {
+  BenchOptions o = raw.options;
+  const int modes = !raw.concurrency_range.empty() + !raw.request_rate_range.empty() + !raw.idle_gap_range.empty();
+  if (modes > 1) {
+    return absl::InvalidArgumentError(
+        "give one of --concurrency-range, --request-rate-range, --idle-gap-range");
+  }
+  if (!raw.request_rate_range.empty()) {
+    o.load.mode = LoadMode::kRate;
+    ASSIGN_OR_RETURN(o.load.rates, ParseRange("request-rate-range", raw.request_rate_range));
+  } else if (!raw.idle_gap_range.empty()) {
+    o.load.mode = LoadMode::kIdleGap;
+    ASSIGN_OR_RETURN(o.load.idle_gaps_ms, ParseRange("idle-gap-range", raw.idle_gap_range));
+  } else if (!raw.concurrency_range.empty()) {
+    ASSIGN_OR_RETURN(o.load.concurrency, ParseIntRange("concurrency-range", raw.concurrency_range));
+  }
+  if (raw.request_distribution == "constant") {
+    o.load.distribution = Distribution::kConstant;
+  } else if (raw.request_distribution == "poisson") {
+    o.load.distribution = Distribution::kPoisson;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("--request-distribution '", raw.request_distribution,
+                                                   "': expected constant or poisson"));
+  }
+  if (raw.batch_size < 1) return absl::InvalidArgumentError("-b/--batch-size must be >= 1");
+  o.load.batch_sizes = {raw.batch_size};
+  if (!raw.batch_range.empty()) {
+    ASSIGN_OR_RETURN(o.load.batch_sizes, ParseIntRange("batch-range", raw.batch_range));
+    o.load.batch_sweep = true;
+  }
+  ASSIGN_OR_RETURN(o.measurement.percentiles, ParsePercentiles(raw.percentiles));
+  for (const auto& s : raw.shapes) RETURN_IF_ERROR(ParseShape(s, &o.input.shapes));
+  RETURN_IF_ERROR(ValidateOptions(o));
+  return o;
+}
+
+absl::StatusOr<BenchOptions> ParseBenchFlags(const std::vector<std::string>& args) {
+  CLI::App app{"chronobench"};
+  RawFlags raw;
+  AddBenchFlags(&app, &raw);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them reversed
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    return absl::CancelledError(app.help());
+  } catch (const CLI::ParseError& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+  return ResolveFlags(raw);
+}
+
+}  // namespace chronoserve::client::bench

@@ -1,0 +1,139 @@
+#include "client/chronobench/bench_options.h"
+
+#include <cmath>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace chronoserve::client::bench {
+
+const char* LoadModeName(LoadMode mode) {
+  switch (mode) {
+    case LoadMode::kConcurrency: return "concurrency";
+    case LoadMode::kRate: return "rate";
+    case LoadMode::kIdleGap: return "idle_gap";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<std::vector<double>> ParseRange(absl::string_view flag, absl::string_view text) {
+  std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " '", text, "': ", why, " (expected START[:END[:STEP]])"));
+  };
+  if (parts.empty() || parts.size() > 3) return bad("wrong number of fields");
+  double v[3] = {0, 0, 1};
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (!absl::SimpleAtod(absl::StripAsciiWhitespace(parts[i]), &v[i]) || !std::isfinite(v[i])) {
+      return bad(absl::StrCat("'", parts[i], "' is not a number"));
+    }
+  }
+  if (parts.size() == 1) v[1] = v[0];
+  if (v[0] < 0) return bad("negative start");
+  if (v[1] < v[0]) return bad("END is below START");
+  if (v[2] <= 0) return bad("STEP must be positive");
+  std::vector<double> values;
+  for (int64_t k = 0;; ++k) {
+    const double x = v[0] + static_cast<double>(k) * v[2];
+    if (x > v[1] * (1 + 1e-12) + 1e-12) break;
+    if (values.size() >= 1000) return bad("more than 1000 points");
+    values.push_back(x);
+  }
+  return values;
+}
+
+absl::StatusOr<std::vector<int64_t>> ParseIntRange(absl::string_view flag, absl::string_view text) {
+  auto values = ParseRange(flag, text);
+  if (!values.ok()) return values.status();
+  std::vector<int64_t> out;
+  for (double x : *values) {
+    if (x != std::floor(x) || x < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, " '", text, "': values must be positive integers"));
+    }
+    out.push_back(static_cast<int64_t>(x));
+  }
+  return out;
+}
+
+absl::Status ParseShape(absl::string_view text, std::map<std::string, std::vector<int64_t>>* shapes) {
+  const size_t colon = text.rfind(':');
+  if (colon == absl::string_view::npos || colon == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--shape '", text, "': expected NAME:d1,d2,..."));
+  }
+  std::vector<int64_t> dims;
+  for (absl::string_view d : absl::StrSplit(text.substr(colon + 1), ',')) {
+    int64_t x = 0;
+    if (!absl::SimpleAtoi(d, &x) || x < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--shape '", text, "': dim '", d, "' is not a positive integer"));
+    }
+    dims.push_back(x);
+  }
+  (*shapes)[std::string(text.substr(0, colon))] = std::move(dims);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<double>> ParsePercentiles(absl::string_view text) {
+  std::vector<double> out;
+  for (absl::string_view p : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    double x = 0;
+    if (!absl::SimpleAtod(absl::StripAsciiWhitespace(p), &x) || !(x > 0 && x <= 100)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--percentiles '", text, "': '", p, "' is not in (0, 100]"));
+    }
+    out.push_back(x);
+  }
+  if (out.empty()) return absl::InvalidArgumentError("--percentiles is empty");
+  return out;
+}
+
+std::string PercentileKey(double percentile) {
+  std::string s = absl::StrFormat("%g", percentile);
+  return absl::StrCat("p", absl::StrReplaceAll(s, {{".", "_"}}));
+}
+
+absl::Status ValidateOptions(const BenchOptions& o) {
+  if (o.target.model.empty()) return absl::InvalidArgumentError("-m/--model is required");
+  if (o.target.connections < 1) return absl::InvalidArgumentError("--connections must be >= 1");
+  if (o.target.timeout_ms < 0) return absl::InvalidArgumentError("--timeout-ms must be >= 0");
+  if (o.load.mode == LoadMode::kRate) {
+    for (double r : o.load.rates) {
+      if (r <= 0) return absl::InvalidArgumentError("--request-rate-range values must be > 0");
+    }
+  }
+  if (o.load.batch_sweep && o.load.mode == LoadMode::kRate) {
+    return absl::InvalidArgumentError(
+        "--batch-range needs a closed loop (--concurrency-range) or --idle-gap-range: throughput "
+        "saturation is only visible when the client is not the limit");
+  }
+  if (o.load.batch_sweep && o.load.mode == LoadMode::kConcurrency && o.load.concurrency.size() > 1) {
+    return absl::InvalidArgumentError(
+        "--batch-range sweeps batch size at one concurrency; give --concurrency-range a single value");
+  }
+  if (o.load.batch_sweep && o.load.mode == LoadMode::kIdleGap && o.load.idle_gaps_ms.size() > 1) {
+    return absl::InvalidArgumentError(
+        "--batch-range sweeps batch size at one idle gap; give --idle-gap-range a single value");
+  }
+  if (o.measurement.interval_ms < 1) return absl::InvalidArgumentError("--measurement-interval must be >= 1");
+  if (o.measurement.max_trials < 1) return absl::InvalidArgumentError("--max-trials must be >= 1");
+  if (o.measurement.stability_percentage <= 0) {
+    return absl::InvalidArgumentError("--stability-percentage must be > 0");
+  }
+  if (o.trace.traceparent_rate < 0 || o.trace.traceparent_rate > 1) {
+    return absl::InvalidArgumentError("--traceparent-rate must be in [0, 1]");
+  }
+  if (!o.trace.otlp_endpoint.empty()) {
+    return absl::UnimplementedError(
+        "--otlp-endpoint: client span export is not implemented yet; use --traceparent-rate alone "
+        "(the server exports its spans under the client's trace id)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace chronoserve::client::bench

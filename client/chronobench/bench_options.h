@@ -1,0 +1,97 @@
+// BenchOptions: what one chronobench invocation measures, grouped per concern (target, load,
+// measurement, inputs, outputs, tracing), plus the parsers for the range / shape / percentile flag
+// syntaxes. Plain values: built once by ParseBenchFlags on the main thread, then read-only.
+#ifndef CHRONOSERVE_CLIENT_CHRONOBENCH_BENCH_OPTIONS_H_
+#define CHRONOSERVE_CLIENT_CHRONOBENCH_BENCH_OPTIONS_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace chronoserve::client::bench {
+
+// How load is offered at one sweep point.
+enum class LoadMode {
+  kConcurrency,  // closed loop: N requests always in flight
+  kRate,         // open loop: requests sent at scheduled times, whatever the responses do
+  kIdleGap,      // one request at a time, each after an idle gap
+};
+enum class Distribution { kConstant, kPoisson };
+
+const char* LoadModeName(LoadMode mode);  // "concurrency", "rate", "idle_gap"
+
+struct TargetOptions {
+  std::string url = "localhost:8001";
+  std::string model;
+  std::string model_version;
+  int connections = 1;       // distinct gRPC channels (each its own TCP connection)
+  int64_t timeout_ms = 60'000;  // per-request deadline; 0 = none
+};
+
+struct LoadOptions {
+  LoadMode mode = LoadMode::kConcurrency;
+  std::vector<int64_t> concurrency = {1};
+  std::vector<double> rates;          // requests/s (open loop)
+  Distribution distribution = Distribution::kConstant;
+  std::vector<double> idle_gaps_ms;
+  std::vector<int64_t> batch_sizes = {1};
+  bool batch_sweep = false;           // --batch-range given: one point per batch size
+  int threads = 0;                    // worker threads; 0 = min(hardware threads, 8)
+  uint64_t seed = 1;
+};
+
+struct MeasurementOptions {
+  int64_t interval_ms = 5000;         // one window (trial)
+  int64_t window_min_requests = 0;    // a window also waits for this many completions
+  int64_t warmup_requests = 20;       // per sweep point, discarded
+  double stability_percentage = 10;   // last 3 windows within this % in throughput and p50
+  int max_trials = 10;
+  std::vector<double> percentiles = {50, 90, 95, 99, 99.9};
+};
+
+struct InputOptions {
+  std::map<std::string, std::vector<int64_t>> shapes;  // --shape NAME:d1,d2 (without batch dim)
+  std::string input_data = "random";                   // "random" or a JSON file
+};
+
+struct OutputOptions {
+  std::string json_path;
+  std::string csv_path;
+  std::string html_path;
+  bool progress = false;  // a progress line (only when stderr is a terminal)
+};
+
+struct TraceOptions {
+  double traceparent_rate = 0;  // fraction of requests that carry a W3C traceparent
+  std::string otlp_endpoint;    // not supported yet: rejected when set
+};
+
+struct BenchOptions {
+  TargetOptions target;
+  LoadOptions load;
+  MeasurementOptions measurement;
+  InputOptions input;
+  OutputOptions output;
+  TraceOptions trace;
+};
+
+// "START", "START:END" (step 1) or "START:END:STEP"; INVALID_ARGUMENT names the flag on errors.
+absl::StatusOr<std::vector<double>> ParseRange(absl::string_view flag, absl::string_view text);
+absl::StatusOr<std::vector<int64_t>> ParseIntRange(absl::string_view flag, absl::string_view text);
+// "INPUT__0:4,20,20".
+absl::Status ParseShape(absl::string_view text, std::map<std::string, std::vector<int64_t>>* shapes);
+// "50,90,99.9": each in (0, 100].
+absl::StatusOr<std::vector<double>> ParsePercentiles(absl::string_view text);
+// "p50", "p99_9": the JSON key of a percentile.
+std::string PercentileKey(double percentile);
+
+// Cross-flag checks (one load mode, batch sweep only in closed loop, ...).
+absl::Status ValidateOptions(const BenchOptions& options);
+
+}  // namespace chronoserve::client::bench
+
+#endif  // CHRONOSERVE_CLIENT_CHRONOBENCH_BENCH_OPTIONS_H_

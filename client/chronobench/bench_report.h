@@ -1,0 +1,38 @@
+// BenchReport: everything one chronobench run measured, in the shape the writers need (console
+// table, JSON, CSV, HTML). Built by Benchmark::Run on the main thread, then read-only.
+#ifndef CHRONOSERVE_CLIENT_CHRONOBENCH_BENCH_REPORT_H_
+#define CHRONOSERVE_CLIENT_CHRONOBENCH_BENCH_REPORT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "client/chronobench/bench_options.h"
+#include "client/chronobench/trial_runner.h"
+#include "nlohmann/json.hpp"
+
+namespace chronoserve::client::bench {
+
+struct BenchReport {
+  std::string url;
+  std::string model;
+  nlohmann::json server;      // ServerMetadata: name, version, extensions
+  nlohmann::json model_info;  // ModelMetadata + the shapes sent
+  std::vector<double> percentiles;
+  LoadMode mode = LoadMode::kConcurrency;
+  Distribution distribution = Distribution::kConstant;
+  bool batch_sweep = false;
+  std::vector<PointResult> points;
+  // Batch sweep: the point after which items/s rises by no more than 5%; nullopt if it kept rising.
+  std::optional<size_t> saturation_index;
+  int64_t started_unix_ms = 0;
+};
+
+// The first index i with items_per_s[i + 1] < items_per_s[i] * (1 + min_gain): past it, more
+// batching stopped paying. nullopt when throughput rose by more than min_gain at every step.
+std::optional<size_t> SaturationIndex(const std::vector<double>& items_per_s, double min_gain = 0.05);
+
+}  // namespace chronoserve::client::bench
+
+#endif  // CHRONOSERVE_CLIENT_CHRONOBENCH_BENCH_REPORT_H_

@@ -1,0 +1,180 @@
+#include "client/chronobench/benchmark.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/inference_client.h"
+#include "common/status_macros.h"
+
+namespace chronoserve::client::bench {
+namespace {
+
+constexpr auto kConnectTimeout = std::chrono::seconds(10);
+
+nlohmann::json ModelJson(const inference::ModelMetadataResponse& m, const RequestFactory& factory) {
+  auto tensors = [](const auto& list) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& t : list) {
+      out.push_back({{"name", t.name()}, {"datatype", t.datatype()},
+                     {"shape", std::vector<int64_t>(t.shape().begin(), t.shape().end())}});
+    }
+    return out;
+  };
+  nlohmann::json shapes = nlohmann::json::object();
+  for (const auto& [name, dims] : factory.SampleShapes()) shapes[name] = dims;
+  return {{"name", m.name()},
+          {"versions", std::vector<std::string>(m.versions().begin(), m.versions().end())},
+          {"platform", m.platform()},
+          {"inputs", tensors(m.inputs())},
+          {"outputs", tensors(m.outputs())},
+          {"batched", factory.batched()},
+          {"sample_shapes_sent", shapes}};
+}
+
+}  // namespace
+
+std::optional<size_t> SaturationIndex(const std::vector<double>& items_per_s, double min_gain) {
+  for (size_t i = 0; i + 1 < items_per_s.size(); ++i) {
+    if (items_per_s[i + 1] < items_per_s[i] * (1 + min_gain)) return i;
+  }
+  return std::nullopt;
+}
+
+std::vector<PointSpec> PlanSweep(const LoadOptions& load) {
+  std::vector<PointSpec> base;
+  auto add = [&](PointSpec p) { base.push_back(p); };
+  switch (load.mode) {
+    case LoadMode::kConcurrency:
+      for (int64_t c : load.concurrency) add({LoadMode::kConcurrency, c, 0, 0, 1});
+      break;
+    case LoadMode::kRate:
+      for (double r : load.rates) add({LoadMode::kRate, 1, r, 0, 1});
+      break;
+    case LoadMode::kIdleGap:
+      for (double g : load.idle_gaps_ms) add({LoadMode::kIdleGap, 1, 0, g, 1});
+      break;
+  }
+  std::vector<PointSpec> points;
+  for (const PointSpec& p : base) {
+    for (int64_t b : load.batch_sizes) {
+      PointSpec q = p;
+      q.batch_size = b;
+      points.push_back(q);
+    }
+  }
+  return points;
+}
+
+std::vector<std::shared_ptr<grpc::Channel>> MakeDistinctChannels(const std::string& url, int count) {
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (int i = 0; i < count; ++i) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(-1);
+    args.SetMaxSendMessageSize(-1);
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetInt("chronobench.channel_index", i);  // distinct args: never one shared subchannel
+    channels.push_back(grpc::CreateCustomChannel(url, grpc::InsecureChannelCredentials(), args));
+  }
+  return channels;
+}
+
+absl::StatusOr<std::unique_ptr<Benchmark>> Benchmark::Create(const BenchOptions& options, const Clock* clock) {
+  RETURN_IF_ERROR(ValidateOptions(options));
+  std::unique_ptr<Benchmark> bench(new Benchmark(options, clock));
+  RETURN_IF_ERROR(bench->Connect());
+  ASSIGN_OR_RETURN(RequestFactory factory,
+                   RequestFactory::Create(bench->model_metadata_, options.input, options.load.seed));
+  bench->factory_ = std::make_unique<RequestFactory>(std::move(factory));
+  for (int64_t b : options.load.batch_sizes) RETURN_IF_ERROR(bench->Validate(b));
+  return bench;
+}
+
+absl::Status Benchmark::Connect() {
+  const std::string& url = options_.target.url;
+  channels_ = MakeDistinctChannels(url, options_.target.connections);
+  for (const auto& ch : channels_) {
+    if (!ch->WaitForConnected(std::chrono::system_clock::now() + kConnectTimeout)) {
+      return absl::UnavailableError(absl::StrCat("cannot connect to ", url, " within 10 s"));
+    }
+    stubs_.push_back(inference::GRPCInferenceService::NewStub(ch));
+  }
+  InferenceClient client(channels_[0]);
+  auto live = client.ServerLive();
+  if (!live.ok()) return absl::UnavailableError(absl::StrCat(url, " is not a KServe v2 server: ", live.status().message()));
+  ASSIGN_OR_RETURN(server_metadata_, client.ServerMetadata());
+  auto metadata = client.ModelMetadata(options_.target.model);
+  if (!metadata.ok()) {
+    return absl::NotFoundError(absl::StrCat("model '", options_.target.model, "' on ", url, ": ",
+                                            metadata.status().message()));
+  }
+  model_metadata_ = *std::move(metadata);
+  auto ready = client.ModelReady(options_.target.model, options_.target.model_version);
+  if (!ready.ok() || !*ready) {
+    return absl::FailedPreconditionError(absl::StrCat("model '", options_.target.model, "' is not ready on ", url));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Benchmark::Validate(int64_t batch_size) {
+  ASSIGN_OR_RETURN(inference::ModelInferRequest request, factory_->Build(options_.target.model_version, batch_size));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::milliseconds(options_.target.timeout_ms > 0 ? options_.target.timeout_ms : 60'000));
+  inference::ModelInferResponse response;
+  const grpc::Status status = stubs_[0]->ModelInfer(&ctx, request, &response);
+  if (!status.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                        absl::StrCat("validation request (batch ", batch_size, ") failed: ", status.error_message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BenchReport> Benchmark::Run(const std::function<void(const PointResult&)>& on_point,
+                                           const std::function<void(const std::string&)>& progress) {
+  BenchReport report;
+  report.url = options_.target.url;
+  report.model = options_.target.model;
+  report.server = {{"name", server_metadata_.name()},
+                   {"version", server_metadata_.version()},
+                   {"extensions", std::vector<std::string>(server_metadata_.extensions().begin(),
+                                                           server_metadata_.extensions().end())},
+                   {"url", options_.target.url},
+                   {"connections", options_.target.connections}};
+  report.model_info = ModelJson(model_metadata_, *factory_);
+  report.percentiles = options_.measurement.percentiles;
+  report.mode = options_.load.mode;
+  report.distribution = options_.load.distribution;
+  report.batch_sweep = options_.load.batch_sweep;
+  report.started_unix_ms = WallNowNs() / 1'000'000;
+
+  RunnerContext ctx;
+  ctx.stubs = &stubs_;
+  ctx.clock = clock_;
+  ctx.measurement = options_.measurement;
+  ctx.distribution = options_.load.distribution;
+  ctx.threads = options_.load.threads > 0
+                    ? options_.load.threads
+                    : static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 8));
+  ctx.timeout_ms = options_.target.timeout_ms;
+  ctx.traceparent_rate = options_.trace.traceparent_rate;
+  ctx.seed = options_.load.seed;
+  ctx.progress = progress;
+  for (const PointSpec& spec : PlanSweep(options_.load)) {
+    ASSIGN_OR_RETURN(inference::ModelInferRequest request, factory_->Build(options_.target.model_version, spec.batch_size));
+    ASSIGN_OR_RETURN(PointResult point, RunPoint(spec, request, ctx));
+    if (on_point) on_point(point);
+    report.points.push_back(std::move(point));
+  }
+  if (report.batch_sweep) {
+    std::vector<double> items;
+    for (const auto& p : report.points) items.push_back(p.items_per_s);
+    report.saturation_index = SaturationIndex(items);
+  }
+  return report;
+}
+
+}  // namespace chronoserve::client::bench

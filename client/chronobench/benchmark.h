@@ -1,0 +1,54 @@
+// Benchmark: one chronobench run. Create() connects (--connections distinct channels), checks the
+// server is live and the model exists, builds the requests and sends one validation request so
+// bad shapes or models fail fast with the server's message. Run() measures every sweep point with
+// RunPoint and returns the report. Owned and called by main's thread.
+#ifndef CHRONOSERVE_CLIENT_CHRONOBENCH_BENCHMARK_H_
+#define CHRONOSERVE_CLIENT_CHRONOBENCH_BENCHMARK_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/chronobench/bench_options.h"
+#include "client/chronobench/bench_report.h"
+#include "client/chronobench/request_factory.h"
+#include "client/chronobench/trial_runner.h"
+#include "common/clock.h"
+#include "proto/inference.grpc.pb.h"
+
+namespace chronoserve::client::bench {
+
+// The sweep points the options ask for, in order.
+std::vector<PointSpec> PlanSweep(const LoadOptions& load);
+
+// `count` channels to `url` that do not share a TCP connection: each gets its own subchannel pool
+// and a distinct channel argument.
+std::vector<std::shared_ptr<grpc::Channel>> MakeDistinctChannels(const std::string& url, int count);
+
+class Benchmark {
+ public:
+  static absl::StatusOr<std::unique_ptr<Benchmark>> Create(const BenchOptions& options, const Clock* clock);
+
+  // `on_point` is called after each point (console table); `progress` as RunnerContext says.
+  absl::StatusOr<BenchReport> Run(const std::function<void(const PointResult&)>& on_point,
+                                  const std::function<void(const std::string&)>& progress);
+
+ private:
+  Benchmark(const BenchOptions& options, const Clock* clock) : options_(options), clock_(clock) {}
+  absl::Status Connect();
+  absl::Status Validate(int64_t batch_size);
+
+  BenchOptions options_;
+  const Clock* clock_;
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;
+  std::vector<std::unique_ptr<inference::GRPCInferenceService::Stub>> stubs_;
+  inference::ServerMetadataResponse server_metadata_;
+  inference::ModelMetadataResponse model_metadata_;
+  std::unique_ptr<RequestFactory> factory_;
+};
+
+}  // namespace chronoserve::client::bench
+
+#endif  // CHRONOSERVE_CLIENT_CHRONOBENCH_BENCHMARK_H_

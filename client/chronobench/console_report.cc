@@ -1,0 +1,81 @@
+#include "client/chronobench/console_report.h"
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace chronoserve::client::bench {
+namespace {
+
+constexpr Metric kColumns[] = {Metric::kE2e,     Metric::kTransport, Metric::kQueue,      Metric::kH2d,
+                               Metric::kCompute, Metric::kD2h,       Metric::kServerTotal};
+
+std::string P50P99(const Histogram& h) {
+  if (h.count() == 0) return "-";
+  return absl::StrFormat("%.0f/%.0f", h.ValueAtPercentile(50) / 1e3, h.ValueAtPercentile(99) / 1e3);
+}
+
+}  // namespace
+
+std::string TableHeader() {
+  std::string line = absl::StrFormat("%-28s %10s %8s", "point", "req/s", "errors");
+  for (Metric m : kColumns) absl::StrAppend(&line, absl::StrFormat(" %15s", MetricName(m)));
+  absl::StrAppend(&line, absl::StrFormat(" %7s %6s\n", "batch", "stable"));
+  absl::StrAppend(&line, absl::StrFormat("%-28s %10s %8s", "", "", ""));
+  for (size_t i = 0; i < std::size(kColumns); ++i) absl::StrAppend(&line, absl::StrFormat(" %15s", "p50/p99 us"));
+  absl::StrAppend(&line, absl::StrFormat(" %7s %6s\n", "mean", ""));
+  return line;
+}
+
+std::string TableRow(const PointResult& p) {
+  const LatencyRecorder& r = p.recorder;
+  std::string line = absl::StrFormat("%-28s %10.1f %8d", p.spec.Label(), p.throughput_rps, r.errors());
+  for (Metric m : kColumns) absl::StrAppend(&line, absl::StrFormat(" %15s", P50P99(r.metric(m))));
+  const std::string batch = r.batch_size().count() > 0 ? absl::StrFormat("%.1f", r.batch_size().mean()) : "-";
+  absl::StrAppend(&line, absl::StrFormat(" %7s %6s\n", batch, p.stable ? "yes" : "NO"));
+  if (p.spec.mode == LoadMode::kRate) {
+    absl::StrAppend(&line, absl::StrFormat("    actual-send e2e p50/p99 us: %s  (e2e above counts from the intended send time)\n",
+                                           P50P99(r.metric(Metric::kE2eActualSend))));
+  }
+  for (const auto& w : p.warnings) absl::StrAppend(&line, "    warning: ", w, "\n");
+  return line;
+}
+
+std::string Summary(const BenchReport& report) {
+  std::string out;
+  if (report.batch_sweep) {
+    if (report.saturation_index.has_value()) {
+      const auto& p = report.points[*report.saturation_index];
+      absl::StrAppend(&out, absl::StrFormat(
+          "saturation: batch %d (%.1f items/s); larger batches raised throughput by less than 5%%\n",
+          p.spec.batch_size, p.items_per_s));
+    } else {
+      absl::StrAppend(&out, "saturation: not reached; throughput still rose by more than 5% at the largest batch\n");
+    }
+  }
+  int64_t errors = 0, unstable = 0;
+  for (const auto& p : report.points) {
+    errors += p.recorder.errors();
+    unstable += p.stable ? 0 : 1;
+  }
+  if (errors > 0) absl::StrAppend(&out, errors, " requests failed in the reported windows (see errors_by_code)\n");
+  if (unstable > 0) absl::StrAppend(&out, unstable, " point(s) did not stabilise; raise --max-trials or --measurement-interval\n");
+  return out;
+}
+
+void ProgressLine::Update(const std::string& text) {
+  if (!enabled_) return;
+  std::fprintf(stderr, "\r\033[K%s", text.c_str());
+  std::fflush(stderr);
+  shown_ = true;
+}
+
+void ProgressLine::Clear() {
+  if (!enabled_ || !shown_) return;
+  std::fprintf(stderr, "\r\033[K");
+  std::fflush(stderr);
+  shown_ = false;
+}
+
+}  // namespace chronoserve::client::bench

@@ -1,0 +1,163 @@
+#include "client/chronobench/html_report.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+
+namespace chronoserve::client::bench {
+
+// Defined in the generated chartjs_embedded.cc (empty when the build host lacked libjs-chart.js).
+extern const char* const kEmbeddedChartJs;
+
+namespace {
+
+constexpr const char* kStyle = R"css(
+body { font-family: system-ui, sans-serif; margin: 24px; color: #222; background: #fff; }
+h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; }
+table { border-collapse: collapse; font-size: 12px; }
+th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+.warn { color: #a40; font-size: 12px; } .meta { font-size: 12px; color: #555; }
+canvas { border: 1px solid #eee; }
+)css";
+
+// Builds the table and the charts from the inlined report JSON.
+constexpr const char* kAppJs = R"js(
+(function () {
+  const body = document.body;
+  try {
+    const report = JSON.parse(document.getElementById('report').textContent);
+    const runs = report.runs;
+    const batchSweep = report.sweep.batch_sweep;
+    const name = r => (r.mode === 'concurrency' ? 'c=' + r.concurrency : r.mode === 'rate' ? r.rate + '/s'
+                       : 'gap ' + r.idle_gap_ms + ' ms') + (batchSweep || r.batch_size > 1 ? ' b=' + r.batch_size : '');
+    const lat = (r, k, q) => (r.latency_us[k] ? r.latency_us[k][q] : null);
+    const palette = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1', '#ff9da7',
+                     '#9c755f', '#bab0ac'];
+    const color = i => palette[i % palette.length];
+    const common = { responsive: false, animation: false };
+    const charts = [];
+    const ctx = id => document.getElementById(id).getContext('2d');
+
+    document.getElementById('meta').textContent = 'model ' + report.model.name + ' on ' + report.server.url +
+        ' (' + report.server.name + ' ' + report.server.version + '), sweep: ' + report.sweep.mode +
+        (batchSweep ? ' x batch size' : '') + (report.saturation ? ', saturation at batch ' +
+        report.saturation.batch_size : '');
+    const table = document.getElementById('points');
+    const cols = ['e2e', 'transport', 'queue', 'h2d', 'compute', 'd2h', 'server_total'];
+    let html = '<tr><th>point</th><th>req/s</th><th>items/s</th><th>errors</th>' +
+        cols.map(c => '<th>' + c + ' p50/p99 µs</th>').join('') + '<th>stable</th></tr>';
+    for (const r of runs) {
+      html += '<tr><td>' + name(r) + '</td><td>' + r.throughput_rps.toFixed(1) + '</td><td>' +
+          r.throughput_items_per_s.toFixed(1) + '</td><td>' + r.errors + '</td>' +
+          cols.map(c => '<td>' + (r.latency_us[c] ? lat(r, c, 'p50').toFixed(0) + ' / ' +
+                                  lat(r, c, 'p99').toFixed(0) : '-') + '</td>').join('') +
+          '<td>' + (r.stable ? 'yes' : 'NO') + '</td></tr>';
+      for (const w of r.warnings) html += '<tr><td class="warn" colspan="12">' + name(r) + ': ' + w + '</td></tr>';
+    }
+    table.innerHTML = html;
+
+    const stages = ['queue', 'input_stage', 'h2d', 'compute', 'd2h', 'output_stage'];
+    const mean = (r, k) => lat(r, k, 'mean') || 0;
+    const sets = stages.map((s, i) => ({ label: s, data: runs.map(r => mean(r, s)), backgroundColor: color(i) }));
+    sets.push({ label: 'server other', backgroundColor: color(6),
+                data: runs.map(r => Math.max(0, mean(r, 'server_total') - stages.reduce((a, s) => a + mean(r, s), 0))) });
+    sets.push({ label: 'transport', data: runs.map(r => mean(r, 'transport')), backgroundColor: color(7) });
+    charts.push(new Chart(ctx('breakdown'), { type: 'bar', data: { labels: runs.map(name), datasets: sets },
+        options: Object.assign({}, common, { scales: { x: { stacked: true },
+            y: { stacked: true, title: { display: true, text: 'mean µs per request' } } } }) }));
+
+    charts.push(new Chart(ctx('cdf'), { type: 'scatter', data: { datasets: runs.map((r, i) => ({
+        label: name(r), data: r.e2e_cdf.map(p => ({ x: p[0], y: p[1] })), showLine: true, pointRadius: 0,
+        borderColor: color(i), backgroundColor: color(i) })) },
+        options: Object.assign({}, common, { scales: {
+            x: { type: 'logarithmic', title: { display: true, text: 'end-to-end µs' } },
+            y: { min: 0, max: 1, title: { display: true, text: 'fraction of requests' } } } }) }));
+
+    const line = (label, data, i, axis) => ({ label: label, data: data, borderColor: color(i),
+                                              backgroundColor: color(i), yAxisID: axis });
+    charts.push(new Chart(ctx('throughput'), { type: 'line', data: { labels: runs.map(name), datasets: [
+        line('throughput (items/s)', runs.map(r => r.throughput_items_per_s), 0, 'y'),
+        line('e2e p50 µs', runs.map(r => lat(r, 'e2e', 'p50')), 1, 'y1'),
+        line('e2e p99 µs', runs.map(r => lat(r, 'e2e', 'p99')), 2, 'y1')] },
+        options: Object.assign({}, common, { scales: { y: { position: 'left', title: { display: true, text: 'items/s' } },
+            y1: { position: 'right', grid: { drawOnChartArea: false }, title: { display: true, text: 'µs' } } } }) }));
+
+    if (report.sweep.mode === 'idle_gap') {
+      const gaps = runs.map(r => r.idle_gap_ms + ' ms');
+      charts.push(new Chart(ctx('idle'), { type: 'line', data: { labels: gaps, datasets: [
+          line('e2e p50 µs', runs.map(r => lat(r, 'e2e', 'p50')), 0, 'y'),
+          line('e2e p99 µs', runs.map(r => lat(r, 'e2e', 'p99')), 1, 'y'),
+          line('compute p50 µs', runs.map(r => lat(r, 'compute', 'p50')), 2, 'y'),
+          line('launch p50 µs', runs.map(r => lat(r, 'launch', 'p50')), 3, 'y')] },
+          options: Object.assign({}, common, { scales: { x: { title: { display: true, text: 'idle gap before each request' } },
+              y: { title: { display: true, text: 'µs' } } } }) }));
+    } else {
+      const note = document.createElement('p');
+      note.className = 'meta';
+      note.textContent = 'No idle-gap sweep in this run (use --idle-gap-range 0:1000:200).';
+      document.getElementById('idle').replaceWith(note);
+    }
+    let painted = 0;
+    document.querySelectorAll('canvas').forEach(c => {
+      const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+      for (let i = 3; i < d.length; i += 4) { if (d[i] !== 0) { painted++; break; } }
+    });
+    body.dataset.charts = String(charts.length);
+    body.dataset.painted = String(painted);
+  } catch (e) {
+    body.dataset.error = String(e);
+    const pre = document.createElement('pre');
+    pre.textContent = 'report failed to render: ' + e;
+    body.appendChild(pre);
+  }
+})();
+)js";
+
+// Keeps inlined text from closing its <script> element early. JSON: "<\/" is a valid escape.
+std::string JsonScriptSafe(const std::string& json) { return absl::StrReplaceAll(json, {{"</", "<\\/"}}); }
+std::string JsScriptSafe(const std::string& js) {
+  return absl::StrReplaceAll(js, {{"</script", "<\\/script"}, {"</SCRIPT", "<\\/SCRIPT"}});
+}
+
+std::string HtmlEscape(const std::string& s) {
+  return absl::StrReplaceAll(s, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}});
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> LoadChartJs() {
+  if (kEmbeddedChartJs[0] != '\0') return std::string(kEmbeddedChartJs);
+  const char* env = std::getenv("CHRONOBENCH_CHARTJS");
+  const std::string path = env != nullptr ? env : "/usr/share/javascript/chart.js/chart.min.js";
+  std::ifstream file(path);
+  if (!file) {
+    return absl::NotFoundError(absl::StrCat("--html needs Chart.js: ", path,
+                                            " not found (apt-get install libjs-chart.js, or set CHRONOBENCH_CHARTJS)"));
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+std::string RenderHtml(const nlohmann::json& report_json, const std::string& chart_js) {
+  const std::string model = report_json.contains("model") && report_json["model"].contains("name")
+                                ? report_json["model"]["name"].get<std::string>() : "model";
+  return absl::StrCat(
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>chronobench: ", HtmlEscape(model),
+      "</title>\n<style>", kStyle, "</style>\n<script>", JsScriptSafe(chart_js), "</script>\n</head><body>\n",
+      "<h1>chronobench report: ", HtmlEscape(model), "</h1>\n<p class=\"meta\" id=\"meta\"></p>\n",
+      "<table id=\"points\"></table>\n",
+      "<h2>Where the time went: mean per request, stacked (transport = end-to-end minus server_total)</h2>\n",
+      "<canvas id=\"breakdown\" width=\"1000\" height=\"380\"></canvas>\n",
+      "<h2>End-to-end latency CDF</h2>\n<canvas id=\"cdf\" width=\"1000\" height=\"380\"></canvas>\n",
+      "<h2>Throughput and latency per sweep point</h2>\n<canvas id=\"throughput\" width=\"1000\" height=\"380\"></canvas>\n",
+      "<h2>Latency vs idle gap</h2>\n<canvas id=\"idle\" width=\"1000\" height=\"380\"></canvas>\n",
+      "<script type=\"application/json\" id=\"report\">", JsonScriptSafe(report_json.dump()), "</script>\n",
+      "<script>", kAppJs, "</script>\n</body></html>\n");
+}
+
+}  // namespace chronoserve::client::bench

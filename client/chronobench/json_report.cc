@@ -1,0 +1,150 @@
+#include "client/chronobench/json_report.h"
+
+#include <cmath>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace chronoserve::client::bench {
+namespace {
+
+double Us(double ns) { return std::round(ns) / 1000.0; }
+
+// {"p50": us, ..., "mean": us}; null when nothing was recorded (absent, never zero).
+nlohmann::json Summary(const Histogram& h, const std::vector<double>& percentiles) {
+  if (h.count() == 0) return nullptr;
+  nlohmann::json out = nlohmann::json::object();
+  for (double p : percentiles) out[PercentileKey(p)] = Us(h.ValueAtPercentile(p));
+  out["mean"] = Us(h.mean());
+  out["min"] = Us(h.min());
+  out["max"] = Us(h.max());
+  out["count"] = h.count();
+  return out;
+}
+
+// Executed batch sizes and other plain counts (not latencies).
+nlohmann::json CountSummary(const Histogram& h) {
+  if (h.count() == 0) return nullptr;
+  return {{"mean", h.mean()}, {"p50", h.ValueAtPercentile(50)}, {"max", h.max()}, {"min", h.min()}};
+}
+
+void AddPointKeys(const PointSpec& spec, const BenchReport& report, nlohmann::json* run) {
+  (*run)["mode"] = LoadModeName(spec.mode);
+  switch (spec.mode) {
+    case LoadMode::kConcurrency: (*run)["concurrency"] = spec.concurrency; break;
+    case LoadMode::kRate:
+      (*run)["rate"] = spec.rate;
+      (*run)["distribution"] = report.distribution == Distribution::kPoisson ? "poisson" : "constant";
+      break;
+    case LoadMode::kIdleGap: (*run)["idle_gap_ms"] = spec.idle_gap_ms; break;
+  }
+  (*run)["batch_size"] = spec.batch_size;
+}
+
+nlohmann::json RunToJson(const PointResult& p, const BenchReport& report) {
+  const LatencyRecorder& r = p.recorder;
+  nlohmann::json run = nlohmann::json::object();
+  AddPointKeys(p.spec, report, &run);
+  run["requests"] = r.successes() + r.errors();
+  run["errors"] = r.errors();
+  nlohmann::json by_code = nlohmann::json::object();
+  for (const auto& [code, n] : r.errors_by_code()) by_code[GrpcCodeName(code)] = n;
+  run["errors_by_code"] = by_code;
+  run["throughput_rps"] = p.throughput_rps;
+  run["throughput_items_per_s"] = p.items_per_s;
+  run["duration_s"] = p.duration_s;
+  nlohmann::json latency = nlohmann::json::object();
+  for (int m = 0; m < kMetricCount; ++m) {
+    const auto metric = static_cast<Metric>(m);
+    if (metric == Metric::kE2eActualSend && p.spec.mode != LoadMode::kRate) continue;
+    latency[MetricName(metric)] = Summary(r.metric(metric), report.percentiles);
+  }
+  run["latency_us"] = latency;
+  run["batch_size_executed"] = CountSummary(r.batch_size());
+  run["idle_before_us"] = CountSummary(r.idle_before());
+  if (p.spec.mode == LoadMode::kRate) run["schedule_lag_us"] = Summary(r.schedule_lag(), report.percentiles);
+  run["stable"] = p.stable;
+  nlohmann::json windows = nlohmann::json::array();
+  for (const auto& w : p.windows) {
+    windows.push_back({{"duration_s", w.duration_s}, {"requests", w.requests}, {"errors", w.errors},
+                       {"throughput_rps", w.throughput_rps}, {"e2e_p50_us", Us(w.p50_ns)},
+                       {"client_cpu_busiest", w.client_cpu_busiest}});
+  }
+  run["windows"] = windows;
+  run["reported_windows"] = p.reported_windows;
+  run["traced_requests"] = p.traced;
+  run["responses_without_timing"] = r.without_timing();
+  run["timing_violations"] = r.timing_violations();
+  run["cold_batches"] = r.cold_batches();
+  run["warnings"] = p.warnings;
+  nlohmann::json cdf = nlohmann::json::array();
+  for (const auto& [ns, frac] : r.metric(Metric::kE2e).Cdf(200)) cdf.push_back({Us(ns), frac});
+  run["e2e_cdf"] = cdf;  // [[us, cumulative fraction], ...]
+  return run;
+}
+
+std::string Num(double v) { return absl::StrFormat("%.3f", v); }
+
+}  // namespace
+
+nlohmann::json ReportToJson(const BenchReport& report) {
+  nlohmann::json out = nlohmann::json::object();
+  nlohmann::json runs = nlohmann::json::array();
+  for (const auto& p : report.points) runs.push_back(RunToJson(p, report));
+  out["runs"] = runs;
+  out["server"] = report.server;
+  out["model"] = report.model_info;
+  out["sweep"] = {{"mode", LoadModeName(report.mode)}, {"batch_sweep", report.batch_sweep},
+                  {"percentiles", report.percentiles}};
+  if (report.batch_sweep) {
+    out["saturation"] = report.saturation_index.has_value()
+                            ? nlohmann::json{{"batch_size", report.points[*report.saturation_index].spec.batch_size},
+                                             {"throughput_items_per_s", report.points[*report.saturation_index].items_per_s}}
+                            : nlohmann::json(nullptr);
+  }
+  out["started_unix_ms"] = report.started_unix_ms;
+  out["tool"] = "chronobench";
+  return out;
+}
+
+std::string ReportToCsv(const BenchReport& report) {
+  std::vector<std::string> header = {"mode", "concurrency", "rate", "idle_gap_ms", "batch_size", "requests",
+                                     "errors", "throughput_rps", "throughput_items_per_s", "stable",
+                                     "batch_size_executed_mean"};
+  for (int m = 0; m < kMetricCount; ++m) {
+    for (double p : report.percentiles) header.push_back(absl::StrCat(MetricName(static_cast<Metric>(m)), "_", PercentileKey(p), "_us"));
+    header.push_back(absl::StrCat(MetricName(static_cast<Metric>(m)), "_mean_us"));
+  }
+  std::string csv = absl::StrCat(absl::StrJoin(header, ","), "\n");
+  for (const auto& p : report.points) {
+    const LatencyRecorder& r = p.recorder;
+    std::vector<std::string> row = {
+        LoadModeName(p.spec.mode),
+        p.spec.mode == LoadMode::kConcurrency ? absl::StrCat(p.spec.concurrency) : "",
+        p.spec.mode == LoadMode::kRate ? absl::StrCat(p.spec.rate) : "",
+        p.spec.mode == LoadMode::kIdleGap ? absl::StrCat(p.spec.idle_gap_ms) : "",
+        absl::StrCat(p.spec.batch_size), absl::StrCat(r.successes() + r.errors()), absl::StrCat(r.errors()),
+        Num(p.throughput_rps), Num(p.items_per_s), p.stable ? "true" : "false",
+        r.batch_size().count() > 0 ? Num(r.batch_size().mean()) : ""};
+    for (int m = 0; m < kMetricCount; ++m) {
+      const Histogram& h = r.metric(static_cast<Metric>(m));
+      for (double pc : report.percentiles) row.push_back(h.count() > 0 ? Num(Us(h.ValueAtPercentile(pc))) : "");
+      row.push_back(h.count() > 0 ? Num(Us(h.mean())) : "");
+    }
+    absl::StrAppend(&csv, absl::StrJoin(row, ","), "\n");
+  }
+  return csv;
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& contents) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  if (!file) return absl::InternalError(absl::StrCat("cannot open '", path, "' for writing"));
+  file << contents;
+  file.close();
+  if (!file) return absl::InternalError(absl::StrCat("failed writing '", path, "'"));
+  return absl::OkStatus();
+}
+
+}  // namespace chronoserve::client::bench

@@ -1,0 +1,24 @@
+// JSON and CSV renderings of a BenchReport (schema in docs/CHRONOBENCH.md). Pure functions, any
+// thread.
+#ifndef CHRONOSERVE_CLIENT_CHRONOBENCH_JSON_REPORT_H_
+#define CHRONOSERVE_CLIENT_CHRONOBENCH_JSON_REPORT_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "client/chronobench/bench_report.h"
+#include "nlohmann/json.hpp"
+
+namespace chronoserve::client::bench {
+
+// {"runs": [...], "server": {...}, "model": {...}, ...}
+nlohmann::json ReportToJson(const BenchReport& report);
+// One header line, then one row per sweep point.
+std::string ReportToCsv(const BenchReport& report);
+
+// Writes `contents` to `path`; INTERNAL with the path on failure.
+absl::Status WriteFile(const std::string& path, const std::string& contents);
+
+}  // namespace chronoserve::client::bench
+
+#endif  // CHRONOSERVE_CLIENT_CHRONOBENCH_JSON_REPORT_H_

@@ -1,0 +1,82 @@
+#include "client/chronobench/latency_recorder.h"
+
+#include "common/status_macros.h"
+
+namespace chronoserve::client::bench {
+
+const char* MetricName(Metric metric) {
+  static constexpr const char* kNames[] = {
+      "e2e", "e2e_actual_send", "transport", "server_total", "queue", "input_stage",
+      "h2d", "compute",         "launch",    "d2h",          "output_stage"};
+  static_assert(std::size(kNames) == kMetricCount);
+  return kNames[static_cast<int>(metric)];
+}
+
+const char* GrpcCodeName(int code) {
+  static constexpr const char* kNames[] = {
+      "OK",           "CANCELLED",       "UNKNOWN",          "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+      "NOT_FOUND",    "ALREADY_EXISTS",  "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+      "FAILED_PRECONDITION", "ABORTED",  "OUT_OF_RANGE",     "UNIMPLEMENTED",    "INTERNAL",
+      "UNAVAILABLE",  "DATA_LOSS",       "UNAUTHENTICATED"};
+  if (code < 0 || code >= static_cast<int>(std::size(kNames))) return "UNKNOWN_CODE";
+  return kNames[code];
+}
+
+void LatencyRecorder::Allocate() {
+  for (auto& h : metrics_) h.Allocate();
+  batch_size_.Allocate();
+  schedule_lag_.Allocate();
+  idle_before_.Allocate();
+}
+
+void LatencyRecorder::Record(const RequestRecord& r) {
+  const int64_t e2e_actual = r.done_ns - r.sent_ns;
+  metrics_[static_cast<int>(Metric::kE2e)].Record(r.done_ns - r.intended_ns);
+  metrics_[static_cast<int>(Metric::kE2eActualSend)].Record(e2e_actual);
+  schedule_lag_.Record(r.sent_ns - r.intended_ns);
+  if (r.grpc_code != 0) {
+    ++errors_;
+    ++errors_by_code_[r.grpc_code];
+    return;
+  }
+  ++successes_;
+  if (!r.timing.has_value()) {
+    ++without_timing_;
+    return;
+  }
+  RecordTiming(*r.timing, e2e_actual);
+}
+
+void LatencyRecorder::RecordTiming(const RequestTiming& t, int64_t e2e_actual_ns) {
+  auto rec = [this](Metric m, int64_t v) { metrics_[static_cast<int>(m)].Record(v); };
+  const int64_t transport = e2e_actual_ns - t.server_total_ns;
+  if (!t.IsConsistent() || transport < 0) ++timing_violations_;
+  rec(Metric::kTransport, transport);  // a negative residual is clamped to 0 and counted there too
+  rec(Metric::kServerTotal, t.server_total_ns);
+  rec(Metric::kQueue, t.queue_ns);
+  rec(Metric::kInputStage, t.input_stage_ns);
+  rec(Metric::kH2d, t.h2d_ns);
+  rec(Metric::kCompute, t.compute_ns);
+  rec(Metric::kLaunch, t.launch_ns);
+  rec(Metric::kD2h, t.d2h_ns);
+  rec(Metric::kOutputStage, t.output_stage_ns);
+  batch_size_.Record(t.batch_size);
+  idle_before_.Record(t.idle_before_us);
+  if (t.cold) ++cold_;
+}
+
+absl::Status LatencyRecorder::Merge(const LatencyRecorder& o) {
+  for (int i = 0; i < kMetricCount; ++i) RETURN_IF_ERROR(metrics_[i].Add(o.metrics_[i]));
+  RETURN_IF_ERROR(batch_size_.Add(o.batch_size_));
+  RETURN_IF_ERROR(schedule_lag_.Add(o.schedule_lag_));
+  RETURN_IF_ERROR(idle_before_.Add(o.idle_before_));
+  successes_ += o.successes_;
+  errors_ += o.errors_;
+  for (const auto& [code, n] : o.errors_by_code_) errors_by_code_[code] += n;
+  without_timing_ += o.without_timing_;
+  timing_violations_ += o.timing_violations_;
+  cold_ += o.cold_;
+  return absl::OkStatus();
+}
+
+}  // namespace chronoserve::client::bench

@@ -1,0 +1,87 @@
+// LatencyRecorder: what one worker saw in one measurement window: a histogram per latency metric
+// (client end-to-end, transport residual, and each server span from the response), the executed
+// batch size, the open-loop schedule lag, and errors counted by gRPC status code. Each worker
+// thread owns one per window; the TrialRunner merges them once the window is closed.
+#ifndef CHRONOSERVE_CLIENT_CHRONOBENCH_LATENCY_RECORDER_H_
+#define CHRONOSERVE_CLIENT_CHRONOBENCH_LATENCY_RECORDER_H_
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "common/histogram.h"
+#include "common/timing.h"
+
+namespace chronoserve::client::bench {
+
+// Latency metrics, in nanoseconds. The order is the report's column order.
+enum class Metric {
+  kE2e,            // intended send (open loop) or actual send -> response received
+  kE2eActualSend,  // actual send -> response received (differs from kE2e only in open loop)
+  kTransport,      // actual-send e2e - server_total: network + (de)serialisation, per request
+  kServerTotal,
+  kQueue,
+  kInputStage,
+  kH2d,
+  kCompute,
+  kLaunch,
+  kD2h,
+  kOutputStage,
+  kCount,
+};
+inline constexpr int kMetricCount = static_cast<int>(Metric::kCount);
+const char* MetricName(Metric metric);  // "e2e", "e2e_actual_send", "transport", ...
+
+// One finished request, as a worker observed it.
+struct RequestRecord {
+  int64_t intended_ns = 0;  // schedule time (open loop) or == sent_ns
+  int64_t sent_ns = 0;
+  int64_t done_ns = 0;
+  int grpc_code = 0;        // 0 = OK
+  std::optional<RequestTiming> timing;  // from the response's timing.* parameters
+};
+
+class LatencyRecorder {
+ public:
+  // Errors: e2e still recorded (a failed request took that long), spans not (there are none).
+  void Record(const RequestRecord& record);
+  // Allocates every histogram now (done by the controller before handing a fresh recorder over).
+  void Allocate();
+  absl::Status Merge(const LatencyRecorder& other);
+
+  const Histogram& metric(Metric m) const { return metrics_[static_cast<int>(m)]; }
+  const Histogram& batch_size() const { return batch_size_; }       // executed, from the server
+  const Histogram& schedule_lag() const { return schedule_lag_; }   // sent - intended, ns
+  const Histogram& idle_before() const { return idle_before_; }     // server's idle_before_us
+  int64_t successes() const { return successes_; }
+  int64_t errors() const { return errors_; }
+  const std::map<int, int64_t>& errors_by_code() const { return errors_by_code_; }
+  int64_t without_timing() const { return without_timing_; }
+  // Responses whose spans break TIMING.md's invariants (negative span, stages > server_total, or
+  // server_total > client e2e). Counted and reported; their spans are still recorded.
+  int64_t timing_violations() const { return timing_violations_; }
+  int64_t cold_batches() const { return cold_; }
+
+ private:
+  void RecordTiming(const RequestTiming& t, int64_t e2e_actual_ns);
+
+  std::array<Histogram, kMetricCount> metrics_;
+  Histogram batch_size_;
+  Histogram schedule_lag_;
+  Histogram idle_before_;
+  int64_t successes_ = 0;
+  int64_t errors_ = 0;
+  std::map<int, int64_t> errors_by_code_;
+  int64_t without_timing_ = 0;
+  int64_t timing_violations_ = 0;
+  int64_t cold_ = 0;
+};
+
+// "OK", "UNAVAILABLE", ... for a gRPC status code.
+const char* GrpcCodeName(int code);
+
+}  // namespace chronoserve::client::bench
+
+#endif  // CHRONOSERVE_CLIENT_CHRONOBENCH_LATENCY_RECORDER_H_

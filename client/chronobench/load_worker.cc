@@ -1,0 +1,176 @@
+#include "client/chronobench/load_worker.h"
+
+#include <pthread.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "client/inference_client.h"
+#include "common/log.h"
+
+namespace chronoserve::client::bench {
+namespace {
+
+// The longest the loop blocks, so Stop() is noticed promptly.
+constexpr int64_t kMaxWaitNs = 20'000'000;
+// Open loop keeps its schedule when the server falls behind, up to this many calls in flight
+// per worker; beyond it sends wait (and the schedule lag shows it).
+constexpr size_t kMaxOutstanding = 16384;
+
+}  // namespace
+
+LoadWorker::LoadWorker(int index, const WorkerPlan& plan, const WorkerShared& shared)
+    : index_(index), plan_(plan), shared_(shared), rng_(plan.seed * 7919 + index) {
+  absl::MutexLock lock(&mu_);
+  recorder_.Allocate();
+}
+
+LoadWorker::~LoadWorker() {
+  if (started_ && !stopped_) {
+    CS_LOG(ERROR) << "LoadWorker " << index_ << " destroyed while running; stopping it";
+    Stop();
+  }
+}
+
+void LoadWorker::Start(int64_t start_ns) {
+  started_ = true;
+  thread_ = std::thread([this, start_ns] { Run(start_ns); });
+  native_thread_ = thread_.native_handle();
+}
+
+void LoadWorker::Stop() {
+  if (stopped_ || !started_) return;
+  stopped_ = true;
+  stop_.store(true);
+  thread_.join();
+}
+
+LatencyRecorder LoadWorker::TakeRecorder() {
+  LatencyRecorder fresh;
+  fresh.Allocate();  // on the caller's thread, not the worker's
+  absl::MutexLock lock(&mu_);
+  std::swap(fresh, recorder_);
+  return fresh;
+}
+
+int64_t LoadWorker::ThreadCpuNs() const {
+  if (!started_ || stopped_) return 0;
+  clockid_t cid;
+  timespec ts{};
+  if (pthread_getcpuclockid(native_thread_, &cid) != 0) return 0;
+  if (clock_gettime(cid, &ts) != 0) return 0;
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+void LoadWorker::Run(int64_t start_ns) {
+  std::optional<Pacer> pacer;
+  if (plan_.mode == LoadMode::kRate) {
+    pacer.emplace(plan_.distribution, plan_.total_rate_per_s, index_, plan_.workers, start_ns,
+                  plan_.seed);
+  }
+  next_idle_send_ns_ = start_ns;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    const int64_t now = shared_.clock->NowNs();
+    const int64_t wake = SendDue(now, pacer ? &*pacer : nullptr);
+    WaitOne(wake);
+  }
+  Drain();
+}
+
+int64_t LoadWorker::SendDue(int64_t now, Pacer* pacer) {
+  int64_t wake = now + kMaxWaitNs;
+  switch (plan_.mode) {
+    case LoadMode::kConcurrency:
+      while (static_cast<int>(calls_.size()) < plan_.in_flight) Send(shared_.clock->NowNs());
+      break;
+    case LoadMode::kRate:
+      while (pacer->Peek() <= now && calls_.size() < kMaxOutstanding) Send(pacer->Next());
+      wake = std::min(wake, pacer->Peek());
+      break;
+    case LoadMode::kIdleGap:
+      if (calls_.empty()) {
+        if (next_idle_send_ns_ <= now) {
+          Send(shared_.clock->NowNs());
+        } else {
+          wake = std::min(wake, next_idle_send_ns_);
+        }
+      }
+      break;
+  }
+  return wake;
+}
+
+std::string LoadWorker::NextTraceparent() {
+  char buf[64];
+  const uint64_t hi = rng_(), lo = rng_() | 1, span = rng_() | 1;  // all-zero ids are invalid
+  std::snprintf(buf, sizeof(buf), "00-%016llx%016llx-%016llx-01", static_cast<unsigned long long>(hi),
+                static_cast<unsigned long long>(lo), static_cast<unsigned long long>(span));
+  return buf;
+}
+
+void LoadWorker::Send(int64_t intended_ns) {
+  auto call = std::make_unique<Call>();
+  Call* raw = call.get();
+  raw->intended_ns = intended_ns;
+  if (plan_.timeout_ms > 0) {
+    raw->context.set_deadline(std::chrono::system_clock::now() +
+                              std::chrono::milliseconds(plan_.timeout_ms));
+  }
+  if (plan_.traceparent_rate > 0 &&
+      std::uniform_real_distribution<double>(0, 1)(rng_) < plan_.traceparent_rate) {
+    raw->context.AddMetadata("traceparent", NextTraceparent());
+    traced_.fetch_add(1, std::memory_order_relaxed);
+  }
+  auto& stubs = *shared_.stubs;
+  auto* stub = stubs[(index_ + next_channel_++) % stubs.size()].get();
+  raw->sent_ns = shared_.clock->NowNs();
+  raw->reader = stub->PrepareAsyncModelInfer(&raw->context, *shared_.request, &cq_);
+  raw->reader->StartCall();
+  raw->reader->Finish(&raw->response, &raw->status, raw);
+  calls_.emplace(raw, std::move(call));
+}
+
+void LoadWorker::WaitOne(int64_t until_ns) {
+  const int64_t now = shared_.clock->NowNs();
+  const auto deadline = std::chrono::system_clock::now() + std::chrono::nanoseconds(std::max<int64_t>(until_ns - now, 0));
+  void* tag = nullptr;
+  bool ok = false;
+  const auto result = cq_.AsyncNext(&tag, &ok, deadline);
+  if (result != grpc::CompletionQueue::GOT_EVENT) return;
+  Complete(static_cast<Call*>(tag));
+}
+
+void LoadWorker::Complete(Call* call) {
+  const int64_t done_ns = shared_.clock->NowNs();
+  auto it = calls_.find(call);
+  if (it == calls_.end()) return;
+  std::unique_ptr<Call> owned = std::move(it->second);
+  calls_.erase(it);
+  RequestRecord record;
+  record.intended_ns = owned->intended_ns;
+  record.sent_ns = owned->sent_ns;
+  record.done_ns = done_ns;
+  record.grpc_code = static_cast<int>(owned->status.error_code());
+  if (owned->status.ok()) record.timing = InferenceClient::DecodeTiming(owned->response);
+  {
+    absl::MutexLock lock(&mu_);
+    recorder_.Record(record);
+  }
+  completed_.fetch_add(1, std::memory_order_relaxed);
+  if (plan_.mode == LoadMode::kIdleGap) next_idle_send_ns_ = done_ns + plan_.idle_gap_ns;
+}
+
+void LoadWorker::Drain() {
+  // Calls still in flight belong to no window: cancel them and wait for gRPC to hand them back.
+  for (auto& [raw, call] : calls_) call->context.TryCancel();
+  void* tag = nullptr;
+  bool ok = false;
+  while (!calls_.empty() && cq_.Next(&tag, &ok)) calls_.erase(static_cast<Call*>(tag));
+  cq_.Shutdown();
+  while (cq_.Next(&tag, &ok)) {
+  }
+}
+
+}  // namespace chronoserve::client::bench

@@ -1,0 +1,116 @@
+// LoadWorker: one load-generating thread with its own gRPC CompletionQueue and its own
+// LatencyRecorder (Nighthawk's shape: workers never share a histogram; the TrialRunner merges them
+// per window). It offers load in one of three ways (closed loop with N in flight, open loop from a
+// Pacer, or one request per idle gap), picks channels round-robin, and stamps a W3C traceparent on
+// a sampled fraction of requests. Owned by the TrialRunner: Start() and Stop() from its thread,
+// TakeRecorder() from its thread while the worker runs; everything else on the worker thread.
+#ifndef CHRONOSERVE_CLIENT_CHRONOBENCH_LOAD_WORKER_H_
+#define CHRONOSERVE_CLIENT_CHRONOBENCH_LOAD_WORKER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "client/chronobench/bench_options.h"
+#include "client/chronobench/latency_recorder.h"
+#include "client/chronobench/pacer.h"
+#include "common/clock.h"
+#include "proto/inference.grpc.pb.h"
+
+namespace chronoserve::client::bench {
+
+// How this worker offers load.
+struct WorkerPlan {
+  LoadMode mode = LoadMode::kConcurrency;
+  int in_flight = 1;                 // closed loop: requests kept outstanding by this worker
+  Distribution distribution = Distribution::kConstant;
+  double total_rate_per_s = 0;       // open loop: the whole run's rate, shared by `workers`
+  int workers = 1;
+  int64_t idle_gap_ns = 0;           // idle-gap mode: from a response to the next send
+  int64_t timeout_ms = 0;            // per-request deadline; 0 = none
+  double traceparent_rate = 0;
+  uint64_t seed = 1;
+};
+
+// Read-only state shared by all workers; outlives them.
+struct WorkerShared {
+  std::vector<std::unique_ptr<inference::GRPCInferenceService::Stub>>* stubs = nullptr;
+  const inference::ModelInferRequest* request = nullptr;
+  const Clock* clock = nullptr;
+};
+
+class LoadWorker {
+ public:
+  LoadWorker(int index, const WorkerPlan& plan, const WorkerShared& shared);
+  ~LoadWorker();
+  LoadWorker(const LoadWorker&) = delete;
+  LoadWorker& operator=(const LoadWorker&) = delete;
+
+  // Starts the thread; load begins at `start_ns` (open-loop schedules are anchored there).
+  void Start(int64_t start_ns);
+  // Stops sending, cancels what is in flight and joins. Idempotent.
+  void Stop();
+  // Returns what was recorded since the last call and starts a fresh window.
+  LatencyRecorder TakeRecorder();
+  // Requests finished (OK or not) since Start().
+  int64_t completed() const { return completed_.load(std::memory_order_relaxed); }
+  // Requests sent with a traceparent.
+  int64_t traced() const { return traced_.load(std::memory_order_relaxed); }
+  // CPU time this worker thread has used, ns (for the client-saturation warning).
+  int64_t ThreadCpuNs() const;
+
+ private:
+  struct Call {
+    grpc::ClientContext context;
+    inference::ModelInferResponse response;
+    grpc::Status status;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<inference::ModelInferResponse>> reader;
+    int64_t intended_ns = 0;
+    int64_t sent_ns = 0;
+  };
+
+  void Run(int64_t start_ns);
+  // Sends what the plan allows at `now`; returns when the loop should wake up at the latest.
+  int64_t SendDue(int64_t now, Pacer* pacer);
+  void Send(int64_t intended_ns);
+  // Waits for one completion until `until_ns` and records it.
+  void WaitOne(int64_t until_ns);
+  void Complete(Call* call);
+  void Drain();
+  std::string NextTraceparent();
+
+  const int index_;
+  const WorkerPlan plan_;
+  const WorkerShared shared_;
+  grpc::CompletionQueue cq_;
+  std::thread thread_;
+  pthread_t native_thread_{};
+  std::atomic<bool> stop_{false};
+  bool started_ = false;
+  bool stopped_ = false;
+  std::atomic<int64_t> completed_{0};
+  std::atomic<int64_t> traced_{0};
+
+  // Worker-thread state.
+  std::unordered_map<Call*, std::unique_ptr<Call>> calls_;
+  uint64_t next_channel_ = 0;
+  int64_t next_idle_send_ns_ = 0;
+  std::mt19937_64 rng_;
+
+  absl::Mutex mu_;
+  LatencyRecorder recorder_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace chronoserve::client::bench
+
+#endif  // CHRONOSERVE_CLIENT_CHRONOBENCH_LOAD_WORKER_H_

@@ -1,0 +1,70 @@
+// chronobench: load-tests a KServe v2 model and sets end-to-end latency against the server's
+// per-request spans. Flags only; the work lives in Benchmark and the report writers.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "client/chronobench/bench_flags.h"
+#include "client/chronobench/benchmark.h"
+#include "client/chronobench/console_report.h"
+#include "client/chronobench/html_report.h"
+#include "client/chronobench/json_report.h"
+#include "common/clock.h"
+
+namespace {
+
+using namespace chronoserve::client::bench;  // NOLINT: main only
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "chronobench: %s\n", std::string(status.message()).c_str());
+  return 1;
+}
+
+absl::Status WriteOutputs(const BenchOptions& options, const BenchReport& report) {
+  const nlohmann::json json = ReportToJson(report);
+  if (!options.output.json_path.empty()) {
+    if (auto s = WriteFile(options.output.json_path, json.dump(2) + "\n"); !s.ok()) return s;
+  }
+  if (!options.output.csv_path.empty()) {
+    if (auto s = WriteFile(options.output.csv_path, ReportToCsv(report)); !s.ok()) return s;
+  }
+  if (!options.output.html_path.empty()) {
+    auto chart_js = LoadChartJs();
+    if (!chart_js.ok()) return chart_js.status();
+    if (auto s = WriteFile(options.output.html_path, RenderHtml(json, *chart_js)); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"chronobench: load-test a KServe v2 model; end-to-end latency against the server's "
+               "queue / copy / compute spans, per request"};
+  RawFlags raw;
+  AddBenchFlags(&app, &raw);
+  CLI11_PARSE(app, argc, argv);
+  auto options = ResolveFlags(raw);
+  if (!options.ok()) return Fail(options.status());
+  options->output.progress = isatty(STDERR_FILENO) != 0;
+  if (!options->output.html_path.empty()) {
+    if (auto js = LoadChartJs(); !js.ok()) return Fail(js.status());  // before a long run, not after
+  }
+
+  auto bench = Benchmark::Create(*options, chronoserve::SteadyClock::Get());
+  if (!bench.ok()) return Fail(bench.status());
+  ProgressLine progress(options->output.progress);
+  std::cout << TableHeader() << std::flush;
+  auto report = (*bench)->Run(
+      [&](const PointResult& point) {
+        progress.Clear();
+        std::cout << TableRow(point) << std::flush;
+      },
+      [&](const std::string& line) { progress.Update(line); });
+  progress.Clear();
+  if (!report.ok()) return Fail(report.status());
+  std::cout << Summary(*report);
+  if (auto s = WriteOutputs(*options, *report); !s.ok()) return Fail(s);
+  return 0;
+}

@@ -1,0 +1,159 @@
+#include "client/chronobench/request_factory.h"
+
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "common/tensor_data.h"
+#include "nlohmann/json.hpp"
+
+namespace chronoserve::client::bench {
+namespace {
+
+template <typename T>
+void Append(std::string* out, T v) {
+  char buf[sizeof(T)];
+  std::memcpy(buf, &v, sizeof(T));
+  out->append(buf, sizeof(T));
+}
+
+// One element of `type` from a JSON number.
+absl::Status AppendElement(DataType type, double v, std::string* out) {
+  switch (type) {
+    case DataType::kBool: Append<uint8_t>(out, v != 0); break;
+    case DataType::kUint8: Append<uint8_t>(out, static_cast<uint8_t>(v)); break;
+    case DataType::kUint16: Append<uint16_t>(out, static_cast<uint16_t>(v)); break;
+    case DataType::kUint32: Append<uint32_t>(out, static_cast<uint32_t>(v)); break;
+    case DataType::kUint64: Append<uint64_t>(out, static_cast<uint64_t>(v)); break;
+    case DataType::kInt8: Append<int8_t>(out, static_cast<int8_t>(v)); break;
+    case DataType::kInt16: Append<int16_t>(out, static_cast<int16_t>(v)); break;
+    case DataType::kInt32: Append<int32_t>(out, static_cast<int32_t>(v)); break;
+    case DataType::kInt64: Append<int64_t>(out, static_cast<int64_t>(v)); break;
+    case DataType::kFp16: Append<uint16_t>(out, FloatToHalf(static_cast<float>(v))); break;
+    case DataType::kBf16: Append<uint16_t>(out, FloatToBfloat16(static_cast<float>(v))); break;
+    case DataType::kFp32: Append<float>(out, static_cast<float>(v)); break;
+    case DataType::kFp64: Append<double>(out, v); break;
+    default: return absl::InvalidArgumentError("input of invalid datatype");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<RequestFactory> RequestFactory::Create(const inference::ModelMetadataResponse& metadata,
+                                                      const InputOptions& input, uint64_t seed) {
+  RequestFactory f;
+  f.model_ = metadata.name();
+  f.seed_ = seed;
+  if (metadata.inputs_size() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("model '", metadata.name(), "' declares no inputs"));
+  }
+  f.batched_ = true;
+  for (const auto& in : metadata.inputs()) {
+    if (in.shape_size() == 0 || in.shape(0) != -1) f.batched_ = false;
+  }
+  for (const auto& in : metadata.inputs()) {
+    InputSpec spec;
+    spec.name = in.name();
+    ASSIGN_OR_RETURN(spec.dtype, DataTypeFromName(in.datatype()));
+    std::vector<int64_t> dims(in.shape().begin() + (f.batched_ ? 1 : 0), in.shape().end());
+    if (auto it = input.shapes.find(spec.name); it != input.shapes.end()) {
+      if (it->second.size() != dims.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--shape ", spec.name, ": model expects ", dims.size(), " dims (without the batch dim) ",
+            ShapeString(dims), ", got ", ShapeString(it->second)));
+      }
+      for (size_t k = 0; k < dims.size(); ++k) {
+        if (dims[k] != -1 && dims[k] != it->second[k]) {
+          return absl::InvalidArgumentError(absl::StrCat("--shape ", spec.name, " ", ShapeString(it->second),
+                                                         " conflicts with the model's ", ShapeString(dims)));
+        }
+      }
+      dims = it->second;
+    }
+    for (int64_t d : dims) {
+      if (d < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "input ", spec.name, " has variable dims ", ShapeString(dims), ": give them with --shape ",
+            spec.name, ":d1,d2,..."));
+      }
+    }
+    spec.sample_shape = dims;
+    f.inputs_.push_back(std::move(spec));
+  }
+  for (const auto& [name, dims] : input.shapes) {
+    bool known = false;
+    for (const auto& s : f.inputs_) known |= s.name == name;
+    if (!known) return absl::InvalidArgumentError(absl::StrCat("--shape names unknown input '", name, "'"));
+  }
+  if (input.input_data != "random") RETURN_IF_ERROR(f.LoadInputFile(input.input_data));
+  return f;
+}
+
+absl::Status RequestFactory::LoadInputFile(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return absl::NotFoundError(absl::StrCat("--input-data: cannot open '", path, "'"));
+  nlohmann::json doc = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--input-data ", path, ": expected a JSON object {\"INPUT_NAME\": [numbers...], ...}"));
+  }
+  for (auto& spec : inputs_) {
+    auto it = doc.find(spec.name);
+    if (it == doc.end() || !it->is_array()) {
+      return absl::InvalidArgumentError(absl::StrCat("--input-data ", path, ": no array for input '", spec.name, "'"));
+    }
+    const int64_t want = ElementCount(spec.sample_shape);
+    if (static_cast<int64_t>(it->size()) != want) {
+      return absl::InvalidArgumentError(absl::StrCat("--input-data ", path, ": input '", spec.name, "' has ",
+                                                     it->size(), " values, shape ",
+                                                     ShapeString(spec.sample_shape), " needs ", want));
+    }
+    for (const auto& v : *it) {
+      if (!v.is_number() && !v.is_boolean()) {
+        return absl::InvalidArgumentError(absl::StrCat("--input-data ", path, ": non-numeric value in '", spec.name, "'"));
+      }
+      RETURN_IF_ERROR(AppendElement(spec.dtype, v.is_boolean() ? (v.get<bool>() ? 1.0 : 0.0) : v.get<double>(),
+                                    &spec.sample_bytes));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<inference::ModelInferRequest> RequestFactory::Build(const std::string& model_version,
+                                                                  int64_t batch_size) const {
+  if (batch_size < 1 || (!batched_ && batch_size > 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch size ", batch_size, " is not possible: model '", model_, "' ",
+        batched_ ? "needs batch size >= 1" : "has no batch dimension (max_batch_size 0); use -b 1"));
+  }
+  std::mt19937_64 rng(seed_ * 1000003 + static_cast<uint64_t>(batch_size));
+  std::vector<Tensor> tensors;
+  for (const auto& spec : inputs_) {
+    Tensor t;
+    t.name = spec.name;
+    t.dtype = spec.dtype;
+    if (batched_) t.shape.push_back(batch_size);
+    t.shape.insert(t.shape.end(), spec.sample_shape.begin(), spec.sample_shape.end());
+    if (spec.sample_bytes.empty()) {
+      t.data = RandomTensorBytes(spec.dtype, ElementCount(t.shape), rng);
+    } else {
+      for (int64_t b = 0; b < batch_size; ++b) t.data += spec.sample_bytes;
+    }
+    tensors.push_back(std::move(t));
+  }
+  InferOptions options;
+  inference::ModelInferRequest request = InferenceClient::BuildRequest(model_, tensors, options);
+  request.set_model_version(model_version);
+  return request;
+}
+
+std::map<std::string, std::vector<int64_t>> RequestFactory::SampleShapes() const {
+  std::map<std::string, std::vector<int64_t>> out;
+  for (const auto& s : inputs_) out[s.name] = s.sample_shape;
+  return out;
+}
+
+}  // namespace chronoserve::client::bench

@@ -1,0 +1,54 @@
+// RequestFactory: turns the model's metadata plus --shape / --input-data / batch size into the
+// ModelInferRequest chronobench sends. A leading -1 in a metadata shape is the batch dimension
+// (chronoserve, like Triton, reports it for models with max_batch_size > 0); every other -1 must be
+// given by --shape. Inputs are random (never zeros) unless a JSON file supplies one sample per
+// input. Built once on the main thread; Build() is const and thread-safe.
+#ifndef CHRONOSERVE_CLIENT_CHRONOBENCH_REQUEST_FACTORY_H_
+#define CHRONOSERVE_CLIENT_CHRONOBENCH_REQUEST_FACTORY_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/chronobench/bench_options.h"
+#include "client/inference_client.h"
+#include "proto/inference.pb.h"
+
+namespace chronoserve::client::bench {
+
+class RequestFactory {
+ public:
+  // INVALID_ARGUMENT when a variable dim has no --shape, a --shape names no input, or the input
+  // file does not match the model.
+  static absl::StatusOr<RequestFactory> Create(const inference::ModelMetadataResponse& metadata,
+                                               const InputOptions& input, uint64_t seed);
+
+  // The request for `batch_size` samples; INVALID_ARGUMENT if the model has no batch dimension
+  // and batch_size > 1.
+  absl::StatusOr<inference::ModelInferRequest> Build(const std::string& model_version,
+                                                     int64_t batch_size) const;
+  bool batched() const { return batched_; }
+  // Per-sample shapes actually sent (for the report).
+  std::map<std::string, std::vector<int64_t>> SampleShapes() const;
+
+ private:
+  struct InputSpec {
+    std::string name;
+    DataType dtype = DataType::kFp32;
+    std::vector<int64_t> sample_shape;  // without the batch dim
+    std::string sample_bytes;           // from --input-data FILE; empty = random
+  };
+  // Fills sample_bytes of each input from a JSON file {"NAME": [numbers...], ...}.
+  absl::Status LoadInputFile(const std::string& path);
+
+  std::string model_;
+  bool batched_ = false;
+  uint64_t seed_ = 1;
+  std::vector<InputSpec> inputs_;
+};
+
+}  // namespace chronoserve::client::bench
+
+#endif  // CHRONOSERVE_CLIENT_CHRONOBENCH_REQUEST_FACTORY_H_

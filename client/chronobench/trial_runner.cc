@@ -1,0 +1,193 @@
+#include "client/chronobench/trial_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/chronobench/load_worker.h"
+#include "common/status_macros.h"
+
+namespace chronoserve::client::bench {
+namespace {
+
+constexpr int kStableWindows = 3;
+constexpr int64_t kTickNs = 200'000'000;  // progress / wait granularity
+
+// Splits the point's load over worker threads.
+std::vector<WorkerPlan> PlanWorkers(const PointSpec& spec, const RunnerContext& ctx) {
+  WorkerPlan base;
+  base.mode = spec.mode;
+  base.distribution = ctx.distribution;
+  base.timeout_ms = ctx.timeout_ms;
+  base.traceparent_rate = ctx.traceparent_rate;
+  base.seed = ctx.seed;
+  int workers = 1;
+  if (spec.mode == LoadMode::kConcurrency) {
+    workers = static_cast<int>(std::min<int64_t>(spec.concurrency, ctx.threads));
+  } else if (spec.mode == LoadMode::kRate) {
+    workers = ctx.threads;
+  }
+  base.workers = workers;
+  base.total_rate_per_s = spec.rate;
+  base.idle_gap_ns = static_cast<int64_t>(std::llround(spec.idle_gap_ms * 1e6));
+  std::vector<WorkerPlan> plans(workers, base);
+  for (int w = 0; w < workers; ++w) {
+    plans[w].in_flight = static_cast<int>(spec.concurrency / workers + (w < spec.concurrency % workers ? 1 : 0));
+  }
+  return plans;
+}
+
+int64_t TotalCompleted(const std::vector<std::unique_ptr<LoadWorker>>& workers) {
+  int64_t n = 0;
+  for (const auto& w : workers) n += w->completed();
+  return n;
+}
+
+absl::StatusOr<LatencyRecorder> TakeAll(const std::vector<std::unique_ptr<LoadWorker>>& workers) {
+  LatencyRecorder merged;
+  for (const auto& w : workers) RETURN_IF_ERROR(merged.Merge(w->TakeRecorder()));
+  return merged;
+}
+
+// Waits until `done()` or the clock passes `until_ns`, reporting progress each tick.
+void WaitUntil(const RunnerContext& ctx, int64_t until_ns, const std::function<bool()>& done,
+               const std::function<std::string()>& status) {
+  while (!done()) {
+    const int64_t now = ctx.clock->NowNs();
+    if (until_ns > 0 && now >= until_ns) return;
+    const int64_t step = until_ns > 0 ? std::min(kTickNs, until_ns - now) : kTickNs;
+    absl::SleepFor(absl::Nanoseconds(step));
+    if (ctx.progress) ctx.progress(status());
+  }
+}
+
+bool Within(double a, double b, double c, double percentage) {
+  const double mean = (a + b + c) / 3;
+  if (mean <= 0) return false;
+  const double limit = mean * percentage / 100.0;
+  return std::abs(a - mean) <= limit && std::abs(b - mean) <= limit && std::abs(c - mean) <= limit;
+}
+
+void AddWarnings(const PointSpec& spec, const std::vector<WindowSummary>& windows, int max_trials,
+                 PointResult* result) {
+  const LatencyRecorder& r = result->recorder;
+  if (!result->stable) {
+    result->warnings.push_back(absl::StrCat("did not stabilise within ", max_trials,
+                                            " trials: figures are from the last windows, treat with care"));
+  }
+  if (r.errors() > 0) {
+    std::string codes;
+    for (const auto& [code, n] : r.errors_by_code()) absl::StrAppend(&codes, codes.empty() ? "" : ", ", GrpcCodeName(code), " ", n);
+    result->warnings.push_back(absl::StrCat(r.errors(), " requests failed (", codes, "); their latency is in e2e"));
+  }
+  if (r.timing_violations() > 0) {
+    result->warnings.push_back(absl::StrCat(r.timing_violations(), " responses had inconsistent server timing "
+                                            "(negative span, stages > server_total, or server_total > e2e)"));
+  }
+  if (spec.mode == LoadMode::kRate && spec.rate > 0) {
+    const int64_t lag_p99 = r.schedule_lag().ValueAtPercentile(99);
+    const double period_ns = 1e9 / spec.rate;
+    if (lag_p99 > std::max(1e6, 0.1 * period_ns)) {
+      result->warnings.push_back(absl::StrFormat(
+          "client fell behind its schedule: p99 send lag %.3f ms (e2e counts from the intended time)", lag_p99 / 1e6));
+    }
+  }
+  double busiest = 0;
+  for (const auto& w : windows) busiest = std::max(busiest, w.client_cpu_busiest);
+  if (busiest > 0.9) {
+    result->warnings.push_back(absl::StrFormat(
+        "a client worker thread was %.0f%% busy: the client may be the bottleneck (raise --threads)", busiest * 100));
+  }
+}
+
+}  // namespace
+
+std::string PointSpec::Label() const {
+  std::string s;
+  switch (mode) {
+    case LoadMode::kConcurrency: s = absl::StrCat("concurrency ", concurrency); break;
+    case LoadMode::kRate: s = absl::StrFormat("rate %g/s", rate); break;
+    case LoadMode::kIdleGap: s = absl::StrFormat("idle gap %g ms", idle_gap_ms); break;
+  }
+  return absl::StrCat(s, ", batch ", batch_size);
+}
+
+bool WindowsAreStable(const std::vector<WindowSummary>& windows, double percentage) {
+  if (windows.size() < kStableWindows) return false;
+  const auto& a = windows[windows.size() - 3];
+  const auto& b = windows[windows.size() - 2];
+  const auto& c = windows[windows.size() - 1];
+  if (a.requests == 0 || b.requests == 0 || c.requests == 0) return false;
+  return Within(a.throughput_rps, b.throughput_rps, c.throughput_rps, percentage) &&
+         Within(a.p50_ns, b.p50_ns, c.p50_ns, percentage);
+}
+
+absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::ModelInferRequest& request,
+                                     const RunnerContext& ctx) {
+  WorkerShared shared{ctx.stubs, &request, ctx.clock};
+  std::vector<std::unique_ptr<LoadWorker>> workers;
+  const std::vector<WorkerPlan> plans = PlanWorkers(spec, ctx);
+  for (size_t w = 0; w < plans.size(); ++w) workers.push_back(std::make_unique<LoadWorker>(w, plans[w], shared));
+  const int64_t start_ns = ctx.clock->NowNs() + 1'000'000;
+  for (auto& w : workers) w->Start(start_ns);
+
+  const MeasurementOptions& m = ctx.measurement;
+  WaitUntil(ctx, 0, [&] { return TotalCompleted(workers) >= m.warmup_requests; },
+            [&] { return absl::StrCat(spec.Label(), ": warm-up ", TotalCompleted(workers), "/", m.warmup_requests); });
+  ASSIGN_OR_RETURN(LatencyRecorder discarded, TakeAll(workers));
+
+  PointResult result;
+  result.spec = spec;
+  std::deque<LatencyRecorder> recent;
+  std::deque<double> recent_durations;
+  std::vector<int64_t> cpu_before(workers.size());
+  for (int trial = 1; trial <= m.max_trials; ++trial) {
+    const int64_t window_start = ctx.clock->NowNs();
+    for (size_t w = 0; w < workers.size(); ++w) cpu_before[w] = workers[w]->ThreadCpuNs();
+    const int64_t completed_start = TotalCompleted(workers);
+    const int64_t window_end = window_start + m.interval_ms * 1'000'000;
+    auto status = [&] { return absl::StrFormat("%s: trial %d/%d, %d requests", spec.Label(), trial, m.max_trials,
+                                               TotalCompleted(workers) - completed_start); };
+    WaitUntil(ctx, window_end, [] { return false; }, status);
+    WaitUntil(ctx, 0, [&] { return TotalCompleted(workers) - completed_start >= m.window_min_requests; }, status);
+    ASSIGN_OR_RETURN(LatencyRecorder window, TakeAll(workers));
+    WindowSummary summary;
+    summary.duration_s = static_cast<double>(ctx.clock->NowNs() - window_start) / 1e9;
+    summary.requests = window.successes();
+    summary.errors = window.errors();
+    summary.throughput_rps = static_cast<double>(window.successes()) / summary.duration_s;
+    summary.p50_ns = window.metric(Metric::kE2e).ValueAtPercentile(50);
+    for (size_t w = 0; w < workers.size(); ++w) {
+      const double busy = static_cast<double>(workers[w]->ThreadCpuNs() - cpu_before[w]) / 1e9 / summary.duration_s;
+      summary.client_cpu_busiest = std::max(summary.client_cpu_busiest, busy);
+    }
+    result.windows.push_back(summary);
+    recent.push_back(std::move(window));
+    recent_durations.push_back(summary.duration_s);
+    if (recent.size() > kStableWindows) {
+      recent.pop_front();
+      recent_durations.pop_front();
+    }
+    if (WindowsAreStable(result.windows, m.stability_percentage)) {
+      result.stable = true;
+      break;
+    }
+  }
+  for (auto& w : workers) w->Stop();
+  for (const auto& w : workers) result.traced += w->traced();
+  for (size_t i = 0; i < recent.size(); ++i) {
+    RETURN_IF_ERROR(result.recorder.Merge(recent[i]));
+    result.duration_s += recent_durations[i];
+  }
+  result.reported_windows = static_cast<int>(recent.size());
+  result.throughput_rps = static_cast<double>(result.recorder.successes()) / result.duration_s;
+  result.items_per_s = result.throughput_rps * static_cast<double>(spec.batch_size);
+  AddWarnings(spec, result.windows, m.max_trials, &result);
+  return result;
+}
+
+}  // namespace chronoserve::client::bench

@@ -1,0 +1,80 @@
+// TrialRunner: measures one sweep point. It starts the workers, discards the warm-up requests,
+// then closes measurement windows (trials) of --measurement-interval until the last three agree
+// within --stability-percentage in throughput and p50 end-to-end latency, or --max-trials is
+// reached (then the point is reported as not stable). The reported figures merge the per-worker
+// recorders of the last three windows. Runs on the caller's thread; owns the workers it starts.
+#ifndef CHRONOSERVE_CLIENT_CHRONOBENCH_TRIAL_RUNNER_H_
+#define CHRONOSERVE_CLIENT_CHRONOBENCH_TRIAL_RUNNER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/chronobench/bench_options.h"
+#include "client/chronobench/latency_recorder.h"
+#include "common/clock.h"
+#include "proto/inference.grpc.pb.h"
+
+namespace chronoserve::client::bench {
+
+// One point of a sweep.
+struct PointSpec {
+  LoadMode mode = LoadMode::kConcurrency;
+  int64_t concurrency = 1;
+  double rate = 0;          // requests/s
+  double idle_gap_ms = 0;
+  int64_t batch_size = 1;
+  std::string Label() const;  // "concurrency 4", "rate 200/s", "idle gap 200 ms" (+ ", batch 8")
+};
+
+// One measurement window.
+struct WindowSummary {
+  double duration_s = 0;
+  int64_t requests = 0;       // OK responses
+  int64_t errors = 0;
+  double throughput_rps = 0;  // OK responses per second
+  int64_t p50_ns = 0;         // end-to-end
+  double client_cpu_busiest = 0;  // busiest worker thread's CPU share of the window (0..1)
+};
+
+struct PointResult {
+  PointSpec spec;
+  LatencyRecorder recorder;  // merged over the reported windows
+  std::vector<WindowSummary> windows;
+  int reported_windows = 0;
+  bool stable = false;
+  double duration_s = 0;      // of the reported windows
+  double throughput_rps = 0;  // OK responses per second
+  double items_per_s = 0;     // throughput_rps * batch size
+  int64_t traced = 0;         // requests that carried a traceparent
+  std::vector<std::string> warnings;
+};
+
+// What every point shares.
+struct RunnerContext {
+  std::vector<std::unique_ptr<inference::GRPCInferenceService::Stub>>* stubs = nullptr;
+  const Clock* clock = nullptr;
+  MeasurementOptions measurement;
+  Distribution distribution = Distribution::kConstant;
+  int threads = 1;             // worker threads to spread load over
+  int64_t timeout_ms = 0;
+  double traceparent_rate = 0;
+  uint64_t seed = 1;
+  // Called about every 200 ms with a one-line status (for the terminal progress line).
+  std::function<void(const std::string&)> progress;
+};
+
+// True when the last three windows have throughput and p50 each within `percentage` % of their
+// mean (and all three saw OK responses).
+bool WindowsAreStable(const std::vector<WindowSummary>& windows, double percentage);
+
+// Runs `spec` sending `request` until stable or out of trials.
+absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::ModelInferRequest& request,
+                                     const RunnerContext& context);
+
+}  // namespace chronoserve::client::bench
+
+#endif  // CHRONOSERVE_CLIENT_CHRONOBENCH_TRIAL_RUNNER_H_
