@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 

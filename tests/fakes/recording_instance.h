@@ -1,0 +1,62 @@
+// RecordingInstance: a ModelInstance decorator for tests. Records the batch size of every Execute
+// call; delegates to a real instance when given one, otherwise (a fake) it fills each requested
+// output with the right number of bytes and host-clock spans. Thread-compatible (one worker).
+#ifndef CHRONOSERVE_TESTS_FAKES_RECORDING_INSTANCE_H_
+#define CHRONOSERVE_TESTS_FAKES_RECORDING_INSTANCE_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "server/backend/model_instance.h"
+#include "server/core/model_spec.h"
+
+namespace chronoserve::testing {
+
+class RecordingInstance final : public server::ModelInstance {
+ public:
+  RecordingInstance(const server::ModelSpec& spec, std::unique_ptr<server::ModelInstance> inner)
+      : spec_(spec), inner_(std::move(inner)) {}
+
+  absl::Status Execute(server::Batch& batch, server::BatchTiming* timing) override {
+    int64_t items = 0;
+    for (const auto& r : batch) items += r->batch_items;
+    {
+      absl::MutexLock lock(&mu_);
+      sizes_.push_back(items);
+    }
+    if (inner_ != nullptr) return inner_->Execute(batch, timing);
+    const int64_t now = SteadyClock::Now();
+    timing->batch_size = items;
+    timing->staged_ns = now;
+    timing->gpu_done_ns = now;
+    for (auto& r : batch) {
+      for (auto& out : r->outputs) {
+        const auto& t = spec_.outputs[out.index];
+        out.shape = t.dims;
+        if (spec_.max_batch_size > 0) out.shape.insert(out.shape.begin(), r->batch_items);
+        if (out.data != nullptr) out.data->assign(ElementCount(out.shape) * DataTypeByteSize(t.dtype), '\x01');
+      }
+      r->timeline.output_done_ns = SteadyClock::Now();
+    }
+    return absl::OkStatus();
+  }
+  int gpu() const override { return inner_ ? inner_->gpu() : -1; }
+  std::string device_name() const override { return inner_ ? inner_->device_name() : "fake"; }
+
+  std::vector<int64_t> sizes() const {
+    absl::MutexLock lock(&mu_);
+    return sizes_;
+  }
+
+ private:
+  const server::ModelSpec spec_;
+  std::unique_ptr<server::ModelInstance> inner_;
+  mutable absl::Mutex mu_;
+  std::vector<int64_t> sizes_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace chronoserve::testing
+
+#endif  // CHRONOSERVE_TESTS_FAKES_RECORDING_INSTANCE_H_

@@ -1,0 +1,151 @@
+// The real server on a GPU: models resident on cuda:0, CUDA-event spans, pinned staging, one
+// stream per worker, READY only after warm-up, outputs equal to a CPU LibTorch reference.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <set>
+
+#include "client/inference_client.h"
+#include "common/tensor_data.h"
+#include "server/backend/torch_backend.h"
+#include "server/scheduler/model_runtime.h"
+#include "server/repository/model_config_loader.h"
+#include "tests/fakes/recording_instance.h"
+#include "tests/server/test_repository.h"
+#include "tests/server/torch_reference.h"
+#include "tools/example_models.h"
+
+namespace chronoserve {
+namespace {
+using client::InferenceClient;
+using client::Tensor;
+
+Tensor RandomInput(std::vector<int64_t> shape, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  return Tensor{"INPUT__0", DataType::kFp32, shape, RandomTensorBytes(DataType::kFp32, ElementCount(shape), rng)};
+}
+
+class GpuServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    repo_ = new testing::TempDir("cs_gpu");
+    examples::ModelOptions policy;
+    policy.max_batch_size = 128;
+    ASSERT_TRUE(examples::WritePolicyNet(repo_->path(), "policy_net", policy).ok());
+    examples::ModelOptions mlp;
+    mlp.max_batch_size = 32;
+    mlp.instance_count = 2;
+    ASSERT_TRUE(examples::WriteMlp(repo_->path(), "mlp", mlp).ok());
+    server_ = testing::StartServer(repo_->path(), 2).release();
+    ASSERT_NE(server_, nullptr);
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    delete repo_;
+  }
+  void SetUp() override {
+    ASSERT_NE(server_, nullptr);
+    client_ = InferenceClient::Connect("127.0.0.1:" + std::to_string(server_->port()));
+  }
+  static inline testing::TempDir* repo_ = nullptr;
+  static inline server::Server* server_ = nullptr;
+  std::unique_ptr<InferenceClient> client_;
+};
+
+TEST_F(GpuServerTest, ModelsAreResidentOnTheGpu) {
+  auto model = server_->registry().Find("policy_net", "");
+  ASSERT_TRUE(model.ok());
+  for (const auto& w : (*model)->workers()) {
+    EXPECT_EQ(w->instance().gpu(), 0);
+    EXPECT_EQ(w->instance().device_name(), "cuda:0");
+  }
+}
+
+TEST_F(GpuServerTest, OutputsMatchTheCpuReference) {
+  const Tensor input = RandomInput({128, 4, 20, 20}, 31);
+  auto result = client_->Infer("policy_net", {input});
+  ASSERT_TRUE(result.ok()) << result.status();
+  const auto want = testing::TorchReference(repo_->path() + "/policy_net/1/model.pt", {input});
+  for (int k = 0; k < 3; ++k) {
+    ASSERT_EQ(result->outputs[k].data.size(), want[k].size() * 4);
+    double max_err = 0;
+    for (size_t i = 0; i < want[k].size(); ++i) {
+      float got;
+      std::memcpy(&got, result->outputs[k].data.data() + 4 * i, 4);
+      max_err = std::max(max_err, static_cast<double>(std::fabs(got - want[k][i])));
+    }
+    // cuDNN may use TF32 for convolutions: compare with a TF32-sized tolerance.
+    EXPECT_LT(max_err, 5e-3) << "output " << k;
+  }
+}
+
+TEST_F(GpuServerTest, SpansAreCudaEventTimedAndConsistent) {
+  for (int batch : {1, 128}) {
+    const Tensor input = RandomInput({batch, 4, 20, 20}, 40 + batch);
+    for (int i = 0; i < 100; ++i) {
+      auto result = client_->Infer("policy_net", {input});
+      ASSERT_TRUE(result.ok()) << result.status();
+      const RequestTiming& t = *result->timing;
+      ASSERT_TRUE(t.device_timed) << "timing.clock = cuda_event";
+      ASSERT_EQ(t.gpu, 0);
+      ASSERT_GT(t.h2d_ns, 0);
+      ASSERT_GT(t.compute_ns, 0);
+      ASSERT_GT(t.d2h_ns, 0);
+      ASSERT_GT(t.launch_ns, 0);
+      ASSERT_TRUE(t.IsConsistent()) << "GPU spans fit inside server_total";
+      ASSERT_LE(t.server_total_ns, result->e2e_ns);
+      ASSERT_EQ(t.batch_size, batch);
+    }
+  }
+}
+
+TEST_F(GpuServerTest, EachWorkerOwnsAStreamAndBothServe) {
+  std::set<int64_t> workers;
+  const Tensor input = RandomInput({4, 64}, 50);
+  std::vector<std::thread> threads;
+  absl::Mutex mu;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      auto c = InferenceClient::Connect("127.0.0.1:" + std::to_string(server_->port()));
+      for (int i = 0; i < 50; ++i) {
+        auto r = c->Infer("mlp", {input});
+        ASSERT_TRUE(r.ok()) << r.status();
+        absl::MutexLock lock(&mu);
+        workers.insert(r->timing->worker);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(workers, (std::set<int64_t>{0, 1}));
+}
+
+TEST(GpuWarmupTest, ReadyOnlyAfterEveryBatchSizeRanOnTheGpu) {
+  testing::TempDir repo("cs_gpu_warm");
+  examples::ModelOptions o;
+  o.max_batch_size = 16;
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", o).ok());
+  auto spec = server::LoadModelDirectory(repo.path() + "/mlp");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  server::DeviceActivityRegistry devices;
+  server::InstanceOptions options;
+  options.gpu = 0;
+  options.activity = devices.Get(0, SteadyClock::Now());
+  auto real = server::CreateTorchInstance(*spec, options);
+  ASSERT_TRUE(real.ok()) << real.status();
+  auto recording = std::make_unique<testing::RecordingInstance>(*spec, *std::move(real));
+  auto* recorder = recording.get();
+  std::vector<std::unique_ptr<server::ModelInstance>> instances;
+  instances.push_back(std::move(recording));
+  auto runtime = server::ModelRuntime::Create(*spec, std::move(instances), server::WarmupOptions{}, SteadyClock::Get());
+  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  ASSERT_TRUE((*runtime)->ready());
+  std::set<int64_t> sizes;
+  for (int64_t s : recorder->sizes()) sizes.insert(s);
+  EXPECT_EQ(sizes.size(), 16u) << "every batch size 1..16 ran on the GPU before READY";
+}
+
+}  // namespace
+}  // namespace chronoserve

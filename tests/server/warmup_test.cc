@@ -1,0 +1,66 @@
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "server/scheduler/model_runtime.h"
+#include "tests/fakes/recording_instance.h"
+
+namespace chronoserve::server {
+namespace {
+
+ModelSpec Spec(int max_batch_size) {
+  ModelSpec spec;
+  spec.name = "m";
+  spec.max_batch_size = max_batch_size;
+  spec.inputs = {{"INPUT__0", DataType::kFp32, {3, -1}}};
+  spec.outputs = {{"OUTPUT__0", DataType::kFp32, {2}}};
+  WarmupSpec w;
+  w.batch_size = 2;
+  w.count = 3;
+  w.input_dims["INPUT__0"] = {3, 9};
+  spec.warmups.push_back(w);
+  return spec;
+}
+
+TEST(WarmupTest, ReadyOnlyAfterEveryWorkerRanEveryBatchSize) {
+  const ModelSpec spec = Spec(5);
+  std::vector<testing::RecordingInstance*> fakes;
+  std::vector<std::unique_ptr<ModelInstance>> instances;
+  for (int i = 0; i < 2; ++i) {
+    auto fake = std::make_unique<testing::RecordingInstance>(spec, nullptr);
+    fakes.push_back(fake.get());
+    instances.push_back(std::move(fake));
+  }
+  WarmupOptions options;
+  options.runs_per_batch_size = 2;
+  auto runtime = ModelRuntime::Create(spec, std::move(instances), options, SteadyClock::Get());
+  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  EXPECT_TRUE((*runtime)->ready());
+  for (auto* fake : fakes) {
+    const std::vector<int64_t> sizes = fake->sizes();
+    // 3 configured model_warmup runs at batch 2, then 2 runs at each size 1..5.
+    ASSERT_EQ(sizes.size(), 3u + 2u * 5u);
+    EXPECT_EQ(std::multiset<int64_t>(sizes.begin(), sizes.begin() + 3), (std::multiset<int64_t>{2, 2, 2}));
+    for (int64_t b = 1; b <= 5; ++b) {
+      EXPECT_EQ(std::count(sizes.begin() + 3, sizes.end(), b), 2) << "batch size " << b;
+    }
+  }
+  EXPECT_GE((*runtime)->warmup_ns(), 0);
+  (*runtime)->Stop();
+  EXPECT_FALSE((*runtime)->ready());
+}
+
+TEST(WarmupTest, NonBatchingModelWarmsOnce) {
+  ModelSpec spec = Spec(0);
+  spec.warmups.clear();
+  auto fake = std::make_unique<testing::RecordingInstance>(spec, nullptr);
+  auto* raw = fake.get();
+  std::vector<std::unique_ptr<ModelInstance>> instances;
+  instances.push_back(std::move(fake));
+  auto runtime = ModelRuntime::Create(spec, std::move(instances), WarmupOptions{}, SteadyClock::Get());
+  ASSERT_TRUE(runtime.ok());
+  EXPECT_EQ(raw->sizes(), (std::vector<int64_t>{1, 1}));
+}
+
+}  // namespace
+}  // namespace chronoserve::server
