@@ -1,0 +1,29 @@
+#!/bin/bash
+# The serving latency benchmark: starts chronoserve on the example repository and measures the
+# policy net at batch 128 and batch 1 (closed loop, concurrency 1, 1000 requests after 100
+# warm-up requests). Prints tables and writes JSON under OUT_DIR.
+# Usage: benchmarks/run_serve_latency.sh BUILD_DIR OUT_DIR [PORT]
+set -uo pipefail
+build=${1:?build dir}
+out=${2:?output dir}
+port=${3:-8001}
+mkdir -p "$out"
+models=$(mktemp -d)
+"$build/bin/chronoserve-examples" --out "$models" >/dev/null || exit 1
+"$build/bin/chronoserve" --model-repository "$models" --grpc-port "$port" > "$out/server.log" 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$models"' EXIT
+# Wait (bounded) until the server has loaded and warmed the model.
+for _ in $(seq 1 240); do
+  grep -q "server READY\|server up" "$out/server.log" && break
+  kill -0 $server 2>/dev/null || { echo "server exited:"; cat "$out/server.log"; exit 1; }
+  sleep 0.5
+done
+grep -q "server READY" "$out/server.log" || { echo "server not ready:"; cat "$out/server.log"; exit 1; }
+grep "READY on" "$out/server.log"
+status=0
+for batch in 128 1; do
+  "$build/bin/bench_serve_latency" -u "127.0.0.1:$port" -m policy_net -b $batch -n 1000 --warmup-requests 100 \
+    --label "policy_net bs$batch" --json "$out/serve_latency_bs$batch.json" || status=1
+done
+exit $status
