@@ -87,7 +87,8 @@ absl::StatusOr<BenchOptions> ParseBenchFlags(const std::vector<std::string>& arg
   CLI::App app{"chronobench"};
   RawFlags raw;
   AddBenchFlags(&app, &raw);
-  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them reversed
+  // CLI11 takes the arguments without argv[0], in reverse order.
+  std::vector<std::string> reversed(args.rbegin(), args.rend() - (args.empty() ? 0 : 1));
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {

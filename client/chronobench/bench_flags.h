@@ -33,7 +33,7 @@ void AddBenchFlags(CLI::App* app, RawFlags* raw);
 // the flag's name on bad input.
 absl::StatusOr<BenchOptions> ResolveFlags(const RawFlags& raw);
 
-// Parses argv (for tests and main); --help is reported as CANCELLED with the help text.
+// Parses argv (argv[0] first; for tests); --help is reported as CANCELLED with the help text.
 absl::StatusOr<BenchOptions> ParseBenchFlags(const std::vector<std::string>& args);
 
 }  // namespace chronoserve::client::bench

@@ -5,10 +5,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 
 #include "client/inference_client.h"
 #include "common/log.h"
+#include "common/traceparent.h"
 
 namespace chronoserve::client::bench {
 namespace {
@@ -103,11 +103,13 @@ int64_t LoadWorker::SendDue(int64_t now, Pacer* pacer) {
 }
 
 std::string LoadWorker::NextTraceparent() {
-  char buf[64];
-  const uint64_t hi = rng_(), lo = rng_() | 1, span = rng_() | 1;  // all-zero ids are invalid
-  std::snprintf(buf, sizeof(buf), "00-%016llx%016llx-%016llx-01", static_cast<unsigned long long>(hi),
-                static_cast<unsigned long long>(lo), static_cast<unsigned long long>(span));
-  return buf;
+  TraceId trace_id;
+  SpanId span_id;
+  for (auto& b : trace_id) b = static_cast<uint8_t>(rng_());
+  for (auto& b : span_id) b = static_cast<uint8_t>(rng_());
+  trace_id[15] |= 1;  // all-zero ids are invalid
+  span_id[7] |= 1;
+  return FormatTraceparent(trace_id, span_id, kTraceFlagSampled);
 }
 
 void LoadWorker::Send(int64_t intended_ns) {

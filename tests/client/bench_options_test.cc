@@ -1,0 +1,89 @@
+#include "client/chronobench/bench_flags.h"
+#include "client/chronobench/bench_options.h"
+
+#include "gtest/gtest.h"
+
+namespace chronoserve::client::bench {
+namespace {
+
+TEST(BenchOptionsTest, ParsesRanges) {
+  EXPECT_EQ(*ParseRange("r", "5"), (std::vector<double>{5}));
+  EXPECT_EQ(*ParseRange("r", "1:3"), (std::vector<double>{1, 2, 3}));
+  EXPECT_EQ(*ParseRange("r", "0:1000:200"), (std::vector<double>{0, 200, 400, 600, 800, 1000}));
+  EXPECT_EQ(*ParseRange("r", "0.5:1.5:0.5"), (std::vector<double>{0.5, 1.0, 1.5}));
+  EXPECT_EQ(*ParseIntRange("c", "1:16:5"), (std::vector<int64_t>{1, 6, 11, 16}));
+}
+
+TEST(BenchOptionsTest, RejectsBadRangesNamingTheFlag) {
+  for (const char* bad : {"", "a", "3:1", "1:5:0", "1:5:-1", "-1:2", "1:2:3:4"}) {
+    auto r = ParseRange("concurrency-range", bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("--concurrency-range"), std::string::npos) << r.status();
+  }
+  EXPECT_FALSE(ParseIntRange("c", "0.5:2").ok());
+  EXPECT_FALSE(ParseIntRange("c", "0:2").ok());
+}
+
+TEST(BenchOptionsTest, ParsesShapesAndPercentiles) {
+  std::map<std::string, std::vector<int64_t>> shapes;
+  ASSERT_TRUE(ParseShape("INPUT__0:4,20,20", &shapes).ok());
+  EXPECT_EQ(shapes["INPUT__0"], (std::vector<int64_t>{4, 20, 20}));
+  EXPECT_FALSE(ParseShape("INPUT__0", &shapes).ok());
+  EXPECT_FALSE(ParseShape("INPUT__0:4,x", &shapes).ok());
+  EXPECT_FALSE(ParseShape("INPUT__0:0", &shapes).ok());
+  EXPECT_EQ(*ParsePercentiles("50,99.9"), (std::vector<double>{50, 99.9}));
+  EXPECT_FALSE(ParsePercentiles("0").ok());
+  EXPECT_FALSE(ParsePercentiles("101").ok());
+  EXPECT_EQ(PercentileKey(99.9), "p99_9");
+  EXPECT_EQ(PercentileKey(50), "p50");
+  EXPECT_EQ(PercentileKey(99.99), "p99_99");
+}
+
+TEST(BenchFlagsTest, DefaultsToClosedLoopConcurrencyOne) {
+  auto o = ParseBenchFlags({"chronobench", "-m", "mlp"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->load.mode, LoadMode::kConcurrency);
+  EXPECT_EQ(o->load.concurrency, (std::vector<int64_t>{1}));
+  EXPECT_EQ(o->load.batch_sizes, (std::vector<int64_t>{1}));
+  EXPECT_EQ(o->input.input_data, "random");
+  EXPECT_EQ(o->measurement.percentiles, (std::vector<double>{50, 90, 95, 99, 99.9}));
+}
+
+TEST(BenchFlagsTest, PicksTheLoadModeFromTheRangeFlag) {
+  auto rate = ParseBenchFlags({"cb", "-m", "m", "--request-rate-range", "100:300:100", "--request-distribution",
+                               "poisson"});
+  ASSERT_TRUE(rate.ok()) << rate.status();
+  EXPECT_EQ(rate->load.mode, LoadMode::kRate);
+  EXPECT_EQ(rate->load.distribution, Distribution::kPoisson);
+  EXPECT_EQ(rate->load.rates, (std::vector<double>{100, 200, 300}));
+  auto gap = ParseBenchFlags({"cb", "-m", "m", "--idle-gap-range", "0:1000:500", "-b", "4"});
+  ASSERT_TRUE(gap.ok()) << gap.status();
+  EXPECT_EQ(gap->load.mode, LoadMode::kIdleGap);
+  EXPECT_EQ(gap->load.idle_gaps_ms, (std::vector<double>{0, 500, 1000}));
+  EXPECT_EQ(gap->load.batch_sizes, (std::vector<int64_t>{4}));
+  auto batch = ParseBenchFlags({"cb", "-m", "m", "--batch-range", "1:64:21", "--concurrency-range", "2"});
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_TRUE(batch->load.batch_sweep);
+  EXPECT_EQ(batch->load.batch_sizes, (std::vector<int64_t>{1, 22, 43, 64}));
+}
+
+TEST(BenchFlagsTest, FailsFastOnBadCombinations) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"cb"},                                                                       // no model
+      {"cb", "-m", "m", "--concurrency-range", "1", "--request-rate-range", "10"},  // two modes
+      {"cb", "-m", "m", "--request-distribution", "uniform"},
+      {"cb", "-m", "m", "--batch-range", "1:8", "--request-rate-range", "10"},
+      {"cb", "-m", "m", "--batch-range", "1:8", "--concurrency-range", "1:4"},
+      {"cb", "-m", "m", "--traceparent-rate", "1.5"},
+      {"cb", "-m", "m", "--otlp-endpoint", "localhost:4317"},
+      {"cb", "-m", "m", "-b", "0"},
+      {"cb", "-m", "m", "--max-trials", "0"},
+      {"cb", "-m", "m", "--no-such-flag"},
+  };
+  for (const auto& args : bad) {
+    EXPECT_FALSE(ParseBenchFlags(args).ok()) << args.back();
+  }
+}
+
+}  // namespace
+}  // namespace chronoserve::client::bench

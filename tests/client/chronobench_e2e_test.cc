@@ -1,0 +1,257 @@
+// chronobench against the real chronoserve binary on 127.0.0.1: every load mode, the per-request
+// breakdown invariants, distinct connections, the binary's JSON/CSV/HTML outputs, and the HTML
+// rendered by headless Chromium (skipped when Chromium is not installed).
+#include <dirent.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "client/chronobench/benchmark.h"
+#include "client/chronobench/json_report.h"
+#include "gtest/gtest.h"
+#include "tests/client/report_schema.h"
+#include "tests/client/subprocess.h"
+#include "tools/example_models.h"
+
+namespace chronoserve::client::bench {
+namespace {
+
+using chronoserve::testing::RunProgram;
+using chronoserve::testing::Subprocess;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::string MakeTempDir() {
+  std::string tmpl = ::testing::TempDir() + "chronobench_XXXXXX";
+  char* dir = mkdtemp(tmpl.data());
+  return dir != nullptr ? std::string(dir) : "";
+}
+
+class ChronobenchE2eTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(MakeTempDir());
+    ASSERT_FALSE(dir_->empty());
+    const std::string repo = *dir_ + "/models";
+    examples::ModelOptions mlp;
+    mlp.max_batch_size = 64;
+    ASSERT_TRUE(examples::WriteMlp(repo, "mlp", mlp).ok());
+    auto server = Subprocess::Start({CHRONOSERVE_BIN, "--model-repository", repo, "--grpc-port", "0",
+                                     "--warmup-runs", "1"});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = server->release();
+    ASSERT_TRUE(server_->WaitForOutput("server READY", absl::Seconds(60)).ok()) << server_->output();
+    const std::string log = server_->output();
+    const std::string marker = "gRPC listening on ";
+    const size_t at = log.find(marker);
+    ASSERT_NE(at, std::string::npos) << log;
+    const std::string address = log.substr(at + marker.size(), log.find(' ', at + marker.size()) - at - marker.size());
+    url_ = new std::string(address);
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+
+  BenchOptions Options() const {
+    BenchOptions o;
+    o.target.url = *url_;
+    o.target.model = "mlp";
+    o.target.timeout_ms = 10'000;
+    o.measurement.interval_ms = 300;
+    o.measurement.warmup_requests = 5;
+    o.measurement.max_trials = 3;
+    o.measurement.stability_percentage = 50;
+    o.load.threads = 2;
+    return o;
+  }
+
+  static BenchReport Run(const BenchOptions& options) {
+    auto bench = Benchmark::Create(options, SteadyClock::Get());
+    EXPECT_TRUE(bench.ok()) << bench.status();
+    if (!bench.ok()) return {};
+    auto report = (*bench)->Run(nullptr, nullptr);
+    EXPECT_TRUE(report.ok()) << report.status();
+    return report.ok() ? *std::move(report) : BenchReport{};
+  }
+
+  // TIMING.md's invariants, on what the client measured.
+  static void ExpectBreakdownConsistent(const PointResult& p) {
+    const LatencyRecorder& r = p.recorder;
+    EXPECT_GT(r.successes(), 0) << p.spec.Label();
+    EXPECT_EQ(r.errors(), 0) << p.spec.Label();
+    EXPECT_EQ(r.without_timing(), 0) << "chronoserve always returns timing.*";
+    EXPECT_EQ(r.timing_violations(), 0) << p.spec.Label();
+    EXPECT_EQ(r.metric(Metric::kCompute).count(), r.successes());
+    EXPECT_EQ(r.metric(Metric::kTransport).negative(), 0);
+    EXPECT_LE(r.metric(Metric::kServerTotal).max(), r.metric(Metric::kE2eActualSend).max());
+    EXPECT_GE(r.batch_size().min(), p.spec.batch_size);
+    EXPECT_EQ(r.metric(Metric::kE2e).count(), r.successes());
+    EXPECT_GT(p.throughput_rps, 0);
+  }
+
+  static std::string* dir_;
+  static std::string* url_;
+  static Subprocess* server_;
+};
+std::string* ChronobenchE2eTest::dir_ = nullptr;
+std::string* ChronobenchE2eTest::url_ = nullptr;
+Subprocess* ChronobenchE2eTest::server_ = nullptr;
+
+TEST_F(ChronobenchE2eTest, ClosedLoopSweep) {
+  BenchOptions o = Options();
+  o.load.concurrency = {1, 3};
+  o.trace.traceparent_rate = 1.0;
+  const BenchReport report = Run(o);
+  ASSERT_EQ(report.points.size(), 2u);
+  for (const auto& p : report.points) {
+    ExpectBreakdownConsistent(p);
+    EXPECT_GT(p.traced, 0);
+    EXPECT_EQ(p.reported_windows, std::min<int>(3, p.windows.size()));
+  }
+  EXPECT_EQ(report.server["name"], "chronoserve");
+}
+
+TEST_F(ChronobenchE2eTest, OpenLoopPoissonKeepsItsRateAndTimesFromTheSchedule) {
+  BenchOptions o = Options();
+  o.load.mode = LoadMode::kRate;
+  o.load.rates = {150};
+  o.load.distribution = Distribution::kPoisson;
+  o.measurement.interval_ms = 1000;
+  const BenchReport report = Run(o);
+  ASSERT_EQ(report.points.size(), 1u);
+  const PointResult& p = report.points[0];
+  ExpectBreakdownConsistent(p);
+  EXPECT_NEAR(p.throughput_rps, 150, 150 * 0.35);
+  const LatencyRecorder& r = p.recorder;
+  EXPECT_EQ(r.schedule_lag().count(), r.successes());
+  // From the intended time is never shorter than from the actual send.
+  for (double pc : {50.0, 99.0}) {
+    EXPECT_GE(r.metric(Metric::kE2e).ValueAtPercentile(pc) * 1.002,
+              r.metric(Metric::kE2eActualSend).ValueAtPercentile(pc));
+  }
+}
+
+TEST_F(ChronobenchE2eTest, IdleGapSpacesRequests) {
+  BenchOptions o = Options();
+  o.load.mode = LoadMode::kIdleGap;
+  o.load.idle_gaps_ms = {0, 40};
+  o.measurement.warmup_requests = 2;
+  const BenchReport report = Run(o);
+  ASSERT_EQ(report.points.size(), 2u);
+  for (const auto& p : report.points) ExpectBreakdownConsistent(p);
+  EXPECT_LE(report.points[1].throughput_rps, 1000.0 / 40 * 1.05);  // at most one request per gap
+  EXPECT_GT(report.points[0].throughput_rps, report.points[1].throughput_rps);
+}
+
+TEST_F(ChronobenchE2eTest, UnknownModelAndBadShapeFailFast) {
+  BenchOptions o = Options();
+  o.target.model = "no_such_model";
+  auto bench = Benchmark::Create(o, SteadyClock::Get());
+  ASSERT_FALSE(bench.ok());
+  EXPECT_EQ(bench.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(bench.status().message().find("no_such_model"), std::string::npos);
+  o = Options();
+  o.input.shapes["INPUT__0"] = {32};
+  EXPECT_FALSE(Benchmark::Create(o, SteadyClock::Get()).ok());
+  o = Options();
+  o.load.batch_sizes = {65};  // above max_batch_size: the validation request carries the server's error
+  auto too_big = Benchmark::Create(o, SteadyClock::Get());
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_NE(too_big.status().message().find("validation request"), std::string::npos) << too_big.status();
+}
+
+int CountSocketFds() {
+  int n = 0;
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  while (dirent* e = readdir(dir)) {
+    char target[256] = {};
+    const std::string path = absl::StrCat("/proc/self/fd/", e->d_name);
+    if (readlink(path.c_str(), target, sizeof(target) - 1) > 0 && std::string(target).rfind("socket:", 0) == 0) ++n;
+  }
+  closedir(dir);
+  return n;
+}
+
+TEST_F(ChronobenchE2eTest, ConnectionsAreDistinctTcpConnections) {
+  const int before = CountSocketFds();
+  ASSERT_GE(before, 0);
+  auto channels = MakeDistinctChannels(*url_, 3);
+  for (const auto& ch : channels) {
+    ASSERT_TRUE(ch->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10)));
+  }
+  EXPECT_GE(CountSocketFds() - before, 3);
+}
+
+TEST_F(ChronobenchE2eTest, BinaryWritesJsonCsvAndHtmlThatRenders) {
+  const std::string json = *dir_ + "/report.json", csv = *dir_ + "/report.csv", html = *dir_ + "/report.html";
+  auto run = RunProgram({CHRONOBENCH_BIN, "-m", "mlp", "-u", *url_, "--batch-range", "1:4:3", "--concurrency-range",
+                         "2", "-p", "300", "--max-trials", "3", "--warmup-requests", "5", "-s", "50", "--json", json,
+                         "--csv", csv, "--html", html},
+                        absl::Seconds(120));
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->first, 0) << run->second;
+  EXPECT_NE(run->second.find("concurrency 2, batch 4"), std::string::npos) << run->second;
+  EXPECT_NE(run->second.find("saturation"), std::string::npos) << run->second;
+
+  const auto report = nlohmann::json::parse(ReadAll(json), nullptr, false);
+  ASSERT_FALSE(report.is_discarded());
+  testing::ExpectReportSchema(report, /*with_server_spans=*/true);
+  ASSERT_EQ(report["runs"].size(), 2u);
+  EXPECT_EQ(report["runs"][1]["batch_size"], 4);
+  EXPECT_TRUE(report.contains("saturation"));
+
+  std::vector<std::string> rows = absl::StrSplit(ReadAll(csv), '\n', absl::SkipEmpty());
+  EXPECT_EQ(rows.size(), 3u);
+
+  const std::string page = ReadAll(html);
+  EXPECT_EQ(page.find("<script src"), std::string::npos) << "the report must not fetch anything";
+  EXPECT_EQ(page.find("<link"), std::string::npos);
+  EXPECT_NE(page.find("Chart.js v3"), std::string::npos) << "Chart.js is inlined";
+
+  const char* chromium = nullptr;
+  for (const char* c : {"/usr/bin/chromium", "/usr/bin/chromium-browser"}) {
+    if (access(c, X_OK) == 0) chromium = c;
+  }
+  if (chromium == nullptr) GTEST_SKIP() << "chromium not installed (apt-get install chromium)";
+  const std::vector<std::string> flags = {chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                                          "--disable-background-networking", "--window-size=1100,2200"};
+  std::vector<std::string> dump = flags;
+  dump.push_back("--dump-dom");
+  dump.push_back("file://" + html);
+  auto dom = RunProgram(dump, absl::Seconds(90));
+  ASSERT_TRUE(dom.ok()) << dom.status();
+  EXPECT_NE(dom->second.find("data-charts=\"3\""), std::string::npos) << dom->second.substr(0, 4000);
+  EXPECT_NE(dom->second.find("data-painted=\"3\""), std::string::npos) << "a chart canvas stayed blank";
+  EXPECT_EQ(dom->second.find("data-error"), std::string::npos);
+  std::vector<std::string> shot = flags;
+  const std::string png = *dir_ + "/report.png";
+  shot.push_back("--screenshot=" + png);
+  shot.push_back("file://" + html);
+  auto screenshot = RunProgram(shot, absl::Seconds(90));
+  ASSERT_TRUE(screenshot.ok()) << screenshot.status();
+  EXPECT_GT(ReadAll(png).size(), 10'000u) << screenshot->second;
+}
+
+TEST_F(ChronobenchE2eTest, BinaryFailsFastOnUnknownModel) {
+  auto run = RunProgram({CHRONOBENCH_BIN, "-m", "nope", "-u", *url_}, absl::Seconds(30));
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->first, 1);
+  EXPECT_NE(run->second.find("model 'nope'"), std::string::npos) << run->second;
+}
+
+}  // namespace
+}  // namespace chronoserve::client::bench

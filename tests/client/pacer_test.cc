@@ -1,0 +1,95 @@
+#include "client/chronobench/pacer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace chronoserve::client::bench {
+namespace {
+
+constexpr int64_t kStart = 5'000'000'000;
+
+std::vector<int64_t> Schedule(Pacer& pacer, int n) {
+  std::vector<int64_t> times;
+  for (int i = 0; i < n; ++i) times.push_back(pacer.Next());
+  return times;
+}
+
+TEST(PacerTest, ConstantIsEvenlySpacedWithoutDrift) {
+  Pacer pacer(Distribution::kConstant, 3000.0, 0, 1, kStart, 1);  // 333333.33 ns period
+  const auto t = Schedule(pacer, 30001);
+  EXPECT_EQ(t.front(), kStart);
+  for (size_t i = 1; i < t.size(); ++i) {
+    const int64_t gap = t[i] - t[i - 1];
+    ASSERT_TRUE(gap == 333333 || gap == 333334) << "gap " << gap << " at " << i;
+  }
+  EXPECT_EQ(t.back() - kStart, 10'000'000'000);  // exactly 10 s after 30000 periods: no drift
+}
+
+TEST(PacerTest, PeekDoesNotAdvance) {
+  Pacer pacer(Distribution::kPoisson, 100.0, 0, 1, kStart, 9);
+  const int64_t peeked = pacer.Peek();
+  EXPECT_EQ(pacer.Peek(), peeked);
+  EXPECT_EQ(pacer.Next(), peeked);
+  EXPECT_GT(pacer.Peek(), peeked);
+}
+
+TEST(PacerTest, ConstantWorkersInterleaveToTheTotalRate) {
+  const int kWorkers = 4;
+  std::vector<int64_t> all;
+  for (int w = 0; w < kWorkers; ++w) {
+    Pacer pacer(Distribution::kConstant, 1000.0, w, kWorkers, kStart, 1);
+    const auto t = Schedule(pacer, 250);
+    all.insert(all.end(), t.begin(), t.end());
+  }
+  std::sort(all.begin(), all.end());
+  for (size_t i = 1; i < all.size(); ++i) ASSERT_EQ(all[i] - all[i - 1], 1'000'000) << i;
+}
+
+TEST(PacerTest, PoissonGapsAreExponentialWithTheRequestedMean) {
+  const double rate = 2000.0;
+  Pacer pacer(Distribution::kPoisson, rate, 0, 1, kStart, 42);
+  const int n = 100'000;
+  const auto t = Schedule(pacer, n + 1);
+  std::vector<double> gaps;
+  for (int i = 1; i <= n; ++i) {
+    ASSERT_GE(t[i], t[i - 1]);
+    gaps.push_back(static_cast<double>(t[i] - t[i - 1]));
+  }
+  double mean = 0, var = 0;
+  for (double g : gaps) mean += g;
+  mean /= n;
+  for (double g : gaps) var += (g - mean) * (g - mean);
+  var /= n;
+  const double expected = 1e9 / rate;
+  EXPECT_NEAR(mean, expected, expected * 0.02);
+  EXPECT_NEAR(std::sqrt(var) / mean, 1.0, 0.03);  // exponential: coefficient of variation 1
+  // Memorylessness check on the CDF: P(gap <= mean) = 1 - 1/e.
+  const double below = std::count_if(gaps.begin(), gaps.end(), [&](double g) { return g <= expected; });
+  EXPECT_NEAR(below / n, 1 - std::exp(-1.0), 0.01);
+}
+
+TEST(PacerTest, PoissonWorkersSumToTheTotalRate) {
+  const int kWorkers = 3;
+  const double rate = 900.0;
+  int64_t count_in_10s = 0;
+  for (int w = 0; w < kWorkers; ++w) {
+    Pacer pacer(Distribution::kPoisson, rate, w, kWorkers, kStart, 5);
+    while (pacer.Next() < kStart + 10'000'000'000) ++count_in_10s;
+  }
+  EXPECT_NEAR(static_cast<double>(count_in_10s), rate * 10, rate * 10 * 0.05);
+}
+
+TEST(PacerTest, SeedMakesPoissonReproducibleAndWorkersDiffer) {
+  Pacer a(Distribution::kPoisson, 100.0, 0, 2, kStart, 7);
+  Pacer b(Distribution::kPoisson, 100.0, 0, 2, kStart, 7);
+  Pacer other_worker(Distribution::kPoisson, 100.0, 1, 2, kStart, 7);
+  const auto ta = Schedule(a, 100), tb = Schedule(b, 100), tc = Schedule(other_worker, 100);
+  EXPECT_EQ(ta, tb);
+  EXPECT_NE(ta, tc);
+}
+
+}  // namespace
+}  // namespace chronoserve::client::bench

@@ -1,0 +1,56 @@
+// Checks a chronobench JSON report against the schema of issue 5 / docs/CHRONOBENCH.md. Shared
+// by the unit test (synthetic report) and the end-to-end test (the binary's real output).
+#ifndef CHRONOSERVE_TESTS_CLIENT_REPORT_SCHEMA_H_
+#define CHRONOSERVE_TESTS_CLIENT_REPORT_SCHEMA_H_
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace chronoserve::client::bench::testing {
+
+inline void ExpectLatencySummary(const nlohmann::json& s, const std::string& what) {
+  ASSERT_TRUE(s.is_object()) << what << ": " << s.dump();
+  double previous = 0;
+  for (const char* key : {"p50", "p90", "p95", "p99", "p99_9"}) {
+    ASSERT_TRUE(s.contains(key) && s[key].is_number()) << what << " lacks " << key;
+    EXPECT_GE(s[key].get<double>(), previous) << what << " " << key << " below the lower percentile";
+    previous = s[key].get<double>();
+  }
+  ASSERT_TRUE(s.contains("mean") && s["mean"].is_number()) << what;
+  EXPECT_GE(s["mean"].get<double>(), 0) << what;
+}
+
+// `with_server_spans`: the server returned timing (chronoserve does), so every span is present.
+inline void ExpectReportSchema(const nlohmann::json& report, bool with_server_spans) {
+  ASSERT_TRUE(report.is_object());
+  ASSERT_TRUE(report.contains("server") && report["server"].is_object());
+  ASSERT_TRUE(report.contains("model") && report["model"].is_object());
+  ASSERT_TRUE(report.contains("runs") && report["runs"].is_array());
+  ASSERT_FALSE(report["runs"].empty());
+  for (const auto& run : report["runs"]) {
+    ASSERT_TRUE(run.contains("mode") && run["mode"].is_string());
+    const std::string mode = run["mode"];
+    const char* key = mode == "concurrency" ? "concurrency" : mode == "rate" ? "rate" : "idle_gap_ms";
+    ASSERT_TRUE(mode == "concurrency" || mode == "rate" || mode == "idle_gap") << mode;
+    EXPECT_TRUE(run.contains(key) && run[key].is_number()) << mode;
+    EXPECT_TRUE(run.contains("batch_size") && run["batch_size"].is_number_integer());
+    EXPECT_TRUE(run.contains("requests") && run["requests"].is_number_integer());
+    EXPECT_TRUE(run.contains("errors") && run["errors"].is_number_integer());
+    EXPECT_TRUE(run.contains("throughput_rps") && run["throughput_rps"].is_number());
+    EXPECT_TRUE(run.contains("stable") && run["stable"].is_boolean());
+    ASSERT_TRUE(run.contains("latency_us") && run["latency_us"].is_object());
+    const auto& latency = run["latency_us"];
+    ExpectLatencySummary(latency["e2e"], "e2e");
+    for (const char* span : {"transport", "server_total", "queue", "input_stage", "h2d", "compute", "launch",
+                             "d2h", "output_stage"}) {
+      ASSERT_TRUE(latency.contains(span)) << span;
+      if (with_server_spans) ExpectLatencySummary(latency[span], span);
+    }
+  }
+}
+
+}  // namespace chronoserve::client::bench::testing
+
+#endif  // CHRONOSERVE_TESTS_CLIENT_REPORT_SCHEMA_H_

@@ -1,0 +1,184 @@
+// JSON / CSV schema, the stability rule, the saturation rule and the recorder's error handling,
+// on synthetic measurements (no server).
+#include <random>
+
+#include "absl/strings/str_split.h"
+#include "client/chronobench/bench_report.h"
+#include "client/chronobench/console_report.h"
+#include "client/chronobench/json_report.h"
+#include "client/chronobench/latency_recorder.h"
+#include "client/chronobench/trial_runner.h"
+#include "gtest/gtest.h"
+#include "tests/client/report_schema.h"
+
+namespace chronoserve::client::bench {
+namespace {
+
+RequestRecord OkRecord(std::mt19937_64& rng, int64_t lag_ns = 0) {
+  std::uniform_int_distribution<int64_t> jitter(0, 50'000);
+  RequestRecord r;
+  r.intended_ns = 1'000'000'000;
+  r.sent_ns = r.intended_ns + lag_ns;
+  RequestTiming t;
+  t.queue_ns = 10'000 + jitter(rng);
+  t.input_stage_ns = 2'000;
+  t.h2d_ns = 5'000;
+  t.compute_ns = 80'000 + jitter(rng);
+  t.launch_ns = 3'000;
+  t.d2h_ns = 1'000;
+  t.output_stage_ns = 1'500;
+  t.server_total_ns = t.queue_ns + t.input_stage_ns + t.h2d_ns + t.compute_ns + t.d2h_ns + t.output_stage_ns + 4'000;
+  t.batch_size = 2;
+  r.timing = t;
+  r.done_ns = r.sent_ns + t.server_total_ns + 60'000 + jitter(rng);
+  return r;
+}
+
+PointResult MakePoint(LoadMode mode, int64_t batch, double items_per_s) {
+  PointResult p;
+  p.spec.mode = mode;
+  p.spec.concurrency = 4;
+  p.spec.rate = 500;
+  p.spec.idle_gap_ms = 200;
+  p.spec.batch_size = batch;
+  std::mt19937_64 rng(batch);
+  for (int i = 0; i < 1000; ++i) p.recorder.Record(OkRecord(rng, mode == LoadMode::kRate ? 20'000 : 0));
+  RequestRecord failed;
+  failed.intended_ns = failed.sent_ns = 0;
+  failed.done_ns = 5'000'000;
+  failed.grpc_code = 14;  // UNAVAILABLE
+  p.recorder.Record(failed);
+  p.stable = true;
+  p.duration_s = 1;
+  p.throughput_rps = items_per_s / batch;
+  p.items_per_s = items_per_s;
+  p.windows.push_back({1.0, 1000, 1, 1000, 150'000, 0.2});
+  return p;
+}
+
+BenchReport MakeReport(LoadMode mode) {
+  BenchReport report;
+  report.url = "127.0.0.1:1";
+  report.model = "mlp";
+  report.server = {{"name", "chronoserve"}, {"version", "0.1.0"}};
+  report.model_info = {{"name", "mlp"}};
+  report.percentiles = {50, 90, 95, 99, 99.9};
+  report.mode = mode;
+  report.batch_sweep = true;
+  report.points = {MakePoint(mode, 1, 1000), MakePoint(mode, 2, 1900), MakePoint(mode, 4, 1950)};
+  report.saturation_index = SaturationIndex({1000, 1900, 1950});
+  return report;
+}
+
+TEST(ReportTest, JsonFollowsTheSchema) {
+  for (LoadMode mode : {LoadMode::kConcurrency, LoadMode::kRate, LoadMode::kIdleGap}) {
+    const nlohmann::json json = ReportToJson(MakeReport(mode));
+    testing::ExpectReportSchema(json, /*with_server_spans=*/true);
+    const auto& run = json["runs"][0];
+    EXPECT_EQ(run["requests"], 1001);
+    EXPECT_EQ(run["errors"], 1);
+    EXPECT_EQ(run["errors_by_code"]["UNAVAILABLE"], 1);
+    EXPECT_EQ(json["saturation"]["batch_size"], 2);
+    // Open loop also reports latency from the actual send and the schedule lag.
+    EXPECT_EQ(run["latency_us"].contains("e2e_actual_send"), mode == LoadMode::kRate);
+    if (mode == LoadMode::kRate) {
+      EXPECT_NEAR(run["schedule_lag_us"]["p50"].get<double>(), 20.0, 0.02);
+      EXPECT_GT(run["latency_us"]["e2e"]["p50"].get<double>(), run["latency_us"]["e2e_actual_send"]["p50"].get<double>());
+    }
+  }
+}
+
+TEST(ReportTest, AbsentSpansAreNullNotZero) {
+  BenchReport report = MakeReport(LoadMode::kConcurrency);
+  PointResult p;
+  p.spec.mode = LoadMode::kConcurrency;
+  RequestRecord r;
+  r.done_ns = 100'000;  // OK, but a server without timing.* parameters
+  p.recorder.Record(r);
+  report.points = {p};
+  const nlohmann::json json = ReportToJson(report);
+  EXPECT_TRUE(json["runs"][0]["latency_us"]["compute"].is_null());
+  EXPECT_TRUE(json["runs"][0]["latency_us"]["transport"].is_null());
+  EXPECT_EQ(json["runs"][0]["responses_without_timing"], 1);
+  testing::ExpectLatencySummary(json["runs"][0]["latency_us"]["e2e"], "e2e");
+}
+
+TEST(ReportTest, CsvHasOneRowPerPointAndAColumnPerHeader) {
+  const std::string csv = ReportToCsv(MakeReport(LoadMode::kConcurrency));
+  std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 4u);
+  const std::vector<std::string> header = absl::StrSplit(lines[0], ',');
+  EXPECT_EQ(header[0], "mode");
+  EXPECT_NE(std::find(header.begin(), header.end(), "e2e_p99_9_us"), header.end());
+  EXPECT_NE(std::find(header.begin(), header.end(), "compute_p50_us"), header.end());
+  EXPECT_NE(std::find(header.begin(), header.end(), "throughput_rps"), header.end());
+  for (size_t i = 1; i < lines.size(); ++i) {
+    EXPECT_EQ(std::vector<std::string>(absl::StrSplit(lines[i], ',')).size(), header.size()) << lines[i];
+  }
+}
+
+TEST(ReportTest, ConsoleRowShowsErrorsAndWarnings) {
+  PointResult p = MakePoint(LoadMode::kConcurrency, 1, 1000);
+  p.warnings.push_back("1 requests failed (UNAVAILABLE 1)");
+  const std::string row = TableRow(p);
+  EXPECT_NE(row.find("concurrency 4"), std::string::npos);
+  EXPECT_NE(row.find("warning: 1 requests failed (UNAVAILABLE 1)"), std::string::npos);
+}
+
+TEST(RecorderTest, ErrorsKeepTheirLatencyButNoSpans) {
+  LatencyRecorder r;
+  RequestRecord failed;
+  failed.done_ns = 7'000'000;
+  failed.grpc_code = 4;  // DEADLINE_EXCEEDED
+  r.Record(failed);
+  EXPECT_EQ(r.errors(), 1);
+  EXPECT_EQ(r.errors_by_code().at(4), 1);
+  EXPECT_EQ(r.metric(Metric::kE2e).count(), 1);
+  EXPECT_EQ(r.metric(Metric::kCompute).count(), 0);
+  EXPECT_STREQ(GrpcCodeName(4), "DEADLINE_EXCEEDED");
+}
+
+TEST(RecorderTest, TransportIsPerRequestResidualAndViolationsAreCounted) {
+  LatencyRecorder r;
+  RequestRecord rec;
+  rec.sent_ns = 0;
+  rec.done_ns = 300'000;
+  RequestTiming t;
+  t.compute_ns = 100'000;
+  t.server_total_ns = 120'000;
+  rec.timing = t;
+  r.Record(rec);
+  EXPECT_NEAR(r.metric(Metric::kTransport).ValueAtPercentile(50), 180'000, 180);
+  EXPECT_EQ(r.timing_violations(), 0);
+  t.server_total_ns = 400'000;  // longer than the client saw: impossible, so reported
+  rec.timing = t;
+  r.Record(rec);
+  EXPECT_EQ(r.timing_violations(), 1);
+}
+
+TEST(StabilityTest, NeedsThreeAgreeingWindows) {
+  WindowSummary w{1.0, 100, 0, 1000, 100'000, 0.1};
+  EXPECT_FALSE(WindowsAreStable({w, w}, 10));
+  EXPECT_TRUE(WindowsAreStable({w, w, w}, 10));
+  WindowSummary slow = w;
+  slow.throughput_rps = 700;
+  EXPECT_FALSE(WindowsAreStable({w, w, slow}, 10));
+  EXPECT_TRUE(WindowsAreStable({slow, w, w, w}, 10));  // only the last three count
+  WindowSummary laggy = w;
+  laggy.p50_ns = 130'000;
+  EXPECT_FALSE(WindowsAreStable({w, w, laggy}, 10));
+  WindowSummary empty = w;
+  empty.requests = 0;
+  EXPECT_FALSE(WindowsAreStable({w, w, empty}, 10));
+}
+
+TEST(SaturationTest, FirstPointWhereThroughputStopsRisingByFivePercent) {
+  EXPECT_EQ(SaturationIndex({100, 190, 350, 360, 365}), 2u);
+  EXPECT_EQ(SaturationIndex({100, 104}), 0u);
+  EXPECT_EQ(SaturationIndex({100, 200, 400}), std::nullopt);
+  EXPECT_EQ(SaturationIndex({100}), std::nullopt);
+  EXPECT_EQ(SaturationIndex({100, 200, 150}), 1u);
+}
+
+}  // namespace
+}  // namespace chronoserve::client::bench

@@ -1,0 +1,104 @@
+#include "tests/client/subprocess.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace chronoserve::testing {
+
+absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(const std::vector<std::string>& argv) {
+  int fds[2];
+  if (pipe(fds) != 0) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  if (pid == 0) {
+    setpgid(0, 0);  // its own group, so helpers it starts (Chromium's) are stopped with it
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  return std::unique_ptr<Subprocess>(new Subprocess(pid, fds[0]));
+}
+
+Subprocess::Subprocess(pid_t pid, int fd) : pid_(pid), fd_(fd) {
+  reader_ = std::thread([this] { ReadLoop(); });
+}
+
+Subprocess::~Subprocess() {
+  bool running;
+  {
+    absl::MutexLock lock(&mu_);
+    running = !exit_code_.has_value();
+  }
+  if (running) {
+    kill(-pid_, SIGTERM);
+    if (!WaitForExit(absl::Seconds(20)).ok()) kill(-pid_, SIGKILL);
+  }
+  reader_.join();
+  close(fd_);
+}
+
+void Subprocess::ReadLoop() {
+  char buf[4096];
+  while (true) {
+    const ssize_t n = read(fd_, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    absl::MutexLock lock(&mu_);
+    output_.append(buf, static_cast<size_t>(n));
+  }
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  absl::MutexLock lock(&mu_);
+  exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+absl::Status Subprocess::WaitForOutput(const std::string& text, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto seen = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return output_.find(text) != std::string::npos || exit_code_.has_value();
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&seen), timeout);
+  if (output_.find(text) != std::string::npos) return absl::OkStatus();
+  if (exit_code_.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat("exited (", *exit_code_, ") before printing '", text, "':\n", output_));
+  }
+  return absl::DeadlineExceededError(absl::StrCat("no '", text, "' within ", absl::FormatDuration(timeout), ":\n", output_));
+}
+
+absl::StatusOr<int> Subprocess::WaitForExit(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto exited = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return exit_code_.has_value(); };
+  mu_.AwaitWithTimeout(absl::Condition(&exited), timeout);
+  if (!exit_code_.has_value()) {
+    return absl::DeadlineExceededError(absl::StrCat("still running after ", absl::FormatDuration(timeout), ":\n", output_));
+  }
+  return *exit_code_;
+}
+
+std::string Subprocess::output() const {
+  absl::MutexLock lock(&mu_);
+  return output_;
+}
+
+absl::StatusOr<std::pair<int, std::string>> RunProgram(const std::vector<std::string>& argv, absl::Duration timeout) {
+  auto process = Subprocess::Start(argv);
+  if (!process.ok()) return process.status();
+  auto code = (*process)->WaitForExit(timeout);
+  if (!code.ok()) return code.status();
+  return std::make_pair(*code, (*process)->output());
+}
+
+}  // namespace chronoserve::testing

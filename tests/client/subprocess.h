@@ -1,0 +1,52 @@
+// Subprocess: runs a program with its stdout+stderr captured by a reader thread, so tests can
+// wait for a log line or for exit with a timeout that fails the test (never a sleep). Used to
+// start the real chronoserve binary, chronobench itself and headless Chromium. Owned by one test
+// thread; the reader thread is internal. The destructor terminates a still-running child.
+#ifndef CHRONOSERVE_TESTS_CLIENT_SUBPROCESS_H_
+#define CHRONOSERVE_TESTS_CLIENT_SUBPROCESS_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace chronoserve::testing {
+
+class Subprocess {
+ public:
+  static absl::StatusOr<std::unique_ptr<Subprocess>> Start(const std::vector<std::string>& argv);
+  ~Subprocess();
+
+  // Waits until the output contains `text`; DEADLINE_EXCEEDED (with the output so far) on
+  // timeout, FAILED_PRECONDITION if the child exited first.
+  absl::Status WaitForOutput(const std::string& text, absl::Duration timeout);
+  // Waits for exit; the exit code (128+signal if killed), DEADLINE_EXCEEDED on timeout.
+  absl::StatusOr<int> WaitForExit(absl::Duration timeout);
+  std::string output() const;
+
+ private:
+  Subprocess(pid_t pid, int fd);
+  void ReadLoop();
+
+  pid_t pid_;
+  int fd_;
+  std::thread reader_;
+  mutable absl::Mutex mu_;
+  std::string output_ ABSL_GUARDED_BY(mu_);
+  std::optional<int> exit_code_ ABSL_GUARDED_BY(mu_);
+};
+
+// Runs to completion within `timeout`; returns {exit code, output}.
+absl::StatusOr<std::pair<int, std::string>> RunProgram(const std::vector<std::string>& argv, absl::Duration timeout);
+
+}  // namespace chronoserve::testing
+
+#endif  // CHRONOSERVE_TESTS_CLIENT_SUBPROCESS_H_
