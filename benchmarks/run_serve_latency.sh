@@ -26,4 +26,11 @@ for batch in 128 1; do
   "$build/bin/bench_serve_latency" -u "127.0.0.1:$port" -m policy_net -b $batch -n 1000 --warmup-requests 100 \
     --label "policy_net bs$batch" --json "$out/serve_latency_bs$batch.json" || status=1
 done
+# Graceful shutdown must be clean: SIGTERM, then the server's own exit code.
+kill -TERM $server
+wait $server
+server_rc=$?
+trap 'rm -rf "$models"' EXIT
+echo "server exited with $server_rc after SIGTERM"
+[ $server_rc -eq 0 ] || { tail -20 "$out/server.log"; status=1; }
 exit $status
