@@ -1,0 +1,121 @@
+#include "server/telemetry/batch_span_processor.h"
+
+#include <algorithm>
+#include <iterator>
+
+#include "absl/time/clock.h"
+#include "common/log.h"
+
+namespace chronoserve::server::telemetry {
+
+BatchSpanProcessor::BatchSpanProcessor(std::unique_ptr<SpanExporter> exporter,
+                                       const BatchSpanProcessorOptions& options)
+    : options_(options), exporter_(std::move(exporter)) {}
+
+BatchSpanProcessor::~BatchSpanProcessor() {
+  // An owner that forgot Shutdown still must not leave a thread behind; give the flush no time.
+  Shutdown(absl::Now());
+}
+
+void BatchSpanProcessor::Start() {
+  absl::MutexLock lock(&mu_);
+  if (running_ || shut_down_) return;
+  next_export_ = absl::Now() + options_.schedule_delay;
+  thread_ = std::thread([this] { Run(); });
+  mu_.Await(absl::Condition(&running_));
+}
+
+bool BatchSpanProcessor::OnEnd(std::vector<SpanData>&& spans) {
+  if (spans.empty()) return true;
+  absl::MutexLock lock(&mu_);
+  if (stop_ || queue_.size() + spans.size() > options_.max_queue_size) {
+    stats_.dropped += spans.size();
+    return false;
+  }
+  stats_.accepted += spans.size();
+  std::move(spans.begin(), spans.end(), std::back_inserter(queue_));
+  return true;
+}
+
+bool BatchSpanProcessor::ShouldWake() const {
+  return stop_ || flush_requested_ != flush_done_ || queue_.size() >= options_.max_export_batch_size;
+}
+
+std::vector<SpanData> BatchSpanProcessor::TakeBatch() {
+  const size_t n = std::min(queue_.size(), options_.max_export_batch_size);
+  std::vector<SpanData> batch(std::make_move_iterator(queue_.begin()),
+                              std::make_move_iterator(queue_.begin() + static_cast<long>(n)));
+  queue_.erase(queue_.begin(), queue_.begin() + static_cast<long>(n));
+  return batch;
+}
+
+void BatchSpanProcessor::Run() {
+  absl::MutexLock lock(&mu_);
+  running_ = true;
+  while (true) {
+    mu_.AwaitWithDeadline(absl::Condition(this, &BatchSpanProcessor::ShouldWake), next_export_);
+    // Everything queued now is covered by the flushes requested so far.
+    const uint64_t flush_target = flush_requested_;
+    const bool drain = stop_ || flush_target != flush_done_;
+    while (!queue_.empty()) {
+      std::vector<SpanData> batch = TakeBatch();
+      mu_.Unlock();
+      ExportBatch(std::move(batch));
+      mu_.Lock();
+      if (!drain && queue_.size() < options_.max_export_batch_size) break;
+    }
+    next_export_ = absl::Now() + options_.schedule_delay;
+    flush_done_ = std::max(flush_done_, flush_target);
+    if (stop_) break;
+  }
+  thread_done_ = true;
+}
+
+void BatchSpanProcessor::ExportBatch(std::vector<SpanData> batch) {
+  const absl::Status status = exporter_->Export(batch, absl::Now() + options_.export_timeout);
+  absl::MutexLock lock(&mu_);
+  ++stats_.export_calls;
+  if (status.ok()) {
+    stats_.exported += batch.size();
+  } else {
+    stats_.export_failed += batch.size();
+    // The first failure and then one in 100, so a collector that is down does not flood the log.
+    if (stats_.export_failed == batch.size() || stats_.export_calls % 100 == 0) {
+      CS_LOG(WARNING) << "trace export failed, " << stats_.export_failed << " span(s) lost so far: "
+                      << status.message();
+    }
+  }
+}
+
+bool BatchSpanProcessor::ForceFlush(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  if (!running_ || thread_done_) return queue_.empty();
+  const uint64_t target = ++flush_requested_;
+  auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return flush_done_ >= target || thread_done_; };
+  return mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
+}
+
+void BatchSpanProcessor::Shutdown(absl::Time deadline) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    stop_ = true;
+    if (running_ && !mu_.AwaitWithDeadline(absl::Condition(&thread_done_), deadline)) {
+      CS_LOG(WARNING) << "trace flush did not finish by its deadline; cancelling the exporter ("
+                      << queue_.size() << " span(s) still queued will fail)";
+    }
+  }
+  exporter_->Shutdown();  // cancels an export or backoff still in progress
+  if (thread_.joinable()) thread_.join();
+  absl::MutexLock lock(&mu_);
+  stats_.dropped += queue_.size();
+  queue_.clear();
+}
+
+SpanProcessorStats BatchSpanProcessor::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+}  // namespace chronoserve::server::telemetry

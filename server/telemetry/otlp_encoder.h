@@ -1,0 +1,29 @@
+// OTLP encoding: SpanData -> opentelemetry.proto ExportTraceServiceRequest, with the resource
+// (service.name, ...) and instrumentation scope of this process. Pure functions; thread-safe.
+#ifndef CHRONOSERVE_SERVER_TELEMETRY_OTLP_ENCODER_H_
+#define CHRONOSERVE_SERVER_TELEMETRY_OTLP_ENCODER_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "opentelemetry/proto/collector/trace/v1/trace_service.pb.h"
+#include "server/telemetry/span_data.h"
+
+namespace chronoserve::server::telemetry {
+
+struct OtlpResource {
+  std::string service_name = "chronoserve";
+  std::string service_version;
+  // Extra resource attributes (OTEL_RESOURCE_ATTRIBUTES), key -> value.
+  std::vector<std::pair<std::string, std::string>> attributes;
+};
+
+inline constexpr const char* kInstrumentationScope = "chronoserve";
+
+opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest EncodeExportRequest(
+    const OtlpResource& resource, const std::vector<SpanData>& spans);
+
+}  // namespace chronoserve::server::telemetry
+
+#endif  // CHRONOSERVE_SERVER_TELEMETRY_OTLP_ENCODER_H_

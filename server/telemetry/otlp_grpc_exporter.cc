@@ -1,0 +1,105 @@
+#include "server/telemetry/otlp_grpc_exporter.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/log.h"
+
+namespace chronoserve::server::telemetry {
+
+namespace collector = opentelemetry::proto::collector::trace::v1;
+
+bool IsRetryableOtlpCode(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::CANCELLED:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::ABORTED:
+    case grpc::StatusCode::OUT_OF_RANGE:
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DATA_LOSS:
+      return true;
+    default:
+      return false;
+  }
+}
+
+absl::StatusOr<std::unique_ptr<OtlpGrpcExporter>> OtlpGrpcExporter::Create(
+    const OtlpGrpcExporterOptions& options) {
+  if (options.endpoint.empty()) return absl::InvalidArgumentError("OTLP endpoint is empty");
+  if (options.retry.max_attempts < 1) return absl::InvalidArgumentError("OTLP retry: max_attempts < 1");
+  return std::unique_ptr<OtlpGrpcExporter>(new OtlpGrpcExporter(options));
+}
+
+OtlpGrpcExporter::OtlpGrpcExporter(const OtlpGrpcExporterOptions& options) : options_(options) {
+  auto credentials = options.use_tls ? grpc::SslCredentials(grpc::SslCredentialsOptions())
+                                     : grpc::InsecureChannelCredentials();
+  grpc::ChannelArguments args;
+  // Reconnect quickly once a collector comes back; the default backoff reaches 2 minutes.
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
+  stub_ = collector::TraceService::NewStub(grpc::CreateCustomChannel(options.endpoint, credentials, args));
+}
+
+absl::Status OtlpGrpcExporter::Export(const std::vector<SpanData>& spans, absl::Time deadline) {
+  if (spans.empty()) return absl::OkStatus();
+  const collector::ExportTraceServiceRequest request = EncodeExportRequest(options_.resource, spans);
+  grpc::Status status;
+  for (int attempt = 1;; ++attempt) {
+    status = CallOnce(request, deadline);
+    if (status.ok()) return absl::OkStatus();
+    if (!IsRetryableOtlpCode(status.error_code()) || attempt >= options_.retry.max_attempts ||
+        !Backoff(attempt, deadline)) {
+      break;
+    }
+    CS_VLOG(1) << "OTLP export to " << options_.endpoint << " failed (" << status.error_message()
+               << "), retry " << attempt;
+  }
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      absl::StrCat("OTLP export to ", options_.endpoint, ": ", status.error_message()));
+}
+
+grpc::Status OtlpGrpcExporter::CallOnce(const collector::ExportTraceServiceRequest& request,
+                                        absl::Time deadline) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(deadline));
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return grpc::Status(grpc::StatusCode::CANCELLED, "exporter shut down");
+    active_ = &context;
+  }
+  collector::ExportTraceServiceResponse response;
+  grpc::Status status = stub_->Export(&context, request, &response);
+  {
+    absl::MutexLock lock(&mu_);
+    active_ = nullptr;
+  }
+  if (status.ok() && response.has_partial_success() && response.partial_success().rejected_spans() > 0) {
+    CS_VLOG(1) << "OTLP collector rejected " << response.partial_success().rejected_spans()
+               << " span(s): " << response.partial_success().error_message();
+  }
+  return status;
+}
+
+bool OtlpGrpcExporter::Backoff(int attempt, absl::Time deadline) {
+  const RetryPolicy& retry = options_.retry;
+  absl::Duration backoff = retry.initial_backoff * std::pow(retry.multiplier, attempt - 1);
+  backoff = std::min(backoff, retry.max_backoff);
+  // Full jitter in [backoff/2, backoff): many servers restarting together do not retry in step.
+  thread_local absl::BitGen gen;
+  backoff = backoff * absl::Uniform(gen, 0.5, 1.0);
+  const absl::Time wake = absl::Now() + backoff;
+  if (wake >= deadline) return false;
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithDeadline(absl::Condition(&shut_down_), wake);
+  return !shut_down_;
+}
+
+void OtlpGrpcExporter::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  shut_down_ = true;
+  if (active_ != nullptr) active_->TryCancel();
+}
+
+}  // namespace chronoserve::server::telemetry

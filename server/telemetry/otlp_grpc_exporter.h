@@ -1,0 +1,66 @@
+// OtlpGrpcExporter: sends spans to an OTLP/gRPC collector (TraceService/Export) over our own gRPC
+// with the hand-written OTLP protos. Retries with exponential backoff and jitter only on the codes
+// the OTLP spec calls retryable, never past the caller's deadline; Shutdown() cancels a call or a
+// backoff in progress. Owned by the BatchSpanProcessor; Export runs on its export thread.
+#ifndef CHRONOSERVE_SERVER_TELEMETRY_OTLP_GRPC_EXPORTER_H_
+#define CHRONOSERVE_SERVER_TELEMETRY_OTLP_GRPC_EXPORTER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "opentelemetry/proto/collector/trace/v1/trace_service.grpc.pb.h"
+#include "server/telemetry/otlp_encoder.h"
+#include "server/telemetry/span_exporter.h"
+
+namespace chronoserve::server::telemetry {
+
+struct RetryPolicy {
+  int max_attempts = 5;  // including the first
+  absl::Duration initial_backoff = absl::Seconds(1);
+  absl::Duration max_backoff = absl::Seconds(5);
+  double multiplier = 1.5;
+};
+
+struct OtlpGrpcExporterOptions {
+  std::string endpoint;  // HOST:PORT (gRPC target)
+  bool use_tls = false;  // https:// endpoints
+  OtlpResource resource;
+  RetryPolicy retry;
+};
+
+// The OTLP spec's retryable codes: CANCELLED, DEADLINE_EXCEEDED, ABORTED, OUT_OF_RANGE,
+// UNAVAILABLE, DATA_LOSS. (RESOURCE_EXHAUSTED counts only with RetryInfo, which we do not parse.)
+bool IsRetryableOtlpCode(grpc::StatusCode code);
+
+class OtlpGrpcExporter final : public SpanExporter {
+ public:
+  // INVALID_ARGUMENT for an empty endpoint. The channel connects lazily (no thread is started).
+  static absl::StatusOr<std::unique_ptr<OtlpGrpcExporter>> Create(const OtlpGrpcExporterOptions& options);
+
+  absl::Status Export(const std::vector<SpanData>& spans, absl::Time deadline) override;
+  void Shutdown() override;
+
+ private:
+  explicit OtlpGrpcExporter(const OtlpGrpcExporterOptions& options);
+
+  // One Export RPC, cancellable by Shutdown.
+  grpc::Status CallOnce(const opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest& request,
+                        absl::Time deadline);
+  // Sleeps for the attempt's backoff, or until shutdown/deadline; false when it must stop.
+  bool Backoff(int attempt, absl::Time deadline);
+
+  const OtlpGrpcExporterOptions options_;
+  std::unique_ptr<opentelemetry::proto::collector::trace::v1::TraceService::Stub> stub_;
+  absl::Mutex mu_;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::ClientContext* active_ ABSL_GUARDED_BY(mu_) = nullptr;
+};
+
+}  // namespace chronoserve::server::telemetry
+
+#endif  // CHRONOSERVE_SERVER_TELEMETRY_OTLP_GRPC_EXPORTER_H_

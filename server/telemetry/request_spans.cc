@@ -1,0 +1,139 @@
+#include "server/telemetry/request_spans.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace chronoserve::server::telemetry {
+namespace {
+
+struct Interval {
+  int64_t start_ns = 0;  // steady clock
+  int64_t end_ns = 0;
+};
+
+// Attributes every span of the request carries: which model and which batch execution.
+void AddBatchAttributes(const ModelSpec& spec, const RequestTiming& timing, const BatchTiming& batch,
+                        std::vector<Attribute>* out) {
+  out->push_back({"chronoserve.model.name", spec.name});
+  out->push_back({"chronoserve.model.version", spec.version});
+  if (batch.dequeued_ns <= 0) return;  // never executed
+  // Requests that shared one execution share this id (worker + the instant it took the batch).
+  out->push_back({"chronoserve.batch.id", absl::StrCat("w", batch.worker, "-", batch.dequeued_ns)});
+  out->push_back({"chronoserve.batch.size", timing.batch_size});
+  out->push_back({"chronoserve.worker", timing.worker});
+  out->push_back({"chronoserve.gpu", timing.gpu});
+  out->push_back({"chronoserve.sm_clock_mhz", timing.sm_clock_mhz});
+  out->push_back({"chronoserve.idle_before_us", timing.idle_before_us});
+  out->push_back({"chronoserve.cold", timing.cold});
+  out->push_back({"chronoserve.device_timed", timing.device_timed});
+}
+
+class SpanMaker {
+ public:
+  SpanMaker(const RequestTraceIds& ids, int64_t wall_offset_ns, Interval server)
+      : ids_(ids), offset_(wall_offset_ns), server_(server) {}
+
+  SpanData Server(std::string name) const {
+    SpanData span = Base(std::move(name), ids_.server_span_id, ids_.parent_span_id);
+    span.kind = SpanKind::kServer;
+    span.trace_state = ids_.trace_state;
+    span.start_unix_ns = server_.start_ns + offset_;
+    span.end_unix_ns = server_.end_ns + offset_;
+    return span;
+  }
+
+  // A child inside the server span; clamped there.
+  SpanData Child(std::string name, Interval at) {
+    SpanData span = Base(std::move(name), ids_.child_span_ids.at(next_child_++), ids_.server_span_id);
+    const int64_t start = std::clamp(at.start_ns, server_.start_ns, server_.end_ns);
+    const int64_t end = std::clamp(at.end_ns, start, server_.end_ns);
+    span.start_unix_ns = start + offset_;
+    span.end_unix_ns = end + offset_;
+    return span;
+  }
+
+ private:
+  SpanData Base(std::string name, const SpanId& id, const SpanId& parent) const {
+    SpanData span;
+    span.trace_id = ids_.trace_id;
+    span.span_id = id;
+    span.parent_span_id = parent;
+    span.flags = ids_.flags;
+    span.name = std::move(name);
+    return span;
+  }
+
+  const RequestTraceIds& ids_;
+  const int64_t offset_;
+  const Interval server_;
+  size_t next_child_ = 0;
+};
+
+void AddServerAttributes(const InferRequest& request, const absl::Status& status, SpanData* span) {
+  span->attributes.push_back({"rpc.system", std::string("grpc")});
+  span->attributes.push_back({"rpc.service", std::string("inference.GRPCInferenceService")});
+  span->attributes.push_back({"rpc.method", std::string("ModelInfer")});
+  span->attributes.push_back({"rpc.grpc.status_code", static_cast<int64_t>(status.code())});
+  if (!request.id.empty()) span->attributes.push_back({"chronoserve.request.id", request.id});
+  span->attributes.push_back({"chronoserve.request.items", request.batch_items});
+  if (!status.ok()) {
+    span->status = SpanStatus::kError;
+    span->status_message = std::string(status.message());
+  }
+}
+
+// h2d, compute, d2h: event deltas laid backwards from the observed completion.
+void AddDeviceSpans(const RequestTiming& timing, const BatchTiming& batch,
+                    const std::vector<Attribute>& common, SpanMaker* maker, std::vector<SpanData>* out) {
+  const int64_t d2h_end = batch.gpu_done_ns;
+  const int64_t compute_end = d2h_end - timing.d2h_ns;
+  const int64_t h2d_end = compute_end - timing.compute_ns;
+  const struct {
+    const char* name;
+    Interval at;
+    int64_t duration_ns;
+  } device[] = {{"h2d", {h2d_end - timing.h2d_ns, h2d_end}, timing.h2d_ns},
+                {"compute", {h2d_end, compute_end}, timing.compute_ns},
+                {"d2h", {compute_end, d2h_end}, timing.d2h_ns}};
+  for (const auto& d : device) {
+    SpanData span = maker->Child(d.name, d.at);
+    span.attributes = common;
+    span.attributes.push_back({"chronoserve.duration_ns", d.duration_ns});
+    span.attributes.push_back({"chronoserve.clock", std::string(timing.device_timed ? "cuda_event" : "host")});
+    if (std::string_view(d.name) == "compute") span.attributes.push_back({"chronoserve.launch_ns", timing.launch_ns});
+    out->push_back(std::move(span));
+  }
+}
+
+}  // namespace
+
+std::vector<SpanData> BuildRequestSpans(const ModelSpec& spec, const InferRequest& request,
+                                        const RequestTiming& timing, const absl::Status& status,
+                                        const RequestTraceIds& ids, int64_t wall_offset_ns) {
+  const Timeline& t = request.timeline;
+  const BatchTiming& batch = t.batch();
+  const Interval server{t.received_ns, t.received_ns + timing.server_total_ns};
+  std::vector<Attribute> common;
+  AddBatchAttributes(spec, timing, batch, &common);
+
+  SpanMaker maker(ids, wall_offset_ns, server);
+  std::vector<SpanData> spans;
+  spans.reserve(1 + kMaxChildSpans);
+  spans.push_back(maker.Server(absl::StrCat("ModelInfer ", spec.name)));
+  spans.back().attributes = common;
+  AddServerAttributes(request, status, &spans.back());
+
+  auto host_child = [&](const char* name, int64_t start_ns, int64_t end_ns) {
+    if (start_ns <= 0 || end_ns <= 0) return;  // stage not reached
+    spans.push_back(maker.Child(name, {start_ns, end_ns}));
+    spans.back().attributes = common;
+  };
+  host_child("queue", t.enqueued_ns, batch.dequeued_ns);
+  host_child("input_stage", batch.dequeued_ns, batch.staged_ns);
+  if (batch.gpu_done_ns > 0) AddDeviceSpans(timing, batch, common, &maker, &spans);
+  host_child("output_stage", batch.gpu_done_ns, t.output_done_ns);
+  return spans;
+}
+
+}  // namespace chronoserve::server::telemetry

@@ -1,0 +1,42 @@
+// BuildRequestSpans: turns one finished request into its OTLP spans — a SERVER span named
+// "ModelInfer <model>" (the caller's child when a valid traceparent came in) and INTERNAL children
+// queue, input_stage, h2d, compute, d2h, output_stage, as ../shared/TIMING.md defines them.
+// Host spans come straight from the steady-clock stamps; GPU spans (event deltas) are laid out
+// backwards from the moment the host observed the device work done (BatchTiming::gpu_done_ns):
+// d2h ends there, compute ends where d2h starts, h2d ends where compute starts. Every child is
+// clamped inside the server span; GPU spans carry their exact measured length as an attribute.
+// Pure function; called by RequestTracer on the worker thread that finished the request.
+#ifndef CHRONOSERVE_SERVER_TELEMETRY_REQUEST_SPANS_H_
+#define CHRONOSERVE_SERVER_TELEMETRY_REQUEST_SPANS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/timing.h"
+#include "server/core/infer_request.h"
+#include "server/core/model_spec.h"
+#include "server/telemetry/span_data.h"
+
+namespace chronoserve::server::telemetry {
+
+// The trace identity of one request's spans.
+struct RequestTraceIds {
+  TraceId trace_id{};
+  SpanId parent_span_id{};          // the caller's span; zero when we started the trace
+  std::string trace_state;          // normalized caller tracestate
+  uint8_t flags = kTraceFlagSampled;
+  SpanId server_span_id{};
+  std::vector<SpanId> child_span_ids;  // at least kMaxChildSpans ids
+};
+
+inline constexpr size_t kMaxChildSpans = 6;
+
+// `wall_offset_ns` converts the request's steady-clock stamps to Unix time (wall = steady + offset).
+std::vector<SpanData> BuildRequestSpans(const ModelSpec& spec, const InferRequest& request,
+                                        const RequestTiming& timing, const absl::Status& status,
+                                        const RequestTraceIds& ids, int64_t wall_offset_ns);
+
+}  // namespace chronoserve::server::telemetry
+
+#endif  // CHRONOSERVE_SERVER_TELEMETRY_REQUEST_SPANS_H_

@@ -1,0 +1,41 @@
+// RequestTracer: the tracing RequestObserver. For each finished request it joins the caller's W3C
+// trace (or starts one), asks the sampler, builds the request's spans (request_spans.h) and hands
+// them to the BatchSpanProcessor, which never blocks. Runs on the worker thread that finished the
+// request, after the response went to gRPC. Owned by Telemetry; the processor must outlive it.
+#ifndef CHRONOSERVE_SERVER_TELEMETRY_REQUEST_TRACER_H_
+#define CHRONOSERVE_SERVER_TELEMETRY_REQUEST_TRACER_H_
+
+#include <cstdint>
+
+#include "common/clock.h"
+#include "server/core/request_observer.h"
+#include "server/telemetry/batch_span_processor.h"
+#include "server/telemetry/sampler.h"
+
+namespace chronoserve::server::telemetry {
+
+class RequestTracer final : public RequestObserver {
+ public:
+  using WallClockFn = int64_t (*)();
+  // `steady` must be the clock the server stamps timelines with; `wall_now` gives Unix ns.
+  RequestTracer(Sampler sampler, BatchSpanProcessor* processor, const Clock* steady = SteadyClock::Get(),
+                WallClockFn wall_now = &WallNowNs)
+      : sampler_(sampler), processor_(processor), steady_(steady), wall_now_(wall_now) {}
+
+  void OnRequestDone(const ModelSpec& spec, const InferRequest* request, const RequestTiming& timing,
+                     const absl::Status& status) override;
+
+ private:
+  const Sampler sampler_;
+  BatchSpanProcessor* const processor_;
+  const Clock* const steady_;
+  const WallClockFn wall_now_;
+};
+
+// Random, non-zero ids (thread-local generator; no lock).
+TraceId NewTraceId();
+SpanId NewSpanId();
+
+}  // namespace chronoserve::server::telemetry
+
+#endif  // CHRONOSERVE_SERVER_TELEMETRY_REQUEST_TRACER_H_

@@ -1,0 +1,65 @@
+#include "server/telemetry/sampler.h"
+
+#include <cmath>
+#include <cstdlib>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace chronoserve::server::telemetry {
+
+absl::StatusOr<Sampler> Sampler::Create(const std::string& name, const std::string& arg) {
+  const std::string n = absl::AsciiStrToLower(absl::StripAsciiWhitespace(name));
+  double ratio = 1.0;
+  if (!arg.empty()) {
+    if (!absl::SimpleAtod(arg, &ratio) || !(ratio >= 0.0 && ratio <= 1.0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("OTEL_TRACES_SAMPLER_ARG '", arg, "' is not a ratio in [0, 1]"));
+    }
+  }
+  if (n.empty() || n == "parentbased_always_on") return Sampler(Root::kAlwaysOn, true, 1.0);
+  if (n == "always_on") return Sampler(Root::kAlwaysOn, false, 1.0);
+  if (n == "always_off") return Sampler(Root::kAlwaysOff, false, 0.0);
+  if (n == "traceidratio") return Sampler(Root::kRatio, false, ratio);
+  if (n == "parentbased_always_off") return Sampler(Root::kAlwaysOff, true, 0.0);
+  if (n == "parentbased_traceidratio") return Sampler(Root::kRatio, true, ratio);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "OTEL_TRACES_SAMPLER '", name,
+      "' is not one of always_on, always_off, traceidratio, parentbased_always_on, "
+      "parentbased_always_off, parentbased_traceidratio"));
+}
+
+bool Sampler::ShouldSample(const TraceParent* parent, const TraceId& trace_id) const {
+  if (parent_based_ && parent != nullptr) return parent->sampled();
+  return RootDecision(trace_id);
+}
+
+bool Sampler::RootDecision(const TraceId& trace_id) const {
+  switch (root_) {
+    case Root::kAlwaysOn:
+      return true;
+    case Root::kAlwaysOff:
+      return false;
+    case Root::kRatio:
+      break;
+  }
+  if (ratio_ >= 1.0) return true;
+  if (ratio_ <= 0.0) return false;
+  // The random low 8 bytes of the trace id (W3C level 2), compared with ratio * 2^63: the same
+  // trace id gets the same decision in every process using this rule.
+  uint64_t low = 0;
+  for (int i = 8; i < 16; ++i) low = low << 8 | trace_id[i];
+  low &= 0x7fffffffffffffffULL;
+  const double bound = std::ldexp(ratio_, 63);
+  return static_cast<double>(low) < bound;
+}
+
+std::string Sampler::Description() const {
+  const char* root = root_ == Root::kAlwaysOn ? "always_on" : root_ == Root::kAlwaysOff ? "always_off" : "traceidratio";
+  std::string out = absl::StrCat(parent_based_ ? "parentbased_" : "", root);
+  if (root_ == Root::kRatio) absl::StrAppend(&out, "{", ratio_, "}");
+  return out;
+}
+
+}  // namespace chronoserve::server::telemetry

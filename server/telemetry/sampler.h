@@ -1,0 +1,40 @@
+// Sampler: decides whether a new server span is recorded, by the OpenTelemetry SDK's rules
+// (OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG): always_on, always_off, traceidratio and their
+// parentbased_* forms, which follow the caller's sampled flag when a valid traceparent came in.
+// Immutable after Create; called from worker threads.
+#ifndef CHRONOSERVE_SERVER_TELEMETRY_SAMPLER_H_
+#define CHRONOSERVE_SERVER_TELEMETRY_SAMPLER_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/traceparent.h"
+
+namespace chronoserve::server::telemetry {
+
+class Sampler {
+ public:
+  // `name` as OTEL_TRACES_SAMPLER ("" = parentbased_always_on, the SDK default); `arg` as
+  // OTEL_TRACES_SAMPLER_ARG (the ratio for *traceidratio, "" = 1.0). INVALID_ARGUMENT otherwise.
+  static absl::StatusOr<Sampler> Create(const std::string& name, const std::string& arg);
+
+  // `parent` is the caller's context or null for a new trace; `trace_id` the span's trace.
+  bool ShouldSample(const TraceParent* parent, const TraceId& trace_id) const;
+  // "parentbased_traceidratio{0.25}" etc., for the startup log.
+  std::string Description() const;
+
+ private:
+  enum class Root { kAlwaysOn, kAlwaysOff, kRatio };
+  Sampler(Root root, bool parent_based, double ratio)
+      : root_(root), parent_based_(parent_based), ratio_(ratio) {}
+
+  bool RootDecision(const TraceId& trace_id) const;
+
+  Root root_;
+  bool parent_based_;
+  double ratio_;
+};
+
+}  // namespace chronoserve::server::telemetry
+
+#endif  // CHRONOSERVE_SERVER_TELEMETRY_SAMPLER_H_

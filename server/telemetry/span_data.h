@@ -1,0 +1,44 @@
+// SpanData: one finished span as the exporter sends it (the OTLP Span fields chronoserve uses).
+// Plain value type: built by the RequestTracer on a worker thread, moved into the
+// BatchSpanProcessor's queue, read by the export thread.
+#ifndef CHRONOSERVE_SERVER_TELEMETRY_SPAN_DATA_H_
+#define CHRONOSERVE_SERVER_TELEMETRY_SPAN_DATA_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "common/traceparent.h"
+
+namespace chronoserve::server::telemetry {
+
+enum class SpanKind { kInternal = 1, kServer = 2 };  // OTLP SpanKind values
+enum class SpanStatus { kUnset = 0, kOk = 1, kError = 2 };  // OTLP Status.StatusCode values
+
+// Attribute keys are string literals (no allocation on the request path); values as OTLP AnyValue.
+using AttributeValue = std::variant<int64_t, bool, double, std::string>;
+struct Attribute {
+  const char* key;
+  AttributeValue value;
+};
+
+struct SpanData {
+  TraceId trace_id{};
+  SpanId span_id{};
+  SpanId parent_span_id{};  // all zero: a root span
+  std::string trace_state;  // normalized W3C tracestate (server span only)
+  uint8_t flags = 0;        // W3C trace flags
+  std::string name;
+  SpanKind kind = SpanKind::kInternal;
+  int64_t start_unix_ns = 0;
+  int64_t end_unix_ns = 0;
+  std::vector<Attribute> attributes;
+  SpanStatus status = SpanStatus::kUnset;
+  std::string status_message;
+};
+
+}  // namespace chronoserve::server::telemetry
+
+#endif  // CHRONOSERVE_SERVER_TELEMETRY_SPAN_DATA_H_

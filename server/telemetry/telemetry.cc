@@ -1,0 +1,137 @@
+#include "server/telemetry/telemetry.h"
+
+#include <prometheus/exposer.h>
+#include <prometheus/registry.h>
+
+#include <exception>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "server/telemetry/batch_span_processor.h"
+#include "server/telemetry/gpu_monitor.h"
+#include "server/telemetry/inflight_interceptor.h"
+#include "server/telemetry/live_state_collector.h"
+#include "server/telemetry/nvml_sampler.h"
+#include "server/telemetry/request_tracer.h"
+#include "server/telemetry/server_metrics.h"
+
+namespace chronoserve::server::telemetry {
+
+absl::StatusOr<std::unique_ptr<Telemetry>> Telemetry::Create(TelemetryOptions options) {
+  if (options.metrics.enabled && (options.metrics.port < 0 || options.metrics.port > 65535)) {
+    return absl::InvalidArgumentError(absl::StrCat("--metrics-port ", options.metrics.port, " is not a port"));
+  }
+  if (options.gpu.period <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("GPU monitor period must be positive");
+  }
+  std::unique_ptr<Telemetry> t(new Telemetry(std::move(options)));
+  if (t->options_.tracing.enabled) {
+    auto sampler = Sampler::Create(t->options_.tracing.sampler, t->options_.tracing.sampler_arg);
+    if (!sampler.ok()) return sampler.status();
+    auto exporter = OtlpGrpcExporter::Create(t->options_.tracing.exporter);
+    if (!exporter.ok()) return exporter.status();
+    t->processor_ = std::make_unique<BatchSpanProcessor>(*std::move(exporter), t->options_.tracing.processor);
+    t->tracer_ = std::make_unique<RequestTracer>(*sampler, t->processor_.get());
+    t->live_->SetSpanProcessor(t->processor_.get());
+  }
+  return t;
+}
+
+Telemetry::Telemetry(TelemetryOptions options)
+    : options_(std::move(options)),
+      registry_(std::make_shared<prometheus::Registry>()),
+      metrics_(std::make_unique<ServerMetrics>(registry_.get())),
+      live_(std::make_shared<LiveStateCollector>()) {}
+
+Telemetry::~Telemetry() { Shutdown(absl::Now()); }
+
+absl::Status Telemetry::Start() {
+  if (started_ || shut_down_) return absl::OkStatus();
+  started_ = true;
+  if (processor_ != nullptr) {
+    processor_->Start();
+    const TracingConfig& t = options_.tracing;
+    CS_LOG(INFO) << "tracing: OTLP/gRPC to " << t.exporter.endpoint << (t.exporter.use_tls ? " (TLS)" : "")
+                 << ", service.name=" << t.exporter.resource.service_name << ", sampler " << t.sampler
+                 << (t.sampler_arg.empty() ? "" : absl::StrCat(" ", t.sampler_arg));
+  }
+  StartGpuMonitor();
+  StartMetricsEndpoint();
+  return absl::OkStatus();
+}
+
+void Telemetry::StartGpuMonitor() {
+  if (!options_.gpu.enabled) return;
+  std::shared_ptr<GpuSampler> sampler = options_.gpu.sampler_for_test;
+  if (sampler == nullptr) {
+    auto nvml = NvmlSampler::Create(options_.gpu.nvml_library);
+    if (!nvml.ok()) {
+      CS_LOG(INFO) << "GPU monitor disabled: " << nvml.status().message();
+      return;
+    }
+    sampler = *std::move(nvml);
+  }
+  if (sampler->DeviceCount() == 0) {
+    CS_LOG(INFO) << "GPU monitor disabled: " << sampler->Description() << " lists no GPU";
+    return;
+  }
+  gpu_monitor_ = std::make_unique<GpuMonitor>(sampler, options_.gpu.period);
+  gpu_monitor_->Start();
+  live_->SetGpuMonitor(gpu_monitor_.get());
+  CS_LOG(INFO) << "GPU monitor: " << sampler->Description() << ", every "
+               << absl::FormatDuration(options_.gpu.period);
+}
+
+void Telemetry::StartMetricsEndpoint() {
+  if (!options_.metrics.enabled) return;
+  const std::string& host = options_.metrics.host;
+  const std::string address = absl::StrCat(host.find(':') != std::string::npos ? absl::StrCat("[", host, "]") : host,
+                                           ":", options_.metrics.port);
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(address, 2);
+    exposer_->RegisterCollectable(registry_);
+    exposer_->RegisterCollectable(live_);
+    const std::vector<int> ports = exposer_->GetListeningPorts();
+    metrics_port_ = ports.empty() ? 0 : ports.front();
+    CS_LOG(INFO) << "Prometheus metrics on http://" << host << ":" << metrics_port_ << "/metrics";
+  } catch (const std::exception& e) {
+    // Metrics are not worth refusing inference for: serve without them, loudly.
+    exposer_.reset();
+    metrics_port_ = 0;
+    CS_LOG(ERROR) << "metrics endpoint disabled: cannot listen on " << address << ": " << e.what();
+  }
+}
+
+void Telemetry::Shutdown(absl::Time deadline) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (processor_ != nullptr) {
+    processor_->Shutdown(deadline);
+    const SpanProcessorStats s = processor_->stats();
+    CS_LOG(INFO) << "tracing stopped: " << s.exported << " span(s) exported, " << s.dropped << " dropped, "
+                 << s.export_failed << " lost to failed exports";
+  }
+  if (gpu_monitor_ != nullptr) gpu_monitor_->Stop();
+  exposer_.reset();
+  live_->SetModelRegistry(nullptr);
+}
+
+void Telemetry::OnRequestDone(const ModelSpec& spec, const InferRequest* request, const RequestTiming& timing,
+                              const absl::Status& status) {
+  metrics_->OnRequestDone(spec, request, timing, status);
+  if (tracer_ != nullptr) tracer_->OnRequestDone(spec, request, timing, status);
+}
+
+void Telemetry::SetModelRegistry(ModelRegistry* registry) { live_->SetModelRegistry(registry); }
+
+void Telemetry::RecordModelLoad(const std::string& model, int64_t version, int64_t load_ns, int64_t warmup_ns) {
+  metrics_->RecordModelLoad(model, version, load_ns, warmup_ns);
+}
+
+const GpuClockSource* Telemetry::gpu_clock() const { return gpu_monitor_.get(); }
+
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> Telemetry::NewInflightInterceptorFactory() {
+  return std::make_unique<InflightInterceptorFactory>(&live_->inflight());
+}
+
+}  // namespace chronoserve::server::telemetry

@@ -1,0 +1,108 @@
+// Telemetry: everything the server reports besides responses — OTLP traces (RequestTracer ->
+// BatchSpanProcessor -> OtlpGrpcExporter), Prometheus metrics on --metrics-port (ServerMetrics +
+// LiveStateCollector behind prometheus-cpp's exposer) and the NVML GPU monitor. Built by main
+// from flags and OTEL_* variables and handed to the Server (ServerOptions::telemetry), which calls
+// Start before loading models and Shutdown last. It is the service's RequestObserver: OnRequestDone
+// runs on worker threads and never blocks.
+//
+//   auto telemetry = Telemetry::Create(options);   // validates; no threads yet
+//   server_options.telemetry = telemetry->get();   // Server: Start() ... Shutdown(deadline)
+#ifndef CHRONOSERVE_SERVER_TELEMETRY_TELEMETRY_H_
+#define CHRONOSERVE_SERVER_TELEMETRY_TELEMETRY_H_
+
+#include <grpcpp/support/server_interceptor.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "server/core/gpu_clock_source.h"
+#include "server/core/request_observer.h"
+#include "server/scheduler/model_registry.h"
+#include "server/telemetry/tracing_config.h"
+
+namespace prometheus {
+class Exposer;
+class Registry;
+}  // namespace prometheus
+
+namespace chronoserve::server::telemetry {
+
+class BatchSpanProcessor;
+class GpuMonitor;
+class GpuSampler;
+class LiveStateCollector;
+class RequestTracer;
+class ServerMetrics;
+
+struct MetricsOptions {
+  bool enabled = true;
+  std::string host = "0.0.0.0";
+  int port = 8002;  // 0 picks a free port (tests)
+};
+
+struct GpuMonitorOptions {
+  bool enabled = true;
+  absl::Duration period = absl::Milliseconds(100);
+  std::string nvml_library = "libnvidia-ml.so.1";
+  // Tests inject a fake; when null, NVML is loaded at Start.
+  std::shared_ptr<GpuSampler> sampler_for_test;
+};
+
+struct TelemetryOptions {
+  TracingConfig tracing;
+  MetricsOptions metrics;
+  GpuMonitorOptions gpu;
+  absl::Duration flush_timeout = absl::Seconds(5);  // how long shutdown may spend exporting spans
+};
+
+class Telemetry final : public RequestObserver {
+ public:
+  static absl::StatusOr<std::unique_ptr<Telemetry>> Create(TelemetryOptions options);
+  ~Telemetry() override;
+
+  // Starts the export thread, the GPU monitor (NVML missing: logged, disabled) and the metrics
+  // endpoint (cannot bind: logged error, the server keeps serving). Idempotent.
+  absl::Status Start();
+  // Flushes queued spans (bounded by `deadline`), stops the monitor and the endpoint. Idempotent.
+  void Shutdown(absl::Time deadline);
+  // Shutdown with the configured flush_timeout.
+  void Shutdown() { Shutdown(absl::Now() + options_.flush_timeout); }
+
+  void OnRequestDone(const ModelSpec& spec, const InferRequest* request, const RequestTiming& timing,
+                     const absl::Status& status) override;
+
+  // Queue-depth gauges read this registry at scrape time; it must outlive Shutdown (or be reset).
+  void SetModelRegistry(ModelRegistry* registry);
+  void RecordModelLoad(const std::string& model, int64_t version, int64_t load_ns, int64_t warmup_ns);
+  // The monitor's SM clock for BatchTiming::sm_clock_mhz; null when no GPU monitor runs.
+  const GpuClockSource* gpu_clock() const;
+  // Counts ModelInfer calls in flight; install on the grpc::ServerBuilder.
+  std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> NewInflightInterceptorFactory();
+
+  int metrics_port() const { return metrics_port_; }  // 0 when not serving
+  const BatchSpanProcessor* span_processor() const { return processor_.get(); }
+
+ private:
+  explicit Telemetry(TelemetryOptions options);
+  void StartGpuMonitor();
+  void StartMetricsEndpoint();
+
+  TelemetryOptions options_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<ServerMetrics> metrics_;
+  std::shared_ptr<LiveStateCollector> live_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<BatchSpanProcessor> processor_;
+  std::unique_ptr<RequestTracer> tracer_;
+  std::unique_ptr<GpuMonitor> gpu_monitor_;
+  int metrics_port_ = 0;
+  bool started_ = false;
+  bool shut_down_ = false;
+};
+
+}  // namespace chronoserve::server::telemetry
+
+#endif  // CHRONOSERVE_SERVER_TELEMETRY_TELEMETRY_H_
