@@ -1,10 +1,12 @@
 // chronoserve: flags only; everything else lives in Server.
+#include <algorithm>
 #include <csignal>
 
 #include <CLI/CLI.hpp>
 
 #include "common/log.h"
 #include "server/server.h"
+#include "server/telemetry/telemetry.h"
 
 int main(int argc, char** argv) {
   chronoserve::server::ServerOptions options;
@@ -25,8 +27,41 @@ int main(int argc, char** argv) {
                  "Warm-up runs per worker and batch size before a model reports READY")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  namespace telemetry = chronoserve::server::telemetry;
+  telemetry::TelemetryOptions telemetry_options;
+  std::string otlp_endpoint;
+  int gpu_monitor_interval_ms = 100;
+  app.add_option("--otlp-endpoint", otlp_endpoint,
+                 "OTLP/gRPC trace collector HOST:PORT (else OTEL_EXPORTER_OTLP_ENDPOINT; none: no tracing)");
+  app.add_option("--metrics-port", telemetry_options.metrics.port,
+                 "Prometheus /metrics port (on --host); 0 picks a free one")
+      ->capture_default_str();
+  app.add_option("--allow-metrics", telemetry_options.metrics.enabled, "Serve Prometheus metrics")
+      ->capture_default_str();
+  app.add_option("--gpu-monitor-interval-ms", gpu_monitor_interval_ms,
+                 "NVML sampling period for GPU gauges and each batch's sm_clock_mhz; 0 disables")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
   chronoserve::SetLogVerbosity(log_verbose);
+
+  auto tracing = telemetry::ResolveTracingConfig(otlp_endpoint, chronoserve::server::kChronoserveVersion,
+                                                 telemetry::ProcessEnv());
+  if (!tracing.ok()) {
+    CS_LOG(ERROR) << tracing.status().message();
+    return 2;
+  }
+  telemetry_options.tracing = *std::move(tracing);
+  telemetry_options.metrics.host = options.host;
+  telemetry_options.gpu.enabled = gpu_monitor_interval_ms > 0;
+  telemetry_options.gpu.period = absl::Milliseconds(std::max(gpu_monitor_interval_ms, 1));
+  auto telemetry_or = telemetry::Telemetry::Create(std::move(telemetry_options));
+  if (!telemetry_or.ok()) {
+    CS_LOG(ERROR) << telemetry_or.status().message();
+    return 2;
+  }
+  std::unique_ptr<telemetry::Telemetry> telemetry_owner = *std::move(telemetry_or);
+  options.telemetry = telemetry_owner.get();
 
   // Block the shutdown signals in every thread; main waits for them with sigwait.
   sigset_t signals;

@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "server/backend/torch_backend.h"
 #include "server/model_manager.h"
+#include "server/telemetry/telemetry.h"
 
 namespace chronoserve::server {
 namespace {
@@ -33,8 +34,13 @@ Server::~Server() { Shutdown(); }
 absl::Status Server::Start() {
   CS_LOG(INFO) << "chronoserve " << kChronoserveVersion << " with " << TorchBuildDescription()
                << ", " << CudaDeviceCount() << " CUDA device(s)";
+  telemetry::Telemetry* telemetry = options_.telemetry;
+  if (telemetry != nullptr) {
+    if (absl::Status s = telemetry->Start(); !s.ok()) return s;
+    telemetry->SetModelRegistry(&registry_);
+  }
   service_ = std::make_unique<InferenceService>(&registry_, clock_,
-                                                ServerInfo{"chronoserve", kChronoserveVersion});
+                                                ServerInfo{"chronoserve", kChronoserveVersion}, telemetry);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -45,6 +51,14 @@ absl::Status Server::Start() {
   builder.RegisterService(service_.get());
   builder.SetMaxReceiveMessageSize(-1);
   builder.SetMaxSendMessageSize(-1);
+  // Large tensors: let a whole request/response fly without waiting for HTTP/2 window updates.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 << 20);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, (16 << 20) - 1);
+  if (telemetry != nullptr) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+    interceptors.push_back(telemetry->NewInflightInterceptorFactory());
+    builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  }
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
@@ -56,6 +70,12 @@ absl::Status Server::Start() {
 
   ModelManager manager(&registry_, &devices_, options_.warmup, clock_);
   if (absl::Status s = manager.LoadRepository(options_.model_repository); !s.ok()) return s;
+  if (telemetry != nullptr) {
+    for (const auto& runtime : registry_.Ready()) {
+      telemetry->RecordModelLoad(runtime->spec().name, runtime->spec().version, /*load_ns=*/-1,
+                                 runtime->warmup_ns());
+    }
+  }
   const bool ready = registry_.AllReady();
   health->SetServingStatus(kServiceName, ready);
   health->SetServingStatus(ready);
@@ -76,6 +96,8 @@ void Server::Shutdown() {
   }
   registry_.StopAll();
   if (grpc_server_ != nullptr) grpc_server_->Wait();
+  // Last: every request has completed, so every span is queued; flush them (bounded).
+  if (options_.telemetry != nullptr) options_.telemetry->Shutdown();
   CS_LOG(INFO) << "stopped";
 }
 

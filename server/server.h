@@ -22,12 +22,19 @@
 
 namespace chronoserve::server {
 
+namespace telemetry {
+class Telemetry;
+}  // namespace telemetry
+
 struct ServerOptions {
   std::string model_repository;
   std::string host = "127.0.0.1";
   int grpc_port = 8001;  // 0 picks a free port (tests)
   int exit_timeout_secs = 30;
   WarmupOptions warmup;
+  // Traces, metrics, GPU monitor: built by main, not owned; started before the models load and
+  // flushed last on shutdown. Null = none.
+  telemetry::Telemetry* telemetry = nullptr;
 };
 
 inline constexpr const char* kChronoserveVersion = "0.1.0";
