@@ -1,0 +1,130 @@
+// OtlpGrpcExporter + BatchSpanProcessor against a real OTLP receiver written by others (node,
+// @grpc/grpc-js, @opentelemetry/otlp-transformer's codec): the wire format decodes, retries happen
+// only on retryable codes, and a receiver that is down costs bounded, counted drops and no stall.
+#include <gtest/gtest.h>
+
+#include "absl/time/clock.h"
+#include "server/telemetry/batch_span_processor.h"
+#include "server/telemetry/otlp_grpc_exporter.h"
+#include "server/telemetry/request_tracer.h"
+#include "tests/telemetry/otlp_test_receiver.h"
+
+namespace chronoserve::server::telemetry {
+namespace {
+
+using chronoserve::testing::OtlpTestReceiver;
+
+OtlpGrpcExporterOptions Options(const std::string& endpoint) {
+  OtlpGrpcExporterOptions o;
+  o.endpoint = endpoint;
+  o.resource.service_name = "exporter-test";
+  o.resource.service_version = "9.9";
+  o.retry.initial_backoff = absl::Milliseconds(10);
+  o.retry.max_backoff = absl::Milliseconds(50);
+  return o;
+}
+
+SpanData TestSpan(const TraceId& trace, const char* name) {
+  SpanData s;
+  s.trace_id = trace;
+  s.span_id = NewSpanId();
+  s.name = name;
+  s.kind = SpanKind::kServer;
+  s.flags = kTraceFlagSampled;
+  s.start_unix_ns = 1'700'000'000'123'456'789;
+  s.end_unix_ns = 1'700'000'000'123'999'999;
+  s.attributes = {{"an.int", int64_t{-42}}, {"a.bool", true}, {"a.string", std::string("ok")},
+                  {"a.double", 0.5}};
+  s.status = SpanStatus::kError;
+  s.status_message = "boom";
+  return s;
+}
+
+TEST(OtlpExporterTest, ReceiverDecodesWhatWeSend) {
+  auto receiver = OtlpTestReceiver::Start();
+  ASSERT_TRUE(receiver.ok()) << receiver.status();
+  auto exporter = OtlpGrpcExporter::Create(Options((*receiver)->endpoint()));
+  ASSERT_TRUE(exporter.ok());
+  const TraceId trace = NewTraceId();
+  std::vector<SpanData> spans = {TestSpan(trace, "one"), TestSpan(trace, "two")};
+  spans[1].parent_span_id = spans[0].span_id;
+  ASSERT_TRUE((*exporter)->Export(spans, absl::Now() + absl::Seconds(30)).ok());
+  ASSERT_TRUE((*receiver)->WaitForSpans(2, absl::Seconds(30)));
+  const auto got = (*receiver)->spans();
+  EXPECT_EQ(got[0].trace_id, ToHex(trace));
+  EXPECT_EQ(got[0].span_id, ToHex(spans[0].span_id));
+  EXPECT_EQ(got[0].parent_span_id, "");
+  EXPECT_EQ(got[1].parent_span_id, ToHex(spans[0].span_id));
+  EXPECT_EQ(got[0].name, "one");
+  EXPECT_EQ(got[0].kind, 2);  // SPAN_KIND_SERVER
+  EXPECT_EQ(got[0].status, 2);  // STATUS_CODE_ERROR
+  EXPECT_EQ(got[0].flags, 1u);
+  EXPECT_EQ(got[0].start_ns, 1'700'000'000'123'456'789);
+  EXPECT_EQ(got[0].end_ns, 1'700'000'000'123'999'999);
+  EXPECT_EQ(got[0].attributes.at("an.int"), "-42");
+  EXPECT_EQ(got[0].attributes.at("a.bool"), "true");
+  EXPECT_EQ(got[0].attributes.at("a.string"), "ok");
+  EXPECT_EQ(got[0].attributes.at("a.double"), "0.5");
+  EXPECT_EQ(got[0].resource.at("service.name"), "exporter-test");
+  EXPECT_EQ(got[0].resource.at("service.version"), "9.9");
+  EXPECT_EQ(got[0].scope, "chronoserve");
+}
+
+TEST(OtlpExporterTest, RetriesRetryableCodes) {
+  auto receiver = OtlpTestReceiver::Start(0, /*fail_first=*/2, /*fail_code=*/14);  // UNAVAILABLE
+  ASSERT_TRUE(receiver.ok()) << receiver.status();
+  auto exporter = OtlpGrpcExporter::Create(Options((*receiver)->endpoint()));
+  ASSERT_TRUE(exporter.ok());
+  EXPECT_TRUE((*exporter)->Export({TestSpan(NewTraceId(), "x")}, absl::Now() + absl::Seconds(30)).ok());
+  EXPECT_EQ((*receiver)->export_calls(), 3u);
+}
+
+TEST(OtlpExporterTest, DoesNotRetryOtherCodes) {
+  auto receiver = OtlpTestReceiver::Start(0, /*fail_first=*/5, /*fail_code=*/3);  // INVALID_ARGUMENT
+  ASSERT_TRUE(receiver.ok()) << receiver.status();
+  auto exporter = OtlpGrpcExporter::Create(Options((*receiver)->endpoint()));
+  ASSERT_TRUE(exporter.ok());
+  const absl::Status s = (*exporter)->Export({TestSpan(NewTraceId(), "x")}, absl::Now() + absl::Seconds(30));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*receiver)->export_calls(), 1u);
+}
+
+TEST(OtlpExporterTest, ReceiverDownCostsBoundedCountedDropsAndNoStall) {
+  // A port nobody listens on: start a receiver to learn a free port, then stop it.
+  int dead_port = 0;
+  {
+    auto receiver = OtlpTestReceiver::Start();
+    ASSERT_TRUE(receiver.ok()) << receiver.status();
+    dead_port = (*receiver)->port();
+  }
+  auto exporter = OtlpGrpcExporter::Create(Options("127.0.0.1:" + std::to_string(dead_port)));
+  ASSERT_TRUE(exporter.ok());
+  BatchSpanProcessorOptions options;
+  options.max_queue_size = 64;
+  options.max_export_batch_size = 16;
+  BatchSpanProcessor processor(*std::move(exporter), options);
+  processor.Start();
+  const absl::Time start = absl::Now();
+  absl::Duration worst = absl::ZeroDuration();
+  constexpr int kRequests = 5000;
+  for (int i = 0; i < kRequests; ++i) {
+    std::vector<SpanData> spans = {TestSpan(NewTraceId(), "a"), TestSpan(NewTraceId(), "b")};
+    const absl::Time t0 = absl::Now();
+    processor.OnEnd(std::move(spans));
+    worst = std::max(worst, absl::Now() - t0);
+  }
+  EXPECT_LT(worst, absl::Milliseconds(50)) << "OnEnd waited on the exporter";
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  processor.Shutdown(absl::Now() + absl::Milliseconds(500));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(15)) << "shutdown ignored its deadline";
+  const SpanProcessorStats s = processor.stats();
+  EXPECT_EQ(s.exported, 0u);
+  const uint64_t refused = 2u * kRequests - s.accepted;  // dropped by OnEnd: queue full
+  EXPECT_GE(s.dropped, refused);
+  EXPECT_GT(refused, 0u);
+  // Every accepted span is accounted for: lost in a failed export or dropped at shutdown.
+  EXPECT_EQ(s.accepted, s.export_failed + (s.dropped - refused));
+}
+
+}  // namespace
+}  // namespace chronoserve::server::telemetry

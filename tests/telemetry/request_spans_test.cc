@@ -1,0 +1,158 @@
+// Span layout of one request: names, parentage, host spans from stamps, GPU spans laid backwards
+// from the observed completion, clamping inside the server span, attributes.
+#include "server/telemetry/request_spans.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace chronoserve::server::telemetry {
+namespace {
+
+constexpr int64_t kOffset = 1'700'000'000'000'000'000;  // steady -> wall
+
+const Attribute* Find(const SpanData& s, const std::string& key) {
+  for (const Attribute& a : s.attributes) {
+    if (key == a.key) return &a;
+  }
+  return nullptr;
+}
+
+class RequestSpansTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    spec_.name = "policy_net";
+    spec_.version = 3;
+    request_.id = "req-7";
+    request_.batch_items = 2;
+    request_.timeline.received_ns = 1000;
+    request_.timeline.enqueued_ns = 1100;
+    batch_.dequeued_ns = 1500;
+    batch_.staged_ns = 1600;
+    batch_.h2d_ns = 50;
+    batch_.compute_ns = 300;
+    batch_.launch_ns = 40;
+    batch_.d2h_ns = 20;
+    batch_.gpu_done_ns = 2000;
+    batch_.batch_size = 5;
+    batch_.worker = 1;
+    batch_.gpu = 0;
+    batch_.sm_clock_mhz = 1980;
+    batch_.idle_before_us = 250;
+    batch_.cold = true;
+    batch_.device_timed = true;
+    request_.timeline.SetBatch(batch_);
+    request_.timeline.output_done_ns = 2100;
+    ids_.trace_id = *HexTrace("4bf92f3577b34da6a3ce929d0e0e4736");
+    ids_.parent_span_id = SpanId{1, 2, 3, 4, 5, 6, 7, 8};
+    ids_.server_span_id = SpanId{9, 9, 9, 9, 9, 9, 9, 9};
+    for (uint8_t i = 0; i < kMaxChildSpans; ++i) ids_.child_span_ids.push_back(SpanId{i, 1, 1, 1, 1, 1, 1, 1});
+  }
+
+  static std::optional<TraceId> HexTrace(const std::string& hex) {
+    auto p = ParseTraceparent("00-" + hex + "-00f067aa0ba902b7-01");
+    if (!p.ok()) return std::nullopt;
+    return p->trace_id;
+  }
+
+  std::map<std::string, SpanData> Build(const absl::Status& status = absl::OkStatus()) {
+    const RequestTiming& timing = request_.timeline.Finalize(2200);
+    std::map<std::string, SpanData> by_name;
+    for (SpanData& s : BuildRequestSpans(spec_, request_, timing, status, ids_, kOffset)) by_name[s.name] = s;
+    return by_name;
+  }
+
+  ModelSpec spec_;
+  InferRequest request_;
+  BatchTiming batch_;
+  RequestTraceIds ids_;
+};
+
+TEST_F(RequestSpansTest, ServerSpanIsTheCallersChild) {
+  auto spans = Build();
+  ASSERT_EQ(spans.size(), 7u);
+  const SpanData& server = spans.at("ModelInfer policy_net");
+  EXPECT_EQ(server.kind, SpanKind::kServer);
+  EXPECT_EQ(server.trace_id, ids_.trace_id);
+  EXPECT_EQ(server.parent_span_id, ids_.parent_span_id);
+  EXPECT_EQ(server.span_id, ids_.server_span_id);
+  EXPECT_EQ(server.start_unix_ns, 1000 + kOffset);
+  EXPECT_EQ(server.end_unix_ns, 2200 + kOffset);
+  EXPECT_EQ(std::get<std::string>(Find(server, "rpc.method")->value), "ModelInfer");
+  EXPECT_EQ(std::get<std::string>(Find(server, "chronoserve.request.id")->value), "req-7");
+  EXPECT_EQ(server.status, SpanStatus::kUnset);
+}
+
+TEST_F(RequestSpansTest, HostSpansComeFromTheStamps) {
+  auto spans = Build();
+  for (const char* name : {"queue", "input_stage", "h2d", "compute", "d2h", "output_stage"}) {
+    ASSERT_EQ(spans.count(name), 1u) << name;
+    EXPECT_EQ(spans[name].parent_span_id, ids_.server_span_id) << name;
+    EXPECT_EQ(spans[name].kind, SpanKind::kInternal);
+  }
+  EXPECT_EQ(spans["queue"].start_unix_ns - kOffset, 1100);
+  EXPECT_EQ(spans["queue"].end_unix_ns - kOffset, 1500);
+  EXPECT_EQ(spans["input_stage"].start_unix_ns - kOffset, 1500);
+  EXPECT_EQ(spans["input_stage"].end_unix_ns - kOffset, 1600);
+  EXPECT_EQ(spans["output_stage"].start_unix_ns - kOffset, 2000);
+  EXPECT_EQ(spans["output_stage"].end_unix_ns - kOffset, 2100);
+}
+
+TEST_F(RequestSpansTest, GpuSpansAreLaidBackwardsFromTheObservedCompletion) {
+  auto spans = Build();
+  EXPECT_EQ(spans["d2h"].end_unix_ns - kOffset, 2000);
+  EXPECT_EQ(spans["d2h"].start_unix_ns - kOffset, 1980);
+  EXPECT_EQ(spans["compute"].end_unix_ns - kOffset, 1980);
+  EXPECT_EQ(spans["compute"].start_unix_ns - kOffset, 1680);
+  EXPECT_EQ(spans["h2d"].end_unix_ns - kOffset, 1680);
+  EXPECT_EQ(spans["h2d"].start_unix_ns - kOffset, 1630);
+  EXPECT_EQ(std::get<int64_t>(Find(spans["compute"], "chronoserve.duration_ns")->value), 300);
+  EXPECT_EQ(std::get<int64_t>(Find(spans["compute"], "chronoserve.launch_ns")->value), 40);
+  EXPECT_EQ(std::get<std::string>(Find(spans["h2d"], "chronoserve.clock")->value), "cuda_event");
+}
+
+TEST_F(RequestSpansTest, ChildrenStayInsideTheServerSpan) {
+  // Event time that (by clock skew) reaches before the request arrived is clamped.
+  batch_.compute_ns = 5000;
+  request_.timeline.SetBatch(batch_);
+  auto spans = Build();
+  const SpanData& server = spans.at("ModelInfer policy_net");
+  for (const auto& [name, span] : spans) {
+    EXPECT_GE(span.start_unix_ns, server.start_unix_ns) << name;
+    EXPECT_LE(span.end_unix_ns, server.end_unix_ns) << name;
+    EXPECT_LE(span.start_unix_ns, span.end_unix_ns) << name;
+  }
+  // The measured length is still reported exactly.
+  EXPECT_EQ(std::get<int64_t>(Find(spans["compute"], "chronoserve.duration_ns")->value), 5000);
+}
+
+TEST_F(RequestSpansTest, BatchAttributesOnEverySpan) {
+  auto spans = Build();
+  for (const auto& [name, span] : spans) {
+    ASSERT_NE(Find(span, "chronoserve.batch.size"), nullptr) << name;
+    EXPECT_EQ(std::get<int64_t>(Find(span, "chronoserve.batch.size")->value), 5) << name;
+    EXPECT_EQ(std::get<std::string>(Find(span, "chronoserve.model.name")->value), "policy_net");
+    EXPECT_EQ(std::get<int64_t>(Find(span, "chronoserve.model.version")->value), 3);
+    EXPECT_EQ(std::get<int64_t>(Find(span, "chronoserve.worker")->value), 1);
+    EXPECT_EQ(std::get<int64_t>(Find(span, "chronoserve.sm_clock_mhz")->value), 1980);
+    EXPECT_EQ(std::get<int64_t>(Find(span, "chronoserve.idle_before_us")->value), 250);
+    EXPECT_TRUE(std::get<bool>(Find(span, "chronoserve.cold")->value));
+    EXPECT_EQ(std::get<std::string>(Find(span, "chronoserve.batch.id")->value), "w1-1500");
+  }
+}
+
+TEST_F(RequestSpansTest, FailedBeforeExecutionHasOnlyTheStagesItReached) {
+  request_.timeline = Timeline();
+  request_.timeline.received_ns = 1000;
+  request_.timeline.enqueued_ns = 1100;
+  auto spans = Build(absl::DeadlineExceededError("expired in queue"));
+  ASSERT_EQ(spans.size(), 1u);  // the queue span needs a dequeue stamp
+  const SpanData& server = spans.begin()->second;
+  EXPECT_EQ(server.status, SpanStatus::kError);
+  EXPECT_EQ(server.status_message, "expired in queue");
+  EXPECT_EQ(std::get<int64_t>(Find(server, "rpc.grpc.status_code")->value), 4);
+  EXPECT_EQ(Find(server, "chronoserve.batch.size"), nullptr);
+}
+
+}  // namespace
+}  // namespace chronoserve::server::telemetry

@@ -1,0 +1,297 @@
+// The real server on 127.0.0.1 with telemetry: requests carry a W3C traceparent, an OTLP receiver
+// written by others decodes the spans, and /metrics is scraped over HTTP and parsed as text.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "client/inference_client.h"
+#include "server/server.h"
+#include "server/telemetry/gpu_sampler.h"
+#include "server/telemetry/request_tracer.h"
+#include "server/telemetry/telemetry.h"
+#include "tests/server/test_repository.h"
+#include "tests/telemetry/otlp_test_receiver.h"
+#include "tools/example_models.h"
+
+namespace chronoserve {
+namespace {
+
+using client::InferenceClient;
+using server::telemetry::Telemetry;
+using server::telemetry::TelemetryOptions;
+using testing::OtlpTestReceiver;
+using testing::ReceivedSpan;
+
+// One GPU that reads 1980 MHz: the GPU gauges without a GPU.
+class FakeGpu final : public server::telemetry::GpuSampler {
+ public:
+  int DeviceCount() const override { return 1; }
+  std::string Description() const override { return "fake GPU"; }
+  absl::StatusOr<server::telemetry::GpuSample> Sample(int) override {
+    server::telemetry::GpuSample s;
+    s.sm_clock_mhz = 1980;
+    s.power_mw = 250000;
+    s.memory_used_bytes = 1 << 30;
+    return s;
+  }
+};
+
+// GET http://127.0.0.1:port/metrics; the body, or "" on failure (10 s receive timeout).
+std::string ScrapeMetrics(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  timeval timeout{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  std::string response;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+      char buf[65536];
+      ssize_t n;
+      while ((n = read(fd, buf, sizeof(buf))) > 0) response.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  return body == std::string::npos ? "" : response.substr(body + 4);
+}
+
+// Prometheus text format -> "name{k="v",...}" -> value (labels as the exposer wrote them).
+std::map<std::string, double> ParseMetrics(const std::string& text) {
+  std::map<std::string, double> out;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t space = line.rfind(' ');
+    double value = 0;
+    if (space == absl::string_view::npos || !absl::SimpleAtod(line.substr(space + 1), &value)) continue;
+    out[std::string(line.substr(0, space))] = value;
+  }
+  return out;
+}
+
+class TelemetryServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    repo_ = new testing::TempDir("cs_telemetry");
+    examples::ModelOptions mlp;
+    mlp.max_batch_size = 8;
+    mlp.max_queue_delay_us = 1000;
+    ASSERT_TRUE(examples::WriteMlp(repo_->path(), "mlp", mlp).ok());
+    auto receiver = OtlpTestReceiver::Start();
+    ASSERT_TRUE(receiver.ok()) << receiver.status();
+    receiver_ = receiver->release();
+
+    TelemetryOptions options;
+    options.tracing.enabled = true;
+    options.tracing.exporter.endpoint = receiver_->endpoint();
+    options.tracing.exporter.resource.service_name = "chronoserve-test";
+    options.tracing.processor.schedule_delay = absl::Milliseconds(20);
+    options.metrics.host = "127.0.0.1";
+    options.metrics.port = 0;
+    options.gpu.sampler_for_test = std::make_shared<FakeGpu>();
+    auto telemetry = Telemetry::Create(options);
+    ASSERT_TRUE(telemetry.ok()) << telemetry.status();
+    telemetry_ = telemetry->release();
+    server_ = StartServer(telemetry_).release();
+    ASSERT_NE(server_, nullptr);
+    ASSERT_GT(telemetry_->metrics_port(), 0);
+  }
+  static void TearDownTestSuite() {
+    delete server_;  // flushes telemetry last
+    delete telemetry_;
+    delete receiver_;
+    delete repo_;
+  }
+
+  static std::unique_ptr<server::Server> StartServer(Telemetry* telemetry) {
+    server::ServerOptions options;
+    options.model_repository = repo_->path();
+    options.grpc_port = 0;
+    options.exit_timeout_secs = 10;
+    options.warmup.runs_per_batch_size = 1;
+    options.telemetry = telemetry;
+    auto server = server::Server::Create(options);
+    if (!server.ok() || !(*server)->Start().ok()) return nullptr;
+    return *std::move(server);
+  }
+
+  void SetUp() override {
+    ASSERT_NE(server_, nullptr);
+    client_ = InferenceClient::Connect("127.0.0.1:" + std::to_string(server_->port()));
+  }
+
+  // One MLP request with random (never all-zero) input and the given metadata.
+  absl::StatusOr<client::InferResult> Infer(std::map<std::string, std::string> metadata, const std::string& id = "") {
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> values(64);
+    for (float& v : values) v = dist(rng_);
+    client::Tensor input{"INPUT__0", DataType::kFp32, {1, 64},
+                         std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float))};
+    client::InferOptions options;
+    options.id = id;
+    options.metadata = std::move(metadata);
+    options.timeout = std::chrono::milliseconds(30000);
+    return client_->Infer("mlp", {input}, options);
+  }
+
+  static std::vector<ReceivedSpan> SpansOfTrace(const std::string& trace_id) {
+    std::vector<ReceivedSpan> out;
+    for (const ReceivedSpan& s : receiver_->spans()) {
+      if (s.trace_id == trace_id) out.push_back(s);
+    }
+    return out;
+  }
+
+  // Waits (30 s at most) until trace `trace_id` has `n` spans.
+  static bool WaitForTrace(const std::string& trace_id, size_t n) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    size_t have = 0;
+    while ((have = SpansOfTrace(trace_id).size()) < n) {
+      if (!receiver_->WaitForSpans(receiver_->spans().size() + 1, deadline - absl::Now())) return false;
+    }
+    return true;
+  }
+
+  static inline testing::TempDir* repo_ = nullptr;
+  static inline OtlpTestReceiver* receiver_ = nullptr;
+  static inline Telemetry* telemetry_ = nullptr;
+  static inline server::Server* server_ = nullptr;
+  std::unique_ptr<InferenceClient> client_;
+  std::mt19937 rng_{20261122};
+};
+
+constexpr size_t kSpansPerRequest = 7;  // server + queue, input_stage, h2d, compute, d2h, output_stage
+
+TEST_F(TelemetryServerTest, SpansJoinTheCallersTraceAndNestInsideTheServerSpan) {
+  for (int i = 0; i < 4; ++i) {
+    const std::string trace_id = ToHex(server::telemetry::NewTraceId());
+    const std::string caller_span = ToHex(server::telemetry::NewSpanId());
+    auto result = Infer({{"traceparent", "00-" + trace_id + "-" + caller_span + "-01"},
+                         {"tracestate", "congo=t61rcWkgMzE, rojo=00f067aa0ba902b7"}});
+    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_TRUE(result->timing.has_value());
+    ASSERT_TRUE(WaitForTrace(trace_id, kSpansPerRequest)) << "spans of request " << i << " never arrived";
+    const std::vector<ReceivedSpan> spans = SpansOfTrace(trace_id);
+    ASSERT_EQ(spans.size(), kSpansPerRequest);
+    const ReceivedSpan* root = nullptr;
+    for (const ReceivedSpan& s : spans) {
+      if (s.kind == 2) root = &s;
+    }
+    ASSERT_NE(root, nullptr);
+    EXPECT_EQ(root->name, "ModelInfer mlp");
+    EXPECT_EQ(root->parent_span_id, caller_span);
+    EXPECT_EQ(root->trace_state, "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7");
+    EXPECT_EQ(root->flags & 0xff, 1u);
+    EXPECT_EQ(root->end_ns - root->start_ns, result->timing->server_total_ns);
+    EXPECT_EQ(root->attributes.at("rpc.grpc.status_code"), "0");
+    EXPECT_EQ(root->attributes.at("chronoserve.model.name"), "mlp");
+    EXPECT_EQ(root->attributes.at("chronoserve.batch.size"), std::to_string(result->timing->batch_size));
+    EXPECT_EQ(root->resource.at("service.name"), "chronoserve-test");
+    std::set<std::string> names;
+    for (const ReceivedSpan& s : spans) {
+      if (&s == root) continue;
+      names.insert(s.name);
+      EXPECT_EQ(s.parent_span_id, root->span_id) << s.name;
+      EXPECT_EQ(s.kind, 1) << s.name;
+      EXPECT_GE(s.start_ns, root->start_ns) << s.name;
+      EXPECT_LE(s.end_ns, root->end_ns) << s.name;
+      EXPECT_LE(s.start_ns, s.end_ns) << s.name;
+      EXPECT_EQ(s.attributes.at("chronoserve.batch.id"), root->attributes.at("chronoserve.batch.id"));
+    }
+    EXPECT_EQ(names, (std::set<std::string>{"queue", "input_stage", "h2d", "compute", "d2h", "output_stage"}));
+    for (const ReceivedSpan& s : spans) {
+      if (s.name == "compute") {
+        EXPECT_EQ(s.attributes.at("chronoserve.duration_ns"), std::to_string(result->timing->compute_ns));
+      }
+      if (s.name == "queue") EXPECT_EQ(s.end_ns - s.start_ns, result->timing->queue_ns);
+    }
+  }
+}
+
+TEST_F(TelemetryServerTest, UnsampledCallerGetsNoSpansAndInvalidTraceparentStartsATrace) {
+  const std::string unsampled = ToHex(server::telemetry::NewTraceId());
+  ASSERT_TRUE(Infer({{"traceparent", "00-" + unsampled + "-00f067aa0ba902b7-00"}}).ok());
+  ASSERT_TRUE(Infer({{"traceparent", "00-ZZf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}},
+                    "bad-traceparent").ok());
+  // Spans leave in order: once the second request's spans are in, the first's would be too.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  const ReceivedSpan* fresh = nullptr;
+  std::vector<ReceivedSpan> all;
+  while (fresh == nullptr) {
+    all = receiver_->spans();
+    for (const ReceivedSpan& s : all) {
+      auto it = s.attributes.find("chronoserve.request.id");
+      if (it != s.attributes.end() && it->second == "bad-traceparent") fresh = &s;
+    }
+    if (fresh == nullptr) {
+      ASSERT_TRUE(receiver_->WaitForSpans(all.size() + 1, deadline - absl::Now())) << "no span arrived";
+    }
+  }
+  EXPECT_EQ(fresh->parent_span_id, "");  // a new trace, rooted here
+  EXPECT_EQ(fresh->trace_id.size(), 32u);
+  EXPECT_NE(fresh->trace_id, "00000000000000000000000000000000");
+  EXPECT_TRUE(SpansOfTrace(unsampled).empty()) << "the caller said not sampled";
+}
+
+TEST_F(TelemetryServerTest, MetricsCountEveryRequest) {
+  const int port = telemetry_->metrics_port();
+  const std::map<std::string, double> before = ParseMetrics(ScrapeMetrics(port));
+  constexpr int kRequests = 10;
+  for (int i = 0; i < kRequests; ++i) ASSERT_TRUE(Infer({}).ok());
+  const std::string text = ScrapeMetrics(port);
+  const std::map<std::string, double> after = ParseMetrics(text);
+  auto delta = [&](const std::string& key) {
+    auto b = before.find(key);
+    auto a = after.find(key);
+    EXPECT_NE(a, after.end()) << key << " missing from:\n" << text;
+    return (a == after.end() ? 0.0 : a->second) - (b == before.end() ? 0.0 : b->second);
+  };
+  EXPECT_EQ(delta(R"(chronoserve_requests_total{model="mlp",outcome="success",version="1"})"), kRequests);
+  EXPECT_EQ(delta(R"(chronoserve_request_duration_seconds_count{model="mlp",version="1"})"), kRequests);
+  EXPECT_EQ(delta(R"(chronoserve_queue_duration_seconds_count{model="mlp",version="1"})"), kRequests);
+  // One item per request: the executed batches hold exactly kRequests items.
+  EXPECT_EQ(delta(R"(chronoserve_batch_size_sum{model="mlp",version="1"})"), kRequests);
+  const double batches = delta(R"(chronoserve_batches_total{model="mlp",version="1"})");
+  EXPECT_GE(batches, 1);
+  EXPECT_LE(batches, kRequests);
+  EXPECT_EQ(delta(R"(chronoserve_compute_duration_seconds_count{model="mlp",version="1"})"), batches);
+  EXPECT_EQ(after.count(R"(chronoserve_queue_depth{model="mlp",version="1"})"), 1u);
+  EXPECT_EQ(after.count("chronoserve_inflight_requests"), 1u);
+  EXPECT_GT(after.at(R"(chronoserve_model_warmup_duration_seconds{model="mlp",version="1"})"), 0);
+  EXPECT_EQ(after.at(R"(chronoserve_gpu_sm_clock_hertz{gpu="0"})"), 1980e6);
+  EXPECT_EQ(after.at(R"(chronoserve_gpu_power_watts{gpu="0"})"), 250);
+  EXPECT_EQ(after.count(R"(chronoserve_gpu_temperature_celsius{gpu="0"})"), 0u);  // unreadable: absent
+  EXPECT_EQ(after.count("chronoserve_trace_spans_dropped_total"), 1u);
+}
+
+TEST_F(TelemetryServerTest, ServesInferenceWhenTheMetricsPortIsTaken) {
+  TelemetryOptions options;
+  options.metrics.host = "127.0.0.1";
+  options.metrics.port = telemetry_->metrics_port();  // already bound by the suite's server
+  options.gpu.enabled = false;
+  auto telemetry = Telemetry::Create(options);
+  ASSERT_TRUE(telemetry.ok());
+  auto second = StartServer(telemetry->get());
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ((*telemetry)->metrics_port(), 0);  // logged error, no endpoint
+  auto other = InferenceClient::Connect("127.0.0.1:" + std::to_string(second->port()));
+  client::Tensor input{"INPUT__0", DataType::kFp32, {1, 64}, std::string(64 * sizeof(float), '\x3f')};
+  EXPECT_TRUE(other->Infer("mlp", {input}).ok());
+  second.reset();
+}
+
+}  // namespace
+}  // namespace chronoserve
