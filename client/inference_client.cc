@@ -20,6 +20,8 @@ std::unique_ptr<InferenceClient> InferenceClient::Connect(const std::string& add
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 << 20);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, (16 << 20) - 1);
   return std::make_unique<InferenceClient>(
       grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
 }
