@@ -34,7 +34,6 @@ function hex(bytes) {
 
 function anyValue(v) {
   if (v === null || v === undefined) return null;
-  if (v.stringValue !== undefined && v.stringValue !== null && v.value === 'stringValue') return v.stringValue;
   switch (v.value) {
     case 'stringValue': return v.stringValue;
     case 'boolValue': return v.boolValue;
