@@ -75,6 +75,8 @@ std::vector<std::shared_ptr<grpc::Channel>> MakeDistinctChannels(const std::stri
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(-1);
     args.SetMaxSendMessageSize(-1);
+    args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 << 20);  // as InferenceClient::Connect:
+    args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, (16 << 20) - 1);     // large tensors in few round trips
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetInt("chronobench.channel_index", i);  // distinct args: never one shared subchannel
     channels.push_back(grpc::CreateCustomChannel(url, grpc::InsecureChannelCredentials(), args));

@@ -126,6 +126,44 @@ bool WindowsAreStable(const std::vector<WindowSummary>& windows, double percenta
          Within(a.p50_ns, b.p50_ns, c.p50_ns, percentage);
 }
 
+namespace {
+
+// One closed window: what the workers recorded and its summary.
+struct Window {
+  LatencyRecorder recorder;
+  WindowSummary summary;
+};
+
+absl::StatusOr<Window> MeasureWindow(const PointSpec& spec, int trial, const RunnerContext& ctx,
+                                     const std::vector<std::unique_ptr<LoadWorker>>& workers) {
+  const MeasurementOptions& m = ctx.measurement;
+  const int64_t window_start = ctx.clock->NowNs();
+  std::vector<int64_t> cpu_before;
+  for (const auto& w : workers) cpu_before.push_back(w->ThreadCpuNs());
+  const int64_t completed_start = TotalCompleted(workers);
+  auto status = [&] {
+    return absl::StrFormat("%s: trial %d/%d, %d requests", spec.Label(), trial, m.max_trials,
+                           TotalCompleted(workers) - completed_start);
+  };
+  WaitUntil(ctx, window_start + m.interval_ms * 1'000'000, [] { return false; }, status);
+  WaitUntil(ctx, 0, [&] { return TotalCompleted(workers) - completed_start >= m.window_min_requests; }, status);
+  Window window;
+  ASSIGN_OR_RETURN(window.recorder, TakeAll(workers));
+  WindowSummary& summary = window.summary;
+  summary.duration_s = static_cast<double>(ctx.clock->NowNs() - window_start) / 1e9;
+  summary.requests = window.recorder.successes();
+  summary.errors = window.recorder.errors();
+  summary.throughput_rps = static_cast<double>(summary.requests) / summary.duration_s;
+  summary.p50_ns = window.recorder.metric(Metric::kE2e).ValueAtPercentile(50);
+  for (size_t w = 0; w < workers.size(); ++w) {
+    const double busy = static_cast<double>(workers[w]->ThreadCpuNs() - cpu_before[w]) / 1e9 / summary.duration_s;
+    summary.client_cpu_busiest = std::max(summary.client_cpu_busiest, busy);
+  }
+  return window;
+}
+
+}  // namespace
+
 absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::ModelInferRequest& request,
                                      const RunnerContext& ctx) {
   WorkerShared shared{ctx.stubs, &request, ctx.clock};
@@ -142,36 +180,12 @@ absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::Mod
 
   PointResult result;
   result.spec = spec;
-  std::deque<LatencyRecorder> recent;
-  std::deque<double> recent_durations;
-  std::vector<int64_t> cpu_before(workers.size());
+  std::deque<Window> recent;  // the last kStableWindows windows
   for (int trial = 1; trial <= m.max_trials; ++trial) {
-    const int64_t window_start = ctx.clock->NowNs();
-    for (size_t w = 0; w < workers.size(); ++w) cpu_before[w] = workers[w]->ThreadCpuNs();
-    const int64_t completed_start = TotalCompleted(workers);
-    const int64_t window_end = window_start + m.interval_ms * 1'000'000;
-    auto status = [&] { return absl::StrFormat("%s: trial %d/%d, %d requests", spec.Label(), trial, m.max_trials,
-                                               TotalCompleted(workers) - completed_start); };
-    WaitUntil(ctx, window_end, [] { return false; }, status);
-    WaitUntil(ctx, 0, [&] { return TotalCompleted(workers) - completed_start >= m.window_min_requests; }, status);
-    ASSIGN_OR_RETURN(LatencyRecorder window, TakeAll(workers));
-    WindowSummary summary;
-    summary.duration_s = static_cast<double>(ctx.clock->NowNs() - window_start) / 1e9;
-    summary.requests = window.successes();
-    summary.errors = window.errors();
-    summary.throughput_rps = static_cast<double>(window.successes()) / summary.duration_s;
-    summary.p50_ns = window.metric(Metric::kE2e).ValueAtPercentile(50);
-    for (size_t w = 0; w < workers.size(); ++w) {
-      const double busy = static_cast<double>(workers[w]->ThreadCpuNs() - cpu_before[w]) / 1e9 / summary.duration_s;
-      summary.client_cpu_busiest = std::max(summary.client_cpu_busiest, busy);
-    }
-    result.windows.push_back(summary);
+    ASSIGN_OR_RETURN(Window window, MeasureWindow(spec, trial, ctx, workers));
+    result.windows.push_back(window.summary);
     recent.push_back(std::move(window));
-    recent_durations.push_back(summary.duration_s);
-    if (recent.size() > kStableWindows) {
-      recent.pop_front();
-      recent_durations.pop_front();
-    }
+    if (recent.size() > kStableWindows) recent.pop_front();
     if (WindowsAreStable(result.windows, m.stability_percentage)) {
       result.stable = true;
       break;
@@ -179,9 +193,9 @@ absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::Mod
   }
   for (auto& w : workers) w->Stop();
   for (const auto& w : workers) result.traced += w->traced();
-  for (size_t i = 0; i < recent.size(); ++i) {
-    RETURN_IF_ERROR(result.recorder.Merge(recent[i]));
-    result.duration_s += recent_durations[i];
+  for (const Window& w : recent) {
+    RETURN_IF_ERROR(result.recorder.Merge(w.recorder));
+    result.duration_s += w.summary.duration_s;
   }
   result.reported_windows = static_cast<int>(recent.size());
   result.throughput_rps = static_cast<double>(result.recorder.successes()) / result.duration_s;
