@@ -158,11 +158,14 @@ class TelemetryServerTest : public ::testing::Test {
   // Waits (30 s at most) until trace `trace_id` has `n` spans.
   static bool WaitForTrace(const std::string& trace_id, size_t n) {
     const absl::Time deadline = absl::Now() + absl::Seconds(30);
-    size_t have = 0;
-    while ((have = SpansOfTrace(trace_id).size()) < n) {
-      if (!receiver_->WaitForSpans(receiver_->spans().size() + 1, deadline - absl::Now())) return false;
+    while (true) {
+      // Count in one snapshot, then wait for anything newer than that snapshot.
+      const std::vector<ReceivedSpan> all = receiver_->spans();
+      size_t have = 0;
+      for (const ReceivedSpan& s : all) have += s.trace_id == trace_id ? 1 : 0;
+      if (have >= n) return true;
+      if (!receiver_->WaitForSpans(all.size() + 1, deadline - absl::Now())) return false;
     }
-    return true;
   }
 
   static inline testing::TempDir* repo_ = nullptr;
@@ -251,8 +254,17 @@ TEST_F(TelemetryServerTest, MetricsCountEveryRequest) {
   const std::map<std::string, double> before = ParseMetrics(ScrapeMetrics(port));
   constexpr int kRequests = 10;
   for (int i = 0; i < kRequests; ++i) ASSERT_TRUE(Infer({}).ok());
-  const std::string text = ScrapeMetrics(port);
-  const std::map<std::string, double> after = ParseMetrics(text);
+  // Metrics are recorded just after the response is sent, so the last one may trail the client:
+  // scrape until the count is complete (10 s at most).
+  const std::string kSuccess = R"(chronoserve_requests_total{model="mlp",outcome="success",version="1"})";
+  const double base = before.count(kSuccess) ? before.at(kSuccess) : 0.0;
+  std::string text;
+  std::map<std::string, double> after;
+  for (const absl::Time deadline = absl::Now() + absl::Seconds(10); absl::Now() < deadline;) {
+    text = ScrapeMetrics(port);
+    after = ParseMetrics(text);
+    if (after.count(kSuccess) && after.at(kSuccess) - base >= kRequests) break;
+  }
   auto delta = [&](const std::string& key) {
     auto b = before.find(key);
     auto a = after.find(key);
