@@ -40,8 +40,9 @@ absl::StatusOr<std::vector<DevicePlacement>> PlaceInstances(const ModelSpec& spe
 }
 
 ModelManager::ModelManager(ModelRegistry* registry, DeviceActivityRegistry* devices,
-                           WarmupOptions warmup, const Clock* clock)
-    : registry_(registry), devices_(devices), warmup_(warmup), clock_(clock) {}
+                           WarmupOptions warmup, const Clock* clock,
+                           const GpuClockSource* gpu_clock)
+    : registry_(registry), devices_(devices), warmup_(warmup), clock_(clock), gpu_clock_(gpu_clock) {}
 
 absl::Status ModelManager::LoadRepository(const std::string& repository) {
   ASSIGN_OR_RETURN(std::vector<std::string> names, ListModelDirectories(repository));
@@ -73,6 +74,7 @@ absl::Status ModelManager::LoadModel(const std::string& model_dir) {
     options.gpu = (*placements)[i].gpu;
     options.activity = devices_->Get(options.gpu, clock_->NowNs());
     options.clock = clock_;
+    options.gpu_clock = gpu_clock_;
     auto instance = CreateTorchInstance(*spec, options);
     if (!instance.ok()) return fail(instance.status());
     instances.push_back(*std::move(instance));
@@ -80,6 +82,7 @@ absl::Status ModelManager::LoadModel(const std::string& model_dir) {
   const int64_t loaded = clock_->NowNs();
   auto runtime = ModelRuntime::Create(*spec, std::move(instances), warmup_, clock_);
   if (!runtime.ok()) return fail(runtime.status());
+  (*runtime)->set_load_ns(loaded - load_start);
   std::string devices;
   for (const auto& w : (*runtime)->workers()) absl::StrAppend(&devices, devices.empty() ? "" : ",", w->instance().device_name());
   CS_LOG(INFO) << "model '" << name << "' version " << spec->version << " READY on [" << devices

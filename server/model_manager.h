@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "server/core/gpu_clock_source.h"
 #include "server/backend/device_activity.h"
 #include "server/scheduler/model_registry.h"
 #include "server/scheduler/worker.h"
@@ -24,8 +25,9 @@ absl::StatusOr<std::vector<DevicePlacement>> PlaceInstances(const ModelSpec& spe
 
 class ModelManager {
  public:
+  // `gpu_clock` (may be null) feeds each batch's sm_clock_mhz; it must outlive the models.
   ModelManager(ModelRegistry* registry, DeviceActivityRegistry* devices, WarmupOptions warmup,
-               const Clock* clock);
+               const Clock* clock, const GpuClockSource* gpu_clock = nullptr);
 
   // Loads every model directory under `repository`. Fails only if the repository is unreadable.
   absl::Status LoadRepository(const std::string& repository);
@@ -37,6 +39,7 @@ class ModelManager {
   DeviceActivityRegistry* const devices_;
   const WarmupOptions warmup_;
   const Clock* const clock_;
+  const GpuClockSource* const gpu_clock_;
 };
 
 }  // namespace chronoserve::server

@@ -68,11 +68,12 @@ absl::Status Server::Start() {
   CS_LOG(INFO) << "gRPC listening on " << options_.host << ":" << port_
                << " (KServe v2, grpc.health.v1, reflection)";
 
-  ModelManager manager(&registry_, &devices_, options_.warmup, clock_);
+  ModelManager manager(&registry_, &devices_, options_.warmup, clock_,
+                       telemetry != nullptr ? telemetry->gpu_clock() : nullptr);
   if (absl::Status s = manager.LoadRepository(options_.model_repository); !s.ok()) return s;
   if (telemetry != nullptr) {
     for (const auto& runtime : registry_.Ready()) {
-      telemetry->RecordModelLoad(runtime->spec().name, runtime->spec().version, /*load_ns=*/-1,
+      telemetry->RecordModelLoad(runtime->spec().name, runtime->spec().version, runtime->load_ns(),
                                  runtime->warmup_ns());
     }
   }

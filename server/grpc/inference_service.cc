@@ -132,7 +132,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   std::shared_ptr<ModelRuntime> runtime = *std::move(model);
   auto built = BuildInferRequest(runtime->spec(), *request, response);
   if (!built.ok()) {
-    runtime->stats().RecordFailure(clock_->NowNs() - received_ns, ModelStats::Failure::kOther);
+    RefuseBeforeQueue(*runtime, nullptr, received_ns, built.status(), ModelStats::Failure::kOther);
     return FinishNow(ctx, built.status());
   }
   std::unique_ptr<InferRequest> infer = *std::move(built);
@@ -177,14 +177,23 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   absl::Status enqueued = runtime->queue().Enqueue(infer);
   if (!enqueued.ok()) {
     // Not accepted: `infer` still owns the request; answer here.
-    runtime->stats().RecordFailure(clock_->NowNs() - received_ns,
-                                   enqueued.code() == absl::StatusCode::kResourceExhausted
-                                       ? ModelStats::Failure::kRejected
-                                       : ModelStats::Failure::kOther);
     infer->on_complete = nullptr;
     reactor->Finish(ToGrpcStatus(enqueued));
+    RefuseBeforeQueue(*runtime, infer.get(), received_ns, enqueued,
+                      enqueued.code() == absl::StatusCode::kResourceExhausted
+                          ? ModelStats::Failure::kRejected
+                          : ModelStats::Failure::kOther);
   }
   return reactor;
+}
+
+void InferenceService::RefuseBeforeQueue(ModelRuntime& runtime, const InferRequest* request,
+                                         int64_t received_ns, const absl::Status& status,
+                                         ModelStats::Failure reason) {
+  RequestTiming timing;
+  timing.server_total_ns = clock_->NowNs() - received_ns;
+  runtime.stats().RecordFailure(timing.server_total_ns, reason);
+  if (observer_ != nullptr) observer_->OnRequestDone(runtime.spec(), request, timing, status);
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelStatistics(

@@ -52,6 +52,10 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
                                             inference::ModelStatisticsResponse* response) override;
 
  private:
+  // A request for a known model refused before it was queued: statistics and the observer.
+  void RefuseBeforeQueue(ModelRuntime& runtime, const InferRequest* request, int64_t received_ns,
+                         const absl::Status& status, ModelStats::Failure reason);
+
   ModelRegistry* const registry_;
   const Clock* const clock_;
   const ServerInfo info_;

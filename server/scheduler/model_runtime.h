@@ -31,6 +31,9 @@ class ModelRuntime {
   ModelStats& stats() { return stats_; }
   bool ready() const { return ready_.load(); }
   int64_t warmup_ns() const { return warmup_ns_; }
+  // Time spent loading the weights onto the devices (set by whoever loaded them; -1 = unknown).
+  int64_t load_ns() const { return load_ns_; }
+  void set_load_ns(int64_t ns) { load_ns_ = ns; }
   const std::vector<std::unique_ptr<Worker>>& workers() const { return workers_; }
 
   // Stops accepting, finishes queued requests, joins the workers. Idempotent.
@@ -46,6 +49,7 @@ class ModelRuntime {
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> ready_{false};
   int64_t warmup_ns_ = 0;
+  int64_t load_ns_ = -1;
 };
 
 // How the spec's batching config drives the policy.

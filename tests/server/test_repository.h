@@ -3,6 +3,7 @@
 #ifndef CHRONOSERVE_TESTS_SERVER_TEST_REPOSITORY_H_
 #define CHRONOSERVE_TESTS_SERVER_TEST_REPOSITORY_H_
 
+#include <ftw.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -14,15 +15,24 @@
 
 namespace chronoserve::testing {
 
+// Removes a directory tree with POSIX nftw. Not std::filesystem::remove_all: PyTorch's pip
+// LibTorch exports its own copy of that symbol, and calling it crashed the GPU tests.
+inline void RemoveTree(const std::string& path) {
+  nftw(
+      path.c_str(),
+      [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
+      FTW_DEPTH | FTW_PHYS);
+}
+
 class TempDir {
  public:
   explicit TempDir(const std::string& tag) {
     path_ = std::filesystem::temp_directory_path() /
             (tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(reinterpret_cast<uintptr_t>(this)));
-    std::filesystem::remove_all(path_);
+    RemoveTree(path_.string());
     std::filesystem::create_directories(path_);
   }
-  ~TempDir() { std::filesystem::remove_all(path_); }
+  ~TempDir() { RemoveTree(path_.string()); }
   std::string path() const { return path_.string(); }
   void WriteFile(const std::string& rel, const std::string& text) const {
     auto p = path_ / rel;
