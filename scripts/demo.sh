@@ -1,0 +1,40 @@
+#!/bin/bash
+# From a fresh Debian/Ubuntu machine to a table that says where the time went: installs what is
+# missing, builds, writes the example model repository, starts chronoserve, loads it with
+# chronobench (closed loop, concurrency 1, a few hundred requests), prints the breakdown, stops.
+# Environment: PORT (default 8001), MODEL (policy_net), BATCH (8), REQUESTS (300).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/deps.sh
+port=${PORT:-8001}
+model=${MODEL:-policy_net}
+batch=${BATCH:-8}
+requests=${REQUESTS:-300}
+
+install_deps
+build_chronoserve chronoserve chronoserve-examples chronobench
+build/bin/chronoserve-examples --out build/demo-models
+
+log=build/demo-server.log
+build/bin/chronoserve --model-repository build/demo-models --grpc-port "$port" --metrics-port 0 >"$log" 2>&1 &
+server=$!
+trap 'kill -TERM $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
+echo "chronoserve starting (pid $server, log $log): loading and warming the models..."
+for _ in $(seq 1 600); do
+  grep -q "server READY\|server up" "$log" && break
+  kill -0 $server 2>/dev/null || { cat "$log"; exit 1; }
+  sleep 0.5
+done
+grep -q "server READY" "$log" || { echo "the server did not become ready:"; cat "$log"; exit 1; }
+grep "READY on" "$log" | sed 's/^.*] /  /'
+
+echo
+echo "chronobench: $model, batch $batch, closed loop, concurrency 1, $requests measured requests"
+build/bin/chronobench -m "$model" -u "127.0.0.1:$port" -b "$batch" --warmup-requests 50 \
+  --measurement-request-count "$requests" -p 1000 -r 3 --json build/demo-report.json \
+  --html build/demo-report.html
+echo
+echo "Columns are microseconds, p50/p99 per request: e2e = client end-to-end; transport = e2e - server_total"
+echo "(network + serialisation); queue, h2d, compute, d2h = the server's spans from each response."
+echo "On a CPU-only machine the h2d/compute/d2h spans are host-timed (timing.clock=host)."
+echo "Reports: build/demo-report.json, build/demo-report.html"

@@ -1,0 +1,26 @@
+#!/bin/bash
+# Installs what chronoserve needs on Debian 12 / Ubuntu when it is missing (sourced by demo.sh and
+# test.sh). Usage: source scripts/deps.sh; install_deps [extra packages...]
+install_deps() {
+  local pkgs=(build-essential cmake ninja-build pkg-config
+              libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+              libtorch-dev libgtest-dev libgmock-dev libcli11-dev prometheus-cpp-dev libcivetweb-dev
+              nlohmann-json3-dev libjs-chart.js "$@")
+  local missing=()
+  for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing: ${missing[*]}"
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+}
+
+# Configures and builds into build/ (Release); extra args are ninja targets.
+build_chronoserve() {
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build -- "$@"
+}
