@@ -37,6 +37,7 @@ struct Series {
 
 int main(int argc, char** argv) {
   std::string url = "127.0.0.1:8001", model = "policy_net", json_path, label;
+  std::vector<std::string> outputs;
   int batch = 1, requests = 1000, warmup = 100, gap_ms = 0;
   CLI::App app{"Closed-loop (concurrency 1) latency of one model on a running chronoserve"};
   app.add_option("-u,--url", url, "Server HOST:PORT")->capture_default_str();
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
   app.add_option("-n,--requests", requests, "Measured requests")->capture_default_str();
   app.add_option("--warmup-requests", warmup, "Unmeasured requests first")->capture_default_str();
   app.add_option("--idle-gap-ms", gap_ms, "Idle time before each measured request")->capture_default_str();
+  app.add_option("--outputs", outputs, "Request only these outputs (default: all)");
   app.add_option("--json", json_path, "Write the figures as JSON here");
   app.add_option("--label", label, "Label for the JSON record");
   CLI11_PARSE(app, argc, argv);
@@ -72,7 +74,9 @@ int main(int argc, char** argv) {
   int errors = 0;
   for (int i = 0; i < warmup + requests; ++i) {
     if (i >= warmup && gap_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
-    auto r = client->Infer(model, variants[i % variants.size()]);
+    chronoserve::client::InferOptions options;
+    options.outputs = outputs;
+    auto r = client->Infer(model, variants[i % variants.size()], options);
     if (!r.ok()) {
       if (++errors <= 3) std::fprintf(stderr, "error: %s\n", std::string(r.status().message()).c_str());
       continue;
