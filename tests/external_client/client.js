@@ -1,0 +1,125 @@
+// A KServe v2 client that chronoserve did not write: @grpc/grpc-js, with the service definition
+// discovered at run time through gRPC server reflection (grpc-js-reflection-client) — no .proto
+// file from this repository is read. Usage: node client.js HOST:PORT [MODEL]
+// MODEL is the example MLP (FP32 INPUT__0 [-1,64] -> OUTPUT__0 [-1,16]).
+// Prints one line per check and ends with "N passed, N failed"; exits 1 on any failure.
+'use strict';
+
+const crypto = require('crypto');
+const grpc = require('@grpc/grpc-js');
+const { GrpcReflection } = require('grpc-js-reflection-client');
+
+const SERVICE = 'inference.GRPCInferenceService';
+const address = process.argv[2];
+const model = process.argv[3] || 'mlp';
+let passed = 0;
+let failed = 0;
+
+function check(name, condition, detail) {
+  if (condition) {
+    passed += 1;
+    console.log(`ok - ${name}`);
+  } else {
+    failed += 1;
+    console.log(`not ok - ${name}${detail !== undefined ? ': ' + JSON.stringify(detail) : ''}`);
+  }
+}
+
+function call(stub, method, request) {
+  return new Promise((resolve) => {
+    const deadline = new Date(Date.now() + 20000);
+    stub[method](request, { deadline }, (err, response) => resolve({ err, response }));
+  });
+}
+
+// Random finite FP32 values in [-1, 1) (never all zero), little-endian bytes.
+function randomFp32(count) {
+  const values = new Float32Array(count);
+  const bytes = crypto.randomBytes(count * 4);
+  for (let i = 0; i < count; i += 1) values[i] = bytes.readUInt32LE(i * 4) / 2 ** 31 - 1;
+  return Buffer.from(values.buffer);
+}
+
+// protobuf maps arrive as an object, or (descriptors rebuilt from reflection) as key/value entries.
+function parameterMap(parameters) {
+  if (!Array.isArray(parameters)) return parameters || {};
+  return Object.fromEntries(parameters.map((entry) => [entry.key, entry.value]));
+}
+
+async function discover() {
+  const reflection = new GrpcReflection(address, grpc.credentials.createInsecure());
+  const services = await reflection.listServices();
+  check('reflection lists ' + SERVICE, services.includes(SERVICE), services);
+  const descriptor = await reflection.getDescriptorBySymbol(SERVICE);
+  const pkg = descriptor.getPackageObject({ keepCase: true, longs: String, enums: String, defaults: true, oneofs: true });
+  return new pkg.inference.GRPCInferenceService(address, grpc.credentials.createInsecure());
+}
+
+async function checkHealthAndMetadata(stub) {
+  const live = await call(stub, 'ServerLive', {});
+  check('ServerLive', !live.err && live.response.live === true, live.err || live.response);
+  const ready = await call(stub, 'ServerReady', {});
+  check('ServerReady', !ready.err && ready.response.ready === true, ready.err || ready.response);
+  const meta = await call(stub, 'ModelMetadata', { name: model });
+  check('ModelMetadata', !meta.err, meta.err && meta.err.details);
+  if (meta.err) return;
+  const input = meta.response.inputs[0];
+  check('ModelMetadata input', input.name === 'INPUT__0' && input.datatype === 'FP32' &&
+        input.shape.join(',') === '-1,64', input);
+  check('ModelMetadata output', meta.response.outputs[0].shape.join(',') === '-1,16', meta.response.outputs);
+}
+
+async function checkInfer(stub) {
+  const batch = 3;
+  const request = {
+    model_name: model,
+    id: 'external-node-1',
+    inputs: [{ name: 'INPUT__0', datatype: 'FP32', shape: [batch, 64] }],
+    raw_input_contents: [randomFp32(batch * 64)],
+  };
+  const { err, response } = await call(stub, 'ModelInfer', request);
+  check('ModelInfer', !err, err && err.details);
+  if (err) return;
+  check('ModelInfer id echoed', response.id === 'external-node-1', response.id);
+  const out = response.outputs[0];
+  check('ModelInfer output shape', out && out.name === 'OUTPUT__0' && out.datatype === 'FP32' &&
+        out.shape.join(',') === `${batch},16`, out);
+  const raw = response.raw_output_contents[0];
+  check('ModelInfer output bytes', raw && raw.length === batch * 16 * 4, raw && raw.length);
+  const values = new Float32Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.length));
+  check('ModelInfer outputs finite', values.every(Number.isFinite));
+  const total = parameterMap(response.parameters)['timing.server_total_ns'];
+  check('timing.server_total_ns present', total !== undefined && total.parameter_choice === 'int64_param' &&
+        Number(total.int64_param) > 0, total);
+}
+
+async function checkInvalidArgument(stub) {
+  const request = {
+    model_name: model,
+    inputs: [{ name: 'INPUT__0', datatype: 'FP32', shape: [2, 63] }],
+    raw_input_contents: [randomFp32(2 * 63)],
+  };
+  const { err } = await call(stub, 'ModelInfer', request);
+  check('wrong shape is INVALID_ARGUMENT', err && err.code === grpc.status.INVALID_ARGUMENT, err && err.code);
+  check('error names the tensor', err && /INPUT__0/.test(err.details), err && err.details);
+}
+
+async function main() {
+  if (!address) {
+    console.error('usage: node client.js HOST:PORT [MODEL]');
+    process.exit(2);
+  }
+  try {
+    const stub = await discover();
+    await checkHealthAndMetadata(stub);
+    await checkInfer(stub);
+    await checkInvalidArgument(stub);
+    stub.close();
+  } catch (e) {
+    check('no exception', false, String(e && e.stack ? e.stack : e));
+  }
+  console.log(`${passed} passed, ${failed} failed`);
+  process.exit(failed === 0 && passed > 0 ? 0 : 1);
+}
+
+main();
