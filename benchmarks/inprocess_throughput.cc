@@ -1,0 +1,174 @@
+// bench_inprocess_throughput: the in-process reference for the batching benchmark. Loads one model
+// of a repository with the server's own backend (server::CreateTorchInstance: the same staging,
+// copies and forward as a worker, on GPU 0 when there is one, else the CPU) and calls Execute()
+// back to back on synthetic random batches, with no gRPC, queue or batcher in between. Prints
+// items/s and the p50/p99 batch latency per batch size and writes JSON.
+//
+//   bench_inprocess_throughput --model-repository models --model policy_net \
+//       --batch-sizes 1,8,32,64,128 --iterations 200 --json inprocess.json
+//
+// A batch is built as the batcher builds it: `batch size` requests of one item each (or, with
+// --one-request, one request of `batch size` items).
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "common/tensor_data.h"
+#include "server/backend/device_activity.h"
+#include "server/backend/torch_backend.h"
+#include "server/repository/model_config_loader.h"
+
+namespace {
+using namespace chronoserve;           // NOLINT: a benchmark's main
+using namespace chronoserve::server;  // NOLINT
+
+// One synthetic request of `items` random items (variable dims = 1); outputs land in `outputs`.
+std::unique_ptr<InferRequest> MakeRequest(const ModelSpec& spec, int64_t items, std::mt19937_64& rng,
+                                          std::vector<std::string>* outputs) {
+  auto r = std::make_unique<InferRequest>();
+  r->batch_items = spec.max_batch_size > 0 ? items : 1;
+  std::string key;
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    InputTensor in;
+    in.index = static_cast<int>(i);
+    in.dtype = spec.inputs[i].dtype;
+    std::vector<int64_t> dims = spec.inputs[i].dims;
+    for (auto& d : dims) d = d < 0 ? 1 : d;
+    key += ShapeString(dims) + ";";
+    in.shape = dims;
+    if (spec.max_batch_size > 0) in.shape.insert(in.shape.begin(), items);
+    in.owned_data = RandomTensorBytes(in.dtype, ElementCount(in.shape), rng);
+    in.data = in.owned_data.data();
+    in.byte_size = in.owned_data.size();
+    r->inputs.push_back(std::move(in));
+  }
+  r->set_shape_key(key);
+  outputs->resize(spec.outputs.size());
+  for (size_t k = 0; k < spec.outputs.size(); ++k) {
+    OutputTensor out;
+    out.index = static_cast<int>(k);
+    out.data = &(*outputs)[k];
+    r->outputs.push_back(std::move(out));
+  }
+  return r;
+}
+
+// A reusable batch: the requests are rebuilt from the same inputs before every Execute.
+struct SyntheticBatch {
+  std::vector<std::vector<std::string>> outputs;
+  Batch batch;
+};
+
+SyntheticBatch MakeBatch(const ModelSpec& spec, int64_t batch_size, bool one_request, std::mt19937_64& rng) {
+  SyntheticBatch b;
+  const int64_t requests = one_request ? 1 : batch_size;
+  b.outputs.resize(static_cast<size_t>(requests));
+  for (int64_t i = 0; i < requests; ++i) {
+    b.batch.push_back(MakeRequest(spec, one_request ? batch_size : 1, rng, &b.outputs[i]));
+  }
+  return b;
+}
+
+double PercentileUs(std::vector<int64_t> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * v.size()));
+  return static_cast<double>(v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)]) / 1000.0;
+}
+
+// Runs `warmup` + `iterations` batches of `batch_size`; returns the figures as JSON.
+absl::StatusOr<nlohmann::json> Measure(ModelInstance& instance, const ModelSpec& spec, int64_t batch_size,
+                                       bool one_request, int iterations, int warmup) {
+  std::mt19937_64 rng(0x1e57 + batch_size);
+  SyntheticBatch b = MakeBatch(spec, batch_size, one_request, rng);
+  std::vector<int64_t> latencies, compute;
+  latencies.reserve(iterations);
+  int64_t measured_start = 0;
+  for (int i = 0; i < warmup + iterations; ++i) {
+    if (i == warmup) measured_start = SteadyClock::Now();
+    BatchTiming timing;
+    timing.dequeued_ns = SteadyClock::Now();
+    absl::Status status = instance.Execute(b.batch, &timing);
+    const int64_t end = SteadyClock::Now();
+    if (!status.ok()) return status;
+    if (i >= warmup) {
+      latencies.push_back(end - timing.dequeued_ns);
+      compute.push_back(timing.compute_ns);
+    }
+  }
+  const double seconds = static_cast<double>(SteadyClock::Now() - measured_start) / 1e9;
+  nlohmann::json j;
+  j["batch_size"] = batch_size;
+  j["requests_per_batch"] = one_request ? 1 : batch_size;
+  j["iterations"] = iterations;
+  j["items_per_s"] = static_cast<double>(batch_size) * iterations / seconds;
+  j["batches_per_s"] = iterations / seconds;
+  j["batch_latency_p50_us"] = PercentileUs(latencies, 50);
+  j["batch_latency_p99_us"] = PercentileUs(latencies, 99);
+  j["compute_p50_us"] = PercentileUs(compute, 50);
+  return j;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string repository, model, json_path;
+  std::vector<int64_t> batch_sizes = {1, 8, 32, 64, 128};
+  int iterations = 200, warmup = 20, gpu_flag = -2;
+  bool one_request = false;
+  CLI::App app{"In-process throughput of a model with chronoserve's backend (no gRPC, no queue)"};
+  app.add_option("--model-repository", repository, "Model repository (Triton layout)")->required();
+  app.add_option("-m,--model", model, "Model name")->required();
+  app.add_option("--batch-sizes", batch_sizes, "Batch sizes to measure")->delimiter(',')->capture_default_str();
+  app.add_option("-n,--iterations", iterations, "Measured batches per size")->capture_default_str();
+  app.add_option("--warmup", warmup, "Unmeasured batches per size first")->capture_default_str();
+  app.add_option("--gpu", gpu_flag, "CUDA device (-1 = CPU; default: GPU 0 when there is one)");
+  app.add_flag("--one-request", one_request, "One request of B items per batch (default: B requests of 1 item)");
+  app.add_option("--json", json_path, "Write the figures as JSON here");
+  CLI11_PARSE(app, argc, argv);
+
+  auto spec = LoadModelDirectory(repository + "/" + model);
+  if (!spec.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(spec.status().message()).c_str());
+    return 1;
+  }
+  DeviceActivityRegistry devices;
+  InstanceOptions options;
+  options.gpu = gpu_flag >= -1 ? gpu_flag : (CudaDeviceCount() > 0 ? 0 : -1);
+  options.activity = devices.Get(options.gpu, SteadyClock::Now());
+  auto instance = CreateTorchInstance(*spec, options);
+  if (!instance.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(instance.status().message()).c_str());
+    return 1;
+  }
+  nlohmann::json report;
+  report["model"] = model;
+  report["device"] = (*instance)->device_name();
+  report["backend"] = TorchBuildDescription();
+  report["points"] = nlohmann::json::array();
+  std::printf("%s on %s (%s)\n%10s %14s %14s %14s %14s\n", model.c_str(), (*instance)->device_name().c_str(),
+              TorchBuildDescription().c_str(), "batch", "items/s", "p50 batch us", "p99 batch us", "compute p50 us");
+  for (int64_t bs : batch_sizes) {
+    if (spec->max_batch_size > 0 && bs > spec->max_batch_size) {
+      std::printf("%10lld skipped: above max_batch_size %d\n", static_cast<long long>(bs), spec->max_batch_size);
+      continue;
+    }
+    auto point = Measure(**instance, *spec, bs, one_request, iterations, warmup);
+    if (!point.ok()) {
+      std::fprintf(stderr, "batch %lld: %s\n", static_cast<long long>(bs), std::string(point.status().message()).c_str());
+      return 1;
+    }
+    std::printf("%10lld %14.0f %14.1f %14.1f %14.1f\n", static_cast<long long>(bs),
+                (*point)["items_per_s"].get<double>(), (*point)["batch_latency_p50_us"].get<double>(),
+                (*point)["batch_latency_p99_us"].get<double>(), (*point)["compute_p50_us"].get<double>());
+    report["points"].push_back(*point);
+  }
+  if (!json_path.empty()) std::ofstream(json_path) << report.dump(2) << "\n";
+  return 0;
+}
