@@ -32,6 +32,7 @@ constexpr IntField kIntFields[] = {
 };
 constexpr const char* kColdKey = "cold";
 constexpr const char* kClockKey = "clock";  // "cuda_event" or "host"
+constexpr const char* kCudaGraphKey = "cuda_graph";
 
 // Server-Timing names, in the order they are written.
 struct SpanField {
@@ -65,7 +66,7 @@ bool RequestTiming::IsConsistent() const {
 
 std::vector<TimingParam> EncodeTimingParams(const RequestTiming& timing) {
   std::vector<TimingParam> params;
-  params.reserve(std::size(kIntFields) + 2);
+  params.reserve(std::size(kIntFields) + 3);
   for (const auto& field : kIntFields) {
     TimingParam p;
     p.key = absl::StrCat(kTimingParamPrefix, field.key);
@@ -82,6 +83,11 @@ std::vector<TimingParam> EncodeTimingParams(const RequestTiming& timing) {
   clock.kind = TimingParam::Kind::kString;
   clock.string_value = timing.device_timed ? "cuda_event" : "host";
   params.push_back(std::move(clock));
+  TimingParam graph;
+  graph.key = absl::StrCat(kTimingParamPrefix, kCudaGraphKey);
+  graph.kind = TimingParam::Kind::kBool;
+  graph.bool_value = timing.cuda_graph;
+  params.push_back(std::move(graph));
   return params;
 }
 
@@ -104,6 +110,9 @@ absl::StatusOr<RequestTiming> DecodeTimingParams(
   }
   if (auto p = lookup(absl::StrCat(kTimingParamPrefix, kClockKey)); p.has_value()) {
     timing.device_timed = p->string_value == "cuda_event";
+  }
+  if (auto p = lookup(absl::StrCat(kTimingParamPrefix, kCudaGraphKey)); p.has_value()) {
+    timing.cuda_graph = p->bool_value;
   }
   if (!any) return absl::NotFoundError("response carries no timing.* parameters");
   return timing;

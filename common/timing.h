@@ -34,6 +34,7 @@ struct RequestTiming {
   int64_t idle_before_us = 0;   // how long the device had no work before this batch
   bool cold = false;            // first batch on this worker after load
   bool device_timed = false;    // true: GPU spans from CUDA events; false: host clock
+  bool cuda_graph = false;      // the forward was a CUDA graph replay (false when absent: older servers)
 
   // server_total minus the stages: handler + scheduling overhead; never negative when valid.
   int64_t remainder_ns() const;

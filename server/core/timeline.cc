@@ -30,6 +30,7 @@ const RequestTiming& Timeline::Finalize(int64_t responded_ns) {
   t.idle_before_us = batch_.idle_before_us;
   t.cold = batch_.cold;
   t.device_timed = batch_.device_timed;
+  t.cuda_graph = batch_.cuda_graph;
   return t;
 }
 

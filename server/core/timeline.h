@@ -26,6 +26,7 @@ struct BatchTiming {
   int64_t idle_before_us = 0;
   bool cold = false;
   bool device_timed = false;
+  bool cuda_graph = false;  // the forward was a CUDA graph replay
 };
 
 class Timeline {

@@ -61,6 +61,27 @@ TEST(RequestTimingTest, ParamsRoundTrip) {
   EXPECT_TRUE(decoded->device_timed);
 }
 
+TEST(RequestTimingTest, CudaGraphFlagRoundTripsAndIsFalseFromOlderServers) {
+  RequestTiming t = Sample();
+  t.cuda_graph = true;
+  std::map<std::string, TimingParam> params;
+  for (auto& p : EncodeTimingParams(t)) params[p.key] = p;
+  ASSERT_EQ(params.at("timing.cuda_graph").kind, TimingParam::Kind::kBool);
+  auto lookup = [&](const std::string& key) -> std::optional<TimingParam> {
+    auto it = params.find(key);
+    if (it == params.end()) return std::nullopt;
+    return it->second;
+  };
+  auto decoded = DecodeTimingParams(lookup);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_TRUE(decoded->cuda_graph);
+  params.erase("timing.cuda_graph");  // a response from a server without the field
+  decoded = DecodeTimingParams(lookup);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_FALSE(decoded->cuda_graph);
+  EXPECT_EQ(decoded->compute_ns, t.compute_ns);
+}
+
 TEST(RequestTimingTest, DecodeWithoutTimingIsNotFound) {
   auto decoded = DecodeTimingParams([](const std::string&) { return std::nullopt; });
   EXPECT_EQ(decoded.status().code(), absl::StatusCode::kNotFound);
