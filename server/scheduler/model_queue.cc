@@ -68,13 +68,32 @@ bool ModelQueue::NextBatch(Batch* batch, Batch* dropped) {
   batch->clear();
   dropped->clear();
   absl::MutexLock lock(&mu_);
+  return NextBatchLocked(batch, dropped, /*idle_deadline_ns=*/0) == WaitResult::kBatch;
+}
+
+ModelQueue::WaitResult ModelQueue::NextBatchUntil(Batch* batch, Batch* dropped,
+                                                  int64_t deadline_ns) {
+  batch->clear();
+  dropped->clear();
+  absl::MutexLock lock(&mu_);
+  return NextBatchLocked(batch, dropped, deadline_ns);
+}
+
+ModelQueue::WaitResult ModelQueue::NextBatchLocked(Batch* batch, Batch* dropped,
+                                                   int64_t idle_deadline_ns) {
   while (true) {
     const int64_t now = clock_->NowNs();
     const int64_t earliest_deadline = DropDeadLocked(now, dropped);
     if (queue_.empty()) {
-      if (!dropped->empty()) return true;
-      if (closed_) return false;
-      cv_.Wait(&mu_);
+      if (!dropped->empty()) return WaitResult::kBatch;
+      if (closed_) return WaitResult::kClosed;
+      if (idle_deadline_ns == 0) {
+        cv_.Wait(&mu_);
+      } else if (now >= idle_deadline_ns) {
+        return WaitResult::kTimeout;
+      } else {
+        cv_.WaitWithTimeout(&mu_, absl::Nanoseconds(idle_deadline_ns - now));
+      }
       continue;
     }
     std::vector<QueuedView> views;
@@ -90,9 +109,9 @@ bool ModelQueue::NextBatch(Batch* batch, Batch* dropped) {
         queue_.pop_front();
       }
       if (!queue_.empty()) cv_.Signal();  // another idle worker may take the rest
-      return true;
+      return WaitResult::kBatch;
     }
-    if (!dropped->empty()) return true;
+    if (!dropped->empty()) return WaitResult::kBatch;
     int64_t wake = decision.wake_ns;
     if (earliest_deadline != 0) wake = wake == 0 ? earliest_deadline : std::min(wake, earliest_deadline);
     if (wake == 0) {

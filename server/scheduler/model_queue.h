@@ -5,6 +5,7 @@
 //
 //   handler: RETURN_IF_ERROR(queue.Enqueue(request));       // owns `request` only on OK
 //   worker:  while (queue.NextBatch(&batch, &dropped)) { run(batch); answer(dropped); }
+//   idle work: switch (queue.NextBatchUntil(&batch, &dropped, due_ns)) { case kTimeout: ... }
 #ifndef CHRONOSERVE_SERVER_SCHEDULER_MODEL_QUEUE_H_
 #define CHRONOSERVE_SERVER_SCHEDULER_MODEL_QUEUE_H_
 
@@ -36,6 +37,13 @@ class ModelQueue {
   // `dropped` (each with its final status set). Returns false once the queue is closed and empty.
   bool NextBatch(Batch* batch, Batch* dropped);
 
+  enum class WaitResult { kBatch, kTimeout, kClosed };
+  // Like NextBatch, but gives up at `deadline_ns` (this queue's clock) while no request is queued:
+  // kBatch = `batch` and/or `dropped` filled (as NextBatch returning true); kTimeout = the deadline
+  // passed with the queue empty; kClosed = closed and empty. Requests waiting for a batch to form
+  // are never abandoned for the deadline. Poke() makes a waiting worker re-read the clock.
+  WaitResult NextBatchUntil(Batch* batch, Batch* dropped, int64_t deadline_ns);
+
   // Stops accepting; waiting workers drain what is queued, then NextBatch returns false. Idempotent.
   void Close();
 
@@ -48,6 +56,9 @@ class ModelQueue {
   // Moves expired or cancelled requests out of the queue; returns the earliest live deadline (0 = none).
   int64_t DropDeadLocked(int64_t now_ns, Batch* dropped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t EffectiveDeadline(const InferRequest& r) const;
+  // NextBatch with an optional deadline (0 = none) for an empty queue.
+  WaitResult NextBatchLocked(Batch* batch, Batch* dropped, int64_t idle_deadline_ns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string model_;
   const BatchPolicyConfig policy_;
