@@ -49,6 +49,10 @@ std::unique_ptr<InferRequest> SyntheticRequest(
 
 }  // namespace
 
+bool IsLaunchBound(const BatchTiming& timing) {
+  return timing.device_timed && timing.compute_ns > 0 && timing.launch_ns * 5 >= timing.compute_ns * 4;
+}
+
 Worker::Worker(int index, std::unique_ptr<ModelInstance> instance, ModelQueue* queue,
                ModelStats* stats, const Clock* clock)
     : index_(index), instance_(std::move(instance)), queue_(queue), stats_(stats), clock_(clock) {}
@@ -56,6 +60,8 @@ Worker::Worker(int index, std::unique_ptr<ModelInstance> instance, ModelQueue* q
 Worker::~Worker() { Join(); }
 
 absl::Status Worker::Warmup(const ModelSpec& spec, const WarmupOptions& options) {
+  model_ = spec.name;
+  ASSIGN_OR_RETURN(keep_warm_, KeepWarmConfigFromSpec(spec));
   std::mt19937_64 rng(0x5eed + index_);
   std::vector<std::string> scratch;
   auto run = [&](int items, const std::map<std::string, std::vector<int64_t>>& dims) -> absl::Status {
@@ -78,10 +84,16 @@ absl::Status Worker::Warmup(const ModelSpec& spec, const WarmupOptions& options)
   for (int items = 1; items <= max_items; ++items) {
     for (int i = 0; i < options.runs_per_batch_size; ++i) RETURN_IF_ERROR(run(items, {}));
   }
+  if (absl::Status status = instance_->PrepareForServing(); !status.ok()) {
+    return absl::Status(status.code(), absl::StrCat("preparing to serve on ", instance_->device_name(),
+                                                    ": ", status.message()));
+  }
   return absl::OkStatus();
 }
 
 void Worker::Start() {
+  // Stamped here, not on the thread, so a test's FakeClock cannot move before the idle spell starts.
+  idle_since_ns_ = clock_->NowNs();
   absl::Notification running;
   thread_ = std::thread([this, &running] {
     running.Notify();
@@ -97,22 +109,69 @@ void Worker::Join() {
 void Worker::Loop() {
   Batch batch;
   Batch dropped;
-  while (queue_->NextBatch(&batch, &dropped)) {
+  while (true) {
+    const int64_t due_ns =
+        keep_warm_lapsed_ ? 0 : NextKeepWarmNs(keep_warm_, idle_since_ns_, last_keep_warm_ns_);
+    ModelQueue::WaitResult result;
+    if (due_ns == 0) {
+      result = queue_->NextBatch(&batch, &dropped) ? ModelQueue::WaitResult::kBatch
+                                                   : ModelQueue::WaitResult::kClosed;
+    } else {
+      result = queue_->NextBatchUntil(&batch, &dropped, due_ns);
+    }
+    if (result == ModelQueue::WaitResult::kClosed) return;
+    if (result == ModelQueue::WaitResult::kTimeout) {
+      RunKeepWarm();
+      continue;
+    }
     for (auto& r : dropped) {
       absl::Status status = r->status;
       InferRequest::Complete(std::move(r), std::move(status));
     }
     dropped.clear();
-    if (!batch.empty()) RunBatch(std::move(batch));
+    if (!batch.empty()) {
+      idle_since_ns_ = RunBatch(std::move(batch));
+      keep_warm_lapsed_ = false;
+    }
     batch.clear();
   }
 }
 
-void Worker::RunBatch(Batch batch) {
+void Worker::RunKeepWarm() {
+  const int64_t now = clock_->NowNs();
+  if (now - idle_since_ns_ > keep_warm_.horizon_ns) {
+    keep_warm_lapsed_ = true;  // woke too late for this idle spell: stop until the next batch
+    return;
+  }
+  last_keep_warm_ns_ = now;  // the schedule counts periods from run start to run start
+  absl::Status status = instance_->KeepWarm();
+  if (status.ok()) {
+    keep_warm_runs_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  CS_LOG(WARNING) << "model '" << model_ << "' worker " << index_
+                  << ": keep-warm turned off: " << status.message();
+  keep_warm_ = KeepWarmConfig{};
+}
+
+void Worker::NoteLaunchBound(const BatchTiming& timing) {
+  if (!IsLaunchBound(timing)) return;
+  if (launch_bound_batches_.fetch_add(1, std::memory_order_relaxed) == 0) {
+    CS_LOG(INFO) << "model '" << model_ << "' worker " << index_ << " is launch-bound: launch "
+                 << timing.launch_ns / 1000 << " us of compute " << timing.compute_ns / 1000
+                 << " us at batch size " << timing.batch_size
+                 << (timing.cuda_graph ? " (CUDA graph)"
+                                       : "; consider optimization { cuda { graphs: true } }");
+  }
+}
+
+int64_t Worker::RunBatch(Batch batch) {
   BatchTiming timing;
   timing.dequeued_ns = clock_->NowNs();
   timing.worker = index_;
-  timing.cold = !served_any_;
+  // Cold: the first batch, or one that arrives after keep-warm's horizon ended the idle spell.
+  timing.cold = !served_any_ || (keep_warm_.enabled() &&
+                                 timing.dequeued_ns - idle_since_ns_ > keep_warm_.horizon_ns);
   served_any_ = true;
   absl::Status status = instance_->Execute(batch, &timing);
   if (status.ok()) {
@@ -121,13 +180,17 @@ void Worker::RunBatch(Batch batch) {
                             (timing.staged_ns - timing.dequeued_ns) + timing.h2d_ns,
                             timing.compute_ns,
                             timing.d2h_ns + (last_output - timing.gpu_done_ns));
+    NoteLaunchBound(timing);
   } else {
     CS_LOG(ERROR) << status.message();
   }
+  // Stamped before the completions, which may let another thread (or a test) move on.
+  const int64_t done_ns = clock_->NowNs();
   for (auto& r : batch) {
     r->timeline.SetBatch(timing);
     InferRequest::Complete(std::move(r), status);
   }
+  return done_ns;
 }
 
 }  // namespace chronoserve::server

@@ -1,12 +1,15 @@
 // Worker: one thread, one ModelInstance (on GPU: one CUDA stream). Pulls batches from its model's
 // queue, executes them, and completes every request (the completion callback answers the client).
-// Owned by the model's runtime; Warmup() runs on the caller's thread before Start().
+// Owned by the model's runtime; Warmup() runs on the caller's thread before Start(). While idle it
+// may keep its model warm (parameters keep_warm_ms / keep_warm_horizon_ms; see keep_warm.h), and it
+// counts launch-bound batches (host launch >= 80% of the device-timed compute).
 //
 //   Worker w(...); RETURN_IF_ERROR(w.Warmup(spec)); w.Start();   // ... serving ...
 //   queue.Close(); w.Join();
 #ifndef CHRONOSERVE_SERVER_SCHEDULER_WORKER_H_
 #define CHRONOSERVE_SERVER_SCHEDULER_WORKER_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -16,9 +19,14 @@
 #include "server/backend/model_instance.h"
 #include "server/core/model_spec.h"
 #include "server/core/model_stats.h"
+#include "server/scheduler/keep_warm.h"
 #include "server/scheduler/model_queue.h"
 
 namespace chronoserve::server {
+
+// launch >= 80% of compute on a device-timed (CUDA-event) batch: the host, not the GPU, sets the
+// pace, and CUDA graphs would help. Host-timed (CPU) batches are never launch-bound.
+bool IsLaunchBound(const BatchTiming& timing);
 
 struct WarmupOptions {
   int runs_per_batch_size = 2;  // TorchScript profiles the first run of a shape
@@ -33,7 +41,9 @@ class Worker {
   Worker& operator=(const Worker&) = delete;
 
   // Runs the model on random inputs at every batch size it will serve (1..max_batch_size, or the
-  // config's model_warmup samples) so no client pays for first-run costs. Before Start() only.
+  // config's model_warmup samples) so no client pays for first-run costs, then lets the instance
+  // prepare for serving (CUDA graph capture) and adopts the spec's keep-warm settings (an invalid
+  // setting is INVALID_ARGUMENT). Before Start() only.
   absl::Status Warmup(const ModelSpec& spec, const WarmupOptions& options);
 
   // Starts the thread; returns once it runs.
@@ -44,16 +54,34 @@ class Worker {
   int index() const { return index_; }
   const ModelInstance& instance() const { return *instance_; }
 
+  // Keep-warm runs completed since Start() (for metrics; any thread).
+  int64_t keep_warm_runs() const { return keep_warm_runs_.load(std::memory_order_relaxed); }
+  // Served batches flagged by IsLaunchBound (for metrics; any thread).
+  int64_t launch_bound_batches() const {
+    return launch_bound_batches_.load(std::memory_order_relaxed);
+  }
+
  private:
   void Loop();
-  void RunBatch(Batch batch);
+  // Returns when its device work ended (before the requests were completed).
+  int64_t RunBatch(Batch batch);
+  void RunKeepWarm();
+  void NoteLaunchBound(const BatchTiming& timing);
 
   const int index_;
   std::unique_ptr<ModelInstance> instance_;
   ModelQueue* const queue_;
   ModelStats* const stats_;
   const Clock* const clock_;
-  bool served_any_ = false;  // worker thread only
+  std::string model_;           // for logs; set by Warmup
+  KeepWarmConfig keep_warm_;    // set by Warmup; turned off on the worker thread if a run fails
+  // Worker thread only (set by Start before the thread runs):
+  bool served_any_ = false;
+  bool keep_warm_lapsed_ = false;  // keep-warm is done for this idle spell
+  int64_t idle_since_ns_ = 0;      // end of the last batch (or Start)
+  int64_t last_keep_warm_ns_ = 0;  // start of the last keep-warm run
+  std::atomic<int64_t> keep_warm_runs_{0};
+  std::atomic<int64_t> launch_bound_batches_{0};
   std::thread thread_;
 };
 
