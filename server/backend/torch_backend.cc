@@ -8,7 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "server/backend/cuda_graph_buckets.h"
+#include "server/backend/cuda_graph_runner.h"
 #include "server/backend/torch_device_path.h"
+#include "server/backend/torch_util.h"
 
 #ifdef CHRONOSERVE_WITH_CUDA
 #include <torch/cuda.h>
@@ -17,65 +20,36 @@
 namespace chronoserve::server {
 namespace {
 
-absl::StatusOr<torch::ScalarType> ToTorchType(DataType type) {
-  switch (type) {
-    case DataType::kBool: return torch::kBool;
-    case DataType::kUint8: return torch::kByte;
-    case DataType::kInt8: return torch::kChar;
-    case DataType::kInt16: return torch::kShort;
-    case DataType::kInt32: return torch::kInt;
-    case DataType::kInt64: return torch::kLong;
-    case DataType::kFp16: return torch::kHalf;
-    case DataType::kBf16: return torch::kBFloat16;
-    case DataType::kFp32: return torch::kFloat;
-    case DataType::kFp64: return torch::kDouble;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("datatype ", DataTypeName(type), " has no LibTorch equivalent"));
-  }
-}
-
-// Outputs of forward(): a tensor, or a tuple / list of tensors, in OUTPUT__0.. order.
-absl::StatusOr<std::vector<torch::Tensor>> FlattenOutputs(const torch::jit::IValue& value,
-                                                          const std::string& model) {
-  std::vector<torch::Tensor> out;
-  if (value.isTensor()) {
-    out.push_back(value.toTensor());
-  } else if (value.isTuple()) {
-    for (const auto& e : value.toTuple()->elements()) {
-      if (!e.isTensor()) break;
-      out.push_back(e.toTensor());
-    }
-    if (out.size() != value.toTuple()->elements().size()) out.clear();
-  } else if (value.isTensorList()) {
-    auto list = value.toTensorList();
-    for (size_t i = 0; i < list.size(); ++i) out.push_back(list.get(i));
-  } else if (value.isList()) {
-    auto list = value.toList();
-    for (size_t i = 0; i < list.size(); ++i) {
-      torch::jit::IValue e = list.get(i);
-      if (!e.isTensor()) return absl::InternalError(absl::StrCat("model '", model, "': forward() returned a list holding a non-tensor"));
-      out.push_back(e.toTensor());
-    }
-  }
-  if (out.empty()) {
-    return absl::InternalError(absl::StrCat("model '", model, "': forward() must return a tensor or a tuple/list of tensors, got ", value.tagKind()));
-  }
-  return out;
-}
-
 class TorchInstance final : public ModelInstance {
  public:
   TorchInstance(const ModelSpec& spec, const InstanceOptions& options,
-                std::unique_ptr<DevicePath> path, torch::jit::Module module)
-      : spec_(spec), options_(options), path_(std::move(path)), module_(std::move(module)) {}
+                std::unique_ptr<DevicePath> path, torch::jit::Module module,
+                std::vector<int> graph_buckets)
+      : spec_(spec),
+        options_(options),
+        path_(std::move(path)),
+        module_(std::move(module)),
+        graph_buckets_(std::move(graph_buckets)) {}
 
   int gpu() const override { return options_.gpu; }
   std::string device_name() const override { return path_->device().str(); }
 
   absl::Status Execute(Batch& batch, BatchTiming* timing) override {
+    return Guarded([&] { return ExecuteOrThrow(batch, timing); });
+  }
+  absl::Status PrepareForServing() override {
+    return Guarded([&] { return CaptureGraphs(); });
+  }
+  absl::Status KeepWarm() override {
+    return Guarded([&] { return KeepWarmOrThrow(); });
+  }
+
+ private:
+  // Runs `body`, turning LibTorch's exceptions into a status that names the model and device.
+  template <typename Body>
+  absl::Status Guarded(Body body) {
     try {
-      return ExecuteOrThrow(batch, timing);
+      return body();
     } catch (const c10::Error& e) {
       return absl::InternalError(absl::StrCat("model '", spec_.name, "' on ", device_name(),
                                               ": LibTorch error: ", e.what_without_backtrace()));
@@ -84,29 +58,35 @@ class TorchInstance final : public ModelInstance {
     }
   }
 
- private:
   int64_t TotalItems(const Batch& batch) const {
     int64_t total = 0;
     for (const auto& r : batch) total += r->batch_items;
     return total;
   }
 
+  // One input's batch in staging: bytes of every request, back to back.
+  struct Staged {
+    char* data = nullptr;
+    size_t bytes = 0;
+    std::vector<int64_t> shape;  // the batch's full shape
+  };
+
   // Gathers every request's bytes of each input into one staging buffer (one H2D per input).
-  absl::StatusOr<std::vector<std::pair<char*, std::vector<int64_t>>>> Gather(const Batch& batch) {
-    std::vector<std::pair<char*, std::vector<int64_t>>> staged;
+  absl::StatusOr<std::vector<Staged>> Gather(const Batch& batch) {
+    std::vector<Staged> staged;
     const int64_t total = TotalItems(batch);
     for (size_t i = 0; i < spec_.inputs.size(); ++i) {
-      std::vector<int64_t> shape = batch.front()->inputs[i].shape;
-      if (spec_.max_batch_size > 0) shape[0] = total;
-      size_t bytes = 0;
-      for (const auto& r : batch) bytes += r->inputs[i].byte_size;
-      ASSIGN_OR_RETURN(char* dst, path_->Staging(static_cast<int>(i), bytes));
+      Staged in;
+      in.shape = batch.front()->inputs[i].shape;
+      if (spec_.max_batch_size > 0) in.shape[0] = total;
+      for (const auto& r : batch) in.bytes += r->inputs[i].byte_size;
+      ASSIGN_OR_RETURN(in.data, path_->Staging(static_cast<int>(i), in.bytes));
       size_t offset = 0;
       for (const auto& r : batch) {
-        std::memcpy(dst + offset, r->inputs[i].data, r->inputs[i].byte_size);
+        std::memcpy(in.data + offset, r->inputs[i].data, r->inputs[i].byte_size);
         offset += r->inputs[i].byte_size;
       }
-      staged.emplace_back(dst, std::move(shape));
+      staged.push_back(std::move(in));
     }
     return staged;
   }
@@ -176,25 +156,15 @@ class TorchInstance final : public ModelInstance {
       ~EndWork() { activity->EndWork(clock->NowNs()); }
     } end_work{options_.activity, clock};
 
-    ASSIGN_OR_RETURN(auto staged, Gather(batch));
+    ASSIGN_OR_RETURN(std::vector<Staged> staged, Gather(batch));
     timing->staged_ns = clock->NowNs();
 
     std::shared_ptr<void> on_stream = path_->Enter();
     RETURN_IF_ERROR(path_->Mark(kBeforeH2D));
-    std::vector<torch::jit::IValue> args;
-    args.reserve(staged.size());
-    for (size_t i = 0; i < staged.size(); ++i) {
-      ASSIGN_OR_RETURN(torch::ScalarType type, ToTorchType(spec_.inputs[i].dtype));
-      ASSIGN_OR_RETURN(torch::Tensor t, path_->ToDevice(staged[i].first, staged[i].second, type));
-      args.emplace_back(std::move(t));
-    }
-    RETURN_IF_ERROR(path_->Mark(kAfterH2D));
-    const int64_t launch_start = clock->NowNs();
-    torch::jit::IValue result = module_.forward(std::move(args));
-    timing->launch_ns = clock->NowNs() - launch_start;
-    RETURN_IF_ERROR(path_->Mark(kAfterCompute));
-
-    ASSIGN_OR_RETURN(std::vector<torch::Tensor> outputs, FlattenOutputs(result, spec_.name));
+    const int graph = graphs_ == nullptr ? -1 : graphs_->Find(total);
+    timing->cuda_graph = graph >= 0;
+    ASSIGN_OR_RETURN(std::vector<torch::Tensor> outputs,
+                     graph >= 0 ? RunGraph(graph, staged, total, timing) : RunEager(staged, timing));
     RETURN_IF_ERROR(CheckOutputs(outputs, total));
     std::vector<const char*> host(outputs.size(), nullptr);
     std::vector<bool> wanted(outputs.size(), false);
@@ -217,10 +187,89 @@ class TorchInstance final : public ModelInstance {
     return absl::OkStatus();
   }
 
+  // H2D into fresh device tensors, then forward() (launch = host time of the call).
+  absl::StatusOr<std::vector<torch::Tensor>> RunEager(const std::vector<Staged>& staged,
+                                                      BatchTiming* timing) {
+    std::vector<torch::jit::IValue> args;
+    args.reserve(staged.size());
+    for (size_t i = 0; i < staged.size(); ++i) {
+      ASSIGN_OR_RETURN(torch::ScalarType type, ToTorchType(spec_.inputs[i].dtype));
+      ASSIGN_OR_RETURN(torch::Tensor t, path_->ToDevice(staged[i].data, staged[i].shape, type));
+      args.emplace_back(std::move(t));
+    }
+    RETURN_IF_ERROR(path_->Mark(kAfterH2D));
+    const int64_t launch_start = options_.clock->NowNs();
+    torch::jit::IValue result = module_.forward(std::move(args));
+    timing->launch_ns = options_.clock->NowNs() - launch_start;
+    RETURN_IF_ERROR(path_->Mark(kAfterCompute));
+    return FlattenOutputs(result, spec_.name);
+  }
+
+  // H2D into the graph's static inputs (pad rows zeroed), replay (launch = host time of replay()),
+  // outputs sliced to the batch's rows.
+  absl::StatusOr<std::vector<torch::Tensor>> RunGraph(int graph, const std::vector<Staged>& staged,
+                                                      int64_t total, BatchTiming* timing) {
+    for (size_t i = 0; i < staged.size(); ++i) {
+      RETURN_IF_ERROR(path_->ToDeviceInto(staged[i].data, staged[i].bytes, graphs_->inputs(graph)[i]));
+    }
+    RETURN_IF_ERROR(path_->Mark(kAfterH2D));
+    const int64_t launch_start = options_.clock->NowNs();
+    graphs_->Replay(graph);
+    timing->launch_ns = options_.clock->NowNs() - launch_start;
+    RETURN_IF_ERROR(path_->Mark(kAfterCompute));
+    std::vector<torch::Tensor> outputs;
+    for (const torch::Tensor& out : graphs_->outputs(graph)) {
+      outputs.push_back(spec_.max_batch_size > 0 ? out.narrow(0, 0, total) : out);
+    }
+    return outputs;
+  }
+
+  // After warm-up: capture the configured buckets on a GPU with static input shapes.
+  absl::Status CaptureGraphs() {
+    if (graph_buckets_.empty()) return absl::OkStatus();
+    if (options_.gpu < 0 || !HasStaticInputShapes(spec_)) {
+      CS_LOG(INFO) << "model '" << spec_.name << "' worker " << options_.worker
+                   << ": CUDA graphs requested but "
+                   << (options_.gpu < 0 ? "it runs on the CPU" : "an input has variable dims")
+                   << "; running eager";
+      return absl::OkStatus();
+    }
+    ASSIGN_OR_RETURN(graphs_, CudaGraphRunner::Capture(module_, spec_, graph_buckets_, *path_));
+    CS_LOG(INFO) << "model '" << spec_.name << "' worker " << options_.worker << ": captured "
+                 << graphs_->size() << " CUDA graphs (batch sizes up to "
+                 << graphs_->bucket(graphs_->size() - 1) << ") on " << device_name();
+    return absl::OkStatus();
+  }
+
+  // The smallest graph, or forward() on a resident batch-of-one of zeros; then wait for it.
+  absl::Status KeepWarmOrThrow() {
+    c10::InferenceMode inference_mode;
+    std::shared_ptr<void> on_stream = path_->Enter();
+    if (graphs_ != nullptr && graphs_->size() > 0) {
+      graphs_->Replay(0);
+    } else {
+      if (keep_warm_args_.empty()) {
+        for (const TensorSpec& t : spec_.inputs) {
+          ASSIGN_OR_RETURN(torch::ScalarType type, ToTorchType(t.dtype));
+          std::vector<int64_t> shape = t.dims;
+          for (auto& d : shape) d = d < 0 ? 1 : d;
+          if (spec_.max_batch_size > 0) shape.insert(shape.begin(), 1);
+          keep_warm_args_.emplace_back(
+              torch::zeros(shape, torch::TensorOptions().dtype(type).device(path_->device())));
+        }
+      }
+      module_.forward(keep_warm_args_);
+    }
+    return path_->Sync();
+  }
+
   const ModelSpec spec_;
   const InstanceOptions options_;
   std::unique_ptr<DevicePath> path_;
   torch::jit::Module module_;
+  const std::vector<int> graph_buckets_;      // empty: CUDA graphs off
+  std::unique_ptr<CudaGraphRunner> graphs_;   // after PrepareForServing; destroyed before module_
+  std::vector<torch::jit::IValue> keep_warm_args_;  // made on the first eager keep-warm run
 };
 
 }  // namespace
@@ -236,6 +285,7 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> CreateTorchInstance(const ModelSp
       }
     }
   }
+  ASSIGN_OR_RETURN(std::vector<int> graph_buckets, GraphBucketsFromSpec(spec));
   std::unique_ptr<DevicePath> path;
   if (options.gpu >= 0) {
     if (options.gpu >= CudaDeviceCount()) {
@@ -250,7 +300,7 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> CreateTorchInstance(const ModelSp
     torch::jit::Module module = torch::jit::load(spec.model_path, path->device());
     module.eval();
     return std::unique_ptr<ModelInstance>(
-        new TorchInstance(spec, options, std::move(path), std::move(module)));
+        new TorchInstance(spec, options, std::move(path), std::move(module), std::move(graph_buckets)));
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(absl::StrCat("model '", spec.name, "': cannot load ",
                                                    spec.model_path, ": ", e.what_without_backtrace()));

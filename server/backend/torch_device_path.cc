@@ -37,6 +37,13 @@ class CpuPath final : public DevicePath {
                                          torch::ScalarType type) override {
     return torch::from_blob(staged, shape, torch::TensorOptions().dtype(type));
   }
+  absl::Status ToDeviceInto(const char* staged, size_t bytes, const torch::Tensor& dst) override {
+    if (bytes > dst.nbytes()) return absl::InternalError("staged input larger than its static tensor");
+    char* out = static_cast<char*>(dst.data_ptr());
+    std::memcpy(out, staged, bytes);
+    std::memset(out + bytes, 0, dst.nbytes() - bytes);
+    return absl::OkStatus();
+  }
   absl::StatusOr<const char*> ToHost(int output, const torch::Tensor& tensor) override {
     if (static_cast<size_t>(output) >= held_.size()) held_.resize(output + 1);
     held_[output] = tensor.contiguous();  // keeps the bytes alive until the next batch
@@ -47,6 +54,7 @@ class CpuPath final : public DevicePath {
     return absl::OkStatus();
   }
   absl::Status Wait() override { return absl::OkStatus(); }
+  absl::Status Sync() override { return absl::OkStatus(); }
   absl::StatusOr<int64_t> SpanNs(Marker from, Marker to) override {
     return stamps_[to] - stamps_[from];
   }
@@ -67,7 +75,7 @@ class CudaPath final : public DevicePath {
   absl::Status Init() {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(gpu_));
     for (auto& e : events_) RETURN_IF_ERROR(e.Init());
-    return absl::OkStatus();
+    return sync_event_.Init();
   }
   torch::Device device() const override {
     return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(gpu_));
@@ -90,6 +98,16 @@ class CudaPath final : public DevicePath {
         "cudaMemcpyAsync(H2D)"));
     return dst;
   }
+  absl::Status ToDeviceInto(const char* staged, size_t bytes, const torch::Tensor& dst) override {
+    if (bytes > dst.nbytes()) return absl::InternalError("staged input larger than its static tensor");
+    char* out = static_cast<char*>(dst.data_ptr());
+    RETURN_IF_ERROR(cuda::CudaStatus(
+        cudaMemcpyAsync(out, staged, bytes, cudaMemcpyHostToDevice, stream_.stream()),
+        "cudaMemcpyAsync(H2D into graph input)"));
+    if (bytes == dst.nbytes()) return absl::OkStatus();
+    return cuda::CudaStatus(cudaMemsetAsync(out + bytes, 0, dst.nbytes() - bytes, stream_.stream()),
+                            "cudaMemsetAsync(graph input pad rows)");
+  }
   absl::StatusOr<const char*> ToHost(int output, const torch::Tensor& tensor) override {
     torch::Tensor src = tensor.contiguous();
     if (static_cast<size_t>(output) >= landing_.size()) {
@@ -106,6 +124,10 @@ class CudaPath final : public DevicePath {
   }
   absl::Status Mark(Marker marker) override { return events_[marker].Record(stream_.stream()); }
   absl::Status Wait() override { return events_[kAfterD2H].Synchronize(); }
+  absl::Status Sync() override {
+    RETURN_IF_ERROR(sync_event_.Record(stream_.stream()));
+    return sync_event_.Synchronize();
+  }
   absl::StatusOr<int64_t> SpanNs(Marker from, Marker to) override {
     return cuda::CudaEvent::ElapsedNs(events_[from], events_[to]);
   }
@@ -114,6 +136,7 @@ class CudaPath final : public DevicePath {
   int gpu_;
   c10::cuda::CUDAStream stream_;
   std::array<cuda::CudaEvent, kMarkerCount> events_;
+  cuda::CudaEvent sync_event_;
   std::vector<cuda::PinnedBuffer> staging_;
   std::vector<cuda::PinnedBuffer> landing_;
   std::vector<torch::Tensor> held_;

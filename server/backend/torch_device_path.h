@@ -32,11 +32,17 @@ class DevicePath {
   // A device tensor holding the staged bytes (async copy on GPU; a view on CPU).
   virtual absl::StatusOr<torch::Tensor> ToDevice(char* staged, const std::vector<int64_t>& shape,
                                                  torch::ScalarType type) = 0;
+  // Copies `bytes` staged bytes into the start of the (contiguous) device tensor `dst` and zeroes
+  // the rest of it: the static input of a CUDA graph, whose pad rows must hold no stale data.
+  virtual absl::Status ToDeviceInto(const char* staged, size_t bytes, const torch::Tensor& dst) = 0;
   // Host bytes of `tensor` (contiguous), valid after Wait() (async copy on GPU).
   virtual absl::StatusOr<const char*> ToHost(int output, const torch::Tensor& tensor) = 0;
   virtual absl::Status Mark(Marker marker) = 0;
-  // Blocks until everything enqueued so far has completed.
+  // Blocks until the work up to the last Mark(kAfterD2H) has completed.
   virtual absl::Status Wait() = 0;
+  // Blocks until everything enqueued on this path's stream so far has completed (an event on the
+  // stream, never a device-wide sync). For capture and keep-warm, not the request path's markers.
+  virtual absl::Status Sync() = 0;
   // Nanoseconds between two recorded markers (after Wait()).
   virtual absl::StatusOr<int64_t> SpanNs(Marker from, Marker to) = 0;
 };

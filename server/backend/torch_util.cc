@@ -1,0 +1,54 @@
+#include "server/backend/torch_util.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace chronoserve::server {
+
+absl::StatusOr<torch::ScalarType> ToTorchType(DataType type) {
+  switch (type) {
+    case DataType::kBool: return torch::kBool;
+    case DataType::kUint8: return torch::kByte;
+    case DataType::kInt8: return torch::kChar;
+    case DataType::kInt16: return torch::kShort;
+    case DataType::kInt32: return torch::kInt;
+    case DataType::kInt64: return torch::kLong;
+    case DataType::kFp16: return torch::kHalf;
+    case DataType::kBf16: return torch::kBFloat16;
+    case DataType::kFp32: return torch::kFloat;
+    case DataType::kFp64: return torch::kDouble;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("datatype ", DataTypeName(type), " has no LibTorch equivalent"));
+  }
+}
+
+// Outputs of forward(): a tensor, or a tuple / list of tensors, in OUTPUT__0.. order.
+absl::StatusOr<std::vector<torch::Tensor>> FlattenOutputs(const torch::jit::IValue& value,
+                                                          const std::string& model) {
+  std::vector<torch::Tensor> out;
+  if (value.isTensor()) {
+    out.push_back(value.toTensor());
+  } else if (value.isTuple()) {
+    for (const auto& e : value.toTuple()->elements()) {
+      if (!e.isTensor()) break;
+      out.push_back(e.toTensor());
+    }
+    if (out.size() != value.toTuple()->elements().size()) out.clear();
+  } else if (value.isTensorList()) {
+    auto list = value.toTensorList();
+    for (size_t i = 0; i < list.size(); ++i) out.push_back(list.get(i));
+  } else if (value.isList()) {
+    auto list = value.toList();
+    for (size_t i = 0; i < list.size(); ++i) {
+      torch::jit::IValue e = list.get(i);
+      if (!e.isTensor()) return absl::InternalError(absl::StrCat("model '", model, "': forward() returned a list holding a non-tensor"));
+      out.push_back(e.toTensor());
+    }
+  }
+  if (out.empty()) {
+    return absl::InternalError(absl::StrCat("model '", model, "': forward() must return a tensor or a tuple/list of tensors, got ", value.tagKind()));
+  }
+  return out;
+}
+
+}  // namespace chronoserve::server

@@ -1,0 +1,226 @@
+// CUDA graphs and keep-warm on a real GPU: graph replays give the eager model's outputs at bucket
+// and padded batch sizes, uncaptured shapes run eager, spans stay consistent, and an idle worker
+// replays its model (graph or eager) on its own stream, counted and never in the statistics.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "absl/synchronization/mutex.h"
+#include "client/inference_client.h"
+#include "common/tensor_data.h"
+#include "server/backend/cuda_graph_buckets.h"
+#include "server/backend/torch_backend.h"
+#include "server/repository/model_config_loader.h"
+#include "server/scheduler/model_runtime.h"
+#include "tests/server/test_repository.h"
+#include "tests/server/torch_reference.h"
+#include "tools/example_models.h"
+
+namespace chronoserve {
+namespace {
+using client::InferenceClient;
+using client::Tensor;
+
+constexpr int kMaxBatch = 16;
+constexpr int kRowFloats[] = {400, 1, 400};  // the policy net's three outputs, per row
+constexpr char kGraphsOn[] = "optimization { cuda { graphs: true } }\n";
+
+std::string Param(const std::string& key, const std::string& value) {
+  return "parameters { key: \"" + key + "\" value { string_value: \"" + value + "\" } }\n";
+}
+
+Tensor PolicyInput(int rows, int zero_rows_after, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const int64_t row = 4 * 20 * 20;
+  std::string data = RandomTensorBytes(DataType::kFp32, rows * row, rng);
+  data.append(static_cast<size_t>(zero_rows_after * row) * sizeof(float), '\0');
+  return Tensor{"INPUT__0", DataType::kFp32, {rows + zero_rows_after, 4, 20, 20}, std::move(data)};
+}
+
+// Largest |a - b| over the first `rows` rows of every output.
+double MaxRowError(const client::InferResult& a, const client::InferResult& b, int rows) {
+  if (a.outputs.size() != 3 || b.outputs.size() != 3) return HUGE_VAL;
+  double worst = 0;
+  for (int k = 0; k < 3; ++k) {
+    for (int i = 0; i < rows * kRowFloats[k]; ++i) {
+      float x, y;
+      std::memcpy(&x, a.outputs[k].data.data() + 4 * i, 4);
+      std::memcpy(&y, b.outputs[k].data.data() + 4 * i, 4);
+      worst = std::max(worst, static_cast<double>(std::fabs(x - y)));
+    }
+  }
+  return worst;
+}
+
+class CudaGraphServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    repo_ = new testing::TempDir("cs_gpu_graphs");
+    examples::ModelOptions o;
+    o.max_batch_size = kMaxBatch;  // same seed everywhere: same weights
+    o.extra_config = kGraphsOn;
+    ASSERT_TRUE(examples::WritePolicyNet(repo_->path(), "policy_graph", o).ok());
+    o.extra_config = std::string(kGraphsOn) + Param("cuda_graph_batch_sizes", "1,4");
+    ASSERT_TRUE(examples::WritePolicyNet(repo_->path(), "policy_sparse", o).ok());
+    o.extra_config = "";
+    ASSERT_TRUE(examples::WritePolicyNet(repo_->path(), "policy_eager", o).ok());
+    o.extra_config = kGraphsOn;
+    ASSERT_TRUE(examples::WriteAddSub(repo_->path(), "addsub_graph", o).ok());
+    server_ = testing::StartServer(repo_->path(), 2).release();
+    ASSERT_NE(server_, nullptr);
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    delete repo_;
+  }
+  void SetUp() override {
+    ASSERT_NE(server_, nullptr);
+    client_ = InferenceClient::Connect("127.0.0.1:" + std::to_string(server_->port()));
+  }
+  client::InferResult Infer(const std::string& model, const Tensor& input) {
+    auto r = client_->Infer(model, {input});
+    EXPECT_TRUE(r.ok()) << model << ": " << r.status();
+    return r.ok() ? *std::move(r) : client::InferResult{};
+  }
+  static inline testing::TempDir* repo_ = nullptr;
+  static inline server::Server* server_ = nullptr;
+  std::unique_ptr<InferenceClient> client_;
+};
+
+TEST_F(CudaGraphServerTest, GraphReplayEqualsEagerAtBucketAndPaddedBatchSizes) {
+  const std::vector<int> buckets = server::DefaultGraphBuckets(kMaxBatch);
+  for (int batch : {1, 2, 3, 4, 5, 8, 13, 16}) {
+    const int bucket = server::BucketFor(buckets, batch);
+    const auto graph = Infer("policy_graph", PolicyInput(batch, 0, 100 + batch));
+    ASSERT_TRUE(graph.timing.has_value());
+    EXPECT_TRUE(graph.timing->cuda_graph) << "batch " << batch << " replays the bucket-" << bucket << " graph";
+    EXPECT_EQ(graph.timing->batch_size, batch);
+    // Same kernels on the same rows: the eager model run at the bucket size on zero-padded input.
+    const auto padded = Infer("policy_eager", PolicyInput(batch, bucket - batch, 100 + batch));
+    ASSERT_TRUE(padded.timing.has_value());
+    EXPECT_FALSE(padded.timing->cuda_graph);
+    EXPECT_LE(MaxRowError(graph, padded, batch), 1e-6) << "batch " << batch << " vs eager at " << bucket;
+    // And the eager model at the request's own size (cuDNN may pick other kernels: TF32-sized tolerance).
+    const auto eager = Infer("policy_eager", PolicyInput(batch, 0, 100 + batch));
+    EXPECT_LT(MaxRowError(graph, eager, batch), 5e-3) << "batch " << batch;
+  }
+}
+
+TEST_F(CudaGraphServerTest, UncapturedShapesFallBackToEager) {
+  for (int batch : {1, 3, 4, 5, 16}) {
+    const auto sparse = Infer("policy_sparse", PolicyInput(batch, 0, 200 + batch));
+    ASSERT_TRUE(sparse.timing.has_value());
+    EXPECT_EQ(sparse.timing->cuda_graph, batch <= 4) << "buckets 1,4: batch " << batch;
+    const int rows = batch <= 4 ? server::BucketFor({1, 4}, batch) - batch : 0;
+    const auto eager = Infer("policy_eager", PolicyInput(batch, rows, 200 + batch));
+    EXPECT_LE(MaxRowError(sparse, eager, batch), 1e-6) << "batch " << batch;
+  }
+  // Variable dims: never captured, served eager and correct.
+  std::vector<float> a = {1, 2, 3, 4, 5, 6, 7}, b = {7, 6, 5, 4, 3, 2, 1};
+  auto bytes = [](const std::vector<float>& v) { return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4); };
+  auto r = client_->Infer("addsub_graph", {Tensor{"INPUT__0", DataType::kFp32, {1, 7}, bytes(a)},
+                                           Tensor{"INPUT__1", DataType::kFp32, {1, 7}, bytes(b)}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->timing->cuda_graph);
+  float sum;
+  std::memcpy(&sum, r->outputs[0].data.data() + 4 * 3, 4);
+  EXPECT_EQ(sum, 8.0f);
+}
+
+TEST_F(CudaGraphServerTest, GraphSpansAreEventTimedAndConsistent) {
+  for (int batch : {1, 16}) {
+    const Tensor input = PolicyInput(batch, 0, 300 + batch);
+    for (int i = 0; i < 50; ++i) {
+      auto r = client_->Infer("policy_graph", {input});
+      ASSERT_TRUE(r.ok()) << r.status();
+      const RequestTiming& t = *r->timing;
+      ASSERT_TRUE(t.cuda_graph);
+      ASSERT_TRUE(t.device_timed);
+      ASSERT_GT(t.h2d_ns, 0);
+      ASSERT_GT(t.compute_ns, 0);
+      ASSERT_GT(t.launch_ns, 0) << "host time of replay()";
+      ASSERT_GT(t.d2h_ns, 0);
+      ASSERT_TRUE(t.IsConsistent());
+      ASSERT_LE(t.server_total_ns, r->e2e_ns);
+    }
+  }
+}
+
+// Forwards to a real GPU instance; counts keep-warm runs and their failures.
+class CountingInstance final : public server::ModelInstance {
+ public:
+  explicit CountingInstance(std::unique_ptr<server::ModelInstance> inner) : inner_(std::move(inner)) {}
+  absl::Status Execute(server::Batch& batch, server::BatchTiming* timing) override {
+    return inner_->Execute(batch, timing);
+  }
+  absl::Status PrepareForServing() override { return inner_->PrepareForServing(); }
+  absl::Status KeepWarm() override {
+    absl::Status status = inner_->KeepWarm();
+    absl::MutexLock lock(&mu_);
+    ++runs_;
+    if (!status.ok()) last_error_ = status;
+    return status;
+  }
+  int gpu() const override { return inner_->gpu(); }
+  std::string device_name() const override { return inner_->device_name(); }
+  int WaitForRuns(int n) {
+    absl::MutexLock lock(&mu_);
+    auto reached = [this, n]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return runs_ >= n; };
+    mu_.AwaitWithTimeout(absl::Condition(&reached), absl::Seconds(30));
+    return runs_;
+  }
+  absl::Status last_error() {
+    absl::MutexLock lock(&mu_);
+    return last_error_;
+  }
+
+ private:
+  std::unique_ptr<server::ModelInstance> inner_;
+  absl::Mutex mu_;
+  int runs_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status last_error_ ABSL_GUARDED_BY(mu_);
+};
+
+class GpuKeepWarmTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(GpuKeepWarmTest, IdleWorkerReplaysItsModelCountedNotInStatistics) {
+  const bool graphs = GetParam();
+  testing::TempDir repo("cs_gpu_keep_warm");
+  examples::ModelOptions o;
+  o.max_batch_size = 8;
+  o.extra_config = (graphs ? std::string(kGraphsOn) : std::string()) + Param("keep_warm_ms", "10");
+  ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy", o).ok());
+  auto spec = server::LoadModelDirectory(repo.path() + "/policy");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  server::DeviceActivityRegistry devices;
+  server::InstanceOptions options;
+  options.gpu = 0;
+  options.activity = devices.Get(0, SteadyClock::Now());
+  auto real = server::CreateTorchInstance(*spec, options);
+  ASSERT_TRUE(real.ok()) << real.status();
+  auto counting = std::make_unique<CountingInstance>(*std::move(real));
+  CountingInstance* counter = counting.get();
+  std::vector<std::unique_ptr<server::ModelInstance>> instances;
+  instances.push_back(std::move(counting));
+  FakeClock clock;  // the worker's schedule; the instance's spans keep the steady clock
+  auto runtime = server::ModelRuntime::Create(*spec, std::move(instances), server::WarmupOptions{}, &clock);
+  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  for (int n = 1; n <= 3; ++n) {
+    clock.AdvanceNs(10'000'000);
+    (*runtime)->queue().Poke();
+    ASSERT_EQ(counter->WaitForRuns(n), n);
+  }
+  (*runtime)->Stop();  // joins the worker: its counters are final
+  EXPECT_TRUE(counter->last_error().ok()) << counter->last_error();
+  EXPECT_EQ((*runtime)->workers().front()->keep_warm_runs(), 3);
+  EXPECT_EQ((*runtime)->stats().Snapshot().execution_count, 0u) << "keep-warm is not an execution";
+}
+
+INSTANTIATE_TEST_SUITE_P(GraphAndEager, GpuKeepWarmTest, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Graph" : "Eager"; });
+
+}  // namespace
+}  // namespace chronoserve
