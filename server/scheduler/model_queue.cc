@@ -6,6 +6,9 @@
 #include "absl/time/time.h"
 
 namespace chronoserve::server {
+namespace {
+constexpr int64_t kGrpcDeadlineSlackNs = 5'000'000;
+}  // namespace
 
 ModelQueue::ModelQueue(std::string model, BatchPolicyConfig policy, QueuePolicySpec queue_policy,
                        const Clock* clock)
@@ -47,12 +50,18 @@ int64_t ModelQueue::DropDeadLocked(int64_t now_ns, Batch* dropped) {
   for (auto it = queue_.begin(); it != queue_.end();) {
     InferRequest& r = **it;
     const int64_t deadline = EffectiveDeadline(r);
-    if (r.IsCancelled()) {
-      r.status = absl::CancelledError(absl::StrCat("model '", model_, "': the client cancelled the request while it was queued"));
-    } else if (deadline != 0 && now_ns >= deadline) {
+    // Deadline first: gRPC also cancels a call whose deadline passed, and that is not the
+    // client's cancellation. Its timer (millisecond resolution, its own clock) can fire a little
+    // before our steady-clock copy of the deadline, so a cancellation that close to the request's
+    // deadline counts as the deadline's.
+    const bool cancelled_at_deadline = r.IsCancelled() && r.deadline_ns != 0 &&
+                                       now_ns >= r.deadline_ns - kGrpcDeadlineSlackNs;
+    if ((deadline != 0 && now_ns >= deadline) || cancelled_at_deadline) {
       r.status = absl::DeadlineExceededError(absl::StrCat(
           "model '", model_, "': the deadline passed after ", (now_ns - r.timeline.enqueued_ns) / 1000,
           " us in the queue; the request was not executed"));
+    } else if (r.IsCancelled()) {
+      r.status = absl::CancelledError(absl::StrCat("model '", model_, "': the client cancelled the request while it was queued"));
     } else {
       if (deadline != 0) earliest = earliest == 0 ? deadline : std::min(earliest, deadline);
       ++it;

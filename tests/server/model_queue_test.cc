@@ -83,6 +83,42 @@ TEST(ModelQueueTest, ExpiredAndCancelledRequestsAreDroppedNotBatched) {
   EXPECT_FALSE(batch[0]->IsCancelled());
 }
 
+TEST(ModelQueueTest, PassedDeadlineIsDeadlineExceededEvenWhenGrpcAlsoCancelled) {
+  // gRPC cancels a call whose deadline passed (OnCancel sets the flag): still DEADLINE_EXCEEDED.
+  FakeClock clock;
+  ModelQueue queue("m", Dynamic(8, 0), {}, &clock);
+  auto r = Request();
+  r->deadline_ns = clock.NowNs() + 1000;
+  auto* cancel_flag = r->cancelled.get();
+  ASSERT_TRUE(queue.Enqueue(r).ok());
+  clock.AdvanceNs(1000);
+  cancel_flag->store(true);
+  Batch batch, dropped;
+  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(ModelQueueTest, CancelJustBeforeTheDeadlineIsTheDeadlinesButAnEarlierCancelIsTheClients) {
+  // gRPC's deadline timer may fire a little before our copy of the deadline (within 5 ms).
+  FakeClock clock;
+  ModelQueue queue("m", Dynamic(8, 0), {}, &clock);
+  auto near = Request(), early = Request();
+  near->deadline_ns = clock.NowNs() + 1'000'000;
+  early->deadline_ns = clock.NowNs() + 1'000'000'000;
+  auto* near_flag = near->cancelled.get();
+  auto* early_flag = early->cancelled.get();
+  ASSERT_TRUE(queue.Enqueue(near).ok());
+  ASSERT_TRUE(queue.Enqueue(early).ok());
+  near_flag->store(true);
+  early_flag->store(true);
+  Batch batch, dropped;
+  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
+  ASSERT_EQ(dropped.size(), 2u);
+  EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(dropped[1]->status.code(), absl::StatusCode::kCancelled);
+}
+
 TEST(ModelQueueTest, QueuePolicyTimeoutRejects) {
   FakeClock clock;
   QueuePolicySpec qp;
