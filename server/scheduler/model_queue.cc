@@ -147,4 +147,10 @@ size_t ModelQueue::size() const {
   return queue_.size();
 }
 
+bool ModelQueue::WaitForSize(size_t n, absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto enough = [this, n]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return queue_.size() >= n; };
+  return mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
+}
+
 }  // namespace chronoserve::server

@@ -16,6 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/clock.h"
 #include "server/core/infer_request.h"
 #include "server/core/model_spec.h"
@@ -51,6 +52,10 @@ class ModelQueue {
   void Poke();
 
   size_t size() const;
+
+  // Blocks until at least `n` requests are waiting or `timeout` passes; returns whether they are.
+  // Lets tests (and diagnostics) know a request was accepted without polling.
+  bool WaitForSize(size_t n, absl::Duration timeout) const;
 
  private:
   // Moves expired or cancelled requests out of the queue; returns the earliest live deadline (0 = none).
