@@ -92,8 +92,14 @@ void Server::Shutdown() {
                  << options_.exit_timeout_secs << " s)";
     grpc_server_->GetHealthCheckService()->SetServingStatus(false);
     service_->SetDraining();
-    grpc_server_->Shutdown(std::chrono::system_clock::now() +
-                           std::chrono::seconds(options_.exit_timeout_secs));
+    const auto deadline =
+        std::chrono::system_clock::now() + std::chrono::seconds(options_.exit_timeout_secs);
+    // Keep the port open while accepted requests finish: health answers NOT_SERVING and new
+    // requests UNAVAILABLE (gRPC's own shutdown would cancel calls that arrive meanwhile).
+    if (!service_->WaitForAnswered(absl::FromChrono(deadline))) {
+      CS_LOG(WARNING) << "exit timeout: cancelling the requests still in flight";
+    }
+    grpc_server_->Shutdown(deadline);
   }
   registry_.StopAll();
   if (grpc_server_ != nullptr) grpc_server_->Wait();

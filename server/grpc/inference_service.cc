@@ -1,6 +1,7 @@
 #include "server/grpc/inference_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/timing.h"
 #include "server/grpc/grpc_status.h"
 #include "server/grpc/request_builder.h"
@@ -155,12 +156,13 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   ModelRuntime* rt = runtime.get();
   const Clock* clock = clock_;
   RequestObserver* observer = observer_;
-  infer->on_complete = [ctx, response, reactor, rt, clock, observer](std::unique_ptr<InferRequest> r) {
+  infer->on_complete = [this, ctx, response, reactor, rt, clock, observer](std::unique_ptr<InferRequest> r) {
     const RequestTiming& timing = r->timeline.Finalize(clock->NowNs());
     if (!r->status.ok()) {
       rt->stats().RecordFailure(timing.server_total_ns, FailureKind(r->status.code()));
       reactor->Finish(ToGrpcStatus(r->status));
       if (observer != nullptr) observer->OnRequestDone(rt->spec(), r.get(), timing, r->status);
+      Answered();
       return;
     }
     for (size_t k = 0; k < r->outputs.size(); ++k) {
@@ -173,11 +175,24 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
     reactor->Finish(grpc::Status::OK);
     // After Finish: telemetry never delays the response. `response` may be gone; `r` is not.
     if (observer != nullptr) observer->OnRequestDone(rt->spec(), r.get(), timing, r->status);
+    Answered();
   };
+  {
+    absl::MutexLock lock(&inflight_mu_);
+    ++inflight_;
+  }
+  // Built before Enqueue: once queued, a worker may finish the call and gRPC free `request`.
+  std::string queued_log;
+  if (LogVerbosity() >= 2) {
+    queued_log = absl::StrCat("model '", request->model_name(), "': request '", request->id(), "' queued");
+  }
   absl::Status enqueued = runtime->queue().Enqueue(infer);
-  if (!enqueued.ok()) {
+  if (enqueued.ok()) {
+    CS_VLOG(2) << queued_log;
+  } else {
     // Not accepted: `infer` still owns the request; answer here.
     infer->on_complete = nullptr;
+    Answered();
     reactor->Finish(ToGrpcStatus(enqueued));
     RefuseBeforeQueue(*runtime, infer.get(), received_ns, enqueued,
                       enqueued.code() == absl::StatusCode::kResourceExhausted
@@ -185,6 +200,17 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
                           : ModelStats::Failure::kOther);
   }
   return reactor;
+}
+
+void InferenceService::Answered() {
+  absl::MutexLock lock(&inflight_mu_);
+  --inflight_;
+}
+
+bool InferenceService::WaitForAnswered(absl::Time deadline) {
+  absl::MutexLock lock(&inflight_mu_);
+  auto none = [this]() ABSL_SHARED_LOCKS_REQUIRED(inflight_mu_) { return inflight_ == 0; };
+  return inflight_mu_.AwaitWithDeadline(absl::Condition(&none), deadline);
 }
 
 void InferenceService::RefuseBeforeQueue(ModelRuntime& runtime, const InferRequest* request,

@@ -8,6 +8,9 @@
 #include <atomic>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/clock.h"
 #include "proto/inference.grpc.pb.h"
 #include "server/core/request_observer.h"
@@ -28,6 +31,10 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
 
   // While draining for shutdown, ServerReady is false and ModelInfer answers UNAVAILABLE.
   void SetDraining() { draining_.store(true); }
+  // Blocks until every accepted ModelInfer call has been answered or `deadline` passes; returns
+  // whether none is left. Lets the server keep answering (UNAVAILABLE, health NOT_SERVING) while
+  // it drains, instead of gRPC cancelling calls that arrive during its own shutdown.
+  bool WaitForAnswered(absl::Time deadline);
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx,
                                        const inference::ServerLiveRequest* request,
@@ -52,6 +59,8 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
                                             inference::ModelStatisticsResponse* response) override;
 
  private:
+  // One accepted ModelInfer call was answered (or its enqueue refused).
+  void Answered();
   // A request for a known model refused before it was queued: statistics and the observer.
   void RefuseBeforeQueue(ModelRuntime& runtime, const InferRequest* request, int64_t received_ns,
                          const absl::Status& status, ModelStats::Failure reason);
@@ -61,6 +70,8 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   const ServerInfo info_;
   RequestObserver* const observer_;
   std::atomic<bool> draining_{false};
+  absl::Mutex inflight_mu_;
+  int64_t inflight_ ABSL_GUARDED_BY(inflight_mu_) = 0;  // accepted ModelInfer calls not yet answered
 };
 
 }  // namespace chronoserve::server
