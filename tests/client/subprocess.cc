@@ -93,6 +93,11 @@ std::string Subprocess::output() const {
   return output_;
 }
 
+void Subprocess::Signal(int signo) {
+  absl::MutexLock lock(&mu_);
+  if (!exit_code_.has_value()) kill(pid_, signo);  // not reaped yet, so the pid is still ours
+}
+
 absl::StatusOr<std::pair<int, std::string>> RunProgram(const std::vector<std::string>& argv, absl::Duration timeout) {
   auto process = Subprocess::Start(argv);
   if (!process.ok()) return process.status();

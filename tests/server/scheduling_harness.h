@@ -1,0 +1,145 @@
+// Scheduling test helpers: the real InferenceService on 127.0.0.1 (real gRPC, port picked by the
+// OS) serving ModelRuntimes built directly from fake instances, a RequestObserver that lets a test
+// wait for the server's own answer to a request (by id), and an asynchronous ModelInfer call that
+// a test can cancel or wait for with a timeout. Everything here is owned by one test.
+#ifndef CHRONOSERVE_TESTS_SERVER_SCHEDULING_HARNESS_H_
+#define CHRONOSERVE_TESTS_SERVER_SCHEDULING_HARNESS_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "client/inference_client.h"
+#include "common/tensor_data.h"
+#include "server/core/request_observer.h"
+#include "server/grpc/inference_service.h"
+#include "server/scheduler/model_registry.h"
+#include "tests/server/gated_instance.h"
+
+namespace chronoserve::testing {
+
+// Records the final status of every finished request by id; tests wait for one with a timeout.
+class RecordingObserver final : public server::RequestObserver {
+ public:
+  void OnRequestDone(const server::ModelSpec&, const server::InferRequest* request, const RequestTiming&,
+                     const absl::Status& status) override {
+    absl::MutexLock lock(&mu_);
+    done_[request != nullptr ? request->id : std::string()] = status;
+  }
+  // The server's final status for `id`; nullopt if it did not finish within `timeout`.
+  std::optional<absl::Status> WaitFor(const std::string& id, absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    auto seen = [this, &id]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return done_.count(id) > 0; };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&seen), timeout)) return std::nullopt;
+    return done_[id];
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<std::string, absl::Status> done_ ABSL_GUARDED_BY(mu_);
+};
+
+// The KServe v2 service over real gRPC, composed like server::Server but with a test observer.
+class ServiceHarness {
+ public:
+  ServiceHarness() : service_(&registry_, SteadyClock::Get(), server::ServerInfo{"chronoserve-test", "0"}, &observer_) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    client_ = client::InferenceClient::Connect(address());
+  }
+  ~ServiceHarness() {
+    if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    registry_.StopAll();
+  }
+  bool ok() const { return server_ != nullptr && port_ > 0; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  server::ModelRegistry& registry() { return registry_; }
+  RecordingObserver& observer() { return observer_; }
+  client::InferenceClient& client() { return *client_; }
+
+ private:
+  server::ModelRegistry registry_;
+  RecordingObserver observer_;
+  server::InferenceService service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<client::InferenceClient> client_;
+  int port_ = 0;
+};
+
+// A runtime of `workers` GatedInstances sharing `gate`, warmed and started (null on error).
+inline std::shared_ptr<server::ModelRuntime> StartGatedModel(const server::ModelSpec& spec, int workers,
+                                                             Gate* gate) {
+  std::vector<std::unique_ptr<server::ModelInstance>> instances;
+  for (int i = 0; i < workers; ++i) instances.push_back(std::make_unique<GatedInstance>(spec, i, gate));
+  server::WarmupOptions warmup;
+  warmup.runs_per_batch_size = 1;
+  auto runtime = server::ModelRuntime::Create(spec, std::move(instances), warmup, SteadyClock::Get());
+  if (!runtime.ok()) return nullptr;
+  return std::shared_ptr<server::ModelRuntime>(*std::move(runtime));
+}
+
+// FP32 INPUT__0 of `items` x 4 random, never-zero values.
+inline client::Tensor GatedInput(int64_t items, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(0.5f, 2.0f);
+  std::string bytes(static_cast<size_t>(items) * 4 * sizeof(float), '\0');
+  for (int64_t i = 0; i < items * 4; ++i) {
+    const float v = (i % 2 == 0 ? 1.0f : -1.0f) * dist(rng);
+    std::memcpy(bytes.data() + i * sizeof(float), &v, sizeof(float));
+  }
+  return client::Tensor{"INPUT__0", DataType::kFp32, {items, 4}, std::move(bytes)};
+}
+
+// One ModelInfer call in flight on gRPC's callback client API; the test cancels or waits for it.
+class PendingInfer {
+ public:
+  PendingInfer(inference::GRPCInferenceService::Stub* stub, const std::string& model, const std::string& id,
+               const client::Tensor& input, std::optional<absl::Duration> deadline = std::nullopt) {
+    client::InferOptions options;
+    options.id = id;
+    request_ = client::InferenceClient::BuildRequest(model, {input}, options);
+    if (deadline.has_value()) ctx_.set_deadline(absl::ToChronoTime(absl::Now() + *deadline));
+    stub->async()->ModelInfer(&ctx_, &request_, &response_, [this](grpc::Status status) {
+      absl::MutexLock lock(&mu_);
+      status_ = std::move(status);
+    });
+  }
+  ~PendingInfer() {
+    ctx_.TryCancel();
+    Wait(absl::Seconds(30));
+  }
+  void Cancel() { ctx_.TryCancel(); }
+  bool done() const {
+    absl::MutexLock lock(&mu_);
+    return status_.has_value();
+  }
+  // The call's status; nullopt if it is still running after `timeout`.
+  std::optional<grpc::Status> Wait(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    auto finished = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return status_.has_value(); };
+    mu_.AwaitWithTimeout(absl::Condition(&finished), timeout);
+    return status_;
+  }
+  // Valid once Wait() returned OK.
+  const inference::ModelInferResponse& response() const { return response_; }
+
+ private:
+  grpc::ClientContext ctx_;
+  inference::ModelInferRequest request_;
+  inference::ModelInferResponse response_;
+  mutable absl::Mutex mu_;
+  std::optional<grpc::Status> status_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace chronoserve::testing
+
+#endif  // CHRONOSERVE_TESTS_SERVER_SCHEDULING_HARNESS_H_

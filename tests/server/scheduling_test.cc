@@ -1,0 +1,244 @@
+// Scheduling over real gRPC: deadlines and cancellation while queued (answered, counted, never
+// executed), queue-full backpressure, and two workers serving at once. Workers are held inside
+// Execute() by a Gate (tests/server/gated_instance.h), so nothing here waits with a sleep: every
+// wait is a notification or a condition with a timeout that fails the test.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <thread>
+
+#include "client/inference_client.h"
+#include "tests/server/gated_instance.h"
+#include "tests/server/scheduling_harness.h"
+#include "tests/server/test_repository.h"
+#include "tests/server/torch_reference.h"
+#include "tools/example_models.h"
+
+namespace chronoserve {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::Gate;
+using testing::GatedInput;
+using testing::PendingInfer;
+
+constexpr absl::Duration kWait = absl::Seconds(30);
+constexpr uint64_t kLongBatchWindowUs = 60'000'000;  // partial batches wait; full ones go at once
+
+// OUTPUT__k must be INPUT__0 * (k + 2), row for row (the GatedInstance's function).
+void ExpectGatedOutputs(const inference::ModelInferResponse& response, const client::Tensor& input) {
+  auto decoded = client::InferenceClient::DecodeResponse(response);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_EQ(decoded->outputs.size(), 2u);
+  for (int k = 0; k < 2; ++k) {
+    ASSERT_EQ(decoded->outputs[k].data.size(), input.data.size());
+    EXPECT_THAT(decoded->outputs[k].shape, ::testing::ElementsAreArray(input.shape));
+    for (size_t i = 0; i < input.data.size() / 4; ++i) {
+      float x, y;
+      std::memcpy(&x, input.data.data() + 4 * i, 4);
+      std::memcpy(&y, decoded->outputs[k].data.data() + 4 * i, 4);
+      ASSERT_EQ(y, x * static_cast<float>(k + 2)) << "output " << k << " element " << i;
+    }
+  }
+}
+
+int WorkerOf(const inference::ModelInferResponse& response) {
+  auto timing = client::InferenceClient::DecodeTiming(response);
+  return timing.has_value() ? static_cast<int>(timing->worker) : -1;
+}
+
+class SchedulingTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(harness_.ok()); }
+  void TearDown() override { gate_.Release(); }  // never leave a worker parked
+
+  std::shared_ptr<server::ModelRuntime> Serve(const server::ModelSpec& spec, int workers) {
+    auto runtime = testing::StartGatedModel(spec, workers, &gate_);
+    if (runtime != nullptr) harness_.registry().Add(runtime);
+    return runtime;
+  }
+  inference::GRPCInferenceService::Stub* stub() { return harness_.client().stub(); }
+
+  Gate gate_;
+  testing::ServiceHarness harness_;
+};
+
+TEST_F(SchedulingTest, DeadlinePassingWhileQueuedIsAnsweredAndNeverExecuted) {
+  // Worker X is held by a slow full batch; worker Y keeps B queued for its (long) batch window, so
+  // only B's deadline can end its wait.
+  auto runtime = Serve(testing::GatedSpec("deadline", 4, kLongBatchWindowUs), 2);
+  ASSERT_NE(runtime, nullptr);
+  gate_.Arm();
+  const client::Tensor a_in = GatedInput(4, 1);
+  PendingInfer a(stub(), "deadline", "A", a_in);
+  ASSERT_TRUE(gate_.WaitHeld(kWait)) << "the full batch reached a worker";
+  PendingInfer b(stub(), "deadline", "B", GatedInput(1, 2), absl::Milliseconds(300));
+
+  const auto server_answer = harness_.observer().WaitFor("B", kWait);
+  ASSERT_TRUE(server_answer.has_value()) << "the server answered B";
+  EXPECT_EQ(server_answer->code(), absl::StatusCode::kDeadlineExceeded) << *server_answer;
+  EXPECT_THAT(std::string(server_answer->message()), HasSubstr("model 'deadline'"));
+  EXPECT_THAT(std::string(server_answer->message()), HasSubstr("not executed"));
+  const auto b_status = b.Wait(kWait);
+  ASSERT_TRUE(b_status.has_value());
+  EXPECT_EQ(b_status->error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_FALSE(a.done()) << "B was answered while the slow batch still ran";
+
+  gate_.Release();
+  const auto a_status = a.Wait(kWait);
+  ASSERT_TRUE(a_status.has_value());
+  ASSERT_TRUE(a_status->ok()) << a_status->error_message();
+  ExpectGatedOutputs(a.response(), a_in);
+  EXPECT_FALSE(gate_.Executed("B")) << "an expired request never reaches the backend";
+
+  const server::ModelStatsSnapshot s = runtime->stats().Snapshot();
+  EXPECT_EQ(s.deadline_exceeded, 1u);
+  EXPECT_EQ(s.cancelled, 0u) << "gRPC's own deadline cancellation is not a client cancel";
+  auto stats = harness_.client().ModelStatistics("deadline");
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  const auto& m = stats->model_stats(0);
+  EXPECT_EQ(m.execution_count(), 1u);
+  EXPECT_EQ(m.inference_count(), 4u);
+  EXPECT_EQ(m.inference_stats().fail().count(), 1u);
+  EXPECT_EQ(m.inference_stats().success().count(), 1u);
+}
+
+TEST_F(SchedulingTest, ClientCancellationWhileQueuedIsNeverExecutedAndCounted) {
+  auto runtime = Serve(testing::GatedSpec("cancel", 4, kLongBatchWindowUs), 2);
+  ASSERT_NE(runtime, nullptr);
+  gate_.Arm();
+  const client::Tensor a_in = GatedInput(4, 3);
+  PendingInfer a(stub(), "cancel", "A", a_in);
+  ASSERT_TRUE(gate_.WaitHeld(kWait));
+  PendingInfer b(stub(), "cancel", "B", GatedInput(1, 4));
+  ASSERT_TRUE(runtime->queue().WaitForSize(1, kWait)) << "B was accepted and queued";
+  b.Cancel();
+
+  const auto server_answer = harness_.observer().WaitFor("B", kWait);
+  ASSERT_TRUE(server_answer.has_value()) << "the queue dropped B when its client cancelled";
+  EXPECT_EQ(server_answer->code(), absl::StatusCode::kCancelled) << *server_answer;
+  const auto b_status = b.Wait(kWait);
+  ASSERT_TRUE(b_status.has_value());
+  EXPECT_EQ(b_status->error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(runtime->queue().size(), 0u);
+
+  gate_.Release();
+  const auto a_status = a.Wait(kWait);
+  ASSERT_TRUE(a_status.has_value());
+  ASSERT_TRUE(a_status->ok()) << a_status->error_message();
+  ExpectGatedOutputs(a.response(), a_in);
+  EXPECT_FALSE(gate_.Executed("B"));
+  const server::ModelStatsSnapshot s = runtime->stats().Snapshot();
+  EXPECT_EQ(s.cancelled, 1u);
+  EXPECT_EQ(s.deadline_exceeded, 0u);
+  EXPECT_EQ(s.fail.count, 1u);
+  EXPECT_EQ(s.execution_count, 1u);
+}
+
+TEST_F(SchedulingTest, FullQueueAnswersResourceExhaustedAtOnceNamingModelAndLimit) {
+  auto runtime = Serve(testing::GatedSpec("bounded", 4, 0, /*max_queue_size=*/2), 1);
+  ASSERT_NE(runtime, nullptr);
+  gate_.Arm();
+  const client::Tensor a_in = GatedInput(1, 5), b_in = GatedInput(1, 6), c_in = GatedInput(1, 7);
+  PendingInfer a(stub(), "bounded", "A", a_in);
+  ASSERT_TRUE(gate_.WaitHeld(kWait));
+  PendingInfer b(stub(), "bounded", "B", b_in);
+  PendingInfer c(stub(), "bounded", "C", c_in);
+  ASSERT_TRUE(runtime->queue().WaitForSize(2, kWait));
+
+  client::InferOptions options;
+  options.id = "D";
+  auto refused = harness_.client().Infer("bounded", {GatedInput(1, 8)}, options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("model 'bounded'"));
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("max_queue_size 2"));
+  EXPECT_FALSE(a.done()) << "refused at once, while the worker is still busy";
+
+  gate_.Release();
+  for (auto* call : {&a, &b, &c}) {
+    const auto status = call->Wait(kWait);
+    ASSERT_TRUE(status.has_value());
+    EXPECT_TRUE(status->ok()) << status->error_message();
+  }
+  ExpectGatedOutputs(b.response(), b_in);
+  ExpectGatedOutputs(c.response(), c_in);
+  EXPECT_FALSE(gate_.Executed("D"));
+  EXPECT_EQ(runtime->stats().Snapshot().rejected, 1u);
+}
+
+TEST_F(SchedulingTest, TwoWorkersServeAtTheSameTime) {
+  // Worker X is parked inside Execute; B must complete on the other worker meanwhile.
+  auto runtime = Serve(testing::GatedSpec("pair", 4, 0), 2);
+  ASSERT_NE(runtime, nullptr);
+  gate_.Arm();
+  const client::Tensor a_in = GatedInput(2, 9), b_in = GatedInput(3, 10);
+  PendingInfer a(stub(), "pair", "A", a_in);
+  ASSERT_TRUE(gate_.WaitHeld(kWait));
+  const int held = gate_.held_worker();
+  PendingInfer b(stub(), "pair", "B", b_in);
+  const auto b_status = b.Wait(kWait);
+  ASSERT_TRUE(b_status.has_value()) << "B completed while worker " << held << " was held";
+  ASSERT_TRUE(b_status->ok()) << b_status->error_message();
+  EXPECT_FALSE(a.done());
+  EXPECT_EQ(WorkerOf(b.response()), 1 - held);
+  ExpectGatedOutputs(b.response(), b_in);
+  gate_.Release();
+  const auto a_status = a.Wait(kWait);
+  ASSERT_TRUE(a_status.has_value());
+  ASSERT_TRUE(a_status->ok()) << a_status->error_message();
+  EXPECT_EQ(WorkerOf(a.response()), held);
+  ExpectGatedOutputs(a.response(), a_in);
+}
+
+// The real LibTorch MLP with instance_group count 2 under concurrent load: both workers serve and
+// every request gets its own rows, against a LibTorch reference computed in the test.
+TEST(TwoWorkerModelTest, BothWorkersServeAndEveryResponseIsItsOwn) {
+  testing::TempDir repo("cs_two_workers");
+  examples::ModelOptions mlp;
+  mlp.max_batch_size = 8;
+  mlp.instance_count = 2;
+  mlp.instance_kind = "KIND_CPU";
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
+  auto server = testing::StartServer(repo.path());
+  ASSERT_NE(server, nullptr);
+  const std::string address = "127.0.0.1:" + std::to_string(server->port());
+  const std::string model_path = repo.path() + "/mlp/1/model.pt";
+  constexpr int kThreads = 6, kPerThread = 25;
+  absl::Mutex mu;
+  std::set<int64_t> workers;
+  std::vector<std::string> errors;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto c = client::InferenceClient::Connect(address);
+      for (int i = 0; i < kPerThread; ++i) {
+        std::mt19937_64 rng(5000 + t * 100 + i);
+        const int64_t items = 1 + (t + i) % 3;
+        client::Tensor in{"INPUT__0", DataType::kFp32, {items, 64}, RandomTensorBytes(DataType::kFp32, items * 64, rng)};
+        auto r = c->Infer("mlp", {in});
+        const auto want = r.ok() ? testing::TorchReference(model_path, {in}) : std::vector<std::vector<float>>{};
+        absl::MutexLock lock(&mu);
+        if (!r.ok()) { errors.push_back(std::string(r.status().message())); continue; }
+        workers.insert(r->timing->worker);
+        const std::string& got = r->outputs[0].data;
+        if (got.size() != want[0].size() * 4) { errors.push_back("wrong output size"); continue; }
+        for (size_t k = 0; k < want[0].size(); ++k) {
+          float y;
+          std::memcpy(&y, got.data() + 4 * k, 4);
+          if (std::fabs(y - want[0][k]) > 1e-4f) { errors.push_back("rows of another request?"); break; }
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_THAT(errors, ::testing::IsEmpty());
+  EXPECT_EQ(workers, (std::set<int64_t>{0, 1})) << "both workers served";
+  server->Shutdown();
+}
+
+}  // namespace
+}  // namespace chronoserve

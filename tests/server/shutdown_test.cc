@@ -1,0 +1,161 @@
+// Graceful shutdown with requests in flight: in process (Server::Shutdown while a worker is held
+// inside Execute: health NOT_SERVING first, new requests UNAVAILABLE, every accepted request
+// answered OK) and the real chronoserve binary (SIGTERM with requests queued: all answered OK,
+// exit code 0). Synchronised with notifications, the health Watch stream and the server's log.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "client/inference_client.h"
+#include "tests/client/subprocess.h"
+#include "tests/protos/health.grpc.pb.h"
+#include "tests/server/gated_instance.h"
+#include "tests/server/scheduling_harness.h"
+#include "tests/server/test_repository.h"
+#include "tools/example_models.h"
+
+namespace chronoserve {
+namespace {
+
+using grpc::health::v1::Health;
+using grpc::health::v1::HealthCheckRequest;
+using grpc::health::v1::HealthCheckResponse;
+using testing::GatedInput;
+using testing::PendingInfer;
+
+constexpr absl::Duration kWait = absl::Seconds(30);
+
+HealthCheckResponse::ServingStatus Check(Health::Stub* health, const std::string& service) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + kWait));
+  HealthCheckRequest request;
+  request.set_service(service);
+  HealthCheckResponse response;
+  const grpc::Status status = health->Check(&ctx, request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return response.status();
+}
+
+// Asks ServerReady until the server says it is draining (false) or refuses the call; each try is
+// a round trip, and the window it waits out is the few instructions between NOT_SERVING and the
+// draining flag in Server::Shutdown.
+bool WaitUntilDraining(client::InferenceClient& c) {
+  const absl::Time give_up = absl::Now() + kWait;
+  while (absl::Now() < give_up) {
+    auto ready = c.ServerReady();
+    if (!ready.ok() || !*ready) return true;
+  }
+  return false;
+}
+
+TEST(ShutdownTest, InFlightRequestsFinishNewOnesAreRefusedAndHealthGoesNotServingFirst) {
+  testing::TempDir repo("cs_shutdown");
+  examples::ModelOptions mlp;
+  mlp.max_batch_size = 2;
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
+  auto server = testing::StartServer(repo.path());
+  ASSERT_NE(server, nullptr);
+  testing::Gate gate;
+  auto runtime = testing::StartGatedModel(testing::GatedSpec("gated", 4, 0), 1, &gate);
+  ASSERT_NE(runtime, nullptr);
+  server->registry().Add(runtime);
+
+  const std::string address = "127.0.0.1:" + std::to_string(server->port());
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  auto health = Health::NewStub(channel);
+  auto c = client::InferenceClient::Connect(address);
+  EXPECT_EQ(Check(health.get(), ""), HealthCheckResponse::SERVING);
+  EXPECT_EQ(Check(health.get(), "inference.GRPCInferenceService"), HealthCheckResponse::SERVING);
+  grpc::ClientContext watch_ctx;
+  watch_ctx.set_deadline(absl::ToChronoTime(absl::Now() + kWait));
+  HealthCheckRequest watch_request;
+  auto watch = health->Watch(&watch_ctx, watch_request);
+  HealthCheckResponse update;
+  ASSERT_TRUE(watch->Read(&update));
+  EXPECT_EQ(update.status(), HealthCheckResponse::SERVING);
+
+  gate.Arm();
+  const client::Tensor a_in = GatedInput(1, 31), b_in = GatedInput(2, 32), c_in = GatedInput(1, 33);
+  PendingInfer a(c->stub(), "gated", "A", a_in);
+  ASSERT_TRUE(gate.WaitHeld(kWait));
+  PendingInfer b(c->stub(), "gated", "B", b_in);
+  PendingInfer queued_c(c->stub(), "gated", "C", c_in);
+  ASSERT_TRUE(runtime->queue().WaitForSize(2, kWait)) << "B and C accepted behind the held batch";
+
+  absl::Notification stopped;
+  std::thread stopper([&] {
+    server->Shutdown();
+    stopped.Notify();
+  });
+  ASSERT_TRUE(watch->Read(&update)) << "the health watch saw the change";
+  EXPECT_EQ(update.status(), HealthCheckResponse::NOT_SERVING);
+  EXPECT_FALSE(a.done()) << "NOT_SERVING came before the in-flight request finished";
+  watch_ctx.TryCancel();
+  EXPECT_EQ(Check(health.get(), ""), HealthCheckResponse::NOT_SERVING) << "still answering while draining";
+  EXPECT_EQ(Check(health.get(), "inference.GRPCInferenceService"), HealthCheckResponse::NOT_SERVING);
+  ASSERT_TRUE(WaitUntilDraining(*c));
+  auto refused = c->Infer("gated", {GatedInput(1, 34)});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("shutting down"));
+  EXPECT_FALSE(stopped.HasBeenNotified()) << "shutdown waits for accepted requests";
+
+  gate.Release();
+  for (auto* call : {&a, &b, &queued_c}) {
+    const auto status = call->Wait(kWait);
+    ASSERT_TRUE(status.has_value()) << "an accepted request was lost";
+    EXPECT_TRUE(status->ok()) << status->error_message();
+  }
+  EXPECT_TRUE(stopped.WaitForNotificationWithTimeout(kWait)) << "Shutdown returned";
+  stopper.join();
+  EXPECT_EQ(runtime->stats().Snapshot().inference_count, 4u) << "A (1) + B (2) + C (1) items";
+}
+
+// The real binary: requests wait in a long dynamic-batching window when SIGTERM arrives.
+TEST(ShutdownTest, BinaryAnswersEveryAcceptedRequestOnSigtermAndExitsZero) {
+  testing::TempDir repo("cs_sigterm");
+  examples::ModelOptions mlp;
+  mlp.max_batch_size = 8;
+  mlp.max_queue_delay_us = 1'500'000;  // the three requests below wait here until the drain
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
+  auto process = testing::Subprocess::Start(
+      {CHRONOSERVE_BIN, "--model-repository", repo.path(), "--grpc-port", "0", "--warmup-runs", "1",
+       "--log-verbose", "2", "--allow-metrics", "false", "--gpu-monitor-interval-ms", "0"});
+  ASSERT_TRUE(process.ok()) << process.status();
+  auto& server = **process;
+  ASSERT_TRUE(server.WaitForOutput("server READY", absl::Seconds(120)).ok()) << server.output();
+  const std::string log = server.output();
+  const std::string marker = "gRPC listening on ";
+  const size_t at = log.find(marker);
+  ASSERT_NE(at, std::string::npos) << log;
+  const size_t port_at = log.find(':', at + marker.size()) + 1;
+  const std::string address = "127.0.0.1:" + log.substr(port_at, log.find(' ', port_at) - port_at);
+
+  auto c = client::InferenceClient::Connect(address);
+  std::vector<client::Tensor> inputs;
+  std::vector<std::unique_ptr<PendingInfer>> calls;
+  for (int i = 0; i < 3; ++i) {
+    std::mt19937_64 rng(40 + i);
+    inputs.push_back({"INPUT__0", DataType::kFp32, {1, 64}, RandomTensorBytes(DataType::kFp32, 64, rng)});
+    const std::string id = "drain-" + std::to_string(i);
+    calls.push_back(std::make_unique<PendingInfer>(c->stub(), "mlp", id, inputs.back()));
+    ASSERT_TRUE(server.WaitForOutput("request '" + id + "' queued", kWait).ok()) << server.output();
+  }
+  server.Signal(SIGTERM);
+  for (auto& call : calls) {
+    const auto status = call->Wait(kWait);
+    ASSERT_TRUE(status.has_value()) << "an accepted request was lost";
+    EXPECT_TRUE(status->ok()) << status->error_message();
+    EXPECT_EQ(call->response().outputs_size(), 1);
+  }
+  const auto code = server.WaitForExit(absl::Seconds(60));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << server.output();
+  EXPECT_THAT(server.output(), ::testing::HasSubstr("NOT_SERVING"));
+}
+
+}  // namespace
+}  // namespace chronoserve
