@@ -9,7 +9,9 @@ source scripts/deps.sh
 extra=(chromium)
 command -v npm >/dev/null || extra+=(nodejs npm)
 install_deps "${extra[@]}"
+# Test clients written by others: an OTLP receiver and an external KServe v2 client (reflection).
 npm ci --prefix tests/telemetry/otlp_receiver --no-audit --no-fund --loglevel=error
+npm ci --prefix tests/external_client --no-audit --no-fund --loglevel=error
 SECONDS=0
 build_chronoserve
 echo "build: ${SECONDS}s"
