@@ -18,6 +18,8 @@ for _ in $(seq 1 240); do
   sleep 0.5
 done
 status=0
+# Chart.js for --html: the Debian package, unpacked by .gpu/env.sh on the GPU machine.
+[ -f /opt/deps/usr/share/javascript/chart.js/chart.min.js ] && export CHRONOBENCH_CHARTJS=/opt/deps/usr/share/javascript/chart.js/chart.min.js
 bench="$build/bin/chronobench -m policy_net -u 127.0.0.1:$port"
 # Interval mode: 0 and 200 ms gaps, then 1000 ms; 12 requests per window, 3 windows.
 for range in 0:200:200 1000; do
