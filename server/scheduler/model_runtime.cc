@@ -17,7 +17,8 @@ BatchPolicyConfig PolicyFromSpec(const ModelSpec& spec) {
 ModelRuntime::ModelRuntime(const ModelSpec& spec, const Clock* clock)
     : spec_(spec),
       clock_(clock),
-      queue_(spec.name, PolicyFromSpec(spec), spec.dynamic_batching.queue_policy, clock) {}
+      queue_(spec.name, PolicyFromSpec(spec), spec.dynamic_batching.queue_policy, clock),
+      completions_(CompletionPool::DefaultThreads()) {}
 
 ModelRuntime::~ModelRuntime() { Stop(); }
 
@@ -28,7 +29,8 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Create(
   const int64_t start = clock->NowNs();
   for (size_t i = 0; i < instances.size(); ++i) {
     auto worker = std::make_unique<Worker>(static_cast<int>(i), std::move(instances[i]),
-                                           &runtime->queue_, &runtime->stats_, clock);
+                                           &runtime->queue_, &runtime->stats_, clock,
+                                           &runtime->completions_);
     RETURN_IF_ERROR(worker->Warmup(spec, warmup));
     runtime->workers_.push_back(std::move(worker));
   }
@@ -42,6 +44,7 @@ void ModelRuntime::Stop() {
   ready_.store(false);
   queue_.Close();
   for (auto& w : workers_) w->Join();
+  completions_.Stop();
 }
 
 }  // namespace chronoserve::server

@@ -46,6 +46,7 @@ class ModelRuntime {
   const Clock* const clock_;
   ModelStats stats_;
   ModelQueue queue_;
+  CompletionPool completions_;  // before workers_: outlives them
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> ready_{false};
   int64_t warmup_ns_ = 0;

@@ -54,8 +54,13 @@ bool IsLaunchBound(const BatchTiming& timing) {
 }
 
 Worker::Worker(int index, std::unique_ptr<ModelInstance> instance, ModelQueue* queue,
-               ModelStats* stats, const Clock* clock)
-    : index_(index), instance_(std::move(instance)), queue_(queue), stats_(stats), clock_(clock) {}
+               ModelStats* stats, const Clock* clock, CompletionPool* completions)
+    : index_(index),
+      instance_(std::move(instance)),
+      queue_(queue),
+      stats_(stats),
+      completions_(completions),
+      clock_(clock) {}
 
 Worker::~Worker() { Join(); }
 
@@ -186,9 +191,11 @@ int64_t Worker::RunBatch(Batch batch) {
   }
   // Stamped before the completions, which may let another thread (or a test) move on.
   const int64_t done_ns = clock_->NowNs();
-  for (auto& r : batch) {
-    r->timeline.SetBatch(timing);
-    InferRequest::Complete(std::move(r), status);
+  for (auto& r : batch) r->timeline.SetBatch(timing);
+  if (completions_ != nullptr) {
+    completions_->CompleteBatch(std::move(batch), status);
+  } else {
+    for (auto& r : batch) InferRequest::Complete(std::move(r), status);
   }
   return done_ns;
 }

@@ -19,6 +19,7 @@
 #include "server/backend/model_instance.h"
 #include "server/core/model_spec.h"
 #include "server/core/model_stats.h"
+#include "server/scheduler/completion_pool.h"
 #include "server/scheduler/keep_warm.h"
 #include "server/scheduler/model_queue.h"
 
@@ -34,8 +35,9 @@ struct WarmupOptions {
 
 class Worker {
  public:
+  // `completions` (may be null: complete inline) answers finished requests off this thread.
   Worker(int index, std::unique_ptr<ModelInstance> instance, ModelQueue* queue, ModelStats* stats,
-         const Clock* clock);
+         const Clock* clock, CompletionPool* completions = nullptr);
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
@@ -72,6 +74,7 @@ class Worker {
   std::unique_ptr<ModelInstance> instance_;
   ModelQueue* const queue_;
   ModelStats* const stats_;
+  CompletionPool* const completions_;
   const Clock* const clock_;
   std::string model_;           // for logs; set by Warmup
   KeepWarmConfig keep_warm_;    // set by Warmup; turned off on the worker thread if a run fails

@@ -26,7 +26,7 @@ grep -E "tests passed|Passed|Failed|\*\*\*" "$work/gpu_tests.log" | tail -40
 bench_rc=0
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   bash "$src/benchmarks/run_serve_latency.sh" "$build" "$work" || bench_rc=1
-  bash "$src/benchmarks/run_chronobench.sh" "$build" "$work" || bench_rc=1
+  [ "${SKIP_CHRONOBENCH:-0}" = 1 ] || bash "$src/benchmarks/run_chronobench.sh" "$build" "$work" || bench_rc=1
   for extra in ${EXTRA_BENCH:-}; do bash "$src/$extra" "$build" "$work" || bench_rc=1; done
 fi
 cp "$work/gpu_tests.log" "$out/"

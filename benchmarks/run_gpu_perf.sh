@@ -1,0 +1,38 @@
+#!/bin/bash
+# GPU performance figures (issue 6): eager vs CUDA graphs back to back (policy net, batch 128 and 1,
+# closed loop, concurrency 1), and 1 s idle gaps with keep-warm off/on, eager and graphs. One server
+# per configuration so one model's keep-warm cannot warm the GPU for another.
+# Usage: benchmarks/run_gpu_perf.sh BUILD_DIR OUT_DIR [PORT]
+set -uo pipefail
+build=${1:?build dir}
+out=${2:?output dir}
+port=${3:-8021}
+mkdir -p "$out"
+GRAPHS='optimization { cuda { graphs: true } }'
+WARM='parameters { key: "keep_warm_ms" value { string_value: "10" } }'
+status=0
+run() {  # run LABEL EXTRA_CONFIG BENCH_ARGS...
+  local label=$1 extra=$2
+  shift 2
+  local models
+  models=$(mktemp -d)
+  "$build/bin/chronoserve-examples" --out "$models" >/dev/null && printf '%s\n' "$extra" >> "$models/policy_net/config.pbtxt"
+  "$build/bin/chronoserve" --model-repository "$models" --grpc-port "$port" --metrics-port 0 > "$out/server-$label.log" 2>&1 &
+  local server=$!
+  for _ in $(seq 240); do grep -q "server READY\|server up" "$out/server-$label.log" && break; sleep 0.5; done
+  "$build/bin/bench_serve_latency" -u "127.0.0.1:$port" -m policy_net "$@" --label "$label" \
+    --json "$out/perf-$label.json" || status=1
+  kill -TERM $server
+  wait $server || status=1
+  rm -rf "$models"
+}
+for b in 128 1; do
+  run eager-bs$b "" -b $b -n 1000 --warmup-requests 100
+  run graph-bs$b "$GRAPHS" -b $b -n 1000 --warmup-requests 100
+done
+run eager-gap1000 "" -b 128 -n 20 --warmup-requests 20 --idle-gap-ms 1000
+run eager-warm-gap1000 "$WARM" -b 128 -n 20 --warmup-requests 20 --idle-gap-ms 1000
+run graph-gap1000 "$GRAPHS" -b 128 -n 20 --warmup-requests 20 --idle-gap-ms 1000
+run graph-warm-gap1000 "$GRAPHS"$'\n'"$WARM" -b 128 -n 20 --warmup-requests 20 --idle-gap-ms 1000
+grep -h "captured\|launch-bound" "$out"/server-*.log | sed 's/^.*] //' | sort | uniq -c | head -20
+exit $status
