@@ -1,6 +1,8 @@
 // RecordingInstance: a ModelInstance decorator for tests. Records the batch size of every Execute
-// call; delegates to a real instance when given one, otherwise (a fake) it fills each requested
-// output with the right number of bytes and host-clock spans. Thread-compatible (one worker).
+// call, and the BatchTiming (with the worker index the Worker stamped on it) of every client batch
+// (not warm-up) that executed OK; delegates to a real instance when given one, otherwise (a fake)
+// it fills each requested output with the right number of bytes and host-clock spans. Called by one
+// worker thread; the accessors may be called from any thread.
 #ifndef CHRONOSERVE_TESTS_FAKES_RECORDING_INSTANCE_H_
 #define CHRONOSERVE_TESTS_FAKES_RECORDING_INSTANCE_H_
 
@@ -11,6 +13,7 @@
 #include "common/clock.h"
 #include "server/backend/model_instance.h"
 #include "server/core/model_spec.h"
+#include "server/core/timeline.h"
 
 namespace chronoserve::testing {
 
@@ -26,7 +29,30 @@ class RecordingInstance final : public server::ModelInstance {
       absl::MutexLock lock(&mu_);
       sizes_.push_back(items);
     }
-    if (inner_ != nullptr) return inner_->Execute(batch, timing);
+    const bool synthetic = !batch.empty() && batch.front()->synthetic;
+    absl::Status status = inner_ != nullptr ? inner_->Execute(batch, timing) : FakeExecute(batch, items, timing);
+    if (status.ok() && !synthetic) {
+      absl::MutexLock lock(&mu_);
+      served_.push_back(*timing);
+    }
+    return status;
+  }
+  int gpu() const override { return inner_ ? inner_->gpu() : -1; }
+  std::string device_name() const override { return inner_ ? inner_->device_name() : "fake"; }
+
+  // Batch sizes of every Execute call, warm-up included, in order.
+  std::vector<int64_t> sizes() const {
+    absl::MutexLock lock(&mu_);
+    return sizes_;
+  }
+  // Timings of the client batches that executed OK, in order (timing.worker = the worker's index).
+  std::vector<server::BatchTiming> served() const {
+    absl::MutexLock lock(&mu_);
+    return served_;
+  }
+
+ private:
+  absl::Status FakeExecute(server::Batch& batch, int64_t items, server::BatchTiming* timing) {
     const int64_t now = SteadyClock::Now();
     timing->batch_size = items;
     timing->staged_ns = now;
@@ -42,19 +68,12 @@ class RecordingInstance final : public server::ModelInstance {
     }
     return absl::OkStatus();
   }
-  int gpu() const override { return inner_ ? inner_->gpu() : -1; }
-  std::string device_name() const override { return inner_ ? inner_->device_name() : "fake"; }
 
-  std::vector<int64_t> sizes() const {
-    absl::MutexLock lock(&mu_);
-    return sizes_;
-  }
-
- private:
   const server::ModelSpec spec_;
   std::unique_ptr<server::ModelInstance> inner_;
   mutable absl::Mutex mu_;
   std::vector<int64_t> sizes_ ABSL_GUARDED_BY(mu_);
+  std::vector<server::BatchTiming> served_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace chronoserve::testing
