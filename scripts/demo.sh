@@ -16,7 +16,7 @@ build_chronoserve chronoserve chronoserve-examples chronobench
 build/bin/chronoserve-examples --out build/demo-models
 
 log=build/demo-server.log
-build/bin/chronoserve --model-repository build/demo-models --grpc-port "$port" --metrics-port 0 >"$log" 2>&1 &
+build/bin/chronoserve --model-repository build/demo-models --grpc-port "$port" --metrics-port 0 --warmup-runs 1 >"$log" 2>&1 &
 server=$!
 trap 'kill -TERM $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
 echo "chronoserve starting (pid $server, log $log): loading and warming the models..."
