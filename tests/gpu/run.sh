@@ -24,11 +24,12 @@ ctest --test-dir "$build" -L gpu --output-on-failure --timeout 300 > "$work/gpu_
 tests_rc=$?
 grep -E "tests passed|Passed|Failed|\*\*\*" "$work/gpu_tests.log" | tail -40
 bench_rc=0
+# SKIP_BENCH=1 skips the default benchmarks; EXTRA_BENCH="benchmarks/x.sh ..." adds others.
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   bash "$src/benchmarks/run_serve_latency.sh" "$build" "$work" || bench_rc=1
   [ "${SKIP_CHRONOBENCH:-0}" = 1 ] || bash "$src/benchmarks/run_chronobench.sh" "$build" "$work" || bench_rc=1
-  for extra in ${EXTRA_BENCH:-}; do bash "$src/$extra" "$build" "$work" || bench_rc=1; done
 fi
+for extra in ${EXTRA_BENCH:-}; do bash "$src/$extra" "$build" "$work" || bench_rc=1; done
 cp "$work/gpu_tests.log" "$out/"
 tar czf "$out/results.tgz" -C "$work" .
 echo "gpu tests rc=$tests_rc, benchmarks rc=$bench_rc, total ${SECONDS}s"
