@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/log.h"
+#include "common/otlp/tracing_config.h"
 #include "server/server.h"
 #include "server/telemetry/telemetry.h"
 
@@ -45,8 +46,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   chronoserve::SetLogVerbosity(log_verbose);
 
-  auto tracing = telemetry::ResolveTracingConfig(otlp_endpoint, chronoserve::server::kChronoserveVersion,
-                                                 telemetry::ProcessEnv());
+  auto tracing = chronoserve::otlp::ResolveTracingConfig(otlp_endpoint, chronoserve::server::kChronoserveVersion,
+                                                        chronoserve::otlp::ProcessEnv());
   if (!tracing.ok()) {
     CS_LOG(ERROR) << tracing.status().message();
     return 2;

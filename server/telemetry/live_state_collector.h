@@ -14,10 +14,13 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "server/scheduler/model_registry.h"
-#include "server/telemetry/batch_span_processor.h"
+#include "common/otlp/batch_span_processor.h"
 #include "server/telemetry/gpu_monitor.h"
 
 namespace chronoserve::server::telemetry {
+
+using otlp::BatchSpanProcessor;
+using otlp::SpanProcessorStats;
 
 class LiveStateCollector final : public prometheus::Collectable {
  public:

@@ -16,9 +16,14 @@
 #include "common/timing.h"
 #include "server/core/infer_request.h"
 #include "server/core/model_spec.h"
-#include "server/telemetry/span_data.h"
+#include "common/otlp/span_data.h"
 
 namespace chronoserve::server::telemetry {
+
+using otlp::Attribute;
+using otlp::SpanData;
+using otlp::SpanKind;
+using otlp::SpanStatus;
 
 // The trace identity of one request's spans.
 struct RequestTraceIds {

@@ -9,10 +9,12 @@
 
 #include "common/clock.h"
 #include "server/core/request_observer.h"
-#include "server/telemetry/batch_span_processor.h"
+#include "common/otlp/batch_span_processor.h"
 #include "server/telemetry/sampler.h"
 
 namespace chronoserve::server::telemetry {
+
+using otlp::BatchSpanProcessor;
 
 class RequestTracer final : public RequestObserver {
  public:

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
-#include "server/telemetry/batch_span_processor.h"
+#include "common/otlp/batch_span_processor.h"
 #include "server/telemetry/gpu_monitor.h"
 #include "server/telemetry/inflight_interceptor.h"
 #include "server/telemetry/live_state_collector.h"

@@ -21,7 +21,7 @@
 #include "server/core/gpu_clock_source.h"
 #include "server/core/request_observer.h"
 #include "server/scheduler/model_registry.h"
-#include "server/telemetry/tracing_config.h"
+#include "common/otlp/tracing_config.h"
 
 namespace prometheus {
 class Exposer;
@@ -29,6 +29,11 @@ class Registry;
 }  // namespace prometheus
 
 namespace chronoserve::server::telemetry {
+
+using otlp::BatchSpanProcessor;
+using otlp::OtlpGrpcExporter;
+using otlp::SpanProcessorStats;
+using otlp::TracingConfig;
 
 class BatchSpanProcessor;
 class GpuMonitor;

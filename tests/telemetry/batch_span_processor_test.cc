@@ -1,6 +1,6 @@
 // BatchSpanProcessor with fake exporters: batching, flush, bounded queue with counted drops while
 // the exporter is stuck, and a shutdown that honours its deadline.
-#include "server/telemetry/batch_span_processor.h"
+#include "common/otlp/batch_span_processor.h"
 
 #include <gtest/gtest.h>
 
@@ -9,6 +9,12 @@
 
 namespace chronoserve::server::telemetry {
 namespace {
+
+using otlp::BatchSpanProcessor;
+using otlp::BatchSpanProcessorOptions;
+using otlp::SpanData;
+using otlp::SpanExporter;
+using otlp::SpanProcessorStats;
 
 // Records what it receives.
 class RecordingExporter final : public SpanExporter {

@@ -4,13 +4,22 @@
 #include <gtest/gtest.h>
 
 #include "absl/time/clock.h"
-#include "server/telemetry/batch_span_processor.h"
-#include "server/telemetry/otlp_grpc_exporter.h"
+#include "common/otlp/batch_span_processor.h"
+#include "common/otlp/otlp_grpc_exporter.h"
 #include "server/telemetry/request_tracer.h"
 #include "tests/telemetry/otlp_test_receiver.h"
 
 namespace chronoserve::server::telemetry {
 namespace {
+
+using otlp::BatchSpanProcessor;
+using otlp::BatchSpanProcessorOptions;
+using otlp::OtlpGrpcExporter;
+using otlp::OtlpGrpcExporterOptions;
+using otlp::SpanData;
+using otlp::SpanKind;
+using otlp::SpanProcessorStats;
+using otlp::SpanStatus;
 
 using chronoserve::testing::OtlpTestReceiver;
 

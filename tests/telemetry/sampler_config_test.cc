@@ -5,10 +5,14 @@
 
 #include "server/telemetry/request_tracer.h"
 #include "server/telemetry/sampler.h"
-#include "server/telemetry/tracing_config.h"
+#include "common/otlp/tracing_config.h"
 
 namespace chronoserve::server::telemetry {
 namespace {
+
+using otlp::EnvLookup;
+using otlp::ResolveTracingConfig;
+using otlp::TracingConfig;
 
 TraceParent Parent(bool sampled) {
   auto p = ParseTraceparent(sampled ? "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

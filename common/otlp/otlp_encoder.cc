@@ -1,6 +1,6 @@
-#include "server/telemetry/otlp_encoder.h"
+#include "common/otlp/otlp_encoder.h"
 
-namespace chronoserve::server::telemetry {
+namespace chronoserve::otlp {
 namespace {
 
 namespace common = opentelemetry::proto::common::v1;
@@ -73,4 +73,4 @@ opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest EncodeExpo
   return request;
 }
 
-}  // namespace chronoserve::server::telemetry
+}  // namespace chronoserve::otlp

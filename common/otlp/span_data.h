@@ -1,8 +1,8 @@
 // SpanData: one finished span as the exporter sends it (the OTLP Span fields chronoserve uses).
-// Plain value type: built by the RequestTracer on a worker thread, moved into the
-// BatchSpanProcessor's queue, read by the export thread.
-#ifndef CHRONOSERVE_SERVER_TELEMETRY_SPAN_DATA_H_
-#define CHRONOSERVE_SERVER_TELEMETRY_SPAN_DATA_H_
+// Plain value type: built on a request thread (the server's RequestTracer, chronobench's workers),
+// moved into the BatchSpanProcessor's queue, read by the export thread.
+#ifndef CHRONOSERVE_COMMON_OTLP_SPAN_DATA_H_
+#define CHRONOSERVE_COMMON_OTLP_SPAN_DATA_H_
 
 #include <cstdint>
 #include <string>
@@ -12,9 +12,9 @@
 
 #include "common/traceparent.h"
 
-namespace chronoserve::server::telemetry {
+namespace chronoserve::otlp {
 
-enum class SpanKind { kInternal = 1, kServer = 2 };  // OTLP SpanKind values
+enum class SpanKind { kInternal = 1, kServer = 2, kClient = 3 };  // OTLP SpanKind values
 enum class SpanStatus { kUnset = 0, kOk = 1, kError = 2 };  // OTLP Status.StatusCode values
 
 // Attribute keys are string literals (no allocation on the request path); values as OTLP AnyValue.
@@ -39,6 +39,6 @@ struct SpanData {
   std::string status_message;
 };
 
-}  // namespace chronoserve::server::telemetry
+}  // namespace chronoserve::otlp
 
-#endif  // CHRONOSERVE_SERVER_TELEMETRY_SPAN_DATA_H_
+#endif  // CHRONOSERVE_COMMON_OTLP_SPAN_DATA_H_

@@ -1,4 +1,4 @@
-#include "server/telemetry/tracing_config.h"
+#include "common/otlp/tracing_config.h"
 
 #include <cstdlib>
 
@@ -9,7 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
-namespace chronoserve::server::telemetry {
+namespace chronoserve::otlp {
 namespace {
 
 std::string Get(const EnvLookup& env, const char* name) {
@@ -89,8 +89,10 @@ EnvLookup ProcessEnv() {
 }
 
 absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpoint,
-                                                   const std::string& service_version, const EnvLookup& env) {
+                                                   const std::string& service_version, const EnvLookup& env,
+                                                   const std::string& service_name) {
   TracingConfig config;
+  config.exporter.resource.service_name = service_name;
   config.exporter.resource.service_version = service_version;
   ParseResourceAttributes(Get(env, "OTEL_RESOURCE_ATTRIBUTES"), &config.exporter.resource);
   if (std::string name = Get(env, "OTEL_SERVICE_NAME"); !name.empty()) {
@@ -111,4 +113,4 @@ absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpo
   return config;
 }
 
-}  // namespace chronoserve::server::telemetry
+}  // namespace chronoserve::otlp

@@ -1,4 +1,4 @@
-#include "server/telemetry/batch_span_processor.h"
+#include "common/otlp/batch_span_processor.h"
 
 #include <algorithm>
 #include <iterator>
@@ -6,7 +6,7 @@
 #include "absl/time/clock.h"
 #include "common/log.h"
 
-namespace chronoserve::server::telemetry {
+namespace chronoserve::otlp {
 
 BatchSpanProcessor::BatchSpanProcessor(std::unique_ptr<SpanExporter> exporter,
                                        const BatchSpanProcessorOptions& options)
@@ -118,4 +118,4 @@ SpanProcessorStats BatchSpanProcessor::stats() const {
   return stats_;
 }
 
-}  // namespace chronoserve::server::telemetry
+}  // namespace chronoserve::otlp

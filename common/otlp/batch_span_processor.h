@@ -8,8 +8,8 @@
 //   p.Start();                         // returns once the export thread runs
 //   p.OnEnd(std::move(spans));         // any thread; never blocks
 //   p.Shutdown(absl::Now() + absl::Seconds(5));
-#ifndef CHRONOSERVE_SERVER_TELEMETRY_BATCH_SPAN_PROCESSOR_H_
-#define CHRONOSERVE_SERVER_TELEMETRY_BATCH_SPAN_PROCESSOR_H_
+#ifndef CHRONOSERVE_COMMON_OTLP_BATCH_SPAN_PROCESSOR_H_
+#define CHRONOSERVE_COMMON_OTLP_BATCH_SPAN_PROCESSOR_H_
 
 #include <cstdint>
 #include <deque>
@@ -20,9 +20,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/telemetry/span_exporter.h"
+#include "common/otlp/span_exporter.h"
 
-namespace chronoserve::server::telemetry {
+namespace chronoserve::otlp {
 
 struct BatchSpanProcessorOptions {
   size_t max_queue_size = 2048;  // spans
@@ -81,6 +81,6 @@ class BatchSpanProcessor {
   SpanProcessorStats stats_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace chronoserve::server::telemetry
+}  // namespace chronoserve::otlp
 
-#endif  // CHRONOSERVE_SERVER_TELEMETRY_BATCH_SPAN_PROCESSOR_H_
+#endif  // CHRONOSERVE_COMMON_OTLP_BATCH_SPAN_PROCESSOR_H_

@@ -2,8 +2,8 @@
 // with the hand-written OTLP protos. Retries with exponential backoff and jitter only on the codes
 // the OTLP spec calls retryable, never past the caller's deadline; Shutdown() cancels a call or a
 // backoff in progress. Owned by the BatchSpanProcessor; Export runs on its export thread.
-#ifndef CHRONOSERVE_SERVER_TELEMETRY_OTLP_GRPC_EXPORTER_H_
-#define CHRONOSERVE_SERVER_TELEMETRY_OTLP_GRPC_EXPORTER_H_
+#ifndef CHRONOSERVE_COMMON_OTLP_OTLP_GRPC_EXPORTER_H_
+#define CHRONOSERVE_COMMON_OTLP_OTLP_GRPC_EXPORTER_H_
 
 #include <grpcpp/grpcpp.h>
 
@@ -14,10 +14,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.grpc.pb.h"
-#include "server/telemetry/otlp_encoder.h"
-#include "server/telemetry/span_exporter.h"
+#include "common/otlp/otlp_encoder.h"
+#include "common/otlp/span_exporter.h"
 
-namespace chronoserve::server::telemetry {
+namespace chronoserve::otlp {
 
 struct RetryPolicy {
   int max_attempts = 5;  // including the first
@@ -61,6 +61,6 @@ class OtlpGrpcExporter final : public SpanExporter {
   grpc::ClientContext* active_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
-}  // namespace chronoserve::server::telemetry
+}  // namespace chronoserve::otlp
 
-#endif  // CHRONOSERVE_SERVER_TELEMETRY_OTLP_GRPC_EXPORTER_H_
+#endif  // CHRONOSERVE_COMMON_OTLP_OTLP_GRPC_EXPORTER_H_

@@ -1,4 +1,4 @@
-#include "server/telemetry/otlp_grpc_exporter.h"
+#include "common/otlp/otlp_grpc_exporter.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "absl/time/clock.h"
 #include "common/log.h"
 
-namespace chronoserve::server::telemetry {
+namespace chronoserve::otlp {
 
 namespace collector = opentelemetry::proto::collector::trace::v1;
 
@@ -102,4 +102,4 @@ void OtlpGrpcExporter::Shutdown() {
   if (active_ != nullptr) active_->TryCancel();
 }
 
-}  // namespace chronoserve::server::telemetry
+}  // namespace chronoserve::otlp

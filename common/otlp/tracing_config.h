@@ -2,18 +2,18 @@
 // OpenTelemetry environment variables (flag > OTEL_EXPORTER_OTLP_TRACES_ENDPOINT >
 // OTEL_EXPORTER_OTLP_ENDPOINT; OTEL_SERVICE_NAME; OTEL_RESOURCE_ATTRIBUTES; OTEL_TRACES_SAMPLER and
 // _ARG; OTEL_BSP_*; OTEL_SDK_DISABLED / OTEL_TRACES_EXPORTER=none). Resolved once in main.
-#ifndef CHRONOSERVE_SERVER_TELEMETRY_TRACING_CONFIG_H_
-#define CHRONOSERVE_SERVER_TELEMETRY_TRACING_CONFIG_H_
+#ifndef CHRONOSERVE_COMMON_OTLP_TRACING_CONFIG_H_
+#define CHRONOSERVE_COMMON_OTLP_TRACING_CONFIG_H_
 
 #include <functional>
 #include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "server/telemetry/batch_span_processor.h"
-#include "server/telemetry/otlp_grpc_exporter.h"
+#include "common/otlp/batch_span_processor.h"
+#include "common/otlp/otlp_grpc_exporter.h"
 
-namespace chronoserve::server::telemetry {
+namespace chronoserve::otlp {
 
 struct TracingConfig {
   bool enabled = false;             // an endpoint was given and tracing is not disabled
@@ -29,9 +29,12 @@ EnvLookup ProcessEnv();
 
 // `flag_endpoint` is --otlp-endpoint ("" = not given). Endpoints may be HOST:PORT,
 // http://HOST:PORT (plaintext) or https://HOST:PORT (TLS). INVALID_ARGUMENT for malformed values.
+// `service_name` is the resource's service.name unless OTEL_SERVICE_NAME (or service.name in
+// OTEL_RESOURCE_ATTRIBUTES) overrides it.
 absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpoint,
-                                                   const std::string& service_version, const EnvLookup& env);
+                                                   const std::string& service_version, const EnvLookup& env,
+                                                   const std::string& service_name = "chronoserve");
 
-}  // namespace chronoserve::server::telemetry
+}  // namespace chronoserve::otlp
 
-#endif  // CHRONOSERVE_SERVER_TELEMETRY_TRACING_CONFIG_H_
+#endif  // CHRONOSERVE_COMMON_OTLP_TRACING_CONFIG_H_

@@ -1,16 +1,16 @@
 // OTLP encoding: SpanData -> opentelemetry.proto ExportTraceServiceRequest, with the resource
 // (service.name, ...) and instrumentation scope of this process. Pure functions; thread-safe.
-#ifndef CHRONOSERVE_SERVER_TELEMETRY_OTLP_ENCODER_H_
-#define CHRONOSERVE_SERVER_TELEMETRY_OTLP_ENCODER_H_
+#ifndef CHRONOSERVE_COMMON_OTLP_OTLP_ENCODER_H_
+#define CHRONOSERVE_COMMON_OTLP_OTLP_ENCODER_H_
 
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb.h"
-#include "server/telemetry/span_data.h"
+#include "common/otlp/span_data.h"
 
-namespace chronoserve::server::telemetry {
+namespace chronoserve::otlp {
 
 struct OtlpResource {
   std::string service_name = "chronoserve";
@@ -24,6 +24,6 @@ inline constexpr const char* kInstrumentationScope = "chronoserve";
 opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest EncodeExportRequest(
     const OtlpResource& resource, const std::vector<SpanData>& spans);
 
-}  // namespace chronoserve::server::telemetry
+}  // namespace chronoserve::otlp
 
-#endif  // CHRONOSERVE_SERVER_TELEMETRY_OTLP_ENCODER_H_
+#endif  // CHRONOSERVE_COMMON_OTLP_OTLP_ENCODER_H_

@@ -1,16 +1,16 @@
 // SpanExporter: sends a batch of finished spans somewhere. Called only from the
 // BatchSpanProcessor's export thread (one call at a time); Shutdown() may come from another thread
 // and must make a running Export return promptly.
-#ifndef CHRONOSERVE_SERVER_TELEMETRY_SPAN_EXPORTER_H_
-#define CHRONOSERVE_SERVER_TELEMETRY_SPAN_EXPORTER_H_
+#ifndef CHRONOSERVE_COMMON_OTLP_SPAN_EXPORTER_H_
+#define CHRONOSERVE_COMMON_OTLP_SPAN_EXPORTER_H_
 
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "server/telemetry/span_data.h"
+#include "common/otlp/span_data.h"
 
-namespace chronoserve::server::telemetry {
+namespace chronoserve::otlp {
 
 class SpanExporter {
  public:
@@ -22,6 +22,6 @@ class SpanExporter {
   virtual void Shutdown() = 0;
 };
 
-}  // namespace chronoserve::server::telemetry
+}  // namespace chronoserve::otlp
 
-#endif  // CHRONOSERVE_SERVER_TELEMETRY_SPAN_EXPORTER_H_
+#endif  // CHRONOSERVE_COMMON_OTLP_SPAN_EXPORTER_H_
