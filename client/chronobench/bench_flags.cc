@@ -44,7 +44,7 @@ void AddBenchFlags(CLI::App* app, RawFlags* raw) {
   app->add_option("--html", o.output.html_path, "Write a self-contained HTML report with charts");
   app->add_option("--traceparent-rate", o.trace.traceparent_rate,
                   "Fraction of requests sent with a W3C traceparent (0..1)")->capture_default_str();
-  app->add_option("--otlp-endpoint", o.trace.otlp_endpoint, "OTLP export of client spans (not implemented yet)");
+  app->add_option("--otlp-endpoint", o.trace.otlp_endpoint, "OTLP/gRPC HOST:PORT: export a CLIENT span per traced request (parent of the server's span)");
 }
 
 absl::StatusOr<BenchOptions> ResolveFlags(const RawFlags& raw) {

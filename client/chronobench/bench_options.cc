@@ -1,6 +1,7 @@
 #include "client/chronobench/bench_options.h"
 
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -8,6 +9,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/otlp/tracing_config.h"
 
 namespace chronoserve::client::bench {
 
@@ -129,9 +131,10 @@ absl::Status ValidateOptions(const BenchOptions& o) {
     return absl::InvalidArgumentError("--traceparent-rate must be in [0, 1]");
   }
   if (!o.trace.otlp_endpoint.empty()) {
-    return absl::UnimplementedError(
-        "--otlp-endpoint: client span export is not implemented yet; use --traceparent-rate alone "
-        "(the server exports its spans under the client's trace id)");
+    const otlp::EnvLookup no_env = [](const char*) { return std::optional<std::string>(); };
+    if (auto config = otlp::ResolveTracingConfig(o.trace.otlp_endpoint, "", no_env); !config.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--otlp-endpoint: ", config.status().message()));
+    }
   }
   return absl::OkStatus();
 }

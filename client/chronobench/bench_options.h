@@ -67,7 +67,7 @@ struct OutputOptions {
 
 struct TraceOptions {
   double traceparent_rate = 0;  // fraction of requests that carry a W3C traceparent
-  std::string otlp_endpoint;    // not supported yet: rejected when set
+  std::string otlp_endpoint;    // OTLP/gRPC HOST:PORT for client spans of traced requests; "" = none
 };
 
 struct BenchOptions {

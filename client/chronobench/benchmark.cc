@@ -84,9 +84,10 @@ std::vector<std::shared_ptr<grpc::Channel>> MakeDistinctChannels(const std::stri
   return channels;
 }
 
-absl::StatusOr<std::unique_ptr<Benchmark>> Benchmark::Create(const BenchOptions& options, const Clock* clock) {
+absl::StatusOr<std::unique_ptr<Benchmark>> Benchmark::Create(const BenchOptions& options, const Clock* clock,
+                                                             ClientTracer* tracer) {
   RETURN_IF_ERROR(ValidateOptions(options));
-  std::unique_ptr<Benchmark> bench(new Benchmark(options, clock));
+  std::unique_ptr<Benchmark> bench(new Benchmark(options, clock, tracer));
   RETURN_IF_ERROR(bench->Connect());
   ASSIGN_OR_RETURN(RequestFactory factory,
                    RequestFactory::Create(bench->model_metadata_, options.input, options.load.seed));
@@ -163,6 +164,7 @@ absl::StatusOr<BenchReport> Benchmark::Run(const std::function<void(const PointR
                     : static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 8));
   ctx.timeout_ms = options_.target.timeout_ms;
   ctx.traceparent_rate = options_.trace.traceparent_rate;
+  ctx.tracer = tracer_;
   ctx.seed = options_.load.seed;
   ctx.progress = progress;
   for (const PointSpec& spec : PlanSweep(options_.load)) {

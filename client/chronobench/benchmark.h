@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "client/chronobench/bench_options.h"
 #include "client/chronobench/bench_report.h"
+#include "client/chronobench/client_tracer.h"
 #include "client/chronobench/request_factory.h"
 #include "client/chronobench/trial_runner.h"
 #include "common/clock.h"
@@ -29,19 +30,23 @@ std::vector<std::shared_ptr<grpc::Channel>> MakeDistinctChannels(const std::stri
 
 class Benchmark {
  public:
-  static absl::StatusOr<std::unique_ptr<Benchmark>> Create(const BenchOptions& options, const Clock* clock);
+  // `tracer` (may be null) receives the client span of every traced request; it must outlive Run().
+  static absl::StatusOr<std::unique_ptr<Benchmark>> Create(const BenchOptions& options, const Clock* clock,
+                                                           ClientTracer* tracer = nullptr);
 
   // `on_point` is called after each point (console table); `progress` as RunnerContext says.
   absl::StatusOr<BenchReport> Run(const std::function<void(const PointResult&)>& on_point,
                                   const std::function<void(const std::string&)>& progress);
 
  private:
-  Benchmark(const BenchOptions& options, const Clock* clock) : options_(options), clock_(clock) {}
+  Benchmark(const BenchOptions& options, const Clock* clock, ClientTracer* tracer)
+      : options_(options), clock_(clock), tracer_(tracer) {}
   absl::Status Connect();
   absl::Status Validate(int64_t batch_size);
 
   BenchOptions options_;
   const Clock* clock_;
+  ClientTracer* tracer_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<inference::GRPCInferenceService::Stub>> stubs_;
   inference::ServerMetadataResponse server_metadata_;

@@ -102,14 +102,26 @@ int64_t LoadWorker::SendDue(int64_t now, Pacer* pacer) {
   return wake;
 }
 
-std::string LoadWorker::NextTraceparent() {
-  TraceId trace_id;
-  SpanId span_id;
-  for (auto& b : trace_id) b = static_cast<uint8_t>(rng_());
-  for (auto& b : span_id) b = static_cast<uint8_t>(rng_());
-  trace_id[15] |= 1;  // all-zero ids are invalid
-  span_id[7] |= 1;
-  return FormatTraceparent(trace_id, span_id, kTraceFlagSampled);
+std::string LoadWorker::NextTraceparent(Call* call) {
+  for (auto& b : call->trace_id) b = static_cast<uint8_t>(rng_());
+  for (auto& b : call->span_id) b = static_cast<uint8_t>(rng_());
+  call->trace_id[15] |= 1;  // all-zero ids are invalid
+  call->span_id[7] |= 1;
+  call->traced = true;
+  return FormatTraceparent(call->trace_id, call->span_id, kTraceFlagSampled);
+}
+
+void LoadWorker::RecordClientSpan(const Call& call, int64_t done_unix_ns) {
+  ClientSpan span;
+  span.trace_id = call.trace_id;
+  span.span_id = call.span_id;
+  span.flags = kTraceFlagSampled;
+  span.model = shared_.request->model_name();
+  span.batch_size = shared_.batch_size;
+  span.start_unix_ns = call.sent_unix_ns;
+  span.end_unix_ns = done_unix_ns;
+  span.grpc_code = static_cast<int>(call.status.error_code());
+  shared_.tracer->Record(span);  // dropped and counted by the processor when its queue is full
 }
 
 void LoadWorker::Send(int64_t intended_ns) {
@@ -122,12 +134,13 @@ void LoadWorker::Send(int64_t intended_ns) {
   }
   if (plan_.traceparent_rate > 0 &&
       std::uniform_real_distribution<double>(0, 1)(rng_) < plan_.traceparent_rate) {
-    raw->context.AddMetadata("traceparent", NextTraceparent());
+    raw->context.AddMetadata("traceparent", NextTraceparent(raw));
     traced_.fetch_add(1, std::memory_order_relaxed);
   }
   auto& stubs = *shared_.stubs;
   auto* stub = stubs[(index_ + next_channel_++) % stubs.size()].get();
   raw->sent_ns = shared_.clock->NowNs();
+  if (raw->traced && shared_.tracer != nullptr) raw->sent_unix_ns = WallNowNs();
   raw->reader = stub->PrepareAsyncModelInfer(&raw->context, *shared_.request, &cq_);
   raw->reader->StartCall();
   raw->reader->Finish(&raw->response, &raw->status, raw);
@@ -150,6 +163,7 @@ void LoadWorker::Complete(Call* call) {
   if (it == calls_.end()) return;
   std::unique_ptr<Call> owned = std::move(it->second);
   calls_.erase(it);
+  if (owned->traced && shared_.tracer != nullptr) RecordClientSpan(*owned, WallNowNs());
   RequestRecord record;
   record.intended_ns = owned->intended_ns;
   record.sent_ns = owned->sent_ns;
@@ -169,7 +183,13 @@ void LoadWorker::Drain() {
   for (auto& [raw, call] : calls_) call->context.TryCancel();
   void* tag = nullptr;
   bool ok = false;
-  while (!calls_.empty() && cq_.Next(&tag, &ok)) calls_.erase(static_cast<Call*>(tag));
+  while (!calls_.empty() && cq_.Next(&tag, &ok)) {
+    auto it = calls_.find(static_cast<Call*>(tag));
+    if (it == calls_.end()) continue;
+    // A traceparent went out, so the server may have a span under it: give it its parent.
+    if (it->second->traced && shared_.tracer != nullptr) RecordClientSpan(*it->second, WallNowNs());
+    calls_.erase(it);
+  }
   cq_.Shutdown();
   while (cq_.Next(&tag, &ok)) {
   }

@@ -22,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "client/chronobench/bench_options.h"
+#include "client/chronobench/client_tracer.h"
 #include "client/chronobench/latency_recorder.h"
 #include "client/chronobench/pacer.h"
 #include "common/clock.h"
@@ -47,6 +48,8 @@ struct WorkerShared {
   std::vector<std::unique_ptr<inference::GRPCInferenceService::Stub>>* stubs = nullptr;
   const inference::ModelInferRequest* request = nullptr;
   const Clock* clock = nullptr;
+  ClientTracer* tracer = nullptr;  // null: traced requests export no client span
+  int64_t batch_size = 0;          // of `request` (client span attribute)
 };
 
 class LoadWorker {
@@ -77,6 +80,11 @@ class LoadWorker {
     std::unique_ptr<grpc::ClientAsyncResponseReader<inference::ModelInferResponse>> reader;
     int64_t intended_ns = 0;
     int64_t sent_ns = 0;
+    // Traced requests only: the traceparent's ids and the send wall time (client span).
+    bool traced = false;
+    TraceId trace_id{};
+    SpanId span_id{};
+    int64_t sent_unix_ns = 0;
   };
 
   void Run(int64_t start_ns);
@@ -87,7 +95,10 @@ class LoadWorker {
   void WaitOne(int64_t until_ns);
   void Complete(Call* call);
   void Drain();
-  std::string NextTraceparent();
+  // Draws fresh ids into `call` and returns its traceparent header value.
+  std::string NextTraceparent(Call* call);
+  // Hands a finished traced call to the tracer (never blocks).
+  void RecordClientSpan(const Call& call, int64_t done_unix_ns);
 
   const int index_;
   const WorkerPlan plan_;

@@ -7,6 +7,7 @@
 
 #include "client/chronobench/bench_flags.h"
 #include "client/chronobench/benchmark.h"
+#include "client/chronobench/client_tracer.h"
 #include "client/chronobench/console_report.h"
 #include "client/chronobench/html_report.h"
 #include "client/chronobench/json_report.h"
@@ -37,6 +38,16 @@ absl::Status WriteOutputs(const BenchOptions& options, const BenchReport& report
   return absl::OkStatus();
 }
 
+// Bounded: a collector that is down costs at most kFlushTimeout at exit, never the run itself.
+void FlushClientSpans(ClientTracer& tracer) {
+  constexpr absl::Duration kFlushTimeout = absl::Seconds(5);
+  tracer.Shutdown(absl::Now() + kFlushTimeout);
+  const chronoserve::otlp::SpanProcessorStats s = tracer.stats();
+  std::fprintf(stderr, "chronobench: client spans to %s: %llu exported, %llu dropped (queue full), %llu failed\n",
+               tracer.endpoint().c_str(), static_cast<unsigned long long>(s.exported),
+               static_cast<unsigned long long>(s.dropped), static_cast<unsigned long long>(s.export_failed));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -52,7 +63,9 @@ int main(int argc, char** argv) {
     if (auto js = LoadChartJs(); !js.ok()) return Fail(js.status());  // before a long run, not after
   }
 
-  auto bench = Benchmark::Create(*options, chronoserve::SteadyClock::Get());
+  auto tracer = ClientTracer::Create(options->trace, chronoserve::otlp::ProcessEnv());
+  if (!tracer.ok()) return Fail(tracer.status());
+  auto bench = Benchmark::Create(*options, chronoserve::SteadyClock::Get(), tracer->get());
   if (!bench.ok()) return Fail(bench.status());
   ProgressLine progress(options->output.progress);
   std::cout << TableHeader() << std::flush;
@@ -63,6 +76,7 @@ int main(int argc, char** argv) {
       },
       [&](const std::string& line) { progress.Update(line); });
   progress.Clear();
+  if (*tracer != nullptr) FlushClientSpans(**tracer);
   if (!report.ok()) return Fail(report.status());
   std::cout << Summary(*report);
   if (auto s = WriteOutputs(*options, *report); !s.ok()) return Fail(s);

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/chronobench/bench_options.h"
+#include "client/chronobench/client_tracer.h"
 #include "client/chronobench/latency_recorder.h"
 #include "common/clock.h"
 #include "proto/inference.grpc.pb.h"
@@ -62,6 +63,7 @@ struct RunnerContext {
   int threads = 1;             // worker threads to spread load over
   int64_t timeout_ms = 0;
   double traceparent_rate = 0;
+  ClientTracer* tracer = nullptr;  // exports traced requests' client spans; null: none
   uint64_t seed = 1;
   // Called about every 200 ms with a one-line status (for the terminal progress line).
   std::function<void(const std::string&)> progress;

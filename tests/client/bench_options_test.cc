@@ -75,7 +75,7 @@ TEST(BenchFlagsTest, FailsFastOnBadCombinations) {
       {"cb", "-m", "m", "--batch-range", "1:8", "--request-rate-range", "10"},
       {"cb", "-m", "m", "--batch-range", "1:8", "--concurrency-range", "1:4"},
       {"cb", "-m", "m", "--traceparent-rate", "1.5"},
-      {"cb", "-m", "m", "--otlp-endpoint", "localhost:4317"},
+      {"cb", "-m", "m", "--otlp-endpoint", "no-port"},
       {"cb", "-m", "m", "-b", "0"},
       {"cb", "-m", "m", "--max-trials", "0"},
       {"cb", "-m", "m", "--no-such-flag"},
