@@ -1,0 +1,97 @@
+// ModelProfiler: the careful timing methodology for one model directory, offline (no gRPC, no
+// scheduler): loads the model through the real backend (LoadModelDirectory + CreateTorchInstance),
+// warms it up at every batch size, then times `repetitions` runs per batch size and reports the
+// median and p10/p90 of each span (h2d / compute / launch / d2h: CUDA events on a GPU, host clock on
+// the CPU) and of the host wall time around Execute; the same with CUDA graphs on a GPU; a
+// throughput search (batch size doubled from 1 until max_batch_size or the memory limit); and the
+// four classic timing mistakes next to the correct figure. Single-threaded; the caller owns the
+// report.
+//
+//   ProfileOptions options;  options.repetitions = 200;
+//   absl::StatusOr<ProfileReport> report = ProfileModel("models/policy_net", options);
+//   PrintReport(*report, std::cout);  WriteJson(*report, "profile.json");   // profile_report.h
+#ifndef CHRONOSERVE_TOOLS_PROFILE_MODEL_PROFILER_H_
+#define CHRONOSERVE_TOOLS_PROFILE_MODEL_PROFILER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tools/profile/sample_spread.h"
+
+namespace chronoserve::profile {
+
+struct ProfileOptions {
+  std::string batch_sizes = "1,8,32,max";  // comma-separated; "max" = max_batch_size; clipped to it
+  int warmup_runs = 20;                    // per batch size, before anything is measured
+  int repetitions = 200;                   // measured runs per batch size (and per search step)
+  int gpu = -2;                            // CUDA ordinal; -1 = CPU; -2 = GPU 0 when present, else CPU
+  bool cuda_graphs = true;                 // also measure CUDA-graph replay (GPU only)
+  bool throughput_search = true;
+  int mistakes_batch_size = 0;             // 0: the smallest profiled batch size
+  uint64_t seed = 1;                       // random inputs (never zeros) and the "single sample" pick
+};
+
+// One batch size in one mode; every figure in microseconds.
+struct BatchProfile {
+  int batch_size = 0;
+  Spread h2d_us, compute_us, launch_us, d2h_us, wall_us;
+  double items_per_s = 0;  // batch_size / median wall time
+};
+
+struct ModeProfile {
+  std::string mode;      // "eager" or "cuda_graph"
+  bool measured = false;
+  std::string note;      // why not measured, or caveats
+  std::vector<BatchProfile> batches;
+};
+
+struct ThroughputPoint {
+  int batch_size = 0;
+  double wall_median_us = 0;
+  double items_per_s = 0;
+};
+
+struct ThroughputSearch {
+  std::vector<ThroughputPoint> points;
+  int best_batch_size = 0;
+  double best_items_per_s = 0;
+  std::string stopped_by;  // "max_batch_size", "memory limit", or "error: ..."
+};
+
+// A naive figure next to the correct one for the same batch; ratio = mistaken / correct.
+struct TimingMistake {
+  std::string name;
+  std::string what;        // what the mistaken figure measures
+  double mistaken_us = 0;
+  std::string correct_figure;
+  double correct_us = 0;
+  double ratio = 0;
+};
+
+struct ProfileReport {
+  std::string model;
+  std::string device;       // "cuda:0" / "cpu"
+  bool device_timed = false;  // spans from CUDA events; false = host clock (CPU)
+  std::string timing_note;
+  int max_batch_size = 0;
+  int warmup_runs = 0;
+  int repetitions = 0;
+  std::vector<int> batch_sizes;
+  std::vector<ModeProfile> modes;  // eager first, then cuda_graph
+  ThroughputSearch throughput;
+  int mistakes_batch_size = 0;
+  std::vector<TimingMistake> mistakes;
+};
+
+// Parses "1,8,32,max" against max_batch_size (0: the model does not batch, so {1}): sizes above
+// the maximum are clipped to it; ascending and distinct. INVALID_ARGUMENT for a bad entry.
+absl::StatusOr<std::vector<int>> ResolveBatchSizes(const std::string& list, int max_batch_size);
+
+// Profiles the model in `model_dir` (a Triton-layout model directory: config.pbtxt + <version>/model.pt).
+absl::StatusOr<ProfileReport> ProfileModel(const std::string& model_dir, const ProfileOptions& options);
+
+}  // namespace chronoserve::profile
+
+#endif  // CHRONOSERVE_TOOLS_PROFILE_MODEL_PROFILER_H_

@@ -1,0 +1,111 @@
+#include "tools/profile/profile_report.h"
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace chronoserve::profile {
+namespace {
+
+using nlohmann::json;
+
+json SpreadJson(const Spread& s) {
+  return {{"median_us", s.median}, {"p10_us", s.p10}, {"p90_us", s.p90}, {"samples", s.samples}};
+}
+
+std::string Cell(const Spread& s) { return absl::StrFormat("%.1f [%.1f-%.1f]", s.median, s.p10, s.p90); }
+
+void PrintMode(const ModeProfile& mode, std::ostream& out) {
+  out << "\n== " << mode.mode << (mode.note.empty() ? "" : " (" + mode.note + ")") << "\n";
+  if (!mode.measured) return;
+  out << absl::StrFormat("%6s  %-27s %-27s %-27s %-27s %-27s %12s\n", "batch", "compute us", "launch us",
+                         "h2d us", "d2h us", "wall us", "items/s");
+  for (const BatchProfile& b : mode.batches) {
+    out << absl::StrFormat("%6d  %-27s %-27s %-27s %-27s %-27s %12.0f\n", b.batch_size, Cell(b.compute_us),
+                           Cell(b.launch_us), Cell(b.h2d_us), Cell(b.d2h_us), Cell(b.wall_us), b.items_per_s);
+  }
+}
+
+}  // namespace
+
+void PrintReport(const ProfileReport& r, std::ostream& out) {
+  out << "model '" << r.model << "' on " << r.device << ", max_batch_size " << r.max_batch_size << ", "
+      << r.warmup_runs << " warm-up runs and " << r.repetitions << " measured runs per batch size\n"
+      << "timing: " << r.timing_note << "\n"
+      << "cells: median [p10-p90]; wall = host time around one whole batch (stage, copies, forward, wait)\n";
+  for (const ModeProfile& m : r.modes) PrintMode(m, out);
+
+  if (!r.throughput.points.empty() || !r.throughput.stopped_by.empty()) {
+    out << "\n== throughput search (eager, batch size doubled from 1; stopped by " << r.throughput.stopped_by
+        << ")\n";
+    out << absl::StrFormat("%6s  %14s %14s\n", "batch", "wall med us", "items/s");
+    for (const ThroughputPoint& p : r.throughput.points) {
+      out << absl::StrFormat("%6d  %14.1f %14.0f%s\n", p.batch_size, p.wall_median_us, p.items_per_s,
+                             p.batch_size == r.throughput.best_batch_size ? "  <- best" : "");
+    }
+  }
+
+  out << "\n== four classic timing mistakes (eager, batch size " << r.mistakes_batch_size << ")\n";
+  out << absl::StrFormat("%-36s %12s %12s %8s  %s\n", "mistake", "mistaken us", "correct us", "ratio",
+                         "mistaken figure / correct figure");
+  for (const TimingMistake& m : r.mistakes) {
+    out << absl::StrFormat("%-36s %12.1f %12.1f %7.2fx  %s / %s\n", m.name, m.mistaken_us, m.correct_us, m.ratio,
+                           m.what, m.correct_figure);
+  }
+}
+
+std::string ReportToJson(const ProfileReport& r) {
+  json doc = {{"schema", kProfileSchema},
+              {"model", r.model},
+              {"device", r.device},
+              {"device_timed", r.device_timed},
+              {"timing_note", r.timing_note},
+              {"max_batch_size", r.max_batch_size},
+              {"warmup_runs", r.warmup_runs},
+              {"repetitions", r.repetitions},
+              {"batch_sizes", r.batch_sizes}};
+  json modes = json::array();
+  for (const ModeProfile& m : r.modes) {
+    json batches = json::array();
+    for (const BatchProfile& b : m.batches) {
+      batches.push_back({{"batch_size", b.batch_size},
+                         {"compute", SpreadJson(b.compute_us)},
+                         {"launch", SpreadJson(b.launch_us)},
+                         {"h2d", SpreadJson(b.h2d_us)},
+                         {"d2h", SpreadJson(b.d2h_us)},
+                         {"wall", SpreadJson(b.wall_us)},
+                         {"items_per_s", b.items_per_s}});
+    }
+    modes.push_back({{"mode", m.mode}, {"measured", m.measured}, {"note", m.note}, {"batches", batches}});
+  }
+  doc["modes"] = modes;
+  json points = json::array();
+  for (const ThroughputPoint& p : r.throughput.points) {
+    points.push_back({{"batch_size", p.batch_size}, {"wall_median_us", p.wall_median_us},
+                      {"items_per_s", p.items_per_s}});
+  }
+  doc["throughput"] = {{"points", points},
+                       {"best_batch_size", r.throughput.best_batch_size},
+                       {"best_items_per_s", r.throughput.best_items_per_s},
+                       {"stopped_by", r.throughput.stopped_by}};
+  json mistakes = json::array();
+  for (const TimingMistake& m : r.mistakes) {
+    mistakes.push_back({{"name", m.name}, {"what", m.what}, {"mistaken_us", m.mistaken_us},
+                        {"correct_figure", m.correct_figure}, {"correct_us", m.correct_us}, {"ratio", m.ratio}});
+  }
+  doc["mistakes"] = {{"batch_size", r.mistakes_batch_size}, {"rows", mistakes}};
+  return doc.dump(2);
+}
+
+absl::Status WriteJson(const ProfileReport& report, const std::string& path) {
+  std::ofstream file(path);
+  if (!file) return absl::InternalError(absl::StrCat("cannot open '", path, "' for writing"));
+  file << ReportToJson(report) << "\n";
+  if (!file.good()) return absl::InternalError(absl::StrCat("writing '", path, "' failed"));
+  return absl::OkStatus();
+}
+
+}  // namespace chronoserve::profile
