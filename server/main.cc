@@ -7,13 +7,19 @@
 #include "common/log.h"
 #include "common/otlp/tracing_config.h"
 #include "server/server.h"
+#include "tools/profile/profile_command.h"
 #include "server/telemetry/telemetry.h"
 
 int main(int argc, char** argv) {
+  // `chronoserve profile MODEL_DIR ...`: the offline profiler (no gRPC), see docs/GPU_PERFORMANCE.md.
+  if (argc > 1 && std::string(argv[1]) == "profile") {
+    return chronoserve::profile::RunProfileCommand(argc - 1, argv + 1);
+  }
   chronoserve::server::ServerOptions options;
   int log_verbose = 0;
   CLI::App app{"chronoserve: a KServe v2 gRPC inference server for TorchScript models that reports "
-               "where every microsecond of a request went"};
+               "where every microsecond of a request went. Offline profiling of one model: "
+               "`chronoserve profile MODEL_DIR --help`"};
   app.add_option("--model-repository", options.model_repository,
                  "Model repository in Triton's layout: DIR/<model>/config.pbtxt and DIR/<model>/<version>/model.pt")
       ->required();

@@ -1,0 +1,59 @@
+#include "tools/profile/profile_command.h"
+
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "common/log.h"
+#include "tools/profile/model_profiler.h"
+#include "tools/profile/profile_report.h"
+
+namespace chronoserve::profile {
+
+int RunProfileCommand(int argc, char** argv) {
+  ProfileOptions options;
+  std::string model_dir;
+  std::string json_path;
+  bool no_graphs = false;
+  bool no_search = false;
+  CLI::App app{"chronoserve profile (also chronoserve-profile): offline timing of one model directory (no gRPC): per batch size, median and "
+               "p10/p90 of h2d/compute/launch/d2h and host wall time, eager and CUDA-graph modes, a throughput "
+               "search and the four classic timing mistakes"};
+  app.add_option("model_dir", model_dir, "Model directory in Triton's layout: DIR/config.pbtxt, DIR/<version>/model.pt")
+      ->required();
+  app.add_option("--batch-sizes", options.batch_sizes, "Comma-separated batch sizes; 'max' = max_batch_size")
+      ->capture_default_str();
+  app.add_option("--repetitions", options.repetitions, "Measured runs per batch size")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--warmup-runs", options.warmup_runs, "Warm-up runs per batch size before measuring")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--gpu", options.gpu, "CUDA device ordinal; -1 = CPU; default: GPU 0 when present");
+  app.add_option("--mistakes-batch-size", options.mistakes_batch_size,
+                 "Batch size of the timing-mistakes table (default: the smallest profiled)");
+  app.add_option("--seed", options.seed, "Seed of the random inputs")->capture_default_str();
+  app.add_flag("--no-graphs", no_graphs, "Skip the CUDA-graph mode");
+  app.add_flag("--no-throughput-search", no_search, "Skip the throughput search");
+  app.add_option("--json", json_path, "Also write the whole report as JSON to this file");
+  CLI11_PARSE(app, argc, argv);
+  options.cuda_graphs = !no_graphs;
+  options.throughput_search = !no_search;
+
+  auto report = ProfileModel(model_dir, options);
+  if (!report.ok()) {
+    CS_LOG(ERROR) << report.status().message();
+    return 1;
+  }
+  PrintReport(*report, std::cout);
+  if (!json_path.empty()) {
+    if (absl::Status s = WriteJson(*report, json_path); !s.ok()) {
+      CS_LOG(ERROR) << s.message();
+      return 1;
+    }
+    std::cout << "\nwrote " << json_path << "\n";
+  }
+  return 0;
+}
+
+}  // namespace chronoserve::profile
