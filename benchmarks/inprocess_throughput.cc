@@ -19,45 +19,14 @@
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
-#include "common/tensor_data.h"
 #include "server/backend/device_activity.h"
 #include "server/backend/torch_backend.h"
+#include "server/core/synthetic_request.h"
 #include "server/repository/model_config_loader.h"
 
 namespace {
 using namespace chronoserve;           // NOLINT: a benchmark's main
 using namespace chronoserve::server;  // NOLINT
-
-// One synthetic request of `items` random items (variable dims = 1); outputs land in `outputs`.
-std::unique_ptr<InferRequest> MakeRequest(const ModelSpec& spec, int64_t items, std::mt19937_64& rng,
-                                          std::vector<std::string>* outputs) {
-  auto r = std::make_unique<InferRequest>();
-  r->batch_items = spec.max_batch_size > 0 ? items : 1;
-  std::string key;
-  for (size_t i = 0; i < spec.inputs.size(); ++i) {
-    InputTensor in;
-    in.index = static_cast<int>(i);
-    in.dtype = spec.inputs[i].dtype;
-    std::vector<int64_t> dims = spec.inputs[i].dims;
-    for (auto& d : dims) d = d < 0 ? 1 : d;
-    key += ShapeString(dims) + ";";
-    in.shape = dims;
-    if (spec.max_batch_size > 0) in.shape.insert(in.shape.begin(), items);
-    in.owned_data = RandomTensorBytes(in.dtype, ElementCount(in.shape), rng);
-    in.data = in.owned_data.data();
-    in.byte_size = in.owned_data.size();
-    r->inputs.push_back(std::move(in));
-  }
-  r->set_shape_key(key);
-  outputs->resize(spec.outputs.size());
-  for (size_t k = 0; k < spec.outputs.size(); ++k) {
-    OutputTensor out;
-    out.index = static_cast<int>(k);
-    out.data = &(*outputs)[k];
-    r->outputs.push_back(std::move(out));
-  }
-  return r;
-}
 
 // A reusable batch: the requests are rebuilt from the same inputs before every Execute.
 struct SyntheticBatch {
@@ -70,7 +39,7 @@ SyntheticBatch MakeBatch(const ModelSpec& spec, int64_t batch_size, bool one_req
   const int64_t requests = one_request ? 1 : batch_size;
   b.outputs.resize(static_cast<size_t>(requests));
   for (int64_t i = 0; i < requests; ++i) {
-    b.batch.push_back(MakeRequest(spec, one_request ? batch_size : 1, rng, &b.outputs[i]));
+    b.batch.push_back(MakeSyntheticRequest(spec, one_request ? batch_size : 1, &b.outputs[i], rng));
   }
   return b;
 }

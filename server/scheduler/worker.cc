@@ -6,48 +6,9 @@
 #include "absl/synchronization/notification.h"
 #include "common/log.h"
 #include "common/status_macros.h"
-#include "common/tensor_data.h"
+#include "server/core/synthetic_request.h"
 
 namespace chronoserve::server {
-namespace {
-
-// A request of `items` random items (shape from the spec; -1 dims from `dims_override` or 1).
-std::unique_ptr<InferRequest> SyntheticRequest(
-    const ModelSpec& spec, int items, const std::map<std::string, std::vector<int64_t>>& dims_override,
-    std::vector<std::string>* output_scratch, std::mt19937_64& rng) {
-  auto r = std::make_unique<InferRequest>();
-  r->synthetic = true;
-  r->batch_items = spec.max_batch_size > 0 ? items : 1;
-  std::string key;
-  for (size_t i = 0; i < spec.inputs.size(); ++i) {
-    const TensorSpec& t = spec.inputs[i];
-    std::vector<int64_t> dims = t.dims;
-    auto it = dims_override.find(t.name);
-    if (it != dims_override.end() && it->second.size() == dims.size()) dims = it->second;
-    for (auto& d : dims) d = d < 0 ? 1 : d;
-    InputTensor in;
-    in.index = static_cast<int>(i);
-    in.dtype = t.dtype;
-    in.shape = dims;
-    if (spec.max_batch_size > 0) in.shape.insert(in.shape.begin(), items);
-    in.owned_data = RandomTensorBytes(t.dtype, ElementCount(in.shape), rng);
-    in.data = in.owned_data.data();
-    in.byte_size = in.owned_data.size();
-    absl::StrAppend(&key, ShapeString(dims), ";");
-    r->inputs.push_back(std::move(in));
-  }
-  r->set_shape_key(key);
-  output_scratch->resize(spec.outputs.size());
-  for (size_t k = 0; k < spec.outputs.size(); ++k) {
-    OutputTensor out;
-    out.index = static_cast<int>(k);
-    out.data = &(*output_scratch)[k];
-    r->outputs.push_back(std::move(out));
-  }
-  return r;
-}
-
-}  // namespace
 
 bool IsLaunchBound(const BatchTiming& timing) {
   return timing.device_timed && timing.compute_ns > 0 && timing.launch_ns * 5 >= timing.compute_ns * 4;
@@ -71,7 +32,7 @@ absl::Status Worker::Warmup(const ModelSpec& spec, const WarmupOptions& options)
   std::vector<std::string> scratch;
   auto run = [&](int items, const std::map<std::string, std::vector<int64_t>>& dims) -> absl::Status {
     Batch batch;
-    batch.push_back(SyntheticRequest(spec, items, dims, &scratch, rng));
+    batch.push_back(MakeSyntheticRequest(spec, items, &scratch, rng, dims));
     BatchTiming timing;
     timing.worker = index_;
     timing.dequeued_ns = clock_->NowNs();

@@ -14,10 +14,10 @@
 #include "absl/strings/strip.h"
 #include "common/clock.h"
 #include "common/status_macros.h"
-#include "common/tensor_data.h"
 #include "server/backend/cuda_graph_buckets.h"
 #include "server/backend/device_activity.h"
 #include "server/backend/torch_backend.h"
+#include "server/core/synthetic_request.h"
 #include "server/repository/model_config_loader.h"
 
 namespace chronoserve::profile {
@@ -42,29 +42,7 @@ struct SyntheticBatch {
 
 std::unique_ptr<SyntheticBatch> MakeBatch(const ModelSpec& spec, int items, std::mt19937_64& rng) {
   auto b = std::make_unique<SyntheticBatch>();
-  auto r = std::make_unique<server::InferRequest>();
-  r->synthetic = true;
-  r->batch_items = spec.max_batch_size > 0 ? items : 1;
-  for (size_t i = 0; i < spec.inputs.size(); ++i) {
-    server::InputTensor in;
-    in.index = static_cast<int>(i);
-    in.dtype = spec.inputs[i].dtype;
-    in.shape = spec.inputs[i].dims;
-    for (auto& d : in.shape) d = d < 0 ? 1 : d;
-    if (spec.max_batch_size > 0) in.shape.insert(in.shape.begin(), items);
-    in.owned_data = RandomTensorBytes(in.dtype, ElementCount(in.shape), rng);
-    in.data = in.owned_data.data();
-    in.byte_size = in.owned_data.size();
-    r->inputs.push_back(std::move(in));
-  }
-  b->outputs.resize(spec.outputs.size());
-  for (size_t k = 0; k < spec.outputs.size(); ++k) {
-    server::OutputTensor out;
-    out.index = static_cast<int>(k);
-    out.data = &b->outputs[k];
-    r->outputs.push_back(std::move(out));
-  }
-  b->batch.push_back(std::move(r));
+  b->batch.push_back(server::MakeSyntheticRequest(spec, items, &b->outputs, rng));
   return b;
 }
 

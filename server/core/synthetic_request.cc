@@ -1,0 +1,43 @@
+#include "server/core/synthetic_request.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/tensor_data.h"
+
+namespace chronoserve::server {
+
+std::unique_ptr<InferRequest> MakeSyntheticRequest(
+    const ModelSpec& spec, int64_t items, std::vector<std::string>* output_scratch,
+    std::mt19937_64& rng, const std::map<std::string, std::vector<int64_t>>& dims_override) {
+  auto r = std::make_unique<InferRequest>();
+  r->synthetic = true;
+  r->batch_items = spec.max_batch_size > 0 ? items : 1;
+  std::string key;
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    const TensorSpec& t = spec.inputs[i];
+    std::vector<int64_t> dims = t.dims;
+    auto it = dims_override.find(t.name);
+    if (it != dims_override.end() && it->second.size() == dims.size()) dims = it->second;
+    for (auto& d : dims) d = d < 0 ? 1 : d;
+    InputTensor in;
+    in.index = static_cast<int>(i);
+    in.dtype = t.dtype;
+    in.shape = dims;
+    if (spec.max_batch_size > 0) in.shape.insert(in.shape.begin(), items);
+    in.owned_data = RandomTensorBytes(t.dtype, ElementCount(in.shape), rng);
+    in.data = in.owned_data.data();
+    in.byte_size = in.owned_data.size();
+    absl::StrAppend(&key, ShapeString(dims), ";");
+    r->inputs.push_back(std::move(in));
+  }
+  r->set_shape_key(key);
+  output_scratch->resize(spec.outputs.size());
+  for (size_t k = 0; k < spec.outputs.size(); ++k) {
+    OutputTensor out;
+    out.index = static_cast<int>(k);
+    out.data = &(*output_scratch)[k];
+    r->outputs.push_back(std::move(out));
+  }
+  return r;
+}
+
+}  // namespace chronoserve::server

@@ -1,0 +1,26 @@
+// Synthetic requests for warm-up, keep-warm, benchmarks and the offline profiler: random inputs
+// (never all zeros) of the spec's shapes, every output requested into caller-owned strings.
+#ifndef CHRONOSERVE_SERVER_CORE_SYNTHETIC_REQUEST_H_
+#define CHRONOSERVE_SERVER_CORE_SYNTHETIC_REQUEST_H_
+
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "server/core/infer_request.h"
+#include "server/core/model_spec.h"
+
+namespace chronoserve::server {
+
+// A request of `items` items (ignored when the model does not batch). Variable (-1) dims take the
+// per-input `dims_override` when it has the right rank, else 1. Outputs are written into
+// `*output_scratch`, which must outlive the request. The request is marked synthetic.
+std::unique_ptr<InferRequest> MakeSyntheticRequest(
+    const ModelSpec& spec, int64_t items, std::vector<std::string>* output_scratch,
+    std::mt19937_64& rng, const std::map<std::string, std::vector<int64_t>>& dims_override = {});
+
+}  // namespace chronoserve::server
+
+#endif  // CHRONOSERVE_SERVER_CORE_SYNTHETIC_REQUEST_H_
