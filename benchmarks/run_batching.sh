@@ -43,32 +43,13 @@ write_repo() {  # MODE DIR
   return 0
 }
 
-start_server() {  # REPO LOG
-  "$build/bin/chronoserve" --model-repository "$1" --grpc-port "$port" --warmup-runs "$warmup_runs" \
-    --allow-metrics false > "$2" 2>&1 &
-  server=$!
-  for _ in $(seq 1 600); do  # bounded: 5 minutes
-    grep -q "server READY\|server up" "$2" && break
-    kill -0 "$server" 2>/dev/null || { echo "server exited:"; cat "$2"; return 1; }
-    sleep 0.5
-  done
-  grep -q "server READY" "$2" || { echo "server not ready:"; tail -20 "$2"; return 1; }
-  grep "READY on" "$2"
-}
-
-stop_server() {
-  kill -TERM "$server"
-  wait "$server"
-  local rc=$?
-  server=""
-  [ $rc -eq 0 ] || { echo "server exited with $rc after SIGTERM"; return 1; }
-}
+source "$(dirname "$0")/server_lib.sh"
 
 status=0
 for mode in $modes; do
   write_repo "$mode" "$work/repo_$mode"
   echo "== dynamic batching $mode (max_queue_delay ${delay_us} us, $instances instance(s))"
-  start_server "$work/repo_$mode" "$out/server_$mode.log" || exit 1
+  start_server "$build" "$work/repo_$mode" "$out/server_$mode.log" "$port" --warmup-runs "$warmup_runs" --allow-metrics false || exit 1
   for c in $points; do
     "$build/bin/chronobench" -m "$model" -u "127.0.0.1:$port" -b 1 --concurrency-range "$c:$c:1" \
       -p "$window_ms" -r "$trials" --warmup-requests $((c * 4 > 50 ? c * 4 : 50)) \

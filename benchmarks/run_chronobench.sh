@@ -9,14 +9,9 @@ port=${3:-8011}
 mkdir -p "$out"
 models=$(mktemp -d)
 "$build/bin/chronoserve-examples" --out "$models" >/dev/null || exit 1
-"$build/bin/chronoserve" --model-repository "$models" --grpc-port "$port" --metrics-port 0 > "$out/bench_server.log" 2>&1 &
-server=$!
-trap 'kill -TERM $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$models"' EXIT
-for _ in $(seq 1 240); do
-  grep -q "server READY\|server up" "$out/bench_server.log" && break
-  kill -0 $server 2>/dev/null || { cat "$out/bench_server.log"; exit 1; }
-  sleep 0.5
-done
+source "$(dirname "$0")/server_lib.sh"
+trap 'stop_server >/dev/null 2>&1; rm -rf "$models"' EXIT
+start_server "$build" "$models" "$out/bench_server.log" "$port" || exit 1
 status=0
 # Chart.js for --html: the Debian package, unpacked by .gpu/env.sh on the GPU machine.
 [ -f /opt/deps/usr/share/javascript/chart.js/chart.min.js ] && export CHRONOBENCH_CHARTJS=/opt/deps/usr/share/javascript/chart.js/chart.min.js
@@ -30,4 +25,5 @@ done
 # Batch sweep at concurrency 1.
 $bench --batch-range 16:128:16 -p 1000 -r 4 --warmup-requests 50 \
   --json "$out/chronobench_batch.json" --csv "$out/chronobench_batch.csv" --html "$out/chronobench_batch.html" || status=1
+stop_server || status=1
 exit $status

@@ -17,9 +17,8 @@ printf '%s\n' 'optimization { cuda { graphs: true } }' >> "$models/policy_net/co
 # (2) in-process graph replay reference, same device, same run.
 "$build/bin/bench_inprocess_throughput" --model-repository "$models" -m policy_net --batch-sizes 1,128 --one-request \
   --json "$out/inprocess_graph.json" 2>&1 | tail -6 || status=1
-"$build/bin/chronoserve" --model-repository "$models" --grpc-port "$port" --metrics-port 0 > "$out/final_server.log" 2>&1 &
-server=$!
-for _ in $(seq 240); do grep -q "server READY\|server up" "$out/final_server.log" && break; sleep 0.5; done
+source "$src/benchmarks/server_lib.sh"
+start_server "$build" "$models" "$out/final_server.log" "$port" || exit 1
 # (3) the very first request after READY, then steady state.
 "$build/bin/bench_serve_latency" -u "127.0.0.1:$port" -m policy_net -b 128 -n 1 --warmup-requests 0 \
   --label "first request after READY (graphs)" --json "$out/first_request.json" | tail -12 || status=1
@@ -31,7 +30,6 @@ for b in 128 1; do
   python3 "$src/benchmarks/python_client_probe.py" "$out/inference.desc" "127.0.0.1:$port" policy_net $b 1000 \
     "$out/python_client_bs$b.json" || status=1
 done
-kill -TERM $server
-wait $server || status=1
+stop_server || status=1
 rm -rf "$models"
 exit $status

@@ -10,6 +10,7 @@ port=${3:-8021}
 mkdir -p "$out"
 GRAPHS='optimization { cuda { graphs: true } }'
 WARM='parameters { key: "keep_warm_ms" value { string_value: "10" } }'
+source "$(dirname "$0")/server_lib.sh"
 status=0
 run() {  # run LABEL EXTRA_CONFIG BENCH_ARGS...
   local label=$1 extra=$2
@@ -17,13 +18,10 @@ run() {  # run LABEL EXTRA_CONFIG BENCH_ARGS...
   local models
   models=$(mktemp -d)
   "$build/bin/chronoserve-examples" --out "$models" >/dev/null && printf '%s\n' "$extra" >> "$models/policy_net/config.pbtxt"
-  "$build/bin/chronoserve" --model-repository "$models" --grpc-port "$port" --metrics-port 0 > "$out/server-$label.log" 2>&1 &
-  local server=$!
-  for _ in $(seq 240); do grep -q "server READY\|server up" "$out/server-$label.log" && break; sleep 0.5; done
+  start_server "$build" "$models" "$out/server-$label.log" "$port" || { status=1; rm -rf "$models"; return; }
   "$build/bin/bench_serve_latency" -u "127.0.0.1:$port" -m policy_net "$@" --label "$label" \
     --json "$out/perf-$label.json" || status=1
-  kill -TERM $server
-  wait $server || status=1
+  stop_server || status=1
   rm -rf "$models"
 }
 for b in 128 1; do

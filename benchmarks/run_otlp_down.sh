@@ -8,22 +8,19 @@ build=${1:?build dir}
 out=${2:?output dir}
 port=${3:-8041}
 mkdir -p "$out"
+source "$(dirname "$0")/server_lib.sh"
 status=0
 models=$(mktemp -d)
 "$build/bin/chronoserve-examples" --out "$models" >/dev/null || exit 1
 for mode in off down; do
   extra=()
   [ $mode = down ] && extra=(--otlp-endpoint 127.0.0.1:9)
-  "$build/bin/chronoserve" --model-repository "$models" --grpc-port "$port" --metrics-port 0 "${extra[@]}" \
-    > "$out/otlp_$mode.log" 2>&1 &
-  server=$!
-  for _ in $(seq 240); do grep -q "server READY\|server up" "$out/otlp_$mode.log" && break; sleep 0.5; done
+  start_server "$build" "$models" "$out/otlp_$mode.log" "$port" "${extra[@]}" || { status=1; continue; }
   for b in 1 128; do
     "$build/bin/bench_serve_latency" -u "127.0.0.1:$port" -m policy_net -b $b -n 1000 --warmup-requests 100 \
       --label "tracing $mode bs$b" --json "$out/otlp_${mode}_bs$b.json" | grep -E "^policy|^e2e|^server_total" || status=1
   done
-  kill -TERM $server
-  wait $server || status=1
+  stop_server || status=1
   grep -iE "drop|export" "$out/otlp_$mode.log" | sed 's/^.*] //' | sort | uniq -c | head -5
 done
 rm -rf "$models"

@@ -11,17 +11,9 @@ port=${3:-8001}
 mkdir -p "$out"
 models=$(mktemp -d)
 "$build/bin/chronoserve-examples" --out "$models" >/dev/null || exit 1
-"$build/bin/chronoserve" --model-repository "$models" --grpc-port "$port" > "$out/server.log" 2>&1 &
-server=$!
-trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$models"' EXIT
-# Wait (bounded) until the server has loaded and warmed the model.
-for _ in $(seq 1 240); do
-  grep -q "server READY\|server up" "$out/server.log" && break
-  kill -0 $server 2>/dev/null || { echo "server exited:"; cat "$out/server.log"; exit 1; }
-  sleep 0.5
-done
-grep -q "server READY" "$out/server.log" || { echo "server not ready:"; cat "$out/server.log"; exit 1; }
-grep "READY on" "$out/server.log"
+source "$(dirname "$0")/server_lib.sh"
+trap 'stop_server >/dev/null 2>&1; rm -rf "$models"' EXIT
+start_server "$build" "$models" "$out/server.log" "$port" || exit 1
 status=0
 for batch in 128 1; do
   "$build/bin/bench_serve_latency" -u "127.0.0.1:$port" -m policy_net -b $batch -n 1000 --warmup-requests 100 \
@@ -35,11 +27,5 @@ for gap in 200 1000; do
   "$build/bin/bench_serve_latency" -u "127.0.0.1:$port" -m policy_net -b 128 -n 20 --warmup-requests 20 \
     --idle-gap-ms $gap --label "policy_net bs128, ${gap} ms idle gaps" --json "$out/serve_latency_gap$gap.json" || status=1
 done
-# Graceful shutdown must be clean: SIGTERM, then the server's own exit code.
-kill -TERM $server
-wait $server
-server_rc=$?
-trap 'rm -rf "$models"' EXIT
-echo "server exited with $server_rc after SIGTERM"
-[ $server_rc -eq 0 ] || { tail -20 "$out/server.log"; status=1; }
+stop_server || status=1
 exit $status
