@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "absl/synchronization/mutex.h"
 #include "client/chronobench/bench_flags.h"
 #include "client/chronobench/benchmark.h"
 #include "client/chronobench/client_tracer.h"
@@ -51,6 +52,8 @@ void FlushClientSpans(ClientTracer& tracer) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // As chronoserve's main: Debian's abseil checks every Mutex::Lock for deadlock cycles otherwise.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   CLI::App app{"chronobench: load-test a KServe v2 model; end-to-end latency against the server's "
                "queue / copy / compute spans, per request"};
   RawFlags raw;
