@@ -1,6 +1,5 @@
 #include "common/timing.h"
 
-#include <cstdio>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -119,12 +118,17 @@ absl::StatusOr<RequestTiming> DecodeTimingParams(
 }
 
 std::string EncodeServerTiming(const RequestTiming& timing) {
+  // Integer formatting, rounded to the microsecond: this runs for every response, and printf's
+  // float path showed up in the server's profile under load.
   std::string out;
+  out.reserve(160);
   for (const auto& span : kSpans) {
-    char buf[64];
-    std::snprintf(buf, sizeof(buf), "%s%s;dur=%.3f", out.empty() ? "" : ", ", span.name,
-                  static_cast<double>(timing.*span.member) / 1e6);
-    out += buf;
+    const int64_t ns = timing.*span.member;
+    const int64_t us = (ns >= 0 ? ns + 500 : ns - 500) / 1000;
+    const int64_t abs_us = us < 0 ? -us : us;
+    const int64_t frac = abs_us % 1000;
+    absl::StrAppend(&out, out.empty() ? "" : ", ", span.name, ";dur=", us < 0 ? "-" : "",
+                    abs_us / 1000, ".", frac < 100 ? "0" : "", frac < 10 ? "0" : "", frac);
   }
   return out;
 }

@@ -100,6 +100,21 @@ TEST(ServerTimingTest, EncodesMillisecondsInW3cSyntaxAndParsesBack) {
   EXPECT_EQ(metrics->back().name, "total");
 }
 
+TEST(ServerTimingTest, RoundsToTheMicrosecondAndPadsTheFraction) {
+  RequestTiming t;
+  t.queue_ns = 1'499;             // 0.001 ms
+  t.input_stage_ns = 1'500;       // rounds half up: 0.002
+  t.compute_ns = 2'345'678'901;   // 2345.679 ms
+  t.server_total_ns = 1'050'000;  // 1.050
+  const std::string header = EncodeServerTiming(t);
+  EXPECT_EQ(header,
+            "queue;dur=0.001, input_stage;dur=0.002, h2d;dur=0.000, compute;dur=2345.679, "
+            "launch;dur=0.000, d2h;dur=0.000, output_stage;dur=0.000, total;dur=1.050");
+  auto metrics = ParseServerTiming(header);
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_DOUBLE_EQ((*metrics)[3].dur_ms, 2345.679);
+}
+
 TEST(ServerTimingTest, ParsesForeignHeadersAndRejectsGarbage) {
   auto metrics = ParseServerTiming("cache;desc=\"hit\", db;dur=53.2,app");
   ASSERT_TRUE(metrics.ok());
