@@ -1,6 +1,8 @@
 // bench_serve_latency: closed loop, concurrency 1, against a running chronoserve. Sends warm-up
 // requests, then N measured requests, and prints p50/p99 of the client's end-to-end time and of
 // every server span the response carries (exact percentiles over all samples). Writes JSON.
+// With --shared-memory system the tensors travel through POSIX shared memory registered with the
+// server; e2e then also counts copying the inputs into the region and the outputs out of it.
 //
 //   bench_serve_latency --url 127.0.0.1:8001 --model policy_net --batch-size 128 --requests 1000
 #include <CLI/CLI.hpp>
@@ -13,7 +15,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
 #include "client/inference_client.h"
+#include "client/system_shared_memory.h"
+#include "common/clock.h"
 #include "common/tensor_data.h"
 
 namespace {
@@ -28,6 +35,101 @@ double Percentile(std::vector<int64_t> v, double p) {
   return static_cast<double>(v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)]) / 1000.0;
 }
 
+// --shared-memory system: one input and one output region, registered for the whole run.
+class ShmTransport {
+ public:
+  static absl::StatusOr<std::unique_ptr<ShmTransport>> Create(
+      InferenceClient* client, const inference::ModelMetadataResponse& meta,
+      const std::vector<std::vector<Tensor>>& variants, int batch, int64_t output_bytes) {
+    auto t = std::unique_ptr<ShmTransport>(new ShmTransport(client));
+    size_t in_bytes = 1;
+    for (const auto& inputs : variants) {
+      size_t total = 0;
+      for (const auto& in : inputs) total += Align(in.data.size());
+      in_bytes = std::max(in_bytes, total);
+    }
+    size_t out_total = 0;
+    for (const auto& out : meta.outputs()) {
+      auto dtype = chronoserve::DataTypeFromName(out.datatype());
+      if (!dtype.ok()) return dtype.status();
+      size_t bytes = static_cast<size_t>(output_bytes);
+      if (bytes == 0) {
+        int64_t elements = 1;
+        for (int i = 0; i < out.shape_size(); ++i) {
+          const int64_t d = out.shape(i) >= 0 ? out.shape(i) : (i == 0 ? batch : -1);
+          if (d < 0) return absl::InvalidArgumentError(absl::StrCat("output '", out.name(), "' has variable dims: give --output-shared-memory-size"));
+          elements *= d;
+        }
+        bytes = static_cast<size_t>(elements) * chronoserve::DataTypeByteSize(*dtype);
+      }
+      t->outputs_[out.name()] = {t->out_name_, bytes, out_total};
+      out_total += Align(bytes);
+    }
+    const std::string tag = absl::StrCat("bench_serve_latency_", getpid());
+    auto in = chronoserve::client::SystemSharedMemory::Create("/" + tag + "_in", in_bytes);
+    if (!in.ok()) return in.status();
+    auto out = chronoserve::client::SystemSharedMemory::Create("/" + tag + "_out", std::max<size_t>(out_total, 1));
+    if (!out.ok()) return out.status();
+    t->in_ = *std::move(in);
+    t->out_ = *std::move(out);
+    t->in_name_ = tag + "_in";
+    t->out_name_ = tag + "_out";
+    for (auto& [name, ref] : t->outputs_) ref.region = t->out_name_;
+    if (auto s = client->RegisterSystemSharedMemory(t->in_name_, t->in_->key(), t->in_->byte_size()); !s.ok()) return s;
+    t->registered_ = true;
+    if (auto s = client->RegisterSystemSharedMemory(t->out_name_, t->out_->key(), t->out_->byte_size()); !s.ok()) return s;
+    t->copied_out_.resize(t->out_->byte_size());
+    return t;
+  }
+  ~ShmTransport() {
+    if (!registered_) return;
+    client_->UnregisterSystemSharedMemory(in_name_).IgnoreError();
+    client_->UnregisterSystemSharedMemory(out_name_).IgnoreError();
+  }
+
+  // Copies in, infers, copies out; e2e_ns covers all three.
+  absl::StatusOr<chronoserve::client::InferResult> Infer(const std::string& model, const std::vector<Tensor>& inputs,
+                                                         chronoserve::client::InferOptions options) {
+    const int64_t start = chronoserve::SteadyClock::Now();
+    std::vector<Tensor> refs;
+    size_t offset = 0;
+    for (const Tensor& in : inputs) {
+      std::memcpy(in_->data() + offset, in.data.data(), in.data.size());
+      Tensor ref{in.name, in.dtype, in.shape, {}};
+      ref.shared_memory = chronoserve::client::SharedMemoryRef{in_name_, in.data.size(), offset};
+      refs.push_back(std::move(ref));
+      offset += Align(in.data.size());
+    }
+    for (const auto& [name, ref] : outputs_) {
+      if (options.outputs.empty() || std::count(options.outputs.begin(), options.outputs.end(), name) > 0) {
+        options.output_shared_memory[name] = ref;
+      }
+    }
+    auto result = client_->Infer(model, refs, options);
+    if (!result.ok()) return result;
+    for (const auto& out : result->outputs) {
+      if (!out.shared_memory.has_value()) continue;
+      const size_t bytes = std::min(out.shared_memory->byte_size,
+                                    static_cast<size_t>(chronoserve::ElementCount(out.shape)) *
+                                        chronoserve::DataTypeByteSize(out.dtype));
+      std::memcpy(copied_out_.data() + out.shared_memory->offset, out_->data() + out.shared_memory->offset, bytes);
+    }
+    result->e2e_ns = chronoserve::SteadyClock::Now() - start;
+    return result;
+  }
+
+ private:
+  explicit ShmTransport(InferenceClient* client) : client_(client) {}
+  static size_t Align(size_t n) { return (n + 63) / 64 * 64; }
+
+  InferenceClient* const client_;
+  std::unique_ptr<chronoserve::client::SystemSharedMemory> in_, out_;
+  std::string in_name_, out_name_;
+  std::map<std::string, chronoserve::client::SharedMemoryRef> outputs_;
+  std::string copied_out_;  // the client's copy of the outputs
+  bool registered_ = false;
+};
+
 struct Series {
   const char* name;
   std::function<int64_t(const chronoserve::client::InferResult&)> get;
@@ -39,6 +141,8 @@ int main(int argc, char** argv) {
   std::string url = "127.0.0.1:8001", model = "policy_net", json_path, label;
   std::vector<std::string> outputs;
   int batch = 1, requests = 1000, warmup = 100, gap_ms = 0;
+  std::string shared_memory = "none";
+  int64_t output_shm_bytes = 0;
   CLI::App app{"Closed-loop (concurrency 1) latency of one model on a running chronoserve"};
   app.add_option("-u,--url", url, "Server HOST:PORT")->capture_default_str();
   app.add_option("-m,--model", model, "Model name")->capture_default_str();
@@ -49,6 +153,12 @@ int main(int argc, char** argv) {
   app.add_option("--outputs", outputs, "Request only these outputs (default: all)");
   app.add_option("--json", json_path, "Write the figures as JSON here");
   app.add_option("--label", label, "Label for the JSON record");
+  app.add_option("--shared-memory", shared_memory,
+                 "none, or system: tensors through POSIX shared memory (e2e includes the copies in and out)")
+      ->check(CLI::IsMember({"none", "system"}))
+      ->capture_default_str();
+  app.add_option("--output-shared-memory-size", output_shm_bytes,
+                 "Bytes per output tensor in shared memory (default: from the output shapes and the batch size)");
   CLI11_PARSE(app, argc, argv);
 
   auto client = InferenceClient::Connect(url);
@@ -70,13 +180,23 @@ int main(int argc, char** argv) {
       inputs.push_back(std::move(t));
     }
   }
+  std::unique_ptr<ShmTransport> shm;
+  if (shared_memory == "system") {
+    auto created = ShmTransport::Create(client.get(), *meta, variants, batch, output_shm_bytes);
+    if (!created.ok()) {
+      std::fprintf(stderr, "bench_serve_latency: shared memory: %s\n", std::string(created.status().message()).c_str());
+      return 1;
+    }
+    shm = *std::move(created);
+  }
   std::vector<chronoserve::client::InferResult> results;
   int errors = 0;
   for (int i = 0; i < warmup + requests; ++i) {
     if (i >= warmup && gap_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
     chronoserve::client::InferOptions options;
     options.outputs = outputs;
-    auto r = client->Infer(model, variants[i % variants.size()], options);
+    const auto& inputs = variants[i % variants.size()];
+    auto r = shm != nullptr ? shm->Infer(model, inputs, options) : client->Infer(model, inputs, options);
     if (!r.ok()) {
       if (++errors <= 3) std::fprintf(stderr, "error: %s\n", std::string(r.status().message()).c_str());
       continue;
@@ -97,10 +217,11 @@ int main(int argc, char** argv) {
       {"outside_gpu_spans", [](const auto& r) { return r.e2e_ns - r.timing->h2d_ns - r.timing->compute_ns - r.timing->d2h_ns; }},
   };
   const bool device_timed = !results.empty() && results.front().timing->device_timed;
-  std::printf("\n%s  batch %d  %zu requests (+%d warm-up, %d errors)  spans: %s\n", model.c_str(), batch,
-              results.size(), warmup, errors, device_timed ? "CUDA events" : "host clock (CPU)");
+  std::printf("\n%s  batch %d  %zu requests (+%d warm-up, %d errors)  spans: %s  tensors: %s\n", model.c_str(),
+              batch, results.size(), warmup, errors, device_timed ? "CUDA events" : "host clock (CPU)",
+              shm != nullptr ? "system shared memory (e2e includes the copies)" : "in the gRPC messages");
   std::printf("%-18s %12s %12s\n", "stage", "p50 (us)", "p99 (us)");
-  nlohmann::json record = {{"label", label}, {"model", model}, {"batch_size", batch},
+  nlohmann::json record = {{"label", label}, {"model", model}, {"batch_size", batch}, {"shared_memory", shared_memory},
                            {"requests", results.size()}, {"errors", errors}, {"idle_gap_ms", gap_ms},
                            {"device_timed", device_timed}};
   for (const auto& s : series) {

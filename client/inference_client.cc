@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -78,7 +79,60 @@ absl::StatusOr<inference::ModelStatisticsResponse> InferenceClient::ModelStatist
   return response;
 }
 
+absl::Status InferenceClient::RegisterSystemSharedMemory(const std::string& name, const std::string& key,
+                                                         size_t byte_size, size_t offset) {
+  grpc::ClientContext ctx;
+  inference::SystemSharedMemoryRegisterRequest request;
+  request.set_name(name);
+  request.set_key(key);
+  request.set_offset(offset);
+  request.set_byte_size(byte_size);
+  inference::SystemSharedMemoryRegisterResponse response;
+  return FromGrpcStatus(stub_->SystemSharedMemoryRegister(&ctx, request, &response));
+}
+
+absl::Status InferenceClient::UnregisterSystemSharedMemory(const std::string& name) {
+  grpc::ClientContext ctx;
+  inference::SystemSharedMemoryUnregisterRequest request;
+  request.set_name(name);
+  inference::SystemSharedMemoryUnregisterResponse response;
+  return FromGrpcStatus(stub_->SystemSharedMemoryUnregister(&ctx, request, &response));
+}
+
+absl::StatusOr<inference::SystemSharedMemoryStatusResponse> InferenceClient::SystemSharedMemoryStatus(
+    const std::string& name) {
+  grpc::ClientContext ctx;
+  inference::SystemSharedMemoryStatusRequest request;
+  request.set_name(name);
+  inference::SystemSharedMemoryStatusResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(stub_->SystemSharedMemoryStatus(&ctx, request, &response)));
+  return response;
+}
+
 namespace {
+
+constexpr char kShmRegion[] = "shared_memory_region";
+constexpr char kShmOffset[] = "shared_memory_offset";
+constexpr char kShmByteSize[] = "shared_memory_byte_size";
+
+void SetSharedMemoryParams(const SharedMemoryRef& ref,
+                           google::protobuf::Map<std::string, inference::InferParameter>* params) {
+  (*params)[kShmRegion].set_string_param(ref.region);
+  (*params)[kShmByteSize].set_int64_param(static_cast<int64_t>(ref.byte_size));
+  if (ref.offset > 0) (*params)[kShmOffset].set_int64_param(static_cast<int64_t>(ref.offset));
+}
+
+std::optional<SharedMemoryRef> SharedMemoryOf(
+    const google::protobuf::Map<std::string, inference::InferParameter>& params) {
+  auto region = params.find(kShmRegion);
+  if (region == params.end()) return std::nullopt;
+  SharedMemoryRef ref;
+  ref.region = region->second.string_param();
+  if (auto it = params.find(kShmByteSize); it != params.end()) ref.byte_size = it->second.int64_param();
+  if (auto it = params.find(kShmOffset); it != params.end()) ref.offset = it->second.int64_param();
+  return ref;
+}
+
 void SetTypedContents(const Tensor& t, inference::InferTensorContents* c) {
   const int64_t n = ElementCount(t.shape);
   for (int64_t i = 0; i < n; ++i) {
@@ -108,30 +162,54 @@ inference::ModelInferRequest InferenceClient::BuildRequest(const std::string& mo
     in->set_name(t.name);
     in->set_datatype(DataTypeName(t.dtype));
     for (int64_t d : t.shape) in->add_shape(d);
-    if (options.typed_contents) {
+    if (t.shared_memory.has_value()) {
+      // raw_input_contents holds only the inputs that travel in the message.
+      SetSharedMemoryParams(*t.shared_memory, in->mutable_parameters());
+    } else if (options.typed_contents) {
       SetTypedContents(t, in->mutable_contents());
     } else {
       request.add_raw_input_contents(t.data);
     }
   }
-  for (const auto& name : options.outputs) request.add_outputs()->set_name(name);
+  auto add_output = [&](const std::string& name) {
+    auto* out = request.add_outputs();
+    out->set_name(name);
+    auto it = options.output_shared_memory.find(name);
+    if (it != options.output_shared_memory.end()) SetSharedMemoryParams(it->second, out->mutable_parameters());
+  };
+  for (const auto& name : options.outputs) add_output(name);
+  for (const auto& [name, ref] : options.output_shared_memory) {
+    if (std::find(options.outputs.begin(), options.outputs.end(), name) == options.outputs.end()) add_output(name);
+  }
   return request;
 }
 
 absl::StatusOr<InferResult> InferenceClient::DecodeResponse(const inference::ModelInferResponse& response) {
   InferResult result;
   result.id = response.id();
-  if (response.raw_output_contents_size() != response.outputs_size()) {
-    return absl::DataLossError(absl::StrCat("response has ", response.outputs_size(), " outputs but ",
-                                            response.raw_output_contents_size(), " raw contents"));
+  // Triton and chronoserve send one raw entry per output (empty for one in shared memory); accept
+  // also a server that leaves those out, as long as the count says which convention it used.
+  int in_message = 0;
+  for (const auto& o : response.outputs()) in_message += SharedMemoryOf(o.parameters()).has_value() ? 0 : 1;
+  const int raw = response.raw_output_contents_size();
+  const bool one_per_output = raw == response.outputs_size();
+  if (!one_per_output && raw != in_message) {
+    return absl::DataLossError(absl::StrCat("response has ", response.outputs_size(), " outputs (",
+                                            in_message, " not in shared memory) but ", raw, " raw contents"));
   }
+  int next_raw = 0;
   for (int k = 0; k < response.outputs_size(); ++k) {
     const auto& o = response.outputs(k);
     Tensor t;
     t.name = o.name();
     ASSIGN_OR_RETURN(t.dtype, DataTypeFromName(o.datatype()));
     t.shape.assign(o.shape().begin(), o.shape().end());
-    t.data = response.raw_output_contents(k);
+    t.shared_memory = SharedMemoryOf(o.parameters());
+    if (one_per_output) {
+      if (!t.shared_memory.has_value()) t.data = response.raw_output_contents(k);
+    } else if (!t.shared_memory.has_value()) {
+      t.data = response.raw_output_contents(next_raw++);
+    }
     result.outputs.push_back(std::move(t));
   }
   result.timing = DecodeTiming(response);

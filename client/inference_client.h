@@ -1,7 +1,9 @@
 // InferenceClient: a small synchronous KServe v2 client for chronoserve (and any KServe/Triton
-// server): health, metadata, statistics, and Infer() that returns outputs plus the server's
-// per-request timing (timing.* parameters and the server-timing trailer) and the client's own
-// end-to-end time. Thread-safe (gRPC stubs are); share one per channel.
+// server): health, metadata, statistics, Triton's system shared-memory registration, and Infer()
+// that returns outputs plus the server's per-request timing (timing.* parameters and the
+// server-timing trailer) and the client's own end-to-end time. Tensors may travel in registered
+// shared-memory regions (client/system_shared_memory.h) instead of the message. Thread-safe (gRPC
+// stubs are); share one per channel.
 #ifndef CHRONOSERVE_CLIENT_INFERENCE_CLIENT_H_
 #define CHRONOSERVE_CLIENT_INFERENCE_CLIENT_H_
 
@@ -19,16 +21,30 @@
 
 namespace chronoserve::client {
 
+// Where a tensor's bytes lie in a region registered with the server (Triton's parameters
+// shared_memory_region, shared_memory_byte_size, shared_memory_offset).
+struct SharedMemoryRef {
+  std::string region;  // the name it was registered under
+  size_t byte_size = 0;
+  size_t offset = 0;
+};
+
 struct Tensor {
   std::string name;
   DataType dtype = DataType::kFp32;
   std::vector<int64_t> shape;
-  std::string data;  // row-major bytes
+  std::string data;  // row-major bytes (empty when the tensor is in shared memory)
+  // Set: the bytes are in this region (inputs: written by the caller before Infer; outputs: by the
+  // server before the response), not in the message.
+  std::optional<SharedMemoryRef> shared_memory;
 };
 
 struct InferOptions {
   std::string id;
   std::vector<std::string> outputs;                 // empty: all
+  // Outputs the server writes into a registered region instead of the response. Names not in
+  // `outputs` are requested too (so with `outputs` empty, only these are returned).
+  std::map<std::string, SharedMemoryRef> output_shared_memory;
   std::optional<std::chrono::milliseconds> timeout;  // gRPC deadline
   std::map<std::string, std::string> metadata;       // e.g. traceparent
   bool typed_contents = false;                       // send typed contents instead of raw bytes
@@ -55,6 +71,14 @@ class InferenceClient {
   absl::StatusOr<inference::ModelMetadataResponse> ModelMetadata(const std::string& model);
   absl::StatusOr<inference::ModelStatisticsResponse> ModelStatistics(const std::string& model);
 
+  // Triton's system_shared_memory extension. Register maps [offset, offset + byte_size) of the
+  // POSIX object `key` in the server under `name`; Unregister with an empty name drops them all;
+  // Status with an empty name lists them all.
+  absl::Status RegisterSystemSharedMemory(const std::string& name, const std::string& key, size_t byte_size,
+                                          size_t offset = 0);
+  absl::Status UnregisterSystemSharedMemory(const std::string& name = "");
+  absl::StatusOr<inference::SystemSharedMemoryStatusResponse> SystemSharedMemoryStatus(const std::string& name = "");
+
   // Runs one inference. Non-OK for transport or server errors (the server's code and message).
   absl::StatusOr<InferResult> Infer(const std::string& model, const std::vector<Tensor>& inputs,
                                     const InferOptions& options = {});
@@ -63,7 +87,8 @@ class InferenceClient {
   static inference::ModelInferRequest BuildRequest(const std::string& model,
                                                    const std::vector<Tensor>& inputs,
                                                    const InferOptions& options);
-  // Decodes a response message.
+  // Decodes a response message. An output the server wrote into shared memory comes back with
+  // `shared_memory` set and no data (read it from the region).
   static absl::StatusOr<InferResult> DecodeResponse(const inference::ModelInferResponse& response);
   // Only the timing.* parameters of a response (no output copies); nullopt when it has none.
   static std::optional<RequestTiming> DecodeTiming(const inference::ModelInferResponse& response);

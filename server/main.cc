@@ -36,6 +36,10 @@ int main(int argc, char** argv) {
   app.add_option("--exit-timeout-secs", options.exit_timeout_secs,
                  "On SIGTERM/SIGINT, how long in-flight requests may take to finish")
       ->capture_default_str();
+  app.add_option("--allow-shared-memory", options.allow_shared_memory,
+                 "Serve Triton's system shared-memory extension (local, trusted clients only: the server "
+                 "maps any POSIX shared-memory object a client names)")
+      ->capture_default_str();
   app.add_option("--warmup-runs", options.warmup.runs_per_batch_size,
                  "Warm-up runs per worker and batch size before a model reports READY")
       ->capture_default_str()

@@ -39,8 +39,10 @@ absl::Status Server::Start() {
     if (absl::Status s = telemetry->Start(); !s.ok()) return s;
     telemetry->SetModelRegistry(&registry_);
   }
+  if (options_.allow_shared_memory) shared_memory_ = std::make_unique<SharedMemoryRegistry>();
   service_ = std::make_unique<InferenceService>(&registry_, clock_,
-                                                ServerInfo{"chronoserve", kChronoserveVersion}, telemetry);
+                                                ServerInfo{"chronoserve", kChronoserveVersion}, telemetry,
+                                                shared_memory_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

@@ -19,6 +19,7 @@
 #include "server/grpc/inference_service.h"
 #include "server/scheduler/model_registry.h"
 #include "server/scheduler/worker.h"
+#include "server/shared_memory/shared_memory_registry.h"
 
 namespace chronoserve::server {
 
@@ -32,6 +33,9 @@ struct ServerOptions {
   int grpc_port = 8001;  // 0 picks a free port (tests)
   int exit_timeout_secs = 30;
   WarmupOptions warmup;
+  // Triton's system_shared_memory extension: clients may register POSIX shared-memory regions and
+  // pass tensors through them (docs/SHARED_MEMORY.md: local, trusted clients only).
+  bool allow_shared_memory = true;
   // Traces, metrics, GPU monitor: built by main, not owned; started before the models load and
   // flushed last on shutdown. Null = none.
   telemetry::Telemetry* telemetry = nullptr;
@@ -61,6 +65,7 @@ class Server {
   const Clock* const clock_;
   ModelRegistry registry_;
   DeviceActivityRegistry devices_;
+  std::unique_ptr<SharedMemoryRegistry> shared_memory_;  // null when shared memory is disallowed
   std::unique_ptr<InferenceService> service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;

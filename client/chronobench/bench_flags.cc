@@ -39,6 +39,13 @@ void AddBenchFlags(CLI::App* app, RawFlags* raw) {
   app->add_option("--shape", raw->shapes, "NAME:d1,d2,... for an input's variable dims (without the batch dim)");
   app->add_option("--input-data", o.input.input_data,
                   "random, or a JSON file {\"INPUT\": [one sample's values...]}")->capture_default_str();
+  app->add_option("--shared-memory", raw->shared_memory,
+                  "none, or system: tensors through POSIX shared memory registered with the server (local "
+                  "servers only; the copies in and out are inside the timed interval)")
+      ->capture_default_str();
+  app->add_option("--output-shared-memory-size", o.shared_memory.output_byte_size,
+                  "Bytes of shared memory per output tensor (default: from the model's output shapes and the "
+                  "batch size; needed for variable-shaped outputs)");
   app->add_option("--json", o.output.json_path, "Write the report as JSON");
   app->add_option("--csv", o.output.csv_path, "Write one CSV row per sweep point");
   app->add_option("--html", o.output.html_path, "Write a self-contained HTML report with charts");
@@ -76,6 +83,14 @@ absl::StatusOr<BenchOptions> ResolveFlags(const RawFlags& raw) {
   if (!raw.batch_range.empty()) {
     ASSIGN_OR_RETURN(o.load.batch_sizes, ParseIntRange("batch-range", raw.batch_range));
     o.load.batch_sweep = true;
+  }
+  if (raw.shared_memory == "none") {
+    o.shared_memory.kind = SharedMemoryKind::kNone;
+  } else if (raw.shared_memory == "system") {
+    o.shared_memory.kind = SharedMemoryKind::kSystem;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("--shared-memory '", raw.shared_memory,
+                                                   "': expected none or system (cuda is not supported)"));
   }
   ASSIGN_OR_RETURN(o.measurement.percentiles, ParsePercentiles(raw.percentiles));
   for (const auto& s : raw.shapes) RETURN_IF_ERROR(ParseShape(s, &o.input.shapes));

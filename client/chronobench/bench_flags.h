@@ -24,6 +24,7 @@ struct RawFlags {
   std::string batch_range;
   std::string percentiles = "50,90,95,99,99.9";
   std::vector<std::string> shapes;
+  std::string shared_memory = "none";
 };
 
 // Registers every flag on `app`, writing into `raw`.

@@ -127,6 +127,12 @@ absl::Status ValidateOptions(const BenchOptions& o) {
   if (o.measurement.stability_percentage <= 0) {
     return absl::InvalidArgumentError("--stability-percentage must be > 0");
   }
+  if (o.shared_memory.output_byte_size < 0) {
+    return absl::InvalidArgumentError("--output-shared-memory-size must be >= 0");
+  }
+  if (o.shared_memory.output_byte_size > 0 && o.shared_memory.kind == SharedMemoryKind::kNone) {
+    return absl::InvalidArgumentError("--output-shared-memory-size needs --shared-memory system");
+  }
   if (o.trace.traceparent_rate < 0 || o.trace.traceparent_rate > 1) {
     return absl::InvalidArgumentError("--traceparent-rate must be in [0, 1]");
   }

@@ -65,6 +65,13 @@ struct OutputOptions {
   bool progress = false;  // a progress line (only when stderr is a terminal)
 };
 
+// How tensors travel (perf_analyzer's --shared-memory / --output-shared-memory-size).
+enum class SharedMemoryKind { kNone, kSystem };
+struct SharedMemoryOptions {
+  SharedMemoryKind kind = SharedMemoryKind::kNone;  // kSystem: POSIX shared memory, one region pair per in-flight slot
+  int64_t output_byte_size = 0;  // per output tensor; 0 = from the model's output shapes x batch size
+};
+
 struct TraceOptions {
   double traceparent_rate = 0;  // fraction of requests that carry a W3C traceparent
   std::string otlp_endpoint;    // OTLP/gRPC HOST:PORT for client spans of traced requests; "" = none
@@ -77,6 +84,7 @@ struct BenchOptions {
   InputOptions input;
   OutputOptions output;
   TraceOptions trace;
+  SharedMemoryOptions shared_memory;
 };
 
 // "START", "START:END" (step 1) or "START:END:STEP"; INVALID_ARGUMENT names the flag on errors.

@@ -1,6 +1,7 @@
 #include "client/chronobench/benchmark.h"
 
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <thread>
@@ -115,6 +116,12 @@ absl::Status Benchmark::Connect() {
                                             metadata.status().message()));
   }
   model_metadata_ = *std::move(metadata);
+  const auto& extensions = server_metadata_.extensions();
+  if (options_.shared_memory.kind == SharedMemoryKind::kSystem &&
+      std::find(extensions.begin(), extensions.end(), "system_shared_memory") == extensions.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        url, " does not offer the system_shared_memory extension (chronoserve: --allow-shared-memory=true)"));
+  }
   auto ready = client.ModelReady(options_.target.model, options_.target.model_version);
   if (!ready.ok() || !*ready) {
     return absl::FailedPreconditionError(absl::StrCat("model '", options_.target.model, "' is not ready on ", url));
@@ -133,7 +140,39 @@ absl::Status Benchmark::Validate(int64_t batch_size) {
     return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                         absl::StrCat("validation request (batch ", batch_size, ") failed: ", status.error_message()));
   }
+  ASSIGN_OR_RETURN(std::optional<ShmLayout> layout, LayoutFor(request, batch_size));
+  if (layout.has_value()) RETURN_IF_ERROR(ValidateSharedMemory(request, *layout, batch_size));
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<ShmLayout>> Benchmark::LayoutFor(const inference::ModelInferRequest& request,
+                                                              int64_t batch_size) const {
+  if (options_.shared_memory.kind == SharedMemoryKind::kNone) return std::optional<ShmLayout>();
+  auto layout = PlanShmLayout(request, model_metadata_, batch_size, factory_->batched(),
+                              options_.shared_memory.output_byte_size);
+  if (!layout.ok()) return layout.status();
+  return std::optional<ShmLayout>(*std::move(layout));
+}
+
+// One request through a one-slot pool: a server on another machine (shm_open fails there) or an
+// output region too small fails here, before the run.
+absl::Status Benchmark::ValidateSharedMemory(const inference::ModelInferRequest& request, const ShmLayout& layout,
+                                             int64_t batch_size) {
+  ShmSlotPool pool(stubs_[0].get(), &request, &layout, absl::StrCat("chronobench_", getpid(), "_validate"));
+  absl::Status status = pool.Grow(1);
+  if (status.ok()) {
+    ShmSlot* slot = pool.Acquire();
+    pool.CopyIn(*slot);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::milliseconds(options_.target.timeout_ms > 0 ? options_.target.timeout_ms : 60'000));
+    inference::ModelInferResponse response;
+    status = FromGrpcStatus(stubs_[0]->ModelInfer(&ctx, slot->request, &response));
+  }
+  if (absl::Status unregistered = pool.UnregisterAll(); status.ok()) status = unregistered;
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat("validation request through system shared memory (batch ",
+                                                  batch_size, ") failed: ", status.message()));
 }
 
 absl::StatusOr<BenchReport> Benchmark::Run(const std::function<void(const PointResult&)>& on_point,
@@ -146,7 +185,9 @@ absl::StatusOr<BenchReport> Benchmark::Run(const std::function<void(const PointR
                    {"extensions", std::vector<std::string>(server_metadata_.extensions().begin(),
                                                            server_metadata_.extensions().end())},
                    {"url", options_.target.url},
-                   {"connections", options_.target.connections}};
+                   {"connections", options_.target.connections},
+                   {"shared_memory",
+                    options_.shared_memory.kind == SharedMemoryKind::kSystem ? "system" : "none"}};
   report.model_info = ModelJson(model_metadata_, *factory_);
   report.percentiles = options_.measurement.percentiles;
   report.mode = options_.load.mode;
@@ -169,6 +210,8 @@ absl::StatusOr<BenchReport> Benchmark::Run(const std::function<void(const PointR
   ctx.progress = progress;
   for (const PointSpec& spec : PlanSweep(options_.load)) {
     ASSIGN_OR_RETURN(inference::ModelInferRequest request, factory_->Build(options_.target.model_version, spec.batch_size));
+    ASSIGN_OR_RETURN(std::optional<ShmLayout> layout, LayoutFor(request, spec.batch_size));
+    ctx.shm_layout = layout.has_value() ? &*layout : nullptr;
     ASSIGN_OR_RETURN(PointResult point, RunPoint(spec, request, ctx));
     if (on_point) on_point(point);
     report.points.push_back(std::move(point));

@@ -1,12 +1,14 @@
 // Benchmark: one chronobench run. Create() connects (--connections distinct channels), checks the
-// server is live and the model exists, builds the requests and sends one validation request so
-// bad shapes or models fail fast with the server's message. Run() measures every sweep point with
+// server is live and the model exists (and offers system_shared_memory with --shared-memory
+// system), builds the requests and sends one validation request per batch size (through shared
+// memory too when asked) so bad shapes, models or region sizes fail fast with the server's message. Run() measures every sweep point with
 // RunPoint and returns the report. Owned and called by main's thread.
 #ifndef CHRONOSERVE_CLIENT_CHRONOBENCH_BENCHMARK_H_
 #define CHRONOSERVE_CLIENT_CHRONOBENCH_BENCHMARK_H_
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "client/chronobench/bench_report.h"
 #include "client/chronobench/client_tracer.h"
 #include "client/chronobench/request_factory.h"
+#include "client/chronobench/shm_slot_pool.h"
 #include "client/chronobench/trial_runner.h"
 #include "common/clock.h"
 #include "proto/inference.grpc.pb.h"
@@ -43,6 +46,11 @@ class Benchmark {
       : options_(options), clock_(clock), tracer_(tracer) {}
   absl::Status Connect();
   absl::Status Validate(int64_t batch_size);
+  // The shared-memory layout of `request` (nullopt without --shared-memory).
+  absl::StatusOr<std::optional<ShmLayout>> LayoutFor(const inference::ModelInferRequest& request,
+                                                     int64_t batch_size) const;
+  absl::Status ValidateSharedMemory(const inference::ModelInferRequest& request, const ShmLayout& layout,
+                                    int64_t batch_size);
 
   BenchOptions options_;
   const Clock* clock_;

@@ -2,10 +2,12 @@
 
 #include <pthread.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 
+#include "absl/strings/str_cat.h"
 #include "client/inference_client.h"
 #include "common/log.h"
 #include "common/traceparent.h"
@@ -18,6 +20,13 @@ constexpr int64_t kMaxWaitNs = 20'000'000;
 // Open loop keeps its schedule when the server falls behind, up to this many calls in flight
 // per worker; beyond it sends wait (and the schedule lag shows it).
 constexpr size_t kMaxOutstanding = 16384;
+// Open loop with shared memory: slots registered up front; more are added when all are in flight.
+constexpr int kRateInitialSlots = 8;
+
+std::string ShmTag(int worker) {
+  static std::atomic<int> pools{0};
+  return absl::StrCat("chronobench_", getpid(), "_", pools.fetch_add(1), "_w", worker);
+}
 
 }  // namespace
 
@@ -34,6 +43,18 @@ LoadWorker::~LoadWorker() {
   }
 }
 
+absl::Status LoadWorker::Prepare() {
+  if (shared_.shm_layout == nullptr) return absl::OkStatus();
+  auto* stub = (*shared_.stubs)[index_ % shared_.stubs->size()].get();
+  shm_ = std::make_unique<ShmSlotPool>(stub, shared_.request, shared_.shm_layout, ShmTag(index_));
+  switch (plan_.mode) {
+    case LoadMode::kConcurrency: return shm_->Grow(plan_.in_flight);
+    case LoadMode::kRate: return shm_->Grow(kRateInitialSlots);
+    case LoadMode::kIdleGap: return shm_->Grow(1);
+  }
+  return absl::OkStatus();
+}
+
 void LoadWorker::Start(int64_t start_ns) {
   started_ = true;
   thread_ = std::thread([this, start_ns] { Run(start_ns); });
@@ -45,6 +66,11 @@ void LoadWorker::Stop() {
   stopped_ = true;
   stop_.store(true);
   thread_.join();
+  if (shm_ != nullptr) {
+    if (absl::Status s = shm_->UnregisterAll(); !s.ok()) {
+      CS_LOG(WARNING) << "worker " << index_ << ": unregistering shared memory: " << s.message();
+    }
+  }
 }
 
 LatencyRecorder LoadWorker::TakeRecorder() {
@@ -86,7 +112,7 @@ int64_t LoadWorker::SendDue(int64_t now, Pacer* pacer) {
       while (static_cast<int>(calls_.size()) < plan_.in_flight) Send(shared_.clock->NowNs());
       break;
     case LoadMode::kRate:
-      while (pacer->Peek() <= now && calls_.size() < kMaxOutstanding) Send(pacer->Next());
+      while (pacer->Peek() <= now && calls_.size() < kMaxOutstanding && EnsureFreeSlot()) Send(pacer->Next());
       wake = std::min(wake, pacer->Peek());
       break;
     case LoadMode::kIdleGap:
@@ -124,10 +150,18 @@ void LoadWorker::RecordClientSpan(const Call& call, int64_t done_unix_ns) {
   shared_.tracer->Record(span);  // dropped and counted by the processor when its queue is full
 }
 
+bool LoadWorker::EnsureFreeSlot() {
+  if (shm_ == nullptr || shm_->HasFree()) return true;
+  absl::Status grown = shm_->Grow(1);
+  if (!grown.ok()) CS_LOG(ERROR) << "worker " << index_ << ": " << grown.message();
+  return grown.ok();
+}
+
 void LoadWorker::Send(int64_t intended_ns) {
   auto call = std::make_unique<Call>();
   Call* raw = call.get();
   raw->intended_ns = intended_ns;
+  if (shm_ != nullptr) raw->slot = shm_->Acquire();  // never null: one slot per call allowed in flight
   if (plan_.timeout_ms > 0) {
     raw->context.set_deadline(std::chrono::system_clock::now() +
                               std::chrono::milliseconds(plan_.timeout_ms));
@@ -141,7 +175,12 @@ void LoadWorker::Send(int64_t intended_ns) {
   auto* stub = stubs[(index_ + next_channel_++) % stubs.size()].get();
   raw->sent_ns = shared_.clock->NowNs();
   if (raw->traced && shared_.tracer != nullptr) raw->sent_unix_ns = WallNowNs();
-  raw->reader = stub->PrepareAsyncModelInfer(&raw->context, *shared_.request, &cq_);
+  const inference::ModelInferRequest* request = shared_.request;
+  if (raw->slot != nullptr) {
+    shm_->CopyIn(*raw->slot);  // the client's tensors into its region: part of the timed interval
+    request = &raw->slot->request;
+  }
+  raw->reader = stub->PrepareAsyncModelInfer(&raw->context, *request, &cq_);
   raw->reader->StartCall();
   raw->reader->Finish(&raw->response, &raw->status, raw);
   calls_.emplace(raw, std::move(call));
@@ -158,11 +197,20 @@ void LoadWorker::WaitOne(int64_t until_ns) {
 }
 
 void LoadWorker::Complete(Call* call) {
-  const int64_t done_ns = shared_.clock->NowNs();
+  int64_t done_ns = shared_.clock->NowNs();
   auto it = calls_.find(call);
   if (it == calls_.end()) return;
   std::unique_ptr<Call> owned = std::move(it->second);
   calls_.erase(it);
+  if (owned->slot != nullptr) {
+    if (owned->status.ok()) {
+      shm_->CopyOut(*owned->slot, owned->response);  // out of the region: part of the timed interval
+      done_ns = shared_.clock->NowNs();
+    }
+    // A failed call's slot is reused at once; should the server still write a late output into it,
+    // only bytes chronobench never checks change, not any timing.
+    shm_->Release(owned->slot);
+  }
   if (owned->traced && shared_.tracer != nullptr) RecordClientSpan(*owned, WallNowNs());
   RequestRecord record;
   record.intended_ns = owned->intended_ns;
@@ -188,6 +236,7 @@ void LoadWorker::Drain() {
     if (it == calls_.end()) continue;
     // A traceparent went out, so the server may have a span under it: give it its parent.
     if (it->second->traced && shared_.tracer != nullptr) RecordClientSpan(*it->second, WallNowNs());
+    if (it->second->slot != nullptr) shm_->Release(it->second->slot);
     calls_.erase(it);
   }
   cq_.Shutdown();

@@ -2,7 +2,9 @@
 // LatencyRecorder (Nighthawk's shape: workers never share a histogram; the TrialRunner merges them
 // per window). It offers load in one of three ways (closed loop with N in flight, open loop from a
 // Pacer, or one request per idle gap), picks channels round-robin, and stamps a W3C traceparent on
-// a sampled fraction of requests. Owned by the TrialRunner: Start() and Stop() from its thread,
+// a sampled fraction of requests. With --shared-memory system each request in flight uses a slot
+// of its ShmSlotPool (inputs copied in after the send time is stamped, outputs copied out before
+// the response time is). Owned by the TrialRunner: Prepare(), Start() and Stop() from its thread,
 // TakeRecorder() from its thread while the worker runs; everything else on the worker thread.
 #ifndef CHRONOSERVE_CLIENT_CHRONOBENCH_LOAD_WORKER_H_
 #define CHRONOSERVE_CLIENT_CHRONOBENCH_LOAD_WORKER_H_
@@ -25,6 +27,7 @@
 #include "client/chronobench/client_tracer.h"
 #include "client/chronobench/latency_recorder.h"
 #include "client/chronobench/pacer.h"
+#include "client/chronobench/shm_slot_pool.h"
 #include "common/clock.h"
 #include "proto/inference.grpc.pb.h"
 
@@ -50,6 +53,7 @@ struct WorkerShared {
   const Clock* clock = nullptr;
   ClientTracer* tracer = nullptr;  // null: traced requests export no client span
   int64_t batch_size = 0;          // of `request` (client span attribute)
+  const ShmLayout* shm_layout = nullptr;  // set: tensors travel in system shared memory
 };
 
 class LoadWorker {
@@ -59,9 +63,13 @@ class LoadWorker {
   LoadWorker(const LoadWorker&) = delete;
   LoadWorker& operator=(const LoadWorker&) = delete;
 
+  // Before Start: creates and registers the shared-memory slots the plan needs (none without
+  // --shared-memory); the server's message on failure.
+  absl::Status Prepare();
   // Starts the thread; load begins at `start_ns` (open-loop schedules are anchored there).
   void Start(int64_t start_ns);
-  // Stops sending, cancels what is in flight and joins. Idempotent.
+  // Stops sending, cancels what is in flight, joins, and unregisters the shared-memory slots.
+  // Idempotent.
   void Stop();
   // Returns what was recorded since the last call and starts a fresh window.
   LatencyRecorder TakeRecorder();
@@ -85,12 +93,16 @@ class LoadWorker {
     TraceId trace_id{};
     SpanId span_id{};
     int64_t sent_unix_ns = 0;
+    ShmSlot* slot = nullptr;  // --shared-memory system: the regions this call's tensors are in
   };
 
   void Run(int64_t start_ns);
   // Sends what the plan allows at `now`; returns when the loop should wake up at the latest.
   int64_t SendDue(int64_t now, Pacer* pacer);
   void Send(int64_t intended_ns);
+  // Shared memory in open loop: a free slot exists, growing the pool by one when all are in flight
+  // (a registration on this thread; any delay shows as schedule lag). False if growing failed.
+  bool EnsureFreeSlot();
   // Waits for one completion until `until_ns` and records it.
   void WaitOne(int64_t until_ns);
   void Complete(Call* call);
@@ -111,6 +123,7 @@ class LoadWorker {
   bool stopped_ = false;
   std::atomic<int64_t> completed_{0};
   std::atomic<int64_t> traced_{0};
+  std::unique_ptr<ShmSlotPool> shm_;  // null without shared memory
 
   // Worker-thread state.
   std::unordered_map<Call*, std::unique_ptr<Call>> calls_;

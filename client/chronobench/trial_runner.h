@@ -16,6 +16,7 @@
 #include "client/chronobench/bench_options.h"
 #include "client/chronobench/client_tracer.h"
 #include "client/chronobench/latency_recorder.h"
+#include "client/chronobench/shm_slot_pool.h"
 #include "common/clock.h"
 #include "proto/inference.grpc.pb.h"
 
@@ -64,6 +65,7 @@ struct RunnerContext {
   int64_t timeout_ms = 0;
   double traceparent_rate = 0;
   ClientTracer* tracer = nullptr;  // exports traced requests' client spans; null: none
+  const ShmLayout* shm_layout = nullptr;  // set: tensors in system shared memory (per point's batch)
   uint64_t seed = 1;
   // Called about every 200 ms with a one-line status (for the terminal progress line).
   std::function<void(const std::string&)> progress;

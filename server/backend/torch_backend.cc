@@ -115,7 +115,8 @@ class TorchInstance final : public ModelInstance {
     return absl::OkStatus();
   }
 
-  // Copies each request's rows of each requested output into its response.
+  // Copies each request's rows of each requested output into its response (or its shared-memory
+  // region).
   void Scatter(Batch& batch, const std::vector<torch::Tensor>& outputs,
                const std::vector<const char*>& host, int64_t total) {
     int64_t row = 0;
@@ -132,7 +133,10 @@ class TorchInstance final : public ModelInstance {
           offset = row_bytes * row;
         }
         out.shape = std::move(shape);
-        if (out.data != nullptr) out.data->assign(host[out.index] + offset, bytes);
+        // Into the response or a shared-memory region; a region too small fails this request alone.
+        absl::Status written =
+            WriteOutputBytes(spec_.name, spec_.outputs[out.index].name, host[out.index] + offset, bytes, out);
+        if (!written.ok() && r->status.ok()) r->status = std::move(written);
       }
       row += r->batch_items;
       r->timeline.output_done_ns = options_.clock->NowNs();

@@ -1,9 +1,31 @@
 #include "server/core/infer_request.h"
 
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
 namespace chronoserve::server {
 
+absl::Status WriteOutputBytes(const std::string& model, const std::string& output_name,
+                              const char* src, size_t bytes, OutputTensor& out) {
+  if (out.data != nullptr) {
+    out.data->assign(src, bytes);
+    return absl::OkStatus();
+  }
+  if (out.raw == nullptr) return absl::OkStatus();
+  if (bytes > out.raw_capacity) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model '", model, "' output '", output_name, "': ", out.raw_name, " is too small: the output needs ",
+        bytes, " bytes, ", out.raw_capacity, " available (shared_memory_byte_size)"));
+  }
+  if (bytes > 0) std::memcpy(out.raw, src, bytes);
+  return absl::OkStatus();
+}
+
 void InferRequest::Complete(std::unique_ptr<InferRequest> request, absl::Status status) {
-  request->status = std::move(status);
+  // A batch that succeeded may still hold a request the backend failed alone (an output that did
+  // not fit its shared-memory region): that request keeps its own error.
+  if (!status.ok() || request->status.ok()) request->status = std::move(status);
   Completion done = std::move(request->on_complete);
   request->on_complete = nullptr;
   if (done) done(std::move(request));

@@ -1,8 +1,10 @@
 // InferRequest: one validated inference request on its way queue -> batch -> worker -> completion.
 // It moves by std::unique_ptr and is owned by exactly one stage at a time. Input bytes are views on
-// the received gRPC message (which outlives the request) or on `owned_data` for typed contents;
-// outputs are written by the backend straight into strings the response owns. Once the response
-// is handed to gRPC, input and output bytes are no longer valid (observers read metadata only).
+// the received gRPC message (which outlives the request), on `owned_data` for typed contents, or on
+// a client's shared-memory region that `keep_alive` holds mapped; outputs are written by the
+// backend straight into strings the response owns, or into a shared-memory region (a raw
+// destination). Once the response is handed to gRPC, input and output bytes are no longer valid
+// (observers read metadata only).
 //
 // Flow: the gRPC handler builds it and enqueues it; a worker fills `outputs` and the timeline; the
 // worker then calls Complete(), which moves the request into `on_complete` (the gRPC layer's
@@ -36,7 +38,17 @@ struct OutputTensor {
   int index = -1;              // position in ModelSpec::outputs
   std::vector<int64_t> shape;  // set by the backend
   std::string* data = nullptr;  // destination bytes, owned by the response; set by the backend
+  // Or a raw destination of fixed capacity (a client's shared-memory region, named `raw_name` in
+  // errors), used when `data` is null. Neither set: the output is computed and dropped.
+  char* raw = nullptr;
+  size_t raw_capacity = 0;
+  std::string raw_name;
 };
+
+// Writes `bytes` of output `out` to its destination. INVALID_ARGUMENT naming the model, the output,
+// the raw destination, the bytes needed and the bytes available when a raw destination is too small.
+absl::Status WriteOutputBytes(const std::string& model, const std::string& output_name,
+                              const char* src, size_t bytes, OutputTensor& out);
 
 class InferRequest {
  public:
@@ -54,6 +66,9 @@ class InferRequest {
   absl::Status status;  // final status, set before Complete()
   Completion on_complete;
   bool synthetic = false;  // warm-up traffic: never counted in statistics
+  // What the input views and raw output destinations point into (shared-memory regions): held
+  // until the request is destroyed, so unregistering a region never unmaps bytes still in use.
+  std::vector<std::shared_ptr<const void>> keep_alive;
 
   // Key under which requests may share a batch: the per-item shapes of every input.
   const std::string& shape_key() const { return shape_key_; }
@@ -61,7 +76,8 @@ class InferRequest {
 
   bool IsCancelled() const { return cancelled != nullptr && cancelled->load(); }
 
-  // Hands the request to its completion callback with `status`. Call once.
+  // Hands the request to its completion callback with `status`, or with the request's own error
+  // when `status` is OK and the backend already failed this request alone (`status` field). Once.
   static void Complete(std::unique_ptr<InferRequest> request, absl::Status status);
 
  private:

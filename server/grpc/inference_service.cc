@@ -52,6 +52,11 @@ ModelStats::Failure FailureKind(absl::StatusCode code) {
   }
 }
 
+absl::Status SharedMemoryDisabled() {
+  return absl::FailedPreconditionError(
+      "system shared memory is disabled on this server (started with --allow-shared-memory=false)");
+}
+
 void FillStatDuration(const Duration& d, inference::StatisticDuration* out) {
   out->set_count(d.count);
   out->set_ns(d.ns);
@@ -60,8 +65,9 @@ void FillStatDuration(const Duration& d, inference::StatisticDuration* out) {
 }  // namespace
 
 InferenceService::InferenceService(ModelRegistry* registry, const Clock* clock, ServerInfo info,
-                                   RequestObserver* observer)
-    : registry_(registry), clock_(clock), info_(std::move(info)), observer_(observer) {}
+                                   RequestObserver* observer, SharedMemoryRegistry* shared_memory)
+    : registry_(registry), clock_(clock), info_(std::move(info)), observer_(observer),
+      shared_memory_(shared_memory) {}
 
 grpc::ServerUnaryReactor* InferenceService::ServerLive(grpc::CallbackServerContext* ctx,
                                                        const inference::ServerLiveRequest*,
@@ -95,6 +101,7 @@ grpc::ServerUnaryReactor* InferenceService::ServerMetadata(
   response->set_version(info_.version);
   response->add_extensions("statistics");
   response->add_extensions("server_timing");
+  if (shared_memory_ != nullptr) response->add_extensions("system_shared_memory");
   return FinishNow(ctx, absl::OkStatus());
 }
 
@@ -131,7 +138,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   auto model = registry_->Find(request->model_name(), request->model_version());
   if (!model.ok()) return FinishNow(ctx, model.status());
   std::shared_ptr<ModelRuntime> runtime = *std::move(model);
-  auto built = BuildInferRequest(runtime->spec(), *request, response);
+  auto built = BuildInferRequest(runtime->spec(), *request, response, shared_memory_);
   if (!built.ok()) {
     RefuseBeforeQueue(*runtime, nullptr, received_ns, built.status(), ModelStats::Failure::kOther);
     return FinishNow(ctx, built.status());
@@ -256,6 +263,45 @@ grpc::ServerUnaryReactor* InferenceService::ModelStatistics(
       FillStatDuration(b.compute_output, bs->mutable_compute_output());
     }
   }
+  return FinishNow(ctx, absl::OkStatus());
+}
+
+// ---- system_shared_memory: quick registry calls (shm_open + mmap at most), answered inline ----
+
+grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryStatus(
+    grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryStatusRequest* request,
+    inference::SystemSharedMemoryStatusResponse* response) {
+  if (shared_memory_ == nullptr) return FinishNow(ctx, SharedMemoryDisabled());
+  auto regions = shared_memory_->Status(request->name());
+  if (!regions.ok()) return FinishNow(ctx, regions.status());
+  for (const auto& region : *regions) {
+    auto& out = (*response->mutable_regions())[region->name()];
+    out.set_name(region->name());
+    out.set_key(region->key());
+    out.set_offset(region->offset());
+    out.set_byte_size(region->byte_size());
+  }
+  return FinishNow(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryRegister(
+    grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryRegisterRequest* request,
+    inference::SystemSharedMemoryRegisterResponse*) {
+  if (shared_memory_ == nullptr) return FinishNow(ctx, SharedMemoryDisabled());
+  absl::Status status =
+      shared_memory_->Register(request->name(), request->key(), request->offset(), request->byte_size());
+  if (status.ok()) {
+    CS_VLOG(1) << "shared-memory region '" << request->name() << "' registered: key '" << request->key()
+               << "', offset " << request->offset() << ", " << request->byte_size() << " bytes";
+  }
+  return FinishNow(ctx, status);
+}
+
+grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryUnregister(
+    grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryUnregisterRequest* request,
+    inference::SystemSharedMemoryUnregisterResponse*) {
+  if (shared_memory_ == nullptr) return FinishNow(ctx, SharedMemoryDisabled());
+  shared_memory_->Unregister(request->name());
   return FinishNow(ctx, absl::OkStatus());
 }
 

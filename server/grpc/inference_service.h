@@ -1,7 +1,7 @@
-// InferenceService: the KServe v2 GRPCInferenceService (plus Triton's ModelStatistics) on gRPC's
-// callback API. Handlers validate and enqueue and never block; a worker thread finishes each
-// ModelInfer call (response parameters timing.*, the server-timing trailer, statistics).
-// Owned by the Server; the registry and clock must outlive it.
+// InferenceService: the KServe v2 GRPCInferenceService (plus Triton's ModelStatistics and
+// system_shared_memory extensions) on gRPC's callback API. Handlers validate and enqueue and never
+// block; a worker thread finishes each ModelInfer call (response parameters timing.*, the
+// server-timing trailer, statistics). Owned by the Server; the registries and clock must outlive it.
 #ifndef CHRONOSERVE_SERVER_GRPC_INFERENCE_SERVICE_H_
 #define CHRONOSERVE_SERVER_GRPC_INFERENCE_SERVICE_H_
 
@@ -15,6 +15,7 @@
 #include "proto/inference.grpc.pb.h"
 #include "server/core/request_observer.h"
 #include "server/scheduler/model_registry.h"
+#include "server/shared_memory/shared_memory_registry.h"
 
 namespace chronoserve::server {
 
@@ -25,9 +26,11 @@ struct ServerInfo {
 
 class InferenceService final : public inference::GRPCInferenceService::CallbackService {
  public:
-  // `observer` (may be null) sees every finished ModelInfer request; it must outlive the service.
+  // `observer` (may be null) sees every finished ModelInfer request. `shared_memory` (may be null:
+  // the extension is off, its RPCs answer FAILED_PRECONDITION) holds the clients' regions. Both
+  // must outlive the service.
   InferenceService(ModelRegistry* registry, const Clock* clock, ServerInfo info,
-                   RequestObserver* observer = nullptr);
+                   RequestObserver* observer = nullptr, SharedMemoryRegistry* shared_memory = nullptr);
 
   // While draining for shutdown, ServerReady is false and ModelInfer answers UNAVAILABLE.
   void SetDraining() { draining_.store(true); }
@@ -57,6 +60,15 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx,
                                             const inference::ModelStatisticsRequest* request,
                                             inference::ModelStatisticsResponse* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryStatus(
+      grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryStatusRequest* request,
+      inference::SystemSharedMemoryStatusResponse* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryRegister(
+      grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryRegisterRequest* request,
+      inference::SystemSharedMemoryRegisterResponse* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryUnregister(
+      grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryUnregisterRequest* request,
+      inference::SystemSharedMemoryUnregisterResponse* response) override;
 
  private:
   // One accepted ModelInfer call was answered (or its enqueue refused).
@@ -69,6 +81,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   const Clock* const clock_;
   const ServerInfo info_;
   RequestObserver* const observer_;
+  SharedMemoryRegistry* const shared_memory_;
   std::atomic<bool> draining_{false};
   absl::Mutex inflight_mu_;
   int64_t inflight_ ABSL_GUARDED_BY(inflight_mu_) = 0;  // accepted ModelInfer calls not yet answered

@@ -1,11 +1,14 @@
 #include "server/grpc/request_builder.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/grpc/shared_memory_params.h"
 
 namespace chronoserve::server {
 namespace {
@@ -92,14 +95,63 @@ absl::StatusOr<int64_t> CheckShape(const ModelSpec& spec, const TensorSpec& want
   return batched ? shape[0] : 1;
 }
 
-absl::Status BuildInputs(const ModelSpec& spec, const inference::ModelInferRequest& request,
-                         InferRequest* out) {
-  const bool raw = request.raw_input_contents_size() > 0;
-  if (raw && request.raw_input_contents_size() != request.inputs_size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model '", spec.name, "': raw_input_contents has ", request.raw_input_contents_size(),
-        " entries for ", request.inputs_size(), " inputs; give one per input, in order"));
+std::string TensorWhat(const ModelSpec& spec, const char* kind, const std::string& tensor) {
+  return absl::StrCat("model '", spec.name, "' ", kind, " '", tensor, "'");
+}
+
+// Each input's shared-memory parameters (nullopt: the bytes travel in the message), and a check
+// that raw_input_contents has one entry per input not in shared memory, as Triton's clients send.
+absl::StatusOr<std::vector<std::optional<SharedMemoryParams>>> InputSharedMemory(
+    const ModelSpec& spec, const inference::ModelInferRequest& request) {
+  std::vector<std::optional<SharedMemoryParams>> shm;
+  int in_message = 0;
+  for (const InputProto& proto : request.inputs()) {
+    ASSIGN_OR_RETURN(std::optional<SharedMemoryParams> p,
+                     ParseSharedMemoryParams(proto.parameters(), TensorWhat(spec, "input", proto.name())));
+    if (!p.has_value()) ++in_message;
+    shm.push_back(std::move(p));
   }
+  const int raw = request.raw_input_contents_size();
+  if (raw == 0 || raw == in_message) return shm;
+  if (raw == request.inputs_size()) {
+    for (int i = 0; i < request.inputs_size(); ++i) {
+      if (!shm[i].has_value()) continue;
+      return Invalid(spec, request.inputs(i).name(),
+                     absl::StrCat("has shared-memory region '", shm[i]->region,
+                                  "' and a raw_input_contents entry; use one (raw_input_contents holds the "
+                                  "inputs not in shared memory, in order)"));
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "model '", spec.name, "': raw_input_contents has ", raw, " entries for ", in_message, " inputs",
+      in_message == request.inputs_size() ? "" : " not in shared memory", "; give one per input, in order"));
+}
+
+// Points `in` at its bytes in a registered region, after checking the size the shape needs.
+absl::Status InputFromSharedMemory(const ModelSpec& spec, const InputProto& proto, const SharedMemoryParams& p,
+                                   size_t expected_bytes, const SharedMemoryRegistry* shm,
+                                   InputTensor& in, InferRequest* out) {
+  if (proto.has_contents()) {
+    return Invalid(spec, proto.name(), absl::StrCat("has typed contents and shared-memory region '", p.region,
+                                                    "'; use one"));
+  }
+  if (p.byte_size != expected_bytes) {
+    return Invalid(spec, proto.name(), absl::StrCat("shared-memory region '", p.region, "': ", kShmByteSizeParam,
+                                                    " is ", p.byte_size, ", ", DataTypeName(in.dtype), " ",
+                                                    ShapeString(in.shape), " needs ", expected_bytes));
+  }
+  ASSIGN_OR_RETURN(SharedMemorySpan span, ResolveSharedMemory(shm, p, TensorWhat(spec, "input", proto.name())));
+  in.data = span.data;
+  in.byte_size = span.byte_size;
+  out->keep_alive.push_back(std::move(span.region));
+  return absl::OkStatus();
+}
+
+absl::Status BuildInputs(const ModelSpec& spec, const inference::ModelInferRequest& request,
+                         const SharedMemoryRegistry* shm, InferRequest* out) {
+  ASSIGN_OR_RETURN(std::vector<std::optional<SharedMemoryParams>> in_shm, InputSharedMemory(spec, request));
+  const bool raw = request.raw_input_contents_size() > 0;
+  int next_raw = 0;  // raw_input_contents skips the inputs in shared memory
   std::vector<InputTensor> inputs(spec.inputs.size());
   std::vector<bool> seen(spec.inputs.size(), false);
   int64_t batch = -1;
@@ -129,9 +181,11 @@ absl::Status BuildInputs(const ModelSpec& spec, const inference::ModelInferReque
     batch = items;
     const int64_t elements = ElementCount(in.shape);
     const size_t expected_bytes = static_cast<size_t>(elements) * DataTypeByteSize(want.dtype);
-    if (raw) {
+    if (in_shm[i].has_value()) {
+      RETURN_IF_ERROR(InputFromSharedMemory(spec, proto, *in_shm[i], expected_bytes, shm, in, out));
+    } else if (raw) {
       if (proto.has_contents()) return Invalid(spec, proto.name(), "has typed contents and raw_input_contents; use one");
-      const std::string& bytes = request.raw_input_contents(i);
+      const std::string& bytes = request.raw_input_contents(next_raw++);
       if (bytes.size() != expected_bytes) {
         return Invalid(spec, proto.name(), absl::StrCat("raw contents hold ", bytes.size(), " bytes, ",
                                                         DataTypeName(want.dtype), " ", ShapeString(in.shape),
@@ -156,9 +210,36 @@ absl::Status BuildInputs(const ModelSpec& spec, const inference::ModelInferReque
   return absl::OkStatus();
 }
 
+// Makes `t` write into the region `p` names. When the output's dims are all static its size is
+// known now, and a region too small fails the request before it is queued; otherwise the backend
+// checks when it writes.
+absl::Status OutputToSharedMemory(const ModelSpec& spec, int index, int64_t batch_items, const SharedMemoryParams& p,
+                                  const SharedMemoryRegistry* shm, OutputTensor& t, InferRequest* out) {
+  const TensorSpec& want = spec.outputs[index];
+  const std::string what = TensorWhat(spec, "output", want.name);
+  ASSIGN_OR_RETURN(SharedMemorySpan span, ResolveSharedMemory(shm, p, what));
+  std::vector<int64_t> shape = want.dims;
+  if (spec.max_batch_size > 0) shape.insert(shape.begin(), batch_items);
+  const bool known = std::all_of(shape.begin(), shape.end(), [](int64_t d) { return d >= 0; });
+  const size_t needed = known ? static_cast<size_t>(ElementCount(shape)) * DataTypeByteSize(want.dtype) : 0;
+  if (needed > span.byte_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": shared-memory region '", p.region, "' is too small: the output needs ", needed, " bytes (",
+        DataTypeName(want.dtype), " ", ShapeString(shape), "), ", span.byte_size, " available (",
+        kShmByteSizeParam, ")"));
+  }
+  t.raw = span.data;
+  t.raw_capacity = span.byte_size;
+  t.raw_name = absl::StrCat("shared-memory region '", p.region, "'");
+  out->keep_alive.push_back(std::move(span.region));
+  return absl::OkStatus();
+}
+
 absl::Status BuildOutputs(const ModelSpec& spec, const inference::ModelInferRequest& request,
-                          InferRequest* out, inference::ModelInferResponse* response) {
+                          const SharedMemoryRegistry* shm, InferRequest* out,
+                          inference::ModelInferResponse* response) {
   std::vector<int> wanted;
+  std::vector<std::optional<SharedMemoryParams>> out_shm(spec.outputs.size());
   if (request.outputs_size() == 0) {
     for (size_t k = 0; k < spec.outputs.size(); ++k) wanted.push_back(static_cast<int>(k));
   }
@@ -175,6 +256,7 @@ absl::Status BuildOutputs(const ModelSpec& spec, const inference::ModelInferRequ
       return absl::InvalidArgumentError(absl::StrCat("model '", spec.name, "' output '", o.name(),
                                                      "': the classification extension is not supported"));
     }
+    ASSIGN_OR_RETURN(out_shm[index], ParseSharedMemoryParams(o.parameters(), TensorWhat(spec, "output", o.name())));
     wanted.push_back(index);
   }
   for (int index : wanted) {
@@ -183,7 +265,15 @@ absl::Status BuildOutputs(const ModelSpec& spec, const inference::ModelInferRequ
     entry->set_datatype(DataTypeName(spec.outputs[index].dtype));
     OutputTensor t;
     t.index = index;
-    t.data = response->add_raw_output_contents();
+    // One raw_output_contents entry per output, empty for one in shared memory: Triton's clients
+    // find an output's bytes by its position in `outputs`.
+    std::string* contents = response->add_raw_output_contents();
+    if (out_shm[index].has_value()) {
+      RETURN_IF_ERROR(OutputToSharedMemory(spec, index, out->batch_items, *out_shm[index], shm, t, out));
+      SetSharedMemoryParams(*out_shm[index], entry->mutable_parameters());
+    } else {
+      t.data = contents;
+    }
     out->outputs.push_back(std::move(t));
   }
   return absl::OkStatus();
@@ -193,11 +283,11 @@ absl::Status BuildOutputs(const ModelSpec& spec, const inference::ModelInferRequ
 
 absl::StatusOr<std::unique_ptr<InferRequest>> BuildInferRequest(
     const ModelSpec& spec, const inference::ModelInferRequest& request,
-    inference::ModelInferResponse* response) {
+    inference::ModelInferResponse* response, const SharedMemoryRegistry* shared_memory) {
   auto out = std::make_unique<InferRequest>();
   out->id = request.id();
-  RETURN_IF_ERROR(BuildInputs(spec, request, out.get()));
-  RETURN_IF_ERROR(BuildOutputs(spec, request, out.get(), response));
+  RETURN_IF_ERROR(BuildInputs(spec, request, shared_memory, out.get()));
+  RETURN_IF_ERROR(BuildOutputs(spec, request, shared_memory, out.get(), response));
   response->set_model_name(spec.name);
   response->set_model_version(std::to_string(spec.version));
   response->set_id(request.id());

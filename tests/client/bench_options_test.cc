@@ -47,6 +47,17 @@ TEST(BenchFlagsTest, DefaultsToClosedLoopConcurrencyOne) {
   EXPECT_EQ(o->load.batch_sizes, (std::vector<int64_t>{1}));
   EXPECT_EQ(o->input.input_data, "random");
   EXPECT_EQ(o->measurement.percentiles, (std::vector<double>{50, 90, 95, 99, 99.9}));
+  EXPECT_EQ(o->shared_memory.kind, SharedMemoryKind::kNone);
+}
+
+TEST(BenchFlagsTest, SharedMemoryFlagsUsePerfAnalyzersNames) {
+  auto o = ParseBenchFlags({"cb", "-m", "m", "--shared-memory", "system", "--output-shared-memory-size", "4096"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->shared_memory.kind, SharedMemoryKind::kSystem);
+  EXPECT_EQ(o->shared_memory.output_byte_size, 4096);
+  auto cuda = ParseBenchFlags({"cb", "-m", "m", "--shared-memory", "cuda"});
+  ASSERT_FALSE(cuda.ok());
+  EXPECT_NE(cuda.status().message().find("--shared-memory 'cuda'"), std::string::npos) << cuda.status();
 }
 
 TEST(BenchFlagsTest, PicksTheLoadModeFromTheRangeFlag) {
@@ -79,6 +90,8 @@ TEST(BenchFlagsTest, FailsFastOnBadCombinations) {
       {"cb", "-m", "m", "-b", "0"},
       {"cb", "-m", "m", "--max-trials", "0"},
       {"cb", "-m", "m", "--no-such-flag"},
+      {"cb", "-m", "m", "--output-shared-memory-size", "64"},  // without --shared-memory system
+      {"cb", "-m", "m", "--shared-memory", "system", "--output-shared-memory-size", "-1"},
   };
   for (const auto& args : bad) {
     EXPECT_FALSE(ParseBenchFlags(args).ok()) << args.back();

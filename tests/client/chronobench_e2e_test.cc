@@ -12,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/chronobench/benchmark.h"
 #include "client/chronobench/json_report.h"
@@ -154,6 +155,72 @@ TEST_F(ChronobenchE2eTest, IdleGapSpacesRequests) {
   for (const auto& p : report.points) ExpectBreakdownConsistent(p);
   EXPECT_LE(report.points[1].throughput_rps, 1000.0 / 40 * 1.05);  // at most one request per gap
   EXPECT_GT(report.points[0].throughput_rps, report.points[1].throughput_rps);
+}
+
+// The /dev/shm objects this process created (chronobench names them chronobench_<pid>_...).
+std::vector<std::string> OwnShmObjects() {
+  std::vector<std::string> names;
+  const std::string prefix = absl::StrCat("chronobench_", getpid(), "_");
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return names;
+  while (dirent* e = readdir(dir)) {
+    if (std::string(e->d_name).rfind(prefix, 0) == 0) names.push_back(e->d_name);
+  }
+  closedir(dir);
+  return names;
+}
+
+int RegisteredRegions(const std::string& url) {
+  auto status = InferenceClient::Connect(url)->SystemSharedMemoryStatus();
+  return status.ok() ? status->regions_size() : -1;
+}
+
+TEST_F(ChronobenchE2eTest, SystemSharedMemoryClosedAndOpenLoop) {
+  BenchOptions o = Options();
+  o.shared_memory.kind = SharedMemoryKind::kSystem;
+  o.load.concurrency = {1, 3};
+  const BenchReport closed = Run(o);
+  ASSERT_EQ(closed.points.size(), 2u);
+  for (const auto& p : closed.points) ExpectBreakdownConsistent(p);
+  EXPECT_EQ(closed.server["shared_memory"], "system");
+
+  o.load.mode = LoadMode::kRate;
+  o.load.rates = {200};
+  const BenchReport open = Run(o);
+  ASSERT_EQ(open.points.size(), 1u);
+  ExpectBreakdownConsistent(open.points[0]);
+
+  EXPECT_EQ(RegisteredRegions(*url_), 0) << "every worker unregistered its regions";
+  EXPECT_TRUE(OwnShmObjects().empty()) << "and unlinked them: " << absl::StrJoin(OwnShmObjects(), ", ");
+}
+
+TEST_F(ChronobenchE2eTest, SharedMemoryOutputSizeTooSmallFailsFast) {
+  BenchOptions o = Options();
+  o.shared_memory.kind = SharedMemoryKind::kSystem;
+  o.shared_memory.output_byte_size = 8;  // mlp's OUTPUT__0 needs 16 floats per item
+  auto bench = Benchmark::Create(o, SteadyClock::Get());
+  ASSERT_FALSE(bench.ok());
+  EXPECT_EQ(bench.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bench.status().message().find("through system shared memory"), std::string::npos) << bench.status();
+  EXPECT_NE(bench.status().message().find("64 bytes"), std::string::npos) << bench.status();
+  EXPECT_EQ(RegisteredRegions(*url_), 0);
+  EXPECT_TRUE(OwnShmObjects().empty());
+}
+
+TEST_F(ChronobenchE2eTest, BinaryRunsThroughSharedMemory) {
+  const std::string json = *dir_ + "/shm_report.json";
+  auto run = RunProgram({CHRONOBENCH_BIN, "-m", "mlp", "-u", *url_, "-b", "4", "--concurrency-range", "2", "-p", "300",
+                         "--max-trials", "3", "--warmup-requests", "5", "-s", "50", "--shared-memory", "system",
+                         "--json", json},
+                        absl::Seconds(120));
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->first, 0) << run->second;
+  const auto report = nlohmann::json::parse(ReadAll(json), nullptr, false);
+  ASSERT_FALSE(report.is_discarded());
+  testing::ExpectReportSchema(report, /*with_server_spans=*/true);
+  EXPECT_EQ(report["server"]["shared_memory"], "system");
+  EXPECT_EQ(report["runs"][0]["errors"], 0);
+  EXPECT_EQ(RegisteredRegions(*url_), 0) << "the binary unregistered its regions at exit";
 }
 
 TEST_F(ChronobenchE2eTest, UnknownModelAndBadShapeFailFast) {

@@ -102,17 +102,20 @@ class GatedInstance final : public server::ModelInstance {
     for (auto& r : batch) {
       const server::InputTensor& in = r->inputs.front();
       const size_t n = in.byte_size / sizeof(float);
+      std::string bytes(in.byte_size, '\0');
       for (auto& out : r->outputs) {
         out.shape = in.shape;
-        if (out.data == nullptr) continue;
-        out.data->resize(in.byte_size);
         const float scale = static_cast<float>(out.index + 2);
         for (size_t i = 0; i < n; ++i) {
           float x;
           std::memcpy(&x, in.data + i * sizeof(float), sizeof(float));
           x *= scale;
-          std::memcpy(out.data->data() + i * sizeof(float), &x, sizeof(float));
+          std::memcpy(bytes.data() + i * sizeof(float), &x, sizeof(float));
         }
+        // Into the response or a shared-memory region, as the real backend does.
+        absl::Status written = server::WriteOutputBytes(spec_.name, spec_.outputs[out.index].name, bytes.data(),
+                                                        bytes.size(), out);
+        if (!written.ok() && r->status.ok()) r->status = std::move(written);
       }
       r->timeline.output_done_ns = SteadyClock::Now();
     }

@@ -21,6 +21,7 @@
 #include "server/core/request_observer.h"
 #include "server/grpc/inference_service.h"
 #include "server/scheduler/model_registry.h"
+#include "server/shared_memory/shared_memory_registry.h"
 #include "tests/server/gated_instance.h"
 
 namespace chronoserve::testing {
@@ -46,10 +47,13 @@ class RecordingObserver final : public server::RequestObserver {
   std::map<std::string, absl::Status> done_ ABSL_GUARDED_BY(mu_);
 };
 
-// The KServe v2 service over real gRPC, composed like server::Server but with a test observer.
+// The KServe v2 service over real gRPC, composed like server::Server (shared memory allowed) but
+// with a test observer.
 class ServiceHarness {
  public:
-  ServiceHarness() : service_(&registry_, SteadyClock::Get(), server::ServerInfo{"chronoserve-test", "0"}, &observer_) {
+  ServiceHarness()
+      : service_(&registry_, SteadyClock::Get(), server::ServerInfo{"chronoserve-test", "0"}, &observer_,
+                 &shared_memory_) {
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     builder.RegisterService(&service_);
@@ -63,12 +67,14 @@ class ServiceHarness {
   bool ok() const { return server_ != nullptr && port_ > 0; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   server::ModelRegistry& registry() { return registry_; }
+  server::SharedMemoryRegistry& shared_memory() { return shared_memory_; }
   RecordingObserver& observer() { return observer_; }
   client::InferenceClient& client() { return *client_; }
 
  private:
   server::ModelRegistry registry_;
   RecordingObserver observer_;
+  server::SharedMemoryRegistry shared_memory_;
   server::InferenceService service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<client::InferenceClient> client_;
@@ -103,10 +109,12 @@ inline client::Tensor GatedInput(int64_t items, uint64_t seed) {
 class PendingInfer {
  public:
   PendingInfer(inference::GRPCInferenceService::Stub* stub, const std::string& model, const std::string& id,
-               const client::Tensor& input, std::optional<absl::Duration> deadline = std::nullopt) {
-    client::InferOptions options;
-    options.id = id;
-    request_ = client::InferenceClient::BuildRequest(model, {input}, options);
+               const client::Tensor& input, std::optional<absl::Duration> deadline = std::nullopt)
+      : PendingInfer(stub, BuildRequest(model, id, input), deadline) {}
+  // Sends a request built by the test (e.g. one whose tensors are in shared memory).
+  PendingInfer(inference::GRPCInferenceService::Stub* stub, inference::ModelInferRequest request,
+               std::optional<absl::Duration> deadline = std::nullopt)
+      : request_(std::move(request)) {
     if (deadline.has_value()) ctx_.set_deadline(absl::ToChronoTime(absl::Now() + *deadline));
     stub->async()->ModelInfer(&ctx_, &request_, &response_, [this](grpc::Status status) {
       absl::MutexLock lock(&mu_);
@@ -133,6 +141,13 @@ class PendingInfer {
   const inference::ModelInferResponse& response() const { return response_; }
 
  private:
+  static inference::ModelInferRequest BuildRequest(const std::string& model, const std::string& id,
+                                                   const client::Tensor& input) {
+    client::InferOptions options;
+    options.id = id;
+    return client::InferenceClient::BuildRequest(model, {input}, options);
+  }
+
   grpc::ClientContext ctx_;
   inference::ModelInferRequest request_;
   inference::ModelInferResponse response_;

@@ -1,0 +1,165 @@
+#include "client/chronobench/shm_slot_pool.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "client/inference_client.h"
+#include "common/dtype.h"
+#include "common/status_macros.h"
+
+namespace chronoserve::client::bench {
+namespace {
+
+constexpr size_t kAlign = 64;  // each tensor starts on a cache line
+constexpr auto kRpcTimeout = std::chrono::seconds(10);
+
+size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+void SetParams(const std::string& region, size_t offset, size_t bytes,
+               google::protobuf::Map<std::string, inference::InferParameter>* params) {
+  (*params)["shared_memory_region"].set_string_param(region);
+  (*params)["shared_memory_offset"].set_int64_param(static_cast<int64_t>(offset));
+  (*params)["shared_memory_byte_size"].set_int64_param(static_cast<int64_t>(bytes));
+}
+
+}  // namespace
+
+absl::StatusOr<ShmLayout> PlanShmLayout(const inference::ModelInferRequest& request,
+                                        const inference::ModelMetadataResponse& metadata, int64_t batch_size,
+                                        bool batched, int64_t output_byte_size) {
+  ShmLayout layout;
+  if (request.raw_input_contents_size() != request.inputs_size()) {
+    return absl::InternalError("shared memory needs the request's inputs as raw contents");
+  }
+  for (int i = 0; i < request.inputs_size(); ++i) {
+    const size_t bytes = request.raw_input_contents(i).size();
+    layout.inputs.push_back({request.inputs(i).name(), layout.input_bytes, bytes, 0});
+    layout.input_bytes = AlignUp(layout.input_bytes + bytes);
+  }
+  for (const auto& out : metadata.outputs()) {
+    ASSIGN_OR_RETURN(DataType dtype, DataTypeFromName(out.datatype()));
+    size_t bytes = static_cast<size_t>(output_byte_size);
+    if (bytes == 0) {
+      std::vector<int64_t> shape(out.shape().begin(), out.shape().end());
+      if (batched && !shape.empty()) shape[0] = batch_size;
+      if (std::any_of(shape.begin(), shape.end(), [](int64_t d) { return d < 0; })) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "output '", out.name(), "' has variable dims ", ShapeString(shape),
+            ": give --output-shared-memory-size BYTES (per output tensor)"));
+      }
+      bytes = static_cast<size_t>(ElementCount(shape)) * DataTypeByteSize(dtype);
+    }
+    layout.outputs.push_back({out.name(), layout.output_bytes, bytes, DataTypeByteSize(dtype)});
+    layout.output_bytes = AlignUp(layout.output_bytes + bytes);
+  }
+  layout.input_bytes = std::max<size_t>(layout.input_bytes, 1);
+  layout.output_bytes = std::max<size_t>(layout.output_bytes, 1);
+  return layout;
+}
+
+ShmSlotPool::ShmSlotPool(inference::GRPCInferenceService::Stub* stub, const inference::ModelInferRequest* raw,
+                         const ShmLayout* layout, std::string tag)
+    : stub_(stub), raw_(raw), layout_(layout), tag_(std::move(tag)) {}
+
+ShmSlotPool::~ShmSlotPool() { UnregisterAll().IgnoreError(); }
+
+absl::Status ShmSlotPool::Register(const std::string& name, const SystemSharedMemory& shm) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + kRpcTimeout);
+  inference::SystemSharedMemoryRegisterRequest request;
+  request.set_name(name);
+  request.set_key(shm.key());
+  request.set_byte_size(shm.byte_size());
+  inference::SystemSharedMemoryRegisterResponse response;
+  absl::Status status = FromGrpcStatus(stub_->SystemSharedMemoryRegister(&ctx, request, &response));
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat("registering shared-memory region '", name, "' (",
+                                                  shm.byte_size(), " bytes): ", status.message()));
+}
+
+absl::Status ShmSlotPool::Unregister(const std::string& name) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + kRpcTimeout);
+  inference::SystemSharedMemoryUnregisterRequest request;
+  request.set_name(name);
+  inference::SystemSharedMemoryUnregisterResponse response;
+  return FromGrpcStatus(stub_->SystemSharedMemoryUnregister(&ctx, request, &response));
+}
+
+absl::Status ShmSlotPool::Grow(int count) {
+  for (int n = 0; n < count; ++n) {
+    auto slot = std::make_unique<ShmSlot>();
+    const std::string base = absl::StrCat(tag_, "_", slots_.size());
+    slot->input_name = base + "_in";
+    slot->output_name = base + "_out";
+    ASSIGN_OR_RETURN(slot->input, SystemSharedMemory::Create("/" + slot->input_name, layout_->input_bytes));
+    ASSIGN_OR_RETURN(slot->output, SystemSharedMemory::Create("/" + slot->output_name, layout_->output_bytes));
+    RETURN_IF_ERROR(Register(slot->input_name, *slot->input));
+    slot->registered = true;  // from here on UnregisterAll() cleans up, even if the next call fails
+    slots_.push_back(std::move(slot));
+    ShmSlot& s = *slots_.back();
+    RETURN_IF_ERROR(Register(s.output_name, *s.output));
+    // The same request, with every tensor referring to this slot's regions instead of the message.
+    s.request = *raw_;
+    s.request.clear_raw_input_contents();
+    s.request.clear_outputs();
+    for (int i = 0; i < s.request.inputs_size(); ++i) {
+      const ShmLayout::Entry& e = layout_->inputs[i];
+      SetParams(s.input_name, e.offset, e.bytes, s.request.mutable_inputs(i)->mutable_parameters());
+    }
+    for (const ShmLayout::Entry& e : layout_->outputs) {
+      auto* out = s.request.add_outputs();
+      out->set_name(e.name);
+      SetParams(s.output_name, e.offset, e.bytes, out->mutable_parameters());
+    }
+    s.outputs.assign(layout_->output_bytes, '\0');
+    free_.push_back(&s);
+  }
+  return absl::OkStatus();
+}
+
+ShmSlot* ShmSlotPool::Acquire() {
+  if (free_.empty()) return nullptr;
+  ShmSlot* slot = free_.back();
+  free_.pop_back();
+  return slot;
+}
+
+void ShmSlotPool::CopyIn(ShmSlot& slot) const {
+  for (size_t i = 0; i < layout_->inputs.size(); ++i) {
+    const ShmLayout::Entry& e = layout_->inputs[i];
+    std::memcpy(slot.input->data() + e.offset, raw_->raw_input_contents(static_cast<int>(i)).data(), e.bytes);
+  }
+}
+
+void ShmSlotPool::CopyOut(ShmSlot& slot, const inference::ModelInferResponse& response) const {
+  for (const auto& out : response.outputs()) {
+    for (const ShmLayout::Entry& e : layout_->outputs) {
+      if (e.name != out.name()) continue;
+      int64_t elements = 1;
+      for (int64_t d : out.shape()) elements *= d;
+      const size_t bytes = std::min(e.bytes, static_cast<size_t>(elements) * e.element_bytes);
+      std::memcpy(slot.outputs.data() + e.offset, slot.output->data() + e.offset, bytes);
+      break;
+    }
+  }
+}
+
+absl::Status ShmSlotPool::UnregisterAll() {
+  absl::Status first;
+  for (auto& slot : slots_) {
+    if (!slot->registered) continue;
+    slot->registered = false;
+    for (const std::string* name : {&slot->input_name, &slot->output_name}) {
+      absl::Status s = Unregister(*name);
+      if (!s.ok() && first.ok()) first = s;
+    }
+  }
+  return first;
+}
+
+}  // namespace chronoserve::client::bench

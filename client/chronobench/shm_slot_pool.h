@@ -1,0 +1,97 @@
+// ShmSlotPool: one load worker's system shared-memory slots (--shared-memory system). A slot is
+// one request in flight: an input region and an output region, both created by this process
+// (client/system_shared_memory.h) and registered with the server, and the ModelInferRequest that
+// refers to them. The worker copies each request's input bytes into its slot before sending and
+// the outputs back out after the response, inside the timed end-to-end interval, so a run with
+// shared memory is compared honestly with one without. Created, grown and unregistered on the
+// thread that owns the worker's lifecycle or on the worker thread; never shared between threads.
+//
+//   ShmSlotPool pool(stub, &request, &layout, "chronobench_123_7");
+//   RETURN_IF_ERROR(pool.Grow(in_flight));          // registers 2 regions per slot
+//   ShmSlot* slot = pool.Acquire();  pool.CopyIn(*slot);  send slot->request ...
+//   on the response: pool.CopyOut(*slot, response);  pool.Release(slot);
+//   pool.UnregisterAll();                            // when the worker stopped
+#ifndef CHRONOSERVE_CLIENT_CHRONOBENCH_SHM_SLOT_POOL_H_
+#define CHRONOSERVE_CLIENT_CHRONOBENCH_SHM_SLOT_POOL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/system_shared_memory.h"
+#include "proto/inference.grpc.pb.h"
+
+namespace chronoserve::client::bench {
+
+// Where one request's tensors lie in a slot's two regions.
+struct ShmLayout {
+  struct Entry {
+    std::string name;
+    size_t offset = 0;
+    size_t bytes = 0;         // inputs: exact size; outputs: capacity
+    size_t element_bytes = 0;  // outputs: bytes per element (copy-out size from the response shape)
+  };
+  std::vector<Entry> inputs;
+  std::vector<Entry> outputs;
+  size_t input_bytes = 0;
+  size_t output_bytes = 0;
+};
+
+// The layout for `request` (one raw_input_contents entry per input) and every output of the model.
+// Each output gets `output_byte_size` bytes, or (when 0) what its shape needs at `batch_size`;
+// INVALID_ARGUMENT when an output has variable dims and no size was given.
+absl::StatusOr<ShmLayout> PlanShmLayout(const inference::ModelInferRequest& request,
+                                        const inference::ModelMetadataResponse& metadata, int64_t batch_size,
+                                        bool batched, int64_t output_byte_size);
+
+struct ShmSlot {
+  std::unique_ptr<SystemSharedMemory> input;
+  std::unique_ptr<SystemSharedMemory> output;
+  std::string input_name;
+  std::string output_name;
+  bool registered = false;
+  inference::ModelInferRequest request;  // its tensors refer to the two regions
+  std::string outputs;                   // where the outputs are copied back to (layout.output_bytes)
+};
+
+class ShmSlotPool {
+ public:
+  // `raw` (the request with its bytes in raw_input_contents) and `layout` must outlive the pool;
+  // `tag` makes region names and keys unique on the machine.
+  ShmSlotPool(inference::GRPCInferenceService::Stub* stub, const inference::ModelInferRequest* raw,
+              const ShmLayout* layout, std::string tag);
+  ~ShmSlotPool();  // unregisters what is still registered (best effort)
+  ShmSlotPool(const ShmSlotPool&) = delete;
+  ShmSlotPool& operator=(const ShmSlotPool&) = delete;
+
+  // Creates and registers `count` more slots; the server's message on failure.
+  absl::Status Grow(int count);
+  // A free slot, or null when every slot is in flight.
+  ShmSlot* Acquire();
+  void Release(ShmSlot* slot) { free_.push_back(slot); }
+  bool HasFree() const { return !free_.empty(); }
+  int size() const { return static_cast<int>(slots_.size()); }
+  // The request's input bytes into the slot's input region.
+  void CopyIn(ShmSlot& slot) const;
+  // Each output the response describes, out of the slot's output region into slot.outputs.
+  void CopyOut(ShmSlot& slot, const inference::ModelInferResponse& response) const;
+  // Unregisters every slot's regions (the objects are unlinked when the pool goes).
+  absl::Status UnregisterAll();
+
+ private:
+  absl::Status Register(const std::string& name, const SystemSharedMemory& shm);
+  absl::Status Unregister(const std::string& name);
+
+  inference::GRPCInferenceService::Stub* const stub_;
+  const inference::ModelInferRequest* const raw_;
+  const ShmLayout* const layout_;
+  const std::string tag_;
+  std::vector<std::unique_ptr<ShmSlot>> slots_;
+  std::vector<ShmSlot*> free_;
+};
+
+}  // namespace chronoserve::client::bench
+
+#endif  // CHRONOSERVE_CLIENT_CHRONOBENCH_SHM_SLOT_POOL_H_

@@ -1,0 +1,48 @@
+#include "client/system_shared_memory.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace chronoserve::client {
+
+absl::StatusOr<std::unique_ptr<SystemSharedMemory>> SystemSharedMemory::Create(const std::string& key,
+                                                                               size_t byte_size) {
+  const std::string name = !key.empty() && key[0] == '/' ? key : "/" + key;
+  if (name.size() < 2 || name.find('/', 1) != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("shared-memory key '", key, "': expected /name (one '/', first)"));
+  }
+  if (byte_size == 0) return absl::InvalidArgumentError(absl::StrCat("shared-memory key '", name, "': size 0"));
+  const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, S_IRUSR | S_IWUSR);
+  if (fd < 0) {
+    const int err = errno;
+    const std::string message = absl::StrCat("shared-memory key '", name, "': shm_open failed: ", std::strerror(err));
+    return err == EEXIST ? absl::AlreadyExistsError(message) : absl::InternalError(message);
+  }
+  // From here on a failure must not leave the object behind.
+  auto fail = [&](const char* call) {
+    const int err = errno;
+    ::close(fd);
+    ::shm_unlink(name.c_str());
+    return absl::InternalError(absl::StrCat("shared-memory key '", name, "' (", byte_size, " bytes): ", call,
+                                            " failed: ", std::strerror(err)));
+  };
+  if (::ftruncate(fd, static_cast<off_t>(byte_size)) != 0) return fail("ftruncate");
+  void* mapping = ::mmap(nullptr, byte_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (mapping == MAP_FAILED) return fail("mmap");
+  ::close(fd);  // the mapping keeps the object open
+  return std::unique_ptr<SystemSharedMemory>(new SystemSharedMemory(name, byte_size, static_cast<char*>(mapping)));
+}
+
+SystemSharedMemory::~SystemSharedMemory() {
+  ::munmap(data_, byte_size_);
+  ::shm_unlink(key_.c_str());
+}
+
+}  // namespace chronoserve::client

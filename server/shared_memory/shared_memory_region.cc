@@ -1,0 +1,92 @@
+#include "server/shared_memory/shared_memory_region.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+
+namespace chronoserve::server {
+namespace {
+
+std::string Describe(const std::string& name, const std::string& key) {
+  return absl::StrCat("shared-memory region '", name, "' (key '", key, "')");
+}
+
+// Closes the descriptor on every path; the mapping stays valid after close.
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> SharedMemoryRegion::Map(const std::string& name,
+                                                                             const std::string& key,
+                                                                             uint64_t offset,
+                                                                             uint64_t byte_size) {
+  const std::string what = Describe(name, key);
+  if (byte_size == 0) return absl::InvalidArgumentError(absl::StrCat(what, ": byte_size must be > 0"));
+  if (offset > std::numeric_limits<uint64_t>::max() - byte_size ||
+      offset + byte_size > static_cast<uint64_t>(std::numeric_limits<off_t>::max())) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": offset ", offset, " + byte_size ", byte_size,
+                                                   " overflows"));
+  }
+  Fd fd{::shm_open(key.c_str(), O_RDWR, 0)};
+  if (fd.fd < 0) {
+    const int err = errno;
+    const std::string message = absl::StrCat(what, ": shm_open failed: ", std::strerror(err));
+    if (err == ENOENT) return absl::NotFoundError(message);
+    return absl::InvalidArgumentError(message);
+  }
+  struct stat st {};
+  if (::fstat(fd.fd, &st) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": fstat failed: ", std::strerror(errno)));
+  }
+  const uint64_t object_bytes = st.st_size < 0 ? 0 : static_cast<uint64_t>(st.st_size);
+  if (offset + byte_size > object_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": offset ", offset, " + byte_size ", byte_size,
+                                                   " = ", offset + byte_size, " bytes exceeds the object's ",
+                                                   object_bytes, " bytes"));
+  }
+  // mmap wants a page-aligned file offset: map from the page that holds `offset`.
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t aligned = offset - offset % page;
+  const size_t mapping_bytes = static_cast<size_t>(offset - aligned + byte_size);
+  void* mapping = ::mmap(nullptr, mapping_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.fd,
+                         static_cast<off_t>(aligned));
+  if (mapping == MAP_FAILED) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": mmap of ", mapping_bytes, " bytes failed: ",
+                                                   std::strerror(errno)));
+  }
+  char* data = static_cast<char*>(mapping) + (offset - aligned);
+  return std::unique_ptr<SharedMemoryRegion>(
+      new SharedMemoryRegion(name, key, offset, byte_size, mapping, mapping_bytes, data));
+}
+
+SharedMemoryRegion::SharedMemoryRegion(std::string name, std::string key, uint64_t offset,
+                                       uint64_t byte_size, void* mapping, size_t mapping_bytes,
+                                       char* data)
+    : name_(std::move(name)),
+      key_(std::move(key)),
+      offset_(offset),
+      byte_size_(byte_size),
+      mapping_(mapping),
+      mapping_bytes_(mapping_bytes),
+      data_(data) {}
+
+SharedMemoryRegion::~SharedMemoryRegion() {
+  if (::munmap(mapping_, mapping_bytes_) != 0) {
+    CS_LOG(WARNING) << Describe(name_, key_) << ": munmap failed: " << std::strerror(errno);
+  }
+}
+
+}  // namespace chronoserve::server

@@ -1,0 +1,52 @@
+// SharedMemoryRegion: one registered window [offset, offset + byte_size) of a POSIX shared-memory
+// object (shm_open key), mapped read-write into the server. Immutable once mapped; unmapped by the
+// destructor. The registry owns it through a shared_ptr and every request that reads or writes it
+// holds another, so a region unregistered while requests use it stays mapped until they finish.
+// Any thread may read its fields; callers coordinate writes to its bytes (one request per output).
+#ifndef CHRONOSERVE_SERVER_SHARED_MEMORY_SHARED_MEMORY_REGION_H_
+#define CHRONOSERVE_SERVER_SHARED_MEMORY_SHARED_MEMORY_REGION_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace chronoserve::server {
+
+class SharedMemoryRegion {
+ public:
+  // Opens `key` with shm_open(O_RDWR) and maps the window. NOT_FOUND when the object does not
+  // exist, INVALID_ARGUMENT when it is smaller than offset + byte_size or byte_size is 0, and the
+  // errno text for any failing system call; every message names the region and the key.
+  static absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> Map(const std::string& name,
+                                                                 const std::string& key,
+                                                                 uint64_t offset, uint64_t byte_size);
+  ~SharedMemoryRegion();
+  SharedMemoryRegion(const SharedMemoryRegion&) = delete;
+  SharedMemoryRegion& operator=(const SharedMemoryRegion&) = delete;
+
+  const std::string& name() const { return name_; }
+  const std::string& key() const { return key_; }
+  uint64_t offset() const { return offset_; }
+  uint64_t byte_size() const { return byte_size_; }
+  // First byte of the window (not of the object).
+  char* data() const { return data_; }
+
+ private:
+  SharedMemoryRegion(std::string name, std::string key, uint64_t offset, uint64_t byte_size,
+                     void* mapping, size_t mapping_bytes, char* data);
+
+  const std::string name_;
+  const std::string key_;
+  const uint64_t offset_;
+  const uint64_t byte_size_;
+  void* const mapping_;        // what mmap returned (page-aligned, may start before `offset`)
+  const size_t mapping_bytes_;
+  char* const data_;
+};
+
+}  // namespace chronoserve::server
+
+#endif  // CHRONOSERVE_SERVER_SHARED_MEMORY_SHARED_MEMORY_REGION_H_

@@ -1,0 +1,142 @@
+// SharedMemoryRegistry and SharedMemoryRegion on real POSIX shared memory (objects created with the
+// client's RAII SystemSharedMemory, so every one is unlinked when its test ends).
+#include "server/shared_memory/shared_memory_registry.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/system_shared_memory.h"
+
+namespace chronoserve::server {
+namespace {
+
+using ::testing::HasSubstr;
+using client::SystemSharedMemory;
+
+// A fresh object of `bytes` bytes filled with a non-zero pattern, under a key unique to this process.
+std::unique_ptr<SystemSharedMemory> MakeObject(const std::string& tag, size_t bytes) {
+  static int counter = 0;
+  auto shm = SystemSharedMemory::Create(absl::StrCat("/cs_registry_test_", getpid(), "_", tag, "_", counter++), bytes);
+  EXPECT_TRUE(shm.ok()) << shm.status();
+  if (!shm.ok()) return nullptr;
+  for (size_t i = 0; i < bytes; ++i) (*shm)->data()[i] = static_cast<char>(1 + i % 251);
+  return *std::move(shm);
+}
+
+TEST(SharedMemoryRegistryTest, RegisterFindStatusUnregister) {
+  auto obj = MakeObject("basic", 8192);
+  ASSERT_NE(obj, nullptr);
+  SharedMemoryRegistry registry;
+  ASSERT_TRUE(registry.Register("r0", obj->key(), 0, 4096).ok());
+  ASSERT_TRUE(registry.Register("r1", obj->key(), 4096, 4096).ok()) << "two regions of one object";
+  EXPECT_EQ(registry.size(), 2u);
+
+  auto span = registry.Find("r1", 100, 200);
+  ASSERT_TRUE(span.ok()) << span.status();
+  EXPECT_EQ(span->byte_size, 200u);
+  EXPECT_EQ(std::memcmp(span->data, obj->data() + 4096 + 100, 200), 0) << "the server sees the client's bytes";
+  span->data[0] = 42;
+  EXPECT_EQ(obj->data()[4196], 42) << "and the client sees the server's writes";
+
+  auto all = registry.Status("");
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[1]->name(), "r1");
+  EXPECT_EQ((*all)[1]->key(), obj->key());
+  EXPECT_EQ((*all)[1]->offset(), 4096u);
+  EXPECT_EQ((*all)[1]->byte_size(), 4096u);
+  EXPECT_EQ(registry.Status("nope").status().code(), absl::StatusCode::kNotFound);
+
+  registry.Unregister("r0");
+  EXPECT_EQ(registry.Find("r0", 0, 1).status().code(), absl::StatusCode::kNotFound);
+  registry.Unregister("never_registered");  // not an error, as in Triton
+  registry.Unregister("");
+  EXPECT_EQ(registry.size(), 0u);
+}
+
+TEST(SharedMemoryRegistryTest, UnalignedOffsetsMapTheRightBytes) {
+  auto obj = MakeObject("unaligned", 3 * 4096);
+  ASSERT_NE(obj, nullptr);
+  SharedMemoryRegistry registry;
+  ASSERT_TRUE(registry.Register("odd", obj->key(), 4097, 5000).ok());
+  auto span = registry.Find("odd", 3, 10);
+  ASSERT_TRUE(span.ok()) << span.status();
+  EXPECT_EQ(std::memcmp(span->data, obj->data() + 4100, 10), 0);
+}
+
+TEST(SharedMemoryRegistryTest, ErrorsNameTheRegionKeyAndSizes) {
+  auto obj = MakeObject("errors", 4096);
+  ASSERT_NE(obj, nullptr);
+  SharedMemoryRegistry registry;
+  ASSERT_TRUE(registry.Register("taken", obj->key(), 0, 1024).ok());
+
+  absl::Status dup = registry.Register("taken", obj->key(), 0, 16);
+  EXPECT_EQ(dup.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(std::string(dup.message()), HasSubstr("'taken'"));
+
+  absl::Status missing = registry.Register("m", "/cs_registry_test_no_such_key", 0, 16);
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(missing.message()), HasSubstr("/cs_registry_test_no_such_key"));
+  EXPECT_THAT(std::string(missing.message()), HasSubstr("No such file or directory")) << "the errno text";
+
+  absl::Status too_big = registry.Register("big", obj->key(), 4000, 200);
+  EXPECT_EQ(too_big.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(too_big.message()), HasSubstr("4200 bytes exceeds the object's 4096 bytes"));
+
+  EXPECT_EQ(registry.Register("zero", obj->key(), 0, 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.Register("", obj->key(), 0, 16).code(), absl::StatusCode::kInvalidArgument);
+
+  auto out_of_range = registry.Find("taken", 1000, 25);
+  EXPECT_EQ(out_of_range.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(out_of_range.status().message()), HasSubstr("offset 1000 + byte_size 25"));
+  EXPECT_THAT(std::string(out_of_range.status().message()), HasSubstr("1024 bytes"));
+  EXPECT_EQ(registry.Find("taken", 2000, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.Find("taken", 1, ~uint64_t{0}).status().code(), absl::StatusCode::kInvalidArgument)
+      << "no overflow";
+}
+
+TEST(SharedMemoryRegistryTest, AHeldSpanOutlivesUnregisterAndTheNameIsFreeAtOnce) {
+  auto obj = MakeObject("held", 4096);
+  ASSERT_NE(obj, nullptr);
+  SharedMemoryRegistry registry;
+  ASSERT_TRUE(registry.Register("r", obj->key(), 0, 4096).ok());
+  auto span = registry.Find("r", 0, 4096);
+  ASSERT_TRUE(span.ok());
+  registry.Unregister("r");
+  EXPECT_EQ(span->region.use_count(), 1) << "only the request's reference is left";
+  obj->data()[7] = 99;
+  EXPECT_EQ(span->data[7], 99) << "still mapped";
+  ASSERT_TRUE(registry.Register("r", obj->key(), 0, 2048).ok()) << "the name is free again";
+  EXPECT_EQ(span->byte_size, 4096u) << "the old span keeps its own mapping";
+}
+
+TEST(SharedMemoryRegistryTest, ConcurrentRegisterOfOneNameHasOneWinner) {
+  auto obj = MakeObject("race", 4096);
+  ASSERT_NE(obj, nullptr);
+  SharedMemoryRegistry registry;
+  std::vector<absl::Status> results(8);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < results.size(); ++i) {
+    threads.emplace_back([&, i] { results[i] = registry.Register("same", obj->key(), 0, 64); });
+  }
+  for (auto& t : threads) t.join();
+  int ok = 0;
+  for (const auto& s : results) {
+    if (s.ok()) {
+      ++ok;
+    } else {
+      EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists) << s;
+    }
+  }
+  EXPECT_EQ(ok, 1);
+  EXPECT_EQ(registry.size(), 1u);
+}
+
+}  // namespace
+}  // namespace chronoserve::server
