@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "server/backend/host_pinning.h"
 #include "server/backend/torch_backend.h"
 #include "server/model_manager.h"
 #include "server/telemetry/telemetry.h"
@@ -39,7 +40,11 @@ absl::Status Server::Start() {
     if (absl::Status s = telemetry->Start(); !s.ok()) return s;
     telemetry->SetModelRegistry(&registry_);
   }
-  if (options_.allow_shared_memory) shared_memory_ = std::make_unique<SharedMemoryRegistry>();
+  if (options_.allow_shared_memory) {
+    // On a GPU server the regions are page-locked at registration, so a single-request batch
+    // copies straight between a client's region and the device (no staging copy).
+    shared_memory_ = std::make_unique<SharedMemoryRegistry>(HostMemoryPinner(MakeCudaHostPinner()));
+  }
   service_ = std::make_unique<InferenceService>(&registry_, clock_,
                                                 ServerInfo{"chronoserve", kChronoserveVersion}, telemetry,
                                                 shared_memory_.get());

@@ -80,6 +80,13 @@ class TorchInstance final : public ModelInstance {
       in.shape = batch.front()->inputs[i].shape;
       if (spec_.max_batch_size > 0) in.shape[0] = total;
       for (const auto& r : batch) in.bytes += r->inputs[i].byte_size;
+      // One request whose input sits in a page-locked shared-memory region: the H2D reads it in
+      // place (no staging copy). Only single-request batches: a batch needs contiguous rows.
+      if (batch.size() == 1 && batch.front()->inputs[i].host_pinned && path_->direct_pinned_io()) {
+        in.data = const_cast<char*>(batch.front()->inputs[i].data);
+        staged.push_back(std::move(in));
+        continue;
+      }
       ASSIGN_OR_RETURN(in.data, path_->Staging(static_cast<int>(i), in.bytes));
       size_t offset = 0;
       for (const auto& r : batch) {
@@ -113,6 +120,19 @@ class TorchInstance final : public ModelInstance {
       }
     }
     return absl::OkStatus();
+  }
+
+  // The page-locked shared-memory destination of output `k` when the batch is one request that
+  // wants it there and it fits: the D2H then lands in the client's region directly.
+  char* DirectOutput(const Batch& batch, int k, const torch::Tensor& output) const {
+    if (batch.size() != 1 || !path_->direct_pinned_io() || !output.is_contiguous()) return nullptr;
+    for (const OutputTensor& out : batch.front()->outputs) {
+      if (out.index == k && out.data == nullptr && out.raw != nullptr && out.raw_pinned &&
+          out.raw_capacity >= output.nbytes()) {
+        return out.raw;
+      }
+    }
+    return nullptr;
   }
 
   // Copies each request's rows of each requested output into its response (or its shared-memory
@@ -177,6 +197,11 @@ class TorchInstance final : public ModelInstance {
     }
     for (size_t k = 0; k < outputs.size(); ++k) {
       if (!wanted[k]) continue;
+      if (char* direct = DirectOutput(batch, static_cast<int>(k), outputs[k]); direct != nullptr) {
+        RETURN_IF_ERROR(path_->ToHostInto(static_cast<int>(k), outputs[k], direct));
+        host[k] = direct;  // Scatter sees the bytes already in place
+        continue;
+      }
       ASSIGN_OR_RETURN(host[k], path_->ToHost(static_cast<int>(k), outputs[k]));
     }
     RETURN_IF_ERROR(path_->Mark(kAfterD2H));

@@ -25,6 +25,7 @@ class CpuPath final : public DevicePath {
   explicit CpuPath(const Clock* clock) : clock_(clock) {}
   torch::Device device() const override { return torch::kCPU; }
   bool device_timed() const override { return false; }
+  bool direct_pinned_io() const override { return false; }
   std::shared_ptr<void> Enter() override { return nullptr; }
 
   absl::StatusOr<char*> Staging(int input, size_t bytes) override {
@@ -48,6 +49,10 @@ class CpuPath final : public DevicePath {
     if (static_cast<size_t>(output) >= held_.size()) held_.resize(output + 1);
     held_[output] = tensor.contiguous();  // keeps the bytes alive until the next batch
     return static_cast<const char*>(held_[output].data_ptr());
+  }
+  absl::Status ToHostInto(int, const torch::Tensor& tensor, char* dst) override {
+    std::memcpy(dst, tensor.data_ptr(), tensor.nbytes());
+    return absl::OkStatus();
   }
   absl::Status Mark(Marker marker) override {
     stamps_[marker] = clock_->NowNs();
@@ -81,6 +86,7 @@ class CudaPath final : public DevicePath {
     return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(gpu_));
   }
   bool device_timed() const override { return true; }
+  bool direct_pinned_io() const override { return true; }
   std::shared_ptr<void> Enter() override {
     return std::make_shared<c10::cuda::CUDAStreamGuard>(stream_);
   }
@@ -121,6 +127,16 @@ class CudaPath final : public DevicePath {
                                                      stream_.stream()),
                                      "cudaMemcpyAsync(D2H)"));
     return landing_[output].data();
+  }
+  absl::Status ToHostInto(int output, const torch::Tensor& tensor, char* dst) override {
+    if (static_cast<size_t>(output) >= held_.size()) {
+      landing_.resize(output + 1);
+      held_.resize(output + 1);
+    }
+    held_[output] = tensor;  // the device tensor must live until the copy has run
+    return cuda::CudaStatus(cudaMemcpyAsync(dst, tensor.data_ptr(), tensor.nbytes(), cudaMemcpyDeviceToHost,
+                                            stream_.stream()),
+                            "cudaMemcpyAsync(D2H into a pinned shared-memory region)");
   }
   absl::Status Mark(Marker marker) override { return events_[marker].Record(stream_.stream()); }
   absl::Status Wait() override { return events_[kAfterD2H].Synchronize(); }

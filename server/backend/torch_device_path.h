@@ -24,6 +24,9 @@ class DevicePath {
   virtual ~DevicePath() = default;
   virtual torch::Device device() const = 0;
   virtual bool device_timed() const = 0;
+  // Whether page-locked host memory the path did not allocate (a pinned shared-memory region) may
+  // be used directly as the source of ToDevice/ToDeviceInto and the destination of ToHostInto.
+  virtual bool direct_pinned_io() const = 0;
 
   // Makes this path's stream current on the calling thread for the returned object's lifetime.
   virtual std::shared_ptr<void> Enter() = 0;
@@ -37,6 +40,8 @@ class DevicePath {
   virtual absl::Status ToDeviceInto(const char* staged, size_t bytes, const torch::Tensor& dst) = 0;
   // Host bytes of `tensor` (contiguous), valid after Wait() (async copy on GPU).
   virtual absl::StatusOr<const char*> ToHost(int output, const torch::Tensor& tensor) = 0;
+  // Copies the contiguous `tensor` into `dst` (page-locked, >= tensor.nbytes()), valid after Wait().
+  virtual absl::Status ToHostInto(int output, const torch::Tensor& tensor, char* dst) = 0;
   virtual absl::Status Mark(Marker marker) = 0;
   // Blocks until the work up to the last Mark(kAfterD2H) has completed.
   virtual absl::Status Wait() = 0;

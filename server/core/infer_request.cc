@@ -18,7 +18,8 @@ absl::Status WriteOutputBytes(const std::string& model, const std::string& outpu
         "model '", model, "' output '", output_name, "': ", out.raw_name, " is too small: the output needs ",
         bytes, " bytes, ", out.raw_capacity, " available (shared_memory_byte_size)"));
   }
-  if (bytes > 0) std::memcpy(out.raw, src, bytes);
+  // src == raw: the backend already copied the bytes into place (device -> pinned region).
+  if (bytes > 0 && src != out.raw) std::memcpy(out.raw, src, bytes);
   return absl::OkStatus();
 }
 

@@ -32,6 +32,7 @@ struct InputTensor {
   const char* data = nullptr;  // row-major bytes
   size_t byte_size = 0;
   std::string owned_data;  // backing store when the request carried typed contents
+  bool host_pinned = false;  // `data` is page-locked (a pinned shared-memory region): DMA-able
 };
 
 struct OutputTensor {
@@ -43,6 +44,7 @@ struct OutputTensor {
   char* raw = nullptr;
   size_t raw_capacity = 0;
   std::string raw_name;
+  bool raw_pinned = false;  // `raw` is page-locked: the backend may copy device -> `raw` directly
 };
 
 // Writes `bytes` of output `out` to its destination. INVALID_ARGUMENT naming the model, the output,

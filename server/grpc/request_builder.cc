@@ -143,6 +143,7 @@ absl::Status InputFromSharedMemory(const ModelSpec& spec, const InputProto& prot
   ASSIGN_OR_RETURN(SharedMemorySpan span, ResolveSharedMemory(shm, p, TensorWhat(spec, "input", proto.name())));
   in.data = span.data;
   in.byte_size = span.byte_size;
+  in.host_pinned = span.region->host_pinned();
   out->keep_alive.push_back(std::move(span.region));
   return absl::OkStatus();
 }
@@ -231,6 +232,7 @@ absl::Status OutputToSharedMemory(const ModelSpec& spec, int index, int64_t batc
   t.raw = span.data;
   t.raw_capacity = span.byte_size;
   t.raw_name = absl::StrCat("shared-memory region '", p.region, "'");
+  t.raw_pinned = span.region->host_pinned();
   out->keep_alive.push_back(std::move(span.region));
   return absl::OkStatus();
 }

@@ -32,7 +32,8 @@ struct Fd {
 absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> SharedMemoryRegion::Map(const std::string& name,
                                                                              const std::string& key,
                                                                              uint64_t offset,
-                                                                             uint64_t byte_size) {
+                                                                             uint64_t byte_size,
+                                                                             const HostMemoryPinner& pinner) {
   const std::string what = Describe(name, key);
   if (byte_size == 0) return absl::InvalidArgumentError(absl::StrCat(what, ": byte_size must be > 0"));
   if (offset > std::numeric_limits<uint64_t>::max() - byte_size ||
@@ -68,8 +69,10 @@ absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> SharedMemoryRegion::Map(cons
                                                    std::strerror(errno)));
   }
   char* data = static_cast<char*>(mapping) + (offset - aligned);
-  return std::unique_ptr<SharedMemoryRegion>(
+  std::unique_ptr<SharedMemoryRegion> region(
       new SharedMemoryRegion(name, key, offset, byte_size, mapping, mapping_bytes, data));
+  if (pinner) region->pin_ = pinner(mapping, mapping_bytes);
+  return region;
 }
 
 SharedMemoryRegion::SharedMemoryRegion(std::string name, std::string key, uint64_t offset,
@@ -84,6 +87,7 @@ SharedMemoryRegion::SharedMemoryRegion(std::string name, std::string key, uint64
       data_(data) {}
 
 SharedMemoryRegion::~SharedMemoryRegion() {
+  pin_.reset();  // unpin while the pages are still mapped
   if (::munmap(mapping_, mapping_bytes_) != 0) {
     CS_LOG(WARNING) << Describe(name_, key_) << ": munmap failed: " << std::strerror(errno);
   }

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -15,14 +16,21 @@
 
 namespace chronoserve::server {
 
+// Page-locks host memory for direct DMA (cudaHostRegister on a GPU server). Returns a token whose
+// destruction undoes it, or nullptr when the memory stays pageable (no GPU, or the call failed).
+using HostMemoryPinner = std::function<std::shared_ptr<void>(void* data, size_t bytes)>;
+
 class SharedMemoryRegion {
  public:
   // Opens `key` with shm_open(O_RDWR) and maps the window. NOT_FOUND when the object does not
   // exist, INVALID_ARGUMENT when it is smaller than offset + byte_size or byte_size is 0, and the
   // errno text for any failing system call; every message names the region and the key.
+  // With a `pinner`, the mapping is also page-locked (a failure to pin is not an error: the
+  // region then takes the copying path).
   static absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> Map(const std::string& name,
                                                                  const std::string& key,
-                                                                 uint64_t offset, uint64_t byte_size);
+                                                                 uint64_t offset, uint64_t byte_size,
+                                                                 const HostMemoryPinner& pinner = nullptr);
   ~SharedMemoryRegion();
   SharedMemoryRegion(const SharedMemoryRegion&) = delete;
   SharedMemoryRegion& operator=(const SharedMemoryRegion&) = delete;
@@ -33,6 +41,8 @@ class SharedMemoryRegion {
   uint64_t byte_size() const { return byte_size_; }
   // First byte of the window (not of the object).
   char* data() const { return data_; }
+  // Page-locked for the GPU: a worker may copy between it and the device without staging.
+  bool host_pinned() const { return pin_ != nullptr; }
 
  private:
   SharedMemoryRegion(std::string name, std::string key, uint64_t offset, uint64_t byte_size,
@@ -45,6 +55,7 @@ class SharedMemoryRegion {
   void* const mapping_;        // what mmap returned (page-aligned, may start before `offset`)
   const size_t mapping_bytes_;
   char* const data_;
+  std::shared_ptr<void> pin_;  // released (unpinned) before the mapping goes
 };
 
 }  // namespace chronoserve::server

@@ -26,7 +26,7 @@ absl::Status SharedMemoryRegistry::Register(const std::string& name, const std::
   }
   // The system calls run outside the lock; a concurrent Register of the same name is settled below.
   ASSIGN_OR_RETURN(std::unique_ptr<SharedMemoryRegion> region,
-                   SharedMemoryRegion::Map(name, key, offset, byte_size));
+                   SharedMemoryRegion::Map(name, key, offset, byte_size, pinner_));
   absl::MutexLock lock(&mu_);
   auto [it, inserted] = regions_.emplace(name, std::move(region));
   if (!inserted) return AlreadyExists(name, *it->second);

@@ -36,6 +36,8 @@ struct SharedMemorySpan {
 class SharedMemoryRegistry {
  public:
   SharedMemoryRegistry() = default;
+  // Every region registered from now on is also page-locked by `pinner` (see HostMemoryPinner).
+  explicit SharedMemoryRegistry(HostMemoryPinner pinner) : pinner_(std::move(pinner)) {}
   SharedMemoryRegistry(const SharedMemoryRegistry&) = delete;
   SharedMemoryRegistry& operator=(const SharedMemoryRegistry&) = delete;
 
@@ -54,6 +56,7 @@ class SharedMemoryRegistry {
   size_t size() const;
 
  private:
+  const HostMemoryPinner pinner_;
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<const SharedMemoryRegion>> regions_ ABSL_GUARDED_BY(mu_);
 };

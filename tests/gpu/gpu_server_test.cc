@@ -3,12 +3,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <set>
 
 #include "client/inference_client.h"
+#include "client/system_shared_memory.h"
 #include "common/tensor_data.h"
 #include "server/backend/torch_backend.h"
 #include "server/scheduler/model_runtime.h"
@@ -124,6 +127,47 @@ TEST_F(GpuServerTest, EachWorkerOwnsAStreamAndBothServe) {
   // KIND_AUTO with count 2 puts two workers on every visible GPU.
   EXPECT_GE(workers.size(), 2u) << "more than one worker served";
   for (int64_t w : workers) EXPECT_LT(w, 2 * server::CudaDeviceCount());
+}
+
+// Shared memory on a GPU server: the regions are page-locked at registration, so a one-request
+// batch copies straight between the client's region and the device. Outputs must be the bytes
+// the message path returns, at offsets that are not page-aligned, with graphs off (eager).
+TEST_F(GpuServerTest, PinnedSharedMemoryRegionsGoStraightToAndFromTheDevice) {
+  const std::string tag = std::to_string(::getpid());
+  auto in = client::SystemSharedMemory::Create("/cs_gpu_in_" + tag, 1 << 20);
+  auto out = client::SystemSharedMemory::Create("/cs_gpu_out_" + tag, 2 << 20);
+  ASSERT_TRUE(in.ok()) << in.status();
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_TRUE(client_->RegisterSystemSharedMemory("gpu_in", (*in)->key(), (*in)->byte_size()).ok());
+  ASSERT_TRUE(client_->RegisterSystemSharedMemory("gpu_out", (*out)->key(), (*out)->byte_size()).ok());
+  for (int batch : {1, 37, 128}) {
+    const Tensor input = RandomInput({batch, 4, 20, 20}, 70 + batch);
+    auto raw = client_->Infer("policy_net", {input});
+    ASSERT_TRUE(raw.ok()) << raw.status();
+    const size_t in_offset = 96;  // not page-aligned on purpose
+    std::memcpy((*in)->data() + in_offset, input.data.data(), input.data.size());
+    Tensor via_shm = input;
+    via_shm.data.clear();
+    via_shm.shared_memory = client::SharedMemoryRef{"gpu_in", input.data.size(), in_offset};
+    client::InferOptions options;
+    options.outputs = {"OUTPUT__0", "OUTPUT__1", "OUTPUT__2"};
+    const std::vector<size_t> sizes = {400 * 4 * 128, 4 * 128, 400 * 4 * 128};  // room for batch 128
+    const std::vector<size_t> offsets = {32, 32 + sizes[0] + 64, 32 + sizes[0] + 64 + sizes[1] + 96};
+    for (int k = 0; k < 3; ++k) {
+      options.output_shared_memory[options.outputs[k]] = client::SharedMemoryRef{"gpu_out", sizes[k], offsets[k]};
+    }
+    std::memset((*out)->data(), 0x5a, (*out)->byte_size());  // stale bytes must be overwritten
+    auto shm = client_->Infer("policy_net", {via_shm}, options);
+    ASSERT_TRUE(shm.ok()) << shm.status();
+    ASSERT_TRUE(shm->timing.has_value());
+    EXPECT_TRUE(shm->timing->IsConsistent());
+    for (int k = 0; k < 3; ++k) {
+      const std::string& want = raw->outputs[k].data;
+      ASSERT_EQ(std::memcmp((*out)->data() + offsets[k], want.data(), want.size()), 0)
+          << "batch " << batch << " output " << k << " differs between shared memory and the message";
+    }
+  }
+  EXPECT_TRUE(client_->UnregisterSystemSharedMemory("").ok());
 }
 
 TEST(GpuWarmupTest, ReadyOnlyAfterEveryBatchSizeRanOnTheGpu) {
