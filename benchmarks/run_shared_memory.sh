@@ -1,0 +1,69 @@
+#!/bin/bash
+# Shared memory vs the message path on the GPU machine (issue 6 ratios): the policy net with CUDA
+# graphs and keep-warm (10 ms), one fresh server per transport so that "first" is the first request
+# after READY; then back to back at batch 128 and 1, and 1 s idle gaps at batch 128. Plus the
+# in-process graph reference (bench_inprocess_throughput --one-request) in the same run.
+# Prints e2e - GPU spans, first / steady and idle / back-to-back for both transports; JSON per run.
+# Usage: benchmarks/run_shared_memory.sh BUILD_DIR OUT_DIR [PORT]
+set -uo pipefail
+build=${1:?build dir}
+out=${2:?output dir}
+port=${3:-8051}
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$out"
+source "$here/server_lib.sh"
+models=$(mktemp -d)
+"$build/bin/chronoserve-examples" --out "$models" >/dev/null || exit 1
+printf '%s\n' 'optimization { cuda { graphs: true } }' \
+  'parameters { key: "keep_warm_ms" value { string_value: "10" } }' >> "$models/policy_net/config.pbtxt"
+status=0
+"$build/bin/bench_inprocess_throughput" --model-repository "$models" -m policy_net --batch-sizes 1,128 --one-request \
+  --json "$out/shm_inprocess.json" 2>&1 | tail -4 || status=1
+bench() {  # bench TRANSPORT LABEL ARGS...
+  local transport=$1 label=$2
+  shift 2
+  "$build/bin/bench_serve_latency" -u "127.0.0.1:$port" -m policy_net --shared-memory "$transport" "$@" \
+    --label "$label" --json "$out/shm_${transport}_${label}.json" | grep -E "^(e2e|transport|server_total|input_stage|h2d|compute|d2h|output_stage|outside)" \
+    | sed "s/^/  [$transport $label] /" || status=1
+}
+for transport in none system; do
+  start_server "$build" "$models" "$out/server-shm-$transport.log" "$port" || { status=1; continue; }
+  bench "$transport" first -b 128 -n 1 --warmup-requests 0
+  bench "$transport" bs128 -b 128 -n 1000 --warmup-requests 100
+  bench "$transport" bs1 -b 1 -n 1000 --warmup-requests 100
+  bench "$transport" gap1000 -b 128 -n 20 --warmup-requests 5 --idle-gap-ms 1000
+  stop_server || status=1
+done
+rm -rf "$models"
+python3 - "$out" <<'PY' || status=1
+import json, sys
+out = sys.argv[1]
+def load(t, label):
+    return json.load(open(f"{out}/shm_{t}_{label}.json"))["latency_us"]
+ref = {p["batch_size"]: p["compute_p50_us"] for p in json.load(open(f"{out}/shm_inprocess.json"))["points"]}
+print(f"\n{'transport':<10}{'run':<9}{'e2e p50':>9}{'transport':>10}{'server':>8}{'in_stage':>9}{'h2d':>6}{'compute':>8}{'d2h':>6}{'out_stage':>10}{'e2e-GPU':>9}")
+rows = {}
+for t in ("none", "system"):
+    for label in ("first", "bs128", "bs1", "gap1000"):
+        s = load(t, label)
+        p = {k: v["p50"] for k, v in s.items()}
+        gpu = p["h2d"] + p["compute"] + p["d2h"]
+        rows[(t, label)] = p
+        print(f"{t:<10}{label:<9}{p['e2e']:>9.0f}{p['transport']:>10.0f}{p['server_total']:>8.0f}{p['input_stage']:>9.0f}"
+              f"{p['h2d']:>6.0f}{p['compute']:>8.0f}{p['d2h']:>6.0f}{p['output_stage']:>10.0f}{p['e2e'] - gpu:>9.0f}")
+summary = {}
+for t in ("none", "system"):
+    b, f, g = rows[(t, "bs128")], rows[(t, "first")], rows[(t, "gap1000")]
+    summary[t] = {
+        "e2e_minus_gpu_spans_ms": (b["e2e"] - b["h2d"] - b["compute"] - b["d2h"]) / 1000,
+        "first_over_steady": f["e2e"] / b["e2e"],
+        "idle_1s_over_back_to_back": g["e2e"] / b["e2e"],
+        "server_compute_over_inprocess_graph": b["compute"] / ref[128],
+    }
+    print(f"{t}: e2e - GPU spans p50 {summary[t]['e2e_minus_gpu_spans_ms']:.3f} ms (goal <= 0.10); "
+          f"first/steady {summary[t]['first_over_steady']:.2f} (<= 1.5); 1 s idle/back-to-back "
+          f"{summary[t]['idle_1s_over_back_to_back']:.2f} (<= 1.10); compute/in-process graph "
+          f"{summary[t]['server_compute_over_inprocess_graph']:.2f} (<= 1.15)")
+json.dump(summary, open(f"{out}/shm_summary.json", "w"), indent=2)
+PY
+exit $status
