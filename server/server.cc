@@ -39,8 +39,8 @@ absl::Status Server::Start() {
     if (absl::Status s = telemetry->Start(); !s.ok()) return s;
     telemetry->SetModelRegistry(&registry_);
   }
-  service_ = std::make_unique<InferenceService>(&registry_, clock_,
-                                                ServerInfo{"chronoserve", kChronoserveVersion}, telemetry);
+  service_ = std::make_unique<InferenceService>(
+      &registry_, clock_, ServerInfo{"chronoserve", kChronoserveVersion, options_.request_timing}, telemetry);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -68,7 +68,10 @@ absl::Status Server::Start() {
   CS_LOG(INFO) << "gRPC listening on " << options_.host << ":" << port_
                << " (KServe v2, grpc.health.v1, reflection)";
 
-  ModelManager manager(&registry_, &devices_, options_.warmup, clock_,
+  if (!options_.request_timing) {
+    CS_LOG(INFO) << "request timing off: responses carry no timing.* parameters and no server-timing trailer";
+  }
+  ModelManager manager(&registry_, &devices_, ModelLoadOptions{options_.warmup, options_.request_timing}, clock_,
                        telemetry != nullptr ? telemetry->gpu_clock() : nullptr);
   if (absl::Status s = manager.LoadRepository(options_.model_repository); !s.ok()) return s;
   if (telemetry != nullptr) {

@@ -32,6 +32,9 @@ struct ServerOptions {
   int grpc_port = 8001;  // 0 picks a free port (tests)
   int exit_timeout_secs = 30;
   WarmupOptions warmup;
+  // --request-timing: off = workers record no span events and no launch timer, responses carry no
+  // timing.* parameters and no server-timing trailer (docs/TIMING.md, "Switching timing off").
+  bool request_timing = true;
   // Traces, metrics, GPU monitor: built by main, not owned; started before the models load and
   // flushed last on shutdown. Null = none.
   telemetry::Telemetry* telemetry = nullptr;
