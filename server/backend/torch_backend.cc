@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "server/backend/cuda_graph_buckets.h"
 #include "server/backend/cuda_graph_runner.h"
+#include "server/backend/exact_device_timing.h"
 #include "server/backend/torch_device_path.h"
 #include "server/backend/torch_util.h"
 
@@ -29,7 +30,8 @@ class TorchInstance final : public ModelInstance {
         options_(options),
         path_(std::move(path)),
         module_(std::move(module)),
-        graph_buckets_(std::move(graph_buckets)) {}
+        graph_buckets_(std::move(graph_buckets)),
+        holds_(path_->can_hold_stream() && options_.request_timing) {}
 
   int gpu() const override { return options_.gpu; }
   std::string device_name() const override { return path_->device().str(); }
@@ -166,14 +168,17 @@ class TorchInstance final : public ModelInstance {
     timing->staged_ns = clock->NowNs();
 
     std::shared_ptr<void> on_stream = path_->Enter();
-    RETURN_IF_ERROR(MarkSpan(kBeforeH2D));
     const int graph = graphs_ == nullptr ? -1 : graphs_->Find(total);
     timing->cuda_graph = graph >= 0;
+    StreamHold hold(path_.get());  // exact device timing: released after the last enqueue
+    if (holds_.ShouldHold(graph, total, StagedBytes(staged))) RETURN_IF_ERROR(hold.Hold());
+    RETURN_IF_ERROR(MarkSpan(kBeforeH2D));
     ASSIGN_OR_RETURN(std::vector<torch::Tensor> outputs,
                      graph >= 0 ? RunGraph(graph, staged, total, timing) : RunEager(staged, timing));
     RETURN_IF_ERROR(CheckOutputs(outputs, total));
     ASSIGN_OR_RETURN(std::vector<const char*> host, CopyOutputsToHost(batch, outputs));
     RETURN_IF_ERROR(path_->Mark(kAfterD2H));  // always: Wait() waits for it
+    timing->exact_device_timing = EndHold(hold);
     RETURN_IF_ERROR(path_->Wait());
     timing->gpu_done_ns = clock->NowNs();
     on_stream.reset();
@@ -185,6 +190,24 @@ class TorchInstance final : public ModelInstance {
     }
     Scatter(batch, outputs, host, total);
     return absl::OkStatus();
+  }
+
+  static size_t StagedBytes(const std::vector<Staged>& staged) {
+    size_t bytes = 0;
+    for (const Staged& in : staged) bytes += in.bytes;
+    return bytes;
+  }
+
+  // Releases the stream; true when the batch's spans are device time only. A hold the watchdog had
+  // to break means the host blocked behind its own held stream: holding stops for this worker.
+  bool EndHold(StreamHold& hold) {
+    if (!hold.held()) return false;
+    if (hold.Release()) return true;
+    holds_.Disable();
+    CS_LOG(WARNING) << "model '" << spec_.name << "' worker " << options_.worker << " on " << device_name()
+                    << ": exact_device_timing turned off: the host blocked while the stream was held (the hold's "
+                       "watchdog released it; does forward() synchronise with the GPU, or enqueue > 1000 kernels?)";
+    return false;
   }
 
   // A span boundary before kAfterD2H: recorded only with request timing on.
@@ -299,6 +322,7 @@ class TorchInstance final : public ModelInstance {
   const std::vector<int> graph_buckets_;      // empty: CUDA graphs off
   std::unique_ptr<CudaGraphRunner> graphs_;   // after PrepareForServing; destroyed before module_
   std::vector<torch::jit::IValue> keep_warm_args_;  // made on the first eager keep-warm run
+  HoldSchedule holds_;  // exact device timing: which batches hold the stream (off: none)
 };
 
 }  // namespace
@@ -315,13 +339,24 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> CreateTorchInstance(const ModelSp
     }
   }
   ASSIGN_OR_RETURN(std::vector<int> graph_buckets, GraphBucketsFromSpec(spec));
+  ASSIGN_OR_RETURN(const bool exact, ExactDeviceTimingFromSpec(spec));
+  if (exact && (options.gpu < 0 || !options.request_timing)) {
+    CS_LOG(INFO) << "model '" << spec.name << "' worker " << options.worker << ": " << kExactDeviceTimingKey
+                 << " has no effect "
+                 << (options.gpu < 0 ? "on the CPU (every span is host-timed)" : "with --request-timing off");
+  }
   std::unique_ptr<DevicePath> path;
   if (options.gpu >= 0) {
     if (options.gpu >= CudaDeviceCount()) {
       return absl::FailedPreconditionError(absl::StrCat("model '", spec.name, "': GPU ", options.gpu,
                                                         " requested, ", CudaDeviceCount(), " visible"));
     }
-    ASSIGN_OR_RETURN(path, MakeCudaPath(options.gpu));
+    auto cuda_path = MakeCudaPath(options.gpu, exact && options.request_timing);
+    if (!cuda_path.ok()) {
+      return absl::Status(cuda_path.status().code(),
+                          absl::StrCat("model '", spec.name, "': ", cuda_path.status().message()));
+    }
+    path = *std::move(cuda_path);
   } else {
     path = MakeCpuPath(options.clock);
   }
