@@ -40,6 +40,22 @@ absl::Status PollEvent(cudaEvent_t event, absl::Duration timeout) {
   }
 }
 
+// The device address of pinned host memory. With unified addressing (every 64-bit process) it is
+// the host address itself, which is the fallback should the runtime refuse the explicit mapping.
+absl::StatusOr<uint64_t> DeviceAddress(void* host, int gpu) {
+  void* device_pointer = nullptr;
+  const cudaError_t mapped = cudaHostGetDevicePointer(&device_pointer, host, 0);
+  if (mapped != cudaSuccess) {
+    (void)cudaGetLastError();
+    int unified = 0;
+    if (cudaDeviceGetAttribute(&unified, cudaDevAttrUnifiedAddressing, gpu) != cudaSuccess || unified == 0) {
+      return CudaStatus(mapped, "cudaHostGetDevicePointer");
+    }
+    device_pointer = host;
+  }
+  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(device_pointer));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<StreamGate>> StreamGate::Create(int gpu, cudaStream_t stream,
@@ -70,9 +86,7 @@ absl::Status StreamGate::Init() {
                              "cudaHostAlloc(mapped flag)"));
   flag_ = static_cast<uint32_t*>(host);
   *static_cast<volatile uint32_t*>(flag_) = 0;
-  void* device_pointer = nullptr;
-  RETURN_IF_ERROR(CudaStatus(cudaHostGetDevicePointer(&device_pointer, host, 0), "cudaHostGetDevicePointer"));
-  device_flag_ = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(device_pointer));
+  ASSIGN_OR_RETURN(device_flag_, DeviceAddress(host, gpu_));
   watchdog_thread_ = std::thread([this] { WatchdogLoop(); });
   return Probe();
 }
