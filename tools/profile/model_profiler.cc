@@ -222,7 +222,7 @@ class Profiler {
     ModeProfile mode;
     mode.mode = "eager_exact";
     if (gpu_ < 0) {
-      mode.note = "CPU: host timers, nothing to hold (exact device timing needs a GPU)";
+      mode.note = "CPU: host timers, nothing to hold; exact device timing needs a GPU";
       return mode;
     }
     if (!options_.exact_device_timing) {
