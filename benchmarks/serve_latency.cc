@@ -1,6 +1,8 @@
 // bench_serve_latency: closed loop, concurrency 1, against a running chronoserve. Sends warm-up
 // requests, then N measured requests, and prints p50/p99 of the client's end-to-end time and of
-// every server span the response carries (exact percentiles over all samples). Writes JSON.
+// every server span the response carries (exact percentiles over all samples). Writes JSON. A
+// server started with --request-timing off sends no spans: then only e2e is reported ("-" on the
+// console, absent from the JSON's latency_us).
 // With --shared-memory system the tensors travel through POSIX shared memory registered with the
 // server; e2e then also counts copying the inputs into the region and the outputs out of it.
 //
@@ -133,6 +135,7 @@ class ShmTransport {
 struct Series {
   const char* name;
   std::function<int64_t(const chronoserve::client::InferResult&)> get;
+  bool needs_timing = true;  // a server span: only from responses that carry timing
 };
 
 }  // namespace
@@ -201,10 +204,11 @@ int main(int argc, char** argv) {
       if (++errors <= 3) std::fprintf(stderr, "error: %s\n", std::string(r.status().message()).c_str());
       continue;
     }
-    if (i >= warmup && r->timing.has_value()) results.push_back(*std::move(r));
+    r->outputs.clear();  // only the timing is kept
+    if (i >= warmup) results.push_back(*std::move(r));
   }
   const Series series[] = {
-      {"e2e", [](const auto& r) { return r.e2e_ns; }},
+      {"e2e", [](const auto& r) { return r.e2e_ns; }, false},
       {"transport", [](const auto& r) { return r.e2e_ns - r.timing->server_total_ns; }},
       {"server_total", [](const auto& r) { return r.timing->server_total_ns; }},
       {"queue", [](const auto& r) { return r.timing->queue_ns; }},
@@ -216,17 +220,35 @@ int main(int argc, char** argv) {
       {"output_stage", [](const auto& r) { return r.timing->output_stage_ns; }},
       {"outside_gpu_spans", [](const auto& r) { return r.e2e_ns - r.timing->h2d_ns - r.timing->compute_ns - r.timing->d2h_ns; }},
   };
-  const bool device_timed = !results.empty() && results.front().timing->device_timed;
+  size_t timed = 0;
+  bool device_timed = false;
+  for (const auto& r : results) {
+    timed += r.timing.has_value() ? 1 : 0;
+    device_timed |= r.timing.has_value() && r.timing->device_timed;
+  }
   std::printf("\n%s  batch %d  %zu requests (+%d warm-up, %d errors)  spans: %s  tensors: %s\n", model.c_str(),
-              batch, results.size(), warmup, errors, device_timed ? "CUDA events" : "host clock (CPU)",
+              batch, results.size(), warmup, errors,
+              timed == 0 ? "none (server timing off)" : device_timed ? "CUDA events" : "host clock (CPU)",
               shm != nullptr ? "system shared memory (e2e includes the copies)" : "in the gRPC messages");
+  if (timed > 0 && timed < results.size()) {
+    std::printf("%zu of %zu responses carried no timing: spans are over the others\n", results.size() - timed,
+                results.size());
+  }
   std::printf("%-18s %12s %12s\n", "stage", "p50 (us)", "p99 (us)");
   nlohmann::json record = {{"label", label}, {"model", model}, {"batch_size", batch}, {"shared_memory", shared_memory},
                            {"requests", results.size()}, {"errors", errors}, {"idle_gap_ms", gap_ms},
-                           {"device_timed", device_timed}};
+                           {"device_timed", device_timed}, {"server_timing", timed > 0},
+                           {"responses_without_timing", results.size() - timed}};
+  record["latency_us"] = nlohmann::json::object();
   for (const auto& s : series) {
     std::vector<int64_t> values;
-    for (const auto& r : results) values.push_back(s.get(r));
+    for (const auto& r : results) {
+      if (!s.needs_timing || r.timing.has_value()) values.push_back(s.get(r));
+    }
+    if (values.empty()) {
+      std::printf("%-18s %12s %12s\n", s.name, "-", "-");
+      continue;
+    }
     const double p50 = Percentile(values, 50), p99 = Percentile(values, 99);
     std::printf("%-18s %12.1f %12.1f\n", s.name, p50, p99);
     record["latency_us"][s.name] = {{"p50", p50}, {"p99", p99}};

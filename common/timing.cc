@@ -32,6 +32,7 @@ constexpr IntField kIntFields[] = {
 constexpr const char* kColdKey = "cold";
 constexpr const char* kClockKey = "clock";  // "cuda_event" or "host"
 constexpr const char* kCudaGraphKey = "cuda_graph";
+constexpr const char* kExactKey = "exact_device_timing";
 
 // Server-Timing names, in the order they are written.
 struct SpanField {
@@ -65,7 +66,7 @@ bool RequestTiming::IsConsistent() const {
 
 std::vector<TimingParam> EncodeTimingParams(const RequestTiming& timing) {
   std::vector<TimingParam> params;
-  params.reserve(std::size(kIntFields) + 3);
+  params.reserve(std::size(kIntFields) + 4);
   for (const auto& field : kIntFields) {
     TimingParam p;
     p.key = absl::StrCat(kTimingParamPrefix, field.key);
@@ -82,11 +83,14 @@ std::vector<TimingParam> EncodeTimingParams(const RequestTiming& timing) {
   clock.kind = TimingParam::Kind::kString;
   clock.string_value = timing.device_timed ? "cuda_event" : "host";
   params.push_back(std::move(clock));
-  TimingParam graph;
-  graph.key = absl::StrCat(kTimingParamPrefix, kCudaGraphKey);
-  graph.kind = TimingParam::Kind::kBool;
-  graph.bool_value = timing.cuda_graph;
-  params.push_back(std::move(graph));
+  for (const auto& [key, value] : {std::pair<const char*, bool>{kCudaGraphKey, timing.cuda_graph},
+                                    std::pair<const char*, bool>{kExactKey, timing.exact_device_timing}}) {
+    TimingParam flag;
+    flag.key = absl::StrCat(kTimingParamPrefix, key);
+    flag.kind = TimingParam::Kind::kBool;
+    flag.bool_value = value;
+    params.push_back(std::move(flag));
+  }
   return params;
 }
 
@@ -112,6 +116,9 @@ absl::StatusOr<RequestTiming> DecodeTimingParams(
   }
   if (auto p = lookup(absl::StrCat(kTimingParamPrefix, kCudaGraphKey)); p.has_value()) {
     timing.cuda_graph = p->bool_value;
+  }
+  if (auto p = lookup(absl::StrCat(kTimingParamPrefix, kExactKey)); p.has_value()) {
+    timing.exact_device_timing = p->bool_value;
   }
   if (!any) return absl::NotFoundError("response carries no timing.* parameters");
   return timing;

@@ -35,6 +35,9 @@ struct RequestTiming {
   bool cold = false;            // first batch on this worker after load
   bool device_timed = false;    // true: GPU spans from CUDA events; false: host clock
   bool cuda_graph = false;      // the forward was a CUDA graph replay (false when absent: older servers)
+  // The worker held its stream until the batch was enqueued, so h2d/compute/d2h are device time
+  // only (exact_device_timing; false when absent: older servers).
+  bool exact_device_timing = false;
 
   // server_total minus the stages: handler + scheduling overhead; never negative when valid.
   int64_t remainder_ns() const;

@@ -44,6 +44,12 @@ int main(int argc, char** argv) {
                  "Warm-up runs per worker and batch size before a model reports READY")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  std::string request_timing = "on";
+  app.add_option("--request-timing", request_timing,
+                 "Per-request timing: off = no CUDA span events or launch timer, no timing.* response "
+                 "parameters and no server-timing trailer; statistics keep counts, queue and total")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   namespace telemetry = chronoserve::server::telemetry;
   telemetry::TelemetryOptions telemetry_options;
   std::string otlp_endpoint;
@@ -61,6 +67,7 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
   chronoserve::SetLogVerbosity(log_verbose);
+  options.request_timing = request_timing == "on";
 
   auto tracing = chronoserve::otlp::ResolveTracingConfig(otlp_endpoint, chronoserve::server::kChronoserveVersion,
                                                         chronoserve::otlp::ProcessEnv());

@@ -40,9 +40,9 @@ absl::StatusOr<std::vector<DevicePlacement>> PlaceInstances(const ModelSpec& spe
 }
 
 ModelManager::ModelManager(ModelRegistry* registry, DeviceActivityRegistry* devices,
-                           WarmupOptions warmup, const Clock* clock,
+                           ModelLoadOptions options, const Clock* clock,
                            const GpuClockSource* gpu_clock)
-    : registry_(registry), devices_(devices), warmup_(warmup), clock_(clock), gpu_clock_(gpu_clock) {}
+    : registry_(registry), devices_(devices), options_(options), clock_(clock), gpu_clock_(gpu_clock) {}
 
 absl::Status ModelManager::LoadRepository(const std::string& repository) {
   ASSIGN_OR_RETURN(std::vector<std::string> names, ListModelDirectories(repository));
@@ -75,12 +75,13 @@ absl::Status ModelManager::LoadModel(const std::string& model_dir) {
     options.activity = devices_->Get(options.gpu, clock_->NowNs());
     options.clock = clock_;
     options.gpu_clock = gpu_clock_;
+    options.request_timing = options_.request_timing;
     auto instance = CreateTorchInstance(*spec, options);
     if (!instance.ok()) return fail(instance.status());
     instances.push_back(*std::move(instance));
   }
   const int64_t loaded = clock_->NowNs();
-  auto runtime = ModelRuntime::Create(*spec, std::move(instances), warmup_, clock_);
+  auto runtime = ModelRuntime::Create(*spec, std::move(instances), options_.warmup, clock_);
   if (!runtime.ok()) return fail(runtime.status());
   (*runtime)->set_load_ns(loaded - load_start);
   std::string devices;

@@ -23,10 +23,16 @@ struct DevicePlacement {
 // a GPU is an error naming the model. `gpu_count` is the number of visible CUDA devices.
 absl::StatusOr<std::vector<DevicePlacement>> PlaceInstances(const ModelSpec& spec, int gpu_count);
 
+// How every model of the repository is loaded.
+struct ModelLoadOptions {
+  WarmupOptions warmup;
+  bool request_timing = true;  // --request-timing (InstanceOptions::request_timing)
+};
+
 class ModelManager {
  public:
   // `gpu_clock` (may be null) feeds each batch's sm_clock_mhz; it must outlive the models.
-  ModelManager(ModelRegistry* registry, DeviceActivityRegistry* devices, WarmupOptions warmup,
+  ModelManager(ModelRegistry* registry, DeviceActivityRegistry* devices, ModelLoadOptions options,
                const Clock* clock, const GpuClockSource* gpu_clock = nullptr);
 
   // Loads every model directory under `repository`. Fails only if the repository is unreadable.
@@ -37,7 +43,7 @@ class ModelManager {
  private:
   ModelRegistry* const registry_;
   DeviceActivityRegistry* const devices_;
-  const WarmupOptions warmup_;
+  const ModelLoadOptions options_;
   const Clock* const clock_;
   const GpuClockSource* const gpu_clock_;
 };

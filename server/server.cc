@@ -46,7 +46,7 @@ absl::Status Server::Start() {
     shared_memory_ = std::make_unique<SharedMemoryRegistry>(HostMemoryPinner(MakeCudaHostPinner()));
   }
   service_ = std::make_unique<InferenceService>(&registry_, clock_,
-                                                ServerInfo{"chronoserve", kChronoserveVersion}, telemetry,
+                                                ServerInfo{"chronoserve", kChronoserveVersion, options_.request_timing}, telemetry,
                                                 shared_memory_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -75,7 +75,10 @@ absl::Status Server::Start() {
   CS_LOG(INFO) << "gRPC listening on " << options_.host << ":" << port_
                << " (KServe v2, grpc.health.v1, reflection)";
 
-  ModelManager manager(&registry_, &devices_, options_.warmup, clock_,
+  if (!options_.request_timing) {
+    CS_LOG(INFO) << "request timing off: responses carry no timing.* parameters and no server-timing trailer";
+  }
+  ModelManager manager(&registry_, &devices_, ModelLoadOptions{options_.warmup, options_.request_timing}, clock_,
                        telemetry != nullptr ? telemetry->gpu_clock() : nullptr);
   if (absl::Status s = manager.LoadRepository(options_.model_repository); !s.ok()) return s;
   if (telemetry != nullptr) {

@@ -36,6 +36,9 @@ struct ServerOptions {
   // Triton's system_shared_memory extension: clients may register POSIX shared-memory regions and
   // pass tensors through them (docs/SHARED_MEMORY.md: local, trusted clients only).
   bool allow_shared_memory = true;
+  // --request-timing: off = workers record no span events and no launch timer, responses carry no
+  // timing.* parameters and no server-timing trailer (docs/TIMING.md, "Switching timing off").
+  bool request_timing = true;
   // Traces, metrics, GPU monitor: built by main, not owned; started before the models load and
   // flushed last on shutdown. Null = none.
   telemetry::Telemetry* telemetry = nullptr;

@@ -84,6 +84,11 @@ void AddWarnings(const PointSpec& spec, const std::vector<WindowSummary>& window
     for (const auto& [code, n] : r.errors_by_code()) absl::StrAppend(&codes, codes.empty() ? "" : ", ", GrpcCodeName(code), " ", n);
     result->warnings.push_back(absl::StrCat(r.errors(), " requests failed (", codes, "); their latency is in e2e"));
   }
+  if (r.without_timing() > 0) {
+    result->warnings.push_back(absl::StrCat(
+        r.without_timing(), " of ", r.successes(), " responses carried no server timing (a server started with "
+        "--request-timing off, or not chronoserve): the server columns cover only responses that had it"));
+  }
   if (r.timing_violations() > 0) {
     result->warnings.push_back(absl::StrCat(r.timing_violations(), " responses had inconsistent server timing "
                                             "(negative span, stages > server_total, or server_total > e2e)"));

@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "server/backend/cuda_graph_buckets.h"
 #include "server/backend/cuda_graph_runner.h"
+#include "server/backend/exact_device_timing.h"
 #include "server/backend/torch_device_path.h"
 #include "server/backend/torch_util.h"
 
@@ -29,7 +30,8 @@ class TorchInstance final : public ModelInstance {
         options_(options),
         path_(std::move(path)),
         module_(std::move(module)),
-        graph_buckets_(std::move(graph_buckets)) {}
+        graph_buckets_(std::move(graph_buckets)),
+        holds_(path_->can_hold_stream() && options_.request_timing) {}
 
   int gpu() const override { return options_.gpu; }
   std::string device_name() const override { return path_->device().str(); }
@@ -170,26 +172,88 @@ class TorchInstance final : public ModelInstance {
     timing->batch_size = total;
     timing->gpu = options_.gpu;
     timing->device_timed = path_->device_timed();
-    timing->idle_before_us = options_.activity->BeginWork(clock->NowNs());
-    if (options_.gpu_clock != nullptr && options_.gpu >= 0) {
-      timing->sm_clock_mhz = options_.gpu_clock->SmClockMhz(options_.gpu);
-    }
+    timing->request_timing = options_.request_timing;
+    // Idle tracking only feeds idle_before_us: skipped with request timing off.
     struct EndWork {
-      DeviceActivity* activity;
+      DeviceActivity* activity;  // null: not tracked
       const Clock* clock;
-      ~EndWork() { activity->EndWork(clock->NowNs()); }
-    } end_work{options_.activity, clock};
+      ~EndWork() {
+        if (activity != nullptr) activity->EndWork(clock->NowNs());
+      }
+    } end_work{options_.request_timing ? options_.activity : nullptr, clock};
+    if (end_work.activity != nullptr) {
+      timing->idle_before_us = end_work.activity->BeginWork(clock->NowNs());
+      if (options_.gpu_clock != nullptr && options_.gpu >= 0) {
+        timing->sm_clock_mhz = options_.gpu_clock->SmClockMhz(options_.gpu);
+      }
+    }
 
     ASSIGN_OR_RETURN(std::vector<Staged> staged, Gather(batch));
     timing->staged_ns = clock->NowNs();
 
     std::shared_ptr<void> on_stream = path_->Enter();
-    RETURN_IF_ERROR(path_->Mark(kBeforeH2D));
     const int graph = graphs_ == nullptr ? -1 : graphs_->Find(total);
     timing->cuda_graph = graph >= 0;
+    StreamHold hold(path_.get());  // exact device timing: released after the last enqueue
+    if (holds_.ShouldHold(graph, total, StagedBytes(staged))) RETURN_IF_ERROR(hold.Hold());
+    RETURN_IF_ERROR(MarkSpan(kBeforeH2D));
     ASSIGN_OR_RETURN(std::vector<torch::Tensor> outputs,
                      graph >= 0 ? RunGraph(graph, staged, total, timing) : RunEager(staged, timing));
     RETURN_IF_ERROR(CheckOutputs(outputs, total));
+    ASSIGN_OR_RETURN(std::vector<const char*> host, CopyOutputsToHost(batch, outputs));
+    RETURN_IF_ERROR(path_->Mark(kAfterD2H));  // always: Wait() waits for it
+    timing->exact_device_timing = EndHold(hold);
+    RETURN_IF_ERROR(path_->Wait());
+    timing->gpu_done_ns = clock->NowNs();
+    on_stream.reset();
+
+    if (options_.request_timing) {
+      ASSIGN_OR_RETURN(timing->h2d_ns, path_->SpanNs(kBeforeH2D, kAfterH2D));
+      ASSIGN_OR_RETURN(timing->compute_ns, path_->SpanNs(kAfterH2D, kAfterCompute));
+      ASSIGN_OR_RETURN(timing->d2h_ns, path_->SpanNs(kAfterCompute, kAfterD2H));
+    }
+    Scatter(batch, outputs, host, total);
+    return absl::OkStatus();
+  }
+
+  static size_t StagedBytes(const std::vector<Staged>& staged) {
+    size_t bytes = 0;
+    for (const Staged& in : staged) bytes += in.bytes;
+    return bytes;
+  }
+
+  // Releases the stream; true when the batch's spans are device time only. A hold the watchdog had
+  // to break means the host blocked behind its own held stream: holding stops for this worker.
+  bool EndHold(StreamHold& hold) {
+    if (!hold.held()) return false;
+    if (hold.Release()) return true;
+    holds_.Disable();
+    CS_LOG(WARNING) << "model '" << spec_.name << "' worker " << options_.worker << " on " << device_name()
+                    << ": exact_device_timing turned off: the host blocked while the stream was held (the hold's "
+                       "watchdog released it; does forward() synchronise with the GPU, or enqueue > 1000 kernels?)";
+    return false;
+  }
+
+  // A span boundary before kAfterD2H: recorded only with request timing on.
+  absl::Status MarkSpan(Marker marker) {
+    return options_.request_timing ? path_->Mark(marker) : absl::OkStatus();
+  }
+
+  // Host time of `forward` (the launch span), or 0 without request timing.
+  template <typename Forward>
+  int64_t TimeLaunch(Forward forward) {
+    if (!options_.request_timing) {
+      forward();
+      return 0;
+    }
+    const int64_t start = options_.clock->NowNs();
+    forward();
+    return options_.clock->NowNs() - start;
+  }
+
+  // Starts the D2H of every output some request asked for; host pointers valid after Wait().
+  absl::StatusOr<std::vector<const char*>> CopyOutputsToHost(const Batch& batch,
+                                                             const std::vector<torch::Tensor>& outputs) {
     std::vector<const char*> host(outputs.size(), nullptr);
     std::vector<bool> wanted(outputs.size(), false);
     for (const auto& r : batch) {
@@ -204,16 +268,7 @@ class TorchInstance final : public ModelInstance {
       }
       ASSIGN_OR_RETURN(host[k], path_->ToHost(static_cast<int>(k), outputs[k]));
     }
-    RETURN_IF_ERROR(path_->Mark(kAfterD2H));
-    RETURN_IF_ERROR(path_->Wait());
-    timing->gpu_done_ns = clock->NowNs();
-    on_stream.reset();
-
-    ASSIGN_OR_RETURN(timing->h2d_ns, path_->SpanNs(kBeforeH2D, kAfterH2D));
-    ASSIGN_OR_RETURN(timing->compute_ns, path_->SpanNs(kAfterH2D, kAfterCompute));
-    ASSIGN_OR_RETURN(timing->d2h_ns, path_->SpanNs(kAfterCompute, kAfterD2H));
-    Scatter(batch, outputs, host, total);
-    return absl::OkStatus();
+    return host;
   }
 
   // H2D into fresh device tensors, then forward() (launch = host time of the call).
@@ -226,11 +281,10 @@ class TorchInstance final : public ModelInstance {
       ASSIGN_OR_RETURN(torch::Tensor t, path_->ToDevice(staged[i].data, staged[i].shape, type));
       args.emplace_back(std::move(t));
     }
-    RETURN_IF_ERROR(path_->Mark(kAfterH2D));
-    const int64_t launch_start = options_.clock->NowNs();
-    torch::jit::IValue result = module_.forward(std::move(args));
-    timing->launch_ns = options_.clock->NowNs() - launch_start;
-    RETURN_IF_ERROR(path_->Mark(kAfterCompute));
+    RETURN_IF_ERROR(MarkSpan(kAfterH2D));
+    torch::jit::IValue result;
+    timing->launch_ns = TimeLaunch([&] { result = module_.forward(std::move(args)); });
+    RETURN_IF_ERROR(MarkSpan(kAfterCompute));
     return FlattenOutputs(result, spec_.name);
   }
 
@@ -241,11 +295,9 @@ class TorchInstance final : public ModelInstance {
     for (size_t i = 0; i < staged.size(); ++i) {
       RETURN_IF_ERROR(path_->ToDeviceInto(staged[i].data, staged[i].bytes, graphs_->inputs(graph)[i]));
     }
-    RETURN_IF_ERROR(path_->Mark(kAfterH2D));
-    const int64_t launch_start = options_.clock->NowNs();
-    graphs_->Replay(graph);
-    timing->launch_ns = options_.clock->NowNs() - launch_start;
-    RETURN_IF_ERROR(path_->Mark(kAfterCompute));
+    RETURN_IF_ERROR(MarkSpan(kAfterH2D));
+    timing->launch_ns = TimeLaunch([&] { graphs_->Replay(graph); });
+    RETURN_IF_ERROR(MarkSpan(kAfterCompute));
     std::vector<torch::Tensor> outputs;
     for (const torch::Tensor& out : graphs_->outputs(graph)) {
       outputs.push_back(spec_.max_batch_size > 0 ? out.narrow(0, 0, total) : out);
@@ -299,6 +351,7 @@ class TorchInstance final : public ModelInstance {
   const std::vector<int> graph_buckets_;      // empty: CUDA graphs off
   std::unique_ptr<CudaGraphRunner> graphs_;   // after PrepareForServing; destroyed before module_
   std::vector<torch::jit::IValue> keep_warm_args_;  // made on the first eager keep-warm run
+  HoldSchedule holds_;  // exact device timing: which batches hold the stream (off: none)
 };
 
 }  // namespace
@@ -315,13 +368,24 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> CreateTorchInstance(const ModelSp
     }
   }
   ASSIGN_OR_RETURN(std::vector<int> graph_buckets, GraphBucketsFromSpec(spec));
+  ASSIGN_OR_RETURN(const bool exact, ExactDeviceTimingFromSpec(spec));
+  if (exact && (options.gpu < 0 || !options.request_timing)) {
+    CS_LOG(INFO) << "model '" << spec.name << "' worker " << options.worker << ": " << kExactDeviceTimingKey
+                 << " has no effect "
+                 << (options.gpu < 0 ? "on the CPU (every span is host-timed)" : "with --request-timing off");
+  }
   std::unique_ptr<DevicePath> path;
   if (options.gpu >= 0) {
     if (options.gpu >= CudaDeviceCount()) {
       return absl::FailedPreconditionError(absl::StrCat("model '", spec.name, "': GPU ", options.gpu,
                                                         " requested, ", CudaDeviceCount(), " visible"));
     }
-    ASSIGN_OR_RETURN(path, MakeCudaPath(options.gpu));
+    auto cuda_path = MakeCudaPath(options.gpu, exact && options.request_timing);
+    if (!cuda_path.ok()) {
+      return absl::Status(cuda_path.status().code(),
+                          absl::StrCat("model '", spec.name, "': ", cuda_path.status().message()));
+    }
+    path = *std::move(cuda_path);
   } else {
     path = MakeCpuPath(options.clock);
   }

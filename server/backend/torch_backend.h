@@ -21,6 +21,9 @@ struct InstanceOptions {
   const Clock* clock = SteadyClock::Get();
   // SM clock at batch start (the GPU monitor's last sample); null = not reported (0).
   const GpuClockSource* gpu_clock = nullptr;
+  // --request-timing off: no span events (one event to wait for the batch on a GPU), no launch
+  // timer, no idle tracking; BatchTiming::request_timing says so to the rest of the server.
+  bool request_timing = true;
 };
 
 // Loads spec.model_path onto the device in `options` (a private copy per instance) and prepares

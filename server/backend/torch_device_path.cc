@@ -14,6 +14,7 @@
 #include "server/backend/cuda/cuda_check.h"
 #include "server/backend/cuda/cuda_event.h"
 #include "server/backend/cuda/pinned_buffer.h"
+#include "server/backend/cuda/stream_gate.h"
 #endif
 
 namespace chronoserve::server {
@@ -77,10 +78,13 @@ class CudaPath final : public DevicePath {
  public:
   CudaPath(int gpu, c10::cuda::CUDAStream stream) : gpu_(gpu), stream_(stream) {}
 
-  absl::Status Init() {
+  absl::Status Init(bool exact_device_timing) {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(gpu_));
     for (auto& e : events_) RETURN_IF_ERROR(e.Init());
-    return sync_event_.Init();
+    RETURN_IF_ERROR(sync_event_.Init());
+    if (!exact_device_timing) return absl::OkStatus();
+    ASSIGN_OR_RETURN(gate_, cuda::StreamGate::Create(gpu_, stream_.stream(), kHoldWatchdog));
+    return absl::OkStatus();
   }
   torch::Device device() const override {
     return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(gpu_));
@@ -147,8 +151,17 @@ class CudaPath final : public DevicePath {
   absl::StatusOr<int64_t> SpanNs(Marker from, Marker to) override {
     return cuda::CudaEvent::ElapsedNs(events_[from], events_[to]);
   }
+  bool can_hold_stream() const override { return gate_ != nullptr; }
+  absl::Status HoldStream() override {
+    if (gate_ == nullptr) return DevicePath::HoldStream();
+    return gate_->Hold();
+  }
+  bool ReleaseStream() override { return gate_ != nullptr && gate_->Release(); }
 
  private:
+  // Longest a hold may last before its watchdog releases it (a legitimate enqueue takes < 10 ms).
+  static constexpr absl::Duration kHoldWatchdog = absl::Seconds(1);
+
   int gpu_;
   c10::cuda::CUDAStream stream_;
   std::array<cuda::CudaEvent, kMarkerCount> events_;
@@ -156,6 +169,7 @@ class CudaPath final : public DevicePath {
   std::vector<cuda::PinnedBuffer> staging_;
   std::vector<cuda::PinnedBuffer> landing_;
   std::vector<torch::Tensor> held_;
+  std::unique_ptr<cuda::StreamGate> gate_;  // exact device timing only
 };
 #endif
 
@@ -165,14 +179,15 @@ std::unique_ptr<DevicePath> MakeCpuPath(const Clock* clock) {
   return std::make_unique<CpuPath>(clock);
 }
 
-absl::StatusOr<std::unique_ptr<DevicePath>> MakeCudaPath(int gpu) {
+absl::StatusOr<std::unique_ptr<DevicePath>> MakeCudaPath(int gpu, bool exact_device_timing) {
 #ifdef CHRONOSERVE_WITH_CUDA
   auto stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false,
                                              static_cast<c10::DeviceIndex>(gpu));
   auto path = std::make_unique<CudaPath>(gpu, stream);
-  RETURN_IF_ERROR(path->Init());
+  RETURN_IF_ERROR(path->Init(exact_device_timing));
   return std::unique_ptr<DevicePath>(std::move(path));
 #else
+  (void)exact_device_timing;
   return absl::FailedPreconditionError(
       absl::StrCat("GPU ", gpu, " requested but this chronoserve build's LibTorch has no CUDA"));
 #endif

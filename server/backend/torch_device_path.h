@@ -50,11 +50,50 @@ class DevicePath {
   virtual absl::Status Sync() = 0;
   // Nanoseconds between two recorded markers (after Wait()).
   virtual absl::StatusOr<int64_t> SpanNs(Marker from, Marker to) = 0;
+
+  // Exact device timing (exact_device_timing.h): whether this path can hold its stream.
+  virtual bool can_hold_stream() const { return false; }
+  // Work enqueued on the stream from now on starts only at ReleaseStream(). Use StreamHold.
+  virtual absl::Status HoldStream() { return absl::UnimplementedError("this path cannot hold its stream"); }
+  // Lets the stream run; true when it was held until now (false: the hold's watchdog released it
+  // first, so the spans enqueued under it include host stalls).
+  virtual bool ReleaseStream() { return false; }
+};
+
+// A stream hold for one batch: released by Release() or, on any early return or exception, by the
+// destructor, so an error can never leave the stream held.
+class StreamHold {
+ public:
+  explicit StreamHold(DevicePath* path) : path_(path) {}
+  ~StreamHold() {
+    if (held_) path_->ReleaseStream();
+  }
+  StreamHold(const StreamHold&) = delete;
+  StreamHold& operator=(const StreamHold&) = delete;
+
+  absl::Status Hold() {
+    absl::Status status = path_->HoldStream();
+    held_ = status.ok();
+    return status;
+  }
+  bool held() const { return held_; }
+  // See DevicePath::ReleaseStream; false when nothing was held.
+  bool Release() {
+    if (!held_) return false;
+    held_ = false;
+    return path_->ReleaseStream();
+  }
+
+ private:
+  DevicePath* path_;
+  bool held_ = false;
 };
 
 std::unique_ptr<DevicePath> MakeCpuPath(const Clock* clock);
-// A path on CUDA device `gpu` with a fresh stream from LibTorch's pool; fails without CUDA.
-absl::StatusOr<std::unique_ptr<DevicePath>> MakeCudaPath(int gpu);
+// A path on CUDA device `gpu` with a fresh stream from LibTorch's pool; fails without CUDA. With
+// `exact_device_timing` it can hold its stream (cuda/stream_gate.h); FAILED_PRECONDITION when the
+// device cannot.
+absl::StatusOr<std::unique_ptr<DevicePath>> MakeCudaPath(int gpu, bool exact_device_timing = false);
 
 }  // namespace chronoserve::server
 

@@ -46,14 +46,18 @@ struct ModelStatsSnapshot {
 
 class ModelStats {
  public:
-  // One successful request (its finalized timing).
-  void RecordSuccess(const RequestTiming& timing, int64_t items);
+  // One successful request (its finalized timing). Without `request_timing` (--request-timing off)
+  // only the count, server_total and queue are recorded: compute_input / compute_infer /
+  // compute_output need the device spans, and a partial figure would read as a whole one.
+  void RecordSuccess(const RequestTiming& timing, int64_t items, bool request_timing);
   // One failed request; `reason` counters are bumped for cancel / deadline / rejection.
   enum class Failure { kOther, kCancelled, kDeadline, kRejected };
   void RecordFailure(int64_t server_total_ns, Failure reason);
   // One executed batch (called once per batch, from the worker).
   void RecordExecution(int64_t batch_size, int64_t compute_input_ns, int64_t compute_infer_ns,
                        int64_t compute_output_ns);
+  // One executed batch without request timing: counted, no per-batch-size durations.
+  void RecordUntimedExecution();
 
   ModelStatsSnapshot Snapshot() const;
 

@@ -31,6 +31,7 @@ const RequestTiming& Timeline::Finalize(int64_t responded_ns) {
   t.cold = batch_.cold;
   t.device_timed = batch_.device_timed;
   t.cuda_graph = batch_.cuda_graph;
+  t.exact_device_timing = batch_.exact_device_timing;
   return t;
 }
 

@@ -100,7 +100,7 @@ grpc::ServerUnaryReactor* InferenceService::ServerMetadata(
   response->set_name(info_.name);
   response->set_version(info_.version);
   response->add_extensions("statistics");
-  response->add_extensions("server_timing");
+  if (info_.request_timing) response->add_extensions("server_timing");
   if (shared_memory_ != nullptr) response->add_extensions("system_shared_memory");
   return FinishNow(ctx, absl::OkStatus());
 }
@@ -176,9 +176,13 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
       auto* shape = response->mutable_outputs(static_cast<int>(k))->mutable_shape();
       shape->Assign(r->outputs[k].shape.begin(), r->outputs[k].shape.end());
     }
-    AddTimingParams(timing, response);
-    ctx->AddTrailingMetadata(std::string(kServerTimingKey), EncodeServerTiming(timing));
-    rt->stats().RecordSuccess(timing, r->batch_items);
+    // The batch says whether it was timed (--request-timing): untimed spans are never sent as zeros.
+    const bool timed = r->timeline.batch().request_timing;
+    if (timed) {
+      AddTimingParams(timing, response);
+      ctx->AddTrailingMetadata(std::string(kServerTimingKey), EncodeServerTiming(timing));
+    }
+    rt->stats().RecordSuccess(timing, r->batch_items, timed);
     reactor->Finish(grpc::Status::OK);
     // After Finish: telemetry never delays the response. `response` may be gone; `r` is not.
     if (observer != nullptr) observer->OnRequestDone(rt->spec(), r.get(), timing, r->status);

@@ -1,7 +1,8 @@
 // InferenceService: the KServe v2 GRPCInferenceService (plus Triton's ModelStatistics and
 // system_shared_memory extensions) on gRPC's callback API. Handlers validate and enqueue and never
 // block; a worker thread finishes each ModelInfer call (response parameters timing.*, the
-// server-timing trailer, statistics). Owned by the Server; the registries and clock must outlive it.
+// server-timing trailer, statistics). A batch run without request timing (--request-timing off)
+// gives its responses neither. Owned by the Server; the registries and clock must outlive it.
 #ifndef CHRONOSERVE_SERVER_GRPC_INFERENCE_SERVICE_H_
 #define CHRONOSERVE_SERVER_GRPC_INFERENCE_SERVICE_H_
 
@@ -22,6 +23,8 @@ namespace chronoserve::server {
 struct ServerInfo {
   std::string name = "chronoserve";
   std::string version;
+  // --request-timing: advertised as the "server_timing" extension in ServerMetadata only when on.
+  bool request_timing = true;
 };
 
 class InferenceService final : public inference::GRPCInferenceService::CallbackService {

@@ -140,7 +140,9 @@ int64_t Worker::RunBatch(Batch batch) {
                                  timing.dequeued_ns - idle_since_ns_ > keep_warm_.horizon_ns);
   served_any_ = true;
   absl::Status status = instance_->Execute(batch, &timing);
-  if (status.ok()) {
+  if (status.ok() && !timing.request_timing) {
+    stats_->RecordUntimedExecution();
+  } else if (status.ok()) {
     const int64_t last_output = batch.back()->timeline.output_done_ns;
     stats_->RecordExecution(timing.batch_size,
                             (timing.staged_ns - timing.dequeued_ns) + timing.h2d_ns,

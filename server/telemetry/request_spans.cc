@@ -23,9 +23,13 @@ void AddBatchAttributes(const ModelSpec& spec, const RequestTiming& timing, cons
   out->push_back({"chronoserve.batch.size", timing.batch_size});
   out->push_back({"chronoserve.worker", timing.worker});
   out->push_back({"chronoserve.gpu", timing.gpu});
+  out->push_back({"chronoserve.cold", timing.cold});
+  if (!batch.request_timing) {  // --request-timing off: the figures below were not measured
+    out->push_back({"chronoserve.request_timing", false});
+    return;
+  }
   out->push_back({"chronoserve.sm_clock_mhz", timing.sm_clock_mhz});
   out->push_back({"chronoserve.idle_before_us", timing.idle_before_us});
-  out->push_back({"chronoserve.cold", timing.cold});
   out->push_back({"chronoserve.device_timed", timing.device_timed});
 }
 
@@ -131,7 +135,7 @@ std::vector<SpanData> BuildRequestSpans(const ModelSpec& spec, const InferReques
   };
   host_child("queue", t.enqueued_ns, batch.dequeued_ns);
   host_child("input_stage", batch.dequeued_ns, batch.staged_ns);
-  if (batch.gpu_done_ns > 0) AddDeviceSpans(timing, batch, common, &maker, &spans);
+  if (batch.gpu_done_ns > 0 && batch.request_timing) AddDeviceSpans(timing, batch, common, &maker, &spans);
   host_child("output_stage", batch.gpu_done_ns, t.output_done_ns);
   return spans;
 }

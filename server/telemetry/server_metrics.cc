@@ -139,6 +139,7 @@ void ServerMetrics::OnRequestDone(const ModelSpec& spec, const InferRequest* req
   if (batch.gpu_done_ns <= 0 || !IsNewBatch(m, batch)) return;
   m.batches->Increment();
   m.batch_size->Observe(static_cast<double>(timing.batch_size));
+  if (!batch.request_timing) return;  // --request-timing off: the device spans were not measured
   m.h2d->Observe(Seconds(timing.h2d_ns));
   m.compute->Observe(Seconds(timing.compute_ns));
   m.launch->Observe(Seconds(timing.launch_ns));

@@ -320,5 +320,38 @@ TEST_F(ChronobenchE2eTest, BinaryFailsFastOnUnknownModel) {
   EXPECT_NE(run->second.find("model 'nope'"), std::string::npos) << run->second;
 }
 
+// A server started with --request-timing off: e2e and throughput as usual, every server column
+// empty (null in the JSON, "-" on the console), and a warning that says why.
+TEST_F(ChronobenchE2eTest, ServerWithoutTimingLeavesServerColumnsEmpty) {
+  auto server = Subprocess::Start({CHRONOSERVE_BIN, "--model-repository", *dir_ + "/models", "--grpc-port", "0",
+                                   "--warmup-runs", "1", "--request-timing", "off", "--allow-metrics", "false",
+                                   "--gpu-monitor-interval-ms", "0"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_TRUE((*server)->WaitForOutput("server READY", absl::Seconds(60)).ok()) << (*server)->output();
+  const std::string log = (*server)->output();
+  const std::string marker = "gRPC listening on ";
+  const size_t at = log.find(marker);
+  ASSERT_NE(at, std::string::npos) << log;
+  const std::string url = log.substr(at + marker.size(), log.find(' ', at + marker.size()) - at - marker.size());
+  const std::string json = *dir_ + "/untimed.json";
+  auto run = RunProgram({CHRONOBENCH_BIN, "-m", "mlp", "-u", url, "-b", "2", "--concurrency-range", "2", "-p", "300",
+                         "--max-trials", "3", "--warmup-requests", "5", "-s", "50", "--json", json},
+                        absl::Seconds(120));
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->first, 0) << run->second;
+  EXPECT_NE(run->second.find("carried no server timing"), std::string::npos) << run->second;
+  const auto report = nlohmann::json::parse(ReadAll(json), nullptr, false);
+  ASSERT_FALSE(report.is_discarded());
+  testing::ExpectReportSchema(report, /*with_server_spans=*/false);
+  const auto& r = report["runs"][0];
+  EXPECT_GT(r["throughput_rps"].get<double>(), 0);
+  EXPECT_EQ(r["responses_without_timing"], r["requests"]);
+  EXPECT_TRUE(r["latency_us"]["e2e"].is_object());
+  for (const char* span : {"transport", "server_total", "queue", "compute", "d2h"}) {
+    EXPECT_TRUE(r["latency_us"][span].is_null()) << span;
+  }
+  EXPECT_TRUE(r["batch_size_executed"].is_null());
+}
+
 }  // namespace
 }  // namespace chronoserve::client::bench

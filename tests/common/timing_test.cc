@@ -82,6 +82,27 @@ TEST(RequestTimingTest, CudaGraphFlagRoundTripsAndIsFalseFromOlderServers) {
   EXPECT_EQ(decoded->compute_ns, t.compute_ns);
 }
 
+TEST(RequestTimingTest, ExactDeviceTimingFlagRoundTripsAndIsFalseFromOlderServers) {
+  RequestTiming t = Sample();
+  t.exact_device_timing = true;
+  std::map<std::string, TimingParam> params;
+  for (auto& p : EncodeTimingParams(t)) params[p.key] = p;
+  ASSERT_EQ(params.at("timing.exact_device_timing").kind, TimingParam::Kind::kBool);
+  auto lookup = [&](const std::string& key) -> std::optional<TimingParam> {
+    auto it = params.find(key);
+    if (it == params.end()) return std::nullopt;
+    return it->second;
+  };
+  auto decoded = DecodeTimingParams(lookup);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_TRUE(decoded->exact_device_timing);
+  EXPECT_FALSE(decoded->cuda_graph);
+  params.erase("timing.exact_device_timing");  // a response from a server without the field
+  decoded = DecodeTimingParams(lookup);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_FALSE(decoded->exact_device_timing);
+}
+
 TEST(RequestTimingTest, DecodeWithoutTimingIsNotFound) {
   auto decoded = DecodeTimingParams([](const std::string&) { return std::nullopt; });
   EXPECT_EQ(decoded.status().code(), absl::StatusCode::kNotFound);

@@ -1,6 +1,7 @@
 // The GPU performance settings on the CPU (CI): a model asking for CUDA graphs and keep-warm loads
 // and serves exactly as before (eager, timing.cuda_graph false); bad settings fail that model alone
-// with a message naming the parameter; a real TorchInstance keeps warm with an eager forward.
+// with a message naming the parameter; a real TorchInstance keeps warm with an eager forward;
+// exact_device_timing is accepted and logged as having no effect (host timers).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -93,6 +94,43 @@ TEST(GpuPerfOnCpuTest, TorchInstanceKeepsWarmWithAnEagerForward) {
     absl::Status status = (*instance)->KeepWarm();
     ASSERT_TRUE(status.ok()) << status;
   }
+}
+
+TEST(GpuPerfOnCpuTest, ExactDeviceTimingIsAcceptedAndLoggedAsNoEffect) {
+  testing::TempDir repo("cs_exact_cpu");
+  examples::ModelOptions exact;
+  exact.max_batch_size = 4;
+  exact.extra_config = Param("exact_device_timing", "true");
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp_exact", exact).ok());
+  examples::ModelOptions bad;
+  bad.extra_config = Param("exact_device_timing", "sometimes");
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp_bad", bad).ok());
+  ::testing::internal::CaptureStderr();
+  auto server = testing::StartServer(repo.path());
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_NE(server, nullptr) << log;
+  EXPECT_THAT(log, HasSubstr("model 'mlp_exact' worker 0: exact_device_timing has no effect on the CPU"));
+
+  auto c = InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  std::mt19937_64 rng(12);
+  const Tensor input{"INPUT__0", DataType::kFp32, {2, 64}, RandomTensorBytes(DataType::kFp32, 128, rng)};
+  auto result = c->Infer("mlp_exact", {input});
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_TRUE(result->timing.has_value());
+  EXPECT_FALSE(result->timing->exact_device_timing) << "host timers on the CPU: nothing to hold";
+  EXPECT_FALSE(result->timing->device_timed);
+  EXPECT_TRUE(result->timing->IsConsistent());
+  const auto want = testing::TorchReference(repo.path() + "/mlp_exact/1/model.pt", {input});
+  ASSERT_EQ(result->outputs[0].data.size(), want[0].size() * sizeof(float));
+  for (size_t i = 0; i < want[0].size(); ++i) {
+    float got;
+    std::memcpy(&got, result->outputs[0].data.data() + sizeof(float) * i, sizeof(float));
+    ASSERT_NEAR(got, want[0][i], 1e-5) << "element " << i;
+  }
+  auto refused = c->Infer("mlp_bad", {input});
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("exact_device_timing"));
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("sometimes"));
 }
 
 }  // namespace

@@ -44,17 +44,27 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-// Starts a server on the repository; returns null (and records a test failure) on error.
-inline std::unique_ptr<server::Server> StartServer(const std::string& repository, int warmup_runs = 1) {
+// Test defaults: port picked by the OS, 10 s exit timeout, `warmup_runs` per batch size.
+inline server::ServerOptions TestServerOptions(const std::string& repository, int warmup_runs = 1) {
   server::ServerOptions options;
   options.model_repository = repository;
   options.grpc_port = 0;
   options.exit_timeout_secs = 10;
   options.warmup.runs_per_batch_size = warmup_runs;
+  return options;
+}
+
+// Starts a server with `options`; returns null on error.
+inline std::unique_ptr<server::Server> StartServer(const server::ServerOptions& options) {
   auto server = server::Server::Create(options);
   if (!server.ok()) return nullptr;
   if (!(*server)->Start().ok()) return nullptr;
   return *std::move(server);
+}
+
+// Starts a server on the repository; returns null (and records a test failure) on error.
+inline std::unique_ptr<server::Server> StartServer(const std::string& repository, int warmup_runs = 1) {
+  return StartServer(TestServerOptions(repository, warmup_runs));
 }
 
 }  // namespace chronoserve::testing

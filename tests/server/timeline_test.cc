@@ -71,8 +71,8 @@ TEST(ModelStatsTest, AccumulatesTritonShape) {
   t.d2h_ns = 3;
   t.output_stage_ns = 4;
   t.server_total_ns = 100;
-  stats.RecordSuccess(t, 4);
-  stats.RecordSuccess(t, 2);
+  stats.RecordSuccess(t, 4, /*request_timing=*/true);
+  stats.RecordSuccess(t, 2, /*request_timing=*/true);
   stats.RecordExecution(6, 3, 30, 7);
   stats.RecordFailure(50, ModelStats::Failure::kCancelled);
   const ModelStatsSnapshot s = stats.Snapshot();
@@ -86,6 +86,28 @@ TEST(ModelStatsTest, AccumulatesTritonShape) {
   EXPECT_EQ(s.cancelled, 1u);
   EXPECT_EQ(s.by_batch_size.at(6).compute_infer.ns, 30u);
   EXPECT_GT(s.last_inference_ms, 0u);
+}
+
+TEST(ModelStatsTest, WithoutRequestTimingOnlyHostFiguresAndCountsAreKept) {
+  ModelStats stats;
+  RequestTiming t;
+  t.queue_ns = 10;
+  t.input_stage_ns = 1;
+  t.output_stage_ns = 4;
+  t.server_total_ns = 100;
+  stats.RecordSuccess(t, 3, /*request_timing=*/false);
+  stats.RecordUntimedExecution();
+  const ModelStatsSnapshot s = stats.Snapshot();
+  EXPECT_EQ(s.inference_count, 3u);
+  EXPECT_EQ(s.execution_count, 1u);
+  EXPECT_EQ(s.success.count, 1u);
+  EXPECT_EQ(s.success.ns, 100u);
+  EXPECT_EQ(s.queue.count, 1u);
+  EXPECT_EQ(s.queue.ns, 10u);
+  EXPECT_EQ(s.compute_input.count, 0u) << "needs h2d: not recorded rather than partial";
+  EXPECT_EQ(s.compute_infer.count, 0u);
+  EXPECT_EQ(s.compute_output.count, 0u);
+  EXPECT_TRUE(s.by_batch_size.empty());
 }
 
 }  // namespace

@@ -141,6 +141,22 @@ TEST_F(RequestSpansTest, BatchAttributesOnEverySpan) {
   }
 }
 
+TEST_F(RequestSpansTest, WithoutRequestTimingNoDeviceSpansAndNoUnmeasuredAttributes) {
+  batch_.request_timing = false;
+  batch_.h2d_ns = batch_.compute_ns = batch_.launch_ns = batch_.d2h_ns = 0;
+  batch_.sm_clock_mhz = batch_.idle_before_us = 0;
+  request_.timeline.SetBatch(batch_);
+  auto spans = Build();
+  EXPECT_EQ(spans.count("h2d") + spans.count("compute") + spans.count("d2h"), 0u);
+  EXPECT_EQ(spans.count("queue"), 1u) << "host spans stay";
+  EXPECT_EQ(spans.count("output_stage"), 1u);
+  const SpanData& server = spans.at("ModelInfer policy_net");
+  EXPECT_FALSE(std::get<bool>(Find(server, "chronoserve.request_timing")->value));
+  EXPECT_EQ(Find(server, "chronoserve.sm_clock_mhz"), nullptr);
+  EXPECT_EQ(Find(server, "chronoserve.idle_before_us"), nullptr);
+  EXPECT_EQ(std::get<int64_t>(Find(server, "chronoserve.batch.size")->value), 5);
+}
+
 TEST_F(RequestSpansTest, FailedBeforeExecutionHasOnlyTheStagesItReached) {
   request_.timeline = Timeline();
   request_.timeline.received_ns = 1000;

@@ -13,7 +13,8 @@ class ServerMetricsTest : public ::testing::Test {
   static bool Has(const std::string& text, const std::string& line) {
     return text.find(line + "\n") != std::string::npos;
   }
-  void Finish(int64_t dequeued_ns, int64_t worker, const absl::Status& status = absl::OkStatus()) {
+  void Finish(int64_t dequeued_ns, int64_t worker, const absl::Status& status = absl::OkStatus(),
+              bool request_timing = true) {
     InferRequest r;
     r.timeline.received_ns = 10;
     r.timeline.enqueued_ns = 20;
@@ -24,6 +25,7 @@ class ServerMetricsTest : public ::testing::Test {
     b.compute_ns = 80;
     b.batch_size = 3;
     b.worker = worker;
+    b.request_timing = request_timing;
     r.timeline.SetBatch(b);
     r.timeline.output_done_ns = dequeued_ns + 110;
     metrics_.OnRequestDone(spec_, &r, r.timeline.Finalize(dequeued_ns + 120), status);
@@ -54,6 +56,18 @@ TEST_F(ServerMetricsTest, CountsOutcomesAndBatchesOnce) {
   EXPECT_TRUE(Has(text, R"(chronoserve_batches_total{model="m",version="2"} 3)")) << text;
   EXPECT_TRUE(Has(text, R"(chronoserve_compute_duration_seconds_count{model="m",version="2"} 3)")) << text;
   EXPECT_TRUE(Has(text, R"(chronoserve_batch_size_sum{model="m",version="2"} 9)")) << text;
+}
+
+TEST_F(ServerMetricsTest, WithoutRequestTimingOnlyHostFiguresAndCounts) {
+  Finish(100, 0, absl::OkStatus(), /*request_timing=*/false);
+  Finish(200, 0, absl::OkStatus(), /*request_timing=*/false);
+  const std::string text = Text();
+  EXPECT_TRUE(Has(text, R"(chronoserve_requests_total{model="m",outcome="success",version="2"} 2)")) << text;
+  EXPECT_TRUE(Has(text, R"(chronoserve_request_duration_seconds_count{model="m",version="2"} 2)")) << text;
+  EXPECT_TRUE(Has(text, R"(chronoserve_queue_duration_seconds_count{model="m",version="2"} 2)")) << text;
+  EXPECT_TRUE(Has(text, R"(chronoserve_batches_total{model="m",version="2"} 2)")) << text;
+  EXPECT_TRUE(Has(text, R"(chronoserve_compute_duration_seconds_count{model="m",version="2"} 0)")) << text;
+  EXPECT_TRUE(Has(text, R"(chronoserve_h2d_duration_seconds_count{model="m",version="2"} 0)")) << text;
 }
 
 TEST_F(ServerMetricsTest, OutcomeLabels) {

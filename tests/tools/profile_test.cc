@@ -53,7 +53,7 @@ TEST(ProfileTest, ProfilesAnMlpOnTheCpu) {
   EXPECT_EQ(doc.at("repetitions"), 15);
   EXPECT_EQ(doc.at("batch_sizes"), nlohmann::json({1, 4, 8}));
 
-  ASSERT_EQ(doc.at("modes").size(), 2u);
+  ASSERT_EQ(doc.at("modes").size(), 3u);
   const auto& eager = doc.at("modes")[0];
   EXPECT_EQ(eager.at("mode"), "eager");
   ASSERT_TRUE(eager.at("measured").get<bool>());
@@ -76,6 +76,10 @@ TEST(ProfileTest, ProfilesAnMlpOnTheCpu) {
   EXPECT_EQ(graph.at("mode"), "cuda_graph");
   EXPECT_FALSE(graph.at("measured").get<bool>());
   EXPECT_THAT(graph.at("note").get<std::string>(), HasSubstr("CPU"));
+  const auto& exact = doc.at("modes")[2];
+  EXPECT_EQ(exact.at("mode"), "eager_exact");
+  EXPECT_FALSE(exact.at("measured").get<bool>()) << "nothing to hold on the CPU";
+  EXPECT_THAT(exact.at("note").get<std::string>(), HasSubstr("CPU"));
 
   const auto& search = doc.at("throughput");
   std::vector<int> searched;

@@ -16,6 +16,7 @@
 #include "common/status_macros.h"
 #include "server/backend/cuda_graph_buckets.h"
 #include "server/backend/device_activity.h"
+#include "server/backend/exact_device_timing.h"
 #include "server/backend/torch_backend.h"
 #include "server/core/synthetic_request.h"
 #include "server/repository/model_config_loader.h"
@@ -123,10 +124,11 @@ class Profiler {
     eager_mode.mode = "eager";
     std::vector<RunSample> mistakes_samples;
     ASSIGN_OR_RETURN(eager_mode.batches, ProfileSizes(*eager, report.batch_sizes, report.mistakes_batch_size,
-                                                      &mistakes_samples, /*graph=*/false));
+                                                      &mistakes_samples, Mode::kEager));
     eager_mode.measured = true;
     report.modes.push_back(std::move(eager_mode));
     report.modes.push_back(ProfileGraphs(report.batch_sizes));
+    report.modes.push_back(ProfileExact(report.batch_sizes));
     if (options_.throughput_search) report.throughput = SearchThroughput(*eager);
     if (mistakes_samples.empty()) {
       auto batch = MakeBatch(spec_, report.mistakes_batch_size, rng_);
@@ -145,10 +147,27 @@ class Profiler {
     return server::CreateTorchInstance(spec, o);
   }
 
+  enum class Mode { kEager, kGraph, kExact };
+
+  // Every sample ran as `mode` says (a graph replay; a held stream).
+  static absl::Status CheckSamples(const std::vector<RunSample>& samples, Mode mode, int size) {
+    for (const RunSample& s : samples) {
+      if (mode == Mode::kGraph && !s.timing.cuda_graph) {
+        return absl::FailedPreconditionError(absl::StrCat("batch size ", size, " ran eager (not captured)"));
+      }
+      if (mode == Mode::kExact && !s.timing.exact_device_timing) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "batch size ", size, " ran without the stream held (a hold outlived its watchdog: see the log)"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   // Warm-up at every size first (so no size is measured before all have run), then measure.
   absl::StatusOr<std::vector<BatchProfile>> ProfileSizes(ModelInstance& instance, const std::vector<int>& sizes,
                                                          int mistakes_size, std::vector<RunSample>* mistakes,
-                                                         bool graph) {
+                                                         Mode mode) {
+    const bool graph = mode == Mode::kGraph;
     std::map<int, std::unique_ptr<SyntheticBatch>> batches;
     for (int size : sizes) {
       batches[size] = MakeBatch(spec_, size, rng_);
@@ -160,11 +179,7 @@ class Profiler {
       // Graph replay is warmed too: the first replays after capture are not representative.
       if (graph) RETURN_IF_ERROR(RunMany(instance, *batches[size], options_.warmup_runs).status());
       ASSIGN_OR_RETURN(std::vector<RunSample> samples, RunMany(instance, *batches[size], options_.repetitions));
-      if (graph) {
-        if (samples.empty() || !samples.front().timing.cuda_graph) {
-          return absl::FailedPreconditionError(absl::StrCat("batch size ", size, " ran eager (not captured)"));
-        }
-      }
+      RETURN_IF_ERROR(CheckSamples(samples, mode, size));
       if (size == mistakes_size && mistakes != nullptr) *mistakes = samples;
       out.push_back(Summarise(size, samples));
     }
@@ -191,7 +206,7 @@ class Profiler {
     if (spec.max_batch_size > 0) spec.parameters[server::kGraphBatchSizesKey] = absl::StrJoin(sizes, ",");
     auto instance = CreateInstance(spec);
     absl::StatusOr<std::vector<BatchProfile>> batches =
-        instance.ok() ? ProfileSizes(**instance, sizes, 0, nullptr, /*graph=*/true) : instance.status();
+        instance.ok() ? ProfileSizes(**instance, sizes, 0, nullptr, Mode::kGraph) : instance.status();
     if (!batches.ok()) {
       mode.note = absl::StrCat("not captured: ", batches.status().message());
       return mode;
@@ -199,6 +214,34 @@ class Profiler {
     mode.measured = true;
     mode.batches = *std::move(batches);
     mode.note = "captured at exactly these batch sizes (no padding); h2d/d2h as in eager";
+    return mode;
+  }
+
+  // Eager with the stream held until each batch is enqueued: h2d/compute/d2h are device time only.
+  ModeProfile ProfileExact(const std::vector<int>& sizes) {
+    ModeProfile mode;
+    mode.mode = "eager_exact";
+    if (gpu_ < 0) {
+      mode.note = "CPU: host timers, nothing to hold; exact device timing needs a GPU";
+      return mode;
+    }
+    if (!options_.exact_device_timing) {
+      mode.note = "disabled (--no-exact-timing)";
+      return mode;
+    }
+    ModelSpec spec = spec_;
+    spec.parameters[server::kExactDeviceTimingKey] = "true";
+    auto instance = CreateInstance(spec);
+    absl::StatusOr<std::vector<BatchProfile>> batches =
+        instance.ok() ? ProfileSizes(**instance, sizes, 0, nullptr, Mode::kExact) : instance.status();
+    if (!batches.ok()) {
+      mode.note = absl::StrCat("not measured: ", batches.status().message());
+      return mode;
+    }
+    mode.measured = true;
+    mode.batches = *std::move(batches);
+    mode.note = "exact device timing: stream held until each batch was enqueued, so compute/h2d/d2h are device "
+                "time only; wall and latency include the hold";
     return mode;
   }
 
@@ -292,7 +335,8 @@ absl::StatusOr<ProfileReport> ProfileModel(const std::string& model_dir, const P
     return absl::InvalidArgumentError("repetitions must be >= 1 and warm-up runs >= 0");
   }
   ASSIGN_OR_RETURN(ModelSpec spec, server::LoadModelDirectory(model_dir));
-  spec.cuda_graphs = false;  // eager first; graph mode gets its own instance
+  spec.cuda_graphs = false;  // eager first; graph and exact modes get their own instances
+  spec.parameters.erase(server::kExactDeviceTimingKey);
   int gpu = options.gpu;
   if (gpu == -2) gpu = server::CudaDeviceCount() > 0 ? 0 : -1;
   if (gpu >= server::CudaDeviceCount()) {

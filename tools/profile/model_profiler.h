@@ -2,7 +2,8 @@
 // scheduler): loads the model through the real backend (LoadModelDirectory + CreateTorchInstance),
 // warms it up at every batch size, then times `repetitions` runs per batch size and reports the
 // median and p10/p90 of each span (h2d / compute / launch / d2h: CUDA events on a GPU, host clock on
-// the CPU) and of the host wall time around Execute; the same with CUDA graphs on a GPU; a
+// the CPU) and of the host wall time around Execute; the same with CUDA graphs on a GPU, and eager
+// with exact device timing (stream held until the batch is enqueued: device time only); a
 // throughput search (batch size doubled from 1 until max_batch_size or the memory limit); and the
 // four classic timing mistakes next to the correct figure. Single-threaded; the caller owns the
 // report.
@@ -28,6 +29,7 @@ struct ProfileOptions {
   int repetitions = 200;                   // measured runs per batch size (and per search step)
   int gpu = -2;                            // CUDA ordinal; -1 = CPU; -2 = GPU 0 when present, else CPU
   bool cuda_graphs = true;                 // also measure CUDA-graph replay (GPU only)
+  bool exact_device_timing = true;         // also measure eager with the stream held (GPU only)
   bool throughput_search = true;
   int mistakes_batch_size = 0;             // 0: the smallest profiled batch size
   uint64_t seed = 1;                       // random inputs (never zeros) and the "single sample" pick
@@ -41,7 +43,7 @@ struct BatchProfile {
 };
 
 struct ModeProfile {
-  std::string mode;      // "eager" or "cuda_graph"
+  std::string mode;      // "eager", "cuda_graph" or "eager_exact"
   bool measured = false;
   std::string note;      // why not measured, or caveats
   std::vector<BatchProfile> batches;
@@ -79,7 +81,7 @@ struct ProfileReport {
   int warmup_runs = 0;
   int repetitions = 0;
   std::vector<int> batch_sizes;
-  std::vector<ModeProfile> modes;  // eager first, then cuda_graph
+  std::vector<ModeProfile> modes;  // eager first, then cuda_graph, then eager_exact
   ThroughputSearch throughput;
   int mistakes_batch_size = 0;
   std::vector<TimingMistake> mistakes;

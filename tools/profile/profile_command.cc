@@ -15,10 +15,11 @@ int RunProfileCommand(int argc, char** argv) {
   std::string model_dir;
   std::string json_path;
   bool no_graphs = false;
+  bool no_exact = false;
   bool no_search = false;
   CLI::App app{"chronoserve profile (also chronoserve-profile): offline timing of one model directory (no gRPC): per batch size, median and "
-               "p10/p90 of h2d/compute/launch/d2h and host wall time, eager and CUDA-graph modes, a throughput "
-               "search and the four classic timing mistakes"};
+               "p10/p90 of h2d/compute/launch/d2h and host wall time, eager, CUDA-graph and exact-device-timing "
+               "modes, a throughput search and the four classic timing mistakes"};
   app.add_option("model_dir", model_dir, "Model directory in Triton's layout: DIR/config.pbtxt, DIR/<version>/model.pt")
       ->required();
   app.add_option("--batch-sizes", options.batch_sizes, "Comma-separated batch sizes; 'max' = max_batch_size")
@@ -34,10 +35,13 @@ int RunProfileCommand(int argc, char** argv) {
                  "Batch size of the timing-mistakes table (default: the smallest profiled)");
   app.add_option("--seed", options.seed, "Seed of the random inputs")->capture_default_str();
   app.add_flag("--no-graphs", no_graphs, "Skip the CUDA-graph mode");
+  app.add_flag("--no-exact-timing", no_exact,
+               "Skip the eager_exact mode (exact device timing: stream held until each batch is enqueued)");
   app.add_flag("--no-throughput-search", no_search, "Skip the throughput search");
   app.add_option("--json", json_path, "Also write the whole report as JSON to this file");
   CLI11_PARSE(app, argc, argv);
   options.cuda_graphs = !no_graphs;
+  options.exact_device_timing = !no_exact;
   options.throughput_search = !no_search;
 
   auto report = ProfileModel(model_dir, options);

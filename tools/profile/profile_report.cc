@@ -29,6 +29,30 @@ void PrintMode(const ModeProfile& mode, std::ostream& out) {
   }
 }
 
+const ModeProfile* MeasuredMode(const ProfileReport& r, const std::string& name) {
+  for (const ModeProfile& m : r.modes) {
+    if (m.mode == name && m.measured) return &m;
+  }
+  return nullptr;
+}
+
+// Eager compute from events on an idle stream next to the device time alone: the difference is the
+// GPU waiting for the host to launch (TIMING.md lesson 4).
+void PrintLaunchStalls(const ProfileReport& r, std::ostream& out) {
+  const ModeProfile* eager = MeasuredMode(r, "eager");
+  const ModeProfile* exact = MeasuredMode(r, "eager_exact");
+  if (eager == nullptr || exact == nullptr || eager->batches.size() != exact->batches.size()) return;
+  out << "\n== eager compute: events on an idle stream vs device time only (eager_exact)\n";
+  out << absl::StrFormat("%6s  %14s %14s %14s %9s\n", "batch", "events med us", "device med us", "stall us",
+                         "ratio");
+  for (size_t i = 0; i < eager->batches.size(); ++i) {
+    const double events = eager->batches[i].compute_us.median;
+    const double device = exact->batches[i].compute_us.median;
+    out << absl::StrFormat("%6d  %14.1f %14.1f %14.1f %8.2fx\n", eager->batches[i].batch_size, events, device,
+                           events - device, device > 0 ? events / device : 0);
+  }
+}
+
 }  // namespace
 
 void PrintReport(const ProfileReport& r, std::ostream& out) {
@@ -37,6 +61,7 @@ void PrintReport(const ProfileReport& r, std::ostream& out) {
       << "timing: " << r.timing_note << "\n"
       << "cells: median [p10-p90]; wall = host time around one whole batch (stage, copies, forward, wait)\n";
   for (const ModeProfile& m : r.modes) PrintMode(m, out);
+  PrintLaunchStalls(r, out);
 
   if (!r.throughput.points.empty() || !r.throughput.stopped_by.empty()) {
     out << "\n== throughput search (eager, batch size doubled from 1; stopped by " << r.throughput.stopped_by
