@@ -91,6 +91,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> batch_sizes = {1, 8, 32, 64, 128};
   int iterations = 200, warmup = 20, gpu_flag = -2;
   bool one_request = false;
+  std::string request_timing = "on";
   CLI::App app{"In-process throughput of a model with chronoserve's backend (no gRPC, no queue)"};
   app.add_option("--model-repository", repository, "Model repository (Triton layout)")->required();
   app.add_option("-m,--model", model, "Model name")->required();
@@ -99,6 +100,11 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "Unmeasured batches per size first")->capture_default_str();
   app.add_option("--gpu", gpu_flag, "CUDA device (-1 = CPU; default: GPU 0 when there is one)");
   app.add_flag("--one-request", one_request, "One request of B items per batch (default: B requests of 1 item)");
+  app.add_option("--request-timing", request_timing,
+                 "on, or off: the worker's span events, launch timer and idle tracking off, as chronoserve "
+                 "--request-timing off (compute_p50_us is then 0)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   app.add_option("--json", json_path, "Write the figures as JSON here");
   CLI11_PARSE(app, argc, argv);
 
@@ -111,6 +117,7 @@ int main(int argc, char** argv) {
   InstanceOptions options;
   options.gpu = gpu_flag >= -1 ? gpu_flag : (CudaDeviceCount() > 0 ? 0 : -1);
   options.activity = devices.Get(options.gpu, SteadyClock::Now());
+  options.request_timing = request_timing == "on";
   auto instance = CreateTorchInstance(*spec, options);
   if (!instance.ok()) {
     std::fprintf(stderr, "%s\n", std::string(instance.status().message()).c_str());
@@ -133,6 +140,7 @@ int main(int argc, char** argv) {
   nlohmann::json report;
   report["model"] = model;
   report["cuda_graphs"] = spec->cuda_graphs;
+  report["request_timing"] = request_timing;
   report["device"] = (*instance)->device_name();
   report["backend"] = TorchBuildDescription();
   report["points"] = nlohmann::json::array();

@@ -10,6 +10,7 @@
 # Usage: benchmarks/run_timing_overhead.sh BUILD_DIR OUT_DIR [PORT]
 # Environment (defaults): POINTS="16:8 4:128" (concurrency:batch) WINDOW_MS=3000 TRIALS=8
 #   STABILITY=5 ROUNDS=2 WARMUP_REQUESTS=500 WARMUP_RUNS=2
+#   INPROCESS_ROUNDS=3 INPROCESS_BATCH_SIZES=8,128 INPROCESS_ITERATIONS=500 (the in-process on/off part)
 # A quick run on the CPU: POINTS="4:8" WINDOW_MS=500 TRIALS=3 STABILITY=50 ROUNDS=1 WARMUP_REQUESTS=20 WARMUP_RUNS=1
 set -uo pipefail
 build=${1:?build dir}
@@ -48,7 +49,35 @@ for round in $(seq 1 "$rounds"); do
   done
 done
 
+# In process (no gRPC, no queue): the backend's Execute() with the worker's timing on and off,
+# alternating, INPROCESS_ROUNDS times; isolates the GPU path's share of the cost.
+inprocess_rounds=${INPROCESS_ROUNDS:-3}
+for round in $(seq 1 "$inprocess_rounds"); do
+  for mode in on off; do
+    "$build/bin/bench_inprocess_throughput" --model-repository "$models" -m "$model" --one-request \
+      --batch-sizes "${INPROCESS_BATCH_SIZES:-8,128}" -n "${INPROCESS_ITERATIONS:-500}" --request-timing "$mode" \
+      --json "$out/timing_inprocess_${mode}_r$round.json" > /dev/null || status=1
+  done
+done
+
 command -v python3 >/dev/null || { echo "python3 missing: see the JSON files in $out"; exit $status; }
+python3 - "$out" "$inprocess_rounds" <<'EOF' || status=1
+import json, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+by = {}
+for mode in ("on", "off"):
+    for r in range(1, rounds + 1):
+        for p in json.load(open(f"{out}/timing_inprocess_{mode}_r{r}.json"))["points"]:
+            by.setdefault(p["batch_size"], {"on": [], "off": []})[mode].append(p["items_per_s"])
+print(f"\nin process (Execute() back to back, one request per batch, {rounds} alternating rounds)")
+print(f"{'batch':>6}{'on items/s':>14}{'off items/s':>14}{'on/off':>9}")
+rows = []
+for b, m in sorted(by.items()):
+    on, off = statistics.median(m["on"]), statistics.median(m["off"])
+    rows.append({"batch_size": b, "on_items_per_s": m["on"], "off_items_per_s": m["off"], "ratio_of_medians": on / off})
+    print(f"{b:>6}{on:>14.0f}{off:>14.0f}{on / off:>9.3f}")
+json.dump(rows, open(f"{out}/timing_overhead_inprocess.json", "w"), indent=2)
+EOF
 python3 - "$out" "$rounds" "$points" "$model" <<'EOF' || status=1
 import json, os, statistics, sys
 out, rounds, points, model = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4]

@@ -25,9 +25,18 @@ bool HoldSchedule::ShouldHold(int graph_bucket, int64_t items, size_t input_byte
     if (runs_.size() >= kMaxShapes) return false;
     it = runs_.emplace(shape, 0).first;
   }
-  if (it->second >= kUnheldRuns) return true;
+  if (it->second >= kUnheldRuns) {
+    last_held_ = shape;
+    return true;
+  }
   ++it->second;
   return false;
+}
+
+bool HoldSchedule::Broke() {
+  if (auto it = runs_.find(last_held_); it != runs_.end()) it->second = 0;
+  if (++breaks_ >= kMaxBreaks) enabled_ = false;
+  return enabled_;
 }
 
 }  // namespace chronoserve::server

@@ -31,23 +31,30 @@ absl::StatusOr<bool> ExactDeviceTimingFromSpec(const ModelSpec& spec);
 // items, staged input bytes) is held only from its (kUnheldRuns + 1)-th run: a shape's first runs
 // load CUDA modules, let TorchScript profile and optimise, and grow the caching allocator and the
 // pinned landing buffers, host work that may wait for the device and would then wait behind the
-// held stream. Warm-up runs every batch size at least that often before READY. Disable() turns
-// holding off for good (the worker does so when a hold had to be broken by the watchdog).
-// Worker thread only.
+// held stream. Warm-up runs every batch size at least that often before READY, but TorchScript may
+// still re-specialise a shape later (after other shapes ran): when a held run blocks the host and
+// the watchdog breaks the hold, Broke() sends that shape back to unheld runs; after kMaxBreaks
+// breaks holding stops for good. Worker thread only.
 class HoldSchedule {
  public:
   static constexpr int kUnheldRuns = 2;
   // Shapes tracked at most (variable-dim inputs can make many); later new shapes are never held.
   static constexpr size_t kMaxShapes = 4096;
+  static constexpr int kMaxBreaks = 3;
 
   explicit HoldSchedule(bool enabled) : enabled_(enabled) {}
   bool enabled() const { return enabled_; }
   // Counts one run of the shape and says whether this run is held. `graph_bucket` < 0 = eager.
   bool ShouldHold(int graph_bucket, int64_t items, size_t input_bytes);
   void Disable() { enabled_ = false; }
+  // The last shape ShouldHold() held had its hold broken: it runs unheld again for kUnheldRuns runs.
+  // Returns whether holding stays on (false after kMaxBreaks breaks).
+  bool Broke();
 
  private:
   bool enabled_;
+  int breaks_ = 0;
+  std::tuple<int, int64_t, size_t> last_held_{};
   std::map<std::tuple<int, int64_t, size_t>, int> runs_;  // runs seen per shape (up to kUnheldRuns)
 };
 

@@ -223,14 +223,18 @@ class TorchInstance final : public ModelInstance {
   }
 
   // Releases the stream; true when the batch's spans are device time only. A hold the watchdog had
-  // to break means the host blocked behind its own held stream: holding stops for this worker.
+  // to break means the host blocked behind its own held stream (TorchScript re-optimising for a
+  // shape loads new kernels, which waits for the device): that shape runs unheld again for a while;
+  // after HoldSchedule::kMaxBreaks such breaks holding stops for this worker.
   bool EndHold(StreamHold& hold) {
     if (!hold.held()) return false;
     if (hold.Release()) return true;
-    holds_.Disable();
+    const bool still_on = holds_.Broke();
     CS_LOG(WARNING) << "model '" << spec_.name << "' worker " << options_.worker << " on " << device_name()
-                    << ": exact_device_timing turned off: the host blocked while the stream was held (the hold's "
-                       "watchdog released it; does forward() synchronise with the GPU, or enqueue > 1000 kernels?)";
+                    << ": a held batch blocked the host until the hold's watchdog released it (new kernels "
+                       "loading, a synchronising forward(), or > 1000 kernels enqueued); "
+                    << (still_on ? "this shape runs unheld for its next runs"
+                                 : "exact_device_timing turned off for this worker");
     return false;
   }
 

@@ -160,7 +160,9 @@ class CudaPath final : public DevicePath {
 
  private:
   // Longest a hold may last before its watchdog releases it (a legitimate enqueue takes < 10 ms).
-  static constexpr absl::Duration kHoldWatchdog = absl::Seconds(1);
+  // A held batch normally waits only for its own enqueue (µs to a few ms); longer means the host
+  // is blocked behind the hold, which the watchdog then breaks.
+  static constexpr absl::Duration kHoldWatchdog = absl::Milliseconds(250);
 
   int gpu_;
   c10::cuda::CUDAStream stream_;

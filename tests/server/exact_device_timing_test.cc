@@ -78,5 +78,26 @@ TEST(HoldScheduleTest, DisabledHoldsNothing) {
   EXPECT_FALSE(on.ShouldHold(-1, 1, 16)) << "after the watchdog had to break a hold";
 }
 
+TEST(HoldScheduleTest, ABrokenHoldSendsItsShapeBackToUnheldRunsAndRepeatedBreaksStopHolding) {
+  HoldSchedule holds(true);
+  auto qualify = [&holds](int64_t items) {
+    for (int run = 0; run < HoldSchedule::kUnheldRuns; ++run) {
+      EXPECT_FALSE(holds.ShouldHold(-1, items, 64)) << "items " << items << ", unheld run " << run;
+    }
+    return holds.ShouldHold(-1, items, 64);
+  };
+  ASSERT_TRUE(qualify(1));
+  ASSERT_TRUE(qualify(2));
+  ASSERT_TRUE(holds.ShouldHold(-1, 1, 64));  // the last held shape is batch 1
+  for (int b = 1; b < HoldSchedule::kMaxBreaks; ++b) {
+    EXPECT_TRUE(holds.Broke()) << "break " << b << " keeps holding on";
+    EXPECT_TRUE(holds.ShouldHold(-1, 2, 64)) << "other shapes stay held";
+    EXPECT_TRUE(qualify(1)) << "the broken shape is held again after its unheld runs";
+  }
+  EXPECT_FALSE(holds.Broke()) << "the last allowed break turns holding off";
+  EXPECT_FALSE(holds.enabled());
+  EXPECT_FALSE(holds.ShouldHold(-1, 2, 64));
+}
+
 }  // namespace
 }  // namespace chronoserve::server
