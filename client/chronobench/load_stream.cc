@@ -37,7 +37,11 @@ void LoadStream::WriteNext() {
   }
   writing_ = true;
   ++ops_;
-  stream_->Write(*m, &write_tag_);
+  // More requests queued: let gRPC buffer this one; the next (unbuffered) write, issued when this
+  // one completes, flushes both together.
+  grpc::WriteOptions options;
+  if (to_write_.size() > 1) options.set_buffer_hint();
+  stream_->Write(*m, options, &write_tag_);
 }
 
 void LoadStream::StartFinish() {

@@ -220,6 +220,7 @@ void StreamInferReactor::OnWriteDone(bool ok) {
       state_->writing = std::move(state_->pending.front());
       state_->pending.pop_front();
       action.write = state_->writing.get();
+      action.more = !state_->pending.empty();
     }
     MaybeReadLocked(&action);
     MaybeFinishLocked(&action);
@@ -298,7 +299,11 @@ void StreamInferReactor::MaybeFinishLocked(Action* action) {
 }
 
 void StreamInferReactor::Act(const Action& action) {
-  if (action.write != nullptr) StartWrite(&action.write->response);
+  if (action.write != nullptr) {
+    // Buffered only when another answer is already queued: its (unbuffered) write follows as
+    // soon as this one completes and flushes both, in one transport write instead of two.
+    StartWrite(&action.write->response, action.more ? grpc::WriteOptions().set_buffer_hint() : grpc::WriteOptions());
+  }
   if (action.read != nullptr) StartRead(&action.read->request);
   if (action.finish.has_value()) Finish(*action.finish);
 }

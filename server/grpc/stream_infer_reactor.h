@@ -86,6 +86,7 @@ class StreamInferReactor final
   // What a locked section decided; carried out after the lock is released.
   struct Action {
     Slot* write = nullptr;            // StartWrite(&write->response)
+    bool more = false;                // more answers wait: let gRPC buffer this write (coalesce)
     Slot* read = nullptr;             // StartRead(&read->request): only from a reaction
     std::optional<grpc::Status> finish;
   };
