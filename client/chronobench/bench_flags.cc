@@ -12,6 +12,9 @@ void AddBenchFlags(CLI::App* app, RawFlags* raw) {
   app->add_option("-u,--url", o.target.url, "Server HOST:PORT")->capture_default_str();
   app->add_option("--connections", o.target.connections, "Distinct gRPC channels (TCP connections) to spread requests over")
       ->capture_default_str();
+  app->add_flag("--streaming", o.target.streaming,
+               "Send requests on bidirectional ModelStreamInfer streams (one per worker thread and connection) "
+               "instead of one unary call each");
   app->add_option("--timeout-ms", o.target.timeout_ms, "Per-request deadline in ms (0 = none)")->capture_default_str();
   app->add_option("--concurrency-range", raw->concurrency_range,
                   "Closed loop: START:END:STEP requests in flight (default 1)");

@@ -29,6 +29,7 @@ struct TargetOptions {
   std::string model;
   std::string model_version;
   int connections = 1;       // distinct gRPC channels (each its own TCP connection)
+  bool streaming = false;    // ModelStreamInfer: one bidi stream per worker and channel (--streaming)
   int64_t timeout_ms = 60'000;  // per-request deadline; 0 = none
 };
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/infer_stream.h"
 #include "client/inference_client.h"
 #include "common/status_macros.h"
 
@@ -142,7 +143,32 @@ absl::Status Benchmark::Validate(int64_t batch_size) {
   }
   ASSIGN_OR_RETURN(std::optional<ShmLayout> layout, LayoutFor(request, batch_size));
   if (layout.has_value()) RETURN_IF_ERROR(ValidateSharedMemory(request, *layout, batch_size));
+  if (options_.target.streaming) RETURN_IF_ERROR(ValidateStreaming(request, batch_size));
   return absl::OkStatus();
+}
+
+// One request on a stream: a server without ModelStreamInfer (UNIMPLEMENTED) fails here.
+absl::Status Benchmark::ValidateStreaming(const inference::ModelInferRequest& request, int64_t batch_size) {
+  const absl::Duration timeout =
+      absl::Milliseconds(options_.target.timeout_ms > 0 ? options_.target.timeout_ms : 60'000);
+  auto stream = InferStream::Open(stubs_[0].get());
+  inference::ModelInferRequest first = request;
+  first.set_id("chronobench-validate");
+  stream->Send(std::move(first));
+  stream->CloseSend();
+  std::optional<StreamAnswer> answer = stream->Next(timeout);
+  absl::Status status;
+  if (answer.has_value()) {
+    status = InferStream::Decode(answer->message).status();
+  } else {
+    auto end = stream->Finish(timeout);
+    status = !end.has_value() ? absl::DeadlineExceededError("no response")
+             : end->ok()      ? absl::UnknownError("the stream ended without a response")
+                              : FromGrpcStatus(*end);
+  }
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat("validation request on a ModelStreamInfer stream (batch ", batch_size,
+                                                  ") failed: ", status.message()));
 }
 
 absl::StatusOr<std::optional<ShmLayout>> Benchmark::LayoutFor(const inference::ModelInferRequest& request,
@@ -186,6 +212,7 @@ absl::StatusOr<BenchReport> Benchmark::Run(const std::function<void(const PointR
                                                            server_metadata_.extensions().end())},
                    {"url", options_.target.url},
                    {"connections", options_.target.connections},
+                   {"streaming", options_.target.streaming},
                    {"shared_memory",
                     options_.shared_memory.kind == SharedMemoryKind::kSystem ? "system" : "none"}};
   report.model_info = ModelJson(model_metadata_, *factory_);
@@ -204,6 +231,7 @@ absl::StatusOr<BenchReport> Benchmark::Run(const std::function<void(const PointR
                     ? options_.load.threads
                     : static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 8));
   ctx.timeout_ms = options_.target.timeout_ms;
+  ctx.streaming = options_.target.streaming;
   ctx.traceparent_rate = options_.trace.traceparent_rate;
   ctx.tracer = tracer_;
   ctx.seed = options_.load.seed;

@@ -49,6 +49,7 @@ class Benchmark {
   // The shared-memory layout of `request` (nullopt without --shared-memory).
   absl::StatusOr<std::optional<ShmLayout>> LayoutFor(const inference::ModelInferRequest& request,
                                                      int64_t batch_size) const;
+  absl::Status ValidateStreaming(const inference::ModelInferRequest& request, int64_t batch_size);
   absl::Status ValidateSharedMemory(const inference::ModelInferRequest& request, const ShmLayout& layout,
                                     int64_t batch_size);
 

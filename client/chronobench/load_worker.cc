@@ -162,28 +162,70 @@ void LoadWorker::Send(int64_t intended_ns) {
   Call* raw = call.get();
   raw->intended_ns = intended_ns;
   if (shm_ != nullptr) raw->slot = shm_->Acquire();  // never null: one slot per call allowed in flight
-  if (plan_.timeout_ms > 0) {
+  if (plan_.timeout_ms > 0 && !plan_.streaming) {  // a stream's messages have no deadline of their own
     raw->context.set_deadline(std::chrono::system_clock::now() +
                               std::chrono::milliseconds(plan_.timeout_ms));
   }
+  std::string traceparent;
   if (plan_.traceparent_rate > 0 &&
       std::uniform_real_distribution<double>(0, 1)(rng_) < plan_.traceparent_rate) {
-    raw->context.AddMetadata("traceparent", NextTraceparent(raw));
+    traceparent = NextTraceparent(raw);
+    // Unary: call metadata. Streamed: the request's parameter (the stream's metadata is shared).
+    if (!plan_.streaming) raw->context.AddMetadata("traceparent", traceparent);
     traced_.fetch_add(1, std::memory_order_relaxed);
   }
   auto& stubs = *shared_.stubs;
-  auto* stub = stubs[(index_ + next_channel_++) % stubs.size()].get();
+  const size_t channel = (index_ + next_channel_++) % stubs.size();
   raw->sent_ns = shared_.clock->NowNs();
   if (raw->traced && shared_.tracer != nullptr) raw->sent_unix_ns = WallNowNs();
-  const inference::ModelInferRequest* request = shared_.request;
-  if (raw->slot != nullptr) {
-    shm_->CopyIn(*raw->slot);  // the client's tensors into its region: part of the timed interval
-    request = &raw->slot->request;
+  if (raw->slot != nullptr) shm_->CopyIn(*raw->slot);  // the client's tensors into its region: timed
+  calls_.emplace(raw, std::move(call));
+  if (plan_.streaming) {
+    SendStreamed(raw, channel, traceparent);
+    return;
   }
-  raw->reader = stub->PrepareAsyncModelInfer(&raw->context, *request, &cq_);
+  const inference::ModelInferRequest* request = raw->slot != nullptr ? &raw->slot->request : shared_.request;
+  raw->reader = stubs[channel]->PrepareAsyncModelInfer(&raw->context, *request, &cq_);
   raw->reader->StartCall();
   raw->reader->Finish(&raw->response, &raw->status, raw);
-  calls_.emplace(raw, std::move(call));
+}
+
+LoadStream* LoadWorker::StreamFor(size_t channel) {
+  if (streams_.size() < shared_.stubs->size()) streams_.resize(shared_.stubs->size());
+  std::unique_ptr<LoadStream>& stream = streams_[channel];
+  if (stream == nullptr || stream->ended()) {
+    if (stream != nullptr) ended_.push_back(std::move(stream));  // until its last event returns
+    stream = std::make_unique<LoadStream>((*shared_.stubs)[channel].get(), &cq_, *shared_.request);
+  }
+  return stream.get();
+}
+
+void LoadWorker::SendStreamed(Call* call, size_t channel, const std::string& traceparent) {
+  call->seq = next_seq_++;
+  by_seq_.emplace(call->seq, call);
+  inference::ModelInferRequest* own = call->slot != nullptr ? &call->slot->request : nullptr;
+  LoadStream* stream = StreamFor(channel);
+  if (!stream->Send(call->seq, own, traceparent)) {
+    // Ended since the last event (a failed write): the next stream takes it.
+    StreamFor(channel)->Send(call->seq, own, traceparent);
+  }
+}
+
+void LoadWorker::OnStreamEvent(LoadStream::Tag* tag, bool ok) {
+  tag->stream->OnEvent(tag->op, ok, [this](const LoadStream::Answer& answer) {
+    auto it = by_seq_.find(answer.seq);
+    if (it == by_seq_.end()) return;
+    Call* call = it->second;
+    by_seq_.erase(it);
+    auto owned = calls_.find(call);
+    if (owned == calls_.end()) return;
+    std::unique_ptr<Call> done = std::move(owned->second);
+    calls_.erase(owned);
+    Record(std::move(done), answer.grpc_code, answer.response);
+  });
+  for (auto it = ended_.begin(); it != ended_.end();) {
+    it = (*it)->done() ? ended_.erase(it) : it + 1;
+  }
 }
 
 void LoadWorker::WaitOne(int64_t until_ns) {
@@ -193,18 +235,29 @@ void LoadWorker::WaitOne(int64_t until_ns) {
   bool ok = false;
   const auto result = cq_.AsyncNext(&tag, &ok, deadline);
   if (result != grpc::CompletionQueue::GOT_EVENT) return;
-  Complete(static_cast<Call*>(tag));
+  if (plan_.streaming) {
+    OnStreamEvent(static_cast<LoadStream::Tag*>(tag), ok);
+  } else {
+    Complete(static_cast<Call*>(tag));
+  }
 }
 
 void LoadWorker::Complete(Call* call) {
-  int64_t done_ns = shared_.clock->NowNs();
   auto it = calls_.find(call);
   if (it == calls_.end()) return;
   std::unique_ptr<Call> owned = std::move(it->second);
   calls_.erase(it);
+  const int code = static_cast<int>(owned->status.error_code());
+  const inference::ModelInferResponse* response = owned->status.ok() ? &owned->response : nullptr;
+  Record(std::move(owned), code, response);
+}
+
+void LoadWorker::Record(std::unique_ptr<Call> owned, int grpc_code, const inference::ModelInferResponse* response) {
+  int64_t done_ns = shared_.clock->NowNs();
+  owned->status = grpc::Status(static_cast<grpc::StatusCode>(grpc_code), "");  // the client span's code
   if (owned->slot != nullptr) {
-    if (owned->status.ok()) {
-      shm_->CopyOut(*owned->slot, owned->response);  // out of the region: part of the timed interval
+    if (grpc_code == 0 && response != nullptr) {
+      shm_->CopyOut(*owned->slot, *response);  // out of the region: part of the timed interval
       done_ns = shared_.clock->NowNs();
     }
     // A failed call's slot is reused at once; should the server still write a late output into it,
@@ -216,8 +269,8 @@ void LoadWorker::Complete(Call* call) {
   record.intended_ns = owned->intended_ns;
   record.sent_ns = owned->sent_ns;
   record.done_ns = done_ns;
-  record.grpc_code = static_cast<int>(owned->status.error_code());
-  if (owned->status.ok()) record.timing = InferenceClient::DecodeTiming(owned->response);
+  record.grpc_code = grpc_code;
+  if (grpc_code == 0 && response != nullptr) record.timing = InferenceClient::DecodeTiming(*response);
   {
     absl::MutexLock lock(&mu_);
     recorder_.Record(record);
@@ -227,6 +280,10 @@ void LoadWorker::Complete(Call* call) {
 }
 
 void LoadWorker::Drain() {
+  if (plan_.streaming) {
+    DrainStreams();
+    return;
+  }
   // Calls still in flight belong to no window: cancel them and wait for gRPC to hand them back.
   for (auto& [raw, call] : calls_) call->context.TryCancel();
   void* tag = nullptr;
@@ -239,6 +296,41 @@ void LoadWorker::Drain() {
     if (it->second->slot != nullptr) shm_->Release(it->second->slot);
     calls_.erase(it);
   }
+  cq_.Shutdown();
+  while (cq_.Next(&tag, &ok)) {
+  }
+}
+
+void LoadWorker::DrainStreams() {
+  // As Drain: what is in flight belongs to no window. Cancel every stream and hand its events back
+  // until each has returned its last tag.
+  for (auto& s : streams_) {
+    if (s != nullptr) s->Cancel();
+  }
+  auto all_done = [this] {
+    for (const auto& s : streams_) {
+      if (s != nullptr && !s->done()) return false;
+    }
+    return ended_.empty();
+  };
+  void* tag = nullptr;
+  bool ok = false;
+  while (!all_done() && cq_.Next(&tag, &ok)) {
+    auto* t = static_cast<LoadStream::Tag*>(tag);
+    t->stream->OnEvent(t->op, ok, [this](const LoadStream::Answer& answer) {
+      auto it = by_seq_.find(answer.seq);
+      if (it == by_seq_.end()) return;
+      auto call = calls_.find(it->second);
+      by_seq_.erase(it);
+      if (call == calls_.end()) return;
+      // A traceparent went out, so the server may have a span under it: give it its parent.
+      if (call->second->traced && shared_.tracer != nullptr) RecordClientSpan(*call->second, WallNowNs());
+      if (call->second->slot != nullptr) shm_->Release(call->second->slot);
+      calls_.erase(call);
+    });
+    for (auto it = ended_.begin(); it != ended_.end();) it = (*it)->done() ? ended_.erase(it) : it + 1;
+  }
+  streams_.clear();
   cq_.Shutdown();
   while (cq_.Next(&tag, &ok)) {
   }

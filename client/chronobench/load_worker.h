@@ -2,7 +2,9 @@
 // LatencyRecorder (Nighthawk's shape: workers never share a histogram; the TrialRunner merges them
 // per window). It offers load in one of three ways (closed loop with N in flight, open loop from a
 // Pacer, or one request per idle gap), picks channels round-robin, and stamps a W3C traceparent on
-// a sampled fraction of requests. With --shared-memory system each request in flight uses a slot
+// a sampled fraction of requests. With --streaming it sends on one ModelStreamInfer stream per
+// channel (LoadStream), matching responses to requests by id; e2e still runs from the request's
+// send (queued on its stream) to its response read. With --shared-memory system each request in flight uses a slot
 // of its ShmSlotPool (inputs copied in after the send time is stamped, outputs copied out before
 // the response time is). Owned by the TrialRunner: Prepare(), Start() and Stop() from its thread,
 // TakeRecorder() from its thread while the worker runs; everything else on the worker thread.
@@ -26,6 +28,7 @@
 #include "client/chronobench/bench_options.h"
 #include "client/chronobench/client_tracer.h"
 #include "client/chronobench/latency_recorder.h"
+#include "client/chronobench/load_stream.h"
 #include "client/chronobench/pacer.h"
 #include "client/chronobench/shm_slot_pool.h"
 #include "common/clock.h"
@@ -44,6 +47,7 @@ struct WorkerPlan {
   int64_t timeout_ms = 0;            // per-request deadline; 0 = none
   double traceparent_rate = 0;
   uint64_t seed = 1;
+  bool streaming = false;            // ModelStreamInfer instead of unary ModelInfer
 };
 
 // Read-only state shared by all workers; outlives them.
@@ -94,6 +98,7 @@ class LoadWorker {
     SpanId span_id{};
     int64_t sent_unix_ns = 0;
     ShmSlot* slot = nullptr;  // --shared-memory system: the regions this call's tensors are in
+    uint64_t seq = 0;         // --streaming: the request id on its stream
   };
 
   void Run(int64_t start_ns);
@@ -106,7 +111,14 @@ class LoadWorker {
   // Waits for one completion until `until_ns` and records it.
   void WaitOne(int64_t until_ns);
   void Complete(Call* call);
+  // Records a finished call: `response` (may be null) when `grpc_code` is 0.
+  void Record(std::unique_ptr<Call> call, int grpc_code, const inference::ModelInferResponse* response);
   void Drain();
+  // --streaming: the stream for channel `channel`, opened (again) when it has none or it ended.
+  LoadStream* StreamFor(size_t channel);
+  void SendStreamed(Call* call, size_t channel, const std::string& traceparent);
+  void OnStreamEvent(LoadStream::Tag* tag, bool ok);
+  void DrainStreams();
   // Draws fresh ids into `call` and returns its traceparent header value.
   std::string NextTraceparent(Call* call);
   // Hands a finished traced call to the tracer (never blocks).
@@ -127,6 +139,10 @@ class LoadWorker {
 
   // Worker-thread state.
   std::unordered_map<Call*, std::unique_ptr<Call>> calls_;
+  std::vector<std::unique_ptr<LoadStream>> streams_;  // --streaming: by channel
+  std::vector<std::unique_ptr<LoadStream>> ended_;    // ended streams until their last event
+  std::unordered_map<uint64_t, Call*> by_seq_;        // --streaming: calls by request id
+  uint64_t next_seq_ = 1;
   uint64_t next_channel_ = 0;
   int64_t next_idle_send_ns_ = 0;
   std::mt19937_64 rng_;

@@ -23,6 +23,7 @@ std::vector<WorkerPlan> PlanWorkers(const PointSpec& spec, const RunnerContext& 
   base.mode = spec.mode;
   base.distribution = ctx.distribution;
   base.timeout_ms = ctx.timeout_ms;
+  base.streaming = ctx.streaming;
   base.traceparent_rate = ctx.traceparent_rate;
   base.seed = ctx.seed;
   int workers = 1;

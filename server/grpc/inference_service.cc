@@ -1,11 +1,12 @@
 #include "server/grpc/inference_service.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/timing.h"
 #include "server/grpc/grpc_status.h"
-#include "server/grpc/request_builder.h"
-#include "server/repository/model_config_loader.h"
 
 namespace chronoserve::server {
 namespace {
@@ -32,24 +33,25 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   std::shared_ptr<ModelRuntime> model_;
 };
 
-void AddTimingParams(const RequestTiming& timing, inference::ModelInferResponse* response) {
-  auto* params = response->mutable_parameters();
-  for (const TimingParam& p : EncodeTimingParams(timing)) {
-    inference::InferParameter& value = (*params)[p.key];
-    switch (p.kind) {
-      case TimingParam::Kind::kInt64: value.set_int64_param(p.int_value); break;
-      case TimingParam::Kind::kBool: value.set_bool_param(p.bool_value); break;
-      case TimingParam::Kind::kString: value.set_string_param(p.string_value); break;
-    }
+// The unary call's deadline (steady clock) and trace context from its metadata.
+CallInfo UnaryCallInfo(grpc::CallbackServerContext* ctx, const Clock* clock) {
+  CallInfo info;
+  info.received_ns = clock->NowNs();
+  const auto deadline = ctx->deadline();
+  if (deadline != std::chrono::system_clock::time_point::max()) {
+    const int64_t remaining_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     deadline - std::chrono::system_clock::now()).count();
+    info.deadline_ns = clock->NowNs() + std::max<int64_t>(remaining_ns, 0);
   }
-}
-
-ModelStats::Failure FailureKind(absl::StatusCode code) {
-  switch (code) {
-    case absl::StatusCode::kCancelled: return ModelStats::Failure::kCancelled;
-    case absl::StatusCode::kDeadlineExceeded: return ModelStats::Failure::kDeadline;
-    default: return ModelStats::Failure::kOther;
+  const auto& metadata = ctx->client_metadata();
+  if (auto it = metadata.find("traceparent"); it != metadata.end()) {
+    info.traceparent.assign(it->second.data(), it->second.size());
   }
+  if (auto it = metadata.find("tracestate"); it != metadata.end()) {
+    info.tracestate.assign(it->second.data(), it->second.size());
+  }
+  info.cancelled = std::make_shared<std::atomic<bool>>(false);
+  return info;
 }
 
 absl::Status SharedMemoryDisabled() {
@@ -65,9 +67,10 @@ void FillStatDuration(const Duration& d, inference::StatisticDuration* out) {
 }  // namespace
 
 InferenceService::InferenceService(ModelRegistry* registry, const Clock* clock, ServerInfo info,
-                                   RequestObserver* observer, SharedMemoryRegistry* shared_memory)
-    : registry_(registry), clock_(clock), info_(std::move(info)), observer_(observer),
-      shared_memory_(shared_memory) {}
+                                   RequestObserver* observer, SharedMemoryRegistry* shared_memory,
+                                   StreamOptions stream_options)
+    : registry_(registry), clock_(clock), info_(std::move(info)), shared_memory_(shared_memory),
+      stream_options_(stream_options), dispatcher_(registry, clock, observer, shared_memory) {}
 
 grpc::ServerUnaryReactor* InferenceService::ServerLive(grpc::CallbackServerContext* ctx,
                                                        const inference::ServerLiveRequest*,
@@ -79,7 +82,7 @@ grpc::ServerUnaryReactor* InferenceService::ServerLive(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* InferenceService::ServerReady(grpc::CallbackServerContext* ctx,
                                                         const inference::ServerReadyRequest*,
                                                         inference::ServerReadyResponse* response) {
-  response->set_ready(!draining_.load() && registry_->AllReady());
+  response->set_ready(!dispatcher_.draining() && registry_->AllReady());
   return FinishNow(ctx, absl::OkStatus());
 }
 
@@ -90,7 +93,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelReady(grpc::CallbackServerConte
   if (!model.ok() && model.status().code() == absl::StatusCode::kNotFound) {
     return FinishNow(ctx, model.status());
   }
-  response->set_ready(model.ok() && !draining_.load());
+  response->set_ready(model.ok() && !dispatcher_.draining());
   return FinishNow(ctx, absl::OkStatus());
 }
 
@@ -128,109 +131,27 @@ grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
 grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* ctx,
                                                        const inference::ModelInferRequest* request,
                                                        inference::ModelInferResponse* response) {
-  const int64_t received_ns = clock_->NowNs();
-  if (draining_.load()) {
-    return FinishNow(ctx, absl::UnavailableError("the server is shutting down"));
-  }
-  if (absl::Status name_ok = ValidateModelName(request->model_name()); !name_ok.ok()) {
-    return FinishNow(ctx, absl::InvalidArgumentError(name_ok.message()));
-  }
-  auto model = registry_->Find(request->model_name(), request->model_version());
-  if (!model.ok()) return FinishNow(ctx, model.status());
-  std::shared_ptr<ModelRuntime> runtime = *std::move(model);
-  auto built = BuildInferRequest(runtime->spec(), *request, response, shared_memory_);
-  if (!built.ok()) {
-    RefuseBeforeQueue(*runtime, nullptr, received_ns, built.status(), ModelStats::Failure::kOther);
-    return FinishNow(ctx, built.status());
-  }
-  std::unique_ptr<InferRequest> infer = *std::move(built);
-  infer->timeline.received_ns = received_ns;
-  const auto deadline = ctx->deadline();
-  if (deadline != std::chrono::system_clock::time_point::max()) {
-    const int64_t remaining_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     deadline - std::chrono::system_clock::now()).count();
-    infer->deadline_ns = clock_->NowNs() + std::max<int64_t>(remaining_ns, 0);
-  }
-  const auto& metadata = ctx->client_metadata();
-  if (auto it = metadata.find("traceparent"); it != metadata.end()) {
-    infer->traceparent.assign(it->second.data(), it->second.size());
-  }
-  if (auto it = metadata.find("tracestate"); it != metadata.end()) {
-    infer->tracestate.assign(it->second.data(), it->second.size());
-  }
-  infer->cancelled = std::make_shared<std::atomic<bool>>(false);
-  auto* reactor = new InferReactor(infer->cancelled, runtime);
-  ModelRuntime* rt = runtime.get();
-  const Clock* clock = clock_;
-  RequestObserver* observer = observer_;
-  infer->on_complete = [this, ctx, response, reactor, rt, clock, observer](std::unique_ptr<InferRequest> r) {
-    const RequestTiming& timing = r->timeline.Finalize(clock->NowNs());
-    if (!r->status.ok()) {
-      rt->stats().RecordFailure(timing.server_total_ns, FailureKind(r->status.code()));
-      reactor->Finish(ToGrpcStatus(r->status));
-      if (observer != nullptr) observer->OnRequestDone(rt->spec(), r.get(), timing, r->status);
-      Answered();
-      return;
-    }
-    for (size_t k = 0; k < r->outputs.size(); ++k) {
-      auto* shape = response->mutable_outputs(static_cast<int>(k))->mutable_shape();
-      shape->Assign(r->outputs[k].shape.begin(), r->outputs[k].shape.end());
-    }
-    // The batch says whether it was timed (--request-timing): untimed spans are never sent as zeros.
-    const bool timed = r->timeline.batch().request_timing;
-    if (timed) {
-      AddTimingParams(timing, response);
-      ctx->AddTrailingMetadata(std::string(kServerTimingKey), EncodeServerTiming(timing));
-    }
-    rt->stats().RecordSuccess(timing, r->batch_items, timed);
-    reactor->Finish(grpc::Status::OK);
-    // After Finish: telemetry never delays the response. `response` may be gone; `r` is not.
-    if (observer != nullptr) observer->OnRequestDone(rt->spec(), r.get(), timing, r->status);
-    Answered();
-  };
-  {
-    absl::MutexLock lock(&inflight_mu_);
-    ++inflight_;
-  }
-  // Built before Enqueue: once queued, a worker may finish the call and gRPC free `request`.
-  std::string queued_log;
-  if (LogVerbosity() >= 2) {
-    queued_log = absl::StrCat("model '", request->model_name(), "': request '", request->id(), "' queued");
-  }
-  absl::Status enqueued = runtime->queue().Enqueue(infer);
-  if (enqueued.ok()) {
-    CS_VLOG(2) << queued_log;
-  } else {
-    // Not accepted: `infer` still owns the request; answer here.
-    infer->on_complete = nullptr;
-    Answered();
-    reactor->Finish(ToGrpcStatus(enqueued));
-    RefuseBeforeQueue(*runtime, infer.get(), received_ns, enqueued,
-                      enqueued.code() == absl::StatusCode::kResourceExhausted
-                          ? ModelStats::Failure::kRejected
-                          : ModelStats::Failure::kOther);
-  }
+  CallInfo info = UnaryCallInfo(ctx, clock_);
+  auto built = dispatcher_.Build(*request, response, info);
+  if (!built.ok()) return FinishNow(ctx, built.status());
+  auto* reactor = new InferReactor(built->request->cancelled, built->model);
+  absl::Status enqueued = dispatcher_.Enqueue(
+      *std::move(built), response, [ctx, reactor](const absl::Status& status, const RequestTiming& timing, bool timed) {
+        if (status.ok() && timed) ctx->AddTrailingMetadata(std::string(kServerTimingKey), EncodeServerTiming(timing));
+        reactor->Finish(ToGrpcStatus(status));
+      });
+  if (!enqueued.ok()) reactor->Finish(ToGrpcStatus(enqueued));
   return reactor;
 }
 
-void InferenceService::Answered() {
-  absl::MutexLock lock(&inflight_mu_);
-  --inflight_;
+grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
+InferenceService::ModelStreamInfer(grpc::CallbackServerContext* ctx) {
+  return new StreamInferReactor(&dispatcher_, &streams_, ctx, stream_options_);
 }
 
-bool InferenceService::WaitForAnswered(absl::Time deadline) {
-  absl::MutexLock lock(&inflight_mu_);
-  auto none = [this]() ABSL_SHARED_LOCKS_REQUIRED(inflight_mu_) { return inflight_ == 0; };
-  return inflight_mu_.AwaitWithDeadline(absl::Condition(&none), deadline);
-}
-
-void InferenceService::RefuseBeforeQueue(ModelRuntime& runtime, const InferRequest* request,
-                                         int64_t received_ns, const absl::Status& status,
-                                         ModelStats::Failure reason) {
-  RequestTiming timing;
-  timing.server_total_ns = clock_->NowNs() - received_ns;
-  runtime.stats().RecordFailure(timing.server_total_ns, reason);
-  if (observer_ != nullptr) observer_->OnRequestDone(runtime.spec(), request, timing, status);
+void InferenceService::SetDraining() {
+  dispatcher_.SetDraining();
+  streams_.DrainAll();
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelStatistics(

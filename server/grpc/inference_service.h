@@ -1,20 +1,21 @@
-// InferenceService: the KServe v2 GRPCInferenceService (plus Triton's ModelStatistics and
-// system_shared_memory extensions) on gRPC's callback API. Handlers validate and enqueue and never
-// block; a worker thread finishes each ModelInfer call (response parameters timing.*, the
-// server-timing trailer, statistics). A batch run without request timing (--request-timing off)
-// gives its responses neither. Owned by the Server; the registries and clock must outlive it.
+// InferenceService: the KServe v2 GRPCInferenceService (plus Triton's ModelStatistics,
+// system_shared_memory and ModelStreamInfer extensions) on gRPC's callback API. Handlers validate
+// and enqueue (InferDispatcher) and never block; a worker thread finishes each ModelInfer call
+// (response parameters timing.*, the server-timing trailer, statistics) or hands a streamed
+// request's response to its stream (StreamInferReactor). A batch run without request timing
+// (--request-timing off) gives its responses no timing. Owned by the Server; the registries and
+// clock must outlive it.
 #ifndef CHRONOSERVE_SERVER_GRPC_INFERENCE_SERVICE_H_
 #define CHRONOSERVE_SERVER_GRPC_INFERENCE_SERVICE_H_
 
-#include <atomic>
 #include <string>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "proto/inference.grpc.pb.h"
 #include "server/core/request_observer.h"
+#include "server/grpc/infer_dispatcher.h"
+#include "server/grpc/stream_infer_reactor.h"
 #include "server/scheduler/model_registry.h"
 #include "server/shared_memory/shared_memory_registry.h"
 
@@ -29,18 +30,22 @@ struct ServerInfo {
 
 class InferenceService final : public inference::GRPCInferenceService::CallbackService {
  public:
-  // `observer` (may be null) sees every finished ModelInfer request. `shared_memory` (may be null:
-  // the extension is off, its RPCs answer FAILED_PRECONDITION) holds the clients' regions. Both
-  // must outlive the service.
+  // `observer` (may be null) sees every finished inference request, unary or streamed.
+  // `shared_memory` (may be null: the extension is off, its RPCs answer FAILED_PRECONDITION) holds
+  // the clients' regions. Both must outlive the service.
   InferenceService(ModelRegistry* registry, const Clock* clock, ServerInfo info,
-                   RequestObserver* observer = nullptr, SharedMemoryRegistry* shared_memory = nullptr);
+                   RequestObserver* observer = nullptr, SharedMemoryRegistry* shared_memory = nullptr,
+                   StreamOptions stream_options = {});
 
-  // While draining for shutdown, ServerReady is false and ModelInfer answers UNAVAILABLE.
-  void SetDraining() { draining_.store(true); }
-  // Blocks until every accepted ModelInfer call has been answered or `deadline` passes; returns
-  // whether none is left. Lets the server keep answering (UNAVAILABLE, health NOT_SERVING) while
-  // it drains, instead of gRPC cancelling calls that arrive during its own shutdown.
-  bool WaitForAnswered(absl::Time deadline);
+  // While draining for shutdown, ServerReady is false, ModelInfer answers UNAVAILABLE, a stream
+  // answers each new message with an error response and ends once its accepted requests are
+  // answered.
+  void SetDraining();
+  // Blocks until every accepted inference request (unary or streamed) has been answered or
+  // `deadline` passes; returns whether none is left. Lets the server keep answering (UNAVAILABLE,
+  // health NOT_SERVING) while it drains, instead of gRPC cancelling calls that arrive during its
+  // own shutdown.
+  bool WaitForAnswered(absl::Time deadline) { return dispatcher_.WaitForAnswered(deadline); }
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx,
                                        const inference::ServerLiveRequest* request,
@@ -60,6 +65,10 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx,
                                        const inference::ModelInferRequest* request,
                                        inference::ModelInferResponse* response) override;
+  // Triton's bidirectional streaming inference: every message is handled as a ModelInfer request;
+  // responses (ModelStreamInferResponse, errors included) come back as they complete.
+  grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>* ModelStreamInfer(
+      grpc::CallbackServerContext* ctx) override;
   grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx,
                                             const inference::ModelStatisticsRequest* request,
                                             inference::ModelStatisticsResponse* response) override;
@@ -74,20 +83,13 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
       inference::SystemSharedMemoryUnregisterResponse* response) override;
 
  private:
-  // One accepted ModelInfer call was answered (or its enqueue refused).
-  void Answered();
-  // A request for a known model refused before it was queued: statistics and the observer.
-  void RefuseBeforeQueue(ModelRuntime& runtime, const InferRequest* request, int64_t received_ns,
-                         const absl::Status& status, ModelStats::Failure reason);
-
   ModelRegistry* const registry_;
   const Clock* const clock_;
   const ServerInfo info_;
-  RequestObserver* const observer_;
   SharedMemoryRegistry* const shared_memory_;
-  std::atomic<bool> draining_{false};
-  absl::Mutex inflight_mu_;
-  int64_t inflight_ ABSL_GUARDED_BY(inflight_mu_) = 0;  // accepted ModelInfer calls not yet answered
+  const StreamOptions stream_options_;
+  InferDispatcher dispatcher_;
+  StreamRegistry streams_;  // after dispatcher_: streams use it until their OnDone
 };
 
 }  // namespace chronoserve::server

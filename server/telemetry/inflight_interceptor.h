@@ -1,5 +1,6 @@
-// InflightInterceptorFactory: a gRPC server interceptor that counts ModelInfer calls from the
-// moment gRPC creates the call to its destruction, into LiveStateCollector::inflight(). gRPC owns
+// InflightInterceptorFactory: a gRPC server interceptor that counts inference requests in flight
+// into LiveStateCollector::inflight(): each ModelInfer call from the moment gRPC creates it to its
+// destruction, and each ModelStreamInfer message from its read to its response's send. gRPC owns
 // each interceptor (one per call, on gRPC's threads); the factory is owned by the grpc::Server.
 #ifndef CHRONOSERVE_SERVER_TELEMETRY_INFLIGHT_INTERCEPTOR_H_
 #define CHRONOSERVE_SERVER_TELEMETRY_INFLIGHT_INTERCEPTOR_H_

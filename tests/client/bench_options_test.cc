@@ -48,6 +48,10 @@ TEST(BenchFlagsTest, DefaultsToClosedLoopConcurrencyOne) {
   EXPECT_EQ(o->input.input_data, "random");
   EXPECT_EQ(o->measurement.percentiles, (std::vector<double>{50, 90, 95, 99, 99.9}));
   EXPECT_EQ(o->shared_memory.kind, SharedMemoryKind::kNone);
+  EXPECT_FALSE(o->target.streaming);
+  auto streaming = ParseBenchFlags({"cb", "-m", "m", "--streaming", "--shared-memory", "system"});
+  ASSERT_TRUE(streaming.ok()) << streaming.status();
+  EXPECT_TRUE(streaming->target.streaming);
 }
 
 TEST(BenchFlagsTest, SharedMemoryFlagsUsePerfAnalyzersNames) {

@@ -223,6 +223,47 @@ TEST_F(ChronobenchE2eTest, BinaryRunsThroughSharedMemory) {
   EXPECT_EQ(RegisteredRegions(*url_), 0) << "the binary unregistered its regions at exit";
 }
 
+TEST_F(ChronobenchE2eTest, StreamingEveryLoadMode) {
+  BenchOptions o = Options();
+  o.target.streaming = true;
+  o.target.connections = 2;  // each worker keeps a stream on each connection
+  o.load.concurrency = {1, 4};
+  o.trace.traceparent_rate = 0.5;
+  const BenchReport closed = Run(o);
+  ASSERT_EQ(closed.points.size(), 2u);
+  for (const auto& p : closed.points) ExpectBreakdownConsistent(p);
+  EXPECT_EQ(closed.server["streaming"], true);
+  EXPECT_GT(closed.points[1].traced, 0);
+  o.load.mode = LoadMode::kRate;
+  o.load.rates = {200};
+  const BenchReport open = Run(o);
+  ASSERT_EQ(open.points.size(), 1u);
+  ExpectBreakdownConsistent(open.points[0]);
+  o.load.mode = LoadMode::kIdleGap;
+  o.load.idle_gaps_ms = {5};
+  const BenchReport gaps = Run(o);
+  ASSERT_EQ(gaps.points.size(), 1u);
+  ExpectBreakdownConsistent(gaps.points[0]);
+}
+
+TEST_F(ChronobenchE2eTest, BinaryStreamsThroughSharedMemory) {
+  const std::string json = *dir_ + "/stream_shm_report.json";
+  auto run = RunProgram({CHRONOBENCH_BIN, "-m", "mlp", "-u", *url_, "-b", "2", "--concurrency-range", "3", "-p", "300",
+                         "--max-trials", "3", "--warmup-requests", "5", "-s", "50", "--streaming", "--shared-memory",
+                         "system", "--json", json},
+                        absl::Seconds(120));
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->first, 0) << run->second;
+  const auto report = nlohmann::json::parse(ReadAll(json), nullptr, false);
+  ASSERT_FALSE(report.is_discarded());
+  testing::ExpectReportSchema(report, /*with_server_spans=*/true);
+  EXPECT_EQ(report["server"]["streaming"], true);
+  EXPECT_EQ(report["server"]["shared_memory"], "system");
+  EXPECT_EQ(report["runs"][0]["errors"], 0);
+  EXPECT_EQ(report["runs"][0]["timing_violations"], 0);
+  EXPECT_EQ(RegisteredRegions(*url_), 0) << "the binary unregistered its regions at exit";
+}
+
 TEST_F(ChronobenchE2eTest, UnknownModelAndBadShapeFailFast) {
   BenchOptions o = Options();
   o.target.model = "no_such_model";

@@ -51,9 +51,9 @@ class RecordingObserver final : public server::RequestObserver {
 // with a test observer.
 class ServiceHarness {
  public:
-  ServiceHarness()
+  explicit ServiceHarness(server::StreamOptions stream_options = {})
       : service_(&registry_, SteadyClock::Get(), server::ServerInfo{"chronoserve-test", "0"}, &observer_,
-                 &shared_memory_) {
+                 &shared_memory_, stream_options) {
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     builder.RegisterService(&service_);

@@ -8,12 +8,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <map>
 #include <random>
 #include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "client/infer_stream.h"
 #include "client/inference_client.h"
 #include "server/server.h"
 #include "server/telemetry/gpu_sampler.h"
@@ -222,6 +224,66 @@ TEST_F(TelemetryServerTest, SpansJoinTheCallersTraceAndNestInsideTheServerSpan) 
       if (s.name == "queue") EXPECT_EQ(s.end_ns - s.start_ns, result->timing->queue_ns);
     }
   }
+}
+
+// Streamed requests are observed like unary ones: each joins the trace its own traceparent
+// parameter names (one stream carries many traces), and the request counters include them.
+TEST_F(TelemetryServerTest, StreamedRequestsAreTracedPerRequestAndCounted) {
+  const int port = telemetry_->metrics_port();
+  const std::string kSuccess = R"(chronoserve_requests_total{model="mlp",outcome="success",version="1"})";
+  const std::map<std::string, double> before = ParseMetrics(ScrapeMetrics(port));
+  const double base = before.count(kSuccess) ? before.at(kSuccess) : 0.0;
+  auto stream = client::InferStream::Open(client_->stub());
+  std::vector<std::pair<std::string, std::string>> traces;  // trace id, caller span id
+  for (int i = 0; i < 3; ++i) {
+    traces.emplace_back(ToHex(server::telemetry::NewTraceId()), ToHex(server::telemetry::NewSpanId()));
+    client::InferOptions options;
+    options.id = "streamed-" + std::to_string(i);
+    client::Tensor input{"INPUT__0", DataType::kFp32, {1, 64}, std::string(64 * sizeof(float), '\0')};
+    for (int k = 0; k < 64; ++k) {
+      const float v = 0.25f * static_cast<float>(k % 7 + 1);
+      std::memcpy(input.data.data() + k * sizeof(float), &v, sizeof(float));
+    }
+    inference::ModelInferRequest request = InferenceClient::BuildRequest("mlp", {input}, options);
+    (*request.mutable_parameters())["traceparent"].set_string_param(
+        "00-" + traces.back().first + "-" + traces.back().second + "-01");
+    ASSERT_TRUE(stream->Send(std::move(request)));
+  }
+  stream->CloseSend();
+  for (int i = 0; i < 3; ++i) {
+    auto answer = stream->Next(absl::Seconds(30));
+    ASSERT_TRUE(answer.has_value());
+    ASSERT_TRUE(client::InferStream::Decode(answer->message).ok());
+  }
+  for (const auto& [trace_id, caller_span] : traces) {
+    ASSERT_TRUE(WaitForTrace(trace_id, kSpansPerRequest)) << "spans of a streamed request never arrived";
+    const std::vector<ReceivedSpan> spans = SpansOfTrace(trace_id);
+    EXPECT_EQ(spans.size(), kSpansPerRequest) << "each request its own trace";
+    int roots = 0;
+    for (const ReceivedSpan& s : spans) {
+      if (s.kind != 2) continue;
+      ++roots;
+      EXPECT_EQ(s.name, "ModelInfer mlp");
+      EXPECT_EQ(s.parent_span_id, caller_span);
+    }
+    EXPECT_EQ(roots, 1);
+  }
+  std::map<std::string, double> after;
+  for (const absl::Time deadline = absl::Now() + absl::Seconds(10); absl::Now() < deadline;) {
+    after = ParseMetrics(ScrapeMetrics(port));
+    if (after.count(kSuccess) && after.at(kSuccess) - base >= 3) break;
+  }
+  ASSERT_EQ(after.count(kSuccess), 1u);
+  EXPECT_EQ(after.at(kSuccess) - base, 3);
+  // Each streamed request left the in-flight gauge when its response went out (or with the call).
+  const auto end = stream->Finish(absl::Seconds(30));
+  ASSERT_TRUE(end.has_value() && end->ok());
+  double inflight = -1;
+  for (const absl::Time deadline = absl::Now() + absl::Seconds(10); absl::Now() < deadline && inflight != 0;) {
+    after = ParseMetrics(ScrapeMetrics(port));
+    inflight = after.count("chronoserve_inflight_requests") ? after.at("chronoserve_inflight_requests") : -1;
+  }
+  EXPECT_EQ(inflight, 0);
 }
 
 TEST_F(TelemetryServerTest, UnsampledCallerGetsNoSpansAndInvalidTraceparentStartsATrace) {

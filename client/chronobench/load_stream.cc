@@ -1,0 +1,106 @@
+#include "client/chronobench/load_stream.h"
+
+#include "absl/strings/numbers.h"
+
+namespace chronoserve::client::bench {
+namespace {
+constexpr int kUnknown = static_cast<int>(grpc::StatusCode::UNKNOWN);
+}  // namespace
+
+LoadStream::LoadStream(inference::GRPCInferenceService::Stub* stub, grpc::CompletionQueue* cq,
+                       const inference::ModelInferRequest& base)
+    : base_(base) {
+  stream_ = stub->PrepareAsyncModelStreamInfer(&context_, cq);
+  ++ops_;
+  stream_->StartCall(&start_tag_);
+}
+
+bool LoadStream::Send(uint64_t seq, inference::ModelInferRequest* message, const std::string& traceparent) {
+  if (finishing_ || broken_) return false;
+  to_write_.push_back({seq, message != nullptr ? message : &base_, traceparent});
+  unanswered_.insert(seq);
+  if (started_) WriteNext();
+  return true;
+}
+
+void LoadStream::WriteNext() {
+  if (writing_ || broken_ || to_write_.empty()) return;
+  Queued& next = to_write_.front();
+  inference::ModelInferRequest* m = next.message;
+  // The message is ours until this write completes (one write at a time; a slot's own request
+  // belongs to its one call), so it may be stamped in place.
+  m->set_id(std::to_string(next.seq));
+  if (next.traceparent.empty()) {
+    m->mutable_parameters()->erase("traceparent");
+  } else {
+    (*m->mutable_parameters())["traceparent"].set_string_param(next.traceparent);
+  }
+  writing_ = true;
+  ++ops_;
+  // More requests queued: let gRPC buffer this one; the next (unbuffered) write, issued when this
+  // one completes, flushes both together.
+  grpc::WriteOptions options;
+  if (to_write_.size() > 1) options.set_buffer_hint();
+  stream_->Write(*m, options, &write_tag_);
+}
+
+void LoadStream::StartFinish() {
+  if (finishing_) return;
+  finishing_ = true;
+  ++ops_;
+  stream_->Finish(&status_, &finish_tag_);
+}
+
+void LoadStream::OnEvent(Op op, bool ok, const OnAnswer& on_answer) {
+  --ops_;
+  switch (op) {
+    case Op::kStart:
+      if (!ok) {
+        broken_ = true;
+        StartFinish();
+        return;
+      }
+      started_ = true;
+      ++ops_;
+      stream_->Read(&response_, &read_tag_);
+      WriteNext();
+      return;
+    case Op::kWrite:
+      writing_ = false;
+      if (!to_write_.empty()) to_write_.pop_front();
+      if (!ok) broken_ = true;  // the read fails too and ends the stream
+      WriteNext();
+      return;
+    case Op::kRead: {
+      if (!ok) {
+        StartFinish();
+        return;
+      }
+      uint64_t seq = 0;
+      const auto& r = response_.infer_response();
+      if (absl::SimpleAtoi(r.id(), &seq) && unanswered_.erase(seq) > 0) {
+        Answer answer{seq, 0, &r};
+        if (!response_.error_message().empty()) {
+          auto it = r.parameters().find("error_code");
+          answer.grpc_code = it != r.parameters().end() && it->second.int64_param() != 0
+                                 ? static_cast<int>(it->second.int64_param()) : kUnknown;
+        }
+        on_answer(answer);
+      }
+      ++ops_;
+      stream_->Read(&response_, &read_tag_);
+      return;
+    }
+    case Op::kFinish: {
+      finished_ = true;
+      // The server ended the stream (or it broke): what it did not answer failed with its status.
+      const int code = status_.ok() ? kUnknown : static_cast<int>(status_.error_code());
+      for (uint64_t seq : unanswered_) on_answer(Answer{seq, code, nullptr});
+      unanswered_.clear();
+      to_write_.clear();
+      return;
+    }
+  }
+}
+
+}  // namespace chronoserve::client::bench

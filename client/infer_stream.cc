@@ -1,0 +1,142 @@
+#include "client/infer_stream.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "common/clock.h"
+#include "common/status_macros.h"
+
+namespace chronoserve::client {
+namespace {
+constexpr absl::Duration kDestroyTimeout = absl::Seconds(60);
+}  // namespace
+
+std::unique_ptr<InferStream> InferStream::Open(inference::GRPCInferenceService::Stub* stub,
+                                               const std::map<std::string, std::string>& metadata) {
+  std::unique_ptr<InferStream> stream(new InferStream());
+  for (const auto& [key, value] : metadata) stream->context_.AddMetadata(key, value);
+  stub->async()->ModelStreamInfer(&stream->context_, stream.get());
+  // Held until the reads are over, so that Send() may start writes from any thread meanwhile.
+  stream->AddHold();
+  stream->StartRead(&stream->reading_);
+  stream->StartCall();
+  return stream;
+}
+
+InferStream::~InferStream() {
+  context_.TryCancel();
+  absl::MutexLock lock(&mu_);
+  auto done = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return status_.has_value(); };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&done), kDestroyTimeout)) {
+    std::fprintf(stderr, "InferStream: the stream did not end within 60 s of its cancellation\n");
+    std::abort();  // gRPC still refers to this object: better a visible crash than a use-after-free
+  }
+}
+
+bool InferStream::Send(inference::ModelInferRequest request) {
+  const inference::ModelInferRequest* write = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    if (close_wanted_ || reads_over_ || write_failed_) return false;
+    to_write_.push_back(std::move(request));
+    write = NextWriteLocked();
+  }
+  if (write != nullptr) StartWrite(write);
+  return true;
+}
+
+const inference::ModelInferRequest* InferStream::NextWriteLocked() {
+  if (writing_ || to_write_.empty() || write_failed_) return nullptr;
+  writing_ = true;
+  return &to_write_.front();
+}
+
+void InferStream::CloseSend() {
+  bool now = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (close_wanted_) return;
+    close_wanted_ = true;
+    now = !writing_ && to_write_.empty() && !reads_over_;
+    closed_ = now;
+  }
+  if (now) StartWritesDone();
+}
+
+void InferStream::OnWriteDone(bool ok) {
+  const inference::ModelInferRequest* write = nullptr;
+  bool close = false;
+  bool release = false;
+  {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    to_write_.pop_front();
+    if (!ok) write_failed_ = true;
+    write = NextWriteLocked();
+    if (write == nullptr && close_wanted_ && !closed_ && !write_failed_ && !reads_over_) {
+      closed_ = close = true;
+    }
+    release = write == nullptr && reads_over_;
+  }
+  if (write != nullptr) StartWrite(write);
+  if (close) StartWritesDone();
+  if (release) RemoveHold();
+}
+
+void InferStream::OnWritesDoneDone(bool) {}
+
+void InferStream::OnReadDone(bool ok) {
+  bool release = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (ok) {
+      answers_.push_back(StreamAnswer{std::move(reading_), SteadyClock::Now()});
+      reading_.Clear();
+    } else {
+      reads_over_ = true;
+      release = !writing_;  // otherwise OnWriteDone releases the hold
+    }
+  }
+  if (ok) {
+    StartRead(&reading_);
+  } else if (release) {
+    RemoveHold();
+  }
+}
+
+void InferStream::OnDone(const grpc::Status& status) {
+  absl::MutexLock lock(&mu_);
+  reads_over_ = true;
+  status_ = status;
+}
+
+std::optional<StreamAnswer> InferStream::Next(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !answers_.empty() || status_.has_value(); };
+  mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+  if (answers_.empty()) return std::nullopt;
+  StreamAnswer answer = std::move(answers_.front());
+  answers_.pop_front();
+  return answer;
+}
+
+std::optional<grpc::Status> InferStream::Finish(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto done = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return status_.has_value(); };
+  mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
+  return status_;
+}
+
+absl::StatusOr<InferResult> InferStream::Decode(const inference::ModelStreamInferResponse& response) {
+  if (!response.error_message().empty()) {
+    absl::StatusCode code = absl::StatusCode::kUnknown;
+    const auto& params = response.infer_response().parameters();
+    if (auto it = params.find("error_code"); it != params.end() && it->second.int64_param() != 0) {
+      code = static_cast<absl::StatusCode>(it->second.int64_param());
+    }
+    return absl::Status(code, response.error_message());
+  }
+  return InferenceClient::DecodeResponse(response.infer_response());
+}
+
+}  // namespace chronoserve::client

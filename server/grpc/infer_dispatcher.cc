@@ -1,0 +1,135 @@
+#include "server/grpc/infer_dispatcher.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "server/grpc/request_builder.h"
+#include "server/repository/model_config_loader.h"
+
+namespace chronoserve::server {
+namespace {
+
+ModelStats::Failure FailureKind(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kCancelled: return ModelStats::Failure::kCancelled;
+    case absl::StatusCode::kDeadlineExceeded: return ModelStats::Failure::kDeadline;
+    default: return ModelStats::Failure::kOther;
+  }
+}
+
+}  // namespace
+
+void AddTimingParams(const RequestTiming& timing, inference::ModelInferResponse* response) {
+  auto* params = response->mutable_parameters();
+  for (const TimingParam& p : EncodeTimingParams(timing)) {
+    inference::InferParameter& value = (*params)[p.key];
+    switch (p.kind) {
+      case TimingParam::Kind::kInt64: value.set_int64_param(p.int_value); break;
+      case TimingParam::Kind::kBool: value.set_bool_param(p.bool_value); break;
+      case TimingParam::Kind::kString: value.set_string_param(p.string_value); break;
+    }
+  }
+}
+
+InferDispatcher::InferDispatcher(ModelRegistry* registry, const Clock* clock, RequestObserver* observer,
+                                 SharedMemoryRegistry* shared_memory)
+    : registry_(registry), clock_(clock), observer_(observer), shared_memory_(shared_memory) {}
+
+absl::StatusOr<BuiltRequest> InferDispatcher::Build(const inference::ModelInferRequest& request,
+                                                    inference::ModelInferResponse* response, CallInfo info) {
+  if (draining_.load()) return absl::UnavailableError("the server is shutting down");
+  if (absl::Status name_ok = ValidateModelName(request.model_name()); !name_ok.ok()) {
+    return absl::InvalidArgumentError(name_ok.message());
+  }
+  auto model = registry_->Find(request.model_name(), request.model_version());
+  if (!model.ok()) return model.status();
+  BuiltRequest built;
+  built.model = *std::move(model);
+  auto infer = BuildInferRequest(built.model->spec(), request, response, shared_memory_);
+  if (!infer.ok()) {
+    RefuseBeforeQueue(*built.model, nullptr, info.received_ns, infer.status(), ModelStats::Failure::kOther);
+    return infer.status();
+  }
+  built.request = *std::move(infer);
+  InferRequest& r = *built.request;
+  r.timeline.received_ns = info.received_ns;
+  r.deadline_ns = info.deadline_ns;
+  r.traceparent = std::move(info.traceparent);
+  r.tracestate = std::move(info.tracestate);
+  r.cancelled = info.cancelled != nullptr ? std::move(info.cancelled) : std::make_shared<std::atomic<bool>>(false);
+  return built;
+}
+
+absl::Status InferDispatcher::Enqueue(BuiltRequest built, inference::ModelInferResponse* response,
+                                      Respond respond) {
+  ModelRuntime* model = built.model.get();
+  std::unique_ptr<InferRequest>& infer = built.request;
+  // The runtime outlives its queued requests (ModelRuntime::Stop drains the queue first).
+  infer->on_complete = [this, model, response, respond = std::move(respond)](std::unique_ptr<InferRequest> r) {
+    Complete(model, response, respond, std::move(r));
+  };
+  {
+    absl::MutexLock lock(&inflight_mu_);
+    ++inflight_;
+  }
+  // Built before Enqueue: once queued, a worker may answer the request at once.
+  std::string queued_log;
+  if (LogVerbosity() >= 2) {
+    queued_log = absl::StrCat("model '", model->spec().name, "': request '", infer->id, "' queued");
+  }
+  const int64_t received_ns = infer->timeline.received_ns;
+  absl::Status enqueued = model->queue().Enqueue(infer);
+  if (enqueued.ok()) {
+    CS_VLOG(2) << queued_log;
+    return enqueued;
+  }
+  // Not accepted: `infer` still owns the request.
+  infer->on_complete = nullptr;
+  Answered();
+  RefuseBeforeQueue(*model, infer.get(), received_ns, enqueued,
+                    enqueued.code() == absl::StatusCode::kResourceExhausted ? ModelStats::Failure::kRejected
+                                                                           : ModelStats::Failure::kOther);
+  return enqueued;
+}
+
+void InferDispatcher::Complete(ModelRuntime* model, inference::ModelInferResponse* response,
+                               const Respond& respond, std::unique_ptr<InferRequest> r) {
+  const RequestTiming& timing = r->timeline.Finalize(clock_->NowNs());
+  // The batch says whether it was timed (--request-timing): untimed spans are never sent as zeros.
+  const bool timed = r->timeline.batch().request_timing;
+  if (!r->status.ok()) {
+    model->stats().RecordFailure(timing.server_total_ns, FailureKind(r->status.code()));
+    respond(r->status, timing, timed);
+  } else {
+    for (size_t k = 0; k < r->outputs.size(); ++k) {
+      auto* shape = response->mutable_outputs(static_cast<int>(k))->mutable_shape();
+      shape->Assign(r->outputs[k].shape.begin(), r->outputs[k].shape.end());
+    }
+    if (timed) AddTimingParams(timing, response);
+    model->stats().RecordSuccess(timing, r->batch_items, timed);
+    respond(r->status, timing, timed);
+  }
+  // After the answer: telemetry never delays it. `response` may be gone; `r` is not.
+  if (observer_ != nullptr) observer_->OnRequestDone(model->spec(), r.get(), timing, r->status);
+  Answered();
+}
+
+void InferDispatcher::Answered() {
+  absl::MutexLock lock(&inflight_mu_);
+  --inflight_;
+}
+
+bool InferDispatcher::WaitForAnswered(absl::Time deadline) {
+  absl::MutexLock lock(&inflight_mu_);
+  auto none = [this]() ABSL_SHARED_LOCKS_REQUIRED(inflight_mu_) { return inflight_ == 0; };
+  return inflight_mu_.AwaitWithDeadline(absl::Condition(&none), deadline);
+}
+
+void InferDispatcher::RefuseBeforeQueue(ModelRuntime& model, const InferRequest* request, int64_t received_ns,
+                                        const absl::Status& status, ModelStats::Failure reason) {
+  RequestTiming timing;
+  timing.server_total_ns = clock_->NowNs() - received_ns;
+  model.stats().RecordFailure(timing.server_total_ns, reason);
+  if (observer_ != nullptr) observer_->OnRequestDone(model.spec(), request, timing, status);
+}
+
+}  // namespace chronoserve::server

@@ -1,0 +1,106 @@
+// InferDispatcher: the one path of a ModelInferRequest through the server, shared by the unary
+// ModelInfer and the streaming ModelStreamInfer. Build() refuses while draining, validates the
+// request against its model and builds the InferRequest; Enqueue() queues it; when a worker has
+// finished it, the dispatcher finalises the timing, fills the response (output shapes, timing.*
+// parameters), records statistics, hands the answer to the transport's Respond callback, then
+// tells the observer. It also keeps the count of accepted requests not yet answered, which graceful
+// shutdown waits on. Owned by the InferenceService; thread-safe (gRPC threads call Build/Enqueue,
+// workers complete).
+//
+//   auto built = dispatcher.Build(request, response, info);     // error: answer it now
+//   ... transport bookkeeping with built->model ...
+//   absl::Status s = dispatcher.Enqueue(*std::move(built), response, respond);  // OK: respond runs once
+#ifndef CHRONOSERVE_SERVER_GRPC_INFER_DISPATCHER_H_
+#define CHRONOSERVE_SERVER_GRPC_INFER_DISPATCHER_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/timing.h"
+#include "proto/inference.pb.h"
+#include "server/core/infer_request.h"
+#include "server/core/request_observer.h"
+#include "server/scheduler/model_registry.h"
+#include "server/shared_memory/shared_memory_registry.h"
+
+namespace chronoserve::server {
+
+// What the transport knows about one request besides its message.
+struct CallInfo {
+  int64_t received_ns = 0;  // steady clock: the whole message was in the handler's hands
+  int64_t deadline_ns = 0;  // steady clock; 0 = none
+  std::string traceparent;  // W3C trace context (raw, unvalidated)
+  std::string tracestate;
+  std::shared_ptr<std::atomic<bool>> cancelled;  // set by the transport when the client goes away
+};
+
+// A request that passed validation, not yet queued.
+struct BuiltRequest {
+  std::shared_ptr<ModelRuntime> model;
+  std::unique_ptr<InferRequest> request;
+};
+
+class InferDispatcher {
+ public:
+  // Hands a finished request's answer to the transport, exactly once, on a worker or completion
+  // thread. OK: `response` holds the outputs and, when `timed` (the batch ran with request timing;
+  // --request-timing off: never), the timing.* parameters; otherwise `status` is the request's
+  // error. `timing` is final. Must not block; the response may be released once it returns.
+  using Respond = std::function<void(const absl::Status& status, const RequestTiming& timing, bool timed)>;
+
+  // `observer` and `shared_memory` may be null; everything must outlive the dispatcher.
+  InferDispatcher(ModelRegistry* registry, const Clock* clock, RequestObserver* observer,
+                  SharedMemoryRegistry* shared_memory);
+
+  // UNAVAILABLE while draining; otherwise the model's error (NOT_FOUND, INVALID_ARGUMENT naming the
+  // model, the tensor and what was expected). A refusal for a known model is counted (statistics,
+  // observer). The built request holds views into `request` and writes into `response`: both must
+  // outlive it (until Respond returns).
+  absl::StatusOr<BuiltRequest> Build(const inference::ModelInferRequest& request,
+                                     inference::ModelInferResponse* response, CallInfo info);
+
+  // Queues `built`. OK: the request counts as in flight and `respond` will be called exactly once.
+  // Otherwise (queue full: RESOURCE_EXHAUSTED; model stopping: UNAVAILABLE) the refusal was counted
+  // and `respond` is never called: answer with the returned error.
+  absl::Status Enqueue(BuiltRequest built, inference::ModelInferResponse* response, Respond respond);
+
+  // From now on Build answers UNAVAILABLE ("the server is shutting down").
+  void SetDraining() { draining_.store(true); }
+  bool draining() const { return draining_.load(); }
+  // Blocks until every accepted request has been answered or `deadline` passes; whether none is left.
+  bool WaitForAnswered(absl::Time deadline);
+
+  ModelRegistry* registry() const { return registry_; }
+  const Clock* clock() const { return clock_; }
+
+ private:
+  // The worker's completion of one request (the InferRequest's on_complete).
+  void Complete(ModelRuntime* model, inference::ModelInferResponse* response, const Respond& respond,
+                std::unique_ptr<InferRequest> request);
+  // A request for a known model refused before it was queued: statistics and the observer.
+  void RefuseBeforeQueue(ModelRuntime& model, const InferRequest* request, int64_t received_ns,
+                         const absl::Status& status, ModelStats::Failure reason);
+  void Answered();
+
+  ModelRegistry* const registry_;
+  const Clock* const clock_;
+  RequestObserver* const observer_;
+  SharedMemoryRegistry* const shared_memory_;
+  std::atomic<bool> draining_{false};
+  absl::Mutex inflight_mu_;
+  int64_t inflight_ ABSL_GUARDED_BY(inflight_mu_) = 0;  // accepted requests not yet answered
+};
+
+// The timing.* response parameters (docs/TIMING.md) of `timing`.
+void AddTimingParams(const RequestTiming& timing, inference::ModelInferResponse* response);
+
+}  // namespace chronoserve::server
+
+#endif  // CHRONOSERVE_SERVER_GRPC_INFER_DISPATCHER_H_

@@ -1,0 +1,311 @@
+#include "server/grpc/stream_infer_reactor.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "server/grpc/grpc_status.h"
+
+namespace chronoserve::server {
+namespace {
+
+// Released slots kept for the next requests (their messages keep their buffers); more are freed.
+constexpr size_t kSpareSlots = 64;
+// The int64 parameter of an error response's infer_response: the gRPC code a unary call would get.
+constexpr char kErrorCodeParam[] = "error_code";
+
+std::string StringParam(const inference::ModelInferRequest& request, const char* key) {
+  auto it = request.parameters().find(key);
+  if (it == request.parameters().end() ||
+      it->second.parameter_choice_case() != inference::InferParameter::kStringParam) {
+    return "";
+  }
+  return it->second.string_param();
+}
+
+}  // namespace
+
+// ---- StreamRegistry ----
+
+bool StreamRegistry::Add(StreamInferReactor* stream) {
+  absl::MutexLock lock(&mu_);
+  if (draining_) return false;
+  streams_.insert(stream);
+  return true;
+}
+
+void StreamRegistry::Remove(StreamInferReactor* stream) {
+  absl::MutexLock lock(&mu_);
+  streams_.erase(stream);
+}
+
+void StreamRegistry::DrainAll() {
+  std::vector<StreamInferReactor*> idle;
+  {
+    absl::MutexLock lock(&mu_);
+    draining_ = true;
+    for (StreamInferReactor* s : streams_) {
+      if (s->BeginDrain()) idle.push_back(s);
+    }
+  }
+  // Each of these decided to finish and nothing else will: it stays alive until FinishDrained.
+  for (StreamInferReactor* s : idle) s->FinishDrained();
+}
+
+// ---- StreamInferReactor ----
+
+StreamInferReactor::StreamInferReactor(InferDispatcher* dispatcher, StreamRegistry* streams,
+                                       grpc::CallbackServerContext* ctx, const StreamOptions& options)
+    : dispatcher_(dispatcher),
+      streams_(streams),
+      options_(options),
+      cancelled_flag_(std::make_shared<std::atomic<bool>>(false)),
+      state_(std::make_shared<State>()) {
+  const Clock* clock = dispatcher_->clock();
+  const auto deadline = ctx->deadline();
+  if (deadline != std::chrono::system_clock::time_point::max()) {
+    const int64_t remaining_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - std::chrono::system_clock::now()).count();
+    deadline_ns_ = clock->NowNs() + std::max<int64_t>(remaining_ns, 0);
+  }
+  const auto& metadata = ctx->client_metadata();
+  if (auto it = metadata.find("traceparent"); it != metadata.end()) {
+    traceparent_.assign(it->second.data(), it->second.size());
+  }
+  if (auto it = metadata.find("tracestate"); it != metadata.end()) {
+    tracestate_.assign(it->second.data(), it->second.size());
+  }
+  if (!streams_->Add(this)) {
+    {
+      absl::MutexLock lock(&state_->mu);
+      state_->finish_decided = true;
+    }
+    Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
+    return;
+  }
+  Action action;
+  {
+    absl::MutexLock lock(&state_->mu);
+    MaybeReadLocked(&action);
+  }
+  Act(action);
+}
+
+void StreamInferReactor::OnReadDone(bool ok) {
+  const int64_t received_ns = dispatcher_->clock()->NowNs();
+  SlotPtr slot;
+  Action action;
+  {
+    absl::MutexLock lock(&state_->mu);
+    slot = std::move(state_->reading);
+    if (!ok || state_->finish_decided || state_->cancelled) {
+      // Half-close, or a read that ended with the stream: nothing more will be read. A message
+      // that raced the stream's end is dropped unanswered (the stream's status tells the client).
+      state_->read_closed = true;
+      slot.reset();
+      MaybeFinishLocked(&action);
+    } else {
+      ++state_->live;
+    }
+  }
+  if (slot == nullptr) {
+    Act(action);
+    return;
+  }
+  Admit(slot, received_ns);
+  {
+    absl::MutexLock lock(&state_->mu);
+    MaybeReadLocked(&action);
+  }
+  Act(action);
+}
+
+CallInfo StreamInferReactor::InfoFor(const inference::ModelInferRequest& request, int64_t received_ns) const {
+  CallInfo info;
+  info.received_ns = received_ns;
+  info.deadline_ns = deadline_ns_;
+  // Per-request trace context (request parameters) beats the stream's metadata: one stream carries
+  // many requests, each may belong to its own trace.
+  info.traceparent = StringParam(request, "traceparent");
+  info.tracestate = StringParam(request, "tracestate");
+  if (info.traceparent.empty()) {
+    info.traceparent = traceparent_;
+    if (info.tracestate.empty()) info.tracestate = tracestate_;
+  }
+  info.cancelled = cancelled_flag_;
+  return info;
+}
+
+void StreamInferReactor::Admit(const SlotPtr& slot, int64_t received_ns) {
+  inference::ModelInferResponse* response = slot->response.mutable_infer_response();
+  auto built = dispatcher_->Build(slot->request, response, InfoFor(slot->request, received_ns));
+  if (!built.ok()) {
+    Refuse(slot, built.status());
+    return;
+  }
+  {
+    absl::MutexLock lock(&state_->mu);
+    NoteModelLocked(built->model);
+  }
+  // `this` stays valid in the completion: the slot is live until it is written back or dropped,
+  // and the stream cannot finish while a slot is live. `state` keeps the mutex alive beyond that.
+  absl::Status enqueued = dispatcher_->Enqueue(
+      *std::move(built), response,
+      [this, state = state_, slot](const absl::Status& status, const RequestTiming&, bool) { Answered(slot, status); });
+  if (!enqueued.ok()) Refuse(slot, enqueued);
+}
+
+void StreamInferReactor::NoteModelLocked(const std::shared_ptr<ModelRuntime>& model) {
+  for (const auto& m : state_->models) {
+    if (m == model) return;
+  }
+  state_->models.push_back(model);
+}
+
+void StreamInferReactor::Answered(const SlotPtr& slot, const absl::Status& status) {
+  if (!status.ok()) {
+    Refuse(slot, status);
+    return;
+  }
+  Action action;
+  {
+    absl::MutexLock lock(&state_->mu);
+    QueueResponseLocked(slot, &action);
+  }
+  Act(action);
+}
+
+void StreamInferReactor::Refuse(const SlotPtr& slot, const absl::Status& status) {
+  const inference::ModelInferRequest& request = slot->request;
+  inference::ModelInferResponse* response = slot->response.mutable_infer_response();
+  response->Clear();
+  response->set_model_name(request.model_name());
+  response->set_model_version(request.model_version());
+  response->set_id(request.id());
+  (*response->mutable_parameters())[kErrorCodeParam].set_int64_param(static_cast<int64_t>(status.code()));
+  slot->response.set_error_message(ToGrpcStatus(status).error_message());
+  Action action;
+  {
+    absl::MutexLock lock(&state_->mu);
+    QueueResponseLocked(slot, &action);
+  }
+  Act(action);
+}
+
+void StreamInferReactor::QueueResponseLocked(SlotPtr slot, Action* action) {
+  if (state_->cancelled) {
+    ReleaseLocked(std::move(slot));  // nobody to answer
+  } else if (state_->writing == nullptr) {
+    state_->writing = std::move(slot);
+    action->write = state_->writing.get();
+  } else {
+    state_->pending.push_back(std::move(slot));
+  }
+  MaybeFinishLocked(action);
+}
+
+void StreamInferReactor::OnWriteDone(bool ok) {
+  Action action;
+  {
+    absl::MutexLock lock(&state_->mu);
+    ReleaseLocked(std::move(state_->writing));
+    if (!ok) {
+      // The client is gone: drop what waits and let queued requests go unexecuted.
+      state_->cancelled = true;
+      cancelled_flag_->store(true);
+      while (!state_->pending.empty()) {
+        ReleaseLocked(std::move(state_->pending.front()));
+        state_->pending.pop_front();
+      }
+    } else if (!state_->pending.empty()) {
+      state_->writing = std::move(state_->pending.front());
+      state_->pending.pop_front();
+      action.write = state_->writing.get();
+      action.more = !state_->pending.empty();
+    }
+    MaybeReadLocked(&action);
+    MaybeFinishLocked(&action);
+  }
+  Act(action);
+}
+
+void StreamInferReactor::OnCancel() {
+  cancelled_flag_->store(true);
+  std::vector<std::shared_ptr<ModelRuntime>> models;
+  Action action;
+  {
+    absl::MutexLock lock(&state_->mu);
+    state_->cancelled = true;
+    models = state_->models;
+    MaybeFinishLocked(&action);
+  }
+  // Queued requests of this stream are dropped (CANCELLED, never executed) at the workers' next look.
+  for (const auto& m : models) m->queue().Poke();
+  Act(action);
+}
+
+void StreamInferReactor::OnDone() {
+  streams_->Remove(this);
+  delete this;
+}
+
+bool StreamInferReactor::BeginDrain() {
+  absl::MutexLock lock(&state_->mu);
+  state_->draining = true;
+  Action action;
+  MaybeFinishLocked(&action);
+  return action.finish.has_value();
+}
+
+void StreamInferReactor::FinishDrained() {
+  Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
+}
+
+void StreamInferReactor::ReleaseLocked(SlotPtr slot) {
+  if (slot == nullptr) return;
+  --state_->live;
+  if (state_->spare.size() >= kSpareSlots) return;
+  slot->request.Clear();
+  slot->response.Clear();
+  state_->spare.push_back(std::move(slot));
+}
+
+void StreamInferReactor::MaybeReadLocked(Action* action) {
+  State& s = *state_;
+  if (s.reading != nullptr || s.read_closed || s.cancelled || s.finish_decided) return;
+  if (s.live >= options_.max_in_flight) return;  // resumed by OnWriteDone as slots go out
+  if (s.spare.empty()) {
+    s.reading = std::make_shared<Slot>();
+  } else {
+    s.reading = std::move(s.spare.back());
+    s.spare.pop_back();
+  }
+  action->read = s.reading.get();
+}
+
+void StreamInferReactor::MaybeFinishLocked(Action* action) {
+  State& s = *state_;
+  if (s.finish_decided || s.live > 0) return;
+  if (s.cancelled) {
+    action->finish = grpc::Status(grpc::StatusCode::CANCELLED, "the stream was cancelled");
+  } else if (s.read_closed) {
+    action->finish = grpc::Status::OK;
+  } else if (s.draining) {
+    action->finish = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down");
+  } else {
+    return;
+  }
+  s.finish_decided = true;
+  action->read = nullptr;
+}
+
+void StreamInferReactor::Act(const Action& action) {
+  if (action.write != nullptr) {
+    // Buffered only when another answer is already queued: its (unbuffered) write follows as
+    // soon as this one completes and flushes both, in one transport write instead of two.
+    StartWrite(&action.write->response, action.more ? grpc::WriteOptions().set_buffer_hint() : grpc::WriteOptions());
+  }
+  if (action.read != nullptr) StartRead(&action.read->request);
+  if (action.finish.has_value()) Finish(*action.finish);
+}
+
+}  // namespace chronoserve::server

@@ -1,0 +1,137 @@
+// StreamInferReactor: one ModelStreamInfer call (Triton's bidirectional streaming inference). Every
+// message read goes through the InferDispatcher exactly as a unary ModelInfer request; the reactor
+// keeps reading while requests are in flight, up to StreamOptions::max_in_flight read and not yet
+// written back, and resumes as responses go out, so a fast client cannot grow the server's memory
+// without bound. Responses are written as they complete (any order; each echoes its request id),
+// one write outstanding at a time with a queue of the others. A request that fails (bad input,
+// queue full, deadline, cancellation, draining) gets a response with error_message set and the
+// stream goes on.
+//
+// Lifetime: gRPC owns the reactor from the handler until OnDone (the one self-delete). It calls
+// Finish only when nothing of the stream is live (no request being admitted, queued, executing or
+// being written) and the stream is over: the client half-closed (OK), cancelled or broke a write
+// (CANCELLED: its in-flight requests are marked cancelled and dropped before they execute), or the
+// server drains (UNAVAILABLE). Workers reach the reactor only while one of their requests is live,
+// so it cannot be gone; the state they lock is shared-owned and outlives the reactor.
+//
+// Threads: reactions on gRPC threads; completions on worker / completion-pool threads; Drain on
+// the thread that shuts the server down.
+#ifndef CHRONOSERVE_SERVER_GRPC_STREAM_INFER_REACTOR_H_
+#define CHRONOSERVE_SERVER_GRPC_STREAM_INFER_REACTOR_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <deque>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/inference.pb.h"
+#include "server/grpc/infer_dispatcher.h"
+
+namespace chronoserve::server {
+
+struct StreamOptions {
+  // Requests one stream may have read and not yet written back (admitting, queued, executing, or
+  // waiting for the stream's one outstanding write); beyond it the stream stops reading.
+  int max_in_flight = 1024;
+};
+
+class StreamInferReactor;
+
+// The live streams of one service, so that draining reaches idle streams too. Thread-safe.
+class StreamRegistry {
+ public:
+  // False once DrainAll ran: the stream must end at once.
+  bool Add(StreamInferReactor* stream);
+  void Remove(StreamInferReactor* stream);
+  // Every live stream answers new messages with errors and ends once its requests are answered;
+  // streams that start later end at once.
+  void DrainAll();
+
+ private:
+  absl::Mutex mu_;
+  std::set<StreamInferReactor*> streams_ ABSL_GUARDED_BY(mu_);
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+class StreamInferReactor final
+    : public grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse> {
+ public:
+  // Starts reading at once. `dispatcher` and `streams` must outlive every stream.
+  StreamInferReactor(InferDispatcher* dispatcher, StreamRegistry* streams, grpc::CallbackServerContext* ctx,
+                     const StreamOptions& options);
+
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+  // For StreamRegistry::DrainAll, under its lock: marks the stream draining; true when the caller
+  // must then call FinishDrained() (nothing was live), after releasing its lock.
+  bool BeginDrain();
+  void FinishDrained();
+
+ private:
+  // One request's messages; reused for later requests of the stream.
+  struct Slot {
+    inference::ModelInferRequest request;
+    inference::ModelStreamInferResponse response;
+  };
+  using SlotPtr = std::shared_ptr<Slot>;
+  // What a locked section decided; carried out after the lock is released.
+  struct Action {
+    Slot* write = nullptr;            // StartWrite(&write->response)
+    bool more = false;                // more answers wait: let gRPC buffer this write (coalesce)
+    Slot* read = nullptr;             // StartRead(&read->request): only from a reaction
+    std::optional<grpc::Status> finish;
+  };
+  // Everything completions on worker threads share with the reactor.
+  struct State {
+    absl::Mutex mu;
+    int live ABSL_GUARDED_BY(mu) = 0;  // slots read and not yet released
+    SlotPtr reading ABSL_GUARDED_BY(mu);  // the slot a read is outstanding into
+    SlotPtr writing ABSL_GUARDED_BY(mu);  // the slot whose write is outstanding
+    std::deque<SlotPtr> pending ABSL_GUARDED_BY(mu);  // answers waiting for the write
+    std::vector<SlotPtr> spare ABSL_GUARDED_BY(mu);   // released slots kept for reuse
+    std::vector<std::shared_ptr<ModelRuntime>> models ABSL_GUARDED_BY(mu);  // poked on cancel
+    bool read_closed ABSL_GUARDED_BY(mu) = false;  // the client half-closed
+    bool cancelled ABSL_GUARDED_BY(mu) = false;    // cancelled, or a write failed
+    bool draining ABSL_GUARDED_BY(mu) = false;
+    bool finish_decided ABSL_GUARDED_BY(mu) = false;
+  };
+
+  // Validates and enqueues the request read into `slot`, or queues its error response.
+  void Admit(const SlotPtr& slot, int64_t received_ns);
+  CallInfo InfoFor(const inference::ModelInferRequest& request, int64_t received_ns) const;
+  // A worker finished the request of `slot` (its response is filled or `status` is its error).
+  void Answered(const SlotPtr& slot, const absl::Status& status);
+  // Sets the slot's error response and queues it.
+  void Refuse(const SlotPtr& slot, const absl::Status& status);
+  void QueueResponseLocked(SlotPtr slot, Action* action) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
+  void ReleaseLocked(SlotPtr slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
+  // Starts the next read when the stream may read (called from reactions only).
+  void MaybeReadLocked(Action* action) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
+  void MaybeFinishLocked(Action* action) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
+  // Carries out `action`; the reactor may be gone once it returns.
+  void Act(const Action& action);
+  void NoteModelLocked(const std::shared_ptr<ModelRuntime>& model) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
+
+  InferDispatcher* const dispatcher_;
+  StreamRegistry* const streams_;
+  const StreamOptions options_;
+  int64_t deadline_ns_ = 0;  // the stream's deadline (steady clock); 0 = none
+  std::string traceparent_;  // the stream's trace context, for requests that carry none
+  std::string tracestate_;
+  // Shared by every request of the stream: set when the client goes away.
+  const std::shared_ptr<std::atomic<bool>> cancelled_flag_;
+  const std::shared_ptr<State> state_;
+};
+
+}  // namespace chronoserve::server
+
+#endif  // CHRONOSERVE_SERVER_GRPC_STREAM_INFER_REACTOR_H_

@@ -1,0 +1,261 @@
+// ModelStreamInfer over real gRPC on 127.0.0.1: many requests on one stream (outputs per request,
+// ids matched, timing.* consistent, statistics), completion out of order across two models, an
+// invalid request and a full queue mid-stream (error responses, the stream goes on), the per-stream
+// read bound, and a client that cancels with requests queued (never executed, counted). Workers are
+// held by a Gate (tests/server/gated_instance.h); every wait has a timeout that fails the test.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "client/infer_stream.h"
+#include "client/inference_client.h"
+#include "tests/server/gated_instance.h"
+#include "tests/server/scheduling_harness.h"
+
+namespace chronoserve {
+namespace {
+
+using ::testing::HasSubstr;
+using client::InferStream;
+using client::StreamAnswer;
+using testing::Gate;
+using testing::GatedInput;
+
+constexpr absl::Duration kWait = absl::Seconds(30);
+constexpr uint64_t kLongBatchWindowUs = 60'000'000;  // partial batches wait; full ones go at once
+
+inference::ModelInferRequest Request(const std::string& model, const std::string& id, const client::Tensor& input) {
+  client::InferOptions options;
+  options.id = id;
+  return client::InferenceClient::BuildRequest(model, {input}, options);
+}
+
+// OUTPUT__k must be INPUT__0 * (k + 2), row for row (the GatedInstance's function).
+void ExpectGatedOutputs(const client::InferResult& result, const client::Tensor& input) {
+  ASSERT_EQ(result.outputs.size(), 2u);
+  for (int k = 0; k < 2; ++k) {
+    ASSERT_EQ(result.outputs[k].data.size(), input.data.size()) << result.id;
+    EXPECT_THAT(result.outputs[k].shape, ::testing::ElementsAreArray(input.shape));
+    for (size_t i = 0; i < input.data.size() / 4; ++i) {
+      float x, y;
+      std::memcpy(&x, input.data.data() + 4 * i, 4);
+      std::memcpy(&y, result.outputs[k].data.data() + 4 * i, 4);
+      ASSERT_EQ(y, x * static_cast<float>(k + 2)) << result.id << " output " << k << " element " << i;
+    }
+  }
+}
+
+// TIMING.md's invariants on one streamed response; `e2e_ns` is the client's send -> read.
+void ExpectTimingConsistent(const client::InferResult& result, int64_t e2e_ns) {
+  ASSERT_TRUE(result.timing.has_value()) << "every streamed response carries timing.*: " << result.id;
+  const RequestTiming& t = *result.timing;
+  for (int64_t span : {t.queue_ns, t.input_stage_ns, t.h2d_ns, t.compute_ns, t.d2h_ns, t.output_stage_ns}) {
+    EXPECT_GE(span, 0) << result.id;
+  }
+  EXPECT_GT(t.server_total_ns, 0);
+  EXPECT_LE(t.queue_ns + t.input_stage_ns + t.h2d_ns + t.compute_ns + t.d2h_ns + t.output_stage_ns, t.server_total_ns);
+  EXPECT_LE(t.server_total_ns, e2e_ns) << "server_total fits in the client's own e2e: " << result.id;
+  EXPECT_GE(t.batch_size, 1);
+}
+
+class StreamInferTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(harness_->ok()); }
+  void TearDown() override {
+    gate_.Release();  // never leave a worker parked
+    other_gate_.Release();
+  }
+
+  std::shared_ptr<server::ModelRuntime> Serve(const server::ModelSpec& spec, int workers, Gate* gate) {
+    auto runtime = testing::StartGatedModel(spec, workers, gate);
+    if (runtime != nullptr) harness_->registry().Add(runtime);
+    return runtime;
+  }
+  inference::GRPCInferenceService::Stub* stub() { return harness_->client().stub(); }
+  // The next response, decoded; fails the test when none comes.
+  absl::StatusOr<client::InferResult> NextResult(InferStream& stream, std::string* id = nullptr) {
+    std::optional<StreamAnswer> answer = stream.Next(kWait);
+    if (!answer.has_value()) return absl::DeadlineExceededError("no response on the stream");
+    if (id != nullptr) *id = answer->message.infer_response().id();
+    return InferStream::Decode(answer->message);
+  }
+
+  Gate gate_;
+  Gate other_gate_;
+  std::unique_ptr<testing::ServiceHarness> harness_ = std::make_unique<testing::ServiceHarness>();
+};
+
+TEST_F(StreamInferTest, ManyRequestsOnOneStreamAreAnsweredPerRequestWithTiming) {
+  auto runtime = Serve(testing::GatedSpec("many", 8, 500), 2, &gate_);
+  ASSERT_NE(runtime, nullptr);
+  auto stream = InferStream::Open(stub());
+  constexpr int kRequests = 200;
+  std::map<std::string, client::Tensor> inputs;
+  std::map<std::string, int64_t> sent_ns;
+  for (int i = 0; i < kRequests; ++i) {
+    const std::string id = "r" + std::to_string(i);
+    inputs[id] = GatedInput(1 + i % 3, 100 + i);
+    sent_ns[id] = SteadyClock::Now();
+    ASSERT_TRUE(stream->Send(Request("many", id, inputs[id])));
+  }
+  stream->CloseSend();
+  std::set<std::string> seen;
+  for (int i = 0; i < kRequests; ++i) {
+    std::optional<StreamAnswer> answer = stream->Next(kWait);
+    ASSERT_TRUE(answer.has_value()) << "response " << i << " of " << kRequests;
+    auto result = InferStream::Decode(answer->message);
+    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_EQ(inputs.count(result->id), 1u) << "unknown id '" << result->id << "'";
+    EXPECT_TRUE(seen.insert(result->id).second) << "answered twice: " << result->id;
+    EXPECT_EQ(answer->message.infer_response().model_name(), "many");
+    ExpectGatedOutputs(*result, inputs[result->id]);
+    ExpectTimingConsistent(*result, answer->received_ns - sent_ns[result->id]);
+  }
+  const auto status = stream->Finish(kWait);
+  ASSERT_TRUE(status.has_value()) << "the stream ends after the half-close once all are answered";
+  EXPECT_TRUE(status->ok()) << status->error_message();
+  const server::ModelStatsSnapshot s = runtime->stats().Snapshot();
+  EXPECT_EQ(s.success.count, static_cast<uint64_t>(kRequests)) << "statistics count streamed requests";
+  EXPECT_EQ(harness_->observer().WaitFor("r199", kWait).value_or(absl::UnknownError("none")), absl::OkStatus())
+      << "the observer (metrics, traces) sees streamed requests";
+}
+
+TEST_F(StreamInferTest, ResponsesComeInCompletionOrderAcrossModels) {
+  ASSERT_NE(Serve(testing::GatedSpec("slow", 4, 0), 1, &gate_), nullptr);
+  ASSERT_NE(Serve(testing::GatedSpec("fast", 4, 0), 1, &other_gate_), nullptr);
+  auto stream = InferStream::Open(stub());
+  gate_.Arm();
+  const client::Tensor slow_in = GatedInput(1, 7), fast_in = GatedInput(2, 8);
+  ASSERT_TRUE(stream->Send(Request("slow", "S", slow_in)));
+  ASSERT_TRUE(gate_.WaitHeld(kWait)) << "the slow request is executing";
+  ASSERT_TRUE(stream->Send(Request("fast", "F", fast_in)));
+  std::string id;
+  auto first = NextResult(*stream, &id);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(id, "F") << "the later request finished first and was answered first";
+  ExpectGatedOutputs(*first, fast_in);
+  gate_.Release();
+  auto second = NextResult(*stream, &id);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(id, "S");
+  ExpectGatedOutputs(*second, slow_in);
+}
+
+TEST_F(StreamInferTest, InvalidRequestsGetErrorResponsesAndTheStreamGoesOn) {
+  ASSERT_NE(Serve(testing::GatedSpec("valid", 4, 0), 1, &gate_), nullptr);
+  auto stream = InferStream::Open(stub());
+  const client::Tensor good = GatedInput(1, 21);
+  client::Tensor bad_shape = GatedInput(1, 22);
+  bad_shape.shape = {1, 2, 2};
+  ASSERT_TRUE(stream->Send(Request("valid", "good-1", good)));
+  ASSERT_TRUE(stream->Send(Request("valid", "bad-shape", bad_shape)));
+  ASSERT_TRUE(stream->Send(Request("no_such_model", "bad-model", good)));
+  ASSERT_TRUE(stream->Send(Request("valid", "good-2", good)));
+  stream->CloseSend();
+  std::map<std::string, absl::StatusOr<client::InferResult>> results;
+  for (int i = 0; i < 4; ++i) {
+    std::string id;
+    auto r = NextResult(*stream, &id);
+    if (!r.ok() && r.status().code() == absl::StatusCode::kDeadlineExceeded) FAIL() << r.status();
+    results.emplace(id, std::move(r));
+  }
+  ASSERT_TRUE(results.at("good-1").ok()) << results.at("good-1").status();
+  ASSERT_TRUE(results.at("good-2").ok()) << results.at("good-2").status();
+  ExpectGatedOutputs(*results.at("good-2"), good);
+  const absl::Status shape = results.at("bad-shape").status();
+  EXPECT_EQ(shape.code(), absl::StatusCode::kInvalidArgument) << shape;
+  EXPECT_THAT(std::string(shape.message()), HasSubstr("model 'valid' input 'INPUT__0'"));
+  EXPECT_THAT(std::string(shape.message()), HasSubstr("expected"));
+  EXPECT_EQ(results.at("bad-model").status().code(), absl::StatusCode::kNotFound) << results.at("bad-model").status();
+  const auto status = stream->Finish(kWait);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(status->ok()) << "errors are per request, not the stream's: " << status->error_message();
+}
+
+TEST_F(StreamInferTest, QueueFullIsAnErrorResponseOnTheStream) {
+  auto runtime = Serve(testing::GatedSpec("full", 4, 0, /*max_queue_size=*/1), 1, &gate_);
+  ASSERT_NE(runtime, nullptr);
+  auto stream = InferStream::Open(stub());
+  gate_.Arm();
+  const client::Tensor a = GatedInput(1, 31), b = GatedInput(1, 32);
+  ASSERT_TRUE(stream->Send(Request("full", "A", a)));
+  ASSERT_TRUE(gate_.WaitHeld(kWait));
+  ASSERT_TRUE(stream->Send(Request("full", "B", b)));
+  ASSERT_TRUE(runtime->queue().WaitForSize(1, kWait)) << "B waits in the queue";
+  ASSERT_TRUE(stream->Send(Request("full", "C", GatedInput(1, 33))));
+  std::string id;
+  auto refused = NextResult(*stream, &id);
+  EXPECT_EQ(id, "C");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("queue is full"));
+  gate_.Release();
+  for (int i = 0; i < 2; ++i) {
+    auto r = NextResult(*stream, &id);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_TRUE(id == "A" || id == "B") << id;
+    ExpectGatedOutputs(*r, id == "A" ? a : b);
+  }
+  EXPECT_EQ(runtime->stats().Snapshot().rejected, 1u);
+}
+
+TEST_F(StreamInferTest, AStreamStopsReadingAtItsInFlightBoundAndResumes) {
+  server::StreamOptions options;
+  options.max_in_flight = 2;
+  harness_ = std::make_unique<testing::ServiceHarness>(options);
+  ASSERT_TRUE(harness_->ok());
+  // Queue of 2: had the server read D while A executes and B, C wait, the queue would refuse it.
+  auto runtime = Serve(testing::GatedSpec("bounded", 4, 0, /*max_queue_size=*/2), 1, &gate_);
+  ASSERT_NE(runtime, nullptr);
+  auto stream = InferStream::Open(stub());
+  gate_.Arm();
+  std::map<std::string, client::Tensor> inputs;
+  for (const char* id : {"A", "B", "C", "D"}) inputs[id] = GatedInput(1, id[0]);
+  ASSERT_TRUE(stream->Send(Request("bounded", "A", inputs["A"])));
+  ASSERT_TRUE(gate_.WaitHeld(kWait));
+  for (const char* id : {"B", "C", "D"}) ASSERT_TRUE(stream->Send(Request("bounded", id, inputs[id])));
+  ASSERT_TRUE(runtime->queue().WaitForSize(1, kWait)) << "B was read and queued";
+  EXPECT_EQ(runtime->queue().size(), 1u) << "C and D are not read while A and B are in flight";
+  gate_.Release();
+  for (int i = 0; i < 4; ++i) {
+    std::string id;
+    auto r = NextResult(*stream, &id);
+    ASSERT_TRUE(r.ok()) << id << ": " << r.status();
+    ExpectGatedOutputs(*r, inputs[id]);
+  }
+  EXPECT_EQ(runtime->stats().Snapshot().rejected, 0u);
+}
+
+TEST_F(StreamInferTest, CancellingTheStreamDropsItsQueuedRequestsUnexecuted) {
+  // Worker X is held by a full batch from a unary call; worker Y keeps B and C queued for the long
+  // batch window, so only the stream's cancellation can end their wait.
+  auto runtime = Serve(testing::GatedSpec("cancel", 4, kLongBatchWindowUs), 2, &gate_);
+  ASSERT_NE(runtime, nullptr);
+  gate_.Arm();
+  testing::PendingInfer a(stub(), "cancel", "A", GatedInput(4, 41));
+  ASSERT_TRUE(gate_.WaitHeld(kWait));
+  auto stream = InferStream::Open(stub());
+  ASSERT_TRUE(stream->Send(Request("cancel", "B", GatedInput(1, 42))));
+  ASSERT_TRUE(stream->Send(Request("cancel", "C", GatedInput(1, 43))));
+  ASSERT_TRUE(runtime->queue().WaitForSize(2, kWait)) << "B and C accepted and queued";
+  stream->Cancel();
+  for (const char* id : {"B", "C"}) {
+    const auto answer = harness_->observer().WaitFor(id, kWait);
+    ASSERT_TRUE(answer.has_value()) << "the server answered " << id << " while the worker was still held";
+    EXPECT_EQ(answer->code(), absl::StatusCode::kCancelled) << *answer;
+  }
+  const auto status = stream->Finish(kWait);
+  ASSERT_TRUE(status.has_value()) << "the stream ended once its requests were answered";
+  EXPECT_EQ(status->error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_FALSE(a.done()) << "all of this happened while the full batch was still executing";
+  gate_.Release();
+  ASSERT_TRUE(a.Wait(kWait).has_value());
+  EXPECT_FALSE(gate_.Executed("B")) << "a cancelled stream's queued requests never reach the backend";
+  EXPECT_FALSE(gate_.Executed("C"));
+  EXPECT_EQ(runtime->stats().Snapshot().cancelled, 2u);
+}
+
+}  // namespace
+}  // namespace chronoserve

@@ -1,0 +1,146 @@
+// Graceful shutdown with ModelStreamInfer streams open: in process (Server::Shutdown while a
+// stream's request is held inside Execute: an idle stream ends UNAVAILABLE at once, a new message
+// on the busy stream gets an error response, the accepted request is answered, then the stream
+// ends and Shutdown returns) and the real binary (SIGTERM with streamed requests queued: all
+// answered, exit code 0). Synchronised with notifications and the server's log, never sleeps.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <random>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "client/infer_stream.h"
+#include "client/inference_client.h"
+#include "common/tensor_data.h"
+#include "tests/client/subprocess.h"
+#include "tests/server/gated_instance.h"
+#include "tests/server/scheduling_harness.h"
+#include "tests/server/test_repository.h"
+#include "tools/example_models.h"
+
+namespace chronoserve {
+namespace {
+
+using ::testing::HasSubstr;
+using client::InferStream;
+using testing::GatedInput;
+
+constexpr absl::Duration kWait = absl::Seconds(30);
+
+inference::ModelInferRequest Request(const std::string& model, const std::string& id, const client::Tensor& input) {
+  client::InferOptions options;
+  options.id = id;
+  return client::InferenceClient::BuildRequest(model, {input}, options);
+}
+
+bool WaitUntilDraining(client::InferenceClient& c) {
+  const absl::Time give_up = absl::Now() + kWait;
+  while (absl::Now() < give_up) {
+    auto ready = c.ServerReady();
+    if (!ready.ok() || !*ready) return true;
+  }
+  return false;
+}
+
+TEST(StreamShutdownTest, DrainingAnswersNewMessagesWithErrorsAndFinishesStreamsAfterTheirRequests) {
+  testing::TempDir repo("cs_stream_shutdown");
+  examples::ModelOptions mlp;
+  mlp.max_batch_size = 2;
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
+  auto server = testing::StartServer(repo.path());
+  ASSERT_NE(server, nullptr);
+  testing::Gate gate;
+  auto runtime = testing::StartGatedModel(testing::GatedSpec("gated", 4, 0), 1, &gate);
+  ASSERT_NE(runtime, nullptr);
+  server->registry().Add(runtime);
+  auto c = client::InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+
+  auto busy = InferStream::Open(c->stub());
+  auto idle = InferStream::Open(c->stub());
+  gate.Arm();
+  ASSERT_TRUE(busy->Send(Request("gated", "A", GatedInput(1, 51))));
+  ASSERT_TRUE(gate.WaitHeld(kWait));
+  absl::Notification stopped;
+  std::thread stopper([&] {
+    server->Shutdown();
+    stopped.Notify();
+  });
+  ASSERT_TRUE(WaitUntilDraining(*c));
+  const auto idle_end = idle->Finish(kWait);
+  ASSERT_TRUE(idle_end.has_value()) << "a stream with nothing in flight ends at once";
+  EXPECT_EQ(idle_end->error_code(), grpc::StatusCode::UNAVAILABLE) << idle_end->error_message();
+
+  ASSERT_TRUE(busy->Send(Request("gated", "B", GatedInput(1, 52))));
+  auto refused = busy->Next(kWait);
+  ASSERT_TRUE(refused.has_value()) << "the draining server answers a new message on a live stream";
+  EXPECT_EQ(refused->message.infer_response().id(), "B");
+  const absl::Status b = InferStream::Decode(refused->message).status();
+  EXPECT_EQ(b.code(), absl::StatusCode::kUnavailable) << b;
+  EXPECT_THAT(std::string(b.message()), HasSubstr("shutting down"));
+  EXPECT_FALSE(stopped.HasBeenNotified()) << "shutdown waits for the stream's accepted request";
+
+  gate.Release();
+  auto answered = busy->Next(kWait);
+  ASSERT_TRUE(answered.has_value()) << "an accepted streamed request was lost";
+  EXPECT_EQ(answered->message.infer_response().id(), "A");
+  EXPECT_TRUE(InferStream::Decode(answered->message).ok());
+  const auto busy_end = busy->Finish(kWait);
+  ASSERT_TRUE(busy_end.has_value()) << "the stream ends once its requests are answered";
+  EXPECT_EQ(busy_end->error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_TRUE(stopped.WaitForNotificationWithTimeout(kWait)) << "Shutdown returned";
+  stopper.join();
+  EXPECT_EQ(runtime->stats().Snapshot().inference_count, 1u);
+}
+
+// The real binary: streamed requests wait in a long dynamic-batching window when SIGTERM arrives.
+TEST(StreamShutdownTest, BinaryAnswersEveryAcceptedStreamedRequestOnSigtermAndExitsZero) {
+  testing::TempDir repo("cs_stream_sigterm");
+  examples::ModelOptions mlp;
+  mlp.max_batch_size = 8;
+  mlp.max_queue_delay_us = 1'500'000;  // the requests below wait here until the drain
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
+  auto process = testing::Subprocess::Start(
+      {CHRONOSERVE_BIN, "--model-repository", repo.path(), "--grpc-port", "0", "--warmup-runs", "1",
+       "--log-verbose", "2", "--allow-metrics", "false", "--gpu-monitor-interval-ms", "0"});
+  ASSERT_TRUE(process.ok()) << process.status();
+  auto& server = **process;
+  ASSERT_TRUE(server.WaitForOutput("server READY", absl::Seconds(120)).ok()) << server.output();
+  const std::string log = server.output();
+  const std::string marker = "gRPC listening on ";
+  const size_t at = log.find(marker);
+  ASSERT_NE(at, std::string::npos) << log;
+  const size_t port_at = log.find(':', at + marker.size()) + 1;
+  const std::string address = "127.0.0.1:" + log.substr(port_at, log.find(' ', port_at) - port_at);
+
+  auto c = client::InferenceClient::Connect(address);
+  auto stream = InferStream::Open(c->stub());
+  for (int i = 0; i < 3; ++i) {
+    std::mt19937_64 rng(60 + i);
+    const client::Tensor input{"INPUT__0", DataType::kFp32, {1, 64}, RandomTensorBytes(DataType::kFp32, 64, rng)};
+    const std::string id = "stream-drain-" + std::to_string(i);
+    ASSERT_TRUE(stream->Send(Request("mlp", id, input)));
+    ASSERT_TRUE(server.WaitForOutput("request '" + id + "' queued", kWait).ok()) << server.output();
+  }
+  server.Signal(SIGTERM);
+  std::set<std::string> answered;
+  for (int i = 0; i < 3; ++i) {
+    auto answer = stream->Next(kWait);
+    ASSERT_TRUE(answer.has_value()) << "an accepted streamed request was lost";
+    auto result = InferStream::Decode(answer->message);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->outputs.size(), 1u);
+    answered.insert(result->id);
+  }
+  EXPECT_EQ(answered.size(), 3u);
+  const auto end = stream->Finish(kWait);
+  ASSERT_TRUE(end.has_value()) << "the server ended the stream";
+  EXPECT_EQ(end->error_code(), grpc::StatusCode::UNAVAILABLE);
+  const auto code = server.WaitForExit(absl::Seconds(60));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << server.output();
+}
+
+}  // namespace
+}  // namespace chronoserve
