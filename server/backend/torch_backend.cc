@@ -11,6 +11,7 @@
 #include "server/backend/cuda_graph_buckets.h"
 #include "server/backend/cuda_graph_runner.h"
 #include "server/backend/exact_device_timing.h"
+#include "server/backend/torch_batch_io.h"
 #include "server/backend/torch_device_path.h"
 #include "server/backend/torch_util.h"
 
@@ -60,115 +61,12 @@ class TorchInstance final : public ModelInstance {
     }
   }
 
-  int64_t TotalItems(const Batch& batch) const {
-    int64_t total = 0;
-    for (const auto& r : batch) total += r->batch_items;
-    return total;
-  }
-
-  // One input's batch in staging: bytes of every request, back to back.
-  struct Staged {
-    char* data = nullptr;
-    size_t bytes = 0;
-    std::vector<int64_t> shape;  // the batch's full shape
-  };
-
-  // Gathers every request's bytes of each input into one staging buffer (one H2D per input).
-  absl::StatusOr<std::vector<Staged>> Gather(const Batch& batch) {
-    std::vector<Staged> staged;
-    const int64_t total = TotalItems(batch);
-    for (size_t i = 0; i < spec_.inputs.size(); ++i) {
-      Staged in;
-      in.shape = batch.front()->inputs[i].shape;
-      if (spec_.max_batch_size > 0) in.shape[0] = total;
-      for (const auto& r : batch) in.bytes += r->inputs[i].byte_size;
-      // One request whose input sits in a page-locked shared-memory region: the H2D reads it in
-      // place (no staging copy). Only single-request batches: a batch needs contiguous rows.
-      if (batch.size() == 1 && batch.front()->inputs[i].host_pinned && path_->direct_pinned_io()) {
-        in.data = const_cast<char*>(batch.front()->inputs[i].data);
-        staged.push_back(std::move(in));
-        continue;
-      }
-      ASSIGN_OR_RETURN(in.data, path_->Staging(static_cast<int>(i), in.bytes));
-      size_t offset = 0;
-      for (const auto& r : batch) {
-        std::memcpy(in.data + offset, r->inputs[i].data, r->inputs[i].byte_size);
-        offset += r->inputs[i].byte_size;
-      }
-      staged.push_back(std::move(in));
-    }
-    return staged;
-  }
-
-  absl::Status CheckOutputs(const std::vector<torch::Tensor>& outputs, int64_t total) const {
-    if (outputs.size() != spec_.outputs.size()) {
-      return absl::InternalError(absl::StrCat("model '", spec_.name, "': forward() returned ",
-                                              outputs.size(), " outputs, config declares ",
-                                              spec_.outputs.size()));
-    }
-    for (size_t k = 0; k < outputs.size(); ++k) {
-      const TensorSpec& want = spec_.outputs[k];
-      ASSIGN_OR_RETURN(torch::ScalarType type, ToTorchType(want.dtype));
-      if (outputs[k].scalar_type() != type) {
-        return absl::InternalError(absl::StrCat("model '", spec_.name, "' output '", want.name,
-                                                "': produced ", c10::toString(outputs[k].scalar_type()),
-                                                ", config declares ", DataTypeName(want.dtype)));
-      }
-      if (spec_.max_batch_size > 0 && (outputs[k].dim() == 0 || outputs[k].size(0) != total)) {
-        return absl::InternalError(absl::StrCat("model '", spec_.name, "' output '", want.name,
-                                                "': batch dimension is ",
-                                                outputs[k].dim() == 0 ? 0 : outputs[k].size(0),
-                                                ", expected ", total));
-      }
-    }
-    return absl::OkStatus();
-  }
-
-  // The page-locked shared-memory destination of output `k` when the batch is one request that
-  // wants it there and it fits: the D2H then lands in the client's region directly.
-  char* DirectOutput(const Batch& batch, int k, const torch::Tensor& output) const {
-    if (batch.size() != 1 || !path_->direct_pinned_io() || !output.is_contiguous()) return nullptr;
-    for (const OutputTensor& out : batch.front()->outputs) {
-      if (out.index == k && out.data == nullptr && out.raw != nullptr && out.raw_pinned &&
-          out.raw_capacity >= output.nbytes()) {
-        return out.raw;
-      }
-    }
-    return nullptr;
-  }
-
-  // Copies each request's rows of each requested output into its response (or its shared-memory
-  // region).
-  void Scatter(Batch& batch, const std::vector<torch::Tensor>& outputs,
-               const std::vector<const char*>& host, int64_t total) {
-    int64_t row = 0;
-    for (auto& r : batch) {
-      for (OutputTensor& out : r->outputs) {
-        const torch::Tensor& t = outputs[out.index];
-        std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
-        size_t bytes = t.nbytes();
-        size_t offset = 0;
-        if (spec_.max_batch_size > 0) {
-          const size_t row_bytes = total == 0 ? 0 : t.nbytes() / total;
-          shape[0] = r->batch_items;
-          bytes = row_bytes * r->batch_items;
-          offset = row_bytes * row;
-        }
-        out.shape = std::move(shape);
-        // Into the response or a shared-memory region; a region too small fails this request alone.
-        absl::Status written =
-            WriteOutputBytes(spec_.name, spec_.outputs[out.index].name, host[out.index] + offset, bytes, out);
-        if (!written.ok() && r->status.ok()) r->status = std::move(written);
-      }
-      row += r->batch_items;
-      r->timeline.output_done_ns = options_.clock->NowNs();
-    }
-  }
+  using Staged = StagedInput;
 
   absl::Status ExecuteOrThrow(Batch& batch, BatchTiming* timing) {
     const Clock* clock = options_.clock;
     c10::InferenceMode inference_mode;
-    const int64_t total = TotalItems(batch);
+    const int64_t total = BatchItems(batch);
     timing->batch_size = total;
     timing->gpu = options_.gpu;
     timing->device_timed = path_->device_timed();
@@ -188,7 +86,7 @@ class TorchInstance final : public ModelInstance {
       }
     }
 
-    ASSIGN_OR_RETURN(std::vector<Staged> staged, Gather(batch));
+    ASSIGN_OR_RETURN(std::vector<Staged> staged, GatherInputs(spec_, batch, *path_));
     timing->staged_ns = clock->NowNs();
 
     std::shared_ptr<void> on_stream = path_->Enter();
@@ -199,7 +97,7 @@ class TorchInstance final : public ModelInstance {
     RETURN_IF_ERROR(MarkSpan(kBeforeH2D));
     ASSIGN_OR_RETURN(std::vector<torch::Tensor> outputs,
                      graph >= 0 ? RunGraph(graph, staged, total, timing) : RunEager(staged, timing));
-    RETURN_IF_ERROR(CheckOutputs(outputs, total));
+    RETURN_IF_ERROR(CheckForwardOutputs(spec_, outputs, total));
     ASSIGN_OR_RETURN(std::vector<const char*> host, CopyOutputsToHost(batch, outputs));
     RETURN_IF_ERROR(path_->Mark(kAfterD2H));  // always: Wait() waits for it
     timing->exact_device_timing = EndHold(hold);
@@ -212,7 +110,7 @@ class TorchInstance final : public ModelInstance {
       ASSIGN_OR_RETURN(timing->compute_ns, path_->SpanNs(kAfterH2D, kAfterCompute));
       ASSIGN_OR_RETURN(timing->d2h_ns, path_->SpanNs(kAfterCompute, kAfterD2H));
     }
-    Scatter(batch, outputs, host, total);
+    ScatterOutputs(spec_, batch, outputs, host, total, options_.clock);
     return absl::OkStatus();
   }
 
@@ -265,7 +163,7 @@ class TorchInstance final : public ModelInstance {
     }
     for (size_t k = 0; k < outputs.size(); ++k) {
       if (!wanted[k]) continue;
-      if (char* direct = DirectOutput(batch, static_cast<int>(k), outputs[k]); direct != nullptr) {
+      if (char* direct = DirectOutputDestination(batch, static_cast<int>(k), outputs[k], *path_); direct != nullptr) {
         RETURN_IF_ERROR(path_->ToHostInto(static_cast<int>(k), outputs[k], direct));
         host[k] = direct;  // Scatter sees the bytes already in place
         continue;

@@ -1,0 +1,102 @@
+#include "server/backend/torch_batch_io.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/backend/torch_util.h"
+
+namespace chronoserve::server {
+
+int64_t BatchItems(const Batch& batch) {
+  int64_t total = 0;
+  for (const auto& r : batch) total += r->batch_items;
+  return total;
+}
+
+absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, const Batch& batch, DevicePath& path) {
+  std::vector<StagedInput> staged;
+  const int64_t total = BatchItems(batch);
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    StagedInput in;
+    in.shape = batch.front()->inputs[i].shape;
+    if (spec.max_batch_size > 0) in.shape[0] = total;
+    for (const auto& r : batch) in.bytes += r->inputs[i].byte_size;
+    // One request whose input sits in a page-locked shared-memory region: the H2D reads it in
+    // place (no staging copy). Only single-request batches: a batch needs contiguous rows.
+    if (batch.size() == 1 && batch.front()->inputs[i].host_pinned && path.direct_pinned_io()) {
+      in.data = const_cast<char*>(batch.front()->inputs[i].data);
+      staged.push_back(std::move(in));
+      continue;
+    }
+    ASSIGN_OR_RETURN(in.data, path.Staging(static_cast<int>(i), in.bytes));
+    size_t offset = 0;
+    for (const auto& r : batch) {
+      std::memcpy(in.data + offset, r->inputs[i].data, r->inputs[i].byte_size);
+      offset += r->inputs[i].byte_size;
+    }
+    staged.push_back(std::move(in));
+  }
+  return staged;
+}
+
+absl::Status CheckForwardOutputs(const ModelSpec& spec, const std::vector<torch::Tensor>& outputs, int64_t total) {
+  if (outputs.size() != spec.outputs.size()) {
+    return absl::InternalError(absl::StrCat("model '", spec.name, "': forward() returned ", outputs.size(),
+                                            " outputs, config declares ", spec.outputs.size()));
+  }
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const TensorSpec& want = spec.outputs[k];
+    ASSIGN_OR_RETURN(torch::ScalarType type, ToTorchType(want.dtype));
+    if (outputs[k].scalar_type() != type) {
+      return absl::InternalError(absl::StrCat("model '", spec.name, "' output '", want.name, "': produced ",
+                                              c10::toString(outputs[k].scalar_type()), ", config declares ",
+                                              DataTypeName(want.dtype)));
+    }
+    if (spec.max_batch_size > 0 && (outputs[k].dim() == 0 || outputs[k].size(0) != total)) {
+      return absl::InternalError(absl::StrCat("model '", spec.name, "' output '", want.name,
+                                              "': batch dimension is ", outputs[k].dim() == 0 ? 0 : outputs[k].size(0),
+                                              ", expected ", total));
+    }
+  }
+  return absl::OkStatus();
+}
+
+char* DirectOutputDestination(const Batch& batch, int k, const torch::Tensor& output, const DevicePath& path) {
+  if (batch.size() != 1 || !path.direct_pinned_io() || !output.is_contiguous()) return nullptr;
+  for (const OutputTensor& out : batch.front()->outputs) {
+    if (out.index == k && out.data == nullptr && out.raw != nullptr && out.raw_pinned &&
+        out.raw_capacity >= output.nbytes()) {
+      return out.raw;
+    }
+  }
+  return nullptr;
+}
+
+void ScatterOutputs(const ModelSpec& spec, Batch& batch, const std::vector<torch::Tensor>& outputs,
+                    const std::vector<const char*>& host, int64_t total, const Clock* clock) {
+  int64_t row = 0;
+  for (auto& r : batch) {
+    for (OutputTensor& out : r->outputs) {
+      const torch::Tensor& t = outputs[out.index];
+      std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+      size_t bytes = t.nbytes();
+      size_t offset = 0;
+      if (spec.max_batch_size > 0) {
+        const size_t row_bytes = total == 0 ? 0 : t.nbytes() / total;
+        shape[0] = r->batch_items;
+        bytes = row_bytes * r->batch_items;
+        offset = row_bytes * row;
+      }
+      out.shape = std::move(shape);
+      // Into the response or a shared-memory region; a region too small fails this request alone.
+      absl::Status written =
+          WriteOutputBytes(spec.name, spec.outputs[out.index].name, host[out.index] + offset, bytes, out);
+      if (!written.ok() && r->status.ok()) r->status = std::move(written);
+    }
+    row += r->batch_items;
+    r->timeline.output_done_ns = clock->NowNs();
+  }
+}
+
+}  // namespace chronoserve::server

@@ -1,0 +1,51 @@
+// Moving one batch's bytes between the requests and the device path: gathering every request's
+// inputs into the worker's staging (or, for one request in a page-locked shared-memory region,
+// pointing at it in place), checking what forward() returned against the config, and scattering
+// each request's rows of the outputs into its response or region. Internal to the torch backend
+// (includes LibTorch); called from the worker thread that owns the DevicePath.
+#ifndef CHRONOSERVE_SERVER_BACKEND_TORCH_BATCH_IO_H_
+#define CHRONOSERVE_SERVER_BACKEND_TORCH_BATCH_IO_H_
+
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "server/backend/torch_device_path.h"
+#include "server/core/infer_request.h"
+#include "server/core/model_spec.h"
+
+namespace chronoserve::server {
+
+// One input's batch, ready for the device: the bytes of every request back to back.
+struct StagedInput {
+  char* data = nullptr;
+  size_t bytes = 0;
+  std::vector<int64_t> shape;  // the batch's full shape
+};
+
+// Items along dim 0 over the batch's requests.
+int64_t BatchItems(const Batch& batch);
+
+// One StagedInput per model input: gathered into `path`'s staging buffers (one H2D per input
+// later), except a one-request batch whose input is page-locked and `path` reads such memory
+// directly: then `data` points at the request's bytes.
+absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, const Batch& batch, DevicePath& path);
+
+// INTERNAL naming the model and output when forward() returned the wrong count, dtype or batch dim.
+absl::Status CheckForwardOutputs(const ModelSpec& spec, const std::vector<torch::Tensor>& outputs, int64_t total);
+
+// The page-locked shared-memory destination of output `k` when the batch is one request that wants
+// it there, it fits and `path` can copy straight into it; otherwise null.
+char* DirectOutputDestination(const Batch& batch, int k, const torch::Tensor& output, const DevicePath& path);
+
+// Sets each request's output shapes and copies its rows from `host` (per output, valid bytes of the
+// whole batch) into its response or region; a region too small fails that request alone. Stamps
+// timeline.output_done_ns with `clock`.
+void ScatterOutputs(const ModelSpec& spec, Batch& batch, const std::vector<torch::Tensor>& outputs,
+                    const std::vector<const char*>& host, int64_t total, const Clock* clock);
+
+}  // namespace chronoserve::server
+
+#endif  // CHRONOSERVE_SERVER_BACKEND_TORCH_BATCH_IO_H_
