@@ -33,21 +33,13 @@ cleanup() {
 trap cleanup EXIT
 "$build/bin/chronoserve-examples" --out "$work/examples" >/dev/null || exit 1
 
-# A one-model repository: the example's config without its batching and instance lines, plus ours.
-write_repo() {  # MODE DIR
-  mkdir -p "$2/$model/1"
-  cp "$work/examples/$model/1/model.pt" "$2/$model/1/"
-  grep -v '^dynamic_batching\|^instance_group' "$work/examples/$model/config.pbtxt" > "$2/$model/config.pbtxt"
-  echo "instance_group [ { count: $instances kind: KIND_AUTO } ]" >> "$2/$model/config.pbtxt"
-  [ "$1" = on ] && echo "dynamic_batching { max_queue_delay_microseconds: $delay_us }" >> "$2/$model/config.pbtxt"
-  return 0
-}
-
 source "$(dirname "$0")/server_lib.sh"
 
 status=0
 for mode in $modes; do
-  write_repo "$mode" "$work/repo_$mode"
+  mode_delay=""
+  [ "$mode" = on ] && mode_delay=$delay_us
+  write_batching_repo "$work/examples" "$work/repo_$mode" "$model" "$mode_delay" "$instances"
   echo "== dynamic batching $mode (max_queue_delay ${delay_us} us, $instances instance(s))"
   start_server "$build" "$work/repo_$mode" "$out/server_$mode.log" "$port" --warmup-runs "$warmup_runs" --allow-metrics false || exit 1
   for c in $points; do

@@ -19,11 +19,7 @@ work=$(mktemp -d)
 source "$(dirname "$0")/server_lib.sh"
 "$build/bin/chronoserve-examples" --out "$work/examples" >/dev/null || exit 1
 repo=$work/repo
-mkdir -p "$repo/policy_net/1"
-cp "$work/examples/policy_net/1/model.pt" "$repo/policy_net/1/"
-grep -v '^dynamic_batching' "$work/examples/policy_net/config.pbtxt" > "$repo/policy_net/config.pbtxt"
-echo "dynamic_batching { max_queue_delay_microseconds: 300 }" >> "$repo/policy_net/config.pbtxt"
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+write_batching_repo "$work/examples" "$repo" policy_net 300 1
 status=0
 start_server "$build" "$repo" "$out/server-connections.log" "$port" --warmup-runs 2 || exit 1
 hz=$(getconf CLK_TCK)

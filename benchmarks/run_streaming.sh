@@ -37,12 +37,7 @@ trap cleanup EXIT
 source "$(dirname "$0")/server_lib.sh"
 "$build/bin/chronoserve-examples" --out "$work/examples" >/dev/null || exit 1
 repo=$work/repo
-mkdir -p "$repo/$model/1"
-cp "$work/examples/$model/1/model.pt" "$repo/$model/1/"
-grep -v '^dynamic_batching\|^instance_group' "$work/examples/$model/config.pbtxt" > "$repo/$model/config.pbtxt"
-echo "instance_group [ { count: $instances kind: KIND_AUTO } ]" >> "$repo/$model/config.pbtxt"
-echo "dynamic_batching { max_queue_delay_microseconds: $delay_us }" >> "$repo/$model/config.pbtxt"
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+write_batching_repo "$work/examples" "$repo" "$model" "$delay_us" "$instances"
 hz=$(getconf CLK_TCK)
 
 status=0

@@ -25,3 +25,18 @@ stop_server() {
   server=""
   [ $rc -eq 0 ] || { echo "server exited with $rc after SIGTERM"; return 1; }
 }
+
+# write_batching_repo EXAMPLES_DIR DIR MODEL DELAY_US INSTANCES: a one-model repository DIR/MODEL from
+# chronoserve-examples' output in EXAMPLES_DIR, its batching and instance lines replaced by
+# INSTANCES workers (KIND_AUTO) and, unless DELAY_US is empty, dynamic batching with that delay.
+write_batching_repo() {
+  local examples=$1 dir=$2 model=$3 delay_us=$4 instances=$5
+  mkdir -p "$dir/$model/1"
+  cp "$examples/$model/1/model.pt" "$dir/$model/1/"
+  grep -v '^dynamic_batching\|^instance_group' "$examples/$model/config.pbtxt" > "$dir/$model/config.pbtxt"
+  echo "instance_group [ { count: $instances kind: KIND_AUTO } ]" >> "$dir/$model/config.pbtxt"
+  [ -z "$delay_us" ] || echo "dynamic_batching { max_queue_delay_microseconds: $delay_us }" >> "$dir/$model/config.pbtxt"
+}
+
+# cpu_ticks PID: user + system CPU time of a process so far, in clock ticks (getconf CLK_TCK).
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }

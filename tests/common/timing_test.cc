@@ -27,6 +27,15 @@ RequestTiming Sample() {
   return t;
 }
 
+// Decodes a response whose parameters are `params` (a key missing = a server without the field).
+absl::StatusOr<RequestTiming> DecodeFrom(const std::map<std::string, TimingParam>& params) {
+  return DecodeTimingParams([&params](const std::string& key) -> std::optional<TimingParam> {
+    auto it = params.find(key);
+    if (it == params.end()) return std::nullopt;
+    return it->second;
+  });
+}
+
 TEST(RequestTimingTest, RemainderAndConsistency) {
   RequestTiming t = Sample();
   EXPECT_EQ(t.remainder_ns(), 171'000 - (12'000 + 3'000 + 19'000 + 112'000 + 4'000 + 5'000));
@@ -46,11 +55,7 @@ TEST(RequestTimingTest, ParamsRoundTrip) {
   EXPECT_EQ(params.at("timing.server_total_ns").int_value, 171'000);
   EXPECT_EQ(params.at("timing.clock").string_value, "cuda_event");
   EXPECT_TRUE(params.at("timing.cold").bool_value);
-  auto decoded = DecodeTimingParams([&](const std::string& key) -> std::optional<TimingParam> {
-    auto it = params.find(key);
-    if (it == params.end()) return std::nullopt;
-    return it->second;
-  });
+  auto decoded = DecodeFrom(params);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(decoded->compute_ns, t.compute_ns);
   EXPECT_EQ(decoded->launch_ns, t.launch_ns);
@@ -67,16 +72,11 @@ TEST(RequestTimingTest, CudaGraphFlagRoundTripsAndIsFalseFromOlderServers) {
   std::map<std::string, TimingParam> params;
   for (auto& p : EncodeTimingParams(t)) params[p.key] = p;
   ASSERT_EQ(params.at("timing.cuda_graph").kind, TimingParam::Kind::kBool);
-  auto lookup = [&](const std::string& key) -> std::optional<TimingParam> {
-    auto it = params.find(key);
-    if (it == params.end()) return std::nullopt;
-    return it->second;
-  };
-  auto decoded = DecodeTimingParams(lookup);
+  auto decoded = DecodeFrom(params);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_TRUE(decoded->cuda_graph);
   params.erase("timing.cuda_graph");  // a response from a server without the field
-  decoded = DecodeTimingParams(lookup);
+  decoded = DecodeFrom(params);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_FALSE(decoded->cuda_graph);
   EXPECT_EQ(decoded->compute_ns, t.compute_ns);
@@ -88,17 +88,12 @@ TEST(RequestTimingTest, ExactDeviceTimingFlagRoundTripsAndIsFalseFromOlderServer
   std::map<std::string, TimingParam> params;
   for (auto& p : EncodeTimingParams(t)) params[p.key] = p;
   ASSERT_EQ(params.at("timing.exact_device_timing").kind, TimingParam::Kind::kBool);
-  auto lookup = [&](const std::string& key) -> std::optional<TimingParam> {
-    auto it = params.find(key);
-    if (it == params.end()) return std::nullopt;
-    return it->second;
-  };
-  auto decoded = DecodeTimingParams(lookup);
+  auto decoded = DecodeFrom(params);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_TRUE(decoded->exact_device_timing);
   EXPECT_FALSE(decoded->cuda_graph);
   params.erase("timing.exact_device_timing");  // a response from a server without the field
-  decoded = DecodeTimingParams(lookup);
+  decoded = DecodeFrom(params);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_FALSE(decoded->exact_device_timing);
 }
