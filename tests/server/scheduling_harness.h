@@ -155,6 +155,18 @@ class PendingInfer {
   std::optional<grpc::Status> status_ ABSL_GUARDED_BY(mu_);
 };
 
+// Asks ServerReady until the server says it is draining (false) or refuses the call, for at most
+// `timeout`; whether it did. Each try is a round trip: the window it waits out is the few
+// instructions between NOT_SERVING and the draining flag in Server::Shutdown.
+inline bool WaitUntilDraining(client::InferenceClient& c, absl::Duration timeout) {
+  const absl::Time give_up = absl::Now() + timeout;
+  while (absl::Now() < give_up) {
+    auto ready = c.ServerReady();
+    if (!ready.ok() || !*ready) return true;
+  }
+  return false;
+}
+
 }  // namespace chronoserve::testing
 
 #endif  // CHRONOSERVE_TESTS_SERVER_SCHEDULING_HARNESS_H_

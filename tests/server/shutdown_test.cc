@@ -39,18 +39,6 @@ HealthCheckResponse::ServingStatus Check(Health::Stub* health, const std::string
   return response.status();
 }
 
-// Asks ServerReady until the server says it is draining (false) or refuses the call; each try is
-// a round trip, and the window it waits out is the few instructions between NOT_SERVING and the
-// draining flag in Server::Shutdown.
-bool WaitUntilDraining(client::InferenceClient& c) {
-  const absl::Time give_up = absl::Now() + kWait;
-  while (absl::Now() < give_up) {
-    auto ready = c.ServerReady();
-    if (!ready.ok() || !*ready) return true;
-  }
-  return false;
-}
-
 TEST(ShutdownTest, InFlightRequestsFinishNewOnesAreRefusedAndHealthGoesNotServingFirst) {
   testing::TempDir repo("cs_shutdown");
   examples::ModelOptions mlp;
@@ -96,7 +84,7 @@ TEST(ShutdownTest, InFlightRequestsFinishNewOnesAreRefusedAndHealthGoesNotServin
   watch_ctx.TryCancel();
   EXPECT_EQ(Check(health.get(), ""), HealthCheckResponse::NOT_SERVING) << "still answering while draining";
   EXPECT_EQ(Check(health.get(), "inference.GRPCInferenceService"), HealthCheckResponse::NOT_SERVING);
-  ASSERT_TRUE(WaitUntilDraining(*c));
+  ASSERT_TRUE(testing::WaitUntilDraining(*c, kWait));
   auto refused = c->Infer("gated", {GatedInput(1, 34)});
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();

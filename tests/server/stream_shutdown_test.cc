@@ -35,15 +35,6 @@ inference::ModelInferRequest Request(const std::string& model, const std::string
   return client::InferenceClient::BuildRequest(model, {input}, options);
 }
 
-bool WaitUntilDraining(client::InferenceClient& c) {
-  const absl::Time give_up = absl::Now() + kWait;
-  while (absl::Now() < give_up) {
-    auto ready = c.ServerReady();
-    if (!ready.ok() || !*ready) return true;
-  }
-  return false;
-}
-
 TEST(StreamShutdownTest, DrainingAnswersNewMessagesWithErrorsAndFinishesStreamsAfterTheirRequests) {
   testing::TempDir repo("cs_stream_shutdown");
   examples::ModelOptions mlp;
@@ -67,7 +58,7 @@ TEST(StreamShutdownTest, DrainingAnswersNewMessagesWithErrorsAndFinishesStreamsA
     server->Shutdown();
     stopped.Notify();
   });
-  ASSERT_TRUE(WaitUntilDraining(*c));
+  ASSERT_TRUE(testing::WaitUntilDraining(*c, kWait));
   const auto idle_end = idle->Finish(kWait);
   ASSERT_TRUE(idle_end.has_value()) << "a stream with nothing in flight ends at once";
   EXPECT_EQ(idle_end->error_code(), grpc::StatusCode::UNAVAILABLE) << idle_end->error_message();
