@@ -24,16 +24,9 @@ iterations=${ITERATIONS:-200}
 batch_sizes=${BATCH_SIZES:-1,8,32,64,128}
 modes=${MODES:-on off}
 mkdir -p "$out"
-work=$(mktemp -d)
-server=""
-cleanup() {
-  [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-"$build/bin/chronoserve-examples" --out "$work/examples" >/dev/null || exit 1
-
 source "$(dirname "$0")/server_lib.sh"
+scratch_dir work
+"$build/bin/chronoserve-examples" --out "$work/examples" >/dev/null || exit 1
 
 status=0
 for mode in $modes; do

@@ -15,8 +15,8 @@ pairs=${PAIRS:-1:8 4:8 16:16}
 window_ms=${WINDOW_MS:-1500}
 trials=${TRIALS:-3}
 mkdir -p "$out"
-work=$(mktemp -d)
 source "$(dirname "$0")/server_lib.sh"
+scratch_dir work
 "$build/bin/chronoserve-examples" --out "$work/examples" >/dev/null || exit 1
 repo=$work/repo
 write_batching_repo "$work/examples" "$repo" policy_net 300 1
@@ -66,5 +66,4 @@ for x in sorted(rows, key=lambda x: (x["connections"], x["threads"])):
           f"{x['server_cpu_cores']:>10.2f}{x['inprocess_items_per_s']:>10.0f}{(x['ratio'] or 0) * 100:>6.1f}%")
 json.dump(rows, open(f"{out}/connections_summary.json", "w"), indent=2)
 PY
-rm -rf "$work"
 exit $status

@@ -27,14 +27,8 @@ warmup_runs=${WARMUP_RUNS:-2}
 iterations=${ITERATIONS:-200}
 extra=${EXTRA_FLAGS:-}
 mkdir -p "$out"
-work=$(mktemp -d)
-server=""
-cleanup() {
-  [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
 source "$(dirname "$0")/server_lib.sh"
+scratch_dir work
 "$build/bin/chronoserve-examples" --out "$work/examples" >/dev/null || exit 1
 repo=$work/repo
 write_batching_repo "$work/examples" "$repo" "$model" "$delay_us" "$instances"

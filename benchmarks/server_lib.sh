@@ -40,3 +40,14 @@ write_batching_repo() {
 
 # cpu_ticks PID: user + system CPU time of a process so far, in clock ticks (getconf CLK_TCK).
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# scratch_dir VAR: makes a temporary directory, stores its path in VAR, and on the script's exit
+# stops a server still running (stop_server) and removes every directory made this way.
+scratch_dirs=()
+scratch_dir() {
+  local dir
+  dir=$(mktemp -d) || return 1
+  scratch_dirs+=("$dir")
+  printf -v "$1" '%s' "$dir"
+  trap 'stop_server >/dev/null 2>&1; rm -rf "${scratch_dirs[@]}"' EXIT
+}
