@@ -8,7 +8,9 @@
 //       --batch-sizes 1,8,32,64,128 --iterations 200 --json inprocess.json
 //
 // A batch is built as the batcher builds it: `batch size` requests of one item each (or, with
-// --one-request, one request of `batch size` items).
+// --one-request, one request of `batch size` items). Where the instance pipelines (a GPU worker,
+// pipeline_depth 2) the loop does what a busy worker does: it launches batch i+1 before it
+// finishes batch i (--pipeline off: Execute() one batch at a time).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -51,31 +53,55 @@ double PercentileUs(std::vector<int64_t> v, double p) {
   return static_cast<double>(v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)]) / 1000.0;
 }
 
-// Runs `warmup` + `iterations` batches of `batch_size`; returns the figures as JSON.
+// Runs `warmup` + `iterations` batches of `batch_size`, launching each before finishing the one
+// ahead of it when `pipelined`; returns the figures as JSON.
 absl::StatusOr<nlohmann::json> Measure(ModelInstance& instance, const ModelSpec& spec, int64_t batch_size,
-                                       bool one_request, int iterations, int warmup) {
+                                       bool one_request, int iterations, int warmup, bool pipelined) {
   std::mt19937_64 rng(0x1e57 + batch_size);
-  SyntheticBatch b = MakeBatch(spec, batch_size, one_request, rng);
+  SyntheticBatch batches[2] = {MakeBatch(spec, batch_size, one_request, rng),
+                               MakeBatch(spec, batch_size, one_request, rng)};
+  BatchTiming timings[2];
   std::vector<int64_t> latencies, compute;
   latencies.reserve(iterations);
   int64_t measured_start = 0;
-  for (int i = 0; i < warmup + iterations; ++i) {
-    if (i == warmup) measured_start = SteadyClock::Now();
-    BatchTiming timing;
-    timing.dequeued_ns = SteadyClock::Now();
-    absl::Status status = instance.Execute(b.batch, &timing);
+  const int total = warmup + iterations;
+  auto finish = [&](int i) -> absl::Status {  // batch i (launched) is waited for and recorded
+    SyntheticBatch& b = batches[i % 2];
+    BatchTiming& t = timings[i % 2];
+    absl::Status status = pipelined ? instance.Finish(b.batch, &t, i % 2) : absl::OkStatus();
     const int64_t end = SteadyClock::Now();
     if (!status.ok()) return status;
     if (i >= warmup) {
-      latencies.push_back(end - timing.dequeued_ns);
-      compute.push_back(timing.compute_ns);
+      latencies.push_back(end - t.dequeued_ns);
+      compute.push_back(t.compute_ns);
     }
+    return absl::OkStatus();
+  };
+  for (int i = 0; i < total; ++i) {
+    if (i == warmup) measured_start = SteadyClock::Now();
+    SyntheticBatch& b = batches[i % 2];
+    BatchTiming& t = timings[i % 2];
+    t = BatchTiming{};
+    t.dequeued_ns = SteadyClock::Now();
+    if (!pipelined) {
+      if (absl::Status status = instance.Execute(b.batch, &t); !status.ok()) return status;
+      if (absl::Status status = finish(i); !status.ok()) return status;
+      continue;
+    }
+    if (absl::Status status = instance.Launch(b.batch, &t, i % 2); !status.ok()) return status;
+    if (i > 0) {
+      if (absl::Status status = finish(i - 1); !status.ok()) return status;
+    }
+  }
+  if (pipelined && total > 0) {
+    if (absl::Status status = finish(total - 1); !status.ok()) return status;
   }
   const double seconds = static_cast<double>(SteadyClock::Now() - measured_start) / 1e9;
   nlohmann::json j;
   j["batch_size"] = batch_size;
   j["requests_per_batch"] = one_request ? 1 : batch_size;
   j["iterations"] = iterations;
+  j["pipelined"] = pipelined;
   j["items_per_s"] = static_cast<double>(batch_size) * iterations / seconds;
   j["batches_per_s"] = iterations / seconds;
   j["batch_latency_p50_us"] = PercentileUs(latencies, 50);
@@ -92,6 +118,7 @@ int main(int argc, char** argv) {
   int iterations = 200, warmup = 20, gpu_flag = -2;
   bool one_request = false;
   std::string request_timing = "on";
+  std::string pipeline = "on";
   CLI::App app{"In-process throughput of a model with chronoserve's backend (no gRPC, no queue)"};
   app.add_option("--model-repository", repository, "Model repository (Triton layout)")->required();
   app.add_option("-m,--model", model, "Model name")->required();
@@ -103,6 +130,11 @@ int main(int argc, char** argv) {
   app.add_option("--request-timing", request_timing,
                  "on, or off: the worker's span events, launch timer and idle tracking off, as chronoserve "
                  "--request-timing off (compute_p50_us is then 0)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  app.add_option("--pipeline", pipeline,
+                 "on: launch each batch before finishing the previous one where the instance pipelines (as a "
+                 "busy GPU worker does); off: one batch at a time")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   app.add_option("--json", json_path, "Write the figures as JSON here");
@@ -127,7 +159,7 @@ int main(int argc, char** argv) {
   // CUDA graphs when the config asks for them), so the reference takes the serving path.
   for (int64_t bs : batch_sizes) {
     if (spec->max_batch_size > 0 && bs > spec->max_batch_size) continue;
-    if (auto warm = Measure(**instance, *spec, bs, one_request, 1, 1); !warm.ok()) {
+    if (auto warm = Measure(**instance, *spec, bs, one_request, 1, 1, /*pipelined=*/false); !warm.ok()) {
       std::fprintf(stderr, "warm-up at batch %lld: %s\n", static_cast<long long>(bs),
                    std::string(warm.status().message()).c_str());
       return 1;
@@ -137,21 +169,23 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", std::string(prepared.message()).c_str());
     return 1;
   }
+  const bool pipelined = pipeline == "on" && (*instance)->pipeline_depth() > 1;
   nlohmann::json report;
   report["model"] = model;
+  report["pipelined"] = pipelined;
   report["cuda_graphs"] = spec->cuda_graphs;
   report["request_timing"] = request_timing;
   report["device"] = (*instance)->device_name();
   report["backend"] = TorchBuildDescription();
   report["points"] = nlohmann::json::array();
-  std::printf("%s on %s (%s)\n%10s %14s %14s %14s %14s\n", model.c_str(), (*instance)->device_name().c_str(),
-              TorchBuildDescription().c_str(), "batch", "items/s", "p50 batch us", "p99 batch us", "compute p50 us");
+  std::printf("%s on %s (%s)%s\n%10s %14s %14s %14s %14s\n", model.c_str(), (*instance)->device_name().c_str(),
+              TorchBuildDescription().c_str(), pipelined ? ", pipelined" : "", "batch", "items/s", "p50 batch us", "p99 batch us", "compute p50 us");
   for (int64_t bs : batch_sizes) {
     if (spec->max_batch_size > 0 && bs > spec->max_batch_size) {
       std::printf("%10lld skipped: above max_batch_size %d\n", static_cast<long long>(bs), spec->max_batch_size);
       continue;
     }
-    auto point = Measure(**instance, *spec, bs, one_request, iterations, warmup);
+    auto point = Measure(**instance, *spec, bs, one_request, iterations, warmup, pipelined);
     if (!point.ok()) {
       std::fprintf(stderr, "batch %lld: %s\n", static_cast<long long>(bs), std::string(point.status().message()).c_str());
       return 1;

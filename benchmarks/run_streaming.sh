@@ -1,14 +1,16 @@
 #!/bin/bash
-# Unary vs streaming at high concurrency (issue 3): the policy net with dynamic batching on
-# (max_queue_delay 300 us), chronobench closed loop at the top concurrency, batch 1 per request,
-# unary and --streaming (ModelStreamInfer) at each --connections count; the server's CPU use per
-# point (utime+stime from /proc); then the in-process reference (bench_inprocess_throughput, the
-# same backend without gRPC or queue) at every batch size the batcher reached, and served /
+# Unary vs streaming at high concurrency (issue 3): the policy net with dynamic batching on, one
+# server per max_queue_delay in DELAYS (0 = Triton's default: take what is queued, never wait;
+# 300 us: wait for a fuller batch), chronobench closed loop at the top concurrency, batch 1 per
+# request, unary and --streaming (ModelStreamInfer) at each --connections count; the server's CPU
+# use per point (utime+stime from /proc); then the in-process reference (bench_inprocess_throughput,
+# the same backend without gRPC or queue) at every batch size the batcher reached, and served /
 # in-process for each point (goal: >= 85 %). Writes JSON per point and streaming_summary.json.
 #
 # Usage: benchmarks/run_streaming.sh BUILD_DIR OUT_DIR [PORT]
 # Environment (defaults): MODEL=policy_net CONCURRENCY=256 CONNECTIONS="1 4" THREADS=8 WINDOW_MS=1500
-#   TRIALS=3 DELAY_US=300 INSTANCES=1 WARMUP_RUNS=2 ITERATIONS=200 EXTRA_FLAGS=""
+#   TRIALS=3 DELAYS="0 300" INSTANCES=1 EXTRA_CONFIG="" (appended to config.pbtxt, e.g.
+#   'optimization { cuda { graphs: true } }') WARMUP_RUNS=2 ITERATIONS=2000 EXTRA_FLAGS=""
 # On a CPU-only machine, small counts, e.g.:
 #   CONCURRENCY=16 THREADS=2 WINDOW_MS=500 ITERATIONS=20 benchmarks/run_streaming.sh build /tmp/stream
 set -uo pipefail
@@ -21,52 +23,58 @@ connections=${CONNECTIONS:-1 4}
 threads=${THREADS:-8}
 window_ms=${WINDOW_MS:-1500}
 trials=${TRIALS:-3}
-delay_us=${DELAY_US:-300}
+delays=${DELAYS:-${DELAY_US:-0 300}}
 instances=${INSTANCES:-1}
 warmup_runs=${WARMUP_RUNS:-2}
-iterations=${ITERATIONS:-200}
+iterations=${ITERATIONS:-2000}
 extra=${EXTRA_FLAGS:-}
+extra_config=${EXTRA_CONFIG:-}
 mkdir -p "$out"
 source "$(dirname "$0")/server_lib.sh"
 scratch_dir work
 "$build/bin/chronoserve-examples" --out "$work/examples" >/dev/null || exit 1
-repo=$work/repo
-write_batching_repo "$work/examples" "$repo" "$model" "$delay_us" "$instances"
 hz=$(getconf CLK_TCK)
 
 status=0
-start_server "$build" "$repo" "$out/server-streaming.log" "$port" --warmup-runs "$warmup_runs" --allow-metrics false || exit 1
-for conns in $connections; do
-  for transport in unary streaming; do
-    flag=""
-    [ "$transport" = streaming ] && flag="--streaming"
-    name="${transport}_c${concurrency}_n${conns}"
-    echo "== $transport, concurrency $concurrency, $conns connection(s), $threads threads"
-    before=$(cpu_ticks "$server"); t0=$(date +%s.%N)
-    # shellcheck disable=SC2086
-    "$build/bin/chronobench" -m "$model" -u "127.0.0.1:$port" -b 1 --concurrency-range "$concurrency" \
-      --connections "$conns" --threads "$threads" -p "$window_ms" -r "$trials" \
-      --warmup-requests $((concurrency * 4 > 50 ? concurrency * 4 : 50)) $flag $extra \
-      --json "$out/$name.json" | tail -n 3 || status=1
-    after=$(cpu_ticks "$server"); t1=$(date +%s.%N)
-    python3 -c "import sys; b,a,t0,t1,hz=map(float,sys.argv[1:]); print(f'{(a-b)/hz/(t1-t0):.2f}')" \
-      "$before" "$after" "$t0" "$t1" "$hz" > "$out/${name}_cpu.txt"
-    echo "   server CPU: $(cat "$out/${name}_cpu.txt") cores over the point"
+for delay_us in $delays; do
+  repo=$work/repo_d$delay_us
+  write_batching_repo "$work/examples" "$repo" "$model" "$delay_us" "$instances"
+  [ -z "$extra_config" ] || printf '%s\n' "$extra_config" >> "$repo/$model/config.pbtxt"
+  echo "== max_queue_delay_microseconds: $delay_us"
+  start_server "$build" "$repo" "$out/server-streaming-d$delay_us.log" "$port" --warmup-runs "$warmup_runs" \
+    --allow-metrics false || exit 1
+  for conns in $connections; do
+    for transport in unary streaming; do
+      flag=""
+      [ "$transport" = streaming ] && flag="--streaming"
+      name="${transport}_c${concurrency}_n${conns}_d${delay_us}"
+      echo "== $transport, concurrency $concurrency, $conns connection(s), $threads threads, delay $delay_us us"
+      before=$(cpu_ticks "$server"); t0=$(date +%s.%N)
+      # shellcheck disable=SC2086
+      "$build/bin/chronobench" -m "$model" -u "127.0.0.1:$port" -b 1 --concurrency-range "$concurrency" \
+        --connections "$conns" --threads "$threads" -p "$window_ms" -r "$trials" \
+        --warmup-requests $((concurrency * 4 > 50 ? concurrency * 4 : 50)) $flag $extra \
+        --json "$out/$name.json" | tail -n 3 || status=1
+      after=$(cpu_ticks "$server"); t1=$(date +%s.%N)
+      python3 -c "import sys; b,a,t0,t1,hz=map(float,sys.argv[1:]); print(f'{(a-b)/hz/(t1-t0):.2f}')" \
+        "$before" "$after" "$t0" "$t1" "$hz" > "$out/${name}_cpu.txt"
+      echo "   server CPU: $(cat "$out/${name}_cpu.txt") cores over the point"
+    done
   done
+  stop_server || status=1
 done
-stop_server || status=1
 
 # Every batch size the batcher reached (rounded), for the in-process reference.
 reached=$(python3 - "$out" <<'PY'
 import glob, json, sys
 sizes = set()
-for f in glob.glob(f"{sys.argv[1]}/*_c*_n*.json"):
+for f in glob.glob(f"{sys.argv[1]}/*_c*_n*_d*.json"):
     r = json.load(open(f))["runs"][0]
     sizes.add(max(1, round(r["batch_size_executed"]["mean"] or 1)))
 print(",".join(str(s) for s in sorted(sizes)))
 PY
 )
-echo "== in-process reference at the batch sizes reached: ${reached:-?}"
+echo "== in-process reference at the batch sizes reached: ${reached:-?} (the delay does not matter in process)"
 "$build/bin/bench_inprocess_throughput" --model-repository "$repo" -m "$model" --batch-sizes "${reached:-1}" \
   -n "$iterations" --json "$out/streaming_inprocess.json" || status=1
 
@@ -75,23 +83,23 @@ import glob, json, re, sys
 out = sys.argv[1]
 inproc = {p["batch_size"]: p["items_per_s"] for p in json.load(open(f"{out}/streaming_inprocess.json"))["points"]}
 rows = []
-for f in sorted(glob.glob(f"{out}/*_c*_n*.json")):
-    m = re.search(r"/(unary|streaming)_c(\d+)_n(\d+)\.json$", f)
+for f in sorted(glob.glob(f"{out}/*_c*_n*_d*.json")):
+    m = re.search(r"/(unary|streaming)_c(\d+)_n(\d+)_d(\d+)\.json$", f)
     if not m:
         continue
     r = json.load(open(f))["runs"][0]
     batch = max(1, round(r["batch_size_executed"]["mean"] or 1))
     ref = inproc.get(batch, 0)
     cpu = float(open(f[:-5] + "_cpu.txt").read())
-    rows.append({"transport": m[1], "concurrency": int(m[2]), "connections": int(m[3]),
+    rows.append({"transport": m[1], "concurrency": int(m[2]), "connections": int(m[3]), "delay_us": int(m[4]),
                  "items_per_s": r["throughput_items_per_s"], "e2e_p50_us": r["latency_us"]["e2e"]["p50"],
                  "e2e_p99_us": r["latency_us"]["e2e"]["p99"], "batch_reached": r["batch_size_executed"]["mean"],
                  "server_cpu_cores": cpu, "errors": r["errors"], "stable": r["stable"],
                  "inprocess_items_per_s": ref, "ratio": r["throughput_items_per_s"] / ref if ref else None})
-print(f"{'transport':>10}{'conns':>6}{'items/s':>10}{'p50 us':>9}{'p99 us':>9}{'batch':>7}{'srv cores':>10}"
+print(f"{'delay us':>9}{'transport':>10}{'conns':>6}{'items/s':>10}{'p50 us':>9}{'p99 us':>9}{'batch':>7}{'srv cores':>10}"
       f"{'in-proc':>10}{'served/in-proc':>15}{'errors':>7}")
-for x in sorted(rows, key=lambda x: (x["connections"], x["transport"] != "unary")):
-    print(f"{x['transport']:>10}{x['connections']:>6}{x['items_per_s']:>10.0f}{x['e2e_p50_us']:>9.0f}"
+for x in sorted(rows, key=lambda x: (x["delay_us"], x["connections"], x["transport"] != "unary")):
+    print(f"{x['delay_us']:>9}{x['transport']:>10}{x['connections']:>6}{x['items_per_s']:>10.0f}{x['e2e_p50_us']:>9.0f}"
           f"{x['e2e_p99_us']:>9.0f}{x['batch_reached']:>7.1f}{x['server_cpu_cores']:>10.2f}"
           f"{x['inprocess_items_per_s']:>10.0f}{(x['ratio'] or 0) * 100:>14.1f}%{x['errors']:>7}")
 print("goal: served >= 85% of in-process at the batch size reached")

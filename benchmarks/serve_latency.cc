@@ -138,6 +138,37 @@ struct Series {
   bool needs_timing = true;  // a server span: only from responses that carry timing
 };
 
+// Random inputs of `batch` items for every input of `meta`.
+absl::StatusOr<std::vector<Tensor>> RandomInputs(const inference::ModelMetadataResponse& meta, int batch,
+                                                 std::mt19937_64& rng) {
+  std::vector<Tensor> inputs;
+  for (const auto& in : meta.inputs()) {
+    auto dtype = chronoserve::DataTypeFromName(in.datatype());
+    if (!dtype.ok()) return dtype.status();
+    Tensor t{in.name(), *dtype, {}, {}};
+    for (int i = 0; i < in.shape_size(); ++i) t.shape.push_back(in.shape(i) >= 0 ? in.shape(i) : (i == 0 ? batch : 1));
+    t.data = chronoserve::RandomTensorBytes(*dtype, chronoserve::ElementCount(t.shape), rng);
+    inputs.push_back(std::move(t));
+  }
+  return inputs;
+}
+
+// --warm-client-requests: this process's client path (code, allocator, protobuf) warmed on a
+// connection of its own, closed before the measured connection opens.
+absl::Status WarmClient(const std::string& url, const std::string& model, int batch, int requests) {
+  auto client = InferenceClient::Connect(url);
+  auto meta = client->ModelMetadata(model);
+  if (!meta.ok()) return meta.status();
+  std::mt19937_64 rng(4321);
+  auto inputs = RandomInputs(*meta, batch, rng);
+  if (!inputs.ok()) return inputs.status();
+  for (int i = 0; i < requests; ++i) {
+    auto r = client->Infer(model, *inputs, {});
+    if (!r.ok()) return r.status();
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -146,6 +177,8 @@ int main(int argc, char** argv) {
   int batch = 1, requests = 1000, warmup = 100, gap_ms = 0;
   std::string shared_memory = "none";
   int64_t output_shm_bytes = 0;
+  std::string warm_client_url;
+  int warm_client_requests = 0;
   CLI::App app{"Closed-loop (concurrency 1) latency of one model on a running chronoserve"};
   app.add_option("-u,--url", url, "Server HOST:PORT")->capture_default_str();
   app.add_option("-m,--model", model, "Model name")->capture_default_str();
@@ -162,8 +195,24 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--output-shared-memory-size", output_shm_bytes,
                  "Bytes per output tensor in shared memory (default: from the output shapes and the batch size)");
+  app.add_option("--warm-client-requests", warm_client_requests,
+                 "Before connecting to --url, send this many requests over a separate connection to "
+                 "--warm-client-url, so the measured requests pay the server's and their connection's "
+                 "first-request costs but not this process's own cold start")
+      ->capture_default_str();
+  app.add_option("--warm-client-url", warm_client_url,
+                 "Server for --warm-client-requests (default: --url); another server with the same model "
+                 "leaves the measured server untouched until its first measured request");
   CLI11_PARSE(app, argc, argv);
 
+  if (warm_client_requests > 0) {
+    if (absl::Status s = WarmClient(warm_client_url.empty() ? url : warm_client_url, model, batch,
+                                    warm_client_requests);
+        !s.ok()) {
+      std::fprintf(stderr, "bench_serve_latency: warming the client: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+  }
   auto client = InferenceClient::Connect(url);
   auto meta = client->ModelMetadata(model);
   if (!meta.ok()) {
@@ -174,14 +223,9 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(1234);
   std::vector<std::vector<Tensor>> variants(4);
   for (auto& inputs : variants) {
-    for (const auto& in : meta->inputs()) {
-      auto dtype = chronoserve::DataTypeFromName(in.datatype());
-      if (!dtype.ok()) return 1;
-      Tensor t{in.name(), *dtype, {}, {}};
-      for (int i = 0; i < in.shape_size(); ++i) t.shape.push_back(in.shape(i) >= 0 ? in.shape(i) : (i == 0 ? batch : 1));
-      t.data = chronoserve::RandomTensorBytes(*dtype, chronoserve::ElementCount(t.shape), rng);
-      inputs.push_back(std::move(t));
-    }
+    auto made = RandomInputs(*meta, batch, rng);
+    if (!made.ok()) return 1;
+    inputs = *std::move(made);
   }
   std::unique_ptr<ShmTransport> shm;
   if (shared_memory == "system") {
@@ -237,6 +281,7 @@ int main(int argc, char** argv) {
   std::printf("%-18s %12s %12s\n", "stage", "p50 (us)", "p99 (us)");
   nlohmann::json record = {{"label", label}, {"model", model}, {"batch_size", batch}, {"shared_memory", shared_memory},
                            {"requests", results.size()}, {"errors", errors}, {"idle_gap_ms", gap_ms},
+                           {"warm_client_requests", warm_client_requests},
                            {"device_timed", device_timed}, {"server_timing", timed > 0},
                            {"responses_without_timing", results.size() - timed}};
   record["latency_us"] = nlohmann::json::object();

@@ -6,6 +6,15 @@
 //           batch = queue.NextBatch(); timing.dequeued_ns = now;
 //           instance->Execute(batch, &timing);   // gather -> H2D -> forward -> D2H -> scatter
 //           while idle (keep_warm_ms): instance->KeepWarm();
+//
+// Pipelined (pipeline_depth() == 2, a GPU instance): the worker launches the next batch before it
+// finishes the one in flight, so the host's gather and launch of batch N+1 and the scatter of batch
+// N overlap the device work, and N+1's host-to-device copy runs on a copy stream beside N's
+// compute:
+//           instance->Launch(batch1, &t1, slot 0);   // gather -> H2D -> forward -> D2H enqueued
+//           instance->Launch(batch2, &t2, slot 1);   // the queue had more: behind batch1
+//           instance->Finish(batch1, &t1, slot 0);   // wait for batch1's last event, scatter
+//           ...
 #ifndef CHRONOSERVE_SERVER_BACKEND_MODEL_INSTANCE_H_
 #define CHRONOSERVE_SERVER_BACKEND_MODEL_INSTANCE_H_
 
@@ -26,6 +35,22 @@ class ModelInstance {
   // attributes (dequeued_ns, worker and cold are the caller's). On error no output is valid and
   // the message names the model, the tensor and what was expected.
   virtual absl::Status Execute(Batch& batch, BatchTiming* timing) = 0;
+
+  // Batches this instance can have in flight at once: 1 = Execute() only; 2 = Launch()/Finish().
+  virtual int pipeline_depth() const { return 1; }
+  // Enqueues `batch`'s device work into `slot` (0 .. pipeline_depth() - 1, a slot that is not in
+  // flight) and returns without waiting for it. On error nothing of the batch is in flight and no
+  // output is valid. `batch` and `timing` must stay put until Finish(slot).
+  virtual absl::Status Launch(Batch& batch, BatchTiming* timing, int slot) {
+    (void)batch, (void)timing, (void)slot;
+    return absl::UnimplementedError("this instance does not pipeline batches");
+  }
+  // Waits for the batch launched into `slot` and completes it as Execute() would (outputs,
+  // output_done_ns, the batch's spans in `timing`). Call once per successful Launch, in launch order.
+  virtual absl::Status Finish(Batch& batch, BatchTiming* timing, int slot) {
+    (void)batch, (void)timing, (void)slot;
+    return absl::UnimplementedError("this instance does not pipeline batches");
+  }
 
   // Called once by the worker after its warm-up and before it serves: captures the model's CUDA
   // graphs where the config asks for them and makes keep-warm's resident input. Default: nothing.

@@ -3,11 +3,13 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <array>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "server/backend/batch_pipeline.h"
 #include "server/backend/cuda_graph_buckets.h"
 #include "server/backend/cuda_graph_runner.h"
 #include "server/backend/exact_device_timing.h"
@@ -26,19 +28,39 @@ class TorchInstance final : public ModelInstance {
  public:
   TorchInstance(const ModelSpec& spec, const InstanceOptions& options,
                 std::unique_ptr<DevicePath> path, torch::jit::Module module,
-                std::vector<int> graph_buckets)
+                std::vector<int> graph_buckets, int pipeline_depth)
       : spec_(spec),
         options_(options),
         path_(std::move(path)),
         module_(std::move(module)),
         graph_buckets_(std::move(graph_buckets)),
-        holds_(path_->can_hold_stream() && options_.request_timing) {}
+        holds_(path_->can_hold_stream() && options_.request_timing),
+        pipeline_depth_(pipeline_depth) {}
 
   int gpu() const override { return options_.gpu; }
   std::string device_name() const override { return path_->device().str(); }
+  int pipeline_depth() const override { return pipeline_depth_; }
 
   absl::Status Execute(Batch& batch, BatchTiming* timing) override {
-    return Guarded([&] { return ExecuteOrThrow(batch, timing); });
+    RETURN_IF_ERROR(Launch(batch, timing, 0));
+    return Finish(batch, timing, 0);
+  }
+  absl::Status Launch(Batch& batch, BatchTiming* timing, int slot) override {
+    if (slot < 0 || slot >= pipeline_depth_ || slots_[slot].in_flight) {
+      return absl::InternalError(absl::StrCat("model '", spec_.name, "': launch into slot ", slot, " of ",
+                                              pipeline_depth_, " that is in use or out of range"));
+    }
+    absl::Status status = Guarded([&] { return LaunchOrThrow(batch, timing, slot); });
+    if (!status.ok()) AbandonLaunch(slot);
+    return status;
+  }
+  absl::Status Finish(Batch& batch, BatchTiming* timing, int slot) override {
+    if (slot < 0 || slot >= pipeline_depth_ || !slots_[slot].in_flight) {
+      return absl::InternalError(absl::StrCat("model '", spec_.name, "': finish of slot ", slot, " with nothing in flight"));
+    }
+    absl::Status status = Guarded([&] { return FinishOrThrow(batch, timing, slot); });
+    ReleaseSlot(slot);
+    return status;
   }
   absl::Status PrepareForServing() override {
     return Guarded([&] { return CaptureGraphs(); });
@@ -63,24 +85,34 @@ class TorchInstance final : public ModelInstance {
 
   using Staged = StagedInput;
 
-  absl::Status ExecuteOrThrow(Batch& batch, BatchTiming* timing) {
+  // What a launched batch leaves for its Finish.
+  struct SlotState {
+    bool in_flight = false;
+    bool tracks_activity = false;  // BeginWork was called: Finish (or the abandon) ends it
+    int64_t total = 0;
+    std::vector<torch::Tensor> outputs;
+    std::vector<const char*> host;
+  };
+
+  // Gather, then H2D -> forward -> D2H and their events enqueued on the device (all of it on the
+  // CPU); the host does not wait for the device here.
+  absl::Status LaunchOrThrow(Batch& batch, BatchTiming* timing, int slot) {
     const Clock* clock = options_.clock;
     c10::InferenceMode inference_mode;
+    SlotState& state = slots_[slot];
+    state.in_flight = true;
+    const bool behind_another = in_flight_ > 0;
+    ++in_flight_;
+    path_->SelectSlot(slot);
     const int64_t total = BatchItems(batch);
     timing->batch_size = total;
     timing->gpu = options_.gpu;
     timing->device_timed = path_->device_timed();
     timing->request_timing = options_.request_timing;
     // Idle tracking only feeds idle_before_us: skipped with request timing off.
-    struct EndWork {
-      DeviceActivity* activity;  // null: not tracked
-      const Clock* clock;
-      ~EndWork() {
-        if (activity != nullptr) activity->EndWork(clock->NowNs());
-      }
-    } end_work{options_.request_timing ? options_.activity : nullptr, clock};
-    if (end_work.activity != nullptr) {
-      timing->idle_before_us = end_work.activity->BeginWork(clock->NowNs());
+    if (options_.request_timing && options_.activity != nullptr) {
+      state.tracks_activity = true;
+      timing->idle_before_us = options_.activity->BeginWork(clock->NowNs());
       if (options_.gpu_clock != nullptr && options_.gpu >= 0) {
         timing->sm_clock_mhz = options_.gpu_clock->SmClockMhz(options_.gpu);
       }
@@ -94,24 +126,47 @@ class TorchInstance final : public ModelInstance {
     timing->cuda_graph = graph >= 0;
     StreamHold hold(path_.get());  // exact device timing: released after the last enqueue
     if (holds_.ShouldHold(graph, total, StagedBytes(staged))) RETURN_IF_ERROR(hold.Hold());
+    RETURN_IF_ERROR(path_->BeginInputs(behind_another));
     RETURN_IF_ERROR(MarkSpan(kBeforeH2D));
-    ASSIGN_OR_RETURN(std::vector<torch::Tensor> outputs,
+    ASSIGN_OR_RETURN(state.outputs,
                      graph >= 0 ? RunGraph(graph, staged, total, timing) : RunEager(staged, timing));
-    RETURN_IF_ERROR(CheckForwardOutputs(spec_, outputs, total));
-    ASSIGN_OR_RETURN(std::vector<const char*> host, CopyOutputsToHost(batch, outputs));
+    RETURN_IF_ERROR(CheckForwardOutputs(spec_, state.outputs, total));
+    ASSIGN_OR_RETURN(state.host, CopyOutputsToHost(batch, state.outputs));
     RETURN_IF_ERROR(path_->Mark(kAfterD2H));  // always: Wait() waits for it
     timing->exact_device_timing = EndHold(hold);
-    RETURN_IF_ERROR(path_->Wait());
-    timing->gpu_done_ns = clock->NowNs();
-    on_stream.reset();
+    state.total = total;
+    return absl::OkStatus();
+  }
 
+  // Waits for the slot's last event, reads its spans and scatters its outputs.
+  absl::Status FinishOrThrow(Batch& batch, BatchTiming* timing, int slot) {
+    SlotState& state = slots_[slot];
+    path_->SelectSlot(slot);
+    RETURN_IF_ERROR(path_->Wait());
+    timing->gpu_done_ns = options_.clock->NowNs();
     if (options_.request_timing) {
       ASSIGN_OR_RETURN(timing->h2d_ns, path_->SpanNs(kBeforeH2D, kAfterH2D));
-      ASSIGN_OR_RETURN(timing->compute_ns, path_->SpanNs(kAfterH2D, kAfterCompute));
+      ASSIGN_OR_RETURN(timing->compute_ns, path_->SpanNs(kBeforeCompute, kAfterCompute));
       ASSIGN_OR_RETURN(timing->d2h_ns, path_->SpanNs(kAfterCompute, kAfterD2H));
     }
-    ScatterOutputs(spec_, batch, outputs, host, total, options_.clock);
+    ScatterOutputs(spec_, batch, state.outputs, state.host, state.total, options_.clock);
     return absl::OkStatus();
+  }
+
+  // After Finish, successful or not: the slot is free and its tensors released.
+  void ReleaseSlot(int slot) {
+    SlotState& state = slots_[slot];
+    if (state.tracks_activity) options_.activity->EndWork(options_.clock->NowNs());
+    state = SlotState{};
+    --in_flight_;
+  }
+
+  // A launch that failed part-way may have left copies or kernels running that read the slot's
+  // buffers: wait for the streams (best effort) before the slot is used again.
+  void AbandonLaunch(int slot) {
+    if (!slots_[slot].in_flight) return;
+    (void)Guarded([&] { return path_->Sync(); });
+    ReleaseSlot(slot);
   }
 
   static size_t StagedBytes(const std::vector<Staged>& staged) {
@@ -134,6 +189,13 @@ class TorchInstance final : public ModelInstance {
                     << (still_on ? "this shape runs unheld for its next runs"
                                  : "exact_device_timing turned off for this worker");
     return false;
+  }
+
+  // The end of the h2d span, the worker's stream ordered after the copies, the start of compute.
+  absl::Status InputsDone() {
+    RETURN_IF_ERROR(MarkSpan(kAfterH2D));
+    RETURN_IF_ERROR(path_->InputsReady());
+    return MarkSpan(kBeforeCompute);
   }
 
   // A span boundary before kAfterD2H: recorded only with request timing on.
@@ -180,10 +242,10 @@ class TorchInstance final : public ModelInstance {
     args.reserve(staged.size());
     for (size_t i = 0; i < staged.size(); ++i) {
       ASSIGN_OR_RETURN(torch::ScalarType type, ToTorchType(spec_.inputs[i].dtype));
-      ASSIGN_OR_RETURN(torch::Tensor t, path_->ToDevice(staged[i].data, staged[i].shape, type));
+      ASSIGN_OR_RETURN(torch::Tensor t, path_->ToDevice(static_cast<int>(i), staged[i].data, staged[i].shape, type));
       args.emplace_back(std::move(t));
     }
-    RETURN_IF_ERROR(MarkSpan(kAfterH2D));
+    RETURN_IF_ERROR(InputsDone());
     torch::jit::IValue result;
     timing->launch_ns = TimeLaunch([&] { result = module_.forward(std::move(args)); });
     RETURN_IF_ERROR(MarkSpan(kAfterCompute));
@@ -195,9 +257,10 @@ class TorchInstance final : public ModelInstance {
   absl::StatusOr<std::vector<torch::Tensor>> RunGraph(int graph, const std::vector<Staged>& staged,
                                                       int64_t total, BatchTiming* timing) {
     for (size_t i = 0; i < staged.size(); ++i) {
-      RETURN_IF_ERROR(path_->ToDeviceInto(staged[i].data, staged[i].bytes, graphs_->inputs(graph)[i]));
+      RETURN_IF_ERROR(
+          path_->ToDeviceInto(static_cast<int>(i), staged[i].data, staged[i].bytes, graphs_->inputs(graph)[i]));
     }
-    RETURN_IF_ERROR(MarkSpan(kAfterH2D));
+    RETURN_IF_ERROR(InputsDone());
     timing->launch_ns = TimeLaunch([&] { graphs_->Replay(graph); });
     RETURN_IF_ERROR(MarkSpan(kAfterCompute));
     std::vector<torch::Tensor> outputs;
@@ -254,6 +317,9 @@ class TorchInstance final : public ModelInstance {
   std::unique_ptr<CudaGraphRunner> graphs_;   // after PrepareForServing; destroyed before module_
   std::vector<torch::jit::IValue> keep_warm_args_;  // made on the first eager keep-warm run
   HoldSchedule holds_;  // exact device timing: which batches hold the stream (off: none)
+  const int pipeline_depth_;  // 1, or 2 on a GPU (batch_pipeline.h)
+  std::array<SlotState, kPathSlots> slots_;
+  int in_flight_ = 0;  // launched, not yet finished
 };
 
 }  // namespace
@@ -271,6 +337,10 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> CreateTorchInstance(const ModelSp
   }
   ASSIGN_OR_RETURN(std::vector<int> graph_buckets, GraphBucketsFromSpec(spec));
   ASSIGN_OR_RETURN(const bool exact, ExactDeviceTimingFromSpec(spec));
+  ASSIGN_OR_RETURN(int pipeline_depth, PipelineDepthFromSpec(spec));
+  // The CPU's forward is the host's own work, and a held stream (exact device timing) must not
+  // have a second batch queued behind it: both run one batch at a time.
+  if (options.gpu < 0 || (exact && options.request_timing)) pipeline_depth = 1;
   if (exact && (options.gpu < 0 || !options.request_timing)) {
     CS_LOG(INFO) << "model '" << spec.name << "' worker " << options.worker << ": " << kExactDeviceTimingKey
                  << " has no effect "
@@ -295,7 +365,7 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> CreateTorchInstance(const ModelSp
     torch::jit::Module module = torch::jit::load(spec.model_path, path->device());
     module.eval();
     return std::unique_ptr<ModelInstance>(
-        new TorchInstance(spec, options, std::move(path), std::move(module), std::move(graph_buckets)));
+        new TorchInstance(spec, options, std::move(path), std::move(module), std::move(graph_buckets), pipeline_depth));
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(absl::StrCat("model '", spec.name, "': cannot load ",
                                                    spec.model_path, ": ", e.what_without_backtrace()));

@@ -28,59 +28,74 @@ class CpuPath final : public DevicePath {
   bool device_timed() const override { return false; }
   bool direct_pinned_io() const override { return false; }
   std::shared_ptr<void> Enter() override { return nullptr; }
+  void SelectSlot(int slot) override { slot_ = &slots_[slot]; }
+  absl::Status BeginInputs(bool) override { return absl::OkStatus(); }
 
   absl::StatusOr<char*> Staging(int input, size_t bytes) override {
-    if (static_cast<size_t>(input) >= staging_.size()) staging_.resize(input + 1);
-    auto& buf = staging_[input];
+    auto& staging = slot_->staging;
+    if (static_cast<size_t>(input) >= staging.size()) staging.resize(input + 1);
+    auto& buf = staging[input];
     if (buf.size() < bytes) buf.resize(bytes + bytes / 2 + 64);
     return buf.data();
   }
-  absl::StatusOr<torch::Tensor> ToDevice(char* staged, const std::vector<int64_t>& shape,
+  absl::StatusOr<torch::Tensor> ToDevice(int, char* staged, const std::vector<int64_t>& shape,
                                          torch::ScalarType type) override {
     return torch::from_blob(staged, shape, torch::TensorOptions().dtype(type));
   }
-  absl::Status ToDeviceInto(const char* staged, size_t bytes, const torch::Tensor& dst) override {
+  absl::Status ToDeviceInto(int, const char* staged, size_t bytes, const torch::Tensor& dst) override {
     if (bytes > dst.nbytes()) return absl::InternalError("staged input larger than its static tensor");
     char* out = static_cast<char*>(dst.data_ptr());
     std::memcpy(out, staged, bytes);
     std::memset(out + bytes, 0, dst.nbytes() - bytes);
     return absl::OkStatus();
   }
+  absl::Status InputsReady() override { return absl::OkStatus(); }
   absl::StatusOr<const char*> ToHost(int output, const torch::Tensor& tensor) override {
-    if (static_cast<size_t>(output) >= held_.size()) held_.resize(output + 1);
-    held_[output] = tensor.contiguous();  // keeps the bytes alive until the next batch
-    return static_cast<const char*>(held_[output].data_ptr());
+    auto& held = slot_->held;
+    if (static_cast<size_t>(output) >= held.size()) held.resize(output + 1);
+    held[output] = tensor.contiguous();  // keeps the bytes alive until the slot's next batch
+    return static_cast<const char*>(held[output].data_ptr());
   }
   absl::Status ToHostInto(int, const torch::Tensor& tensor, char* dst) override {
     std::memcpy(dst, tensor.data_ptr(), tensor.nbytes());
     return absl::OkStatus();
   }
   absl::Status Mark(Marker marker) override {
-    stamps_[marker] = clock_->NowNs();
+    slot_->stamps[marker] = clock_->NowNs();
     return absl::OkStatus();
   }
   absl::Status Wait() override { return absl::OkStatus(); }
   absl::Status Sync() override { return absl::OkStatus(); }
   absl::StatusOr<int64_t> SpanNs(Marker from, Marker to) override {
-    return stamps_[to] - stamps_[from];
+    return slot_->stamps[to] - slot_->stamps[from];
   }
 
  private:
+  struct Slot {
+    std::vector<std::vector<char>> staging;
+    std::vector<torch::Tensor> held;
+    std::array<int64_t, kMarkerCount> stamps{};
+  };
   const Clock* clock_;
-  std::vector<std::vector<char>> staging_;
-  std::vector<torch::Tensor> held_;
-  std::array<int64_t, kMarkerCount> stamps_{};
+  std::array<Slot, kPathSlots> slots_;
+  Slot* slot_ = &slots_[0];
 };
 
 #ifdef CHRONOSERVE_WITH_CUDA
-// ---- CUDA: the worker's own stream, pinned staging, CUDA events ----
+// ---- CUDA: the worker's own stream (and a copy stream), pinned staging, CUDA events ----
 class CudaPath final : public DevicePath {
  public:
   CudaPath(int gpu, c10::cuda::CUDAStream stream) : gpu_(gpu), stream_(stream) {}
+  ~CudaPath() override {
+    if (copy_stream_ != nullptr) cudaStreamDestroy(copy_stream_);
+  }
 
   absl::Status Init(bool exact_device_timing) {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(gpu_));
-    for (auto& e : events_) RETURN_IF_ERROR(e.Init());
+    for (Slot& slot : slots_) {
+      for (auto& e : slot.events) RETURN_IF_ERROR(e.Init());
+      RETURN_IF_ERROR(slot.copied.Init());
+    }
     RETURN_IF_ERROR(sync_event_.Init());
     if (!exact_device_timing) return absl::OkStatus();
     ASSIGN_OR_RETURN(gate_, cuda::StreamGate::Create(gpu_, stream_.stream(), kHoldWatchdog));
@@ -94,62 +109,88 @@ class CudaPath final : public DevicePath {
   std::shared_ptr<void> Enter() override {
     return std::make_shared<c10::cuda::CUDAStreamGuard>(stream_);
   }
+  void SelectSlot(int slot) override { slot_ = &slots_[slot]; }
+  absl::Status BeginInputs(bool behind_another) override {
+    slot_->moves.clear();
+    overlap_ = behind_another;
+    if (!overlap_ || copy_stream_ != nullptr) return absl::OkStatus();
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(gpu_));
+    return cuda::CudaStatus(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking),
+                            "cudaStreamCreateWithFlags(copy stream)");
+  }
   absl::StatusOr<char*> Staging(int input, size_t bytes) override {
-    if (static_cast<size_t>(input) >= staging_.size()) staging_.resize(input + 1);
-    RETURN_IF_ERROR(staging_[input].Reserve(bytes));
-    return staging_[input].data();
+    auto& staging = slot_->staging;
+    if (static_cast<size_t>(input) >= staging.size()) staging.resize(input + 1);
+    RETURN_IF_ERROR(staging[input].Reserve(bytes));
+    return staging[input].data();
   }
-  absl::StatusOr<torch::Tensor> ToDevice(char* staged, const std::vector<int64_t>& shape,
+  absl::StatusOr<torch::Tensor> ToDevice(int input, char* staged, const std::vector<int64_t>& shape,
                                          torch::ScalarType type) override {
-    // Allocated by LibTorch's caching allocator on the current (this worker's) stream.
-    torch::Tensor dst = torch::empty(shape, torch::TensorOptions().dtype(type).device(device()));
+    int64_t elements = 1;
+    for (int64_t d : shape) elements *= d;
+    const size_t bytes = static_cast<size_t>(elements) * c10::elementSize(type);
+    ASSIGN_OR_RETURN(torch::Tensor buffer, DeviceInput(input, bytes));
     RETURN_IF_ERROR(cuda::CudaStatus(
-        cudaMemcpyAsync(dst.data_ptr(), staged, dst.nbytes(), cudaMemcpyHostToDevice, stream_.stream()),
+        cudaMemcpyAsync(buffer.data_ptr(), staged, bytes, cudaMemcpyHostToDevice, input_stream()),
         "cudaMemcpyAsync(H2D)"));
-    return dst;
+    return buffer.narrow(0, 0, static_cast<int64_t>(bytes)).view(type).view(shape);
   }
-  absl::Status ToDeviceInto(const char* staged, size_t bytes, const torch::Tensor& dst) override {
+  absl::Status ToDeviceInto(int input, const char* staged, size_t bytes, const torch::Tensor& dst) override {
     if (bytes > dst.nbytes()) return absl::InternalError("staged input larger than its static tensor");
-    char* out = static_cast<char*>(dst.data_ptr());
+    if (!overlap_) return CopyIntoStatic(dst.data_ptr(), staged, bytes, dst.nbytes(), cudaMemcpyHostToDevice);
+    // The batch ahead may still read `dst`: copy beside it into the slot's own buffer now, and
+    // into `dst` on the worker's stream (after that batch) in InputsReady().
+    ASSIGN_OR_RETURN(torch::Tensor buffer, DeviceInput(input, bytes));
     RETURN_IF_ERROR(cuda::CudaStatus(
-        cudaMemcpyAsync(out, staged, bytes, cudaMemcpyHostToDevice, stream_.stream()),
-        "cudaMemcpyAsync(H2D into graph input)"));
-    if (bytes == dst.nbytes()) return absl::OkStatus();
-    return cuda::CudaStatus(cudaMemsetAsync(out + bytes, 0, dst.nbytes() - bytes, stream_.stream()),
-                            "cudaMemsetAsync(graph input pad rows)");
+        cudaMemcpyAsync(buffer.data_ptr(), staged, bytes, cudaMemcpyHostToDevice, copy_stream_),
+        "cudaMemcpyAsync(H2D on the copy stream)"));
+    slot_->moves.push_back(Move{dst.data_ptr(), buffer.data_ptr(), bytes, dst.nbytes()});
+    return absl::OkStatus();
+  }
+  absl::Status InputsReady() override {
+    if (!overlap_) return absl::OkStatus();
+    RETURN_IF_ERROR(slot_->copied.Record(copy_stream_));
+    RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamWaitEvent(stream_.stream(), slot_->copied.get(), 0),
+                                     "cudaStreamWaitEvent(inputs copied)"));
+    for (const Move& m : slot_->moves) {
+      RETURN_IF_ERROR(CopyIntoStatic(m.dst, m.src, m.bytes, m.dst_bytes, cudaMemcpyDeviceToDevice));
+    }
+    slot_->moves.clear();
+    return absl::OkStatus();
   }
   absl::StatusOr<const char*> ToHost(int output, const torch::Tensor& tensor) override {
     torch::Tensor src = tensor.contiguous();
-    if (static_cast<size_t>(output) >= landing_.size()) {
-      landing_.resize(output + 1);
-      held_.resize(output + 1);
-    }
-    held_[output] = src;  // the device tensor must live until the copy has run
-    RETURN_IF_ERROR(landing_[output].Reserve(src.nbytes()));
-    RETURN_IF_ERROR(cuda::CudaStatus(cudaMemcpyAsync(landing_[output].data(), src.data_ptr(),
+    Slot& slot = *slot_;
+    if (static_cast<size_t>(output) >= slot.landing.size()) slot.landing.resize(output + 1);
+    Hold(output, src);  // the device tensor must live until the copy has run
+    RETURN_IF_ERROR(slot.landing[output].Reserve(src.nbytes()));
+    RETURN_IF_ERROR(cuda::CudaStatus(cudaMemcpyAsync(slot.landing[output].data(), src.data_ptr(),
                                                      src.nbytes(), cudaMemcpyDeviceToHost,
                                                      stream_.stream()),
                                      "cudaMemcpyAsync(D2H)"));
-    return landing_[output].data();
+    return slot.landing[output].data();
   }
   absl::Status ToHostInto(int output, const torch::Tensor& tensor, char* dst) override {
-    if (static_cast<size_t>(output) >= held_.size()) {
-      landing_.resize(output + 1);
-      held_.resize(output + 1);
-    }
-    held_[output] = tensor;  // the device tensor must live until the copy has run
+    Hold(output, tensor);  // the device tensor must live until the copy has run
     return cuda::CudaStatus(cudaMemcpyAsync(dst, tensor.data_ptr(), tensor.nbytes(), cudaMemcpyDeviceToHost,
                                             stream_.stream()),
                             "cudaMemcpyAsync(D2H into a pinned shared-memory region)");
   }
-  absl::Status Mark(Marker marker) override { return events_[marker].Record(stream_.stream()); }
-  absl::Status Wait() override { return events_[kAfterD2H].Synchronize(); }
+  absl::Status Mark(Marker marker) override {
+    const bool input_span = marker == kBeforeH2D || marker == kAfterH2D;
+    return slot_->events[marker].Record(input_span ? input_stream() : stream_.stream());
+  }
+  absl::Status Wait() override { return slot_->events[kAfterD2H].Synchronize(); }
   absl::Status Sync() override {
+    if (copy_stream_ != nullptr) {
+      RETURN_IF_ERROR(sync_event_.Record(copy_stream_));
+      RETURN_IF_ERROR(sync_event_.Synchronize());
+    }
     RETURN_IF_ERROR(sync_event_.Record(stream_.stream()));
     return sync_event_.Synchronize();
   }
   absl::StatusOr<int64_t> SpanNs(Marker from, Marker to) override {
-    return cuda::CudaEvent::ElapsedNs(events_[from], events_[to]);
+    return cuda::CudaEvent::ElapsedNs(slot_->events[from], slot_->events[to]);
   }
   bool can_hold_stream() const override { return gate_ != nullptr; }
   absl::Status HoldStream() override {
@@ -164,13 +205,60 @@ class CudaPath final : public DevicePath {
   // is blocked behind the hold, which the watchdog then breaks.
   static constexpr absl::Duration kHoldWatchdog = absl::Milliseconds(250);
 
+  // A graph input still to be filled from the slot's device buffer (overlapped inputs).
+  struct Move {
+    void* dst;
+    const void* src;
+    size_t bytes;
+    size_t dst_bytes;
+  };
+  struct Slot {
+    std::array<cuda::CudaEvent, kMarkerCount> events;
+    cuda::CudaEvent copied;  // on the copy stream: the slot's inputs are on the device
+    std::vector<cuda::PinnedBuffer> staging;
+    std::vector<cuda::PinnedBuffer> landing;
+    std::vector<torch::Tensor> device_in;  // bytes; grown to the largest batch during warm-up
+    std::vector<torch::Tensor> held;
+    std::vector<Move> moves;
+  };
+
+  cudaStream_t input_stream() const { return overlap_ ? copy_stream_ : stream_.stream(); }
+
+  // The slot's device buffer for input `input`, at least `bytes` long. Growing it is safe: the
+  // slot's previous batch has been waited for, so no copy or kernel still uses the old buffer.
+  absl::StatusOr<torch::Tensor> DeviceInput(int input, size_t bytes) {
+    auto& buffers = slot_->device_in;
+    if (static_cast<size_t>(input) >= buffers.size()) buffers.resize(input + 1);
+    torch::Tensor& buffer = buffers[input];
+    if (!buffer.defined() || static_cast<size_t>(buffer.numel()) < bytes) {
+      buffer = torch::empty({static_cast<int64_t>(bytes)}, torch::TensorOptions().dtype(torch::kUInt8).device(device()));
+    }
+    return buffer;
+  }
+
+  // `bytes` into the start of a static input of `dst_bytes` on the worker's stream, rest zeroed.
+  absl::Status CopyIntoStatic(void* dst, const void* src, size_t bytes, size_t dst_bytes, cudaMemcpyKind kind) {
+    char* out = static_cast<char*>(dst);
+    RETURN_IF_ERROR(cuda::CudaStatus(cudaMemcpyAsync(out, src, bytes, kind, stream_.stream()),
+                                     "cudaMemcpyAsync(into graph input)"));
+    if (bytes == dst_bytes) return absl::OkStatus();
+    return cuda::CudaStatus(cudaMemsetAsync(out + bytes, 0, dst_bytes - bytes, stream_.stream()),
+                            "cudaMemsetAsync(graph input pad rows)");
+  }
+
+  void Hold(int output, const torch::Tensor& tensor) {
+    auto& held = slot_->held;
+    if (static_cast<size_t>(output) >= held.size()) held.resize(output + 1);
+    held[output] = tensor;
+  }
+
   int gpu_;
   c10::cuda::CUDAStream stream_;
-  std::array<cuda::CudaEvent, kMarkerCount> events_;
+  cudaStream_t copy_stream_ = nullptr;  // made on the first overlapped batch
+  bool overlap_ = false;                // this batch's inputs go on the copy stream
+  std::array<Slot, kPathSlots> slots_;
+  Slot* slot_ = &slots_[0];
   cuda::CudaEvent sync_event_;
-  std::vector<cuda::PinnedBuffer> staging_;
-  std::vector<cuda::PinnedBuffer> landing_;
-  std::vector<torch::Tensor> held_;
   std::unique_ptr<cuda::StreamGate> gate_;  // exact device timing only
 };
 #endif

@@ -3,6 +3,18 @@
 // the spans. The CPU path is the same Execute() with host buffers and host timers; the CUDA path
 // uses the worker's own stream, pinned buffers and CUDA events (never a device-wide sync).
 // Internal to the torch backend (includes LibTorch); owned by one TorchInstance, worker thread only.
+//
+// Slots: a path keeps kPathSlots sets of per-batch resources (host staging and landing buffers,
+// device input buffers, span events, the tensors a copy still reads) so a pipelined worker can
+// launch one batch while another is still on the device. SelectSlot() picks the set every other
+// call acts on. A batch's H2D runs on the worker's stream, or on the path's copy stream when
+// BeginInputs(true) says another batch is still ahead on the worker's stream; InputsReady() then
+// orders the worker's stream after the copy (an event, never a device-wide sync).
+//
+//   path.SelectSlot(slot);  path.BeginInputs(batch_in_flight);  Mark(kBeforeH2D);
+//   ToDevice(...) per input;  Mark(kAfterH2D);  InputsReady();  Mark(kBeforeCompute);
+//   forward;  Mark(kAfterCompute);  ToHost(...) per output;  Mark(kAfterD2H);
+//   ... later, same slot:  Wait();  SpanNs(...)
 #ifndef CHRONOSERVE_SERVER_BACKEND_TORCH_DEVICE_PATH_H_
 #define CHRONOSERVE_SERVER_BACKEND_TORCH_DEVICE_PATH_H_
 
@@ -16,8 +28,12 @@
 
 namespace chronoserve::server {
 
-// Span boundaries recorded during one batch, in order.
-enum Marker { kBeforeH2D = 0, kAfterH2D, kAfterCompute, kAfterD2H, kMarkerCount };
+// Span boundaries recorded during one batch, in order. kBeforeH2D and kAfterH2D are recorded on the
+// stream that copies the inputs (the copy stream when overlapping), the others on the worker's.
+enum Marker { kBeforeH2D = 0, kAfterH2D, kBeforeCompute, kAfterCompute, kAfterD2H, kMarkerCount };
+
+// Per-batch resource sets of a path (the pipeline depth it can serve).
+inline constexpr int kPathSlots = 2;
 
 class DevicePath {
  public:
@@ -30,14 +46,25 @@ class DevicePath {
 
   // Makes this path's stream current on the calling thread for the returned object's lifetime.
   virtual std::shared_ptr<void> Enter() = 0;
+  // The resource set (0 .. kPathSlots - 1) the calls below act on until the next SelectSlot.
+  // A slot's buffers may be reused only after Wait() on the batch that last used it.
+  virtual void SelectSlot(int slot) = 0;
+  // Starts a batch's inputs: `behind_another` = a batch launched earlier may still be running on
+  // the worker's stream, so the copies go on the copy stream (GPU) and can overlap it.
+  virtual absl::Status BeginInputs(bool behind_another) = 0;
   // Host memory of at least `bytes` to gather input `input` into (pinned on GPU).
   virtual absl::StatusOr<char*> Staging(int input, size_t bytes) = 0;
-  // A device tensor holding the staged bytes (async copy on GPU; a view on CPU).
-  virtual absl::StatusOr<torch::Tensor> ToDevice(char* staged, const std::vector<int64_t>& shape,
+  // A device tensor holding the staged bytes of input `input` (async copy into the slot's device
+  // buffer on GPU; a view on CPU), valid until the slot is reused.
+  virtual absl::StatusOr<torch::Tensor> ToDevice(int input, char* staged, const std::vector<int64_t>& shape,
                                                  torch::ScalarType type) = 0;
-  // Copies `bytes` staged bytes into the start of the (contiguous) device tensor `dst` and zeroes
-  // the rest of it: the static input of a CUDA graph, whose pad rows must hold no stale data.
-  virtual absl::Status ToDeviceInto(const char* staged, size_t bytes, const torch::Tensor& dst) = 0;
+  // Copies `bytes` staged bytes of input `input` into the start of the (contiguous) device tensor
+  // `dst` and zeroes the rest of it: the static input of a CUDA graph, whose pad rows must hold no
+  // stale data. When the inputs go on the copy stream, `dst` (read by the batch ahead) is filled
+  // from the slot's device buffer on the worker's stream in InputsReady().
+  virtual absl::Status ToDeviceInto(int input, const char* staged, size_t bytes, const torch::Tensor& dst) = 0;
+  // After the last input: work enqueued on the worker's stream from now on sees the inputs.
+  virtual absl::Status InputsReady() = 0;
   // Host bytes of `tensor` (contiguous), valid after Wait() (async copy on GPU).
   virtual absl::StatusOr<const char*> ToHost(int output, const torch::Tensor& tensor) = 0;
   // Copies the contiguous `tensor` into `dst` (page-locked, >= tensor.nbytes()), valid after Wait().
@@ -45,8 +72,9 @@ class DevicePath {
   virtual absl::Status Mark(Marker marker) = 0;
   // Blocks until the work up to the last Mark(kAfterD2H) has completed.
   virtual absl::Status Wait() = 0;
-  // Blocks until everything enqueued on this path's stream so far has completed (an event on the
-  // stream, never a device-wide sync). For capture and keep-warm, not the request path's markers.
+  // Blocks until everything enqueued on this path's streams so far has completed (events on the
+  // streams, never a device-wide sync). For capture, keep-warm and failed launches, not the
+  // request path's markers.
   virtual absl::Status Sync() = 0;
   // Nanoseconds between two recorded markers (after Wait()).
   virtual absl::StatusOr<int64_t> SpanNs(Marker from, Marker to) = 0;

@@ -88,14 +88,22 @@ ModelQueue::WaitResult ModelQueue::NextBatchUntil(Batch* batch, Batch* dropped,
   return NextBatchLocked(batch, dropped, deadline_ns);
 }
 
+ModelQueue::WaitResult ModelQueue::TryNextBatch(Batch* batch, Batch* dropped) {
+  batch->clear();
+  dropped->clear();
+  absl::MutexLock lock(&mu_);
+  return NextBatchLocked(batch, dropped, /*idle_deadline_ns=*/0, /*block=*/false);
+}
+
 ModelQueue::WaitResult ModelQueue::NextBatchLocked(Batch* batch, Batch* dropped,
-                                                   int64_t idle_deadline_ns) {
+                                                   int64_t idle_deadline_ns, bool block) {
   while (true) {
     const int64_t now = clock_->NowNs();
     const int64_t earliest_deadline = DropDeadLocked(now, dropped);
     if (queue_.empty()) {
       if (!dropped->empty()) return WaitResult::kBatch;
       if (closed_) return WaitResult::kClosed;
+      if (!block) return WaitResult::kTimeout;
       if (idle_deadline_ns == 0) {
         cv_.Wait(&mu_);
       } else if (now >= idle_deadline_ns) {
@@ -121,6 +129,7 @@ ModelQueue::WaitResult ModelQueue::NextBatchLocked(Batch* batch, Batch* dropped,
       return WaitResult::kBatch;
     }
     if (!dropped->empty()) return WaitResult::kBatch;
+    if (!block) return WaitResult::kTimeout;
     int64_t wake = decision.wake_ns;
     if (earliest_deadline != 0) wake = wake == 0 ? earliest_deadline : std::min(wake, earliest_deadline);
     if (wake == 0) {

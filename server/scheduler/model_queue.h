@@ -45,6 +45,11 @@ class ModelQueue {
   // are never abandoned for the deadline. Poke() makes a waiting worker re-read the clock.
   WaitResult NextBatchUntil(Batch* batch, Batch* dropped, int64_t deadline_ns);
 
+  // Never waits: kBatch when a batch is due now or requests were dropped (as NextBatch), else
+  // kTimeout (nothing due yet, including a batch that is still waiting out its queue delay) or
+  // kClosed. A pipelined worker asks this while its previous batch is still on the device.
+  WaitResult TryNextBatch(Batch* batch, Batch* dropped);
+
   // Stops accepting; waiting workers drain what is queued, then NextBatch returns false. Idempotent.
   void Close();
 
@@ -61,8 +66,9 @@ class ModelQueue {
   // Moves expired or cancelled requests out of the queue; returns the earliest live deadline (0 = none).
   int64_t DropDeadLocked(int64_t now_ns, Batch* dropped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t EffectiveDeadline(const InferRequest& r) const;
-  // NextBatch with an optional deadline (0 = none) for an empty queue.
-  WaitResult NextBatchLocked(Batch* batch, Batch* dropped, int64_t idle_deadline_ns)
+  // NextBatch with an optional deadline (0 = none) for an empty queue; `block` false: kTimeout
+  // instead of any wait.
+  WaitResult NextBatchLocked(Batch* batch, Batch* dropped, int64_t idle_deadline_ns, bool block = true)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string model_;

@@ -73,22 +73,21 @@ void Worker::Join() {
 }
 
 void Worker::Loop() {
+  const bool pipelined = instance_->pipeline_depth() > 1;
+  std::optional<InFlight> in_flight;  // pipelined only: the batch on the device
   Batch batch;
   Batch dropped;
   while (true) {
-    const int64_t due_ns =
-        keep_warm_lapsed_ ? 0 : NextKeepWarmNs(keep_warm_, idle_since_ns_, last_keep_warm_ns_);
-    ModelQueue::WaitResult result;
-    if (due_ns == 0) {
-      result = queue_->NextBatch(&batch, &dropped) ? ModelQueue::WaitResult::kBatch
-                                                   : ModelQueue::WaitResult::kClosed;
-    } else {
-      result = queue_->NextBatchUntil(&batch, &dropped, due_ns);
-    }
-    if (result == ModelQueue::WaitResult::kClosed) return;
-    if (result == ModelQueue::WaitResult::kTimeout) {
-      RunKeepWarm();
-      continue;
+    // With a batch in flight never wait for requests: finish it instead when nothing is due.
+    const ModelQueue::WaitResult result =
+        in_flight ? queue_->TryNextBatch(&batch, &dropped) : WaitForBatch(&batch, &dropped);
+    if (result != ModelQueue::WaitResult::kBatch) {
+      if (in_flight) {
+        idle_since_ns_ = FinishBatch(*std::move(in_flight));
+        in_flight.reset();
+        continue;
+      }
+      return;  // closed, nothing in flight
     }
     for (auto& r : dropped) {
       absl::Status status = r->status;
@@ -96,10 +95,29 @@ void Worker::Loop() {
     }
     dropped.clear();
     if (!batch.empty()) {
-      idle_since_ns_ = RunBatch(std::move(batch));
       keep_warm_lapsed_ = false;
+      if (!pipelined) {
+        idle_since_ns_ = RunBatch(std::move(batch));
+      } else if (std::optional<InFlight> launched = LaunchBatch(std::move(batch), in_flight)) {
+        if (in_flight) idle_since_ns_ = FinishBatch(*std::move(in_flight));
+        in_flight = std::move(launched);
+      }
     }
     batch.clear();
+  }
+}
+
+ModelQueue::WaitResult Worker::WaitForBatch(Batch* batch, Batch* dropped) {
+  while (true) {
+    const int64_t due_ns =
+        keep_warm_lapsed_ ? 0 : NextKeepWarmNs(keep_warm_, idle_since_ns_, last_keep_warm_ns_);
+    if (due_ns == 0) {
+      return queue_->NextBatch(batch, dropped) ? ModelQueue::WaitResult::kBatch
+                                               : ModelQueue::WaitResult::kClosed;
+    }
+    const ModelQueue::WaitResult result = queue_->NextBatchUntil(batch, dropped, due_ns);
+    if (result != ModelQueue::WaitResult::kTimeout) return result;
+    RunKeepWarm();
   }
 }
 
@@ -131,15 +149,42 @@ void Worker::NoteLaunchBound(const BatchTiming& timing) {
   }
 }
 
+void Worker::BeginBatch(BatchTiming* timing) {
+  timing->dequeued_ns = clock_->NowNs();
+  timing->worker = index_;
+  // Cold: the first batch, or one that arrives after keep-warm's horizon ended the idle spell.
+  timing->cold = !served_any_ || (keep_warm_.enabled() &&
+                                  timing->dequeued_ns - idle_since_ns_ > keep_warm_.horizon_ns);
+  served_any_ = true;
+}
+
 int64_t Worker::RunBatch(Batch batch) {
   BatchTiming timing;
-  timing.dequeued_ns = clock_->NowNs();
-  timing.worker = index_;
-  // Cold: the first batch, or one that arrives after keep-warm's horizon ended the idle spell.
-  timing.cold = !served_any_ || (keep_warm_.enabled() &&
-                                 timing.dequeued_ns - idle_since_ns_ > keep_warm_.horizon_ns);
-  served_any_ = true;
+  BeginBatch(&timing);
   absl::Status status = instance_->Execute(batch, &timing);
+  // Stamped before the completions, which may let another thread (or a test) move on.
+  const int64_t done_ns = clock_->NowNs();
+  EndBatch(std::move(batch), timing, status);
+  return done_ns;
+}
+
+std::optional<Worker::InFlight> Worker::LaunchBatch(Batch batch, const std::optional<InFlight>& in_flight) {
+  InFlight flight{std::move(batch), BatchTiming{}, in_flight ? 1 - in_flight->slot : 0};
+  BeginBatch(&flight.timing);
+  absl::Status status = instance_->Launch(flight.batch, &flight.timing, flight.slot);
+  if (status.ok()) return flight;
+  EndBatch(std::move(flight.batch), flight.timing, status);
+  return std::nullopt;
+}
+
+int64_t Worker::FinishBatch(InFlight flight) {
+  absl::Status status = instance_->Finish(flight.batch, &flight.timing, flight.slot);
+  const int64_t done_ns = clock_->NowNs();
+  EndBatch(std::move(flight.batch), flight.timing, status);
+  return done_ns;
+}
+
+void Worker::EndBatch(Batch batch, const BatchTiming& timing, const absl::Status& status) {
   if (status.ok() && !timing.request_timing) {
     stats_->RecordUntimedExecution();
   } else if (status.ok()) {
@@ -152,15 +197,12 @@ int64_t Worker::RunBatch(Batch batch) {
   } else {
     CS_LOG(ERROR) << status.message();
   }
-  // Stamped before the completions, which may let another thread (or a test) move on.
-  const int64_t done_ns = clock_->NowNs();
   for (auto& r : batch) r->timeline.SetBatch(timing);
   if (completions_ != nullptr) {
     completions_->CompleteBatch(std::move(batch), status);
   } else {
     for (auto& r : batch) InferRequest::Complete(std::move(r), status);
   }
-  return done_ns;
 }
 
 }  // namespace chronoserve::server

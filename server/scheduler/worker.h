@@ -2,7 +2,9 @@
 // queue, executes them, and completes every request (the completion callback answers the client).
 // Owned by the model's runtime; Warmup() runs on the caller's thread before Start(). While idle it
 // may keep its model warm (parameters keep_warm_ms / keep_warm_horizon_ms; see keep_warm.h), and it
-// counts launch-bound batches (host launch >= 80% of the device-timed compute).
+// counts launch-bound batches (host launch >= 80% of the device-timed compute). With an instance
+// that pipelines (pipeline_depth() 2, a GPU instance) it launches the next due batch before it
+// finishes the one on the device; it never waits for requests while a batch is in flight.
 //
 //   Worker w(...); RETURN_IF_ERROR(w.Warmup(spec)); w.Start();   // ... serving ...
 //   queue.Close(); w.Join();
@@ -11,6 +13,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -64,9 +67,27 @@ class Worker {
   }
 
  private:
+  // A launched batch of a pipelining instance, until Finish.
+  struct InFlight {
+    Batch batch;
+    BatchTiming timing;
+    int slot = 0;
+  };
+
   void Loop();
+  // Blocks for the next batch, running keep-warm while idle; kTimeout is never returned.
+  ModelQueue::WaitResult WaitForBatch(Batch* batch, Batch* dropped);
   // Returns when its device work ended (before the requests were completed).
   int64_t RunBatch(Batch batch);
+  // Pipelined: launches `batch` into the slot `in_flight` does not use. On failure the batch is
+  // answered with the error and nullopt is returned.
+  std::optional<InFlight> LaunchBatch(Batch batch, const std::optional<InFlight>& in_flight);
+  // Pipelined: waits for a launched batch and completes it; returns when its device work ended.
+  int64_t FinishBatch(InFlight flight);
+  // Common to both: the batch's stamps before the instance runs it.
+  void BeginBatch(BatchTiming* timing);
+  // Common to both: statistics, per-request timing, then the completions.
+  void EndBatch(Batch batch, const BatchTiming& timing, const absl::Status& status);
   void RunKeepWarm();
   void NoteLaunchBound(const BatchTiming& timing);
 

@@ -1,0 +1,202 @@
+// Batch pipelining on a real GPU: an instance with pipeline_depth 2 (the GPU default) launches
+// batch i+1 (its H2D on the copy stream, beside batch i's forward) before it finishes batch i,
+// alternating its two slots, exactly as a busy worker does. Every request's outputs must equal
+// those of an instance of the same model that runs one batch at a time (pipeline_depth 1), for
+// eager and CUDA-graph forwards, at varying batch sizes (graph padding included), and every span
+// stays event-timed and non-negative. Then a served check: many clients at once, each answered
+// with its own rows.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <random>
+#include <thread>
+
+#include "client/inference_client.h"
+#include "common/tensor_data.h"
+#include "server/backend/batch_pipeline.h"
+#include "server/backend/device_activity.h"
+#include "server/backend/torch_backend.h"
+#include "server/core/synthetic_request.h"
+#include "server/repository/model_config_loader.h"
+#include "tests/server/test_repository.h"
+#include "tests/server/torch_reference.h"
+#include "tools/example_models.h"
+
+namespace chronoserve {
+namespace {
+
+constexpr int kMaxBatch = 16;
+
+// One batch of `items` one-item requests with random inputs from `seed`, and its result slots.
+struct Job {
+  std::deque<std::vector<std::string>> outputs;  // per request, stable addresses
+  server::Batch batch;
+  server::BatchTiming timing;
+};
+
+std::unique_ptr<Job> MakeJob(const server::ModelSpec& spec, int items, uint64_t seed) {
+  auto job = std::make_unique<Job>();
+  std::mt19937_64 rng(seed);
+  for (int i = 0; i < items; ++i) {
+    job->outputs.emplace_back();
+    job->batch.push_back(server::MakeSyntheticRequest(spec, 1, &job->outputs.back(), rng));
+  }
+  return job;
+}
+
+// Largest |a - b| over two FP32 byte strings; infinity when their sizes differ.
+double MaxError(const std::string& a, const std::string& b) {
+  if (a.size() != b.size() || a.empty()) return HUGE_VAL;
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); i += 4) {
+    float x, y;
+    std::memcpy(&x, a.data() + i, 4);
+    std::memcpy(&y, b.data() + i, 4);
+    worst = std::max(worst, static_cast<double>(std::fabs(x - y)));
+  }
+  return worst;
+}
+
+class PipelineInstanceTest : public ::testing::TestWithParam<bool> {
+ protected:
+  // Loads the policy net (graphs on when the test's parameter says so) with `depth`, warmed at
+  // every batch size and prepared for serving, as a worker does before READY.
+  std::unique_ptr<server::ModelInstance> Load(const std::string& dir, const std::string& depth) {
+    auto spec = server::LoadModelDirectory(dir);
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    if (!spec.ok()) return nullptr;
+    spec->parameters[server::kPipelineDepthKey] = depth;
+    spec_ = *spec;
+    server::InstanceOptions options;
+    options.gpu = 0;
+    options.activity = devices_.Get(0, SteadyClock::Now());
+    auto instance = server::CreateTorchInstance(*spec, options);
+    EXPECT_TRUE(instance.ok()) << instance.status();
+    if (!instance.ok()) return nullptr;
+    for (int items = 1; items <= kMaxBatch; ++items) {
+      auto job = MakeJob(*spec, items, 1000 + items);
+      EXPECT_TRUE((*instance)->Execute(job->batch, &job->timing).ok());
+    }
+    EXPECT_TRUE((*instance)->PrepareForServing().ok());
+    return *std::move(instance);
+  }
+
+  server::DeviceActivityRegistry devices_;
+  server::ModelSpec spec_;
+};
+
+TEST_P(PipelineInstanceTest, PipelinedBatchesEqualOneAtATime) {
+  const bool graphs = GetParam();
+  testing::TempDir repo("cs_gpu_pipeline");
+  examples::ModelOptions o;
+  o.max_batch_size = kMaxBatch;
+  if (graphs) o.extra_config = "optimization { cuda { graphs: true } }\n";
+  ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy", o).ok());
+  auto piped = Load(repo.path() + "/policy", "2");
+  auto serial = Load(repo.path() + "/policy", "1");
+  ASSERT_NE(piped, nullptr);
+  ASSERT_NE(serial, nullptr);
+  ASSERT_EQ(piped->pipeline_depth(), 2);
+  ASSERT_EQ(serial->pipeline_depth(), 1);
+
+  const int sizes[] = {16, 1, 7, 16, 3, 12, 5, 16, 2, 9, 16, 16, 4, 11};
+  std::vector<std::unique_ptr<Job>> jobs;
+  for (int round = 0; round < 3; ++round) {
+    for (int items : sizes) jobs.push_back(MakeJob(spec_, items, 17 * jobs.size() + 5));
+  }
+  // The busy worker's order: launch i, then finish i - 1 (its slot is free again for i + 1).
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    jobs[i]->timing.dequeued_ns = SteadyClock::Now();
+    ASSERT_TRUE(piped->Launch(jobs[i]->batch, &jobs[i]->timing, static_cast<int>(i % 2)).ok()) << "batch " << i;
+    if (i > 0) {
+      ASSERT_TRUE(piped->Finish(jobs[i - 1]->batch, &jobs[i - 1]->timing, static_cast<int>((i - 1) % 2)).ok())
+          << "batch " << i - 1;
+    }
+  }
+  ASSERT_TRUE(piped->Finish(jobs.back()->batch, &jobs.back()->timing, static_cast<int>((jobs.size() - 1) % 2)).ok());
+
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    auto reference = MakeJob(spec_, static_cast<int>(jobs[i]->batch.size()), 17 * i + 5);  // same inputs
+    ASSERT_TRUE(serial->Execute(reference->batch, &reference->timing).ok());
+    const server::BatchTiming& t = jobs[i]->timing;
+    EXPECT_TRUE(t.device_timed);
+    EXPECT_EQ(t.batch_size, static_cast<int64_t>(jobs[i]->batch.size()));
+    EXPECT_EQ(t.cuda_graph, graphs) << "every size up to max_batch_size has a bucket";
+    EXPECT_GE(t.h2d_ns, 0);
+    EXPECT_GT(t.compute_ns, 0);
+    EXPECT_GE(t.d2h_ns, 0);
+    EXPECT_GE(t.gpu_done_ns, t.staged_ns);
+    for (size_t r = 0; r < jobs[i]->outputs.size(); ++r) {
+      ASSERT_EQ(jobs[i]->outputs[r].size(), 3u);
+      for (int k = 0; k < 3; ++k) {
+        EXPECT_LE(MaxError(jobs[i]->outputs[r][k], reference->outputs[r][k]), 1e-4)
+            << "batch " << i << " (" << jobs[i]->batch.size() << " items), request " << r << ", output " << k;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EagerAndGraphs, PipelineInstanceTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Graphs" : "Eager"; });
+
+// Served: 8 clients at once on one pipelined worker, every answer its own rows (CPU reference).
+TEST(PipelineServerTest, ConcurrentClientsEachGetTheirOwnRows) {
+  testing::TempDir repo("cs_gpu_pipeline_served");
+  examples::ModelOptions o;
+  o.max_batch_size = kMaxBatch;
+  ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy", o).ok());
+  auto server = testing::StartServer(repo.path(), 1);
+  ASSERT_NE(server, nullptr);
+  const std::string address = "127.0.0.1:" + std::to_string(server->port());
+  constexpr int kClients = 8;
+  constexpr int kRequests = 40;
+  std::vector<std::string> failures(kClients);
+  std::vector<int> batched(kClients, 0);
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      auto client = client::InferenceClient::Connect(address);
+      std::mt19937_64 rng(900 + c);
+      for (int i = 0; i < kRequests && failures[c].empty(); ++i) {
+        const int rows = 1 + (c + i) % 3;
+        client::Tensor input{"INPUT__0", DataType::kFp32, {rows, 4, 20, 20},
+                             RandomTensorBytes(DataType::kFp32, rows * 1600, rng)};
+        auto result = client->Infer("policy", {input});
+        if (!result.ok()) {
+          failures[c] = std::string(result.status().message());
+          break;
+        }
+        if (result->timing && result->timing->batch_size > rows) ++batched[c];
+        if (i % 8 != 0) continue;  // the CPU reference is slow: check every 8th answer
+        const auto want = testing::TorchReference(repo.path() + "/policy/1/model.pt", {input});
+        for (size_t k = 0; k < want.size(); ++k) {
+          std::vector<float> got(result->outputs[k].data.size() / 4);
+          std::memcpy(got.data(), result->outputs[k].data.data(), got.size() * 4);
+          if (got.size() != want[k].size()) {
+            failures[c] = "output size";
+            break;
+          }
+          for (size_t j = 0; j < got.size(); ++j) {
+            if (std::fabs(got[j] - want[k][j]) > 5e-3f) {  // cuDNN may use TF32 (as GpuServerTest)
+              failures[c] = "client " + std::to_string(c) + " request " + std::to_string(i) + " output " +
+                            std::to_string(k) + " differs from the CPU reference";
+              break;
+            }
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (int c = 0; c < kClients; ++c) EXPECT_EQ(failures[c], "") << "client " << c;
+  int total_batched = 0;
+  for (int n : batched) total_batched += n;
+  std::printf("pipelined worker: %d of %d answers came from batches of several requests\n", total_batched,
+              kClients * kRequests);
+}
+
+}  // namespace
+}  // namespace chronoserve

@@ -1,0 +1,284 @@
+// The pipelined worker (an instance with pipeline_depth() 2, as a GPU instance has): with a fake
+// instance that logs every Launch and Finish, the worker launches the next due batch before it
+// finishes the one in flight, alternates the two slots, never waits for requests while a batch is
+// in flight, answers a failed launch alone, and finishes what is in flight before it exits. Also
+// the pipeline_depth parameter and the queue's non-blocking TryNextBatch. No sleeps: the fake parks
+// a launch on a notification, and every wait has a timeout that fails the test.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "server/backend/batch_pipeline.h"
+#include "server/scheduler/model_runtime.h"
+#include "server/scheduler/worker.h"
+
+namespace chronoserve::server {
+namespace {
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kTimeout = absl::Seconds(10);
+
+ModelSpec Spec() {
+  ModelSpec spec;
+  spec.name = "piped";
+  spec.max_batch_size = 1;  // one request per batch: the log reads request by request
+  spec.inputs = {{"INPUT__0", DataType::kFp32, {2}}};
+  spec.outputs = {{"OUTPUT__0", DataType::kFp32, {2}}};
+  return spec;
+}
+
+// Logs "L:<id>@<slot>" and "F:<id>@<slot>" for client requests; Finish writes OUTPUT__0 = 2 x INPUT__0.
+// A launch of request `park_id` parks until Release(); a launch of "bad" fails.
+class LoggingPipelinedInstance final : public ModelInstance {
+ public:
+  int pipeline_depth() const override { return 2; }
+  int gpu() const override { return -1; }
+  std::string device_name() const override { return "fake"; }
+
+  absl::Status Execute(Batch& batch, BatchTiming* timing) override {
+    if (absl::Status s = Launch(batch, timing, 0); !s.ok()) return s;
+    return Finish(batch, timing, 0);
+  }
+  absl::Status Launch(Batch& batch, BatchTiming* timing, int slot) override {
+    const std::string id = batch.front()->id;
+    {
+      absl::MutexLock lock(&mu_);
+      if (slot < 0 || slot > 1 || busy_[slot]) {
+        misuse_ = absl::StrCat("launch into busy slot ", slot, " for ", id);
+        return absl::InternalError(misuse_);
+      }
+      if (!batch.front()->synthetic) log_.push_back(absl::StrCat("L:", id, "@", slot));
+    }
+    if (!park_id_.empty() && id == park_id_ && !batch.front()->synthetic) {
+      parked_.Notify();
+      release_.WaitForNotificationWithTimeout(kTimeout);
+    }
+    if (id == "bad") return absl::InternalError("model 'piped': launch of 'bad' failed");
+    absl::MutexLock lock(&mu_);
+    busy_[slot] = true;
+    timing->batch_size = static_cast<int64_t>(batch.size());
+    timing->staged_ns = timing->dequeued_ns;
+    return absl::OkStatus();
+  }
+  absl::Status Finish(Batch& batch, BatchTiming* timing, int slot) override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!busy_[slot]) {
+        misuse_ = absl::StrCat("finish of idle slot ", slot);
+        return absl::InternalError(misuse_);
+      }
+      busy_[slot] = false;
+      if (!batch.front()->synthetic) log_.push_back(absl::StrCat("F:", batch.front()->id, "@", slot));
+    }
+    timing->gpu_done_ns = timing->dequeued_ns;
+    for (auto& r : batch) {
+      const InputTensor& in = r->inputs.front();
+      std::string bytes(in.byte_size, '\0');
+      for (size_t i = 0; i < in.byte_size / sizeof(float); ++i) {
+        float x;
+        std::memcpy(&x, in.data + i * sizeof(float), sizeof(float));
+        x *= 2;
+        std::memcpy(bytes.data() + i * sizeof(float), &x, sizeof(float));
+      }
+      r->outputs.front().shape = in.shape;
+      *r->outputs.front().data = bytes;
+      r->timeline.output_done_ns = timing->dequeued_ns;
+    }
+    return absl::OkStatus();
+  }
+
+  void ParkLaunchOf(std::string id) { park_id_ = std::move(id); }
+  bool WaitParked() { return parked_.WaitForNotificationWithTimeout(kTimeout); }
+  void Release() { release_.Notify(); }
+  std::vector<std::string> log() {
+    absl::MutexLock lock(&mu_);
+    return log_;
+  }
+  std::string misuse() {
+    absl::MutexLock lock(&mu_);
+    return misuse_;
+  }
+
+ private:
+  std::string park_id_;  // set before the worker starts serving
+  absl::Notification parked_;
+  absl::Notification release_;
+  absl::Mutex mu_;
+  bool busy_[2] ABSL_GUARDED_BY(mu_) = {false, false};
+  std::vector<std::string> log_ ABSL_GUARDED_BY(mu_);
+  std::string misuse_ ABSL_GUARDED_BY(mu_);
+};
+
+// One client request and what it was answered with.
+struct Call {
+  std::unique_ptr<InferRequest> request;
+  float input[2];
+  std::string output;
+  absl::Notification done;
+  absl::Status status;
+  std::string answered;
+};
+
+class PipelinedWorkerTest : public ::testing::Test {
+ protected:
+  void Start(const std::string& park_id = "") {
+    auto fake = std::make_unique<LoggingPipelinedInstance>();
+    fake_ = fake.get();
+    fake_->ParkLaunchOf(park_id);
+    std::vector<std::unique_ptr<ModelInstance>> instances;
+    instances.push_back(std::move(fake));
+    auto runtime = ModelRuntime::Create(Spec(), std::move(instances), WarmupOptions{}, &clock_);
+    ASSERT_TRUE(runtime.ok()) << runtime.status();
+    runtime_ = *std::move(runtime);
+  }
+
+  // Queues request `id` with inputs (seed, -seed / 3).
+  Call* Send(const std::string& id, float seed) {
+    calls_.push_back(std::make_unique<Call>());
+    Call* call = calls_.back().get();
+    call->input[0] = seed;
+    call->input[1] = -seed / 3;
+    auto r = std::make_unique<InferRequest>();
+    r->id = id;
+    r->batch_items = 1;
+    r->set_shape_key("[2];");
+    r->cancelled = std::make_shared<std::atomic<bool>>(false);
+    InputTensor in;
+    in.index = 0;
+    in.dtype = DataType::kFp32;
+    in.shape = {1, 2};
+    in.data = reinterpret_cast<const char*>(call->input);
+    in.byte_size = sizeof(call->input);
+    r->inputs.push_back(in);
+    OutputTensor out;
+    out.index = 0;
+    out.data = &call->output;
+    r->outputs.push_back(out);
+    r->on_complete = [call](std::unique_ptr<InferRequest> finished) {
+      call->status = finished->status;
+      call->answered = *finished->outputs.front().data;
+      call->done.Notify();
+    };
+    EXPECT_TRUE(runtime_->queue().Enqueue(r).ok());
+    return call;
+  }
+
+  // Waits for `call`'s answer and checks it is OK with 2 x its own inputs.
+  void ExpectDoubled(Call* call) {
+    ASSERT_TRUE(call->done.WaitForNotificationWithTimeout(kTimeout)) << "no answer";
+    ASSERT_TRUE(call->status.ok()) << call->status;
+    ASSERT_EQ(call->answered.size(), sizeof(call->input));
+    float got[2];
+    std::memcpy(got, call->answered.data(), sizeof(got));
+    EXPECT_EQ(got[0], 2 * call->input[0]);
+    EXPECT_EQ(got[1], 2 * call->input[1]);
+  }
+
+  FakeClock clock_;
+  LoggingPipelinedInstance* fake_ = nullptr;
+  std::unique_ptr<ModelRuntime> runtime_;
+  std::vector<std::unique_ptr<Call>> calls_;
+};
+
+TEST_F(PipelinedWorkerTest, ALoneBatchIsFinishedWithoutWaitingForAnother) {
+  Start();
+  Call* a = Send("a", 1.5f);
+  ExpectDoubled(a);
+  EXPECT_THAT(fake_->log(), ElementsAre("L:a@0", "F:a@0"));
+}
+
+TEST_F(PipelinedWorkerTest, LaunchesTheNextBatchBeforeFinishingTheOneInFlight) {
+  Start(/*park_id=*/"a");
+  Call* a = Send("a", 0.75f);
+  ASSERT_TRUE(fake_->WaitParked());  // the worker is inside Launch(a): b and c queue behind it
+  Call* b = Send("b", -2.25f);
+  Call* c = Send("c", 3.5f);
+  fake_->Release();
+  ExpectDoubled(a);
+  ExpectDoubled(b);
+  ExpectDoubled(c);
+  // b goes into the other slot before a is finished; c reuses a's slot only after a's Finish.
+  EXPECT_THAT(fake_->log(), ElementsAre("L:a@0", "L:b@1", "F:a@0", "L:c@0", "F:b@1", "F:c@0"));
+  EXPECT_EQ(fake_->misuse(), "");
+  EXPECT_EQ(runtime_->stats().Snapshot().execution_count, 3u);
+}
+
+TEST_F(PipelinedWorkerTest, AFailedLaunchIsAnsweredAloneAndTheBatchInFlightStillFinishes) {
+  Start(/*park_id=*/"a");
+  Call* a = Send("a", 4.0f);
+  ASSERT_TRUE(fake_->WaitParked());
+  Call* bad = Send("bad", 1.0f);
+  Call* c = Send("c", -0.5f);
+  fake_->Release();
+  ExpectDoubled(a);
+  ASSERT_TRUE(bad->done.WaitForNotificationWithTimeout(kTimeout));
+  EXPECT_EQ(bad->status.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(bad->status.message(), HasSubstr("launch of 'bad' failed"));
+  ExpectDoubled(c);
+  EXPECT_THAT(fake_->log(), ElementsAre("L:a@0", "L:bad@1", "L:c@1", "F:a@0", "F:c@1"));
+  EXPECT_EQ(fake_->misuse(), "");
+}
+
+TEST_F(PipelinedWorkerTest, StopFinishesTheBatchInFlightFirst) {
+  Start(/*park_id=*/"a");
+  Call* a = Send("a", 2.0f);
+  ASSERT_TRUE(fake_->WaitParked());
+  Call* b = Send("b", 5.0f);
+  runtime_->queue().Close();  // shutdown: what was accepted is still served
+  fake_->Release();
+  ExpectDoubled(a);
+  ExpectDoubled(b);
+  for (const auto& w : runtime_->workers()) w->Join();
+  EXPECT_THAT(fake_->log(), ElementsAre("L:a@0", "L:b@1", "F:a@0", "F:b@1"));
+}
+
+TEST(ModelQueueTryNextBatchTest, NeverWaitsNotEvenForAFullerBatch) {
+  FakeClock clock;
+  BatchPolicyConfig policy;
+  policy.max_batch_size = 4;
+  policy.dynamic = true;
+  policy.max_queue_delay_ns = 1'000'000;  // a lone request waits 1 ms for company
+  ModelQueue queue("m", policy, {}, &clock);
+  Batch batch, dropped;
+  EXPECT_EQ(queue.TryNextBatch(&batch, &dropped), ModelQueue::WaitResult::kTimeout) << "empty";
+  std::string out;
+  auto r = std::make_unique<InferRequest>();
+  r->set_shape_key("[2];");
+  r->cancelled = std::make_shared<std::atomic<bool>>(false);
+  ASSERT_TRUE(queue.Enqueue(r).ok());
+  EXPECT_EQ(queue.TryNextBatch(&batch, &dropped), ModelQueue::WaitResult::kTimeout)
+      << "the request is still inside its queue delay";
+  EXPECT_TRUE(batch.empty());
+  clock.AdvanceNs(1'000'000);
+  EXPECT_EQ(queue.TryNextBatch(&batch, &dropped), ModelQueue::WaitResult::kBatch);
+  EXPECT_EQ(batch.size(), 1u);
+  queue.Close();
+  EXPECT_EQ(queue.TryNextBatch(&batch, &dropped), ModelQueue::WaitResult::kClosed);
+}
+
+TEST(PipelineDepthConfigTest, TwoByDefaultOneOrTwoAcceptedOthersNamed) {
+  ModelSpec spec = Spec();
+  auto absent = PipelineDepthFromSpec(spec);
+  ASSERT_TRUE(absent.ok()) << absent.status();
+  EXPECT_EQ(*absent, 2);
+  spec.parameters[kPipelineDepthKey] = " 1 ";
+  EXPECT_EQ(*PipelineDepthFromSpec(spec), 1);
+  spec.parameters[kPipelineDepthKey] = "2";
+  EXPECT_EQ(*PipelineDepthFromSpec(spec), 2);
+  for (const char* bad : {"3", "0", "two", ""}) {
+    spec.parameters[kPipelineDepthKey] = bad;
+    auto depth = PipelineDepthFromSpec(spec);
+    ASSERT_FALSE(depth.ok()) << bad;
+    EXPECT_EQ(depth.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(depth.status().message(), HasSubstr("model 'piped'"));
+    EXPECT_THAT(depth.status().message(), HasSubstr("pipeline_depth"));
+  }
+}
+
+}  // namespace
+}  // namespace chronoserve::server
