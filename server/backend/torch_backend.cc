@@ -100,9 +100,8 @@ class TorchInstance final : public ModelInstance {
     const Clock* clock = options_.clock;
     c10::InferenceMode inference_mode;
     SlotState& state = slots_[slot];
+    const bool behind_another = AnyInFlight();  // another slot's batch may still be on the stream
     state.in_flight = true;
-    const bool behind_another = in_flight_ > 0;
-    ++in_flight_;
     path_->SelectSlot(slot);
     const int64_t total = BatchItems(batch);
     timing->batch_size = total;
@@ -158,7 +157,13 @@ class TorchInstance final : public ModelInstance {
     SlotState& state = slots_[slot];
     if (state.tracks_activity) options_.activity->EndWork(options_.clock->NowNs());
     state = SlotState{};
-    --in_flight_;
+  }
+
+  bool AnyInFlight() const {
+    for (const SlotState& s : slots_) {
+      if (s.in_flight) return true;
+    }
+    return false;
   }
 
   // A launch that failed part-way may have left copies or kernels running that read the slot's
@@ -319,7 +324,6 @@ class TorchInstance final : public ModelInstance {
   HoldSchedule holds_;  // exact device timing: which batches hold the stream (off: none)
   const int pipeline_depth_;  // 1, or 2 on a GPU (batch_pipeline.h)
   std::array<SlotState, kPathSlots> slots_;
-  int in_flight_ = 0;  // launched, not yet finished
 };
 
 }  // namespace

@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "server/backend/batch_pipeline.h"
 
 namespace chronoserve::server {
 
@@ -32,8 +33,8 @@ namespace chronoserve::server {
 // stream that copies the inputs (the copy stream when overlapping), the others on the worker's.
 enum Marker { kBeforeH2D = 0, kAfterH2D, kBeforeCompute, kAfterCompute, kAfterD2H, kMarkerCount };
 
-// Per-batch resource sets of a path (the pipeline depth it can serve).
-inline constexpr int kPathSlots = 2;
+// Per-batch resource sets of a path: one per batch a pipelined worker may have in flight.
+inline constexpr int kPathSlots = kMaxPipelineDepth;
 
 class DevicePath {
  public:
