@@ -85,6 +85,8 @@ TEST(OtlpExporterTest, RetriesRetryableCodes) {
   auto exporter = OtlpGrpcExporter::Create(Options((*receiver)->endpoint()));
   ASSERT_TRUE(exporter.ok());
   EXPECT_TRUE((*exporter)->Export({TestSpan(NewTraceId(), "x")}, absl::Now() + absl::Seconds(30)).ok());
+  // The receiver reports each answered call on its own output, which may trail the answer.
+  EXPECT_TRUE((*receiver)->WaitForExports(3, absl::Seconds(10)));
   EXPECT_EQ((*receiver)->export_calls(), 3u);
 }
 
@@ -95,6 +97,8 @@ TEST(OtlpExporterTest, DoesNotRetryOtherCodes) {
   ASSERT_TRUE(exporter.ok());
   const absl::Status s = (*exporter)->Export({TestSpan(NewTraceId(), "x")}, absl::Now() + absl::Seconds(30));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  // Every call was answered before Export returned; the receiver's report of it may trail.
+  EXPECT_TRUE((*receiver)->WaitForExports(1, absl::Seconds(10)));
   EXPECT_EQ((*receiver)->export_calls(), 1u);
 }
 
