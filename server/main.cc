@@ -44,6 +44,12 @@ int main(int argc, char** argv) {
                  "Warm-up runs per worker and batch size before a model reports READY")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--serving-warmup-requests", options.serving_warmup_requests,
+                 "Before READY, requests per model and batch size (1, max) sent through the server's own "
+                 "gRPC port, plus a stream of as many, so a client's first request finds the serving path "
+                 "warm; counted in no statistics. 0 = off")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   std::string request_timing = "on";
   app.add_option("--request-timing", request_timing,
                  "Per-request timing: off = no CUDA span events or launch timer, no timing.* response "

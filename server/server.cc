@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "server/backend/host_pinning.h"
 #include "server/backend/torch_backend.h"
+#include "server/grpc/serving_warmup.h"
 #include "server/model_manager.h"
 #include "server/telemetry/telemetry.h"
 
@@ -48,6 +49,7 @@ absl::Status Server::Start() {
   service_ = std::make_unique<InferenceService>(&registry_, clock_,
                                                 ServerInfo{"chronoserve", kChronoserveVersion, options_.request_timing}, telemetry,
                                                 shared_memory_.get());
+  service_->SetWarmingUp(true);  // until the models are loaded and the serving path is warm
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -88,10 +90,27 @@ absl::Status Server::Start() {
     }
   }
   const bool ready = registry_.AllReady();
+  if (ready && options_.serving_warmup_requests > 0) WarmServingPath();
+  service_->SetWarmingUp(false);
   health->SetServingStatus(kServiceName, ready);
   health->SetServingStatus(ready);
   CS_LOG(INFO) << (ready ? "server READY" : "server up, but not every model loaded (see errors above)");
   return absl::OkStatus();
+}
+
+void Server::WarmServingPath() {
+  std::vector<ModelSpec> specs;
+  for (const auto& runtime : registry_.Ready()) specs.push_back(runtime->spec());
+  const std::string target = LoopbackTarget(options_.host, port_);
+  serving_warmup_ = RunServingWarmup(target, specs, service_->serving_warmup_token(),
+                                     options_.serving_warmup_requests, absl::Seconds(60));
+  const ServingWarmupReport& report = serving_warmup_;
+  CS_LOG(INFO) << "serving warm-up: " << report.sent << " requests to " << specs.size() << " model(s) through "
+               << target << " in " << report.elapsed_ns / 1000000 << " ms";
+  if (report.failed > 0) {
+    CS_LOG(WARNING) << "serving warm-up: " << report.failed << " of " << report.sent
+                    << " requests failed (the first requests may be slower); first: " << report.first_error;
+  }
 }
 
 void Server::Shutdown() {

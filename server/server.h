@@ -17,6 +17,7 @@
 #include "common/clock.h"
 #include "server/backend/device_activity.h"
 #include "server/grpc/inference_service.h"
+#include "server/grpc/serving_warmup.h"
 #include "server/scheduler/model_registry.h"
 #include "server/scheduler/worker.h"
 #include "server/shared_memory/shared_memory_registry.h"
@@ -39,6 +40,10 @@ struct ServerOptions {
   // --request-timing: off = workers record no span events and no launch timer, responses carry no
   // timing.* parameters and no server-timing trailer (docs/TIMING.md, "Switching timing off").
   bool request_timing = true;
+  // --serving-warmup-requests: before READY, this many requests per model and batch size (1 and
+  // max_batch_size) travel the whole serving path through the server's own gRPC port, plus one
+  // stream of as many messages (server/grpc/serving_warmup.h); counted nowhere. 0 = off.
+  int serving_warmup_requests = 4;
   // Traces, metrics, GPU monitor: built by main, not owned; started before the models load and
   // flushed last on shutdown. Null = none.
   telemetry::Telemetry* telemetry = nullptr;
@@ -55,6 +60,10 @@ class Server {
   absl::Status Start();
   // The bound port (after Start).
   int port() const { return port_; }
+  // What the serving warm-up sent and what failed (after Start; all zero when it was off).
+  const ServingWarmupReport& serving_warmup_report() const { return serving_warmup_; }
+  // The token that marks the serving warm-up's requests (for tests and in-process tools).
+  const std::string& serving_warmup_token() const { return service_->serving_warmup_token(); }
   // Health NOT_SERVING, new requests UNAVAILABLE, in-flight requests finish (up to
   // exit_timeout_secs), workers stop. Idempotent.
   void Shutdown();
@@ -63,6 +72,9 @@ class Server {
 
  private:
   explicit Server(const ServerOptions& options);
+  // Sends the serving warm-up (ServerOptions::serving_warmup_requests) to every ready model; logs
+  // what failed, never fails the start.
+  void WarmServingPath();
 
   const ServerOptions options_;
   const Clock* const clock_;
@@ -72,6 +84,7 @@ class Server {
   std::unique_ptr<InferenceService> service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;
+  ServingWarmupReport serving_warmup_;
   bool shut_down_ = false;
 };
 

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "server/grpc/request_builder.h"
+#include "server/grpc/serving_warmup.h"
 #include "server/repository/model_config_loader.h"
 
 namespace chronoserve::server {
@@ -32,7 +33,11 @@ void AddTimingParams(const RequestTiming& timing, inference::ModelInferResponse*
 
 InferDispatcher::InferDispatcher(ModelRegistry* registry, const Clock* clock, RequestObserver* observer,
                                  SharedMemoryRegistry* shared_memory)
-    : registry_(registry), clock_(clock), observer_(observer), shared_memory_(shared_memory) {}
+    : registry_(registry),
+      clock_(clock),
+      observer_(observer),
+      shared_memory_(shared_memory),
+      serving_warmup_token_(NewServingWarmupToken()) {}
 
 absl::StatusOr<BuiltRequest> InferDispatcher::Build(const inference::ModelInferRequest& request,
                                                     inference::ModelInferResponse* response, CallInfo info) {
@@ -46,7 +51,9 @@ absl::StatusOr<BuiltRequest> InferDispatcher::Build(const inference::ModelInferR
   built.model = *std::move(model);
   auto infer = BuildInferRequest(built.model->spec(), request, response, shared_memory_);
   if (!infer.ok()) {
-    RefuseBeforeQueue(*built.model, nullptr, info.received_ns, infer.status(), ModelStats::Failure::kOther);
+    if (!info.synthetic) {
+      RefuseBeforeQueue(*built.model, nullptr, info.received_ns, infer.status(), ModelStats::Failure::kOther);
+    }
     return infer.status();
   }
   built.request = *std::move(infer);
@@ -56,6 +63,7 @@ absl::StatusOr<BuiltRequest> InferDispatcher::Build(const inference::ModelInferR
   r.traceparent = std::move(info.traceparent);
   r.tracestate = std::move(info.tracestate);
   r.cancelled = info.cancelled != nullptr ? std::move(info.cancelled) : std::make_shared<std::atomic<bool>>(false);
+  r.synthetic = info.synthetic;
   return built;
 }
 
@@ -85,6 +93,7 @@ absl::Status InferDispatcher::Enqueue(BuiltRequest built, inference::ModelInferR
   // Not accepted: `infer` still owns the request.
   infer->on_complete = nullptr;
   Answered();
+  if (infer->synthetic) return enqueued;
   RefuseBeforeQueue(*model, infer.get(), received_ns, enqueued,
                     enqueued.code() == absl::StatusCode::kResourceExhausted ? ModelStats::Failure::kRejected
                                                                            : ModelStats::Failure::kOther);
@@ -97,7 +106,7 @@ void InferDispatcher::Complete(ModelRuntime* model, inference::ModelInferRespons
   // The batch says whether it was timed (--request-timing): untimed spans are never sent as zeros.
   const bool timed = r->timeline.batch().request_timing;
   if (!r->status.ok()) {
-    model->stats().RecordFailure(timing.server_total_ns, FailureKind(r->status.code()));
+    if (!r->synthetic) model->stats().RecordFailure(timing.server_total_ns, FailureKind(r->status.code()));
     respond(r->status, timing, timed);
   } else {
     for (size_t k = 0; k < r->outputs.size(); ++k) {
@@ -105,7 +114,7 @@ void InferDispatcher::Complete(ModelRuntime* model, inference::ModelInferRespons
       shape->Assign(r->outputs[k].shape.begin(), r->outputs[k].shape.end());
     }
     if (timed) AddTimingParams(timing, response);
-    model->stats().RecordSuccess(timing, r->batch_items, timed);
+    if (!r->synthetic) model->stats().RecordSuccess(timing, r->batch_items, timed);
     respond(r->status, timing, timed);
   }
   // After the answer: telemetry never delays it. `response` may be gone; `r` is not.

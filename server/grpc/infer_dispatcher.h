@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -39,6 +40,7 @@ struct CallInfo {
   std::string traceparent;  // W3C trace context (raw, unvalidated)
   std::string tracestate;
   std::shared_ptr<std::atomic<bool>> cancelled;  // set by the transport when the client goes away
+  bool synthetic = false;   // the server's own serving warm-up (serving_warmup.h): counted nowhere
 };
 
 // A request that passed validation, not yet queued.
@@ -73,6 +75,10 @@ class InferDispatcher {
 
   // From now on Build answers UNAVAILABLE ("the server is shutting down").
   void SetDraining() { draining_.store(true); }
+  // The per-process token that marks the server's own serving warm-up requests (serving_warmup.h):
+  // a call whose kServingWarmupMetadataKey metadata equals it is synthetic.
+  const std::string& serving_warmup_token() const { return serving_warmup_token_; }
+  bool IsServingWarmup(std::string_view metadata_value) const { return metadata_value == serving_warmup_token_; }
   bool draining() const { return draining_.load(); }
   // Blocks until every accepted request has been answered or `deadline` passes; whether none is left.
   bool WaitForAnswered(absl::Time deadline);
@@ -93,6 +99,7 @@ class InferDispatcher {
   const Clock* const clock_;
   RequestObserver* const observer_;
   SharedMemoryRegistry* const shared_memory_;
+  const std::string serving_warmup_token_;
   std::atomic<bool> draining_{false};
   absl::Mutex inflight_mu_;
   int64_t inflight_ ABSL_GUARDED_BY(inflight_mu_) = 0;  // accepted requests not yet answered

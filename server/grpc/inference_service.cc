@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "common/timing.h"
 #include "server/grpc/grpc_status.h"
+#include "server/grpc/serving_warmup.h"
 
 namespace chronoserve::server {
 namespace {
@@ -33,8 +34,8 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   std::shared_ptr<ModelRuntime> model_;
 };
 
-// The unary call's deadline (steady clock) and trace context from its metadata.
-CallInfo UnaryCallInfo(grpc::CallbackServerContext* ctx, const Clock* clock) {
+// The unary call's deadline (steady clock), trace context and serving warm-up mark from its metadata.
+CallInfo UnaryCallInfo(grpc::CallbackServerContext* ctx, const Clock* clock, const InferDispatcher& dispatcher) {
   CallInfo info;
   info.received_ns = clock->NowNs();
   const auto deadline = ctx->deadline();
@@ -49,6 +50,9 @@ CallInfo UnaryCallInfo(grpc::CallbackServerContext* ctx, const Clock* clock) {
   }
   if (auto it = metadata.find("tracestate"); it != metadata.end()) {
     info.tracestate.assign(it->second.data(), it->second.size());
+  }
+  if (auto it = metadata.find(kServingWarmupMetadataKey); it != metadata.end()) {
+    info.synthetic = dispatcher.IsServingWarmup(std::string_view(it->second.data(), it->second.size()));
   }
   info.cancelled = std::make_shared<std::atomic<bool>>(false);
   return info;
@@ -82,7 +86,7 @@ grpc::ServerUnaryReactor* InferenceService::ServerLive(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* InferenceService::ServerReady(grpc::CallbackServerContext* ctx,
                                                         const inference::ServerReadyRequest*,
                                                         inference::ServerReadyResponse* response) {
-  response->set_ready(!dispatcher_.draining() && registry_->AllReady());
+  response->set_ready(!warming_up_.load() && !dispatcher_.draining() && registry_->AllReady());
   return FinishNow(ctx, absl::OkStatus());
 }
 
@@ -93,7 +97,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelReady(grpc::CallbackServerConte
   if (!model.ok() && model.status().code() == absl::StatusCode::kNotFound) {
     return FinishNow(ctx, model.status());
   }
-  response->set_ready(model.ok() && !dispatcher_.draining());
+  response->set_ready(model.ok() && !warming_up_.load() && !dispatcher_.draining());
   return FinishNow(ctx, absl::OkStatus());
 }
 
@@ -131,7 +135,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
 grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* ctx,
                                                        const inference::ModelInferRequest* request,
                                                        inference::ModelInferResponse* response) {
-  CallInfo info = UnaryCallInfo(ctx, clock_);
+  CallInfo info = UnaryCallInfo(ctx, clock_, dispatcher_);
   auto built = dispatcher_.Build(*request, response, info);
   if (!built.ok()) return FinishNow(ctx, built.status());
   auto* reactor = new InferReactor(built->request->cancelled, built->model);

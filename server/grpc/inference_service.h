@@ -8,6 +8,7 @@
 #ifndef CHRONOSERVE_SERVER_GRPC_INFERENCE_SERVICE_H_
 #define CHRONOSERVE_SERVER_GRPC_INFERENCE_SERVICE_H_
 
+#include <atomic>
 #include <string>
 
 #include "absl/time/time.h"
@@ -41,6 +42,11 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   // answers each new message with an error response and ends once its accepted requests are
   // answered.
   void SetDraining();
+  // While warming up (the server's serving warm-up, serving_warmup.h, before READY), ServerReady and
+  // ModelReady answer false; inference is served as usual.
+  void SetWarmingUp(bool warming_up) { warming_up_.store(warming_up); }
+  // The token that marks the server's own serving warm-up requests.
+  const std::string& serving_warmup_token() const { return dispatcher_.serving_warmup_token(); }
   // Blocks until every accepted inference request (unary or streamed) has been answered or
   // `deadline` passes; returns whether none is left. Lets the server keep answering (UNAVAILABLE,
   // health NOT_SERVING) while it drains, instead of gRPC cancelling calls that arrive during its
@@ -89,6 +95,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   SharedMemoryRegistry* const shared_memory_;
   const StreamOptions stream_options_;
   InferDispatcher dispatcher_;
+  std::atomic<bool> warming_up_{false};
   StreamRegistry streams_;  // after dispatcher_: streams use it until their OnDone
 };
 

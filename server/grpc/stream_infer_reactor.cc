@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "server/grpc/grpc_status.h"
+#include "server/grpc/serving_warmup.h"
 
 namespace chronoserve::server {
 namespace {
@@ -74,6 +75,9 @@ StreamInferReactor::StreamInferReactor(InferDispatcher* dispatcher, StreamRegist
   if (auto it = metadata.find("tracestate"); it != metadata.end()) {
     tracestate_.assign(it->second.data(), it->second.size());
   }
+  if (auto it = metadata.find(kServingWarmupMetadataKey); it != metadata.end()) {
+    synthetic_ = dispatcher_->IsServingWarmup(std::string_view(it->second.data(), it->second.size()));
+  }
   if (!streams_->Add(this)) {
     {
       absl::MutexLock lock(&state_->mu);
@@ -132,6 +136,7 @@ CallInfo StreamInferReactor::InfoFor(const inference::ModelInferRequest& request
     if (info.tracestate.empty()) info.tracestate = tracestate_;
   }
   info.cancelled = cancelled_flag_;
+  info.synthetic = synthetic_;
   return info;
 }
 

@@ -127,6 +127,7 @@ class StreamInferReactor final
   int64_t deadline_ns_ = 0;  // the stream's deadline (steady clock); 0 = none
   std::string traceparent_;  // the stream's trace context, for requests that carry none
   std::string tracestate_;
+  bool synthetic_ = false;   // the server's own serving warm-up stream (serving_warmup.h)
   // Shared by every request of the stream: set when the client goes away.
   const std::shared_ptr<std::atomic<bool>> cancelled_flag_;
   const std::shared_ptr<State> state_;

@@ -1,5 +1,6 @@
 #include "server/scheduler/worker.h"
 
+#include <algorithm>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -185,7 +186,12 @@ int64_t Worker::FinishBatch(InFlight flight) {
 }
 
 void Worker::EndBatch(Batch batch, const BatchTiming& timing, const absl::Status& status) {
-  if (status.ok() && !timing.request_timing) {
+  // The server's own serving warm-up is counted nowhere; a batch it shares with a client's request
+  // is counted whole.
+  const bool counted = std::any_of(batch.begin(), batch.end(), [](const auto& r) { return !r->synthetic; });
+  if (!counted) {
+    if (!status.ok()) CS_LOG(ERROR) << status.message();
+  } else if (status.ok() && !timing.request_timing) {
     stats_->RecordUntimedExecution();
   } else if (status.ok()) {
     const int64_t last_output = batch.back()->timeline.output_done_ns;

@@ -17,6 +17,8 @@
 #include "absl/strings/str_split.h"
 #include "client/infer_stream.h"
 #include "client/inference_client.h"
+#include "server/grpc/serving_warmup.h"
+#include "server/repository/model_config_loader.h"
 #include "server/server.h"
 #include "server/telemetry/gpu_sampler.h"
 #include "server/telemetry/request_tracer.h"
@@ -349,6 +351,44 @@ TEST_F(TelemetryServerTest, MetricsCountEveryRequest) {
   EXPECT_EQ(after.at(R"(chronoserve_gpu_power_watts{gpu="0"})"), 250);
   EXPECT_EQ(after.count(R"(chronoserve_gpu_temperature_celsius{gpu="0"})"), 0u);  // unreadable: absent
   EXPECT_EQ(after.count("chronoserve_trace_spans_dropped_total"), 1u);
+}
+
+// The server's serving warm-up (its own token) leaves no metric and no span: after one client
+// request that follows it, the counters moved by exactly that request and every span begun since
+// the warm-up started is that request's.
+TEST_F(TelemetryServerTest, ServingWarmupIsNeitherCountedNorTraced) {
+  const int port = telemetry_->metrics_port();
+  const std::map<std::string, double> before = ParseMetrics(ScrapeMetrics(port));
+  // Earlier tests' spans may still arrive: only spans of requests begun from here on are looked at.
+  const int64_t warmup_start_unix_ns = absl::ToUnixNanos(absl::Now());
+  auto spec = server::LoadModelDirectory(repo_->path() + "/mlp");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const server::ServingWarmupReport warm = server::RunServingWarmup(
+      "127.0.0.1:" + std::to_string(server_->port()), {*spec}, server_->serving_warmup_token(), 2, absl::Seconds(60));
+  ASSERT_EQ(warm.sent, 6);  // 2 at batch 1, 2 at batch 8, a stream of 2
+  ASSERT_EQ(warm.failed, 0) << warm.first_error;
+
+  const std::string trace_id = ToHex(server::telemetry::NewTraceId());
+  ASSERT_TRUE(Infer({{"traceparent", "00-" + trace_id + "-" + ToHex(server::telemetry::NewSpanId()) + "-01"}}).ok());
+  // Spans leave in order: once this request's spans are in, the warm-up's would be too.
+  ASSERT_TRUE(WaitForTrace(trace_id, kSpansPerRequest)) << "the request's spans never arrived";
+  for (const ReceivedSpan& span : receiver_->spans()) {
+    if (span.start_ns < warmup_start_unix_ns) continue;
+    EXPECT_EQ(span.trace_id, trace_id) << "a span of another trace: " << span.name;
+  }
+  const std::string kSuccess = R"(chronoserve_requests_total{model="mlp",outcome="success",version="1"})";
+  const double base = before.count(kSuccess) ? before.at(kSuccess) : 0.0;
+  std::map<std::string, double> after;
+  for (const absl::Time deadline = absl::Now() + absl::Seconds(10); absl::Now() < deadline;) {
+    after = ParseMetrics(ScrapeMetrics(port));
+    if (after.count(kSuccess) && after.at(kSuccess) - base >= 1) break;
+  }
+  auto delta = [&](const std::string& key) {
+    return (after.count(key) ? after.at(key) : 0.0) - (before.count(key) ? before.at(key) : 0.0);
+  };
+  EXPECT_EQ(delta(kSuccess), 1);
+  EXPECT_EQ(delta(R"(chronoserve_batches_total{model="mlp",version="1"})"), 1);
+  EXPECT_EQ(delta(R"(chronoserve_batch_size_sum{model="mlp",version="1"})"), 1);
 }
 
 TEST_F(TelemetryServerTest, ServesInferenceWhenTheMetricsPortIsTaken) {

@@ -1,0 +1,138 @@
+#include "server/grpc/serving_warmup.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "common/dtype.h"
+#include "proto/inference.grpc.pb.h"
+#include "server/core/synthetic_request.h"
+
+namespace chronoserve::server {
+namespace {
+
+std::shared_ptr<grpc::Channel> WarmupChannel(const std::string& target) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  // As our clients do (client/inference_client.cc): large tensors in few round trips.
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 << 20);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, (16 << 20) - 1);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // its own connection, closed with the channel
+  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+}
+
+void Tag(grpc::ClientContext* ctx, const std::string& token, absl::Duration timeout) {
+  ctx->AddMetadata(kServingWarmupMetadataKey, token);
+  ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(timeout));
+}
+
+class Warmer {
+ public:
+  Warmer(inference::GRPCInferenceService::Stub* stub, const std::string& token, absl::Duration timeout,
+         ServingWarmupReport* report)
+      : stub_(stub), token_(token), timeout_(timeout), report_(report) {}
+
+  void Unary(const ModelSpec& spec, int64_t items, uint64_t seed) {
+    grpc::ClientContext ctx;
+    Tag(&ctx, token_, timeout_);
+    inference::ModelInferResponse response;
+    const grpc::Status status = stub_->ModelInfer(&ctx, SyntheticInferMessage(spec, items, seed), &response);
+    ++report_->sent;
+    if (!status.ok()) Fail(spec, absl::StrCat("ModelInfer at batch size ", items, ": ", status.error_message()));
+  }
+
+  void Stream(const ModelSpec& spec, const std::vector<int64_t>& sizes, int messages, uint64_t seed) {
+    grpc::ClientContext ctx;
+    Tag(&ctx, token_, timeout_);
+    auto stream = stub_->ModelStreamInfer(&ctx);
+    int written = 0;
+    for (int i = 0; i < messages; ++i) {
+      if (!stream->Write(SyntheticInferMessage(spec, sizes[i % sizes.size()], seed + i))) break;
+      ++written;
+    }
+    stream->WritesDone();
+    report_->sent += messages;
+    int answered = 0;
+    inference::ModelStreamInferResponse response;
+    while (stream->Read(&response)) {
+      ++answered;
+      if (!response.error_message().empty()) Fail(spec, absl::StrCat("ModelStreamInfer: ", response.error_message()));
+    }
+    const grpc::Status status = stream->Finish();
+    for (int i = answered; i < messages; ++i) {
+      Fail(spec, absl::StrCat("ModelStreamInfer: ", written < messages ? "could not send every message"
+                                                                      : "a message was never answered",
+                              status.ok() ? "" : absl::StrCat(" (", status.error_message(), ")")));
+    }
+  }
+
+ private:
+  void Fail(const ModelSpec& spec, const std::string& what) {
+    if (report_->failed++ == 0) report_->first_error = absl::StrCat("model '", spec.name, "' ", what);
+  }
+
+  inference::GRPCInferenceService::Stub* const stub_;
+  const std::string& token_;
+  const absl::Duration timeout_;
+  ServingWarmupReport* const report_;
+};
+
+}  // namespace
+
+std::string NewServingWarmupToken() {
+  std::random_device device;
+  std::string token;
+  for (int i = 0; i < 4; ++i) absl::StrAppend(&token, absl::Hex(device(), absl::kZeroPad8));
+  return token;
+}
+
+std::string LoopbackTarget(const std::string& host, int port) {
+  if (host.empty() || host == "0.0.0.0") return absl::StrCat("127.0.0.1:", port);
+  if (host == "::" || host == "[::]") return absl::StrCat("[::1]:", port);
+  if (host.find(':') != std::string::npos && host.front() != '[') return absl::StrCat("[", host, "]:", port);
+  return absl::StrCat(host, ":", port);
+}
+
+inference::ModelInferRequest SyntheticInferMessage(const ModelSpec& spec, int64_t items, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::string> unused_outputs;
+  const std::map<std::string, std::vector<int64_t>> no_dims;
+  const auto& dims = spec.warmups.empty() ? no_dims : spec.warmups.front().input_dims;
+  std::unique_ptr<InferRequest> synthetic = MakeSyntheticRequest(spec, items, &unused_outputs, rng, dims);
+  inference::ModelInferRequest message;
+  message.set_model_name(spec.name);
+  message.set_model_version(std::to_string(spec.version));
+  for (const InputTensor& in : synthetic->inputs) {
+    auto* tensor = message.add_inputs();
+    tensor->set_name(spec.inputs[in.index].name);
+    tensor->set_datatype(DataTypeName(in.dtype));
+    for (int64_t d : in.shape) tensor->add_shape(d);
+    message.add_raw_input_contents(in.owned_data);
+  }
+  return message;
+}
+
+ServingWarmupReport RunServingWarmup(const std::string& target, const std::vector<ModelSpec>& models,
+                                     const std::string& token, int requests, absl::Duration call_timeout) {
+  ServingWarmupReport report;
+  const int64_t start_ns = SteadyClock::Now();
+  auto stub = inference::GRPCInferenceService::NewStub(WarmupChannel(target));
+  Warmer warmer(stub.get(), token, call_timeout, &report);
+  uint64_t seed = 0x5e7e;
+  for (const ModelSpec& spec : models) {
+    std::vector<int64_t> sizes = {1};
+    if (spec.max_batch_size > 1) sizes.push_back(spec.max_batch_size);
+    for (int64_t items : sizes) {
+      for (int i = 0; i < requests; ++i) warmer.Unary(spec, items, ++seed);
+    }
+    if (requests > 0) warmer.Stream(spec, sizes, requests, seed += requests);
+  }
+  report.elapsed_ns = SteadyClock::Now() - start_ns;
+  return report;
+}
+
+}  // namespace chronoserve::server
