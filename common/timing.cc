@@ -64,32 +64,36 @@ bool RequestTiming::IsConsistent() const {
   return remainder_ns() >= 0;
 }
 
+const std::vector<TimingParamField>& TimingParamFields() {
+  static const auto* fields = [] {
+    auto* out = new std::vector<TimingParamField>();
+    for (const auto& field : kIntFields) {
+      out->push_back({absl::StrCat(kTimingParamPrefix, field.key), TimingParam::Kind::kInt64, field.member, nullptr});
+    }
+    using Kind = TimingParam::Kind;
+    out->push_back({absl::StrCat(kTimingParamPrefix, kColdKey), Kind::kBool, nullptr, &RequestTiming::cold});
+    out->push_back({absl::StrCat(kTimingParamPrefix, kClockKey), Kind::kString, nullptr, &RequestTiming::device_timed});
+    out->push_back({absl::StrCat(kTimingParamPrefix, kCudaGraphKey), Kind::kBool, nullptr, &RequestTiming::cuda_graph});
+    out->push_back(
+        {absl::StrCat(kTimingParamPrefix, kExactKey), Kind::kBool, nullptr, &RequestTiming::exact_device_timing});
+    return out;
+  }();
+  return *fields;
+}
+
 std::vector<TimingParam> EncodeTimingParams(const RequestTiming& timing) {
   std::vector<TimingParam> params;
-  params.reserve(std::size(kIntFields) + 4);
-  for (const auto& field : kIntFields) {
+  params.reserve(TimingParamFields().size());
+  for (const TimingParamField& field : TimingParamFields()) {
     TimingParam p;
-    p.key = absl::StrCat(kTimingParamPrefix, field.key);
-    p.int_value = timing.*field.member;
+    p.key = field.key;
+    p.kind = field.kind;
+    switch (field.kind) {
+      case TimingParam::Kind::kInt64: p.int_value = timing.*field.int_member; break;
+      case TimingParam::Kind::kBool: p.bool_value = timing.*field.bool_member; break;
+      case TimingParam::Kind::kString: p.string_value = TimingClockValue(timing.*field.bool_member); break;
+    }
     params.push_back(std::move(p));
-  }
-  TimingParam cold;
-  cold.key = absl::StrCat(kTimingParamPrefix, kColdKey);
-  cold.kind = TimingParam::Kind::kBool;
-  cold.bool_value = timing.cold;
-  params.push_back(std::move(cold));
-  TimingParam clock;
-  clock.key = absl::StrCat(kTimingParamPrefix, kClockKey);
-  clock.kind = TimingParam::Kind::kString;
-  clock.string_value = timing.device_timed ? "cuda_event" : "host";
-  params.push_back(std::move(clock));
-  for (const auto& [key, value] : {std::pair<const char*, bool>{kCudaGraphKey, timing.cuda_graph},
-                                    std::pair<const char*, bool>{kExactKey, timing.exact_device_timing}}) {
-    TimingParam flag;
-    flag.key = absl::StrCat(kTimingParamPrefix, key);
-    flag.kind = TimingParam::Kind::kBool;
-    flag.bool_value = value;
-    params.push_back(std::move(flag));
   }
   return params;
 }
@@ -98,27 +102,20 @@ absl::StatusOr<RequestTiming> DecodeTimingParams(
     const std::function<std::optional<TimingParam>(const std::string& key)>& lookup) {
   RequestTiming timing;
   bool any = false;
-  for (const auto& field : kIntFields) {
-    auto p = lookup(absl::StrCat(kTimingParamPrefix, field.key));
+  for (const TimingParamField& field : TimingParamFields()) {
+    auto p = lookup(field.key);
     if (!p.has_value()) continue;
-    if (p->kind != TimingParam::Kind::kInt64) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("timing parameter ", p->key, " is not an int64"));
+    switch (field.kind) {
+      case TimingParam::Kind::kInt64:
+        if (p->kind != TimingParam::Kind::kInt64) {
+          return absl::InvalidArgumentError(absl::StrCat("timing parameter ", p->key, " is not an int64"));
+        }
+        timing.*field.int_member = p->int_value;
+        any = true;
+        break;
+      case TimingParam::Kind::kBool: timing.*field.bool_member = p->bool_value; break;
+      case TimingParam::Kind::kString: timing.*field.bool_member = p->string_value == TimingClockValue(true); break;
     }
-    timing.*field.member = p->int_value;
-    any = true;
-  }
-  if (auto p = lookup(absl::StrCat(kTimingParamPrefix, kColdKey)); p.has_value()) {
-    timing.cold = p->bool_value;
-  }
-  if (auto p = lookup(absl::StrCat(kTimingParamPrefix, kClockKey)); p.has_value()) {
-    timing.device_timed = p->string_value == "cuda_event";
-  }
-  if (auto p = lookup(absl::StrCat(kTimingParamPrefix, kCudaGraphKey)); p.has_value()) {
-    timing.cuda_graph = p->bool_value;
-  }
-  if (auto p = lookup(absl::StrCat(kTimingParamPrefix, kExactKey)); p.has_value()) {
-    timing.exact_device_timing = p->bool_value;
   }
   if (!any) return absl::NotFoundError("response carries no timing.* parameters");
   return timing;

@@ -60,6 +60,21 @@ inline constexpr absl::string_view kTimingParamPrefix = "timing.";
 // Name of the gRPC trailing-metadata entry.
 inline constexpr absl::string_view kServerTimingKey = "server-timing";
 
+// One timing parameter's full key and where its value lives in a RequestTiming: an int64 member,
+// a bool member, or (kString: "clock") `bool_member` device_timed written as "cuda_event" / "host".
+// The table lets the server write and clients read the parameters without building a key or a
+// TimingParam per response (both showed in profiles under load).
+struct TimingParamField {
+  std::string key;  // "timing.queue_ns"
+  TimingParam::Kind kind = TimingParam::Kind::kInt64;
+  int64_t RequestTiming::*int_member = nullptr;
+  bool RequestTiming::*bool_member = nullptr;
+};
+// Every timing parameter, in the order EncodeTimingParams lists them.
+const std::vector<TimingParamField>& TimingParamFields();
+// The "timing.clock" value for `device_timed`.
+inline const char* TimingClockValue(bool device_timed) { return device_timed ? "cuda_event" : "host"; }
+
 // The parameters the server puts in a ModelInferResponse.
 std::vector<TimingParam> EncodeTimingParams(const RequestTiming& timing);
 

@@ -1,5 +1,6 @@
 #include "server/grpc/infer_dispatcher.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "server/grpc/request_builder.h"
@@ -20,15 +21,26 @@ ModelStats::Failure FailureKind(absl::StatusCode code) {
 }  // namespace
 
 void AddTimingParams(const RequestTiming& timing, inference::ModelInferResponse* response) {
+  // Straight from the field table: no key or TimingParam is built per response.
   auto* params = response->mutable_parameters();
-  for (const TimingParam& p : EncodeTimingParams(timing)) {
-    inference::InferParameter& value = (*params)[p.key];
-    switch (p.kind) {
-      case TimingParam::Kind::kInt64: value.set_int64_param(p.int_value); break;
-      case TimingParam::Kind::kBool: value.set_bool_param(p.bool_value); break;
-      case TimingParam::Kind::kString: value.set_string_param(p.string_value); break;
+  for (const TimingParamField& field : TimingParamFields()) {
+    inference::InferParameter& value = (*params)[field.key];
+    switch (field.kind) {
+      case TimingParam::Kind::kInt64: value.set_int64_param(timing.*field.int_member); break;
+      case TimingParam::Kind::kBool: value.set_bool_param(timing.*field.bool_member); break;
+      case TimingParam::Kind::kString: value.set_string_param(TimingClockValue(timing.*field.bool_member)); break;
     }
   }
+}
+
+void ClearKeepingTimingParams(inference::ModelStreamInferResponse* response) {
+  google::protobuf::Map<std::string, inference::InferParameter> kept;
+  kept.swap(*response->mutable_infer_response()->mutable_parameters());
+  response->Clear();
+  for (const auto& [key, value] : kept) {
+    if (!absl::StartsWith(key, kTimingParamPrefix)) return;  // `kept` and its entries go
+  }
+  kept.swap(*response->mutable_infer_response()->mutable_parameters());
 }
 
 InferDispatcher::InferDispatcher(ModelRegistry* registry, const Clock* clock, RequestObserver* observer,

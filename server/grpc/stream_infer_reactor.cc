@@ -270,7 +270,7 @@ void StreamInferReactor::ReleaseLocked(SlotPtr slot) {
   --state_->live;
   if (state_->spare.size() >= kSpareSlots) return;
   slot->request.Clear();
-  slot->response.Clear();
+  ClearKeepingTimingParams(&slot->response);  // see infer_dispatcher.h
   state_->spare.push_back(std::move(slot));
 }
 

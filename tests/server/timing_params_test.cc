@@ -1,0 +1,100 @@
+// The timing.* response parameters on the wire: AddTimingParams (server) and
+// InferenceClient::DecodeTiming (client) agree on every field, and a stream slot's response reused
+// with ClearKeepingTimingParams never carries a stale value or a stale error code.
+#include <gtest/gtest.h>
+
+#include "client/inference_client.h"
+#include "common/timing.h"
+#include "server/grpc/infer_dispatcher.h"
+
+namespace chronoserve::server {
+namespace {
+
+RequestTiming Timing(int64_t base, bool flags) {
+  RequestTiming t;
+  t.queue_ns = base + 1;
+  t.input_stage_ns = base + 2;
+  t.h2d_ns = base + 3;
+  t.compute_ns = base + 4;
+  t.launch_ns = base + 5;
+  t.d2h_ns = base + 6;
+  t.output_stage_ns = base + 7;
+  t.server_total_ns = base + 100;
+  t.batch_size = 3;
+  t.worker = 1;
+  t.gpu = flags ? 0 : -1;
+  t.sm_clock_mhz = flags ? 1980 : 0;
+  t.idle_before_us = base / 1000 + 9;
+  t.cold = flags;
+  t.device_timed = flags;
+  t.cuda_graph = flags;
+  t.exact_device_timing = !flags;
+  return t;
+}
+
+void ExpectSame(const RequestTiming& a, const RequestTiming& b) {
+  for (const TimingParamField& f : TimingParamFields()) {
+    if (f.int_member != nullptr) EXPECT_EQ(a.*f.int_member, b.*f.int_member) << f.key;
+    if (f.bool_member != nullptr) EXPECT_EQ(a.*f.bool_member, b.*f.bool_member) << f.key;
+  }
+}
+
+TEST(TimingParamsTest, ClientDecodesEveryFieldTheServerWrites) {
+  for (bool flags : {false, true}) {
+    inference::ModelInferResponse response;
+    const RequestTiming sent = Timing(123456, flags);
+    AddTimingParams(sent, &response);
+    EXPECT_EQ(response.parameters_size(), static_cast<int>(TimingParamFields().size()));
+    EXPECT_EQ(response.parameters().at("timing.clock").string_param(), flags ? "cuda_event" : "host");
+    inference::ModelInferResponse parsed;
+    ASSERT_TRUE(parsed.ParseFromString(response.SerializeAsString()));
+    auto got = client::InferenceClient::DecodeTiming(parsed);
+    ASSERT_TRUE(got.has_value());
+    ExpectSame(*got, sent);
+  }
+}
+
+TEST(TimingParamsTest, ClientRejectsAMistypedSpanAndAResponseWithoutTiming) {
+  inference::ModelInferResponse response;
+  EXPECT_FALSE(client::InferenceClient::DecodeTiming(response).has_value());
+  AddTimingParams(Timing(1000, true), &response);
+  (*response.mutable_parameters())["timing.compute_ns"].set_string_param("12");
+  EXPECT_FALSE(client::InferenceClient::DecodeTiming(response).has_value());
+}
+
+TEST(TimingParamsTest, ReusedStreamResponseKeepsOnlyTimingEntriesAndTheyAreAllOverwritten) {
+  inference::ModelStreamInferResponse slot;
+  inference::ModelInferResponse* r = slot.mutable_infer_response();
+  r->set_model_name("m");
+  r->add_outputs()->set_name("OUTPUT__0");
+  r->add_raw_output_contents("abcd");
+  AddTimingParams(Timing(1000, true), r);
+
+  ClearKeepingTimingParams(&slot);
+  EXPECT_TRUE(slot.error_message().empty());
+  EXPECT_TRUE(slot.infer_response().model_name().empty());
+  EXPECT_EQ(slot.infer_response().outputs_size(), 0);
+  EXPECT_EQ(slot.infer_response().raw_output_contents_size(), 0);
+  EXPECT_EQ(slot.infer_response().parameters_size(), static_cast<int>(TimingParamFields().size()));
+
+  const RequestTiming next = Timing(777000, false);
+  AddTimingParams(next, slot.mutable_infer_response());
+  EXPECT_EQ(slot.infer_response().parameters_size(), static_cast<int>(TimingParamFields().size()));
+  auto got = client::InferenceClient::DecodeTiming(slot.infer_response());
+  ASSERT_TRUE(got.has_value());
+  ExpectSame(*got, next);
+}
+
+TEST(TimingParamsTest, ReusedStreamResponseDropsAnErrorCodeAndEverythingWithIt) {
+  inference::ModelStreamInferResponse slot;
+  AddTimingParams(Timing(1000, true), slot.mutable_infer_response());
+  (*slot.mutable_infer_response()->mutable_parameters())["error_code"].set_int64_param(4);
+  slot.set_error_message("deadline");
+  ClearKeepingTimingParams(&slot);
+  EXPECT_TRUE(slot.error_message().empty());
+  EXPECT_EQ(slot.infer_response().parameters_size(), 0);
+  EXPECT_FALSE(client::InferenceClient::DecodeTiming(slot.infer_response()).has_value());
+}
+
+}  // namespace
+}  // namespace chronoserve::server
