@@ -40,7 +40,7 @@ std::string LoopbackTarget(const std::string& host, int port);
 inference::ModelInferRequest SyntheticInferMessage(const ModelSpec& spec, int64_t items, uint64_t seed);
 
 struct ServingWarmupReport {
-  int sent = 0;                // requests sent (unary calls + stream messages)
+  int sent = 0;                // requests sent or attempted (unary calls + stream messages)
   int failed = 0;              // of those, answered with an error (or never answered)
   std::string first_error;     // "model 'x' ...: message" of the first failure
   int64_t elapsed_ns = 0;
