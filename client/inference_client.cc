@@ -217,28 +217,23 @@ absl::StatusOr<InferResult> InferenceClient::DecodeResponse(const inference::Mod
 }
 
 std::optional<RequestTiming> InferenceClient::DecodeTiming(const inference::ModelInferResponse& response) {
-  // Straight from the field table (as DecodeTimingParams, without a key or TimingParam per field):
-  // this runs for every response chronobench records. A timing parameter of the wrong type makes
-  // the whole timing absent, as DecodeTimingParams' error does.
+  // This runs for every response chronobench records: the lookup copies no key (DecodeTimingParams
+  // names the field in its errors), and only a string parameter's value.
   const auto& params = response.parameters();
-  RequestTiming timing;
-  bool any = false;
-  for (const TimingParamField& field : TimingParamFields()) {
-    auto it = params.find(field.key);
-    if (it == params.end()) continue;
-    const inference::InferParameter& p = it->second;
-    switch (field.kind) {
-      case TimingParam::Kind::kInt64:
-        if (p.parameter_choice_case() != inference::InferParameter::kInt64Param) return std::nullopt;
-        timing.*field.int_member = p.int64_param();
-        any = true;
-        break;
-      case TimingParam::Kind::kBool: timing.*field.bool_member = p.bool_param(); break;
-      case TimingParam::Kind::kString: timing.*field.bool_member = p.string_param() == TimingClockValue(true); break;
+  auto timing = DecodeTimingParams([&params](const std::string& key) -> std::optional<TimingParam> {
+    auto it = params.find(key);
+    if (it == params.end()) return std::nullopt;
+    TimingParam p;
+    switch (it->second.parameter_choice_case()) {
+      case inference::InferParameter::kInt64Param: p.int_value = it->second.int64_param(); break;
+      case inference::InferParameter::kBoolParam: p.kind = TimingParam::Kind::kBool; p.bool_value = it->second.bool_param(); break;
+      case inference::InferParameter::kStringParam: p.kind = TimingParam::Kind::kString; p.string_value = it->second.string_param(); break;
+      default: p.kind = TimingParam::Kind::kString; break;
     }
-  }
-  if (!any) return std::nullopt;
-  return timing;
+    return p;
+  });
+  if (!timing.ok()) return std::nullopt;
+  return *timing;
 }
 
 absl::StatusOr<InferResult> InferenceClient::Infer(const std::string& model,

@@ -108,7 +108,7 @@ absl::StatusOr<RequestTiming> DecodeTimingParams(
     switch (field.kind) {
       case TimingParam::Kind::kInt64:
         if (p->kind != TimingParam::Kind::kInt64) {
-          return absl::InvalidArgumentError(absl::StrCat("timing parameter ", p->key, " is not an int64"));
+          return absl::InvalidArgumentError(absl::StrCat("timing parameter ", field.key, " is not an int64"));
         }
         timing.*field.int_member = p->int_value;
         any = true;

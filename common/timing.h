@@ -78,7 +78,8 @@ inline const char* TimingClockValue(bool device_timed) { return device_timed ? "
 // The parameters the server puts in a ModelInferResponse.
 std::vector<TimingParam> EncodeTimingParams(const RequestTiming& timing);
 
-// Rebuilds a RequestTiming from response parameters; `lookup(key)` returns the parameter if present.
+// Rebuilds a RequestTiming from response parameters; `lookup(key)` returns the parameter if present
+// (its `key` need not be filled).
 // NOT_FOUND when the response carries no timing at all.
 absl::StatusOr<RequestTiming> DecodeTimingParams(
     const std::function<std::optional<TimingParam>(const std::string& key)>& lookup);

@@ -51,6 +51,11 @@ InferDispatcher::InferDispatcher(ModelRegistry* registry, const Clock* clock, Re
       shared_memory_(shared_memory),
       serving_warmup_token_(NewServingWarmupToken()) {}
 
+bool InferDispatcher::IsServingWarmup(const std::multimap<grpc::string_ref, grpc::string_ref>& metadata) const {
+  auto it = metadata.find(kServingWarmupMetadataKey);
+  return it != metadata.end() && it->second == serving_warmup_token_;
+}
+
 absl::StatusOr<BuiltRequest> InferDispatcher::Build(const inference::ModelInferRequest& request,
                                                     inference::ModelInferResponse* response, CallInfo info) {
   if (draining_.load()) return absl::UnavailableError("the server is shutting down");
@@ -63,9 +68,8 @@ absl::StatusOr<BuiltRequest> InferDispatcher::Build(const inference::ModelInferR
   built.model = *std::move(model);
   auto infer = BuildInferRequest(built.model->spec(), request, response, shared_memory_);
   if (!infer.ok()) {
-    if (!info.synthetic) {
-      RefuseBeforeQueue(*built.model, nullptr, info.received_ns, infer.status(), ModelStats::Failure::kOther);
-    }
+    RefuseBeforeQueue(*built.model, nullptr, info.synthetic, info.received_ns, infer.status(),
+                      ModelStats::Failure::kOther);
     return infer.status();
   }
   built.request = *std::move(infer);
@@ -105,8 +109,7 @@ absl::Status InferDispatcher::Enqueue(BuiltRequest built, inference::ModelInferR
   // Not accepted: `infer` still owns the request.
   infer->on_complete = nullptr;
   Answered();
-  if (infer->synthetic) return enqueued;
-  RefuseBeforeQueue(*model, infer.get(), received_ns, enqueued,
+  RefuseBeforeQueue(*model, infer.get(), infer->synthetic, received_ns, enqueued,
                     enqueued.code() == absl::StatusCode::kResourceExhausted ? ModelStats::Failure::kRejected
                                                                            : ModelStats::Failure::kOther);
   return enqueued;
@@ -145,8 +148,9 @@ bool InferDispatcher::WaitForAnswered(absl::Time deadline) {
   return inflight_mu_.AwaitWithDeadline(absl::Condition(&none), deadline);
 }
 
-void InferDispatcher::RefuseBeforeQueue(ModelRuntime& model, const InferRequest* request, int64_t received_ns,
-                                        const absl::Status& status, ModelStats::Failure reason) {
+void InferDispatcher::RefuseBeforeQueue(ModelRuntime& model, const InferRequest* request, bool synthetic,
+                                        int64_t received_ns, const absl::Status& status, ModelStats::Failure reason) {
+  if (synthetic) return;  // the serving warm-up is counted nowhere
   RequestTiming timing;
   timing.server_total_ns = clock_->NowNs() - received_ns;
   model.stats().RecordFailure(timing.server_total_ns, reason);

@@ -17,7 +17,9 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <string_view>
+#include <map>
+
+#include <grpcpp/support/string_ref.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -78,7 +80,8 @@ class InferDispatcher {
   // The per-process token that marks the server's own serving warm-up requests (serving_warmup.h):
   // a call whose kServingWarmupMetadataKey metadata equals it is synthetic.
   const std::string& serving_warmup_token() const { return serving_warmup_token_; }
-  bool IsServingWarmup(std::string_view metadata_value) const { return metadata_value == serving_warmup_token_; }
+  // Whether a call's client metadata carries this server's serving warm-up mark.
+  bool IsServingWarmup(const std::multimap<grpc::string_ref, grpc::string_ref>& metadata) const;
   bool draining() const { return draining_.load(); }
   // Blocks until every accepted request has been answered or `deadline` passes; whether none is left.
   bool WaitForAnswered(absl::Time deadline);
@@ -90,8 +93,9 @@ class InferDispatcher {
   // The worker's completion of one request (the InferRequest's on_complete).
   void Complete(ModelRuntime* model, inference::ModelInferResponse* response, const Respond& respond,
                 std::unique_ptr<InferRequest> request);
-  // A request for a known model refused before it was queued: statistics and the observer.
-  void RefuseBeforeQueue(ModelRuntime& model, const InferRequest* request, int64_t received_ns,
+  // A request for a known model refused before it was queued: statistics and the observer (none for
+  // a synthetic one; `request` may be null when it was never built).
+  void RefuseBeforeQueue(ModelRuntime& model, const InferRequest* request, bool synthetic, int64_t received_ns,
                          const absl::Status& status, ModelStats::Failure reason);
   void Answered();
 

@@ -7,7 +7,6 @@
 #include "common/log.h"
 #include "common/timing.h"
 #include "server/grpc/grpc_status.h"
-#include "server/grpc/serving_warmup.h"
 
 namespace chronoserve::server {
 namespace {
@@ -51,9 +50,7 @@ CallInfo UnaryCallInfo(grpc::CallbackServerContext* ctx, const Clock* clock, con
   if (auto it = metadata.find("tracestate"); it != metadata.end()) {
     info.tracestate.assign(it->second.data(), it->second.size());
   }
-  if (auto it = metadata.find(kServingWarmupMetadataKey); it != metadata.end()) {
-    info.synthetic = dispatcher.IsServingWarmup(std::string_view(it->second.data(), it->second.size()));
-  }
+  info.synthetic = dispatcher.IsServingWarmup(metadata);
   info.cancelled = std::make_shared<std::atomic<bool>>(false);
   return info;
 }

@@ -4,7 +4,6 @@
 #include <chrono>
 
 #include "server/grpc/grpc_status.h"
-#include "server/grpc/serving_warmup.h"
 
 namespace chronoserve::server {
 namespace {
@@ -75,9 +74,7 @@ StreamInferReactor::StreamInferReactor(InferDispatcher* dispatcher, StreamRegist
   if (auto it = metadata.find("tracestate"); it != metadata.end()) {
     tracestate_.assign(it->second.data(), it->second.size());
   }
-  if (auto it = metadata.find(kServingWarmupMetadataKey); it != metadata.end()) {
-    synthetic_ = dispatcher_->IsServingWarmup(std::string_view(it->second.data(), it->second.size()));
-  }
+  synthetic_ = dispatcher_->IsServingWarmup(metadata);
   if (!streams_->Add(this)) {
     {
       absl::MutexLock lock(&state_->mu);
