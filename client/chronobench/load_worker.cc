@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/inference_client.h"
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "common/traceparent.h"
 
 namespace chronoserve::client::bench {
@@ -57,7 +58,10 @@ absl::Status LoadWorker::Prepare() {
 
 void LoadWorker::Start(int64_t start_ns) {
   started_ = true;
-  thread_ = std::thread([this, start_ns] { Run(start_ns); });
+  thread_ = std::thread([this, start_ns] {
+    SetCurrentThreadName("cb-load");
+    Run(start_ns);
+  });
   native_thread_ = thread_.native_handle();
 }
 

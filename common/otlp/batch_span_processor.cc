@@ -5,6 +5,7 @@
 
 #include "absl/time/clock.h"
 #include "common/log.h"
+#include "common/thread_name.h"
 
 namespace chronoserve::otlp {
 
@@ -21,7 +22,10 @@ void BatchSpanProcessor::Start() {
   absl::MutexLock lock(&mu_);
   if (running_ || shut_down_) return;
   next_export_ = absl::Now() + options_.schedule_delay;
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    SetCurrentThreadName("cs-otlp-export");
+    Run();
+  });
   mu_.Await(absl::Condition(&running_));
 }
 

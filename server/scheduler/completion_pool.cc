@@ -3,10 +3,17 @@
 #include <algorithm>
 #include <memory>
 
+#include "common/thread_name.h"
+
 namespace chronoserve::server {
 
 CompletionPool::CompletionPool(int threads) {
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
+  for (int i = 0; i < threads; ++i) {
+    threads_.emplace_back([this] {
+      SetCurrentThreadName("cs-completion");
+      Loop();
+    });
+  }
 }
 
 CompletionPool::~CompletionPool() { Stop(); }

@@ -7,6 +7,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "common/thread_name.h"
 #include "server/core/synthetic_request.h"
 
 namespace chronoserve::server {
@@ -63,6 +64,7 @@ void Worker::Start() {
   idle_since_ns_ = clock_->NowNs();
   absl::Notification running;
   thread_ = std::thread([this, &running] {
+    SetCurrentThreadName("cs-worker");
     running.Notify();
     Loop();
   });

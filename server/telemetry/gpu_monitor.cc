@@ -1,6 +1,7 @@
 #include "server/telemetry/gpu_monitor.h"
 
 #include "common/log.h"
+#include "common/thread_name.h"
 
 namespace chronoserve::server::telemetry {
 
@@ -16,7 +17,10 @@ void GpuMonitor::Start() {
   SampleOnce();
   absl::MutexLock lock(&mu_);
   if (running_ || stop_) return;
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    SetCurrentThreadName("cs-gpu-monitor");
+    Run();
+  });
   mu_.Await(absl::Condition(&running_));
 }
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/thread_name.h"
 #include "server/backend/cuda/cuda_check.h"
 
 namespace chronoserve::server::cuda {
@@ -87,7 +88,10 @@ absl::Status StreamGate::Init() {
   flag_ = static_cast<uint32_t*>(host);
   *static_cast<volatile uint32_t*>(flag_) = 0;
   ASSIGN_OR_RETURN(device_flag_, DeviceAddress(host, gpu_));
-  watchdog_thread_ = std::thread([this] { WatchdogLoop(); });
+  watchdog_thread_ = std::thread([this] {
+    SetCurrentThreadName("cs-gate-watch");
+    WatchdogLoop();
+  });
   return Probe();
 }
 
