@@ -2,6 +2,9 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
@@ -22,6 +25,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   }
   if (options.grpc_port < 0 || options.grpc_port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("--grpc-port ", options.grpc_port, " is not a port"));
+  }
+  if (!options.unix_socket.empty() && options.unix_socket.size() >= sizeof(sockaddr_un{}.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("--grpc-unix-socket '", options.unix_socket, "' is ",
+                                                   options.unix_socket.size(), " bytes long; a Unix socket path has at most ",
+                                                   sizeof(sockaddr_un{}.sun_path) - 1));
   }
   if (options.exit_timeout_secs < 0) {
     return absl::InvalidArgumentError("--exit-timeout-secs must be >= 0");
@@ -57,6 +65,11 @@ absl::Status Server::Start() {
       options_.host.find(':') != std::string::npos ? absl::StrCat("[", options_.host, "]") : options_.host,
       ":", options_.grpc_port);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
+  int unix_bound = 0;
+  if (!options_.unix_socket.empty()) {
+    builder.AddListeningPort(absl::StrCat("unix:", options_.unix_socket), grpc::InsecureServerCredentials(),
+                             &unix_bound);
+  }
   builder.RegisterService(service_.get());
   builder.SetMaxReceiveMessageSize(-1);
   builder.SetMaxSendMessageSize(-1);
@@ -70,7 +83,17 @@ absl::Status Server::Start() {
   }
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", address,
+        options_.unix_socket.empty() ? "" : absl::StrCat(" and unix:", options_.unix_socket),
+        options_.unix_socket.empty() ? "" : " (a file that is not a socket at that path blocks the bind)"));
+  }
+  if (!options_.unix_socket.empty()) {
+    if (unix_bound == 0) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on unix:", options_.unix_socket));
+    }
+    unix_socket_bound_ = true;
+    CS_LOG(INFO) << "gRPC also listening on unix:" << options_.unix_socket;
   }
   auto* health = grpc_server_->GetHealthCheckService();
   health->SetServingStatus(false);
@@ -101,15 +124,23 @@ absl::Status Server::Start() {
 void Server::WarmServingPath() {
   std::vector<ModelSpec> specs;
   for (const auto& runtime : registry_.Ready()) specs.push_back(runtime->spec());
-  const std::string target = LoopbackTarget(options_.host, port_);
-  serving_warmup_ = RunServingWarmup(target, specs, service_->serving_warmup_token(),
-                                     options_.serving_warmup_requests, absl::Seconds(60));
-  const ServingWarmupReport& report = serving_warmup_;
-  CS_LOG(INFO) << "serving warm-up: " << report.sent << " requests to " << specs.size() << " model(s) through "
-               << target << " in " << report.elapsed_ns / 1000000 << " ms";
-  if (report.failed > 0) {
-    CS_LOG(WARNING) << "serving warm-up: " << report.failed << " of " << report.sent
-                    << " requests failed (the first requests may be slower); first: " << report.first_error;
+  // Through every listener a client may use: each has its own connection-level state to warm.
+  std::vector<std::string> targets = {LoopbackTarget(options_.host, port_)};
+  if (unix_socket_bound_) targets.push_back(absl::StrCat("unix:", options_.unix_socket));
+  serving_warmup_ = ServingWarmupReport{};
+  for (const std::string& target : targets) {
+    const ServingWarmupReport report = RunServingWarmup(target, specs, service_->serving_warmup_token(),
+                                                        options_.serving_warmup_requests, absl::Seconds(60));
+    CS_LOG(INFO) << "serving warm-up: " << report.sent << " requests to " << specs.size() << " model(s) through "
+                 << target << " in " << report.elapsed_ns / 1000000 << " ms";
+    if (report.failed > 0) {
+      CS_LOG(WARNING) << "serving warm-up: " << report.failed << " of " << report.sent << " requests through "
+                      << target << " failed (the first requests may be slower); first: " << report.first_error;
+    }
+    serving_warmup_.sent += report.sent;
+    serving_warmup_.failed += report.failed;
+    serving_warmup_.elapsed_ns += report.elapsed_ns;
+    if (serving_warmup_.first_error.empty()) serving_warmup_.first_error = report.first_error;
   }
 }
 
@@ -132,6 +163,11 @@ void Server::Shutdown() {
   }
   registry_.StopAll();
   if (grpc_server_ != nullptr) grpc_server_->Wait();
+  // gRPC removes the socket file when it closes the listener; make sure a socket is not left behind.
+  struct stat st {};
+  if (unix_socket_bound_ && lstat(options_.unix_socket.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+    unlink(options_.unix_socket.c_str());
+  }
   // Last: every request has completed, so every span is queued; flush them (bounded).
   if (options_.telemetry != nullptr) options_.telemetry->Shutdown();
   CS_LOG(INFO) << "stopped";

@@ -32,6 +32,10 @@ struct ServerOptions {
   std::string model_repository;
   std::string host = "127.0.0.1";
   int grpc_port = 8001;  // 0 picks a free port (tests)
+  // --grpc-unix-socket: also listen on this Unix domain socket (clients dial "unix:PATH"), for
+  // clients on the same host: no TCP stack between them and the server. Empty = TCP only. The
+  // socket file is removed at shutdown.
+  std::string unix_socket;
   int exit_timeout_secs = 30;
   WarmupOptions warmup;
   // Triton's system_shared_memory extension: clients may register POSIX shared-memory regions and
@@ -86,6 +90,7 @@ class Server {
   int port_ = 0;
   ServingWarmupReport serving_warmup_;
   bool shut_down_ = false;
+  bool unix_socket_bound_ = false;
 };
 
 }  // namespace chronoserve::server

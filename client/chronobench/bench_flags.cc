@@ -9,7 +9,7 @@ void AddBenchFlags(CLI::App* app, RawFlags* raw) {
   BenchOptions& o = raw->options;
   app->add_option("-m,--model", o.target.model, "Model name")->required();
   app->add_option("-x,--model-version", o.target.model_version, "Model version (default: the server's choice)");
-  app->add_option("-u,--url", o.target.url, "Server HOST:PORT")->capture_default_str();
+  app->add_option("-u,--url", o.target.url, "Server HOST:PORT, or unix:PATH for a server started with --grpc-unix-socket PATH")->capture_default_str();
   app->add_option("--connections", o.target.connections, "Distinct gRPC channels (TCP connections) to spread requests over")
       ->capture_default_str();
   app->add_flag("--streaming", o.target.streaming,

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -359,6 +361,41 @@ TEST_F(ChronobenchE2eTest, BinaryFailsFastOnUnknownModel) {
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->first, 1);
   EXPECT_NE(run->second.find("model 'nope'"), std::string::npos) << run->second;
+}
+
+// A server started with --grpc-unix-socket PATH: chronobench takes -u unix:PATH, unary and
+// streaming, and the breakdown holds as over TCP.
+TEST_F(ChronobenchE2eTest, UnixSocketUrl) {
+  const std::string socket_path = *dir_ + "/chronoserve.sock";
+  auto server = Subprocess::Start({CHRONOSERVE_BIN, "--model-repository", *dir_ + "/models", "--grpc-port", "0",
+                                   "--warmup-runs", "1", "--allow-metrics", "false", "--gpu-monitor-interval-ms", "0",
+                                   "--grpc-unix-socket", socket_path});
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_TRUE((*server)->WaitForOutput("server READY", absl::Seconds(60)).ok()) << (*server)->output();
+  EXPECT_NE((*server)->output().find("gRPC also listening on unix:" + socket_path), std::string::npos);
+  for (const bool streaming : {false, true}) {
+    const std::string json = *dir_ + (streaming ? "/unix_stream.json" : "/unix_unary.json");
+    std::vector<std::string> argv = {CHRONOBENCH_BIN, "-m", "mlp", "-u", "unix:" + socket_path, "-b", "2",
+                                     "--concurrency-range", "2", "-p", "300", "--max-trials", "3",
+                                     "--warmup-requests", "5", "-s", "50", "--json", json};
+    if (streaming) argv.push_back("--streaming");
+    auto run = RunProgram(argv, absl::Seconds(120));
+    ASSERT_TRUE(run.ok()) << run.status();
+    ASSERT_EQ(run->first, 0) << run->second;
+    const auto report = nlohmann::json::parse(ReadAll(json), nullptr, false);
+    ASSERT_FALSE(report.is_discarded());
+    testing::ExpectReportSchema(report, /*with_server_spans=*/true);
+    const auto& r = report["runs"][0];
+    EXPECT_GT(r["requests"].get<int64_t>(), 0) << streaming;
+    EXPECT_EQ(r["errors"].get<int64_t>(), 0) << streaming;
+    EXPECT_EQ(r["responses_without_timing"].get<int64_t>(), 0) << streaming;
+    EXPECT_GT(r["latency_us"]["compute"]["p50"].get<double>(), 0) << streaming;
+  }
+  (*server)->Signal(SIGTERM);
+  auto exited = (*server)->WaitForExit(absl::Seconds(30));
+  ASSERT_TRUE(exited.ok()) << exited.status();
+  EXPECT_EQ(*exited, 0) << (*server)->output();
+  EXPECT_FALSE(std::filesystem::exists(socket_path)) << "socket left behind after SIGTERM";
 }
 
 // A server started with --request-timing off: e2e and throughput as usual, every server column
