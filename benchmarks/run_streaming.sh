@@ -11,6 +11,9 @@
 # Environment (defaults): MODEL=policy_net CONCURRENCY=256 CONNECTIONS="1 4" THREADS=8 WINDOW_MS=1500
 #   TRIALS=3 DELAYS="0 300" INSTANCES=1 EXTRA_CONFIG="" (appended to config.pbtxt, e.g.
 #   'optimization { cuda { graphs: true } }') WARMUP_RUNS=2 ITERATIONS=2000 EXTRA_FLAGS=""
+#   URLS="tcp" ("tcp unix": also through the server's --grpc-unix-socket; file names get "_unix")
+# Besides the server's CPU per point, its CPU per thread name (cs-worker, cs-completion, gRPC's own
+# threads) and chronobench's, in cores, are printed and kept in *_threads.txt.
 # On a CPU-only machine, small counts, e.g.:
 #   CONCURRENCY=16 THREADS=2 WINDOW_MS=500 ITERATIONS=20 benchmarks/run_streaming.sh build /tmp/stream
 set -uo pipefail
@@ -29,6 +32,7 @@ warmup_runs=${WARMUP_RUNS:-2}
 iterations=${ITERATIONS:-2000}
 extra=${EXTRA_FLAGS:-}
 extra_config=${EXTRA_CONFIG:-}
+urls=${URLS:-tcp}
 mkdir -p "$out"
 source "$(dirname "$0")/server_lib.sh"
 scratch_dir work
@@ -41,24 +45,44 @@ for delay_us in $delays; do
   write_batching_repo "$work/examples" "$repo" "$model" "$delay_us" "$instances"
   [ -z "$extra_config" ] || printf '%s\n' "$extra_config" >> "$repo/$model/config.pbtxt"
   echo "== max_queue_delay_microseconds: $delay_us"
+  socket_path=$work/chronoserve.sock
   start_server "$build" "$repo" "$out/server-streaming-d$delay_us.log" "$port" --warmup-runs "$warmup_runs" \
-    --allow-metrics false || exit 1
-  for conns in $connections; do
-    for transport in unary streaming; do
-      flag=""
-      [ "$transport" = streaming ] && flag="--streaming"
-      name="${transport}_c${concurrency}_n${conns}_d${delay_us}"
-      echo "== $transport, concurrency $concurrency, $conns connection(s), $threads threads, delay $delay_us us"
-      before=$(cpu_ticks "$server"); t0=$(date +%s.%N)
-      # shellcheck disable=SC2086
-      "$build/bin/chronobench" -m "$model" -u "127.0.0.1:$port" -b 1 --concurrency-range "$concurrency" \
-        --connections "$conns" --threads "$threads" -p "$window_ms" -r "$trials" \
-        --warmup-requests $((concurrency * 4 > 50 ? concurrency * 4 : 50)) $flag $extra \
-        --json "$out/$name.json" | tail -n 3 || status=1
-      after=$(cpu_ticks "$server"); t1=$(date +%s.%N)
-      python3 -c "import sys; b,a,t0,t1,hz=map(float,sys.argv[1:]); print(f'{(a-b)/hz/(t1-t0):.2f}')" \
-        "$before" "$after" "$t0" "$t1" "$hz" > "$out/${name}_cpu.txt"
-      echo "   server CPU: $(cat "$out/${name}_cpu.txt") cores over the point"
+    --allow-metrics false --grpc-unix-socket "$socket_path" || exit 1
+  for url_kind in $urls; do
+    url="127.0.0.1:$port"; suffix=""
+    [ "$url_kind" = unix ] && { url="unix:$socket_path"; suffix="_unix"; }
+    for conns in $connections; do
+      for transport in unary streaming; do
+        flag=""
+        [ "$transport" = streaming ] && flag="--streaming"
+        name="${transport}_c${concurrency}_n${conns}_d${delay_us}${suffix}"
+        echo "== $transport, concurrency $concurrency, $conns connection(s), $threads threads, delay $delay_us us, $url"
+        before=$(cpu_ticks "$server"); t0=$(date +%s.%N)
+        thread_ticks "$server" "$work/threads_before"
+        # shellcheck disable=SC2086
+        "$build/bin/chronobench" -m "$model" -u "$url" -b 1 --concurrency-range "$concurrency" \
+          --connections "$conns" --threads "$threads" -p "$window_ms" -r "$trials" \
+          --warmup-requests $((concurrency * 4 > 50 ? concurrency * 4 : 50)) $flag $extra \
+          --json "$out/$name.json" > "$work/chronobench.out" &
+        bench=$!
+        # chronobench's own CPU by thread over one second of its run (from 2 s to 3 s, past its warm-up).
+        sleep 2; thread_ticks "$bench" "$work/bench_before" 2>/dev/null
+        sleep 1; thread_ticks "$bench" "$work/bench_after" 2>/dev/null
+        wait "$bench" || status=1
+        tail -n 3 "$work/chronobench.out"
+        after=$(cpu_ticks "$server"); t1=$(date +%s.%N)
+        thread_ticks "$server" "$work/threads_after"
+        python3 -c "import sys; b,a,t0,t1,hz=map(float,sys.argv[1:]); print(f'{(a-b)/hz/(t1-t0):.2f}')" \
+          "$before" "$after" "$t0" "$t1" "$hz" > "$out/${name}_cpu.txt"
+        elapsed=$(python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$t0" "$t1")
+        {
+          echo "server: $(thread_cores "$work/threads_before" "$work/threads_after" "$elapsed")"
+          [ -s "$work/bench_after" ] && echo "chronobench (from 2 s to 3 s): $(thread_cores "$work/bench_before" "$work/bench_after" 1)"
+        } > "$out/${name}_threads.txt"
+        rm -f "$work/bench_before" "$work/bench_after"
+        echo "   server CPU: $(cat "$out/${name}_cpu.txt") cores over the point"
+        sed 's/^/   /' "$out/${name}_threads.txt"
+      done
     done
   done
   stop_server || status=1
@@ -69,6 +93,8 @@ reached=$(python3 - "$out" <<'PY'
 import glob, json, sys
 sizes = set()
 for f in glob.glob(f"{sys.argv[1]}/*_c*_n*_d*.json"):
+    if f.endswith("_summary.json"):
+        continue
     r = json.load(open(f))["runs"][0]
     sizes.add(max(1, round(r["batch_size_executed"]["mean"] or 1)))
 print(",".join(str(s) for s in sorted(sizes)))
@@ -84,22 +110,22 @@ out = sys.argv[1]
 inproc = {p["batch_size"]: p["items_per_s"] for p in json.load(open(f"{out}/streaming_inprocess.json"))["points"]}
 rows = []
 for f in sorted(glob.glob(f"{out}/*_c*_n*_d*.json")):
-    m = re.search(r"/(unary|streaming)_c(\d+)_n(\d+)_d(\d+)\.json$", f)
+    m = re.search(r"/(unary|streaming)_c(\d+)_n(\d+)_d(\d+)(_unix)?\.json$", f)
     if not m:
         continue
     r = json.load(open(f))["runs"][0]
     batch = max(1, round(r["batch_size_executed"]["mean"] or 1))
     ref = inproc.get(batch, 0)
     cpu = float(open(f[:-5] + "_cpu.txt").read())
-    rows.append({"transport": m[1], "concurrency": int(m[2]), "connections": int(m[3]), "delay_us": int(m[4]),
+    rows.append({"transport": m[1], "url": "unix" if m[5] else "tcp", "concurrency": int(m[2]), "connections": int(m[3]), "delay_us": int(m[4]),
                  "items_per_s": r["throughput_items_per_s"], "e2e_p50_us": r["latency_us"]["e2e"]["p50"],
                  "e2e_p99_us": r["latency_us"]["e2e"]["p99"], "batch_reached": r["batch_size_executed"]["mean"],
                  "server_cpu_cores": cpu, "errors": r["errors"], "stable": r["stable"],
                  "inprocess_items_per_s": ref, "ratio": r["throughput_items_per_s"] / ref if ref else None})
-print(f"{'delay us':>9}{'transport':>10}{'conns':>6}{'items/s':>10}{'p50 us':>9}{'p99 us':>9}{'batch':>7}{'srv cores':>10}"
+print(f"{'delay us':>9}{'url':>5}{'transport':>10}{'conns':>6}{'items/s':>10}{'p50 us':>9}{'p99 us':>9}{'batch':>7}{'srv cores':>10}"
       f"{'in-proc':>10}{'served/in-proc':>15}{'errors':>7}")
-for x in sorted(rows, key=lambda x: (x["delay_us"], x["connections"], x["transport"] != "unary")):
-    print(f"{x['delay_us']:>9}{x['transport']:>10}{x['connections']:>6}{x['items_per_s']:>10.0f}{x['e2e_p50_us']:>9.0f}"
+for x in sorted(rows, key=lambda x: (x["delay_us"], x["url"], x["connections"], x["transport"] != "unary")):
+    print(f"{x['delay_us']:>9}{x['url']:>5}{x['transport']:>10}{x['connections']:>6}{x['items_per_s']:>10.0f}{x['e2e_p50_us']:>9.0f}"
           f"{x['e2e_p99_us']:>9.0f}{x['batch_reached']:>7.1f}{x['server_cpu_cores']:>10.2f}"
           f"{x['inprocess_items_per_s']:>10.0f}{(x['ratio'] or 0) * 100:>14.1f}%{x['errors']:>7}")
 print("goal: served >= 85% of in-process at the batch size reached")

@@ -51,3 +51,32 @@ scratch_dir() {
   printf -v "$1" '%s' "$dir"
   trap 'stop_server >/dev/null 2>&1; rm -rf "${scratch_dirs[@]}"' EXIT
 }
+
+# thread_ticks PID FILE: every thread's name and user + system CPU ticks so far, as "name<TAB>ticks"
+# lines in FILE (a thread's name is in parentheses in /proc/.../stat and may hold spaces).
+thread_ticks() {
+  local t stat
+  : > "$2"
+  for t in /proc/"$1"/task/*; do
+    stat=$(cat "$t/stat" 2>/dev/null) || continue
+    printf '%s\t%s\n' "$(cat "$t/comm" 2>/dev/null)" "$(echo "${stat##*) }" | awk '{print $12 + $13}')" >> "$2"
+  done
+}
+
+# thread_cores BEFORE AFTER SECONDS: CPU cores used per thread name (digits dropped, so "grpc_x_3"
+# and "grpc_x_7" add up) between two thread_ticks files taken SECONDS apart, busiest first, one line.
+thread_cores() {
+  python3 - "$1" "$2" "$3" "$(getconf CLK_TCK)" <<'PY'
+import collections, re, sys
+def load(path):
+    out = collections.Counter()
+    for line in open(path):
+        name, _, ticks = line.rstrip("\n").rpartition("\t")
+        out[re.sub(r"[0-9]+", "", name) or "?"] += int(ticks or 0)
+    return out
+before, after = load(sys.argv[1]), load(sys.argv[2])
+seconds, hz = float(sys.argv[3]), float(sys.argv[4])
+cores = {name: (after[name] - before.get(name, 0)) / hz / seconds for name in after}
+print(", ".join(f"{name} {c:.2f}" for name, c in sorted(cores.items(), key=lambda x: -x[1]) if c >= 0.01))
+PY
+}
