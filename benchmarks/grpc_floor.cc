@@ -23,17 +23,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "benchmarks/percentile.h"
 #include "client/inference_client.h"
 #include "common/clock.h"
 
 namespace {
 
-double PercentileUs(std::vector<int64_t> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * v.size()));
-  return static_cast<double>(v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)]) / 1000.0;
-}
+using chronoserve::bench::PercentileUs;
 
 struct Series {
   std::string path;  // what was measured

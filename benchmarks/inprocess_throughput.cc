@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "benchmarks/percentile.h"
 #include "common/clock.h"
 #include "server/backend/device_activity.h"
 #include "server/backend/torch_backend.h"
@@ -46,12 +47,7 @@ SyntheticBatch MakeBatch(const ModelSpec& spec, int64_t batch_size, bool one_req
   return b;
 }
 
-double PercentileUs(std::vector<int64_t> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * v.size()));
-  return static_cast<double>(v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)]) / 1000.0;
-}
+using chronoserve::bench::PercentileUs;
 
 // Runs `warmup` + `iterations` batches of `batch_size`, launching each before finishing the one
 // ahead of it when `pipelined`; returns the figures as JSON.

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "benchmarks/percentile.h"
 #include "client/inference_client.h"
 #include "client/system_shared_memory.h"
 #include "common/clock.h"
@@ -28,14 +29,8 @@
 namespace {
 using chronoserve::RequestTiming;
 using chronoserve::client::InferenceClient;
+using chronoserve::bench::PercentileUs;
 using chronoserve::client::Tensor;
-
-double Percentile(std::vector<int64_t> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * v.size()));
-  return static_cast<double>(v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)]) / 1000.0;
-}
 
 // --shared-memory system: one input and one output region, registered for the whole run.
 class ShmTransport {
@@ -294,7 +289,7 @@ int main(int argc, char** argv) {
       std::printf("%-18s %12s %12s\n", s.name, "-", "-");
       continue;
     }
-    const double p50 = Percentile(values, 50), p99 = Percentile(values, 99);
+    const double p50 = PercentileUs(values, 50), p99 = PercentileUs(values, 99);
     std::printf("%-18s %12.1f %12.1f\n", s.name, p50, p99);
     record["latency_us"][s.name] = {{"p50", p50}, {"p99", p99}};
   }
