@@ -18,9 +18,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 source "$here/server_lib.sh"
 models=$(mktemp -d)
-"$build/bin/chronoserve-examples" --out "$models" >/dev/null || exit 1
-printf '%s\n' 'optimization { cuda { graphs: true } }' \
-  'parameters { key: "keep_warm_ms" value { string_value: "10" } }' >> "$models/policy_net/config.pbtxt"
+write_warm_graph_repo "$build" "$models" || exit 1
 status=0
 "$build/bin/bench_inprocess_throughput" --model-repository "$models" -m policy_net --batch-sizes 1,128 --one-request \
   --json "$out/shm_inprocess.json" 2>&1 | tail -4 || status=1

@@ -21,9 +21,7 @@ mkdir -p "$out"
 source "$here/server_lib.sh"
 scratch_dir work
 models=$work/models
-"$build/bin/chronoserve-examples" --out "$models" >/dev/null || exit 1
-printf '%s\n' 'optimization { cuda { graphs: true } }' \
-  'parameters { key: "keep_warm_ms" value { string_value: "10" } }' >> "$models/policy_net/config.pbtxt"
+write_warm_graph_repo "$build" "$models" || exit 1
 socket_path=$work/chronoserve.sock
 status=0
 url_of() { [ "$1" = unix ] && echo "unix:$socket_path" || echo "127.0.0.1:$port"; }

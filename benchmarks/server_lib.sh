@@ -80,3 +80,11 @@ cores = {name: (after[name] - before.get(name, 0)) / hz / seconds for name in af
 print(", ".join(f"{name} {c:.2f}" for name, c in sorted(cores.items(), key=lambda x: -x[1]) if c >= 0.01))
 PY
 }
+
+# write_warm_graph_repo BUILD_DIR DIR: chronoserve-examples' models in DIR, the policy net with CUDA
+# graphs and keep-warm every 10 ms (the configuration issue 6's latency ratios are measured on).
+write_warm_graph_repo() {
+  "$1/bin/chronoserve-examples" --out "$2" >/dev/null || return 1
+  printf '%s\n' 'optimization { cuda { graphs: true } }' \
+    'parameters { key: "keep_warm_ms" value { string_value: "10" } }' >> "$2/policy_net/config.pbtxt"
+}

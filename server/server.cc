@@ -65,11 +65,9 @@ absl::Status Server::Start() {
       options_.host.find(':') != std::string::npos ? absl::StrCat("[", options_.host, "]") : options_.host,
       ":", options_.grpc_port);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
-  int unix_bound = 0;
-  if (!options_.unix_socket.empty()) {
-    builder.AddListeningPort(absl::StrCat("unix:", options_.unix_socket), grpc::InsecureServerCredentials(),
-                             &unix_bound);
-  }
+  // gRPC replaces a stale socket file at the path; any other file there fails the bind.
+  const std::string unix_address = options_.unix_socket.empty() ? "" : absl::StrCat("unix:", options_.unix_socket);
+  if (!unix_address.empty()) builder.AddListeningPort(unix_address, grpc::InsecureServerCredentials());
   builder.RegisterService(service_.get());
   builder.SetMaxReceiveMessageSize(-1);
   builder.SetMaxSendMessageSize(-1);
@@ -82,19 +80,15 @@ absl::Status Server::Start() {
     builder.experimental().SetInterceptorCreators(std::move(interceptors));
   }
   grpc_server_ = builder.BuildAndStart();
+  // BuildAndStart returns null unless every listener is bound.
   if (grpc_server_ == nullptr || port_ == 0) {
     return absl::UnavailableError(absl::StrCat(
         "cannot listen on ", address,
-        options_.unix_socket.empty() ? "" : absl::StrCat(" and unix:", options_.unix_socket),
-        options_.unix_socket.empty() ? "" : " (a file that is not a socket at that path blocks the bind)"));
+        unix_address.empty()
+            ? ""
+            : absl::StrCat(" and ", unix_address, " (a file that is not a socket at that path blocks the bind)")));
   }
-  if (!options_.unix_socket.empty()) {
-    if (unix_bound == 0) {
-      return absl::UnavailableError(absl::StrCat("cannot listen on unix:", options_.unix_socket));
-    }
-    unix_socket_bound_ = true;
-    CS_LOG(INFO) << "gRPC also listening on unix:" << options_.unix_socket;
-  }
+  if (!unix_address.empty()) CS_LOG(INFO) << "gRPC also listening on " << unix_address;
   auto* health = grpc_server_->GetHealthCheckService();
   health->SetServingStatus(false);
   CS_LOG(INFO) << "gRPC listening on " << options_.host << ":" << port_
@@ -126,7 +120,7 @@ void Server::WarmServingPath() {
   for (const auto& runtime : registry_.Ready()) specs.push_back(runtime->spec());
   // Through every listener a client may use: each has its own connection-level state to warm.
   std::vector<std::string> targets = {LoopbackTarget(options_.host, port_)};
-  if (unix_socket_bound_) targets.push_back(absl::StrCat("unix:", options_.unix_socket));
+  if (!options_.unix_socket.empty()) targets.push_back(absl::StrCat("unix:", options_.unix_socket));
   serving_warmup_ = ServingWarmupReport{};
   for (const std::string& target : targets) {
     const ServingWarmupReport report = RunServingWarmup(target, specs, service_->serving_warmup_token(),
@@ -163,9 +157,10 @@ void Server::Shutdown() {
   }
   registry_.StopAll();
   if (grpc_server_ != nullptr) grpc_server_->Wait();
-  // gRPC removes the socket file when it closes the listener; make sure a socket is not left behind.
+  // gRPC removes the socket file when it closes the listener; make sure a socket we bound is not left behind.
   struct stat st {};
-  if (unix_socket_bound_ && lstat(options_.unix_socket.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+  if (grpc_server_ != nullptr && !options_.unix_socket.empty() && lstat(options_.unix_socket.c_str(), &st) == 0 &&
+      S_ISSOCK(st.st_mode)) {
     unlink(options_.unix_socket.c_str());
   }
   // Last: every request has completed, so every span is queued; flush them (bounded).

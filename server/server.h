@@ -90,7 +90,6 @@ class Server {
   int port_ = 0;
   ServingWarmupReport serving_warmup_;
   bool shut_down_ = false;
-  bool unix_socket_bound_ = false;
 };
 
 }  // namespace chronoserve::server
