@@ -33,8 +33,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--host", options.host, "Address to listen on")->capture_default_str();
   app.add_option("--grpc-unix-socket", options.unix_socket,
-                 "Also listen on this Unix domain socket path (clients dial unix:PATH): for clients on "
-                 "the same host, a shorter round trip than TCP loopback. Removed at shutdown");
+                 "Also listen on this Unix domain socket path (clients on the same host dial unix:PATH); "
+                 "removed at shutdown");
   app.add_option("--log-verbose", log_verbose, "Verbose logging level (0 = off)")->capture_default_str();
   app.add_option("--exit-timeout-secs", options.exit_timeout_secs,
                  "On SIGTERM/SIGINT, how long in-flight requests may take to finish")

@@ -32,9 +32,8 @@ struct ServerOptions {
   std::string model_repository;
   std::string host = "127.0.0.1";
   int grpc_port = 8001;  // 0 picks a free port (tests)
-  // --grpc-unix-socket: also listen on this Unix domain socket (clients dial "unix:PATH"), for
-  // clients on the same host: no TCP stack between them and the server. Empty = TCP only. The
-  // socket file is removed at shutdown.
+  // --grpc-unix-socket: also listen on this Unix domain socket (clients on the same host dial
+  // "unix:PATH"). Empty = TCP only. The socket file is removed at shutdown.
   std::string unix_socket;
   int exit_timeout_secs = 30;
   WarmupOptions warmup;
