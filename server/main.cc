@@ -59,6 +59,12 @@ int main(int argc, char** argv) {
                  "parameters and no server-timing trailer; statistics keep counts, queue and total")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  std::vector<std::string> host_policies;
+  app.add_option("--host-policy", host_policies,
+                 "NAME,cpu-cores=CPULIST (repeatable; Triton's form): pins the workers of every instance "
+                 "group whose host_policy is NAME, or by default those on GPU <id> for NAME gpu_<id> and on "
+                 "the CPU for NAME cpu, to those CPUs (e.g. gpu_0,cpu-cores=15), so the thread feeding a GPU "
+                 "keeps a core of its own");
   namespace telemetry = chronoserve::server::telemetry;
   telemetry::TelemetryOptions telemetry_options;
   std::string otlp_endpoint;
@@ -77,6 +83,12 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   chronoserve::SetLogVerbosity(log_verbose);
   options.request_timing = request_timing == "on";
+  auto parsed_policies = chronoserve::server::ParseHostPolicies(host_policies);
+  if (!parsed_policies.ok()) {
+    CS_LOG(ERROR) << parsed_policies.status().message();
+    return 2;
+  }
+  options.host_policies = *std::move(parsed_policies);
 
   auto tracing = chronoserve::otlp::ResolveTracingConfig(otlp_endpoint, chronoserve::server::kChronoserveVersion,
                                                         chronoserve::otlp::ProcessEnv());

@@ -16,7 +16,7 @@ absl::StatusOr<std::vector<DevicePlacement>> PlaceInstances(const ModelSpec& spe
     InstanceKind kind = group.kind;
     if (kind == InstanceKind::kAuto) kind = gpu_count > 0 ? InstanceKind::kGpu : InstanceKind::kCpu;
     if (kind == InstanceKind::kCpu) {
-      for (int i = 0; i < group.count; ++i) placements.push_back({-1});
+      for (int i = 0; i < group.count; ++i) placements.push_back({-1, group.host_policy});
       continue;
     }
     if (gpu_count == 0) {
@@ -33,7 +33,7 @@ absl::StatusOr<std::vector<DevicePlacement>> PlaceInstances(const ModelSpec& spe
         return absl::FailedPreconditionError(absl::StrCat("model '", spec.name, "': instance_group lists GPU ", g,
                                                           " but only ", gpu_count, " GPU(s) are visible"));
       }
-      for (int i = 0; i < group.count; ++i) placements.push_back({g});
+      for (int i = 0; i < group.count; ++i) placements.push_back({g, group.host_policy});
     }
   }
   return placements;
@@ -66,6 +66,13 @@ absl::Status ModelManager::LoadModel(const std::string& model_dir) {
   auto placements = PlaceInstances(*spec, CudaDeviceCount());
   if (!placements.ok()) return fail(placements.status());
 
+  std::vector<std::vector<int>> worker_cpus;
+  for (const DevicePlacement& placement : *placements) {
+    auto cpus = WorkerCpus(options_.host_policies, placement.host_policy, placement.gpu, spec->name);
+    if (!cpus.ok()) return fail(cpus.status());
+    worker_cpus.push_back(*std::move(cpus));
+  }
+
   const int64_t load_start = clock_->NowNs();
   std::vector<std::unique_ptr<ModelInstance>> instances;
   for (size_t i = 0; i < placements->size(); ++i) {
@@ -81,7 +88,7 @@ absl::Status ModelManager::LoadModel(const std::string& model_dir) {
     instances.push_back(*std::move(instance));
   }
   const int64_t loaded = clock_->NowNs();
-  auto runtime = ModelRuntime::Create(*spec, std::move(instances), options_.warmup, clock_);
+  auto runtime = ModelRuntime::Create(*spec, std::move(instances), options_.warmup, clock_, worker_cpus);
   if (!runtime.ok()) return fail(runtime.status());
   (*runtime)->set_load_ns(loaded - load_start);
   std::string devices;

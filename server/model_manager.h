@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "server/core/gpu_clock_source.h"
+#include "server/core/host_policy.h"
 #include "server/backend/device_activity.h"
 #include "server/scheduler/model_registry.h"
 #include "server/scheduler/worker.h"
@@ -16,7 +17,8 @@
 namespace chronoserve::server {
 
 struct DevicePlacement {
-  int gpu = -1;  // -1 = CPU
+  int gpu = -1;             // -1 = CPU
+  std::string host_policy;  // its instance_group's host_policy; empty = the device's default
 };
 
 // Where each worker of `spec` runs: KIND_AUTO takes the GPUs when there are any; KIND_GPU without
@@ -27,6 +29,7 @@ absl::StatusOr<std::vector<DevicePlacement>> PlaceInstances(const ModelSpec& spe
 struct ModelLoadOptions {
   WarmupOptions warmup;
   bool request_timing = true;  // --request-timing (InstanceOptions::request_timing)
+  HostPolicies host_policies;  // --host-policy: the CPUs workers are pinned to
 };
 
 class ModelManager {

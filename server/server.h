@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "server/backend/device_activity.h"
+#include "server/core/host_policy.h"
 #include "server/grpc/inference_service.h"
 #include "server/grpc/serving_warmup.h"
 #include "server/scheduler/model_registry.h"
@@ -47,6 +48,8 @@ struct ServerOptions {
   // max_batch_size) travel the whole serving path through the server's own gRPC port, plus one
   // stream of as many messages (server/grpc/serving_warmup.h); counted nowhere. 0 = off.
   int serving_warmup_requests = 4;
+  // --host-policy: named CPU sets that models' workers are pinned to (server/core/host_policy.h).
+  HostPolicies host_policies;
   // Traces, metrics, GPU monitor: built by main, not owned; started before the models load and
   // flushed last on shutdown. Null = none.
   telemetry::Telemetry* telemetry = nullptr;

@@ -25,6 +25,7 @@ struct InstanceGroupSpec {
   InstanceKind kind = InstanceKind::kAuto;
   int count = 1;          // workers per listed GPU (or on the CPU)
   std::vector<int> gpus;  // empty: GPU 0 (when the group runs on GPU)
+  std::string host_policy;  // empty: the device's default policy name (server/core/host_policy.h)
 };
 
 struct QueuePolicySpec {

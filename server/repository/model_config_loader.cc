@@ -129,6 +129,7 @@ absl::StatusOr<std::vector<InstanceGroupSpec>> ConvertInstanceGroups(const pb::M
     if (spec.kind == InstanceKind::kCpu && !spec.gpus.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(source, ": KIND_CPU instance_group lists gpus"));
     }
+    spec.host_policy = g.host_policy();
     groups.push_back(std::move(spec));
   }
   if (groups.empty()) groups.push_back(InstanceGroupSpec{});

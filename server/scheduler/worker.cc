@@ -5,12 +5,26 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "common/cpu_set.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "common/thread_name.h"
 #include "server/core/synthetic_request.h"
 
 namespace chronoserve::server {
+
+const char* WorkerPhaseName(WorkerPhase phase) {
+  switch (phase) {
+    case WorkerPhase::kWait: return "wait";
+    case WorkerPhase::kTake: return "take";
+    case WorkerPhase::kExecute: return "execute";
+    case WorkerPhase::kLaunch: return "launch";
+    case WorkerPhase::kFinish: return "finish";
+    case WorkerPhase::kComplete: return "complete";
+    case WorkerPhase::kKeepWarm: return "keep_warm";
+  }
+  return "?";
+}
 
 bool IsLaunchBound(const BatchTiming& timing) {
   return timing.device_timed && timing.compute_ns > 0 && timing.launch_ns * 5 >= timing.compute_ns * 4;
@@ -59,16 +73,26 @@ absl::Status Worker::Warmup(const ModelSpec& spec, const WarmupOptions& options)
   return absl::OkStatus();
 }
 
-void Worker::Start() {
+absl::Status Worker::Start(const std::vector<int>& cpus) {
   // Stamped here, not on the thread, so a test's FakeClock cannot move before the idle spell starts.
   idle_since_ns_ = clock_->NowNs();
   absl::Notification running;
-  thread_ = std::thread([this, &running] {
+  absl::Status pinned;
+  thread_ = std::thread([this, &running, &pinned, cpus] {
     SetCurrentThreadName("cs-worker");
-    running.Notify();
-    Loop();
+    if (!cpus.empty()) pinned = PinCurrentThread(cpus);
+    const bool serve = pinned.ok();
+    running.Notify();  // `pinned` and `running` are not touched after this
+    if (serve) Loop();
   });
   running.WaitForNotification();
+  if (!pinned.ok()) {
+    return absl::Status(pinned.code(), absl::StrCat("model '", model_, "' worker ", index_, ": ", pinned.message()));
+  }
+  if (!cpus.empty()) {
+    CS_LOG(INFO) << "model '" << model_ << "' worker " << index_ << " pinned to CPU(s) " << FormatCpuList(cpus);
+  }
+  return absl::OkStatus();
 }
 
 void Worker::Join() {
@@ -82,8 +106,10 @@ void Worker::Loop() {
   Batch dropped;
   while (true) {
     // With a batch in flight never wait for requests: finish it instead when nothing is due.
+    const int64_t asked_ns = clock_->NowNs();
     const ModelQueue::WaitResult result =
         in_flight ? queue_->TryNextBatch(&batch, &dropped) : WaitForBatch(&batch, &dropped);
+    if (in_flight) Account(WorkerPhase::kTake, asked_ns);
     if (result != ModelQueue::WaitResult::kBatch) {
       if (in_flight) {
         idle_since_ns_ = FinishBatch(*std::move(in_flight));
@@ -92,11 +118,15 @@ void Worker::Loop() {
       }
       return;  // closed, nothing in flight
     }
-    for (auto& r : dropped) {
-      absl::Status status = r->status;
-      InferRequest::Complete(std::move(r), std::move(status));
+    if (!dropped.empty()) {
+      const int64_t start_ns = clock_->NowNs();
+      for (auto& r : dropped) {
+        absl::Status status = r->status;
+        InferRequest::Complete(std::move(r), std::move(status));
+      }
+      dropped.clear();
+      Account(WorkerPhase::kComplete, start_ns);
     }
-    dropped.clear();
     if (!batch.empty()) {
       keep_warm_lapsed_ = false;
       if (!pipelined) {
@@ -114,13 +144,17 @@ ModelQueue::WaitResult Worker::WaitForBatch(Batch* batch, Batch* dropped) {
   while (true) {
     const int64_t due_ns =
         keep_warm_lapsed_ ? 0 : NextKeepWarmNs(keep_warm_, idle_since_ns_, last_keep_warm_ns_);
+    const int64_t start_ns = clock_->NowNs();
     if (due_ns == 0) {
-      return queue_->NextBatch(batch, dropped) ? ModelQueue::WaitResult::kBatch
-                                               : ModelQueue::WaitResult::kClosed;
+      const bool got = queue_->NextBatch(batch, dropped);
+      Account(WorkerPhase::kWait, start_ns);
+      return got ? ModelQueue::WaitResult::kBatch : ModelQueue::WaitResult::kClosed;
     }
     const ModelQueue::WaitResult result = queue_->NextBatchUntil(batch, dropped, due_ns);
+    const int64_t woke_ns = Account(WorkerPhase::kWait, start_ns);
     if (result != ModelQueue::WaitResult::kTimeout) return result;
     RunKeepWarm();
+    Account(WorkerPhase::kKeepWarm, woke_ns);
   }
 }
 
@@ -141,8 +175,16 @@ void Worker::RunKeepWarm() {
   keep_warm_ = KeepWarmConfig{};
 }
 
+int64_t Worker::Account(WorkerPhase phase, int64_t since_ns) {
+  const int64_t now = clock_->NowNs();
+  phase_ns_[static_cast<int>(phase)].fetch_add(now - since_ns, std::memory_order_relaxed);
+  return now;
+}
+
 void Worker::NoteLaunchBound(const BatchTiming& timing) {
-  if (!IsLaunchBound(timing)) return;
+  const bool bound = IsLaunchBound(timing);
+  last_launch_bound_.store(bound, std::memory_order_relaxed);
+  if (!bound) return;
   if (launch_bound_batches_.fetch_add(1, std::memory_order_relaxed) == 0) {
     CS_LOG(INFO) << "model '" << model_ << "' worker " << index_ << " is launch-bound: launch "
                  << timing.launch_ns / 1000 << " us of compute " << timing.compute_ns / 1000
@@ -166,7 +208,7 @@ int64_t Worker::RunBatch(Batch batch) {
   BeginBatch(&timing);
   absl::Status status = instance_->Execute(batch, &timing);
   // Stamped before the completions, which may let another thread (or a test) move on.
-  const int64_t done_ns = clock_->NowNs();
+  const int64_t done_ns = Account(WorkerPhase::kExecute, timing.dequeued_ns);
   EndBatch(std::move(batch), timing, status);
   return done_ns;
 }
@@ -175,19 +217,22 @@ std::optional<Worker::InFlight> Worker::LaunchBatch(Batch batch, const std::opti
   InFlight flight{std::move(batch), BatchTiming{}, in_flight ? 1 - in_flight->slot : 0};
   BeginBatch(&flight.timing);
   absl::Status status = instance_->Launch(flight.batch, &flight.timing, flight.slot);
+  Account(WorkerPhase::kLaunch, flight.timing.dequeued_ns);
   if (status.ok()) return flight;
   EndBatch(std::move(flight.batch), flight.timing, status);
   return std::nullopt;
 }
 
 int64_t Worker::FinishBatch(InFlight flight) {
+  const int64_t start_ns = clock_->NowNs();
   absl::Status status = instance_->Finish(flight.batch, &flight.timing, flight.slot);
-  const int64_t done_ns = clock_->NowNs();
+  const int64_t done_ns = Account(WorkerPhase::kFinish, start_ns);
   EndBatch(std::move(flight.batch), flight.timing, status);
   return done_ns;
 }
 
 void Worker::EndBatch(Batch batch, const BatchTiming& timing, const absl::Status& status) {
+  const int64_t start_ns = clock_->NowNs();
   // The server's own serving warm-up is counted nowhere; a batch it shares with a client's request
   // is counted whole.
   const bool counted = std::any_of(batch.begin(), batch.end(), [](const auto& r) { return !r->synthetic; });
@@ -211,6 +256,7 @@ void Worker::EndBatch(Batch batch, const BatchTiming& timing, const absl::Status
   } else {
     for (auto& r : batch) InferRequest::Complete(std::move(r), status);
   }
+  Account(WorkerPhase::kComplete, start_ns);
 }
 
 }  // namespace chronoserve::server

@@ -6,16 +6,18 @@
 // that pipelines (pipeline_depth() 2, a GPU instance) it launches the next due batch before it
 // finishes the one on the device; it never waits for requests while a batch is in flight.
 //
-//   Worker w(...); RETURN_IF_ERROR(w.Warmup(spec)); w.Start();   // ... serving ...
+//   Worker w(...); RETURN_IF_ERROR(w.Warmup(spec)); RETURN_IF_ERROR(w.Start());   // ... serving ...
 //   queue.Close(); w.Join();
 #ifndef CHRONOSERVE_SERVER_SCHEDULER_WORKER_H_
 #define CHRONOSERVE_SERVER_SCHEDULER_WORKER_H_
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "common/clock.h"
@@ -27,6 +29,21 @@
 #include "server/scheduler/model_queue.h"
 
 namespace chronoserve::server {
+
+// Where a worker thread's time goes (chronoserve_worker_seconds_total): waiting for requests,
+// or busy with one of the others. Their sum is the thread's wall time since Start().
+enum class WorkerPhase {
+  kWait,      // blocked until a batch is due (taking it included)
+  kTake,      // taking a due batch without blocking (pipelined, a batch on the device)
+  kExecute,   // one batch start to end: gather, copies, forward, device wait, scatter (not pipelined)
+  kLaunch,    // pipelined: gather and enqueue a batch's copies and forward
+  kFinish,    // pipelined: wait for a launched batch's device work, read its spans, scatter outputs
+  kComplete,  // statistics, per-request timing, and handing the requests to be answered
+  kKeepWarm,  // keep-warm runs while idle
+};
+inline constexpr int kWorkerPhaseCount = 7;
+// "wait", "take", "execute", "launch", "finish", "complete", "keep_warm".
+const char* WorkerPhaseName(WorkerPhase phase);
 
 // launch >= 80% of compute on a device-timed (CUDA-event) batch: the host, not the GPU, sets the
 // pace, and CUDA graphs would help. Host-timed (CPU) batches are never launch-bound.
@@ -51,8 +68,10 @@ class Worker {
   // setting is INVALID_ARGUMENT). Before Start() only.
   absl::Status Warmup(const ModelSpec& spec, const WarmupOptions& options);
 
-  // Starts the thread; returns once it runs.
-  void Start();
+  // Starts the thread, pinned to `cpus` when given (--host-policy); returns once it runs. When the
+  // thread cannot be pinned it ends at once and the error (naming the model, worker and CPUs) is
+  // returned; Join() still applies.
+  absl::Status Start(const std::vector<int>& cpus = {});
   // Waits for the thread to finish; the queue must have been closed. Idempotent.
   void Join();
 
@@ -64,6 +83,12 @@ class Worker {
   // Served batches flagged by IsLaunchBound (for metrics; any thread).
   int64_t launch_bound_batches() const {
     return launch_bound_batches_.load(std::memory_order_relaxed);
+  }
+  // Whether the last served batch was launch-bound (for metrics; any thread).
+  bool last_batch_launch_bound() const { return last_launch_bound_.load(std::memory_order_relaxed); }
+  // The thread's time in `phase` since Start(), ns (for metrics; any thread).
+  int64_t phase_ns(WorkerPhase phase) const {
+    return phase_ns_[static_cast<int>(phase)].load(std::memory_order_relaxed);
   }
 
  private:
@@ -90,6 +115,8 @@ class Worker {
   void EndBatch(Batch batch, const BatchTiming& timing, const absl::Status& status);
   void RunKeepWarm();
   void NoteLaunchBound(const BatchTiming& timing);
+  // Adds the time from `since_ns` to now to `phase`; returns now.
+  int64_t Account(WorkerPhase phase, int64_t since_ns);
 
   const int index_;
   std::unique_ptr<ModelInstance> instance_;
@@ -106,6 +133,8 @@ class Worker {
   int64_t last_keep_warm_ns_ = 0;  // start of the last keep-warm run
   std::atomic<int64_t> keep_warm_runs_{0};
   std::atomic<int64_t> launch_bound_batches_{0};
+  std::atomic<bool> last_launch_bound_{false};
+  std::array<std::atomic<int64_t>, kWorkerPhaseCount> phase_ns_{};
   std::thread thread_;
 };
 

@@ -56,6 +56,7 @@ std::vector<MetricFamily> LiveStateCollector::Collect() const {
   out.push_back(std::move(inflight));
   absl::ReaderMutexLock lock(&mu_);
   CollectQueues(&out);
+  CollectWorkers(&out);
   CollectGpus(&out);
   CollectTracing(&out);
   return out;
@@ -70,6 +71,50 @@ void LiveStateCollector::CollectQueues(std::vector<MetricFamily>* out) const {
              static_cast<double>(runtime->queue().size()));
   }
   out->push_back(std::move(depth));
+}
+
+void LiveStateCollector::CollectWorkers(std::vector<MetricFamily>* out) const {
+  if (registry_ == nullptr) return;
+  MetricFamily seconds = Family("chronoserve_worker_seconds_total",
+                                "Worker thread time by phase: wait (for requests) or busy (take, execute, launch, "
+                                "finish, complete, keep_warm); the phases add up to the thread's wall time",
+                                MetricType::Counter);
+  MetricFamily keep_warm = Family("chronoserve_keep_warm_runs_total",
+                                  "Keep-warm runs of the model while its worker was idle", MetricType::Counter);
+  MetricFamily bound = Family("chronoserve_launch_bound_batches_total",
+                              "Served batches whose host launch took >= 80% of their device compute",
+                              MetricType::Counter);
+  MetricFamily bound_now = Family("chronoserve_worker_launch_bound",
+                                  "1 when the worker's last served batch was launch-bound (consider CUDA graphs)",
+                                  MetricType::Gauge);
+  for (const auto& runtime : registry_->Ready()) {
+    const std::string model = runtime->spec().name;
+    const std::string version = absl::StrCat(runtime->spec().version);
+    for (const auto& worker : runtime->workers()) {
+      const std::string index = absl::StrCat(worker->index());
+      for (int p = 0; p < kWorkerPhaseCount; ++p) {
+        const auto phase = static_cast<WorkerPhase>(p);
+        ClientMetric m;
+        m.label = {{"model", model}, {"phase", WorkerPhaseName(phase)}, {"version", version}, {"worker", index}};
+        m.counter.value = static_cast<double>(worker->phase_ns(phase)) * 1e-9;
+        seconds.metric.push_back(std::move(m));
+      }
+      const std::vector<ClientMetric::Label> labels = {{"model", model}, {"version", version}, {"worker", index}};
+      ClientMetric runs;
+      runs.label = labels;
+      runs.counter.value = static_cast<double>(worker->keep_warm_runs());
+      keep_warm.metric.push_back(std::move(runs));
+      ClientMetric batches;
+      batches.label = labels;
+      batches.counter.value = static_cast<double>(worker->launch_bound_batches());
+      bound.metric.push_back(std::move(batches));
+      AddGauge(&bound_now, labels, worker->last_batch_launch_bound() ? 1.0 : 0.0);
+    }
+  }
+  out->push_back(std::move(seconds));
+  out->push_back(std::move(keep_warm));
+  out->push_back(std::move(bound));
+  out->push_back(std::move(bound_now));
 }
 
 void LiveStateCollector::CollectGpus(std::vector<MetricFamily>* out) const {

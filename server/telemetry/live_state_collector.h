@@ -1,6 +1,7 @@
 // LiveStateCollector: Prometheus gauges read at scrape time rather than on the request path —
-// queue depth per model, ModelInfer calls in flight, the GPU monitor's last sample, and the trace
-// pipeline's counters (spans exported / dropped / failed). Registered with the metrics endpoint by
+// queue depth per model, ModelInfer calls in flight, each worker's time by phase, keep-warm runs and
+// launch-bound batches, the GPU monitor's last sample, and the trace pipeline's counters (spans
+// exported / dropped / failed). Registered with the metrics endpoint by
 // Telemetry, which owns it; Collect() runs on the HTTP exposer's threads.
 #ifndef CHRONOSERVE_SERVER_TELEMETRY_LIVE_STATE_COLLECTOR_H_
 #define CHRONOSERVE_SERVER_TELEMETRY_LIVE_STATE_COLLECTOR_H_
@@ -36,6 +37,7 @@ class LiveStateCollector final : public prometheus::Collectable {
 
  private:
   void CollectQueues(std::vector<prometheus::MetricFamily>* out) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void CollectWorkers(std::vector<prometheus::MetricFamily>* out) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void CollectGpus(std::vector<prometheus::MetricFamily>* out) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void CollectTracing(std::vector<prometheus::MetricFamily>* out) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 

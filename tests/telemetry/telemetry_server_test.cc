@@ -13,6 +13,7 @@
 #include <random>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "client/infer_stream.h"
@@ -94,6 +95,10 @@ class TelemetryServerTest : public ::testing::Test {
     mlp.max_batch_size = 8;
     mlp.max_queue_delay_us = 1000;
     ASSERT_TRUE(examples::WriteMlp(repo_->path(), "mlp", mlp).ok());
+    examples::ModelOptions warm = mlp;  // keep-warm every 5 ms while idle, for its metric
+    warm.extra_config = "parameters { key: \"keep_warm_ms\" value { string_value: \"5\" } }\n";
+    ASSERT_TRUE(examples::WriteMlp(repo_->path(), "warm_mlp", warm).ok());
+    started_ = absl::Now();
     auto receiver = OtlpTestReceiver::Start();
     ASSERT_TRUE(receiver.ok()) << receiver.status();
     receiver_ = receiver->release();
@@ -176,6 +181,7 @@ class TelemetryServerTest : public ::testing::Test {
   static inline OtlpTestReceiver* receiver_ = nullptr;
   static inline Telemetry* telemetry_ = nullptr;
   static inline server::Server* server_ = nullptr;
+  static inline absl::Time started_;  // before the server started
   std::unique_ptr<InferenceClient> client_;
   std::mt19937 rng_{20261122};
 };
@@ -351,6 +357,52 @@ TEST_F(TelemetryServerTest, MetricsCountEveryRequest) {
   EXPECT_EQ(after.at(R"(chronoserve_gpu_power_watts{gpu="0"})"), 250);
   EXPECT_EQ(after.count(R"(chronoserve_gpu_temperature_celsius{gpu="0"})"), 0u);  // unreadable: absent
   EXPECT_EQ(after.count("chronoserve_trace_spans_dropped_total"), 1u);
+
+  // Worker time by phase: the mlp's CPU worker executes its batches whole (not pipelined), and the
+  // phases of one worker never add up to more than the time since the server started.
+  auto phase = [&](const std::string& model, const std::string& name) {
+    const std::string key = absl::StrCat("chronoserve_worker_seconds_total{model=\"", model, "\",phase=\"", name,
+                                         "\",version=\"1\",worker=\"0\"}");
+    EXPECT_EQ(after.count(key), 1u) << key << " missing from:\n" << text;
+    return after.count(key) ? after.at(key) : -1.0;
+  };
+  EXPECT_GT(delta(R"(chronoserve_worker_seconds_total{model="mlp",phase="execute",version="1",worker="0"})"), 0);
+  EXPECT_GT(delta(R"(chronoserve_worker_seconds_total{model="mlp",phase="complete",version="1",worker="0"})"), 0);
+  double total = 0;
+  for (const char* name : {"wait", "take", "execute", "launch", "finish", "complete", "keep_warm"}) {
+    const double seconds = phase("mlp", name);
+    EXPECT_GE(seconds, 0) << name;
+    total += seconds;
+  }
+  EXPECT_GT(phase("mlp", "wait"), 0);
+  EXPECT_EQ(phase("mlp", "launch"), 0) << "a CPU worker does not pipeline";
+  EXPECT_EQ(phase("mlp", "keep_warm"), 0) << "mlp has no keep_warm_ms";
+  EXPECT_LE(total, absl::ToDoubleSeconds(absl::Now() - started_));
+  // On the CPU nothing is device-timed, so no batch is launch-bound.
+  EXPECT_EQ(after.at(R"(chronoserve_launch_bound_batches_total{model="mlp",version="1",worker="0"})"), 0);
+  EXPECT_EQ(after.at(R"(chronoserve_worker_launch_bound{model="mlp",version="1",worker="0"})"), 0);
+  EXPECT_EQ(after.at(R"(chronoserve_keep_warm_runs_total{model="mlp",version="1",worker="0"})"), 0);
+}
+
+// Keep-warm runs (warm_mlp: keep_warm_ms 5) are counted in their own metric and its worker's
+// keep_warm time, and in no request metric.
+TEST_F(TelemetryServerTest, KeepWarmRunsAreCounted) {
+  const int port = telemetry_->metrics_port();
+  const std::string kRuns = R"(chronoserve_keep_warm_runs_total{model="warm_mlp",version="1",worker="0"})";
+  std::map<std::string, double> after;
+  std::string text;
+  // The worker has been idle since READY: runs arrive every 5 ms (30 s at most).
+  for (const absl::Time deadline = absl::Now() + absl::Seconds(30); absl::Now() < deadline;) {
+    text = ScrapeMetrics(port);
+    after = ParseMetrics(text);
+    if (after.count(kRuns) && after.at(kRuns) >= 2) break;
+  }
+  ASSERT_EQ(after.count(kRuns), 1u) << text;
+  EXPECT_GE(after.at(kRuns), 2);
+  EXPECT_GT(after.at(R"(chronoserve_worker_seconds_total{model="warm_mlp",phase="keep_warm",version="1",worker="0"})"),
+            0);
+  EXPECT_EQ(after.count(R"(chronoserve_requests_total{model="warm_mlp",outcome="success",version="1"})"), 0u)
+      << "keep-warm runs are no requests";
 }
 
 // The server's serving warm-up (its own token) leaves no metric and no span: after one client

@@ -1,0 +1,33 @@
+// CPU lists in the kernel's cpulist syntax ("0-3,8", as in /sys and `taskset -c`) and pinning the
+// calling thread to one: what --host-policy's cpu-cores setting is made of.
+#ifndef CHRONOSERVE_COMMON_CPU_SET_H_
+#define CHRONOSERVE_COMMON_CPU_SET_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace chronoserve {
+
+// "0-3,8" -> {0, 1, 2, 3, 8}: sorted, without repeats. Blanks around items are ignored. Errors name
+// the item: an empty list or item, a non-number, a range whose end is below its start, or a CPU
+// number at or above CPU_SETSIZE (1024).
+absl::StatusOr<std::vector<int>> ParseCpuList(absl::string_view text);
+
+// The shortest cpulist for `cpus` (sorted, no repeats): {0, 1, 2, 3, 8} -> "0-3,8".
+std::string FormatCpuList(const std::vector<int>& cpus);
+
+// Restricts the calling thread to `cpus` (sched_setaffinity). A thread may be given CPUs outside
+// its process's own mask (e.g. a server started under `taskset`); it fails, naming the list, when
+// none of them is online and allowed to this process's cgroup.
+absl::Status PinCurrentThread(const std::vector<int>& cpus);
+
+// The CPUs the calling thread may run on.
+std::vector<int> CurrentThreadCpus();
+
+}  // namespace chronoserve
+
+#endif  // CHRONOSERVE_COMMON_CPU_SET_H_

@@ -1,0 +1,147 @@
+// --host-policy on the real server: a worker is pinned to its policy's CPUs (seen in /proc, as an
+// operator would check it) and still answers correctly; a model naming an unknown policy, or CPUs
+// that cannot be used, fails alone with a message that says so; the binary refuses a bad flag.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+
+#include <fstream>
+#include <random>
+
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
+#include "client/inference_client.h"
+#include "common/cpu_set.h"
+#include "common/tensor_data.h"
+#include "tests/client/subprocess.h"
+#include "tests/server/test_repository.h"
+#include "tools/example_models.h"
+
+namespace chronoserve {
+namespace {
+using client::InferenceClient;
+using client::Tensor;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kWait = absl::Seconds(60);
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Cpus_allowed_list of every thread of this process named `name`.
+std::vector<std::string> ThreadCpuLists(const std::string& name) {
+  std::vector<std::string> lists;
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return lists;
+  while (dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    const std::string task = std::string("/proc/self/task/") + entry->d_name;
+    if (absl::StripAsciiWhitespace(ReadFile(task + "/comm")) != name) continue;
+    const std::string status = ReadFile(task + "/status");
+    const size_t at = status.find("Cpus_allowed_list:");
+    if (at == std::string::npos) continue;
+    const size_t end = status.find('\n', at);
+    lists.emplace_back(absl::StripAsciiWhitespace(status.substr(at + 18, end - at - 18)));
+  }
+  closedir(dir);
+  return lists;
+}
+
+Tensor MlpInput(int items, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  return Tensor{"INPUT__0", DataType::kFp32, {items, 64}, RandomTensorBytes(DataType::kFp32, items * 64, rng)};
+}
+
+server::ServerOptions Options(const std::string& repo, const std::vector<std::string>& flags) {
+  server::ServerOptions options = testing::TestServerOptions(repo);
+  options.serving_warmup_requests = 0;
+  auto policies = server::ParseHostPolicies(flags);
+  EXPECT_TRUE(policies.ok()) << policies.status();
+  if (policies.ok()) options.host_policies = *policies;
+  return options;
+}
+
+TEST(HostPolicyServerTest, PinsWorkersByTheirDevicesDefaultPolicyAndServes) {
+  const std::vector<int> allowed = CurrentThreadCpus();
+  ASSERT_FALSE(allowed.empty());
+  const int target = allowed.back();
+  testing::TempDir repo("cs_host_policy");
+  examples::ModelOptions cpu;
+  cpu.instance_kind = "KIND_CPU";
+  cpu.instance_count = 2;
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", cpu).ok());
+  auto server = testing::StartServer(Options(repo.path(), {"cpu,cpu-cores=" + std::to_string(target)}));
+  ASSERT_NE(server, nullptr);
+  EXPECT_THAT(ThreadCpuLists("cs-worker"),
+              ::testing::ElementsAre(std::to_string(target), std::to_string(target)))
+      << "both workers of the KIND_CPU group take the 'cpu' policy";
+  auto c = InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  const Tensor input = MlpInput(3, 41);
+  auto a = c->Infer("mlp", {input});
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->outputs.size(), 1u);
+  EXPECT_EQ(a->outputs[0].shape, (std::vector<int64_t>{3, 16}));
+  auto b = c->Infer("mlp", {input});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(a->outputs[0].data, b->outputs[0].data);
+  server->Shutdown();
+}
+
+TEST(HostPolicyServerTest, NoPolicyLeavesWorkersUnpinned) {
+  testing::TempDir repo("cs_host_policy_none");
+  examples::ModelOptions cpu;
+  cpu.instance_kind = "KIND_CPU";
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", cpu).ok());
+  // A policy for a GPU this model does not use changes nothing for its CPU worker.
+  auto server = testing::StartServer(Options(repo.path(), {"gpu_0,cpu-cores=0"}));
+  ASSERT_NE(server, nullptr);
+  EXPECT_THAT(ThreadCpuLists("cs-worker"), ::testing::ElementsAre(FormatCpuList(CurrentThreadCpus())));
+  server->Shutdown();
+}
+
+TEST(HostPolicyServerTest, UnknownPolicyOrUnusableCpusFailTheModelAlone) {
+  testing::TempDir repo("cs_host_policy_bad");
+  examples::ModelOptions good;
+  good.instance_kind = "KIND_CPU";
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "good", good).ok());
+  examples::ModelOptions named = good;
+  named.instance_kind = "KIND_CPU host_policy: \"fastest\"";  // the group line takes it verbatim
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "named", named).ok());
+  examples::ModelOptions far = good;
+  far.instance_kind = "KIND_CPU host_policy: \"far\"";
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "far", far).ok());
+  auto server = testing::StartServer(Options(repo.path(), {"far,cpu-cores=1022-1023"}));
+  ASSERT_NE(server, nullptr);
+  auto c = InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  EXPECT_TRUE(*c->ModelReady("good"));
+  EXPECT_TRUE(c->Infer("good", {MlpInput(1, 3)}).ok());
+  auto unknown = c->Infer("named", {MlpInput(1, 3)});
+  ASSERT_EQ(unknown.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(unknown.status().message()),
+              HasSubstr("model 'named': instance_group host_policy 'fastest' names no --host-policy"));
+  auto unusable = c->Infer("far", {MlpInput(1, 3)});
+  if (CurrentThreadCpus().back() < 1022) {
+    ASSERT_EQ(unusable.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(std::string(unusable.status().message()),
+                HasSubstr("model 'far' worker 0: pinning a thread to CPUs 1022-1023 failed"));
+  }
+  EXPECT_THAT(ThreadCpuLists("cs-worker"), ::testing::SizeIs(1)) << "only the good model's worker runs";
+  server->Shutdown();
+}
+
+TEST(HostPolicyServerTest, BinaryRefusesABadFlag) {
+  testing::TempDir repo("cs_host_policy_flag");
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", examples::ModelOptions{}).ok());
+  auto refused = testing::RunProgram({CHRONOSERVE_BIN, "--model-repository", repo.path(), "--grpc-port", "0",
+                                      "--allow-metrics", "false", "--host-policy", "gpu_0,cpu-cores=3-1"},
+                                     kWait);
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->first, 2);
+  EXPECT_THAT(refused->second, HasSubstr("--host-policy 'gpu_0,cpu-cores=3-1': CPU list item '3-1'"));
+}
+
+}  // namespace
+}  // namespace chronoserve
