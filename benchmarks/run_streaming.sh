@@ -12,8 +12,13 @@
 #   TRIALS=3 DELAYS="0 300" INSTANCES=1 EXTRA_CONFIG="" (appended to config.pbtxt, e.g.
 #   'optimization { cuda { graphs: true } }') WARMUP_RUNS=2 ITERATIONS=2000 EXTRA_FLAGS=""
 #   URLS="tcp" ("tcp unix": also through the server's --grpc-unix-socket; file names get "_unix")
+#   PIN="off" (a list of layouts: "off", or "WORKER_CPUS:LOAD_CPUS" such as "15:0-14": the model's
+#   workers pinned with --host-policy gpu_0,cpu-cores=WORKER_CPUS (cpu,... on a CPU-only machine),
+#   the rest of the server and chronobench kept on LOAD_CPUS with taskset; file names get "_pin")
 # Besides the server's CPU per point, its CPU per thread name (cs-worker, cs-completion, gRPC's own
-# threads) and chronobench's, in cores, are printed and kept in *_threads.txt.
+# threads) and chronobench's, in cores, and the worker's time by phase (wait for requests, take,
+# launch, finish, complete: chronoserve_worker_seconds_total from /metrics on PORT+1) are printed
+# and kept in *_threads.txt.
 # On a CPU-only machine, small counts, e.g.:
 #   CONCURRENCY=16 THREADS=2 WINDOW_MS=500 ITERATIONS=20 benchmarks/run_streaming.sh build /tmp/stream
 set -uo pipefail
@@ -33,6 +38,7 @@ iterations=${ITERATIONS:-2000}
 extra=${EXTRA_FLAGS:-}
 extra_config=${EXTRA_CONFIG:-}
 urls=${URLS:-tcp}
+pins=${PIN:-off}
 mkdir -p "$out"
 source "$(dirname "$0")/server_lib.sh"
 scratch_dir work
@@ -44,13 +50,25 @@ for delay_us in $delays; do
   repo=$work/repo_d$delay_us
   write_batching_repo "$work/examples" "$repo" "$model" "$delay_us" "$instances"
   [ -z "$extra_config" ] || printf '%s\n' "$extra_config" >> "$repo/$model/config.pbtxt"
-  echo "== max_queue_delay_microseconds: $delay_us"
+  for pin in $pins; do
+  echo "== max_queue_delay_microseconds: $delay_us, pinning: $pin"
   socket_path=$work/chronoserve.sock
-  start_server "$build" "$repo" "$out/server-streaming-d$delay_us.log" "$port" --warmup-runs "$warmup_runs" \
-    --allow-metrics false --grpc-unix-socket "$socket_path" || exit 1
+  launcher=(); pin_flags=(); pin_suffix=""
+  if [ "$pin" != off ]; then
+    policy=gpu_0
+    command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || policy=cpu
+    launcher=(taskset -c "${pin#*:}"); pin_flags=(--host-policy "$policy,cpu-cores=${pin%%:*}"); pin_suffix="_pin"
+  fi
+  # shellcheck disable=SC2086
+  "${launcher[@]}" "$build/bin/chronoserve" --model-repository "$repo" --grpc-port "$port" \
+    --warmup-runs "$warmup_runs" --metrics-port "$((port + 1))" --grpc-unix-socket "$socket_path" "${pin_flags[@]}" \
+    > "$out/server-streaming-d$delay_us$pin_suffix.log" 2>&1 &
+  server=$!
+  wait_ready "$out/server-streaming-d$delay_us$pin_suffix.log" || exit 1
+  grep "pinned to" "$out/server-streaming-d$delay_us$pin_suffix.log" | sed 's/^.*] /  /'
   for url_kind in $urls; do
-    url="127.0.0.1:$port"; suffix=""
-    [ "$url_kind" = unix ] && { url="unix:$socket_path"; suffix="_unix"; }
+    url="127.0.0.1:$port"; suffix="$pin_suffix"
+    [ "$url_kind" = unix ] && { url="unix:$socket_path"; suffix="_unix$pin_suffix"; }
     for conns in $connections; do
       for transport in unary streaming; do
         flag=""
@@ -59,8 +77,9 @@ for delay_us in $delays; do
         echo "== $transport, concurrency $concurrency, $conns connection(s), $threads threads, delay $delay_us us, $url"
         before=$(cpu_ticks "$server"); t0=$(date +%s.%N)
         thread_ticks "$server" "$work/threads_before"
+        worker_phases "http://127.0.0.1:$((port + 1))/metrics" "$work/phases_before"
         # shellcheck disable=SC2086
-        "$build/bin/chronobench" -m "$model" -u "$url" -b 1 --concurrency-range "$concurrency" \
+        "${launcher[@]}" "$build/bin/chronobench" -m "$model" -u "$url" -b 1 --concurrency-range "$concurrency" \
           --connections "$conns" --threads "$threads" -p "$window_ms" -r "$trials" \
           --warmup-requests $((concurrency * 4 > 50 ? concurrency * 4 : 50)) $flag $extra \
           --json "$out/$name.json" > "$work/chronobench.out" &
@@ -72,12 +91,14 @@ for delay_us in $delays; do
         tail -n 3 "$work/chronobench.out"
         after=$(cpu_ticks "$server"); t1=$(date +%s.%N)
         thread_ticks "$server" "$work/threads_after"
+        worker_phases "http://127.0.0.1:$((port + 1))/metrics" "$work/phases_after"
         python3 -c "import sys; b,a,t0,t1,hz=map(float,sys.argv[1:]); print(f'{(a-b)/hz/(t1-t0):.2f}')" \
           "$before" "$after" "$t0" "$t1" "$hz" > "$out/${name}_cpu.txt"
         elapsed=$(python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$t0" "$t1")
         {
           echo "server: $(thread_cores "$work/threads_before" "$work/threads_after" "$elapsed")"
           [ -s "$work/bench_after" ] && echo "chronobench (from 2 s to 3 s): $(thread_cores "$work/bench_before" "$work/bench_after" 1)"
+          [ -s "$work/phases_after" ] && echo "worker time (chronoserve_worker_seconds_total) $(worker_share "$work/phases_before" "$work/phases_after")"
         } > "$out/${name}_threads.txt"
         rm -f "$work/bench_before" "$work/bench_after"
         echo "   server CPU: $(cat "$out/${name}_cpu.txt") cores over the point"
@@ -86,6 +107,7 @@ for delay_us in $delays; do
     done
   done
   stop_server || status=1
+  done
 done
 
 # Every batch size the batcher reached (rounded), for the in-process reference.
@@ -110,22 +132,23 @@ out = sys.argv[1]
 inproc = {p["batch_size"]: p["items_per_s"] for p in json.load(open(f"{out}/streaming_inprocess.json"))["points"]}
 rows = []
 for f in sorted(glob.glob(f"{out}/*_c*_n*_d*.json")):
-    m = re.search(r"/(unary|streaming)_c(\d+)_n(\d+)_d(\d+)(_unix)?\.json$", f)
+    m = re.search(r"/(unary|streaming)_c(\d+)_n(\d+)_d(\d+)(_unix)?(_pin)?\.json$", f)
     if not m:
         continue
     r = json.load(open(f))["runs"][0]
     batch = max(1, round(r["batch_size_executed"]["mean"] or 1))
     ref = inproc.get(batch, 0)
     cpu = float(open(f[:-5] + "_cpu.txt").read())
-    rows.append({"transport": m[1], "url": "unix" if m[5] else "tcp", "concurrency": int(m[2]), "connections": int(m[3]), "delay_us": int(m[4]),
+    rows.append({"transport": m[1], "url": "unix" if m[5] else "tcp", "pinned": bool(m[6]), "concurrency": int(m[2]),
+                 "connections": int(m[3]), "delay_us": int(m[4]),
                  "items_per_s": r["throughput_items_per_s"], "e2e_p50_us": r["latency_us"]["e2e"]["p50"],
                  "e2e_p99_us": r["latency_us"]["e2e"]["p99"], "batch_reached": r["batch_size_executed"]["mean"],
                  "server_cpu_cores": cpu, "errors": r["errors"], "stable": r["stable"],
                  "inprocess_items_per_s": ref, "ratio": r["throughput_items_per_s"] / ref if ref else None})
-print(f"{'delay us':>9}{'url':>5}{'transport':>10}{'conns':>6}{'items/s':>10}{'p50 us':>9}{'p99 us':>9}{'batch':>7}{'srv cores':>10}"
+print(f"{'delay us':>9}{'pin':>5}{'url':>5}{'transport':>10}{'conns':>6}{'items/s':>10}{'p50 us':>9}{'p99 us':>9}{'batch':>7}{'srv cores':>10}"
       f"{'in-proc':>10}{'served/in-proc':>15}{'errors':>7}")
-for x in sorted(rows, key=lambda x: (x["delay_us"], x["url"], x["connections"], x["transport"] != "unary")):
-    print(f"{x['delay_us']:>9}{x['url']:>5}{x['transport']:>10}{x['connections']:>6}{x['items_per_s']:>10.0f}{x['e2e_p50_us']:>9.0f}"
+for x in sorted(rows, key=lambda x: (x["delay_us"], x["pinned"], x["url"], x["connections"], x["transport"] != "unary")):
+    print(f"{x['delay_us']:>9}{'yes' if x['pinned'] else 'no':>5}{x['url']:>5}{x['transport']:>10}{x['connections']:>6}{x['items_per_s']:>10.0f}{x['e2e_p50_us']:>9.0f}"
           f"{x['e2e_p99_us']:>9.0f}{x['batch_reached']:>7.1f}{x['server_cpu_cores']:>10.2f}"
           f"{x['inprocess_items_per_s']:>10.0f}{(x['ratio'] or 0) * 100:>14.1f}%{x['errors']:>7}")
 print("goal: served >= 85% of in-process at the batch size reached")

@@ -7,6 +7,13 @@ start_server() {
   shift 4
   "$build/bin/chronoserve" --model-repository "$repo" --grpc-port "$port" --metrics-port 0 "$@" > "$log" 2>&1 &
   server=$!
+  wait_ready "$log"
+}
+
+# wait_ready LOG: waits (5 minutes at most) until the server started as $server logs READY in LOG;
+# prints its models' READY lines, or its log and fails if it exits or does not get there.
+wait_ready() {
+  local log=$1
   for _ in $(seq 1 600); do  # bounded: 5 minutes
     grep -q "server READY\|server up" "$log" && break
     kill -0 "$server" 2>/dev/null || { echo "server exited:"; cat "$log"; return 1; }
@@ -87,4 +94,43 @@ write_warm_graph_repo() {
   "$1/bin/chronoserve-examples" --out "$2" >/dev/null || return 1
   printf '%s\n' 'optimization { cuda { graphs: true } }' \
     'parameters { key: "keep_warm_ms" value { string_value: "10" } }' >> "$2/policy_net/config.pbtxt"
+}
+
+# worker_phases URL FILE: the server's chronoserve_worker_seconds_total samples from its /metrics
+# URL, as "model<TAB>worker<TAB>phase<TAB>seconds" lines in FILE (empty when unreachable).
+worker_phases() {
+  python3 - "$1" > "$2" <<'PY'
+import re, sys, urllib.request
+try:
+    text = urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()
+except Exception:
+    sys.exit(0)
+for line in text.splitlines():
+    if not line.startswith("chronoserve_worker_seconds_total{"):
+        continue
+    labels = dict(re.findall(r'(\w+)="([^"]*)"', line[:line.rindex("}")]))
+    print(f"{labels['model']}\t{labels['worker']}\t{labels['phase']}\t{line.rsplit(' ', 1)[1]}")
+PY
+}
+
+# worker_share BEFORE AFTER: each worker's share of its time per phase between two worker_phases
+# files, one line per worker ("model/worker: wait 0.31, launch 0.22, ..."), busiest phase first.
+worker_share() {
+  python3 - "$1" "$2" <<'PY'
+import collections, sys
+def load(path):
+    out = collections.defaultdict(dict)
+    for line in open(path):
+        model, worker, phase, seconds = line.rstrip("\n").split("\t")
+        out[f"{model}/{worker}"][phase] = float(seconds)
+    return out
+before, after = load(sys.argv[1]), load(sys.argv[2])
+for key, phases in sorted(after.items()):
+    delta = {p: s - before.get(key, {}).get(p, 0.0) for p, s in phases.items()}
+    total = sum(delta.values())
+    if total <= 0:
+        continue
+    shares = ", ".join(f"{p} {d / total:.2f}" for p, d in sorted(delta.items(), key=lambda x: -x[1]) if d / total >= 0.005)
+    print(f"{key}: {shares} (of {total:.2f} s)")
+PY
 }

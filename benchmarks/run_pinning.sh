@@ -1,0 +1,28 @@
+#!/bin/bash
+# Does the worker need a core of its own? (issue 3's 85 % at concurrency 256.) run_streaming.sh
+# (policy net, concurrency 256, batch-1 requests, delay 0, unary and streaming at 1 and 4
+# connections) twice per forward (CUDA graphs, then eager): once as before, once with the model's
+# worker pinned to the last CPU by --host-policy and the rest of the server and chronobench kept off
+# it with taskset. Each run's served / in-process table is printed; files under OUT/graphs and
+# OUT/eager (names with "_pin" for the pinned layout).
+#
+# Usage: benchmarks/run_pinning.sh BUILD_DIR OUT_DIR [PORT]
+# Environment: FORWARDS="graphs eager", PIN (default "off LAST_CPU:0-OTHERS"; "off" alone runs
+# unpinned only), and run_streaming.sh's (CONCURRENCY, CONNECTIONS, THREADS, ...).
+set -uo pipefail
+build=${1:?build dir}
+out=${2:?output dir}
+port=${3:-8052}
+here=$(dirname "$0")
+cpus=$(nproc)
+[ "$cpus" -ge 2 ] || { echo "run_pinning.sh needs 2 CPUs or more"; exit 1; }
+layout="$((cpus - 1)):0-$((cpus - 2))"
+echo "== pinning layout (worker CPUs:everything else): $layout"
+status=0
+for forward in ${FORWARDS:-graphs eager}; do
+  config=""
+  [ "$forward" = graphs ] && config='optimization { cuda { graphs: true } }'
+  echo "== forward: $forward"
+  EXTRA_CONFIG="$config" DELAYS="${DELAYS:-0}" PIN="${PIN:-off $layout}" bash "$here/run_streaming.sh" "$build" "$out/$forward" "$port" || status=1
+done
+exit $status
