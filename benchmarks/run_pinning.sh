@@ -3,7 +3,7 @@
 # (policy net, concurrency 256, batch-1 requests, delay 0, unary and streaming at 1 and 4
 # connections) twice per forward (CUDA graphs, then eager): once as before, once with the model's
 # worker pinned to the last CPU by --host-policy and the rest of the server and chronobench kept off
-# it with taskset. Each run's served / in-process table is printed; files under OUT/graphs and
+# it and its hyperthread siblings with taskset. Each run's served / in-process table is printed; files under OUT/graphs and
 # OUT/eager (names with "_pin" for the pinned layout).
 #
 # Usage: benchmarks/run_pinning.sh BUILD_DIR OUT_DIR [PORT]
@@ -16,7 +16,24 @@ port=${3:-8052}
 here=$(dirname "$0")
 cpus=$(nproc)
 [ "$cpus" -ge 2 ] || { echo "run_pinning.sh needs 2 CPUs or more"; exit 1; }
-layout="$((cpus - 1)):0-$((cpus - 2))"
+# The worker gets the last CPU; nothing else runs on it or on its hyperthread siblings (which share
+# its core's execution units), so the layout reads e.g. "15:0-6,8-14" where CPU 7 is 15's sibling.
+worker_cpu=$((cpus - 1))
+siblings=$(cat "/sys/devices/system/cpu/cpu$worker_cpu/topology/thread_siblings_list" 2>/dev/null || echo "$worker_cpu")
+load=$(python3 - "$cpus" "$siblings" <<'PY'
+import sys
+n, text = int(sys.argv[1]), sys.argv[2]
+busy = set()
+for item in text.split(","):
+    lo, _, hi = item.partition("-")
+    busy.update(range(int(lo), int(hi or lo) + 1))
+free = [c for c in range(n) if c not in busy]
+print(",".join(str(c) for c in free))
+PY
+)
+[ -n "$load" ] || { echo "no CPU left for the load once CPU $worker_cpu and its siblings ($siblings) are reserved"; exit 1; }
+layout="$worker_cpu:$load"
+echo "== CPU $worker_cpu's hyperthread siblings: $siblings"
 echo "== pinning layout (worker CPUs:everything else): $layout"
 status=0
 for forward in ${FORWARDS:-graphs eager}; do

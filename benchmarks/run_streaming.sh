@@ -16,9 +16,9 @@
 #   workers pinned with --host-policy gpu_0,cpu-cores=WORKER_CPUS (cpu,... on a CPU-only machine),
 #   the rest of the server and chronobench kept on LOAD_CPUS with taskset; file names get "_pin")
 # Besides the server's CPU per point, its CPU per thread name (cs-worker, cs-completion, gRPC's own
-# threads) and chronobench's, in cores, and the worker's time by phase (wait for requests, take,
-# launch, finish, complete: chronoserve_worker_seconds_total from /metrics on PORT+1) are printed
-# and kept in *_threads.txt.
+# threads) and chronobench's, in cores, and the worker's busy time per second of the point by phase
+# (take, launch, finish, complete...: the "time by phase" line the server logs at shutdown; one
+# server per point) are printed and kept in *_threads.txt.
 # On a CPU-only machine, small counts, e.g.:
 #   CONCURRENCY=16 THREADS=2 WINDOW_MS=500 ITERATIONS=20 benchmarks/run_streaming.sh build /tmp/stream
 set -uo pipefail
@@ -59,13 +59,6 @@ for delay_us in $delays; do
     command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || policy=cpu
     launcher=(taskset -c "${pin#*:}"); pin_flags=(--host-policy "$policy,cpu-cores=${pin%%:*}"); pin_suffix="_pin"
   fi
-  # shellcheck disable=SC2086
-  "${launcher[@]}" "$build/bin/chronoserve" --model-repository "$repo" --grpc-port "$port" \
-    --warmup-runs "$warmup_runs" --metrics-port "$((port + 1))" --grpc-unix-socket "$socket_path" "${pin_flags[@]}" \
-    > "$out/server-streaming-d$delay_us$pin_suffix.log" 2>&1 &
-  server=$!
-  wait_ready "$out/server-streaming-d$delay_us$pin_suffix.log" || exit 1
-  grep "pinned to" "$out/server-streaming-d$delay_us$pin_suffix.log" | sed 's/^.*] /  /'
   for url_kind in $urls; do
     url="127.0.0.1:$port"; suffix="$pin_suffix"
     [ "$url_kind" = unix ] && { url="unix:$socket_path"; suffix="_unix$pin_suffix"; }
@@ -74,10 +67,17 @@ for delay_us in $delays; do
         flag=""
         [ "$transport" = streaming ] && flag="--streaming"
         name="${transport}_c${concurrency}_n${conns}_d${delay_us}${suffix}"
+        # A server per point: its log's "time by phase" lines (at shutdown) cover that point alone.
+        log="$out/server-$name.log"
+        "${launcher[@]}" "$build/bin/chronoserve" --model-repository "$repo" --grpc-port "$port" \
+          --warmup-runs "$warmup_runs" --allow-metrics false --grpc-unix-socket "$socket_path" "${pin_flags[@]}" \
+          > "$log" 2>&1 &
+        server=$!
+        wait_ready "$log" > /dev/null || exit 1
+        grep "pinned to" "$log" | sed 's/^.*] /  /'
         echo "== $transport, concurrency $concurrency, $conns connection(s), $threads threads, delay $delay_us us, $url"
         before=$(cpu_ticks "$server"); t0=$(date +%s.%N)
         thread_ticks "$server" "$work/threads_before"
-        worker_phases "http://127.0.0.1:$((port + 1))/metrics" "$work/phases_before"
         # shellcheck disable=SC2086
         "${launcher[@]}" "$build/bin/chronobench" -m "$model" -u "$url" -b 1 --concurrency-range "$concurrency" \
           --connections "$conns" --threads "$threads" -p "$window_ms" -r "$trials" \
@@ -91,14 +91,14 @@ for delay_us in $delays; do
         tail -n 3 "$work/chronobench.out"
         after=$(cpu_ticks "$server"); t1=$(date +%s.%N)
         thread_ticks "$server" "$work/threads_after"
-        worker_phases "http://127.0.0.1:$((port + 1))/metrics" "$work/phases_after"
+        stop_server || status=1
         python3 -c "import sys; b,a,t0,t1,hz=map(float,sys.argv[1:]); print(f'{(a-b)/hz/(t1-t0):.2f}')" \
           "$before" "$after" "$t0" "$t1" "$hz" > "$out/${name}_cpu.txt"
         elapsed=$(python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$t0" "$t1")
         {
           echo "server: $(thread_cores "$work/threads_before" "$work/threads_after" "$elapsed")"
           [ -s "$work/bench_after" ] && echo "chronobench (from 2 s to 3 s): $(thread_cores "$work/bench_before" "$work/bench_after" 1)"
-          [ -s "$work/phases_after" ] && echo "worker time (chronoserve_worker_seconds_total) $(worker_share "$work/phases_before" "$work/phases_after")"
+          echo "worker busy per second of the point: $(worker_share "$log" "$elapsed")"
         } > "$out/${name}_threads.txt"
         rm -f "$work/bench_before" "$work/bench_after"
         echo "   server CPU: $(cat "$out/${name}_cpu.txt") cores over the point"
@@ -106,7 +106,6 @@ for delay_us in $delays; do
       done
     done
   done
-  stop_server || status=1
   done
 done
 

@@ -96,41 +96,20 @@ write_warm_graph_repo() {
     'parameters { key: "keep_warm_ms" value { string_value: "10" } }' >> "$2/policy_net/config.pbtxt"
 }
 
-# worker_phases URL FILE: the server's chronoserve_worker_seconds_total samples from its /metrics
-# URL, as "model<TAB>worker<TAB>phase<TAB>seconds" lines in FILE (empty when unreachable).
-worker_phases() {
-  python3 - "$1" > "$2" <<'PY'
-import re, sys, urllib.request
-try:
-    text = urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()
-except Exception:
-    sys.exit(0)
-for line in text.splitlines():
-    if not line.startswith("chronoserve_worker_seconds_total{"):
-        continue
-    labels = dict(re.findall(r'(\w+)="([^"]*)"', line[:line.rindex("}")]))
-    print(f"{labels['model']}\t{labels['worker']}\t{labels['phase']}\t{line.rsplit(' ', 1)[1]}")
-PY
-}
-
-# worker_share BEFORE AFTER: each worker's share of its time per phase between two worker_phases
-# files, one line per worker ("model/worker: wait 0.31, launch 0.22, ..."), busiest phase first.
+# worker_share LOG SECONDS: from the "time by phase" lines a server logs when its models stop, each
+# worker's busy time (every phase but wait) per second of a SECONDS-long point that was the server's
+# only load, by phase: "policy_net/0: busy 0.81 = finish 0.42, launch 0.22, ..." (the time the
+# server idled before and after the point is all wait).
 worker_share() {
   python3 - "$1" "$2" <<'PY'
-import collections, sys
-def load(path):
-    out = collections.defaultdict(dict)
-    for line in open(path):
-        model, worker, phase, seconds = line.rstrip("\n").split("\t")
-        out[f"{model}/{worker}"][phase] = float(seconds)
-    return out
-before, after = load(sys.argv[1]), load(sys.argv[2])
-for key, phases in sorted(after.items()):
-    delta = {p: s - before.get(key, {}).get(p, 0.0) for p, s in phases.items()}
-    total = sum(delta.values())
-    if total <= 0:
+import re, sys
+seconds = float(sys.argv[2])
+for line in open(sys.argv[1]):
+    m = re.search(r"model '([^']+)' worker (\d+) time by phase: (.*)$", line)
+    if not m or seconds <= 0:
         continue
-    shares = ", ".join(f"{p} {d / total:.2f}" for p, d in sorted(delta.items(), key=lambda x: -x[1]) if d / total >= 0.005)
-    print(f"{key}: {shares} (of {total:.2f} s)")
+    busy = {name: float(sec) / seconds for name, sec in re.findall(r"(\w+) ([0-9.]+) s", m[3]) if name != "wait"}
+    shares = ", ".join(f"{p} {v:.2f}" for p, v in sorted(busy.items(), key=lambda x: -x[1]) if v >= 0.005)
+    print(f"{m[1]}/{m[2]}: busy {sum(busy.values()):.2f} = {shares}")
 PY
 }

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "common/cpu_set.h"
 #include "common/log.h"
@@ -173,6 +174,16 @@ void Worker::RunKeepWarm() {
   CS_LOG(WARNING) << "model '" << model_ << "' worker " << index_
                   << ": keep-warm turned off: " << status.message();
   keep_warm_ = KeepWarmConfig{};
+}
+
+std::string Worker::PhaseSummary() const {
+  std::string out;
+  for (int p = 0; p < kWorkerPhaseCount; ++p) {
+    const auto phase = static_cast<WorkerPhase>(p);
+    absl::StrAppend(&out, p == 0 ? "" : ", ", WorkerPhaseName(phase), " ",
+                    absl::StrFormat("%.6f", static_cast<double>(phase_ns(phase)) * 1e-9), " s");
+  }
+  return out;
 }
 
 int64_t Worker::Account(WorkerPhase phase, int64_t since_ns) {

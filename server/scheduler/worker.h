@@ -86,6 +86,8 @@ class Worker {
   }
   // Whether the last served batch was launch-bound (for metrics; any thread).
   bool last_batch_launch_bound() const { return last_launch_bound_.load(std::memory_order_relaxed); }
+  // "wait 1.234 s, take 0.010 s, ..." over every phase (any thread; logged when the model stops).
+  std::string PhaseSummary() const;
   // The thread's time in `phase` since Start(), ns (for metrics; any thread).
   int64_t phase_ns(WorkerPhase phase) const {
     return phase_ns_[static_cast<int>(phase)].load(std::memory_order_relaxed);
