@@ -13,10 +13,12 @@
 // finishes batch i (--pipeline off: Execute() one batch at a time).
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -52,22 +54,28 @@ using chronoserve::bench::PercentileUs;
 // Runs `warmup` + `iterations` batches of `batch_size`, launching each before finishing the one
 // ahead of it when `pipelined`; returns the figures as JSON.
 absl::StatusOr<nlohmann::json> Measure(ModelInstance& instance, const ModelSpec& spec, int64_t batch_size,
-                                       bool one_request, int iterations, int warmup, bool pipelined) {
+                                       bool one_request, int iterations, int warmup, bool pipelined,
+                                       int pause_us) {
   std::mt19937_64 rng(0x1e57 + batch_size);
   SyntheticBatch batches[2] = {MakeBatch(spec, batch_size, one_request, rng),
                                MakeBatch(spec, batch_size, one_request, rng)};
   BatchTiming timings[2];
   std::vector<int64_t> latencies, compute;
   latencies.reserve(iterations);
+  // Host time inside each Launch / Finish (or Execute) call, measured batches only: what the served
+  // worker's launch / finish (execute) phases in chronoserve_worker_seconds_total are made of.
+  int64_t launch_call_ns = 0, finish_call_ns = 0;
   int64_t measured_start = 0;
   const int total = warmup + iterations;
   auto finish = [&](int i) -> absl::Status {  // batch i (launched) is waited for and recorded
     SyntheticBatch& b = batches[i % 2];
     BatchTiming& t = timings[i % 2];
+    const int64_t start = SteadyClock::Now();
     absl::Status status = pipelined ? instance.Finish(b.batch, &t, i % 2) : absl::OkStatus();
     const int64_t end = SteadyClock::Now();
     if (!status.ok()) return status;
     if (i >= warmup) {
+      finish_call_ns += end - start;
       latencies.push_back(end - t.dequeued_ns);
       compute.push_back(t.compute_ns);
     }
@@ -78,13 +86,17 @@ absl::StatusOr<nlohmann::json> Measure(ModelInstance& instance, const ModelSpec&
     SyntheticBatch& b = batches[i % 2];
     BatchTiming& t = timings[i % 2];
     t = BatchTiming{};
+    // --pause-us: the thread sleeps before each batch, as a served worker that waited for requests.
+    if (pause_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
     t.dequeued_ns = SteadyClock::Now();
     if (!pipelined) {
       if (absl::Status status = instance.Execute(b.batch, &t); !status.ok()) return status;
+      if (i >= warmup) launch_call_ns += SteadyClock::Now() - t.dequeued_ns;
       if (absl::Status status = finish(i); !status.ok()) return status;
       continue;
     }
     if (absl::Status status = instance.Launch(b.batch, &t, i % 2); !status.ok()) return status;
+    if (i >= warmup) launch_call_ns += SteadyClock::Now() - t.dequeued_ns;
     if (i > 0) {
       if (absl::Status status = finish(i - 1); !status.ok()) return status;
     }
@@ -98,11 +110,15 @@ absl::StatusOr<nlohmann::json> Measure(ModelInstance& instance, const ModelSpec&
   j["requests_per_batch"] = one_request ? 1 : batch_size;
   j["iterations"] = iterations;
   j["pipelined"] = pipelined;
+  j["pause_us"] = pause_us;
   j["items_per_s"] = static_cast<double>(batch_size) * iterations / seconds;
   j["batches_per_s"] = iterations / seconds;
   j["batch_latency_p50_us"] = PercentileUs(latencies, 50);
   j["batch_latency_p99_us"] = PercentileUs(latencies, 99);
   j["compute_p50_us"] = PercentileUs(compute, 50);
+  // Means (the served worker's phases are totals / batches): Launch, or Execute when not pipelined.
+  j["launch_call_mean_us"] = iterations > 0 ? static_cast<double>(launch_call_ns) / iterations / 1e3 : 0.0;
+  j["finish_call_mean_us"] = iterations > 0 ? static_cast<double>(finish_call_ns) / iterations / 1e3 : 0.0;
   return j;
 }
 
@@ -133,6 +149,12 @@ int main(int argc, char** argv) {
                  "busy GPU worker does); off: one batch at a time")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  int pause_us = 0;
+  app.add_option("--pause-us", pause_us,
+                 "Sleep this long before each batch (as a served worker that waited for requests); items/s "
+                 "then counts the pauses, the launch / finish call times do not")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--json", json_path, "Write the figures as JSON here");
   CLI11_PARSE(app, argc, argv);
 
@@ -155,7 +177,7 @@ int main(int argc, char** argv) {
   // CUDA graphs when the config asks for them), so the reference takes the serving path.
   for (int64_t bs : batch_sizes) {
     if (spec->max_batch_size > 0 && bs > spec->max_batch_size) continue;
-    if (auto warm = Measure(**instance, *spec, bs, one_request, 1, 1, /*pipelined=*/false); !warm.ok()) {
+    if (auto warm = Measure(**instance, *spec, bs, one_request, 1, 1, /*pipelined=*/false, /*pause_us=*/0); !warm.ok()) {
       std::fprintf(stderr, "warm-up at batch %lld: %s\n", static_cast<long long>(bs),
                    std::string(warm.status().message()).c_str());
       return 1;
@@ -174,21 +196,23 @@ int main(int argc, char** argv) {
   report["device"] = (*instance)->device_name();
   report["backend"] = TorchBuildDescription();
   report["points"] = nlohmann::json::array();
-  std::printf("%s on %s (%s)%s\n%10s %14s %14s %14s %14s\n", model.c_str(), (*instance)->device_name().c_str(),
-              TorchBuildDescription().c_str(), pipelined ? ", pipelined" : "", "batch", "items/s", "p50 batch us", "p99 batch us", "compute p50 us");
+  std::printf("%s on %s (%s)%s\n%10s %14s %14s %14s %14s %14s %14s\n", model.c_str(), (*instance)->device_name().c_str(),
+              TorchBuildDescription().c_str(), pipelined ? ", pipelined" : "", "batch", "items/s", "p50 batch us", "p99 batch us", "compute p50 us",
+              "launch call us", "finish call us");
   for (int64_t bs : batch_sizes) {
     if (spec->max_batch_size > 0 && bs > spec->max_batch_size) {
       std::printf("%10lld skipped: above max_batch_size %d\n", static_cast<long long>(bs), spec->max_batch_size);
       continue;
     }
-    auto point = Measure(**instance, *spec, bs, one_request, iterations, warmup, pipelined);
+    auto point = Measure(**instance, *spec, bs, one_request, iterations, warmup, pipelined, pause_us);
     if (!point.ok()) {
       std::fprintf(stderr, "batch %lld: %s\n", static_cast<long long>(bs), std::string(point.status().message()).c_str());
       return 1;
     }
-    std::printf("%10lld %14.0f %14.1f %14.1f %14.1f\n", static_cast<long long>(bs),
+    std::printf("%10lld %14.0f %14.1f %14.1f %14.1f %14.1f %14.1f\n", static_cast<long long>(bs),
                 (*point)["items_per_s"].get<double>(), (*point)["batch_latency_p50_us"].get<double>(),
-                (*point)["batch_latency_p99_us"].get<double>(), (*point)["compute_p50_us"].get<double>());
+                (*point)["batch_latency_p99_us"].get<double>(), (*point)["compute_p50_us"].get<double>(),
+                (*point)["launch_call_mean_us"].get<double>(), (*point)["finish_call_mean_us"].get<double>());
     report["points"].push_back(*point);
   }
   if (!json_path.empty()) std::ofstream(json_path) << report.dump(2) << "\n";

@@ -128,7 +128,9 @@ echo "== in-process reference at the batch sizes reached: ${reached:-?} (the del
 python3 - "$out" <<'PY' || status=1
 import glob, json, re, sys
 out = sys.argv[1]
-inproc = {p["batch_size"]: p["items_per_s"] for p in json.load(open(f"{out}/streaming_inprocess.json"))["points"]}
+points = json.load(open(f"{out}/streaming_inprocess.json"))["points"]
+inproc = {p["batch_size"]: p["items_per_s"] for p in points}
+calls = {p["batch_size"]: (p.get("launch_call_mean_us", 0), p.get("finish_call_mean_us", 0)) for p in points}
 rows = []
 for f in sorted(glob.glob(f"{out}/*_c*_n*_d*.json")):
     m = re.search(r"/(unary|streaming)_c(\d+)_n(\d+)_d(\d+)(_unix)?(_pin)?\.json$", f)
@@ -138,12 +140,23 @@ for f in sorted(glob.glob(f"{out}/*_c*_n*_d*.json")):
     batch = max(1, round(r["batch_size_executed"]["mean"] or 1))
     ref = inproc.get(batch, 0)
     cpu = float(open(f[:-5] + "_cpu.txt").read())
+    # The worker's busy time per second by phase (from its shutdown log), as µs per served batch.
+    phases = {}
+    try:
+        busy = re.search(r"busy [0-9.]+ = (.*)$", open(f[:-5] + "_threads.txt").read(), re.M)
+        batches_per_s = r["throughput_items_per_s"] / max(r["batch_size_executed"]["mean"] or 1, 1e-9)
+        if busy and batches_per_s > 0:
+            phases = {k: float(v) * 1e6 / batches_per_s for k, v in re.findall(r"(\w+) ([0-9.]+)", busy[1])}
+    except OSError:
+        pass
     rows.append({"transport": m[1], "url": "unix" if m[5] else "tcp", "pinned": bool(m[6]), "concurrency": int(m[2]),
                  "connections": int(m[3]), "delay_us": int(m[4]),
                  "items_per_s": r["throughput_items_per_s"], "e2e_p50_us": r["latency_us"]["e2e"]["p50"],
                  "e2e_p99_us": r["latency_us"]["e2e"]["p99"], "batch_reached": r["batch_size_executed"]["mean"],
                  "server_cpu_cores": cpu, "errors": r["errors"], "stable": r["stable"],
-                 "inprocess_items_per_s": ref, "ratio": r["throughput_items_per_s"] / ref if ref else None})
+                 "inprocess_items_per_s": ref, "ratio": r["throughput_items_per_s"] / ref if ref else None,
+                 "worker_us_per_batch": phases, "inprocess_launch_us": calls.get(batch, (0, 0))[0],
+                 "inprocess_finish_us": calls.get(batch, (0, 0))[1]})
 print(f"{'delay us':>9}{'pin':>5}{'url':>5}{'transport':>10}{'conns':>6}{'items/s':>10}{'p50 us':>9}{'p99 us':>9}{'batch':>7}{'srv cores':>10}"
       f"{'in-proc':>10}{'served/in-proc':>15}{'errors':>7}")
 for x in sorted(rows, key=lambda x: (x["delay_us"], x["pinned"], x["url"], x["connections"], x["transport"] != "unary")):
@@ -151,6 +164,14 @@ for x in sorted(rows, key=lambda x: (x["delay_us"], x["pinned"], x["url"], x["co
           f"{x['e2e_p99_us']:>9.0f}{x['batch_reached']:>7.1f}{x['server_cpu_cores']:>10.2f}"
           f"{x['inprocess_items_per_s']:>10.0f}{(x['ratio'] or 0) * 100:>14.1f}%{x['errors']:>7}")
 print("goal: served >= 85% of in-process at the batch size reached")
+print("the worker per served batch (us, from its time by phase) against the in-process Launch / Finish calls at that batch:")
+print(f"{'delay us':>9}{'pin':>5}{'url':>5}{'transport':>10}{'conns':>6}{'launch':>8}{'finish':>8}{'complete':>9}{'take':>6}"
+      f"{'execute':>8}{'in-proc launch':>15}{'in-proc finish':>15}")
+for x in sorted(rows, key=lambda x: (x["delay_us"], x["pinned"], x["url"], x["connections"], x["transport"] != "unary")):
+    ph = x["worker_us_per_batch"]
+    print(f"{x['delay_us']:>9}{'yes' if x['pinned'] else 'no':>5}{x['url']:>5}{x['transport']:>10}{x['connections']:>6}"
+          + "".join(f"{ph.get(k, 0):>{w}.0f}" for k, w in (("launch", 8), ("finish", 8), ("complete", 9), ("take", 6), ("execute", 8)))
+          + f"{x['inprocess_launch_us']:>15.0f}{x['inprocess_finish_us']:>15.0f}")
 json.dump(rows, open(f"{out}/streaming_summary.json", "w"), indent=2)
 PY
 exit $status
