@@ -31,7 +31,8 @@
 namespace chronoserve::server {
 
 // Where a worker thread's time goes (chronoserve_worker_seconds_total): waiting for requests,
-// or busy with one of the others. Their sum is the thread's wall time since Start().
+// or busy with one of the others. Together they cover the thread's wall time since Start(), but for
+// the few instructions between two phases.
 enum class WorkerPhase {
   kWait,      // blocked until a batch is due (taking it included)
   kTake,      // taking a due batch without blocking (pipelined, a batch on the device)

@@ -77,7 +77,7 @@ void LiveStateCollector::CollectWorkers(std::vector<MetricFamily>* out) const {
   if (registry_ == nullptr) return;
   MetricFamily seconds = Family("chronoserve_worker_seconds_total",
                                 "Worker thread time by phase: wait (for requests) or busy (take, execute, launch, "
-                                "finish, complete, keep_warm); the phases add up to the thread's wall time",
+                                "finish, complete, keep_warm); together the phases cover the thread's wall time",
                                 MetricType::Counter);
   MetricFamily keep_warm = Family("chronoserve_keep_warm_runs_total",
                                   "Keep-warm runs of the model while its worker was idle", MetricType::Counter);
