@@ -19,9 +19,7 @@ bench_cpu=$((cpus - 1))
 mkdir -p "$out"
 source "$(dirname "$0")/server_lib.sh"
 scratch_dir work
-"$build/bin/chronoserve-examples" --out "$work/eager" >/dev/null || exit 1
-"$build/bin/chronoserve-examples" --out "$work/graphs" >/dev/null || exit 1
-echo 'optimization { cuda { graphs: true } }' >> "$work/graphs/policy_net/config.pbtxt"
+write_eager_and_graph_repos "$build" "$work" || exit 1
 
 hog_pids=()
 start_hogs() {  # start_hogs SPAN: the hogs round-robin over CPUs 0..SPAN-1

@@ -13,9 +13,7 @@ out=${2:?output dir}
 mkdir -p "$out"
 source "$(dirname "$0")/server_lib.sh"
 scratch_dir work
-"$build/bin/chronoserve-examples" --out "$work/eager" >/dev/null || exit 1
-"$build/bin/chronoserve-examples" --out "$work/graphs" >/dev/null || exit 1
-echo 'optimization { cuda { graphs: true } }' >> "$work/graphs/policy_net/config.pbtxt"
+write_eager_and_graph_repos "$build" "$work" || exit 1
 status=0
 for forward in graphs eager; do
   for pause in ${PAUSES:-0 20 100}; do

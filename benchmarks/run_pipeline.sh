@@ -15,9 +15,7 @@ rounds=${ROUNDS:-3}
 mkdir -p "$out"
 source "$(dirname "$0")/server_lib.sh"
 scratch_dir work
-"$build/bin/chronoserve-examples" --out "$work/eager" >/dev/null || exit 1
-"$build/bin/chronoserve-examples" --out "$work/graphs" >/dev/null || exit 1
-echo 'optimization { cuda { graphs: true } }' >> "$work/graphs/policy_net/config.pbtxt"
+write_eager_and_graph_repos "$build" "$work" || exit 1
 status=0
 for round in $(seq 1 "$rounds"); do
   for forward in eager graphs; do

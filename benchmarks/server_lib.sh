@@ -96,6 +96,14 @@ write_warm_graph_repo() {
     'parameters { key: "keep_warm_ms" value { string_value: "10" } }' >> "$2/policy_net/config.pbtxt"
 }
 
+# write_eager_and_graph_repos BUILD_DIR DIR: chronoserve-examples' repository twice, DIR/eager as
+# written and DIR/graphs with CUDA graphs on for the policy net.
+write_eager_and_graph_repos() {
+  "$1/bin/chronoserve-examples" --out "$2/eager" >/dev/null || return 1
+  "$1/bin/chronoserve-examples" --out "$2/graphs" >/dev/null || return 1
+  echo 'optimization { cuda { graphs: true } }' >> "$2/graphs/policy_net/config.pbtxt"
+}
+
 # worker_share LOG SECONDS: from the "time by phase" lines a server logs when its models stop, each
 # worker's busy time (every phase but wait) per second of a SECONDS-long point that was the server's
 # only load, by phase: "policy_net/0: busy 0.81 = finish 0.42, launch 0.22, ..." (the time the
