@@ -51,61 +51,61 @@ for delay_us in $delays; do
   write_batching_repo "$work/examples" "$repo" "$model" "$delay_us" "$instances"
   [ -z "$extra_config" ] || printf '%s\n' "$extra_config" >> "$repo/$model/config.pbtxt"
   for pin in $pins; do
-  echo "== max_queue_delay_microseconds: $delay_us, pinning: $pin"
-  socket_path=$work/chronoserve.sock
-  launcher=(); pin_flags=(); pin_suffix=""
-  if [ "$pin" != off ]; then
-    policy=gpu_0
-    command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || policy=cpu
-    launcher=(taskset -c "${pin#*:}"); pin_flags=(--host-policy "$policy,cpu-cores=${pin%%:*}"); pin_suffix="_pin"
-  fi
-  for url_kind in $urls; do
-    url="127.0.0.1:$port"; suffix="$pin_suffix"
-    [ "$url_kind" = unix ] && { url="unix:$socket_path"; suffix="_unix$pin_suffix"; }
-    for conns in $connections; do
-      for transport in unary streaming; do
-        flag=""
-        [ "$transport" = streaming ] && flag="--streaming"
-        name="${transport}_c${concurrency}_n${conns}_d${delay_us}${suffix}"
-        # A server per point: its log's "time by phase" lines (at shutdown) cover that point alone.
-        log="$out/server-$name.log"
-        "${launcher[@]}" "$build/bin/chronoserve" --model-repository "$repo" --grpc-port "$port" \
-          --warmup-runs "$warmup_runs" --allow-metrics false --grpc-unix-socket "$socket_path" "${pin_flags[@]}" \
-          > "$log" 2>&1 &
-        server=$!
-        wait_ready "$log" > /dev/null || exit 1
-        grep "pinned to" "$log" | sed 's/^.*] /  /'
-        echo "== $transport, concurrency $concurrency, $conns connection(s), $threads threads, delay $delay_us us, $url"
-        before=$(cpu_ticks "$server"); t0=$(date +%s.%N)
-        thread_ticks "$server" "$work/threads_before"
-        # shellcheck disable=SC2086
-        "${launcher[@]}" "$build/bin/chronobench" -m "$model" -u "$url" -b 1 --concurrency-range "$concurrency" \
-          --connections "$conns" --threads "$threads" -p "$window_ms" -r "$trials" \
-          --warmup-requests $((concurrency * 4 > 50 ? concurrency * 4 : 50)) $flag $extra \
-          --json "$out/$name.json" > "$work/chronobench.out" &
-        bench=$!
-        # chronobench's own CPU by thread over one second of its run (from 2 s to 3 s, past its warm-up).
-        sleep 2; thread_ticks "$bench" "$work/bench_before" 2>/dev/null
-        sleep 1; thread_ticks "$bench" "$work/bench_after" 2>/dev/null
-        wait "$bench" || status=1
-        tail -n 3 "$work/chronobench.out"
-        after=$(cpu_ticks "$server"); t1=$(date +%s.%N)
-        thread_ticks "$server" "$work/threads_after"
-        stop_server || status=1
-        python3 -c "import sys; b,a,t0,t1,hz=map(float,sys.argv[1:]); print(f'{(a-b)/hz/(t1-t0):.2f}')" \
-          "$before" "$after" "$t0" "$t1" "$hz" > "$out/${name}_cpu.txt"
-        elapsed=$(python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$t0" "$t1")
-        {
-          echo "server: $(thread_cores "$work/threads_before" "$work/threads_after" "$elapsed")"
-          [ -s "$work/bench_after" ] && echo "chronobench (from 2 s to 3 s): $(thread_cores "$work/bench_before" "$work/bench_after" 1)"
-          echo "worker busy per second of the point: $(worker_share "$log" "$elapsed")"
-        } > "$out/${name}_threads.txt"
-        rm -f "$work/bench_before" "$work/bench_after"
-        echo "   server CPU: $(cat "$out/${name}_cpu.txt") cores over the point"
-        sed 's/^/   /' "$out/${name}_threads.txt"
+    echo "== max_queue_delay_microseconds: $delay_us, pinning: $pin"
+    socket_path=$work/chronoserve.sock
+    launcher=(); pin_flags=(); pin_suffix=""
+    if [ "$pin" != off ]; then
+      policy=gpu_0
+      command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || policy=cpu
+      launcher=(taskset -c "${pin#*:}"); pin_flags=(--host-policy "$policy,cpu-cores=${pin%%:*}"); pin_suffix="_pin"
+    fi
+    for url_kind in $urls; do
+      url="127.0.0.1:$port"; suffix="$pin_suffix"
+      [ "$url_kind" = unix ] && { url="unix:$socket_path"; suffix="_unix$pin_suffix"; }
+      for conns in $connections; do
+        for transport in unary streaming; do
+          flag=""
+          [ "$transport" = streaming ] && flag="--streaming"
+          name="${transport}_c${concurrency}_n${conns}_d${delay_us}${suffix}"
+          # A server per point: its log's "time by phase" lines (at shutdown) cover that point alone.
+          log="$out/server-$name.log"
+          "${launcher[@]}" "$build/bin/chronoserve" --model-repository "$repo" --grpc-port "$port" \
+            --warmup-runs "$warmup_runs" --allow-metrics false --grpc-unix-socket "$socket_path" "${pin_flags[@]}" \
+            > "$log" 2>&1 &
+          server=$!
+          wait_ready "$log" > /dev/null || exit 1
+          grep "pinned to" "$log" | sed 's/^.*] /  /'
+          echo "== $transport, concurrency $concurrency, $conns connection(s), $threads threads, delay $delay_us us, $url"
+          before=$(cpu_ticks "$server"); t0=$(date +%s.%N)
+          thread_ticks "$server" "$work/threads_before"
+          # shellcheck disable=SC2086
+          "${launcher[@]}" "$build/bin/chronobench" -m "$model" -u "$url" -b 1 --concurrency-range "$concurrency" \
+            --connections "$conns" --threads "$threads" -p "$window_ms" -r "$trials" \
+            --warmup-requests $((concurrency * 4 > 50 ? concurrency * 4 : 50)) $flag $extra \
+            --json "$out/$name.json" > "$work/chronobench.out" &
+          bench=$!
+          # chronobench's own CPU by thread over one second of its run (from 2 s to 3 s, past its warm-up).
+          sleep 2; thread_ticks "$bench" "$work/bench_before" 2>/dev/null
+          sleep 1; thread_ticks "$bench" "$work/bench_after" 2>/dev/null
+          wait "$bench" || status=1
+          tail -n 3 "$work/chronobench.out"
+          after=$(cpu_ticks "$server"); t1=$(date +%s.%N)
+          thread_ticks "$server" "$work/threads_after"
+          stop_server || status=1
+          python3 -c "import sys; b,a,t0,t1,hz=map(float,sys.argv[1:]); print(f'{(a-b)/hz/(t1-t0):.2f}')" \
+            "$before" "$after" "$t0" "$t1" "$hz" > "$out/${name}_cpu.txt"
+          elapsed=$(python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$t0" "$t1")
+          {
+            echo "server: $(thread_cores "$work/threads_before" "$work/threads_after" "$elapsed")"
+            [ -s "$work/bench_after" ] && echo "chronobench (from 2 s to 3 s): $(thread_cores "$work/bench_before" "$work/bench_after" 1)"
+            echo "worker busy per second of the point: $(worker_share "$log" "$elapsed")"
+          } > "$out/${name}_threads.txt"
+          rm -f "$work/bench_before" "$work/bench_after"
+          echo "   server CPU: $(cat "$out/${name}_cpu.txt") cores over the point"
+          sed 's/^/   /' "$out/${name}_threads.txt"
+        done
       done
     done
-  done
   done
 done
 

@@ -4,14 +4,12 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
-#include "absl/strings/ascii.h"
 
 namespace chronoserve {
 namespace {

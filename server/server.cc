@@ -17,6 +17,9 @@
 namespace chronoserve::server {
 namespace {
 constexpr const char* kServiceName = "inference.GRPCInferenceService";
+
+// The gRPC target of --grpc-unix-socket PATH ("unix:PATH"); empty when there is none.
+std::string UnixTarget(const std::string& path) { return path.empty() ? "" : absl::StrCat("unix:", path); }
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& options) {
@@ -66,7 +69,7 @@ absl::Status Server::Start() {
       ":", options_.grpc_port);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
   // gRPC replaces a stale socket file at the path; any other file there fails the bind.
-  const std::string unix_address = options_.unix_socket.empty() ? "" : absl::StrCat("unix:", options_.unix_socket);
+  const std::string unix_address = UnixTarget(options_.unix_socket);
   if (!unix_address.empty()) builder.AddListeningPort(unix_address, grpc::InsecureServerCredentials());
   builder.RegisterService(service_.get());
   builder.SetMaxReceiveMessageSize(-1);
@@ -120,7 +123,7 @@ void Server::WarmServingPath() {
   for (const auto& runtime : registry_.Ready()) specs.push_back(runtime->spec());
   // Through every listener a client may use: each has its own connection-level state to warm.
   std::vector<std::string> targets = {LoopbackTarget(options_.host, port_)};
-  if (!options_.unix_socket.empty()) targets.push_back(absl::StrCat("unix:", options_.unix_socket));
+  if (!options_.unix_socket.empty()) targets.push_back(UnixTarget(options_.unix_socket));
   serving_warmup_ = ServingWarmupReport{};
   for (const std::string& target : targets) {
     const ServingWarmupReport report = RunServingWarmup(target, specs, service_->serving_warmup_token(),

@@ -48,11 +48,6 @@ void ModelRuntime::Stop() {
   queue_.Close();
   for (auto& w : workers_) w->Join();
   completions_.Stop();
-  if (stopped_) return;
-  stopped_ = true;
-  for (const auto& w : workers_) {
-    CS_LOG(INFO) << "model '" << spec_.name << "' worker " << w->index() << " time by phase: " << w->PhaseSummary();
-  }
 }
 
 }  // namespace chronoserve::server

@@ -50,7 +50,6 @@ class ModelRuntime {
   CompletionPool completions_;  // before workers_: outlives them
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> ready_{false};
-  bool stopped_ = false;  // Stop() has logged the workers' time by phase (Stop runs on one thread at a time)
   int64_t warmup_ns_ = 0;
   int64_t load_ns_ = -1;
 };

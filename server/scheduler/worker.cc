@@ -97,7 +97,9 @@ absl::Status Worker::Start(const std::vector<int>& cpus) {
 }
 
 void Worker::Join() {
-  if (thread_.joinable()) thread_.join();
+  if (!thread_.joinable()) return;
+  thread_.join();
+  CS_LOG(INFO) << "model '" << model_ << "' worker " << index_ << " time by phase: " << PhaseSummary();
 }
 
 void Worker::Loop() {
@@ -107,7 +109,7 @@ void Worker::Loop() {
   Batch dropped;
   while (true) {
     // With a batch in flight never wait for requests: finish it instead when nothing is due.
-    const int64_t asked_ns = clock_->NowNs();
+    const int64_t asked_ns = in_flight ? clock_->NowNs() : 0;  // WaitForBatch accounts its own time
     const ModelQueue::WaitResult result =
         in_flight ? queue_->TryNextBatch(&batch, &dropped) : WaitForBatch(&batch, &dropped);
     if (in_flight) Account(WorkerPhase::kTake, asked_ns);

@@ -73,7 +73,8 @@ class Worker {
   // thread cannot be pinned it ends at once and the error (naming the model, worker and CPUs) is
   // returned; Join() still applies.
   absl::Status Start(const std::vector<int>& cpus = {});
-  // Waits for the thread to finish; the queue must have been closed. Idempotent.
+  // Waits for the thread to finish, then logs its time by phase; the queue must have been closed.
+  // Idempotent.
   void Join();
 
   int index() const { return index_; }
@@ -87,8 +88,6 @@ class Worker {
   }
   // Whether the last served batch was launch-bound (for metrics; any thread).
   bool last_batch_launch_bound() const { return last_launch_bound_.load(std::memory_order_relaxed); }
-  // "wait 1.234 s, take 0.010 s, ..." over every phase (any thread; logged when the model stops).
-  std::string PhaseSummary() const;
   // The thread's time in `phase` since Start(), ns (for metrics; any thread).
   int64_t phase_ns(WorkerPhase phase) const {
     return phase_ns_[static_cast<int>(phase)].load(std::memory_order_relaxed);
@@ -118,6 +117,8 @@ class Worker {
   void EndBatch(Batch batch, const BatchTiming& timing, const absl::Status& status);
   void RunKeepWarm();
   void NoteLaunchBound(const BatchTiming& timing);
+  // "wait 1.234 s, take 0.010 s, ..." over every phase.
+  std::string PhaseSummary() const;
   // Adds the time from `since_ns` to now to `phase`; returns now.
   int64_t Account(WorkerPhase phase, int64_t since_ns);
 

@@ -27,8 +27,9 @@ void AddGauge(MetricFamily* f, std::vector<ClientMetric::Label> labels, double v
   f->metric.push_back(std::move(m));
 }
 
-void AddCounter(MetricFamily* f, double value) {
+void AddCounter(MetricFamily* f, std::vector<ClientMetric::Label> labels, double value) {
   ClientMetric m;
+  m.label = std::move(labels);
   m.counter.value = value;
   f->metric.push_back(std::move(m));
 }
@@ -94,20 +95,13 @@ void LiveStateCollector::CollectWorkers(std::vector<MetricFamily>* out) const {
       const std::string index = absl::StrCat(worker->index());
       for (int p = 0; p < kWorkerPhaseCount; ++p) {
         const auto phase = static_cast<WorkerPhase>(p);
-        ClientMetric m;
-        m.label = {{"model", model}, {"phase", WorkerPhaseName(phase)}, {"version", version}, {"worker", index}};
-        m.counter.value = static_cast<double>(worker->phase_ns(phase)) * 1e-9;
-        seconds.metric.push_back(std::move(m));
+        AddCounter(&seconds,
+                   {{"model", model}, {"phase", WorkerPhaseName(phase)}, {"version", version}, {"worker", index}},
+                   static_cast<double>(worker->phase_ns(phase)) * 1e-9);
       }
       const std::vector<ClientMetric::Label> labels = {{"model", model}, {"version", version}, {"worker", index}};
-      ClientMetric runs;
-      runs.label = labels;
-      runs.counter.value = static_cast<double>(worker->keep_warm_runs());
-      keep_warm.metric.push_back(std::move(runs));
-      ClientMetric batches;
-      batches.label = labels;
-      batches.counter.value = static_cast<double>(worker->launch_bound_batches());
-      bound.metric.push_back(std::move(batches));
+      AddCounter(&keep_warm, labels, static_cast<double>(worker->keep_warm_runs()));
+      AddCounter(&bound, labels, static_cast<double>(worker->launch_bound_batches()));
       AddGauge(&bound_now, labels, worker->last_batch_launch_bound() ? 1.0 : 0.0);
     }
   }
@@ -170,7 +164,7 @@ void LiveStateCollector::CollectTracing(std::vector<MetricFamily>* out) const {
   };
   for (const auto& c : counters) {
     MetricFamily f = Family(c.name, c.help, MetricType::Counter);
-    AddCounter(&f, static_cast<double>(c.value));
+    AddCounter(&f, {}, static_cast<double>(c.value));
     out->push_back(std::move(f));
   }
 }
