@@ -220,6 +220,7 @@ int main(int argc, char** argv) {
   std::printf("%s on %s (%s)%s\n%10s %14s %14s %14s %14s %14s %14s\n", model.c_str(), (*instance)->device_name().c_str(),
               TorchBuildDescription().c_str(), pipelined ? ", pipelined" : "", "batch", "items/s", "p50 batch us", "p99 batch us", "compute p50 us",
               "launch call us", "finish call us");
+  std::fflush(stdout);  // the header says the model is loaded and warm (a profiler attaches then)
   for (int64_t bs : batch_sizes) {
     if (spec->max_batch_size > 0 && bs > spec->max_batch_size) {
       std::printf("%10lld skipped: above max_batch_size %d\n", static_cast<long long>(bs), spec->max_batch_size);
@@ -234,6 +235,7 @@ int main(int argc, char** argv) {
                 (*point)["items_per_s"].get<double>(), (*point)["batch_latency_p50_us"].get<double>(),
                 (*point)["batch_latency_p99_us"].get<double>(), (*point)["compute_p50_us"].get<double>(),
                 (*point)["launch_call_mean_us"].get<double>(), (*point)["finish_call_mean_us"].get<double>());
+    std::fflush(stdout);
     report["points"].push_back(*point);
   }
   if (!json_path.empty()) std::ofstream(json_path) << report.dump(2) << "\n";

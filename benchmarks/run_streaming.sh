@@ -19,6 +19,11 @@
 # threads) and chronobench's, in cores, and the worker's busy time per second of the point by phase
 # (take, launch, finish, complete...: the "time by phase" line the server logs at shutdown; one
 # server per point) are printed and kept in *_threads.txt.
+#   PRELOAD="" (a shared library put in LD_PRELOAD of the server and the in-process reference, e.g. a
+#   memory allocator: benchmarks/run_allocators.sh compares them)
+#   PERF_WORKER="" (1: with `perf` on PATH, the worker thread is sampled from 2 s to 3 s of every point
+#   and the in-process reference from its header on; profiles in *_perf.txt; PERF_HZ=4999,
+#   PERF_CALLGRAPH="" (e.g. "dwarf": call graphs, and time including callees in the profiles))
 # On a CPU-only machine, small counts, e.g.:
 #   CONCURRENCY=16 THREADS=2 WINDOW_MS=500 ITERATIONS=20 benchmarks/run_streaming.sh build /tmp/stream
 set -uo pipefail
@@ -39,6 +44,10 @@ extra=${EXTRA_FLAGS:-}
 extra_config=${EXTRA_CONFIG:-}
 urls=${URLS:-tcp}
 pins=${PIN:-off}
+preload=()
+[ -z "${PRELOAD:-}" ] || preload=(env "LD_PRELOAD=$PRELOAD")
+perf_worker=${PERF_WORKER:-}
+[ -z "$perf_worker" ] || command -v perf >/dev/null || { echo "PERF_WORKER: no perf on PATH, not profiling"; perf_worker=""; }
 mkdir -p "$out"
 source "$(dirname "$0")/server_lib.sh"
 scratch_dir work
@@ -69,7 +78,7 @@ for delay_us in $delays; do
           name="${transport}_c${concurrency}_n${conns}_d${delay_us}${suffix}"
           # A server per point: its log's "time by phase" lines (at shutdown) cover that point alone.
           log="$out/server-$name.log"
-          "${launcher[@]}" "$build/bin/chronoserve" --model-repository "$repo" --grpc-port "$port" \
+          "${launcher[@]}" "${preload[@]}" "$build/bin/chronoserve" --model-repository "$repo" --grpc-port "$port" \
             --warmup-runs "$warmup_runs" --allow-metrics false --grpc-unix-socket "$socket_path" "${pin_flags[@]}" \
             > "$log" 2>&1 &
           server=$!
@@ -86,7 +95,12 @@ for delay_us in $delays; do
           bench=$!
           # chronobench's own CPU by thread over one second of its run (from 2 s to 3 s, past its warm-up).
           sleep 2; thread_ticks "$bench" "$work/bench_before" 2>/dev/null
-          sleep 1; thread_ticks "$bench" "$work/bench_after" 2>/dev/null
+          if [ -n "$perf_worker" ]; then
+            profile_thread "$server" cs-worker "$work/worker.perf.data" 1
+          else
+            sleep 1
+          fi
+          thread_ticks "$bench" "$work/bench_after" 2>/dev/null
           wait "$bench" || status=1
           tail -n 3 "$work/chronobench.out"
           after=$(cpu_ticks "$server"); t1=$(date +%s.%N)
@@ -103,6 +117,11 @@ for delay_us in $delays; do
           rm -f "$work/bench_before" "$work/bench_after"
           echo "   server CPU: $(cat "$out/${name}_cpu.txt") cores over the point"
           sed 's/^/   /' "$out/${name}_threads.txt"
+          if [ -s "$work/worker.perf.data" ]; then  # reported after the point: perf report takes seconds
+            echo "   perf, thread cs-worker over 1 s of the point:"
+            perf_report "$work/worker.perf.data" "$out/${name}_perf.txt"
+            rm -f "$work/worker.perf.data"
+          fi
         done
       done
     done
@@ -122,8 +141,25 @@ print(",".join(str(s) for s in sorted(sizes)))
 PY
 )
 echo "== in-process reference at the batch sizes reached: ${reached:-?} (the delay does not matter in process)"
-"$build/bin/bench_inprocess_throughput" --model-repository "$repo" -m "$model" --batch-sizes "${reached:-1}" \
-  -n "$iterations" --json "$out/streaming_inprocess.json" || status=1
+inprocess=("${preload[@]}" "$build/bin/bench_inprocess_throughput" --model-repository "$repo" -m "$model"
+           --batch-sizes "${reached:-1}" -n "$iterations" --json "$out/streaming_inprocess.json")
+if [ -n "$perf_worker" ]; then
+  # Sampled from the moment it prints its header (model loaded, warmed up) until it exits.
+  "${inprocess[@]}" > "$work/inprocess.out" &
+  reference=$!
+  for _ in $(seq 1 1500); do  # bounded: 5 minutes
+    [ -s "$work/inprocess.out" ] || ! kill -0 "$reference" 2>/dev/null && break
+    sleep 0.2
+  done
+  perf record -q -F "${PERF_HZ:-4999}" ${PERF_CALLGRAPH:+--call-graph "$PERF_CALLGRAPH"} -p "$reference" \
+    -o "$work/inprocess.perf.data" 2>/dev/null
+  wait "$reference" || status=1
+  cat "$work/inprocess.out"
+  echo "   perf, the in-process reference from its header on:"
+  perf_report "$work/inprocess.perf.data" "$out/inprocess_perf.txt"
+else
+  "${inprocess[@]}" || status=1
+fi
 
 python3 - "$out" <<'PY' || status=1
 import glob, json, re, sys

@@ -121,3 +121,28 @@ for line in open(sys.argv[1]):
     print(f"{m[1]}/{m[2]}: busy {sum(busy.values()):.2f} = {shares}")
 PY
 }
+
+# perf_report DATA TXT: perf's profiles of DATA into TXT: self time by shared object, then by shared
+# object and symbol, and, when DATA has call graphs (PERF_CALLGRAPH), time including callees by
+# symbol; its first PERF_LINES (40) lines are printed.
+perf_report() {
+  { perf report -i "$1" --stdio --no-children --sort dso --percent-limit 1 2>/dev/null | grep -v '^#' | grep -v '^$'
+    echo "by symbol:"
+    perf report -i "$1" --stdio --no-children --sort dso,sym --percent-limit 0.3 -g none 2>/dev/null | grep -v '^#' | grep -v '^$'
+    if [ -n "${PERF_CALLGRAPH:-}" ]; then
+      echo "including callees:"
+      perf report -i "$1" --stdio --children --sort sym --percent-limit 1 -g none 2>/dev/null | grep -v '^#' | grep -v '^$'
+    fi
+  } > "$2"
+  head -n "${PERF_LINES:-40}" "$2" | sed 's/^/     /'
+}
+
+# profile_thread PID NAME DATA SECONDS: samples the first thread of PID called NAME for SECONDS with
+# perf into DATA (call graphs of the kind PERF_CALLGRAPH names, e.g. "dwarf", when set).
+profile_thread() {
+  local tid
+  tid=$(grep -lx "$2" /proc/"$1"/task/*/comm 2>/dev/null | head -1 | cut -d/ -f5)
+  [ -n "$tid" ] || { echo "   no thread '$2' in $1 to profile"; sleep "$4"; return 0; }
+  perf record -q -F "${PERF_HZ:-4999}" ${PERF_CALLGRAPH:+--call-graph "$PERF_CALLGRAPH"} -t "$tid" -o "$3" -- sleep "$4" \
+    2>/dev/null || echo "   perf record failed"
+}

@@ -1,0 +1,60 @@
+#!/bin/bash
+# Does the memory allocator set the served worker's cost per batch? (issue 3's 85 % at concurrency
+# 256.) A served batch's requests, payloads and responses are allocated on gRPC's threads and freed
+# on the worker's and the completion pool's (and the reverse), which glibc's per-thread arenas
+# handle worst; the in-process reference allocates and frees on one thread. run_streaming.sh
+# (policy net, concurrency 256, batch-1 requests, delay 0, unary and streaming) per forward (CUDA
+# graphs, eager) and per allocator in ALLOCATORS, preloaded (LD_PRELOAD) into the server and the
+# in-process reference alike; chronobench keeps glibc's. Prints one table of every run.
+#
+# Usage: benchmarks/run_allocators.sh BUILD_DIR OUT_DIR [PORT]
+# Environment: ALLOCATORS="glibc jemalloc tcmalloc" (an allocator not found is skipped, said so),
+#   LIB_DIRS (where to look for libjemalloc.so.2 / libtcmalloc_minimal.so.4; default the system's
+#   library directories and /opt/tools/usr/lib/x86_64-linux-gnu), FORWARDS="graphs eager",
+#   CONNECTIONS="4", and run_streaming.sh's (CONCURRENCY, THREADS, PERF_WORKER, ...).
+set -uo pipefail
+build=${1:?build dir}
+out=${2:?output dir}
+port=${3:-8053}
+here=$(dirname "$0")
+lib_dirs=${LIB_DIRS:-/usr/lib/x86_64-linux-gnu /usr/lib64 /usr/local/lib /opt/tools/usr/lib/x86_64-linux-gnu}
+find_lib() {
+  local d
+  for d in $lib_dirs; do [ -e "$d/$1" ] && { echo "$d/$1"; return 0; }; done
+  return 1
+}
+status=0
+for alloc in ${ALLOCATORS:-glibc jemalloc tcmalloc}; do
+  case $alloc in
+    glibc) lib="" ;;
+    jemalloc) lib=$(find_lib libjemalloc.so.2) || { echo "== $alloc: libjemalloc.so.2 not found, skipped"; continue; } ;;
+    tcmalloc) lib=$(find_lib libtcmalloc_minimal.so.4) || { echo "== $alloc: libtcmalloc_minimal.so.4 not found, skipped"; continue; } ;;
+    *) echo "unknown allocator '$alloc' (glibc, jemalloc, tcmalloc)"; exit 2 ;;
+  esac
+  for forward in ${FORWARDS:-graphs eager}; do
+    config=""
+    [ "$forward" = graphs ] && config='optimization { cuda { graphs: true } }'
+    echo "== allocator: $alloc${lib:+ ($lib)}, forward: $forward"
+    PRELOAD="$lib" EXTRA_CONFIG="$config" DELAYS=0 CONNECTIONS="${CONNECTIONS:-4}" \
+      bash "$here/run_streaming.sh" "$build" "$out/$alloc/$forward" "$port" || status=1
+  done
+done
+
+python3 - "$out" <<'PY' || status=1
+import glob, json, os, sys
+rows = []
+for path in sorted(glob.glob(f"{sys.argv[1]}/*/*/streaming_summary.json")):
+    forward = os.path.basename(os.path.dirname(path))
+    alloc = os.path.basename(os.path.dirname(os.path.dirname(path)))
+    for x in json.load(open(path)):
+        rows.append(dict(x, allocator=alloc, forward=forward))
+print(f"{'forward':>8}{'transport':>10}{'conns':>6}{'allocator':>10}{'items/s':>10}{'batch':>7}{'served/in-proc':>15}"
+      f"{'launch':>8}{'finish':>8}{'complete':>9}{'in-proc launch':>15}{'in-proc finish':>15}")
+for x in sorted(rows, key=lambda x: (x["forward"], x["transport"], x["connections"], x["allocator"])):
+    ph = x["worker_us_per_batch"]
+    print(f"{x['forward']:>8}{x['transport']:>10}{x['connections']:>6}{x['allocator']:>10}{x['items_per_s']:>10.0f}"
+          f"{x['batch_reached']:>7.1f}{(x['ratio'] or 0) * 100:>14.1f}%{ph.get('launch', 0):>8.0f}{ph.get('finish', 0):>8.0f}"
+          f"{ph.get('complete', 0):>9.0f}{x['inprocess_launch_us']:>15.0f}{x['inprocess_finish_us']:>15.0f}")
+json.dump(rows, open(f"{sys.argv[1]}/allocators_summary.json", "w"), indent=2)
+PY
+exit $status
