@@ -1,5 +1,6 @@
 #include "server/backend/torch_batch_io.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,11 @@ int64_t BatchItems(const Batch& batch) {
   return total;
 }
 
+namespace {
+constexpr size_t kCacheLine = 64;
+constexpr size_t kPrefetchBytes = 512;  // per request and input; the hardware prefetcher does the rest
+}  // namespace
+
 absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, const Batch& batch, DevicePath& path) {
   std::vector<StagedInput> staged;
   const int64_t total = BatchItems(batch);
@@ -21,7 +27,14 @@ absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, con
     StagedInput in;
     in.shape = batch.front()->inputs[i].shape;
     if (spec.max_batch_size > 0) in.shape[0] = total;
-    for (const auto& r : batch) in.bytes += r->inputs[i].byte_size;
+    for (const auto& r : batch) {
+      in.bytes += r->inputs[i].byte_size;
+      // gRPC's threads wrote these bytes: ask for every request's first lines at once, so the
+      // copies below do not take their cache misses one request after another.
+      for (size_t b = 0; b < std::min(r->inputs[i].byte_size, kPrefetchBytes); b += kCacheLine) {
+        __builtin_prefetch(r->inputs[i].data + b);
+      }
+    }
     // One request whose input sits in a page-locked shared-memory region: the H2D reads it in
     // place (no staging copy). Only single-request batches: a batch needs contiguous rows.
     if (batch.size() == 1 && batch.front()->inputs[i].host_pinned && path.direct_pinned_io()) {
@@ -79,16 +92,16 @@ void ScatterOutputs(const ModelSpec& spec, Batch& batch, const std::vector<torch
   for (auto& r : batch) {
     for (OutputTensor& out : r->outputs) {
       const torch::Tensor& t = outputs[out.index];
-      std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+      // Into the vector the request builder sized: no allocation on the worker.
+      out.shape.assign(t.sizes().begin(), t.sizes().end());
       size_t bytes = t.nbytes();
       size_t offset = 0;
       if (spec.max_batch_size > 0) {
         const size_t row_bytes = total == 0 ? 0 : t.nbytes() / total;
-        shape[0] = r->batch_items;
+        out.shape[0] = r->batch_items;
         bytes = row_bytes * r->batch_items;
         offset = row_bytes * row;
       }
-      out.shape = std::move(shape);
       // Into the response or a shared-memory region; a region too small fails this request alone.
       absl::Status written =
           WriteOutputBytes(spec.name, spec.outputs[out.index].name, host[out.index] + offset, bytes, out);

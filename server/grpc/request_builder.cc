@@ -211,6 +211,18 @@ absl::Status BuildInputs(const ModelSpec& spec, const inference::ModelInferReque
   return absl::OkStatus();
 }
 
+// Output `index`'s shape for a request of `batch_items` items (the batch dim first when the model
+// batches), and its byte size when every dim is static (0 when one is variable: known only once
+// the model has run).
+std::vector<int64_t> RequestOutputShape(const ModelSpec& spec, int index, int64_t batch_items, size_t* bytes) {
+  const TensorSpec& want = spec.outputs[index];
+  std::vector<int64_t> shape = want.dims;
+  if (spec.max_batch_size > 0) shape.insert(shape.begin(), batch_items);
+  const bool known = std::all_of(shape.begin(), shape.end(), [](int64_t d) { return d >= 0; });
+  *bytes = known ? static_cast<size_t>(ElementCount(shape)) * DataTypeByteSize(want.dtype) : 0;
+  return shape;
+}
+
 // Makes `t` write into the region `p` names. When the output's dims are all static its size is
 // known now, and a region too small fails the request before it is queued; otherwise the backend
 // checks when it writes.
@@ -219,10 +231,8 @@ absl::Status OutputToSharedMemory(const ModelSpec& spec, int index, int64_t batc
   const TensorSpec& want = spec.outputs[index];
   const std::string what = TensorWhat(spec, "output", want.name);
   ASSIGN_OR_RETURN(SharedMemorySpan span, ResolveSharedMemory(shm, p, what));
-  std::vector<int64_t> shape = want.dims;
-  if (spec.max_batch_size > 0) shape.insert(shape.begin(), batch_items);
-  const bool known = std::all_of(shape.begin(), shape.end(), [](int64_t d) { return d >= 0; });
-  const size_t needed = known ? static_cast<size_t>(ElementCount(shape)) * DataTypeByteSize(want.dtype) : 0;
+  size_t needed = 0;
+  const std::vector<int64_t> shape = RequestOutputShape(spec, index, batch_items, &needed);
   if (needed > span.byte_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": shared-memory region '", p.region, "' is too small: the output needs ", needed, " bytes (",
@@ -274,6 +284,13 @@ absl::Status BuildOutputs(const ModelSpec& spec, const inference::ModelInferRequ
       RETURN_IF_ERROR(OutputToSharedMemory(spec, index, out->batch_items, *out_shm[index], shm, t, out));
       SetSharedMemoryParams(*out_shm[index], entry->mutable_parameters());
     } else {
+      // The response's bytes and the shape are allocated here, on the thread that will also free
+      // them once the response is sent: the worker only copies into them (no allocation on the
+      // worker, none freed across threads) when the size is known now.
+      size_t bytes = 0;
+      const std::vector<int64_t> shape = RequestOutputShape(spec, index, out->batch_items, &bytes);
+      contents->reserve(bytes);
+      t.shape.reserve(shape.size());
       t.data = contents;
     }
     out->outputs.push_back(std::move(t));

@@ -66,6 +66,26 @@ TEST(RequestBuilderTest, BuildsViewsShapeKeyAndResponseSkeleton) {
   EXPECT_EQ(r.outputs[1].data, response.mutable_raw_output_contents(1));
 }
 
+// The worker writes each output into memory the gRPC thread allocated (and will free): a static
+// output's bytes and every output's shape are sized here, a variable one's bytes are not.
+TEST(RequestBuilderTest, SizesStaticOutputsOnTheCallingThread) {
+  ModelSpec spec = Spec(8);
+  spec.outputs.push_back({"OUTPUT__2", DataType::kFp32, {-1, 3}});
+  inference::ModelInferRequest request = Good(/*batch=*/3);
+  inference::ModelInferResponse response;
+  auto built = BuildInferRequest(spec, request, &response);
+  ASSERT_TRUE(built.ok()) << built.status();
+  const InferRequest& r = **built;
+  ASSERT_EQ(r.outputs.size(), 3u);
+  EXPECT_GE(response.raw_output_contents(0).capacity(), 3u * 2 * 4) << "FP32 [3,2]";
+  EXPECT_GE(response.raw_output_contents(1).capacity(), 3u * 1 * 2) << "BF16 [3,1]";
+  EXPECT_TRUE(response.raw_output_contents(0).empty()) << "sized, not filled";
+  for (const OutputTensor& out : r.outputs) {
+    EXPECT_TRUE(out.shape.empty()) << "the backend sets the shape";
+    EXPECT_GE(out.shape.capacity(), spec.outputs[out.index].dims.size() + 1) << "batch dim + the output's dims";
+  }
+}
+
 TEST(RequestBuilderTest, InputsMayArriveInAnyOrderAndOutputsCanBeFiltered) {
   inference::ModelInferRequest request = Good();
   request.mutable_inputs()->SwapElements(0, 1);
