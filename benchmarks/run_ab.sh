@@ -8,7 +8,8 @@
 # Usage: BASE_BUILD=DIR benchmarks/run_ab.sh BUILD_DIR OUT_DIR [PORT]
 # Environment: BASE_BUILD (required: the build to compare with, e.g. of the previous commit),
 #   ROUNDS=2, FORWARDS="graphs eager", CONNECTIONS="4", and run_streaming.sh's (CONCURRENCY,
-#   THREADS, INSTANCES, PERF_WORKER, ...).
+#   THREADS, INSTANCES, ...); PERF_ROUND=N samples the worker with perf (run_streaming.sh's
+#   PERF_WORKER) in round N only (perf's reports take seconds per point).
 set -uo pipefail
 build=${1:?build dir}
 out=${2:?output dir}
@@ -24,7 +25,9 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
       config=""
       [ "$forward" = graphs ] && config='optimization { cuda { graphs: true } }'
       echo "== round $round, $variant ($dir), forward: $forward"
-      EXTRA_CONFIG="$config" DELAYS=0 CONNECTIONS="${CONNECTIONS:-4}" \
+      profile=""
+      [ "$round" = "${PERF_ROUND:-0}" ] && profile=1
+      PERF_WORKER="$profile" EXTRA_CONFIG="$config" DELAYS=0 CONNECTIONS="${CONNECTIONS:-4}" \
         bash "$here/run_streaming.sh" "$dir" "$out/$variant/round$round/$forward" "$port" || status=1
     done
   done
