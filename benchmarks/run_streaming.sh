@@ -23,7 +23,8 @@
 #   memory allocator: benchmarks/run_allocators.sh compares them)
 #   PERF_WORKER="" (1: with `perf` on PATH, the worker thread is sampled from 2 s to 3 s of every point
 #   and the in-process reference from its header on; profiles in *_perf.txt; PERF_HZ=4999,
-#   PERF_CALLGRAPH="" (e.g. "dwarf": call graphs, and time including callees in the profiles))
+#   PERF_CALLGRAPH="" (e.g. "dwarf": call graphs, time including callees and the callers of the top
+#   symbols in the profiles; slow to report: PERF_HZ=499 and a few thousand ITERATIONS))
 # On a CPU-only machine, small counts, e.g.:
 #   CONCURRENCY=16 THREADS=2 WINDOW_MS=500 ITERATIONS=20 benchmarks/run_streaming.sh build /tmp/stream
 set -uo pipefail

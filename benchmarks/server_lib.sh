@@ -126,12 +126,15 @@ PY
 # object and symbol, and, when DATA has call graphs (PERF_CALLGRAPH), time including callees by
 # symbol; its first PERF_LINES (40) lines are printed.
 perf_report() {
-  { perf report -i "$1" --stdio --no-children --sort dso --percent-limit 1 2>/dev/null | grep -v '^#' | grep -v '^$'
+  { perf report -i "$1" --stdio --no-children --sort dso --percent-limit 1 -g none 2>/dev/null | grep -v '^#' | grep -v '^$'
     echo "by symbol:"
     perf report -i "$1" --stdio --no-children --sort dso,sym --percent-limit 0.3 -g none 2>/dev/null | grep -v '^#' | grep -v '^$'
     if [ -n "${PERF_CALLGRAPH:-}" ]; then
       echo "including callees:"
       perf report -i "$1" --stdio --children --sort sym --percent-limit 1 -g none 2>/dev/null | grep -v '^#' | grep -v '^$'
+      echo "callers of the symbols with the most self time:"
+      perf report -i "$1" --stdio --no-children --sort dso,sym --percent-limit 2 -g caller,2,callee,function,percent \
+        2>/dev/null | grep -v '^#' | grep -v '^$'
     fi
   } > "$2"
   head -n "${PERF_LINES:-40}" "$2" | sed 's/^/     /'
