@@ -211,6 +211,9 @@ absl::Status BuildInputs(const ModelSpec& spec, const inference::ModelInferReque
   return absl::OkStatus();
 }
 
+// Largest output the request builder allocates ahead of the batch (see BuildOutputs).
+constexpr size_t kReservedOutputBytes = 64 * 1024;
+
 // Output `index`'s shape for a request of `batch_items` items (the batch dim first when the model
 // batches), and its byte size when every dim is static (0 when one is variable: known only once
 // the model has run).
@@ -286,10 +289,11 @@ absl::Status BuildOutputs(const ModelSpec& spec, const inference::ModelInferRequ
     } else {
       // The response's bytes and the shape are allocated here, on the thread that will also free
       // them once the response is sent: the worker only copies into them (no allocation on the
-      // worker, none freed across threads) when the size is known now.
+      // worker, none freed across threads) when the size is known now. Not for large outputs: a
+      // queued request would hold them for its whole wait, and their copy outweighs the malloc.
       size_t bytes = 0;
       const std::vector<int64_t> shape = RequestOutputShape(spec, index, out->batch_items, &bytes);
-      contents->reserve(bytes);
+      if (bytes <= kReservedOutputBytes) contents->reserve(bytes);
       t.shape.reserve(shape.size());
       t.data = contents;
     }

@@ -67,7 +67,8 @@ TEST(RequestBuilderTest, BuildsViewsShapeKeyAndResponseSkeleton) {
 }
 
 // The worker writes each output into memory the gRPC thread allocated (and will free): a static
-// output's bytes and every output's shape are sized here, a variable one's bytes are not.
+// output's bytes (up to 64 KB) and every output's shape are sized here, a variable one's bytes are
+// not.
 TEST(RequestBuilderTest, SizesStaticOutputsOnTheCallingThread) {
   ModelSpec spec = Spec(8);
   spec.outputs.push_back({"OUTPUT__2", DataType::kFp32, {-1, 3}});
@@ -80,10 +81,23 @@ TEST(RequestBuilderTest, SizesStaticOutputsOnTheCallingThread) {
   EXPECT_GE(response.raw_output_contents(0).capacity(), 3u * 2 * 4) << "FP32 [3,2]";
   EXPECT_GE(response.raw_output_contents(1).capacity(), 3u * 1 * 2) << "BF16 [3,1]";
   EXPECT_TRUE(response.raw_output_contents(0).empty()) << "sized, not filled";
+  EXPECT_LT(response.raw_output_contents(2).capacity(), 3u * 3 * 4) << "variable dims: sized by the backend";
   for (const OutputTensor& out : r.outputs) {
     EXPECT_TRUE(out.shape.empty()) << "the backend sets the shape";
     EXPECT_GE(out.shape.capacity(), spec.outputs[out.index].dims.size() + 1) << "batch dim + the output's dims";
   }
+}
+
+// A large static output is left to the backend: a queued request does not hold it while it waits.
+TEST(RequestBuilderTest, LargeStaticOutputsAreNotHeldWhileQueued) {
+  ModelSpec spec = Spec(8);
+  spec.outputs[0].dims = {64 * 1024};  // FP32: 256 KB per item
+  spec.outputs[1].dims = {1000};       // BF16: 2000 bytes per item
+  inference::ModelInferResponse response;
+  auto built = BuildInferRequest(spec, Good(/*batch=*/1), &response);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_LT(response.raw_output_contents(0).capacity(), 64u * 1024) << "256 KB output not reserved";
+  EXPECT_GE(response.raw_output_contents(1).capacity(), 2000u) << "the small one still is";
 }
 
 TEST(RequestBuilderTest, InputsMayArriveInAnyOrderAndOutputsCanBeFiltered) {
