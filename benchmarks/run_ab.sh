@@ -16,18 +16,17 @@ out=${2:?output dir}
 port=${3:-8054}
 base=${BASE_BUILD:?BASE_BUILD: the build to compare with}
 here=$(dirname "$0")
+source "$here/server_lib.sh"
 status=0
 for round in $(seq 1 "${ROUNDS:-2}"); do
   for variant in base new; do
     dir=$build
     [ "$variant" = base ] && dir=$base
     for forward in ${FORWARDS:-graphs eager}; do
-      config=""
-      [ "$forward" = graphs ] && config='optimization { cuda { graphs: true } }'
       echo "== round $round, $variant ($dir), forward: $forward"
       profile=""
       [ "$round" = "${PERF_ROUND:-0}" ] && profile=1
-      PERF_WORKER="$profile" EXTRA_CONFIG="$config" DELAYS=0 CONNECTIONS="${CONNECTIONS:-4}" \
+      PERF_WORKER="$profile" EXTRA_CONFIG="$(forward_config "$forward")" DELAYS=0 CONNECTIONS="${CONNECTIONS:-4}" \
         bash "$here/run_streaming.sh" "$dir" "$out/$variant/round$round/$forward" "$port" || status=1
     done
   done

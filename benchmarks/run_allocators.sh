@@ -17,6 +17,7 @@ build=${1:?build dir}
 out=${2:?output dir}
 port=${3:-8053}
 here=$(dirname "$0")
+source "$here/server_lib.sh"
 lib_dirs=${LIB_DIRS:-/usr/lib/x86_64-linux-gnu /usr/lib64 /usr/local/lib /opt/tools/usr/lib/x86_64-linux-gnu}
 find_lib() {
   local d
@@ -32,10 +33,8 @@ for alloc in ${ALLOCATORS:-glibc jemalloc tcmalloc}; do
     *) echo "unknown allocator '$alloc' (glibc, jemalloc, tcmalloc)"; exit 2 ;;
   esac
   for forward in ${FORWARDS:-graphs eager}; do
-    config=""
-    [ "$forward" = graphs ] && config='optimization { cuda { graphs: true } }'
     echo "== allocator: $alloc${lib:+ ($lib)}, forward: $forward"
-    PRELOAD="$lib" EXTRA_CONFIG="$config" DELAYS=0 CONNECTIONS="${CONNECTIONS:-4}" \
+    PRELOAD="$lib" EXTRA_CONFIG="$(forward_config "$forward")" DELAYS=0 CONNECTIONS="${CONNECTIONS:-4}" \
       bash "$here/run_streaming.sh" "$build" "$out/$alloc/$forward" "$port" || status=1
   done
 done

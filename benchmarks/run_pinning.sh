@@ -14,6 +14,7 @@ build=${1:?build dir}
 out=${2:?output dir}
 port=${3:-8052}
 here=$(dirname "$0")
+source "$here/server_lib.sh"
 cpus=$(nproc)
 [ "$cpus" -ge 2 ] || { echo "run_pinning.sh needs 2 CPUs or more"; exit 1; }
 # The worker gets the last CPU; nothing else runs on it or on its hyperthread siblings (which share
@@ -37,9 +38,7 @@ echo "== CPU $worker_cpu's hyperthread siblings: $siblings"
 echo "== pinning layout (worker CPUs:everything else): $layout"
 status=0
 for forward in ${FORWARDS:-graphs eager}; do
-  config=""
-  [ "$forward" = graphs ] && config='optimization { cuda { graphs: true } }'
   echo "== forward: $forward"
-  EXTRA_CONFIG="$config" DELAYS="${DELAYS:-0}" PIN="${PIN:-off $layout}" bash "$here/run_streaming.sh" "$build" "$out/$forward" "$port" || status=1
+  EXTRA_CONFIG="$(forward_config "$forward")" DELAYS="${DELAYS:-0}" PIN="${PIN:-off $layout}" bash "$here/run_streaming.sh" "$build" "$out/$forward" "$port" || status=1
 done
 exit $status

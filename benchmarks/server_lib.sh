@@ -96,12 +96,18 @@ write_warm_graph_repo() {
     'parameters { key: "keep_warm_ms" value { string_value: "10" } }' >> "$2/policy_net/config.pbtxt"
 }
 
+# forward_config FORWARD: the config.pbtxt line that makes a model run FORWARD: "graphs" (CUDA
+# graphs); nothing for "eager".
+forward_config() {
+  [ "$1" != graphs ] || echo 'optimization { cuda { graphs: true } }'
+}
+
 # write_eager_and_graph_repos BUILD_DIR DIR: chronoserve-examples' repository twice, DIR/eager as
 # written and DIR/graphs with CUDA graphs on for the policy net.
 write_eager_and_graph_repos() {
   "$1/bin/chronoserve-examples" --out "$2/eager" >/dev/null || return 1
   "$1/bin/chronoserve-examples" --out "$2/graphs" >/dev/null || return 1
-  echo 'optimization { cuda { graphs: true } }' >> "$2/graphs/policy_net/config.pbtxt"
+  forward_config graphs >> "$2/graphs/policy_net/config.pbtxt"
 }
 
 # worker_share LOG SECONDS: from the "time by phase" lines a server logs when its models stop, each

@@ -214,16 +214,20 @@ absl::Status BuildInputs(const ModelSpec& spec, const inference::ModelInferReque
 // Largest output the request builder allocates ahead of the batch (see BuildOutputs).
 constexpr size_t kReservedOutputBytes = 64 * 1024;
 
-// Output `index`'s shape for a request of `batch_items` items (the batch dim first when the model
-// batches), and its byte size when every dim is static (0 when one is variable: known only once
-// the model has run).
-std::vector<int64_t> RequestOutputShape(const ModelSpec& spec, int index, int64_t batch_items, size_t* bytes) {
+// Output `index`'s byte size for a request of `batch_items` items when every dim is static; 0 when
+// one is variable (known only once the model has run). Allocates nothing: the request path calls
+// it for every output.
+size_t StaticOutputBytes(const ModelSpec& spec, int index, int64_t batch_items) {
   const TensorSpec& want = spec.outputs[index];
-  std::vector<int64_t> shape = want.dims;
-  if (spec.max_batch_size > 0) shape.insert(shape.begin(), batch_items);
-  const bool known = std::all_of(shape.begin(), shape.end(), [](int64_t d) { return d >= 0; });
-  *bytes = known ? static_cast<size_t>(ElementCount(shape)) * DataTypeByteSize(want.dtype) : 0;
-  return shape;
+  const int64_t per_item = ElementCount(want.dims);  // -1: a variable dim
+  const int64_t items = spec.max_batch_size > 0 ? batch_items : 1;
+  if (per_item < 0 || items < 0 || (items > 0 && per_item > std::numeric_limits<int64_t>::max() / items)) return 0;
+  return static_cast<size_t>(per_item * items) * DataTypeByteSize(want.dtype);
+}
+
+// The rank of output `index` as a response carries it (the batch dim first when the model batches).
+size_t OutputRank(const ModelSpec& spec, int index) {
+  return spec.outputs[index].dims.size() + (spec.max_batch_size > 0 ? 1 : 0);
 }
 
 // Makes `t` write into the region `p` names. When the output's dims are all static its size is
@@ -234,9 +238,10 @@ absl::Status OutputToSharedMemory(const ModelSpec& spec, int index, int64_t batc
   const TensorSpec& want = spec.outputs[index];
   const std::string what = TensorWhat(spec, "output", want.name);
   ASSIGN_OR_RETURN(SharedMemorySpan span, ResolveSharedMemory(shm, p, what));
-  size_t needed = 0;
-  const std::vector<int64_t> shape = RequestOutputShape(spec, index, batch_items, &needed);
+  const size_t needed = StaticOutputBytes(spec, index, batch_items);
   if (needed > span.byte_size) {
+    std::vector<int64_t> shape = want.dims;
+    if (spec.max_batch_size > 0) shape.insert(shape.begin(), batch_items);
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": shared-memory region '", p.region, "' is too small: the output needs ", needed, " bytes (",
         DataTypeName(want.dtype), " ", ShapeString(shape), "), ", span.byte_size, " available (",
@@ -291,10 +296,9 @@ absl::Status BuildOutputs(const ModelSpec& spec, const inference::ModelInferRequ
       // them once the response is sent: the worker only copies into them (no allocation on the
       // worker, none freed across threads) when the size is known now. Not for large outputs: a
       // queued request would hold them for its whole wait, and their copy outweighs the malloc.
-      size_t bytes = 0;
-      const std::vector<int64_t> shape = RequestOutputShape(spec, index, out->batch_items, &bytes);
+      const size_t bytes = StaticOutputBytes(spec, index, out->batch_items);
       if (bytes <= kReservedOutputBytes) contents->reserve(bytes);
-      t.shape.reserve(shape.size());
+      t.shape.reserve(OutputRank(spec, index));
       t.data = contents;
     }
     out->outputs.push_back(std::move(t));
