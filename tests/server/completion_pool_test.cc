@@ -70,5 +70,49 @@ TEST(CompletionPoolTest, StopDrainsHandedOverWork) {
   EXPECT_EQ(completed.load(), 80);
 }
 
+// Two workers hand over many batches of mixed sizes while the pool's threads are busy, idle or
+// just woken: every request is completed exactly once and none waits for a wake-up that never
+// comes (a lost wake-up would leave requests unanswered past the timeout).
+TEST(CompletionPoolTest, NothingIsLostAcrossManyHandOvers) {
+  constexpr int kWorkers = 2;
+  constexpr int kBatchesPerWorker = 300;
+  CompletionPool pool(3);
+  std::atomic<int> completed{0};
+  std::atomic<int> handed{0};
+  absl::Notification all_done;
+  std::atomic<bool> handing_done{false};
+  std::atomic<bool> notified{false};
+  auto notify_once = [&] {
+    if (!notified.exchange(true)) all_done.Notify();
+  };
+  auto note = [&](std::unique_ptr<InferRequest>) {
+    const int n = completed.fetch_add(1) + 1;
+    if (handing_done.load() && n == handed.load()) notify_once();
+  };
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kWorkers; ++w) {
+    workers.emplace_back([&, w] {
+      for (int b = 0; b < kBatchesPerWorker; ++b) {
+        Batch batch;
+        const int size = 2 + (b * 7 + w * 3) % 9;  // 2..10 requests
+        for (int i = 0; i < size; ++i) {
+          auto r = std::make_unique<InferRequest>();
+          r->on_complete = note;
+          batch.push_back(std::move(r));
+        }
+        handed.fetch_add(size);
+        pool.CompleteBatch(std::move(batch), absl::OkStatus());
+      }
+    });
+  }
+  for (auto& t : workers) t.join();
+  handing_done.store(true);
+  if (completed.load() == handed.load()) notify_once();
+  ASSERT_TRUE(all_done.WaitForNotificationWithTimeout(absl::Seconds(10)))
+      << completed.load() << " of " << handed.load() << " requests completed";
+  pool.Stop();
+  EXPECT_EQ(completed.load(), handed.load());
+}
+
 }  // namespace
 }  // namespace chronoserve::server
