@@ -8,7 +8,7 @@
 # in-process reference alike; chronobench keeps glibc's. Prints one table of every run.
 #
 # Usage: benchmarks/run_allocators.sh BUILD_DIR OUT_DIR [PORT]
-# Environment: ALLOCATORS="glibc jemalloc tcmalloc" (an allocator not found is skipped, said so),
+# Environment: ALLOCATORS="glibc jemalloc tcmalloc" (also glibc-notrim: glibc tuned never to return memory) (an allocator not found is skipped, said so),
 #   LIB_DIRS (where to look for libjemalloc.so.2 / libtcmalloc_minimal.so.4; default the system's
 #   library directories and /opt/tools/usr/lib/x86_64-linux-gnu), FORWARDS="graphs eager",
 #   CONNECTIONS="4", and run_streaming.sh's (CONCURRENCY, THREADS, PERF_WORKER, ...).
@@ -24,17 +24,23 @@ find_lib() {
   for d in $lib_dirs; do [ -e "$d/$1" ] && { echo "$d/$1"; return 0; }; done
   return 1
 }
+# glibc-notrim: glibc's malloc that never gives memory back to the kernel while serving (no heap
+# trimming, no mmap'd chunks up to 32 MB): no munmap / madvise, so no TLB shootdowns from free().
+notrim=glibc.malloc.trim_threshold=17179869184:glibc.malloc.mmap_threshold=33554432
 status=0
 for alloc in ${ALLOCATORS:-glibc jemalloc tcmalloc}; do
   case $alloc in
     glibc) lib="" ;;
+    glibc-notrim) lib="" ;;
     jemalloc) lib=$(find_lib libjemalloc.so.2) || { echo "== $alloc: libjemalloc.so.2 not found, skipped"; continue; } ;;
     tcmalloc) lib=$(find_lib libtcmalloc_minimal.so.4) || { echo "== $alloc: libtcmalloc_minimal.so.4 not found, skipped"; continue; } ;;
-    *) echo "unknown allocator '$alloc' (glibc, jemalloc, tcmalloc)"; exit 2 ;;
+    *) echo "unknown allocator '$alloc' (glibc, glibc-notrim, jemalloc, tcmalloc)"; exit 2 ;;
   esac
   for forward in ${FORWARDS:-graphs eager}; do
-    echo "== allocator: $alloc${lib:+ ($lib)}, forward: $forward"
-    PRELOAD="$lib" EXTRA_CONFIG="$(forward_config "$forward")" DELAYS=0 CONNECTIONS="${CONNECTIONS:-4}" \
+    env_words=""
+    [ "$alloc" = glibc-notrim ] && env_words="GLIBC_TUNABLES=$notrim"
+    echo "== allocator: $alloc${lib:+ ($lib)}${env_words:+ ($env_words)}, forward: $forward"
+    SERVER_ENV="$env_words" PRELOAD="$lib" EXTRA_CONFIG="$(forward_config "$forward")" DELAYS=0 CONNECTIONS="${CONNECTIONS:-4}" \
       bash "$here/run_streaming.sh" "$build" "$out/$alloc/$forward" "$port" || status=1
   done
 done
@@ -47,13 +53,14 @@ for path in sorted(glob.glob(f"{sys.argv[1]}/*/*/streaming_summary.json")):
     alloc = os.path.basename(os.path.dirname(os.path.dirname(path)))
     for x in json.load(open(path)):
         rows.append(dict(x, allocator=alloc, forward=forward))
-print(f"{'forward':>8}{'transport':>10}{'conns':>6}{'allocator':>10}{'items/s':>10}{'batch':>7}{'served/in-proc':>15}"
-      f"{'launch':>8}{'finish':>8}{'complete':>9}{'in-proc launch':>15}{'in-proc finish':>15}")
+print(f"{'forward':>8}{'transport':>10}{'conns':>6}{'allocator':>13}{'items/s':>10}{'batch':>7}{'served/in-proc':>15}"
+      f"{'launch':>8}{'finish':>8}{'complete':>9}{'in-proc launch':>15}{'in-proc finish':>15}{'TLB shootdowns/s':>17}")
 for x in sorted(rows, key=lambda x: (x["forward"], x["transport"], x["connections"], x["allocator"])):
     ph = x["worker_us_per_batch"]
-    print(f"{x['forward']:>8}{x['transport']:>10}{x['connections']:>6}{x['allocator']:>10}{x['items_per_s']:>10.0f}"
+    print(f"{x['forward']:>8}{x['transport']:>10}{x['connections']:>6}{x['allocator']:>13}{x['items_per_s']:>10.0f}"
           f"{x['batch_reached']:>7.1f}{(x['ratio'] or 0) * 100:>14.1f}%{ph.get('launch', 0):>8.0f}{ph.get('finish', 0):>8.0f}"
-          f"{ph.get('complete', 0):>9.0f}{x['inprocess_launch_us']:>15.0f}{x['inprocess_finish_us']:>15.0f}")
+          f"{ph.get('complete', 0):>9.0f}{x['inprocess_launch_us']:>15.0f}{x['inprocess_finish_us']:>15.0f}"
+          f"{x.get('host', {}).get('tlb_shootdowns_per_s', -1):>17}")
 json.dump(rows, open(f"{sys.argv[1]}/allocators_summary.json", "w"), indent=2)
 PY
 exit $status

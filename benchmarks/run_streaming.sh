@@ -9,7 +9,7 @@
 #
 # Usage: benchmarks/run_streaming.sh BUILD_DIR OUT_DIR [PORT]
 # Environment (defaults): MODEL=policy_net CONCURRENCY=256 CONNECTIONS="1 4" THREADS=8 WINDOW_MS=1500
-#   TRIALS=3 DELAYS="0 300" INSTANCES=1 EXTRA_CONFIG="" (appended to config.pbtxt, e.g.
+#   TRIALS=3 DELAYS="0 300" TRANSPORTS="unary streaming" INSTANCES=1 EXTRA_CONFIG="" (appended to config.pbtxt, e.g.
 #   'optimization { cuda { graphs: true } }') WARMUP_RUNS=2 ITERATIONS=2000 EXTRA_FLAGS=""
 #   URLS="tcp" ("tcp unix": also through the server's --grpc-unix-socket; file names get "_unix")
 #   PIN="off" (a list of layouts: "off", or "WORKER_CPUS:LOAD_CPUS" such as "15:0-14": the model's
@@ -20,7 +20,12 @@
 # (take, launch, finish, complete...: the "time by phase" line the server logs at shutdown; one
 # server per point) are printed and kept in *_threads.txt.
 #   PRELOAD="" (a shared library put in LD_PRELOAD of the server and the in-process reference, e.g. a
-#   memory allocator: benchmarks/run_allocators.sh compares them)
+#   memory allocator: benchmarks/run_allocators.sh compares them), SERVER_ENV="" (NAME=VALUE words
+#   set for both alike, e.g. GLIBC_TUNABLES=...)
+# Per point, and over the in-process reference's run, the host's counters: TLB shootdowns per second
+# (machine-wide), the server's minor page faults and its worker's context switches (host_counters).
+#   PERF_SERVER="" (1: every thread of the server sampled from 2 s to 3 s of every point instead,
+#   reported by thread name and shared object, then by symbol, in *_server_perf.txt)
 #   PERF_WORKER="" (1: with `perf` on PATH, the worker thread is sampled from 2 s to 3 s of every point
 #   and the in-process reference from its header on; profiles in *_perf.txt; PERF_HZ=4999,
 #   PERF_CALLGRAPH="" (e.g. "dwarf": call graphs, time including callees and the callers of the top
@@ -46,9 +51,14 @@ extra_config=${EXTRA_CONFIG:-}
 urls=${URLS:-tcp}
 pins=${PIN:-off}
 preload=()
-[ -z "${PRELOAD:-}" ] || preload=(env "LD_PRELOAD=$PRELOAD")
+[ -z "${PRELOAD:-}" ] || preload=("LD_PRELOAD=$PRELOAD")
+# shellcheck disable=SC2206
+preload+=(${SERVER_ENV:-})
+[ ${#preload[@]} -eq 0 ] || preload=(env "${preload[@]}")
 perf_worker=${PERF_WORKER:-}
 [ -z "$perf_worker" ] || command -v perf >/dev/null || { echo "PERF_WORKER: no perf on PATH, not profiling"; perf_worker=""; }
+perf_server=${PERF_SERVER:-}
+[ -z "$perf_server" ] || command -v perf >/dev/null || { echo "PERF_SERVER: no perf on PATH, not profiling"; perf_server=""; }
 mkdir -p "$out"
 source "$(dirname "$0")/server_lib.sh"
 scratch_dir work
@@ -73,7 +83,7 @@ for delay_us in $delays; do
       url="127.0.0.1:$port"; suffix="$pin_suffix"
       [ "$url_kind" = unix ] && { url="unix:$socket_path"; suffix="_unix$pin_suffix"; }
       for conns in $connections; do
-        for transport in unary streaming; do
+        for transport in ${TRANSPORTS:-unary streaming}; do
           flag=""
           [ "$transport" = streaming ] && flag="--streaming"
           name="${transport}_c${concurrency}_n${conns}_d${delay_us}${suffix}"
@@ -86,7 +96,7 @@ for delay_us in $delays; do
           wait_ready "$log" > /dev/null || exit 1
           grep "pinned to" "$log" | sed 's/^.*] /  /'
           echo "== $transport, concurrency $concurrency, $conns connection(s), $threads threads, delay $delay_us us, $url"
-          before=$(cpu_ticks "$server"); t0=$(date +%s.%N)
+          before=$(cpu_ticks "$server"); counters_before=$(host_counters "$server"); t0=$(date +%s.%N)
           thread_ticks "$server" "$work/threads_before"
           # shellcheck disable=SC2086
           "${launcher[@]}" "$build/bin/chronobench" -m "$model" -u "$url" -b 1 --concurrency-range "$concurrency" \
@@ -98,13 +108,16 @@ for delay_us in $delays; do
           sleep 2; thread_ticks "$bench" "$work/bench_before" 2>/dev/null
           if [ -n "$perf_worker" ]; then
             profile_thread "$server" cs-worker "$work/worker.perf.data" 1
+          elif [ -n "$perf_server" ]; then
+            perf record -q -F "${PERF_HZ:-4999}" ${PERF_CALLGRAPH:+--call-graph "$PERF_CALLGRAPH"} -p "$server" \
+              -o "$work/server.perf.data" -- sleep 1 2>/dev/null || echo "   perf record failed"
           else
             sleep 1
           fi
           thread_ticks "$bench" "$work/bench_after" 2>/dev/null
           wait "$bench" || status=1
           tail -n 3 "$work/chronobench.out"
-          after=$(cpu_ticks "$server"); t1=$(date +%s.%N)
+          after=$(cpu_ticks "$server"); counters_after=$(host_counters "$server"); t1=$(date +%s.%N)
           thread_ticks "$server" "$work/threads_after"
           stop_server || status=1
           python3 -c "import sys; b,a,t0,t1,hz=map(float,sys.argv[1:]); print(f'{(a-b)/hz/(t1-t0):.2f}')" \
@@ -114,6 +127,7 @@ for delay_us in $delays; do
             echo "server: $(thread_cores "$work/threads_before" "$work/threads_after" "$elapsed")"
             [ -s "$work/bench_after" ] && echo "chronobench (from 2 s to 3 s): $(thread_cores "$work/bench_before" "$work/bench_after" 1)"
             echo "worker busy per second of the point: $(worker_share "$log" "$elapsed")"
+            echo "host: $(host_rates "$counters_before" "$counters_after" "$elapsed")"
           } > "$out/${name}_threads.txt"
           rm -f "$work/bench_before" "$work/bench_after"
           echo "   server CPU: $(cat "$out/${name}_cpu.txt") cores over the point"
@@ -122,6 +136,11 @@ for delay_us in $delays; do
             echo "   perf, thread cs-worker over 1 s of the point:"
             perf_report "$work/worker.perf.data" "$out/${name}_perf.txt"
             rm -f "$work/worker.perf.data"
+          fi
+          if [ -s "$work/server.perf.data" ]; then
+            echo "   perf, every server thread over 1 s of the point, by thread name:"
+            perf_report_threads "$work/server.perf.data" "$out/${name}_server_perf.txt"
+            [ -n "${PERF_KEEP:-}" ] && cp "$work/server.perf.data" "$out/${name}_server.perf.data"; rm -f "$work/server.perf.data"
           fi
         done
       done
@@ -144,6 +163,7 @@ PY
 echo "== in-process reference at the batch sizes reached: ${reached:-?} (the delay does not matter in process)"
 inprocess=("${preload[@]}" "$build/bin/bench_inprocess_throughput" --model-repository "$repo" -m "$model"
            --batch-sizes "${reached:-1}" -n "$iterations" --json "$out/streaming_inprocess.json")
+tlb_before=$(host_counters $$ | cut -d' ' -f1); t0=$(date +%s.%N)
 if [ -n "$perf_worker" ]; then
   # Sampled from the moment it prints its header (model loaded, warmed up) until it exits.
   "${inprocess[@]}" > "$work/inprocess.out" &
@@ -161,6 +181,9 @@ if [ -n "$perf_worker" ]; then
 else
   "${inprocess[@]}" || status=1
 fi
+tlb_after=$(host_counters $$ | cut -d' ' -f1); t1=$(date +%s.%N)
+python3 -c "import sys; b, a, t0, t1 = map(float, sys.argv[1:]); print(f'   host over the in-process run: TLB shootdowns {(a - b) / (t1 - t0):.0f}/s')" \
+  "$tlb_before" "$tlb_after" "$t0" "$t1" | tee "$out/inprocess_host.txt"
 
 python3 - "$out" <<'PY' || status=1
 import glob, json, re, sys
@@ -186,13 +209,22 @@ for f in sorted(glob.glob(f"{out}/*_c*_n*_d*.json")):
             phases = {k: float(v) * 1e6 / batches_per_s for k, v in re.findall(r"(\w+) ([0-9.]+)", busy[1])}
     except OSError:
         pass
+    host = {}
+    try:
+        h = re.search(r"^host: TLB shootdowns (\d+)/s, server minor faults (\d+)/s, worker context switches (\d+)/s voluntary, (\d+)/s involuntary",
+                      open(f[:-5] + "_threads.txt").read(), re.M)
+        if h:
+            host = dict(zip(("tlb_shootdowns_per_s", "minor_faults_per_s", "worker_voluntary_switches_per_s",
+                             "worker_involuntary_switches_per_s"), map(int, h.groups())))
+    except OSError:
+        pass
     rows.append({"transport": m[1], "url": "unix" if m[5] else "tcp", "pinned": bool(m[6]), "concurrency": int(m[2]),
                  "connections": int(m[3]), "delay_us": int(m[4]),
                  "items_per_s": r["throughput_items_per_s"], "e2e_p50_us": r["latency_us"]["e2e"]["p50"],
                  "e2e_p99_us": r["latency_us"]["e2e"]["p99"], "batch_reached": r["batch_size_executed"]["mean"],
                  "server_cpu_cores": cpu, "errors": r["errors"], "stable": r["stable"],
                  "inprocess_items_per_s": ref, "ratio": r["throughput_items_per_s"] / ref if ref else None,
-                 "worker_us_per_batch": phases, "inprocess_launch_us": calls.get(batch, (0, 0))[0],
+                 "worker_us_per_batch": phases, "host": host, "inprocess_launch_us": calls.get(batch, (0, 0))[0],
                  "inprocess_finish_us": calls.get(batch, (0, 0))[1]})
 print(f"{'delay us':>9}{'pin':>5}{'url':>5}{'transport':>10}{'conns':>6}{'items/s':>10}{'p50 us':>9}{'p99 us':>9}{'batch':>7}{'srv cores':>10}"
       f"{'in-proc':>10}{'served/in-proc':>15}{'errors':>7}")

@@ -11,6 +11,10 @@
 # Environment (defaults): POINTS="16:8 4:128" (concurrency:batch) WINDOW_MS=3000 TRIALS=8
 #   STABILITY=5 ROUNDS=2 WARMUP_REQUESTS=500 WARMUP_RUNS=2
 #   INPROCESS_ROUNDS=3 INPROCESS_BATCH_SIZES=8,128 INPROCESS_ITERATIONS=500 (the in-process on/off part)
+#   EXTRA_CONFIG="" (appended to the model's config.pbtxt, e.g. 'optimization { cuda { graphs: true } }')
+# Besides the ratio of the means, each round's own on/off (its two runs are neighbours in time, so
+# they share the machine's drift) and the median of those ratios, with each mode's lowest and
+# highest items/s: a ratio is only settled when the spread between rounds is smaller than it.
 # A quick run on the CPU: POINTS="4:8" WINDOW_MS=500 TRIALS=3 STABILITY=50 ROUNDS=1 WARMUP_REQUESTS=20 WARMUP_RUNS=1
 set -uo pipefail
 build=${1:?build dir}
@@ -27,6 +31,7 @@ model=policy_net
 mkdir -p "$out"
 models=$(mktemp -d)
 "$build/bin/chronoserve-examples" --out "$models" >/dev/null || exit 1
+[ -z "${EXTRA_CONFIG:-}" ] || printf '%s\n' "$EXTRA_CONFIG" >> "$models/$model/config.pbtxt"
 source "$(dirname "$0")/server_lib.sh"
 trap 'stop_server >/dev/null 2>&1; rm -rf "$models"' EXIT
 
@@ -88,7 +93,8 @@ for line in open(os.path.join(out, "server_on_r1.log")):
 summary = {"model": model, "device": device, "rounds": rounds, "goal": "items/s with timing on / off >= 0.99",
            "points": []}
 print(f"\n{model} on {device}, closed loop, {rounds} round(s) per mode")
-print(f"{'point':<22}{'on items/s':>14}{'off items/s':>14}{'on/off':>9}{'on p50 us':>11}{'off p50 us':>11}  stable")
+print(f"{'point':<22}{'on items/s':>14}{'off items/s':>14}{'on/off':>9}{'on p50 us':>11}{'off p50 us':>11}  stable"
+      f"  {'per-round on/off':<28}{'median':>7}  on range / off range")
 for point in points:
     c, b = (int(x) for x in point.split(":"))
     runs = {"on": [], "off": []}
@@ -104,8 +110,12 @@ for point in points:
     p50 = {m: statistics.mean(r["latency_us"]["e2e"]["p50"] for r in runs[m]) for m in runs}
     stable = all(r["stable"] for m in runs for r in runs[m])
     ratio = mean["on"] / mean["off"] if mean["off"] > 0 else 0
+    items = {m: [r["throughput_items_per_s"] for r in runs[m]] for m in runs}
+    paired = [on / off for on, off in zip(items["on"], items["off"]) if off > 0]
+    paired_median = statistics.median(paired) if paired else 0
     summary["points"].append({
         "concurrency": c, "batch_size": b, "ratio_on_off": ratio, "stable": stable,
+        "ratio_per_round": paired, "median_ratio_per_round": paired_median,
         "on": {"items_per_s": mean["on"], "e2e_p50_us": p50["on"],
                "items_per_s_per_round": [r["throughput_items_per_s"] for r in runs["on"]],
                "batch_size_executed_mean": [(r["batch_size_executed"] or {}).get("mean") for r in runs["on"]]},
@@ -113,7 +123,9 @@ for point in points:
                 "items_per_s_per_round": [r["throughput_items_per_s"] for r in runs["off"]],
                 "responses_without_timing": [r["responses_without_timing"] for r in runs["off"]]}})
     print(f"{f'concurrency {c}, batch {b}':<22}{mean['on']:>14.0f}{mean['off']:>14.0f}{ratio:>9.3f}"
-          f"{p50['on']:>11.0f}{p50['off']:>11.0f}  {'yes' if stable else 'NO'}")
+          f"{p50['on']:>11.0f}{p50['off']:>11.0f}  {'yes' if stable else 'NO':<6}"
+          f"  {' '.join(f'{x:.3f}' for x in paired):<28}{paired_median:>7.3f}"
+          f"  {min(items['on']):.0f}-{max(items['on']):.0f} / {min(items['off']):.0f}-{max(items['off']):.0f}")
 json.dump(summary, open(os.path.join(out, "timing_overhead.json"), "w"), indent=2)
 print(f"wrote {os.path.join(out, 'timing_overhead.json')}")
 EOF

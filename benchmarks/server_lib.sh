@@ -48,6 +48,38 @@ write_batching_repo() {
 # cpu_ticks PID: user + system CPU time of a process so far, in clock ticks (getconf CLK_TCK).
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
+# host_counters PID: the machine's TLB shootdown interrupts so far (the "TLB:" row of /proc/interrupts
+# summed over CPUs, 0 where it has none), PID's minor page faults, and the voluntary and involuntary
+# context switches of PID's first thread called cs-worker (0 0 without one), on one line. Each
+# shootdown is an interrupt to every CPU that runs a thread of a process whose memory map changed
+# (munmap, madvise, mprotect): those CPUs lose their TLB entries.
+host_counters() {
+  local tid
+  tid=$(grep -lx cs-worker /proc/"$1"/task/*/comm 2>/dev/null | head -1 | cut -d/ -f5)
+  printf '%s %s %s\n' \
+    "$(awk '$1 == "TLB:" { for (i = 2; i <= NF; i++) if ($i ~ /^[0-9]+$/) s += $i } END { print s + 0 }' /proc/interrupts)" \
+    "$(stat_field "$1" 10)" \
+    "$( { [ -n "$tid" ] && cat /proc/"$1"/task/"$tid"/status 2>/dev/null; } |
+        awk '/^voluntary_ctxt_switches/ { v = $2 } /^nonvoluntary_ctxt_switches/ { n = $2 } END { print v + 0, n + 0 }')"
+}
+
+# stat_field PID N: field N of /proc/PID/stat (1-based, counting the command as field 2).
+stat_field() {
+  local stat
+  stat=$(cat /proc/"$1"/stat 2>/dev/null) || { echo 0; return; }
+  echo "${stat##*) }" | awk -v n="$2" '{ print $(n - 2) }'
+}
+
+# host_rates BEFORE AFTER SECONDS: host_counters' two readings as rates per second, in words.
+host_rates() {
+  python3 -c '
+import sys
+b, a, s = sys.argv[1].split(), sys.argv[2].split(), float(sys.argv[3])
+r = [(float(y) - float(x)) / s for x, y in zip(b, a)]
+print(f"TLB shootdowns {r[0]:.0f}/s, server minor faults {r[1]:.0f}/s, "
+      f"worker context switches {r[2]:.0f}/s voluntary, {r[3]:.0f}/s involuntary")' "$1" "$2" "$3"
+}
+
 # scratch_dir VAR: makes a temporary directory, stores its path in VAR, and on the script's exit
 # stops a server still running (stop_server) and removes every directory made this way.
 scratch_dirs=()
@@ -140,6 +172,22 @@ perf_report() {
       perf report -i "$1" --stdio --children --sort sym --percent-limit 1 -g none 2>/dev/null | grep -v '^#' | grep -v '^$'
       echo "callers of the symbols with the most self time:"
       perf report -i "$1" --stdio --no-children --sort dso,sym --percent-limit 2 -g caller,2,callee,function,percent \
+        2>/dev/null | grep -v '^#' | grep -v '^$'
+    fi
+  } > "$2"
+  head -n "${PERF_LINES:-40}" "$2" | sed 's/^/     /'
+}
+
+# perf_report_threads DATA TXT: perf's profile of a whole process by thread name and shared object,
+# then by thread name, shared object and symbol (and, with call graphs, the callers of the symbols
+# above 1.5 %), into TXT; its first PERF_LINES (40) lines printed.
+perf_report_threads() {
+  { perf report -i "$1" --stdio --no-children --sort comm,dso --percent-limit 0.5 -g none 2>/dev/null | grep -v '^#' | grep -v '^$'
+    echo "by symbol:"
+    perf report -i "$1" --stdio --no-children --sort comm,dso,sym --percent-limit 0.3 -g none 2>/dev/null | grep -v '^#' | grep -v '^$'
+    if [ -n "${PERF_CALLGRAPH:-}" ]; then
+      echo "callers of the symbols with the most self time:"
+      perf report -i "$1" --stdio --no-children --sort comm,dso,sym --percent-limit 1.5 -g caller,1,callee,function,percent \
         2>/dev/null | grep -v '^#' | grep -v '^$'
     fi
   } > "$2"
