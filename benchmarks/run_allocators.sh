@@ -8,7 +8,8 @@
 # in-process reference alike; chronobench keeps glibc's. Prints one table of every run.
 #
 # Usage: benchmarks/run_allocators.sh BUILD_DIR OUT_DIR [PORT]
-# Environment: ALLOCATORS="glibc jemalloc tcmalloc" (also glibc-notrim: glibc tuned never to return memory) (an allocator not found is skipped, said so),
+# Environment: ALLOCATORS="glibc jemalloc tcmalloc" (an allocator not found is skipped, said so; also
+#   glibc-notrim: glibc's malloc tuned never to return memory to the kernel),
 #   LIB_DIRS (where to look for libjemalloc.so.2 / libtcmalloc_minimal.so.4; default the system's
 #   library directories and /opt/tools/usr/lib/x86_64-linux-gnu), FORWARDS="graphs eager",
 #   CONNECTIONS="4", and run_streaming.sh's (CONCURRENCY, THREADS, PERF_WORKER, ...).

@@ -50,11 +50,11 @@ extra=${EXTRA_FLAGS:-}
 extra_config=${EXTRA_CONFIG:-}
 urls=${URLS:-tcp}
 pins=${PIN:-off}
-preload=()
-[ -z "${PRELOAD:-}" ] || preload=("LD_PRELOAD=$PRELOAD")
+server_env=()  # `env NAME=VALUE...` before the server and the in-process reference, or nothing
+[ -z "${PRELOAD:-}" ] || server_env=("LD_PRELOAD=$PRELOAD")
 # shellcheck disable=SC2206
-preload+=(${SERVER_ENV:-})
-[ ${#preload[@]} -eq 0 ] || preload=(env "${preload[@]}")
+server_env+=(${SERVER_ENV:-})
+[ ${#server_env[@]} -eq 0 ] || server_env=(env "${server_env[@]}")
 perf_worker=${PERF_WORKER:-}
 [ -z "$perf_worker" ] || command -v perf >/dev/null || { echo "PERF_WORKER: no perf on PATH, not profiling"; perf_worker=""; }
 perf_server=${PERF_SERVER:-}
@@ -89,7 +89,7 @@ for delay_us in $delays; do
           name="${transport}_c${concurrency}_n${conns}_d${delay_us}${suffix}"
           # A server per point: its log's "time by phase" lines (at shutdown) cover that point alone.
           log="$out/server-$name.log"
-          "${launcher[@]}" "${preload[@]}" "$build/bin/chronoserve" --model-repository "$repo" --grpc-port "$port" \
+          "${launcher[@]}" "${server_env[@]}" "$build/bin/chronoserve" --model-repository "$repo" --grpc-port "$port" \
             --warmup-runs "$warmup_runs" --allow-metrics false --grpc-unix-socket "$socket_path" "${pin_flags[@]}" \
             > "$log" 2>&1 &
           server=$!
@@ -139,8 +139,8 @@ for delay_us in $delays; do
           fi
           if [ -s "$work/server.perf.data" ]; then
             echo "   perf, every server thread over 1 s of the point, by thread name:"
-            perf_report_threads "$work/server.perf.data" "$out/${name}_server_perf.txt"
-            [ -n "${PERF_KEEP:-}" ] && cp "$work/server.perf.data" "$out/${name}_server.perf.data"; rm -f "$work/server.perf.data"
+            perf_report "$work/server.perf.data" "$out/${name}_server_perf.txt" threads
+            rm -f "$work/server.perf.data"
           fi
         done
       done
@@ -161,9 +161,9 @@ print(",".join(str(s) for s in sorted(sizes)))
 PY
 )
 echo "== in-process reference at the batch sizes reached: ${reached:-?} (the delay does not matter in process)"
-inprocess=("${preload[@]}" "$build/bin/bench_inprocess_throughput" --model-repository "$repo" -m "$model"
+inprocess=("${server_env[@]}" "$build/bin/bench_inprocess_throughput" --model-repository "$repo" -m "$model"
            --batch-sizes "${reached:-1}" -n "$iterations" --json "$out/streaming_inprocess.json")
-tlb_before=$(host_counters $$ | cut -d' ' -f1); t0=$(date +%s.%N)
+tlb_before=$(tlb_shootdowns); t0=$(date +%s.%N)
 if [ -n "$perf_worker" ]; then
   # Sampled from the moment it prints its header (model loaded, warmed up) until it exits.
   "${inprocess[@]}" > "$work/inprocess.out" &
@@ -181,7 +181,7 @@ if [ -n "$perf_worker" ]; then
 else
   "${inprocess[@]}" || status=1
 fi
-tlb_after=$(host_counters $$ | cut -d' ' -f1); t1=$(date +%s.%N)
+tlb_after=$(tlb_shootdowns); t1=$(date +%s.%N)
 python3 -c "import sys; b, a, t0, t1 = map(float, sys.argv[1:]); print(f'   host over the in-process run: TLB shootdowns {(a - b) / (t1 - t0):.0f}/s')" \
   "$tlb_before" "$tlb_after" "$t0" "$t1" | tee "$out/inprocess_host.txt"
 

@@ -48,17 +48,24 @@ write_batching_repo() {
 # cpu_ticks PID: user + system CPU time of a process so far, in clock ticks (getconf CLK_TCK).
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
-# host_counters PID: the machine's TLB shootdown interrupts so far (the "TLB:" row of /proc/interrupts
-# summed over CPUs, 0 where it has none), PID's minor page faults, and the voluntary and involuntary
-# context switches of PID's first thread called cs-worker (0 0 without one), on one line. Each
-# shootdown is an interrupt to every CPU that runs a thread of a process whose memory map changed
-# (munmap, madvise, mprotect): those CPUs lose their TLB entries.
+# thread_id PID NAME: the id of PID's first thread called NAME; nothing when it has none.
+thread_id() {
+  grep -lx "$2" /proc/"$1"/task/*/comm 2>/dev/null | head -1 | cut -d/ -f5
+}
+
+# tlb_shootdowns: the machine's TLB shootdown interrupts so far (the "TLB:" row of /proc/interrupts
+# summed over CPUs; 0 where it has none). Each is an interrupt to every CPU that runs a thread of a
+# process whose memory map changed (munmap, madvise, mprotect): those CPUs lose their TLB entries.
+tlb_shootdowns() {
+  awk '$1 == "TLB:" { for (i = 2; i <= NF; i++) if ($i ~ /^[0-9]+$/) s += $i } END { print s + 0 }' /proc/interrupts
+}
+
+# host_counters PID: tlb_shootdowns, PID's minor page faults, and the voluntary and involuntary
+# context switches of PID's cs-worker thread (0 0 without one), on one line.
 host_counters() {
   local tid
-  tid=$(grep -lx cs-worker /proc/"$1"/task/*/comm 2>/dev/null | head -1 | cut -d/ -f5)
-  printf '%s %s %s\n' \
-    "$(awk '$1 == "TLB:" { for (i = 2; i <= NF; i++) if ($i ~ /^[0-9]+$/) s += $i } END { print s + 0 }' /proc/interrupts)" \
-    "$(stat_field "$1" 10)" \
+  tid=$(thread_id "$1" cs-worker)
+  printf '%s %s %s\n' "$(tlb_shootdowns)" "$(stat_field "$1" 10)" \
     "$( { [ -n "$tid" ] && cat /proc/"$1"/task/"$tid"/status 2>/dev/null; } |
         awk '/^voluntary_ctxt_switches/ { v = $2 } /^nonvoluntary_ctxt_switches/ { n = $2 } END { print v + 0, n + 0 }')"
 }
@@ -160,35 +167,22 @@ for line in open(sys.argv[1]):
 PY
 }
 
-# perf_report DATA TXT: perf's profiles of DATA into TXT: self time by shared object, then by shared
-# object and symbol, and, when DATA has call graphs (PERF_CALLGRAPH), time including callees by
-# symbol; its first PERF_LINES (40) lines are printed.
+# perf_report DATA TXT [threads]: perf's profile in DATA into TXT: self time by shared object (with
+# "threads": by thread name and shared object, for a whole process), then also by symbol; when DATA
+# has call graphs (PERF_CALLGRAPH), time including callees by symbol and the callers of the symbols
+# with the most self time. Its first PERF_LINES (40) lines are printed.
 perf_report() {
-  { perf report -i "$1" --stdio --no-children --sort dso --percent-limit 1 -g none 2>/dev/null | grep -v '^#' | grep -v '^$'
+  local keys=dso limit=1 callers=2
+  [ "${3:-}" = threads ] && { keys=comm,dso; limit=0.5; callers=1.5; }
+  { perf report -i "$1" --stdio --no-children --sort "$keys" --percent-limit "$limit" -g none 2>/dev/null | grep -v '^#' | grep -v '^$'
     echo "by symbol:"
-    perf report -i "$1" --stdio --no-children --sort dso,sym --percent-limit 0.3 -g none 2>/dev/null | grep -v '^#' | grep -v '^$'
+    perf report -i "$1" --stdio --no-children --sort "$keys,sym" --percent-limit 0.3 -g none 2>/dev/null | grep -v '^#' | grep -v '^$'
     if [ -n "${PERF_CALLGRAPH:-}" ]; then
       echo "including callees:"
       perf report -i "$1" --stdio --children --sort sym --percent-limit 1 -g none 2>/dev/null | grep -v '^#' | grep -v '^$'
       echo "callers of the symbols with the most self time:"
-      perf report -i "$1" --stdio --no-children --sort dso,sym --percent-limit 2 -g caller,2,callee,function,percent \
-        2>/dev/null | grep -v '^#' | grep -v '^$'
-    fi
-  } > "$2"
-  head -n "${PERF_LINES:-40}" "$2" | sed 's/^/     /'
-}
-
-# perf_report_threads DATA TXT: perf's profile of a whole process by thread name and shared object,
-# then by thread name, shared object and symbol (and, with call graphs, the callers of the symbols
-# above 1.5 %), into TXT; its first PERF_LINES (40) lines printed.
-perf_report_threads() {
-  { perf report -i "$1" --stdio --no-children --sort comm,dso --percent-limit 0.5 -g none 2>/dev/null | grep -v '^#' | grep -v '^$'
-    echo "by symbol:"
-    perf report -i "$1" --stdio --no-children --sort comm,dso,sym --percent-limit 0.3 -g none 2>/dev/null | grep -v '^#' | grep -v '^$'
-    if [ -n "${PERF_CALLGRAPH:-}" ]; then
-      echo "callers of the symbols with the most self time:"
-      perf report -i "$1" --stdio --no-children --sort comm,dso,sym --percent-limit 1.5 -g caller,1,callee,function,percent \
-        2>/dev/null | grep -v '^#' | grep -v '^$'
+      perf report -i "$1" --stdio --no-children --sort "$keys,sym" --percent-limit "$callers" \
+        -g "caller,$callers,callee,function,percent" 2>/dev/null | grep -v '^#' | grep -v '^$'
     fi
   } > "$2"
   head -n "${PERF_LINES:-40}" "$2" | sed 's/^/     /'
@@ -198,7 +192,7 @@ perf_report_threads() {
 # perf into DATA (call graphs of the kind PERF_CALLGRAPH names, e.g. "dwarf", when set).
 profile_thread() {
   local tid
-  tid=$(grep -lx "$2" /proc/"$1"/task/*/comm 2>/dev/null | head -1 | cut -d/ -f5)
+  tid=$(thread_id "$1" "$2")
   [ -n "$tid" ] || { echo "   no thread '$2' in $1 to profile"; sleep "$4"; return 0; }
   perf record -q -F "${PERF_HZ:-4999}" ${PERF_CALLGRAPH:+--call-graph "$PERF_CALLGRAPH"} -t "$tid" -o "$3" -- sleep "$4" \
     2>/dev/null || echo "   perf record failed"
