@@ -66,6 +66,7 @@ absl::StatusOr<nlohmann::json> Measure(ModelInstance& instance, const ModelSpec&
   // Host time inside each Launch / Finish (or Execute) call, measured batches only: what the served
   // worker's launch / finish (execute) phases in chronoserve_worker_seconds_total are made of.
   int64_t launch_call_ns = 0, finish_call_ns = 0;
+  int64_t gather_ns = 0;  // inside Launch (Execute): until the instance stamped staged_ns
   int64_t measured_start = 0;
   const int total = warmup + iterations;
   auto finish = [&](int i) -> absl::Status {  // batch i (launched) is waited for and recorded
@@ -107,12 +108,18 @@ absl::StatusOr<nlohmann::json> Measure(ModelInstance& instance, const ModelSpec&
     t.dequeued_ns = SteadyClock::Now();
     if (!pipelined) {
       if (absl::Status status = instance.Execute(b.batch, &t); !status.ok()) return status;
-      if (i >= warmup) launch_call_ns += SteadyClock::Now() - t.dequeued_ns;
+      if (i >= warmup) {
+        launch_call_ns += SteadyClock::Now() - t.dequeued_ns;
+        gather_ns += t.staged_ns - t.dequeued_ns;
+      }
       if (absl::Status status = finish(i); !status.ok()) return status;
       continue;
     }
     if (absl::Status status = instance.Launch(b.batch, &t, i % 2); !status.ok()) return status;
-    if (i >= warmup) launch_call_ns += SteadyClock::Now() - t.dequeued_ns;
+    if (i >= warmup) {
+      launch_call_ns += SteadyClock::Now() - t.dequeued_ns;
+      gather_ns += t.staged_ns - t.dequeued_ns;
+    }
     if (i > 0) {
       if (absl::Status status = finish(i - 1); !status.ok()) return status;
     }
@@ -135,6 +142,7 @@ absl::StatusOr<nlohmann::json> Measure(ModelInstance& instance, const ModelSpec&
   j["compute_p50_us"] = PercentileUs(compute, 50);
   // Means (the served worker's phases are totals / batches): Launch, or Execute when not pipelined.
   j["launch_call_mean_us"] = iterations > 0 ? static_cast<double>(launch_call_ns) / iterations / 1e3 : 0.0;
+  j["gather_mean_us"] = iterations > 0 ? static_cast<double>(gather_ns) / iterations / 1e3 : 0.0;
   j["finish_call_mean_us"] = iterations > 0 ? static_cast<double>(finish_call_ns) / iterations / 1e3 : 0.0;
   return j;
 }
@@ -217,9 +225,9 @@ int main(int argc, char** argv) {
   report["device"] = (*instance)->device_name();
   report["backend"] = TorchBuildDescription();
   report["points"] = nlohmann::json::array();
-  std::printf("%s on %s (%s)%s\n%10s %14s %14s %14s %14s %14s %14s\n", model.c_str(), (*instance)->device_name().c_str(),
-              TorchBuildDescription().c_str(), pipelined ? ", pipelined" : "", "batch", "items/s", "p50 batch us", "p99 batch us", "compute p50 us",
-              "launch call us", "finish call us");
+  std::printf("%s on %s (%s)%s\n%10s %14s %14s %14s %14s %14s %14s %14s\n", model.c_str(),
+              (*instance)->device_name().c_str(), TorchBuildDescription().c_str(), pipelined ? ", pipelined" : "", "batch",
+              "items/s", "p50 batch us", "p99 batch us", "compute p50 us", "launch call us", "of it gather", "finish call us");
   std::fflush(stdout);  // the header says the model is loaded and warm (a profiler attaches then)
   for (int64_t bs : batch_sizes) {
     if (spec->max_batch_size > 0 && bs > spec->max_batch_size) {
@@ -231,10 +239,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "batch %lld: %s\n", static_cast<long long>(bs), std::string(point.status().message()).c_str());
       return 1;
     }
-    std::printf("%10lld %14.0f %14.1f %14.1f %14.1f %14.1f %14.1f\n", static_cast<long long>(bs),
+    std::printf("%10lld %14.0f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f\n", static_cast<long long>(bs),
                 (*point)["items_per_s"].get<double>(), (*point)["batch_latency_p50_us"].get<double>(),
                 (*point)["batch_latency_p99_us"].get<double>(), (*point)["compute_p50_us"].get<double>(),
-                (*point)["launch_call_mean_us"].get<double>(), (*point)["finish_call_mean_us"].get<double>());
+                (*point)["launch_call_mean_us"].get<double>(), (*point)["gather_mean_us"].get<double>(),
+                (*point)["finish_call_mean_us"].get<double>());
     std::fflush(stdout);
     report["points"].push_back(*point);
   }

@@ -190,7 +190,8 @@ import glob, json, re, sys
 out = sys.argv[1]
 points = json.load(open(f"{out}/streaming_inprocess.json"))["points"]
 inproc = {p["batch_size"]: p["items_per_s"] for p in points}
-calls = {p["batch_size"]: (p.get("launch_call_mean_us", 0), p.get("finish_call_mean_us", 0)) for p in points}
+calls = {p["batch_size"]: (p.get("launch_call_mean_us", 0), p.get("finish_call_mean_us", 0), p.get("gather_mean_us", 0))
+         for p in points}
 rows = []
 for f in sorted(glob.glob(f"{out}/*_c*_n*_d*.json")):
     m = re.search(r"/(unary|streaming)_c(\d+)_n(\d+)_d(\d+)(_unix)?(_pin)?\.json$", f)
@@ -224,8 +225,8 @@ for f in sorted(glob.glob(f"{out}/*_c*_n*_d*.json")):
                  "e2e_p99_us": r["latency_us"]["e2e"]["p99"], "batch_reached": r["batch_size_executed"]["mean"],
                  "server_cpu_cores": cpu, "errors": r["errors"], "stable": r["stable"],
                  "inprocess_items_per_s": ref, "ratio": r["throughput_items_per_s"] / ref if ref else None,
-                 "worker_us_per_batch": phases, "host": host, "inprocess_launch_us": calls.get(batch, (0, 0))[0],
-                 "inprocess_finish_us": calls.get(batch, (0, 0))[1]})
+                 "worker_us_per_batch": phases, "host": host, "inprocess_launch_us": calls.get(batch, (0, 0, 0))[0],
+                 "inprocess_finish_us": calls.get(batch, (0, 0, 0))[1], "inprocess_gather_us": calls.get(batch, (0, 0, 0))[2]})
 print(f"{'delay us':>9}{'pin':>5}{'url':>5}{'transport':>10}{'conns':>6}{'items/s':>10}{'p50 us':>9}{'p99 us':>9}{'batch':>7}{'srv cores':>10}"
       f"{'in-proc':>10}{'served/in-proc':>15}{'errors':>7}")
 for x in sorted(rows, key=lambda x: (x["delay_us"], x["pinned"], x["url"], x["connections"], x["transport"] != "unary")):
@@ -233,14 +234,15 @@ for x in sorted(rows, key=lambda x: (x["delay_us"], x["pinned"], x["url"], x["co
           f"{x['e2e_p99_us']:>9.0f}{x['batch_reached']:>7.1f}{x['server_cpu_cores']:>10.2f}"
           f"{x['inprocess_items_per_s']:>10.0f}{(x['ratio'] or 0) * 100:>14.1f}%{x['errors']:>7}")
 print("goal: served >= 85% of in-process at the batch size reached")
-print("the worker per served batch (us, from its time by phase) against the in-process Launch / Finish calls at that batch:")
-print(f"{'delay us':>9}{'pin':>5}{'url':>5}{'transport':>10}{'conns':>6}{'launch':>8}{'finish':>8}{'complete':>9}{'take':>6}"
-      f"{'execute':>8}{'in-proc launch':>15}{'in-proc finish':>15}")
+print("the worker per served batch (us, from its time by phase) against the in-process Launch / Finish calls at that batch")
+print("(the served gather + launch is what the in-process Launch call holds; its gather is shown beside it):")
+print(f"{'delay us':>9}{'pin':>5}{'url':>5}{'transport':>10}{'conns':>6}{'gather':>8}{'launch':>8}{'finish':>8}{'complete':>9}{'take':>6}"
+      f"{'execute':>8}{'in-proc launch':>15}{'of it gather':>13}{'in-proc finish':>15}")
 for x in sorted(rows, key=lambda x: (x["delay_us"], x["pinned"], x["url"], x["connections"], x["transport"] != "unary")):
     ph = x["worker_us_per_batch"]
     print(f"{x['delay_us']:>9}{'yes' if x['pinned'] else 'no':>5}{x['url']:>5}{x['transport']:>10}{x['connections']:>6}"
-          + "".join(f"{ph.get(k, 0):>{w}.0f}" for k, w in (("launch", 8), ("finish", 8), ("complete", 9), ("take", 6), ("execute", 8)))
-          + f"{x['inprocess_launch_us']:>15.0f}{x['inprocess_finish_us']:>15.0f}")
+          + "".join(f"{ph.get(k, 0):>{w}.0f}" for k, w in (("gather", 8), ("launch", 8), ("finish", 8), ("complete", 9), ("take", 6), ("execute", 8)))
+          + f"{x['inprocess_launch_us']:>15.0f}{x['inprocess_gather_us']:>13.0f}{x['inprocess_finish_us']:>15.0f}")
 json.dump(rows, open(f"{out}/streaming_summary.json", "w"), indent=2)
 PY
 exit $status

@@ -19,6 +19,7 @@ const char* WorkerPhaseName(WorkerPhase phase) {
     case WorkerPhase::kWait: return "wait";
     case WorkerPhase::kTake: return "take";
     case WorkerPhase::kExecute: return "execute";
+    case WorkerPhase::kGather: return "gather";
     case WorkerPhase::kLaunch: return "launch";
     case WorkerPhase::kFinish: return "finish";
     case WorkerPhase::kComplete: return "complete";
@@ -190,8 +191,12 @@ std::string Worker::PhaseSummary() const {
 
 int64_t Worker::Account(WorkerPhase phase, int64_t since_ns) {
   const int64_t now = clock_->NowNs();
-  phase_ns_[static_cast<int>(phase)].fetch_add(now - since_ns, std::memory_order_relaxed);
+  Account(phase, since_ns, now);
   return now;
+}
+
+void Worker::Account(WorkerPhase phase, int64_t since_ns, int64_t until_ns) {
+  phase_ns_[static_cast<int>(phase)].fetch_add(until_ns - since_ns, std::memory_order_relaxed);
 }
 
 void Worker::NoteLaunchBound(const BatchTiming& timing) {
@@ -230,7 +235,11 @@ std::optional<Worker::InFlight> Worker::LaunchBatch(Batch batch, const std::opti
   InFlight flight{std::move(batch), BatchTiming{}, in_flight ? 1 - in_flight->slot : 0};
   BeginBatch(&flight.timing);
   absl::Status status = instance_->Launch(flight.batch, &flight.timing, flight.slot);
-  Account(WorkerPhase::kLaunch, flight.timing.dequeued_ns);
+  // The instance stamps staged_ns once the inputs are gathered; a launch that failed before may not.
+  const int64_t staged_ns = flight.timing.staged_ns;
+  const bool gathered = staged_ns >= flight.timing.dequeued_ns;
+  if (gathered) Account(WorkerPhase::kGather, flight.timing.dequeued_ns, staged_ns);
+  Account(WorkerPhase::kLaunch, gathered ? staged_ns : flight.timing.dequeued_ns);
   if (status.ok()) return flight;
   EndBatch(std::move(flight.batch), flight.timing, status);
   return std::nullopt;

@@ -37,13 +37,14 @@ enum class WorkerPhase {
   kWait,      // blocked until a batch is due (taking it included)
   kTake,      // taking a due batch without blocking (pipelined, a batch on the device)
   kExecute,   // one batch start to end: gather, copies, forward, device wait, scatter (not pipelined)
-  kLaunch,    // pipelined: gather and enqueue a batch's copies and forward
+  kGather,    // pipelined: gather a batch's request inputs into the staging buffers
+  kLaunch,    // pipelined: enqueue a gathered batch's copies and forward (and its events)
   kFinish,    // pipelined: wait for a launched batch's device work, read its spans, scatter outputs
   kComplete,  // statistics, per-request timing, and handing the requests to be answered
   kKeepWarm,  // keep-warm runs while idle
 };
-inline constexpr int kWorkerPhaseCount = 7;
-// "wait", "take", "execute", "launch", "finish", "complete", "keep_warm".
+inline constexpr int kWorkerPhaseCount = 8;
+// "wait", "take", "execute", "gather", "launch", "finish", "complete", "keep_warm".
 const char* WorkerPhaseName(WorkerPhase phase);
 
 // launch >= 80% of compute on a device-timed (CUDA-event) batch: the host, not the GPU, sets the
@@ -121,6 +122,8 @@ class Worker {
   std::string PhaseSummary() const;
   // Adds the time from `since_ns` to now to `phase`; returns now.
   int64_t Account(WorkerPhase phase, int64_t since_ns);
+  // Adds [since_ns, until_ns) to `phase`.
+  void Account(WorkerPhase phase, int64_t since_ns, int64_t until_ns);
 
   const int index_;
   std::unique_ptr<ModelInstance> instance_;

@@ -62,7 +62,11 @@ class LoggingPipelinedInstance final : public ModelInstance {
     absl::MutexLock lock(&mu_);
     busy_[slot] = true;
     timing->batch_size = static_cast<int64_t>(batch.size());
-    timing->staged_ns = timing->dequeued_ns;
+    // With a clock: the gather takes gather_ns, the enqueue after it enqueue_ns (client batches).
+    const bool timed = clock_ != nullptr && !batch.front()->synthetic;
+    if (timed) clock_->AdvanceNs(gather_ns_);
+    timing->staged_ns = timed ? clock_->NowNs() : timing->dequeued_ns;
+    if (timed) clock_->AdvanceNs(enqueue_ns_);
     return absl::OkStatus();
   }
   absl::Status Finish(Batch& batch, BatchTiming* timing, int slot) override {
@@ -93,6 +97,13 @@ class LoggingPipelinedInstance final : public ModelInstance {
   }
 
   void ParkLaunchOf(std::string id) { park_id_ = std::move(id); }
+  // Every client launch from now on moves `clock` by `gather_ns`, stamps staged_ns, then moves it by
+  // `enqueue_ns`. Set before the worker serves.
+  void TakeTimeOn(FakeClock* clock, int64_t gather_ns, int64_t enqueue_ns) {
+    clock_ = clock;
+    gather_ns_ = gather_ns;
+    enqueue_ns_ = enqueue_ns;
+  }
   bool WaitParked() { return parked_.WaitForNotificationWithTimeout(kTimeout); }
   void Release() { release_.Notify(); }
   std::vector<std::string> log() {
@@ -106,6 +117,9 @@ class LoggingPipelinedInstance final : public ModelInstance {
 
  private:
   std::string park_id_;  // set before the worker starts serving
+  FakeClock* clock_ = nullptr;
+  int64_t gather_ns_ = 0;
+  int64_t enqueue_ns_ = 0;
   absl::Notification parked_;
   absl::Notification release_;
   absl::Mutex mu_;
@@ -126,10 +140,11 @@ struct Call {
 
 class PipelinedWorkerTest : public ::testing::Test {
  protected:
-  void Start(const std::string& park_id = "") {
+  void Start(const std::string& park_id = "", int64_t gather_ns = 0, int64_t enqueue_ns = 0) {
     auto fake = std::make_unique<LoggingPipelinedInstance>();
     fake_ = fake.get();
     fake_->ParkLaunchOf(park_id);
+    if (gather_ns > 0 || enqueue_ns > 0) fake_->TakeTimeOn(&clock_, gather_ns, enqueue_ns);
     std::vector<std::unique_ptr<ModelInstance>> instances;
     instances.push_back(std::move(fake));
     auto runtime = ModelRuntime::Create(Spec(), std::move(instances), WarmupOptions{}, &clock_);
@@ -235,6 +250,25 @@ TEST_F(PipelinedWorkerTest, StopFinishesTheBatchInFlightFirst) {
   ExpectDoubled(b);
   for (const auto& w : runtime_->workers()) w->Join();
   EXPECT_THAT(fake_->log(), ElementsAre("L:a@0", "L:b@1", "F:a@0", "F:b@1"));
+}
+
+// The worker's launch time is split at the instance's staged_ns: the gather before it, the enqueue
+// after it (chronoserve_worker_seconds_total's "gather" and "launch").
+TEST_F(PipelinedWorkerTest, LaunchTimeIsSplitIntoGatherAndEnqueue) {
+  constexpr int64_t kGatherNs = 3'000, kEnqueueNs = 5'000;
+  Start(/*park_id=*/"", kGatherNs, kEnqueueNs);
+  const Worker& worker = *runtime_->workers().front();
+  const int64_t gather_before = worker.phase_ns(WorkerPhase::kGather);
+  const int64_t launch_before = worker.phase_ns(WorkerPhase::kLaunch);
+  Call* a = Send("a", 1.25f);
+  ExpectDoubled(a);
+  Call* b = Send("b", -0.5f);
+  ExpectDoubled(b);
+  runtime_->queue().Close();
+  for (const auto& w : runtime_->workers()) w->Join();  // the phases are final once joined
+  EXPECT_EQ(worker.phase_ns(WorkerPhase::kGather) - gather_before, 2 * kGatherNs);
+  EXPECT_EQ(worker.phase_ns(WorkerPhase::kLaunch) - launch_before, 2 * kEnqueueNs);
+  EXPECT_STREQ(WorkerPhaseName(WorkerPhase::kGather), "gather");
 }
 
 TEST(ModelQueueTryNextBatchTest, NeverWaitsNotEvenForAFullerBatch) {

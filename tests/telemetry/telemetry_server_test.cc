@@ -369,12 +369,13 @@ TEST_F(TelemetryServerTest, MetricsCountEveryRequest) {
   EXPECT_GT(delta(R"(chronoserve_worker_seconds_total{model="mlp",phase="execute",version="1",worker="0"})"), 0);
   EXPECT_GT(delta(R"(chronoserve_worker_seconds_total{model="mlp",phase="complete",version="1",worker="0"})"), 0);
   double total = 0;
-  for (const char* name : {"wait", "take", "execute", "launch", "finish", "complete", "keep_warm"}) {
+  for (const char* name : {"wait", "take", "execute", "gather", "launch", "finish", "complete", "keep_warm"}) {
     const double seconds = phase("mlp", name);
     EXPECT_GE(seconds, 0) << name;
     total += seconds;
   }
   EXPECT_GT(phase("mlp", "wait"), 0);
+  EXPECT_EQ(phase("mlp", "gather"), 0) << "a CPU worker does not pipeline";
   EXPECT_EQ(phase("mlp", "launch"), 0) << "a CPU worker does not pipeline";
   EXPECT_EQ(phase("mlp", "keep_warm"), 0) << "mlp has no keep_warm_ms";
   EXPECT_LE(total, absl::ToDoubleSeconds(absl::Now() - started_));
