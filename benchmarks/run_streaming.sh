@@ -22,6 +22,10 @@
 #   PRELOAD="" (a shared library put in LD_PRELOAD of the server and the in-process reference, e.g. a
 #   memory allocator: benchmarks/run_allocators.sh compares them), SERVER_ENV="" (NAME=VALUE words
 #   set for both alike, e.g. GLIBC_TUNABLES=...)
+#   WORKER_NICE="" (the model's workers at that nice value, e.g. -10, with --host-policy
+#   gpu_0,nice=WORKER_NICE: the scheduler then rarely lets another thread preempt them; with PIN,
+#   one policy sets both), CLIENT_NICE="" (chronobench runs under
+#   `nice -n CLIENT_NICE`, e.g. 10); benchmarks/run_priority.sh compares them
 # Per point, and over the in-process reference's run, the host's counters: TLB shootdowns per second
 # (machine-wide), the server's minor page faults and its worker's context switches (host_counters).
 #   PERF_SERVER="" (1: every thread of the server sampled from 2 s to 3 s of every point instead,
@@ -55,6 +59,9 @@ server_env=()  # `env NAME=VALUE...` before the server and the in-process refere
 # shellcheck disable=SC2206
 server_env+=(${SERVER_ENV:-})
 [ ${#server_env[@]} -eq 0 ] || server_env=(env "${server_env[@]}")
+worker_nice=${WORKER_NICE:-}
+client_launcher=()
+[ -z "${CLIENT_NICE:-}" ] || client_launcher=(nice -n "$CLIENT_NICE")
 perf_worker=${PERF_WORKER:-}
 [ -z "$perf_worker" ] || command -v perf >/dev/null || { echo "PERF_WORKER: no perf on PATH, not profiling"; perf_worker=""; }
 perf_server=${PERF_SERVER:-}
@@ -73,11 +80,15 @@ for delay_us in $delays; do
   for pin in $pins; do
     echo "== max_queue_delay_microseconds: $delay_us, pinning: $pin"
     socket_path=$work/chronoserve.sock
-    launcher=(); pin_flags=(); pin_suffix=""
+    launcher=(); pin_flags=(); pin_suffix=""; settings=""
     if [ "$pin" != off ]; then
+      launcher=(taskset -c "${pin#*:}"); settings=",cpu-cores=${pin%%:*}"; pin_suffix="_pin"
+    fi
+    [ -z "$worker_nice" ] || settings="$settings,nice=$worker_nice"
+    if [ -n "$settings" ]; then
       policy=gpu_0
       command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || policy=cpu
-      launcher=(taskset -c "${pin#*:}"); pin_flags=(--host-policy "$policy,cpu-cores=${pin%%:*}"); pin_suffix="_pin"
+      pin_flags=(--host-policy "$policy$settings")
     fi
     for url_kind in $urls; do
       url="127.0.0.1:$port"; suffix="$pin_suffix"
@@ -94,12 +105,12 @@ for delay_us in $delays; do
             > "$log" 2>&1 &
           server=$!
           wait_ready "$log" > /dev/null || exit 1
-          grep "pinned to" "$log" | sed 's/^.*] /  /'
+          grep -E "pinned to|runs at nice" "$log" | sed 's/^.*] /  /'
           echo "== $transport, concurrency $concurrency, $conns connection(s), $threads threads, delay $delay_us us, $url"
           before=$(cpu_ticks "$server"); counters_before=$(host_counters "$server"); t0=$(date +%s.%N)
           thread_ticks "$server" "$work/threads_before"
           # shellcheck disable=SC2086
-          "${launcher[@]}" "$build/bin/chronobench" -m "$model" -u "$url" -b 1 --concurrency-range "$concurrency" \
+          "${launcher[@]}" "${client_launcher[@]}" "$build/bin/chronobench" -m "$model" -u "$url" -b 1 --concurrency-range "$concurrency" \
             --connections "$conns" --threads "$threads" -p "$window_ms" -r "$trials" \
             --warmup-requests $((concurrency * 4 > 50 ? concurrency * 4 : 50)) $flag $extra \
             --json "$out/$name.json" > "$work/chronobench.out" &

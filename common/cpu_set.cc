@@ -2,6 +2,11 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <cstring>
@@ -94,6 +99,30 @@ std::vector<int> CurrentThreadCpus() {
     if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
   }
   return cpus;
+}
+
+namespace {
+// setpriority(PRIO_PROCESS, tid) sets one thread on Linux (threads have their own nice values).
+id_t CurrentTid() { return static_cast<id_t>(syscall(SYS_gettid)); }
+}  // namespace
+
+absl::Status SetCurrentThreadNice(int nice) {
+  if (nice < -20 || nice > 19) {
+    return absl::InvalidArgumentError(absl::StrCat("nice ", nice, " is out of range (-20..19)"));
+  }
+  if (setpriority(PRIO_PROCESS, CurrentTid(), nice) == 0) return absl::OkStatus();
+  const int err = errno;
+  if (err == EACCES || err == EPERM) {
+    return absl::PermissionDeniedError(absl::StrCat("setting a thread's nice value to ", nice, " was refused (",
+                                                    std::strerror(err), "): below its current value (",
+                                                    CurrentThreadNice(), ") needs root or CAP_SYS_NICE"));
+  }
+  return absl::InternalError(absl::StrCat("setting a thread's nice value to ", nice, " failed: ", std::strerror(err)));
+}
+
+int CurrentThreadNice() {
+  errno = 0;
+  return getpriority(PRIO_PROCESS, CurrentTid());  // -1 is a valid value: nothing to check
 }
 
 }  // namespace chronoserve

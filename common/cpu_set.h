@@ -1,5 +1,6 @@
-// CPU lists in the kernel's cpulist syntax ("0-3,8", as in /sys and `taskset -c`) and pinning the
-// calling thread to one: what --host-policy's cpu-cores setting is made of.
+// CPU lists in the kernel's cpulist syntax ("0-3,8", as in /sys and `taskset -c`), pinning the
+// calling thread to one, and the calling thread's nice value: what --host-policy's cpu-cores and
+// nice settings are made of.
 #ifndef CHRONOSERVE_COMMON_CPU_SET_H_
 #define CHRONOSERVE_COMMON_CPU_SET_H_
 
@@ -27,6 +28,14 @@ absl::Status PinCurrentThread(const std::vector<int>& cpus);
 
 // The CPUs the calling thread may run on.
 std::vector<int> CurrentThreadCpus();
+
+// Gives the calling thread alone (not its process) nice value `nice` (-20..19; lower runs first
+// and is preempted less). Below the thread's current value needs root or CAP_SYS_NICE: without it,
+// PERMISSION_DENIED saying so; out of range: INVALID_ARGUMENT.
+absl::Status SetCurrentThreadNice(int nice);
+
+// The calling thread's nice value.
+int CurrentThreadNice();
 
 }  // namespace chronoserve
 

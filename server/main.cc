@@ -61,10 +61,12 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"on", "off"}));
   std::vector<std::string> host_policies;
   app.add_option("--host-policy", host_policies,
-                 "NAME,cpu-cores=CPULIST (repeatable; Triton's form): pins the workers of every instance "
+                 "NAME,SETTING=VALUE[,...] (repeatable; Triton's form) for the workers of every instance "
                  "group whose host_policy is NAME, or by default those on GPU <id> for NAME gpu_<id> and on "
-                 "the CPU for NAME cpu, to those CPUs (e.g. gpu_0,cpu-cores=15), so the thread feeding a GPU "
-                 "keeps a core of its own");
+                 "the CPU for NAME cpu. cpu-cores=CPULIST pins them to those CPUs (e.g. gpu_0,cpu-cores=15), "
+                 "so the thread feeding a GPU keeps a core of its own; nice=N (-20..19, below 0 needs root "
+                 "or CAP_SYS_NICE) gives those threads that nice value, so other threads rarely preempt them "
+                 "(e.g. gpu_0,nice=-10)");
   namespace telemetry = chronoserve::server::telemetry;
   telemetry::TelemetryOptions telemetry_options;
   std::string otlp_endpoint;

@@ -66,11 +66,11 @@ absl::Status ModelManager::LoadModel(const std::string& model_dir) {
   auto placements = PlaceInstances(*spec, CudaDeviceCount());
   if (!placements.ok()) return fail(placements.status());
 
-  std::vector<std::vector<int>> worker_cpus;
+  std::vector<HostPolicy> worker_policies;
   for (const DevicePlacement& placement : *placements) {
-    auto cpus = WorkerCpus(options_.host_policies, placement.host_policy, placement.gpu, spec->name);
-    if (!cpus.ok()) return fail(cpus.status());
-    worker_cpus.push_back(*std::move(cpus));
+    auto policy = WorkerHostPolicy(options_.host_policies, placement.host_policy, placement.gpu, spec->name);
+    if (!policy.ok()) return fail(policy.status());
+    worker_policies.push_back(*std::move(policy));
   }
 
   const int64_t load_start = clock_->NowNs();
@@ -88,7 +88,7 @@ absl::Status ModelManager::LoadModel(const std::string& model_dir) {
     instances.push_back(*std::move(instance));
   }
   const int64_t loaded = clock_->NowNs();
-  auto runtime = ModelRuntime::Create(*spec, std::move(instances), options_.warmup, clock_, worker_cpus);
+  auto runtime = ModelRuntime::Create(*spec, std::move(instances), options_.warmup, clock_, worker_policies);
   if (!runtime.ok()) return fail(runtime.status());
   (*runtime)->set_load_ns(loaded - load_start);
   std::string devices;

@@ -1,6 +1,7 @@
 #include "server/core/host_policy.h"
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/cpu_set.h"
@@ -12,7 +13,8 @@ absl::StatusOr<HostPolicies> ParseHostPolicies(const std::vector<std::string>& f
   for (const std::string& flag : flags) {
     auto bad = [&flag](absl::string_view why) {
       return absl::InvalidArgumentError(absl::StrCat("--host-policy '", flag, "': ", why,
-                                                     " (expected NAME,cpu-cores=CPULIST, e.g. gpu_0,cpu-cores=2-3)"));
+                                                     " (expected NAME,SETTING=VALUE[,...] with cpu-cores=CPULIST "
+                                                     "or nice=N, e.g. gpu_0,cpu-cores=2-3,nice=-10)"));
     };
     std::vector<absl::string_view> parts = absl::StrSplit(flag, ',');
     const absl::string_view name = absl::StripAsciiWhitespace(parts[0]);
@@ -24,6 +26,15 @@ absl::StatusOr<HostPolicies> ParseHostPolicies(const std::vector<std::string>& f
     std::string value;
     auto apply = [&]() -> absl::Status {
       if (key.empty()) return absl::OkStatus();
+      if (key == "nice") {
+        if (policy.nice.has_value()) return bad("nice given twice for one policy");
+        int nice = 0;
+        if (!absl::SimpleAtoi(value, &nice) || nice < -20 || nice > 19) {
+          return bad(absl::StrCat("nice '", value, "' is not a whole number from -20 to 19"));
+        }
+        policy.nice = nice;
+        return absl::OkStatus();
+      }
       if (key != "cpu-cores") {
         return bad(key == "numa-node" ? "numa-node is not supported (give its CPUs as cpu-cores)"
                                       : absl::StrCat("unknown setting '", key, "'"));
@@ -53,7 +64,7 @@ absl::StatusOr<HostPolicies> ParseHostPolicies(const std::vector<std::string>& f
 
 std::string DefaultHostPolicyName(int gpu) { return gpu < 0 ? "cpu" : absl::StrCat("gpu_", gpu); }
 
-absl::StatusOr<std::vector<int>> WorkerCpus(const HostPolicies& policies, const std::string& configured,
+absl::StatusOr<HostPolicy> WorkerHostPolicy(const HostPolicies& policies, const std::string& configured,
                                             int gpu, const std::string& model) {
   if (!configured.empty()) {
     auto it = policies.find(configured);
@@ -61,10 +72,10 @@ absl::StatusOr<std::vector<int>> WorkerCpus(const HostPolicies& policies, const 
       return absl::FailedPreconditionError(absl::StrCat("model '", model, "': instance_group host_policy '",
                                                         configured, "' names no --host-policy given to the server"));
     }
-    return it->second.cpu_cores;
+    return it->second;
   }
   auto it = policies.find(DefaultHostPolicyName(gpu));
-  return it == policies.end() ? std::vector<int>{} : it->second.cpu_cores;
+  return it == policies.end() ? HostPolicy{} : it->second;
 }
 
 }  // namespace chronoserve::server

@@ -24,7 +24,7 @@ ModelRuntime::~ModelRuntime() { Stop(); }
 
 absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Create(
     const ModelSpec& spec, std::vector<std::unique_ptr<ModelInstance>> instances,
-    const WarmupOptions& warmup, const Clock* clock, const std::vector<std::vector<int>>& worker_cpus) {
+    const WarmupOptions& warmup, const Clock* clock, const std::vector<HostPolicy>& worker_policies) {
   std::unique_ptr<ModelRuntime> runtime(new ModelRuntime(spec, clock));
   const int64_t start = clock->NowNs();
   for (size_t i = 0; i < instances.size(); ++i) {
@@ -37,7 +37,7 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Create(
   runtime->warmup_ns_ = clock->NowNs() - start;
   for (size_t i = 0; i < runtime->workers_.size(); ++i) {
     // On failure the runtime's destructor closes the queue and joins the workers started so far.
-    RETURN_IF_ERROR(runtime->workers_[i]->Start(i < worker_cpus.size() ? worker_cpus[i] : std::vector<int>{}));
+    RETURN_IF_ERROR(runtime->workers_[i]->Start(i < worker_policies.size() ? worker_policies[i] : HostPolicy{}));
   }
   runtime->ready_.store(true);
   return runtime;

@@ -21,10 +21,10 @@ namespace chronoserve::server {
 class ModelRuntime {
  public:
   // Warms every instance (on the calling thread), then starts one worker per instance, worker i
-  // pinned to worker_cpus[i] where that is given and not empty (--host-policy).
+  // placed by worker_policies[i] where that is given (--host-policy: its CPUs, its nice value).
   static absl::StatusOr<std::unique_ptr<ModelRuntime>> Create(
       const ModelSpec& spec, std::vector<std::unique_ptr<ModelInstance>> instances,
-      const WarmupOptions& warmup, const Clock* clock, const std::vector<std::vector<int>>& worker_cpus = {});
+      const WarmupOptions& warmup, const Clock* clock, const std::vector<HostPolicy>& worker_policies = {});
   ~ModelRuntime();
 
   const ModelSpec& spec() const { return spec_; }

@@ -75,24 +75,29 @@ absl::Status Worker::Warmup(const ModelSpec& spec, const WarmupOptions& options)
   return absl::OkStatus();
 }
 
-absl::Status Worker::Start(const std::vector<int>& cpus) {
+absl::Status Worker::Start(const HostPolicy& policy) {
   // Stamped here, not on the thread, so a test's FakeClock cannot move before the idle spell starts.
   idle_since_ns_ = clock_->NowNs();
   absl::Notification running;
-  absl::Status pinned;
-  thread_ = std::thread([this, &running, &pinned, cpus] {
+  absl::Status placed;
+  thread_ = std::thread([this, &running, &placed, &policy] {
     SetCurrentThreadName("cs-worker");
-    if (!cpus.empty()) pinned = PinCurrentThread(cpus);
-    const bool serve = pinned.ok();
-    running.Notify();  // `pinned` and `running` are not touched after this
+    if (!policy.cpu_cores.empty()) placed = PinCurrentThread(policy.cpu_cores);
+    if (placed.ok() && policy.nice.has_value()) placed = SetCurrentThreadNice(*policy.nice);
+    const bool serve = placed.ok();
+    running.Notify();  // `placed`, `policy` and `running` are not touched after this
     if (serve) Loop();
   });
   running.WaitForNotification();
-  if (!pinned.ok()) {
-    return absl::Status(pinned.code(), absl::StrCat("model '", model_, "' worker ", index_, ": ", pinned.message()));
+  if (!placed.ok()) {
+    return absl::Status(placed.code(), absl::StrCat("model '", model_, "' worker ", index_, ": ", placed.message()));
   }
-  if (!cpus.empty()) {
-    CS_LOG(INFO) << "model '" << model_ << "' worker " << index_ << " pinned to CPU(s) " << FormatCpuList(cpus);
+  if (!policy.cpu_cores.empty()) {
+    CS_LOG(INFO) << "model '" << model_ << "' worker " << index_ << " pinned to CPU(s) "
+                 << FormatCpuList(policy.cpu_cores);
+  }
+  if (policy.nice.has_value()) {
+    CS_LOG(INFO) << "model '" << model_ << "' worker " << index_ << " runs at nice " << *policy.nice;
   }
   return absl::OkStatus();
 }

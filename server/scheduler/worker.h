@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "common/clock.h"
 #include "server/backend/model_instance.h"
+#include "server/core/host_policy.h"
 #include "server/core/model_spec.h"
 #include "server/core/model_stats.h"
 #include "server/scheduler/completion_pool.h"
@@ -70,10 +71,11 @@ class Worker {
   // setting is INVALID_ARGUMENT). Before Start() only.
   absl::Status Warmup(const ModelSpec& spec, const WarmupOptions& options);
 
-  // Starts the thread, pinned to `cpus` when given (--host-policy); returns once it runs. When the
-  // thread cannot be pinned it ends at once and the error (naming the model, worker and CPUs) is
-  // returned; Join() still applies.
-  absl::Status Start(const std::vector<int>& cpus = {});
+  // Starts the thread, pinned to the policy's CPUs and at its nice value where it sets them
+  // (--host-policy); returns once it runs. When the thread cannot be pinned or given that nice value
+  // it ends at once and the error (naming the model, worker and what was refused) is returned;
+  // Join() still applies.
+  absl::Status Start(const HostPolicy& policy = {});
   // Waits for the thread to finish, then logs its time by phase; the queue must have been closed.
   // Idempotent.
   void Join();

@@ -1,10 +1,11 @@
-// CPU lists (the kernel's cpulist syntax) and pinning a thread to one.
+// CPU lists (the kernel's cpulist syntax), pinning a thread to one, and a thread's nice value.
 #include "common/cpu_set.h"
 
 #include <gtest/gtest.h>
 #include <gmock/gmock.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <thread>
 
 namespace chronoserve {
@@ -87,6 +88,41 @@ TEST(PinCurrentThreadTest, FailsNamingCpusThatDoNotExist) {
   EXPECT_EQ(pinned.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(pinned.message()), HasSubstr("CPUs 1022-1023"));
   EXPECT_FALSE(PinCurrentThread({}).ok());
+}
+
+TEST(ThreadNiceTest, SetsOnlyTheCallingThread) {
+  const int before = CurrentThreadNice();
+  const int target = std::min(before + 3, 19);  // lowering one's own priority needs no privilege
+  absl::Status set;
+  int inside = 100;
+  std::thread t([&] {
+    set = SetCurrentThreadNice(target);
+    inside = CurrentThreadNice();
+  });
+  t.join();
+  ASSERT_TRUE(set.ok()) << set;
+  EXPECT_EQ(inside, target);
+  EXPECT_EQ(CurrentThreadNice(), before) << "the calling thread's nice value is its own";
+}
+
+TEST(ThreadNiceTest, RefusesOutOfRangeAndSaysWhatRaisingNeeds) {
+  EXPECT_EQ(SetCurrentThreadNice(-21).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SetCurrentThreadNice(20).code(), absl::StatusCode::kInvalidArgument);
+  absl::Status raised;
+  int after = 100;
+  std::thread t([&] {
+    ASSERT_TRUE(SetCurrentThreadNice(19).ok());
+    raised = SetCurrentThreadNice(-20);
+    after = CurrentThreadNice();
+  });
+  t.join();
+  if (raised.ok()) {  // root or CAP_SYS_NICE
+    EXPECT_EQ(after, -20);
+  } else {
+    EXPECT_EQ(raised.code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_THAT(std::string(raised.message()), HasSubstr("needs root or CAP_SYS_NICE"));
+    EXPECT_EQ(after, 19) << "a refused change leaves the value as it was";
+  }
 }
 
 }  // namespace

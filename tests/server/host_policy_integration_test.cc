@@ -1,13 +1,15 @@
-// --host-policy on the real server: a worker is pinned to its policy's CPUs (seen in /proc, as an
-// operator would check it) and still answers correctly; a model naming an unknown policy, or CPUs
+// --host-policy on the real server: a worker is pinned to its policy's CPUs and runs at its nice
+// value (seen in /proc, as an operator would check it) and still answers correctly; a model naming an unknown policy, or CPUs
 // that cannot be used, fails alone with a message that says so; the binary refuses a bad flag.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/strip.h"
@@ -50,6 +52,28 @@ std::vector<std::string> ThreadCpuLists(const std::string& name) {
   return lists;
 }
 
+// The nice value (field 19 of /proc/.../stat) of every thread of this process named `name`.
+std::vector<int> ThreadNiceValues(const std::string& name) {
+  std::vector<int> values;
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return values;
+  while (dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    const std::string task = std::string("/proc/self/task/") + entry->d_name;
+    if (absl::StripAsciiWhitespace(ReadFile(task + "/comm")) != name) continue;
+    const std::string stat = ReadFile(task + "/stat");
+    const size_t after_comm = stat.rfind(')');
+    if (after_comm == std::string::npos) continue;
+    std::istringstream fields(stat.substr(after_comm + 2));  // from field 3 (state) on
+    std::string skipped;
+    for (int i = 3; i < 19; ++i) fields >> skipped;
+    int nice = 100;
+    if (fields >> nice) values.push_back(nice);
+  }
+  closedir(dir);
+  return values;
+}
+
 Tensor MlpInput(int items, uint64_t seed) {
   std::mt19937_64 rng(seed);
   return Tensor{"INPUT__0", DataType::kFp32, {items, 64}, RandomTensorBytes(DataType::kFp32, items * 64, rng)};
@@ -87,6 +111,24 @@ TEST(HostPolicyServerTest, PinsWorkersByTheirDevicesDefaultPolicyAndServes) {
   auto b = c->Infer("mlp", {input});
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(a->outputs[0].data, b->outputs[0].data);
+  server->Shutdown();
+}
+
+TEST(HostPolicyServerTest, WorkersRunAtTheirPolicysNiceValue) {
+  testing::TempDir repo("cs_host_policy_nice");
+  examples::ModelOptions cpu;
+  cpu.instance_kind = "KIND_CPU";
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", cpu).ok());
+  const int nice = std::min(CurrentThreadNice() + 4, 19);  // lowering needs no privilege
+  auto server = testing::StartServer(Options(repo.path(), {"cpu,nice=" + std::to_string(nice)}));
+  ASSERT_NE(server, nullptr);
+  EXPECT_THAT(ThreadNiceValues("cs-worker"), ::testing::ElementsAre(nice));
+  EXPECT_THAT(ThreadCpuLists("cs-worker"), ::testing::ElementsAre(FormatCpuList(CurrentThreadCpus())))
+      << "nice alone does not pin";
+  auto c = InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  auto a = c->Infer("mlp", {MlpInput(2, 17)});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->outputs[0].shape, (std::vector<int64_t>{2, 16}));
   server->Shutdown();
 }
 
