@@ -236,8 +236,8 @@ for f in sorted(glob.glob(f"{out}/*_c*_n*_d*.json")):
                  "e2e_p99_us": r["latency_us"]["e2e"]["p99"], "batch_reached": r["batch_size_executed"]["mean"],
                  "server_cpu_cores": cpu, "errors": r["errors"], "stable": r["stable"],
                  "inprocess_items_per_s": ref, "ratio": r["throughput_items_per_s"] / ref if ref else None,
-                 "worker_us_per_batch": phases, "host": host, "inprocess_launch_us": calls.get(batch, (0, 0, 0))[0],
-                 "inprocess_finish_us": calls.get(batch, (0, 0, 0))[1], "inprocess_gather_us": calls.get(batch, (0, 0, 0))[2]})
+                 "worker_us_per_batch": phases, "host": host,
+                 **dict(zip(("inprocess_launch_us", "inprocess_finish_us", "inprocess_gather_us"), calls.get(batch, (0, 0, 0))))})
 print(f"{'delay us':>9}{'pin':>5}{'url':>5}{'transport':>10}{'conns':>6}{'items/s':>10}{'p50 us':>9}{'p99 us':>9}{'batch':>7}{'srv cores':>10}"
       f"{'in-proc':>10}{'served/in-proc':>15}{'errors':>7}")
 for x in sorted(rows, key=lambda x: (x["delay_us"], x["pinned"], x["url"], x["connections"], x["transport"] != "unary")):

@@ -6,9 +6,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <cerrno>
-
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "absl/strings/ascii.h"
@@ -121,8 +120,8 @@ absl::Status SetCurrentThreadNice(int nice) {
 }
 
 int CurrentThreadNice() {
-  errno = 0;
-  return getpriority(PRIO_PROCESS, CurrentTid());  // -1 is a valid value: nothing to check
+  // -1 is both a valid value and the error return; asking about one's own thread cannot fail.
+  return getpriority(PRIO_PROCESS, CurrentTid());
 }
 
 }  // namespace chronoserve

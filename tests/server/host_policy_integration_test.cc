@@ -33,34 +33,37 @@ std::string ReadFile(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// Cpus_allowed_list of every thread of this process named `name`.
-std::vector<std::string> ThreadCpuLists(const std::string& name) {
-  std::vector<std::string> lists;
+// The /proc/self/task/TID directory of every thread of this process named `name`.
+std::vector<std::string> ThreadDirs(const std::string& name) {
+  std::vector<std::string> dirs;
   DIR* dir = opendir("/proc/self/task");
-  if (dir == nullptr) return lists;
+  if (dir == nullptr) return dirs;
   while (dirent* entry = readdir(dir)) {
     if (entry->d_name[0] == '.') continue;
     const std::string task = std::string("/proc/self/task/") + entry->d_name;
-    if (absl::StripAsciiWhitespace(ReadFile(task + "/comm")) != name) continue;
+    if (absl::StripAsciiWhitespace(ReadFile(task + "/comm")) == name) dirs.push_back(task);
+  }
+  closedir(dir);
+  return dirs;
+}
+
+// Cpus_allowed_list of every thread of this process named `name`.
+std::vector<std::string> ThreadCpuLists(const std::string& name) {
+  std::vector<std::string> lists;
+  for (const std::string& task : ThreadDirs(name)) {
     const std::string status = ReadFile(task + "/status");
     const size_t at = status.find("Cpus_allowed_list:");
     if (at == std::string::npos) continue;
     const size_t end = status.find('\n', at);
     lists.emplace_back(absl::StripAsciiWhitespace(status.substr(at + 18, end - at - 18)));
   }
-  closedir(dir);
   return lists;
 }
 
 // The nice value (field 19 of /proc/.../stat) of every thread of this process named `name`.
 std::vector<int> ThreadNiceValues(const std::string& name) {
   std::vector<int> values;
-  DIR* dir = opendir("/proc/self/task");
-  if (dir == nullptr) return values;
-  while (dirent* entry = readdir(dir)) {
-    if (entry->d_name[0] == '.') continue;
-    const std::string task = std::string("/proc/self/task/") + entry->d_name;
-    if (absl::StripAsciiWhitespace(ReadFile(task + "/comm")) != name) continue;
+  for (const std::string& task : ThreadDirs(name)) {
     const std::string stat = ReadFile(task + "/stat");
     const size_t after_comm = stat.rfind(')');
     if (after_comm == std::string::npos) continue;
@@ -70,7 +73,6 @@ std::vector<int> ThreadNiceValues(const std::string& name) {
     int nice = 100;
     if (fields >> nice) values.push_back(nice);
   }
-  closedir(dir);
   return values;
 }
 
