@@ -46,22 +46,5 @@ for alloc in ${ALLOCATORS:-glibc jemalloc tcmalloc}; do
   done
 done
 
-python3 - "$out" <<'PY' || status=1
-import glob, json, os, sys
-rows = []
-for path in sorted(glob.glob(f"{sys.argv[1]}/*/*/streaming_summary.json")):
-    forward = os.path.basename(os.path.dirname(path))
-    alloc = os.path.basename(os.path.dirname(os.path.dirname(path)))
-    for x in json.load(open(path)):
-        rows.append(dict(x, allocator=alloc, forward=forward))
-print(f"{'forward':>8}{'transport':>10}{'conns':>6}{'allocator':>13}{'items/s':>10}{'batch':>7}{'served/in-proc':>15}"
-      f"{'launch':>8}{'finish':>8}{'complete':>9}{'in-proc launch':>15}{'in-proc finish':>15}{'TLB shootdowns/s':>17}")
-for x in sorted(rows, key=lambda x: (x["forward"], x["transport"], x["connections"], x["allocator"])):
-    ph = x["worker_us_per_batch"]
-    print(f"{x['forward']:>8}{x['transport']:>10}{x['connections']:>6}{x['allocator']:>13}{x['items_per_s']:>10.0f}"
-          f"{x['batch_reached']:>7.1f}{(x['ratio'] or 0) * 100:>14.1f}%{ph.get('launch', 0):>8.0f}{ph.get('finish', 0):>8.0f}"
-          f"{ph.get('complete', 0):>9.0f}{x['inprocess_launch_us']:>15.0f}{x['inprocess_finish_us']:>15.0f}"
-          f"{x.get('host', {}).get('tlb_shootdowns_per_s', -1):>17}")
-json.dump(rows, open(f"{sys.argv[1]}/allocators_summary.json", "w"), indent=2)
-PY
+variant_table "$out" allocators allocator forward || status=1
 exit $status
