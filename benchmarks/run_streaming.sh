@@ -22,6 +22,8 @@
 #   PRELOAD="" (a shared library put in LD_PRELOAD of the server and the in-process reference, e.g. a
 #   memory allocator: benchmarks/run_allocators.sh compares them), SERVER_ENV="" (NAME=VALUE words
 #   set for both alike, e.g. GLIBC_TUNABLES=...)
+#   SERVER_FLAGS="" (words added to the server's command line, e.g. "--grpc-infer-threads 0";
+#   benchmarks/run_infer_threads.sh compares them)
 #   WORKER_NICE="" (the model's workers at that nice value, e.g. -10, with --host-policy
 #   gpu_0,nice=WORKER_NICE: the scheduler then rarely lets another thread preempt them; with PIN,
 #   one policy sets both), CLIENT_NICE="" (chronobench runs under
@@ -60,6 +62,8 @@ server_env=()  # `env NAME=VALUE...` before the server and the in-process refere
 server_env+=(${SERVER_ENV:-})
 [ ${#server_env[@]} -eq 0 ] || server_env=(env "${server_env[@]}")
 worker_nice=${WORKER_NICE:-}
+# shellcheck disable=SC2206
+server_flags=(${SERVER_FLAGS:-})
 client_launcher=()
 [ -z "${CLIENT_NICE:-}" ] || client_launcher=(nice -n "$CLIENT_NICE")
 perf_worker=${PERF_WORKER:-}
@@ -102,10 +106,10 @@ for delay_us in $delays; do
           log="$out/server-$name.log"
           "${launcher[@]}" "${server_env[@]}" "$build/bin/chronoserve" --model-repository "$repo" --grpc-port "$port" \
             --warmup-runs "$warmup_runs" --allow-metrics false --grpc-unix-socket "$socket_path" "${pin_flags[@]}" \
-            > "$log" 2>&1 &
+            "${server_flags[@]}" > "$log" 2>&1 &
           server=$!
           wait_ready "$log" > /dev/null || exit 1
-          grep -E "pinned to|runs at nice" "$log" | sed 's/^.*] /  /'
+          grep -E "pinned to|runs at nice|ModelInfer on" "$log" | sed 's/^.*] /  /'
           echo "== $transport, concurrency $concurrency, $conns connection(s), $threads threads, delay $delay_us us, $url"
           before=$(cpu_ticks "$server"); counters_before=$(host_counters "$server"); t0=$(date +%s.%N)
           thread_ticks "$server" "$work/threads_before"

@@ -200,9 +200,9 @@ profile_thread() {
 
 # variant_table OUT NAME LABEL...: one table of the points of every run_streaming.sh run under OUT, each
 # written to OUT/V1/.../Vn (n = the number of LABELs: the variants, e.g. "allocator forward" for
-# OUT/jemalloc/graphs), one row a point, sorted by the variants in LABEL order: items/s, batch,
-# served / in-process, the worker's phases per batch beside the in-process calls, TLB shootdowns/s
-# and the worker's involuntary context switches/s. The rows, labelled, go to OUT/NAME_summary.json.
+# OUT/jemalloc/graphs), one row a point, sorted by the variants in LABEL order: items/s, p50,
+# batch, the server's CPU cores, served / in-process, the worker's phases per batch beside the
+# in-process calls, TLB shootdowns/s and the worker's involuntary context switches/s. The rows, labelled, go to OUT/NAME_summary.json.
 variant_table() {
   python3 - "$@" <<'PY'
 import glob, json, os, sys
@@ -213,14 +213,14 @@ for path in sorted(glob.glob(os.path.join(out, *["*"] * len(labels), "streaming_
     rows.extend(dict(x, **dict(zip(labels, variant))) for x in json.load(open(path)))
 rows.sort(key=lambda x: tuple(x[l] for l in labels) + (x["transport"], x["connections"]))
 widths = [max([len(l), 6] + [len(str(x[l])) for x in rows]) + 2 for l in labels]
-print("".join(f"{l:>{w}}" for l, w in zip(labels, widths)) + f"{'transport':>10}{'conns':>6}{'items/s':>9}{'batch':>7}"
-      f"{'served/in-proc':>15}{'gather':>8}{'launch':>8}{'finish':>8}{'complete':>9}{'in-proc launch':>15}"
+print("".join(f"{l:>{w}}" for l, w in zip(labels, widths)) + f"{'transport':>10}{'conns':>6}{'items/s':>9}{'p50 us':>8}"
+      f"{'batch':>7}{'srv cores':>10}{'served/in-proc':>15}{'gather':>8}{'launch':>8}{'finish':>8}{'complete':>9}{'in-proc launch':>15}"
       f"{'of it gather':>13}{'in-proc finish':>15}{'TLB/s':>7}{'worker invol/s':>15}")
 for x in rows:
     ph, host = x["worker_us_per_batch"], x.get("host", {})
     print("".join(f"{x[l]:>{w}}" for l, w in zip(labels, widths))
-          + f"{x['transport']:>10}{x['connections']:>6}{x['items_per_s']:>9.0f}{x['batch_reached']:>7.1f}"
-          f"{(x['ratio'] or 0) * 100:>14.1f}%"
+          + f"{x['transport']:>10}{x['connections']:>6}{x['items_per_s']:>9.0f}{x['e2e_p50_us']:>8.0f}"
+          f"{x['batch_reached']:>7.1f}{x['server_cpu_cores']:>10.2f}{(x['ratio'] or 0) * 100:>14.1f}%"
           + "".join(f"{ph.get(k, 0):>{w}.0f}" for k, w in (("gather", 8), ("launch", 8), ("finish", 8), ("complete", 9)))
           + f"{x['inprocess_launch_us']:>15.0f}{x.get('inprocess_gather_us', 0):>13.0f}{x['inprocess_finish_us']:>15.0f}"
           f"{host.get('tlb_shootdowns_per_s', -1):>7}{host.get('worker_involuntary_switches_per_s', -1):>15}")

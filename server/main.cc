@@ -35,6 +35,13 @@ int main(int argc, char** argv) {
   app.add_option("--grpc-unix-socket", options.unix_socket,
                  "Also listen on this Unix domain socket path (clients on the same host dial unix:PATH); "
                  "removed at shutdown");
+  std::string infer_threads = "auto";
+  app.add_option("--grpc-infer-threads", infer_threads,
+                 "ModelInfer (unary) is served on this many completion queues of gRPC's asynchronous API, "
+                 "each polled by a thread of its own; 0 serves it on gRPC's callback API with the other RPCs "
+                 "(one completion queue shared by all their threads). auto = a quarter of the CPUs, 1 to 4")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto"}) | CLI::Range(0, 64));
   app.add_option("--log-verbose", log_verbose, "Verbose logging level (0 = off)")->capture_default_str();
   app.add_option("--exit-timeout-secs", options.exit_timeout_secs,
                  "On SIGTERM/SIGINT, how long in-flight requests may take to finish")
@@ -85,6 +92,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   chronoserve::SetLogVerbosity(log_verbose);
   options.request_timing = request_timing == "on";
+  options.grpc_infer_threads =
+      infer_threads == "auto" ? chronoserve::server::kAutoInferThreads : std::stoi(infer_threads);
   auto parsed_policies = chronoserve::server::ParseHostPolicies(host_policies);
   if (!parsed_policies.ok()) {
     CS_LOG(ERROR) << parsed_policies.status().message();

@@ -6,6 +6,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "server/backend/host_pinning.h"
@@ -40,6 +43,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   return std::unique_ptr<Server>(new Server(options));
 }
 
+int DefaultInferThreads() {
+  return std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 4, 1, 4);
+}
+
 Server::Server(const ServerOptions& options) : options_(options), clock_(SteadyClock::Get()) {}
 
 Server::~Server() { Shutdown(); }
@@ -57,9 +64,11 @@ absl::Status Server::Start() {
     // copies straight between a client's region and the device (no staging copy).
     shared_memory_ = std::make_unique<SharedMemoryRegistry>(HostMemoryPinner(MakeCudaHostPinner()));
   }
+  const int infer_threads =
+      options_.grpc_infer_threads == kAutoInferThreads ? DefaultInferThreads() : options_.grpc_infer_threads;
   service_ = std::make_unique<InferenceService>(&registry_, clock_,
                                                 ServerInfo{"chronoserve", kChronoserveVersion, options_.request_timing}, telemetry,
-                                                shared_memory_.get());
+                                                shared_memory_.get(), StreamOptions{}, infer_threads > 0);
   service_->SetWarmingUp(true);  // until the models are loaded and the serving path is warm
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -82,6 +91,7 @@ absl::Status Server::Start() {
     interceptors.push_back(telemetry->NewInflightInterceptorFactory());
     builder.experimental().SetInterceptorCreators(std::move(interceptors));
   }
+  if (infer_threads > 0) infer_queues_ = std::make_unique<ModelInferQueues>(service_.get(), &builder, infer_threads);
   grpc_server_ = builder.BuildAndStart();
   // BuildAndStart returns null unless every listener is bound.
   if (grpc_server_ == nullptr || port_ == 0) {
@@ -92,6 +102,10 @@ absl::Status Server::Start() {
             : absl::StrCat(" and ", unix_address, " (a file that is not a socket at that path blocks the bind)")));
   }
   if (!unix_address.empty()) CS_LOG(INFO) << "gRPC also listening on " << unix_address;
+  if (infer_queues_ != nullptr) {
+    infer_queues_->Start();
+    CS_LOG(INFO) << "ModelInfer on " << infer_queues_->size() << " completion queue thread(s) (gRPC async API)";
+  }
   auto* health = grpc_server_->GetHealthCheckService();
   health->SetServingStatus(false);
   CS_LOG(INFO) << "gRPC listening on " << options_.host << ":" << port_
@@ -160,6 +174,8 @@ void Server::Shutdown() {
   }
   registry_.StopAll();
   if (grpc_server_ != nullptr) grpc_server_->Wait();
+  // After Wait: every call is over, so the queues' threads have nothing left to answer.
+  if (infer_queues_ != nullptr) infer_queues_->Stop();
   // gRPC removes the socket file when it closes the listener; make sure a socket we bound is not left behind.
   struct stat st {};
   if (grpc_server_ != nullptr && !options_.unix_socket.empty() && lstat(options_.unix_socket.c_str(), &st) == 0 &&

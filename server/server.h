@@ -18,6 +18,7 @@
 #include "server/backend/device_activity.h"
 #include "server/core/host_policy.h"
 #include "server/grpc/inference_service.h"
+#include "server/grpc/model_infer_queues.h"
 #include "server/grpc/serving_warmup.h"
 #include "server/scheduler/model_registry.h"
 #include "server/scheduler/worker.h"
@@ -29,6 +30,10 @@ namespace telemetry {
 class Telemetry;
 }  // namespace telemetry
 
+inline constexpr int kAutoInferThreads = -1;
+// --grpc-infer-threads' default: a quarter of the host's CPUs, 1 to 4.
+int DefaultInferThreads();
+
 struct ServerOptions {
   std::string model_repository;
   std::string host = "127.0.0.1";
@@ -37,6 +42,10 @@ struct ServerOptions {
   // "unix:PATH"). Empty = TCP only. The socket file is removed at shutdown.
   std::string unix_socket;
   int exit_timeout_secs = 30;
+  // --grpc-infer-threads: ModelInfer on this many completion queues of gRPC's asynchronous API,
+  // each polled by a thread of its own (server/grpc/model_infer_queues.h); 0 = on gRPC's callback
+  // API with the other RPCs; kAutoInferThreads = DefaultInferThreads().
+  int grpc_infer_threads = kAutoInferThreads;
   WarmupOptions warmup;
   // Triton's system_shared_memory extension: clients may register POSIX shared-memory regions and
   // pass tensors through them (docs/SHARED_MEMORY.md: local, trusted clients only).
@@ -88,6 +97,7 @@ class Server {
   DeviceActivityRegistry devices_;
   std::unique_ptr<SharedMemoryRegistry> shared_memory_;  // null when shared memory is disallowed
   std::unique_ptr<InferenceService> service_;
+  std::unique_ptr<ModelInferQueues> infer_queues_;  // null: ModelInfer on the callback API; outlives grpc_server_
   std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;
   ServingWarmupReport serving_warmup_;

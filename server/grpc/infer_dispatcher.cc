@@ -1,5 +1,8 @@
 #include "server/grpc/infer_dispatcher.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
@@ -50,6 +53,27 @@ InferDispatcher::InferDispatcher(ModelRegistry* registry, const Clock* clock, Re
       observer_(observer),
       shared_memory_(shared_memory),
       serving_warmup_token_(NewServingWarmupToken()) {}
+
+CallInfo UnaryCallInfo(const grpc::ServerContextBase& ctx, const Clock* clock, const InferDispatcher& dispatcher) {
+  CallInfo info;
+  info.received_ns = clock->NowNs();
+  const auto deadline = ctx.deadline();
+  if (deadline != std::chrono::system_clock::time_point::max()) {
+    const int64_t remaining_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     deadline - std::chrono::system_clock::now()).count();
+    info.deadline_ns = clock->NowNs() + std::max<int64_t>(remaining_ns, 0);
+  }
+  const auto& metadata = ctx.client_metadata();
+  if (auto it = metadata.find("traceparent"); it != metadata.end()) {
+    info.traceparent.assign(it->second.data(), it->second.size());
+  }
+  if (auto it = metadata.find("tracestate"); it != metadata.end()) {
+    info.tracestate.assign(it->second.data(), it->second.size());
+  }
+  info.synthetic = dispatcher.IsServingWarmup(metadata);
+  info.cancelled = std::make_shared<std::atomic<bool>>(false);
+  return info;
+}
 
 bool InferDispatcher::IsServingWarmup(const std::multimap<grpc::string_ref, grpc::string_ref>& metadata) const {
   auto it = metadata.find(kServingWarmupMetadataKey);

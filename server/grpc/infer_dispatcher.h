@@ -19,6 +19,7 @@
 #include <string>
 #include <map>
 
+#include <grpcpp/server_context.h>
 #include <grpcpp/support/string_ref.h>
 
 #include "absl/base/thread_annotations.h"
@@ -108,6 +109,10 @@ class InferDispatcher {
   absl::Mutex inflight_mu_;
   int64_t inflight_ ABSL_GUARDED_BY(inflight_mu_) = 0;  // accepted requests not yet answered
 };
+
+// A unary ModelInfer call's CallInfo, on either of gRPC's APIs: received now, its deadline (steady
+// clock), trace context and serving warm-up mark from its metadata, a fresh cancellation flag.
+CallInfo UnaryCallInfo(const grpc::ServerContextBase& ctx, const Clock* clock, const InferDispatcher& dispatcher);
 
 // The timing.* response parameters (docs/TIMING.md) of `timing`.
 void AddTimingParams(const RequestTiming& timing, inference::ModelInferResponse* response);

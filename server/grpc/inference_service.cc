@@ -33,26 +33,12 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   std::shared_ptr<ModelRuntime> model_;
 };
 
-// The unary call's deadline (steady clock), trace context and serving warm-up mark from its metadata.
-CallInfo UnaryCallInfo(grpc::CallbackServerContext* ctx, const Clock* clock, const InferDispatcher& dispatcher) {
-  CallInfo info;
-  info.received_ns = clock->NowNs();
-  const auto deadline = ctx->deadline();
-  if (deadline != std::chrono::system_clock::time_point::max()) {
-    const int64_t remaining_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     deadline - std::chrono::system_clock::now()).count();
-    info.deadline_ns = clock->NowNs() + std::max<int64_t>(remaining_ns, 0);
-  }
-  const auto& metadata = ctx->client_metadata();
-  if (auto it = metadata.find("traceparent"); it != metadata.end()) {
-    info.traceparent.assign(it->second.data(), it->second.size());
-  }
-  if (auto it = metadata.find("tracestate"); it != metadata.end()) {
-    info.tracestate.assign(it->second.data(), it->second.size());
-  }
-  info.synthetic = dispatcher.IsServingWarmup(metadata);
-  info.cancelled = std::make_shared<std::atomic<bool>>(false);
-  return info;
+// Where ModelInfer is in the service's method table: gRPC's generated service registers the
+// methods in the order of the proto's declaration, which is the descriptor's index.
+int ModelInferMethodIndex() {
+  const auto* service = google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
+      inference::GRPCInferenceService::service_full_name());
+  return service->FindMethodByName("ModelInfer")->index();
 }
 
 absl::Status SharedMemoryDisabled() {
@@ -69,9 +55,23 @@ void FillStatDuration(const Duration& d, inference::StatisticDuration* out) {
 
 InferenceService::InferenceService(ModelRegistry* registry, const Clock* clock, ServerInfo info,
                                    RequestObserver* observer, SharedMemoryRegistry* shared_memory,
-                                   StreamOptions stream_options)
+                                   StreamOptions stream_options, bool async_model_infer)
     : registry_(registry), clock_(clock), info_(std::move(info)), shared_memory_(shared_memory),
-      stream_options_(stream_options), dispatcher_(registry, clock, observer, shared_memory) {}
+      stream_options_(stream_options), model_infer_method_(ModelInferMethodIndex()),
+      dispatcher_(registry, clock, observer, shared_memory) {
+  if (async_model_infer) {
+    // gRPC registers a method without a handler as asynchronous; marking a callback method async
+    // keeps its handler, so drop that first.
+    MarkMethodCallback(model_infer_method_, nullptr);
+    MarkMethodAsync(model_infer_method_);
+  }
+}
+
+void InferenceService::RequestModelInfer(grpc::ServerContext* ctx, inference::ModelInferRequest* request,
+                                         grpc::ServerAsyncResponseWriter<inference::ModelInferResponse>* responder,
+                                         grpc::ServerCompletionQueue* cq, void* tag) {
+  RequestAsyncUnary(model_infer_method_, ctx, request, responder, cq, cq, tag);
+}
 
 grpc::ServerUnaryReactor* InferenceService::ServerLive(grpc::CallbackServerContext* ctx,
                                                        const inference::ServerLiveRequest*,
@@ -132,7 +132,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
 grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* ctx,
                                                        const inference::ModelInferRequest* request,
                                                        inference::ModelInferResponse* response) {
-  CallInfo info = UnaryCallInfo(ctx, clock_, dispatcher_);
+  CallInfo info = UnaryCallInfo(*ctx, clock_, dispatcher_);
   auto built = dispatcher_.Build(*request, response, info);
   if (!built.ok()) return FinishNow(ctx, built.status());
   auto* reactor = new InferReactor(built->request->cancelled, built->model);

@@ -4,10 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <dirent.h>
-
 #include <algorithm>
-#include <fstream>
 #include <random>
 #include <sstream>
 
@@ -17,6 +14,7 @@
 #include "common/cpu_set.h"
 #include "common/tensor_data.h"
 #include "tests/client/subprocess.h"
+#include "tests/server/proc_threads.h"
 #include "tests/server/test_repository.h"
 #include "tools/example_models.h"
 
@@ -25,27 +23,10 @@ namespace {
 using client::InferenceClient;
 using client::Tensor;
 using ::testing::HasSubstr;
+using testing::ReadFile;
+using testing::ThreadDirs;
 
 constexpr absl::Duration kWait = absl::Seconds(60);
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-// The /proc/self/task/TID directory of every thread of this process named `name`.
-std::vector<std::string> ThreadDirs(const std::string& name) {
-  std::vector<std::string> dirs;
-  DIR* dir = opendir("/proc/self/task");
-  if (dir == nullptr) return dirs;
-  while (dirent* entry = readdir(dir)) {
-    if (entry->d_name[0] == '.') continue;
-    const std::string task = std::string("/proc/self/task/") + entry->d_name;
-    if (absl::StripAsciiWhitespace(ReadFile(task + "/comm")) == name) dirs.push_back(task);
-  }
-  closedir(dir);
-  return dirs;
-}
 
 // Cpus_allowed_list of every thread of this process named `name`.
 std::vector<std::string> ThreadCpuLists(const std::string& name) {

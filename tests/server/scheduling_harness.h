@@ -20,6 +20,7 @@
 #include "common/tensor_data.h"
 #include "server/core/request_observer.h"
 #include "server/grpc/inference_service.h"
+#include "server/grpc/model_infer_queues.h"
 #include "server/scheduler/model_registry.h"
 #include "server/shared_memory/shared_memory_registry.h"
 #include "tests/server/gated_instance.h"
@@ -48,21 +49,26 @@ class RecordingObserver final : public server::RequestObserver {
 };
 
 // The KServe v2 service over real gRPC, composed like server::Server (shared memory allowed) but
-// with a test observer.
+// with a test observer. `infer_threads`: 0 serves ModelInfer on gRPC's callback API, N > 0 on N
+// ModelInferQueues (the asynchronous API), as --grpc-infer-threads does.
 class ServiceHarness {
  public:
-  explicit ServiceHarness(server::StreamOptions stream_options = {})
+  explicit ServiceHarness(server::StreamOptions stream_options = {}, int infer_threads = 0)
       : service_(&registry_, SteadyClock::Get(), server::ServerInfo{"chronoserve-test", "0"}, &observer_,
-                 &shared_memory_, stream_options) {
+                 &shared_memory_, stream_options, infer_threads > 0) {
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     builder.RegisterService(&service_);
+    if (infer_threads > 0) queues_ = std::make_unique<server::ModelInferQueues>(&service_, &builder, infer_threads);
     server_ = builder.BuildAndStart();
+    if (server_ != nullptr && queues_ != nullptr) queues_->Start();
     client_ = client::InferenceClient::Connect(address());
   }
   ~ServiceHarness() {
     if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
     registry_.StopAll();
+    if (server_ != nullptr) server_->Wait();
+    if (queues_ != nullptr) queues_->Stop();
   }
   bool ok() const { return server_ != nullptr && port_ > 0; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
@@ -76,6 +82,7 @@ class ServiceHarness {
   RecordingObserver observer_;
   server::SharedMemoryRegistry shared_memory_;
   server::InferenceService service_;
+  std::unique_ptr<server::ModelInferQueues> queues_;  // outlives server_
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<client::InferenceClient> client_;
   int port_ = 0;

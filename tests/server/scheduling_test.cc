@@ -50,7 +50,8 @@ int WorkerOf(const inference::ModelInferResponse& response) {
   return timing.has_value() ? static_cast<int>(timing->worker) : -1;
 }
 
-class SchedulingTest : public ::testing::Test {
+// Every test runs with ModelInfer on gRPC's callback API (0) and on two ModelInferQueues (2).
+class SchedulingTest : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override { ASSERT_TRUE(harness_.ok()); }
   void TearDown() override { gate_.Release(); }  // never leave a worker parked
@@ -63,10 +64,14 @@ class SchedulingTest : public ::testing::Test {
   inference::GRPCInferenceService::Stub* stub() { return harness_.client().stub(); }
 
   Gate gate_;
-  testing::ServiceHarness harness_;
+  testing::ServiceHarness harness_{server::StreamOptions{}, GetParam()};
 };
 
-TEST_F(SchedulingTest, DeadlinePassingWhileQueuedIsAnsweredAndNeverExecuted) {
+std::string InferApiName(const ::testing::TestParamInfo<int>& info) {
+  return info.param == 0 ? "CallbackApi" : "AsyncQueues";
+}
+
+TEST_P(SchedulingTest, DeadlinePassingWhileQueuedIsAnsweredAndNeverExecuted) {
   // Worker X is held by a slow full batch; worker Y keeps B queued for its (long) batch window, so
   // only B's deadline can end its wait.
   auto runtime = Serve(testing::GatedSpec("deadline", 4, kLongBatchWindowUs), 2);
@@ -106,7 +111,7 @@ TEST_F(SchedulingTest, DeadlinePassingWhileQueuedIsAnsweredAndNeverExecuted) {
   EXPECT_EQ(m.inference_stats().success().count(), 1u);
 }
 
-TEST_F(SchedulingTest, ClientCancellationWhileQueuedIsNeverExecutedAndCounted) {
+TEST_P(SchedulingTest, ClientCancellationWhileQueuedIsNeverExecutedAndCounted) {
   auto runtime = Serve(testing::GatedSpec("cancel", 4, kLongBatchWindowUs), 2);
   ASSERT_NE(runtime, nullptr);
   gate_.Arm();
@@ -138,7 +143,7 @@ TEST_F(SchedulingTest, ClientCancellationWhileQueuedIsNeverExecutedAndCounted) {
   EXPECT_EQ(s.execution_count, 1u);
 }
 
-TEST_F(SchedulingTest, FullQueueAnswersResourceExhaustedAtOnceNamingModelAndLimit) {
+TEST_P(SchedulingTest, FullQueueAnswersResourceExhaustedAtOnceNamingModelAndLimit) {
   auto runtime = Serve(testing::GatedSpec("bounded", 4, 0, /*max_queue_size=*/2), 1);
   ASSERT_NE(runtime, nullptr);
   gate_.Arm();
@@ -170,7 +175,7 @@ TEST_F(SchedulingTest, FullQueueAnswersResourceExhaustedAtOnceNamingModelAndLimi
   EXPECT_EQ(runtime->stats().Snapshot().rejected, 1u);
 }
 
-TEST_F(SchedulingTest, TwoWorkersServeAtTheSameTime) {
+TEST_P(SchedulingTest, TwoWorkersServeAtTheSameTime) {
   // Worker X is parked inside Execute; B must complete on the other worker meanwhile.
   auto runtime = Serve(testing::GatedSpec("pair", 4, 0), 2);
   ASSERT_NE(runtime, nullptr);
@@ -193,6 +198,8 @@ TEST_F(SchedulingTest, TwoWorkersServeAtTheSameTime) {
   EXPECT_EQ(WorkerOf(a.response()), held);
   ExpectGatedOutputs(a.response(), a_in);
 }
+
+INSTANTIATE_TEST_SUITE_P(InferApis, SchedulingTest, ::testing::Values(0, 2), InferApiName);
 
 // The real LibTorch MLP with instance_group count 2 under concurrent load: both workers serve and
 // every request gets its own rows, against a LibTorch reference computed in the test.

@@ -23,6 +23,7 @@ namespace {
 using grpc::health::v1::Health;
 using grpc::health::v1::HealthCheckRequest;
 using grpc::health::v1::HealthCheckResponse;
+using testing::Gate;
 using testing::GatedInput;
 using testing::PendingInfer;
 
@@ -39,12 +40,17 @@ HealthCheckResponse::ServingStatus Check(Health::Stub* health, const std::string
   return response.status();
 }
 
-TEST(ShutdownTest, InFlightRequestsFinishNewOnesAreRefusedAndHealthGoesNotServingFirst) {
+// With ModelInfer on gRPC's callback API (0) and on three ModelInferQueues (3).
+class InProcessShutdownTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(InProcessShutdownTest, InFlightRequestsFinishNewOnesAreRefusedAndHealthGoesNotServingFirst) {
   testing::TempDir repo("cs_shutdown");
   examples::ModelOptions mlp;
   mlp.max_batch_size = 2;
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
-  auto server = testing::StartServer(repo.path());
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.grpc_infer_threads = GetParam();
+  auto server = testing::StartServer(options);
   ASSERT_NE(server, nullptr);
   testing::Gate gate;
   auto runtime = testing::StartGatedModel(testing::GatedSpec("gated", 4, 0), 1, &gate);
@@ -102,7 +108,47 @@ TEST(ShutdownTest, InFlightRequestsFinishNewOnesAreRefusedAndHealthGoesNotServin
   EXPECT_EQ(runtime->stats().Snapshot().inference_count, 4u) << "A (1) + B (2) + C (1) items";
 }
 
+// --exit-timeout-secs 0 with a request waiting in a long batch window: gRPC cancels the call, the
+// stopping model answers it, and Shutdown returns without losing track of the call (the async
+// queues' threads are joined only after the answer's tag came back).
+TEST_P(InProcessShutdownTest, ExitTimeoutEndsTheCallsStillQueuedAndShutdownReturns) {
+  testing::TempDir repo("cs_shutdown_timeout");
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.exit_timeout_secs = 0;
+  options.grpc_infer_threads = GetParam();
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  Gate gate;
+  constexpr uint64_t kLongBatchWindowUs = 60'000'000;
+  auto runtime = testing::StartGatedModel(testing::GatedSpec("gated", 4, kLongBatchWindowUs), 1, &gate);
+  ASSERT_NE(runtime, nullptr);
+  server->registry().Add(runtime);
+  auto c = client::InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  PendingInfer queued(c->stub(), "gated", "Q", GatedInput(1, 41));
+  ASSERT_TRUE(runtime->queue().WaitForSize(1, kWait)) << "the request waits for a fuller batch";
+
+  absl::Notification stopped;
+  std::thread stopper([&] {
+    server->Shutdown();
+    stopped.Notify();
+  });
+  const auto status = queued.Wait(kWait);
+  ASSERT_TRUE(status.has_value()) << "the queued call was never ended";
+  EXPECT_FALSE(status->ok());
+  EXPECT_THAT(status->error_code(), ::testing::AnyOf(grpc::StatusCode::CANCELLED, grpc::StatusCode::UNAVAILABLE))
+      << status->error_message();
+  EXPECT_TRUE(stopped.WaitForNotificationWithTimeout(kWait)) << "Shutdown returned";
+  stopper.join();
+  EXPECT_EQ(runtime->stats().Snapshot().inference_count, 0u) << "the request never executed";
+}
+
+INSTANTIATE_TEST_SUITE_P(InferApis, InProcessShutdownTest, ::testing::Values(0, 3),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 0 ? "CallbackApi" : "AsyncQueues";
+                         });
+
 // The real binary: requests wait in a long dynamic-batching window when SIGTERM arrives.
+
 TEST(ShutdownTest, BinaryAnswersEveryAcceptedRequestOnSigtermAndExitsZero) {
   testing::TempDir repo("cs_sigterm");
   examples::ModelOptions mlp;

@@ -1,0 +1,31 @@
+#!/bin/bash
+# ModelInfer on gRPC's callback API or on completion queues of the asynchronous API, each with a
+# thread of its own (--grpc-infer-threads; issue 3's 85 % at concurrency 256: on the callback API
+# every call goes through one completion queue that all of gRPC's callback threads poll under one
+# lock, BENCHMARKS §19). run_streaming.sh (policy net, concurrency 256, batch-1 requests, delay 0)
+# once per thread count in VARIANTS ("0" = the callback API), ROUNDS times in turn, then one table
+# of every point (variant_table). Files under OUT/FORWARD/THREADS/roundN.
+#
+# Usage: benchmarks/run_infer_threads.sh BUILD_DIR OUT_DIR [PORT]
+# Environment: FORWARDS="graphs", VARIANTS="0 1 2 4", ROUNDS=1, TRANSPORTS="unary" and
+#   run_streaming.sh's (CONNECTIONS, THREADS, WORKER_NICE, ...).
+set -uo pipefail
+build=${1:?build dir}
+out=${2:?output dir}
+port=${3:-8054}
+here=$(dirname "$0")
+source "$here/server_lib.sh"
+status=0
+for forward in ${FORWARDS:-graphs}; do
+  for round in $(seq 1 "${ROUNDS:-1}"); do
+    for threads in ${VARIANTS:-0 1 2 4}; do
+      echo "== forward $forward, round $round, --grpc-infer-threads $threads"
+      EXTRA_CONFIG="$(forward_config "$forward")" DELAYS=0 PIN=off TRANSPORTS="${TRANSPORTS:-unary}" \
+        SERVER_FLAGS="--grpc-infer-threads $threads" \
+        bash "$here/run_streaming.sh" "$build" "$out/$forward/$threads/round$round" "$port" \
+        | sed -n '/^ delay us/,$p' || status=1
+    done
+  done
+done
+variant_table "$out" infer_threads forward threads round || status=1
+exit $status

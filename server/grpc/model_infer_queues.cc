@@ -1,0 +1,145 @@
+#include "server/grpc/model_infer_queues.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/thread_name.h"
+#include "server/grpc/grpc_status.h"
+
+namespace chronoserve::server {
+
+// One ModelInfer call, from the request for it to its end. Its queue's thread owns it: it sees
+// every tag of the call (the call arriving, its Finish sent, the call done) and deletes the call
+// once the call is over, the only place a Call is deleted. The worker or completion thread that
+// answers the request touches only the context and the responder, before the Finish tag comes back.
+class ModelInferQueues::Call {
+ public:
+  enum class Event { kArrived, kFinished, kDone };
+  // What gRPC hands back through the completion queue.
+  struct Tag {
+    Call* call;
+    Event event;
+  };
+
+  Call(InferenceService* service, grpc::ServerCompletionQueue* cq) : service_(service), cq_(cq) {}
+
+  // Asks gRPC for the next ModelInfer call on this queue.
+  void Request() {
+    ctx_.AsyncNotifyWhenDone(&done_);
+    service_->RequestModelInfer(&ctx_, &request_, &responder_, cq_, &arrived_);
+  }
+
+  // Handles one of the call's tags; returns whether the call is over (the caller deletes it).
+  bool On(Event event, bool ok) {
+    switch (event) {
+      case Event::kArrived:
+        // Not matched to a call (the server is shutting down): gRPC sends no other tag for it.
+        if (!ok) return true;
+        Start();
+        return false;
+      case Event::kFinished:
+        return --tags_left_ == 0;
+      case Event::kDone:
+        if (ctx_.IsCancelled() && cancelled_ != nullptr) {
+          cancelled_->store(true);
+          if (model_ != nullptr) model_->queue().Poke();
+        }
+        return --tags_left_ == 0;
+    }
+    return true;
+  }
+
+ private:
+  void Start() {
+    InferDispatcher& dispatcher = service_->dispatcher();
+    CallInfo info = UnaryCallInfo(ctx_, dispatcher.clock(), dispatcher);
+    cancelled_ = info.cancelled;
+    auto built = dispatcher.Build(request_, &response_, std::move(info));
+    if (!built.ok()) return Finish(built.status());
+    model_ = built->model;
+    absl::Status enqueued = dispatcher.Enqueue(
+        *std::move(built), &response_, [this](const absl::Status& status, const RequestTiming& timing, bool timed) {
+          if (status.ok() && timed) ctx_.AddTrailingMetadata(std::string(kServerTimingKey), EncodeServerTiming(timing));
+          Finish(status);
+        });
+    if (!enqueued.ok()) Finish(enqueued);
+  }
+
+  void Finish(const absl::Status& status) {
+    if (status.ok()) {
+      responder_.Finish(response_, grpc::Status::OK, &finished_);
+    } else {
+      responder_.FinishWithError(ToGrpcStatus(status), &finished_);
+    }
+  }
+
+  InferenceService* const service_;
+  grpc::ServerCompletionQueue* const cq_;
+  grpc::ServerContext ctx_;
+  inference::ModelInferRequest request_;
+  inference::ModelInferResponse response_;
+  grpc::ServerAsyncResponseWriter<inference::ModelInferResponse> responder_{&ctx_};
+  std::shared_ptr<std::atomic<bool>> cancelled_;
+  std::shared_ptr<ModelRuntime> model_;  // set once the request is built (cancellation pokes its queue)
+  int tags_left_ = 2;                    // kFinished and kDone, once the call has arrived
+  Tag arrived_{this, Event::kArrived};
+  Tag finished_{this, Event::kFinished};
+  Tag done_{this, Event::kDone};
+};
+
+ModelInferQueues::ModelInferQueues(InferenceService* service, grpc::ServerBuilder* builder, int queues)
+    : service_(service) {
+  queues_.resize(static_cast<size_t>(std::max(queues, 1)));
+  for (Queue& q : queues_) q.cq = builder->AddCompletionQueue();
+}
+
+ModelInferQueues::~ModelInferQueues() { Stop(); }
+
+void ModelInferQueues::Start() {
+  for (size_t i = 0; i < queues_.size(); ++i) {
+    grpc::ServerCompletionQueue* cq = queues_[i].cq.get();
+    for (int k = 0; k < kCallsRequestedPerQueue; ++k) RequestCall(cq);
+    queues_[i].thread = std::thread([this, cq, i] { Poll(cq, static_cast<int>(i)); });
+  }
+}
+
+void ModelInferQueues::RequestCall(grpc::ServerCompletionQueue* cq) {
+  absl::MutexLock lock(&mu_);
+  // After Shutdown() of a completion queue nothing may be requested on it.
+  if (stopping_) return;
+  (new Call(service_, cq))->Request();
+}
+
+void ModelInferQueues::Poll(grpc::ServerCompletionQueue* cq, int index) {
+  SetCurrentThreadName(absl::StrCat("cs-grpc-cq", index));
+  void* raw = nullptr;
+  bool ok = false;
+  while (cq->Next(&raw, &ok)) {
+    auto* tag = static_cast<Call::Tag*>(raw);
+    // A call that arrived is replaced at once, so the queue always has calls requested.
+    if (tag->event == Call::Event::kArrived && ok) RequestCall(cq);
+    if (tag->call->On(tag->event, ok)) delete tag->call;
+  }
+}
+
+void ModelInferQueues::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  for (Queue& q : queues_) q.cq->Shutdown();
+  for (Queue& q : queues_) {
+    if (q.thread.joinable()) {
+      q.thread.join();
+      continue;
+    }
+    // Never started, so nothing was requested on it; gRPC still wants a queue drained before it goes.
+    void* tag = nullptr;
+    bool ok = false;
+    while (q.cq->Next(&tag, &ok)) {
+    }
+  }
+}
+
+}  // namespace chronoserve::server

@@ -1,0 +1,73 @@
+// ModelInferQueues: serves the unary ModelInfer on gRPC's asynchronous API, on completion queues
+// of its own, each polled by one thread ("cs-grpc-cq"). On gRPC 1.51's callback API every
+// operation of every call goes through one shared completion queue that (cores / 2) threads poll
+// under one mutex; at tens of thousands of requests per second that queue was the busiest part of
+// the server (docs/BENCHMARKS.md §19). Here each queue has its own lock and its own thread, so the
+// unary path no longer funnels through it. The other RPCs (streaming included) stay on the callback
+// API.
+//
+// A call goes through the same InferDispatcher as on the callback API: validated and queued on the
+// queue's thread, answered (Finish) by the worker or completion thread that finished it; a client
+// that cancels, or whose deadline passes, has its request marked cancelled before it executes.
+//
+// Owned by the Server. Order: the constructor (before BuildAndStart: it adds the queues to the
+// builder), Start() after BuildAndStart, Stop() after grpc::Server::Shutdown and once every
+// accepted request has been answered (the models stopped), before the server is destroyed.
+//
+//   InferenceService service(..., /*async_model_infer=*/true);
+//   ModelInferQueues queues(&service, &builder, 4);
+//   auto server = builder.BuildAndStart();
+//   queues.Start();
+//   ... server->Shutdown(); registry.StopAll(); server->Wait(); queues.Stop();
+#ifndef CHRONOSERVE_SERVER_GRPC_MODEL_INFER_QUEUES_H_
+#define CHRONOSERVE_SERVER_GRPC_MODEL_INFER_QUEUES_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "server/grpc/inference_service.h"
+
+namespace chronoserve::server {
+
+class ModelInferQueues {
+ public:
+  // Calls each queue keeps requested from gRPC, so a burst of new calls does not wait for the
+  // queue's thread to ask for the next one.
+  static constexpr int kCallsRequestedPerQueue = 16;
+
+  // `service` was built with async_model_infer and must outlive this; `queues` >= 1.
+  ModelInferQueues(InferenceService* service, grpc::ServerBuilder* builder, int queues);
+  ~ModelInferQueues();  // Stop()s
+
+  // Requests the first calls and starts one thread per queue.
+  void Start();
+  // Shuts the queues down, lets their threads answer what is left in them, joins them. Idempotent.
+  void Stop();
+
+  int size() const { return static_cast<int>(queues_.size()); }
+
+ private:
+  class Call;
+  struct Queue {
+    std::unique_ptr<grpc::ServerCompletionQueue> cq;
+    std::thread thread;
+  };
+
+  // Asks gRPC for the next call on `cq`, unless the queues are shutting down.
+  void RequestCall(grpc::ServerCompletionQueue* cq);
+  void Poll(grpc::ServerCompletionQueue* cq, int index);
+
+  InferenceService* const service_;
+  std::vector<Queue> queues_;
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // no new call may be requested
+};
+
+}  // namespace chronoserve::server
+
+#endif  // CHRONOSERVE_SERVER_GRPC_MODEL_INFER_QUEUES_H_
