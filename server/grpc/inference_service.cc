@@ -33,12 +33,12 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   std::shared_ptr<ModelRuntime> model_;
 };
 
-// Where ModelInfer is in the service's method table: gRPC's generated service registers the
-// methods in the order of the proto's declaration, which is the descriptor's index.
-int ModelInferMethodIndex() {
+// Where a method is in the service's method table: gRPC's generated service registers the methods
+// in the order of the proto's declaration, which is the descriptor's index.
+int MethodIndex(const char* method) {
   const auto* service = google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
       inference::GRPCInferenceService::service_full_name());
-  return service->FindMethodByName("ModelInfer")->index();
+  return service->FindMethodByName(method)->index();
 }
 
 absl::Status SharedMemoryDisabled() {
@@ -55,16 +55,29 @@ void FillStatDuration(const Duration& d, inference::StatisticDuration* out) {
 
 InferenceService::InferenceService(ModelRegistry* registry, const Clock* clock, ServerInfo info,
                                    RequestObserver* observer, SharedMemoryRegistry* shared_memory,
-                                   StreamOptions stream_options, bool async_model_infer)
+                                   StreamOptions stream_options, bool async_inference)
     : registry_(registry), clock_(clock), info_(std::move(info)), shared_memory_(shared_memory),
-      stream_options_(stream_options), model_infer_method_(ModelInferMethodIndex()),
+      stream_options_(stream_options), model_infer_method_(MethodIndex("ModelInfer")),
+      model_stream_infer_method_(MethodIndex("ModelStreamInfer")),
       dispatcher_(registry, clock, observer, shared_memory) {
-  if (async_model_infer) {
-    // gRPC registers a method without a handler as asynchronous; marking a callback method async
-    // keeps its handler, so drop that first.
-    MarkMethodCallback(model_infer_method_, nullptr);
-    MarkMethodAsync(model_infer_method_);
+  if (!async_inference) return;
+  // gRPC registers a method without a handler as asynchronous; marking a callback method async
+  // keeps its handler, so drop that first.
+  for (int method : {model_infer_method_, model_stream_infer_method_}) {
+    MarkMethodCallback(method, nullptr);
+    MarkMethodAsync(method);
   }
+}
+
+void InferenceService::RequestModelStreamInfer(
+    grpc::ServerContext* ctx,
+    grpc::ServerAsyncReaderWriter<inference::ModelStreamInferResponse, inference::ModelInferRequest>* stream,
+    grpc::ServerCompletionQueue* cq, void* tag) {
+  RequestAsyncBidiStreaming(model_stream_infer_method_, ctx, stream, cq, cq, tag);
+}
+
+QueuedCall* InferenceService::NewQueuedStream() {
+  return new StreamInferReactor<AsyncBidiCall>(&dispatcher_, &streams_, stream_options_);
 }
 
 void InferenceService::RequestModelInfer(grpc::ServerContext* ctx, inference::ModelInferRequest* request,
@@ -147,7 +160,9 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
 
 grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
 InferenceService::ModelStreamInfer(grpc::CallbackServerContext* ctx) {
-  return new StreamInferReactor(&dispatcher_, &streams_, ctx, stream_options_);
+  auto* stream = new StreamInferReactor<CallbackBidiCall>(&dispatcher_, &streams_, stream_options_);
+  stream->Begin(*ctx);
+  return stream;
 }
 
 void InferenceService::SetDraining() {

@@ -34,18 +34,25 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   // `observer` (may be null) sees every finished inference request, unary or streamed.
   // `shared_memory` (may be null: the extension is off, its RPCs answer FAILED_PRECONDITION) holds
   // the clients' regions. Both must outlive the service.
-  // `async_model_infer`: ModelInfer is served on gRPC's asynchronous API by ModelInferQueues
-  // (model_infer_queues.h), which then must be built with this service; otherwise on the callback
-  // API like every other RPC.
+  // `async_inference`: ModelInfer and ModelStreamInfer are served on gRPC's asynchronous API by
+  // ModelInferQueues (model_infer_queues.h), which then must be built with this service; otherwise
+  // on the callback API like every other RPC.
   InferenceService(ModelRegistry* registry, const Clock* clock, ServerInfo info,
                    RequestObserver* observer = nullptr, SharedMemoryRegistry* shared_memory = nullptr,
-                   StreamOptions stream_options = {}, bool async_model_infer = false);
+                   StreamOptions stream_options = {}, bool async_inference = false);
 
-  // For ModelInferQueues (async_model_infer only): asks gRPC for the next ModelInfer call on `cq`;
-  // `tag` comes back on `cq` when one has arrived (ok) or the server is shutting down (not ok).
+  // For ModelInferQueues (async_inference only): ask gRPC for the next ModelInfer or
+  // ModelStreamInfer call on `cq`; `tag` comes back on `cq` when one has arrived (ok) or the server
+  // is shutting down (not ok).
   void RequestModelInfer(grpc::ServerContext* ctx, inference::ModelInferRequest* request,
                          grpc::ServerAsyncResponseWriter<inference::ModelInferResponse>* responder,
                          grpc::ServerCompletionQueue* cq, void* tag);
+  void RequestModelStreamInfer(
+      grpc::ServerContext* ctx,
+      grpc::ServerAsyncReaderWriter<inference::ModelStreamInferResponse, inference::ModelInferRequest>* stream,
+      grpc::ServerCompletionQueue* cq, void* tag);
+  // A stream session for the queues, not yet requested (QueuedCall::RequestFrom).
+  QueuedCall* NewQueuedStream();
   InferDispatcher& dispatcher() { return dispatcher_; }
 
   // While draining for shutdown, ServerReady is false, ModelInfer answers UNAVAILABLE, a stream
@@ -104,7 +111,8 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   const ServerInfo info_;
   SharedMemoryRegistry* const shared_memory_;
   const StreamOptions stream_options_;
-  const int model_infer_method_;  // ModelInfer's index among the service's methods
+  const int model_infer_method_;         // ModelInfer's index among the service's methods
+  const int model_stream_infer_method_;  // ModelStreamInfer's
   InferDispatcher dispatcher_;
   std::atomic<bool> warming_up_{false};
   StreamRegistry streams_;  // after dispatcher_: streams use it until their OnDone

@@ -8,45 +8,37 @@
 
 namespace chronoserve::server {
 
-// One ModelInfer call, from the request for it to its end. Its queue's thread owns it: it sees
-// every tag of the call (the call arriving, its Finish sent, the call done) and deletes the call
-// once the call is over, the only place a Call is deleted. The worker or completion thread that
-// answers the request touches only the context and the responder, before the Finish tag comes back.
-class ModelInferQueues::Call {
+// One ModelInfer call, from the request for it to its end. Its queue's thread sees every tag of
+// the call (the call arriving, its Finish sent, the call done) and the call deletes itself there
+// once both of the last two are back. The worker or completion thread that answers the request
+// touches only the context and the responder, before the Finish tag comes back.
+class ModelInferQueues::UnaryCall final : public QueuedCall {
  public:
-  enum class Event { kArrived, kFinished, kDone };
-  // What gRPC hands back through the completion queue.
-  struct Tag {
-    Call* call;
-    Event event;
-  };
-
-  Call(InferenceService* service, grpc::ServerCompletionQueue* cq) : service_(service), cq_(cq) {}
-
-  // Asks gRPC for the next ModelInfer call on this queue.
-  void Request() {
+  void RequestFrom(InferenceService* service, grpc::ServerCompletionQueue* cq) override {
+    service_ = service;
     ctx_.AsyncNotifyWhenDone(&done_);
-    service_->RequestModelInfer(&ctx_, &request_, &responder_, cq_, &arrived_);
+    service->RequestModelInfer(&ctx_, &request_, &responder_, cq, &arrived_);
   }
 
-  // Handles one of the call's tags; returns whether the call is over (the caller deletes it).
-  bool On(Event event, bool ok) {
+  void Proceed(Event event, bool ok) override {
     switch (event) {
       case Event::kArrived:
         // Not matched to a call (the server is shutting down): gRPC sends no other tag for it.
-        if (!ok) return true;
+        if (!ok) break;
         Start();
-        return false;
-      case Event::kFinished:
-        return --tags_left_ == 0;
+        return;
       case Event::kDone:
         if (ctx_.IsCancelled() && cancelled_ != nullptr) {
           cancelled_->store(true);
           if (model_ != nullptr) model_->queue().Poke();
         }
-        return --tags_left_ == 0;
+        if (--tags_left_ > 0) return;
+        break;
+      default:  // kFinished
+        if (--tags_left_ > 0) return;
+        break;
     }
-    return true;
+    delete this;
   }
 
  private:
@@ -73,8 +65,7 @@ class ModelInferQueues::Call {
     }
   }
 
-  InferenceService* const service_;
-  grpc::ServerCompletionQueue* const cq_;
+  InferenceService* service_ = nullptr;
   grpc::ServerContext ctx_;
   inference::ModelInferRequest request_;
   inference::ModelInferResponse response_;
@@ -98,16 +89,19 @@ ModelInferQueues::~ModelInferQueues() { Stop(); }
 void ModelInferQueues::Start() {
   for (size_t i = 0; i < queues_.size(); ++i) {
     grpc::ServerCompletionQueue* cq = queues_[i].cq.get();
-    for (int k = 0; k < kCallsRequestedPerQueue; ++k) RequestCall(cq);
+    for (int k = 0; k < kUnaryCallsRequested; ++k) RequestCall(kUnary, cq);
+    for (int k = 0; k < kStreamsRequested; ++k) RequestCall(kStream, cq);
     queues_[i].thread = std::thread([this, cq, i] { Poll(cq, static_cast<int>(i)); });
   }
 }
 
-void ModelInferQueues::RequestCall(grpc::ServerCompletionQueue* cq) {
+void ModelInferQueues::RequestCall(int kind, grpc::ServerCompletionQueue* cq) {
   absl::MutexLock lock(&mu_);
   // After Shutdown() of a completion queue nothing may be requested on it.
   if (stopping_) return;
-  (new Call(service_, cq))->Request();
+  QueuedCall* call = kind == kUnary ? new UnaryCall() : service_->NewQueuedStream();
+  call->kind = kind;
+  call->RequestFrom(service_, cq);
 }
 
 void ModelInferQueues::Poll(grpc::ServerCompletionQueue* cq, int index) {
@@ -115,10 +109,10 @@ void ModelInferQueues::Poll(grpc::ServerCompletionQueue* cq, int index) {
   void* raw = nullptr;
   bool ok = false;
   while (cq->Next(&raw, &ok)) {
-    auto* tag = static_cast<Call::Tag*>(raw);
+    auto* tag = static_cast<QueuedCall::Tag*>(raw);
     // A call that arrived is replaced at once, so the queue always has calls requested.
-    if (tag->event == Call::Event::kArrived && ok) RequestCall(cq);
-    if (tag->call->On(tag->event, ok)) delete tag->call;
+    if (tag->event == QueuedCall::Event::kArrived && ok) RequestCall(tag->call->kind, cq);
+    tag->call->Proceed(tag->event, ok);  // may delete the call
   }
 }
 

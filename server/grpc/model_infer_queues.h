@@ -1,20 +1,22 @@
-// ModelInferQueues: serves the unary ModelInfer on gRPC's asynchronous API, on completion queues
-// of its own, each polled by one thread ("cs-grpc-cq"). On gRPC 1.51's callback API every
-// operation of every call goes through one shared completion queue that (cores / 2) threads poll
-// under one mutex; at tens of thousands of requests per second that queue was the busiest part of
-// the server (docs/BENCHMARKS.md §19). Here each queue has its own lock and its own thread, so the
-// unary path no longer funnels through it. The other RPCs (streaming included) stay on the callback
-// API.
+// ModelInferQueues: serves ModelInfer and ModelStreamInfer on gRPC's asynchronous API, on
+// completion queues of its own, each polled by one thread ("cs-grpc-cqK"). On gRPC 1.51's callback
+// API every operation of every call goes through one shared completion queue that (cores / 2)
+// threads poll under one mutex; at tens of thousands of requests per second that queue was the
+// busiest part of the server (docs/BENCHMARKS.md §19). Here each queue has its own lock and its
+// own thread, so inference no longer funnels through it. The other RPCs (health, metadata,
+// statistics, shared memory) stay on the callback API.
 //
-// A call goes through the same InferDispatcher as on the callback API: validated and queued on the
-// queue's thread, answered (Finish) by the worker or completion thread that finished it; a client
-// that cancels, or whose deadline passes, has its request marked cancelled before it executes.
+// A unary call goes through the same InferDispatcher as on the callback API: validated and queued
+// on the queue's thread, answered (Finish) by the worker or completion thread that finished it; a
+// client that cancels, or whose deadline passes, has its request marked cancelled before it
+// executes. A stream is the same session as on the callback API (StreamInferReactor over
+// AsyncBidiCall, queued_call.h), its reactions delivered by its queue's thread.
 //
 // Owned by the Server. Order: the constructor (before BuildAndStart: it adds the queues to the
 // builder), Start() after BuildAndStart, Stop() after grpc::Server::Shutdown and once every
 // accepted request has been answered (the models stopped), before the server is destroyed.
 //
-//   InferenceService service(..., /*async_model_infer=*/true);
+//   InferenceService service(..., /*async_inference=*/true);
 //   ModelInferQueues queues(&service, &builder, 4);
 //   auto server = builder.BuildAndStart();
 //   queues.Start();
@@ -31,6 +33,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "server/grpc/inference_service.h"
+#include "server/grpc/queued_call.h"
 
 namespace chronoserve::server {
 
@@ -38,9 +41,10 @@ class ModelInferQueues {
  public:
   // Calls each queue keeps requested from gRPC, so a burst of new calls does not wait for the
   // queue's thread to ask for the next one.
-  static constexpr int kCallsRequestedPerQueue = 16;
+  static constexpr int kUnaryCallsRequested = 16;
+  static constexpr int kStreamsRequested = 4;
 
-  // `service` was built with async_model_infer and must outlive this; `queues` >= 1.
+  // `service` was built with async_inference and must outlive this; `queues` >= 1.
   ModelInferQueues(InferenceService* service, grpc::ServerBuilder* builder, int queues);
   ~ModelInferQueues();  // Stop()s
 
@@ -52,14 +56,15 @@ class ModelInferQueues {
   int size() const { return static_cast<int>(queues_.size()); }
 
  private:
-  class Call;
+  class UnaryCall;
+  enum Kind { kUnary, kStream };
   struct Queue {
     std::unique_ptr<grpc::ServerCompletionQueue> cq;
     std::thread thread;
   };
 
-  // Asks gRPC for the next call on `cq`, unless the queues are shutting down.
-  void RequestCall(grpc::ServerCompletionQueue* cq);
+  // Asks gRPC for the next call of `kind` on `cq`, unless the queues are shutting down.
+  void RequestCall(int kind, grpc::ServerCompletionQueue* cq);
   void Poll(grpc::ServerCompletionQueue* cq, int index);
 
   InferenceService* const service_;

@@ -26,48 +26,52 @@ std::string StringParam(const inference::ModelInferRequest& request, const char*
 
 // ---- StreamRegistry ----
 
-bool StreamRegistry::Add(StreamInferReactor* stream) {
+bool StreamRegistry::Add(DrainableStream* stream) {
   absl::MutexLock lock(&mu_);
   if (draining_) return false;
   streams_.insert(stream);
   return true;
 }
 
-void StreamRegistry::Remove(StreamInferReactor* stream) {
+void StreamRegistry::Remove(DrainableStream* stream) {
   absl::MutexLock lock(&mu_);
   streams_.erase(stream);
 }
 
 void StreamRegistry::DrainAll() {
-  std::vector<StreamInferReactor*> idle;
+  std::vector<DrainableStream*> idle;
   {
     absl::MutexLock lock(&mu_);
     draining_ = true;
-    for (StreamInferReactor* s : streams_) {
+    for (DrainableStream* s : streams_) {
       if (s->BeginDrain()) idle.push_back(s);
     }
   }
   // Each of these decided to finish and nothing else will: it stays alive until FinishDrained.
-  for (StreamInferReactor* s : idle) s->FinishDrained();
+  for (DrainableStream* s : idle) s->FinishDrained();
 }
 
 // ---- StreamInferReactor ----
 
-StreamInferReactor::StreamInferReactor(InferDispatcher* dispatcher, StreamRegistry* streams,
-                                       grpc::CallbackServerContext* ctx, const StreamOptions& options)
+template <class Call>
+StreamInferReactor<Call>::StreamInferReactor(InferDispatcher* dispatcher, StreamRegistry* streams,
+                                             const StreamOptions& options)
     : dispatcher_(dispatcher),
       streams_(streams),
       options_(options),
       cancelled_flag_(std::make_shared<std::atomic<bool>>(false)),
-      state_(std::make_shared<State>()) {
+      state_(std::make_shared<State>()) {}
+
+template <class Call>
+void StreamInferReactor<Call>::Begin(const grpc::ServerContextBase& ctx) {
   const Clock* clock = dispatcher_->clock();
-  const auto deadline = ctx->deadline();
+  const auto deadline = ctx.deadline();
   if (deadline != std::chrono::system_clock::time_point::max()) {
     const int64_t remaining_ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - std::chrono::system_clock::now()).count();
     deadline_ns_ = clock->NowNs() + std::max<int64_t>(remaining_ns, 0);
   }
-  const auto& metadata = ctx->client_metadata();
+  const auto& metadata = ctx.client_metadata();
   if (auto it = metadata.find("traceparent"); it != metadata.end()) {
     traceparent_.assign(it->second.data(), it->second.size());
   }
@@ -80,7 +84,7 @@ StreamInferReactor::StreamInferReactor(InferDispatcher* dispatcher, StreamRegist
       absl::MutexLock lock(&state_->mu);
       state_->finish_decided = true;
     }
-    Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
+    this->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
     return;
   }
   Action action;
@@ -91,7 +95,8 @@ StreamInferReactor::StreamInferReactor(InferDispatcher* dispatcher, StreamRegist
   Act(action);
 }
 
-void StreamInferReactor::OnReadDone(bool ok) {
+template <class Call>
+void StreamInferReactor<Call>::OnReadDone(bool ok) {
   const int64_t received_ns = dispatcher_->clock()->NowNs();
   SlotPtr slot;
   Action action;
@@ -120,7 +125,8 @@ void StreamInferReactor::OnReadDone(bool ok) {
   Act(action);
 }
 
-CallInfo StreamInferReactor::InfoFor(const inference::ModelInferRequest& request, int64_t received_ns) const {
+template <class Call>
+CallInfo StreamInferReactor<Call>::InfoFor(const inference::ModelInferRequest& request, int64_t received_ns) const {
   CallInfo info;
   info.received_ns = received_ns;
   info.deadline_ns = deadline_ns_;
@@ -137,7 +143,8 @@ CallInfo StreamInferReactor::InfoFor(const inference::ModelInferRequest& request
   return info;
 }
 
-void StreamInferReactor::Admit(const SlotPtr& slot, int64_t received_ns) {
+template <class Call>
+void StreamInferReactor<Call>::Admit(const SlotPtr& slot, int64_t received_ns) {
   inference::ModelInferResponse* response = slot->response.mutable_infer_response();
   auto built = dispatcher_->Build(slot->request, response, InfoFor(slot->request, received_ns));
   if (!built.ok()) {
@@ -156,14 +163,16 @@ void StreamInferReactor::Admit(const SlotPtr& slot, int64_t received_ns) {
   if (!enqueued.ok()) Refuse(slot, enqueued);
 }
 
-void StreamInferReactor::NoteModelLocked(const std::shared_ptr<ModelRuntime>& model) {
+template <class Call>
+void StreamInferReactor<Call>::NoteModelLocked(const std::shared_ptr<ModelRuntime>& model) {
   for (const auto& m : state_->models) {
     if (m == model) return;
   }
   state_->models.push_back(model);
 }
 
-void StreamInferReactor::Answered(const SlotPtr& slot, const absl::Status& status) {
+template <class Call>
+void StreamInferReactor<Call>::Answered(const SlotPtr& slot, const absl::Status& status) {
   if (!status.ok()) {
     Refuse(slot, status);
     return;
@@ -176,7 +185,8 @@ void StreamInferReactor::Answered(const SlotPtr& slot, const absl::Status& statu
   Act(action);
 }
 
-void StreamInferReactor::Refuse(const SlotPtr& slot, const absl::Status& status) {
+template <class Call>
+void StreamInferReactor<Call>::Refuse(const SlotPtr& slot, const absl::Status& status) {
   const inference::ModelInferRequest& request = slot->request;
   inference::ModelInferResponse* response = slot->response.mutable_infer_response();
   response->Clear();
@@ -193,7 +203,8 @@ void StreamInferReactor::Refuse(const SlotPtr& slot, const absl::Status& status)
   Act(action);
 }
 
-void StreamInferReactor::QueueResponseLocked(SlotPtr slot, Action* action) {
+template <class Call>
+void StreamInferReactor<Call>::QueueResponseLocked(SlotPtr slot, Action* action) {
   if (state_->cancelled) {
     ReleaseLocked(std::move(slot));  // nobody to answer
   } else if (state_->writing == nullptr) {
@@ -205,7 +216,8 @@ void StreamInferReactor::QueueResponseLocked(SlotPtr slot, Action* action) {
   MaybeFinishLocked(action);
 }
 
-void StreamInferReactor::OnWriteDone(bool ok) {
+template <class Call>
+void StreamInferReactor<Call>::OnWriteDone(bool ok) {
   Action action;
   {
     absl::MutexLock lock(&state_->mu);
@@ -230,7 +242,8 @@ void StreamInferReactor::OnWriteDone(bool ok) {
   Act(action);
 }
 
-void StreamInferReactor::OnCancel() {
+template <class Call>
+void StreamInferReactor<Call>::OnCancel() {
   cancelled_flag_->store(true);
   std::vector<std::shared_ptr<ModelRuntime>> models;
   Action action;
@@ -245,12 +258,14 @@ void StreamInferReactor::OnCancel() {
   Act(action);
 }
 
-void StreamInferReactor::OnDone() {
+template <class Call>
+void StreamInferReactor<Call>::OnDone() {
   streams_->Remove(this);
   delete this;
 }
 
-bool StreamInferReactor::BeginDrain() {
+template <class Call>
+bool StreamInferReactor<Call>::BeginDrain() {
   absl::MutexLock lock(&state_->mu);
   state_->draining = true;
   Action action;
@@ -258,11 +273,13 @@ bool StreamInferReactor::BeginDrain() {
   return action.finish.has_value();
 }
 
-void StreamInferReactor::FinishDrained() {
-  Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
+template <class Call>
+void StreamInferReactor<Call>::FinishDrained() {
+  this->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
 }
 
-void StreamInferReactor::ReleaseLocked(SlotPtr slot) {
+template <class Call>
+void StreamInferReactor<Call>::ReleaseLocked(SlotPtr slot) {
   if (slot == nullptr) return;
   --state_->live;
   if (state_->spare.size() >= kSpareSlots) return;
@@ -271,7 +288,8 @@ void StreamInferReactor::ReleaseLocked(SlotPtr slot) {
   state_->spare.push_back(std::move(slot));
 }
 
-void StreamInferReactor::MaybeReadLocked(Action* action) {
+template <class Call>
+void StreamInferReactor<Call>::MaybeReadLocked(Action* action) {
   State& s = *state_;
   if (s.reading != nullptr || s.read_closed || s.cancelled || s.finish_decided) return;
   if (s.live >= options_.max_in_flight) return;  // resumed by OnWriteDone as slots go out
@@ -284,7 +302,8 @@ void StreamInferReactor::MaybeReadLocked(Action* action) {
   action->read = s.reading.get();
 }
 
-void StreamInferReactor::MaybeFinishLocked(Action* action) {
+template <class Call>
+void StreamInferReactor<Call>::MaybeFinishLocked(Action* action) {
   State& s = *state_;
   if (s.finish_decided || s.live > 0) return;
   if (s.cancelled) {
@@ -300,14 +319,18 @@ void StreamInferReactor::MaybeFinishLocked(Action* action) {
   action->read = nullptr;
 }
 
-void StreamInferReactor::Act(const Action& action) {
+template <class Call>
+void StreamInferReactor<Call>::Act(const Action& action) {
   if (action.write != nullptr) {
     // Buffered only when another answer is already queued: its (unbuffered) write follows as
     // soon as this one completes and flushes both, in one transport write instead of two.
-    StartWrite(&action.write->response, action.more ? grpc::WriteOptions().set_buffer_hint() : grpc::WriteOptions());
+    this->StartWrite(&action.write->response, action.more ? grpc::WriteOptions().set_buffer_hint() : grpc::WriteOptions());
   }
-  if (action.read != nullptr) StartRead(&action.read->request);
-  if (action.finish.has_value()) Finish(*action.finish);
+  if (action.read != nullptr) this->StartRead(&action.read->request);
+  if (action.finish.has_value()) this->Finish(*action.finish);
 }
+
+template class StreamInferReactor<CallbackBidiCall>;
+template class StreamInferReactor<AsyncBidiCall>;
 
 }  // namespace chronoserve::server

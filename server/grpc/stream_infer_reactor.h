@@ -16,6 +16,10 @@
 //
 // Threads: reactions on gRPC threads; completions on worker / completion-pool threads; Drain on
 // the thread that shuts the server down.
+//
+// The same session serves on gRPC's callback API (Call = CallbackBidiCall: gRPC owns the reactor)
+// and on its asynchronous API (Call = AsyncBidiCall, queued_call.h: a ModelInferQueues thread
+// delivers the reactions); both give it the reactor's operations and reactions.
 #ifndef CHRONOSERVE_SERVER_GRPC_STREAM_INFER_REACTOR_H_
 #define CHRONOSERVE_SERVER_GRPC_STREAM_INFER_REACTOR_H_
 
@@ -32,6 +36,7 @@
 #include "absl/synchronization/mutex.h"
 #include "proto/inference.pb.h"
 #include "server/grpc/infer_dispatcher.h"
+#include "server/grpc/queued_call.h"
 
 namespace chronoserve::server {
 
@@ -41,40 +46,52 @@ struct StreamOptions {
   int max_in_flight = 1024;
 };
 
-class StreamInferReactor;
+// What StreamRegistry needs of a live stream.
+class DrainableStream {
+ public:
+  // For StreamRegistry::DrainAll, under its lock: marks the stream draining; true when the caller
+  // must then call FinishDrained() (nothing was live), after releasing its lock.
+  virtual bool BeginDrain() = 0;
+  virtual void FinishDrained() = 0;
+
+ protected:
+  ~DrainableStream() = default;
+};
 
 // The live streams of one service, so that draining reaches idle streams too. Thread-safe.
 class StreamRegistry {
  public:
   // False once DrainAll ran: the stream must end at once.
-  bool Add(StreamInferReactor* stream);
-  void Remove(StreamInferReactor* stream);
+  bool Add(DrainableStream* stream);
+  void Remove(DrainableStream* stream);
   // Every live stream answers new messages with errors and ends once its requests are answered;
   // streams that start later end at once.
   void DrainAll();
 
  private:
   absl::Mutex mu_;
-  std::set<StreamInferReactor*> streams_ ABSL_GUARDED_BY(mu_);
+  std::set<DrainableStream*> streams_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-class StreamInferReactor final
-    : public grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse> {
+using CallbackBidiCall = grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>;
+
+template <class Call>
+class StreamInferReactor final : public Call, public DrainableStream {
  public:
-  // Starts reading at once. `dispatcher` and `streams` must outlive every stream.
-  StreamInferReactor(InferDispatcher* dispatcher, StreamRegistry* streams, grpc::CallbackServerContext* ctx,
-                     const StreamOptions& options);
+  // `dispatcher` and `streams` must outlive every stream. Nothing happens until Begin().
+  StreamInferReactor(InferDispatcher* dispatcher, StreamRegistry* streams, const StreamOptions& options);
+
+  // The call has started (its metadata and deadline are in `ctx`): starts reading.
+  void Begin(const grpc::ServerContextBase& ctx);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
   void OnDone() override;
 
-  // For StreamRegistry::DrainAll, under its lock: marks the stream draining; true when the caller
-  // must then call FinishDrained() (nothing was live), after releasing its lock.
-  bool BeginDrain();
-  void FinishDrained();
+  bool BeginDrain() override;
+  void FinishDrained() override;
 
  private:
   // One request's messages; reused for later requests of the stream.
@@ -132,6 +149,9 @@ class StreamInferReactor final
   const std::shared_ptr<std::atomic<bool>> cancelled_flag_;
   const std::shared_ptr<State> state_;
 };
+
+extern template class StreamInferReactor<CallbackBidiCall>;
+extern template class StreamInferReactor<AsyncBidiCall>;
 
 }  // namespace chronoserve::server
 

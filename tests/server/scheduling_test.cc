@@ -67,10 +67,6 @@ class SchedulingTest : public ::testing::TestWithParam<int> {
   testing::ServiceHarness harness_{server::StreamOptions{}, GetParam()};
 };
 
-std::string InferApiName(const ::testing::TestParamInfo<int>& info) {
-  return info.param == 0 ? "CallbackApi" : "AsyncQueues";
-}
-
 TEST_P(SchedulingTest, DeadlinePassingWhileQueuedIsAnsweredAndNeverExecuted) {
   // Worker X is held by a slow full batch; worker Y keeps B queued for its (long) batch window, so
   // only B's deadline can end its wait.
@@ -199,7 +195,7 @@ TEST_P(SchedulingTest, TwoWorkersServeAtTheSameTime) {
   ExpectGatedOutputs(a.response(), a_in);
 }
 
-INSTANTIATE_TEST_SUITE_P(InferApis, SchedulingTest, ::testing::Values(0, 2), InferApiName);
+INSTANTIATE_TEST_SUITE_P(InferApis, SchedulingTest, ::testing::Values(0, 2), testing::InferApiName);
 
 // The real LibTorch MLP with instance_group count 2 under concurrent load: both workers serve and
 // every request gets its own rows, against a LibTorch reference computed in the test.

@@ -413,11 +413,7 @@ TEST_P(InferThreadsTest, ModelInferIsServedOnItsQueuesWithRowsTimingAndTrailer) 
   EXPECT_TRUE(testing::ThreadDirs("cs-grpc-cq0").empty()) << "the queue threads are joined at shutdown";
 }
 
-INSTANTIATE_TEST_SUITE_P(InferApis, InferThreadsTest, ::testing::Values(0, 1, 3),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return info.param == 0 ? std::string("CallbackApi")
-                                                  : "AsyncQueues" + std::to_string(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(InferApis, InferThreadsTest, ::testing::Values(0, 1, 3), testing::InferApiName);
 
 }  // namespace
 }  // namespace chronoserve

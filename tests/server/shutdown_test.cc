@@ -142,10 +142,7 @@ TEST_P(InProcessShutdownTest, ExitTimeoutEndsTheCallsStillQueuedAndShutdownRetur
   EXPECT_EQ(runtime->stats().Snapshot().inference_count, 0u) << "the request never executed";
 }
 
-INSTANTIATE_TEST_SUITE_P(InferApis, InProcessShutdownTest, ::testing::Values(0, 3),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return info.param == 0 ? "CallbackApi" : "AsyncQueues";
-                         });
+INSTANTIATE_TEST_SUITE_P(InferApis, InProcessShutdownTest, ::testing::Values(0, 3), testing::InferApiName);
 
 // The real binary: requests wait in a long dynamic-batching window when SIGTERM arrives.
 

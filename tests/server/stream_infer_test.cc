@@ -14,6 +14,7 @@
 #include "client/inference_client.h"
 #include "tests/server/gated_instance.h"
 #include "tests/server/scheduling_harness.h"
+#include "tests/server/test_repository.h"
 
 namespace chronoserve {
 namespace {
@@ -61,7 +62,8 @@ void ExpectTimingConsistent(const client::InferResult& result, int64_t e2e_ns) {
   EXPECT_GE(t.batch_size, 1);
 }
 
-class StreamInferTest : public ::testing::Test {
+// Every test runs with streams on gRPC's callback API (0) and on two ModelInferQueues (2).
+class StreamInferTest : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override { ASSERT_TRUE(harness_->ok()); }
   void TearDown() override {
@@ -85,10 +87,11 @@ class StreamInferTest : public ::testing::Test {
 
   Gate gate_;
   Gate other_gate_;
-  std::unique_ptr<testing::ServiceHarness> harness_ = std::make_unique<testing::ServiceHarness>();
+  std::unique_ptr<testing::ServiceHarness> harness_ =
+      std::make_unique<testing::ServiceHarness>(server::StreamOptions{}, GetParam());
 };
 
-TEST_F(StreamInferTest, ManyRequestsOnOneStreamAreAnsweredPerRequestWithTiming) {
+TEST_P(StreamInferTest, ManyRequestsOnOneStreamAreAnsweredPerRequestWithTiming) {
   auto runtime = Serve(testing::GatedSpec("many", 8, 500), 2, &gate_);
   ASSERT_NE(runtime, nullptr);
   auto stream = InferStream::Open(stub());
@@ -123,7 +126,7 @@ TEST_F(StreamInferTest, ManyRequestsOnOneStreamAreAnsweredPerRequestWithTiming) 
       << "the observer (metrics, traces) sees streamed requests";
 }
 
-TEST_F(StreamInferTest, ResponsesComeInCompletionOrderAcrossModels) {
+TEST_P(StreamInferTest, ResponsesComeInCompletionOrderAcrossModels) {
   ASSERT_NE(Serve(testing::GatedSpec("slow", 4, 0), 1, &gate_), nullptr);
   ASSERT_NE(Serve(testing::GatedSpec("fast", 4, 0), 1, &other_gate_), nullptr);
   auto stream = InferStream::Open(stub());
@@ -144,7 +147,7 @@ TEST_F(StreamInferTest, ResponsesComeInCompletionOrderAcrossModels) {
   ExpectGatedOutputs(*second, slow_in);
 }
 
-TEST_F(StreamInferTest, InvalidRequestsGetErrorResponsesAndTheStreamGoesOn) {
+TEST_P(StreamInferTest, InvalidRequestsGetErrorResponsesAndTheStreamGoesOn) {
   ASSERT_NE(Serve(testing::GatedSpec("valid", 4, 0), 1, &gate_), nullptr);
   auto stream = InferStream::Open(stub());
   const client::Tensor good = GatedInput(1, 21);
@@ -175,7 +178,7 @@ TEST_F(StreamInferTest, InvalidRequestsGetErrorResponsesAndTheStreamGoesOn) {
   EXPECT_TRUE(status->ok()) << "errors are per request, not the stream's: " << status->error_message();
 }
 
-TEST_F(StreamInferTest, QueueFullIsAnErrorResponseOnTheStream) {
+TEST_P(StreamInferTest, QueueFullIsAnErrorResponseOnTheStream) {
   auto runtime = Serve(testing::GatedSpec("full", 4, 0, /*max_queue_size=*/1), 1, &gate_);
   ASSERT_NE(runtime, nullptr);
   auto stream = InferStream::Open(stub());
@@ -201,10 +204,10 @@ TEST_F(StreamInferTest, QueueFullIsAnErrorResponseOnTheStream) {
   EXPECT_EQ(runtime->stats().Snapshot().rejected, 1u);
 }
 
-TEST_F(StreamInferTest, AStreamStopsReadingAtItsInFlightBoundAndResumes) {
+TEST_P(StreamInferTest, AStreamStopsReadingAtItsInFlightBoundAndResumes) {
   server::StreamOptions options;
   options.max_in_flight = 2;
-  harness_ = std::make_unique<testing::ServiceHarness>(options);
+  harness_ = std::make_unique<testing::ServiceHarness>(options, GetParam());
   ASSERT_TRUE(harness_->ok());
   // Queue of 2: had the server read D while A executes and B, C wait, the queue would refuse it.
   auto runtime = Serve(testing::GatedSpec("bounded", 4, 0, /*max_queue_size=*/2), 1, &gate_);
@@ -228,7 +231,7 @@ TEST_F(StreamInferTest, AStreamStopsReadingAtItsInFlightBoundAndResumes) {
   EXPECT_EQ(runtime->stats().Snapshot().rejected, 0u);
 }
 
-TEST_F(StreamInferTest, CancellingTheStreamDropsItsQueuedRequestsUnexecuted) {
+TEST_P(StreamInferTest, CancellingTheStreamDropsItsQueuedRequestsUnexecuted) {
   // Worker X is held by a full batch from a unary call; worker Y keeps B and C queued for the long
   // batch window, so only the stream's cancellation can end their wait.
   auto runtime = Serve(testing::GatedSpec("cancel", 4, kLongBatchWindowUs), 2, &gate_);
@@ -256,6 +259,8 @@ TEST_F(StreamInferTest, CancellingTheStreamDropsItsQueuedRequestsUnexecuted) {
   EXPECT_FALSE(gate_.Executed("C"));
   EXPECT_EQ(runtime->stats().Snapshot().cancelled, 2u);
 }
+
+INSTANTIATE_TEST_SUITE_P(InferApis, StreamInferTest, ::testing::Values(0, 2), testing::InferApiName);
 
 }  // namespace
 }  // namespace chronoserve

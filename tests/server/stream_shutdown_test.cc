@@ -35,12 +35,17 @@ inference::ModelInferRequest Request(const std::string& model, const std::string
   return client::InferenceClient::BuildRequest(model, {input}, options);
 }
 
-TEST(StreamShutdownTest, DrainingAnswersNewMessagesWithErrorsAndFinishesStreamsAfterTheirRequests) {
+// With streams on gRPC's callback API (0) and on two ModelInferQueues (2).
+class StreamDrainTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(StreamDrainTest, DrainingAnswersNewMessagesWithErrorsAndFinishesStreamsAfterTheirRequests) {
   testing::TempDir repo("cs_stream_shutdown");
   examples::ModelOptions mlp;
   mlp.max_batch_size = 2;
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
-  auto server = testing::StartServer(repo.path());
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.grpc_infer_threads = GetParam();
+  auto server = testing::StartServer(options);
   ASSERT_NE(server, nullptr);
   testing::Gate gate;
   auto runtime = testing::StartGatedModel(testing::GatedSpec("gated", 4, 0), 1, &gate);
@@ -84,6 +89,8 @@ TEST(StreamShutdownTest, DrainingAnswersNewMessagesWithErrorsAndFinishesStreamsA
   stopper.join();
   EXPECT_EQ(runtime->stats().Snapshot().inference_count, 1u);
 }
+
+INSTANTIATE_TEST_SUITE_P(InferApis, StreamDrainTest, ::testing::Values(0, 2), testing::InferApiName);
 
 // The real binary: streamed requests wait in a long dynamic-batching window when SIGTERM arrives.
 TEST(StreamShutdownTest, BinaryAnswersEveryAcceptedStreamedRequestOnSigtermAndExitsZero) {

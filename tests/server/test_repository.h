@@ -11,6 +11,8 @@
 #include <memory>
 #include <string>
 
+#include <gtest/gtest.h>
+
 #include "server/server.h"
 
 namespace chronoserve::testing {
@@ -52,6 +54,12 @@ inline server::ServerOptions TestServerOptions(const std::string& repository, in
   options.exit_timeout_secs = 10;
   options.warmup.runs_per_batch_size = warmup_runs;
   return options;
+}
+
+// The name of a test run with ModelInfer and ModelStreamInfer on gRPC's callback API (0) or on N
+// ModelInferQueues (--grpc-infer-threads N): "CallbackApi" or "AsyncQueuesN".
+inline std::string InferApiName(const ::testing::TestParamInfo<int>& info) {
+  return info.param == 0 ? std::string("CallbackApi") : "AsyncQueues" + std::to_string(info.param);
 }
 
 // Starts a server with `options`; returns null on error.

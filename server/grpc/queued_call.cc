@@ -1,0 +1,56 @@
+#include "server/grpc/queued_call.h"
+
+#include "server/grpc/inference_service.h"
+
+namespace chronoserve::server {
+
+void AsyncBidiCall::RequestFrom(InferenceService* service, grpc::ServerCompletionQueue* cq) {
+  ctx_.AsyncNotifyWhenDone(&done_);
+  service->RequestModelStreamInfer(&ctx_, &stream_, cq, &arrived_);
+}
+
+void AsyncBidiCall::StartRead(Request* request) {
+  outstanding_.fetch_add(1);
+  stream_.Read(request, &read_);
+}
+
+void AsyncBidiCall::StartWrite(const Response* response, grpc::WriteOptions options) {
+  outstanding_.fetch_add(1);
+  stream_.Write(*response, options, &written_);
+}
+
+void AsyncBidiCall::Finish(const grpc::Status& status) {
+  outstanding_.fetch_add(1);
+  stream_.Finish(status, &finished_);
+}
+
+void AsyncBidiCall::Proceed(Event event, bool ok) {
+  switch (event) {
+    case Event::kArrived:
+      if (!ok) {  // never matched to a call: no other tag of it will come
+        delete this;
+        return;
+      }
+      outstanding_.fetch_add(1);  // the done tag
+      Begin(ctx_);
+      return;
+    case Event::kRead:
+      OnReadDone(ok);
+      break;
+    case Event::kWritten:
+      OnWriteDone(ok);
+      break;
+    case Event::kFinished:
+      finish_back_ = true;
+      break;
+    case Event::kDone:
+      if (ctx_.IsCancelled()) OnCancel();
+      break;
+  }
+  // A reaction that started another operation counted it before this one is uncounted, so the
+  // count reaches 0 only when nothing is outstanding; before Finish the session still has work
+  // (a worker may yet write or finish), so only Finish's return lets the call end.
+  if (outstanding_.fetch_sub(1) == 1 && finish_back_) OnDone();
+}
+
+}  // namespace chronoserve::server

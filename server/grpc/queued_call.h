@@ -1,0 +1,81 @@
+// The calls ModelInferQueues serves on gRPC's asynchronous API, as its completion queues see them:
+// every tag a call hands to gRPC is a QueuedCall::Tag that names the call and the event, and comes
+// back on the call's queue's thread, which hands it to Proceed().
+//
+// AsyncBidiCall gives a ModelStreamInfer call the shape of gRPC's callback reactor
+// (grpc::ServerBidiReactor): StartRead / StartWrite / Finish from any thread, and the reactions
+// OnReadDone / OnWriteDone / OnCancel / OnDone on the queue's thread, one at a time. So one stream
+// session (StreamInferReactor<Call>) serves on either API. As with the reactor, OnDone comes last,
+// once Finish has completed and no read or write is outstanding; the session deletes itself there.
+#ifndef CHRONOSERVE_SERVER_GRPC_QUEUED_CALL_H_
+#define CHRONOSERVE_SERVER_GRPC_QUEUED_CALL_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+
+#include "proto/inference.grpc.pb.h"
+
+namespace chronoserve::server {
+
+class InferenceService;
+
+class QueuedCall {
+ public:
+  enum class Event { kArrived, kRead, kWritten, kFinished, kDone };
+  struct Tag {
+    QueuedCall* call;
+    Event event;
+  };
+  virtual ~QueuedCall() = default;
+  // Asks gRPC for the next call of this kind on `cq`; its kArrived tag comes back there, not ok
+  // when the server shut down first (then nothing else of the call comes back).
+  virtual void RequestFrom(InferenceService* service, grpc::ServerCompletionQueue* cq) = 0;
+  // One of the call's tags is back (`ok` as gRPC says). The call may delete itself here: the
+  // caller must not touch it afterwards.
+  virtual void Proceed(Event event, bool ok) = 0;
+
+  int kind = 0;  // which of its owner's kinds of call this is (ModelInferQueues)
+};
+
+class AsyncBidiCall : public QueuedCall {
+ public:
+  using Request = inference::ModelInferRequest;
+  using Response = inference::ModelStreamInferResponse;
+
+  // Operations, as on grpc::ServerBidiReactor: at most one read and one write outstanding; Finish
+  // once, with no write outstanding.
+  void StartRead(Request* request);
+  void StartWrite(const Response* response, grpc::WriteOptions options);
+  void Finish(const grpc::Status& status);
+
+  // Reactions, on the queue's thread.
+  virtual void OnReadDone(bool ok) = 0;
+  virtual void OnWriteDone(bool ok) = 0;
+  // The client cancelled (or the deadline passed); Finish must still be called.
+  virtual void OnCancel() = 0;
+  virtual void OnDone() = 0;
+
+  void RequestFrom(InferenceService* service, grpc::ServerCompletionQueue* cq) final;
+  void Proceed(Event event, bool ok) final;
+
+ protected:
+  // The call has arrived (its metadata and deadline are in `ctx`): the session starts.
+  virtual void Begin(const grpc::ServerContextBase& ctx) = 0;
+
+ private:
+  grpc::ServerContext ctx_;
+  grpc::ServerAsyncReaderWriter<Response, Request> stream_{&ctx_};
+  // Tags not yet back: the done tag (from the call's arrival) and every read, write and Finish.
+  std::atomic<int> outstanding_{0};
+  bool finish_back_ = false;  // Finish's tag is back (queue thread only)
+  Tag arrived_{this, Event::kArrived};
+  Tag read_{this, Event::kRead};
+  Tag written_{this, Event::kWritten};
+  Tag finished_{this, Event::kFinished};
+  Tag done_{this, Event::kDone};
+};
+
+}  // namespace chronoserve::server
+
+#endif  // CHRONOSERVE_SERVER_GRPC_QUEUED_CALL_H_
