@@ -1,6 +1,7 @@
 // InferenceService: the KServe v2 GRPCInferenceService (plus Triton's ModelStatistics,
-// system_shared_memory and ModelStreamInfer extensions) on gRPC's callback API. Handlers validate
-// and enqueue (InferDispatcher) and never block; a worker thread finishes each ModelInfer call
+// system_shared_memory and ModelStreamInfer extensions) on gRPC's callback API, or with ModelInfer
+// and ModelStreamInfer on the asynchronous API's completion queues (ModelInferQueues, built with
+// async_inference: --grpc-infer-threads). Handlers validate and enqueue (InferDispatcher) and never block; a worker thread finishes each ModelInfer call
 // (response parameters timing.*, the server-timing trailer, statistics) or hands a streamed
 // request's response to its stream (StreamInferReactor). A batch run without request timing
 // (--request-timing off) gives its responses no timing. Owned by the Server; the registries and

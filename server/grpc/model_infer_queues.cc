@@ -80,58 +80,60 @@ class ModelInferQueues::UnaryCall final : public QueuedCall {
 
 ModelInferQueues::ModelInferQueues(InferenceService* service, grpc::ServerBuilder* builder, int queues)
     : service_(service) {
-  queues_.resize(static_cast<size_t>(std::max(queues, 1)));
-  for (Queue& q : queues_) q.cq = builder->AddCompletionQueue();
+  for (int i = 0; i < std::max(queues, 1); ++i) {
+    queues_.push_back(std::make_unique<Queue>());
+    queues_.back()->cq = builder->AddCompletionQueue();
+  }
 }
 
 ModelInferQueues::~ModelInferQueues() { Stop(); }
 
 void ModelInferQueues::Start() {
   for (size_t i = 0; i < queues_.size(); ++i) {
-    grpc::ServerCompletionQueue* cq = queues_[i].cq.get();
-    for (int k = 0; k < kUnaryCallsRequested; ++k) RequestCall(kUnary, cq);
-    for (int k = 0; k < kStreamsRequested; ++k) RequestCall(kStream, cq);
-    queues_[i].thread = std::thread([this, cq, i] { Poll(cq, static_cast<int>(i)); });
+    Queue& queue = *queues_[i];
+    for (int k = 0; k < kUnaryCallsRequested; ++k) RequestCall(kUnary, queue);
+    for (int k = 0; k < kStreamsRequested; ++k) RequestCall(kStream, queue);
+    queue.thread = std::thread([this, &queue, i] { Poll(queue, static_cast<int>(i)); });
   }
 }
 
-void ModelInferQueues::RequestCall(int kind, grpc::ServerCompletionQueue* cq) {
-  absl::MutexLock lock(&mu_);
-  // After Shutdown() of a completion queue nothing may be requested on it.
-  if (stopping_) return;
+void ModelInferQueues::RequestCall(int kind, Queue& queue) {
+  absl::MutexLock lock(&queue.mu);
+  if (queue.shut) return;
   QueuedCall* call = kind == kUnary ? new UnaryCall() : service_->NewQueuedStream();
   call->kind = kind;
-  call->RequestFrom(service_, cq);
+  call->RequestFrom(service_, queue.cq.get());
 }
 
-void ModelInferQueues::Poll(grpc::ServerCompletionQueue* cq, int index) {
+void ModelInferQueues::Poll(Queue& queue, int index) {
   SetCurrentThreadName(absl::StrCat("cs-grpc-cq", index));
   void* raw = nullptr;
   bool ok = false;
-  while (cq->Next(&raw, &ok)) {
+  while (queue.cq->Next(&raw, &ok)) {
     auto* tag = static_cast<QueuedCall::Tag*>(raw);
     // A call that arrived is replaced at once, so the queue always has calls requested.
-    if (tag->event == QueuedCall::Event::kArrived && ok) RequestCall(tag->call->kind, cq);
+    if (tag->event == QueuedCall::Event::kArrived && ok) RequestCall(tag->call->kind, queue);
     tag->call->Proceed(tag->event, ok);  // may delete the call
   }
 }
 
 void ModelInferQueues::Stop() {
-  {
-    absl::MutexLock lock(&mu_);
-    if (stopping_) return;
-    stopping_ = true;
+  for (auto& queue : queues_) {
+    absl::MutexLock lock(&queue->mu);
+    if (queue->shut) continue;
+    queue->shut = true;
+    queue->cq->Shutdown();
   }
-  for (Queue& q : queues_) q.cq->Shutdown();
-  for (Queue& q : queues_) {
-    if (q.thread.joinable()) {
-      q.thread.join();
+  for (auto& queue : queues_) {
+    if (queue->thread.joinable()) {
+      queue->thread.join();
       continue;
     }
-    // Never started, so nothing was requested on it; gRPC still wants a queue drained before it goes.
+    // Never started (or already joined): nothing of it is outstanding, but gRPC wants a queue
+    // drained before it is destroyed.
     void* tag = nullptr;
     bool ok = false;
-    while (q.cq->Next(&tag, &ok)) {
+    while (queue->cq->Next(&tag, &ok)) {
     }
   }
 }

@@ -61,16 +61,16 @@ class ModelInferQueues {
   struct Queue {
     std::unique_ptr<grpc::ServerCompletionQueue> cq;
     std::thread thread;
+    absl::Mutex mu;  // per queue: its thread requests a call for every call that arrives
+    bool shut ABSL_GUARDED_BY(mu) = false;  // cq->Shutdown() ran: nothing may be requested on it
   };
 
-  // Asks gRPC for the next call of `kind` on `cq`, unless the queues are shutting down.
-  void RequestCall(int kind, grpc::ServerCompletionQueue* cq);
-  void Poll(grpc::ServerCompletionQueue* cq, int index);
+  // Asks gRPC for the next call of `kind` on `queue`, unless it is shut down.
+  void RequestCall(int kind, Queue& queue);
+  void Poll(Queue& queue, int index);
 
   InferenceService* const service_;
-  std::vector<Queue> queues_;
-  absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // no new call may be requested
+  std::vector<std::unique_ptr<Queue>> queues_;
 };
 
 }  // namespace chronoserve::server
