@@ -1,8 +1,8 @@
 #!/bin/bash
-# ModelInfer on gRPC's callback API or on completion queues of the asynchronous API, each with a
-# thread of its own (--grpc-infer-threads; issue 3's 85 % at concurrency 256: on the callback API
-# every call goes through one completion queue that all of gRPC's callback threads poll under one
-# lock, BENCHMARKS §19). run_streaming.sh (policy net, concurrency 256, batch-1 requests, delay 0)
+# Inference (ModelInfer, ModelStreamInfer) on gRPC's callback API or on threads polling completion
+# queues of the asynchronous API (--grpc-infer-threads; issue 3's 85 % at concurrency 256: on the
+# callback API every call goes through one completion queue that all of gRPC's callback threads
+# poll under one lock, BENCHMARKS §19). run_streaming.sh (policy net, concurrency 256, batch-1 requests, delay 0)
 # once per thread count in VARIANTS ("0" = the callback API), ROUNDS times in turn, then one table
 # of every point (variant_table). Files under OUT/FORWARD/THREADS/roundN.
 #

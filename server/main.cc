@@ -37,9 +37,10 @@ int main(int argc, char** argv) {
                  "removed at shutdown");
   std::string infer_threads = "auto";
   app.add_option("--grpc-infer-threads", infer_threads,
-                 "ModelInfer (unary) is served on this many completion queues of gRPC's asynchronous API, "
-                 "each polled by a thread of its own; 0 serves it on gRPC's callback API with the other RPCs "
-                 "(one completion queue shared by all their threads). auto = a quarter of the CPUs, 1 to 4")
+                 "ModelInfer and ModelStreamInfer are served by this many threads on completion queues of "
+                 "gRPC's asynchronous API of their own (two threads a queue); 0 serves them on gRPC's callback "
+                 "API with the other RPCs (one completion queue shared by all its threads). auto = a quarter "
+                 "of the CPUs, 1 to 4")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto"}) | CLI::Range(0, 64));
   app.add_option("--log-verbose", log_verbose, "Verbose logging level (0 = off)")->capture_default_str();

@@ -104,7 +104,8 @@ absl::Status Server::Start() {
   if (!unix_address.empty()) CS_LOG(INFO) << "gRPC also listening on " << unix_address;
   if (infer_queues_ != nullptr) {
     infer_queues_->Start();
-    CS_LOG(INFO) << "ModelInfer on " << infer_queues_->size() << " completion queue thread(s) (gRPC async API)";
+    CS_LOG(INFO) << "ModelInfer and ModelStreamInfer on " << infer_queues_->threads() << " thread(s) polling "
+                 << infer_queues_->queues() << " completion queue(s) (gRPC's asynchronous API)";
   }
   auto* health = grpc_server_->GetHealthCheckService();
   health->SetServingStatus(false);

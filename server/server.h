@@ -42,9 +42,9 @@ struct ServerOptions {
   // "unix:PATH"). Empty = TCP only. The socket file is removed at shutdown.
   std::string unix_socket;
   int exit_timeout_secs = 30;
-  // --grpc-infer-threads: ModelInfer on this many completion queues of gRPC's asynchronous API,
-  // each polled by a thread of its own (server/grpc/model_infer_queues.h); 0 = on gRPC's callback
-  // API with the other RPCs; kAutoInferThreads = DefaultInferThreads().
+  // --grpc-infer-threads: ModelInfer and ModelStreamInfer served by this many threads on completion
+  // queues of gRPC's asynchronous API (server/grpc/model_infer_queues.h: two threads a queue); 0 =
+  // on gRPC's callback API with the other RPCs; kAutoInferThreads = DefaultInferThreads().
   int grpc_infer_threads = kAutoInferThreads;
   WarmupOptions warmup;
   // Triton's system_shared_memory extension: clients may register POSIX shared-memory regions and
@@ -97,7 +97,7 @@ class Server {
   DeviceActivityRegistry devices_;
   std::unique_ptr<SharedMemoryRegistry> shared_memory_;  // null when shared memory is disallowed
   std::unique_ptr<InferenceService> service_;
-  std::unique_ptr<ModelInferQueues> infer_queues_;  // null: ModelInfer on the callback API; outlives grpc_server_
+  std::unique_ptr<ModelInferQueues> infer_queues_;  // null: inference on the callback API; outlives grpc_server_
   std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;
   ServingWarmupReport serving_warmup_;

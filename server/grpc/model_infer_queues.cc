@@ -8,10 +8,10 @@
 
 namespace chronoserve::server {
 
-// One ModelInfer call, from the request for it to its end. Its queue's thread sees every tag of
-// the call (the call arriving, its Finish sent, the call done) and the call deletes itself there
-// once both of the last two are back. The worker or completion thread that answers the request
-// touches only the context and the responder, before the Finish tag comes back.
+// One ModelInfer call, from the request for it to its end. Its queue's threads see every tag of
+// the call (the call arriving, its Finish sent, the call done; the last two possibly at once) and
+// the call deletes itself once both of the last two are back. The worker or completion thread that
+// answers the request touches only the context and the responder, before the Finish tag comes back.
 class ModelInferQueues::UnaryCall final : public QueuedCall {
  public:
   void RequestFrom(InferenceService* service, grpc::ServerCompletionQueue* cq) override {
@@ -28,14 +28,20 @@ class ModelInferQueues::UnaryCall final : public QueuedCall {
         Start();
         return;
       case Event::kDone:
-        if (ctx_.IsCancelled() && cancelled_ != nullptr) {
+        if (ctx_.IsCancelled()) {
           cancelled_->store(true);
-          if (model_ != nullptr) model_->queue().Poke();
+          std::shared_ptr<ModelRuntime> model;
+          {
+            absl::MutexLock lock(&mu_);
+            model = model_;
+          }
+          // Not built yet: the request is queued already cancelled, and dropped unexecuted.
+          if (model != nullptr) model->queue().Poke();
         }
-        if (--tags_left_ > 0) return;
+        if (tags_left_.fetch_sub(1) > 1) return;
         break;
       default:  // kFinished
-        if (--tags_left_ > 0) return;
+        if (tags_left_.fetch_sub(1) > 1) return;
         break;
     }
     delete this;
@@ -45,10 +51,13 @@ class ModelInferQueues::UnaryCall final : public QueuedCall {
   void Start() {
     InferDispatcher& dispatcher = service_->dispatcher();
     CallInfo info = UnaryCallInfo(ctx_, dispatcher.clock(), dispatcher);
-    cancelled_ = info.cancelled;
+    info.cancelled = cancelled_;
     auto built = dispatcher.Build(request_, &response_, std::move(info));
     if (!built.ok()) return Finish(built.status());
-    model_ = built->model;
+    {
+      absl::MutexLock lock(&mu_);
+      model_ = built->model;
+    }
     absl::Status enqueued = dispatcher.Enqueue(
         *std::move(built), &response_, [this](const absl::Status& status, const RequestTiming& timing, bool timed) {
           if (status.ok() && timed) ctx_.AddTrailingMetadata(std::string(kServerTimingKey), EncodeServerTiming(timing));
@@ -70,17 +79,18 @@ class ModelInferQueues::UnaryCall final : public QueuedCall {
   inference::ModelInferRequest request_;
   inference::ModelInferResponse response_;
   grpc::ServerAsyncResponseWriter<inference::ModelInferResponse> responder_{&ctx_};
-  std::shared_ptr<std::atomic<bool>> cancelled_;
-  std::shared_ptr<ModelRuntime> model_;  // set once the request is built (cancellation pokes its queue)
-  int tags_left_ = 2;                    // kFinished and kDone, once the call has arrived
+  const std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
+  absl::Mutex mu_;
+  std::shared_ptr<ModelRuntime> model_ ABSL_GUARDED_BY(mu_);  // once built: a cancellation pokes its queue
+  std::atomic<int> tags_left_{2};  // kFinished and kDone, once the call has arrived
   Tag arrived_{this, Event::kArrived};
   Tag finished_{this, Event::kFinished};
   Tag done_{this, Event::kDone};
 };
 
-ModelInferQueues::ModelInferQueues(InferenceService* service, grpc::ServerBuilder* builder, int queues)
-    : service_(service) {
-  for (int i = 0; i < std::max(queues, 1); ++i) {
+ModelInferQueues::ModelInferQueues(InferenceService* service, grpc::ServerBuilder* builder, int threads)
+    : service_(service), threads_(std::max(threads, 1)) {
+  for (int i = 0; i < (threads_ + kThreadsPerQueue - 1) / kThreadsPerQueue; ++i) {
     queues_.push_back(std::make_unique<Queue>());
     queues_.back()->cq = builder->AddCompletionQueue();
   }
@@ -89,11 +99,13 @@ ModelInferQueues::ModelInferQueues(InferenceService* service, grpc::ServerBuilde
 ModelInferQueues::~ModelInferQueues() { Stop(); }
 
 void ModelInferQueues::Start() {
-  for (size_t i = 0; i < queues_.size(); ++i) {
-    Queue& queue = *queues_[i];
-    for (int k = 0; k < kUnaryCallsRequested; ++k) RequestCall(kUnary, queue);
-    for (int k = 0; k < kStreamsRequested; ++k) RequestCall(kStream, queue);
-    queue.thread = std::thread([this, &queue, i] { Poll(queue, static_cast<int>(i)); });
+  for (auto& queue : queues_) {
+    for (int k = 0; k < kUnaryCallsRequested; ++k) RequestCall(kUnary, *queue);
+    for (int k = 0; k < kStreamsRequested; ++k) RequestCall(kStream, *queue);
+  }
+  for (int t = 0; t < threads_; ++t) {
+    Queue& queue = *queues_[static_cast<size_t>(t) % queues_.size()];
+    queue.threads.emplace_back([this, &queue, t] { Poll(queue, t); });
   }
 }
 
@@ -125,11 +137,12 @@ void ModelInferQueues::Stop() {
     queue->cq->Shutdown();
   }
   for (auto& queue : queues_) {
-    if (queue->thread.joinable()) {
-      queue->thread.join();
+    if (!queue->threads.empty()) {
+      for (std::thread& thread : queue->threads) thread.join();
+      queue->threads.clear();
       continue;
     }
-    // Never started (or already joined): nothing of it is outstanding, but gRPC wants a queue
+    // Never started (or already stopped): nothing of it is outstanding, but gRPC wants a queue
     // drained before it is destroyed.
     void* tag = nullptr;
     bool ok = false;

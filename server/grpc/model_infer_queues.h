@@ -1,23 +1,25 @@
 // ModelInferQueues: serves ModelInfer and ModelStreamInfer on gRPC's asynchronous API, on
-// completion queues of its own, each polled by one thread ("cs-grpc-cqK"). On gRPC 1.51's callback
-// API every operation of every call goes through one shared completion queue that (cores / 2)
-// threads poll under one mutex; at tens of thousands of requests per second that queue was the
-// busiest part of the server (docs/BENCHMARKS.md §19). Here each queue has its own lock and its
-// own thread, so inference no longer funnels through it. The other RPCs (health, metadata,
+// completion queues of its own, each polled by up to kThreadsPerQueue threads ("cs-grpc-cqK", K
+// counting every thread). On gRPC 1.51's callback API every operation of every call goes through
+// one shared completion queue that (cores / 2) threads poll under one mutex; at tens of thousands of
+// requests per second that queue was the busiest part of the server (docs/BENCHMARKS.md §19). Here
+// each queue has its own lock and a thread or two, so inference no longer funnels through one.
+// Two threads let one busy stream's reads and writes proceed at once (all of a call's tags come
+// back on its queue). The other RPCs (health, metadata,
 // statistics, shared memory) stay on the callback API.
 //
 // A unary call goes through the same InferDispatcher as on the callback API: validated and queued
-// on the queue's thread, answered (Finish) by the worker or completion thread that finished it; a
+// on a queue thread, answered (Finish) by the worker or completion thread that finished it; a
 // client that cancels, or whose deadline passes, has its request marked cancelled before it
 // executes. A stream is the same session as on the callback API (StreamInferReactor over
-// AsyncBidiCall, queued_call.h), its reactions delivered by its queue's thread.
+// AsyncBidiCall, queued_call.h), its reactions delivered by its queue's threads.
 //
 // Owned by the Server. Order: the constructor (before BuildAndStart: it adds the queues to the
 // builder), Start() after BuildAndStart, Stop() after grpc::Server::Shutdown and once every
 // accepted request has been answered (the models stopped), before the server is destroyed.
 //
 //   InferenceService service(..., /*async_inference=*/true);
-//   ModelInferQueues queues(&service, &builder, 4);
+//   ModelInferQueues queues(&service, &builder, 4);  // 4 threads on 2 queues
 //   auto server = builder.BuildAndStart();
 //   queues.Start();
 //   ... server->Shutdown(); registry.StopAll(); server->Wait(); queues.Stop();
@@ -44,24 +46,28 @@ class ModelInferQueues {
   static constexpr int kUnaryCallsRequested = 16;
   static constexpr int kStreamsRequested = 4;
 
-  // `service` was built with async_inference and must outlive this; `queues` >= 1.
-  ModelInferQueues(InferenceService* service, grpc::ServerBuilder* builder, int queues);
+  static constexpr int kThreadsPerQueue = 2;
+
+  // `threads` (>= 1) over ceil(threads / kThreadsPerQueue) queues. `service` was built with
+  // async_inference and must outlive this.
+  ModelInferQueues(InferenceService* service, grpc::ServerBuilder* builder, int threads);
   ~ModelInferQueues();  // Stop()s
 
-  // Requests the first calls and starts one thread per queue.
+  // Requests the first calls and starts the threads.
   void Start();
   // Shuts the queues down, lets their threads answer what is left in them, joins them. Idempotent.
   void Stop();
 
-  int size() const { return static_cast<int>(queues_.size()); }
+  int queues() const { return static_cast<int>(queues_.size()); }
+  int threads() const { return threads_; }
 
  private:
   class UnaryCall;
   enum Kind { kUnary, kStream };
   struct Queue {
     std::unique_ptr<grpc::ServerCompletionQueue> cq;
-    std::thread thread;
-    absl::Mutex mu;  // per queue: its thread requests a call for every call that arrives
+    std::vector<std::thread> threads;
+    absl::Mutex mu;  // per queue: its threads request a call for every call that arrives
     bool shut ABSL_GUARDED_BY(mu) = false;  // cq->Shutdown() ran: nothing may be requested on it
   };
 
@@ -70,6 +76,7 @@ class ModelInferQueues {
   void Poll(Queue& queue, int index);
 
   InferenceService* const service_;
+  const int threads_;
   std::vector<std::unique_ptr<Queue>> queues_;
 };
 

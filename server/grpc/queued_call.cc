@@ -5,6 +5,7 @@
 namespace chronoserve::server {
 
 void AsyncBidiCall::RequestFrom(InferenceService* service, grpc::ServerCompletionQueue* cq) {
+  outstanding_.store(1);  // the done tag, which comes back only if the call arrives
   ctx_.AsyncNotifyWhenDone(&done_);
   service->RequestModelStreamInfer(&ctx_, &stream_, cq, &arrived_);
 }
@@ -31,7 +32,6 @@ void AsyncBidiCall::Proceed(Event event, bool ok) {
         delete this;
         return;
       }
-      outstanding_.fetch_add(1);  // the done tag
       Begin(ctx_);
       return;
     case Event::kRead:
@@ -41,7 +41,7 @@ void AsyncBidiCall::Proceed(Event event, bool ok) {
       OnWriteDone(ok);
       break;
     case Event::kFinished:
-      finish_back_ = true;
+      finish_back_.store(true);
       break;
     case Event::kDone:
       if (ctx_.IsCancelled()) OnCancel();
@@ -49,8 +49,9 @@ void AsyncBidiCall::Proceed(Event event, bool ok) {
   }
   // A reaction that started another operation counted it before this one is uncounted, so the
   // count reaches 0 only when nothing is outstanding; before Finish the session still has work
-  // (a worker may yet write or finish), so only Finish's return lets the call end.
-  if (outstanding_.fetch_sub(1) == 1 && finish_back_) OnDone();
+  // (a worker may yet write or finish), so only Finish's return lets the call end. Finish's tag
+  // sets the flag before it is uncounted, so whichever tag is uncounted last sees it.
+  if (outstanding_.fetch_sub(1) == 1 && finish_back_.load()) OnDone();
 }
 
 }  // namespace chronoserve::server

@@ -2,11 +2,15 @@
 // every tag a call hands to gRPC is a QueuedCall::Tag that names the call and the event, and comes
 // back on the call's queue's thread, which hands it to Proceed().
 //
+// A queue may be polled by more than one thread, so a call's tags may come back on two threads at
+// once (a read and a write of one stream; a unary call's Finish and its cancellation).
+//
 // AsyncBidiCall gives a ModelStreamInfer call the shape of gRPC's callback reactor
 // (grpc::ServerBidiReactor): StartRead / StartWrite / Finish from any thread, and the reactions
-// OnReadDone / OnWriteDone / OnCancel / OnDone on the queue's thread, one at a time. So one stream
-// session (StreamInferReactor<Call>) serves on either API. As with the reactor, OnDone comes last,
-// once Finish has completed and no read or write is outstanding; the session deletes itself there.
+// OnReadDone / OnWriteDone / OnCancel / OnDone on the queue's threads, as concurrently as the
+// reactor's. So one stream session (StreamInferReactor<Call>) serves on either API. As with the
+// reactor, OnDone comes last, once Finish has completed and no read or write is outstanding; the
+// session deletes itself there.
 #ifndef CHRONOSERVE_SERVER_GRPC_QUEUED_CALL_H_
 #define CHRONOSERVE_SERVER_GRPC_QUEUED_CALL_H_
 
@@ -66,9 +70,10 @@ class AsyncBidiCall : public QueuedCall {
  private:
   grpc::ServerContext ctx_;
   grpc::ServerAsyncReaderWriter<Response, Request> stream_{&ctx_};
-  // Tags not yet back: the done tag (from the call's arrival) and every read, write and Finish.
+  // Tags not yet back: the done tag (counted when the call is requested) and every read, write
+  // and Finish.
   std::atomic<int> outstanding_{0};
-  bool finish_back_ = false;  // Finish's tag is back (queue thread only)
+  std::atomic<bool> finish_back_{false};  // Finish's tag is back
   Tag arrived_{this, Event::kArrived};
   Tag read_{this, Event::kRead};
   Tag written_{this, Event::kWritten};

@@ -82,6 +82,8 @@ void StreamInferReactor<Call>::Begin(const grpc::ServerContextBase& ctx) {
   if (!streams_->Add(this)) {
     {
       absl::MutexLock lock(&state_->mu);
+      // On the asynchronous API a cancellation may already have decided the finish.
+      if (state_->finish_decided) return;
       state_->finish_decided = true;
     }
     this->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));

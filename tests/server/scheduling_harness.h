@@ -49,8 +49,8 @@ class RecordingObserver final : public server::RequestObserver {
 };
 
 // The KServe v2 service over real gRPC, composed like server::Server (shared memory allowed) but
-// with a test observer. `infer_threads`: 0 serves ModelInfer on gRPC's callback API, N > 0 on N
-// ModelInferQueues (the asynchronous API), as --grpc-infer-threads does.
+// with a test observer. `infer_threads`: 0 serves inference on gRPC's callback API, N > 0 on N
+// ModelInferQueues threads (the asynchronous API), as --grpc-infer-threads does.
 class ServiceHarness {
  public:
   explicit ServiceHarness(server::StreamOptions stream_options = {}, int infer_threads = 0)

@@ -50,7 +50,7 @@ int WorkerOf(const inference::ModelInferResponse& response) {
   return timing.has_value() ? static_cast<int>(timing->worker) : -1;
 }
 
-// Every test runs with ModelInfer on gRPC's callback API (0) and on two ModelInferQueues (2).
+// Every test runs with ModelInfer on gRPC's callback API (0) and on two ModelInferQueues threads (2: one queue).
 class SchedulingTest : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override { ASSERT_TRUE(harness_.ok()); }

@@ -346,8 +346,8 @@ TEST_F(FailedModelTest, BrokenModelsFailAloneWithTheirReason) {
   EXPECT_FALSE(c->ServerLive().ok()) << "stopped";
 }
 
-// --grpc-infer-threads N: ModelInfer on N completion queues with a thread each (named cs-grpc-cqK,
-// as top -H shows them), or on the callback API with 0; either way correct rows per request, the
+// --grpc-infer-threads N: ModelInfer on N threads polling completion queues of their own (named
+// cs-grpc-cqK, as top -H shows them), or on the callback API with 0; either way correct rows per request, the
 // timing parameters and the server-timing trailer, under concurrent calls.
 class InferThreadsTest : public ::testing::TestWithParam<int> {};
 

@@ -40,7 +40,7 @@ HealthCheckResponse::ServingStatus Check(Health::Stub* health, const std::string
   return response.status();
 }
 
-// With ModelInfer on gRPC's callback API (0) and on three ModelInferQueues (3).
+// With ModelInfer on gRPC's callback API (0) and on three ModelInferQueues threads (3: two queues).
 class InProcessShutdownTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(InProcessShutdownTest, InFlightRequestsFinishNewOnesAreRefusedAndHealthGoesNotServingFirst) {

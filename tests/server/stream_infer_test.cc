@@ -62,7 +62,7 @@ void ExpectTimingConsistent(const client::InferResult& result, int64_t e2e_ns) {
   EXPECT_GE(t.batch_size, 1);
 }
 
-// Every test runs with streams on gRPC's callback API (0) and on two ModelInferQueues (2).
+// Every test runs with streams on gRPC's callback API (0) and on two ModelInferQueues threads (2: one queue).
 class StreamInferTest : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override { ASSERT_TRUE(harness_->ok()); }

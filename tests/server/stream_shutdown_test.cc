@@ -35,7 +35,7 @@ inference::ModelInferRequest Request(const std::string& model, const std::string
   return client::InferenceClient::BuildRequest(model, {input}, options);
 }
 
-// With streams on gRPC's callback API (0) and on two ModelInferQueues (2).
+// With streams on gRPC's callback API (0) and on two ModelInferQueues threads (2: one queue).
 class StreamDrainTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(StreamDrainTest, DrainingAnswersNewMessagesWithErrorsAndFinishesStreamsAfterTheirRequests) {

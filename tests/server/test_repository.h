@@ -57,7 +57,7 @@ inline server::ServerOptions TestServerOptions(const std::string& repository, in
 }
 
 // The name of a test run with ModelInfer and ModelStreamInfer on gRPC's callback API (0) or on N
-// ModelInferQueues (--grpc-infer-threads N): "CallbackApi" or "AsyncQueuesN".
+// ModelInferQueues threads (--grpc-infer-threads N): "CallbackApi" or "AsyncQueuesN".
 inline std::string InferApiName(const ::testing::TestParamInfo<int>& info) {
   return info.param == 0 ? std::string("CallbackApi") : "AsyncQueues" + std::to_string(info.param);
 }
