@@ -3,8 +3,8 @@
 # queues of the asynchronous API (--grpc-infer-threads; issue 3's 85 % at concurrency 256: on the
 # callback API every call goes through one completion queue that all of gRPC's callback threads
 # poll under one lock, BENCHMARKS §19). run_streaming.sh (policy net, concurrency 256, batch-1 requests, delay 0)
-# once per thread count in VARIANTS ("0" = the callback API), ROUNDS times in turn, then one table
-# of every point (variant_table). Files under OUT/FORWARD/THREADS/roundN.
+# once per thread count in VARIANTS ("0" = the callback API), ROUNDS times in turn (the order
+# reversed every other round), then one table of every point (variant_table). Files under OUT/FORWARD/THREADS/roundN.
 #
 # Usage: benchmarks/run_infer_threads.sh BUILD_DIR OUT_DIR [PORT]
 # Environment: FORWARDS="graphs", VARIANTS="0 1 2 4", ROUNDS=1, TRANSPORTS="unary" and
@@ -18,7 +18,9 @@ source "$here/server_lib.sh"
 status=0
 for forward in ${FORWARDS:-graphs}; do
   for round in $(seq 1 "${ROUNDS:-1}"); do
-    for threads in ${VARIANTS:-0 1 2 4}; do
+    order=${VARIANTS:-0 1 2 4}
+    [ $((round % 2)) -eq 0 ] && order=$(echo "$order" | tr ' ' '\n' | tac | tr '\n' ' ')
+    for threads in $order; do
       echo "== forward $forward, round $round, --grpc-infer-threads $threads"
       EXTRA_CONFIG="$(forward_config "$forward")" DELAYS=0 PIN=off TRANSPORTS="${TRANSPORTS:-unary}" \
         SERVER_FLAGS="--grpc-infer-threads $threads" \
