@@ -39,8 +39,8 @@ int main(int argc, char** argv) {
   app.add_option("--grpc-infer-threads", infer_threads,
                  "ModelInfer and ModelStreamInfer are served by this many threads on completion queues of "
                  "gRPC's asynchronous API of their own (two threads a queue); 0 serves them on gRPC's callback "
-                 "API with the other RPCs (one completion queue shared by all its threads). auto = a quarter "
-                 "of the CPUs, 1 to 4")
+                 "API with the other RPCs (one completion queue shared by all its threads). auto = half of "
+                 "the CPUs, 1 to 8")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto"}) | CLI::Range(0, 64));
   app.add_option("--log-verbose", log_verbose, "Verbose logging level (0 = off)")->capture_default_str();

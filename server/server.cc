@@ -44,7 +44,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
 }
 
 int DefaultInferThreads() {
-  return std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 4, 1, 4);
+  return std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 2, 1, 8);
 }
 
 Server::Server(const ServerOptions& options) : options_(options), clock_(SteadyClock::Get()) {}
