@@ -54,7 +54,7 @@ InferDispatcher::InferDispatcher(ModelRegistry* registry, const Clock* clock, Re
       shared_memory_(shared_memory),
       serving_warmup_token_(NewServingWarmupToken()) {}
 
-CallInfo UnaryCallInfo(const grpc::ServerContextBase& ctx, const Clock* clock, const InferDispatcher& dispatcher) {
+CallInfo CallInfoOf(const grpc::ServerContextBase& ctx, const Clock* clock, const InferDispatcher& dispatcher) {
   CallInfo info;
   info.received_ns = clock->NowNs();
   const auto deadline = ctx.deadline();
@@ -71,8 +71,12 @@ CallInfo UnaryCallInfo(const grpc::ServerContextBase& ctx, const Clock* clock, c
     info.tracestate.assign(it->second.data(), it->second.size());
   }
   info.synthetic = dispatcher.IsServingWarmup(metadata);
-  info.cancelled = std::make_shared<std::atomic<bool>>(false);
   return info;
+}
+
+void AddServerTimingTrailer(const absl::Status& status, const RequestTiming& timing, bool timed,
+                            grpc::ServerContextBase* ctx) {
+  if (status.ok() && timed) ctx->AddTrailingMetadata(std::string(kServerTimingKey), EncodeServerTiming(timing));
 }
 
 bool InferDispatcher::IsServingWarmup(const std::multimap<grpc::string_ref, grpc::string_ref>& metadata) const {

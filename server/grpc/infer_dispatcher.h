@@ -110,9 +110,14 @@ class InferDispatcher {
   int64_t inflight_ ABSL_GUARDED_BY(inflight_mu_) = 0;  // accepted requests not yet answered
 };
 
-// A unary ModelInfer call's CallInfo, on either of gRPC's APIs: received now, its deadline (steady
-// clock), trace context and serving warm-up mark from its metadata, a fresh cancellation flag.
-CallInfo UnaryCallInfo(const grpc::ServerContextBase& ctx, const Clock* clock, const InferDispatcher& dispatcher);
+// What a call's context says, on either of gRPC's APIs: received now, its deadline (steady clock),
+// trace context and serving warm-up mark from its metadata. The caller sets `cancelled`.
+CallInfo CallInfoOf(const grpc::ServerContextBase& ctx, const Clock* clock, const InferDispatcher& dispatcher);
+
+// A unary call's server-timing trailer (docs/TIMING.md): only for an answered request whose batch
+// ran with request timing (Respond's `timed`). Before the call is finished.
+void AddServerTimingTrailer(const absl::Status& status, const RequestTiming& timing, bool timed,
+                            grpc::ServerContextBase* ctx);
 
 // The timing.* response parameters (docs/TIMING.md) of `timing`.
 void AddTimingParams(const RequestTiming& timing, inference::ModelInferResponse* response);

@@ -1,8 +1,5 @@
 #include "server/grpc/inference_service.h"
 
-#include <algorithm>
-#include <chrono>
-
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/timing.h"
@@ -145,13 +142,14 @@ grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
 grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* ctx,
                                                        const inference::ModelInferRequest* request,
                                                        inference::ModelInferResponse* response) {
-  CallInfo info = UnaryCallInfo(*ctx, clock_, dispatcher_);
-  auto built = dispatcher_.Build(*request, response, info);
+  CallInfo info = CallInfoOf(*ctx, clock_, dispatcher_);
+  info.cancelled = std::make_shared<std::atomic<bool>>(false);
+  auto built = dispatcher_.Build(*request, response, std::move(info));
   if (!built.ok()) return FinishNow(ctx, built.status());
   auto* reactor = new InferReactor(built->request->cancelled, built->model);
   absl::Status enqueued = dispatcher_.Enqueue(
       *std::move(built), response, [ctx, reactor](const absl::Status& status, const RequestTiming& timing, bool timed) {
-        if (status.ok() && timed) ctx->AddTrailingMetadata(std::string(kServerTimingKey), EncodeServerTiming(timing));
+        AddServerTimingTrailer(status, timing, timed, ctx);
         reactor->Finish(ToGrpcStatus(status));
       });
   if (!enqueued.ok()) reactor->Finish(ToGrpcStatus(enqueued));

@@ -50,7 +50,7 @@ class ModelInferQueues::UnaryCall final : public QueuedCall {
  private:
   void Start() {
     InferDispatcher& dispatcher = service_->dispatcher();
-    CallInfo info = UnaryCallInfo(ctx_, dispatcher.clock(), dispatcher);
+    CallInfo info = CallInfoOf(ctx_, dispatcher.clock(), dispatcher);
     info.cancelled = cancelled_;
     auto built = dispatcher.Build(request_, &response_, std::move(info));
     if (!built.ok()) return Finish(built.status());
@@ -60,7 +60,7 @@ class ModelInferQueues::UnaryCall final : public QueuedCall {
     }
     absl::Status enqueued = dispatcher.Enqueue(
         *std::move(built), &response_, [this](const absl::Status& status, const RequestTiming& timing, bool timed) {
-          if (status.ok() && timed) ctx_.AddTrailingMetadata(std::string(kServerTimingKey), EncodeServerTiming(timing));
+          AddServerTimingTrailer(status, timing, timed, &ctx_);
           Finish(status);
         });
     if (!enqueued.ok()) Finish(enqueued);

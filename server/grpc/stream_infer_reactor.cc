@@ -1,8 +1,5 @@
 #include "server/grpc/stream_infer_reactor.h"
 
-#include <algorithm>
-#include <chrono>
-
 #include "server/grpc/grpc_status.h"
 
 namespace chronoserve::server {
@@ -64,21 +61,7 @@ StreamInferReactor<Call>::StreamInferReactor(InferDispatcher* dispatcher, Stream
 
 template <class Call>
 void StreamInferReactor<Call>::Begin(const grpc::ServerContextBase& ctx) {
-  const Clock* clock = dispatcher_->clock();
-  const auto deadline = ctx.deadline();
-  if (deadline != std::chrono::system_clock::time_point::max()) {
-    const int64_t remaining_ns =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - std::chrono::system_clock::now()).count();
-    deadline_ns_ = clock->NowNs() + std::max<int64_t>(remaining_ns, 0);
-  }
-  const auto& metadata = ctx.client_metadata();
-  if (auto it = metadata.find("traceparent"); it != metadata.end()) {
-    traceparent_.assign(it->second.data(), it->second.size());
-  }
-  if (auto it = metadata.find("tracestate"); it != metadata.end()) {
-    tracestate_.assign(it->second.data(), it->second.size());
-  }
-  synthetic_ = dispatcher_->IsServingWarmup(metadata);
+  call_ = CallInfoOf(ctx, dispatcher_->clock(), *dispatcher_);
   if (!streams_->Add(this)) {
     {
       absl::MutexLock lock(&state_->mu);
@@ -131,17 +114,17 @@ template <class Call>
 CallInfo StreamInferReactor<Call>::InfoFor(const inference::ModelInferRequest& request, int64_t received_ns) const {
   CallInfo info;
   info.received_ns = received_ns;
-  info.deadline_ns = deadline_ns_;
+  info.deadline_ns = call_.deadline_ns;
   // Per-request trace context (request parameters) beats the stream's metadata: one stream carries
   // many requests, each may belong to its own trace.
   info.traceparent = StringParam(request, "traceparent");
   info.tracestate = StringParam(request, "tracestate");
   if (info.traceparent.empty()) {
-    info.traceparent = traceparent_;
-    if (info.tracestate.empty()) info.tracestate = tracestate_;
+    info.traceparent = call_.traceparent;
+    if (info.tracestate.empty()) info.tracestate = call_.tracestate;
   }
   info.cancelled = cancelled_flag_;
-  info.synthetic = synthetic_;
+  info.synthetic = call_.synthetic;
   return info;
 }
 

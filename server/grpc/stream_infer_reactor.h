@@ -141,10 +141,9 @@ class StreamInferReactor final : public Call, public DrainableStream {
   InferDispatcher* const dispatcher_;
   StreamRegistry* const streams_;
   const StreamOptions options_;
-  int64_t deadline_ns_ = 0;  // the stream's deadline (steady clock); 0 = none
-  std::string traceparent_;  // the stream's trace context, for requests that carry none
-  std::string tracestate_;
-  bool synthetic_ = false;   // the server's own serving warm-up stream (serving_warmup.h)
+  // The stream's own deadline, trace context (for requests that carry none) and serving warm-up
+  // mark (serving_warmup.h), from Begin(); its `cancelled` is unused (cancelled_flag_ below).
+  CallInfo call_;
   // Shared by every request of the stream: set when the client goes away.
   const std::shared_ptr<std::atomic<bool>> cancelled_flag_;
   const std::shared_ptr<State> state_;
