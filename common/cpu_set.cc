@@ -124,4 +124,12 @@ int CurrentThreadNice() {
   return getpriority(PRIO_PROCESS, CurrentTid());
 }
 
+absl::Status SetCurrentThreadIdlePriority() {
+  sched_param param{};
+  param.sched_priority = 0;
+  // With pid 0 the call changes the calling thread only (Linux schedules threads, not processes).
+  if (sched_setscheduler(0, SCHED_IDLE, &param) == 0) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("moving a thread to SCHED_IDLE failed: ", std::strerror(errno)));
+}
+
 }  // namespace chronoserve

@@ -1,6 +1,6 @@
 // CPU lists in the kernel's cpulist syntax ("0-3,8", as in /sys and `taskset -c`), pinning the
-// calling thread to one, and the calling thread's nice value: what --host-policy's cpu-cores and
-// nice settings are made of.
+// calling thread to one, and the calling thread's nice value and scheduling class: what
+// --host-policy's cpu-cores and nice settings and --host-keep-warm-ms's spinners are made of.
 #ifndef CHRONOSERVE_COMMON_CPU_SET_H_
 #define CHRONOSERVE_COMMON_CPU_SET_H_
 
@@ -36,6 +36,10 @@ absl::Status SetCurrentThreadNice(int nice);
 
 // The calling thread's nice value.
 int CurrentThreadNice();
+
+// Moves the calling thread to SCHED_IDLE: it runs only on a CPU that has nothing else to run, and
+// any other thread that wakes there preempts it at once. Needs no privilege.
+absl::Status SetCurrentThreadIdlePriority();
 
 }  // namespace chronoserve
 

@@ -75,6 +75,13 @@ int main(int argc, char** argv) {
                  "so the thread feeding a GPU keeps a core of its own; nice=N (-20..19, below 0 needs root "
                  "or CAP_SYS_NICE) gives those threads that nice value, so other threads rarely preempt them "
                  "(e.g. gpu_0,nice=-10)");
+  app.add_option("--host-keep-warm-ms", options.host_keep_warm_ms,
+                 "While a request arrived within this many ms, one thread per CPU the server may run on "
+                 "spins at SCHED_IDLE priority so no CPU halts between requests (a halted CPU is slow to wake, "
+                 "above all on a VM; any real thread preempts the spinner at once). Those CPUs show as busy. "
+                 "0 = off")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   namespace telemetry = chronoserve::server::telemetry;
   telemetry::TelemetryOptions telemetry_options;
   std::string otlp_endpoint;

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/cpu_set.h"
 #include "common/log.h"
 #include "server/backend/host_pinning.h"
 #include "server/backend/torch_backend.h"
@@ -39,6 +40,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   }
   if (options.exit_timeout_secs < 0) {
     return absl::InvalidArgumentError("--exit-timeout-secs must be >= 0");
+  }
+  if (options.host_keep_warm_ms < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--host-keep-warm-ms ", options.host_keep_warm_ms, " is negative (0 turns it off)"));
   }
   return std::unique_ptr<Server>(new Server(options));
 }
@@ -70,6 +75,16 @@ absl::Status Server::Start() {
                                                 ServerInfo{"chronoserve", kChronoserveVersion, options_.request_timing}, telemetry,
                                                 shared_memory_.get(), StreamOptions{}, infer_threads > 0);
   service_->SetWarmingUp(true);  // until the models are loaded and the serving path is warm
+  if (options_.host_keep_warm_ms > 0) {
+    // The CPUs this process may run on (taskset, cpuset): the ones its threads wake up on.
+    auto warm = HostKeepWarm::Start(CurrentThreadCpus(), absl::Milliseconds(options_.host_keep_warm_ms), clock_);
+    if (!warm.ok()) return warm.status();
+    host_keep_warm_ = *std::move(warm);
+    service_->dispatcher().set_host_keep_warm(host_keep_warm_.get());
+    CS_LOG(INFO) << "host keep-warm: CPUs " << FormatCpuList(host_keep_warm_->cpus())
+                 << " spin at idle priority while a request arrived within the last " << options_.host_keep_warm_ms
+                 << " ms (threads cs-spin-N)";
+  }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -177,6 +192,10 @@ void Server::Shutdown() {
   if (grpc_server_ != nullptr) grpc_server_->Wait();
   // After Wait: every call is over, so the queues' threads have nothing left to answer.
   if (infer_queues_ != nullptr) infer_queues_->Stop();
+  if (host_keep_warm_ != nullptr) {
+    service_->dispatcher().set_host_keep_warm(nullptr);
+    host_keep_warm_.reset();
+  }
   // gRPC removes the socket file when it closes the listener; make sure a socket we bound is not left behind.
   struct stat st {};
   if (grpc_server_ != nullptr && !options_.unix_socket.empty() && lstat(options_.unix_socket.c_str(), &st) == 0 &&

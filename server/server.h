@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "server/backend/device_activity.h"
+#include "server/core/host_keep_warm.h"
 #include "server/core/host_policy.h"
 #include "server/grpc/inference_service.h"
 #include "server/grpc/model_infer_queues.h"
@@ -59,6 +60,9 @@ struct ServerOptions {
   int serving_warmup_requests = 4;
   // --host-policy: named CPU sets that models' workers are pinned to (server/core/host_policy.h).
   HostPolicies host_policies;
+  // --host-keep-warm-ms: while a request arrived within this many ms, one SCHED_IDLE spinner per
+  // CPU the server may run on keeps that CPU from halting (server/core/host_keep_warm.h). 0 = off.
+  int host_keep_warm_ms = 0;
   // Traces, metrics, GPU monitor: built by main, not owned; started before the models load and
   // flushed last on shutdown. Null = none.
   telemetry::Telemetry* telemetry = nullptr;
@@ -77,6 +81,8 @@ class Server {
   int port() const { return port_; }
   // What the serving warm-up sent and what failed (after Start; all zero when it was off).
   const ServingWarmupReport& serving_warmup_report() const { return serving_warmup_; }
+  // The spinners of --host-keep-warm-ms (null when off, and after Shutdown).
+  const HostKeepWarm* host_keep_warm() const { return host_keep_warm_.get(); }
   // The token that marks the serving warm-up's requests (for tests and in-process tools).
   const std::string& serving_warmup_token() const { return service_->serving_warmup_token(); }
   // Health NOT_SERVING, new requests UNAVAILABLE, in-flight requests finish (up to
@@ -96,6 +102,7 @@ class Server {
   ModelRegistry registry_;
   DeviceActivityRegistry devices_;
   std::unique_ptr<SharedMemoryRegistry> shared_memory_;  // null when shared memory is disallowed
+  std::unique_ptr<HostKeepWarm> host_keep_warm_;         // null when --host-keep-warm-ms is 0
   std::unique_ptr<InferenceService> service_;
   std::unique_ptr<ModelInferQueues> infer_queues_;  // null: inference on the callback API; outlives grpc_server_
   std::unique_ptr<grpc::Server> grpc_server_;

@@ -86,6 +86,7 @@ bool InferDispatcher::IsServingWarmup(const std::multimap<grpc::string_ref, grpc
 
 absl::StatusOr<BuiltRequest> InferDispatcher::Build(const inference::ModelInferRequest& request,
                                                     inference::ModelInferResponse* response, CallInfo info) {
+  if (host_keep_warm_ != nullptr) host_keep_warm_->Touch(info.received_ns);
   if (draining_.load()) return absl::UnavailableError("the server is shutting down");
   if (absl::Status name_ok = ValidateModelName(request.model_name()); !name_ok.ok()) {
     return absl::InvalidArgumentError(name_ok.message());

@@ -29,6 +29,7 @@
 #include "common/clock.h"
 #include "common/timing.h"
 #include "proto/inference.pb.h"
+#include "server/core/host_keep_warm.h"
 #include "server/core/infer_request.h"
 #include "server/core/request_observer.h"
 #include "server/scheduler/model_registry.h"
@@ -76,6 +77,9 @@ class InferDispatcher {
   // and `respond` is never called: answer with the returned error.
   absl::Status Enqueue(BuiltRequest built, inference::ModelInferResponse* response, Respond respond);
 
+  // Every request's arrival (Build) touches `warm` (--host-keep-warm-ms; null = none). Set before
+  // the first call and cleared after the last one.
+  void set_host_keep_warm(HostKeepWarm* warm) { host_keep_warm_ = warm; }
   // From now on Build answers UNAVAILABLE ("the server is shutting down").
   void SetDraining() { draining_.store(true); }
   // The per-process token that marks the server's own serving warm-up requests (serving_warmup.h):
@@ -105,6 +109,7 @@ class InferDispatcher {
   RequestObserver* const observer_;
   SharedMemoryRegistry* const shared_memory_;
   const std::string serving_warmup_token_;
+  HostKeepWarm* host_keep_warm_ = nullptr;
   std::atomic<bool> draining_{false};
   absl::Mutex inflight_mu_;
   int64_t inflight_ ABSL_GUARDED_BY(inflight_mu_) = 0;  // accepted requests not yet answered

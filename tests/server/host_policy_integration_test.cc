@@ -1,4 +1,4 @@
-// --host-policy on the real server: a worker is pinned to its policy's CPUs and runs at its nice
+// --host-policy and --host-keep-warm-ms on the real server: a worker is pinned to its policy's CPUs and runs at its nice
 // value (seen in /proc, as an operator would check it) and still answers correctly; a model naming an unknown policy, or CPUs
 // that cannot be used, fails alone with a message that says so; the binary refuses a bad flag.
 #include <gmock/gmock.h>
@@ -155,6 +155,38 @@ TEST(HostPolicyServerTest, UnknownPolicyOrUnusableCpusFailTheModelAlone) {
   }
   EXPECT_THAT(ThreadCpuLists("cs-worker"), ::testing::SizeIs(1)) << "only the good model's worker runs";
   server->Shutdown();
+}
+
+// --host-keep-warm-ms: the spinners start parked, spin from a client's request on, and are gone
+// after Shutdown; a negative value is refused.
+TEST(HostKeepWarmServerTest, RequestsStartTheSpinnersAndShutdownStopsThem) {
+  testing::TempDir repo("cs_host_keep_warm");
+  examples::ModelOptions cpu;
+  cpu.instance_kind = "KIND_CPU";
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", cpu).ok());
+  server::ServerOptions options = Options(repo.path(), {});
+  options.host_keep_warm_ms = 60000;
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  const server::HostKeepWarm* warm = server->host_keep_warm();
+  ASSERT_NE(warm, nullptr);
+  const std::vector<int> cpus = CurrentThreadCpus();
+  EXPECT_EQ(warm->cpus(), cpus) << "every CPU the server may run on";
+  EXPECT_EQ(warm->spinning(), 0) << "no request yet (serving warm-up off)";
+  auto c = InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  auto a = c->Infer("mlp", {MlpInput(2, 29)});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->outputs[0].shape, (std::vector<int64_t>{2, 16}));
+  EXPECT_TRUE(warm->WaitForSpinning(static_cast<int>(cpus.size()), kWait)) << "a request set them spinning";
+  EXPECT_THAT(ThreadDirs("cs-spin-" + std::to_string(cpus.front())), ::testing::SizeIs(1));
+  server->Shutdown();
+  EXPECT_EQ(server->host_keep_warm(), nullptr);
+  EXPECT_THAT(ThreadDirs("cs-spin-" + std::to_string(cpus.front())), ::testing::IsEmpty()) << "joined at shutdown";
+
+  options.host_keep_warm_ms = -1;
+  auto refused = server::Server::Create(options);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("--host-keep-warm-ms -1 is negative"));
 }
 
 TEST(HostPolicyServerTest, BinaryRefusesABadFlag) {
