@@ -21,6 +21,12 @@ inline void CpuRelax() {
 
 // Pauses between two looks at the clock (a few µs): the horizon is checked that often.
 constexpr int kPausesPerCheck = 256;
+// A spinner that finds this much time passed between two looks was not running: real work had its
+// CPU. Then the CPU is busy and needs no keeping awake, while the scheduler still gives a SCHED_IDLE
+// thread a slice of a busy CPU now and then (a whole slice, a millisecond or so, that a busy worker
+// waits out): so the spinner steps aside for kBusyBackOff.
+constexpr int64_t kTakenNs = 250'000;
+constexpr absl::Duration kBusyBackOff = absl::Milliseconds(10);
 
 struct SpinningIs {
   const HostKeepWarm* warm;
@@ -93,6 +99,11 @@ int HostKeepWarm::spinning() const {
   return spinning_;
 }
 
+int64_t HostKeepWarm::busy_backoffs() const {
+  absl::MutexLock lock(&mu_);
+  return busy_backoffs_;
+}
+
 bool HostKeepWarm::WaitForSpinning(int n, absl::Duration timeout) const {
   SpinningIs want{this, n};
   const bool reached = mu_.LockWhenWithTimeout(
@@ -122,10 +133,20 @@ void HostKeepWarm::Run(int cpu) {
     if (stop_.load()) break;
     ++spinning_;
     mu_.Unlock();
-    while (!stop_.load(std::memory_order_relaxed) && !Expired()) {
+    bool taken = false;
+    int64_t last = SteadyClock::Now();
+    while (!taken && !stop_.load(std::memory_order_relaxed) && !Expired()) {
       for (int i = 0; i < kPausesPerCheck; ++i) CpuRelax();
+      const int64_t now = SteadyClock::Now();
+      taken = now - last > kTakenNs;
+      last = now;
     }
     mu_.Lock();
+    if (taken) {
+      // Still counted as spinning: the horizon has not passed, the CPU is only busy.
+      ++busy_backoffs_;
+      wake_.WaitWithTimeout(&mu_, kBusyBackOff);
+    }
     --spinning_;
   }
   mu_.Unlock();

@@ -4,9 +4,12 @@
 // halted CPU takes tens of µs to wake (the hypervisor must run it again). Here one thread per CPU,
 // pinned to it and at SCHED_IDLE priority, spins with the CPU's pause instruction for as long as a
 // request arrived within the horizon: the CPU never halts, and any real thread that wakes on it
-// preempts the spinner at once. After the horizon without a request the spinners park (blocked,
-// no CPU) until the next one. The price: those CPUs show as busy (the server's CPU time grows by
-// one core per spinning CPU), and they draw more power. docs/GPU_PERFORMANCE.md, "Host keep-warm".
+// preempts the spinner at once. A spinner that finds its CPU taken by real work for a while (it was
+// not running for 250 µs) steps aside for 10 ms: a busy CPU does not halt anyway, and the scheduler
+// would otherwise still hand the spinner whole slices of it. After the horizon without a request
+// the spinners park (blocked, no CPU) until the next one. The price: idle CPUs show as busy (the
+// server's CPU time grows by up to one core per CPU), and they draw more power.
+// docs/GPU_PERFORMANCE.md, "Host keep-warm".
 //
 //   auto warm = HostKeepWarm::Start(CurrentThreadCpus(), absl::Seconds(60), SteadyClock::Get());
 //   (*warm)->Touch(clock->NowNs());   // on every request's arrival: two atomic operations
@@ -47,8 +50,10 @@ class HostKeepWarm {
 
   const std::vector<int>& cpus() const { return cpus_; }
   absl::Duration horizon() const { return absl::Nanoseconds(horizon_ns_); }
-  // Spinners spinning now (0 when parked).
+  // Spinners awake now: spinning, or stepping aside from a busy CPU (0 when parked).
   int spinning() const;
+  // How often a spinner stepped aside because real work had its CPU.
+  int64_t busy_backoffs() const;
   // Waits until exactly `n` spinners spin, or `timeout` passes; whether it happened (tests).
   bool WaitForSpinning(int n, absl::Duration timeout) const;
 
@@ -72,6 +77,7 @@ class HostKeepWarm {
   mutable absl::Mutex mu_;
   absl::CondVar wake_;
   int spinning_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t busy_backoffs_ ABSL_GUARDED_BY(mu_) = 0;
   int started_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status start_error_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_;

@@ -1,6 +1,7 @@
 // HostKeepWarm on its own, driven by a fake clock: one spinner per CPU, pinned and at SCHED_IDLE as
 // /proc shows them, parked until a request arrives, spinning within the horizon, parked again
-// after it, joined when destroyed; bad arguments and an unusable CPU are refused.
+// after it, stepping aside from a CPU that real work keeps busy, joined when destroyed; bad
+// arguments and an unusable CPU are refused.
 #include "server/core/host_keep_warm.h"
 
 #include <gmock/gmock.h>
@@ -90,6 +91,26 @@ TEST(HostKeepWarmTest, ManyTouchesFromManyThreadsKeepItSpinningAndStopJoins) {
     clock.AdvanceNs(5'000'000);
     ASSERT_TRUE((*warm)->WaitForSpinning(0, kWait)) << "round " << round;
   }
+}
+
+TEST(HostKeepWarmTest, StepsAsideFromACpuThatRealWorkKeepsBusy) {
+  FakeClock clock;
+  const int cpu = CurrentThreadCpus().front();
+  auto warm = HostKeepWarm::Start({cpu}, absl::Seconds(60), &clock);
+  ASSERT_TRUE(warm.ok()) << warm.status();
+  (*warm)->Touch(clock.NowNs());
+  ASSERT_TRUE((*warm)->WaitForSpinning(1, kWait));
+  // A thread at normal priority busy on the spinner's CPU: the spinner runs at most in the slices
+  // the scheduler still hands it, sees the time it lost, and steps aside.
+  std::thread busy([&] {
+    ASSERT_TRUE(PinCurrentThread({cpu}).ok());
+    const int64_t deadline = SteadyClock::Now() + absl::ToInt64Nanoseconds(kWait);
+    while ((*warm)->busy_backoffs() == 0 && SteadyClock::Now() < deadline) {
+    }
+  });
+  busy.join();
+  EXPECT_GE((*warm)->busy_backoffs(), 1);
+  EXPECT_EQ((*warm)->spinning(), 1) << "stepping aside is not parking: the horizon has not passed";
 }
 
 TEST(HostKeepWarmTest, RefusesNoCpusAHorizonThatIsNotPositiveAndAnUnusableCpu) {
