@@ -89,6 +89,11 @@ void HostKeepWarm::Touch(int64_t now_ns) {
   wake_.SignalAll();
 }
 
+void HostKeepWarm::SetInFlight(int64_t in_flight) {
+  const bool crowded = in_flight > kMaxInFlight;
+  if (crowded_.load(std::memory_order_relaxed) != crowded) crowded_.store(crowded, std::memory_order_relaxed);
+}
+
 bool HostKeepWarm::Expired() const {
   const int64_t last = last_touch_ns_.load();
   return last == kNever || clock_->NowNs() - last > horizon_ns_;
@@ -138,7 +143,7 @@ void HostKeepWarm::Run(int cpu) {
     while (!taken && !stop_.load(std::memory_order_relaxed) && !Expired()) {
       for (int i = 0; i < kPausesPerCheck; ++i) CpuRelax();
       const int64_t now = SteadyClock::Now();
-      taken = now - last > kTakenNs;
+      taken = now - last > kTakenNs || crowded_.load(std::memory_order_relaxed);
       last = now;
     }
     mu_.Lock();

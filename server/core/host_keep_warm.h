@@ -6,7 +6,9 @@
 // request arrived within the horizon: the CPU never halts, and any real thread that wakes on it
 // preempts the spinner at once. A spinner that finds its CPU taken by real work for a while (it was
 // not running for 250 µs) steps aside for 10 ms: a busy CPU does not halt anyway, and the scheduler
-// would otherwise still hand the spinner whole slices of it. After the horizon without a request
+// would otherwise still hand the spinner whole slices of it. So do all spinners while more than
+// kMaxInFlight requests are in flight: the server's threads are awake then, and a spinner on the
+// other hyperthread of a busy core slows it down. After the horizon without a request
 // the spinners park (blocked, no CPU) until the next one. The price: idle CPUs show as busy (the
 // server's CPU time grows by up to one core per CPU), and they draw more power.
 // docs/GPU_PERFORMANCE.md, "Host keep-warm".
@@ -47,12 +49,16 @@ class HostKeepWarm {
   // A request arrived at `now_ns`: the spinners spin until `now_ns` + horizon. Any thread; wait-free
   // unless the spinners are parked (then it wakes them).
   void Touch(int64_t now_ns);
+  // Requests accepted and not yet answered, after every change (the dispatcher's count): above
+  // kMaxInFlight the spinners step aside. Any thread; stores only when the side of the limit changes.
+  void SetInFlight(int64_t in_flight);
+  static constexpr int64_t kMaxInFlight = 4;
 
   const std::vector<int>& cpus() const { return cpus_; }
   absl::Duration horizon() const { return absl::Nanoseconds(horizon_ns_); }
   // Spinners awake now: spinning, or stepping aside from a busy CPU (0 when parked).
   int spinning() const;
-  // How often a spinner stepped aside because real work had its CPU.
+  // How often a spinner stepped aside because real work had its CPU or the server was busy.
   int64_t busy_backoffs() const;
   // Waits until exactly `n` spinners spin, or `timeout` passes; whether it happened (tests).
   bool WaitForSpinning(int n, absl::Duration timeout) const;
@@ -72,6 +78,7 @@ class HostKeepWarm {
   const int64_t horizon_ns_;
   const Clock* const clock_;
   std::atomic<int64_t> last_touch_ns_{kNever};
+  std::atomic<bool> crowded_{false};  // more than kMaxInFlight requests in flight
   std::atomic<int> parked_{0};  // spinners blocked in Run's wait: Touch must wake them
   std::atomic<bool> stop_{false};
   mutable absl::Mutex mu_;

@@ -123,6 +123,7 @@ absl::Status InferDispatcher::Enqueue(BuiltRequest built, inference::ModelInferR
   {
     absl::MutexLock lock(&inflight_mu_);
     ++inflight_;
+    if (host_keep_warm_ != nullptr) host_keep_warm_->SetInFlight(inflight_);
   }
   // Built before Enqueue: once queued, a worker may answer the request at once.
   std::string queued_log;
@@ -169,6 +170,7 @@ void InferDispatcher::Complete(ModelRuntime* model, inference::ModelInferRespons
 void InferDispatcher::Answered() {
   absl::MutexLock lock(&inflight_mu_);
   --inflight_;
+  if (host_keep_warm_ != nullptr) host_keep_warm_->SetInFlight(inflight_);
 }
 
 bool InferDispatcher::WaitForAnswered(absl::Time deadline) {

@@ -77,8 +77,8 @@ class InferDispatcher {
   // and `respond` is never called: answer with the returned error.
   absl::Status Enqueue(BuiltRequest built, inference::ModelInferResponse* response, Respond respond);
 
-  // Every request's arrival (Build) touches `warm` (--host-keep-warm-ms; null = none). Set before
-  // the first call and cleared after the last one.
+  // Every request's arrival (Build) touches `warm` (--host-keep-warm-ms; null = none), and it is
+  // told the count of requests in flight. Set before the first call and cleared after the last one.
   void set_host_keep_warm(HostKeepWarm* warm) { host_keep_warm_ = warm; }
   // From now on Build answers UNAVAILABLE ("the server is shutting down").
   void SetDraining() { draining_.store(true); }

@@ -1,7 +1,7 @@
 // HostKeepWarm on its own, driven by a fake clock: one spinner per CPU, pinned and at SCHED_IDLE as
 // /proc shows them, parked until a request arrives, spinning within the horizon, parked again
-// after it, stepping aside from a CPU that real work keeps busy, joined when destroyed; bad
-// arguments and an unusable CPU are refused.
+// after it, stepping aside from a CPU that real work keeps busy and while many requests are in
+// flight, joined when destroyed; bad arguments and an unusable CPU are refused.
 #include "server/core/host_keep_warm.h"
 
 #include <gmock/gmock.h>
@@ -111,6 +111,22 @@ TEST(HostKeepWarmTest, StepsAsideFromACpuThatRealWorkKeepsBusy) {
   busy.join();
   EXPECT_GE((*warm)->busy_backoffs(), 1);
   EXPECT_EQ((*warm)->spinning(), 1) << "stepping aside is not parking: the horizon has not passed";
+}
+
+TEST(HostKeepWarmTest, StepsAsideWhileMoreThanTheLimitOfRequestsIsInFlight) {
+  FakeClock clock;
+  auto warm = HostKeepWarm::Start({CurrentThreadCpus().front()}, absl::Seconds(60), &clock);
+  ASSERT_TRUE(warm.ok()) << warm.status();
+  (*warm)->Touch(clock.NowNs());
+  ASSERT_TRUE((*warm)->WaitForSpinning(1, kWait));
+  (*warm)->SetInFlight(HostKeepWarm::kMaxInFlight);
+  const int64_t before = (*warm)->busy_backoffs();
+  (*warm)->SetInFlight(HostKeepWarm::kMaxInFlight + 1);
+  const int64_t deadline = SteadyClock::Now() + absl::ToInt64Nanoseconds(kWait);
+  while ((*warm)->busy_backoffs() == before && SteadyClock::Now() < deadline) {
+  }
+  EXPECT_GT((*warm)->busy_backoffs(), before) << "a busy server: the spinner steps aside";
+  EXPECT_EQ((*warm)->spinning(), 1) << "stepping aside is not parking";
 }
 
 TEST(HostKeepWarmTest, RefusesNoCpusAHorizonThatIsNotPositiveAndAnUnusableCpu) {
