@@ -77,8 +77,8 @@ void HostKeepWarm::Stop() {
 }
 
 void HostKeepWarm::Touch(int64_t now_ns) {
-  // A busy server touches at most a few times per horizon: the spinners read this line, and every
-  // store would take it from all of them.
+  // A busy server stores at most once a millisecond (or an eighth of a shorter horizon): the
+  // spinners read this line, and every store would take it from all of them.
   const int64_t granularity_ns = std::min<int64_t>(horizon_ns_ / 8, 1'000'000);
   const int64_t last = last_touch_ns_.load(std::memory_order_relaxed);
   if (parked_.load(std::memory_order_relaxed) == 0 && last != kNever && now_ns - last < granularity_ns) return;
