@@ -29,8 +29,10 @@ idle_requests=${IDLE_REQUESTS:-8}
 ping_ms=${PING_MS:-5}
 server_cpus=${SERVER_CPUS:-}
 client_cpus=${CLIENT_CPUS:-}
+server_launcher=()
+[ -z "$server_cpus" ] || server_launcher=(taskset -c "$server_cpus")
 spin_cpus=${SPIN_CPUS:-0-$(( $(nproc) - 1 ))}
-on_server_cpus() { if [ -n "$server_cpus" ]; then taskset -c "$server_cpus" "$@"; else "$@"; fi; }
+on_server_cpus() { ${server_launcher[@]+"${server_launcher[@]}"} "$@"; }
 on_client_cpus() { if [ -n "$client_cpus" ]; then taskset -c "$client_cpus" "$@"; else "$@"; fi; }
 cpu_list() {  # cpu_list "0-3,8": one CPU number per line
   local part
@@ -84,12 +86,8 @@ for condition in $conditions; do
   # A server per condition, so that a server flag is a condition like any other.
   flags=()
   [[ "+$condition+" == *+host_keep_warm+* ]] && flags=(--host-keep-warm-ms 60000)
-  launcher=()
-  [ -z "$server_cpus" ] || launcher=(taskset -c "$server_cpus")
-  "${launcher[@]}" "$build/bin/chronoserve" --model-repository "$models" --grpc-port "$port" --metrics-port 0 \
-    --grpc-unix-socket "$socket_path" "${flags[@]}" > "$out/server-idle-causes-$run.log" 2>&1 &
-  server=$!
-  wait_ready "$out/server-idle-causes-$run.log" > /dev/null || exit 1
+  start_server "$build" "$models" "$out/server-idle-causes-$run.log" "$port" --grpc-unix-socket "$socket_path" \
+    "${flags[@]}" > /dev/null || exit 1
   start_helpers "$condition" || { status=1; stop_server; continue; }
   sleep 1  # the helpers get going (no measurement waits on this)
   on_client_cpus "$build/bin/bench_grpc_floor" -u "unix:$socket_path" --raw-sockets -n 300 --warmup-requests 50 \

@@ -1,11 +1,12 @@
 # Sourced by the benchmark scripts: start chronoserve, wait (bounded) until it is READY, stop it.
 # Sets $server to the server's pid.
 
-# start_server BUILD_DIR REPOSITORY LOG PORT [extra chronoserve flags...]
+# start_server BUILD_DIR REPOSITORY LOG PORT [extra chronoserve flags...]. The array server_launcher,
+# when set, goes before the binary (e.g. server_launcher=(taskset -c 0-7)).
 start_server() {
   local build=$1 repo=$2 log=$3 port=$4
   shift 4
-  "$build/bin/chronoserve" --model-repository "$repo" --grpc-port "$port" --metrics-port 0 "$@" > "$log" 2>&1 &
+  ${server_launcher[@]+"${server_launcher[@]}"} "$build/bin/chronoserve" --model-repository "$repo" --grpc-port "$port" --metrics-port 0 "$@" > "$log" 2>&1 &
   server=$!
   wait_ready "$log"
 }

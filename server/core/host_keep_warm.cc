@@ -63,9 +63,7 @@ absl::StatusOr<std::unique_ptr<HostKeepWarm>> HostKeepWarm::Start(const std::vec
 HostKeepWarm::HostKeepWarm(std::vector<int> cpus, int64_t horizon_ns, const Clock* clock)
     : cpus_(std::move(cpus)), horizon_ns_(horizon_ns), clock_(clock) {}
 
-HostKeepWarm::~HostKeepWarm() { Stop(); }
-
-void HostKeepWarm::Stop() {
+HostKeepWarm::~HostKeepWarm() {
   {
     absl::MutexLock lock(&mu_);
     stop_.store(true);

@@ -72,7 +72,6 @@ class HostKeepWarm {
   void Run(int cpu);
   // No request within the horizon (or none yet).
   bool Expired() const;
-  void Stop();
 
   const std::vector<int> cpus_;
   const int64_t horizon_ns_;

@@ -7,8 +7,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <sstream>
-
 #include "absl/strings/str_cat.h"
 #include "common/cpu_set.h"
 #include "tests/server/proc_threads.h"
@@ -16,27 +14,12 @@
 namespace chronoserve::server {
 namespace {
 using ::testing::HasSubstr;
-using testing::ReadFile;
+using testing::CpusAllowedList;
+using testing::StatField;
 using testing::ThreadDirs;
 
 constexpr absl::Duration kWait = absl::Seconds(30);
 constexpr int kSchedIdle = 5;  // SCHED_IDLE in /proc/.../stat's policy field
-
-// Field `field` (1-based, as proc(5) numbers them) of a thread's /proc stat line.
-std::string StatField(const std::string& task, int field) {
-  const std::string stat = ReadFile(task + "/stat");
-  std::istringstream rest(stat.substr(stat.rfind(')') + 2));  // from field 3 (state) on
-  std::string value;
-  for (int i = 3; i <= field; ++i) rest >> value;
-  return value;
-}
-
-std::string CpusAllowed(const std::string& task) {
-  const std::string status = ReadFile(task + "/status");
-  const size_t at = status.find("Cpus_allowed_list:");
-  const size_t end = status.find('\n', at);
-  return std::string(absl::StripAsciiWhitespace(status.substr(at + 18, end - at - 18)));
-}
 
 TEST(HostKeepWarmTest, SpinsOnEveryCpuWithinTheHorizonAndParksAfterIt) {
   const std::vector<int> cpus = CurrentThreadCpus();
@@ -49,7 +32,7 @@ TEST(HostKeepWarmTest, SpinsOnEveryCpuWithinTheHorizonAndParksAfterIt) {
   for (int cpu : cpus) {
     const std::vector<std::string> tasks = ThreadDirs(absl::StrCat("cs-spin-", cpu));
     ASSERT_EQ(tasks.size(), 1u) << "one spinner for CPU " << cpu;
-    EXPECT_EQ(CpusAllowed(tasks[0]), std::to_string(cpu)) << "pinned to its CPU";
+    EXPECT_EQ(CpusAllowedList(tasks[0]), std::to_string(cpu)) << "pinned to its CPU";
     EXPECT_EQ(StatField(tasks[0], 41), std::to_string(kSchedIdle)) << "at SCHED_IDLE";
   }
   EXPECT_EQ((*warm)->spinning(), 0) << "parked until the first request";

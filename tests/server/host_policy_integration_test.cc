@@ -6,9 +6,9 @@
 
 #include <algorithm>
 #include <random>
-#include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "client/inference_client.h"
 #include "common/cpu_set.h"
@@ -23,7 +23,8 @@ namespace {
 using client::InferenceClient;
 using client::Tensor;
 using ::testing::HasSubstr;
-using testing::ReadFile;
+using testing::CpusAllowedList;
+using testing::StatField;
 using testing::ThreadDirs;
 
 constexpr absl::Duration kWait = absl::Seconds(60);
@@ -31,13 +32,7 @@ constexpr absl::Duration kWait = absl::Seconds(60);
 // Cpus_allowed_list of every thread of this process named `name`.
 std::vector<std::string> ThreadCpuLists(const std::string& name) {
   std::vector<std::string> lists;
-  for (const std::string& task : ThreadDirs(name)) {
-    const std::string status = ReadFile(task + "/status");
-    const size_t at = status.find("Cpus_allowed_list:");
-    if (at == std::string::npos) continue;
-    const size_t end = status.find('\n', at);
-    lists.emplace_back(absl::StripAsciiWhitespace(status.substr(at + 18, end - at - 18)));
-  }
+  for (const std::string& task : ThreadDirs(name)) lists.push_back(CpusAllowedList(task));
   return lists;
 }
 
@@ -45,14 +40,8 @@ std::vector<std::string> ThreadCpuLists(const std::string& name) {
 std::vector<int> ThreadNiceValues(const std::string& name) {
   std::vector<int> values;
   for (const std::string& task : ThreadDirs(name)) {
-    const std::string stat = ReadFile(task + "/stat");
-    const size_t after_comm = stat.rfind(')');
-    if (after_comm == std::string::npos) continue;
-    std::istringstream fields(stat.substr(after_comm + 2));  // from field 3 (state) on
-    std::string skipped;
-    for (int i = 3; i < 19; ++i) fields >> skipped;
     int nice = 100;
-    if (fields >> nice) values.push_back(nice);
+    if (absl::SimpleAtoi(StatField(task, 19), &nice)) values.push_back(nice);
   }
   return values;
 }

@@ -1,5 +1,5 @@
 // This process's threads as /proc shows them, for tests that check what an operator would see
-// (a thread's name, CPU list, nice value).
+// (a thread's name, CPU list, nice value, scheduling policy).
 #ifndef CHRONOSERVE_TESTS_SERVER_PROC_THREADS_H_
 #define CHRONOSERVE_TESTS_SERVER_PROC_THREADS_H_
 
@@ -7,6 +7,7 @@
 
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,28 @@ inline std::vector<std::string> ThreadDirs(const std::string& name) {
   }
   closedir(dir);
   return dirs;
+}
+
+// Field `field` (1-based, as proc(5) numbers them; 3 = state on) of a thread's /proc stat line;
+// empty when the thread is gone. The name in parentheses may hold spaces, so fields are counted
+// after its closing one.
+inline std::string StatField(const std::string& task, int field) {
+  const std::string stat = ReadFile(task + "/stat");
+  const size_t after_comm = stat.rfind(')');
+  if (after_comm == std::string::npos) return "";
+  std::istringstream rest(stat.substr(after_comm + 2));
+  std::string value;
+  for (int i = 3; i <= field; ++i) rest >> value;
+  return value;
+}
+
+// A thread's Cpus_allowed_list ("0-3,8"), as /proc shows it; empty when the thread is gone.
+inline std::string CpusAllowedList(const std::string& task) {
+  const std::string status = ReadFile(task + "/status");
+  const size_t at = status.find("Cpus_allowed_list:");
+  if (at == std::string::npos) return "";
+  const size_t end = status.find('\n', at);
+  return std::string(absl::StripAsciiWhitespace(status.substr(at + 18, end - at - 18)));
 }
 
 }  // namespace chronoserve::testing
