@@ -36,14 +36,19 @@ void AddTimingParams(const RequestTiming& timing, inference::ModelInferResponse*
   }
 }
 
-void ClearKeepingTimingParams(inference::ModelStreamInferResponse* response) {
+void ClearKeepingTimingParams(inference::ModelInferResponse* response) {
   google::protobuf::Map<std::string, inference::InferParameter> kept;
-  kept.swap(*response->mutable_infer_response()->mutable_parameters());
+  kept.swap(*response->mutable_parameters());
   response->Clear();
   for (const auto& [key, value] : kept) {
     if (!absl::StartsWith(key, kTimingParamPrefix)) return;  // `kept` and its entries go
   }
-  kept.swap(*response->mutable_infer_response()->mutable_parameters());
+  kept.swap(*response->mutable_parameters());
+}
+
+void ClearKeepingTimingParams(inference::ModelStreamInferResponse* response) {
+  response->clear_error_message();
+  ClearKeepingTimingParams(response->mutable_infer_response());
 }
 
 InferDispatcher::InferDispatcher(ModelRegistry* registry, const Clock* clock, RequestObserver* observer,
@@ -158,7 +163,11 @@ void InferDispatcher::Complete(ModelRuntime* model, inference::ModelInferRespons
       auto* shape = response->mutable_outputs(static_cast<int>(k))->mutable_shape();
       shape->Assign(r->outputs[k].shape.begin(), r->outputs[k].shape.end());
     }
-    if (timed) AddTimingParams(timing, response);
+    if (timed) {
+      AddTimingParams(timing, response);
+    } else if (response->parameters_size() > 0) {
+      response->mutable_parameters()->clear();  // a reused response's entries are never sent stale
+    }
     if (!r->synthetic) model->stats().RecordSuccess(timing, r->batch_items, timed);
     respond(r->status, timing, timed);
   }

@@ -127,12 +127,14 @@ void AddServerTimingTrailer(const absl::Status& status, const RequestTiming& tim
 // The timing.* response parameters (docs/TIMING.md) of `timing`.
 void AddTimingParams(const RequestTiming& timing, inference::ModelInferResponse* response);
 
-// Clears a stream's response for its slot's next request, but keeps the map entries of its
-// inference response when they are all timing.* parameters: the next successful response
-// overwrites every one of them (AddTimingParams) and an error response clears the message first,
-// so no stale value is ever sent, and a busy stream allocates and frees no map node per response
-// (17 per response otherwise; benchmarks/timing_encoding.cc measures it). A map holding anything
-// else (an error's error_code) is cleared with the rest.
+// Clears a response for its next request, but keeps its map entries when they are all timing.*
+// parameters: the next successful response overwrites every one of them (AddTimingParams) and an
+// error response clears the message first (a unary error sends no message at all), so no stale
+// value is ever sent, and a busy server allocates and frees no map node per response (17 per
+// response otherwise; benchmarks/timing_encoding.cc measures it). A map holding anything else (an
+// error's error_code) is cleared with the rest. For a stream slot's response and for the unary
+// responses of ResponsePool.
+void ClearKeepingTimingParams(inference::ModelInferResponse* response);
 void ClearKeepingTimingParams(inference::ModelStreamInferResponse* response);
 
 }  // namespace chronoserve::server

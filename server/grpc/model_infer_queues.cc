@@ -14,6 +14,9 @@ namespace chronoserve::server {
 // answers the request touches only the context and the responder, before the Finish tag comes back.
 class ModelInferQueues::UnaryCall final : public QueuedCall {
  public:
+  explicit UnaryCall(ResponsePool* responses) : responses_(responses), response_(responses->Take()) {}
+  ~UnaryCall() override { responses_->Give(std::move(response_)); }
+
   void RequestFrom(InferenceService* service, grpc::ServerCompletionQueue* cq) override {
     service_ = service;
     ctx_.AsyncNotifyWhenDone(&done_);
@@ -52,14 +55,14 @@ class ModelInferQueues::UnaryCall final : public QueuedCall {
     InferDispatcher& dispatcher = service_->dispatcher();
     CallInfo info = CallInfoOf(ctx_, dispatcher.clock(), dispatcher);
     info.cancelled = cancelled_;
-    auto built = dispatcher.Build(request_, &response_, std::move(info));
+    auto built = dispatcher.Build(request_, response_.get(), std::move(info));
     if (!built.ok()) return Finish(built.status());
     {
       absl::MutexLock lock(&mu_);
       model_ = built->model;
     }
     absl::Status enqueued = dispatcher.Enqueue(
-        *std::move(built), &response_, [this](const absl::Status& status, const RequestTiming& timing, bool timed) {
+        *std::move(built), response_.get(), [this](const absl::Status& status, const RequestTiming& timing, bool timed) {
           AddServerTimingTrailer(status, timing, timed, &ctx_);
           Finish(status);
         });
@@ -68,16 +71,17 @@ class ModelInferQueues::UnaryCall final : public QueuedCall {
 
   void Finish(const absl::Status& status) {
     if (status.ok()) {
-      responder_.Finish(response_, grpc::Status::OK, &finished_);
+      responder_.Finish(*response_, grpc::Status::OK, &finished_);
     } else {
       responder_.FinishWithError(ToGrpcStatus(status), &finished_);
     }
   }
 
   InferenceService* service_ = nullptr;
+  ResponsePool* const responses_;
   grpc::ServerContext ctx_;
   inference::ModelInferRequest request_;
-  inference::ModelInferResponse response_;
+  std::unique_ptr<inference::ModelInferResponse> response_;  // from `responses_`, given back at the end
   grpc::ServerAsyncResponseWriter<inference::ModelInferResponse> responder_{&ctx_};
   const std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
   absl::Mutex mu_;
@@ -112,7 +116,7 @@ void ModelInferQueues::Start() {
 void ModelInferQueues::RequestCall(int kind, Queue& queue) {
   absl::MutexLock lock(&queue.mu);
   if (queue.shut) return;
-  QueuedCall* call = kind == kUnary ? new UnaryCall() : service_->NewQueuedStream();
+  QueuedCall* call = kind == kUnary ? new UnaryCall(&responses_) : service_->NewQueuedStream();
   call->kind = kind;
   call->RequestFrom(service_, queue.cq.get());
 }

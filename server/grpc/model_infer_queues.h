@@ -36,6 +36,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/grpc/inference_service.h"
 #include "server/grpc/queued_call.h"
+#include "server/grpc/response_pool.h"
 
 namespace chronoserve::server {
 
@@ -47,6 +48,9 @@ class ModelInferQueues {
   static constexpr int kStreamsRequested = 4;
 
   static constexpr int kThreadsPerQueue = 2;
+  // Unary responses kept for reuse (response_pool.h): above the calls a loaded server has in
+  // flight (concurrency 256 in the benchmarks), plus the calls requested ahead.
+  static constexpr size_t kPooledResponses = 1024;
 
   // `threads` (>= 1) over ceil(threads / kThreadsPerQueue) queues. `service` was built with
   // async_inference and must outlive this.
@@ -77,6 +81,9 @@ class ModelInferQueues {
 
   InferenceService* const service_;
   const int threads_;
+  // Unary calls' responses, reused (declared before the queues: calls give theirs back until the
+  // queues' threads are joined).
+  ResponsePool responses_{kPooledResponses};
   std::vector<std::unique_ptr<Queue>> queues_;
 };
 

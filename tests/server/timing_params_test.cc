@@ -1,11 +1,13 @@
 // The timing.* response parameters on the wire: AddTimingParams (server) and
 // InferenceClient::DecodeTiming (client) agree on every field, and a stream slot's response reused
-// with ClearKeepingTimingParams never carries a stale value or a stale error code.
+// with ClearKeepingTimingParams never carries a stale value or a stale error code, and neither does
+// a unary response reused through ResponsePool.
 #include <gtest/gtest.h>
 
 #include "client/inference_client.h"
 #include "common/timing.h"
 #include "server/grpc/infer_dispatcher.h"
+#include "server/grpc/response_pool.h"
 
 namespace chronoserve::server {
 namespace {
@@ -94,6 +96,61 @@ TEST(TimingParamsTest, ReusedStreamResponseDropsAnErrorCodeAndEverythingWithIt) 
   EXPECT_TRUE(slot.error_message().empty());
   EXPECT_EQ(slot.infer_response().parameters_size(), 0);
   EXPECT_FALSE(client::InferenceClient::DecodeTiming(slot.infer_response()).has_value());
+}
+
+TEST(ResponsePoolTest, AGivenBackResponseComesBackClearedWithOnlyItsTimingEntries) {
+  ResponsePool pool(4);
+  auto first = pool.Take();
+  inference::ModelInferResponse* raw = first.get();
+  first->set_model_name("mlp");
+  first->set_id("request-1");
+  first->add_outputs()->set_name("OUTPUT__0");
+  first->add_raw_output_contents(std::string(256, '\x5'));
+  AddTimingParams(Timing(1000, true), first.get());
+  pool.Give(std::move(first));
+  EXPECT_EQ(pool.kept(), 1u);
+
+  auto again = pool.Take();
+  EXPECT_EQ(again.get(), raw) << "the same message, reused";
+  EXPECT_EQ(pool.kept(), 0u);
+  EXPECT_TRUE(again->model_name().empty());
+  EXPECT_TRUE(again->id().empty());
+  EXPECT_EQ(again->outputs_size(), 0);
+  EXPECT_EQ(again->raw_output_contents_size(), 0);
+  EXPECT_EQ(again->parameters_size(), static_cast<int>(TimingParamFields().size()));
+  const RequestTiming next = Timing(555000, false);
+  AddTimingParams(next, again.get());
+  EXPECT_EQ(again->parameters_size(), static_cast<int>(TimingParamFields().size()));
+  auto got = client::InferenceClient::DecodeTiming(*again);
+  ASSERT_TRUE(got.has_value());
+  ExpectSame(*got, next);
+}
+
+TEST(ResponsePoolTest, AResponseWithOtherParametersIsClearedWhole) {
+  ResponsePool pool(4);
+  auto response = pool.Take();
+  AddTimingParams(Timing(1000, true), response.get());
+  (*response->mutable_parameters())["error_code"].set_int64_param(4);
+  pool.Give(std::move(response));
+  auto again = pool.Take();
+  EXPECT_EQ(again->parameters_size(), 0);
+  EXPECT_FALSE(client::InferenceClient::DecodeTiming(*again).has_value());
+}
+
+TEST(ResponsePoolTest, KeepsAtMostItsCapacityAndNoLargeOutputBuffers) {
+  ResponsePool pool(2);
+  std::vector<std::unique_ptr<inference::ModelInferResponse>> taken;
+  for (int i = 0; i < 3; ++i) taken.push_back(pool.Take());
+  for (auto& r : taken) pool.Give(std::move(r));
+  EXPECT_EQ(pool.kept(), 2u) << "the third is freed";
+
+  ResponsePool small(2);
+  auto large = small.Take();
+  large->add_raw_output_contents(std::string(ResponsePool::kMaxKeptOutputBytes + 1, '\x7'));
+  small.Give(std::move(large));
+  EXPECT_EQ(small.kept(), 0u) << "a response that held more output bytes than kMaxKeptOutputBytes is freed";
+  small.Give(nullptr);
+  EXPECT_EQ(small.kept(), 0u);
 }
 
 }  // namespace
