@@ -133,6 +133,18 @@ std::optional<SharedMemoryRef> SharedMemoryOf(
   return ref;
 }
 
+// One timing.* parameter's value as DecodeTimingParams takes it.
+TimingParam ToTimingParam(const inference::InferParameter& value) {
+  TimingParam p;
+  switch (value.parameter_choice_case()) {
+    case inference::InferParameter::kInt64Param: p.int_value = value.int64_param(); break;
+    case inference::InferParameter::kBoolParam: p.kind = TimingParam::Kind::kBool; p.bool_value = value.bool_param(); break;
+    case inference::InferParameter::kStringParam: p.kind = TimingParam::Kind::kString; p.string_value = value.string_param(); break;
+    default: p.kind = TimingParam::Kind::kString; break;
+  }
+  return p;
+}
+
 void SetTypedContents(const Tensor& t, inference::InferTensorContents* c) {
   const int64_t n = ElementCount(t.shape);
   for (int64_t i = 0; i < n; ++i) {
@@ -217,20 +229,13 @@ absl::StatusOr<InferResult> InferenceClient::DecodeResponse(const inference::Mod
 }
 
 std::optional<RequestTiming> InferenceClient::DecodeTiming(const inference::ModelInferResponse& response) {
-  // This runs for every response chronobench records: the lookup copies no key (DecodeTimingParams
-  // names the field in its errors), and only a string parameter's value.
+  // The lookup copies no key (DecodeTimingParams names the field in its errors), and only a string
+  // parameter's value. chronobench reads its responses as views instead (client/response_view.h).
   const auto& params = response.parameters();
   auto timing = DecodeTimingParams([&params](const std::string& key) -> std::optional<TimingParam> {
     auto it = params.find(key);
     if (it == params.end()) return std::nullopt;
-    TimingParam p;
-    switch (it->second.parameter_choice_case()) {
-      case inference::InferParameter::kInt64Param: p.int_value = it->second.int64_param(); break;
-      case inference::InferParameter::kBoolParam: p.kind = TimingParam::Kind::kBool; p.bool_value = it->second.bool_param(); break;
-      case inference::InferParameter::kStringParam: p.kind = TimingParam::Kind::kString; p.string_value = it->second.string_param(); break;
-      default: p.kind = TimingParam::Kind::kString; break;
-    }
-    return p;
+    return ToTimingParam(it->second);
   });
   if (!timing.ok()) return std::nullopt;
   return *timing;

@@ -1,6 +1,6 @@
 #include "common/timing.h"
 
-
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -100,10 +100,28 @@ std::vector<TimingParam> EncodeTimingParams(const RequestTiming& timing) {
 
 absl::StatusOr<RequestTiming> DecodeTimingParams(
     const std::function<std::optional<TimingParam>(const std::string& key)>& lookup) {
+  return DecodeTimingParamsByField([&lookup](size_t field) { return lookup(TimingParamFields()[field].key); });
+}
+
+int TimingParamFieldIndex(absl::string_view key) {
+  static const auto* index = [] {
+    auto* out = new absl::flat_hash_map<std::string, int>();
+    const auto& fields = TimingParamFields();
+    for (size_t i = 0; i < fields.size(); ++i) out->emplace(fields[i].key, static_cast<int>(i));
+    return out;
+  }();
+  auto it = index->find(key);
+  return it == index->end() ? -1 : it->second;
+}
+
+absl::StatusOr<RequestTiming> DecodeTimingParamsByField(
+    const std::function<std::optional<TimingParam>(size_t field)>& lookup) {
   RequestTiming timing;
   bool any = false;
-  for (const TimingParamField& field : TimingParamFields()) {
-    auto p = lookup(field.key);
+  const auto& fields = TimingParamFields();
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const TimingParamField& field = fields[i];
+    auto p = lookup(i);
     if (!p.has_value()) continue;
     switch (field.kind) {
       case TimingParam::Kind::kInt64:

@@ -83,6 +83,12 @@ std::vector<TimingParam> EncodeTimingParams(const RequestTiming& timing);
 // NOT_FOUND when the response carries no timing at all.
 absl::StatusOr<RequestTiming> DecodeTimingParams(
     const std::function<std::optional<TimingParam>(const std::string& key)>& lookup);
+// The same, with each parameter looked up by its field's index in TimingParamFields(): for a
+// client that meets the entries in wire order and files each under TimingParamFieldIndex().
+absl::StatusOr<RequestTiming> DecodeTimingParamsByField(
+    const std::function<std::optional<TimingParam>(size_t field)>& lookup);
+// The index in TimingParamFields() of the parameter called `key` ("timing.queue_ns"), or -1.
+int TimingParamFieldIndex(absl::string_view key);
 
 // "queue;dur=0.012, input_stage;dur=0.003, h2d;dur=0.019, ..., total;dur=0.171" (ms, 3 decimals).
 std::string EncodeServerTiming(const RequestTiming& timing);

@@ -106,6 +106,7 @@ absl::Status Benchmark::Connect() {
       return absl::UnavailableError(absl::StrCat("cannot connect to ", url, " within 10 s"));
     }
     stubs_.push_back(inference::GRPCInferenceService::NewStub(ch));
+    view_stubs_.emplace_back(ch);
   }
   InferenceClient client(channels_[0]);
   auto live = client.ServerLive();
@@ -224,6 +225,7 @@ absl::StatusOr<BenchReport> Benchmark::Run(const std::function<void(const PointR
 
   RunnerContext ctx;
   ctx.stubs = &stubs_;
+  ctx.view_stubs = &view_stubs_;
   ctx.clock = clock_;
   ctx.measurement = options_.measurement;
   ctx.distribution = options_.load.distribution;

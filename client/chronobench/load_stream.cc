@@ -1,16 +1,16 @@
 #include "client/chronobench/load_stream.h"
 
 #include "absl/strings/numbers.h"
+#include "client/response_view.h"
 
 namespace chronoserve::client::bench {
 namespace {
 constexpr int kUnknown = static_cast<int>(grpc::StatusCode::UNKNOWN);
 }  // namespace
 
-LoadStream::LoadStream(inference::GRPCInferenceService::Stub* stub, grpc::CompletionQueue* cq,
-                       const inference::ModelInferRequest& base)
+LoadStream::LoadStream(ViewStubs* stubs, grpc::CompletionQueue* cq, const inference::ModelInferRequest& base)
     : base_(base) {
-  stream_ = stub->PrepareAsyncModelStreamInfer(&context_, cq);
+  stream_ = stubs->streaming.PrepareCall(&context_, ViewStubs::kModelStreamInfer, cq);
   ++ops_;
   stream_->StartCall(&start_tag_);
 }
@@ -77,13 +77,14 @@ void LoadStream::OnEvent(Op op, bool ok, const OnAnswer& on_answer) {
         return;
       }
       uint64_t seq = 0;
-      const auto& r = response_.infer_response();
-      if (absl::SimpleAtoi(r.id(), &seq) && unanswered_.erase(seq) > 0) {
+      const view::ModelInferResponseView& r = answer_;
+      const bool parsed = answer_.ParseFromString(response_.infer_response());
+      if (!parsed) answer_.Clear();  // unmatched below: the request fails when the stream ends
+      if (parsed && absl::SimpleAtoi(r.id(), &seq) && unanswered_.erase(seq) > 0) {
         Answer answer{seq, 0, &r};
         if (!response_.error_message().empty()) {
-          auto it = r.parameters().find("error_code");
-          answer.grpc_code = it != r.parameters().end() && it->second.int64_param() != 0
-                                 ? static_cast<int>(it->second.int64_param()) : kUnknown;
+          const std::optional<int64_t> code = FindInt64Parameter(r.parameters(), "error_code");
+          answer.grpc_code = code.has_value() && *code != 0 ? static_cast<int>(*code) : kUnknown;
         }
         on_answer(answer);
       }

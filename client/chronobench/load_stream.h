@@ -5,7 +5,7 @@
 // broken connection, cancellation) every request still unanswered is reported failed with the
 // stream's status. Used only on the worker thread.
 //
-//   LoadStream stream(stub, &cq, base_request);
+//   LoadStream stream(&view_stubs, &cq, base_request);
 //   stream.Send(seq, nullptr, "");                     // the base request with id = seq
 //   on a cq event whose tag is a LoadStream::Tag*: tag->stream->OnEvent(tag->op, ok, on_answer);
 //   stream.Cancel(); ... keep handing events until stream.done()
@@ -21,6 +21,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "client/chronobench/view_stubs.h"
 #include "proto/inference.grpc.pb.h"
 
 namespace chronoserve::client::bench {
@@ -39,13 +40,12 @@ class LoadStream {
   struct Answer {
     uint64_t seq = 0;
     int grpc_code = 0;
-    const inference::ModelInferResponse* response = nullptr;
+    const view::ModelInferResponseView* response = nullptr;
   };
   using OnAnswer = std::function<void(const Answer&)>;
 
   // Starts the call. `base` (copied) is what Send writes when given no message of its own.
-  LoadStream(inference::GRPCInferenceService::Stub* stub, grpc::CompletionQueue* cq,
-             const inference::ModelInferRequest& base);
+  LoadStream(ViewStubs* stubs, grpc::CompletionQueue* cq, const inference::ModelInferRequest& base);
   LoadStream(const LoadStream&) = delete;
   LoadStream& operator=(const LoadStream&) = delete;
 
@@ -73,9 +73,10 @@ class LoadStream {
 
   grpc::ClientContext context_;
   inference::ModelInferRequest base_;
-  std::unique_ptr<grpc::ClientAsyncReaderWriter<inference::ModelInferRequest, inference::ModelStreamInferResponse>>
+  std::unique_ptr<grpc::ClientAsyncReaderWriter<inference::ModelInferRequest, view::ModelStreamInferResponseView>>
       stream_;
-  inference::ModelStreamInferResponse response_;
+  view::ModelStreamInferResponseView response_;
+  view::ModelInferResponseView answer_;  // response_'s infer_response, reused: each read overwrites its entries
   grpc::Status status_;
   Tag start_tag_{this, Op::kStart}, read_tag_{this, Op::kRead}, write_tag_{this, Op::kWrite},
       finish_tag_{this, Op::kFinish};

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/inference_client.h"
+#include "client/response_view.h"
 #include "common/log.h"
 #include "common/thread_name.h"
 #include "common/traceparent.h"
@@ -178,7 +179,7 @@ void LoadWorker::Send(int64_t intended_ns) {
     if (!plan_.streaming) raw->context.AddMetadata("traceparent", traceparent);
     traced_.fetch_add(1, std::memory_order_relaxed);
   }
-  auto& stubs = *shared_.stubs;
+  auto& stubs = *shared_.view_stubs;
   const size_t channel = (index_ + next_channel_++) % stubs.size();
   raw->sent_ns = shared_.clock->NowNs();
   if (raw->traced && shared_.tracer != nullptr) raw->sent_unix_ns = WallNowNs();
@@ -189,17 +190,23 @@ void LoadWorker::Send(int64_t intended_ns) {
     return;
   }
   const inference::ModelInferRequest* request = raw->slot != nullptr ? &raw->slot->request : shared_.request;
-  raw->reader = stubs[channel]->PrepareAsyncModelInfer(&raw->context, *request, &cq_);
+  if (spare_responses_.empty()) {
+    raw->response = std::make_unique<view::ModelInferResponseView>();
+  } else {
+    raw->response = std::move(spare_responses_.back());
+    spare_responses_.pop_back();
+  }
+  raw->reader = stubs[channel].unary.PrepareUnaryCall(&raw->context, ViewStubs::kModelInfer, *request, &cq_);
   raw->reader->StartCall();
-  raw->reader->Finish(&raw->response, &raw->status, raw);
+  raw->reader->Finish(raw->response.get(), &raw->status, raw);
 }
 
 LoadStream* LoadWorker::StreamFor(size_t channel) {
-  if (streams_.size() < shared_.stubs->size()) streams_.resize(shared_.stubs->size());
+  if (streams_.size() < shared_.view_stubs->size()) streams_.resize(shared_.view_stubs->size());
   std::unique_ptr<LoadStream>& stream = streams_[channel];
   if (stream == nullptr || stream->ended()) {
     if (stream != nullptr) ended_.push_back(std::move(stream));  // until its last event returns
-    stream = std::make_unique<LoadStream>((*shared_.stubs)[channel].get(), &cq_, *shared_.request);
+    stream = std::make_unique<LoadStream>(&(*shared_.view_stubs)[channel], &cq_, *shared_.request);
   }
   return stream.get();
 }
@@ -252,16 +259,16 @@ void LoadWorker::Complete(Call* call) {
   std::unique_ptr<Call> owned = std::move(it->second);
   calls_.erase(it);
   const int code = static_cast<int>(owned->status.error_code());
-  const inference::ModelInferResponse* response = owned->status.ok() ? &owned->response : nullptr;
+  const view::ModelInferResponseView* response = owned->status.ok() ? owned->response.get() : nullptr;
   Record(std::move(owned), code, response);
 }
 
-void LoadWorker::Record(std::unique_ptr<Call> owned, int grpc_code, const inference::ModelInferResponse* response) {
+void LoadWorker::Record(std::unique_ptr<Call> owned, int grpc_code, const view::ModelInferResponseView* response) {
   int64_t done_ns = shared_.clock->NowNs();
   owned->status = grpc::Status(static_cast<grpc::StatusCode>(grpc_code), "");  // the client span's code
   if (owned->slot != nullptr) {
     if (grpc_code == 0 && response != nullptr) {
-      shm_->CopyOut(*owned->slot, *response);  // out of the region: part of the timed interval
+      shm_->CopyOut(*owned->slot, response->outputs());  // out of the region: part of the timed interval
       done_ns = shared_.clock->NowNs();
     }
     // A failed call's slot is reused at once; should the server still write a late output into it,
@@ -274,11 +281,13 @@ void LoadWorker::Record(std::unique_ptr<Call> owned, int grpc_code, const infere
   record.sent_ns = owned->sent_ns;
   record.done_ns = done_ns;
   record.grpc_code = grpc_code;
-  if (grpc_code == 0 && response != nullptr) record.timing = InferenceClient::DecodeTiming(*response);
+  if (grpc_code == 0 && response != nullptr) record.timing = client::DecodeTiming(*response);
   {
     absl::MutexLock lock(&mu_);
     recorder_.Record(record);
   }
+  // Bounded by the calls this worker ever had in flight at once.
+  if (owned->response != nullptr) spare_responses_.push_back(std::move(owned->response));
   completed_.fetch_add(1, std::memory_order_relaxed);
   if (plan_.mode == LoadMode::kIdleGap) next_idle_send_ns_ = done_ns + plan_.idle_gap_ns;
 }

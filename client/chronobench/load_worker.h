@@ -31,6 +31,7 @@
 #include "client/chronobench/load_stream.h"
 #include "client/chronobench/pacer.h"
 #include "client/chronobench/shm_slot_pool.h"
+#include "client/chronobench/view_stubs.h"
 #include "common/clock.h"
 #include "proto/inference.grpc.pb.h"
 
@@ -52,7 +53,8 @@ struct WorkerPlan {
 
 // Read-only state shared by all workers; outlives them.
 struct WorkerShared {
-  std::vector<std::unique_ptr<inference::GRPCInferenceService::Stub>>* stubs = nullptr;
+  std::vector<std::unique_ptr<inference::GRPCInferenceService::Stub>>* stubs = nullptr;  // shared memory
+  std::vector<ViewStubs>* view_stubs = nullptr;  // the load's calls; one per stub, same channels
   const inference::ModelInferRequest* request = nullptr;
   const Clock* clock = nullptr;
   ClientTracer* tracer = nullptr;  // null: traced requests export no client span
@@ -87,9 +89,11 @@ class LoadWorker {
  private:
   struct Call {
     grpc::ClientContext context;
-    inference::ModelInferResponse response;
+    // Unary: the answer, a message of spare_responses_ (its entries' strings reused), given back
+    // once recorded.
+    std::unique_ptr<view::ModelInferResponseView> response;
     grpc::Status status;
-    std::unique_ptr<grpc::ClientAsyncResponseReader<inference::ModelInferResponse>> reader;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<view::ModelInferResponseView>> reader;
     int64_t intended_ns = 0;
     int64_t sent_ns = 0;
     // Traced requests only: the traceparent's ids and the send wall time (client span).
@@ -112,7 +116,7 @@ class LoadWorker {
   void WaitOne(int64_t until_ns);
   void Complete(Call* call);
   // Records a finished call: `response` (may be null) when `grpc_code` is 0.
-  void Record(std::unique_ptr<Call> call, int grpc_code, const inference::ModelInferResponse* response);
+  void Record(std::unique_ptr<Call> call, int grpc_code, const view::ModelInferResponseView* response);
   void Drain();
   // --streaming: the stream for channel `channel`, opened (again) when it has none or it ended.
   LoadStream* StreamFor(size_t channel);
@@ -142,6 +146,7 @@ class LoadWorker {
   std::vector<std::unique_ptr<LoadStream>> streams_;  // --streaming: by channel
   std::vector<std::unique_ptr<LoadStream>> ended_;    // ended streams until their last event
   std::unordered_map<uint64_t, Call*> by_seq_;        // --streaming: calls by request id
+  std::vector<std::unique_ptr<view::ModelInferResponseView>> spare_responses_;  // unary answers to reuse
   uint64_t next_seq_ = 1;
   uint64_t next_channel_ = 0;
   int64_t next_idle_send_ns_ = 0;

@@ -136,8 +136,9 @@ void ShmSlotPool::CopyIn(ShmSlot& slot) const {
   }
 }
 
-void ShmSlotPool::CopyOut(ShmSlot& slot, const inference::ModelInferResponse& response) const {
-  for (const auto& out : response.outputs()) {
+void ShmSlotPool::CopyOut(
+    ShmSlot& slot, const google::protobuf::RepeatedPtrField<inference::ModelInferResponse::InferOutputTensor>& outputs) const {
+  for (const auto& out : outputs) {
     for (const ShmLayout::Entry& e : layout_->outputs) {
       if (e.name != out.name()) continue;
       int64_t elements = 1;

@@ -76,7 +76,8 @@ class ShmSlotPool {
   // The request's input bytes into the slot's input region.
   void CopyIn(ShmSlot& slot) const;
   // Each output the response describes, out of the slot's output region into slot.outputs.
-  void CopyOut(ShmSlot& slot, const inference::ModelInferResponse& response) const;
+  void CopyOut(ShmSlot& slot,
+               const google::protobuf::RepeatedPtrField<inference::ModelInferResponse::InferOutputTensor>& outputs) const;
   // Unregisters every slot's regions (the objects are unlinked when the pool goes).
   absl::Status UnregisterAll();
 
