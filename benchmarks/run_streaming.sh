@@ -32,6 +32,7 @@
 # (machine-wide), the server's minor page faults and its worker's context switches (host_counters).
 #   PERF_SERVER="" (1: every thread of the server sampled from 2 s to 3 s of every point instead,
 #   reported by thread name and shared object, then by symbol, in *_server_perf.txt)
+#   PERF_CLIENT="" (1: chronobench's threads sampled over the same second, in *_client_perf.txt)
 #   PERF_WORKER="" (1: with `perf` on PATH, the worker thread is sampled from 2 s to 3 s of every point
 #   and the in-process reference from its header on; profiles in *_perf.txt; PERF_HZ=4999,
 #   PERF_CALLGRAPH="" (e.g. "dwarf": call graphs, time including callees and the callers of the top
@@ -69,6 +70,8 @@ client_launcher=()
 perf_worker=${PERF_WORKER:-}
 [ -z "$perf_worker" ] || command -v perf >/dev/null || { echo "PERF_WORKER: no perf on PATH, not profiling"; perf_worker=""; }
 perf_server=${PERF_SERVER:-}
+perf_client=${PERF_CLIENT:-}
+[ -z "$perf_client" ] || command -v perf >/dev/null || { echo "PERF_CLIENT: no perf on PATH, not profiling"; perf_client=""; }
 [ -z "$perf_server" ] || command -v perf >/dev/null || { echo "PERF_SERVER: no perf on PATH, not profiling"; perf_server=""; }
 mkdir -p "$out"
 source "$(dirname "$0")/server_lib.sh"
@@ -123,9 +126,19 @@ for delay_us in $delays; do
           sleep 2; thread_ticks "$bench" "$work/bench_before" 2>/dev/null
           if [ -n "$perf_worker" ]; then
             profile_thread "$server" cs-worker "$work/worker.perf.data" 1
-          elif [ -n "$perf_server" ]; then
-            perf record -q -F "${PERF_HZ:-4999}" ${PERF_CALLGRAPH:+--call-graph "$PERF_CALLGRAPH"} -p "$server" \
-              -o "$work/server.perf.data" -- sleep 1 2>/dev/null || echo "   perf record failed"
+          elif [ -n "$perf_server$perf_client" ]; then
+            # The server's and chronobench's profiles over the same second.
+            client_perf=""
+            if [ -n "$perf_client" ]; then
+              perf record -q -F "${PERF_HZ:-4999}" ${PERF_CALLGRAPH:+--call-graph "$PERF_CALLGRAPH"} -p "$bench" \
+                -o "$work/client.perf.data" -- sleep 1 2>/dev/null &
+              client_perf=$!
+            fi
+            if [ -n "$perf_server" ]; then
+              perf record -q -F "${PERF_HZ:-4999}" ${PERF_CALLGRAPH:+--call-graph "$PERF_CALLGRAPH"} -p "$server" \
+                -o "$work/server.perf.data" -- sleep 1 2>/dev/null || echo "   perf record failed"
+            fi
+            [ -z "$client_perf" ] || wait "$client_perf" || echo "   perf record of chronobench failed"
           else
             sleep 1
           fi
@@ -157,6 +170,11 @@ for delay_us in $delays; do
             perf_report "$work/server.perf.data" "$out/${name}_server_perf.txt" threads
             rm -f "$work/server.perf.data"
           fi
+          if [ -s "$work/client.perf.data" ]; then
+            echo "   perf, every chronobench thread over the same second, by thread name:"
+            perf_report "$work/client.perf.data" "$out/${name}_client_perf.txt" threads
+            rm -f "$work/client.perf.data"
+          fi
         done
       done
     done
@@ -171,7 +189,7 @@ for f in glob.glob(f"{sys.argv[1]}/*_c*_n*_d*.json"):
     if f.endswith("_summary.json"):
         continue
     r = json.load(open(f))["runs"][0]
-    sizes.add(max(1, round(r["batch_size_executed"]["mean"] or 1)))
+    sizes.add(max(1, round((r["batch_size_executed"] or {}).get("mean") or 1)))
 print(",".join(str(s) for s in sorted(sizes)))
 PY
 )
@@ -213,14 +231,16 @@ for f in sorted(glob.glob(f"{out}/*_c*_n*_d*.json")):
     if not m:
         continue
     r = json.load(open(f))["runs"][0]
-    batch = max(1, round(r["batch_size_executed"]["mean"] or 1))
+    # --request-timing off: no batch size in the responses, so no in-process reference either.
+    reached = (r["batch_size_executed"] or {}).get("mean")
+    batch = max(1, round(reached)) if reached else 0
     ref = inproc.get(batch, 0)
     cpu = float(open(f[:-5] + "_cpu.txt").read())
     # The worker's busy time per second by phase (from its shutdown log), as µs per served batch.
     phases = {}
     try:
         busy = re.search(r"busy [0-9.]+ = (.*)$", open(f[:-5] + "_threads.txt").read(), re.M)
-        batches_per_s = r["throughput_items_per_s"] / max(r["batch_size_executed"]["mean"] or 1, 1e-9)
+        batches_per_s = r["throughput_items_per_s"] / reached if reached else 0  # unknown without timing
         if busy and batches_per_s > 0:
             phases = {k: float(v) * 1e6 / batches_per_s for k, v in re.findall(r"(\w+) ([0-9.]+)", busy[1])}
     except OSError:
@@ -237,7 +257,7 @@ for f in sorted(glob.glob(f"{out}/*_c*_n*_d*.json")):
     rows.append({"transport": m[1], "url": "unix" if m[5] else "tcp", "pinned": bool(m[6]), "concurrency": int(m[2]),
                  "connections": int(m[3]), "delay_us": int(m[4]),
                  "items_per_s": r["throughput_items_per_s"], "e2e_p50_us": r["latency_us"]["e2e"]["p50"],
-                 "e2e_p99_us": r["latency_us"]["e2e"]["p99"], "batch_reached": r["batch_size_executed"]["mean"],
+                 "e2e_p99_us": r["latency_us"]["e2e"]["p99"], "batch_reached": (r["batch_size_executed"] or {}).get("mean"),
                  "server_cpu_cores": cpu, "errors": r["errors"], "stable": r["stable"],
                  "inprocess_items_per_s": ref, "ratio": r["throughput_items_per_s"] / ref if ref else None,
                  "worker_us_per_batch": phases, "host": host,
@@ -246,7 +266,7 @@ print(f"{'delay us':>9}{'pin':>5}{'url':>5}{'transport':>10}{'conns':>6}{'items/
       f"{'in-proc':>10}{'served/in-proc':>15}{'errors':>7}")
 for x in sorted(rows, key=lambda x: (x["delay_us"], x["pinned"], x["url"], x["connections"], x["transport"] != "unary")):
     print(f"{x['delay_us']:>9}{'yes' if x['pinned'] else 'no':>5}{x['url']:>5}{x['transport']:>10}{x['connections']:>6}{x['items_per_s']:>10.0f}{x['e2e_p50_us']:>9.0f}"
-          f"{x['e2e_p99_us']:>9.0f}{x['batch_reached']:>7.1f}{x['server_cpu_cores']:>10.2f}"
+          f"{x['e2e_p99_us']:>9.0f}{x['batch_reached'] or 0:>7.1f}{x['server_cpu_cores']:>10.2f}"
           f"{x['inprocess_items_per_s']:>10.0f}{(x['ratio'] or 0) * 100:>14.1f}%{x['errors']:>7}")
 print("goal: served >= 85% of in-process at the batch size reached")
 print("the worker per served batch (us, from its time by phase) against the in-process Launch / Finish calls at that batch")

@@ -175,9 +175,9 @@ PY
 perf_report() {
   local keys=dso limit=1 callers=2
   [ "${3:-}" = threads ] && { keys=comm,dso; limit=0.5; callers=1.5; }
-  { perf report -i "$1" --stdio --no-children --sort "$keys" --percent-limit "$limit" -g none 2>/dev/null | grep -v '^#' | grep -v '^$'
+  { perf report -i "$1" --stdio -n --no-children --sort "$keys" --percent-limit "$limit" -g none 2>/dev/null | grep -v '^#' | grep -v '^$'
     echo "by symbol:"
-    perf report -i "$1" --stdio --no-children --sort "$keys,sym" --percent-limit 0.3 -g none 2>/dev/null | grep -v '^#' | grep -v '^$'
+    perf report -i "$1" --stdio -n --no-children --sort "$keys,sym" --percent-limit 0.3 -g none 2>/dev/null | grep -v '^#' | grep -v '^$'
     if [ -n "${PERF_CALLGRAPH:-}" ]; then
       echo "including callees:"
       perf report -i "$1" --stdio --children --sort sym --percent-limit 1 -g none 2>/dev/null | grep -v '^#' | grep -v '^$'
@@ -221,7 +221,7 @@ for x in rows:
     ph, host = x["worker_us_per_batch"], x.get("host", {})
     print("".join(f"{x[l]:>{w}}" for l, w in zip(labels, widths))
           + f"{x['transport']:>10}{x['connections']:>6}{x['items_per_s']:>9.0f}{x['e2e_p50_us']:>8.0f}"
-          f"{x['batch_reached']:>7.1f}{x['server_cpu_cores']:>10.2f}{(x['ratio'] or 0) * 100:>14.1f}%"
+          f"{x['batch_reached'] or 0:>7.1f}{x['server_cpu_cores']:>10.2f}{(x['ratio'] or 0) * 100:>14.1f}%"
           + "".join(f"{ph.get(k, 0):>{w}.0f}" for k, w in (("gather", 8), ("launch", 8), ("finish", 8), ("complete", 9)))
           + f"{x['inprocess_launch_us']:>15.0f}{x.get('inprocess_gather_us', 0):>13.0f}{x['inprocess_finish_us']:>15.0f}"
           f"{host.get('tlb_shootdowns_per_s', -1):>7}{host.get('worker_involuntary_switches_per_s', -1):>15}")
