@@ -8,38 +8,13 @@
 
 #include "client/inference_client.h"
 #include "server/grpc/infer_dispatcher.h"
+#include "tests/server/timing_samples.h"
 
 namespace chronoserve::client {
 namespace {
 
-RequestTiming Timing(int64_t base, bool flags) {
-  RequestTiming t;
-  t.queue_ns = base + 11;
-  t.input_stage_ns = base + 12;
-  t.h2d_ns = base + 13;
-  t.compute_ns = base + 14;
-  t.launch_ns = base + 15;
-  t.d2h_ns = base + 16;
-  t.output_stage_ns = base + 17;
-  t.server_total_ns = base + 300;
-  t.batch_size = 5;
-  t.worker = 2;
-  t.gpu = flags ? 1 : -1;
-  t.sm_clock_mhz = flags ? 1755 : 0;
-  t.idle_before_us = base / 1000 + 3;
-  t.cold = flags;
-  t.device_timed = flags;
-  t.cuda_graph = !flags;
-  t.exact_device_timing = flags;
-  return t;
-}
-
-void ExpectSame(const RequestTiming& a, const RequestTiming& b) {
-  for (const TimingParamField& f : TimingParamFields()) {
-    if (f.int_member != nullptr) EXPECT_EQ(a.*f.int_member, b.*f.int_member) << f.key;
-    if (f.bool_member != nullptr) EXPECT_EQ(a.*f.bool_member, b.*f.bool_member) << f.key;
-  }
-}
+RequestTiming Timing(int64_t base, bool flags) { return testing::SampleTiming(base, flags); }
+void ExpectSame(const RequestTiming& a, const RequestTiming& b) { testing::ExpectSameTiming(a, b); }
 
 std::string Answer(const RequestTiming& timing, const std::string& output) {
   inference::ModelInferResponse response;

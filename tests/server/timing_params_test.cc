@@ -8,38 +8,13 @@
 #include "common/timing.h"
 #include "server/grpc/infer_dispatcher.h"
 #include "server/grpc/response_pool.h"
+#include "tests/server/timing_samples.h"
 
 namespace chronoserve::server {
 namespace {
 
-RequestTiming Timing(int64_t base, bool flags) {
-  RequestTiming t;
-  t.queue_ns = base + 1;
-  t.input_stage_ns = base + 2;
-  t.h2d_ns = base + 3;
-  t.compute_ns = base + 4;
-  t.launch_ns = base + 5;
-  t.d2h_ns = base + 6;
-  t.output_stage_ns = base + 7;
-  t.server_total_ns = base + 100;
-  t.batch_size = 3;
-  t.worker = 1;
-  t.gpu = flags ? 0 : -1;
-  t.sm_clock_mhz = flags ? 1980 : 0;
-  t.idle_before_us = base / 1000 + 9;
-  t.cold = flags;
-  t.device_timed = flags;
-  t.cuda_graph = flags;
-  t.exact_device_timing = !flags;
-  return t;
-}
-
-void ExpectSame(const RequestTiming& a, const RequestTiming& b) {
-  for (const TimingParamField& f : TimingParamFields()) {
-    if (f.int_member != nullptr) EXPECT_EQ(a.*f.int_member, b.*f.int_member) << f.key;
-    if (f.bool_member != nullptr) EXPECT_EQ(a.*f.bool_member, b.*f.bool_member) << f.key;
-  }
-}
+RequestTiming Timing(int64_t base, bool flags) { return testing::SampleTiming(base, flags); }
+void ExpectSame(const RequestTiming& a, const RequestTiming& b) { testing::ExpectSameTiming(a, b); }
 
 TEST(TimingParamsTest, ClientDecodesEveryFieldTheServerWrites) {
   for (bool flags : {false, true}) {
