@@ -43,10 +43,7 @@ cpu_list() {  # cpu_list "0-3,8": one CPU number per line
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 source "$here/server_lib.sh"
-scratch_dir work
-models=$work/models
-write_warm_graph_repo "$build" "$models" || exit 1
-socket_path=$work/chronoserve.sock
+warm_graph_workspace "$build" || exit 1
 status=0
 helpers=()
 stop_helpers() {

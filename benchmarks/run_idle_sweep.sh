@@ -16,10 +16,7 @@ idle_requests=${IDLE_REQUESTS:-10}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 source "$here/server_lib.sh"
-scratch_dir work
-models=$work/models
-write_warm_graph_repo "$build" "$models" || exit 1
-socket_path=$work/chronoserve.sock
+warm_graph_workspace "$build" || exit 1
 status=0
 start_server "$build" "$models" "$out/server-idle-sweep.log" "$port" --grpc-unix-socket "$socket_path" || exit 1
 infer() {  # infer LABEL ARGS...

@@ -21,9 +21,8 @@ variant_flag=${VARIANT_FLAG:---grpc-infer-threads}
 status=0
 for forward in ${FORWARDS:-graphs}; do
   for round in $(seq 1 "${ROUNDS:-1}"); do
-    order=${VARIANTS:-0 1 2 4}
-    [ $((round % 2)) -eq 0 ] && order=$(echo "$order" | tr ' ' '\n' | tac | tr '\n' ' ')
-    for value in $order; do
+    # shellcheck disable=SC2086
+    for value in $(round_order "$round" ${VARIANTS:-0 1 2 4}); do
       echo "== forward $forward, round $round, $variant_flag $value"
       EXTRA_CONFIG="$(forward_config "$forward")" DELAYS=0 PIN=off TRANSPORTS="${TRANSPORTS:-unary}" \
         SERVER_FLAGS="${SERVER_FLAGS:-} $variant_flag $value" \

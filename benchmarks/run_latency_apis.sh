@@ -21,9 +21,8 @@ source "$(dirname "$0")/server_lib.sh"
 trap 'stop_server >/dev/null 2>&1; rm -rf "$models"' EXIT
 status=0
 for round in $(seq 1 "${ROUNDS:-2}"); do
-  order=$variants
-  [ $((round % 2)) -eq 0 ] && order=$(echo "$variants" | tr ' ' '\n' | tac | tr '\n' ' ')
-  for threads in $order; do
+  # shellcheck disable=SC2086
+  for threads in $(round_order "$round" $variants); do
     dir=$out/$threads/round$round
     mkdir -p "$dir"
     echo "== round $round, --grpc-infer-threads $threads"

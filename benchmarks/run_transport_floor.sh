@@ -19,10 +19,7 @@ first_samples=${FIRST_SAMPLES:-3}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 source "$here/server_lib.sh"
-scratch_dir work
-models=$work/models
-write_warm_graph_repo "$build" "$models" || exit 1
-socket_path=$work/chronoserve.sock
+warm_graph_workspace "$build" || exit 1
 status=0
 url_of() { [ "$1" = unix ] && echo "unix:$socket_path" || echo "127.0.0.1:$port"; }
 bench() {  # bench URL_KIND TRANSPORT LABEL ARGS...

@@ -136,6 +136,23 @@ write_warm_graph_repo() {
     'parameters { key: "keep_warm_ms" value { string_value: "10" } }' >> "$2/policy_net/config.pbtxt"
 }
 
+# warm_graph_workspace BUILD_DIR: a scratch directory $work (removed at exit) holding the warm graph
+# repository $models (write_warm_graph_repo) and the path $socket_path for --grpc-unix-socket.
+warm_graph_workspace() {
+  scratch_dir work || return 1
+  models=$work/models
+  socket_path=$work/chronoserve.sock
+  write_warm_graph_repo "$1" "$models"
+}
+
+# round_order ROUND LIST...: LIST as given in odd rounds and reversed in even ones, so that alternating
+# rounds cancel a steady drift of the machine.
+round_order() {
+  local round=$1
+  shift
+  if [ $((round % 2)) -eq 0 ]; then printf '%s\n' "$@" | tac | tr '\n' ' '; else echo "$*"; fi
+}
+
 # forward_config FORWARD: the config.pbtxt line that makes a model run FORWARD: "graphs" (CUDA
 # graphs); nothing for "eager".
 forward_config() {

@@ -76,21 +76,17 @@ std::optional<int64_t> FindInt64Parameter(
 std::optional<RequestTiming> DecodeTiming(const view::ModelInferResponseView& response) {
   constexpr size_t kMaxFields = 32;
   if (TimingParamFields().size() > kMaxFields) return std::nullopt;  // never: 17 fields
-  std::array<const std::string*, kMaxFields> by_field{};
+  std::array<std::optional<ParameterValue>, kMaxFields> by_field{};
   for (const view::ParameterEntry& entry : response.parameters()) {
     const int field = TimingParamFieldIndex(entry.key());
-    if (field >= 0) by_field[static_cast<size_t>(field)] = &entry.value();  // a repeated key: the last wins
+    if (field < 0) continue;
+    by_field[static_cast<size_t>(field)] = ParseParameterValue(entry.value());  // a repeated key: the last wins
+    if (!by_field[static_cast<size_t>(field)].has_value()) return std::nullopt;  // malformed bytes
   }
-  bool malformed = false;
-  auto timing = DecodeTimingParamsByField([&](size_t field) -> std::optional<TimingParam> {
-    if (by_field[field] == nullptr) return std::nullopt;
-    auto value = ParseParameterValue(*by_field[field]);
+  auto timing = DecodeTimingParamsByField([&by_field](size_t field) -> std::optional<TimingParam> {
+    const std::optional<ParameterValue>& value = by_field[field];
+    if (!value.has_value()) return std::nullopt;
     TimingParam p;
-    if (!value.has_value()) {
-      malformed = true;
-      p.kind = TimingParam::Kind::kString;  // refused as an int64 span; ignored otherwise
-      return p;
-    }
     switch (value->kind) {
       case ParameterValue::Kind::kInt64: p.int_value = value->int64_value; break;
       case ParameterValue::Kind::kBool: p.kind = TimingParam::Kind::kBool; p.bool_value = value->bool_value; break;
@@ -102,7 +98,7 @@ std::optional<RequestTiming> DecodeTiming(const view::ModelInferResponseView& re
     }
     return p;
   });
-  if (!timing.ok() || malformed) return std::nullopt;
+  if (!timing.ok()) return std::nullopt;
   return *timing;
 }
 

@@ -78,9 +78,8 @@ void LoadStream::OnEvent(Op op, bool ok, const OnAnswer& on_answer) {
       }
       uint64_t seq = 0;
       const view::ModelInferResponseView& r = answer_;
-      const bool parsed = answer_.ParseFromString(response_.infer_response());
-      if (!parsed) answer_.Clear();  // unmatched below: the request fails when the stream ends
-      if (parsed && absl::SimpleAtoi(r.id(), &seq) && unanswered_.erase(seq) > 0) {
+      // An answer that does not parse is matched to no request: that request fails when the stream ends.
+      if (answer_.ParseFromString(response_.infer_response()) && absl::SimpleAtoi(r.id(), &seq) && unanswered_.erase(seq) > 0) {
         Answer answer{seq, 0, &r};
         if (!response_.error_message().empty()) {
           const std::optional<int64_t> code = FindInt64Parameter(r.parameters(), "error_code");
