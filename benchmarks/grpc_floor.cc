@@ -3,12 +3,16 @@
 // (host:port or unix:PATH of a running chronoserve): ServerLive, the emptiest KServe call, closed
 // loop at concurrency 1, back to back and after --idle-gap-ms gaps. With --raw-sockets also a
 // 64-byte ping-pong between two threads of this process over TCP loopback and over a Unix socket
-// pair, without gRPC: the kernel's and the host's share of the round trip. Prints p50/p90/p99 in µs
-// and writes JSON.
+// pair, without gRPC: the kernel's and the host's share of the round trip. With --raw-spin the
+// ping-pong runs twice more: with the echo thread polling its socket instead of sleeping in read(),
+// and with both threads never sleeping (the measuring one busy-waits through the idle gap too), so
+// what an idle gap costs without waking any thread shows beside what it costs with. Prints
+// p50/p90/p99 in µs and writes JSON.
 //
-//   bench_grpc_floor -u 127.0.0.1:8001 -u unix:/tmp/chronoserve.sock --raw-sockets --json floor.json
+//   bench_grpc_floor -u 127.0.0.1:8001 -u unix:/tmp/chronoserve.sock --raw-sockets --raw-spin --json floor.json
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -38,9 +42,10 @@ struct Series {
 };
 
 // Runs `round_trip` `warmup` times unmeasured, then `n` times back to back, then `idle_n` times each
-// after `idle_gap_ms` of sleep. A failed round trip ends the run with an error.
+// after `idle_gap_ms` of sleep (of a busy wait with `spin_gap`). A failed round trip ends the run
+// with an error.
 bool Measure(const std::string& path, const std::function<bool()>& round_trip, int warmup, int n, int idle_n,
-             int idle_gap_ms, std::vector<Series>* out) {
+             int idle_gap_ms, std::vector<Series>* out, bool spin_gap = false) {
   for (int i = 0; i < warmup; ++i) {
     if (!round_trip()) return false;
   }
@@ -54,7 +59,13 @@ bool Measure(const std::string& path, const std::function<bool()>& round_trip, i
   if (idle_n > 0 && idle_gap_ms > 0) {
     Series idle{path, "idle_" + std::to_string(idle_gap_ms) + "ms", {}};
     for (int i = 0; i < idle_n; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(idle_gap_ms));
+      if (spin_gap) {
+        const int64_t until = chronoserve::SteadyClock::Now() + int64_t{idle_gap_ms} * 1000000;
+        while (chronoserve::SteadyClock::Now() < until) {
+        }
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(idle_gap_ms));
+      }
       const int64_t t0 = chronoserve::SteadyClock::Now();
       if (!round_trip()) return false;
       idle.ns.push_back(chronoserve::SteadyClock::Now() - t0);
@@ -86,9 +97,11 @@ bool SocketPair(bool tcp, int fds[2]) {
   return fds[1] >= 0;
 }
 
-bool ReadFull(int fd, char* buf, size_t n) {
+// Reads n bytes: blocked in read(), or with `spin` polling without ever sleeping.
+bool ReadFull(int fd, char* buf, size_t n, bool spin = false) {
   while (n > 0) {
-    const ssize_t r = read(fd, buf, n);
+    const ssize_t r = spin ? recv(fd, buf, n, MSG_DONTWAIT) : read(fd, buf, n);
+    if (spin && r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) continue;
     if (r <= 0) return false;
     buf += r;
     n -= static_cast<size_t>(r);
@@ -96,23 +109,34 @@ bool ReadFull(int fd, char* buf, size_t n) {
   return true;
 }
 
-// 64 bytes there and back between this thread and an echo thread blocked in read().
-bool RawSockets(bool tcp, int warmup, int n, int idle_n, int idle_gap_ms, std::vector<Series>* out) {
+// Who never sleeps in a raw ping-pong: nobody (both block in read()), the echo thread (it polls
+// its socket without blocking, as a server that spins would), or both threads (the measuring one
+// also busy-waits through the idle gap and polls for the answer).
+enum class Spin { kNone, kEcho, kBoth };
+
+const char* SpinSuffix(Spin spin) {
+  return spin == Spin::kNone ? "" : spin == Spin::kEcho ? ", echo spins" : ", both spin";
+}
+
+// 64 bytes there and back between this thread and an echo thread.
+bool RawSockets(bool tcp, Spin spin, int warmup, int n, int idle_n, int idle_gap_ms, std::vector<Series>* out) {
   int fds[2];
   if (!SocketPair(tcp, fds)) return false;
-  std::thread echo([fd = fds[1]] {
+  std::thread echo([fd = fds[1], spin] {
     char buf[64];
-    while (ReadFull(fd, buf, sizeof(buf)) && write(fd, buf, sizeof(buf)) == sizeof(buf)) {
+    while (ReadFull(fd, buf, sizeof(buf), spin != Spin::kNone) && write(fd, buf, sizeof(buf)) == sizeof(buf)) {
     }
   });
   char msg[64];
   for (size_t i = 0; i < sizeof(msg); ++i) msg[i] = static_cast<char>('a' + i % 26);
-  const bool ok = Measure(tcp ? "raw TCP loopback" : "raw Unix socket pair",
+  const bool both = spin == Spin::kBoth;
+  const bool ok = Measure(std::string(tcp ? "raw TCP loopback" : "raw Unix socket pair") + SpinSuffix(spin),
                           [&] {
                             char back[64];
-                            return write(fds[0], msg, sizeof(msg)) == sizeof(msg) && ReadFull(fds[0], back, sizeof(back));
+                            return write(fds[0], msg, sizeof(msg)) == sizeof(msg) &&
+                                   ReadFull(fds[0], back, sizeof(back), both);
                           },
-                          warmup, n, idle_n, idle_gap_ms, out);
+                          warmup, n, idle_n, idle_gap_ms, out, both);
   shutdown(fds[0], SHUT_RDWR);
   echo.join();
   close(fds[0]);
@@ -126,7 +150,7 @@ int main(int argc, char** argv) {
   CLI::App app{"bench_grpc_floor: ServerLive round trips (and raw socket ping-pong): the transport floor"};
   std::vector<std::string> urls;
   int requests = 2000, warmup = 200, idle_requests = 20, idle_gap_ms = 1000;
-  bool raw = false;
+  bool raw = false, raw_spin = false;
   std::string json_path;
   app.add_option("-u,--url", urls, "host:port or unix:PATH of a running chronoserve (repeatable)");
   app.add_option("-n,--requests", requests, "Measured round trips back to back")->capture_default_str();
@@ -134,6 +158,10 @@ int main(int argc, char** argv) {
   app.add_option("--idle-requests", idle_requests, "Round trips after an idle gap (0 = none)")->capture_default_str();
   app.add_option("--idle-gap-ms", idle_gap_ms, "Idle gap before each of those")->capture_default_str();
   app.add_flag("--raw-sockets", raw, "Also a 64-byte ping-pong between two threads, TCP loopback and Unix socket pair");
+  app.add_flag("--raw-spin", raw_spin,
+               "With --raw-sockets, also the ping-pongs with the echo thread polling without sleeping, and with "
+               "both threads never sleeping (busy-waiting through the idle gap): what is left of an idle gap's "
+               "cost when no thread has to be woken");
   app.add_option("--json", json_path, "Write the figures here");
   CLI11_PARSE(app, argc, argv);
   if (urls.empty() && !raw) {
@@ -157,9 +185,12 @@ int main(int argc, char** argv) {
   }
   if (raw) {
     for (bool tcp : {true, false}) {
-      if (!RawSockets(tcp, warmup, requests, idle_requests, idle_gap_ms, &series)) {
-        std::fprintf(stderr, "raw %s ping-pong failed\n", tcp ? "TCP" : "Unix");
-        return 1;
+      for (Spin spin : {Spin::kNone, Spin::kEcho, Spin::kBoth}) {
+        if (spin != Spin::kNone && !raw_spin) continue;
+        if (!RawSockets(tcp, spin, warmup, requests, idle_requests, idle_gap_ms, &series)) {
+          std::fprintf(stderr, "raw %s ping-pong%s failed\n", tcp ? "TCP" : "Unix", SpinSuffix(spin));
+          return 1;
+        }
       }
     }
   }

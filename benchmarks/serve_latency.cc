@@ -4,7 +4,9 @@
 // server started with --request-timing off sends no spans: then only e2e is reported ("-" on the
 // console, absent from the JSON's latency_us).
 // With --shared-memory system the tensors travel through POSIX shared memory registered with the
-// server; e2e then also counts copying the inputs into the region and the outputs out of it.
+// server; e2e then also counts copying the inputs into the region and the outputs out of it, and
+// two more rows split it: `call` (the gRPC call alone) and `client_copies` (e2e - call). Both stay
+// inside `transport` (e2e - server_total), as they always have.
 //
 //   bench_serve_latency --url 127.0.0.1:8001 --model policy_net --batch-size 128 --requests 1000
 #include <CLI/CLI.hpp>
@@ -84,9 +86,9 @@ class ShmTransport {
     client_->UnregisterSystemSharedMemory(out_name_).IgnoreError();
   }
 
-  // Copies in, infers, copies out; e2e_ns covers all three.
+  // Copies in, infers, copies out; e2e_ns covers all three, *call_ns the gRPC call alone.
   absl::StatusOr<chronoserve::client::InferResult> Infer(const std::string& model, const std::vector<Tensor>& inputs,
-                                                         chronoserve::client::InferOptions options) {
+                                                         chronoserve::client::InferOptions options, int64_t* call_ns) {
     const int64_t start = chronoserve::SteadyClock::Now();
     std::vector<Tensor> refs;
     size_t offset = 0;
@@ -104,6 +106,7 @@ class ShmTransport {
     }
     auto result = client_->Infer(model, refs, options);
     if (!result.ok()) return result;
+    *call_ns = result->e2e_ns;
     for (const auto& out : result->outputs) {
       if (!out.shared_memory.has_value()) continue;
       const size_t bytes = std::min(out.shared_memory->byte_size,
@@ -127,10 +130,18 @@ class ShmTransport {
   bool registered_ = false;
 };
 
+// One measured request: the client's result and the gRPC call alone (the same as e2e unless the
+// tensors went through shared memory, whose copies e2e includes).
+struct Sample {
+  chronoserve::client::InferResult r;
+  int64_t call_ns = 0;
+};
+
 struct Series {
   const char* name;
-  std::function<int64_t(const chronoserve::client::InferResult&)> get;
+  std::function<int64_t(const Sample&)> get;
   bool needs_timing = true;  // a server span: only from responses that carry timing
+  bool shared_memory_only = false;  // the same as another row unless the tensors use shared memory
 };
 
 // Random inputs of `batch` items for every input of `meta`.
@@ -231,37 +242,41 @@ int main(int argc, char** argv) {
     }
     shm = *std::move(created);
   }
-  std::vector<chronoserve::client::InferResult> results;
+  std::vector<Sample> results;
   int errors = 0;
   for (int i = 0; i < warmup + requests; ++i) {
     if (i >= warmup && gap_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
     chronoserve::client::InferOptions options;
     options.outputs = outputs;
     const auto& inputs = variants[i % variants.size()];
-    auto r = shm != nullptr ? shm->Infer(model, inputs, options) : client->Infer(model, inputs, options);
+    int64_t call_ns = 0;
+    auto r = shm != nullptr ? shm->Infer(model, inputs, options, &call_ns) : client->Infer(model, inputs, options);
     if (!r.ok()) {
       if (++errors <= 3) std::fprintf(stderr, "error: %s\n", std::string(r.status().message()).c_str());
       continue;
     }
     r->outputs.clear();  // only the timing is kept
-    if (i >= warmup) results.push_back(*std::move(r));
+    if (shm == nullptr) call_ns = r->e2e_ns;
+    if (i >= warmup) results.push_back({*std::move(r), call_ns});
   }
   const Series series[] = {
-      {"e2e", [](const auto& r) { return r.e2e_ns; }, false},
-      {"transport", [](const auto& r) { return r.e2e_ns - r.timing->server_total_ns; }},
-      {"server_total", [](const auto& r) { return r.timing->server_total_ns; }},
-      {"queue", [](const auto& r) { return r.timing->queue_ns; }},
-      {"input_stage", [](const auto& r) { return r.timing->input_stage_ns; }},
-      {"h2d", [](const auto& r) { return r.timing->h2d_ns; }},
-      {"compute", [](const auto& r) { return r.timing->compute_ns; }},
-      {"launch", [](const auto& r) { return r.timing->launch_ns; }},
-      {"d2h", [](const auto& r) { return r.timing->d2h_ns; }},
-      {"output_stage", [](const auto& r) { return r.timing->output_stage_ns; }},
-      {"outside_gpu_spans", [](const auto& r) { return r.e2e_ns - r.timing->h2d_ns - r.timing->compute_ns - r.timing->d2h_ns; }},
+      {"e2e", [](const Sample& s) { return s.r.e2e_ns; }, false},
+      {"call", [](const Sample& s) { return s.call_ns; }, false, true},
+      {"client_copies", [](const Sample& s) { return s.r.e2e_ns - s.call_ns; }, false, true},
+      {"transport", [](const Sample& s) { return s.r.e2e_ns - s.r.timing->server_total_ns; }},
+      {"server_total", [](const Sample& s) { return s.r.timing->server_total_ns; }},
+      {"queue", [](const Sample& s) { return s.r.timing->queue_ns; }},
+      {"input_stage", [](const Sample& s) { return s.r.timing->input_stage_ns; }},
+      {"h2d", [](const Sample& s) { return s.r.timing->h2d_ns; }},
+      {"compute", [](const Sample& s) { return s.r.timing->compute_ns; }},
+      {"launch", [](const Sample& s) { return s.r.timing->launch_ns; }},
+      {"d2h", [](const Sample& s) { return s.r.timing->d2h_ns; }},
+      {"output_stage", [](const Sample& s) { return s.r.timing->output_stage_ns; }},
+      {"outside_gpu_spans", [](const Sample& s) { return s.r.e2e_ns - s.r.timing->h2d_ns - s.r.timing->compute_ns - s.r.timing->d2h_ns; }},
   };
   size_t timed = 0;
   bool device_timed = false;
-  for (const auto& r : results) {
+  for (const auto& [r, call_ns] : results) {
     timed += r.timing.has_value() ? 1 : 0;
     device_timed |= r.timing.has_value() && r.timing->device_timed;
   }
@@ -281,9 +296,10 @@ int main(int argc, char** argv) {
                            {"responses_without_timing", results.size() - timed}};
   record["latency_us"] = nlohmann::json::object();
   for (const auto& s : series) {
+    if (s.shared_memory_only && shm == nullptr) continue;
     std::vector<int64_t> values;
-    for (const auto& r : results) {
-      if (!s.needs_timing || r.timing.has_value()) values.push_back(s.get(r));
+    for (const Sample& sample : results) {
+      if (!s.needs_timing || sample.r.timing.has_value()) values.push_back(s.get(sample));
     }
     if (values.empty()) {
       std::printf("%-18s %12s %12s\n", s.name, "-", "-");
