@@ -22,7 +22,8 @@ namespace chronoserve::client {
 
 class SystemSharedMemory {
  public:
-  // Creates and maps a new object of `byte_size` (> 0) bytes, zero-filled. `key` is a POSIX
+  // Creates and maps a new object of `byte_size` (> 0) bytes, zero-filled, its pages allocated and
+  // mapped up front (so no request pays their page faults). `key` is a POSIX
   // shared-memory name ("/name"; the leading '/' is added when missing). ALREADY_EXISTS when the
   // key is taken (never reuses another process's object); the errno text on other failures.
   static absl::StatusOr<std::unique_ptr<SystemSharedMemory>> Create(const std::string& key, size_t byte_size);

@@ -3,9 +3,13 @@
 #include "server/shared_memory/shared_memory_registry.h"
 
 #include <gmock/gmock.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -136,6 +140,50 @@ TEST(SharedMemoryRegistryTest, ConcurrentRegisterOfOneNameHasOneWinner) {
   }
   EXPECT_EQ(ok, 1);
   EXPECT_EQ(registry.size(), 1u);
+}
+
+// How many of the pages under [data, data + bytes) the object has in memory (mincore: for shared
+// memory, whether the page exists yet; a freshly truncated object has none until they are touched).
+size_t ResidentPages(const char* data, size_t bytes) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const auto start = reinterpret_cast<uintptr_t>(data) / page * page;
+  const size_t length = reinterpret_cast<uintptr_t>(data) + bytes - start;
+  std::vector<unsigned char> vec((length + page - 1) / page);
+  EXPECT_EQ(::mincore(reinterpret_cast<void*>(start), length, vec.data()), 0) << std::strerror(errno);
+  size_t resident = 0;
+  for (unsigned char v : vec) resident += v & 1;
+  return resident;
+}
+
+TEST(SystemSharedMemoryTest, CreateMapsEveryPageUpFront) {
+  constexpr size_t kBytes = 64 * 4096;
+  auto shm = SystemSharedMemory::Create(absl::StrCat("/cs_populate_client_", getpid()), kBytes);
+  ASSERT_TRUE(shm.ok()) << shm.status();
+  EXPECT_EQ(ResidentPages((*shm)->data(), kBytes), kBytes / 4096)
+      << "the first request must not pay the region's page faults";
+}
+
+TEST(SharedMemoryRegistryTest, RegistrationMapsEveryPageUpFront) {
+  constexpr size_t kBytes = 64 * 4096;
+  // An object made as a client without chronoserve's library would: created, sized, never touched.
+  const std::string key = absl::StrCat("/cs_populate_server_", getpid());
+  const int fd = ::shm_open(key.c_str(), O_RDWR | O_CREAT | O_EXCL, S_IRUSR | S_IWUSR);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  ASSERT_EQ(::ftruncate(fd, kBytes), 0) << std::strerror(errno);
+  void* view = ::mmap(nullptr, kBytes, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  ASSERT_NE(view, MAP_FAILED) << std::strerror(errno);
+  EXPECT_EQ(ResidentPages(static_cast<char*>(view), kBytes), 0u) << "nothing touched the object yet";
+  {
+    SharedMemoryRegistry registry;
+    ASSERT_TRUE(registry.Register("r", key, 4096, kBytes - 4096).ok());
+    auto span = registry.Find("r", 0, kBytes - 4096);
+    ASSERT_TRUE(span.ok()) << span.status();
+    EXPECT_EQ(ResidentPages(span->data, kBytes - 4096), kBytes / 4096 - 1) << "registration mapped the window";
+    EXPECT_EQ(ResidentPages(static_cast<char*>(view), 4096), 0u) << "and nothing before it";
+  }
+  ::munmap(view, kBytes);
+  ::shm_unlink(key.c_str());
 }
 
 }  // namespace
