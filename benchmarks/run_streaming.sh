@@ -130,13 +130,11 @@ for delay_us in $delays; do
             # The server's and chronobench's profiles over the same second.
             client_perf=""
             if [ -n "$perf_client" ]; then
-              perf record -q -F "${PERF_HZ:-4999}" ${PERF_CALLGRAPH:+--call-graph "$PERF_CALLGRAPH"} -p "$bench" \
-                -o "$work/client.perf.data" -- sleep 1 2>/dev/null &
+              perf_sample "-p $bench" "$work/client.perf.data" sleep 1 &
               client_perf=$!
             fi
             if [ -n "$perf_server" ]; then
-              perf record -q -F "${PERF_HZ:-4999}" ${PERF_CALLGRAPH:+--call-graph "$PERF_CALLGRAPH"} -p "$server" \
-                -o "$work/server.perf.data" -- sleep 1 2>/dev/null || echo "   perf record failed"
+              perf_sample "-p $server" "$work/server.perf.data" sleep 1 || echo "   perf record failed"
             fi
             [ -z "$client_perf" ] || wait "$client_perf" || echo "   perf record of chronobench failed"
           else
@@ -205,8 +203,7 @@ if [ -n "$perf_worker" ]; then
     [ -s "$work/inprocess.out" ] || ! kill -0 "$reference" 2>/dev/null && break
     sleep 0.2
   done
-  perf record -q -F "${PERF_HZ:-4999}" ${PERF_CALLGRAPH:+--call-graph "$PERF_CALLGRAPH"} -p "$reference" \
-    -o "$work/inprocess.perf.data" 2>/dev/null
+  perf_sample "-p $reference" "$work/inprocess.perf.data"
   wait "$reference" || status=1
   cat "$work/inprocess.out"
   echo "   perf, the in-process reference from its header on:"

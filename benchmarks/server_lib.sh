@@ -206,14 +206,24 @@ perf_report() {
   head -n "${PERF_LINES:-40}" "$2" | sed 's/^/     /'
 }
 
+# perf_sample TARGET DATA [COMMAND...]: `perf record` at PERF_HZ (default 4999, call graphs of the
+# kind PERF_CALLGRAPH names, e.g. "dwarf", when set) of TARGET ("-p PID" or "-t TID", one word each)
+# into DATA, while COMMAND runs (none: until TARGET exits). Quiet; its status is perf's.
+perf_sample() {
+  local target=$1 data=$2
+  shift 2
+  # shellcheck disable=SC2086
+  perf record -q -F "${PERF_HZ:-4999}" ${PERF_CALLGRAPH:+--call-graph "$PERF_CALLGRAPH"} $target -o "$data" \
+    ${1:+--} "$@" 2>/dev/null
+}
+
 # profile_thread PID NAME DATA SECONDS: samples the first thread of PID called NAME for SECONDS with
-# perf into DATA (call graphs of the kind PERF_CALLGRAPH names, e.g. "dwarf", when set).
+# perf into DATA (perf_sample).
 profile_thread() {
   local tid
   tid=$(thread_id "$1" "$2")
   [ -n "$tid" ] || { echo "   no thread '$2' in $1 to profile"; sleep "$4"; return 0; }
-  perf record -q -F "${PERF_HZ:-4999}" ${PERF_CALLGRAPH:+--call-graph "$PERF_CALLGRAPH"} -t "$tid" -o "$3" -- sleep "$4" \
-    2>/dev/null || echo "   perf record failed"
+  perf_sample "-t $tid" "$3" sleep "$4" || echo "   perf record failed"
 }
 
 # variant_table OUT NAME LABEL...: one table of the points of every run_streaming.sh run under OUT, each

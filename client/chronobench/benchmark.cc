@@ -105,8 +105,7 @@ absl::Status Benchmark::Connect() {
     if (!ch->WaitForConnected(std::chrono::system_clock::now() + kConnectTimeout)) {
       return absl::UnavailableError(absl::StrCat("cannot connect to ", url, " within 10 s"));
     }
-    stubs_.push_back(inference::GRPCInferenceService::NewStub(ch));
-    view_stubs_.emplace_back(ch);
+    stubs_.emplace_back(ch);
   }
   InferenceClient client(channels_[0]);
   auto live = client.ServerLive();
@@ -137,7 +136,7 @@ absl::Status Benchmark::Validate(int64_t batch_size) {
   ctx.set_deadline(std::chrono::system_clock::now() +
                    std::chrono::milliseconds(options_.target.timeout_ms > 0 ? options_.target.timeout_ms : 60'000));
   inference::ModelInferResponse response;
-  const grpc::Status status = stubs_[0]->ModelInfer(&ctx, request, &response);
+  const grpc::Status status = stubs_[0].generated->ModelInfer(&ctx, request, &response);
   if (!status.ok()) {
     return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                         absl::StrCat("validation request (batch ", batch_size, ") failed: ", status.error_message()));
@@ -152,7 +151,7 @@ absl::Status Benchmark::Validate(int64_t batch_size) {
 absl::Status Benchmark::ValidateStreaming(const inference::ModelInferRequest& request, int64_t batch_size) {
   const absl::Duration timeout =
       absl::Milliseconds(options_.target.timeout_ms > 0 ? options_.target.timeout_ms : 60'000);
-  auto stream = InferStream::Open(stubs_[0].get());
+  auto stream = InferStream::Open(stubs_[0].generated.get());
   inference::ModelInferRequest first = request;
   first.set_id("chronobench-validate");
   stream->Send(std::move(first));
@@ -185,7 +184,7 @@ absl::StatusOr<std::optional<ShmLayout>> Benchmark::LayoutFor(const inference::M
 // output region too small fails here, before the run.
 absl::Status Benchmark::ValidateSharedMemory(const inference::ModelInferRequest& request, const ShmLayout& layout,
                                              int64_t batch_size) {
-  ShmSlotPool pool(stubs_[0].get(), &request, &layout, absl::StrCat("chronobench_", getpid(), "_validate"));
+  ShmSlotPool pool(stubs_[0].generated.get(), &request, &layout, absl::StrCat("chronobench_", getpid(), "_validate"));
   absl::Status status = pool.Grow(1);
   if (status.ok()) {
     ShmSlot* slot = pool.Acquire();
@@ -194,7 +193,7 @@ absl::Status Benchmark::ValidateSharedMemory(const inference::ModelInferRequest&
     ctx.set_deadline(std::chrono::system_clock::now() +
                      std::chrono::milliseconds(options_.target.timeout_ms > 0 ? options_.target.timeout_ms : 60'000));
     inference::ModelInferResponse response;
-    status = FromGrpcStatus(stubs_[0]->ModelInfer(&ctx, slot->request, &response));
+    status = FromGrpcStatus(stubs_[0].generated->ModelInfer(&ctx, slot->request, &response));
   }
   if (absl::Status unregistered = pool.UnregisterAll(); status.ok()) status = unregistered;
   if (status.ok()) return status;
@@ -225,7 +224,6 @@ absl::StatusOr<BenchReport> Benchmark::Run(const std::function<void(const PointR
 
   RunnerContext ctx;
   ctx.stubs = &stubs_;
-  ctx.view_stubs = &view_stubs_;
   ctx.clock = clock_;
   ctx.measurement = options_.measurement;
   ctx.distribution = options_.load.distribution;

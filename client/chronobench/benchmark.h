@@ -19,7 +19,7 @@
 #include "client/chronobench/request_factory.h"
 #include "client/chronobench/shm_slot_pool.h"
 #include "client/chronobench/trial_runner.h"
-#include "client/chronobench/view_stubs.h"
+#include "client/chronobench/channel_stubs.h"
 #include "common/clock.h"
 #include "proto/inference.grpc.pb.h"
 
@@ -58,8 +58,7 @@ class Benchmark {
   const Clock* clock_;
   ClientTracer* tracer_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
-  std::vector<std::unique_ptr<inference::GRPCInferenceService::Stub>> stubs_;
-  std::vector<ViewStubs> view_stubs_;  // the load's calls, on the same channels
+  std::vector<ChannelStubs> stubs_;  // one per channel
   inference::ServerMetadataResponse server_metadata_;
   inference::ModelMetadataResponse model_metadata_;
   std::unique_ptr<RequestFactory> factory_;

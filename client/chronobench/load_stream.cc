@@ -8,9 +8,9 @@ namespace {
 constexpr int kUnknown = static_cast<int>(grpc::StatusCode::UNKNOWN);
 }  // namespace
 
-LoadStream::LoadStream(ViewStubs* stubs, grpc::CompletionQueue* cq, const inference::ModelInferRequest& base)
+LoadStream::LoadStream(ChannelStubs* stubs, grpc::CompletionQueue* cq, const inference::ModelInferRequest& base)
     : base_(base) {
-  stream_ = stubs->streaming.PrepareCall(&context_, ViewStubs::kModelStreamInfer, cq);
+  stream_ = stubs->streaming.PrepareCall(&context_, ChannelStubs::kModelStreamInfer, cq);
   ++ops_;
   stream_->StartCall(&start_tag_);
 }

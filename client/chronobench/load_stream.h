@@ -5,7 +5,7 @@
 // broken connection, cancellation) every request still unanswered is reported failed with the
 // stream's status. Used only on the worker thread.
 //
-//   LoadStream stream(&view_stubs, &cq, base_request);
+//   LoadStream stream(&channel_stubs, &cq, base_request);
 //   stream.Send(seq, nullptr, "");                     // the base request with id = seq
 //   on a cq event whose tag is a LoadStream::Tag*: tag->stream->OnEvent(tag->op, ok, on_answer);
 //   stream.Cancel(); ... keep handing events until stream.done()
@@ -21,7 +21,7 @@
 #include <string>
 #include <unordered_set>
 
-#include "client/chronobench/view_stubs.h"
+#include "client/chronobench/channel_stubs.h"
 #include "proto/inference.grpc.pb.h"
 
 namespace chronoserve::client::bench {
@@ -45,7 +45,7 @@ class LoadStream {
   using OnAnswer = std::function<void(const Answer&)>;
 
   // Starts the call. `base` (copied) is what Send writes when given no message of its own.
-  LoadStream(ViewStubs* stubs, grpc::CompletionQueue* cq, const inference::ModelInferRequest& base);
+  LoadStream(ChannelStubs* stubs, grpc::CompletionQueue* cq, const inference::ModelInferRequest& base);
   LoadStream(const LoadStream&) = delete;
   LoadStream& operator=(const LoadStream&) = delete;
 

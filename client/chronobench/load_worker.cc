@@ -47,7 +47,7 @@ LoadWorker::~LoadWorker() {
 
 absl::Status LoadWorker::Prepare() {
   if (shared_.shm_layout == nullptr) return absl::OkStatus();
-  auto* stub = (*shared_.stubs)[index_ % shared_.stubs->size()].get();
+  auto* stub = (*shared_.stubs)[index_ % shared_.stubs->size()].generated.get();
   shm_ = std::make_unique<ShmSlotPool>(stub, shared_.request, shared_.shm_layout, ShmTag(index_));
   switch (plan_.mode) {
     case LoadMode::kConcurrency: return shm_->Grow(plan_.in_flight);
@@ -179,7 +179,7 @@ void LoadWorker::Send(int64_t intended_ns) {
     if (!plan_.streaming) raw->context.AddMetadata("traceparent", traceparent);
     traced_.fetch_add(1, std::memory_order_relaxed);
   }
-  auto& stubs = *shared_.view_stubs;
+  auto& stubs = *shared_.stubs;
   const size_t channel = (index_ + next_channel_++) % stubs.size();
   raw->sent_ns = shared_.clock->NowNs();
   if (raw->traced && shared_.tracer != nullptr) raw->sent_unix_ns = WallNowNs();
@@ -196,17 +196,17 @@ void LoadWorker::Send(int64_t intended_ns) {
     raw->response = std::move(spare_responses_.back());
     spare_responses_.pop_back();
   }
-  raw->reader = stubs[channel].unary.PrepareUnaryCall(&raw->context, ViewStubs::kModelInfer, *request, &cq_);
+  raw->reader = stubs[channel].unary.PrepareUnaryCall(&raw->context, ChannelStubs::kModelInfer, *request, &cq_);
   raw->reader->StartCall();
   raw->reader->Finish(raw->response.get(), &raw->status, raw);
 }
 
 LoadStream* LoadWorker::StreamFor(size_t channel) {
-  if (streams_.size() < shared_.view_stubs->size()) streams_.resize(shared_.view_stubs->size());
+  if (streams_.size() < shared_.stubs->size()) streams_.resize(shared_.stubs->size());
   std::unique_ptr<LoadStream>& stream = streams_[channel];
   if (stream == nullptr || stream->ended()) {
     if (stream != nullptr) ended_.push_back(std::move(stream));  // until its last event returns
-    stream = std::make_unique<LoadStream>(&(*shared_.view_stubs)[channel], &cq_, *shared_.request);
+    stream = std::make_unique<LoadStream>(&(*shared_.stubs)[channel], &cq_, *shared_.request);
   }
   return stream.get();
 }

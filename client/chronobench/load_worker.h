@@ -31,7 +31,7 @@
 #include "client/chronobench/load_stream.h"
 #include "client/chronobench/pacer.h"
 #include "client/chronobench/shm_slot_pool.h"
-#include "client/chronobench/view_stubs.h"
+#include "client/chronobench/channel_stubs.h"
 #include "common/clock.h"
 #include "proto/inference.grpc.pb.h"
 
@@ -53,8 +53,7 @@ struct WorkerPlan {
 
 // Read-only state shared by all workers; outlives them.
 struct WorkerShared {
-  std::vector<std::unique_ptr<inference::GRPCInferenceService::Stub>>* stubs = nullptr;  // shared memory
-  std::vector<ViewStubs>* view_stubs = nullptr;  // the load's calls; one per stub, same channels
+  std::vector<ChannelStubs>* stubs = nullptr;  // one per channel
   const inference::ModelInferRequest* request = nullptr;
   const Clock* clock = nullptr;
   ClientTracer* tracer = nullptr;  // null: traced requests export no client span

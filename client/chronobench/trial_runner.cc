@@ -172,7 +172,7 @@ absl::StatusOr<Window> MeasureWindow(const PointSpec& spec, int trial, const Run
 
 absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::ModelInferRequest& request,
                                      const RunnerContext& ctx) {
-  WorkerShared shared{ctx.stubs, ctx.view_stubs, &request, ctx.clock, ctx.tracer, spec.batch_size, ctx.shm_layout};
+  WorkerShared shared{ctx.stubs, &request, ctx.clock, ctx.tracer, spec.batch_size, ctx.shm_layout};
   std::vector<std::unique_ptr<LoadWorker>> workers;
   const std::vector<WorkerPlan> plans = PlanWorkers(spec, ctx);
   for (size_t w = 0; w < plans.size(); ++w) workers.push_back(std::make_unique<LoadWorker>(w, plans[w], shared));

@@ -17,7 +17,7 @@
 #include "client/chronobench/client_tracer.h"
 #include "client/chronobench/latency_recorder.h"
 #include "client/chronobench/shm_slot_pool.h"
-#include "client/chronobench/view_stubs.h"
+#include "client/chronobench/channel_stubs.h"
 #include "common/clock.h"
 #include "proto/inference.grpc.pb.h"
 
@@ -58,8 +58,7 @@ struct PointResult {
 
 // What every point shares.
 struct RunnerContext {
-  std::vector<std::unique_ptr<inference::GRPCInferenceService::Stub>>* stubs = nullptr;
-  std::vector<ViewStubs>* view_stubs = nullptr;  // one per stub, same channels
+  std::vector<ChannelStubs>* stubs = nullptr;  // one per channel
   const Clock* clock = nullptr;
   MeasurementOptions measurement;
   Distribution distribution = Distribution::kConstant;
