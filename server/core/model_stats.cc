@@ -4,25 +4,40 @@
 
 namespace chronoserve::server {
 
+void ModelStats::Add(Field count, int64_t value_ns) {
+  per_request_.Add(count, 1);
+  if (value_ns > 0) per_request_.Add(count + 1, static_cast<uint64_t>(value_ns));
+}
+
+Duration ModelStats::Load(Field count) const {
+  Duration d;
+  d.count = per_request_.Sum(count);
+  d.ns = per_request_.Sum(count + 1);
+  return d;
+}
+
 void ModelStats::RecordSuccess(const RequestTiming& t, int64_t items, bool request_timing) {
-  absl::MutexLock lock(&mu_);
-  stats_.last_inference_ms = static_cast<uint64_t>(WallNowNs() / 1000000);
-  stats_.inference_count += static_cast<uint64_t>(items);
-  stats_.success.Add(t.server_total_ns);
-  stats_.queue.Add(t.queue_ns);
+  // Stored only when it moves (once a millisecond): every thread reads the line, few write it.
+  const uint64_t now_ms = static_cast<uint64_t>(WallNowNs() / 1000000);
+  if (last_inference_ms_.load(std::memory_order_relaxed) != now_ms) {
+    last_inference_ms_.store(now_ms, std::memory_order_relaxed);
+  }
+  per_request_.Add(kInferenceItems, static_cast<uint64_t>(items));
+  Add(kSuccessCount, t.server_total_ns);
+  Add(kQueueCount, t.queue_ns);
   if (!request_timing) return;
-  stats_.compute_input.Add(t.input_stage_ns + t.h2d_ns);
-  stats_.compute_infer.Add(t.compute_ns);
-  stats_.compute_output.Add(t.d2h_ns + t.output_stage_ns);
+  Add(kInputCount, t.input_stage_ns + t.h2d_ns);
+  Add(kInferCount, t.compute_ns);
+  Add(kOutputCount, t.d2h_ns + t.output_stage_ns);
 }
 
 void ModelStats::RecordFailure(int64_t server_total_ns, Failure reason) {
   absl::MutexLock lock(&mu_);
-  stats_.fail.Add(server_total_ns);
+  rest_.fail.Add(server_total_ns);
   switch (reason) {
-    case Failure::kCancelled: ++stats_.cancelled; break;
-    case Failure::kDeadline: ++stats_.deadline_exceeded; break;
-    case Failure::kRejected: ++stats_.rejected; break;
+    case Failure::kCancelled: ++rest_.cancelled; break;
+    case Failure::kDeadline: ++rest_.deadline_exceeded; break;
+    case Failure::kRejected: ++rest_.rejected; break;
     case Failure::kOther: break;
   }
 }
@@ -30,8 +45,8 @@ void ModelStats::RecordFailure(int64_t server_total_ns, Failure reason) {
 void ModelStats::RecordExecution(int64_t batch_size, int64_t compute_input_ns,
                                  int64_t compute_infer_ns, int64_t compute_output_ns) {
   absl::MutexLock lock(&mu_);
-  ++stats_.execution_count;
-  BatchSizeStats& b = stats_.by_batch_size[batch_size];
+  ++rest_.execution_count;
+  BatchSizeStats& b = rest_.by_batch_size[batch_size];
   b.compute_input.Add(compute_input_ns);
   b.compute_infer.Add(compute_infer_ns);
   b.compute_output.Add(compute_output_ns);
@@ -39,12 +54,23 @@ void ModelStats::RecordExecution(int64_t batch_size, int64_t compute_input_ns,
 
 void ModelStats::RecordUntimedExecution() {
   absl::MutexLock lock(&mu_);
-  ++stats_.execution_count;
+  ++rest_.execution_count;
 }
 
 ModelStatsSnapshot ModelStats::Snapshot() const {
-  absl::MutexLock lock(&mu_);
-  return stats_;
+  ModelStatsSnapshot s;
+  {
+    absl::MutexLock lock(&mu_);
+    s = rest_;
+  }
+  s.last_inference_ms = last_inference_ms_.load(std::memory_order_relaxed);
+  s.inference_count = per_request_.Sum(kInferenceItems);
+  s.success = Load(kSuccessCount);
+  s.queue = Load(kQueueCount);
+  s.compute_input = Load(kInputCount);
+  s.compute_infer = Load(kInferCount);
+  s.compute_output = Load(kOutputCount);
+  return s;
 }
 
 }  // namespace chronoserve::server

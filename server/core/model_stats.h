@@ -1,14 +1,19 @@
 // ModelStats: cumulative per-model statistics in Triton's shape (counts + nanoseconds per stage,
-// per executed batch size). Written by worker threads at completion, read by the gRPC
-// ModelStatistics handler; one mutex, held only to add numbers or copy a snapshot.
+// per executed batch size). Written by the threads that complete requests (many at once under
+// load), read by the gRPC ModelStatistics handler. A successful request adds to striped counters
+// (common/striped_counters.h) and takes no lock; failures and executed batches (once per batch) take a mutex. A snapshot
+// taken while requests complete may show one request's figures in some fields and not yet in
+// others; once they have completed, it is exact.
 #ifndef CHRONOSERVE_SERVER_CORE_MODEL_STATS_H_
 #define CHRONOSERVE_SERVER_CORE_MODEL_STATS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/striped_counters.h"
 #include "common/timing.h"
 
 namespace chronoserve::server {
@@ -62,8 +67,19 @@ class ModelStats {
   ModelStatsSnapshot Snapshot() const;
 
  private:
+  // The per-request figures, each a count and a sum of nanoseconds (or items).
+  enum Field : size_t {
+    kSuccessCount, kSuccessNs, kQueueCount, kQueueNs, kInputCount, kInputNs, kInferCount, kInferNs,
+    kOutputCount, kOutputNs, kInferenceItems, kFieldCount
+  };
+  void Add(Field count, int64_t value_ns);  // count + 1, value_ns (clamped at 0) into the next field
+  Duration Load(Field count) const;
+
+  StripedCounters<kFieldCount> per_request_;
+  std::atomic<uint64_t> last_inference_ms_{0};
+  // Failures and executions: the snapshot's other fields.
   mutable absl::Mutex mu_;
-  ModelStatsSnapshot stats_ ABSL_GUARDED_BY(mu_);
+  ModelStatsSnapshot rest_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace chronoserve::server

@@ -39,8 +39,14 @@ class Timeline {
   int64_t enqueued_ns = 0;     // validated and queued
   int64_t output_done_ns = 0;  // this request's outputs scattered into its response
 
-  void SetBatch(const BatchTiming& batch) { batch_ = batch; }
+  // `counts_batch`: this request carries the batch's per-batch figures into the metrics. The worker
+  // marks one request per executed batch; the others are counted per request only.
+  void SetBatch(const BatchTiming& batch, bool counts_batch = false) {
+    batch_ = batch;
+    counts_batch_ = counts_batch;
+  }
   const BatchTiming& batch() const { return batch_; }
+  bool counts_batch() const { return counts_batch_; }
 
   // Computes every span with `responded_ns` as the end of server_total. Spans that a failed or
   // never-executed request did not reach stay 0. Idempotent: later calls return the first result.
@@ -50,6 +56,7 @@ class Timeline {
 
  private:
   BatchTiming batch_;
+  bool counts_batch_ = false;
   RequestTiming timing_;
   bool finalized_ = false;
 };

@@ -125,10 +125,10 @@ absl::Status InferDispatcher::Enqueue(BuiltRequest built, inference::ModelInferR
   infer->on_complete = [this, model, response, respond = std::move(respond)](std::unique_ptr<InferRequest> r) {
     Complete(model, response, respond, std::move(r));
   };
-  {
-    absl::MutexLock lock(&inflight_mu_);
-    ++inflight_;
-    if (host_keep_warm_ != nullptr) host_keep_warm_->SetInFlight(inflight_);
+  inflight_.fetch_add(1, std::memory_order_relaxed);
+  if (host_keep_warm_ != nullptr) {
+    absl::MutexLock lock(&inflight_mu_);  // the last store is the latest count
+    host_keep_warm_->SetInFlight(inflight_.load(std::memory_order_relaxed));
   }
   // Built before Enqueue: once queued, a worker may answer the request at once.
   std::string queued_log;
@@ -177,15 +177,22 @@ void InferDispatcher::Complete(ModelRuntime* model, inference::ModelInferRespons
 }
 
 void InferDispatcher::Answered() {
+  const bool none_left = inflight_.fetch_sub(1, std::memory_order_acq_rel) == 1;
+  if (!none_left && host_keep_warm_ == nullptr) return;
+  // Under the mutex: a waiter checks the count and waits holding it, so this signal is not lost.
   absl::MutexLock lock(&inflight_mu_);
-  --inflight_;
-  if (host_keep_warm_ != nullptr) host_keep_warm_->SetInFlight(inflight_);
+  if (host_keep_warm_ != nullptr) host_keep_warm_->SetInFlight(inflight_.load(std::memory_order_relaxed));
+  if (none_left) answered_all_.SignalAll();
 }
 
 bool InferDispatcher::WaitForAnswered(absl::Time deadline) {
   absl::MutexLock lock(&inflight_mu_);
-  auto none = [this]() ABSL_SHARED_LOCKS_REQUIRED(inflight_mu_) { return inflight_ == 0; };
-  return inflight_mu_.AwaitWithDeadline(absl::Condition(&none), deadline);
+  while (inflight_.load(std::memory_order_acquire) != 0) {
+    if (answered_all_.WaitWithDeadline(&inflight_mu_, deadline)) {
+      return inflight_.load(std::memory_order_acquire) == 0;
+    }
+  }
+  return true;
 }
 
 void InferDispatcher::RefuseBeforeQueue(ModelRuntime& model, const InferRequest* request, bool synthetic,

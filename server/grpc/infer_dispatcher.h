@@ -111,8 +111,12 @@ class InferDispatcher {
   const std::string serving_warmup_token_;
   HostKeepWarm* host_keep_warm_ = nullptr;
   std::atomic<bool> draining_{false};
+  // Accepted requests not yet answered: an atomic, since every request changes it twice. The mutex
+  // serves WaitForAnswered (signalled when the count reaches 0) and keeps host keep-warm's view of
+  // the count in order.
+  std::atomic<int64_t> inflight_{0};
   absl::Mutex inflight_mu_;
-  int64_t inflight_ ABSL_GUARDED_BY(inflight_mu_) = 0;  // accepted requests not yet answered
+  absl::CondVar answered_all_;
 };
 
 // What a call's context says, on either of gRPC's APIs: received now, its deadline (steady clock),

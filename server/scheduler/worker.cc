@@ -277,7 +277,13 @@ void Worker::EndBatch(Batch batch, const BatchTiming& timing, const absl::Status
   } else {
     CS_LOG(ERROR) << status.message();
   }
-  for (auto& r : batch) r->timeline.SetBatch(timing);
+  // The metrics count the batch once, through its first request that a client sent.
+  bool counted_once = false;
+  for (auto& r : batch) {
+    const bool counts_batch = !counted_once && !r->synthetic;
+    counted_once = counted_once || counts_batch;
+    r->timeline.SetBatch(timing, counts_batch);
+  }
   if (completions_ != nullptr) {
     completions_->CompleteBatch(std::move(batch), status);
   } else {

@@ -8,73 +8,85 @@ namespace {
 
 using prometheus::BuildCounter;
 using prometheus::BuildGauge;
-using prometheus::BuildHistogram;
-using prometheus::Histogram;
 
-// 10 us .. 10 s: GPU stages of small models sit at tens of microseconds.
-const Histogram::BucketBoundaries& LatencyBuckets() {
-  static const Histogram::BucketBoundaries buckets = {
-      1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,
-      2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0};
+// 10 us .. 10 s, in nanoseconds: GPU stages of small models sit at tens of microseconds.
+const std::vector<int64_t>& LatencyBucketsNs() {
+  static const std::vector<int64_t> buckets = {
+      10'000, 25'000, 50'000, 100'000, 250'000, 500'000, 1'000'000, 2'500'000, 5'000'000, 10'000'000,
+      25'000'000, 50'000'000, 100'000'000, 250'000'000, 500'000'000, 1'000'000'000, 2'500'000'000,
+      5'000'000'000, 10'000'000'000};
   return buckets;
 }
 
-const Histogram::BucketBoundaries& BatchSizeBuckets() {
-  static const Histogram::BucketBoundaries buckets = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+const std::vector<int64_t>& BatchSizeBuckets() {
+  static const std::vector<int64_t> buckets = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
   return buckets;
 }
 
-double Seconds(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
+constexpr double kNsToSeconds = 1e-9;
 
-prometheus::Family<Histogram>& Latency(prometheus::Registry* r, const std::string& name, const std::string& help) {
-  return BuildHistogram().Name(name).Help(help).Register(*r);
+double Seconds(int64_t ns) { return static_cast<double>(ns) * kNsToSeconds; }
+
+std::unique_ptr<StripedFamily<StripedHistogram>> Histograms(const std::string& name, const std::string& help,
+                                                             const std::vector<int64_t>& bounds, double scale) {
+  return std::make_unique<StripedFamily<StripedHistogram>>(
+      name, help, [bounds, scale] { return std::make_unique<StripedHistogram>(bounds, scale); });
 }
+
+std::unique_ptr<StripedFamily<StripedHistogram>> Latency(const std::string& name, const std::string& help) {
+  return Histograms(name, help, LatencyBucketsNs(), kNsToSeconds);
+}
+
+// Tells ServerMetrics instances apart in the threads' caches, where an address could be reused.
+std::atomic<uint64_t> next_instance{1};
 
 }  // namespace
 
 struct ServerMetrics::PerModel {
+  std::string name;
+  int64_t version = 0;
   prometheus::Labels labels;
-  Histogram* request_duration;
-  Histogram* queue;
-  Histogram* input_stage;
-  Histogram* output_stage;
-  Histogram* h2d;
-  Histogram* compute;
-  Histogram* launch;
-  Histogram* d2h;
-  Histogram* batch_size;
+  StripedHistogram* request_duration;
+  StripedHistogram* queue;
+  StripedHistogram* input_stage;
+  StripedHistogram* output_stage;
+  StripedHistogram* h2d;
+  StripedHistogram* compute;
+  StripedHistogram* launch;
+  StripedHistogram* d2h;
+  StripedHistogram* batch_size;
   prometheus::Counter* batches;
-  std::map<std::string, prometheus::Counter*> outcomes;  // by outcome label
-  std::map<int64_t, int64_t> last_dequeue_by_worker;
+  StripedCounter* success;                          // the outcome of nearly every request
+  std::map<std::string, StripedCounter*> failures;  // by outcome label, guarded by mu_
 };
 
 ServerMetrics::ServerMetrics(prometheus::Registry* r)
-    : requests_(BuildCounter().Name("chronoserve_requests_total")
-                    .Help("ModelInfer requests completed, by model, version and outcome "
-                          "(success or the gRPC status code in lower case)")
-                    .Register(*r)),
+    : instance_(next_instance.fetch_add(1)),
+      requests_(std::make_unique<StripedFamily<StripedCounter>>(
+          "chronoserve_requests_total",
+          "ModelInfer requests completed, by model, version and outcome (success or the gRPC status code in "
+          "lower case)",
+          [] { return std::make_unique<StripedCounter>(); })),
       batches_(BuildCounter().Name("chronoserve_batches_total")
                    .Help("Batches executed (one model forward each), by model and version")
                    .Register(*r)),
-      request_duration_(Latency(r, "chronoserve_request_duration_seconds",
+      request_duration_(Latency("chronoserve_request_duration_seconds",
                                 "Server time per request: received by the handler -> response handed to gRPC")),
-      queue_duration_(Latency(r, "chronoserve_queue_duration_seconds",
+      queue_duration_(Latency("chronoserve_queue_duration_seconds",
                               "Per request: enqueued -> taken by a worker in a batch")),
-      input_stage_duration_(Latency(r, "chronoserve_input_stage_duration_seconds",
+      input_stage_duration_(Latency("chronoserve_input_stage_duration_seconds",
                                     "Per request: batch taken -> inputs gathered into staging")),
-      output_stage_duration_(Latency(r, "chronoserve_output_stage_duration_seconds",
+      output_stage_duration_(Latency("chronoserve_output_stage_duration_seconds",
                                      "Per request: device work observed done -> response built")),
-      h2d_duration_(Latency(r, "chronoserve_h2d_duration_seconds",
+      h2d_duration_(Latency("chronoserve_h2d_duration_seconds",
                             "Per batch: host->device input copy (CUDA events; host clock on CPU)")),
-      compute_duration_(Latency(r, "chronoserve_compute_duration_seconds",
+      compute_duration_(Latency("chronoserve_compute_duration_seconds",
                                 "Per batch: the model's forward on the device (CUDA events; host clock on CPU)")),
-      launch_duration_(Latency(r, "chronoserve_launch_duration_seconds",
+      launch_duration_(Latency("chronoserve_launch_duration_seconds",
                                "Per batch: host time spent enqueueing the forward")),
-      d2h_duration_(Latency(r, "chronoserve_d2h_duration_seconds",
+      d2h_duration_(Latency("chronoserve_d2h_duration_seconds",
                             "Per batch: device->host output copy (CUDA events; host clock on CPU)")),
-      batch_size_(BuildHistogram().Name("chronoserve_batch_size")
-                      .Help("Items per executed batch")
-                      .Register(*r)),
+      batch_size_(Histograms("chronoserve_batch_size", "Items per executed batch", BatchSizeBuckets(), 1.0)),
       load_duration_(BuildGauge().Name("chronoserve_model_load_duration_seconds")
                          .Help("Time to load the model onto its devices (all instances)")
                          .Register(*r)),
@@ -90,60 +102,85 @@ std::string ServerMetrics::OutcomeLabel(absl::StatusCode code) {
 }
 
 ServerMetrics::PerModel& ServerMetrics::ModelMetrics(const ModelSpec& spec) {
+  // One entry per thread: a completing thread finishes request after request of the same model.
+  struct Cached {
+    uint64_t instance = 0;
+    const ModelSpec* spec = nullptr;
+    PerModel* model = nullptr;
+  };
+  thread_local Cached cached;
+  if (cached.instance == instance_ && cached.spec == &spec && cached.model->version == spec.version &&
+      cached.model->name == spec.name) {
+    return *cached.model;
+  }
+  absl::MutexLock lock(&mu_);
   auto& slot = models_[{spec.name, spec.version}];
-  if (slot != nullptr) return *slot;
-  slot = std::make_unique<PerModel>();
-  PerModel& m = *slot;
-  m.labels = {{"model", spec.name}, {"version", absl::StrCat(spec.version)}};
-  m.request_duration = &request_duration_.Add(m.labels, LatencyBuckets());
-  m.queue = &queue_duration_.Add(m.labels, LatencyBuckets());
-  m.input_stage = &input_stage_duration_.Add(m.labels, LatencyBuckets());
-  m.output_stage = &output_stage_duration_.Add(m.labels, LatencyBuckets());
-  m.h2d = &h2d_duration_.Add(m.labels, LatencyBuckets());
-  m.compute = &compute_duration_.Add(m.labels, LatencyBuckets());
-  m.launch = &launch_duration_.Add(m.labels, LatencyBuckets());
-  m.d2h = &d2h_duration_.Add(m.labels, LatencyBuckets());
-  m.batch_size = &batch_size_.Add(m.labels, BatchSizeBuckets());
-  m.batches = &batches_.Add(m.labels);
-  return m;
-}
-
-bool ServerMetrics::IsNewBatch(PerModel& model, const BatchTiming& batch) {
-  if (batch.dequeued_ns <= 0) return false;  // never executed
-  int64_t& last = model.last_dequeue_by_worker[batch.worker];
-  if (last == batch.dequeued_ns) return false;
-  last = batch.dequeued_ns;
-  return true;
+  if (slot == nullptr) {
+    slot = std::make_unique<PerModel>();
+    PerModel& m = *slot;
+    m.name = spec.name;
+    m.version = spec.version;
+    m.labels = {{"model", spec.name}, {"version", absl::StrCat(spec.version)}};
+    m.request_duration = &request_duration_->Add(m.labels);
+    m.queue = &queue_duration_->Add(m.labels);
+    m.input_stage = &input_stage_duration_->Add(m.labels);
+    m.output_stage = &output_stage_duration_->Add(m.labels);
+    m.h2d = &h2d_duration_->Add(m.labels);
+    m.compute = &compute_duration_->Add(m.labels);
+    m.launch = &launch_duration_->Add(m.labels);
+    m.d2h = &d2h_duration_->Add(m.labels);
+    m.batch_size = &batch_size_->Add(m.labels);
+    m.batches = &batches_.Add(m.labels);
+    prometheus::Labels labels = m.labels;
+    labels["outcome"] = OutcomeLabel(absl::StatusCode::kOk);
+    m.success = &requests_->Add(labels);
+  }
+  cached = Cached{instance_, &spec, slot.get()};
+  return *slot;
 }
 
 void ServerMetrics::OnRequestDone(const ModelSpec& spec, const InferRequest* request,
                                   const RequestTiming& timing, const absl::Status& status) {
   if (request != nullptr && request->synthetic) return;
-  absl::MutexLock lock(&mu_);
   PerModel& m = ModelMetrics(spec);
-  const std::string outcome = OutcomeLabel(status.code());
-  prometheus::Counter*& counter = m.outcomes[outcome];
-  if (counter == nullptr) {
-    prometheus::Labels labels = m.labels;
-    labels["outcome"] = outcome;
-    counter = &requests_.Add(labels);
+  if (status.ok()) {
+    m.success->Increment();
+  } else {
+    const std::string outcome = OutcomeLabel(status.code());
+    absl::MutexLock lock(&mu_);
+    StripedCounter*& counter = m.failures[outcome];
+    if (counter == nullptr) {
+      prometheus::Labels labels = m.labels;
+      labels["outcome"] = outcome;
+      counter = &requests_->Add(labels);
+    }
+    counter->Increment();
   }
-  counter->Increment();
   if (request == nullptr) return;  // refused before it was queued: counted, nothing measured
-  m.request_duration->Observe(Seconds(timing.server_total_ns));
+  m.request_duration->Observe(timing.server_total_ns);
   const BatchTiming& batch = request->timeline.batch();
   if (batch.dequeued_ns <= 0) return;
-  m.queue->Observe(Seconds(timing.queue_ns));
-  m.input_stage->Observe(Seconds(timing.input_stage_ns));
-  if (batch.gpu_done_ns > 0) m.output_stage->Observe(Seconds(timing.output_stage_ns));
-  if (batch.gpu_done_ns <= 0 || !IsNewBatch(m, batch)) return;
+  m.queue->Observe(timing.queue_ns);
+  m.input_stage->Observe(timing.input_stage_ns);
+  if (batch.gpu_done_ns > 0) m.output_stage->Observe(timing.output_stage_ns);
+  // One request per executed batch carries the batch's figures (the worker marks it).
+  if (batch.gpu_done_ns <= 0 || !request->timeline.counts_batch()) return;
   m.batches->Increment();
-  m.batch_size->Observe(static_cast<double>(timing.batch_size));
+  m.batch_size->Observe(timing.batch_size);
   if (!batch.request_timing) return;  // --request-timing off: the device spans were not measured
-  m.h2d->Observe(Seconds(timing.h2d_ns));
-  m.compute->Observe(Seconds(timing.compute_ns));
-  m.launch->Observe(Seconds(timing.launch_ns));
-  m.d2h->Observe(Seconds(timing.d2h_ns));
+  m.h2d->Observe(timing.h2d_ns);
+  m.compute->Observe(timing.compute_ns);
+  m.launch->Observe(timing.launch_ns);
+  m.d2h->Observe(timing.d2h_ns);
+}
+
+std::vector<prometheus::MetricFamily> ServerMetrics::Collect() const {
+  std::vector<prometheus::MetricFamily> families = {requests_->Collect()};
+  for (const auto* family : {&request_duration_, &queue_duration_, &input_stage_duration_, &output_stage_duration_,
+                             &h2d_duration_, &compute_duration_, &launch_duration_, &d2h_duration_, &batch_size_}) {
+    families.push_back((*family)->Collect());
+  }
+  return families;
 }
 
 void ServerMetrics::RecordModelLoad(const std::string& model, int64_t version, int64_t load_ns,

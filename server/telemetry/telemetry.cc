@@ -40,7 +40,7 @@ absl::StatusOr<std::unique_ptr<Telemetry>> Telemetry::Create(TelemetryOptions op
 Telemetry::Telemetry(TelemetryOptions options)
     : options_(std::move(options)),
       registry_(std::make_shared<prometheus::Registry>()),
-      metrics_(std::make_unique<ServerMetrics>(registry_.get())),
+      metrics_(std::make_shared<ServerMetrics>(registry_.get())),
       live_(std::make_shared<LiveStateCollector>()) {}
 
 Telemetry::~Telemetry() { Shutdown(absl::Now()); }
@@ -90,6 +90,7 @@ void Telemetry::StartMetricsEndpoint() {
   try {
     exposer_ = std::make_unique<prometheus::Exposer>(address, 2);
     exposer_->RegisterCollectable(registry_);
+    exposer_->RegisterCollectable(metrics_);
     exposer_->RegisterCollectable(live_);
     const std::vector<int> ports = exposer_->GetListeningPorts();
     metrics_port_ = ports.empty() ? 0 : ports.front();

@@ -97,7 +97,7 @@ class Telemetry final : public RequestObserver {
 
   TelemetryOptions options_;
   std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<ServerMetrics> metrics_;
+  std::shared_ptr<ServerMetrics> metrics_;  // shared: the exposer holds it as a Collectable
   std::shared_ptr<LiveStateCollector> live_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::unique_ptr<BatchSpanProcessor> processor_;

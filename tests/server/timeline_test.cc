@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+#include <vector>
+
 #include "server/backend/device_activity.h"
 #include "server/core/model_stats.h"
 
@@ -108,6 +111,46 @@ TEST(ModelStatsTest, WithoutRequestTimingOnlyHostFiguresAndCountsAreKept) {
   EXPECT_EQ(s.compute_infer.count, 0u);
   EXPECT_EQ(s.compute_output.count, 0u);
   EXPECT_TRUE(s.by_batch_size.empty());
+}
+
+TEST(ModelStatsTest, ThreadsRecordingAtOnceLoseNothing) {
+  ModelStats stats;
+  constexpr int kThreads = 8;
+  constexpr int kEach = 5000;
+  std::vector<std::thread> threads;
+  for (int n = 0; n < kThreads; ++n) {
+    threads.emplace_back([&stats, n] {
+      RequestTiming t;
+      t.queue_ns = 7 + n;
+      t.input_stage_ns = 1;
+      t.h2d_ns = 2;
+      t.compute_ns = 30;
+      t.d2h_ns = 3;
+      t.output_stage_ns = 4;
+      t.server_total_ns = 100 + n;
+      for (int i = 0; i < kEach; ++i) {
+        stats.RecordSuccess(t, 1 + i % 3, /*request_timing=*/i % 4 != 0);
+        if (i % 10 == 0) stats.RecordFailure(9, ModelStats::Failure::kDeadline);
+        if (i % 5 == 0) stats.RecordExecution(2, 1, 2, 3);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const ModelStatsSnapshot s = stats.Snapshot();
+  const uint64_t requests = kThreads * kEach;
+  const uint64_t timed = kThreads * (kEach - kEach / 4);
+  uint64_t items = 0;
+  for (int i = 0; i < kEach; ++i) items += 1 + i % 3;
+  EXPECT_EQ(s.success.count, requests);
+  EXPECT_EQ(s.success.ns, kEach * (100u * kThreads + kThreads * (kThreads - 1) / 2));
+  EXPECT_EQ(s.queue.ns, kEach * (7u * kThreads + kThreads * (kThreads - 1) / 2));
+  EXPECT_EQ(s.inference_count, items * kThreads);
+  EXPECT_EQ(s.compute_infer.count, timed);
+  EXPECT_EQ(s.compute_infer.ns, timed * 30);
+  EXPECT_EQ(s.compute_output.ns, timed * 7);
+  EXPECT_EQ(s.deadline_exceeded, kThreads * (kEach / 10u));
+  EXPECT_EQ(s.execution_count, kThreads * (kEach / 5u));
+  EXPECT_EQ(s.by_batch_size.at(2).compute_output.ns, 3u * kThreads * (kEach / 5u));
 }
 
 }  // namespace

@@ -276,13 +276,27 @@ TEST_F(TelemetryServerTest, StreamedRequestsAreTracedPerRequestAndCounted) {
     }
     EXPECT_EQ(roots, 1);
   }
+  // Sent together, the three may share a batch: each executed batch is counted once, through one
+  // of its requests, so the batch sizes still add up to three items.
+  const std::string kItems = R"(chronoserve_batch_size_sum{model="mlp",version="1"})";
+  const std::string kBatches = R"(chronoserve_batches_total{model="mlp",version="1"})";
+  const std::string kSizes = R"(chronoserve_batch_size_count{model="mlp",version="1"})";
+  const std::string kCompute = R"(chronoserve_compute_duration_seconds_count{model="mlp",version="1"})";
+  auto delta = [&before](const std::map<std::string, double>& now, const std::string& key) {
+    const double was = before.count(key) ? before.at(key) : 0.0;
+    return now.count(key) ? now.at(key) - was : -1.0;
+  };
   std::map<std::string, double> after;
   for (const absl::Time deadline = absl::Now() + absl::Seconds(10); absl::Now() < deadline;) {
     after = ParseMetrics(ScrapeMetrics(port));
-    if (after.count(kSuccess) && after.at(kSuccess) - base >= 3) break;
+    if (delta(after, kSuccess) >= 3 && delta(after, kItems) >= 3) break;
   }
   ASSERT_EQ(after.count(kSuccess), 1u);
   EXPECT_EQ(after.at(kSuccess) - base, 3);
+  EXPECT_EQ(delta(after, kItems), 3);
+  EXPECT_GE(delta(after, kBatches), 1);
+  EXPECT_EQ(delta(after, kSizes), delta(after, kBatches));
+  EXPECT_EQ(delta(after, kCompute), delta(after, kBatches));
   // Each streamed request left the in-flight gauge when its response went out (or with the call).
   const auto end = stream->Finish(absl::Seconds(30));
   ASSERT_TRUE(end.has_value() && end->ok());

@@ -1,0 +1,52 @@
+#include "server/telemetry/striped_metrics.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace chronoserve::server::telemetry {
+
+StripedHistogram::StripedHistogram(std::vector<int64_t> bounds, double scale)
+    : bounds_(std::move(bounds)),
+      scale_(scale),
+      lines_per_stripe_((bounds_.size() + 1 + kPerLine - 1) / kPerLine),
+      counts_(new CountLine[lines_per_stripe_ * kStripes]),
+      sums_(new SumLine[kStripes]) {
+  for (int stripe = 0; stripe < kStripes; ++stripe) {
+    for (size_t i = 0; i < lines_per_stripe_ * kPerLine; ++i) Count(stripe, i).store(0, std::memory_order_relaxed);
+    sums_[stripe].value.store(0.0, std::memory_order_relaxed);
+  }
+}
+
+void StripedHistogram::Observe(int64_t value) {
+  // The first bound >= value: Prometheus buckets are `le`, upper bounds included.
+  const size_t bucket = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
+  const int stripe = CurrentStripe();
+  Count(stripe, bucket).fetch_add(1, std::memory_order_relaxed);
+  // A double, like prometheus-cpp's sum: it never wraps. The stripe is seldom shared, so the
+  // exchange rarely retries.
+  std::atomic<double>& sum = sums_[stripe].value;
+  double seen = sum.load(std::memory_order_relaxed);
+  while (!sum.compare_exchange_weak(seen, seen + static_cast<double>(value), std::memory_order_relaxed)) {
+  }
+}
+
+prometheus::ClientMetric::Histogram StripedHistogram::Snapshot() const {
+  prometheus::ClientMetric::Histogram h;
+  h.bucket.reserve(bounds_.size() + 1);
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i <= bounds_.size(); ++i) {
+    for (int stripe = 0; stripe < kStripes; ++stripe) cumulative += Count(stripe, i).load(std::memory_order_relaxed);
+    prometheus::ClientMetric::Bucket b;
+    b.cumulative_count = cumulative;
+    b.upper_bound = i < bounds_.size() ? static_cast<double>(bounds_[i]) * scale_
+                                       : std::numeric_limits<double>::infinity();
+    h.bucket.push_back(b);
+  }
+  h.sample_count = cumulative;
+  double sum = 0;
+  for (int stripe = 0; stripe < kStripes; ++stripe) sum += sums_[stripe].value.load(std::memory_order_relaxed);
+  h.sample_sum = sum * scale_;
+  return h;
+}
+
+}  // namespace chronoserve::server::telemetry
