@@ -94,8 +94,9 @@ class ModelInferQueues::UnaryCall final : public QueuedCall {
 
 ModelInferQueues::ModelInferQueues(InferenceService* service, grpc::ServerBuilder* builder, int threads)
     : service_(service), threads_(std::max(threads, 1)) {
-  for (int i = 0; i < (threads_ + kThreadsPerQueue - 1) / kThreadsPerQueue; ++i) {
-    queues_.push_back(std::make_unique<Queue>());
+  const int queues = (threads_ + kThreadsPerQueue - 1) / kThreadsPerQueue;
+  for (int i = 0; i < queues; ++i) {
+    queues_.push_back(std::make_unique<Queue>(kPooledResponses / static_cast<size_t>(queues)));
     queues_.back()->cq = builder->AddCompletionQueue();
   }
 }
@@ -116,7 +117,7 @@ void ModelInferQueues::Start() {
 void ModelInferQueues::RequestCall(int kind, Queue& queue) {
   absl::MutexLock lock(&queue.mu);
   if (queue.shut) return;
-  QueuedCall* call = kind == kUnary ? new UnaryCall(&responses_) : service_->NewQueuedStream();
+  QueuedCall* call = kind == kUnary ? new UnaryCall(&queue.responses) : service_->NewQueuedStream();
   call->kind = kind;
   call->RequestFrom(service_, queue.cq.get());
 }

@@ -48,8 +48,9 @@ class ModelInferQueues {
   static constexpr int kStreamsRequested = 4;
 
   static constexpr int kThreadsPerQueue = 2;
-  // Unary responses kept for reuse (response_pool.h): above the calls a loaded server has in
-  // flight (concurrency 256 in the benchmarks), plus the calls requested ahead.
+  // Unary responses kept for reuse (response_pool.h), in all, split evenly among the queues: above
+  // the calls a loaded server has in flight (concurrency 256 in the benchmarks), plus the calls
+  // requested ahead.
   static constexpr size_t kPooledResponses = 1024;
 
   // `threads` (>= 1) over ceil(threads / kThreadsPerQueue) queues. `service` was built with
@@ -69,6 +70,12 @@ class ModelInferQueues {
   class UnaryCall;
   enum Kind { kUnary, kStream };
   struct Queue {
+    explicit Queue(size_t pooled) : responses(pooled) {}
+    // Its unary calls' responses, reused. Per queue: a call takes its response when the queue's
+    // thread requests it and gives it back when the queue's thread deletes it, so only this
+    // queue's threads share the pool's lock. Declared before the completion queue: calls give
+    // theirs back until the queue is drained.
+    ResponsePool responses;
     std::unique_ptr<grpc::ServerCompletionQueue> cq;
     std::vector<std::thread> threads;
     absl::Mutex mu;  // per queue: its threads request a call for every call that arrives
@@ -81,9 +88,6 @@ class ModelInferQueues {
 
   InferenceService* const service_;
   const int threads_;
-  // Unary calls' responses, reused (declared before the queues: calls give theirs back until the
-  // queues' threads are joined).
-  ResponsePool responses_{kPooledResponses};
   std::vector<std::unique_ptr<Queue>> queues_;
 };
 
