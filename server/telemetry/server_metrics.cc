@@ -23,18 +23,19 @@ const std::vector<int64_t>& BatchSizeBuckets() {
   return buckets;
 }
 
-constexpr double kNsToSeconds = 1e-9;
+constexpr double kNsPerSecond = 1e9;
 
-double Seconds(int64_t ns) { return static_cast<double>(ns) * kNsToSeconds; }
+double Seconds(int64_t ns) { return static_cast<double>(ns) / kNsPerSecond; }
 
 std::unique_ptr<StripedFamily<StripedHistogram>> Histograms(const std::string& name, const std::string& help,
-                                                             const std::vector<int64_t>& bounds, double scale) {
+                                                             const std::vector<int64_t>& bounds,
+                                                             double units_per_exposed) {
   return std::make_unique<StripedFamily<StripedHistogram>>(
-      name, help, [bounds, scale] { return std::make_unique<StripedHistogram>(bounds, scale); });
+      name, help, [bounds, units_per_exposed] { return std::make_unique<StripedHistogram>(bounds, units_per_exposed); });
 }
 
 std::unique_ptr<StripedFamily<StripedHistogram>> Latency(const std::string& name, const std::string& help) {
-  return Histograms(name, help, LatencyBucketsNs(), kNsToSeconds);
+  return Histograms(name, help, LatencyBucketsNs(), kNsPerSecond);
 }
 
 // Tells ServerMetrics instances apart in the threads' caches, where an address could be reused.

@@ -5,9 +5,9 @@
 
 namespace chronoserve::server::telemetry {
 
-StripedHistogram::StripedHistogram(std::vector<int64_t> bounds, double scale)
+StripedHistogram::StripedHistogram(std::vector<int64_t> bounds, double units_per_exposed)
     : bounds_(std::move(bounds)),
-      scale_(scale),
+      units_per_exposed_(units_per_exposed),
       lines_per_stripe_((bounds_.size() + 1 + kPerLine - 1) / kPerLine),
       counts_(new CountLine[lines_per_stripe_ * kStripes]),
       sums_(new SumLine[kStripes]) {
@@ -38,14 +38,14 @@ prometheus::ClientMetric::Histogram StripedHistogram::Snapshot() const {
     for (int stripe = 0; stripe < kStripes; ++stripe) cumulative += Count(stripe, i).load(std::memory_order_relaxed);
     prometheus::ClientMetric::Bucket b;
     b.cumulative_count = cumulative;
-    b.upper_bound = i < bounds_.size() ? static_cast<double>(bounds_[i]) * scale_
+    b.upper_bound = i < bounds_.size() ? static_cast<double>(bounds_[i]) / units_per_exposed_
                                        : std::numeric_limits<double>::infinity();
     h.bucket.push_back(b);
   }
   h.sample_count = cumulative;
   double sum = 0;
   for (int stripe = 0; stripe < kStripes; ++stripe) sum += sums_[stripe].value.load(std::memory_order_relaxed);
-  h.sample_sum = sum * scale_;
+  h.sample_sum = sum / units_per_exposed_;
   return h;
 }
 

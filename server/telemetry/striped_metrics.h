@@ -34,8 +34,10 @@ class StripedHistogram {
   static constexpr prometheus::MetricType kType = prometheus::MetricType::Histogram;
 
   // `bounds`: ascending bucket upper bounds, inclusive (Prometheus' `le`), in observation units;
-  // `scale` turns a unit into the exposed value (1e-9: nanoseconds exposed as seconds).
-  StripedHistogram(std::vector<int64_t> bounds, double scale);
+  // `units_per_exposed` divides a unit into the exposed value (1e9: nanoseconds exposed as
+  // seconds). A division, not a multiplication by 1e-9, so that a bound reads exactly as its decimal
+  // literal would (25'000 ns is le="2.5e-05", as prometheus-cpp's own buckets printed it).
+  StripedHistogram(std::vector<int64_t> bounds, double units_per_exposed);
   StripedHistogram(const StripedHistogram&) = delete;
   StripedHistogram& operator=(const StripedHistogram&) = delete;
 
@@ -57,7 +59,7 @@ class StripedHistogram {
   }
 
   const std::vector<int64_t> bounds_;
-  const double scale_;
+  const double units_per_exposed_;
   const size_t lines_per_stripe_;
   // Per stripe: one count per bucket (not cumulative; the last is +Inf), and the sum.
   std::unique_ptr<CountLine[]> counts_;

@@ -165,6 +165,22 @@ TEST_F(ServerMetricsTest, ThreadsCompletingAtOnceLoseNothing) {
   EXPECT_NEAR(std::stod(text.substr(at + sum_line.size())), compute_sum_ns * 1e-9, 1e-15);
 }
 
+TEST_F(ServerMetricsTest, LatencyBucketsAreTheDecimalBoundsTheyWere) {
+  // Dashboards select buckets by their `le` label: the bounds must be the doubles that the decimal
+  // literals (and prometheus-cpp's own histograms before) gave, not nanoseconds times 1e-9.
+  Finish(100, 0, true);
+  const std::vector<double> expected = {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,
+                                        2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0};
+  for (const prometheus::MetricFamily& family : metrics_.Collect()) {
+    if (family.type != prometheus::MetricType::Histogram || family.name == "chronoserve_batch_size") continue;
+    ASSERT_FALSE(family.metric.empty()) << family.name;
+    const auto& buckets = family.metric[0].histogram.bucket;
+    ASSERT_EQ(buckets.size(), expected.size() + 1) << family.name;
+    for (size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(buckets[i].upper_bound, expected[i]) << family.name << " " << i;
+  }
+  EXPECT_TRUE(Has(Text(), R"(chronoserve_queue_duration_seconds_bucket{model="m",version="2",le="2.5e-05"} 1)")) << Text();
+}
+
 TEST_F(ServerMetricsTest, AFreshInstanceStartsFromNothing) {
   // The same thread and the same spec against a second ServerMetrics (which may reuse the first
   // one's address): its thread cache must not lead to the first one's metrics.
@@ -183,7 +199,7 @@ TEST_F(ServerMetricsTest, AFreshInstanceStartsFromNothing) {
 }
 
 TEST(StripedMetricsTest, BucketsIncludeTheirUpperBoundAndAccumulate) {
-  StripedHistogram h({10, 20, 40}, 0.5);
+  StripedHistogram h({10, 20, 40}, 2.0);
   for (int64_t v : {-3, 0, 10, 11, 20, 39, 40, 41, 1000}) h.Observe(v);
   const prometheus::ClientMetric::Histogram s = h.Snapshot();
   ASSERT_EQ(s.bucket.size(), 4u);
@@ -200,7 +216,7 @@ TEST(StripedMetricsTest, BucketsIncludeTheirUpperBoundAndAccumulate) {
 
 TEST(StripedMetricsTest, ExposedInPrometheusText) {
   StripedFamily<StripedHistogram> family("x_seconds", "help text", [] {
-    return std::make_unique<StripedHistogram>(std::vector<int64_t>{1'000, 1'000'000}, 1e-9);
+    return std::make_unique<StripedHistogram>(std::vector<int64_t>{1'000, 1'000'000}, 1e9);
   });
   family.Add({{"model", "a"}}).Observe(500);
   family.Add({{"model", "a"}}).Observe(2'000'000);
