@@ -99,7 +99,7 @@ TEST_F(ServerMetricsTest, ModelLoadGauges) {
   EXPECT_TRUE(Has(text, R"(chronoserve_model_warmup_duration_seconds{model="m",version="2"} 0.25)")) << text;
 }
 
-TEST_F(ServerMetricsTest, ABatchsStragglerDoesNotCountItAgain) {
+TEST_F(ServerMetricsTest, AStragglerOfAnEarlierBatchDoesNotCountItAgain) {
   // The completion pool finishes a batch's requests on several threads, so a later batch's first
   // request can finish before an earlier batch's last: only the marked request counts a batch.
   Finish(100, 0, true);   // batch A
