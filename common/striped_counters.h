@@ -6,10 +6,10 @@
 #ifndef CHRONOSERVE_COMMON_STRIPED_COUNTERS_H_
 #define CHRONOSERVE_COMMON_STRIPED_COUNTERS_H_
 
-#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace chronoserve {
 
@@ -17,34 +17,44 @@ inline constexpr int kStripes = 16;
 inline constexpr size_t kCacheLine = 64;
 
 // The calling thread's stripe, in [0, kStripes).
-int CurrentStripe();
+inline int CurrentStripe() {
+  static std::atomic<int> next{0};
+  thread_local const int stripe = next.fetch_add(1, std::memory_order_relaxed) % kStripes;
+  return stripe;
+}
 
-// N unsigned 64-bit counters, striped.
-template <size_t N>
+// `size` unsigned 64-bit counters, striped: each stripe holds all of them on cache lines of its own.
 class StripedCounters {
  public:
-  StripedCounters() {
-    for (Stripe& s : stripes_) {
-      for (auto& v : s.values) v.store(0, std::memory_order_relaxed);
+  explicit StripedCounters(size_t size)
+      : lines_per_stripe_((size + kPerLine - 1) / kPerLine), lines_(new Line[lines_per_stripe_ * kStripes]) {
+    for (size_t l = 0; l < lines_per_stripe_ * kStripes; ++l) {
+      for (auto& v : lines_[l].values) v.store(0, std::memory_order_relaxed);
     }
   }
   StripedCounters(const StripedCounters&) = delete;
   StripedCounters& operator=(const StripedCounters&) = delete;
 
   void Add(size_t counter, uint64_t value) {
-    stripes_[CurrentStripe()].values[counter].fetch_add(value, std::memory_order_relaxed);
+    At(CurrentStripe(), counter).fetch_add(value, std::memory_order_relaxed);
   }
   uint64_t Sum(size_t counter) const {
     uint64_t sum = 0;
-    for (const Stripe& s : stripes_) sum += s.values[counter].load(std::memory_order_relaxed);
+    for (int stripe = 0; stripe < kStripes; ++stripe) sum += At(stripe, counter).load(std::memory_order_relaxed);
     return sum;
   }
 
  private:
-  struct alignas(kCacheLine) Stripe {
-    std::array<std::atomic<uint64_t>, N> values;
+  static constexpr size_t kPerLine = kCacheLine / sizeof(std::atomic<uint64_t>);
+  struct alignas(kCacheLine) Line {
+    std::atomic<uint64_t> values[kPerLine];
   };
-  std::array<Stripe, kStripes> stripes_;
+  std::atomic<uint64_t>& At(int stripe, size_t counter) const {
+    return lines_[static_cast<size_t>(stripe) * lines_per_stripe_ + counter / kPerLine].values[counter % kPerLine];
+  }
+
+  const size_t lines_per_stripe_;
+  const std::unique_ptr<Line[]> lines_;
 };
 
 }  // namespace chronoserve

@@ -75,7 +75,7 @@ class ModelStats {
   void Add(Field count, int64_t value_ns);  // count + 1, value_ns (clamped at 0) into the next field
   Duration Load(Field count) const;
 
-  StripedCounters<kFieldCount> per_request_;
+  StripedCounters per_request_{kFieldCount};
   std::atomic<uint64_t> last_inference_ms_{0};
   // Failures and executions: the snapshot's other fields.
   mutable absl::Mutex mu_;

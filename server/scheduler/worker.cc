@@ -261,8 +261,9 @@ int64_t Worker::FinishBatch(InFlight flight) {
 void Worker::EndBatch(Batch batch, const BatchTiming& timing, const absl::Status& status) {
   const int64_t start_ns = clock_->NowNs();
   // The server's own serving warm-up is counted nowhere; a batch it shares with a client's request
-  // is counted whole.
-  const bool counted = std::any_of(batch.begin(), batch.end(), [](const auto& r) { return !r->synthetic; });
+  // is counted whole, in the metrics through its first request that a client sent.
+  const auto first_sent = std::find_if(batch.begin(), batch.end(), [](const auto& r) { return !r->synthetic; });
+  const bool counted = first_sent != batch.end();
   if (!counted) {
     if (!status.ok()) CS_LOG(ERROR) << status.message();
   } else if (status.ok() && !timing.request_timing) {
@@ -277,13 +278,7 @@ void Worker::EndBatch(Batch batch, const BatchTiming& timing, const absl::Status
   } else {
     CS_LOG(ERROR) << status.message();
   }
-  // The metrics count the batch once, through its first request that a client sent.
-  bool counted_once = false;
-  for (auto& r : batch) {
-    const bool counts_batch = !counted_once && !r->synthetic;
-    counted_once = counted_once || counts_batch;
-    r->timeline.SetBatch(timing, counts_batch);
-  }
+  for (auto it = batch.begin(); it != batch.end(); ++it) (*it)->timeline.SetBatch(timing, it == first_sent);
   if (completions_ != nullptr) {
     completions_->CompleteBatch(std::move(batch), status);
   } else {

@@ -47,35 +47,27 @@ class StripedHistogram {
   void Fill(prometheus::ClientMetric* metric) const { metric->histogram = Snapshot(); }
 
  private:
-  static constexpr size_t kPerLine = kCacheLine / sizeof(std::atomic<uint64_t>);
-  struct alignas(kCacheLine) CountLine {
-    std::atomic<uint64_t> values[kPerLine];
-  };
   struct alignas(kCacheLine) SumLine {
     std::atomic<double> value;
   };
-  std::atomic<uint64_t>& Count(int stripe, size_t bucket) const {
-    return counts_[static_cast<size_t>(stripe) * lines_per_stripe_ + bucket / kPerLine].values[bucket % kPerLine];
-  }
 
   const std::vector<int64_t> bounds_;
   const double units_per_exposed_;
-  const size_t lines_per_stripe_;
-  // Per stripe: one count per bucket (not cumulative; the last is +Inf), and the sum.
-  std::unique_ptr<CountLine[]> counts_;
-  std::unique_ptr<SumLine[]> sums_;  // in observation units
+  StripedCounters counts_;           // per bucket, not cumulative; the last is +Inf
+  std::unique_ptr<SumLine[]> sums_;  // per stripe, in observation units
 };
 
 class StripedCounter {
  public:
   static constexpr prometheus::MetricType kType = prometheus::MetricType::Counter;
 
+  StripedCounter() : count_(1) {}
   void Increment() { count_.Add(0, 1); }
   uint64_t Value() const { return count_.Sum(0); }
   void Fill(prometheus::ClientMetric* metric) const { metric->counter.value = static_cast<double>(Value()); }
 
  private:
-  StripedCounters<1> count_;
+  StripedCounters count_;
 };
 
 // One metric name and its children by label set. Add() is for set-up (it locks); the children's
