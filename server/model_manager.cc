@@ -88,7 +88,9 @@ absl::Status ModelManager::LoadModel(const std::string& model_dir) {
     instances.push_back(*std::move(instance));
   }
   const int64_t loaded = clock_->NowNs();
-  auto runtime = ModelRuntime::Create(*spec, std::move(instances), options_.warmup, clock_, worker_policies);
+  const size_t arena_bytes = InputArenaBytes(*spec, options_.input_arena_bytes);
+  auto runtime =
+      ModelRuntime::Create(*spec, std::move(instances), options_.warmup, clock_, worker_policies, arena_bytes);
   if (!runtime.ok()) return fail(runtime.status());
   (*runtime)->set_load_ns(loaded - load_start);
   std::string devices;
@@ -96,7 +98,11 @@ absl::Status ModelManager::LoadModel(const std::string& model_dir) {
   CS_LOG(INFO) << "model '" << name << "' version " << spec->version << " READY on [" << devices
                << "]: load " << (loaded - load_start) / 1000000 << " ms, warm-up "
                << (*runtime)->warmup_ns() / 1000000 << " ms (max_batch_size " << spec->max_batch_size
-               << ", " << (*runtime)->workers().size() << " worker(s))";
+               << ", " << (*runtime)->workers().size() << " worker(s), input arena "
+               << (arena_bytes == 0 ? std::string("off")
+                                    : absl::StrCat(arena_bytes >> 20, " MiB per input",
+                                                   (*runtime)->input_arena()->pinned() ? ", page-locked" : ""))
+               << ")";
   registry_->Add(std::shared_ptr<ModelRuntime>(std::move(*runtime)));
   return absl::OkStatus();
 }

@@ -30,6 +30,7 @@ struct ModelLoadOptions {
   WarmupOptions warmup;
   bool request_timing = true;  // --request-timing (InstanceOptions::request_timing)
   HostPolicies host_policies;  // --host-policy: the CPUs workers are pinned to
+  int64_t input_arena_bytes = -1;  // --input-arena-mib: < 0 auto, 0 off (InputArenaBytes)
 };
 
 class ModelManager {

@@ -60,6 +60,8 @@ struct ServerOptions {
   int serving_warmup_requests = 4;
   // --host-policy: named CPU sets that models' workers are pinned to (server/core/host_policy.h).
   HostPolicies host_policies;
+  // --input-arena-mib, in bytes: < 0 auto, 0 off (ModelLoadOptions::input_arena_bytes).
+  int64_t input_arena_bytes = -1;
   // --host-keep-warm-ms: while a request arrived within this many ms, one SCHED_IDLE spinner per
   // CPU the server may run on keeps that CPU from halting (server/core/host_keep_warm.h). 0 = off.
   int host_keep_warm_ms = 0;

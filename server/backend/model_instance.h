@@ -18,9 +18,12 @@
 #ifndef CHRONOSERVE_SERVER_BACKEND_MODEL_INSTANCE_H_
 #define CHRONOSERVE_SERVER_BACKEND_MODEL_INSTANCE_H_
 
+#include <cstddef>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "server/core/infer_request.h"
 #include "server/core/timeline.h"
 
@@ -63,6 +66,14 @@ class ModelInstance {
     return absl::UnimplementedError("this instance has no keep-warm run");
   }
 
+  // Host memory for the model's InputArena (allocated once at load, before the workers start):
+  // page-locked where this instance copies inputs to a GPU, so a batch's one copy per input reads
+  // the arena in place. Default: ordinary memory.
+  virtual absl::StatusOr<std::shared_ptr<char>> AllocateHostInputs(size_t bytes) {
+    return std::shared_ptr<char>(new char[bytes], std::default_delete<char[]>());
+  }
+  // AllocateHostInputs gives page-locked memory.
+  virtual bool host_inputs_pinned() const { return false; }
   // CUDA device ordinal, or -1 on CPU.
   virtual int gpu() const = 0;
   // "cuda:0" or "cpu", for logs.

@@ -3,6 +3,7 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -40,6 +41,8 @@ class TorchInstance final : public ModelInstance {
   int gpu() const override { return options_.gpu; }
   std::string device_name() const override { return path_->device().str(); }
   int pipeline_depth() const override { return pipeline_depth_; }
+  absl::StatusOr<std::shared_ptr<char>> AllocateHostInputs(size_t bytes) override { return path_->AllocateHost(bytes); }
+  bool host_inputs_pinned() const override { return path_->direct_pinned_io(); }
 
   absl::Status Execute(Batch& batch, BatchTiming* timing) override {
     RETURN_IF_ERROR(Launch(batch, timing, 0));
@@ -117,7 +120,9 @@ class TorchInstance final : public ModelInstance {
       }
     }
 
+    OrderByArena(batch);
     ASSIGN_OR_RETURN(std::vector<Staged> staged, GatherInputs(spec_, batch, *path_));
+    timing->inputs_in_place = std::all_of(staged.begin(), staged.end(), [](const Staged& in) { return in.in_place; });
     timing->staged_ns = clock->NowNs();
 
     std::shared_ptr<void> on_stream = path_->Enter();

@@ -20,6 +20,34 @@ constexpr size_t kCacheLine = 64;
 constexpr size_t kPrefetchBytes = 512;  // per request and input; the hardware prefetcher does the rest
 }  // namespace
 
+void OrderByArena(Batch& batch) {
+  if (batch.size() < 2) return;
+  for (const auto& r : batch) {
+    if (r->inputs.empty() || !r->inputs.front().in_arena) return;
+  }
+  auto earlier = [](const std::unique_ptr<InferRequest>& a, const std::unique_ptr<InferRequest>& b) {
+    return a->inputs.front().data < b->inputs.front().data;
+  };
+  if (!std::is_sorted(batch.begin(), batch.end(), earlier)) std::sort(batch.begin(), batch.end(), earlier);
+}
+
+namespace {
+
+// Input `i` of every request lies back to back in the model's InputArena, in batch order, in memory
+// `path` may copy from (or read) as it is.
+bool ContiguousInArena(const Batch& batch, size_t i, const DevicePath& path) {
+  const InputTensor* prev = nullptr;
+  for (const auto& r : batch) {
+    const InputTensor& in = r->inputs[i];
+    if (!in.in_arena || (path.direct_pinned_io() && !in.host_pinned)) return false;
+    if (prev != nullptr && prev->data + prev->byte_size != in.data) return false;
+    prev = &in;
+  }
+  return true;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, const Batch& batch, DevicePath& path) {
   std::vector<StagedInput> staged;
   const int64_t total = BatchItems(batch);
@@ -27,20 +55,24 @@ absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, con
     StagedInput in;
     in.shape = batch.front()->inputs[i].shape;
     if (spec.max_batch_size > 0) in.shape[0] = total;
+    for (const auto& r : batch) in.bytes += r->inputs[i].byte_size;
+    // The receiving threads already put the requests' bytes back to back in the arena: the batch's
+    // input is that run as it is. Or one request whose input sits in a page-locked shared-memory
+    // region: the H2D reads it in place (only single-request batches: a batch needs contiguous rows).
+    const InputTensor& first = batch.front()->inputs[i];
+    if (ContiguousInArena(batch, i, path) ||
+        (batch.size() == 1 && first.host_pinned && path.direct_pinned_io())) {
+      in.data = const_cast<char*>(first.data);
+      in.in_place = true;
+      staged.push_back(std::move(in));
+      continue;
+    }
+    // gRPC's threads wrote these bytes: ask for every request's first lines at once, so the copies
+    // below do not take their cache misses one request after another.
     for (const auto& r : batch) {
-      in.bytes += r->inputs[i].byte_size;
-      // gRPC's threads wrote these bytes: ask for every request's first lines at once, so the
-      // copies below do not take their cache misses one request after another.
       for (size_t b = 0; b < std::min(r->inputs[i].byte_size, kPrefetchBytes); b += kCacheLine) {
         __builtin_prefetch(r->inputs[i].data + b);
       }
-    }
-    // One request whose input sits in a page-locked shared-memory region: the H2D reads it in
-    // place (no staging copy). Only single-request batches: a batch needs contiguous rows.
-    if (batch.size() == 1 && batch.front()->inputs[i].host_pinned && path.direct_pinned_io()) {
-      in.data = const_cast<char*>(batch.front()->inputs[i].data);
-      staged.push_back(std::move(in));
-      continue;
     }
     ASSIGN_OR_RETURN(in.data, path.Staging(static_cast<int>(i), in.bytes));
     size_t offset = 0;

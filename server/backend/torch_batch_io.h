@@ -23,14 +23,22 @@ struct StagedInput {
   char* data = nullptr;
   size_t bytes = 0;
   std::vector<int64_t> shape;  // the batch's full shape
+  bool in_place = false;       // `data` is the requests' own bytes (arena or pinned region): no gather
 };
 
 // Items along dim 0 over the batch's requests.
 int64_t BatchItems(const Batch& batch);
 
+// Puts a batch whose requests are all in their model's InputArena in arena order, so that each
+// input's regions run back to back (requests received by several threads may be queued in another
+// order than they reserved their regions). The order of rows is the order of the batch afterwards.
+void OrderByArena(Batch& batch);
+
 // One StagedInput per model input: gathered into `path`'s staging buffers (one H2D per input
-// later), except a one-request batch whose input is page-locked and `path` reads such memory
-// directly: then `data` points at the request's bytes.
+// later), except where the bytes can be used where they are: every request's input back to back
+// in the InputArena (in batch order, page-locked when `path` is a GPU's), or a one-request batch
+// whose input is page-locked and `path` reads such memory directly. Then `data` points at the
+// first request's bytes.
 absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, const Batch& batch, DevicePath& path);
 
 // INTERNAL naming the model and output when forward() returned the wrong count, dtype or batch dim.

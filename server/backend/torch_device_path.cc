@@ -29,6 +29,9 @@ class CpuPath final : public DevicePath {
   bool device_timed() const override { return false; }
   bool direct_pinned_io() const override { return false; }
   std::shared_ptr<void> Enter() override { return nullptr; }
+  absl::StatusOr<std::shared_ptr<char>> AllocateHost(size_t bytes) const override {
+    return std::shared_ptr<char>(new char[bytes], std::default_delete<char[]>());
+  }
   void SelectSlot(int slot) override { slot_ = &slots_[slot]; }
   absl::Status BeginInputs(bool) override { return absl::OkStatus(); }
 
@@ -109,6 +112,12 @@ class CudaPath final : public DevicePath {
   bool direct_pinned_io() const override { return true; }
   std::shared_ptr<void> Enter() override {
     return std::make_shared<c10::cuda::CUDAStreamGuard>(stream_);
+  }
+  absl::StatusOr<std::shared_ptr<char>> AllocateHost(size_t bytes) const override {
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(gpu_));
+    void* ptr = nullptr;
+    RETURN_IF_ERROR(cuda::CudaStatus(cudaHostAlloc(&ptr, bytes, cudaHostAllocPortable), "cudaHostAlloc(input arena)"));
+    return std::shared_ptr<char>(static_cast<char*>(ptr), [](char* p) { cudaFreeHost(p); });
   }
   void SelectSlot(int slot) override { slot_ = &slots_[slot]; }
   absl::Status BeginInputs(bool behind_another) override {

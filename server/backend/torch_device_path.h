@@ -47,6 +47,8 @@ class DevicePath {
 
   // Makes this path's stream current on the calling thread for the returned object's lifetime.
   virtual std::shared_ptr<void> Enter() = 0;
+  // Host memory of `bytes` for the model's InputArena: page-locked exactly when direct_pinned_io().
+  virtual absl::StatusOr<std::shared_ptr<char>> AllocateHost(size_t bytes) const = 0;
   // The resource set (0 .. kPathSlots - 1) the calls below act on until the next SelectSlot.
   // A slot's buffers may be reused only after Wait() on the batch that last used it.
   virtual void SelectSlot(int slot) = 0;

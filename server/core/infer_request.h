@@ -1,7 +1,8 @@
 // InferRequest: one validated inference request on its way queue -> batch -> worker -> completion.
 // It moves by std::unique_ptr and is owned by exactly one stage at a time. Input bytes are views on
-// the received gRPC message (which outlives the request), on `owned_data` for typed contents, or on
-// a client's shared-memory region that `keep_alive` holds mapped; outputs are written by the
+// the received gRPC message (which outlives the request), on `owned_data` for typed contents, on
+// the model's InputArena (`arena_lease`), or on a client's shared-memory region that `keep_alive`
+// holds mapped; outputs are written by the
 // backend straight into strings the response owns, or into a shared-memory region (a raw
 // destination). Once the response is handed to gRPC, input and output bytes are no longer valid
 // (observers read metadata only).
@@ -21,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "common/dtype.h"
+#include "server/core/input_arena.h"
 #include "server/core/timeline.h"
 
 namespace chronoserve::server {
@@ -32,7 +34,9 @@ struct InputTensor {
   const char* data = nullptr;  // row-major bytes
   size_t byte_size = 0;
   std::string owned_data;  // backing store when the request carried typed contents
-  bool host_pinned = false;  // `data` is page-locked (a pinned shared-memory region): DMA-able
+  bool host_pinned = false;  // `data` is page-locked (a pinned region or arena): DMA-able
+  bool shared_memory = false;  // `data` is in a client's shared-memory region
+  bool in_arena = false;       // `data` is the request's region of its model's InputArena
 };
 
 struct OutputTensor {
@@ -71,6 +75,8 @@ class InferRequest {
   // What the input views and raw output destinations point into (shared-memory regions): held
   // until the request is destroyed, so unregistering a region never unmaps bytes still in use.
   std::vector<std::shared_ptr<const void>> keep_alive;
+  // The regions of the model's InputArena that the inputs marked in_arena point into.
+  InputArena::Lease arena_lease;
 
   // Key under which requests may share a batch: the per-item shapes of every input.
   const std::string& shape_key() const { return shape_key_; }

@@ -114,6 +114,7 @@ absl::StatusOr<BuiltRequest> InferDispatcher::Build(const inference::ModelInferR
   r.tracestate = std::move(info.tracestate);
   r.cancelled = info.cancelled != nullptr ? std::move(info.cancelled) : std::make_shared<std::atomic<bool>>(false);
   r.synthetic = info.synthetic;
+  built.model->StageInputs(r);  // on this thread, while the input bytes are in its cache
   return built;
 }
 

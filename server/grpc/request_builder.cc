@@ -144,6 +144,7 @@ absl::Status InputFromSharedMemory(const ModelSpec& spec, const InputProto& prot
   in.data = span.data;
   in.byte_size = span.byte_size;
   in.host_pinned = span.region->host_pinned();
+  in.shared_memory = true;
   out->keep_alive.push_back(std::move(span.region));
   return absl::OkStatus();
 }

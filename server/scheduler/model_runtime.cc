@@ -1,5 +1,11 @@
 #include "server/scheduler/model_runtime.h"
 
+#include <algorithm>
+#include <cstring>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "common/dtype.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 
@@ -24,8 +30,25 @@ ModelRuntime::~ModelRuntime() { Stop(); }
 
 absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Create(
     const ModelSpec& spec, std::vector<std::unique_ptr<ModelInstance>> instances,
-    const WarmupOptions& warmup, const Clock* clock, const std::vector<HostPolicy>& worker_policies) {
+    const WarmupOptions& warmup, const Clock* clock, const std::vector<HostPolicy>& worker_policies,
+    size_t input_arena_bytes) {
   std::unique_ptr<ModelRuntime> runtime(new ModelRuntime(spec, clock));
+  if (input_arena_bytes > 0 && !spec.inputs.empty() && !instances.empty()) {
+    // Page-locked when any instance copies to a GPU (such memory is every GPU's to read).
+    ModelInstance* owner = instances.front().get();
+    for (const auto& instance : instances) {
+      if (instance->host_inputs_pinned()) owner = instance.get();
+    }
+    auto arena = InputArena::Create(static_cast<int>(spec.inputs.size()), input_arena_bytes,
+                                    owner->host_inputs_pinned(),
+                                    [owner](size_t bytes) { return owner->AllocateHostInputs(bytes); });
+    if (!arena.ok()) {
+      return absl::Status(arena.status().code(), absl::StrCat("model '", spec.name, "': input arena of ",
+                                                              input_arena_bytes, " bytes per input: ",
+                                                              arena.status().message()));
+    }
+    runtime->arena_ = *std::move(arena);
+  }
   const int64_t start = clock->NowNs();
   for (size_t i = 0; i < instances.size(); ++i) {
     auto worker = std::make_unique<Worker>(static_cast<int>(i), std::move(instances[i]),
@@ -41,6 +64,42 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Create(
   }
   runtime->ready_.store(true);
   return runtime;
+}
+
+void ModelRuntime::StageInputs(InferRequest& request) const {
+  if (arena_ == nullptr || static_cast<int>(request.inputs.size()) != arena_->inputs()) return;
+  absl::InlinedVector<size_t, 4> sizes;
+  for (const InputTensor& in : request.inputs) {
+    if (in.shared_memory) return;  // the client's region: read from there, as before
+    sizes.push_back(in.byte_size);
+  }
+  absl::InlinedVector<char*, 4> regions(sizes.size(), nullptr);
+  InputArena::Lease lease = arena_->Reserve(sizes.data(), regions.data());
+  if (!lease.held()) return;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    InputTensor& in = request.inputs[k];
+    std::memcpy(regions[k], in.data, in.byte_size);
+    in.data = regions[k];
+    in.in_arena = true;
+    in.host_pinned = arena_->pinned();
+  }
+  request.arena_lease = std::move(lease);
+}
+
+size_t InputArenaBytes(const ModelSpec& spec, int64_t requested_bytes) {
+  if (requested_bytes >= 0) return static_cast<size_t>(requested_bytes);
+  constexpr size_t kMiB = size_t{1} << 20;
+  size_t largest = 0;
+  for (const TensorSpec& in : spec.inputs) {
+    int64_t items = 1;
+    for (int64_t d : in.dims) {
+      if (d < 0) return 16 * kMiB;  // a variable dim: no bound from the config
+      items *= d;
+    }
+    const int64_t batch = spec.max_batch_size > 0 ? spec.max_batch_size : 1;
+    largest = std::max(largest, static_cast<size_t>(items * batch) * DataTypeByteSize(in.dtype));
+  }
+  return std::clamp(8 * largest, 4 * kMiB, 64 * kMiB);
 }
 
 void ModelRuntime::Stop() {

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "server/backend/model_instance.h"
+#include "server/core/input_arena.h"
 #include "server/core/model_spec.h"
 #include "server/core/model_stats.h"
 #include "server/scheduler/model_queue.h"
@@ -22,9 +23,12 @@ class ModelRuntime {
  public:
   // Warms every instance (on the calling thread), then starts one worker per instance, worker i
   // placed by worker_policies[i] where that is given (--host-policy: its CPUs, its nice value).
+  // `input_arena_bytes` > 0: an InputArena of that many bytes per input (page-locked when an
+  // instance runs on a GPU); 0: none, the workers gather every batch's inputs.
   static absl::StatusOr<std::unique_ptr<ModelRuntime>> Create(
       const ModelSpec& spec, std::vector<std::unique_ptr<ModelInstance>> instances,
-      const WarmupOptions& warmup, const Clock* clock, const std::vector<HostPolicy>& worker_policies = {});
+      const WarmupOptions& warmup, const Clock* clock, const std::vector<HostPolicy>& worker_policies = {},
+      size_t input_arena_bytes = 0);
   ~ModelRuntime();
 
   const ModelSpec& spec() const { return spec_; }
@@ -37,6 +41,13 @@ class ModelRuntime {
   void set_load_ns(int64_t ns) { load_ns_ = ns; }
   const std::vector<std::unique_ptr<Worker>>& workers() const { return workers_; }
 
+  // On the thread that received `request` (its input bytes still in that core's cache): copies
+  // every input into the model's InputArena, points the inputs there and holds the regions in
+  // request.arena_lease. Leaves the request as it is when there is no arena, an input is in a
+  // shared-memory region, or the arena has no room now (the worker then gathers its bytes).
+  void StageInputs(InferRequest& request) const;
+  const InputArena* input_arena() const { return arena_.get(); }
+
   // Stops accepting, finishes queued requests, joins the workers. Idempotent.
   void Stop();
 
@@ -47,6 +58,7 @@ class ModelRuntime {
   const Clock* const clock_;
   ModelStats stats_;
   ModelQueue queue_;
+  std::shared_ptr<InputArena> arena_;  // null: off
   CompletionPool completions_;  // before workers_: outlives them
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> ready_{false};
@@ -56,6 +68,10 @@ class ModelRuntime {
 
 // How the spec's batching config drives the policy.
 BatchPolicyConfig PolicyFromSpec(const ModelSpec& spec);
+
+// --input-arena-mib: `requested_bytes` < 0 = auto: per input, room for 8 batches of the largest
+// size when every dim is fixed (between 4 and 64 MiB), else 16 MiB; 0 = off; > 0 = that.
+size_t InputArenaBytes(const ModelSpec& spec, int64_t requested_bytes);
 
 }  // namespace chronoserve::server
 

@@ -57,6 +57,7 @@ struct ServerMetrics::PerModel {
   StripedHistogram* d2h;
   StripedHistogram* batch_size;
   prometheus::Counter* batches;
+  prometheus::Counter* batches_in_place;
   StripedCounter* success;                          // the outcome of nearly every request
   std::map<std::string, StripedCounter*> failures;  // by outcome label, guarded by mu_
 };
@@ -71,6 +72,11 @@ ServerMetrics::ServerMetrics(prometheus::Registry* r)
       batches_(BuildCounter().Name("chronoserve_batches_total")
                    .Help("Batches executed (one model forward each), by model and version")
                    .Register(*r)),
+      batches_in_place_(BuildCounter().Name("chronoserve_batches_inputs_in_place_total")
+                            .Help("Batches whose every input went to the device from where the receiving threads "
+                                  "had put it (the model's input arena; --input-arena-mib), with no gather on the "
+                                  "worker, by model and version")
+                            .Register(*r)),
       request_duration_(Latency("chronoserve_request_duration_seconds",
                                 "Server time per request: received by the handler -> response handed to gRPC")),
       queue_duration_(Latency("chronoserve_queue_duration_seconds",
@@ -132,6 +138,7 @@ ServerMetrics::PerModel& ServerMetrics::ModelMetrics(const ModelSpec& spec) {
     m.d2h = &d2h_duration_->Add(m.labels);
     m.batch_size = &batch_size_->Add(m.labels);
     m.batches = &batches_.Add(m.labels);
+    m.batches_in_place = &batches_in_place_.Add(m.labels);
     prometheus::Labels labels = m.labels;
     labels["outcome"] = OutcomeLabel(absl::StatusCode::kOk);
     m.success = &requests_->Add(labels);
@@ -167,6 +174,7 @@ void ServerMetrics::OnRequestDone(const ModelSpec& spec, const InferRequest* req
   // One request per executed batch carries the batch's figures (the worker marks it).
   if (batch.gpu_done_ns <= 0 || !request->timeline.counts_batch()) return;
   m.batches->Increment();
+  if (batch.inputs_in_place) m.batches_in_place->Increment();
   m.batch_size->Observe(timing.batch_size);
   if (!batch.request_timing) return;  // --request-timing off: the device spans were not measured
   m.h2d->Observe(timing.h2d_ns);

@@ -4,7 +4,7 @@
 // those of an instance of the same model that runs one batch at a time (pipeline_depth 1), for
 // eager and CUDA-graph forwards, at varying batch sizes (graph padding included), and every span
 // stays event-timed and non-negative. Then a served check: many clients at once, each answered
-// with its own rows.
+// with its own rows, their inputs read from the page-locked input arena.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -150,6 +150,12 @@ TEST(PipelineServerTest, ConcurrentClientsEachGetTheirOwnRows) {
   ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy", o).ok());
   auto server = testing::StartServer(repo.path(), 1);
   ASSERT_NE(server, nullptr);
+  // The receiving threads copy inputs into the model's input arena: page-locked on a GPU, so a
+  // batch's one copy per input reads it where it lies.
+  auto runtime = server->registry().Find("policy", "");
+  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  ASSERT_NE((*runtime)->input_arena(), nullptr);
+  EXPECT_TRUE((*runtime)->input_arena()->pinned());
   const std::string address = "127.0.0.1:" + std::to_string(server->port());
   constexpr int kClients = 8;
   constexpr int kRequests = 40;
@@ -196,6 +202,8 @@ TEST(PipelineServerTest, ConcurrentClientsEachGetTheirOwnRows) {
   for (int n : batched) total_batched += n;
   std::printf("pipelined worker: %d of %d answers came from batches of several requests\n", total_batched,
               kClients * kRequests);
+  server->Shutdown();
+  EXPECT_EQ((*runtime)->input_arena()->live_regions(), 0u) << "every request gave its arena regions back";
 }
 
 }  // namespace

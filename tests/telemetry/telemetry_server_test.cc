@@ -364,6 +364,9 @@ TEST_F(TelemetryServerTest, MetricsCountEveryRequest) {
   EXPECT_GE(batches, 1);
   EXPECT_LE(batches, kRequests);
   EXPECT_EQ(delta(R"(chronoserve_compute_duration_seconds_count{model="mlp",version="1"})"), batches);
+  // One request at a time: each batch's input is that request's region of the input arena, used
+  // where the receiving thread put it.
+  EXPECT_EQ(delta(R"(chronoserve_batches_inputs_in_place_total{model="mlp",version="1"})"), batches);
   EXPECT_EQ(after.count(R"(chronoserve_queue_depth{model="mlp",version="1"})"), 1u);
   EXPECT_EQ(after.count("chronoserve_inflight_requests"), 1u);
   EXPECT_GT(after.at(R"(chronoserve_model_warmup_duration_seconds{model="mlp",version="1"})"), 0);
