@@ -99,7 +99,7 @@ absl::Status ModelManager::LoadModel(const std::string& model_dir) {
                << "]: load " << (loaded - load_start) / 1000000 << " ms, warm-up "
                << (*runtime)->warmup_ns() / 1000000 << " ms (max_batch_size " << spec->max_batch_size
                << ", " << (*runtime)->workers().size() << " worker(s), input arena "
-               << (arena_bytes == 0 ? std::string("off")
+               << ((*runtime)->input_arena() == nullptr ? std::string("off")
                                     : absl::StrCat(arena_bytes >> 20, " MiB per input",
                                                    (*runtime)->input_arena()->pinned() ? ", page-locked" : ""))
                << ")";

@@ -42,12 +42,13 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Create(
     auto arena = InputArena::Create(static_cast<int>(spec.inputs.size()), input_arena_bytes,
                                     owner->host_inputs_pinned(),
                                     [owner](size_t bytes) { return owner->AllocateHostInputs(bytes); });
-    if (!arena.ok()) {
-      return absl::Status(arena.status().code(), absl::StrCat("model '", spec.name, "': input arena of ",
-                                                              input_arena_bytes, " bytes per input: ",
-                                                              arena.status().message()));
+    if (arena.ok()) {
+      runtime->arena_ = *std::move(arena);
+    } else {  // an optimisation only: serve without it
+      CS_LOG(WARNING) << "model '" << spec.name << "': no input arena of " << input_arena_bytes
+                      << " bytes per input (" << arena.status().message()
+                      << "); its workers gather every batch's inputs (--input-arena-mib sets the size)";
     }
-    runtime->arena_ = *std::move(arena);
   }
   const int64_t start = clock->NowNs();
   for (size_t i = 0; i < instances.size(); ++i) {

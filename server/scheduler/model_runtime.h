@@ -24,7 +24,8 @@ class ModelRuntime {
   // Warms every instance (on the calling thread), then starts one worker per instance, worker i
   // placed by worker_policies[i] where that is given (--host-policy: its CPUs, its nice value).
   // `input_arena_bytes` > 0: an InputArena of that many bytes per input (page-locked when an
-  // instance runs on a GPU); 0: none, the workers gather every batch's inputs.
+  // instance runs on a GPU; if that memory cannot be had, a warning and none); 0: none, the
+  // workers gather every batch's inputs.
   static absl::StatusOr<std::unique_ptr<ModelRuntime>> Create(
       const ModelSpec& spec, std::vector<std::unique_ptr<ModelInstance>> instances,
       const WarmupOptions& warmup, const Clock* clock, const std::vector<HostPolicy>& worker_policies = {},

@@ -58,17 +58,18 @@ std::unique_ptr<InferRequest> RowRequest(int64_t items, uint32_t seed, InputAren
   std::mt19937 rng(seed);
   in.owned_data.resize(in.byte_size);
   for (char& c : in.owned_data) c = static_cast<char>(1 + rng() % 250);
-  in.data = in.owned_data.data();
+  r->inputs.push_back(std::move(in));
+  server::InputTensor& kept = r->inputs.back();
+  kept.data = kept.owned_data.data();
   if (arena != nullptr) {
     char* region = nullptr;
-    r->arena_lease = arena->Reserve(&in.byte_size, &region);
+    r->arena_lease = arena->Reserve(&kept.byte_size, &region);
     if (r->arena_lease.held()) {
-      std::memcpy(region, in.data, in.byte_size);
-      in.data = region;
-      in.in_arena = true;
+      std::memcpy(region, kept.data, kept.byte_size);
+      kept.data = region;
+      kept.in_arena = true;
     }
   }
-  r->inputs.push_back(std::move(in));
   return r;
 }
 

@@ -4,6 +4,9 @@
 // threads no two live regions overlap.
 #include "server/core/input_arena.h"
 
+#include "server/scheduler/model_runtime.h"
+#include "tests/fakes/recording_instance.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -180,6 +183,118 @@ TEST(InputArenaTest, ConcurrentRegionsNeverOverlap) {
   size_t all[] = {kCapacity, kCapacity};
   char* at[2];
   EXPECT_TRUE(arena->Reserve(all, at).held()) << "empty again: the whole capacity from 0";
+}
+
+// A runtime's arena: sized from the config, fed by StageInputs on the receiving thread, and left
+// out (the model still loads) when its memory cannot be had.
+ModelSpec ArenaSpec() {
+  ModelSpec spec;
+  spec.name = "m";
+  spec.max_batch_size = 4;
+  spec.inputs = {{"INPUT__0", DataType::kFp32, {8}}, {"INPUT__1", DataType::kInt32, {2}}};
+  spec.outputs = {{"OUTPUT__0", DataType::kFp32, {2}}};
+  return spec;
+}
+
+// Delegates to a RecordingInstance but has no memory for an arena.
+class NoArenaMemoryInstance final : public ModelInstance {
+ public:
+  explicit NoArenaMemoryInstance(const ModelSpec& spec) : inner_(spec, nullptr) {}
+  absl::Status Execute(Batch& batch, BatchTiming* timing) override { return inner_.Execute(batch, timing); }
+  absl::StatusOr<std::shared_ptr<char>> AllocateHostInputs(size_t) override {
+    return absl::ResourceExhaustedError("cudaHostAlloc: out of memory");
+  }
+  int gpu() const override { return -1; }
+  std::string device_name() const override { return "no-arena-memory"; }
+
+ private:
+  testing::RecordingInstance inner_;
+};
+
+TEST(ModelRuntimeArenaTest, ArenaSizeFollowsTheConfig) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  ModelSpec spec = ArenaSpec();
+  EXPECT_EQ(InputArenaBytes(spec, -1), 4 * kMiB) << "8 x 4 x 32 bytes: the 4 MiB floor";
+  spec.max_batch_size = 128;
+  spec.inputs[0].dims = {4, 20, 20};
+  EXPECT_EQ(InputArenaBytes(spec, -1), 8u * 128 * 1600 * 4) << "8 batches of the largest input";
+  spec.inputs[0].dims = {3, 224, 224};
+  EXPECT_EQ(InputArenaBytes(spec, -1), 64 * kMiB) << "the 64 MiB ceiling";
+  spec.inputs[1].dims = {-1};
+  EXPECT_EQ(InputArenaBytes(spec, -1), 16 * kMiB) << "a variable dim";
+  EXPECT_EQ(InputArenaBytes(spec, 0), 0u);
+  EXPECT_EQ(InputArenaBytes(spec, 12345), 12345u);
+}
+
+TEST(ModelRuntimeArenaTest, StageInputsCopiesEveryInputIntoTheArenaButNotSharedMemory) {
+  const ModelSpec spec = ArenaSpec();
+  std::vector<std::unique_ptr<ModelInstance>> instances;
+  instances.push_back(std::make_unique<testing::RecordingInstance>(spec, nullptr));
+  auto runtime = ModelRuntime::Create(spec, std::move(instances), WarmupOptions{}, SteadyClock::Get(), {}, 1024);
+  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  const InputArena* arena = (*runtime)->input_arena();
+  ASSERT_NE(arena, nullptr);
+  EXPECT_FALSE(arena->pinned()) << "a CPU instance: ordinary memory";
+  EXPECT_EQ(arena->capacity(), 1024u);
+
+  auto make = [](uint8_t seed) {
+    auto r = std::make_unique<InferRequest>();
+    for (int k = 0; k < 2; ++k) {
+      InputTensor in;
+      in.index = k;
+      in.byte_size = k == 0 ? 32 : 8;
+      in.owned_data.resize(in.byte_size);
+      for (size_t b = 0; b < in.byte_size; ++b) in.owned_data[b] = static_cast<char>(seed + 3 * b + k);
+      r->inputs.push_back(std::move(in));
+      r->inputs.back().data = r->inputs.back().owned_data.data();  // after the move (a short string's bytes move)
+    }
+    return r;
+  };
+  auto a = make(1), b = make(100);
+  (*runtime)->StageInputs(*a);
+  (*runtime)->StageInputs(*b);
+  for (const auto* r : {a.get(), b.get()}) {
+    ASSERT_TRUE(r->arena_lease.held());
+    for (const InputTensor& in : r->inputs) {
+      EXPECT_TRUE(in.in_arena);
+      EXPECT_FALSE(in.host_pinned);
+      EXPECT_NE(in.data, in.owned_data.data()) << "now in the arena";
+      EXPECT_EQ(std::string(in.data, in.byte_size), in.owned_data) << "the same bytes";
+    }
+  }
+  EXPECT_EQ(b->inputs[0].data, a->inputs[0].data + 32) << "back to back";
+  EXPECT_EQ(b->inputs[1].data, a->inputs[1].data + 8);
+  EXPECT_EQ(arena->live_regions(), 2u);
+
+  auto shm = make(7);
+  shm->inputs[1].shared_memory = true;
+  (*runtime)->StageInputs(*shm);
+  EXPECT_FALSE(shm->arena_lease.held()) << "a shared-memory input stays in its region";
+  EXPECT_EQ(shm->inputs[0].data, shm->inputs[0].owned_data.data());
+  a.reset();
+  b.reset();
+  EXPECT_EQ(arena->live_regions(), 0u) << "a request frees its regions when it is destroyed";
+  (*runtime)->Stop();
+}
+
+TEST(ModelRuntimeArenaTest, AModelLoadsWithoutAnArenaWhenItsMemoryCannotBeHad) {
+  const ModelSpec spec = ArenaSpec();
+  std::vector<std::unique_ptr<ModelInstance>> instances;
+  instances.push_back(std::make_unique<NoArenaMemoryInstance>(spec));
+  auto runtime = ModelRuntime::Create(spec, std::move(instances), WarmupOptions{}, SteadyClock::Get(), {}, 1024);
+  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  EXPECT_TRUE((*runtime)->ready());
+  EXPECT_EQ((*runtime)->input_arena(), nullptr);
+  auto r = std::make_unique<InferRequest>();
+  InputTensor in;
+  in.owned_data = "abcd";
+  in.byte_size = 4;
+  r->inputs.push_back(std::move(in));
+  r->inputs.back().data = r->inputs.back().owned_data.data();
+  r->inputs.push_back(InputTensor{});
+  (*runtime)->StageInputs(*r);
+  EXPECT_FALSE(r->inputs[0].in_arena);
+  (*runtime)->Stop();
 }
 
 }  // namespace
