@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/thread_name.h"
 #include "server/grpc/grpc_status.h"
 
@@ -119,6 +120,8 @@ void ModelInferQueues::RequestCall(int kind, Queue& queue) {
   if (queue.shut) return;
   QueuedCall* call = kind == kUnary ? new UnaryCall(&queue.responses) : service_->NewQueuedStream();
   call->kind = kind;
+  call->live = &live_;
+  live_.Add();
   call->RequestFrom(service_, queue.cq.get());
 }
 
@@ -135,6 +138,16 @@ void ModelInferQueues::Poll(Queue& queue, int index) {
 }
 
 void ModelInferQueues::Stop() {
+  // Every call must end before its queue shuts down: a call's reaction may still start an
+  // operation (a stream's Finish once its last write is back), and gRPC aborts on one started on a
+  // queue that is shut down. After grpc::Server::Shutdown every call ends by itself: calls
+  // requested and never matched come back not ok, the rest were answered or cancelled.
+  bool started = false;
+  for (auto& queue : queues_) started = started || !queue->threads.empty();
+  if (started && !live_.AwaitNone(kCallsEndWithin)) {
+    CS_LOG(WARNING) << live_.count() << " inference call(s) still alive " << absl::FormatDuration(kCallsEndWithin)
+                    << " after the server shut down; shutting their completion queues down anyway";
+  }
   for (auto& queue : queues_) {
     absl::MutexLock lock(&queue->mu);
     if (queue->shut) continue;

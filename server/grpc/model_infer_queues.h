@@ -60,8 +60,12 @@ class ModelInferQueues {
 
   // Requests the first calls and starts the threads.
   void Start();
-  // Shuts the queues down, lets their threads answer what is left in them, joins them. Idempotent.
+  // Waits (up to kCallsEndWithin) for every call to end, shuts the queues down, lets their threads
+  // take what is left in them, joins them. Idempotent.
   void Stop();
+
+  // After grpc::Server::Shutdown the calls end as their last tags come back: milliseconds.
+  static constexpr absl::Duration kCallsEndWithin = absl::Seconds(10);
 
   int queues() const { return static_cast<int>(queues_.size()); }
   int threads() const { return threads_; }
@@ -88,6 +92,7 @@ class ModelInferQueues {
 
   InferenceService* const service_;
   const int threads_;
+  LiveCalls live_;  // every call requested and not yet destroyed, on all the queues
   std::vector<std::unique_ptr<Queue>> queues_;
 };
 

@@ -4,8 +4,32 @@
 
 namespace chronoserve::server {
 
+void LiveCalls::Add() {
+  absl::MutexLock lock(&mu_);
+  ++count_;
+}
+
+void LiveCalls::Remove() {
+  absl::MutexLock lock(&mu_);
+  --count_;
+}
+
+bool LiveCalls::AwaitNone(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto none = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return count_ == 0; };
+  return mu_.AwaitWithTimeout(absl::Condition(&none), timeout);
+}
+
+int LiveCalls::count() {
+  absl::MutexLock lock(&mu_);
+  return count_;
+}
+
 void AsyncBidiCall::RequestFrom(InferenceService* service, grpc::ServerCompletionQueue* cq) {
-  outstanding_.store(1);  // the done tag, which comes back only if the call arrives
+  // The done tag, which comes back only if the call arrives, and the arrival itself: counted until
+  // Begin returns, so an operation Begin decided on is started on a live call even when another
+  // thread (the server's drain) finishes the call meanwhile and all its other tags come back.
+  outstanding_.store(2);
   ctx_.AsyncNotifyWhenDone(&done_);
   service->RequestModelStreamInfer(&ctx_, &stream_, cq, &arrived_);
 }
@@ -33,7 +57,7 @@ void AsyncBidiCall::Proceed(Event event, bool ok) {
         return;
       }
       Begin(ctx_);
-      return;
+      break;
     case Event::kRead:
       OnReadDone(ok);
       break;

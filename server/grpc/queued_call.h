@@ -18,11 +18,31 @@
 
 #include <atomic>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "proto/inference.grpc.pb.h"
 
 namespace chronoserve::server {
 
 class InferenceService;
+
+// The calls alive on an owner's queues, requested or arrived, so the owner can wait for the last
+// to end before it shuts the queues down: a call that starts an operation on a queue already shut
+// down aborts the process (gRPC asserts), and a call's reaction may start one (a stream's Finish
+// after its last write) as long as the call lives.
+class LiveCalls {
+ public:
+  void Add();
+  void Remove();
+  // Whether none is left within `timeout`.
+  bool AwaitNone(absl::Duration timeout);
+  int count();
+
+ private:
+  absl::Mutex mu_;
+  int count_ ABSL_GUARDED_BY(mu_) = 0;
+};
 
 class QueuedCall {
  public:
@@ -31,7 +51,10 @@ class QueuedCall {
     QueuedCall* call;
     Event event;
   };
-  virtual ~QueuedCall() = default;
+  // Counted out of `live` (if set) last, once the call's gRPC state is gone.
+  virtual ~QueuedCall() {
+    if (live != nullptr) live->Remove();
+  }
   // Asks gRPC for the next call of this kind on `cq`; its kArrived tag comes back there, not ok
   // when the server shut down first (then nothing else of the call comes back).
   virtual void RequestFrom(InferenceService* service, grpc::ServerCompletionQueue* cq) = 0;
@@ -40,6 +63,7 @@ class QueuedCall {
   virtual void Proceed(Event event, bool ok) = 0;
 
   int kind = 0;  // which of its owner's kinds of call this is (ModelInferQueues)
+  LiveCalls* live = nullptr;  // counted in by its owner when requested; out when destroyed
 };
 
 class AsyncBidiCall : public QueuedCall {
@@ -70,8 +94,8 @@ class AsyncBidiCall : public QueuedCall {
  private:
   grpc::ServerContext ctx_;
   grpc::ServerAsyncReaderWriter<Response, Request> stream_{&ctx_};
-  // Tags not yet back: the done tag (counted when the call is requested) and every read, write
-  // and Finish.
+  // Tags not yet back: the arrival (until Begin returns) and the done tag, both counted when the
+  // call is requested, and every read, write and Finish.
   std::atomic<int> outstanding_{0};
   std::atomic<bool> finish_back_{false};  // Finish's tag is back
   Tag arrived_{this, Event::kArrived};

@@ -1,12 +1,15 @@
 // Graceful shutdown with ModelStreamInfer streams open: in process (Server::Shutdown while a
 // stream's request is held inside Execute: an idle stream ends UNAVAILABLE at once, a new message
 // on the busy stream gets an error response, the accepted request is answered, then the stream
-// ends and Shutdown returns) and the real binary (SIGTERM with streamed requests queued: all
-// answered, exit code 0). Synchronised with notifications and the server's log, never sleeps.
+// ends and Shutdown returns), shutdown round after round with unary calls and streams arriving
+// throughout (every call ends with an answer or a shutdown status, the process lives), and the real
+// binary (SIGTERM with streamed requests queued: all answered, exit code 0). Synchronised with
+// notifications and the server's log, never sleeps.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
 #include <random>
 #include <thread>
 
@@ -91,6 +94,99 @@ TEST_P(StreamDrainTest, DrainingAnswersNewMessagesWithErrorsAndFinishesStreamsAf
 }
 
 INSTANTIATE_TEST_SUITE_P(InferApis, StreamDrainTest, ::testing::Values(0, 2), testing::InferApiName);
+
+// Shutdown while calls keep arriving: unary calls and streams (answered, half-closed, abandoned
+// mid-request, left open) race the server's shutdown round after round. On the asynchronous queues
+// a stream that arrived as the drain began used to be finished and freed by the drain while its
+// arrival was still starting its first read (a use after free: crashes, or gRPC's
+// "grpc_cq_begin_op" assertion); every call must instead end with an answer or a shutdown status.
+class ShutdownUnderLoadTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(ShutdownUnderLoadTest, CallsArrivingThroughShutdownAllEndAndTheServerStops) {
+  testing::TempDir repo("cs_async_shutdown");
+  examples::ModelOptions mlp;
+  mlp.max_batch_size = 4;
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
+  constexpr int kRounds = 6;
+  constexpr int kAnsweredBeforeShutdown = 24;
+  std::atomic<int> unexpected{0};
+  std::string first_unexpected;
+  absl::Mutex first_mu;
+  auto note = [&](const std::string& what) {
+    if (unexpected.fetch_add(1) == 0) {
+      absl::MutexLock lock(&first_mu);
+      first_unexpected = what;
+    }
+  };
+  // Codes a call may end with while the server shuts down under it.
+  auto expected_end = [](absl::StatusCode code) {
+    return code == absl::StatusCode::kOk || code == absl::StatusCode::kUnavailable ||
+           code == absl::StatusCode::kCancelled;
+  };
+  for (int round = 0; round < kRounds; ++round) {
+    server::ServerOptions options = testing::TestServerOptions(repo.path());
+    options.grpc_infer_threads = GetParam();
+    options.exit_timeout_secs = 2;
+    auto server = testing::StartServer(options);
+    ASSERT_NE(server, nullptr);
+    const std::string address = "127.0.0.1:" + std::to_string(server->port());
+    std::atomic<bool> stop{false};
+    std::atomic<int> answered{0};
+    absl::Notification enough;
+    auto count_answer = [&] {
+      if (answered.fetch_add(1) + 1 == kAnsweredBeforeShutdown) enough.Notify();
+    };
+    std::vector<std::thread> clients;
+    for (int t = 0; t < 2; ++t) {  // unary callers
+      clients.emplace_back([&, t] {
+        auto c = client::InferenceClient::Connect(address);
+        std::mt19937_64 rng(1000 * round + t);
+        client::InferOptions infer;
+        infer.timeout = std::chrono::milliseconds(20'000);
+        while (!stop.load()) {
+          const client::Tensor input{"INPUT__0", DataType::kFp32, {1, 64}, RandomTensorBytes(DataType::kFp32, 64, rng)};
+          auto result = c->Infer("mlp", {input}, infer);
+          if (result.ok()) {
+            count_answer();
+          } else if (!expected_end(result.status().code())) {
+            note("unary: " + result.status().ToString());
+          }
+        }
+      });
+    }
+    for (int t = 0; t < 2; ++t) {  // stream openers: each stream ends a different way
+      clients.emplace_back([&, t] {
+        auto c = client::InferenceClient::Connect(address);
+        std::mt19937_64 rng(2000 * round + t);
+        for (int n = 0; !stop.load(); ++n) {
+          auto stream = InferStream::Open(c->stub());
+          const client::Tensor input{"INPUT__0", DataType::kFp32, {1, 64}, RandomTensorBytes(DataType::kFp32, 64, rng)};
+          if (!stream->Send(Request("mlp", "s" + std::to_string(n), input))) continue;
+          if (n % 3 == 2) continue;  // abandoned: destroyed (cancelled) with its request in flight
+          auto answer = stream->Next(kWait);
+          if (answer.has_value() && InferStream::Decode(answer->message).ok()) count_answer();
+          if (n % 3 == 0) stream->CloseSend();  // else left open: the server's drain ends it
+          if (n % 3 == 1 && !stop.load()) continue;  // open until destroyed, unless shutting down
+          const auto end = stream->Finish(kWait);
+          if (!end.has_value()) {
+            note("a stream did not end within " + absl::FormatDuration(kWait));
+          } else if (!expected_end(static_cast<absl::StatusCode>(end->error_code()))) {
+            note("stream: " + end->error_message());
+          }
+        }
+      });
+    }
+    const bool started = enough.WaitForNotificationWithTimeout(kWait);
+    server->Shutdown();  // with calls arriving: it must return, and the process must live
+    stop.store(true);
+    for (std::thread& client : clients) client.join();
+    ASSERT_TRUE(started) << "round " << round << ": only " << answered.load() << " answers before shutdown";
+  }
+  absl::MutexLock lock(&first_mu);
+  EXPECT_EQ(unexpected.load(), 0) << "first: " << first_unexpected;
+}
+
+INSTANTIATE_TEST_SUITE_P(InferApis, ShutdownUnderLoadTest, ::testing::Values(0, 2), testing::InferApiName);
 
 // The real binary: streamed requests wait in a long dynamic-batching window when SIGTERM arrives.
 TEST(StreamShutdownTest, BinaryAnswersEveryAcceptedStreamedRequestOnSigtermAndExitsZero) {
