@@ -94,10 +94,9 @@ absl::StatusOr<nlohmann::json> Measure(ModelInstance& instance, const ModelSpec&
       std::thread writer([&b] {
         for (auto& r : b.batch) {
           for (InputTensor& in : r->inputs) {
-            std::string fresh(in.owned_data.size(), '\0');
-            std::memcpy(fresh.data(), in.owned_data.data(), fresh.size());
-            in.owned_data = std::move(fresh);
-            in.data = in.owned_data.data();
+            std::string fresh(in.owned_data->size(), '\0');
+            std::memcpy(fresh.data(), in.owned_data->data(), fresh.size());
+            in.Own(std::move(fresh));
           }
         }
       });

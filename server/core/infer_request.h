@@ -33,10 +33,20 @@ struct InputTensor {
   std::vector<int64_t> shape;  // full shape, batch dim first when the model batches
   const char* data = nullptr;  // row-major bytes
   size_t byte_size = 0;
-  std::string owned_data;  // backing store when the request carried typed contents
+  // The bytes when the tensor owns them (typed contents converted, synthetic requests), set by
+  // Own(). On the heap so that `data` stays valid when the tensor moves: a short string keeps its
+  // bytes inside itself, and they would move without `data`.
+  std::unique_ptr<const std::string> owned_data;
   bool host_pinned = false;  // `data` is page-locked (a pinned region or arena): DMA-able
   bool shared_memory = false;  // `data` is in a client's shared-memory region
   bool in_arena = false;       // `data` is the request's region of its model's InputArena
+
+  // Takes `bytes` as the tensor's own and points `data` / `byte_size` at them.
+  void Own(std::string bytes) {
+    owned_data = std::make_unique<const std::string>(std::move(bytes));
+    data = owned_data->data();
+    byte_size = owned_data->size();
+  }
 };
 
 struct OutputTensor {

@@ -23,9 +23,7 @@ std::unique_ptr<InferRequest> MakeSyntheticRequest(
     in.dtype = t.dtype;
     in.shape = dims;
     if (spec.max_batch_size > 0) in.shape.insert(in.shape.begin(), items);
-    in.owned_data = RandomTensorBytes(t.dtype, ElementCount(in.shape), rng);
-    in.data = in.owned_data.data();
-    in.byte_size = in.owned_data.size();
+    in.Own(RandomTensorBytes(t.dtype, ElementCount(in.shape), rng));
     absl::StrAppend(&key, ShapeString(dims), ";");
     r->inputs.push_back(std::move(in));
   }

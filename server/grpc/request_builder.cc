@@ -38,11 +38,11 @@ absl::Status PackValues(const ModelSpec& spec, const std::string& tensor,
   return absl::OkStatus();
 }
 
-// Typed contents -> row-major bytes in `in.owned_data`; the count must match the shape.
+// Typed contents -> row-major bytes the tensor owns (InputTensor::Own); the count must match the shape.
 absl::Status ConvertTypedContents(const ModelSpec& spec, const InputProto& proto, int64_t elements,
                                   InputTensor& in) {
   const auto& c = proto.contents();
-  std::string& out = in.owned_data;
+  std::string out;
   int64_t count = 0;
   absl::Status status;
   switch (in.dtype) {
@@ -66,8 +66,7 @@ absl::Status ConvertTypedContents(const ModelSpec& spec, const InputProto& proto
     return Invalid(spec, proto.name(), absl::StrCat("contents hold ", count, " elements, shape ",
                                                     ShapeString(in.shape), " needs ", elements));
   }
-  in.data = in.owned_data.data();
-  in.byte_size = in.owned_data.size();
+  in.Own(std::move(out));
   return absl::OkStatus();
 }
 

@@ -111,7 +111,7 @@ inference::ModelInferRequest SyntheticInferMessage(const ModelSpec& spec, int64_
     tensor->set_name(spec.inputs[in.index].name);
     tensor->set_datatype(DataTypeName(in.dtype));
     for (int64_t d : in.shape) tensor->add_shape(d);
-    message.add_raw_input_contents(in.owned_data);
+    message.add_raw_input_contents(*in.owned_data);
   }
   return message;
 }

@@ -55,9 +55,7 @@ std::unique_ptr<server::InferRequest> PolicyRequest(const std::string& id, std::
   in.index = 0;
   in.dtype = DataType::kFp32;
   in.shape = {kMaxBatch, 4, 20, 20};
-  in.owned_data = RandomTensorBytes(DataType::kFp32, kMaxBatch * kRowFloats, rng);
-  in.data = in.owned_data.data();
-  in.byte_size = in.owned_data.size();
+  in.Own(RandomTensorBytes(DataType::kFp32, kMaxBatch * kRowFloats, rng));
   r->inputs.push_back(std::move(in));
   r->set_shape_key("[4,20,20];");
   for (int k = 0; k < 3; ++k) {

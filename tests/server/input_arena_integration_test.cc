@@ -54,13 +54,12 @@ std::unique_ptr<InferRequest> RowRequest(int64_t items, uint32_t seed, InputAren
   in.index = 0;
   in.dtype = DataType::kFp32;
   in.shape = {items, 16};
-  in.byte_size = static_cast<size_t>(items) * 16 * 4;
   std::mt19937 rng(seed);
-  in.owned_data.resize(in.byte_size);
-  for (char& c : in.owned_data) c = static_cast<char>(1 + rng() % 250);
+  std::string bytes(static_cast<size_t>(items) * 16 * 4, '\0');
+  for (char& c : bytes) c = static_cast<char>(1 + rng() % 250);
+  in.Own(std::move(bytes));
   r->inputs.push_back(std::move(in));
   server::InputTensor& kept = r->inputs.back();
-  kept.data = kept.owned_data.data();
   if (arena != nullptr) {
     char* region = nullptr;
     r->arena_lease = arena->Reserve(&kept.byte_size, &region);
@@ -83,7 +82,7 @@ std::shared_ptr<InputArena> PlainArena(size_t capacity) {
 // The batch's input bytes, request after request, in batch order.
 std::string Concatenated(const Batch& batch) {
   std::string all;
-  for (const auto& r : batch) all.append(r->inputs[0].owned_data);
+  for (const auto& r : batch) all.append(*r->inputs[0].owned_data);
   return all;
 }
 

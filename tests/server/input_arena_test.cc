@@ -243,10 +243,10 @@ TEST(ModelRuntimeArenaTest, StageInputsCopiesEveryInputIntoTheArenaButNotSharedM
       InputTensor in;
       in.index = k;
       in.byte_size = k == 0 ? 32 : 8;
-      in.owned_data.resize(in.byte_size);
-      for (size_t b = 0; b < in.byte_size; ++b) in.owned_data[b] = static_cast<char>(seed + 3 * b + k);
+      std::string bytes(in.byte_size, '\0');
+      for (size_t b = 0; b < in.byte_size; ++b) bytes[b] = static_cast<char>(seed + 3 * b + k);
+      in.Own(std::move(bytes));
       r->inputs.push_back(std::move(in));
-      r->inputs.back().data = r->inputs.back().owned_data.data();  // after the move (a short string's bytes move)
     }
     return r;
   };
@@ -258,8 +258,8 @@ TEST(ModelRuntimeArenaTest, StageInputsCopiesEveryInputIntoTheArenaButNotSharedM
     for (const InputTensor& in : r->inputs) {
       EXPECT_TRUE(in.in_arena);
       EXPECT_FALSE(in.host_pinned);
-      EXPECT_NE(in.data, in.owned_data.data()) << "now in the arena";
-      EXPECT_EQ(std::string(in.data, in.byte_size), in.owned_data) << "the same bytes";
+      EXPECT_NE(in.data, in.owned_data->data()) << "now in the arena";
+      EXPECT_EQ(std::string(in.data, in.byte_size), *in.owned_data) << "the same bytes";
     }
   }
   EXPECT_EQ(b->inputs[0].data, a->inputs[0].data + 32) << "back to back";
@@ -270,7 +270,7 @@ TEST(ModelRuntimeArenaTest, StageInputsCopiesEveryInputIntoTheArenaButNotSharedM
   shm->inputs[1].shared_memory = true;
   (*runtime)->StageInputs(*shm);
   EXPECT_FALSE(shm->arena_lease.held()) << "a shared-memory input stays in its region";
-  EXPECT_EQ(shm->inputs[0].data, shm->inputs[0].owned_data.data());
+  EXPECT_EQ(shm->inputs[0].data, shm->inputs[0].owned_data->data());
   a.reset();
   b.reset();
   EXPECT_EQ(arena->live_regions(), 0u) << "a request frees its regions when it is destroyed";
@@ -287,10 +287,8 @@ TEST(ModelRuntimeArenaTest, AModelLoadsWithoutAnArenaWhenItsMemoryCannotBeHad) {
   EXPECT_EQ((*runtime)->input_arena(), nullptr);
   auto r = std::make_unique<InferRequest>();
   InputTensor in;
-  in.owned_data = "abcd";
-  in.byte_size = 4;
+  in.Own("abcd");
   r->inputs.push_back(std::move(in));
-  r->inputs.back().data = r->inputs.back().owned_data.data();
   r->inputs.push_back(InputTensor{});
   (*runtime)->StageInputs(*r);
   EXPECT_FALSE(r->inputs[0].in_arena);

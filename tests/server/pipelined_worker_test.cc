@@ -169,7 +169,7 @@ class PipelinedWorkerTest : public ::testing::Test {
     in.shape = {1, 2};
     in.data = reinterpret_cast<const char*>(call->input);
     in.byte_size = sizeof(call->input);
-    r->inputs.push_back(in);
+    r->inputs.push_back(std::move(in));
     OutputTensor out;
     out.index = 0;
     out.data = &call->output;

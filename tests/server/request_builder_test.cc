@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <random>
+
+#include "server/core/synthetic_request.h"
 
 namespace chronoserve::server {
 namespace {
@@ -131,6 +134,43 @@ TEST(RequestBuilderTest, TypedContentsAreConverted) {
   float second;
   std::memcpy(&second, (*built)->inputs[0].data + 4, 4);
   EXPECT_EQ(second, -2.0f);
+}
+
+// Short byte strings keep their bytes inside the string object: a tensor's own bytes must stay
+// where `data` points when the tensor, or the vector holding it, moves (ASan found synthetic
+// warm-up requests reading a dead stack frame this way).
+TEST(RequestBuilderTest, OwnedBytesStayValidWhenTheTensorMoves) {
+  inference::ModelInferRequest request = Good(1, 1);
+  request.clear_raw_input_contents();
+  request.mutable_inputs(0)->mutable_contents()->add_fp32_contents(1.5f);
+  request.mutable_inputs(0)->mutable_contents()->add_fp32_contents(-2.0f);
+  for (int v : {-3, 5, 7}) request.mutable_inputs(1)->mutable_contents()->add_int_contents(v);
+  inference::ModelInferResponse response;
+  auto built = BuildInferRequest(Spec(8), request, &response);
+  ASSERT_TRUE(built.ok()) << built.status();
+  std::vector<InputTensor> moved = std::move((*built)->inputs);
+  moved.reserve(moved.capacity() + 8);  // a reallocation moves every tensor
+  InputTensor last = std::move(moved.back());
+  ASSERT_EQ(last.byte_size, 3u);
+  EXPECT_EQ(last.data, last.owned_data->data());
+  EXPECT_EQ(static_cast<int8_t>(last.data[1]), 5);
+  EXPECT_EQ(moved[0].data, moved[0].owned_data->data());
+  float first;
+  std::memcpy(&first, moved[0].data, 4);
+  EXPECT_EQ(first, 1.5f);
+
+  ModelSpec tiny = Spec(8);
+  std::vector<std::string> outputs;
+  std::mt19937_64 rng(3);
+  auto synthetic = MakeSyntheticRequest(tiny, 1, &outputs, rng, {});
+  ASSERT_EQ(synthetic->inputs.size(), tiny.inputs.size());
+  std::vector<InputTensor> inputs = std::move(synthetic->inputs);
+  inputs.reserve(inputs.capacity() + 8);
+  for (const InputTensor& in : inputs) {
+    ASSERT_NE(in.owned_data, nullptr);
+    EXPECT_EQ(in.data, in.owned_data->data()) << "input " << in.index;
+    EXPECT_EQ(in.byte_size, in.owned_data->size());
+  }
 }
 
 struct BadCase {
