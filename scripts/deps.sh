@@ -19,6 +19,17 @@ install_deps() {
   fi
 }
 
+# What the tests need beyond the build: chromium (chronobench's HTML report is opened headless),
+# node/npm and the test clients written by others (an OTLP receiver with @grpc/grpc-js and
+# @opentelemetry/otlp-transformer; an external KServe v2 client using reflection).
+install_test_deps() {
+  local extra=(chromium)
+  command -v npm >/dev/null || extra+=(nodejs npm)
+  install_deps "${extra[@]}"
+  npm ci --prefix tests/telemetry/otlp_receiver --no-audit --no-fund --loglevel=error
+  npm ci --prefix tests/external_client --no-audit --no-fund --loglevel=error
+}
+
 # Configures and builds into build/ (Release); extra args are ninja targets.
 build_chronoserve() {
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -9,11 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
-extra=(chromium)
-command -v npm >/dev/null || extra+=(nodejs npm)
-install_deps "${extra[@]}"
-npm ci --prefix tests/telemetry/otlp_receiver --no-audit --no-fund --loglevel=error
-npm ci --prefix tests/external_client --no-audit --no-fund --loglevel=error
+install_test_deps
 build=${ASAN_BUILD_DIR:-build-asan}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_CXX_FLAGS="-O1 -g1 -fsanitize=address -fno-omit-frame-pointer" \
