@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/core/infer_request.h"
+#include "server/core/input_arena.h"
 #include "server/core/timeline.h"
 
 namespace chronoserve::server {
@@ -70,7 +71,7 @@ class ModelInstance {
   // page-locked where this instance copies inputs to a GPU, so a batch's one copy per input reads
   // the arena in place. Default: ordinary memory.
   virtual absl::StatusOr<std::shared_ptr<char>> AllocateHostInputs(size_t bytes) {
-    return std::shared_ptr<char>(new char[bytes], std::default_delete<char[]>());
+    return InputArena::OrdinaryMemory(bytes);
   }
   // AllocateHostInputs gives page-locked memory.
   virtual bool host_inputs_pinned() const { return false; }

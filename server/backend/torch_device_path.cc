@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/dtype.h"
 #include "common/status_macros.h"
+#include "server/core/input_arena.h"
 
 #ifdef CHRONOSERVE_WITH_CUDA
 #include <c10/cuda/CUDAGuard.h>
@@ -30,7 +31,7 @@ class CpuPath final : public DevicePath {
   bool direct_pinned_io() const override { return false; }
   std::shared_ptr<void> Enter() override { return nullptr; }
   absl::StatusOr<std::shared_ptr<char>> AllocateHost(size_t bytes) const override {
-    return std::shared_ptr<char>(new char[bytes], std::default_delete<char[]>());
+    return InputArena::OrdinaryMemory(bytes);
   }
   void SelectSlot(int slot) override { slot_ = &slots_[slot]; }
   absl::Status BeginInputs(bool) override { return absl::OkStatus(); }

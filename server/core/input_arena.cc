@@ -25,15 +25,12 @@ absl::StatusOr<std::shared_ptr<InputArena>> InputArena::Create(int inputs, size_
 }
 
 InputArena::Lease::Lease(Lease&& other) noexcept
-    : arena_(std::move(other.arena_)), block_(other.block_) {
-  other.arena_ = nullptr;
-}
+    : arena_(std::move(other.arena_)), block_(other.block_) {}  // `other` is left not held
 
 InputArena::Lease& InputArena::Lease::operator=(Lease&& other) noexcept {
   if (this != &other) {
     Reset();
-    arena_ = std::move(other.arena_);
-    other.arena_ = nullptr;
+    arena_ = std::move(other.arena_);  // `other` is left not held
     block_ = other.block_;
   }
   return *this;

@@ -35,6 +35,11 @@ class InputArena : public std::enable_shared_from_this<InputArena> {
   // Host memory of `bytes` (page-locked where the caller says so), freed when the last copy goes.
   using Allocate = std::function<absl::StatusOr<std::shared_ptr<char>>(size_t bytes)>;
 
+  // Ordinary (pageable) host memory of `bytes`: what a CPU instance gives the arena.
+  static std::shared_ptr<char> OrdinaryMemory(size_t bytes) {
+    return std::shared_ptr<char>(new char[bytes], std::default_delete<char[]>());
+  }
+
   // `inputs` rings of `capacity` bytes each, from `allocate`. `pinned`: the memory is page-locked.
   static absl::StatusOr<std::shared_ptr<InputArena>> Create(int inputs, size_t capacity, bool pinned,
                                                             const Allocate& allocate);

@@ -120,8 +120,8 @@ void ModelInferQueues::RequestCall(int kind, Queue& queue) {
   if (queue.shut) return;
   QueuedCall* call = kind == kUnary ? new UnaryCall(&queue.responses) : service_->NewQueuedStream();
   call->kind = kind;
-  call->live = &live_;
-  live_.Add();
+  call->live = &queue.live;
+  queue.live.Add();
   call->RequestFrom(service_, queue.cq.get());
 }
 
@@ -142,11 +142,13 @@ void ModelInferQueues::Stop() {
   // operation (a stream's Finish once its last write is back), and gRPC aborts on one started on a
   // queue that is shut down. After grpc::Server::Shutdown every call ends by itself: calls
   // requested and never matched come back not ok, the rest were answered or cancelled.
-  bool started = false;
-  for (auto& queue : queues_) started = started || !queue->threads.empty();
-  if (started && !live_.AwaitNone(kCallsEndWithin)) {
-    CS_LOG(WARNING) << live_.count() << " inference call(s) still alive " << absl::FormatDuration(kCallsEndWithin)
-                    << " after the server shut down; shutting their completion queues down anyway";
+  for (auto& queue : queues_) {
+    if (queue->threads.empty()) continue;  // never started (no call requested) or already stopped
+    if (!queue->live.AwaitNone(kCallsEndWithin)) {
+      CS_LOG(WARNING) << queue->live.count() << " inference call(s) still alive "
+                      << absl::FormatDuration(kCallsEndWithin)
+                      << " after the server shut down; shutting their completion queue down anyway";
+    }
   }
   for (auto& queue : queues_) {
     absl::MutexLock lock(&queue->mu);

@@ -80,6 +80,9 @@ class ModelInferQueues {
     // queue's threads share the pool's lock. Declared before the completion queue: calls give
     // theirs back until the queue is drained.
     ResponsePool responses;
+    // Its calls, requested and not yet destroyed (a call is destroyed on its queue's thread, so
+    // only this queue's threads share the count's lock). Stop waits for none before Shutdown.
+    LiveCalls live;
     std::unique_ptr<grpc::ServerCompletionQueue> cq;
     std::vector<std::thread> threads;
     absl::Mutex mu;  // per queue: its threads request a call for every call that arrives
@@ -92,7 +95,6 @@ class ModelInferQueues {
 
   InferenceService* const service_;
   const int threads_;
-  LiveCalls live_;  // every call requested and not yet destroyed, on all the queues
   std::vector<std::unique_ptr<Queue>> queues_;
 };
 

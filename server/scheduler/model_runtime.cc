@@ -90,6 +90,7 @@ void ModelRuntime::StageInputs(InferRequest& request) const {
 size_t InputArenaBytes(const ModelSpec& spec, int64_t requested_bytes) {
   if (requested_bytes >= 0) return static_cast<size_t>(requested_bytes);
   constexpr size_t kMiB = size_t{1} << 20;
+  const int64_t batch = spec.max_batch_size > 0 ? spec.max_batch_size : 1;
   size_t largest = 0;
   for (const TensorSpec& in : spec.inputs) {
     int64_t items = 1;
@@ -97,7 +98,6 @@ size_t InputArenaBytes(const ModelSpec& spec, int64_t requested_bytes) {
       if (d < 0) return 16 * kMiB;  // a variable dim: no bound from the config
       items *= d;
     }
-    const int64_t batch = spec.max_batch_size > 0 ? spec.max_batch_size : 1;
     largest = std::max(largest, static_cast<size_t>(items * batch) * DataTypeByteSize(in.dtype));
   }
   return std::clamp(8 * largest, 4 * kMiB, 64 * kMiB);

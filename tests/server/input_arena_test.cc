@@ -20,7 +20,7 @@ namespace {
 
 std::shared_ptr<InputArena> MakeArena(int inputs, size_t capacity) {
   auto arena = InputArena::Create(inputs, capacity, /*pinned=*/false, [](size_t bytes) {
-    return absl::StatusOr<std::shared_ptr<char>>(std::shared_ptr<char>(new char[bytes], std::default_delete<char[]>()));
+    return absl::StatusOr<std::shared_ptr<char>>(InputArena::OrdinaryMemory(bytes));
   });
   EXPECT_TRUE(arena.ok()) << arena.status();
   return arena.ok() ? *arena : nullptr;
@@ -119,7 +119,7 @@ TEST(InputArenaTest, LeasesMoveAndFreeOnce) {
 
 TEST(InputArenaTest, CreateRefusesNoInputsNoBytesAndAFailedAllocation) {
   auto ok_alloc = [](size_t bytes) {
-    return absl::StatusOr<std::shared_ptr<char>>(std::shared_ptr<char>(new char[bytes], std::default_delete<char[]>()));
+    return absl::StatusOr<std::shared_ptr<char>>(InputArena::OrdinaryMemory(bytes));
   };
   EXPECT_EQ(InputArena::Create(0, 64, false, ok_alloc).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(InputArena::Create(1, 0, false, ok_alloc).status().code(), absl::StatusCode::kInvalidArgument);
