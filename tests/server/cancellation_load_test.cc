@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <cstring>
 #include <map>
 #include <random>
 #include <string>
@@ -23,6 +22,7 @@
 #include "server/core/input_arena.h"
 #include "server/server.h"
 #include "tests/server/test_repository.h"
+#include "tests/server/torch_reference.h"
 #include "tools/example_models.h"
 
 namespace chronoserve {
@@ -42,22 +42,6 @@ struct Inputs {
 Inputs RandomInputs(int64_t items, std::mt19937_64& rng) {
   return {Tensor{"INPUT__0", DataType::kFp32, {items, kLength}, RandomTensorBytes(DataType::kFp32, items * kLength, rng)},
           Tensor{"INPUT__1", DataType::kFp32, {items, kLength}, RandomTensorBytes(DataType::kFp32, items * kLength, rng)}};
-}
-
-// Empty when `result` holds a + b and a - b of `in`, else what is wrong.
-std::string CheckAddSub(const Inputs& in, const client::InferResult& result) {
-  if (result.outputs.size() != 2) return "addsub: " + std::to_string(result.outputs.size()) + " outputs";
-  const size_t n = in.a.data.size() / 4;
-  if (result.outputs[0].data.size() != 4 * n || result.outputs[1].data.size() != 4 * n) return "addsub: wrong output size";
-  for (size_t k = 0; k < n; ++k) {
-    float x, y, sum, diff;
-    std::memcpy(&x, in.a.data.data() + 4 * k, 4);
-    std::memcpy(&y, in.b.data.data() + 4 * k, 4);
-    std::memcpy(&sum, result.outputs[0].data.data() + 4 * k, 4);
-    std::memcpy(&diff, result.outputs[1].data.data() + 4 * k, 4);
-    if (sum != x + y || diff != x - y) return "addsub: another request's rows";
-  }
-  return {};
 }
 
 inference::ModelInferRequest Request(const std::string& id, const Inputs& in) {
@@ -114,7 +98,7 @@ TEST_P(CancellationLoadTest, DeadlinesAndCancelledStreamsUnderLoadEndCleanlyAndT
         call.timeout = std::chrono::milliseconds(1 + (t + i) % 3);
         auto result = c->Infer("addsub", {in.a, in.b}, call);
         if (result.ok()) {
-          const std::string wrong = CheckAddSub(in, *result);
+          const std::string wrong = testing::AddSubMismatch(in.a, in.b, result->outputs);
           if (!wrong.empty()) problems.Add(wrong);
           answered.fetch_add(1);
         } else if (result.status().code() == absl::StatusCode::kDeadlineExceeded ||
@@ -152,7 +136,8 @@ TEST_P(CancellationLoadTest, DeadlinesAndCancelledStreamsUnderLoadEndCleanlyAndT
             problems.Add("streamed: " + result.status().ToString());
             continue;
           }
-          const std::string wrong = CheckAddSub(inputs.at(result->id), *result);
+          const Inputs& in = inputs.at(result->id);
+          const std::string wrong = testing::AddSubMismatch(in.a, in.b, result->outputs);
           if (!wrong.empty()) problems.Add(wrong);
           answered.fetch_add(1);
         }
@@ -189,7 +174,7 @@ TEST_P(CancellationLoadTest, DeadlinesAndCancelledStreamsUnderLoadEndCleanlyAndT
   call.timeout = std::chrono::milliseconds(30'000);
   auto unary = c->Infer("addsub", {after.a, after.b}, call);
   ASSERT_TRUE(unary.ok()) << unary.status();
-  EXPECT_EQ(CheckAddSub(after, *unary), "");
+  EXPECT_EQ(testing::AddSubMismatch(after.a, after.b, unary->outputs), "");
   auto stream = InferStream::Open(c->stub());
   ASSERT_TRUE(stream->Send(Request("after", after)));
   stream->CloseSend();
@@ -197,7 +182,7 @@ TEST_P(CancellationLoadTest, DeadlinesAndCancelledStreamsUnderLoadEndCleanlyAndT
   ASSERT_TRUE(answer.has_value());
   auto streamed = InferStream::Decode(answer->message);
   ASSERT_TRUE(streamed.ok()) << streamed.status();
-  EXPECT_EQ(CheckAddSub(after, *streamed), "");
+  EXPECT_EQ(testing::AddSubMismatch(after.a, after.b, streamed->outputs), "");
   const auto end = stream->Finish(kWait);
   ASSERT_TRUE(end.has_value());
   EXPECT_TRUE(end->ok()) << end->error_message();

@@ -74,7 +74,7 @@ std::unique_ptr<InferRequest> RowRequest(int64_t items, uint32_t seed, InputAren
 
 std::shared_ptr<InputArena> PlainArena(size_t capacity) {
   auto arena = InputArena::Create(1, capacity, /*pinned=*/false, [](size_t bytes) {
-    return absl::StatusOr<std::shared_ptr<char>>(std::shared_ptr<char>(new char[bytes], std::default_delete<char[]>()));
+    return absl::StatusOr<std::shared_ptr<char>>(InputArena::OrdinaryMemory(bytes));
   });
   return arena.ok() ? *arena : nullptr;
 }
@@ -195,32 +195,15 @@ TEST_P(InputArenaServerTest, EveryRequestGetsItsOwnRowsAndNoRegionOutlivesItsReq
           const auto want = testing::TorchReference(mlp_path, {in});
           if (!result.ok()) {
             error = std::string(result.status().message());
-          } else if (result->outputs[0].data.size() != want[0].size() * 4) {
-            error = "mlp: wrong output size";
-          } else {
-            for (size_t k = 0; k < want[0].size() && error.empty(); ++k) {
-              float y;
-              std::memcpy(&y, result->outputs[0].data.data() + 4 * k, 4);
-              if (std::fabs(y - want[0][k]) > 1e-4f) error = "mlp: rows of another request?";
-            }
+          } else if (std::string mismatch = testing::ReferenceMismatch(result->outputs[0].data, want[0]); !mismatch.empty()) {
+            error = "mlp: " + mismatch;
           }
         } else {
           const int64_t items = 1 + i % 2, length = 3 + 2 * (t % 2);  // two lengths: never merged
           const Tensor a{"INPUT__0", DataType::kFp32, {items, length}, RandomTensorBytes(DataType::kFp32, items * length, rng)};
           const Tensor b{"INPUT__1", DataType::kFp32, {items, length}, RandomTensorBytes(DataType::kFp32, items * length, rng)};
           auto result = c->Infer("addsub", {a, b}, call);
-          if (!result.ok()) {
-            error = std::string(result.status().message());
-          } else {
-            for (int64_t k = 0; k < items * length && error.empty(); ++k) {
-              float x, y, sum, diff;
-              std::memcpy(&x, a.data.data() + 4 * k, 4);
-              std::memcpy(&y, b.data.data() + 4 * k, 4);
-              std::memcpy(&sum, result->outputs[0].data.data() + 4 * k, 4);
-              std::memcpy(&diff, result->outputs[1].data.data() + 4 * k, 4);
-              if (sum != x + y || diff != x - y) error = "addsub: rows of another request?";
-            }
-          }
+          error = result.ok() ? testing::AddSubMismatch(a, b, result->outputs) : std::string(result.status().message());
         }
         if (!error.empty()) {
           absl::MutexLock lock(&mu);

@@ -227,13 +227,8 @@ TEST(TwoWorkerModelTest, BothWorkersServeAndEveryResponseIsItsOwn) {
         absl::MutexLock lock(&mu);
         if (!r.ok()) { errors.push_back(std::string(r.status().message())); continue; }
         workers.insert(r->timing->worker);
-        const std::string& got = r->outputs[0].data;
-        if (got.size() != want[0].size() * 4) { errors.push_back("wrong output size"); continue; }
-        for (size_t k = 0; k < want[0].size(); ++k) {
-          float y;
-          std::memcpy(&y, got.data() + 4 * k, 4);
-          if (std::fabs(y - want[0][k]) > 1e-4f) { errors.push_back("rows of another request?"); break; }
-        }
+        const std::string mismatch = testing::ReferenceMismatch(r->outputs[0].data, want[0]);
+        if (!mismatch.empty()) errors.push_back(mismatch);
       }
     });
   }

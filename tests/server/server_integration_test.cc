@@ -391,19 +391,8 @@ TEST_P(InferThreadsTest, ModelInferIsServedOnItsQueuesWithRowsTimingAndTrailer) 
         }
         if (!InferenceClient::DecodeTiming(response).has_value()) errors.push_back("no timing parameters");
         if (ctx.GetServerTrailingMetadata().count(std::string(kServerTimingKey)) != 1) errors.push_back("no trailer");
-        const std::string& got = decoded->outputs[0].data;
-        if (got.size() != want[0].size() * 4) {
-          errors.push_back("wrong output size");
-          continue;
-        }
-        for (size_t k = 0; k < want[0].size(); ++k) {
-          float y;
-          std::memcpy(&y, got.data() + 4 * k, 4);
-          if (std::fabs(y - want[0][k]) > 1e-4f) {
-            errors.push_back("rows of another request?");
-            break;
-          }
-        }
+        const std::string mismatch = testing::ReferenceMismatch(decoded->outputs[0].data, want[0]);
+        if (!mismatch.empty()) errors.push_back(mismatch);
       }
     });
   }

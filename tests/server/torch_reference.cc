@@ -3,6 +3,9 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <cmath>
+#include <cstring>
+
 namespace chronoserve::testing {
 
 std::vector<std::vector<float>> TorchReference(const std::string& model_path,
@@ -29,6 +32,31 @@ std::vector<std::vector<float>> TorchReference(const std::string& model_path,
     result.emplace_back(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
   }
   return result;
+}
+
+std::string ReferenceMismatch(const std::string& got, const std::vector<float>& want, float tolerance) {
+  if (got.size() != want.size() * 4) return "wrong output size";
+  for (size_t k = 0; k < want.size(); ++k) {
+    float y;
+    std::memcpy(&y, got.data() + 4 * k, 4);
+    if (std::fabs(y - want[k]) > tolerance) return "rows of another request?";
+  }
+  return {};
+}
+
+std::string AddSubMismatch(const client::Tensor& a, const client::Tensor& b, const std::vector<client::Tensor>& outputs) {
+  if (outputs.size() != 2) return "addsub: " + std::to_string(outputs.size()) + " outputs";
+  const size_t n = a.data.size() / 4;
+  if (outputs[0].data.size() != 4 * n || outputs[1].data.size() != 4 * n) return "addsub: wrong output size";
+  for (size_t k = 0; k < n; ++k) {
+    float x, y, sum, diff;
+    std::memcpy(&x, a.data.data() + 4 * k, 4);
+    std::memcpy(&y, b.data.data() + 4 * k, 4);
+    std::memcpy(&sum, outputs[0].data.data() + 4 * k, 4);
+    std::memcpy(&diff, outputs[1].data.data() + 4 * k, 4);
+    if (sum != x + y || diff != x - y) return "addsub: rows of another request?";
+  }
+  return {};
 }
 
 }  // namespace chronoserve::testing

@@ -15,6 +15,14 @@ namespace chronoserve::testing {
 std::vector<std::vector<float>> TorchReference(const std::string& model_path,
                                                const std::vector<client::Tensor>& inputs);
 
+// Empty when `got` (float32 bytes) holds `want` within `tolerance`; else "wrong output size" or
+// "rows of another request?".
+std::string ReferenceMismatch(const std::string& got, const std::vector<float>& want, float tolerance = 1e-4f);
+
+// Empty when `outputs` are exactly a + b and a - b of the add/sub example model's inputs `a`, `b`;
+// else what is wrong.
+std::string AddSubMismatch(const client::Tensor& a, const client::Tensor& b, const std::vector<client::Tensor>& outputs);
+
 }  // namespace chronoserve::testing
 
 #endif  // CHRONOSERVE_TESTS_SERVER_TORCH_REFERENCE_H_
