@@ -2,14 +2,14 @@
 # Unary vs streaming at high concurrency (issue 3): the policy net with dynamic batching on, one
 # server per max_queue_delay in DELAYS (0 = Triton's default: take what is queued, never wait;
 # 300 us: wait for a fuller batch), chronobench closed loop at the top concurrency, batch 1 per
-# request, unary and --streaming (ModelStreamInfer) at each --connections count; the server's CPU
+# request (ITEMS=N: N items per request), unary and --streaming (ModelStreamInfer) at each --connections count; the server's CPU
 # use per point (utime+stime from /proc); then the in-process reference (bench_inprocess_throughput,
 # the same backend without gRPC or queue) at every batch size the batcher reached, and served /
 # in-process for each point (goal: >= 85 %). Writes JSON per point and streaming_summary.json.
 #
 # Usage: benchmarks/run_streaming.sh BUILD_DIR OUT_DIR [PORT]
 # Environment (defaults): MODEL=policy_net CONCURRENCY=256 CONNECTIONS="1 4" THREADS=8 WINDOW_MS=1500
-#   TRIALS=3 DELAYS="0 300" TRANSPORTS="unary streaming" INSTANCES=1 EXTRA_CONFIG="" (appended to config.pbtxt, e.g.
+#   TRIALS=3 ITEMS=1 DELAYS="0 300" TRANSPORTS="unary streaming" INSTANCES=1 EXTRA_CONFIG="" (appended to config.pbtxt, e.g.
 #   'optimization { cuda { graphs: true } }') WARMUP_RUNS=2 ITERATIONS=2000 EXTRA_FLAGS=""
 #   URLS="tcp" ("tcp unix": also through the server's --grpc-unix-socket; file names get "_unix")
 #   PIN="off" (a list of layouts: "off", or "WORKER_CPUS:LOAD_CPUS" such as "15:0-14": the model's
@@ -49,6 +49,7 @@ connections=${CONNECTIONS:-1 4}
 threads=${THREADS:-8}
 window_ms=${WINDOW_MS:-1500}
 trials=${TRIALS:-3}
+items=${ITEMS:-1}
 delays=${DELAYS:-${DELAY_US:-0 300}}
 instances=${INSTANCES:-1}
 warmup_runs=${WARMUP_RUNS:-2}
@@ -117,7 +118,7 @@ for delay_us in $delays; do
           before=$(cpu_ticks "$server"); counters_before=$(host_counters "$server"); t0=$(date +%s.%N)
           thread_ticks "$server" "$work/threads_before"
           # shellcheck disable=SC2086
-          "${launcher[@]}" "${client_launcher[@]}" "$build/bin/chronobench" -m "$model" -u "$url" -b 1 --concurrency-range "$concurrency" \
+          "${launcher[@]}" "${client_launcher[@]}" "$build/bin/chronobench" -m "$model" -u "$url" -b "$items" --concurrency-range "$concurrency" \
             --connections "$conns" --threads "$threads" -p "$window_ms" -r "$trials" \
             --warmup-requests $((concurrency * 4 > 50 ? concurrency * 4 : 50)) $flag $extra \
             --json "$out/$name.json" > "$work/chronobench.out" &

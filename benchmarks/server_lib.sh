@@ -233,13 +233,14 @@ profile_thread() {
 # in-process calls, TLB shootdowns/s and the worker's involuntary context switches/s. The rows, labelled, go to OUT/NAME_summary.json.
 variant_table() {
   python3 - "$@" <<'PY'
-import glob, json, os, sys
+import glob, json, os, re, sys
 out, name, labels = sys.argv[1], sys.argv[2], sys.argv[3:]
 rows = []
 for path in sorted(glob.glob(os.path.join(out, *["*"] * len(labels), "streaming_summary.json"))):
     variant = os.path.relpath(os.path.dirname(path), out).split(os.sep)
     rows.extend(dict(x, **dict(zip(labels, variant))) for x in json.load(open(path)))
-rows.sort(key=lambda x: tuple(x[l] for l in labels) + (x["transport"], x["connections"]))
+natural = lambda s: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(s))]  # items4 before items16
+rows.sort(key=lambda x: tuple(natural(x[l]) for l in labels) + (x["transport"], x["connections"]))
 widths = [max([len(l), 6] + [len(str(x[l])) for x in rows]) + 2 for l in labels]
 print("".join(f"{l:>{w}}" for l, w in zip(labels, widths)) + f"{'transport':>10}{'conns':>6}{'items/s':>9}{'p50 us':>8}"
       f"{'batch':>7}{'srv cores':>10}{'served/in-proc':>15}{'gather':>8}{'launch':>8}{'finish':>8}{'complete':>9}{'in-proc launch':>15}"
