@@ -15,6 +15,7 @@
 #include "server/backend/torch_backend.h"
 #include "server/repository/model_config_loader.h"
 #include "server/scheduler/model_runtime.h"
+#include "tests/gpu/counting_instance.h"
 #include "tests/server/test_repository.h"
 #include "tests/server/torch_reference.h"
 #include "tools/example_models.h"
@@ -149,41 +150,6 @@ TEST_F(CudaGraphServerTest, GraphSpansAreEventTimedAndConsistent) {
   }
 }
 
-// Forwards to a real GPU instance; counts keep-warm runs and their failures.
-class CountingInstance final : public server::ModelInstance {
- public:
-  explicit CountingInstance(std::unique_ptr<server::ModelInstance> inner) : inner_(std::move(inner)) {}
-  absl::Status Execute(server::Batch& batch, server::BatchTiming* timing) override {
-    return inner_->Execute(batch, timing);
-  }
-  absl::Status PrepareForServing() override { return inner_->PrepareForServing(); }
-  absl::Status KeepWarm() override {
-    absl::Status status = inner_->KeepWarm();
-    absl::MutexLock lock(&mu_);
-    ++runs_;
-    if (!status.ok()) last_error_ = status;
-    return status;
-  }
-  int gpu() const override { return inner_->gpu(); }
-  std::string device_name() const override { return inner_->device_name(); }
-  int WaitForRuns(int n) {
-    absl::MutexLock lock(&mu_);
-    auto reached = [this, n]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return runs_ >= n; };
-    mu_.AwaitWithTimeout(absl::Condition(&reached), absl::Seconds(30));
-    return runs_;
-  }
-  absl::Status last_error() {
-    absl::MutexLock lock(&mu_);
-    return last_error_;
-  }
-
- private:
-  std::unique_ptr<server::ModelInstance> inner_;
-  absl::Mutex mu_;
-  int runs_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Status last_error_ ABSL_GUARDED_BY(mu_);
-};
-
 class GpuKeepWarmTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(GpuKeepWarmTest, IdleWorkerReplaysItsModelCountedNotInStatistics) {
@@ -201,8 +167,8 @@ TEST_P(GpuKeepWarmTest, IdleWorkerReplaysItsModelCountedNotInStatistics) {
   options.activity = devices.Get(0, SteadyClock::Now());
   auto real = server::CreateTorchInstance(*spec, options);
   ASSERT_TRUE(real.ok()) << real.status();
-  auto counting = std::make_unique<CountingInstance>(*std::move(real));
-  CountingInstance* counter = counting.get();
+  auto counting = std::make_unique<testing::CountingInstance>(*std::move(real));
+  testing::CountingInstance* counter = counting.get();
   std::vector<std::unique_ptr<server::ModelInstance>> instances;
   instances.push_back(std::move(counting));
   FakeClock clock;  // the worker's schedule; the instance's spans keep the steady clock
