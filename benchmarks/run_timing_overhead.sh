@@ -12,6 +12,8 @@
 #   STABILITY=5 ROUNDS=2 WARMUP_REQUESTS=500 WARMUP_RUNS=2
 #   INPROCESS_ROUNDS=3 INPROCESS_BATCH_SIZES=8,128 INPROCESS_ITERATIONS=500 (the in-process on/off part)
 #   EXTRA_CONFIG="" (appended to the model's config.pbtxt, e.g. 'optimization { cuda { graphs: true } }')
+#   REPOSITORY="" MODEL=policy_net (another model: MODEL from the repository REPOSITORY, copied first;
+#   benchmarks/run_timing_overhead_resnet50.sh uses it)
 # Besides the ratio of the means, each round's own on/off (its two runs are neighbours in time, so
 # they share the machine's drift) and the median of those ratios, with each mode's lowest and
 # highest items/s: a ratio is only settled when the spread between rounds is smaller than it.
@@ -27,10 +29,14 @@ stability=${STABILITY:-5}
 rounds=${ROUNDS:-2}
 warmup_requests=${WARMUP_REQUESTS:-500}
 warmup_runs=${WARMUP_RUNS:-2}
-model=policy_net
+model=${MODEL:-policy_net}
 mkdir -p "$out"
 models=$(mktemp -d)
-"$build/bin/chronoserve-examples" --out "$models" >/dev/null || exit 1
+if [ -n "${REPOSITORY:-}" ]; then
+  cp -r "$REPOSITORY/$model" "$models/" || exit 1
+else
+  "$build/bin/chronoserve-examples" --out "$models" >/dev/null || exit 1
+fi
 [ -z "${EXTRA_CONFIG:-}" ] || printf '%s\n' "$EXTRA_CONFIG" >> "$models/$model/config.pbtxt"
 source "$(dirname "$0")/server_lib.sh"
 trap 'stop_server >/dev/null 2>&1; rm -rf "$models"' EXIT
