@@ -2,7 +2,7 @@
 # Issue 3's served / in-process at concurrency 256 as the requests grow: run_streaming.sh (policy
 # net, dynamic batching with delay 0, concurrency 256, closed loop) once per number of items per
 # request in ITEMS_LIST and per forward in FORWARDS, ROUNDS times in turn (the order of the item
-# counts reversed every other round), then one table of every point (variant_table): items/s,
+# counts and variants reversed every other round), then one table of every point (variant_table): items/s,
 # p50, the batch the batcher reached (in items), the server's CPU and served / in-process at that
 # batch (goal >= 85 %). With batch-1 requests the served rate is the rate at which gRPC carries
 # requests; with more items per request the same request rate carries more items, and the table
