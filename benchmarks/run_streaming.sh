@@ -1,11 +1,12 @@
 #!/bin/bash
 # Unary vs streaming at high concurrency (issue 3): the policy net with dynamic batching on, one
-# server per max_queue_delay in DELAYS (0 = Triton's default: take what is queued, never wait;
-# 300 us: wait for a fuller batch), chronobench closed loop at the top concurrency, batch 1 per
-# request (ITEMS=N: N items per request), unary and --streaming (ModelStreamInfer) at each
-# --connections count; the server's CPU use per point (utime+stime from /proc); then the in-process reference (bench_inprocess_throughput,
-# the same backend without gRPC or queue) at every batch size the batcher reached, and served /
-# in-process for each point (goal: >= 85 %). Writes JSON per point and streaming_summary.json.
+# server per max_queue_delay in DELAYS (0 = Triton's default: take what is queued, never wait; 300
+# us: wait for a fuller batch), chronobench closed loop at the top concurrency, batch 1 per request
+# (ITEMS=N: N items per request), unary and --streaming (ModelStreamInfer) at each --connections
+# count; the server's CPU use per point (utime+stime from /proc); then the in-process reference
+# (bench_inprocess_throughput, the same backend without gRPC or queue) at every batch size the
+# batcher reached, and served / in-process for each point (goal: >= 85 %). Writes JSON per point and
+# streaming_summary.json.
 #
 # Usage: benchmarks/run_streaming.sh BUILD_DIR OUT_DIR [PORT]
 # Environment (defaults): MODEL=policy_net CONCURRENCY=256 CONNECTIONS="1 4" THREADS=8 WINDOW_MS=1500
