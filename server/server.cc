@@ -185,6 +185,9 @@ void Server::Shutdown() {
     // requests UNAVAILABLE (gRPC's own shutdown would cancel calls that arrive meanwhile).
     if (!service_->WaitForAnswered(absl::FromChrono(deadline))) {
       CS_LOG(WARNING) << "exit timeout: cancelling the requests still in flight";
+      // Before gRPC cancels the calls: a queued request must not start on a worker while its
+      // cancellation is on its way (the models' queues would otherwise drain it when they stop).
+      registry_.AbandonQueued("the server's exit timeout passed while the request was queued");
     }
     grpc_server_->Shutdown(deadline);
   }

@@ -46,6 +46,14 @@ int64_t ModelQueue::EffectiveDeadline(const InferRequest& r) const {
 }
 
 int64_t ModelQueue::DropDeadLocked(int64_t now_ns, Batch* dropped) {
+  if (!abandoned_.ok()) {
+    for (auto& r : queue_) {
+      r->status = abandoned_;
+      dropped->push_back(std::move(r));
+    }
+    queue_.clear();
+    return 0;
+  }
   int64_t earliest = 0;
   for (auto it = queue_.begin(); it != queue_.end();) {
     InferRequest& r = **it;
@@ -143,6 +151,13 @@ ModelQueue::WaitResult ModelQueue::NextBatchLocked(Batch* batch, Batch* dropped,
 void ModelQueue::Close() {
   absl::MutexLock lock(&mu_);
   closed_ = true;
+  cv_.SignalAll();
+}
+
+void ModelQueue::CloseAbandoningQueued(const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  closed_ = true;
+  abandoned_ = absl::UnavailableError(absl::StrCat("model '", model_, "': ", reason, "; the request was not executed"));
   cv_.SignalAll();
 }
 

@@ -52,6 +52,10 @@ class ModelQueue {
 
   // Stops accepting; waiting workers drain what is queued, then NextBatch returns false. Idempotent.
   void Close();
+  // Close, and give up on every request still waiting: workers hand each back as `dropped` with
+  // UNAVAILABLE ("model 'M': <reason>; the request was not executed"), never batched; a batch a
+  // worker already took runs to its end. For the server's exit timeout.
+  void CloseAbandoningQueued(const std::string& reason);
 
   // Wakes waiting workers so they re-check cancellations (called when a client cancels).
   void Poke();
@@ -80,6 +84,7 @@ class ModelQueue {
   absl::CondVar cv_;
   std::deque<std::unique_ptr<InferRequest>> queue_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status abandoned_ ABSL_GUARDED_BY(mu_);  // not OK: every queued request is dropped with it
 };
 
 }  // namespace chronoserve::server

@@ -61,13 +61,12 @@ bool ModelRegistry::AllReady() const {
   return true;
 }
 
+void ModelRegistry::AbandonQueued(const std::string& reason) {
+  for (auto& r : Ready()) r->AbandonQueued(reason);
+}
+
 void ModelRegistry::StopAll() {
-  std::vector<std::shared_ptr<ModelRuntime>> all;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [name, runtime] : ready_) all.push_back(runtime);
-  }
-  for (auto& r : all) r->Stop();
+  for (auto& r : Ready()) r->Stop();
 }
 
 }  // namespace chronoserve::server

@@ -32,6 +32,8 @@ class ModelRegistry {
 
   // Stops every runtime (closes queues, joins workers). Idempotent.
   void StopAll();
+  // Every runtime's AbandonQueued(reason): queued requests are answered, not run (exit timeout).
+  void AbandonQueued(const std::string& reason);
 
  private:
   mutable absl::Mutex mu_;

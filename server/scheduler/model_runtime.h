@@ -51,6 +51,9 @@ class ModelRuntime {
 
   // Stops accepting, finishes queued requests, joins the workers. Idempotent.
   void Stop();
+  // Stops accepting and answers the requests still queued UNAVAILABLE (`reason`) instead of running
+  // them (ModelQueue::CloseAbandoningQueued); batches already taken finish. Stop() still joins.
+  void AbandonQueued(const std::string& reason) { queue_.CloseAbandoningQueued(reason); }
 
  private:
   ModelRuntime(const ModelSpec& spec, const Clock* clock);

@@ -83,6 +83,28 @@ TEST(ModelQueueTest, ExpiredAndCancelledRequestsAreDroppedNotBatched) {
   EXPECT_FALSE(batch[0]->IsCancelled());
 }
 
+TEST(ModelQueueTest, AbandonedQueueDropsEveryWaitingRequestUnavailableAndRefusesNewOnes) {
+  // The server's exit timeout: requests still waiting (here in a long batch window) are answered,
+  // never batched, even though the queue is closing and would otherwise drain them.
+  FakeClock clock;
+  ModelQueue queue("m", Dynamic(8, 60'000'000'000), {}, &clock);
+  auto a = Request(), b = Request(2);
+  ASSERT_TRUE(queue.Enqueue(a).ok());
+  ASSERT_TRUE(queue.Enqueue(b).ok());
+  queue.CloseAbandoningQueued("the server's exit timeout passed");
+  auto late = Request();
+  EXPECT_EQ(queue.Enqueue(late).code(), absl::StatusCode::kUnavailable);
+  Batch batch, dropped;
+  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
+  EXPECT_TRUE(batch.empty());
+  ASSERT_EQ(dropped.size(), 2u);
+  for (const auto& r : dropped) {
+    EXPECT_EQ(r->status.code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(r->status.message(), "model 'm': the server's exit timeout passed; the request was not executed");
+  }
+  EXPECT_FALSE(queue.NextBatch(&batch, &dropped)) << "closed and empty";
+}
+
 TEST(ModelQueueTest, PassedDeadlineIsDeadlineExceededEvenWhenGrpcAlsoCancelled) {
   // gRPC cancels a call whose deadline passed (OnCancel sets the flag): still DEADLINE_EXCEEDED.
   FakeClock clock;
