@@ -78,6 +78,8 @@ nlohmann::json RunToJson(const PointResult& p, const BenchReport& report) {
   run["responses_without_timing"] = r.without_timing();
   run["timing_violations"] = r.timing_violations();
   run["cold_batches"] = r.cold_batches();
+  run["launch_bound_responses"] = r.launch_bound();  // of the device-timed ones (common/launch_bound.h)
+  run["device_timed_responses"] = r.device_timed();
   run["warnings"] = p.warnings;
   nlohmann::json cdf = nlohmann::json::array();
   for (const auto& [ns, frac] : r.metric(Metric::kE2e).Cdf(200)) cdf.push_back({Us(ns), frac});

@@ -1,5 +1,7 @@
 #include "client/chronobench/latency_recorder.h"
 
+#include "absl/strings/str_format.h"
+#include "common/launch_bound.h"
 #include "common/status_macros.h"
 
 namespace chronoserve::client::bench {
@@ -63,6 +65,13 @@ void LatencyRecorder::RecordTiming(const RequestTiming& t, int64_t e2e_actual_ns
   batch_size_.Record(t.batch_size);
   idle_before_.Record(t.idle_before_us);
   if (t.cold) ++cold_;
+  if (t.device_timed) {
+    ++device_timed_;
+    if (IsLaunchBound(t.device_timed, t.launch_ns, t.compute_ns)) {
+      ++launch_bound_;
+      if (t.cuda_graph) ++launch_bound_graphs_;
+    }
+  }
 }
 
 absl::Status LatencyRecorder::Merge(const LatencyRecorder& o) {
@@ -76,7 +85,22 @@ absl::Status LatencyRecorder::Merge(const LatencyRecorder& o) {
   without_timing_ += o.without_timing_;
   timing_violations_ += o.timing_violations_;
   cold_ += o.cold_;
+  device_timed_ += o.device_timed_;
+  launch_bound_ += o.launch_bound_;
+  launch_bound_graphs_ += o.launch_bound_graphs_;
   return absl::OkStatus();
+}
+
+std::optional<std::string> LaunchBoundWarning(const LatencyRecorder& r) {
+  if (r.device_timed() == 0 || 2 * r.launch_bound() < r.device_timed()) return std::nullopt;
+  const bool graphs = 2 * r.launch_bound_graphs() >= r.launch_bound();
+  return absl::StrFormat(
+      "launch-bound: in %.0f%% of the device-timed responses the batch's host launch took at least 80%% of its "
+      "GPU compute (p50 launch %.0f us, compute %.0f us), so the GPU waited for the host to enqueue kernels; %s",
+      100.0 * static_cast<double>(r.launch_bound()) / static_cast<double>(r.device_timed()),
+      r.metric(Metric::kLaunch).ValueAtPercentile(50) / 1e3, r.metric(Metric::kCompute).ValueAtPercentile(50) / 1e3,
+      graphs ? "the forwards already were CUDA graph replays: larger batches spread each launch over more items"
+             : "consider CUDA graphs (optimization { cuda { graphs: true } } in the model's config.pbtxt)");
 }
 
 }  // namespace chronoserve::client::bench

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
 
 #include "absl/status/status.h"
 #include "common/histogram.h"
@@ -63,6 +64,12 @@ class LatencyRecorder {
   // server_total > client e2e). Counted and reported; their spans are still recorded.
   int64_t timing_violations() const { return timing_violations_; }
   int64_t cold_batches() const { return cold_; }
+  // Responses whose spans were timed on the device (CUDA events), and of those, the ones whose
+  // batch was launch-bound (common/launch_bound.h) and, of these, forwards that were already CUDA
+  // graph replays.
+  int64_t device_timed() const { return device_timed_; }
+  int64_t launch_bound() const { return launch_bound_; }
+  int64_t launch_bound_graphs() const { return launch_bound_graphs_; }
 
  private:
   void RecordTiming(const RequestTiming& t, int64_t e2e_actual_ns);
@@ -77,7 +84,16 @@ class LatencyRecorder {
   int64_t without_timing_ = 0;
   int64_t timing_violations_ = 0;
   int64_t cold_ = 0;
+  int64_t device_timed_ = 0;
+  int64_t launch_bound_ = 0;
+  int64_t launch_bound_graphs_ = 0;
 };
+
+// chronobench's launch-bound flag (issue 6): when at least half of the device-timed responses came
+// from launch-bound batches, a warning that gives their share and the p50 launch and compute, and
+// suggests CUDA graphs (or, when the forwards already were graph replays, larger batches); nullopt
+// otherwise, and always for host-timed (CPU) spans.
+std::optional<std::string> LaunchBoundWarning(const LatencyRecorder& recorder);
 
 // "OK", "UNAVAILABLE", ... for a gRPC status code.
 const char* GrpcCodeName(int code);

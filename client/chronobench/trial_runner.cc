@@ -102,6 +102,7 @@ void AddWarnings(const PointSpec& spec, const std::vector<WindowSummary>& window
           "client fell behind its schedule: p99 send lag %.3f ms (e2e counts from the intended time)", lag_p99 / 1e6));
     }
   }
+  if (std::optional<std::string> launch_bound = LaunchBoundWarning(r)) result->warnings.push_back(*std::move(launch_bound));
   double busiest = 0;
   for (const auto& w : windows) busiest = std::max(busiest, w.client_cpu_busiest);
   if (busiest > 0.9) {

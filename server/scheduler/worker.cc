@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "common/cpu_set.h"
+#include "common/launch_bound.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "common/thread_name.h"
@@ -29,7 +30,7 @@ const char* WorkerPhaseName(WorkerPhase phase) {
 }
 
 bool IsLaunchBound(const BatchTiming& timing) {
-  return timing.device_timed && timing.compute_ns > 0 && timing.launch_ns * 5 >= timing.compute_ns * 4;
+  return chronoserve::IsLaunchBound(timing.device_timed, timing.launch_ns, timing.compute_ns);
 }
 
 Worker::Worker(int index, std::unique_ptr<ModelInstance> instance, ModelQueue* queue,

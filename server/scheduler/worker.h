@@ -48,8 +48,8 @@ inline constexpr int kWorkerPhaseCount = 8;
 // "wait", "take", "execute", "gather", "launch", "finish", "complete", "keep_warm".
 const char* WorkerPhaseName(WorkerPhase phase);
 
-// launch >= 80% of compute on a device-timed (CUDA-event) batch: the host, not the GPU, sets the
-// pace, and CUDA graphs would help. Host-timed (CPU) batches are never launch-bound.
+// common/launch_bound.h's rule for a batch: launch >= 80% of compute on a device-timed (CUDA-event)
+// batch; the host, not the GPU, sets the pace, and CUDA graphs would help.
 bool IsLaunchBound(const BatchTiming& timing);
 
 struct WarmupOptions {

@@ -390,6 +390,9 @@ TEST_F(ChronobenchE2eTest, UnixSocketUrl) {
     EXPECT_EQ(r["errors"].get<int64_t>(), 0) << streaming;
     EXPECT_EQ(r["responses_without_timing"].get<int64_t>(), 0) << streaming;
     EXPECT_GT(r["latency_us"]["compute"]["p50"].get<double>(), 0) << streaming;
+    // CPU spans are host-timed: never launch-bound, so no such warning.
+    EXPECT_EQ(r["device_timed_responses"].get<int64_t>(), 0) << streaming;
+    for (const auto& w : r["warnings"]) EXPECT_EQ(w.get<std::string>().find("launch-bound"), std::string::npos) << w;
   }
   (*server)->Signal(SIGTERM);
   auto exited = (*server)->WaitForExit(absl::Seconds(30));

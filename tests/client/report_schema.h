@@ -40,6 +40,9 @@ inline void ExpectReportSchema(const nlohmann::json& report, bool with_server_sp
     EXPECT_TRUE(run.contains("errors") && run["errors"].is_number_integer());
     EXPECT_TRUE(run.contains("throughput_rps") && run["throughput_rps"].is_number());
     EXPECT_TRUE(run.contains("stable") && run["stable"].is_boolean());
+    ASSERT_TRUE(run.contains("launch_bound_responses") && run["launch_bound_responses"].is_number_integer());
+    ASSERT_TRUE(run.contains("device_timed_responses") && run["device_timed_responses"].is_number_integer());
+    EXPECT_LE(run["launch_bound_responses"].get<int64_t>(), run["device_timed_responses"].get<int64_t>());
     ASSERT_TRUE(run.contains("latency_us") && run["latency_us"].is_object());
     const auto& latency = run["latency_us"];
     ExpectLatencySummary(latency["e2e"], "e2e");

@@ -1,6 +1,8 @@
 // JSON / CSV schema, the stability rule, the saturation rule and the recorder's error handling,
 // on synthetic measurements (no server).
+#include <optional>
 #include <random>
+#include <string>
 
 #include "absl/strings/str_split.h"
 #include "client/chronobench/bench_report.h"
@@ -154,6 +156,69 @@ TEST(RecorderTest, TransportIsPerRequestResidualAndViolationsAreCounted) {
   rec.timing = t;
   r.Record(rec);
   EXPECT_EQ(r.timing_violations(), 1);
+}
+
+// A device-timed response with this launch and compute (µs), from a CUDA graph or not.
+RequestRecord DeviceTimed(int64_t launch_us, int64_t compute_us, bool graph) {
+  RequestRecord rec;
+  rec.sent_ns = 0;
+  RequestTiming t;
+  t.device_timed = true;
+  t.cuda_graph = graph;
+  t.launch_ns = launch_us * 1000;
+  t.compute_ns = compute_us * 1000;
+  t.server_total_ns = t.compute_ns + 50'000;
+  rec.timing = t;
+  rec.done_ns = t.server_total_ns + 100'000;
+  return rec;
+}
+
+TEST(LaunchBoundTest, HalfTheDeviceTimedResponsesLaunchBoundSuggestsGraphs) {
+  LatencyRecorder r;
+  for (int i = 0; i < 6; ++i) r.Record(DeviceTimed(410 + i, 430 + i, false));  // 0.95: launch-bound
+  for (int i = 0; i < 4; ++i) r.Record(DeviceTimed(100, 430, false));          // 0.23: not
+  RequestRecord host_timed = DeviceTimed(500, 100, false);
+  host_timed.timing->device_timed = false;  // CPU spans: never launch-bound, not counted
+  r.Record(host_timed);
+  EXPECT_EQ(r.device_timed(), 10);
+  EXPECT_EQ(r.launch_bound(), 6);
+  EXPECT_EQ(r.launch_bound_graphs(), 0);
+  const std::optional<std::string> warning = LaunchBoundWarning(r);
+  ASSERT_TRUE(warning.has_value());
+  EXPECT_NE(warning->find("launch-bound: in 60% of the device-timed responses"), std::string::npos) << *warning;
+  EXPECT_NE(warning->find("p50 launch 41"), std::string::npos) << *warning;  // 410-415 us
+  EXPECT_NE(warning->find("optimization { cuda { graphs: true } }"), std::string::npos) << *warning;
+
+  LatencyRecorder merged;  // counts survive the merge of the workers' recorders
+  ASSERT_TRUE(merged.Merge(r).ok());
+  EXPECT_EQ(merged.launch_bound(), 6);
+  EXPECT_EQ(merged.device_timed(), 10);
+}
+
+TEST(LaunchBoundTest, FewLaunchBoundOrHostTimedResponsesGiveNoWarning) {
+  LatencyRecorder some;
+  for (int i = 0; i < 4; ++i) some.Record(DeviceTimed(400, 430, false));
+  for (int i = 0; i < 6; ++i) some.Record(DeviceTimed(10, 430, false));
+  EXPECT_EQ(some.launch_bound(), 4);
+  EXPECT_FALSE(LaunchBoundWarning(some).has_value()) << "4 of 10 is not most of the responses";
+
+  LatencyRecorder cpu;
+  RequestRecord host_timed = DeviceTimed(500, 100, false);
+  host_timed.timing->device_timed = false;
+  for (int i = 0; i < 5; ++i) cpu.Record(host_timed);
+  EXPECT_EQ(cpu.device_timed(), 0);
+  EXPECT_FALSE(LaunchBoundWarning(cpu).has_value()) << "host-timed spans say nothing about launches";
+  EXPECT_FALSE(LaunchBoundWarning(LatencyRecorder()).has_value());
+}
+
+TEST(LaunchBoundTest, GraphReplaysThatAreLaunchBoundSuggestLargerBatches) {
+  LatencyRecorder r;
+  for (int i = 0; i < 8; ++i) r.Record(DeviceTimed(9, 10, true));
+  EXPECT_EQ(r.launch_bound_graphs(), 8);
+  const std::optional<std::string> warning = LaunchBoundWarning(r);
+  ASSERT_TRUE(warning.has_value());
+  EXPECT_NE(warning->find("already were CUDA graph replays"), std::string::npos) << *warning;
+  EXPECT_EQ(warning->find("graphs: true"), std::string::npos) << *warning;
 }
 
 TEST(StabilityTest, NeedsThreeAgreeingWindows) {
