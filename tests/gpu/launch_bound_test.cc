@@ -6,6 +6,7 @@
 // neither.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <optional>
 #include <random>
 #include <string>
@@ -47,6 +48,14 @@ client::bench::LatencyRecorder Serve(server::Server& server, const std::string& 
   return recorder;
 }
 
+// One line on the test's output: how many responses were launch-bound, and the p50 spans.
+void Describe(const char* what, const client::bench::LatencyRecorder& r) {
+  std::printf("%s: %lld of %lld responses launch-bound, launch p50 %.1f us, compute p50 %.1f us\n", what,
+              static_cast<long long>(r.launch_bound()), static_cast<long long>(r.device_timed()),
+              r.metric(client::bench::Metric::kLaunch).ValueAtPercentile(50) / 1e3,
+              r.metric(client::bench::Metric::kCompute).ValueAtPercentile(50) / 1e3);
+}
+
 TEST(GpuLaunchBoundTest, EagerBatchOneIsFlaggedByServerAndChronobenchAndItsGraphAtBatch128IsNot) {
   testing::TempDir repo("cs_gpu_launch_bound");
   examples::ModelOptions o;
@@ -59,10 +68,7 @@ TEST(GpuLaunchBoundTest, EagerBatchOneIsFlaggedByServerAndChronobenchAndItsGraph
 
   int64_t eager_bound = 0;
   const auto eager = Serve(*server, "policy_eager", 1, 20, 40, &eager_bound);
-  std::printf("eager bs1: %lld of %lld responses launch-bound, launch p50 %.1f us, compute p50 %.1f us\n",
-              static_cast<long long>(eager.launch_bound()), static_cast<long long>(eager.device_timed()),
-              eager.metric(client::bench::Metric::kLaunch).ValueAtPercentile(50) / 1e3,
-              eager.metric(client::bench::Metric::kCompute).ValueAtPercentile(50) / 1e3);
+  Describe("eager bs1", eager);
   EXPECT_EQ(eager.device_timed(), 40);
   EXPECT_GT(eager_bound, 0) << "the worker counts launch-bound batches";
   const std::optional<std::string> eager_warning = client::bench::LaunchBoundWarning(eager);
@@ -71,10 +77,7 @@ TEST(GpuLaunchBoundTest, EagerBatchOneIsFlaggedByServerAndChronobenchAndItsGraph
 
   int64_t graph_bound = 0;
   const auto graph = Serve(*server, "policy_graph", 128, 20, 40, &graph_bound);
-  std::printf("graph bs128: %lld of %lld responses launch-bound, launch p50 %.1f us, compute p50 %.1f us\n",
-              static_cast<long long>(graph.launch_bound()), static_cast<long long>(graph.device_timed()),
-              graph.metric(client::bench::Metric::kLaunch).ValueAtPercentile(50) / 1e3,
-              graph.metric(client::bench::Metric::kCompute).ValueAtPercentile(50) / 1e3);
+  Describe("graph bs128", graph);
   EXPECT_EQ(graph.device_timed(), 40);
   const std::optional<std::string> graph_warning = client::bench::LaunchBoundWarning(graph);
   EXPECT_FALSE(graph_warning.has_value()) << *graph_warning;
