@@ -99,6 +99,13 @@ int main(int argc, char** argv) {
         }
         return "must be auto or a whole number of MiB from 0 to 65536";
       });
+  uint64_t max_queue_mib = options.max_queue_bytes >> 20;
+  app.add_option("--max-queue-mib", max_queue_mib,
+                 "Per model, MiB of input bytes its queued requests may hold (tensors in client shared memory "
+                 "not counted); a request that would pass it is answered RESOURCE_EXHAUSTED naming the model "
+                 "and the limit. 0 = unbounded")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30));
   namespace telemetry = chronoserve::server::telemetry;
   telemetry::TelemetryOptions telemetry_options;
   std::string otlp_endpoint;
@@ -118,6 +125,7 @@ int main(int argc, char** argv) {
   chronoserve::SetLogVerbosity(log_verbose);
   options.request_timing = request_timing == "on";
   options.input_arena_bytes = input_arena == "auto" ? -1 : std::stoll(input_arena) << 20;
+  options.max_queue_bytes = max_queue_mib << 20;
   options.grpc_infer_threads =
       infer_threads == "auto" ? chronoserve::server::kAutoInferThreads : std::stoi(infer_threads);
   auto parsed_policies = chronoserve::server::ParseHostPolicies(host_policies);

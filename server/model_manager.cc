@@ -63,6 +63,7 @@ absl::Status ModelManager::LoadModel(const std::string& model_dir) {
   };
   auto spec = LoadModelDirectory(model_dir);
   if (!spec.ok()) return fail(spec.status());
+  spec->dynamic_batching.queue_policy.max_queue_bytes = options_.max_queue_bytes;
   auto placements = PlaceInstances(*spec, CudaDeviceCount());
   if (!placements.ok()) return fail(placements.status());
 

@@ -31,6 +31,7 @@ struct ModelLoadOptions {
   bool request_timing = true;  // --request-timing (InstanceOptions::request_timing)
   HostPolicies host_policies;  // --host-policy: the CPUs workers are pinned to
   int64_t input_arena_bytes = -1;  // --input-arena-mib: < 0 auto, 0 off (InputArenaBytes)
+  uint64_t max_queue_bytes = 0;    // --max-queue-mib, per model (QueuePolicySpec::max_queue_bytes); 0 = unbounded
 };
 
 class ModelManager {

@@ -130,7 +130,8 @@ absl::Status Server::Start() {
   if (!options_.request_timing) {
     CS_LOG(INFO) << "request timing off: responses carry no timing.* parameters and no server-timing trailer";
   }
-  ModelManager manager(&registry_, &devices_, ModelLoadOptions{options_.warmup, options_.request_timing, options_.host_policies, options_.input_arena_bytes}, clock_,
+  ModelManager manager(&registry_, &devices_, ModelLoadOptions{options_.warmup, options_.request_timing, options_.host_policies, options_.input_arena_bytes,
+                                    options_.max_queue_bytes}, clock_,
                        telemetry != nullptr ? telemetry->gpu_clock() : nullptr);
   if (absl::Status s = manager.LoadRepository(options_.model_repository); !s.ok()) return s;
   if (telemetry != nullptr) {

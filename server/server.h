@@ -62,6 +62,8 @@ struct ServerOptions {
   HostPolicies host_policies;
   // --input-arena-mib, in bytes: < 0 auto, 0 off (ModelLoadOptions::input_arena_bytes).
   int64_t input_arena_bytes = -1;
+  // --max-queue-mib, in bytes: the input bytes each model's queued requests may hold; 0 = unbounded.
+  uint64_t max_queue_bytes = uint64_t{1024} << 20;
   // --host-keep-warm-ms: while a request arrived within this many ms, one SCHED_IDLE spinner per
   // CPU the server may run on keeps that CPU from halting (server/core/host_keep_warm.h). 0 = off.
   int host_keep_warm_ms = 0;

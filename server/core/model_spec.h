@@ -30,6 +30,9 @@ struct InstanceGroupSpec {
 
 struct QueuePolicySpec {
   uint32_t max_queue_size = 0;               // 0 = unbounded
+  // Input bytes the queued requests may hold (not in client shared memory); 0 = unbounded. Not in
+  // config.pbtxt: the server's --max-queue-mib, set on every model by the ModelManager.
+  uint64_t max_queue_bytes = 0;
   uint64_t default_timeout_microseconds = 0;  // 0 = none
   bool timeout_action_delay = false;           // Triton DELAY; default REJECT
 };

@@ -3,12 +3,23 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 
 namespace chronoserve::server {
 namespace {
 constexpr int64_t kGrpcDeadlineSlackNs = 5'000'000;
+
+std::string Mib(uint64_t bytes) { return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20)); }
 }  // namespace
+
+uint64_t ModelQueue::HeldBytes(const InferRequest& request) {
+  uint64_t bytes = 0;
+  for (const InputTensor& in : request.inputs) {
+    if (!in.shared_memory) bytes += in.byte_size;
+  }
+  return bytes;
+}
 
 ModelQueue::ModelQueue(std::string model, BatchPolicyConfig policy, QueuePolicySpec queue_policy,
                        const Clock* clock)
@@ -29,6 +40,14 @@ absl::Status ModelQueue::Enqueue(std::unique_ptr<InferRequest>& request) {
                                                      queue_.size(), " requests waiting, max_queue_size ",
                                                      queue_policy_.max_queue_size, ")"));
   }
+  const uint64_t bytes = HeldBytes(*request);
+  if (queue_policy_.max_queue_bytes > 0 && queued_bytes_ + bytes > queue_policy_.max_queue_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "model '", model_, "': queue is full (", queue_.size(), " requests waiting hold ", Mib(queued_bytes_),
+        " of inputs; this request's ", Mib(bytes), " would pass the limit of ", Mib(queue_policy_.max_queue_bytes),
+        ", --max-queue-mib)"));
+  }
+  queued_bytes_ += bytes;
   request->timeline.enqueued_ns = clock_->NowNs();
   queue_.push_back(std::move(request));
   cv_.Signal();
@@ -52,6 +71,7 @@ int64_t ModelQueue::DropDeadLocked(int64_t now_ns, Batch* dropped) {
       dropped->push_back(std::move(r));
     }
     queue_.clear();
+    queued_bytes_ = 0;
     return 0;
   }
   int64_t earliest = 0;
@@ -75,6 +95,7 @@ int64_t ModelQueue::DropDeadLocked(int64_t now_ns, Batch* dropped) {
       ++it;
       continue;
     }
+    queued_bytes_ -= HeldBytes(r);
     dropped->push_back(std::move(*it));
     it = queue_.erase(it);
   }
@@ -130,6 +151,7 @@ ModelQueue::WaitResult ModelQueue::NextBatchLocked(Batch* batch, Batch* dropped,
     if (decision.action == BatchDecision::Action::kExecute || closed_) {
       const size_t count = std::max<size_t>(1, decision.count);
       for (size_t i = 0; i < count; ++i) {
+        queued_bytes_ -= HeldBytes(*queue_.front());
         batch->push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
@@ -169,6 +191,11 @@ void ModelQueue::Poke() {
 size_t ModelQueue::size() const {
   absl::MutexLock lock(&mu_);
   return queue_.size();
+}
+
+uint64_t ModelQueue::queued_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return queued_bytes_;
 }
 
 bool ModelQueue::WaitForSize(size_t n, absl::Duration timeout) const {

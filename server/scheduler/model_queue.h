@@ -31,8 +31,15 @@ class ModelQueue {
   ~ModelQueue();
 
   // Takes ownership of `request` only when it returns OK (then `request` is null).
-  // RESOURCE_EXHAUSTED when max_queue_size requests are waiting; UNAVAILABLE once closed.
+  // RESOURCE_EXHAUSTED when max_queue_size requests are waiting, or when the request's input bytes
+  // would take the queued requests' past max_queue_bytes; UNAVAILABLE once closed.
   absl::Status Enqueue(std::unique_ptr<InferRequest>& request);
+
+  // The input bytes a request holds while queued (its message's or its own; not those in a
+  // client's shared-memory region).
+  static uint64_t HeldBytes(const InferRequest& request);
+  // The queued requests' HeldBytes.
+  uint64_t queued_bytes() const;
 
   // Blocks until a batch is due or requests were dropped; fills `batch` (possibly empty) and
   // `dropped` (each with its final status set). Returns false once the queue is closed and empty.
@@ -84,6 +91,7 @@ class ModelQueue {
   absl::CondVar cv_;
   std::deque<std::unique_ptr<InferRequest>> queue_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status abandoned_ ABSL_GUARDED_BY(mu_);  // not OK: every queued request is dropped with it
 };
 

@@ -105,6 +105,51 @@ TEST(ModelQueueTest, AbandonedQueueDropsEveryWaitingRequestUnavailableAndRefuses
   EXPECT_FALSE(queue.NextBatch(&batch, &dropped)) << "closed and empty";
 }
 
+// A request whose one input holds `mib` MiB of its own bytes (or of a client's shared memory).
+std::unique_ptr<InferRequest> RequestHolding(double mib, bool shared_memory = false) {
+  auto r = Request();
+  InputTensor in;
+  in.index = 0;
+  in.Own(std::string(static_cast<size_t>(mib * (1 << 20)), '\x5a'));
+  in.shared_memory = shared_memory;
+  r->inputs.push_back(std::move(in));
+  return r;
+}
+
+TEST(ModelQueueTest, QueuedInputBytesAreBoundedAndReleasedAsRequestsLeave) {
+  FakeClock clock;
+  QueuePolicySpec qp;
+  qp.max_queue_bytes = uint64_t{4} << 20;
+  ModelQueue queue("m", Dynamic(8, 60'000'000'000), qp, &clock);  // a long window: nothing leaves by itself
+  auto a = RequestHolding(2), b = RequestHolding(1.5), c = RequestHolding(1);
+  auto in_shared_memory = RequestHolding(8, /*shared_memory=*/true);
+  auto* a_cancelled = a->cancelled.get();
+  ASSERT_TRUE(queue.Enqueue(a).ok());
+  ASSERT_TRUE(queue.Enqueue(b).ok());
+  const absl::Status refused = queue.Enqueue(c);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(refused.message(),
+            "model 'm': queue is full (2 requests waiting hold 3.5 MiB of inputs; this request's 1.0 MiB would pass "
+            "the limit of 4.0 MiB, --max-queue-mib)");
+  ASSERT_NE(c, nullptr) << "a refused request stays with its caller";
+  EXPECT_TRUE(queue.Enqueue(in_shared_memory).ok()) << "bytes in a client's shared memory are not the server's";
+  EXPECT_EQ(queue.queued_bytes(), uint64_t{7} << 19);
+
+  a_cancelled->store(true);  // a dropped request gives its bytes back
+  Batch batch, dropped;
+  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), ModelQueue::WaitResult::kBatch);
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_TRUE(batch.empty());
+  EXPECT_EQ(queue.queued_bytes(), uint64_t{3} << 19);
+  EXPECT_TRUE(queue.Enqueue(c).ok()) << "room again: 1.5 + 1 MiB";
+
+  queue.Close();  // batches taken give their bytes back; a closing queue drains
+  size_t taken = 0;
+  while (queue.NextBatch(&batch, &dropped)) taken += batch.size();
+  EXPECT_EQ(taken, 3u);
+  EXPECT_EQ(queue.queued_bytes(), 0u);
+}
+
 TEST(ModelQueueTest, PassedDeadlineIsDeadlineExceededEvenWhenGrpcAlsoCancelled) {
   // gRPC cancels a call whose deadline passed (OnCancel sets the flag): still DEADLINE_EXCEEDED.
   FakeClock clock;

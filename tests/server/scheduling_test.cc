@@ -7,10 +7,12 @@
 
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <set>
 #include <thread>
 
 #include "client/inference_client.h"
+#include "common/tensor_data.h"
 #include "tests/server/gated_instance.h"
 #include "tests/server/scheduling_harness.h"
 #include "tests/server/test_repository.h"
@@ -196,6 +198,41 @@ TEST_P(SchedulingTest, TwoWorkersServeAtTheSameTime) {
 }
 
 INSTANTIATE_TEST_SUITE_P(InferApis, SchedulingTest, ::testing::Values(0, 2), testing::InferApiName);
+
+// --max-queue-mib reaches every model the server loads: a request whose inputs would take the
+// bytes its model's queued requests hold past the limit is refused at once, naming the model and
+// the limit; the bytes come back when the queued request leaves the queue.
+TEST(QueueBytesTest, ServerLimitBoundsTheBytesQueuedForALoadedModel) {
+  testing::TempDir repo("cs_queue_bytes");
+  examples::ModelOptions o;
+  o.max_batch_size = 8;
+  o.max_queue_delay_us = 2'000'000;  // a partial batch waits 2 s: the first request stays queued
+  ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy", o).ok());
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.max_queue_bytes = 10'000;  // one policy-net item is 4 x 20 x 20 floats = 6400 bytes
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto model = server->registry().Find("policy", "");
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto client = client::InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  std::mt19937_64 rng(9);
+  const client::Tensor one{"INPUT__0", DataType::kFp32, {1, 4, 20, 20}, RandomTensorBytes(DataType::kFp32, 1600, rng)};
+  PendingInfer queued(client->stub(), "policy", "A", one);
+  ASSERT_TRUE((*model)->queue().WaitForSize(1, kWait)) << "the request waits for a fuller batch";
+  EXPECT_EQ((*model)->queue().queued_bytes(), 6400u);
+
+  auto refused = client->Infer("policy", {one});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("model 'policy'"));
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("--max-queue-mib"));
+  EXPECT_FALSE(queued.done()) << "refused at once, while the first request still waits";
+
+  const auto status = queued.Wait(kWait);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(status->ok()) << status->error_message();
+  EXPECT_EQ((*model)->queue().queued_bytes(), 0u);
+}
 
 // The real LibTorch MLP with instance_group count 2 under concurrent load: both workers serve and
 // every request gets its own rows, against a LibTorch reference computed in the test.
