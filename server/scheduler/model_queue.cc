@@ -31,6 +31,7 @@ ModelQueue::ModelQueue(std::string model, BatchPolicyConfig policy, QueuePolicyS
 ModelQueue::~ModelQueue() = default;
 
 absl::Status ModelQueue::Enqueue(std::unique_ptr<InferRequest>& request) {
+  const uint64_t bytes = HeldBytes(*request);  // before the lock the workers share
   absl::MutexLock lock(&mu_);
   if (closed_) {
     return absl::UnavailableError(absl::StrCat("model '", model_, "' is shutting down"));
@@ -40,7 +41,6 @@ absl::Status ModelQueue::Enqueue(std::unique_ptr<InferRequest>& request) {
                                                      queue_.size(), " requests waiting, max_queue_size ",
                                                      queue_policy_.max_queue_size, ")"));
   }
-  const uint64_t bytes = HeldBytes(*request);
   if (queue_policy_.max_queue_bytes > 0 && queued_bytes_ + bytes > queue_policy_.max_queue_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "model '", model_, "': queue is full (", queue_.size(), " requests waiting hold ", Mib(queued_bytes_),
