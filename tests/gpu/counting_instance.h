@@ -1,15 +1,22 @@
 // CountingInstance: a real GPU instance behind a wrapper that counts its keep-warm runs and keeps
 // the last failure, so a test can wait (with a timeout) for an idle worker to have replayed its model.
+// CountingRuntime: a model runtime whose workers (one per listed GPU) run such instances.
 #ifndef CHRONOSERVE_TESTS_GPU_COUNTING_INSTANCE_H_
 #define CHRONOSERVE_TESTS_GPU_COUNTING_INSTANCE_H_
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "server/backend/device_activity.h"
 #include "server/backend/model_instance.h"
+#include "server/backend/torch_backend.h"
+#include "server/scheduler/model_runtime.h"
 
 namespace chronoserve::testing {
 
@@ -47,6 +54,26 @@ class CountingInstance final : public server::ModelInstance {
   int runs_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status last_error_ ABSL_GUARDED_BY(mu_);
 };
+
+// A runtime of `spec` with one worker per GPU in `gpus`, each a real instance behind a
+// CountingInstance (appended to `counters` in that order), scheduled by `clock` (the instances' own
+// spans keep the steady clock). `devices` must outlive the runtime.
+inline absl::StatusOr<std::unique_ptr<server::ModelRuntime>> CountingRuntime(
+    const server::ModelSpec& spec, const std::vector<int>& gpus, server::DeviceActivityRegistry& devices,
+    const Clock* clock, std::vector<CountingInstance*>* counters) {
+  std::vector<std::unique_ptr<server::ModelInstance>> instances;
+  for (int gpu : gpus) {
+    server::InstanceOptions options;
+    options.gpu = gpu;
+    options.activity = devices.Get(gpu, SteadyClock::Now());
+    auto real = server::CreateTorchInstance(spec, options);
+    if (!real.ok()) return real.status();
+    auto counting = std::make_unique<CountingInstance>(*std::move(real));
+    counters->push_back(counting.get());
+    instances.push_back(std::move(counting));
+  }
+  return server::ModelRuntime::Create(spec, std::move(instances), server::WarmupOptions{}, clock);
+}
 
 }  // namespace chronoserve::testing
 

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <random>
 
-#include "absl/synchronization/mutex.h"
 #include "client/inference_client.h"
 #include "common/tensor_data.h"
 #include "server/backend/cuda_graph_buckets.h"
@@ -162,18 +161,11 @@ TEST_P(GpuKeepWarmTest, IdleWorkerReplaysItsModelCountedNotInStatistics) {
   auto spec = server::LoadModelDirectory(repo.path() + "/policy");
   ASSERT_TRUE(spec.ok()) << spec.status();
   server::DeviceActivityRegistry devices;
-  server::InstanceOptions options;
-  options.gpu = 0;
-  options.activity = devices.Get(0, SteadyClock::Now());
-  auto real = server::CreateTorchInstance(*spec, options);
-  ASSERT_TRUE(real.ok()) << real.status();
-  auto counting = std::make_unique<testing::CountingInstance>(*std::move(real));
-  testing::CountingInstance* counter = counting.get();
-  std::vector<std::unique_ptr<server::ModelInstance>> instances;
-  instances.push_back(std::move(counting));
-  FakeClock clock;  // the worker's schedule; the instance's spans keep the steady clock
-  auto runtime = server::ModelRuntime::Create(*spec, std::move(instances), server::WarmupOptions{}, &clock);
+  FakeClock clock;  // the worker's schedule
+  std::vector<testing::CountingInstance*> counters;
+  auto runtime = testing::CountingRuntime(*spec, {0}, devices, &clock, &counters);
   ASSERT_TRUE(runtime.ok()) << runtime.status();
+  testing::CountingInstance* counter = counters.front();
   for (int n = 1; n <= 3; ++n) {
     clock.AdvanceNs(10'000'000);
     (*runtime)->queue().Poke();

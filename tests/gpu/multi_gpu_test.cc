@@ -5,8 +5,6 @@
 // than two GPUs; the others then check the same on GPU 0 alone, and the spread with two or more.
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <cstring>
 #include <map>
 #include <random>
 #include <set>
@@ -28,6 +26,13 @@
 namespace chronoserve {
 namespace {
 
+// 0 .. gpus - 1.
+std::set<int64_t> EveryGpu(int gpus) {
+  std::set<int64_t> all;
+  for (int g = 0; g < gpus; ++g) all.insert(g);
+  return all;
+}
+
 TEST(MultiGpuTest, InstanceGroupSpreadsWorkersOverEveryGpu) {
   const int gpus = server::CudaDeviceCount();
   if (gpus < 2) GTEST_SKIP() << "needs 2 GPUs, " << gpus << " visible";
@@ -40,11 +45,9 @@ TEST(MultiGpuTest, InstanceGroupSpreadsWorkersOverEveryGpu) {
   ASSERT_NE(server, nullptr);
   auto model = server->registry().Find("policy_net", "");
   ASSERT_TRUE(model.ok()) << model.status();
-  std::set<int> worker_gpus;
+  std::set<int64_t> worker_gpus;
   for (const auto& w : (*model)->workers()) worker_gpus.insert(w->instance().gpu());
-  std::set<int> all;
-  for (int g = 0; g < gpus; ++g) all.insert(g);
-  EXPECT_EQ(worker_gpus, all) << "one worker per visible GPU";
+  EXPECT_EQ(worker_gpus, EveryGpu(gpus)) << "one worker per visible GPU";
 
   absl::Mutex mu;
   std::set<int64_t> served_on;
@@ -66,14 +69,7 @@ TEST(MultiGpuTest, InstanceGroupSpreadsWorkersOverEveryGpu) {
         served_on.insert(r->timing->gpu);
         if (i % 5 == 0) {
           const auto want = testing::TorchReference(repo.path() + "/policy_net/1/model.pt", {input});
-          for (size_t k = 0; k < want[0].size(); ++k) {
-            float got;
-            std::memcpy(&got, r->outputs[0].data.data() + 4 * k, 4);
-            if (std::fabs(got - want[0][k]) > 5e-3) {
-              ++wrong;
-              break;
-            }
-          }
+          if (!testing::ReferenceMismatch(r->outputs[0].data, want[0], 5e-3f).empty()) ++wrong;
         }
       }
     });
@@ -81,8 +77,7 @@ TEST(MultiGpuTest, InstanceGroupSpreadsWorkersOverEveryGpu) {
   for (auto& th : threads) th.join();
   EXPECT_EQ(failed, 0);
   EXPECT_EQ(wrong, 0) << "outputs equal the CPU reference on every GPU";
-  std::set<int64_t> all64(all.begin(), all.end());
-  EXPECT_EQ(served_on, all64) << "requests were served on every GPU";
+  EXPECT_EQ(served_on, EveryGpu(gpus)) << "requests were served on every GPU";
 }
 
 
@@ -149,9 +144,7 @@ TEST(MultiGpuTest, GraphWorkersOnEveryGpuAnswerStreamedRequestsExactly) {
     EXPECT_TRUE(status->ok()) << status->error_message();
   }
   EXPECT_EQ(answered.size(), inputs.size());
-  std::set<int64_t> all;
-  for (int g = 0; g < gpus; ++g) all.insert(g);
-  EXPECT_EQ(served_on, all) << "requests were served on every GPU";
+  EXPECT_EQ(served_on, EveryGpu(gpus)) << "requests were served on every GPU";
 }
 
 // Keep-warm with one worker per GPU: each idle worker replays its own model (its graph, or the
@@ -170,20 +163,11 @@ TEST_P(MultiGpuKeepWarmTest, EveryGpusIdleWorkerReplaysItsOwnModel) {
   auto spec = server::LoadModelDirectory(repo.path() + "/policy");
   ASSERT_TRUE(spec.ok()) << spec.status();
   server::DeviceActivityRegistry devices;
-  std::vector<std::unique_ptr<server::ModelInstance>> instances;
-  std::vector<testing::CountingInstance*> counters;
-  for (int g = 0; g < gpus; ++g) {
-    server::InstanceOptions options;
-    options.gpu = g;
-    options.activity = devices.Get(g, SteadyClock::Now());
-    auto real = server::CreateTorchInstance(*spec, options);
-    ASSERT_TRUE(real.ok()) << real.status();
-    auto counting = std::make_unique<testing::CountingInstance>(*std::move(real));
-    counters.push_back(counting.get());
-    instances.push_back(std::move(counting));
-  }
   FakeClock clock;  // the workers' schedule
-  auto runtime = server::ModelRuntime::Create(*spec, std::move(instances), server::WarmupOptions{}, &clock);
+  std::vector<int> every_gpu;
+  for (int g = 0; g < gpus; ++g) every_gpu.push_back(g);
+  std::vector<testing::CountingInstance*> counters;
+  auto runtime = testing::CountingRuntime(*spec, every_gpu, devices, &clock, &counters);
   ASSERT_TRUE(runtime.ok()) << runtime.status();
   for (int n = 1; n <= 3; ++n) {
     clock.AdvanceNs(10'000'000);
