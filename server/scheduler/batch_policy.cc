@@ -10,10 +10,6 @@ BatchDecision Execute(size_t count) {
   d.count = count;
   return d;
 }
-bool IsPreferred(const BatchPolicyConfig& config, int64_t items) {
-  return std::find(config.preferred_batch_sizes.begin(), config.preferred_batch_sizes.end(),
-                   items) != config.preferred_batch_sizes.end();
-}
 }  // namespace
 
 BatchDecision DecideBatch(const std::vector<QueuedView>& queue, int64_t now_ns,
@@ -21,30 +17,45 @@ BatchDecision DecideBatch(const std::vector<QueuedView>& queue, int64_t now_ns,
   if (queue.empty()) return BatchDecision{};
   if (!config.dynamic || config.max_batch_size <= 0) return Execute(1);
 
-  // The compatible prefix: same shape key as the head, total items within max_batch_size.
+  // As Triton normalises the config: no preferred sizes means max_batch_size is the preferred one.
+  const std::vector<int> only_max{config.max_batch_size};
+  const std::vector<int>& preferred =
+      config.preferred_batch_sizes.empty() ? only_max : config.preferred_batch_sizes;
+  const int64_t max_preferred = *std::max_element(preferred.begin(), preferred.end());
+  auto is_preferred = [&](int64_t items) {
+    return std::find(preferred.begin(), preferred.end(), items) != preferred.end();
+  };
+
+  // Walk the compatible prefix (same shape key as the head, within max_batch_size), remembering
+  // the longest prefix that may go before the delay: the last one whose size is preferred or, if
+  // the batch would grow past every preferred size first, the one just before it does.
   const std::string& head_key = *queue.front().shape_key;
   size_t count = 0;
   int64_t items = 0;
-  size_t largest_preferred_count = 0;  // longest prefix whose size is a preferred batch size
-  bool blocked = false;                // the next request cannot join this batch
+  size_t send_early = 0;   // requests in that prefix; 0 = none
+  bool blocked = false;    // the next request cannot join this batch
   for (const QueuedView& q : queue) {
-    if (*q.shape_key != head_key || items + q.items > config.max_batch_size) {
-      blocked = true;
-      break;
+    if (count == 0) {
+      if (q.items > config.max_batch_size) return Execute(1);  // oversized: the worker fails it
+    } else {
+      if (items + q.items > max_preferred && send_early == 0) send_early = count;
+      if (*q.shape_key != head_key || items + q.items > config.max_batch_size) {
+        blocked = true;
+        break;
+      }
     }
     items += q.items;
     ++count;
-    if (IsPreferred(config, items)) largest_preferred_count = count;
+    if (is_preferred(items)) send_early = count;
   }
-  if (count == 0) return Execute(1);  // a single request larger than allowed: let the worker fail it
 
-  // A batch that cannot grow, or is full or preferred, goes now.
-  if (blocked || items == config.max_batch_size || IsPreferred(config, items)) {
-    return Execute(count);
-  }
   const int64_t deadline = queue.front().enqueued_ns + config.max_queue_delay_ns;
-  if (now_ns >= deadline) {
-    return Execute(largest_preferred_count > 0 ? largest_preferred_count : count);
+  const bool delay_passed = config.max_queue_delay_ns > 0 && now_ns >= deadline;
+  // Before the delay a preferred (or can-grow-no-further) prefix goes at once; after it, or with
+  // no delay configured, or when the batch cannot grow, everything compatible goes.
+  if (send_early > 0 && !delay_passed) return Execute(send_early);
+  if (blocked || items >= max_preferred || delay_passed || config.max_queue_delay_ns == 0) {
+    return Execute(count);
   }
   BatchDecision wait;
   wait.wake_ns = deadline;

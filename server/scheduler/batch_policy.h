@@ -1,7 +1,13 @@
-// The dynamic batching decision as a pure function of (queue snapshot, now, config), with Triton's
-// semantics: take the largest batch available up to max_batch_size without waiting; wait (up to
-// max_queue_delay from the oldest request) only when neither a full nor a preferred batch can be
-// formed; never merge requests whose variable dims differ. Table-tested; no threads, no clock.
+// The dynamic batching decision as a pure function of (queue snapshot, now, config), with the
+// semantics of Triton's dynamic batcher (GetDynamicBatch):
+//  - no preferred_batch_size means max_batch_size is the preferred size;
+//  - before the oldest request has waited max_queue_delay, the longest prefix whose size is
+//    preferred goes at once (or, when the next request would pass the largest preferred size, the
+//    prefix before it);
+//  - otherwise everything compatible goes at once when the delay has passed, when no delay is
+//    configured or when the next request cannot join; else the batch waits for the delay;
+//  - never more than max_batch_size items, never requests whose variable dims differ.
+// Table-tested; no threads, no clock.
 #ifndef CHRONOSERVE_SERVER_SCHEDULER_BATCH_POLICY_H_
 #define CHRONOSERVE_SERVER_SCHEDULER_BATCH_POLICY_H_
 

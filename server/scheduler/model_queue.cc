@@ -1,6 +1,7 @@
 #include "server/scheduler/model_queue.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -147,7 +148,10 @@ ModelQueue::WaitResult ModelQueue::NextBatchLocked(Batch* batch, Batch* dropped,
     for (const auto& r : queue_) {
       views.push_back(QueuedView{r->batch_items, r->timeline.enqueued_ns, &r->shape_key()});
     }
-    const BatchDecision decision = DecideBatch(views, now, policy_);
+    // A closed queue drains without waiting: deciding as if every delay had passed takes whole
+    // batches (up to max_batch_size), not one request at a time.
+    const int64_t decide_at = closed_ ? std::numeric_limits<int64_t>::max() : now;
+    const BatchDecision decision = DecideBatch(views, decide_at, policy_);
     if (decision.action == BatchDecision::Action::kExecute || closed_) {
       const size_t count = std::max<size_t>(1, decision.count);
       for (size_t i = 0; i < count; ++i) {

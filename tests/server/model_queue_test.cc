@@ -61,6 +61,27 @@ TEST(ModelQueueTest, BatchesQueuedRequestsAndDrainsAfterClose) {
   EXPECT_FALSE(queue.NextBatch(&batch, &dropped));
 }
 
+TEST(ModelQueueTest, ClosedQueueDrainsWholeBatchesWithoutWaitingForTheDelay) {
+  // Ten requests wait in a long batching window (max 4 items) when the queue closes: they leave
+  // as batches of 4, 4 and 2 at once, not one request at a time and not after the window.
+  FakeClock clock;
+  ModelQueue queue("m", Dynamic(4, 60'000'000'000), {}, &clock);
+  for (int i = 0; i < 10; ++i) {
+    auto r = Request();
+    ASSERT_TRUE(queue.Enqueue(r).ok());
+  }
+  Batch batch, dropped;
+  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), ModelQueue::WaitResult::kBatch) << "full batch goes";
+  EXPECT_EQ(batch.size(), 4u);
+  EXPECT_EQ(queue.TryNextBatch(&batch, &dropped), ModelQueue::WaitResult::kBatch) << "full batch goes";
+  EXPECT_EQ(batch.size(), 4u);
+  EXPECT_EQ(queue.TryNextBatch(&batch, &dropped), ModelQueue::WaitResult::kTimeout) << "2 wait for the window";
+  queue.Close();
+  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
+  EXPECT_EQ(batch.size(), 2u) << "the partial batch leaves whole";
+  EXPECT_FALSE(queue.NextBatch(&batch, &dropped));
+}
+
 TEST(ModelQueueTest, ExpiredAndCancelledRequestsAreDroppedNotBatched) {
   FakeClock clock;
   ModelQueue queue("m", Dynamic(8, 0), {}, &clock);
