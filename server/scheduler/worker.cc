@@ -218,18 +218,20 @@ void Worker::NoteLaunchBound(const BatchTiming& timing) {
   }
 }
 
-void Worker::BeginBatch(BatchTiming* timing) {
+void Worker::BeginBatch(BatchTiming* timing, bool behind_another) {
   timing->dequeued_ns = clock_->NowNs();
   timing->worker = index_;
-  // Cold: the first batch, or one that arrives after keep-warm's horizon ended the idle spell.
-  timing->cold = !served_any_ || (keep_warm_.enabled() &&
+  // Cold: the first batch, or one that arrives after keep-warm's horizon ended the idle spell. A
+  // batch launched behind one still on the device follows no idle spell, although idle_since_ns_
+  // is only moved on once that one finishes.
+  timing->cold = !served_any_ || (keep_warm_.enabled() && !behind_another &&
                                   timing->dequeued_ns - idle_since_ns_ > keep_warm_.horizon_ns);
   served_any_ = true;
 }
 
 int64_t Worker::RunBatch(Batch batch) {
   BatchTiming timing;
-  BeginBatch(&timing);
+  BeginBatch(&timing, /*behind_another=*/false);
   absl::Status status = instance_->Execute(batch, &timing);
   // Stamped before the completions, which may let another thread (or a test) move on.
   const int64_t done_ns = Account(WorkerPhase::kExecute, timing.dequeued_ns);
@@ -239,7 +241,7 @@ int64_t Worker::RunBatch(Batch batch) {
 
 std::optional<Worker::InFlight> Worker::LaunchBatch(Batch batch, const std::optional<InFlight>& in_flight) {
   InFlight flight{std::move(batch), BatchTiming{}, in_flight ? 1 - in_flight->slot : 0};
-  BeginBatch(&flight.timing);
+  BeginBatch(&flight.timing, /*behind_another=*/in_flight.has_value());
   absl::Status status = instance_->Launch(flight.batch, &flight.timing, flight.slot);
   // The instance stamps staged_ns once the inputs are gathered; a launch that failed before may not.
   const int64_t staged_ns = flight.timing.staged_ns;

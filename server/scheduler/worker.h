@@ -115,7 +115,7 @@ class Worker {
   // Pipelined: waits for a launched batch and completes it; returns when its device work ended.
   int64_t FinishBatch(InFlight flight);
   // Common to both: the batch's stamps before the instance runs it.
-  void BeginBatch(BatchTiming* timing);
+  void BeginBatch(BatchTiming* timing, bool behind_another);
   // Common to both: statistics, per-request timing, then the completions.
   void EndBatch(Batch batch, const BatchTiming& timing, const absl::Status& status);
   void RunKeepWarm();

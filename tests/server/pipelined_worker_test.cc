@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -23,8 +24,9 @@ using ::testing::HasSubstr;
 
 constexpr absl::Duration kTimeout = absl::Seconds(10);
 
-ModelSpec Spec() {
+ModelSpec Spec(std::map<std::string, std::string> parameters = {}) {
   ModelSpec spec;
+  spec.parameters = std::move(parameters);
   spec.name = "piped";
   spec.max_batch_size = 1;  // one request per batch: the log reads request by request
   spec.inputs = {{"INPUT__0", DataType::kFp32, {2}}};
@@ -38,6 +40,7 @@ class LoggingPipelinedInstance final : public ModelInstance {
  public:
   int pipeline_depth() const override { return 2; }
   int gpu() const override { return -1; }
+  absl::Status KeepWarm() override { return absl::OkStatus(); }
   std::string device_name() const override { return "fake"; }
 
   absl::Status Execute(Batch& batch, BatchTiming* timing) override {
@@ -136,18 +139,20 @@ struct Call {
   absl::Notification done;
   absl::Status status;
   std::string answered;
+  bool cold = false;  // timing.cold of the batch it ran in
 };
 
 class PipelinedWorkerTest : public ::testing::Test {
  protected:
-  void Start(const std::string& park_id = "", int64_t gather_ns = 0, int64_t enqueue_ns = 0) {
+  void Start(const std::string& park_id = "", int64_t gather_ns = 0, int64_t enqueue_ns = 0,
+             std::map<std::string, std::string> parameters = {}) {
     auto fake = std::make_unique<LoggingPipelinedInstance>();
     fake_ = fake.get();
     fake_->ParkLaunchOf(park_id);
     if (gather_ns > 0 || enqueue_ns > 0) fake_->TakeTimeOn(&clock_, gather_ns, enqueue_ns);
     std::vector<std::unique_ptr<ModelInstance>> instances;
     instances.push_back(std::move(fake));
-    auto runtime = ModelRuntime::Create(Spec(), std::move(instances), WarmupOptions{}, &clock_);
+    auto runtime = ModelRuntime::Create(Spec(std::move(parameters)), std::move(instances), WarmupOptions{}, &clock_);
     ASSERT_TRUE(runtime.ok()) << runtime.status();
     runtime_ = *std::move(runtime);
   }
@@ -177,6 +182,7 @@ class PipelinedWorkerTest : public ::testing::Test {
     r->on_complete = [call](std::unique_ptr<InferRequest> finished) {
       call->status = finished->status;
       call->answered = *finished->outputs.front().data;
+      call->cold = finished->timeline.batch().cold;
       call->done.Notify();
     };
     EXPECT_TRUE(runtime_->queue().Enqueue(r).ok());
@@ -250,6 +256,25 @@ TEST_F(PipelinedWorkerTest, StopFinishesTheBatchInFlightFirst) {
   ExpectDoubled(b);
   for (const auto& w : runtime_->workers()) w->Join();
   EXPECT_THAT(fake_->log(), ElementsAre("L:a@0", "L:b@1", "F:a@0", "F:b@1"));
+}
+
+// With keep-warm, the first batch after the horizon lapsed is cold; one launched behind it is not,
+// although the worker's idle spell only ends when the first one finishes.
+TEST_F(PipelinedWorkerTest, OnlyTheFirstBatchAfterAKeepWarmLapseIsCold) {
+  Start(/*park_id=*/"a", 0, 0, {{"keep_warm_ms", "10"}, {"keep_warm_horizon_ms", "35"}});
+  Call* first = Send("first", 0.5f);
+  ExpectDoubled(first);
+  EXPECT_TRUE(first->cold) << "the first batch after load";
+  clock_.AdvanceNs(100'000'000);  // 100 ms idle: past the 35 ms horizon in one step
+  Call* a = Send("a", 1.5f);
+  ASSERT_TRUE(fake_->WaitParked());
+  Call* b = Send("b", -2.0f);
+  fake_->Release();
+  ExpectDoubled(a);
+  ExpectDoubled(b);
+  EXPECT_THAT(fake_->log(), ElementsAre("L:first@0", "F:first@0", "L:a@0", "L:b@1", "F:a@0", "F:b@1"));
+  EXPECT_TRUE(a->cold) << "first batch after the keep-warm lapse";
+  EXPECT_FALSE(b->cold) << "launched behind a batch on the device: no idle spell before it";
 }
 
 // The worker's launch time is split at the instance's staged_ns: the gather before it, the enqueue
