@@ -20,6 +20,28 @@ absl::Status Invalid(const ModelSpec& spec, const std::string& tensor, const std
       absl::StrCat("model '", spec.name, "' input '", tensor, "': ", what));
 }
 
+// The largest tensor accepted, in bytes: byte counts travel as int64 (shared_memory_byte_size,
+// LibTorch's sizes), and a larger product of shape and element size would wrap in size_t.
+constexpr uint64_t kMaxTensorBytes =
+    std::min<uint64_t>(std::numeric_limits<int64_t>::max(), std::numeric_limits<size_t>::max());
+
+// The bytes `elements` values of `dtype` take; nullopt above kMaxTensorBytes or when the element
+// count itself overflowed (ElementCount's -1).
+std::optional<size_t> TensorBytes(int64_t elements, DataType dtype) {
+  const uint64_t element_bytes = DataTypeByteSize(dtype);
+  if (elements < 0 || (element_bytes > 0 && static_cast<uint64_t>(elements) > kMaxTensorBytes / element_bytes)) {
+    return std::nullopt;
+  }
+  return static_cast<size_t>(elements) * element_bytes;
+}
+
+// "A, B, C" for the model's inputs or outputs, in messages.
+std::string TensorNames(const std::vector<TensorSpec>& tensors) {
+  std::string names;
+  for (const auto& t : tensors) absl::StrAppend(&names, names.empty() ? "" : ", ", t.name);
+  return names;
+}
+
 template <typename To, typename From>
 absl::Status PackValues(const ModelSpec& spec, const std::string& tensor,
                         const google::protobuf::RepeatedField<From>& values, std::string* out) {
@@ -160,9 +182,7 @@ absl::Status BuildInputs(const ModelSpec& spec, const inference::ModelInferReque
     const InputProto& proto = request.inputs(i);
     const int index = spec.InputIndex(proto.name());
     if (index < 0) {
-      std::string names;
-      for (const auto& t : spec.inputs) absl::StrAppend(&names, names.empty() ? "" : ", ", t.name);
-      return Invalid(spec, proto.name(), absl::StrCat("unknown input (the model's inputs: ", names, ")"));
+      return Invalid(spec, proto.name(), absl::StrCat("unknown input (the model's inputs: ", TensorNames(spec.inputs), ")"));
     }
     if (seen[index]) return Invalid(spec, proto.name(), "given more than once");
     seen[index] = true;
@@ -181,16 +201,23 @@ absl::Status BuildInputs(const ModelSpec& spec, const inference::ModelInferReque
     }
     batch = items;
     const int64_t elements = ElementCount(in.shape);
-    const size_t expected_bytes = static_cast<size_t>(elements) * DataTypeByteSize(want.dtype);
+    // Checked before any byte count is compared: a wrapped one (a huge variable dim) would let an
+    // empty entry or a 0-byte region through.
+    const std::optional<size_t> expected_bytes = TensorBytes(elements, want.dtype);
+    if (!expected_bytes.has_value()) {
+      return Invalid(spec, proto.name(), absl::StrCat(DataTypeName(want.dtype), " ", ShapeString(in.shape),
+                                                      " needs more than ", kMaxTensorBytes,
+                                                      " bytes (the largest tensor accepted)"));
+    }
     if (in_shm[i].has_value()) {
-      RETURN_IF_ERROR(InputFromSharedMemory(spec, proto, *in_shm[i], expected_bytes, shm, in, out));
+      RETURN_IF_ERROR(InputFromSharedMemory(spec, proto, *in_shm[i], *expected_bytes, shm, in, out));
     } else if (raw) {
       if (proto.has_contents()) return Invalid(spec, proto.name(), "has typed contents and raw_input_contents; use one");
       const std::string& bytes = request.raw_input_contents(next_raw++);
-      if (bytes.size() != expected_bytes) {
+      if (bytes.size() != *expected_bytes) {
         return Invalid(spec, proto.name(), absl::StrCat("raw contents hold ", bytes.size(), " bytes, ",
                                                         DataTypeName(want.dtype), " ", ShapeString(in.shape),
-                                                        " needs ", expected_bytes));
+                                                        " needs ", *expected_bytes));
       }
       in.data = bytes.data();
       in.byte_size = bytes.size();
@@ -215,14 +242,14 @@ absl::Status BuildInputs(const ModelSpec& spec, const inference::ModelInferReque
 constexpr size_t kReservedOutputBytes = 64 * 1024;
 
 // Output `index`'s byte size for a request of `batch_items` items when every dim is static; 0 when
-// one is variable (known only once the model has run). Allocates nothing: the request path calls
-// it for every output.
+// one is variable (known only once the model has run) or the size passes kMaxTensorBytes. Allocates
+// nothing: the request path calls it for every output.
 size_t StaticOutputBytes(const ModelSpec& spec, int index, int64_t batch_items) {
   const TensorSpec& want = spec.outputs[index];
   const int64_t per_item = ElementCount(want.dims);  // -1: a variable dim
   const int64_t items = spec.max_batch_size > 0 ? batch_items : 1;
   if (per_item < 0 || items < 0 || (items > 0 && per_item > std::numeric_limits<int64_t>::max() / items)) return 0;
-  return static_cast<size_t>(per_item * items) * DataTypeByteSize(want.dtype);
+  return TensorBytes(per_item * items, want.dtype).value_or(0);
 }
 
 // The rank of output `index` as a response carries it (the batch dim first when the model batches).
@@ -267,7 +294,8 @@ absl::Status BuildOutputs(const ModelSpec& spec, const inference::ModelInferRequ
   for (const auto& o : request.outputs()) {
     const int index = spec.OutputIndex(o.name());
     if (index < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("model '", spec.name, "': unknown requested output '", o.name(), "'"));
+      return absl::InvalidArgumentError(absl::StrCat("model '", spec.name, "': unknown requested output '", o.name(),
+                                                     "' (the model's outputs: ", TensorNames(spec.outputs), ")"));
     }
     if (!seen.insert(index).second) {
       return absl::InvalidArgumentError(absl::StrCat("model '", spec.name, "': output '", o.name(), "' requested twice"));

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "server/core/synthetic_request.h"
+#include "server/grpc/shared_memory_params.h"
 
 namespace chronoserve::server {
 namespace {
@@ -179,6 +180,24 @@ struct BadCase {
   const char* expected;
 };
 
+// Input 0 (FP32 [batch,2,var]) as batch 1 with variable dim `var`, and empty raw contents.
+void SetHugeInput(inference::ModelInferRequest& r, int64_t var = int64_t{1} << 61) {
+  r.mutable_inputs(0)->set_shape(0, 1);
+  r.mutable_inputs(0)->set_shape(2, var);
+  r.mutable_inputs(1)->set_shape(0, 1);
+  r.mutable_raw_input_contents(0)->clear();
+  r.mutable_raw_input_contents(1)->resize(3, '\x05');
+}
+
+// Moves input `index` out of raw_input_contents into a shared-memory region of 0 bytes (the size
+// a wrapped byte count asked for).
+void InSharedMemory(inference::ModelInferRequest& r, int index) {
+  auto& params = *r.mutable_inputs(index)->mutable_parameters();
+  params[kShmRegionParam].set_string_param("region");
+  params[kShmByteSizeParam].set_int64_param(0);
+  r.mutable_raw_input_contents()->DeleteSubrange(index, 1);
+}
+
 TEST(RequestBuilderTest, BadInputsAreInvalidArgumentNamingModelTensorAndExpectation) {
   const BadCase cases[] = {
       {"unknown input", [](auto& r) { r.mutable_inputs(1)->set_name("INPUT__9"); }, "input 'INPUT__9': unknown input (the model's inputs: INPUT__0, INPUT__1)"},
@@ -193,9 +212,15 @@ TEST(RequestBuilderTest, BadInputsAreInvalidArgumentNamingModelTensorAndExpectat
       {"raw count", [](auto& r) { r.mutable_raw_input_contents()->RemoveLast(); }, "raw_input_contents has 1 entries for 2 inputs"},
       {"mixed", [](auto& r) { r.mutable_inputs(0)->mutable_contents()->add_fp32_contents(1); }, "has typed contents and raw_input_contents"},
       {"typed count", [](auto& r) { r.clear_raw_input_contents(); r.mutable_inputs(0)->mutable_contents()->add_fp32_contents(1); }, "contents hold 1 elements"},
-      {"unknown output", [](auto& r) { r.add_outputs()->set_name("OUT"); }, "unknown requested output 'OUT'"},
+      {"unknown output", [](auto& r) { r.add_outputs()->set_name("OUT"); }, "unknown requested output 'OUT' (the model's outputs: OUTPUT__0, OUTPUT__1)"},
       {"output twice", [](auto& r) { r.add_outputs()->set_name("OUTPUT__0"); r.add_outputs()->set_name("OUTPUT__0"); }, "output 'OUTPUT__0' requested twice"},
       {"zero dim", [](auto& r) { r.mutable_inputs(0)->set_shape(2, 0); }, "does not match"},
+      // FP32 [1,2,2^61]: 2^62 elements, 2^64 bytes, which wrapped to 0 and let empty contents through.
+      {"bytes wrap, raw", [](auto& r) { SetHugeInput(r); }, "FP32 [1,2,2305843009213693952] needs more than 9223372036854775807 bytes"},
+      {"bytes wrap, shared memory", [](auto& r) { SetHugeInput(r); InSharedMemory(r, 0); }, "FP32 [1,2,2305843009213693952] needs more than 9223372036854775807 bytes"},
+      // 2^63 bytes: no wrap in size_t, but no tensor that large can exist.
+      {"bytes above int64, shared memory", [](auto& r) { SetHugeInput(r, int64_t{1} << 60); InSharedMemory(r, 0); }, "FP32 [1,2,1152921504606846976] needs more than 9223372036854775807 bytes"},
+      {"elements overflow", [](auto& r) { SetHugeInput(r, int64_t{1} << 62); }, "FP32 [1,2,4611686018427387904] needs more than 9223372036854775807 bytes"},
   };
   for (const BadCase& c : cases) {
     inference::ModelInferRequest request = Good();
@@ -207,6 +232,19 @@ TEST(RequestBuilderTest, BadInputsAreInvalidArgumentNamingModelTensorAndExpectat
     EXPECT_THAT(std::string(built.status().message()), HasSubstr("model 'net'")) << c.name;
     EXPECT_THAT(std::string(built.status().message()), HasSubstr(c.expected)) << c.name;
   }
+}
+
+// The byte-size cap is int64's, not a message's: a shared-memory input far larger than any gRPC
+// message (4 GiB here) passes the size checks and reaches the region lookup (no registry here).
+TEST(RequestBuilderTest, LargeSharedMemoryInputsPassTheSizeCheck) {
+  inference::ModelInferRequest request = Good();
+  SetHugeInput(request, int64_t{1} << 29);  // FP32 [1,2,2^29]: 4 GiB
+  InSharedMemory(request, 0);
+  (*request.mutable_inputs(0)->mutable_parameters())[kShmByteSizeParam].set_int64_param(int64_t{1} << 32);
+  inference::ModelInferResponse response;
+  auto built = BuildInferRequest(Spec(8), request, &response, /*shared_memory=*/nullptr);
+  ASSERT_FALSE(built.ok());
+  EXPECT_EQ(built.status().code(), absl::StatusCode::kFailedPrecondition) << built.status();
 }
 
 TEST(RequestBuilderTest, TypedValuesOutOfRangeAndFp16WithoutTypedField) {
