@@ -102,6 +102,7 @@ class CudaPath final : public DevicePath {
       RETURN_IF_ERROR(slot.copied.Init());
     }
     RETURN_IF_ERROR(sync_event_.Init());
+    RETURN_IF_ERROR(allocated_.Init());
     if (!exact_device_timing) return absl::OkStatus();
     ASSIGN_OR_RETURN(gate_, cuda::StreamGate::Create(gpu_, stream_.stream(), kHoldWatchdog));
     return absl::OkStatus();
@@ -242,13 +243,21 @@ class CudaPath final : public DevicePath {
   cudaStream_t input_stream() const { return overlap_ ? copy_stream_ : stream_.stream(); }
 
   // The slot's device buffer for input `input`, at least `bytes` long. Growing it is safe: the
-  // slot's previous batch has been waited for, so no copy or kernel still uses the old buffer.
+  // slot's previous batch has been waited for, so no copy or kernel still uses the old buffer. A
+  // new buffer comes from LibTorch's caching allocator for the worker's stream, which may hand back
+  // memory the batch ahead freed on the host while its kernels still use it: safe for work on that
+  // stream, so before the copy stream writes it, the copy stream waits for the worker's stream.
   absl::StatusOr<torch::Tensor> DeviceInput(int input, size_t bytes) {
     auto& buffers = slot_->device_in;
     if (static_cast<size_t>(input) >= buffers.size()) buffers.resize(input + 1);
     torch::Tensor& buffer = buffers[input];
     if (!buffer.defined() || static_cast<size_t>(buffer.numel()) < bytes) {
       buffer = torch::empty({static_cast<int64_t>(bytes)}, torch::TensorOptions().dtype(torch::kUInt8).device(device()));
+      if (overlap_) {
+        RETURN_IF_ERROR(allocated_.Record(stream_.stream()));
+        RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamWaitEvent(copy_stream_, allocated_.get(), 0),
+                                         "cudaStreamWaitEvent(new input buffer)"));
+      }
     }
     return buffer;
   }
@@ -277,6 +286,7 @@ class CudaPath final : public DevicePath {
   std::array<Slot, kPathSlots> slots_;
   Slot* slot_ = &slots_[0];
   cuda::CudaEvent sync_event_;
+  cuda::CudaEvent allocated_;  // on the worker's stream when an overlapped batch grew a buffer
   std::unique_ptr<cuda::StreamGate> gate_;  // exact device timing only
 };
 #endif
