@@ -62,12 +62,39 @@ absl::Status Worker::Warmup(const ModelSpec& spec, const WarmupOptions& options)
     }
     return absl::OkStatus();
   };
+  // A pipelined worker's second slot and its copy stream are first used under load: one pair of
+  // largest batches, the second launched behind the first as a busy worker does, makes them (and
+  // that slot's buffers, at their largest) before READY.
+  auto run_pipelined = [&](int items) -> absl::Status {
+    std::vector<std::string> slot_scratch[2];
+    Batch batches[2];
+    BatchTiming timings[2];
+    absl::Status status;
+    int launched = 0;
+    for (int slot = 0; slot < 2 && status.ok(); ++slot) {
+      batches[slot].push_back(MakeSyntheticRequest(spec, items, &slot_scratch[slot], rng, {}));
+      timings[slot].worker = index_;
+      timings[slot].dequeued_ns = clock_->NowNs();
+      status = instance_->Launch(batches[slot], &timings[slot], slot);
+      if (status.ok()) ++launched;
+    }
+    for (int slot = 0; slot < launched; ++slot) {
+      absl::Status finished = instance_->Finish(batches[slot], &timings[slot], slot);
+      if (status.ok()) status = finished;
+    }
+    if (status.ok()) return status;
+    return absl::Status(status.code(), absl::StrCat("pipelined warm-up at batch size ", items, " on ",
+                                                    instance_->device_name(), ": ", status.message()));
+  };
   for (const WarmupSpec& w : spec.warmups) {
     for (int i = 0; i < w.count; ++i) RETURN_IF_ERROR(run(w.batch_size, w.input_dims));
   }
   const int max_items = spec.max_batch_size > 0 ? spec.max_batch_size : 1;
   for (int items = 1; items <= max_items; ++items) {
     for (int i = 0; i < options.runs_per_batch_size; ++i) RETURN_IF_ERROR(run(items, {}));
+  }
+  if (instance_->pipeline_depth() > 1 && options.runs_per_batch_size > 0) {
+    RETURN_IF_ERROR(run_pipelined(max_items));
   }
   if (absl::Status status = instance_->PrepareForServing(); !status.ok()) {
     return absl::Status(status.code(), absl::StrCat("preparing to serve on ", instance_->device_name(),

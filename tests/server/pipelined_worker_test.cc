@@ -56,6 +56,7 @@ class LoggingPipelinedInstance final : public ModelInstance {
         return absl::InternalError(misuse_);
       }
       if (!batch.front()->synthetic) log_.push_back(absl::StrCat("L:", id, "@", slot));
+      if (batch.front()->synthetic && busy_[1 - slot]) ++warmups_behind_another_[slot];
     }
     if (!park_id_.empty() && id == park_id_ && !batch.front()->synthetic) {
       parked_.Notify();
@@ -117,6 +118,11 @@ class LoggingPipelinedInstance final : public ModelInstance {
     absl::MutexLock lock(&mu_);
     return misuse_;
   }
+  // Warm-up batches launched into `slot` while the other slot was busy.
+  int warmups_behind_another(int slot) {
+    absl::MutexLock lock(&mu_);
+    return warmups_behind_another_[slot];
+  }
 
  private:
   std::string park_id_;  // set before the worker starts serving
@@ -129,6 +135,7 @@ class LoggingPipelinedInstance final : public ModelInstance {
   bool busy_[2] ABSL_GUARDED_BY(mu_) = {false, false};
   std::vector<std::string> log_ ABSL_GUARDED_BY(mu_);
   std::string misuse_ ABSL_GUARDED_BY(mu_);
+  int warmups_behind_another_[2] ABSL_GUARDED_BY(mu_) = {0, 0};
 };
 
 // One client request and what it was answered with.
@@ -211,6 +218,14 @@ TEST_F(PipelinedWorkerTest, ALoneBatchIsFinishedWithoutWaitingForAnother) {
   Call* a = Send("a", 1.5f);
   ExpectDoubled(a);
   EXPECT_THAT(fake_->log(), ElementsAre("L:a@0", "F:a@0"));
+}
+
+TEST_F(PipelinedWorkerTest, WarmUpLaunchesASecondBatchBehindTheFirstBeforeServing) {
+  Start();
+  EXPECT_EQ(fake_->warmups_behind_another(1), 1) << "slot 1 and the copy stream are warmed before READY";
+  EXPECT_EQ(fake_->warmups_behind_another(0), 0);
+  EXPECT_EQ(fake_->misuse(), "");
+  EXPECT_EQ(runtime_->stats().Snapshot().execution_count, 0u) << "warm-up runs are not executions";
 }
 
 TEST_F(PipelinedWorkerTest, LaunchesTheNextBatchBeforeFinishingTheOneInFlight) {
