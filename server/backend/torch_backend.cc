@@ -7,6 +7,7 @@
 #include <array>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -73,11 +74,15 @@ class TorchInstance final : public ModelInstance {
   }
 
  private:
-  // Runs `body`, turning LibTorch's exceptions into a status that names the model and device.
+  // Runs `body`, turning LibTorch's exceptions into a status that names the model and device; a
+  // status the body returned (a CUDA call's, say) is given the model, worker and device too.
   template <typename Body>
   absl::Status Guarded(Body body) {
     try {
-      return body();
+      absl::Status status = body();
+      if (status.ok() || absl::StrContains(status.message(), "model '")) return status;
+      return absl::Status(status.code(), absl::StrCat("model '", spec_.name, "' worker ", options_.worker, " on ",
+                                                      device_name(), ": ", status.message()));
     } catch (const c10::Error& e) {
       return absl::InternalError(absl::StrCat("model '", spec_.name, "' on ", device_name(),
                                               ": LibTorch error: ", e.what_without_backtrace()));
@@ -240,7 +245,13 @@ class TorchInstance final : public ModelInstance {
         host[k] = direct;  // Scatter sees the bytes already in place
         continue;
       }
-      ASSIGN_OR_RETURN(host[k], path_->ToHost(static_cast<int>(k), outputs[k]));
+      absl::StatusOr<const char*> landed = path_->ToHost(static_cast<int>(k), outputs[k]);
+      if (!landed.ok()) {
+        return absl::Status(landed.status().code(),
+                            absl::StrCat("output '", spec_.outputs[k].name, "' (", outputs[k].nbytes(),
+                                         " bytes) to the host: ", landed.status().message()));
+      }
+      host[k] = *landed;
     }
     return host;
   }
