@@ -139,7 +139,7 @@ class TorchInstance final : public ModelInstance {
     RETURN_IF_ERROR(MarkSpan(kBeforeH2D));
     ASSIGN_OR_RETURN(state.outputs,
                      graph >= 0 ? RunGraph(graph, staged, total, timing) : RunEager(staged, timing));
-    RETURN_IF_ERROR(CheckForwardOutputs(spec_, state.outputs, total));
+    RETURN_IF_ERROR(CheckForwardOutputs(spec_, state.outputs, total, path_->device()));
     ASSIGN_OR_RETURN(state.host, CopyOutputsToHost(batch, state.outputs));
     RETURN_IF_ERROR(path_->Mark(kAfterD2H));  // always: Wait() waits for it
     timing->exact_device_timing = EndHold(hold);

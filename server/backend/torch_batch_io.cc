@@ -85,7 +85,8 @@ absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, con
   return staged;
 }
 
-absl::Status CheckForwardOutputs(const ModelSpec& spec, const std::vector<torch::Tensor>& outputs, int64_t total) {
+absl::Status CheckForwardOutputs(const ModelSpec& spec, const std::vector<torch::Tensor>& outputs, int64_t total,
+                                 const torch::Device& device) {
   if (outputs.size() != spec.outputs.size()) {
     return absl::InternalError(absl::StrCat("model '", spec.name, "': forward() returned ", outputs.size(),
                                             " outputs, config declares ", spec.outputs.size()));
@@ -102,6 +103,25 @@ absl::Status CheckForwardOutputs(const ModelSpec& spec, const std::vector<torch:
       return absl::InternalError(absl::StrCat("model '", spec.name, "' output '", want.name,
                                               "': batch dimension is ", outputs[k].dim() == 0 ? 0 : outputs[k].size(0),
                                               ", expected ", total));
+    }
+    // The dims after the batch dim must be the config's (-1 matches any): the response and
+    // ModelMetadata must not disagree, e.g. when two outputs' order differs from the tuple's.
+    const int64_t skip = spec.max_batch_size > 0 ? 1 : 0;
+    bool dims_match = outputs[k].dim() == skip + static_cast<int64_t>(want.dims.size());
+    for (size_t d = 0; dims_match && d < want.dims.size(); ++d) {
+      dims_match = want.dims[d] < 0 || outputs[k].size(skip + static_cast<int64_t>(d)) == want.dims[d];
+    }
+    if (!dims_match) {
+      std::vector<int64_t> got(outputs[k].sizes().begin() + std::min<int64_t>(skip, outputs[k].dim()),
+                               outputs[k].sizes().end());
+      return absl::InternalError(absl::StrCat("model '", spec.name, "' output '", want.name, "': produced dims ",
+                                              ShapeString(got), spec.max_batch_size > 0 ? " after the batch dim" : "",
+                                              ", config declares ", ShapeString(want.dims)));
+    }
+    if (outputs[k].device() != device) {
+      return absl::InternalError(absl::StrCat("model '", spec.name, "' output '", want.name, "': produced on ",
+                                              outputs[k].device().str(), ", the model runs on ", device.str(),
+                                              " (forward() must return its outputs on the model's device)"));
     }
   }
   return absl::OkStatus();

@@ -41,8 +41,10 @@ void OrderByArena(Batch& batch);
 // first request's bytes.
 absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, const Batch& batch, DevicePath& path);
 
-// INTERNAL naming the model and output when forward() returned the wrong count, dtype or batch dim.
-absl::Status CheckForwardOutputs(const ModelSpec& spec, const std::vector<torch::Tensor>& outputs, int64_t total);
+// INTERNAL naming the model and output when forward() returned the wrong count, dtype, batch dim,
+// dims (against the config's; -1 matches any) or device (not `device`).
+absl::Status CheckForwardOutputs(const ModelSpec& spec, const std::vector<torch::Tensor>& outputs, int64_t total,
+                                 const torch::Device& device);
 
 // The page-locked shared-memory destination of output `k` when the batch is one request that wants
 // it there, it fits and `path` can copy straight into it; otherwise null.

@@ -324,6 +324,10 @@ TEST_F(FailedModelTest, BrokenModelsFailAloneWithTheirReason) {
   repo.WriteFile("gpu_only/config.pbtxt",
                  "max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: 64 }\n"
                  "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 16 }\ninstance_group { kind: KIND_GPU }\n");
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "wrong_dims", o).ok());  // forward() gives [B,16]
+  repo.WriteFile("wrong_dims/config.pbtxt",
+                 "max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: 64 }\n"
+                 "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 8 }\n");
   repo.WriteFile("broken/config.pbtxt", "max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: [64 }\n");
   repo.WriteFile("broken/1/model.pt", "not a model");
   auto server = testing::StartServer(repo.path());
@@ -342,6 +346,10 @@ TEST_F(FailedModelTest, BrokenModelsFailAloneWithTheirReason) {
   auto gpu = c->Infer("gpu_only", {input});
   ASSERT_EQ(gpu.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(gpu.status().message()), HasSubstr("KIND_GPU but no CUDA GPU is visible"));
+  auto wrong_dims = c->Infer("wrong_dims", {input});
+  ASSERT_EQ(wrong_dims.status().code(), absl::StatusCode::kUnavailable) << "its warm-up failed the load";
+  EXPECT_THAT(std::string(wrong_dims.status().message()),
+              HasSubstr("model 'wrong_dims' output 'OUTPUT__0': produced dims [16] after the batch dim, config declares [8]"));
   server->Shutdown();
   EXPECT_FALSE(c->ServerLive().ok()) << "stopped";
 }
