@@ -4,6 +4,18 @@
 #include "common/tensor_data.h"
 
 namespace chronoserve::server {
+namespace {
+
+// Triton's zero_data: the model's author says random values are not valid for this input (token ids,
+// indices), so no synthetic request sends them there.
+bool ZeroDataInput(const ModelSpec& spec, const std::string& name) {
+  for (const WarmupSpec& w : spec.warmups) {
+    if (w.zero_data && w.input_dims.count(name) > 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 std::unique_ptr<InferRequest> MakeSyntheticRequest(
     const ModelSpec& spec, int64_t items, std::vector<std::string>* output_scratch,
@@ -23,7 +35,10 @@ std::unique_ptr<InferRequest> MakeSyntheticRequest(
     in.dtype = t.dtype;
     in.shape = dims;
     if (spec.max_batch_size > 0) in.shape.insert(in.shape.begin(), items);
-    in.Own(RandomTensorBytes(t.dtype, ElementCount(in.shape), rng));
+    const int64_t elements = ElementCount(in.shape);
+    in.Own(ZeroDataInput(spec, t.name)
+               ? std::string(static_cast<size_t>(elements) * DataTypeByteSize(t.dtype), '\0')
+               : RandomTensorBytes(t.dtype, elements, rng));
     absl::StrAppend(&key, ShapeString(dims), ";");
     r->inputs.push_back(std::move(in));
   }

@@ -1,5 +1,7 @@
-// Synthetic requests for warm-up, keep-warm, benchmarks and the offline profiler: random inputs
-// (never all zeros) of the spec's shapes, every output requested into caller-owned strings.
+// Synthetic requests for warm-up, keep-warm, benchmarks and the offline profiler: inputs of the
+// spec's shapes, every output requested into caller-owned strings. An input that a model_warmup
+// sample marks zero_data is all zeros (random values may be invalid for it, e.g. token ids); every
+// other input is random (never all zeros). The loader bounds the sizes these requests can reach.
 #ifndef CHRONOSERVE_SERVER_CORE_SYNTHETIC_REQUEST_H_
 #define CHRONOSERVE_SERVER_CORE_SYNTHETIC_REQUEST_H_
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -13,9 +14,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/dtype.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "proto/model_config.pb.h"
+#include "server/repository/warmup_config.h"
 
 namespace chronoserve::server {
 namespace fs = std::filesystem;
@@ -100,6 +103,16 @@ absl::StatusOr<std::vector<TensorSpec>> ConvertTensors(
       }
       spec.dims.push_back(d);
     }
+    // One item (variable dims as 1) must have a byte size int64 can hold: request and output sizes
+    // are computed from it.
+    std::vector<int64_t> item = spec.dims;
+    for (auto& d : item) d = d < 0 ? 1 : d;
+    const int64_t elements = ElementCount(item);
+    const auto element_bytes = std::max<int64_t>(1, static_cast<int64_t>(DataTypeByteSize(spec.dtype)));
+    if (elements < 0 || elements > std::numeric_limits<int64_t>::max() / element_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": dims ", ShapeString(spec.dims), " make one item larger than 2^63 bytes"));
+    }
     out.push_back(std::move(spec));
   }
   return out;
@@ -136,6 +149,14 @@ absl::StatusOr<std::vector<InstanceGroupSpec>> ConvertInstanceGroups(const pb::M
   return groups;
 }
 
+// Durations the scheduler turns into int64 nanoseconds: at most a day (like keep_warm_ms).
+absl::Status CheckMicroseconds(uint64_t us, const char* field, const std::string& source) {
+  constexpr uint64_t kMaxMicroseconds = 86'400'000'000;
+  if (us <= kMaxMicroseconds) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(source, ": ", field, " ", us, ": expected 0 to ",
+                                                 kMaxMicroseconds, " (1 day)"));
+}
+
 absl::Status ConvertBatching(const pb::ModelConfig& config, const std::string& source,
                              ModelSpec* spec) {
   if (!config.has_dynamic_batching()) return absl::OkStatus();
@@ -146,6 +167,8 @@ absl::Status ConvertBatching(const pb::ModelConfig& config, const std::string& s
   }
   DynamicBatchingSpec& out = spec->dynamic_batching;
   out.enabled = true;
+  RETURN_IF_ERROR(CheckMicroseconds(db.max_queue_delay_microseconds(),
+                                    "dynamic_batching.max_queue_delay_microseconds", source));
   out.max_queue_delay_us = db.max_queue_delay_microseconds();
   for (int size : db.preferred_batch_size()) {
     if (size < 1 || size > spec->max_batch_size) {
@@ -158,36 +181,10 @@ absl::Status ConvertBatching(const pb::ModelConfig& config, const std::string& s
   std::sort(out.preferred_batch_sizes.begin(), out.preferred_batch_sizes.end());
   const auto& qp = db.default_queue_policy();
   out.queue_policy.max_queue_size = qp.max_queue_size();
+  RETURN_IF_ERROR(CheckMicroseconds(qp.default_timeout_microseconds(),
+                                    "dynamic_batching.default_queue_policy.default_timeout_microseconds", source));
   out.queue_policy.default_timeout_microseconds = qp.default_timeout_microseconds();
   out.queue_policy.timeout_action_delay = qp.timeout_action() == pb::ModelQueuePolicy::DELAY;
-  return absl::OkStatus();
-}
-
-absl::Status ConvertWarmups(const pb::ModelConfig& config, const std::string& source,
-                            ModelSpec* spec) {
-  for (const auto& w : config.model_warmup()) {
-    WarmupSpec out;
-    out.name = w.name();
-    out.batch_size = w.batch_size() == 0 ? 1 : static_cast<int>(w.batch_size());
-    out.count = w.count() == 0 ? 1 : static_cast<int>(w.count());
-    if (spec->max_batch_size > 0 && out.batch_size > spec->max_batch_size) {
-      return absl::InvalidArgumentError(absl::StrCat(source, ": model_warmup '", w.name(),
-                                                     "' batch_size exceeds max_batch_size"));
-    }
-    for (const auto& [name, input] : w.inputs()) {
-      if (spec->InputIndex(name) < 0) {
-        return absl::InvalidArgumentError(absl::StrCat(source, ": model_warmup '", w.name(),
-                                                       "' names unknown input '", name, "'"));
-      }
-      if (input.has_input_data_file()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            source, ": model_warmup input_data_file is not supported (use random_data)"));
-      }
-      out.input_dims[name] = {input.dims().begin(), input.dims().end()};
-      out.zero_data = out.zero_data || input.zero_data();
-    }
-    spec->warmups.push_back(std::move(out));
-  }
   return absl::OkStatus();
 }
 
@@ -205,6 +202,23 @@ absl::Status ValidateModelName(const std::string& name) {
 }
 
 namespace {
+// Fields model_config.proto declares (Triton's) that chronoserve does not act on, by their path in
+// config.pbtxt, when set to something other than their default.
+void AppendUnimplementedFields(const pb::ModelConfig& config, std::vector<std::string>* fields) {
+  if (std::any_of(config.input().begin(), config.input().end(),
+                  [](const pb::ModelInput& in) { return in.optional(); })) {
+    fields->push_back("input.optional");
+  }
+  const auto& db = config.dynamic_batching();
+  if (db.preserve_ordering()) fields->push_back("dynamic_batching.preserve_ordering");
+  if (db.default_queue_policy().allow_timeout_override()) {
+    fields->push_back("dynamic_batching.default_queue_policy.allow_timeout_override");
+  }
+  const auto& cuda = config.optimization().cuda();
+  if (cuda.busy_wait_events()) fields->push_back("optimization.cuda.busy_wait_events");
+  if (cuda.output_copy_stream()) fields->push_back("optimization.cuda.output_copy_stream");
+}
+
 absl::Status ParseConfigProto(const std::string& text, const std::string& source,
                               pb::ModelConfig* config, std::vector<std::string>* ignored_fields) {
   CollectErrors errors(source);
@@ -216,7 +230,16 @@ absl::Status ParseConfigProto(const std::string& text, const std::string& source
         errors.errors().empty() ? absl::StrCat(source, ": cannot parse")
                                 : absl::StrJoin(errors.errors(), "; "));
   }
-  if (ignored_fields != nullptr) *ignored_fields = errors.unknown();
+  if (ignored_fields != nullptr) {
+    // Each name once, in the order first seen (the parser reports every occurrence).
+    std::vector<std::string> fields = errors.unknown();
+    AppendUnimplementedFields(*config, &fields);
+    ignored_fields->clear();
+    std::set<std::string> seen;
+    for (auto& field : fields) {
+      if (seen.insert(field).second) ignored_fields->push_back(std::move(field));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -245,6 +268,7 @@ absl::StatusOr<ModelSpec> SpecFromProto(const pb::ModelConfig& config, const std
   ASSIGN_OR_RETURN(spec.outputs, ConvertTensors(config.output(), "output", source));
   ASSIGN_OR_RETURN(spec.instance_groups, ConvertInstanceGroups(config, source));
   RETURN_IF_ERROR(ConvertBatching(config, source, &spec));
+  RETURN_IF_ERROR(CheckLargestWarmupBatch(spec, source));
   RETURN_IF_ERROR(ConvertWarmups(config, source, &spec));
   spec.cuda_graphs = config.optimization().cuda().graphs();
   for (const auto& [key, value] : config.parameters()) spec.parameters[key] = value.string_value();
@@ -317,7 +341,7 @@ absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir) {
   std::vector<std::string> ignored;
   RETURN_IF_ERROR(ParseConfigProto(text.str(), config_path.string(), &config, &ignored));
   for (const auto& field : ignored) {
-    CS_LOG(WARNING) << config_path.string() << ": field '" << field
+    CS_LOG(WARNING) << config_path.string() << ": model '" << name << "': field '" << field
                     << "' is not implemented by chronoserve and is ignored";
   }
   ASSIGN_OR_RETURN(ModelSpec spec, SpecFromProto(config, config_path.string(), name));

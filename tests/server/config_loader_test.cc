@@ -3,8 +3,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <random>
+
+#include "server/core/synthetic_request.h"
 
 namespace chronoserve::server {
 namespace {
@@ -84,6 +88,103 @@ TEST(ModelConfigTest, UnknownFieldsAreReportedByNameAndIgnored) {
   EXPECT_THAT(ignored, ::testing::ElementsAre("response_cache", "sequence_batching"));
 }
 
+TEST(ModelConfigTest, FieldsDeclaredButNotActedOnAreReportedOnceByName) {
+  std::vector<std::string> ignored;
+  auto spec = ParseModelConfig(R"pb(
+max_batch_size: 8
+input [ { name: "x" data_type: TYPE_FP32 dims: 3 optional: true },
+        { name: "z" data_type: TYPE_FP32 dims: 3 optional: true colour: 1 } ]
+output { name: "y" data_type: TYPE_FP32 dims: 3 colour: 2 }
+dynamic_batching {
+  preserve_ordering: true
+  default_queue_policy { allow_timeout_override: true }
+}
+optimization { cuda { graphs: true busy_wait_events: true output_copy_stream: true } }
+)pb", "m/config.pbtxt", "m", &ignored);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(ignored, ::testing::ElementsAre("colour", "input.optional", "dynamic_batching.preserve_ordering",
+                                              "dynamic_batching.default_queue_policy.allow_timeout_override",
+                                              "optimization.cuda.busy_wait_events",
+                                              "optimization.cuda.output_copy_stream"));
+  // At their defaults they say nothing.
+  spec = ParseModelConfig(R"pb(
+max_batch_size: 8
+input { name: "x" data_type: TYPE_FP32 dims: 3 optional: false }
+output { name: "y" data_type: TYPE_FP32 dims: 3 }
+dynamic_batching { preserve_ordering: false default_queue_policy { allow_timeout_override: false } }
+optimization { cuda { busy_wait_events: false output_copy_stream: false } }
+)pb", "m/config.pbtxt", "m", &ignored);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(ignored.empty()) << ignored.front();
+}
+
+TEST(ModelConfigTest, WarmupAndTimeLimitsAcceptTheirBounds) {
+  auto spec = ParseModelConfig(R"pb(
+max_batch_size: 8
+input [ { name: "x" data_type: TYPE_FP32 dims: [ 4, -1 ] }, { name: "f" data_type: TYPE_INT8 dims: [ 2, 3 ] } ]
+output { name: "y" data_type: TYPE_FP32 dims: 3 }
+dynamic_batching {
+  max_queue_delay_microseconds: 86400000000
+  default_queue_policy { default_timeout_microseconds: 86400000000 }
+}
+model_warmup [
+  { name: "full" batch_size: 8 count: 2147483647
+    inputs { key: "x" value { data_type: TYPE_FP32 dims: [ 4, 9 ] random_data: true } }
+    inputs { key: "f" value { zero_data: true } } },
+  { name: "defaults" }
+]
+)pb", "m/config.pbtxt", "m", nullptr);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->dynamic_batching.max_queue_delay_us, 86'400'000'000u);
+  EXPECT_EQ(spec->dynamic_batching.queue_policy.default_timeout_microseconds, 86'400'000'000u);
+  ASSERT_EQ(spec->warmups.size(), 2u);
+  EXPECT_EQ(spec->warmups[0].batch_size, 8);
+  EXPECT_EQ(spec->warmups[0].count, 2147483647);
+  EXPECT_EQ(spec->warmups[0].input_dims.at("x"), (std::vector<int64_t>{4, 9}));
+  EXPECT_EQ(spec->warmups[0].input_dims.at("f"), (std::vector<int64_t>{2, 3})) << "empty dims: the input's";
+  EXPECT_TRUE(spec->warmups[0].zero_data);
+  EXPECT_EQ(spec->warmups[1].batch_size, 1) << "batch_size 0 runs at 1";
+  EXPECT_EQ(spec->warmups[1].count, 1) << "count 0 runs once";
+  EXPECT_FALSE(spec->warmups[1].zero_data);
+}
+
+bool AllZero(const std::string& bytes) {
+  return std::all_of(bytes.begin(), bytes.end(), [](char c) { return c == 0; });
+}
+
+TEST(ModelConfigTest, ZeroDataWarmupInputsAreSentAsZeros) {
+  auto spec = ParseModelConfig(R"pb(
+max_batch_size: 4
+input [ { name: "ids" data_type: TYPE_INT64 dims: [ -1 ] }, { name: "x" data_type: TYPE_FP32 dims: [ 8 ] } ]
+output { name: "y" data_type: TYPE_FP32 dims: 3 }
+model_warmup [
+  { name: "tokens" batch_size: 2 inputs { key: "ids" value { data_type: TYPE_INT64 dims: [ 16 ] zero_data: true } } },
+  { name: "noise" batch_size: 2 inputs { key: "x" value { data_type: TYPE_FP32 dims: [ 8 ] random_data: true } } }
+]
+)pb", "m/config.pbtxt", "m", nullptr);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  std::mt19937_64 rng(7);
+  std::vector<std::string> outputs;
+  for (const auto* dims : {&spec->warmups[0].input_dims, &spec->warmups[1].input_dims}) {
+    auto request = MakeSyntheticRequest(*spec, 2, &outputs, rng, *dims);
+    ASSERT_EQ(request->inputs.size(), 2u);
+    const std::string& ids = *request->inputs[0].owned_data;
+    const std::string& x = *request->inputs[1].owned_data;
+    EXPECT_EQ(ids.size(), (dims == &spec->warmups[0].input_dims ? 2u * 16u : 2u) * 8u);
+    EXPECT_TRUE(AllZero(ids)) << "zero_data input";
+    EXPECT_EQ(x.size(), 2u * 8u * 4u);
+    EXPECT_FALSE(AllZero(x)) << "random_data input";
+  }
+  // The server's own warm-up at other batch sizes keeps the zeros the author asked for.
+  auto own = MakeSyntheticRequest(*spec, 4, &outputs, rng, {});
+  EXPECT_TRUE(AllZero(*own->inputs[0].owned_data));
+  EXPECT_FALSE(AllZero(*own->inputs[1].owned_data));
+  // Without zero_data the same input gets random values.
+  spec->warmups.clear();
+  auto random = MakeSyntheticRequest(*spec, 4, &outputs, rng, {});
+  EXPECT_FALSE(AllZero(*random->inputs[0].owned_data));
+}
+
 struct BadCase {
   const char* text;
   const char* expected;  // substring of the error
@@ -119,6 +220,85 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"max_batch_size: 4\ninput { name: \"x\" data_type: TYPE_FP32 dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\ndynamic_batching { preferred_batch_size: 8 }\n", "preferred_batch_size 8"},
         BadCase{"input { name: \"x\" data_type: TYPE_FP32 dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\ninstance_group { kind: KIND_CPU gpus: 0 }\n", "KIND_CPU instance_group lists gpus"},
         BadCase{"input { name: \"x\" data_type: TYPE_FP32 dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\ninstance_group { kind: KIND_MODEL }\n", "KIND_MODEL"}),
+    [](const ::testing::TestParamInfo<BadCase>& info) { return "case" + std::to_string(info.index); });
+
+// A model with one variable input (x: FP32 [4,-1]) and one fixed one (f: INT8 [2,3]) that batches up
+// to 8, followed by the field under test.
+constexpr char kWarmIo[] =
+    "max_batch_size: 8\n"
+    "input [ { name: \"x\" data_type: TYPE_FP32 dims: [ 4, -1 ] }, { name: \"f\" data_type: TYPE_INT8 dims: [ 2, 3 ] } ]\n"
+    "output { name: \"y\" data_type: TYPE_FP32 dims: 3 }\n";
+
+std::string WithWarmIo(const std::string& rest) { return kWarmIo + rest; }
+
+class UnreasonableConfigTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(UnreasonableConfigTest, FailsNamingFileFieldAndExpectation) {
+  auto spec = ParseModelConfig(GetParam().text, "models/m/config.pbtxt", "m", nullptr);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("models/m/config.pbtxt: "));
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr(GetParam().expected));
+}
+
+const std::string kUnreasonable[][2] = {
+    // model_warmup batch_size and count (uint32; once cast to int they wrapped to -1).
+    {WithWarmIo("model_warmup { name: \"w\" batch_size: 4294967295 }"),
+     "model_warmup 'w' batch_size 4294967295: expected 1 to max_batch_size (8)"},
+    {WithWarmIo("model_warmup { name: \"w\" batch_size: 9 }"), "batch_size 9: expected 1 to max_batch_size (8)"},
+    {WithWarmIo("model_warmup { name: \"w\" count: 4294967295 }"),
+     "model_warmup 'w' count 4294967295: expected 0 (once) to 2147483647"},
+    {WithWarmIo("model_warmup { name: \"w\" count: 2147483648 }"), "count 2147483648"},
+    {"input { name: \"x\" data_type: TYPE_FP32 dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\n"
+     "model_warmup { name: \"w\" batch_size: 2147483648 }",
+     "batch_size 2147483648: expected 1 to 2147483647"},
+    // model_warmup input dims.
+    {WithWarmIo("model_warmup { name: \"w\" inputs { key: \"x\" value { dims: [ 4, 5, 6 ] random_data: true } } }"),
+     "model_warmup 'w' input 'x': dims [4,5,6] have rank 3; expected rank 2"},
+    {WithWarmIo("model_warmup { name: \"w\" inputs { key: \"x\" value { random_data: true } } }"),
+     "input 'x': dims [] have rank 0; expected rank 2"},
+    {WithWarmIo("model_warmup { name: \"w\" inputs { key: \"x\" value { dims: [ 4, 0 ] random_data: true } } }"),
+     "input 'x': dims [4,0] do not fit the input's dims [4,-1]: expected every dim >= 1"},
+    {WithWarmIo("model_warmup { name: \"w\" inputs { key: \"x\" value { dims: [ 4, -1 ] random_data: true } } }"),
+     "dims [4,-1] do not fit"},
+    {WithWarmIo("model_warmup { name: \"w\" inputs { key: \"f\" value { dims: [ 2, 4 ] zero_data: true } } }"),
+     "input 'f': dims [2,4] do not fit the input's dims [2,3]"},
+    {WithWarmIo("model_warmup { name: \"w\" inputs { key: \"f\" value { data_type: TYPE_INT64 zero_data: true } } }"),
+     "input 'f': data_type TYPE_INT64 differs from the input's TYPE_INT8"},
+    {WithWarmIo("model_warmup { name: \"w\" inputs { key: \"x\" value { dims: [ 4, 2000000000 ] random_data: true } } }"),
+     "model_warmup 'w': its inputs at batch_size 1 need 32000000006 bytes of input; a warm-up request may hold at most 1073741824 bytes (1 GiB)"},
+    {WithWarmIo("model_warmup { name: \"w\" inputs { key: \"x\" value { dims: [ 4, 4611686018427387904 ] random_data: true } } }"),
+     "need more than 2^63 bytes of input"},
+    {WithWarmIo("model_warmup { name: \"w\" batch_size: 1 inputs { key: \"x\" value { dims: [ 4, 10000000 ] random_data: true } } }"),
+     "model_warmup 'w': its inputs at max_batch_size (8) items, as the serving warm-up sends the first sample, need 1280000048 bytes"},
+    // Config dims whose largest warm-up batch, or one item, cannot be allocated.
+    {"max_batch_size: 8\ninput { name: \"x\" data_type: TYPE_FP32 dims: [ 4, 20, 2000000000 ] }\n"
+     "output { name: \"y\" data_type: TYPE_FP32 dims: 3 }\n",
+     "the inputs at 8 item(s) (max_batch_size, variable dims as 1; the size the warm-up before READY sends) need 5120000000000 bytes"},
+    {"max_batch_size: 2147483647\ninput { name: \"x\" data_type: TYPE_FP32 dims: [ 4, 20, 20 ] }\n"
+     "output { name: \"y\" data_type: TYPE_FP32 dims: 3 }\n",
+     "the inputs at 2147483647 item(s)"},
+    {"input { name: \"x\" data_type: TYPE_FP64 dims: [ 4000000000, 4000000000, -1, 4000000000 ] }\n"
+     "output { name: \"y\" data_type: TYPE_FP32 dims: 3 }\n",
+     "input 'x': dims [4000000000,4000000000,-1,4000000000] make one item larger than 2^63 bytes"},
+    {"input { name: \"x\" data_type: TYPE_FP32 dims: 3 }\n"
+     "output { name: \"y\" data_type: TYPE_FP32 dims: [ 1073741824, 1073741824, 2 ] }\n",
+     "output 'y': dims [1073741824,1073741824,2] make one item larger than 2^63 bytes"},
+    // Durations the scheduler multiplies into int64 nanoseconds.
+    {WithWarmIo("dynamic_batching { max_queue_delay_microseconds: 18446744073709551615 }"),
+     "dynamic_batching.max_queue_delay_microseconds 18446744073709551615: expected 0 to 86400000000 (1 day)"},
+    {WithWarmIo("dynamic_batching { max_queue_delay_microseconds: 86400000001 }"), "max_queue_delay_microseconds 86400000001"},
+    {WithWarmIo("dynamic_batching { default_queue_policy { default_timeout_microseconds: 18446744073709551615 } }"),
+     "dynamic_batching.default_queue_policy.default_timeout_microseconds 18446744073709551615: expected 0 to 86400000000 (1 day)"},
+};
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, UnreasonableConfigTest,
+    ::testing::ValuesIn([] {
+      std::vector<BadCase> cases;
+      for (const auto& c : kUnreasonable) cases.push_back(BadCase{c[0].c_str(), c[1].c_str()});
+      return cases;
+    }()),
     [](const ::testing::TestParamInfo<BadCase>& info) { return "case" + std::to_string(info.index); });
 
 TEST(ModelNameTest, RejectsPathTricks) {
