@@ -48,8 +48,9 @@ struct WarmupSpec {
   std::string name;
   int batch_size = 1;
   int count = 1;
-  // Per input name: dims (without batch) for variable-shaped inputs; zero_data is honoured only as
-  // given by the user (our own warm-up uses random data).
+  // Per input name: dims (without batch), resolved for every input the sample lists. zero_data:
+  // the sample marks an input zero_data; every input it lists is then zeros in every synthetic
+  // request (the per-batch-size and serving warm-ups too), the model's other inputs random.
   std::map<std::string, std::vector<int64_t>> input_dims;
   bool zero_data = false;
 };

@@ -52,7 +52,7 @@ absl::Status CheckRequestBytes(const ModelSpec& spec, int64_t items,
   if (bytes && *bytes <= kMaxWarmupRequestBytes) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       what, " need ", bytes ? absl::StrCat(*bytes, " bytes") : std::string("more than 2^63 bytes"),
-      " of input; a warm-up request may hold at most ", kMaxWarmupRequestBytes, " bytes (1 GiB)"));
+      " of input; a warm-up request may hold at most ", kMaxWarmupRequestBytes, " bytes (16 GiB)"));
 }
 
 const pb::ModelInput* FindInput(const pb::ModelConfig& config, const std::string& name) {

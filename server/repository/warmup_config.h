@@ -15,9 +15,11 @@
 
 namespace chronoserve::server {
 
-// Most input bytes one synthetic warm-up request may hold: 1 GiB, the default --max-queue-mib (with
-// the defaults no batch larger than that can ever be queued).
-inline constexpr int64_t kMaxWarmupRequestBytes = int64_t{1} << 30;
+// Most input bytes one synthetic warm-up request may hold: 16 GiB. Far above any real batch of
+// inputs (the default --max-queue-mib lets 1 GiB wait), it turns dims that cannot be meant (a
+// typo's extra digits) into a load error instead of an allocation that fails or takes the host's
+// memory during warm-up.
+inline constexpr int64_t kMaxWarmupRequestBytes = int64_t{16} << 30;
 
 // Checks that the synthetic request the server's own warm-up builds at its largest (max_batch_size
 // items, variable dims as 1) stays within kMaxWarmupRequestBytes. `spec` has its inputs and

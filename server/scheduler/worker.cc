@@ -51,7 +51,14 @@ absl::Status Worker::Warmup(const ModelSpec& spec, const WarmupOptions& options)
   std::vector<std::string> scratch;
   auto run = [&](int items, const std::map<std::string, std::vector<int64_t>>& dims) -> absl::Status {
     Batch batch;
-    batch.push_back(MakeSyntheticRequest(spec, items, &scratch, rng, dims));
+    // The loader bounds a synthetic request's bytes; a host out of memory still fails the load,
+    // not the server.
+    try {
+      batch.push_back(MakeSyntheticRequest(spec, items, &scratch, rng, dims));
+    } catch (const std::exception& e) {
+      return absl::ResourceExhaustedError(absl::StrCat("warm-up at batch size ", items,
+                                                       ": cannot build its inputs: ", e.what()));
+    }
     BatchTiming timing;
     timing.worker = index_;
     timing.dequeued_ns = clock_->NowNs();

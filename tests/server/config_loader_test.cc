@@ -266,11 +266,11 @@ const std::string kUnreasonable[][2] = {
     {WithWarmIo("model_warmup { name: \"w\" inputs { key: \"f\" value { data_type: TYPE_INT64 zero_data: true } } }"),
      "input 'f': data_type TYPE_INT64 differs from the input's TYPE_INT8"},
     {WithWarmIo("model_warmup { name: \"w\" inputs { key: \"x\" value { dims: [ 4, 2000000000 ] random_data: true } } }"),
-     "model_warmup 'w': its inputs at batch_size 1 need 32000000006 bytes of input; a warm-up request may hold at most 1073741824 bytes (1 GiB)"},
+     "model_warmup 'w': its inputs at batch_size 1 need 32000000006 bytes of input; a warm-up request may hold at most 17179869184 bytes (16 GiB)"},
     {WithWarmIo("model_warmup { name: \"w\" inputs { key: \"x\" value { dims: [ 4, 4611686018427387904 ] random_data: true } } }"),
      "need more than 2^63 bytes of input"},
-    {WithWarmIo("model_warmup { name: \"w\" batch_size: 1 inputs { key: \"x\" value { dims: [ 4, 10000000 ] random_data: true } } }"),
-     "model_warmup 'w': its inputs at max_batch_size (8) items, as the serving warm-up sends the first sample, need 1280000048 bytes"},
+    {WithWarmIo("model_warmup { name: \"w\" batch_size: 1 inputs { key: \"x\" value { dims: [ 4, 200000000 ] random_data: true } } }"),
+     "model_warmup 'w': its inputs at max_batch_size (8) items, as the serving warm-up sends the first sample, need 25600000048 bytes"},
     // Config dims whose largest warm-up batch, or one item, cannot be allocated.
     {"max_batch_size: 8\ninput { name: \"x\" data_type: TYPE_FP32 dims: [ 4, 20, 2000000000 ] }\n"
      "output { name: \"y\" data_type: TYPE_FP32 dims: 3 }\n",
