@@ -101,6 +101,9 @@ absl::Status Server::Start() {
   // Large tensors: let a whole request/response fly without waiting for HTTP/2 window updates.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 << 20);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, (16 << 20) - 1);
+  // gRPC sets SO_REUSEPORT on Linux by default: a second server on a port in use would bind it
+  // too and silently take a share of the connections. Ours must fail to start instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   if (telemetry != nullptr) {
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
     interceptors.push_back(telemetry->NewInflightInterceptorFactory());
@@ -111,7 +114,7 @@ absl::Status Server::Start() {
   // BuildAndStart returns null unless every listener is bound.
   if (grpc_server_ == nullptr || port_ == 0) {
     return absl::UnavailableError(absl::StrCat(
-        "cannot listen on ", address,
+        "cannot listen on ", address, " (in use by another process? gRPC logged the reason)",
         unix_address.empty()
             ? ""
             : absl::StrCat(" and ", unix_address, " (a file that is not a socket at that path blocks the bind)")));

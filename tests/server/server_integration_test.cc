@@ -354,6 +354,28 @@ TEST_F(FailedModelTest, BrokenModelsFailAloneWithTheirReason) {
   EXPECT_FALSE(c->ServerLive().ok()) << "stopped";
 }
 
+// A second server on a port in use fails to start, naming the address (gRPC would otherwise set
+// SO_REUSEPORT and let both share the port's connections).
+TEST_F(FailedModelTest, APortInUseFailsTheStartNamingTheAddress) {
+  testing::TempDir repo("cs_port");
+  examples::ModelOptions o;
+  o.max_batch_size = 4;
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", o).ok());
+  auto first = testing::StartServer(repo.path());
+  ASSERT_NE(first, nullptr);
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.grpc_port = first->port();
+  auto second = server::Server::Create(options);
+  ASSERT_TRUE(second.ok()) << second.status();
+  const absl::Status started = (*second)->Start();
+  EXPECT_EQ(started.code(), absl::StatusCode::kUnavailable) << started;
+  EXPECT_THAT(std::string(started.message()),
+              HasSubstr("cannot listen on 127.0.0.1:" + std::to_string(first->port()) + " (in use by another process?"));
+  auto c = InferenceClient::Connect("127.0.0.1:" + std::to_string(first->port()));
+  EXPECT_TRUE(*c->ServerLive()) << "the first server still serves";
+  first->Shutdown();
+}
+
 // --grpc-infer-threads N: ModelInfer on N threads polling completion queues of their own (named
 // cs-grpc-cqK, as top -H shows them), or on the callback API with 0; either way correct rows per request, the
 // timing parameters and the server-timing trailer, under concurrent calls.
