@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "absl/strings/numbers.h"
 #include "absl/synchronization/mutex.h"
 
 #include "common/log.h"
@@ -21,6 +22,15 @@ int main(int argc, char** argv) {
   // deadlock-cycle graph (GraphCycles: ~7% of the server's CPU at 8k requests/s in a perf
   // profile). A production server does not pay for a debugging aid; the tests keep it on.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  // Block the shutdown signals before any library starts a thread (tracing's gRPC channel does, in
+  // Telemetry::Create): threads inherit the mask, so SIGTERM/SIGINT reach only main's sigwait, and
+  // one that arrives during model loading or the drain is never the default action on another
+  // thread (an immediate exit with nothing drained).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   chronoserve::server::ServerOptions options;
   int log_verbose = 0;
   CLI::App app{"chronoserve: a KServe v2 gRPC inference server for TorchScript models that reports "
@@ -42,7 +52,11 @@ int main(int argc, char** argv) {
                  "API with the other RPCs (one completion queue shared by all its threads). auto = half of "
                  "the CPUs, 1 to 8")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto"}) | CLI::Range(0, 64));
+      ->check([](const std::string& value) -> std::string {
+        int threads = 0;  // parsed as it is used below: base 10, no hex or octal
+        if (value == "auto" || (absl::SimpleAtoi(value, &threads) && threads >= 0 && threads <= 64)) return "";
+        return "expected auto or a decimal number of threads from 0 to 64, got '" + value + "'";
+      });
   app.add_option("--log-verbose", log_verbose, "Verbose logging level (0 = off)")->capture_default_str();
   app.add_option("--exit-timeout-secs", options.exit_timeout_secs,
                  "On SIGTERM/SIGINT, how long in-flight requests may take to finish")
@@ -126,8 +140,10 @@ int main(int argc, char** argv) {
   options.request_timing = request_timing == "on";
   options.input_arena_bytes = input_arena == "auto" ? -1 : std::stoll(input_arena) << 20;
   options.max_queue_bytes = max_queue_mib << 20;
-  options.grpc_infer_threads =
-      infer_threads == "auto" ? chronoserve::server::kAutoInferThreads : std::stoi(infer_threads);
+  int explicit_threads = 0;
+  options.grpc_infer_threads = infer_threads == "auto" || !absl::SimpleAtoi(infer_threads, &explicit_threads)
+                                   ? chronoserve::server::kAutoInferThreads
+                                   : explicit_threads;
   auto parsed_policies = chronoserve::server::ParseHostPolicies(host_policies);
   if (!parsed_policies.ok()) {
     CS_LOG(ERROR) << parsed_policies.status().message();
@@ -152,13 +168,6 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<telemetry::Telemetry> telemetry_owner = *std::move(telemetry_or);
   options.telemetry = telemetry_owner.get();
-
-  // Block the shutdown signals in every thread; main waits for them with sigwait.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   auto server = chronoserve::server::Server::Create(options);
   if (!server.ok()) {
