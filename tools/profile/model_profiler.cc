@@ -168,10 +168,13 @@ class Profiler {
                                                          int mistakes_size, std::vector<RunSample>* mistakes,
                                                          Mode mode) {
     const bool graph = mode == Mode::kGraph;
+    // A shape's first runs are never held (HoldSchedule): in exact mode they are warm-up at least.
+    const int warmup_runs = mode == Mode::kExact ? std::max(options_.warmup_runs, server::HoldSchedule::kUnheldRuns)
+                                                 : options_.warmup_runs;
     std::map<int, std::unique_ptr<SyntheticBatch>> batches;
     for (int size : sizes) {
       batches[size] = MakeBatch(spec_, size, rng_);
-      RETURN_IF_ERROR(RunMany(instance, *batches[size], options_.warmup_runs).status());
+      RETURN_IF_ERROR(RunMany(instance, *batches[size], warmup_runs).status());
     }
     if (graph) RETURN_IF_ERROR(instance.PrepareForServing());
     std::vector<BatchProfile> out;
