@@ -97,6 +97,7 @@ class TorchInstance final : public ModelInstance {
   struct SlotState {
     bool in_flight = false;
     bool tracks_activity = false;  // BeginWork was called: Finish (or the abandon) ends it
+    bool overlapped = false;       // launched behind another batch: inputs on the copy stream
     int64_t total = 0;
     std::vector<torch::Tensor> outputs;
     std::vector<const char*> host;
@@ -110,6 +111,7 @@ class TorchInstance final : public ModelInstance {
     SlotState& state = slots_[slot];
     const bool behind_another = AnyInFlight();  // another slot's batch may still be on the stream
     state.in_flight = true;
+    state.overlapped = behind_another;
     path_->SelectSlot(slot);
     const int64_t total = BatchItems(batch);
     timing->batch_size = total;
@@ -157,6 +159,10 @@ class TorchInstance final : public ModelInstance {
       ASSIGN_OR_RETURN(timing->h2d_ns, path_->SpanNs(kBeforeH2D, kAfterH2D));
       ASSIGN_OR_RETURN(timing->compute_ns, path_->SpanNs(kBeforeCompute, kAfterCompute));
       ASSIGN_OR_RETURN(timing->d2h_ns, path_->SpanNs(kAfterCompute, kAfterD2H));
+      // On the copy stream behind another batch, h2d ended before compute could start.
+      if (state.overlapped) {
+        ASSIGN_OR_RETURN(timing->h2d_end_to_done_ns, path_->SpanNs(kAfterH2D, kAfterD2H));
+      }
     }
     ScatterOutputs(spec_, batch, state.outputs, state.host, state.total, options_.clock);
     return absl::OkStatus();
