@@ -3,6 +3,21 @@
 #include "server/grpc/infer_dispatcher.h"
 
 namespace chronoserve::server {
+namespace {
+
+size_t Capacity(const google::protobuf::RepeatedPtrField<std::string>& contents) {
+  size_t bytes = 0;
+  for (const std::string& c : contents) bytes += c.capacity();
+  return bytes;
+}
+
+}  // namespace
+
+bool KeepForReuse(const inference::ModelInferResponse& response, const inference::ModelInferRequest* request) {
+  size_t bytes = Capacity(response.raw_output_contents());
+  if (request != nullptr) bytes += Capacity(request->raw_input_contents());
+  return bytes <= ResponsePool::kMaxKeptOutputBytes;
+}
 
 std::unique_ptr<inference::ModelInferResponse> ResponsePool::Take() {
   {
@@ -17,10 +32,7 @@ std::unique_ptr<inference::ModelInferResponse> ResponsePool::Take() {
 }
 
 void ResponsePool::Give(std::unique_ptr<inference::ModelInferResponse> response) {
-  if (response == nullptr) return;
-  size_t output_bytes = 0;  // Clear() keeps the strings' capacity for reuse
-  for (const std::string& contents : response->raw_output_contents()) output_bytes += contents.capacity();
-  if (output_bytes > kMaxKeptOutputBytes) return;
+  if (response == nullptr || !KeepForReuse(*response)) return;
   ClearKeepingTimingParams(response.get());  // outside the lock
   absl::MutexLock lock(&mu_);
   if (free_.size() < capacity_) free_.push_back(std::move(response));

@@ -7,7 +7,8 @@
 // responses the same way (stream_infer_reactor.h).
 //
 // Bounded: at most `capacity` messages are kept, and a message whose output bytes kept more than
-// kMaxKeptOutputBytes of capacity is freed rather than kept. Thread-safe.
+// kMaxKeptOutputBytes of capacity is freed rather than kept (KeepForReuse, the rule stream slots
+// follow too). Thread-safe.
 #ifndef CHRONOSERVE_SERVER_GRPC_RESPONSE_POOL_H_
 #define CHRONOSERVE_SERVER_GRPC_RESPONSE_POOL_H_
 
@@ -23,6 +24,7 @@ namespace chronoserve::server {
 
 class ResponsePool {
  public:
+  // Raw contents capacity above which a message is freed rather than kept (KeepForReuse).
   static constexpr size_t kMaxKeptOutputBytes = 64 * 1024;
 
   explicit ResponsePool(size_t capacity) : capacity_(capacity) {}
@@ -41,6 +43,13 @@ class ResponsePool {
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<inference::ModelInferResponse>> free_ ABSL_GUARDED_BY(mu_);
 };
+
+// Whether a message about to be cleared for reuse is worth keeping: Clear() keeps the capacity of
+// its raw contents strings, so one large request would otherwise pin its buffers for as long as the
+// pool (or a stream's spare slots) keeps it. True when the raw_output_contents of `response`, with
+// the raw_input_contents of `request` when given, hold at most kMaxKeptOutputBytes of capacity.
+bool KeepForReuse(const inference::ModelInferResponse& response,
+                  const inference::ModelInferRequest* request = nullptr);
 
 }  // namespace chronoserve::server
 

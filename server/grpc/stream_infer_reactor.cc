@@ -1,11 +1,13 @@
 #include "server/grpc/stream_infer_reactor.h"
 
 #include "server/grpc/grpc_status.h"
+#include "server/grpc/response_pool.h"
 
 namespace chronoserve::server {
 namespace {
 
-// Released slots kept for the next requests (their messages keep their buffers); more are freed.
+// Released slots kept for the next requests (their messages keep their buffers); more are freed,
+// and so is a slot whose buffers grew large (KeepForReuse).
 constexpr size_t kSpareSlots = 64;
 // The int64 parameter of an error response's infer_response: the gRPC code a unary call would get.
 constexpr char kErrorCodeParam[] = "error_code";
@@ -174,6 +176,9 @@ template <class Call>
 void StreamInferReactor<Call>::Refuse(const SlotPtr& slot, const absl::Status& status) {
   const inference::ModelInferRequest& request = slot->request;
   inference::ModelInferResponse* response = slot->response.mutable_infer_response();
+  // Clear() would keep output buffers a failed request filled out of ReleaseLocked's sight (it
+  // measures the strings in use): drop large ones here.
+  if (!KeepForReuse(*response)) *response = inference::ModelInferResponse();
   response->Clear();
   response->set_model_name(request.model_name());
   response->set_model_version(request.model_version());
@@ -267,7 +272,7 @@ template <class Call>
 void StreamInferReactor<Call>::ReleaseLocked(SlotPtr slot) {
   if (slot == nullptr) return;
   --state_->live;
-  if (state_->spare.size() >= kSpareSlots) return;
+  if (state_->spare.size() >= kSpareSlots || !KeepForReuse(slot->response.infer_response(), &slot->request)) return;
   slot->request.Clear();
   ClearKeepingTimingParams(&slot->response);  // see infer_dispatcher.h
   state_->spare.push_back(std::move(slot));
