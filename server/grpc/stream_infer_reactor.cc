@@ -281,7 +281,9 @@ void StreamInferReactor<Call>::ReleaseLocked(SlotPtr slot) {
 template <class Call>
 void StreamInferReactor<Call>::MaybeReadLocked(Action* action) {
   State& s = *state_;
-  if (s.reading != nullptr || s.read_closed || s.cancelled || s.finish_decided) return;
+  // Draining: no new reads, so a client that keeps sending cannot keep the stream busy; a read
+  // already outstanding is answered (UNAVAILABLE) or dropped once the stream finishes.
+  if (s.reading != nullptr || s.read_closed || s.cancelled || s.finish_decided || s.draining) return;
   if (s.live >= options_.max_in_flight) return;  // resumed by OnWriteDone as slots go out
   if (s.spare.empty()) {
     s.reading = std::make_shared<Slot>();

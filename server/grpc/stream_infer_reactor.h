@@ -64,8 +64,8 @@ class StreamRegistry {
   // False once DrainAll ran: the stream must end at once.
   bool Add(DrainableStream* stream);
   void Remove(DrainableStream* stream);
-  // Every live stream answers new messages with errors and ends once its requests are answered;
-  // streams that start later end at once.
+  // Every live stream stops reading (a read already under way gets an error response) and ends
+  // once its requests are answered; streams that start later end at once.
   void DrainAll();
 
  private:

@@ -1,15 +1,17 @@
 // Graceful shutdown with ModelStreamInfer streams open: in process (Server::Shutdown while a
-// stream's request is held inside Execute: an idle stream ends UNAVAILABLE at once, a new message
-// on the busy stream gets an error response, the accepted request is answered, then the stream
-// ends and Shutdown returns), shutdown round after round with unary calls and streams arriving
-// throughout (every call ends with an answer or a shutdown status, the process lives), and the real
-// binary (SIGTERM with streamed requests queued: all answered, exit code 0). Synchronised with
-// notifications and the server's log, never sleeps.
+// stream's request is held inside Execute: an idle stream ends UNAVAILABLE at once, the busy
+// stream stops reading however much the client sends, the accepted request is answered, then the
+// stream ends and Shutdown returns; a stream kept full through the drain ends long before the exit
+// timeout), shutdown round after round with unary calls and streams arriving throughout (every
+// call ends with an answer or a shutdown status, the process lives), and the real binary (SIGTERM
+// with streamed requests queued: all answered, exit code 0). Synchronised with notifications and
+// the server's log, never sleeps.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <atomic>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -41,13 +43,20 @@ inference::ModelInferRequest Request(const std::string& model, const std::string
 // With streams on gRPC's callback API (0) and on two ModelInferQueues threads (2: one queue).
 class StreamDrainTest : public ::testing::TestWithParam<int> {};
 
-TEST_P(StreamDrainTest, DrainingAnswersNewMessagesWithErrorsAndFinishesStreamsAfterTheirRequests) {
-  testing::TempDir repo("cs_stream_shutdown");
+// Shutdown while a stream's request is held inside Execute: an idle stream ends UNAVAILABLE at
+// once; the busy stream reads no more while the client keeps sending (at most the one message
+// whose read was already outstanding is answered, UNAVAILABLE "shutting down"), answers its
+// accepted request, then ends UNAVAILABLE long before the exit timeout, and Shutdown returns. It
+// used to read and refuse every message, so a client that kept sending could keep the stream open
+// until the exit timeout cancelled it.
+TEST_P(StreamDrainTest, DrainingStopsReadingAnswersAcceptedRequestsAndThenFinishesStreams) {
+  testing::TempDir repo("cs_stream_keeps_sending");
   examples::ModelOptions mlp;
   mlp.max_batch_size = 2;
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
   server::ServerOptions options = testing::TestServerOptions(repo.path());
   options.grpc_infer_threads = GetParam();
+  options.exit_timeout_secs = 120;  // the stream must end long before: within kWait of the drain
   auto server = testing::StartServer(options);
   ASSERT_NE(server, nullptr);
   testing::Gate gate;
@@ -59,7 +68,7 @@ TEST_P(StreamDrainTest, DrainingAnswersNewMessagesWithErrorsAndFinishesStreamsAf
   auto busy = InferStream::Open(c->stub());
   auto idle = InferStream::Open(c->stub());
   gate.Arm();
-  ASSERT_TRUE(busy->Send(Request("gated", "A", GatedInput(1, 51))));
+  ASSERT_TRUE(busy->Send(Request("gated", "A", GatedInput(1, 71))));
   ASSERT_TRUE(gate.WaitHeld(kWait));
   absl::Notification stopped;
   std::thread stopper([&] {
@@ -67,30 +76,97 @@ TEST_P(StreamDrainTest, DrainingAnswersNewMessagesWithErrorsAndFinishesStreamsAf
     stopped.Notify();
   });
   ASSERT_TRUE(testing::WaitUntilDraining(*c, kWait));
+  const absl::Time drain_began = absl::Now();
+  // The idle stream ends once the drain has reached every stream, the busy one included.
   const auto idle_end = idle->Finish(kWait);
   ASSERT_TRUE(idle_end.has_value()) << "a stream with nothing in flight ends at once";
   EXPECT_EQ(idle_end->error_code(), grpc::StatusCode::UNAVAILABLE) << idle_end->error_message();
 
-  ASSERT_TRUE(busy->Send(Request("gated", "B", GatedInput(1, 52))));
-  auto refused = busy->Next(kWait);
-  ASSERT_TRUE(refused.has_value()) << "the draining server answers a new message on a live stream";
-  EXPECT_EQ(refused->message.infer_response().id(), "B");
-  const absl::Status b = InferStream::Decode(refused->message).status();
-  EXPECT_EQ(b.code(), absl::StatusCode::kUnavailable) << b;
-  EXPECT_THAT(std::string(b.message()), HasSubstr("shutting down"));
+  constexpr int kKeptSending = 1000;
+  for (int i = 0; i < kKeptSending; ++i) {
+    if (!busy->Send(Request("gated", "B" + std::to_string(i), GatedInput(1, 100 + i)))) break;
+  }
   EXPECT_FALSE(stopped.HasBeenNotified()) << "shutdown waits for the stream's accepted request";
-
   gate.Release();
-  auto answered = busy->Next(kWait);
-  ASSERT_TRUE(answered.has_value()) << "an accepted streamed request was lost";
-  EXPECT_EQ(answered->message.infer_response().id(), "A");
-  EXPECT_TRUE(InferStream::Decode(answered->message).ok());
+  int answered = 0;
+  int refused = 0;
+  while (auto answer = busy->Next(kWait)) {
+    const absl::Status status = InferStream::Decode(answer->message).status();
+    if (status.ok()) {
+      EXPECT_EQ(answer->message.infer_response().id(), "A");
+      ++answered;
+    } else {
+      EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+      EXPECT_THAT(std::string(status.message()), HasSubstr("shutting down"));
+      ++refused;
+    }
+  }
   const auto busy_end = busy->Finish(kWait);
-  ASSERT_TRUE(busy_end.has_value()) << "the stream ends once its requests are answered";
-  EXPECT_EQ(busy_end->error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_LT(absl::Now() - drain_began, kWait);
   EXPECT_TRUE(stopped.WaitForNotificationWithTimeout(kWait)) << "Shutdown returned";
   stopper.join();
+  ASSERT_TRUE(busy_end.has_value()) << "the stream did not end";
+  EXPECT_EQ(busy_end->error_code(), grpc::StatusCode::UNAVAILABLE) << busy_end->error_message();
+  EXPECT_THAT(busy_end->error_message(), HasSubstr("shutting down"));
+  EXPECT_EQ(answered, 1) << "an accepted streamed request was lost";
+  EXPECT_LE(refused, 1) << "only a read outstanding when the drain began may bring a message in";
   EXPECT_EQ(runtime->stats().Snapshot().inference_count, 1u);
+}
+
+// The same with a client that keeps a window of requests in flight and replaces every answer with
+// a new request, through the drain, on a stream that is busy or idle at the instant it begins.
+TEST_P(StreamDrainTest, AStreamKeptFullThroughTheDrainEndsLongBeforeTheExitTimeout) {
+  testing::TempDir repo("cs_stream_flood");
+  examples::ModelOptions mlp;
+  mlp.max_batch_size = 4;
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.grpc_infer_threads = GetParam();
+  options.exit_timeout_secs = 120;
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto c = client::InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  auto stream = InferStream::Open(c->stub());
+  std::mt19937_64 rng(91);
+  int sent = 0;
+  auto send = [&] {
+    const client::Tensor input{"INPUT__0", DataType::kFp32, {1, 64}, RandomTensorBytes(DataType::kFp32, 64, rng)};
+    return stream->Send(Request("mlp", "f" + std::to_string(sent++), input));
+  };
+  constexpr int kWindow = 16;
+  constexpr int kAnsweredBeforeShutdown = 32;
+  for (int i = 0; i < kWindow; ++i) ASSERT_TRUE(send());
+  absl::Notification stopped;
+  std::thread stopper;
+  std::optional<absl::Time> drain_began;
+  int answered = 0;
+  while (!drain_began.has_value() || absl::Now() - *drain_began < kWait) {
+    auto answer = stream->Next(kWait);
+    if (!answer.has_value()) break;  // the stream is over (or silent for kWait: Finish tells)
+    const absl::Status status = InferStream::Decode(answer->message).status();
+    if (status.ok()) {
+      ++answered;
+    } else {
+      EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+    }
+    if (!drain_began.has_value() && answered == kAnsweredBeforeShutdown) {
+      drain_began = absl::Now();
+      stopper = std::thread([&] {
+        server->Shutdown();
+        stopped.Notify();
+      });
+    }
+    send();  // false once the stream ended
+  }
+  ASSERT_TRUE(drain_began.has_value()) << "only " << answered << " answers before the shutdown";
+  const bool ended_in_time = absl::Now() - *drain_began < kWait;
+  EXPECT_TRUE(ended_in_time) << "the stream still ran " << kWait << " after the drain began";
+  if (!ended_in_time) stream->Cancel();
+  const auto end = stream->Finish(kWait);
+  EXPECT_TRUE(stopped.WaitForNotificationWithTimeout(kWait)) << "Shutdown returned";
+  stopper.join();
+  ASSERT_TRUE(end.has_value()) << "the stream did not end";
+  EXPECT_EQ(end->error_code(), grpc::StatusCode::UNAVAILABLE) << end->error_message();
 }
 
 INSTANTIATE_TEST_SUITE_P(InferApis, StreamDrainTest, ::testing::Values(0, 2), testing::InferApiName);
