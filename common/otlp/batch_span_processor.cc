@@ -56,23 +56,30 @@ std::vector<SpanData> BatchSpanProcessor::TakeBatch() {
 void BatchSpanProcessor::Run() {
   absl::MutexLock lock(&mu_);
   running_ = true;
-  while (true) {
+  while (!abandon_) {
     mu_.AwaitWithDeadline(absl::Condition(this, &BatchSpanProcessor::ShouldWake), next_export_);
-    // Everything queued now is covered by the flushes requested so far.
-    const uint64_t flush_target = flush_requested_;
-    const bool drain = stop_ || flush_target != flush_done_;
-    while (!queue_.empty()) {
-      std::vector<SpanData> batch = TakeBatch();
-      mu_.Unlock();
-      ExportBatch(std::move(batch));
-      mu_.Lock();
-      if (!drain && queue_.size() < options_.max_export_batch_size) break;
-    }
+    ExportDue();
     next_export_ = absl::Now() + options_.schedule_delay;
-    flush_done_ = std::max(flush_done_, flush_target);
     if (stop_) break;
   }
   thread_done_ = true;
+}
+
+void BatchSpanProcessor::ExportDue() {
+  // Everything queued now is covered by the flushes requested so far.
+  uint64_t flush_target = flush_requested_;
+  while (!queue_.empty() && !abandon_) {
+    std::vector<SpanData> batch = TakeBatch();
+    mu_.Unlock();
+    ExportBatch(std::move(batch));
+    mu_.Lock();
+    // A stop or flush requested while the lock was released (during the export) drains the queue
+    // too, so read both again: else a Shutdown that came then would leave a partial batch behind.
+    flush_target = flush_requested_;
+    const bool drain = stop_ || flush_target != flush_done_;
+    if (!drain && queue_.size() < options_.max_export_batch_size) break;
+  }
+  if (!abandon_) flush_done_ = std::max(flush_done_, flush_target);
 }
 
 void BatchSpanProcessor::ExportBatch(std::vector<SpanData> batch) {
@@ -96,7 +103,8 @@ bool BatchSpanProcessor::ForceFlush(absl::Time deadline) {
   if (!running_ || thread_done_) return queue_.empty();
   const uint64_t target = ++flush_requested_;
   auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return flush_done_ >= target || thread_done_; };
-  return mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
+  mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
+  return flush_done_ >= target;
 }
 
 void BatchSpanProcessor::Shutdown(absl::Time deadline) {
@@ -106,8 +114,10 @@ void BatchSpanProcessor::Shutdown(absl::Time deadline) {
     shut_down_ = true;
     stop_ = true;
     if (running_ && !mu_.AwaitWithDeadline(absl::Condition(&thread_done_), deadline)) {
+      // The export thread stops after the export in progress, which the cancel below ends.
+      abandon_ = true;
       CS_LOG(WARNING) << "trace flush did not finish by its deadline; cancelling the exporter ("
-                      << queue_.size() << " span(s) still queued will fail)";
+                      << queue_.size() << " span(s) still queued are dropped)";
     }
   }
   exporter_->Shutdown();  // cancels an export or backoff still in progress

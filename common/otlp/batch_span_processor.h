@@ -54,6 +54,7 @@ class BatchSpanProcessor {
   // Exports everything queued before the call; true when done by `deadline`.
   bool ForceFlush(absl::Time deadline);
   // Flushes the queue (bounded by `deadline`), cancels the exporter, joins the thread. Idempotent.
+  // Spans still queued at the deadline are dropped (counted in stats().dropped).
   void Shutdown(absl::Time deadline);
 
   SpanProcessorStats stats() const;
@@ -63,6 +64,9 @@ class BatchSpanProcessor {
   bool ShouldWake() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves up to one batch out of the queue.
   std::vector<SpanData> TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Exports full batches, or the whole queue when a stop or flush is pending (also one requested
+  // during an export). Releases mu_ around each export.
+  void ExportDue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExportBatch(std::vector<SpanData> batch);
 
   const BatchSpanProcessorOptions options_;
@@ -73,6 +77,7 @@ class BatchSpanProcessor {
   std::deque<SpanData> queue_ ABSL_GUARDED_BY(mu_);
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool abandon_ ABSL_GUARDED_BY(mu_) = false;  // Shutdown's deadline passed: export no more
   bool thread_done_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t flush_requested_ ABSL_GUARDED_BY(mu_) = 0;

@@ -1,8 +1,10 @@
 // BatchSpanProcessor with fake exporters: batching, flush, bounded queue with counted drops while
-// the exporter is stuck, and a shutdown that honours its deadline.
+// the exporter is stuck, a shutdown that honours its deadline and one that comes during an export.
 #include "common/otlp/batch_span_processor.h"
 
 #include <gtest/gtest.h>
+
+#include <thread>
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -55,6 +57,37 @@ class StuckExporter final : public SpanExporter {
  private:
   absl::Mutex mu_;
   bool released_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Holds the first Export until the test calls Release(); later exports pass at once. Counts spans.
+class GatedExporter final : public SpanExporter {
+ public:
+  absl::Status Export(const std::vector<SpanData>& spans, absl::Time deadline) override {
+    absl::MutexLock lock(&mu_);
+    if (!entered_.HasBeenNotified()) {
+      entered_.Notify();
+      if (!mu_.AwaitWithDeadline(absl::Condition(&released_), deadline)) {
+        return absl::DeadlineExceededError("never released");
+      }
+    }
+    exported_ += spans.size();
+    return absl::OkStatus();
+  }
+  void Shutdown() override {}
+  void Release() {
+    absl::MutexLock lock(&mu_);
+    released_ = true;
+  }
+  size_t exported() {
+    absl::MutexLock lock(&mu_);
+    return exported_;
+  }
+  absl::Notification entered_;
+
+ private:
+  absl::Mutex mu_;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
+  size_t exported_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 std::vector<SpanData> Spans(size_t n) {
@@ -120,8 +153,55 @@ TEST(BatchSpanProcessorTest, FullQueueDropsAndCountsWithoutBlocking) {
   const SpanProcessorStats s = p.stats();
   EXPECT_EQ(s.exported, 0u);
   EXPECT_EQ(s.accepted, 5u + 18u);
-  // Every accepted span is accounted for: lost in a failed export or dropped at shutdown.
-  EXPECT_EQ(s.export_failed + (s.dropped - dropped), 23u);
+  // The export that hung fails when shutdown cancels it; past the deadline nothing more is sent,
+  // so what was still queued is dropped.
+  EXPECT_EQ(s.export_failed, 5u);
+  EXPECT_EQ(s.dropped - dropped, 18u);
+}
+
+TEST(BatchSpanProcessorTest, ShutdownDuringAnExportStillExportsWhatWasQueuedMeanwhile) {
+  auto exporter = std::make_unique<GatedExporter>();
+  GatedExporter* gate = exporter.get();
+  constexpr size_t kBatch = 4;
+  BatchSpanProcessorOptions options;
+  options.max_queue_size = 1 << 20;  // below, only a stop can refuse spans
+  options.max_export_batch_size = kBatch;
+  options.schedule_delay = absl::Hours(1);  // only a full batch, a flush or a stop exports
+  BatchSpanProcessor p(std::move(exporter), options);
+  p.Start();
+  ASSERT_TRUE(p.OnEnd(Spans(kBatch)));  // a full batch goes at once and is held in Export
+  ASSERT_TRUE(gate->entered_.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(p.OnEnd(Spans(kBatch - 1)));  // less than a batch: only a drain sends it
+
+  absl::Notification shut_down;
+  std::thread stopper([&] {
+    p.Shutdown(absl::Now() + absl::Seconds(30));
+    shut_down.Notify();
+  });
+  // Shutdown has taken effect once OnEnd refuses spans (the queue has room). Whole batches offered
+  // until then keep the queue at kBatch - 1 spans past a batch boundary.
+  size_t offered_before_stop = 0;
+  bool stop_seen = false;
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(10); absl::Now() < give_up;) {
+    if (!p.OnEnd(Spans(kBatch))) {
+      stop_seen = true;
+      break;
+    }
+    offered_before_stop += kBatch;
+    std::this_thread::yield();
+  }
+  gate->Release();
+  const bool returned = shut_down.WaitForNotificationWithTimeout(absl::Seconds(20));
+  stopper.join();  // bounded by Shutdown's own deadline
+  ASSERT_TRUE(stop_seen) << "Shutdown never stopped accepting spans";
+  EXPECT_TRUE(returned) << "Shutdown overran its deadline";
+  const size_t accepted = kBatch + (kBatch - 1) + offered_before_stop;
+  const SpanProcessorStats s = p.stats();
+  EXPECT_EQ(s.accepted, accepted);
+  EXPECT_EQ(s.exported, accepted) << "spans queued during the held export were left behind";
+  EXPECT_EQ(gate->exported(), accepted);
+  EXPECT_EQ(s.export_failed, 0u);
+  EXPECT_EQ(s.dropped, kBatch) << "only the batch refused after the stop";
 }
 
 }  // namespace
