@@ -50,6 +50,7 @@ class SpanMaker {
   // A child inside the server span; clamped there.
   SpanData Child(std::string name, Interval at) {
     SpanData span = Base(std::move(name), ids_.child_span_ids.at(next_child_++), ids_.server_span_id);
+    span.trace_state = ids_.trace_state;  // every span of the trace carries the caller's tracestate
     const int64_t start = std::clamp(at.start_ns, server_.start_ns, server_.end_ns);
     const int64_t end = std::clamp(at.end_ns, start, server_.end_ns);
     span.start_unix_ns = start + offset_;
@@ -74,6 +75,23 @@ class SpanMaker {
   size_t next_child_ = 0;
 };
 
+// OpenTelemetry's gRPC conventions for SERVER spans: only these codes are the server's errors; the
+// others (INVALID_ARGUMENT, NOT_FOUND, RESOURCE_EXHAUSTED, CANCELLED, ...) are the caller's and leave
+// the span status unset (rpc.grpc.status_code still tells them apart).
+bool IsServerError(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kUnknown:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kUnimplemented:
+    case absl::StatusCode::kInternal:
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDataLoss:
+      return true;
+    default:
+      return false;
+  }
+}
+
 void AddServerAttributes(const InferRequest& request, const absl::Status& status, SpanData* span) {
   span->attributes.push_back({"rpc.system", std::string("grpc")});
   span->attributes.push_back({"rpc.service", std::string("inference.GRPCInferenceService")});
@@ -81,24 +99,30 @@ void AddServerAttributes(const InferRequest& request, const absl::Status& status
   span->attributes.push_back({"rpc.grpc.status_code", static_cast<int64_t>(status.code())});
   if (!request.id.empty()) span->attributes.push_back({"chronoserve.request.id", request.id});
   span->attributes.push_back({"chronoserve.request.items", request.batch_items});
-  if (!status.ok()) {
+  if (IsServerError(status.code())) {
     span->status = SpanStatus::kError;
     span->status_message = std::string(status.message());
   }
 }
 
-// h2d, compute, d2h: event deltas laid backwards from the observed completion.
+// h2d, compute, d2h: event deltas laid backwards from the observed completion. A pipelined batch's
+// inputs were copied on the copy stream while the device still ran the batch before it, so its h2d
+// ended earlier than its compute started, h2d_end_to_done_ns before the batch's last event.
 void AddDeviceSpans(const RequestTiming& timing, const BatchTiming& batch,
                     const std::vector<Attribute>& common, SpanMaker* maker, std::vector<SpanData>* out) {
   const int64_t d2h_end = batch.gpu_done_ns;
   const int64_t compute_end = d2h_end - timing.d2h_ns;
-  const int64_t h2d_end = compute_end - timing.compute_ns;
+  const int64_t compute_start = compute_end - timing.compute_ns;
+  // Compute waited for the copy, so h2d never ends after compute starts (event rounding aside).
+  const int64_t h2d_end = batch.h2d_end_to_done_ns > 0
+                              ? std::min(d2h_end - batch.h2d_end_to_done_ns, compute_start)
+                              : compute_start;
   const struct {
     const char* name;
     Interval at;
     int64_t duration_ns;
   } device[] = {{"h2d", {h2d_end - timing.h2d_ns, h2d_end}, timing.h2d_ns},
-                {"compute", {h2d_end, compute_end}, timing.compute_ns},
+                {"compute", {compute_start, compute_end}, timing.compute_ns},
                 {"d2h", {compute_end, d2h_end}, timing.d2h_ns}};
   for (const auto& d : device) {
     SpanData span = maker->Child(d.name, d.at);

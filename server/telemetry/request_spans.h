@@ -3,8 +3,11 @@
 // queue, input_stage, h2d, compute, d2h, output_stage, as ../shared/TIMING.md defines them.
 // Host spans come straight from the steady-clock stamps; GPU spans (event deltas) are laid out
 // backwards from the moment the host observed the device work done (BatchTiming::gpu_done_ns):
-// d2h ends there, compute ends where d2h starts, h2d ends where compute starts. Every child is
-// clamped inside the server span; GPU spans carry their exact measured length as an attribute.
+// d2h ends there, compute ends where d2h starts, h2d ends where compute starts, or, for a pipelined
+// batch whose inputs were copied behind another batch, BatchTiming::h2d_end_to_done_ns before
+// d2h's end. Every child is clamped inside the server span; GPU spans carry their exact measured
+// length as an attribute. The server span's status is ERROR only for the gRPC codes OpenTelemetry
+// counts as server errors; every span carries the caller's tracestate.
 // Pure function; called by RequestTracer on the worker thread that finished the request.
 #ifndef CHRONOSERVE_SERVER_TELEMETRY_REQUEST_SPANS_H_
 #define CHRONOSERVE_SERVER_TELEMETRY_REQUEST_SPANS_H_

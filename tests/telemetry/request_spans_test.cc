@@ -99,6 +99,7 @@ TEST_F(RequestSpansTest, HostSpansComeFromTheStamps) {
 }
 
 TEST_F(RequestSpansTest, GpuSpansAreLaidBackwardsFromTheObservedCompletion) {
+  ASSERT_EQ(batch_.h2d_end_to_done_ns, 0);  // not pipelined: h2d ends where compute starts
   auto spans = Build();
   EXPECT_EQ(spans["d2h"].end_unix_ns - kOffset, 2000);
   EXPECT_EQ(spans["d2h"].start_unix_ns - kOffset, 1980);
@@ -109,6 +110,40 @@ TEST_F(RequestSpansTest, GpuSpansAreLaidBackwardsFromTheObservedCompletion) {
   EXPECT_EQ(std::get<int64_t>(Find(spans["compute"], "chronoserve.duration_ns")->value), 300);
   EXPECT_EQ(std::get<int64_t>(Find(spans["compute"], "chronoserve.launch_ns")->value), 40);
   EXPECT_EQ(std::get<std::string>(Find(spans["h2d"], "chronoserve.clock")->value), "cuda_event");
+}
+
+TEST_F(RequestSpansTest, PipelinedH2dEndsWhereTheCopyStreamFinishedIt) {
+  // Inputs copied on the copy stream while the batch before still ran: h2d ended 340 ns before
+  // d2h's end, 20 ns before compute (which waited for the device) started.
+  batch_.h2d_end_to_done_ns = 340;
+  request_.timeline.SetBatch(batch_);
+  auto spans = Build();
+  EXPECT_EQ(spans["d2h"].end_unix_ns - kOffset, 2000);
+  EXPECT_EQ(spans["d2h"].start_unix_ns - kOffset, 1980);
+  EXPECT_EQ(spans["compute"].start_unix_ns - kOffset, 1680);
+  EXPECT_EQ(spans["h2d"].end_unix_ns - kOffset, 2000 - 340);
+  EXPECT_EQ(spans["h2d"].start_unix_ns - kOffset, 2000 - 340 - 50);
+  EXPECT_EQ(spans["compute"].start_unix_ns - spans["h2d"].end_unix_ns, 20) << "the gap the copy stream gained";
+  EXPECT_EQ(std::get<int64_t>(Find(spans["h2d"], "chronoserve.duration_ns")->value), 50);
+}
+
+TEST_F(RequestSpansTest, PipelinedH2dNeverOverlapsCompute) {
+  // An event delta shorter than compute + d2h (rounding) cannot put h2d's end inside compute.
+  batch_.h2d_end_to_done_ns = 250;
+  request_.timeline.SetBatch(batch_);
+  auto spans = Build();
+  EXPECT_EQ(spans["h2d"].end_unix_ns - kOffset, 1680);
+  EXPECT_EQ(spans["h2d"].start_unix_ns - kOffset, 1630);
+}
+
+TEST_F(RequestSpansTest, PipelinedH2dStaysInsideTheServerSpan) {
+  batch_.h2d_end_to_done_ns = 5000;  // would reach before the request arrived
+  request_.timeline.SetBatch(batch_);
+  auto spans = Build();
+  const SpanData& server = spans.at("ModelInfer policy_net");
+  EXPECT_EQ(spans["h2d"].start_unix_ns, server.start_unix_ns);
+  EXPECT_EQ(spans["h2d"].end_unix_ns, server.start_unix_ns);
+  EXPECT_EQ(spans["compute"].start_unix_ns - kOffset, 1680);
 }
 
 TEST_F(RequestSpansTest, ChildrenStayInsideTheServerSpan) {
@@ -168,6 +203,34 @@ TEST_F(RequestSpansTest, FailedBeforeExecutionHasOnlyTheStagesItReached) {
   EXPECT_EQ(server.status_message, "expired in queue");
   EXPECT_EQ(std::get<int64_t>(Find(server, "rpc.grpc.status_code")->value), 4);
   EXPECT_EQ(Find(server, "chronoserve.batch.size"), nullptr);
+}
+
+TEST_F(RequestSpansTest, OnlyServerCausedCodesMakeTheServerSpanAnError) {
+  // OpenTelemetry's gRPC conventions for SERVER spans.
+  for (const absl::Status& status :
+       {absl::UnknownError("u"), absl::DeadlineExceededError("d"), absl::UnimplementedError("m"),
+        absl::InternalError("i"), absl::UnavailableError("a"), absl::DataLossError("l")}) {
+    const SpanData server = Build(status).at("ModelInfer policy_net");
+    EXPECT_EQ(server.status, SpanStatus::kError) << status;
+    EXPECT_EQ(server.status_message, status.message()) << status;
+    EXPECT_EQ(std::get<int64_t>(Find(server, "rpc.grpc.status_code")->value), static_cast<int64_t>(status.code()));
+  }
+  for (const absl::Status& status :
+       {absl::InvalidArgumentError("shape"), absl::NotFoundError("model"), absl::ResourceExhaustedError("queue"),
+        absl::CancelledError("caller"), absl::FailedPreconditionError("not ready"),
+        absl::PermissionDeniedError("p"), absl::UnauthenticatedError("t"), absl::OutOfRangeError("r")}) {
+    const SpanData server = Build(status).at("ModelInfer policy_net");
+    EXPECT_EQ(server.status, SpanStatus::kUnset) << status;
+    EXPECT_EQ(std::get<int64_t>(Find(server, "rpc.grpc.status_code")->value), static_cast<int64_t>(status.code()))
+        << "the code is recorded even when the status stays unset";
+  }
+}
+
+TEST_F(RequestSpansTest, EverySpanCarriesTheCallersTraceState) {
+  ids_.trace_state = "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7";
+  auto spans = Build();
+  ASSERT_EQ(spans.size(), 7u);
+  for (const auto& [name, span] : spans) EXPECT_EQ(span.trace_state, ids_.trace_state) << name;
 }
 
 }  // namespace
