@@ -18,8 +18,15 @@ void SetValue(const AttributeValue& value, common::AnyValue* out) {
   }
 }
 
-void AddString(const std::string& key, const std::string& value,
+// Sets `key` to `value`, replacing the value of an earlier `key`: OTLP wants a resource's keys unique.
+void SetString(const std::string& key, const std::string& value,
                google::protobuf::RepeatedPtrField<common::KeyValue>* out) {
+  for (common::KeyValue& kv : *out) {
+    if (kv.key() == key) {
+      kv.mutable_value()->set_string_value(value);
+      return;
+    }
+  }
   common::KeyValue* kv = out->Add();
   kv->set_key(key);
   kv->mutable_value()->set_string_value(value);
@@ -58,12 +65,13 @@ opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest EncodeExpo
   opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest request;
   trace::ResourceSpans* rs = request.add_resource_spans();
   auto* attributes = rs->mutable_resource()->mutable_attributes();
-  AddString("service.name", resource.service_name, attributes);
-  if (!resource.service_version.empty()) AddString("service.version", resource.service_version, attributes);
-  AddString("telemetry.sdk.name", "chronoserve", attributes);
-  AddString("telemetry.sdk.language", "cpp", attributes);
+  SetString("service.name", resource.service_name, attributes);
+  if (!resource.service_version.empty()) SetString("service.version", resource.service_version, attributes);
+  SetString("telemetry.sdk.name", "chronoserve", attributes);
+  SetString("telemetry.sdk.language", "cpp", attributes);
+  // The user's (OTEL_RESOURCE_ATTRIBUTES) override the built-in ones, e.g. service.version.
   for (const auto& [key, value] : resource.attributes) {
-    if (key != "service.name") AddString(key, value, attributes);
+    if (key != "service.name") SetString(key, value, attributes);
   }
   trace::ScopeSpans* scope_spans = rs->add_scope_spans();
   scope_spans->mutable_scope()->set_name(kInstrumentationScope);

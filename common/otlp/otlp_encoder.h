@@ -15,7 +15,8 @@ namespace chronoserve::otlp {
 struct OtlpResource {
   std::string service_name = "chronoserve";
   std::string service_version;
-  // Extra resource attributes (OTEL_RESOURCE_ATTRIBUTES), key -> value.
+  // Extra resource attributes (OTEL_RESOURCE_ATTRIBUTES, decoded), key -> value; a key that is
+  // also built in (service.version, telemetry.sdk.*) replaces the built-in value.
   std::vector<std::pair<std::string, std::string>> attributes;
 };
 

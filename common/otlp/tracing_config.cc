@@ -1,6 +1,11 @@
 #include "common/otlp/tracing_config.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -39,23 +44,55 @@ absl::Status ParseEndpoint(std::string endpoint, OtlpGrpcExporterOptions* out) {
   return absl::OkStatus();
 }
 
-// OTEL_RESOURCE_ATTRIBUTES: key1=value1,key2=value2 (values may be percent-encoded; kept as given).
-void ParseResourceAttributes(const std::string& value, OtlpResource* resource) {
-  for (absl::string_view member : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
-    const size_t eq = member.find('=');
-    if (eq == absl::string_view::npos) continue;
-    std::string key(absl::StripAsciiWhitespace(member.substr(0, eq)));
-    std::string v(absl::StripAsciiWhitespace(member.substr(eq + 1)));
-    if (key == "service.name") {
-      resource->service_name = v;
-    } else if (!key.empty()) {
-      resource->attributes.emplace_back(std::move(key), std::move(v));
+// W3C Baggage percent-decoding ("%2C" -> ","); false on a '%' not followed by two hex digits.
+bool PercentDecode(absl::string_view in, std::string* out) {
+  auto hex = [](char c) { return absl::ascii_isdigit(c) ? c - '0' : absl::ascii_tolower(c) - 'a' + 10; };
+  out->clear();
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out->push_back(in[i]);
+      continue;
     }
+    if (i + 2 >= in.size() || !absl::ascii_isxdigit(in[i + 1]) || !absl::ascii_isxdigit(in[i + 2])) return false;
+    out->push_back(static_cast<char>(hex(in[i + 1]) * 16 + hex(in[i + 2])));
+    i += 2;
   }
+  return true;
 }
 
-// OTEL_BSP_* overrides of the batch processor defaults (milliseconds / counts).
-absl::Status ApplyBspEnv(const EnvLookup& env, BatchSpanProcessorOptions* p) {
+// OTEL_RESOURCE_ATTRIBUTES: key1=value1,key2=value2, keys and values percent-encoded (the spec
+// requires ',' and '=' to be). A malformed value is discarded whole, as the spec asks, with a
+// warning. A key given twice keeps its last value; service.name goes to resource->service_name.
+void ParseResourceAttributes(const std::string& value, OtlpResource* resource, std::vector<std::string>* warnings) {
+  std::string service_name = resource->service_name;
+  std::vector<std::pair<std::string, std::string>> attributes;
+  for (absl::string_view member : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
+    const size_t eq = member.find('=');
+    std::string key, v;
+    if (eq == absl::string_view::npos || !PercentDecode(absl::StripAsciiWhitespace(member.substr(0, eq)), &key) ||
+        key.empty() || !PercentDecode(absl::StripAsciiWhitespace(member.substr(eq + 1)), &v)) {
+      warnings->push_back(absl::StrCat("OTEL_RESOURCE_ATTRIBUTES='", value, "' ignored: '", member,
+                                       "' is not key=value (percent-encoded)"));
+      return;
+    }
+    if (key == "service.name") {
+      service_name = std::move(v);
+      continue;
+    }
+    auto same = std::find_if(attributes.begin(), attributes.end(), [&](const auto& kv) { return kv.first == key; });
+    if (same != attributes.end()) {
+      same->second = std::move(v);
+    } else {
+      attributes.emplace_back(std::move(key), std::move(v));
+    }
+  }
+  resource->service_name = std::move(service_name);
+  resource->attributes = std::move(attributes);
+}
+
+// OTEL_BSP_* overrides of the batch processor defaults (milliseconds / counts). A value that is not
+// a positive integer keeps the default, with a warning (the spec's "warn and ignore").
+void ApplyBspEnv(const EnvLookup& env, BatchSpanProcessorOptions* p, std::vector<std::string>* warnings) {
   struct Var {
     const char* name;
     std::function<void(int64_t)> set;
@@ -70,12 +107,24 @@ absl::Status ApplyBspEnv(const EnvLookup& env, BatchSpanProcessorOptions* p) {
     if (value.empty()) continue;
     int64_t v = 0;
     if (!absl::SimpleAtoi(value, &v) || v <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(var.name, "='", value, "' is not a positive integer"));
+      warnings->push_back(absl::StrCat(var.name, "='", value, "' is not a positive integer; using the default"));
+      continue;
     }
     var.set(v);
   }
   p->max_export_batch_size = std::min(p->max_export_batch_size, p->max_queue_size);
-  return absl::OkStatus();
+}
+
+// The first of `names` that is set (not empty), with its name for messages.
+struct EnvValue {
+  const char* name = "";
+  std::string value;
+};
+EnvValue FirstSet(const EnvLookup& env, std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    if (std::string v = Get(env, name); !v.empty()) return {name, std::move(v)};
+  }
+  return {};
 }
 
 }  // namespace
@@ -94,22 +143,45 @@ absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpo
   TracingConfig config;
   config.exporter.resource.service_name = service_name;
   config.exporter.resource.service_version = service_version;
-  ParseResourceAttributes(Get(env, "OTEL_RESOURCE_ATTRIBUTES"), &config.exporter.resource);
+  // Complaints about settings matter only when spans are sent: kept until tracing is known to be on.
+  std::vector<std::string> setting_warnings;
+  ParseResourceAttributes(Get(env, "OTEL_RESOURCE_ATTRIBUTES"), &config.exporter.resource, &setting_warnings);
   if (std::string name = Get(env, "OTEL_SERVICE_NAME"); !name.empty()) {
     config.exporter.resource.service_name = name;
   }
   if (std::string s = Get(env, "OTEL_TRACES_SAMPLER"); !s.empty()) config.sampler = s;
   config.sampler_arg = Get(env, "OTEL_TRACES_SAMPLER_ARG");
-  if (absl::Status s = ApplyBspEnv(env, &config.processor); !s.ok()) return s;
+  ApplyBspEnv(env, &config.processor, &setting_warnings);
 
-  std::string endpoint = flag_endpoint;
-  if (endpoint.empty()) endpoint = Get(env, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
-  if (endpoint.empty()) endpoint = Get(env, "OTEL_EXPORTER_OTLP_ENDPOINT");
   const bool disabled = absl::AsciiStrToLower(Get(env, "OTEL_SDK_DISABLED")) == "true" ||
                         absl::AsciiStrToLower(Get(env, "OTEL_TRACES_EXPORTER")) == "none";
-  if (endpoint.empty() || disabled) return config;
-  if (absl::Status s = ParseEndpoint(endpoint, &config.exporter); !s.ok()) return s;
+  if (!flag_endpoint.empty()) {
+    // Typed by the user for OTLP/gRPC: a malformed one is an error; the protocol variables do not apply.
+    if (disabled) return config;
+    if (absl::Status s = ParseEndpoint(flag_endpoint, &config.exporter); !s.ok()) return s;
+    config.enabled = true;
+    config.warnings = std::move(setting_warnings);
+    return config;
+  }
+  const EnvValue endpoint = FirstSet(env, {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"});
+  if (endpoint.value.empty() || disabled) return config;
+  // The environment may be set up for another exporter (http/protobuf on 4318 is the spec's default):
+  // tracing is optional, so it goes off with a warning rather than keeping the server from starting.
+  const EnvValue protocol = FirstSet(env, {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"});
+  if (!protocol.value.empty() && absl::AsciiStrToLower(protocol.value) != "grpc") {
+    config.warnings.push_back(absl::StrCat("tracing is off: ", protocol.name, "='", protocol.value,
+                                           "', but chronoserve exports traces over OTLP/gRPC only (protocol "
+                                           "'grpc'; or give --otlp-endpoint HOST:PORT)"));
+    return config;
+  }
+  if (absl::Status s = ParseEndpoint(endpoint.value, &config.exporter); !s.ok()) {
+    config.warnings.push_back(absl::StrCat("tracing is off: ", endpoint.name, "='", endpoint.value,
+                                           "' is not an OTLP/gRPC endpoint (HOST:PORT, optionally http:// or "
+                                           "https://, no path)"));
+    return config;
+  }
   config.enabled = true;
+  config.warnings = std::move(setting_warnings);
   return config;
 }
 

@@ -1,13 +1,15 @@
 // TracingConfig: where and how spans are exported, from the --otlp-endpoint flag and the standard
 // OpenTelemetry environment variables (flag > OTEL_EXPORTER_OTLP_TRACES_ENDPOINT >
-// OTEL_EXPORTER_OTLP_ENDPOINT; OTEL_SERVICE_NAME; OTEL_RESOURCE_ATTRIBUTES; OTEL_TRACES_SAMPLER and
-// _ARG; OTEL_BSP_*; OTEL_SDK_DISABLED / OTEL_TRACES_EXPORTER=none). Resolved once in main.
+// OTEL_EXPORTER_OTLP_ENDPOINT; OTEL_EXPORTER_OTLP_TRACES_PROTOCOL > OTEL_EXPORTER_OTLP_PROTOCOL;
+// OTEL_SERVICE_NAME; OTEL_RESOURCE_ATTRIBUTES; OTEL_TRACES_SAMPLER and _ARG; OTEL_BSP_*;
+// OTEL_SDK_DISABLED / OTEL_TRACES_EXPORTER=none). Resolved once in main.
 #ifndef CHRONOSERVE_COMMON_OTLP_TRACING_CONFIG_H_
 #define CHRONOSERVE_COMMON_OTLP_TRACING_CONFIG_H_
 
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/otlp/batch_span_processor.h"
@@ -21,6 +23,11 @@ struct TracingConfig {
   std::string sampler = "parentbased_always_on";
   std::string sampler_arg;
   BatchSpanProcessorOptions processor;
+  // Environment settings that could not be used and were ignored (a malformed
+  // OTEL_RESOURCE_ATTRIBUTES or OTEL_BSP_* value; a non-gRPC protocol or unusable endpoint, which
+  // turns tracing off): optional telemetry never keeps the server from starting. Telemetry::Start
+  // logs each as a warning.
+  std::vector<std::string> warnings;
 };
 
 // Reads an environment variable; tests pass a map instead of the process environment.
@@ -28,7 +35,9 @@ using EnvLookup = std::function<std::optional<std::string>(const char* name)>;
 EnvLookup ProcessEnv();
 
 // `flag_endpoint` is --otlp-endpoint ("" = not given). Endpoints may be HOST:PORT,
-// http://HOST:PORT (plaintext) or https://HOST:PORT (TLS). INVALID_ARGUMENT for malformed values.
+// http://HOST:PORT (plaintext) or https://HOST:PORT (TLS). INVALID_ARGUMENT only for a malformed
+// flag; problems in the environment become `warnings` (see TracingConfig). Only OTLP/gRPC is
+// implemented: OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL other than "grpc" leaves tracing off.
 // `service_name` is the resource's service.name unless OTEL_SERVICE_NAME (or service.name in
 // OTEL_RESOURCE_ATTRIBUTES) overrides it.
 absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpoint,

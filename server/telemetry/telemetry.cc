@@ -48,6 +48,7 @@ Telemetry::~Telemetry() { Shutdown(absl::Now()); }
 absl::Status Telemetry::Start() {
   if (started_ || shut_down_) return absl::OkStatus();
   started_ = true;
+  for (const std::string& warning : options_.tracing.warnings) CS_LOG(WARNING) << warning;
   if (processor_ != nullptr) {
     processor_->Start();
     const TracingConfig& t = options_.tracing;

@@ -1,10 +1,14 @@
 // OtlpGrpcExporter + BatchSpanProcessor against a real OTLP receiver written by others (node,
 // @grpc/grpc-js, @opentelemetry/otlp-transformer's codec): the wire format decodes, retries happen
-// only on retryable codes, and a receiver that is down costs bounded, counted drops and no stall.
+// only on retryable codes, and a receiver that is down costs bounded, counted drops and no stall;
+// the encoder's resource on its own.
 #include <gtest/gtest.h>
+
+#include <map>
 
 #include "absl/time/clock.h"
 #include "common/otlp/batch_span_processor.h"
+#include "common/otlp/otlp_encoder.h"
 #include "common/otlp/otlp_grpc_exporter.h"
 #include "server/telemetry/request_tracer.h"
 #include "tests/telemetry/otlp_test_receiver.h"
@@ -47,6 +51,27 @@ SpanData TestSpan(const TraceId& trace, const char* name) {
   s.status = SpanStatus::kError;
   s.status_message = "boom";
   return s;
+}
+
+TEST(OtlpEncoderTest, ResourceKeysAreUniqueAndTheUsersValuesWin) {
+  otlp::OtlpResource resource;
+  resource.service_name = "svc";
+  resource.service_version = "0.1.0";
+  resource.attributes = {{"service.version", "2.0"}, {"telemetry.sdk.language", "c++"}, {"team", "ml"}};
+  const auto request = otlp::EncodeExportRequest(resource, {TestSpan(NewTraceId(), "one")});
+  ASSERT_EQ(request.resource_spans_size(), 1);
+  std::map<std::string, std::string> got;
+  for (const auto& kv : request.resource_spans(0).resource().attributes()) {
+    EXPECT_TRUE(got.emplace(kv.key(), kv.value().string_value()).second) << "duplicate key " << kv.key();
+  }
+  const std::map<std::string, std::string> want = {{"service.name", "svc"},
+                                                   {"service.version", "2.0"},
+                                                   {"telemetry.sdk.name", "chronoserve"},
+                                                   {"telemetry.sdk.language", "c++"},
+                                                   {"team", "ml"}};
+  EXPECT_EQ(got, want);
+  // The instrumentation scope stays chronoserve's own version.
+  EXPECT_EQ(request.resource_spans(0).scope_spans(0).scope().version(), "0.1.0");
 }
 
 TEST(OtlpExporterTest, ReceiverDecodesWhatWeSend) {

@@ -1,8 +1,11 @@
-// Sampler (OTEL_TRACES_SAMPLER rules) and TracingConfig resolution from flags and OTEL_* variables.
+// Sampler (OTEL_TRACES_SAMPLER rules) and TracingConfig resolution from flags and OTEL_* variables:
+// environment problems become warnings with tracing (or the one setting) off, never a failed start.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <map>
 
+#include "absl/strings/str_cat.h"
 #include "server/telemetry/request_tracer.h"
 #include "server/telemetry/sampler.h"
 #include "common/otlp/tracing_config.h"
@@ -109,10 +112,93 @@ TEST(TracingConfigTest, SdkDisabledAndBadValues) {
   auto c = ResolveTracingConfig("", "", Env({{"OTEL_EXPORTER_OTLP_ENDPOINT", "h:1"}, {"OTEL_SDK_DISABLED", "true"}}));
   ASSERT_TRUE(c.ok());
   EXPECT_FALSE(c->enabled);
+  // A malformed --otlp-endpoint is an error: the user typed it.
   EXPECT_FALSE(ResolveTracingConfig("no-port", "", Env({})).ok());
   EXPECT_FALSE(ResolveTracingConfig("h:99999", "", Env({})).ok());
   EXPECT_FALSE(ResolveTracingConfig("http://h:4317/v1/traces", "", Env({})).ok());
-  EXPECT_FALSE(ResolveTracingConfig("", "", Env({{"OTEL_BSP_SCHEDULE_DELAY", "-5"}})).ok());
+  // A bad OTEL_BSP_* value keeps its default, with a warning.
+  c = ResolveTracingConfig("collector:4317", "", Env({{"OTEL_BSP_SCHEDULE_DELAY", "-5"}, {"OTEL_BSP_MAX_QUEUE_SIZE", "64"}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->enabled);
+  EXPECT_EQ(c->processor.schedule_delay, absl::Seconds(5));
+  EXPECT_EQ(c->processor.max_queue_size, 64u);
+  ASSERT_EQ(c->warnings.size(), 1u);
+  EXPECT_THAT(c->warnings[0], ::testing::HasSubstr("OTEL_BSP_SCHEDULE_DELAY='-5'"));
+}
+
+TEST(TracingConfigTest, AnotherOtlpProtocolInTheEnvironmentTurnsTracingOffWithAWarning) {
+  // Set up for http/protobuf: the traces endpoint carries a path, the protocol says so.
+  auto c = ResolveTracingConfig("", "0.1.0",
+                                Env({{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://otel:4318/v1/traces"},
+                                     {"OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"}}));
+  ASSERT_TRUE(c.ok()) << c.status();  // the server still starts
+  EXPECT_FALSE(c->enabled);
+  ASSERT_EQ(c->warnings.size(), 1u);
+  EXPECT_THAT(c->warnings[0], ::testing::HasSubstr("OTEL_EXPORTER_OTLP_PROTOCOL='http/protobuf'"));
+  // The traces-specific protocol wins over the general one.
+  c = ResolveTracingConfig("", "", Env({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://otel:4317"},
+                                        {"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"},
+                                        {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json"}}));
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->enabled);
+  ASSERT_EQ(c->warnings.size(), 1u);
+  EXPECT_THAT(c->warnings[0], ::testing::HasSubstr("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL='http/json'"));
+  c = ResolveTracingConfig("", "", Env({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://otel:4317"},
+                                        {"OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"},
+                                        {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc"}}));
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->enabled);
+  EXPECT_EQ(c->exporter.endpoint, "otel:4317");
+  EXPECT_TRUE(c->warnings.empty());
+  // The --otlp-endpoint flag is OTLP/gRPC whatever the environment says.
+  c = ResolveTracingConfig("collector:4317", "", Env({{"OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"}}));
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->enabled);
+  EXPECT_TRUE(c->warnings.empty());
+}
+
+TEST(TracingConfigTest, AnEnvironmentEndpointNotUsableForGrpcTurnsTracingOffWithAWarning) {
+  for (const char* var : {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"}) {
+    for (const char* endpoint : {"http://otel:4318/v1/traces", "otel", "otel:99999"}) {
+      auto c = ResolveTracingConfig("", "", Env({{var, endpoint}}));
+      ASSERT_TRUE(c.ok()) << var << "=" << endpoint << ": " << c.status();
+      EXPECT_FALSE(c->enabled) << var << "=" << endpoint;
+      ASSERT_EQ(c->warnings.size(), 1u) << var << "=" << endpoint;
+      EXPECT_THAT(c->warnings[0], ::testing::HasSubstr(absl::StrCat(var, "='", endpoint, "'")));
+    }
+  }
+  // Protocol grpc, stated: as if unset.
+  auto c = ResolveTracingConfig("", "", Env({{"OTEL_EXPORTER_OTLP_ENDPOINT", "https://otel:4317/"},
+                                             {"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"}}));
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->enabled);
+  EXPECT_TRUE(c->exporter.use_tls);
+  EXPECT_TRUE(c->warnings.empty());
+}
+
+TEST(TracingConfigTest, ResourceAttributesArePercentDecodedAndTheLastOfAKeyWins) {
+  auto c = ResolveTracingConfig(
+      "collector:4317", "0.1.0",
+      Env({{"OTEL_RESOURCE_ATTRIBUTES",
+            "team=infer%2Cml, note=a%3Db%20c, service.version=2.0-rc%2B1, team=ml%2Fgpu, service.name=svc%20a"}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->warnings.empty());
+  EXPECT_EQ(c->exporter.resource.service_name, "svc a");
+  const std::vector<std::pair<std::string, std::string>> want = {
+      {"team", "ml/gpu"}, {"note", "a=b c"}, {"service.version", "2.0-rc+1"}};
+  EXPECT_EQ(c->exporter.resource.attributes, want);
+}
+
+TEST(TracingConfigTest, MalformedResourceAttributesAreDiscardedWholeWithAWarning) {
+  for (const char* value : {"team=ml,lonely", "team=ml,bad=%zz", "team=ml,=v", "team=ml,cut=50%"}) {
+    auto c = ResolveTracingConfig("collector:4317", "", Env({{"OTEL_RESOURCE_ATTRIBUTES", value}}));
+    ASSERT_TRUE(c.ok()) << value;
+    EXPECT_TRUE(c->enabled) << value;
+    EXPECT_TRUE(c->exporter.resource.attributes.empty()) << value;
+    EXPECT_EQ(c->exporter.resource.service_name, "chronoserve") << value;
+    ASSERT_EQ(c->warnings.size(), 1u) << value;
+    EXPECT_THAT(c->warnings[0], ::testing::HasSubstr("OTEL_RESOURCE_ATTRIBUTES"));
+  }
 }
 
 }  // namespace
