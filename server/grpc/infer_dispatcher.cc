@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include <grpc/support/time.h>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
@@ -62,18 +64,25 @@ InferDispatcher::InferDispatcher(ModelRegistry* registry, const Clock* clock, Re
 CallInfo CallInfoOf(const grpc::ServerContextBase& ctx, const Clock* clock, const InferDispatcher& dispatcher) {
   CallInfo info;
   info.received_ns = clock->NowNs();
-  const auto deadline = ctx.deadline();
-  if (deadline != std::chrono::system_clock::time_point::max()) {
-    const int64_t remaining_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     deadline - std::chrono::system_clock::now()).count();
-    info.deadline_ns = clock->NowNs() + std::max<int64_t>(remaining_ns, 0);
+  // From gRPC's own timespec, not ctx.deadline(): its system_clock nanoseconds overflow for a
+  // deadline past the year 2262 (a "never" some clients send), which would make it look passed.
+  const gpr_timespec deadline = gpr_convert_clock_type(ctx.raw_deadline(), GPR_CLOCK_MONOTONIC);
+  if (gpr_time_cmp(deadline, gpr_inf_future(GPR_CLOCK_MONOTONIC)) != 0) {
+    const gpr_timespec remaining = gpr_time_sub(deadline, gpr_now(GPR_CLOCK_MONOTONIC));
+    constexpr int64_t kMaxRemainingSecs = int64_t{100} * 365 * 86400;  // farther = no deadline
+    if (remaining.tv_sec < kMaxRemainingSecs) {
+      const int64_t remaining_ns = remaining.tv_sec < 0 ? 0 : remaining.tv_sec * 1'000'000'000 + remaining.tv_nsec;
+      info.deadline_ns = clock->NowNs() + remaining_ns;
+    }
   }
   const auto& metadata = ctx.client_metadata();
   if (auto it = metadata.find("traceparent"); it != metadata.end()) {
     info.traceparent.assign(it->second.data(), it->second.size());
   }
-  if (auto it = metadata.find("tracestate"); it != metadata.end()) {
-    info.tracestate.assign(it->second.data(), it->second.size());
+  // W3C: several tracestate headers are one list, joined with commas.
+  for (auto [it, end] = metadata.equal_range("tracestate"); it != end; ++it) {
+    if (!info.tracestate.empty()) info.tracestate.push_back(',');
+    info.tracestate.append(it->second.data(), it->second.size());
   }
   info.synthetic = dispatcher.IsServingWarmup(metadata);
   return info;
