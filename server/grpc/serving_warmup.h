@@ -35,8 +35,9 @@ std::string NewServingWarmupToken();
 std::string LoopbackTarget(const std::string& host, int port);
 
 // One synthetic ModelInferRequest of `items` items for `spec` (items ignored when the model does not
-// batch): random inputs, never all zeros, variable dims from the model's first model_warmup entry
-// where it names them, else 1; no outputs named, so all are returned.
+// batch): random inputs (zeros where a model_warmup sample says zero_data), variable dims from the
+// model's first model_warmup entry where it names them, else 1; no outputs named, so all are
+// returned.
 inference::ModelInferRequest SyntheticInferMessage(const ModelSpec& spec, int64_t items, uint64_t seed);
 
 struct ServingWarmupReport {
