@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <set>
 
@@ -193,6 +194,30 @@ TEST(GpuWarmupTest, ReadyOnlyAfterEveryBatchSizeRanOnTheGpu) {
   std::set<int64_t> sizes;
   for (int64_t s : recorder->sizes()) sizes.insert(s);
   EXPECT_EQ(sizes.size(), 16u) << "every batch size 1..16 ran on the GPU before READY";
+}
+
+// forward() must return its outputs on the model's device: one that returns a CPU tensor on a GPU
+// fails its load at warm-up, naming the model, output and both devices.
+TEST(GpuOutputCheckTest, AnOutputOnTheWrongDeviceFailsTheLoadNamingIt) {
+  testing::TempDir repo("cs_gpu_wrong_device");
+  repo.WriteFile("to_cpu/config.pbtxt",
+                 "max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: 8 }\n"
+                 "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 8 }\ninstance_group { kind: KIND_GPU }\n");
+  std::filesystem::create_directories(repo.path() + "/to_cpu/1");
+  ASSERT_TRUE(testing::WriteScriptedModel(repo.path() + "/to_cpu/1/model.pt",
+                                          "def forward(self, x):\n  return (x * 2.0).cpu()\n"));
+  auto server = testing::StartServer(repo.path());
+  ASSERT_NE(server, nullptr);
+  auto c = InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  ASSERT_NE(c, nullptr);
+  EXPECT_FALSE(*c->ModelReady("to_cpu"));
+  std::mt19937_64 rng(41);
+  const Tensor input{"INPUT__0", DataType::kFp32, {1, 8}, RandomTensorBytes(DataType::kFp32, 8, rng)};
+  auto r = c->Infer("to_cpu", {input});
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(r.status().message()),
+              ::testing::HasSubstr("model 'to_cpu' output 'OUTPUT__0': produced on cpu, the model runs on cuda:0"));
+  server->Shutdown();
 }
 
 }  // namespace

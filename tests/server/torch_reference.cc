@@ -59,4 +59,16 @@ std::string AddSubMismatch(const client::Tensor& a, const client::Tensor& b, con
   return {};
 }
 
+bool WriteScriptedModel(const std::string& model_path, const std::string& source) {
+  try {
+    torch::jit::Module module("scripted");
+    module.define(source);
+    module.save(model_path);
+    return true;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "writing " << model_path << ": " << e.what();
+    return false;
+  }
+}
+
 }  // namespace chronoserve::testing

@@ -23,6 +23,10 @@ std::string ReferenceMismatch(const std::string& got, const std::vector<float>& 
 // else what is wrong.
 std::string AddSubMismatch(const client::Tensor& a, const client::Tensor& b, const std::vector<client::Tensor>& outputs);
 
+// Writes a TorchScript module with no parameters whose methods are `source` (TorchScript text, as
+// torch::jit::Module::define takes it) to `model_path`; false with the error in a test failure.
+bool WriteScriptedModel(const std::string& model_path, const std::string& source);
+
 }  // namespace chronoserve::testing
 
 #endif  // CHRONOSERVE_TESTS_SERVER_TORCH_REFERENCE_H_
