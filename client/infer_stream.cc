@@ -16,7 +16,8 @@ std::unique_ptr<InferStream> InferStream::Open(inference::GRPCInferenceService::
   std::unique_ptr<InferStream> stream(new InferStream());
   for (const auto& [key, value] : metadata) stream->context_.AddMetadata(key, value);
   stub->async()->ModelStreamInfer(&stream->context_, stream.get());
-  // Held until the reads are over, so that Send() may start writes from any thread meanwhile.
+  // Held until the reads are over and no write or WritesDone is in flight, so that Send() and
+  // CloseSend() may start them from any thread meanwhile.
   stream->AddHold();
   stream->StartRead(&stream->reading_);
   stream->StartCall();
@@ -51,14 +52,27 @@ const inference::ModelInferRequest* InferStream::NextWriteLocked() {
   return &to_write_.front();
 }
 
+bool InferStream::StartWritesDoneLocked() {
+  if (!close_wanted_ || closed_ || writing_ || !to_write_.empty() || write_failed_ || reads_over_) return false;
+  closed_ = writes_done_pending_ = true;
+  return true;
+}
+
+bool InferStream::ReleaseHoldLocked() {
+  if (hold_released_ || !reads_over_ || writing_ || writes_done_pending_) return false;
+  hold_released_ = true;
+  return true;
+}
+
 void InferStream::CloseSend() {
   bool now = false;
   {
     absl::MutexLock lock(&mu_);
     if (close_wanted_) return;
     close_wanted_ = true;
-    now = !writing_ && to_write_.empty() && !reads_over_;
-    closed_ = now;
+    // Marked in flight under the lock: a read that fails meanwhile leaves the hold to
+    // OnWritesDoneDone, so the call cannot end, nor this object go, before StartWritesDone below.
+    now = StartWritesDoneLocked();
   }
   if (now) StartWritesDone();
 }
@@ -73,17 +87,23 @@ void InferStream::OnWriteDone(bool ok) {
     to_write_.pop_front();
     if (!ok) write_failed_ = true;
     write = NextWriteLocked();
-    if (write == nullptr && close_wanted_ && !closed_ && !write_failed_ && !reads_over_) {
-      closed_ = close = true;
-    }
-    release = write == nullptr && reads_over_;
+    close = StartWritesDoneLocked();
+    release = ReleaseHoldLocked();
   }
   if (write != nullptr) StartWrite(write);
   if (close) StartWritesDone();
   if (release) RemoveHold();
 }
 
-void InferStream::OnWritesDoneDone(bool) {}
+void InferStream::OnWritesDoneDone(bool) {
+  bool release = false;
+  {
+    absl::MutexLock lock(&mu_);
+    writes_done_pending_ = false;
+    release = ReleaseHoldLocked();
+  }
+  if (release) RemoveHold();
+}
 
 void InferStream::OnReadDone(bool ok) {
   bool release = false;
@@ -94,7 +114,7 @@ void InferStream::OnReadDone(bool ok) {
       reading_.Clear();
     } else {
       reads_over_ = true;
-      release = !writing_;  // otherwise OnWriteDone releases the hold
+      release = ReleaseHoldLocked();  // otherwise OnWriteDone or OnWritesDoneDone releases it
     }
   }
   if (ok) {

@@ -66,6 +66,12 @@ class InferStream final
   InferStream() = default;
   // Starts the next write when none is outstanding; returns the message to write, or null.
   const inference::ModelInferRequest* NextWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether to start WritesDone now (then marked in flight): CloseSend was called, nothing is left
+  // to write or being written, no write failed and the reads are not over.
+  bool StartWritesDoneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True once, for the caller that must release the hold taken in Open(): the reads are over and
+  // neither a write nor WritesDone is in flight (each started outside a reaction under the hold).
+  bool ReleaseHoldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   grpc::ClientContext context_;
   inference::ModelStreamInferResponse reading_;  // the read outstanding into it
@@ -73,7 +79,9 @@ class InferStream final
   std::deque<inference::ModelInferRequest> to_write_ ABSL_GUARDED_BY(mu_);  // front: being written
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool close_wanted_ ABSL_GUARDED_BY(mu_) = false;
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;               // WritesDone was started
+  bool writes_done_pending_ ABSL_GUARDED_BY(mu_) = false;  // ... and has not completed
+  bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
   bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<StreamAnswer> answers_ ABSL_GUARDED_BY(mu_);
   bool reads_over_ ABSL_GUARDED_BY(mu_) = false;

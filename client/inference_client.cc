@@ -61,10 +61,12 @@ absl::StatusOr<inference::ServerMetadataResponse> InferenceClient::ServerMetadat
   return response;
 }
 
-absl::StatusOr<inference::ModelMetadataResponse> InferenceClient::ModelMetadata(const std::string& model) {
+absl::StatusOr<inference::ModelMetadataResponse> InferenceClient::ModelMetadata(const std::string& model,
+                                                                                const std::string& version) {
   grpc::ClientContext ctx;
   inference::ModelMetadataRequest request;
   request.set_name(model);
+  request.set_version(version);
   inference::ModelMetadataResponse response;
   RETURN_IF_ERROR(FromGrpcStatus(stub_->ModelMetadata(&ctx, request, &response)));
   return response;

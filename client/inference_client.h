@@ -68,7 +68,9 @@ class InferenceClient {
   absl::StatusOr<bool> ServerReady();
   absl::StatusOr<bool> ModelReady(const std::string& model, const std::string& version = "");
   absl::StatusOr<inference::ServerMetadataResponse> ServerMetadata();
-  absl::StatusOr<inference::ModelMetadataResponse> ModelMetadata(const std::string& model);
+  // `version` empty: the server's choice.
+  absl::StatusOr<inference::ModelMetadataResponse> ModelMetadata(const std::string& model,
+                                                                 const std::string& version = "");
   absl::StatusOr<inference::ModelStatisticsResponse> ModelStatistics(const std::string& model);
 
   // Triton's system_shared_memory extension. Register maps [offset, offset + byte_size) of the
