@@ -1,6 +1,7 @@
 #include "client/chronobench/bench_options.h"
 
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include "absl/strings/numbers.h"
@@ -50,13 +51,16 @@ absl::StatusOr<std::vector<double>> ParseRange(absl::string_view flag, absl::str
 }
 
 absl::StatusOr<std::vector<int64_t>> ParseIntRange(absl::string_view flag, absl::string_view text) {
+  // Checked before the cast (a double beyond int64 has no defined conversion) and bounded by int
+  // (concurrency is split over the workers as int).
+  constexpr double kMax = std::numeric_limits<int32_t>::max();
   auto values = ParseRange(flag, text);
   if (!values.ok()) return values.status();
   std::vector<int64_t> out;
   for (double x : *values) {
-    if (x != std::floor(x) || x < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, " '", text, "': values must be positive integers"));
+    if (x != std::floor(x) || x < 1 || x > kMax) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, " '", text, "': values must be integers from 1 to ",
+                                                     static_cast<int64_t>(kMax)));
     }
     out.push_back(static_cast<int64_t>(x));
   }
@@ -104,6 +108,7 @@ absl::Status ValidateOptions(const BenchOptions& o) {
   if (o.target.model.empty()) return absl::InvalidArgumentError("-m/--model is required");
   if (o.target.connections < 1) return absl::InvalidArgumentError("--connections must be >= 1");
   if (o.target.timeout_ms < 0) return absl::InvalidArgumentError("--timeout-ms must be >= 0");
+  if (o.load.threads < 0) return absl::InvalidArgumentError("--threads must be >= 0 (0 = min(cores, 8))");
   if (o.load.mode == LoadMode::kRate) {
     for (double r : o.load.rates) {
       if (r <= 0) return absl::InvalidArgumentError("--request-rate-range values must be > 0");

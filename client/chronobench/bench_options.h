@@ -90,6 +90,7 @@ struct BenchOptions {
 
 // "START", "START:END" (step 1) or "START:END:STEP"; INVALID_ARGUMENT names the flag on errors.
 absl::StatusOr<std::vector<double>> ParseRange(absl::string_view flag, absl::string_view text);
+// As ParseRange, each value an integer from 1 to 2^31 - 1.
 absl::StatusOr<std::vector<int64_t>> ParseIntRange(absl::string_view flag, absl::string_view text);
 // "INPUT__0:4,20,20".
 absl::Status ParseShape(absl::string_view text, std::map<std::string, std::vector<int64_t>>* shapes);

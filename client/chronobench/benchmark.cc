@@ -111,10 +111,13 @@ absl::Status Benchmark::Connect() {
   auto live = client.ServerLive();
   if (!live.ok()) return absl::UnavailableError(absl::StrCat(url, " is not a KServe v2 server: ", live.status().message()));
   ASSIGN_OR_RETURN(server_metadata_, client.ServerMetadata());
-  auto metadata = client.ModelMetadata(options_.target.model);
+  const std::string& version = options_.target.model_version;
+  // "model 'm'" or "model 'm' version 'v'": the metadata and readiness asked for are those of -x.
+  const std::string what = absl::StrCat("model '", options_.target.model, "'",
+                                        version.empty() ? "" : absl::StrCat(" version '", version, "'"));
+  auto metadata = client.ModelMetadata(options_.target.model, version);
   if (!metadata.ok()) {
-    return absl::NotFoundError(absl::StrCat("model '", options_.target.model, "' on ", url, ": ",
-                                            metadata.status().message()));
+    return absl::NotFoundError(absl::StrCat(what, " on ", url, ": ", metadata.status().message()));
   }
   model_metadata_ = *std::move(metadata);
   const auto& extensions = server_metadata_.extensions();
@@ -123,9 +126,13 @@ absl::Status Benchmark::Connect() {
     return absl::FailedPreconditionError(absl::StrCat(
         url, " does not offer the system_shared_memory extension (chronoserve: --allow-shared-memory=true)"));
   }
-  auto ready = client.ModelReady(options_.target.model, options_.target.model_version);
-  if (!ready.ok() || !*ready) {
-    return absl::FailedPreconditionError(absl::StrCat("model '", options_.target.model, "' is not ready on ", url));
+  auto ready = client.ModelReady(options_.target.model, version);
+  if (!ready.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(what, " is not ready on ", url, ": ", ready.status().message()));
+  }
+  if (!*ready) {  // the server gives no reason beside the flag
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, " is not ready on ", url, " (still loading or warming up, failed to load, or the server is stopping)"));
   }
   return absl::OkStatus();
 }

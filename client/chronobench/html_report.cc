@@ -34,7 +34,8 @@ constexpr const char* kAppJs = R"js(
     const batchSweep = report.sweep.batch_sweep;
     const name = r => (r.mode === 'concurrency' ? 'c=' + r.concurrency : r.mode === 'rate' ? r.rate + '/s'
                        : 'gap ' + r.idle_gap_ms + ' ms') + (batchSweep || r.batch_size > 1 ? ' b=' + r.batch_size : '');
-    const lat = (r, k, q) => (r.latency_us[k] ? r.latency_us[k][q] : null);
+    const lat = (r, k, q) => (r.latency_us[k] && r.latency_us[k][q] != null ? r.latency_us[k][q] : null);
+    const us = v => (v == null ? '-' : v.toFixed(0));  // a key a report without it lacks: '-', not a throw
     const palette = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1', '#ff9da7',
                      '#9c755f', '#bab0ac'];
     const color = i => palette[i % palette.length];
@@ -53,8 +54,8 @@ constexpr const char* kAppJs = R"js(
     for (const r of runs) {
       html += '<tr><td>' + name(r) + '</td><td>' + r.throughput_rps.toFixed(1) + '</td><td>' +
           r.throughput_items_per_s.toFixed(1) + '</td><td>' + r.errors + '</td>' +
-          cols.map(c => '<td>' + (r.latency_us[c] ? lat(r, c, 'p50').toFixed(0) + ' / ' +
-                                  lat(r, c, 'p99').toFixed(0) : '-') + '</td>').join('') +
+          cols.map(c => '<td>' + (r.latency_us[c] ? us(lat(r, c, 'p50')) + ' / ' + us(lat(r, c, 'p99')) : '-') +
+                        '</td>').join('') +
           '<td>' + (r.stable ? 'yes' : 'NO') + '</td></tr>';
       for (const w of r.warnings) html += '<tr><td class="warn" colspan="12">' + name(r) + ': ' + w + '</td></tr>';
     }

@@ -1,5 +1,6 @@
 #include "client/chronobench/json_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -43,7 +44,7 @@ void AddPointKeys(const PointSpec& spec, const BenchReport& report, nlohmann::js
   (*run)["batch_size"] = spec.batch_size;
 }
 
-nlohmann::json RunToJson(const PointResult& p, const BenchReport& report) {
+nlohmann::json RunToJson(const PointResult& p, const BenchReport& report, const std::vector<double>& percentiles) {
   const LatencyRecorder& r = p.recorder;
   nlohmann::json run = nlohmann::json::object();
   AddPointKeys(p.spec, report, &run);
@@ -59,12 +60,12 @@ nlohmann::json RunToJson(const PointResult& p, const BenchReport& report) {
   for (int m = 0; m < kMetricCount; ++m) {
     const auto metric = static_cast<Metric>(m);
     if (metric == Metric::kE2eActualSend && p.spec.mode != LoadMode::kRate) continue;
-    latency[MetricName(metric)] = Summary(r.metric(metric), report.percentiles);
+    latency[MetricName(metric)] = Summary(r.metric(metric), percentiles);
   }
   run["latency_us"] = latency;
   run["batch_size_executed"] = CountSummary(r.batch_size());
   run["idle_before_us"] = CountSummary(r.idle_before());
-  if (p.spec.mode == LoadMode::kRate) run["schedule_lag_us"] = Summary(r.schedule_lag(), report.percentiles);
+  if (p.spec.mode == LoadMode::kRate) run["schedule_lag_us"] = Summary(r.schedule_lag(), percentiles);
   run["stable"] = p.stable;
   nlohmann::json windows = nlohmann::json::array();
   for (const auto& w : p.windows) {
@@ -91,15 +92,25 @@ std::string Num(double v) { return absl::StrFormat("%.3f", v); }
 
 }  // namespace
 
+std::vector<double> ReportedPercentiles(const std::vector<double>& requested) {
+  std::vector<double> out = requested;
+  out.push_back(50);
+  out.push_back(99);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 nlohmann::json ReportToJson(const BenchReport& report) {
+  const std::vector<double> percentiles = ReportedPercentiles(report.percentiles);
   nlohmann::json out = nlohmann::json::object();
   nlohmann::json runs = nlohmann::json::array();
-  for (const auto& p : report.points) runs.push_back(RunToJson(p, report));
+  for (const auto& p : report.points) runs.push_back(RunToJson(p, report, percentiles));
   out["runs"] = runs;
   out["server"] = report.server;
   out["model"] = report.model_info;
   out["sweep"] = {{"mode", LoadModeName(report.mode)}, {"batch_sweep", report.batch_sweep},
-                  {"percentiles", report.percentiles}};
+                  {"percentiles", percentiles}};
   if (report.batch_sweep) {
     out["saturation"] = report.saturation_index.has_value()
                             ? nlohmann::json{{"batch_size", report.points[*report.saturation_index].spec.batch_size},
@@ -112,11 +123,12 @@ nlohmann::json ReportToJson(const BenchReport& report) {
 }
 
 std::string ReportToCsv(const BenchReport& report) {
+  const std::vector<double> percentiles = ReportedPercentiles(report.percentiles);
   std::vector<std::string> header = {"mode", "concurrency", "rate", "idle_gap_ms", "batch_size", "requests",
                                      "errors", "throughput_rps", "throughput_items_per_s", "stable",
                                      "batch_size_executed_mean"};
   for (int m = 0; m < kMetricCount; ++m) {
-    for (double p : report.percentiles) header.push_back(absl::StrCat(MetricName(static_cast<Metric>(m)), "_", PercentileKey(p), "_us"));
+    for (double p : percentiles) header.push_back(absl::StrCat(MetricName(static_cast<Metric>(m)), "_", PercentileKey(p), "_us"));
     header.push_back(absl::StrCat(MetricName(static_cast<Metric>(m)), "_mean_us"));
   }
   std::string csv = absl::StrCat(absl::StrJoin(header, ","), "\n");
@@ -132,7 +144,7 @@ std::string ReportToCsv(const BenchReport& report) {
         r.batch_size().count() > 0 ? Num(r.batch_size().mean()) : ""};
     for (int m = 0; m < kMetricCount; ++m) {
       const Histogram& h = r.metric(static_cast<Metric>(m));
-      for (double pc : report.percentiles) row.push_back(h.count() > 0 ? Num(Us(h.ValueAtPercentile(pc))) : "");
+      for (double pc : percentiles) row.push_back(h.count() > 0 ? Num(Us(h.ValueAtPercentile(pc))) : "");
       row.push_back(h.count() > 0 ? Num(Us(h.mean())) : "");
     }
     absl::StrAppend(&csv, absl::StrJoin(row, ","), "\n");

@@ -4,12 +4,17 @@
 #define CHRONOSERVE_CLIENT_CHRONOBENCH_JSON_REPORT_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "client/chronobench/bench_report.h"
 #include "nlohmann/json.hpp"
 
 namespace chronoserve::client::bench {
+
+// The percentiles the JSON and CSV give: `requested` plus p50 and p99, which the console table and
+// the HTML table always show, ascending, each once.
+std::vector<double> ReportedPercentiles(const std::vector<double>& requested);
 
 // {"runs": [...], "server": {...}, "model": {...}, ...}
 nlohmann::json ReportToJson(const BenchReport& report);

@@ -36,6 +36,7 @@ void LatencyRecorder::Record(const RequestRecord& r) {
   metrics_[static_cast<int>(Metric::kE2e)].Record(r.done_ns - r.intended_ns);
   metrics_[static_cast<int>(Metric::kE2eActualSend)].Record(e2e_actual);
   schedule_lag_.Record(r.sent_ns - r.intended_ns);
+  if (r.traced) ++traced_;
   if (r.grpc_code != 0) {
     ++errors_;
     ++errors_by_code_[r.grpc_code];
@@ -83,6 +84,7 @@ absl::Status LatencyRecorder::Merge(const LatencyRecorder& o) {
   errors_ += o.errors_;
   for (const auto& [code, n] : o.errors_by_code_) errors_by_code_[code] += n;
   without_timing_ += o.without_timing_;
+  traced_ += o.traced_;
   timing_violations_ += o.timing_violations_;
   cold_ += o.cold_;
   device_timed_ += o.device_timed_;

@@ -41,6 +41,7 @@ struct RequestRecord {
   int64_t sent_ns = 0;
   int64_t done_ns = 0;
   int grpc_code = 0;        // 0 = OK
+  bool traced = false;      // the request carried a traceparent
   std::optional<RequestTiming> timing;  // from the response's timing.* parameters
 };
 
@@ -60,6 +61,8 @@ class LatencyRecorder {
   int64_t errors() const { return errors_; }
   const std::map<int, int64_t>& errors_by_code() const { return errors_by_code_; }
   int64_t without_timing() const { return without_timing_; }
+  // Requests (OK or not) that carried a traceparent.
+  int64_t traced() const { return traced_; }
   // Responses whose spans break TIMING.md's invariants (negative span, stages > server_total, or
   // server_total > client e2e). Counted and reported; their spans are still recorded.
   int64_t timing_violations() const { return timing_violations_; }
@@ -82,6 +85,7 @@ class LatencyRecorder {
   int64_t errors_ = 0;
   std::map<int, int64_t> errors_by_code_;
   int64_t without_timing_ = 0;
+  int64_t traced_ = 0;
   int64_t timing_violations_ = 0;
   int64_t cold_ = 0;
   int64_t device_timed_ = 0;

@@ -16,7 +16,7 @@ LoadStream::LoadStream(ChannelStubs* stubs, grpc::CompletionQueue* cq, const inf
 }
 
 bool LoadStream::Send(uint64_t seq, inference::ModelInferRequest* message, const std::string& traceparent) {
-  if (finishing_ || broken_) return false;
+  if (!accepting()) return false;
   to_write_.push_back({seq, message != nullptr ? message : &base_, traceparent});
   unanswered_.insert(seq);
   if (started_) WriteNext();

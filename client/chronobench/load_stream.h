@@ -51,11 +51,14 @@ class LoadStream {
 
   // Queues request `seq`: `message` (owned by the caller, unchanged until answered; null: the base
   // request) with id = seq and, when not empty, the request parameter traceparent. False once the
-  // stream has ended (the caller opens another).
+  // stream no longer accepts requests (the caller opens another); the request is then not queued.
   bool Send(uint64_t seq, inference::ModelInferRequest* message, const std::string& traceparent);
   // Handles one event of this stream; `on_answer` for each request answered or failed by it.
   void OnEvent(Op op, bool ok, const OnAnswer& on_answer);
   void Cancel() { context_.TryCancel(); }
+  // Send() would queue a request. False from the first failed start, write or read on, which is
+  // before ended(): the requests it already holds are failed when its Finish arrives.
+  bool accepting() const { return !broken_ && !finishing_; }
   // The stream ended: no new requests; unanswered ones were failed.
   bool ended() const { return finished_; }
   // Ended and no operation outstanding: it may be destroyed.

@@ -95,6 +95,12 @@ int64_t LoadWorker::ThreadCpuNs() const {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
+bool LoadWorker::AwaitCompleted(int64_t n, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto reached = [this, n] { return completed_.load(std::memory_order_relaxed) >= n; };
+  return mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
+}
+
 void LoadWorker::Run(int64_t start_ns) {
   std::optional<Pacer> pacer;
   if (plan_.mode == LoadMode::kRate) {
@@ -114,12 +120,21 @@ int64_t LoadWorker::SendDue(int64_t now, Pacer* pacer) {
   int64_t wake = now + kMaxWaitNs;
   switch (plan_.mode) {
     case LoadMode::kConcurrency:
-      while (static_cast<int>(calls_.size()) < plan_.in_flight) Send(shared_.clock->NowNs());
+      // The free slots as counted now: a call that fails at once frees its slot for the next round,
+      // not for this loop.
+      for (int n = static_cast<int>(calls_.size()); n < plan_.in_flight; ++n) Send(shared_.clock->NowNs());
       break;
-    case LoadMode::kRate:
-      while (pacer->Peek() <= now && calls_.size() < kMaxOutstanding && EnsureFreeSlot()) Send(pacer->Next());
-      wake = std::min(wake, pacer->Peek());
+    case LoadMode::kRate: {
+      bool blocked = false;
+      while (!blocked && pacer->Peek() <= now) {
+        blocked = calls_.size() >= kMaxOutstanding || !EnsureFreeSlot();
+        if (!blocked) Send(pacer->Next());
+      }
+      // Blocked by the outstanding limit or a slot that cannot be added, only a completion helps:
+      // wait for one (bounded) rather than spin on a send time that has passed.
+      if (!blocked) wake = std::min(wake, pacer->Peek());
       break;
+    }
     case LoadMode::kIdleGap:
       if (calls_.empty()) {
         if (next_idle_send_ns_ <= now) {
@@ -177,7 +192,6 @@ void LoadWorker::Send(int64_t intended_ns) {
     traceparent = NextTraceparent(raw);
     // Unary: call metadata. Streamed: the request's parameter (the stream's metadata is shared).
     if (!plan_.streaming) raw->context.AddMetadata("traceparent", traceparent);
-    traced_.fetch_add(1, std::memory_order_relaxed);
   }
   auto& stubs = *shared_.stubs;
   const size_t channel = (index_ + next_channel_++) % stubs.size();
@@ -185,6 +199,7 @@ void LoadWorker::Send(int64_t intended_ns) {
   if (raw->traced && shared_.tracer != nullptr) raw->sent_unix_ns = WallNowNs();
   if (raw->slot != nullptr) shm_->CopyIn(*raw->slot);  // the client's tensors into its region: timed
   calls_.emplace(raw, std::move(call));
+  sent_.fetch_add(1, std::memory_order_relaxed);
   if (plan_.streaming) {
     SendStreamed(raw, channel, traceparent);
     return;
@@ -204,8 +219,10 @@ void LoadWorker::Send(int64_t intended_ns) {
 LoadStream* LoadWorker::StreamFor(size_t channel) {
   if (streams_.size() < shared_.stubs->size()) streams_.resize(shared_.stubs->size());
   std::unique_ptr<LoadStream>& stream = streams_[channel];
-  if (stream == nullptr || stream->ended()) {
-    if (stream != nullptr) ended_.push_back(std::move(stream));  // until its last event returns
+  // A failed stream refuses requests from its first failed operation on, but ends only when its
+  // Finish returns: replace it at once, so that no request is handed to a stream that drops it.
+  if (stream == nullptr || !stream->accepting()) {
+    if (stream != nullptr) ended_.push_back(std::move(stream));  // fails what it holds at its Finish
     stream = std::make_unique<LoadStream>(&(*shared_.stubs)[channel], &cq_, *shared_.request);
   }
   return stream.get();
@@ -213,13 +230,14 @@ LoadStream* LoadWorker::StreamFor(size_t channel) {
 
 void LoadWorker::SendStreamed(Call* call, size_t channel, const std::string& traceparent) {
   call->seq = next_seq_++;
-  by_seq_.emplace(call->seq, call);
   inference::ModelInferRequest* own = call->slot != nullptr ? &call->slot->request : nullptr;
-  LoadStream* stream = StreamFor(channel);
-  if (!stream->Send(call->seq, own, traceparent)) {
-    // Ended since the last event (a failed write): the next stream takes it.
-    StreamFor(channel)->Send(call->seq, own, traceparent);
+  if (StreamFor(channel)->Send(call->seq, own, traceparent)) {
+    by_seq_.emplace(call->seq, call);
+    return;
   }
+  // A fresh stream accepts until its first event, so this should not happen; if it does, the
+  // request is counted as failed rather than left holding its slot with no stream to answer it.
+  FailNow(call, static_cast<int>(grpc::StatusCode::UNAVAILABLE));
 }
 
 void LoadWorker::OnStreamEvent(LoadStream::Tag* tag, bool ok) {
@@ -263,6 +281,14 @@ void LoadWorker::Complete(Call* call) {
   Record(std::move(owned), code, response);
 }
 
+void LoadWorker::FailNow(Call* call, int grpc_code) {
+  auto it = calls_.find(call);
+  if (it == calls_.end()) return;
+  std::unique_ptr<Call> owned = std::move(it->second);
+  calls_.erase(it);
+  Record(std::move(owned), grpc_code, nullptr);
+}
+
 void LoadWorker::Record(std::unique_ptr<Call> owned, int grpc_code, const view::ModelInferResponseView* response) {
   int64_t done_ns = shared_.clock->NowNs();
   owned->status = grpc::Status(static_cast<grpc::StatusCode>(grpc_code), "");  // the client span's code
@@ -281,14 +307,15 @@ void LoadWorker::Record(std::unique_ptr<Call> owned, int grpc_code, const view::
   record.sent_ns = owned->sent_ns;
   record.done_ns = done_ns;
   record.grpc_code = grpc_code;
+  record.traced = owned->traced;
   if (grpc_code == 0 && response != nullptr) record.timing = client::DecodeTiming(*response);
   {
     absl::MutexLock lock(&mu_);
     recorder_.Record(record);
+    completed_.fetch_add(1, std::memory_order_relaxed);  // under mu_: AwaitCompleted's condition
   }
   // Bounded by the calls this worker ever had in flight at once.
   if (owned->response != nullptr) spare_responses_.push_back(std::move(owned->response));
-  completed_.fetch_add(1, std::memory_order_relaxed);
   if (plan_.mode == LoadMode::kIdleGap) next_idle_send_ns_ = done_ns + plan_.idle_gap_ns;
 }
 
@@ -308,6 +335,7 @@ void LoadWorker::Drain() {
     if (it->second->traced && shared_.tracer != nullptr) RecordClientSpan(*it->second, WallNowNs());
     if (it->second->slot != nullptr) shm_->Release(it->second->slot);
     calls_.erase(it);
+    drained_.fetch_add(1, std::memory_order_relaxed);
   }
   cq_.Shutdown();
   while (cq_.Next(&tag, &ok)) {
@@ -320,6 +348,7 @@ void LoadWorker::DrainStreams() {
   for (auto& s : streams_) {
     if (s != nullptr) s->Cancel();
   }
+  for (auto& s : ended_) s->Cancel();  // failing already; this only hurries their Finish
   auto all_done = [this] {
     for (const auto& s : streams_) {
       if (s != nullptr && !s->done()) return false;
@@ -336,10 +365,13 @@ void LoadWorker::DrainStreams() {
       auto call = calls_.find(it->second);
       by_seq_.erase(it);
       if (call == calls_.end()) return;
-      // A traceparent went out, so the server may have a span under it: give it its parent.
+      // A traceparent went out, so the server may have a span under it: give it its parent, with
+      // the answer's code (CANCELLED for what the cancellation failed), as Drain's unary calls.
+      call->second->status = grpc::Status(static_cast<grpc::StatusCode>(answer.grpc_code), "");
       if (call->second->traced && shared_.tracer != nullptr) RecordClientSpan(*call->second, WallNowNs());
       if (call->second->slot != nullptr) shm_->Release(call->second->slot);
       calls_.erase(call);
+      drained_.fetch_add(1, std::memory_order_relaxed);
     });
     for (auto it = ended_.begin(); it != ended_.end();) it = (*it)->done() ? ended_.erase(it) : it + 1;
   }

@@ -3,11 +3,12 @@
 // per window). It offers load in one of three ways (closed loop with N in flight, open loop from a
 // Pacer, or one request per idle gap), picks channels round-robin, and stamps a W3C traceparent on
 // a sampled fraction of requests. With --streaming it sends on one ModelStreamInfer stream per
-// channel (LoadStream), matching responses to requests by id; e2e still runs from the request's
-// send (queued on its stream) to its response read. With --shared-memory system each request in flight uses a slot
-// of its ShmSlotPool (inputs copied in after the send time is stamped, outputs copied out before
-// the response time is). Owned by the TrialRunner: Prepare(), Start() and Stop() from its thread,
-// TakeRecorder() from its thread while the worker runs; everything else on the worker thread.
+// channel (LoadStream), matching responses to requests by id, and replaces a stream as soon as it
+// fails; e2e still runs from the request's send (queued on its stream) to its response read. With
+// --shared-memory system each request in flight uses a slot of its ShmSlotPool (inputs copied in
+// after the send time is stamped, outputs copied out before the response time is). Owned by the
+// TrialRunner: Prepare(), Start() and Stop() from its thread, TakeRecorder() from its thread while
+// the worker runs; everything else on the worker thread.
 #ifndef CHRONOSERVE_CLIENT_CHRONOBENCH_LOAD_WORKER_H_
 #define CHRONOSERVE_CLIENT_CHRONOBENCH_LOAD_WORKER_H_
 
@@ -25,6 +26,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "client/chronobench/bench_options.h"
 #include "client/chronobench/client_tracer.h"
 #include "client/chronobench/latency_recorder.h"
@@ -78,10 +80,15 @@ class LoadWorker {
   void Stop();
   // Returns what was recorded since the last call and starts a fresh window.
   LatencyRecorder TakeRecorder();
-  // Requests finished (OK or not) since Start().
+  // Requests sent since Start(). Once stopped, sent() == completed() + drained(): every request
+  // was answered, failed or cancelled at the end, none lost.
+  int64_t sent() const { return sent_.load(std::memory_order_relaxed); }
+  // Requests finished (OK or not) and recorded since Start().
   int64_t completed() const { return completed_.load(std::memory_order_relaxed); }
-  // Requests sent with a traceparent.
-  int64_t traced() const { return traced_.load(std::memory_order_relaxed); }
+  // Requests still in flight when Stop() cancelled the load: handed back, recorded in no window.
+  int64_t drained() const { return drained_.load(std::memory_order_relaxed); }
+  // Waits until completed() >= n; false when `timeout` passed first (tests).
+  bool AwaitCompleted(int64_t n, absl::Duration timeout);
   // CPU time this worker thread has used, ns (for the client-saturation warning).
   int64_t ThreadCpuNs() const;
 
@@ -116,8 +123,11 @@ class LoadWorker {
   void Complete(Call* call);
   // Records a finished call: `response` (may be null) when `grpc_code` is 0.
   void Record(std::unique_ptr<Call> call, int grpc_code, const view::ModelInferResponseView* response);
+  // Records `call`, still in calls_, as failed with `grpc_code` now.
+  void FailNow(Call* call, int grpc_code);
   void Drain();
-  // --streaming: the stream for channel `channel`, opened (again) when it has none or it ended.
+  // --streaming: the stream for channel `channel`, opened (again) when it has none or it no longer
+  // accepts requests (it failed, or ended).
   LoadStream* StreamFor(size_t channel);
   void SendStreamed(Call* call, size_t channel, const std::string& traceparent);
   void OnStreamEvent(LoadStream::Tag* tag, bool ok);
@@ -136,14 +146,15 @@ class LoadWorker {
   std::atomic<bool> stop_{false};
   bool started_ = false;
   bool stopped_ = false;
-  std::atomic<int64_t> completed_{0};
-  std::atomic<int64_t> traced_{0};
+  std::atomic<int64_t> sent_{0};
+  std::atomic<int64_t> completed_{0};  // written under mu_, so that AwaitCompleted sees it change
+  std::atomic<int64_t> drained_{0};
   std::unique_ptr<ShmSlotPool> shm_;  // null without shared memory
 
   // Worker-thread state.
   std::unordered_map<Call*, std::unique_ptr<Call>> calls_;
   std::vector<std::unique_ptr<LoadStream>> streams_;  // --streaming: by channel
-  std::vector<std::unique_ptr<LoadStream>> ended_;    // ended streams until their last event
+  std::vector<std::unique_ptr<LoadStream>> ended_;    // replaced streams until their last event
   std::unordered_map<uint64_t, Call*> by_seq_;        // --streaming: calls by request id
   std::vector<std::unique_ptr<view::ModelInferResponseView>> spare_responses_;  // unary answers to reuse
   uint64_t next_seq_ = 1;

@@ -200,12 +200,12 @@ absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::Mod
     }
   }
   for (auto& w : workers) w->Stop();
-  for (const auto& w : workers) result.traced += w->traced();
   for (const Window& w : recent) {
     RETURN_IF_ERROR(result.recorder.Merge(w.recorder));
     result.duration_s += w.summary.duration_s;
   }
   result.reported_windows = static_cast<int>(recent.size());
+  result.traced = result.recorder.traced();  // over the same windows as the requests
   result.throughput_rps = static_cast<double>(result.recorder.successes()) / result.duration_s;
   result.items_per_s = result.throughput_rps * static_cast<double>(spec.batch_size);
   AddWarnings(spec, result.windows, m.max_trials, &result);

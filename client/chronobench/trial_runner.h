@@ -52,7 +52,7 @@ struct PointResult {
   double duration_s = 0;      // of the reported windows
   double throughput_rps = 0;  // OK responses per second
   double items_per_s = 0;     // throughput_rps * batch size
-  int64_t traced = 0;         // requests that carried a traceparent
+  int64_t traced = 0;         // of the reported windows' requests, those that carried a traceparent
   std::vector<std::string> warnings;
 };
 

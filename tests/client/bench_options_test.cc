@@ -22,6 +22,20 @@ TEST(BenchOptionsTest, RejectsBadRangesNamingTheFlag) {
   }
   EXPECT_FALSE(ParseIntRange("c", "0.5:2").ok());
   EXPECT_FALSE(ParseIntRange("c", "0:2").ok());
+  // Beyond int64 (no defined conversion), at 2^63, or past int: rejected before any cast.
+  for (const char* huge : {"1e20", "9223372036854775807", "1:1e19:1e18", "2147483648"}) {
+    auto r = ParseIntRange("concurrency-range", huge);
+    ASSERT_FALSE(r.ok()) << huge;
+    EXPECT_NE(r.status().message().find("--concurrency-range"), std::string::npos) << r.status();
+  }
+  EXPECT_EQ(*ParseIntRange("batch-range", "2147483647"), (std::vector<int64_t>{2147483647}));
+  auto flags = ParseBenchFlags({"cb", "-m", "m", "--concurrency-range", "1e20"});
+  ASSERT_FALSE(flags.ok());
+  EXPECT_NE(flags.status().message().find("--concurrency-range"), std::string::npos) << flags.status();
+  auto threads = ParseBenchFlags({"cb", "-m", "m", "--threads", "-1"});
+  ASSERT_FALSE(threads.ok()) << "a negative count is an error, not the default";
+  EXPECT_NE(threads.status().message().find("--threads"), std::string::npos) << threads.status();
+  EXPECT_TRUE(ParseBenchFlags({"cb", "-m", "m", "--threads", "0"}).ok());
 }
 
 TEST(BenchOptionsTest, ParsesShapesAndPercentiles) {

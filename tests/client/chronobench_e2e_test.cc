@@ -121,7 +121,9 @@ TEST_F(ChronobenchE2eTest, ClosedLoopSweep) {
   ASSERT_EQ(report.points.size(), 2u);
   for (const auto& p : report.points) {
     ExpectBreakdownConsistent(p);
-    EXPECT_GT(p.traced, 0);
+    // Every request carried a traceparent, and traced counts over the requests' own windows (not
+    // the warm-up, the earlier windows or the calls cancelled at the end).
+    EXPECT_EQ(p.traced, p.recorder.successes() + p.recorder.errors()) << p.spec.Label();
     EXPECT_EQ(p.reported_windows, std::min<int>(3, p.windows.size()));
   }
   EXPECT_EQ(report.server["name"], "chronoserve");
@@ -236,6 +238,7 @@ TEST_F(ChronobenchE2eTest, StreamingEveryLoadMode) {
   for (const auto& p : closed.points) ExpectBreakdownConsistent(p);
   EXPECT_EQ(closed.server["streaming"], true);
   EXPECT_GT(closed.points[1].traced, 0);
+  EXPECT_LT(closed.points[1].traced, closed.points[1].recorder.successes()) << "about half are traced";
   o.load.mode = LoadMode::kRate;
   o.load.rates = {200};
   const BenchReport open = Run(o);
@@ -281,6 +284,16 @@ TEST_F(ChronobenchE2eTest, UnknownModelAndBadShapeFailFast) {
   auto too_big = Benchmark::Create(o, SteadyClock::Get());
   ASSERT_FALSE(too_big.ok());
   EXPECT_NE(too_big.status().message().find("validation request"), std::string::npos) << too_big.status();
+  o = Options();
+  o.target.model_version = "99";  // -x: the metadata asked for is that version's, which mlp lacks
+  auto no_version = Benchmark::Create(o, SteadyClock::Get());
+  ASSERT_FALSE(no_version.ok());
+  EXPECT_EQ(no_version.status().code(), absl::StatusCode::kNotFound) << no_version.status();
+  EXPECT_NE(no_version.status().message().find("model 'mlp' version '99' on "), std::string::npos) << no_version.status();
+  EXPECT_NE(no_version.status().message().find("has no version '99'"), std::string::npos)
+      << "the server's reason: " << no_version.status();
+  o.target.model_version = "1";
+  EXPECT_TRUE(Benchmark::Create(o, SteadyClock::Get()).ok());
 }
 
 int CountSocketFds() {
@@ -308,9 +321,10 @@ TEST_F(ChronobenchE2eTest, ConnectionsAreDistinctTcpConnections) {
 
 TEST_F(ChronobenchE2eTest, BinaryWritesJsonCsvAndHtmlThatRenders) {
   const std::string json = *dir_ + "/report.json", csv = *dir_ + "/report.csv", html = *dir_ + "/report.html";
+  // Percentiles without p50 and p99: the tables show those anyway, so the files carry them too.
   auto run = RunProgram({CHRONOBENCH_BIN, "-m", "mlp", "-u", *url_, "--batch-range", "1:4:3", "--concurrency-range",
-                         "2", "-p", "300", "--max-trials", "3", "--warmup-requests", "5", "-s", "50", "--json", json,
-                         "--csv", csv, "--html", html},
+                         "2", "-p", "300", "--max-trials", "3", "--warmup-requests", "5", "-s", "50", "--percentiles",
+                         "90,99.9", "--json", json, "--csv", csv, "--html", html},
                         absl::Seconds(120));
   ASSERT_TRUE(run.ok()) << run.status();
   ASSERT_EQ(run->first, 0) << run->second;
@@ -323,9 +337,11 @@ TEST_F(ChronobenchE2eTest, BinaryWritesJsonCsvAndHtmlThatRenders) {
   ASSERT_EQ(report["runs"].size(), 2u);
   EXPECT_EQ(report["runs"][1]["batch_size"], 4);
   EXPECT_TRUE(report.contains("saturation"));
+  EXPECT_EQ(report["sweep"]["percentiles"], nlohmann::json({50, 90, 99, 99.9}));
 
   std::vector<std::string> rows = absl::StrSplit(ReadAll(csv), '\n', absl::SkipEmpty());
   EXPECT_EQ(rows.size(), 3u);
+  EXPECT_NE(rows[0].find(",e2e_p50_us,e2e_p90_us,e2e_p99_us,e2e_p99_9_us,"), std::string::npos) << rows[0];
 
   const std::string page = ReadAll(html);
   EXPECT_EQ(page.find("<script src"), std::string::npos) << "the report must not fetch anything";

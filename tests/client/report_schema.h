@@ -3,17 +3,22 @@
 #ifndef CHRONOSERVE_TESTS_CLIENT_REPORT_SCHEMA_H_
 #define CHRONOSERVE_TESTS_CLIENT_REPORT_SCHEMA_H_
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
+#include "client/chronobench/bench_options.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
 namespace chronoserve::client::bench::testing {
 
-inline void ExpectLatencySummary(const nlohmann::json& s, const std::string& what) {
+// `keys`: the percentiles the report gives (its sweep.percentiles), ascending.
+inline void ExpectLatencySummary(const nlohmann::json& s, const std::string& what,
+                                 const std::vector<std::string>& keys = {"p50", "p90", "p95", "p99", "p99_9"}) {
   ASSERT_TRUE(s.is_object()) << what << ": " << s.dump();
   double previous = 0;
-  for (const char* key : {"p50", "p90", "p95", "p99", "p99_9"}) {
+  for (const std::string& key : keys) {
     ASSERT_TRUE(s.contains(key) && s[key].is_number()) << what << " lacks " << key;
     EXPECT_GE(s[key].get<double>(), previous) << what << " " << key << " below the lower percentile";
     previous = s[key].get<double>();
@@ -29,6 +34,12 @@ inline void ExpectReportSchema(const nlohmann::json& report, bool with_server_sp
   ASSERT_TRUE(report.contains("model") && report["model"].is_object());
   ASSERT_TRUE(report.contains("runs") && report["runs"].is_array());
   ASSERT_FALSE(report["runs"].empty());
+  ASSERT_TRUE(report.contains("sweep") && report["sweep"]["percentiles"].is_array());
+  std::vector<std::string> keys;
+  for (const auto& p : report["sweep"]["percentiles"]) keys.push_back(PercentileKey(p.get<double>()));
+  // The console and HTML tables show p50 and p99: whatever --percentiles asked, they are there.
+  EXPECT_NE(std::find(keys.begin(), keys.end(), "p50"), keys.end()) << report["sweep"].dump();
+  EXPECT_NE(std::find(keys.begin(), keys.end(), "p99"), keys.end()) << report["sweep"].dump();
   for (const auto& run : report["runs"]) {
     ASSERT_TRUE(run.contains("mode") && run["mode"].is_string());
     const std::string mode = run["mode"];
@@ -45,11 +56,11 @@ inline void ExpectReportSchema(const nlohmann::json& report, bool with_server_sp
     EXPECT_LE(run["launch_bound_responses"].get<int64_t>(), run["device_timed_responses"].get<int64_t>());
     ASSERT_TRUE(run.contains("latency_us") && run["latency_us"].is_object());
     const auto& latency = run["latency_us"];
-    ExpectLatencySummary(latency["e2e"], "e2e");
+    ExpectLatencySummary(latency["e2e"], "e2e", keys);
     for (const char* span : {"transport", "server_total", "queue", "input_stage", "h2d", "compute", "launch",
                              "d2h", "output_stage"}) {
       ASSERT_TRUE(latency.contains(span)) << span;
-      if (with_server_spans) ExpectLatencySummary(latency[span], span);
+      if (with_server_spans) ExpectLatencySummary(latency[span], span, keys);
     }
   }
 }

@@ -1,5 +1,6 @@
 // JSON / CSV schema, the stability rule, the saturation rule and the recorder's error handling,
 // on synthetic measurements (no server).
+#include <algorithm>
 #include <optional>
 #include <random>
 #include <string>
@@ -90,6 +91,26 @@ TEST(ReportTest, JsonFollowsTheSchema) {
   }
 }
 
+// --percentiles 90,99.9: the console and HTML tables still show p50/p99, so the files carry them too.
+TEST(ReportTest, TablePercentilesAreReportedBesideTheRequestedOnes) {
+  EXPECT_EQ(ReportedPercentiles({99.9, 90}), (std::vector<double>{50, 90, 99, 99.9}));
+  EXPECT_EQ(ReportedPercentiles({50, 90, 95, 99, 99.9}), (std::vector<double>{50, 90, 95, 99, 99.9}));
+  BenchReport report = MakeReport(LoadMode::kRate);
+  report.percentiles = {90, 99.9};
+  const nlohmann::json json = ReportToJson(report);
+  EXPECT_EQ(json["sweep"]["percentiles"], nlohmann::json({50, 90, 99, 99.9}));
+  for (const char* metric : {"e2e", "compute", "transport"}) {
+    testing::ExpectLatencySummary(json["runs"][0]["latency_us"][metric], metric, {"p50", "p90", "p99", "p99_9"});
+    EXPECT_FALSE(json["runs"][0]["latency_us"][metric].contains("p95")) << "not asked for";
+  }
+  testing::ExpectLatencySummary(json["runs"][0]["schedule_lag_us"], "schedule_lag", {"p50", "p90", "p99", "p99_9"});
+  const std::string csv = ReportToCsv(report);
+  const std::vector<std::string> header = absl::StrSplit(csv.substr(0, csv.find('\n')), ',');
+  for (const char* column : {"e2e_p50_us", "e2e_p90_us", "e2e_p99_us", "e2e_p99_9_us"}) {
+    EXPECT_NE(std::find(header.begin(), header.end(), column), header.end()) << column;
+  }
+}
+
 TEST(ReportTest, AbsentSpansAreNullNotZero) {
   BenchReport report = MakeReport(LoadMode::kConcurrency);
   PointResult p;
@@ -138,6 +159,28 @@ TEST(RecorderTest, ErrorsKeepTheirLatencyButNoSpans) {
   EXPECT_EQ(r.metric(Metric::kE2e).count(), 1);
   EXPECT_EQ(r.metric(Metric::kCompute).count(), 0);
   EXPECT_STREQ(GrpcCodeName(4), "DEADLINE_EXCEEDED");
+}
+
+// traced_requests covers the same requests as "requests": those a window recorded, OK or not.
+TEST(RecorderTest, TracedRequestsAreCountedWithTheRequestsTheyBelongTo) {
+  std::mt19937_64 rng(3);
+  LatencyRecorder window;
+  for (int i = 0; i < 10; ++i) {
+    RequestRecord r = OkRecord(rng);
+    r.traced = i % 3 == 0;  // 0, 3, 6, 9
+    window.Record(r);
+  }
+  RequestRecord failed;
+  failed.done_ns = 2'000'000;
+  failed.grpc_code = 1;  // CANCELLED
+  failed.traced = true;
+  window.Record(failed);
+  EXPECT_EQ(window.traced(), 5);
+  LatencyRecorder merged;
+  ASSERT_TRUE(merged.Merge(window).ok());
+  ASSERT_TRUE(merged.Merge(window).ok());
+  EXPECT_EQ(merged.traced(), 10);
+  EXPECT_EQ(merged.successes() + merged.errors(), 22);
 }
 
 TEST(RecorderTest, TransportIsPerRequestResidualAndViolationsAreCounted) {

@@ -1,0 +1,96 @@
+// LoadWorker with --streaming when the server stops in the middle of the load (SIGTERM: error
+// responses and ended streams while it drains, then refused connections): every request sent is
+// answered, failed or cancelled at the end (sent == completed + drained), none is lost on a stream
+// that failed before its Finish arrived, and failures keep being counted after the server is gone.
+// Against the real chronoserve binary on 127.0.0.1.
+#include <signal.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "client/chronobench/benchmark.h"
+#include "client/chronobench/load_worker.h"
+#include "client/chronobench/request_factory.h"
+#include "client/inference_client.h"
+#include "common/clock.h"
+#include "gtest/gtest.h"
+#include "tests/client/test_server.h"
+#include "tools/example_models.h"
+
+namespace chronoserve::client::bench {
+namespace {
+
+using chronoserve::testing::MakeTestDir;
+using chronoserve::testing::StartTestServer;
+using chronoserve::testing::TestServer;
+
+constexpr absl::Duration kWait = absl::Seconds(30);
+
+struct StopCase {
+  const char* name;
+  WorkerPlan plan;
+};
+
+std::vector<StopCase> StopCases() {
+  WorkerPlan closed;
+  closed.mode = LoadMode::kConcurrency;
+  closed.in_flight = 8;
+  closed.streaming = true;
+  WorkerPlan open = closed;
+  open.mode = LoadMode::kRate;
+  open.total_rate_per_s = 2000;
+  return {{"closed loop, 8 in flight", closed}, {"open loop, 2000/s", open}};
+}
+
+class LoadWorkerStopTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(LoadWorkerStopTest, StreamedRequestsAreAnsweredOrCountedWhenTheServerStops) {
+  const StopCase stop_case = StopCases()[GetParam()];
+  SCOPED_TRACE(stop_case.name);
+  const std::string dir = MakeTestDir("chronobench_worker");
+  ASSERT_FALSE(dir.empty());
+  examples::ModelOptions mlp;
+  mlp.max_batch_size = 16;
+  ASSERT_TRUE(examples::WriteMlp(dir + "/models", "mlp", mlp).ok());
+  absl::StatusOr<TestServer> server = StartTestServer(dir + "/models", {"--exit-timeout-secs", "5"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string& url = server->url;
+
+  auto metadata = InferenceClient::Connect(url)->ModelMetadata("mlp");
+  ASSERT_TRUE(metadata.ok()) << metadata.status();
+  auto factory = RequestFactory::Create(*metadata, InputOptions{}, /*seed=*/7);
+  ASSERT_TRUE(factory.ok()) << factory.status();
+  auto request = factory->Build("", 1);
+  ASSERT_TRUE(request.ok()) << request.status();
+  // Two connections: one stream may fail while the other still answers, the case that lost requests.
+  std::vector<ChannelStubs> stubs;
+  for (const auto& channel : MakeDistinctChannels(url, 2)) stubs.emplace_back(channel);
+  WorkerShared shared{&stubs, &*request, SteadyClock::Get(), nullptr, 1, nullptr};
+  LoadWorker worker(0, stop_case.plan, shared);
+  ASSERT_TRUE(worker.Prepare().ok());
+  worker.Start(SteadyClock::Get()->NowNs());
+
+  ASSERT_TRUE(worker.AwaitCompleted(200, kWait)) << "the load never ran: " << worker.completed();
+  server->process->Signal(SIGTERM);
+  auto server_exit = server->process->WaitForExit(kWait);
+  ASSERT_TRUE(server_exit.ok()) << server_exit.status();
+  // With the server gone every request fails at once. Closed loop: a request lost with its slot
+  // would stop the load once all eight were lost.
+  const int64_t at_exit = worker.completed();
+  EXPECT_TRUE(worker.AwaitCompleted(at_exit + 1000, kWait))
+      << "failures stopped being counted after " << worker.completed() - at_exit;
+  worker.Stop();
+
+  EXPECT_EQ(worker.sent(), worker.completed() + worker.drained())
+      << worker.sent() - worker.completed() - worker.drained() << " requests neither answered nor counted";
+  const LatencyRecorder recorded = worker.TakeRecorder();
+  EXPECT_GT(recorded.successes(), 0);
+  EXPECT_EQ(recorded.successes() + recorded.errors(), worker.completed());
+  EXPECT_GT(recorded.errors_by_code().count(static_cast<int>(grpc::StatusCode::UNAVAILABLE)), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(ClosedAndOpenLoop, LoadWorkerStopTest, ::testing::Values(0, 1));
+
+}  // namespace
+}  // namespace chronoserve::client::bench

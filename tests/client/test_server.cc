@@ -1,0 +1,32 @@
+#include "tests/client/test_server.h"
+
+#include <stdlib.h>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace chronoserve::testing {
+
+std::string MakeTestDir(const std::string& prefix) {
+  std::string tmpl = ::testing::TempDir() + prefix + "_XXXXXX";
+  char* dir = mkdtemp(tmpl.data());
+  return dir != nullptr ? std::string(dir) : "";
+}
+
+absl::StatusOr<TestServer> StartTestServer(const std::string& repository,
+                                           const std::vector<std::string>& extra_flags) {
+  std::vector<std::string> argv = {CHRONOSERVE_BIN, "--model-repository", repository, "--grpc-port", "0",
+                                   "--warmup-runs", "1", "--allow-metrics", "false", "--gpu-monitor-interval-ms", "0"};
+  argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
+  auto process = Subprocess::Start(argv);
+  if (!process.ok()) return process.status();
+  if (absl::Status ready = (*process)->WaitForOutput("server READY", absl::Seconds(60)); !ready.ok()) return ready;
+  const std::string log = (*process)->output();
+  const std::string marker = "gRPC listening on ";
+  const size_t at = log.find(marker);
+  if (at == std::string::npos) return absl::InternalError(absl::StrCat("no '", marker, "' in the log:\n", log));
+  const size_t from = at + marker.size();
+  return TestServer{*std::move(process), log.substr(from, log.find(' ', from) - from)};
+}
+
+}  // namespace chronoserve::testing
