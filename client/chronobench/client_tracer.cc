@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/otlp/otlp_grpc_exporter.h"
 
 namespace chronoserve::client::bench {
@@ -13,6 +14,7 @@ absl::StatusOr<std::unique_ptr<ClientTracer>> ClientTracer::Create(const TraceOp
   absl::StatusOr<otlp::TracingConfig> config =
       otlp::ResolveTracingConfig(options.otlp_endpoint, /*service_version=*/"", env, kClientServiceName);
   if (!config.ok()) return absl::InvalidArgumentError(absl::StrCat("--otlp-endpoint: ", config.status().message()));
+  for (const std::string& warning : config->warnings) CS_LOG(WARNING) << warning;  // e.g. tracing turned off
   if (!config->enabled) return std::unique_ptr<ClientTracer>();
   absl::StatusOr<std::unique_ptr<otlp::OtlpGrpcExporter>> exporter = otlp::OtlpGrpcExporter::Create(config->exporter);
   if (!exporter.ok()) return exporter.status();
