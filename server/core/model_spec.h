@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,11 +49,11 @@ struct WarmupSpec {
   std::string name;
   int batch_size = 1;
   int count = 1;
-  // Per input name: dims (without batch), resolved for every input the sample lists. zero_data:
-  // the sample marks an input zero_data; every input it lists is then zeros in every synthetic
-  // request (the per-batch-size and serving warm-ups too), the model's other inputs random.
+  // Per input name: dims (without batch), resolved for every input the sample lists.
   std::map<std::string, std::vector<int64_t>> input_dims;
-  bool zero_data = false;
+  // The inputs the sample marks zero_data: zeros in every synthetic request (the per-batch-size
+  // and serving warm-ups too); every other input is random.
+  std::set<std::string> zero_data_inputs;
 };
 
 struct ModelSpec {

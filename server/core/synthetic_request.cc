@@ -10,7 +10,7 @@ namespace {
 // indices), so no synthetic request sends them there.
 bool ZeroDataInput(const ModelSpec& spec, const std::string& name) {
   for (const WarmupSpec& w : spec.warmups) {
-    if (w.zero_data && w.input_dims.count(name) > 0) return true;
+    if (w.zero_data_inputs.count(name) > 0) return true;
   }
   return false;
 }

@@ -104,8 +104,7 @@ absl::Status ConvertWarmupInputs(const pb::ModelConfig& config, const pb::ModelW
     ASSIGN_OR_RETURN(out->input_dims[name],
                      WarmupInputDims(input, *FindInput(config, name), spec.inputs[index],
                                      absl::StrCat(where, " input '", name, "'")));
-    // ModelSpec keeps one flag per sample: a sample that marks any input zero_data is sent as zeros.
-    out->zero_data = out->zero_data || input.zero_data();
+    if (input.zero_data()) out->zero_data_inputs.insert(name);
   }
   return absl::OkStatus();
 }

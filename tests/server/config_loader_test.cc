@@ -142,10 +142,10 @@ model_warmup [
   EXPECT_EQ(spec->warmups[0].count, 2147483647);
   EXPECT_EQ(spec->warmups[0].input_dims.at("x"), (std::vector<int64_t>{4, 9}));
   EXPECT_EQ(spec->warmups[0].input_dims.at("f"), (std::vector<int64_t>{2, 3})) << "empty dims: the input's";
-  EXPECT_TRUE(spec->warmups[0].zero_data);
+  EXPECT_EQ(spec->warmups[0].zero_data_inputs, (std::set<std::string>{"f"})) << "only the input marked zero_data";
   EXPECT_EQ(spec->warmups[1].batch_size, 1) << "batch_size 0 runs at 1";
   EXPECT_EQ(spec->warmups[1].count, 1) << "count 0 runs once";
-  EXPECT_FALSE(spec->warmups[1].zero_data);
+  EXPECT_TRUE(spec->warmups[1].zero_data_inputs.empty());
 }
 
 bool AllZero(const std::string& bytes) {
@@ -179,6 +179,19 @@ model_warmup [
   auto own = MakeSyntheticRequest(*spec, 4, &outputs, rng, {});
   EXPECT_TRUE(AllZero(*own->inputs[0].owned_data));
   EXPECT_FALSE(AllZero(*own->inputs[1].owned_data));
+  // One sample that marks ids zero_data and x random_data: only ids is zeros.
+  auto mixed = ParseModelConfig(R"pb(
+max_batch_size: 4
+input [ { name: "ids" data_type: TYPE_INT64 dims: [ -1 ] }, { name: "x" data_type: TYPE_FP32 dims: [ 8 ] } ]
+output { name: "y" data_type: TYPE_FP32 dims: 3 }
+model_warmup { name: "both" batch_size: 2
+  inputs { key: "ids" value { data_type: TYPE_INT64 dims: [ 16 ] zero_data: true } }
+  inputs { key: "x" value { data_type: TYPE_FP32 dims: [ 8 ] random_data: true } } }
+)pb", "m/config.pbtxt", "m", nullptr);
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  auto both = MakeSyntheticRequest(*mixed, 2, &outputs, rng, mixed->warmups[0].input_dims);
+  EXPECT_TRUE(AllZero(*both->inputs[0].owned_data)) << "zero_data input";
+  EXPECT_FALSE(AllZero(*both->inputs[1].owned_data)) << "random_data input of the same sample";
   // Without zero_data the same input gets random values.
   spec->warmups.clear();
   auto random = MakeSyntheticRequest(*spec, 4, &outputs, rng, {});
