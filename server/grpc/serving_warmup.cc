@@ -70,10 +70,11 @@ class Warmer {
     }
   }
 
- private:
   void Fail(const ModelSpec& spec, const std::string& what) {
     if (report_->failed++ == 0) report_->first_error = absl::StrCat("model '", spec.name, "' ", what);
   }
+
+ private:
 
   inference::GRPCInferenceService::Stub* const stub_;
   const std::string& token_;
@@ -126,10 +127,15 @@ ServingWarmupReport RunServingWarmup(const std::string& target, const std::vecto
   for (const ModelSpec& spec : models) {
     std::vector<int64_t> sizes = {1};
     if (spec.max_batch_size > 1) sizes.push_back(spec.max_batch_size);
-    for (int64_t items : sizes) {
-      for (int i = 0; i < requests; ++i) warmer.Unary(spec, items, ++seed);
+    // A warm-up that cannot build its messages (the host out of memory) only loses its benefit.
+    try {
+      for (int64_t items : sizes) {
+        for (int i = 0; i < requests; ++i) warmer.Unary(spec, items, ++seed);
+      }
+      if (requests > 0) warmer.Stream(spec, sizes, requests, seed += requests);
+    } catch (const std::exception& e) {
+      warmer.Fail(spec, absl::StrCat("could not build its requests: ", e.what()));
     }
-    if (requests > 0) warmer.Stream(spec, sizes, requests, seed += requests);
   }
   report.elapsed_ns = SteadyClock::Now() - start_ns;
   return report;

@@ -44,70 +44,83 @@ Worker::Worker(int index, std::unique_ptr<ModelInstance> instance, ModelQueue* q
 
 Worker::~Worker() { Join(); }
 
+namespace {
+// One synthetic request as a batch. The loader bounds its bytes; a host out of memory still fails
+// the model's load, not the server.
+absl::StatusOr<Batch> SyntheticBatch(const ModelSpec& spec, int items, std::vector<std::string>* outputs,
+                                     std::mt19937_64& rng, const std::map<std::string, std::vector<int64_t>>& dims) {
+  Batch batch;
+  try {
+    batch.push_back(MakeSyntheticRequest(spec, items, outputs, rng, dims));
+  } catch (const std::exception& e) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot build its inputs: ", e.what()));
+  }
+  return batch;
+}
+}  // namespace
+
 absl::Status Worker::Warmup(const ModelSpec& spec, const WarmupOptions& options) {
   model_ = spec.name;
   ASSIGN_OR_RETURN(keep_warm_, KeepWarmConfigFromSpec(spec));
   std::mt19937_64 rng(0x5eed + index_);
-  std::vector<std::string> scratch;
-  auto run = [&](int items, const std::map<std::string, std::vector<int64_t>>& dims) -> absl::Status {
-    Batch batch;
-    // The loader bounds a synthetic request's bytes; a host out of memory still fails the load,
-    // not the server.
-    try {
-      batch.push_back(MakeSyntheticRequest(spec, items, &scratch, rng, dims));
-    } catch (const std::exception& e) {
-      return absl::ResourceExhaustedError(absl::StrCat("warm-up at batch size ", items,
-                                                       ": cannot build its inputs: ", e.what()));
-    }
-    BatchTiming timing;
-    timing.worker = index_;
-    timing.dequeued_ns = clock_->NowNs();
-    absl::Status status = instance_->Execute(batch, &timing);
-    if (!status.ok()) {
-      return absl::Status(status.code(), absl::StrCat("warm-up at batch size ", items, " on ",
-                                                      instance_->device_name(), ": ", status.message()));
-    }
-    return absl::OkStatus();
-  };
-  // A pipelined worker's second slot and its copy stream are first used under load: one pair of
-  // largest batches, the second launched behind the first as a busy worker does, makes them (and
-  // that slot's buffers, at their largest) before READY.
-  auto run_pipelined = [&](int items) -> absl::Status {
-    std::vector<std::string> slot_scratch[2];
-    Batch batches[2];
-    BatchTiming timings[2];
-    absl::Status status;
-    int launched = 0;
-    for (int slot = 0; slot < 2 && status.ok(); ++slot) {
-      batches[slot].push_back(MakeSyntheticRequest(spec, items, &slot_scratch[slot], rng, {}));
-      timings[slot].worker = index_;
-      timings[slot].dequeued_ns = clock_->NowNs();
-      status = instance_->Launch(batches[slot], &timings[slot], slot);
-      if (status.ok()) ++launched;
-    }
-    for (int slot = 0; slot < launched; ++slot) {
-      absl::Status finished = instance_->Finish(batches[slot], &timings[slot], slot);
-      if (status.ok()) status = finished;
-    }
-    if (status.ok()) return status;
-    return absl::Status(status.code(), absl::StrCat("pipelined warm-up at batch size ", items, " on ",
-                                                    instance_->device_name(), ": ", status.message()));
-  };
   for (const WarmupSpec& w : spec.warmups) {
-    for (int i = 0; i < w.count; ++i) RETURN_IF_ERROR(run(w.batch_size, w.input_dims));
+    for (int i = 0; i < w.count; ++i) RETURN_IF_ERROR(WarmupRun(spec, w.batch_size, w.input_dims, rng));
   }
   const int max_items = spec.max_batch_size > 0 ? spec.max_batch_size : 1;
   for (int items = 1; items <= max_items; ++items) {
-    for (int i = 0; i < options.runs_per_batch_size; ++i) RETURN_IF_ERROR(run(items, {}));
+    for (int i = 0; i < options.runs_per_batch_size; ++i) RETURN_IF_ERROR(WarmupRun(spec, items, {}, rng));
   }
   if (instance_->pipeline_depth() > 1 && options.runs_per_batch_size > 0) {
-    RETURN_IF_ERROR(run_pipelined(max_items));
+    RETURN_IF_ERROR(WarmupPipelinedPair(spec, max_items, rng));
   }
   if (absl::Status status = instance_->PrepareForServing(); !status.ok()) {
     return absl::Status(status.code(), absl::StrCat("preparing to serve on ", instance_->device_name(),
                                                     ": ", status.message()));
   }
   return absl::OkStatus();
+}
+
+absl::Status Worker::WarmupRun(const ModelSpec& spec, int items,
+                               const std::map<std::string, std::vector<int64_t>>& dims, std::mt19937_64& rng) {
+  std::vector<std::string> outputs;
+  absl::StatusOr<Batch> batch = SyntheticBatch(spec, items, &outputs, rng, dims);
+  absl::Status status = batch.status();
+  if (status.ok()) {
+    BatchTiming timing;
+    timing.worker = index_;
+    timing.dequeued_ns = clock_->NowNs();
+    status = instance_->Execute(*batch, &timing);
+  }
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat("warm-up at batch size ", items, " on ",
+                                                  instance_->device_name(), ": ", status.message()));
+}
+
+absl::Status Worker::WarmupPipelinedPair(const ModelSpec& spec, int items, std::mt19937_64& rng) {
+  std::vector<std::string> outputs[2];
+  Batch batches[2];
+  BatchTiming timings[2];
+  absl::Status status;
+  int launched = 0;
+  for (int slot = 0; slot < 2 && status.ok(); ++slot) {
+    absl::StatusOr<Batch> batch = SyntheticBatch(spec, items, &outputs[slot], rng, {});
+    if (!batch.ok()) {
+      status = batch.status();
+      break;
+    }
+    batches[slot] = *std::move(batch);
+    timings[slot].worker = index_;
+    timings[slot].dequeued_ns = clock_->NowNs();
+    status = instance_->Launch(batches[slot], &timings[slot], slot);
+    if (status.ok()) ++launched;
+  }
+  for (int slot = 0; slot < launched; ++slot) {
+    absl::Status finished = instance_->Finish(batches[slot], &timings[slot], slot);
+    if (status.ok()) status = finished;
+  }
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat("pipelined warm-up at batch size ", items, " on ",
+                                                  instance_->device_name(), ": ", status.message()));
 }
 
 absl::Status Worker::Start(const HostPolicy& policy) {

@@ -13,8 +13,10 @@
 
 #include <array>
 #include <atomic>
+#include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -119,6 +121,13 @@ class Worker {
   // Common to both: statistics, per-request timing, then the completions.
   void EndBatch(Batch batch, const BatchTiming& timing, const absl::Status& status);
   void RunKeepWarm();
+  // Warm-up: one synthetic batch of `items` run to completion (slot 0).
+  absl::Status WarmupRun(const ModelSpec& spec, int items, const std::map<std::string, std::vector<int64_t>>& dims,
+                         std::mt19937_64& rng);
+  // Warm-up of a pipelined worker's second slot and copy stream, first used under load: two
+  // batches of `items`, the second launched behind the first as a busy worker does, so they (and
+  // that slot's buffers, at their largest) exist before READY.
+  absl::Status WarmupPipelinedPair(const ModelSpec& spec, int items, std::mt19937_64& rng);
   void NoteLaunchBound(const BatchTiming& timing);
   // "wait 1.234 s, take 0.010 s, ..." over every phase.
   std::string PhaseSummary() const;
