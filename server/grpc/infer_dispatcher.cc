@@ -3,10 +3,9 @@
 #include <algorithm>
 #include <chrono>
 
-#include <grpc/support/time.h>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "server/grpc/request_builder.h"
 #include "server/grpc/serving_warmup.h"
@@ -61,29 +60,33 @@ InferDispatcher::InferDispatcher(ModelRegistry* registry, const Clock* clock, Re
       shared_memory_(shared_memory),
       serving_warmup_token_(NewServingWarmupToken()) {}
 
+std::optional<int64_t> RemainingDeadlineNs(gpr_timespec deadline, gpr_timespec now) {
+  if (gpr_time_cmp(deadline, gpr_inf_future(deadline.clock_type)) == 0) return std::nullopt;
+  const gpr_timespec remaining = gpr_time_sub(deadline, now);
+  constexpr int64_t kNeverSecs = int64_t{100} * 365 * 86400;
+  if (remaining.tv_sec >= kNeverSecs) return std::nullopt;
+  if (remaining.tv_sec < 0) return 0;
+  return remaining.tv_sec * 1'000'000'000 + remaining.tv_nsec;
+}
+
+std::string JoinTracestate(const std::vector<absl::string_view>& headers) { return absl::StrJoin(headers, ","); }
+
 CallInfo CallInfoOf(const grpc::ServerContextBase& ctx, const Clock* clock, const InferDispatcher& dispatcher) {
   CallInfo info;
   info.received_ns = clock->NowNs();
-  // From gRPC's own timespec, not ctx.deadline(): its system_clock nanoseconds overflow for a
-  // deadline past the year 2262 (a "never" some clients send), which would make it look passed.
   const gpr_timespec deadline = gpr_convert_clock_type(ctx.raw_deadline(), GPR_CLOCK_MONOTONIC);
-  if (gpr_time_cmp(deadline, gpr_inf_future(GPR_CLOCK_MONOTONIC)) != 0) {
-    const gpr_timespec remaining = gpr_time_sub(deadline, gpr_now(GPR_CLOCK_MONOTONIC));
-    constexpr int64_t kMaxRemainingSecs = int64_t{100} * 365 * 86400;  // farther = no deadline
-    if (remaining.tv_sec < kMaxRemainingSecs) {
-      const int64_t remaining_ns = remaining.tv_sec < 0 ? 0 : remaining.tv_sec * 1'000'000'000 + remaining.tv_nsec;
-      info.deadline_ns = clock->NowNs() + remaining_ns;
-    }
+  if (std::optional<int64_t> remaining = RemainingDeadlineNs(deadline, gpr_now(GPR_CLOCK_MONOTONIC))) {
+    info.deadline_ns = clock->NowNs() + *remaining;
   }
   const auto& metadata = ctx.client_metadata();
   if (auto it = metadata.find("traceparent"); it != metadata.end()) {
     info.traceparent.assign(it->second.data(), it->second.size());
   }
-  // W3C: several tracestate headers are one list, joined with commas.
+  std::vector<absl::string_view> tracestate;
   for (auto [it, end] = metadata.equal_range("tracestate"); it != end; ++it) {
-    if (!info.tracestate.empty()) info.tracestate.push_back(',');
-    info.tracestate.append(it->second.data(), it->second.size());
+    tracestate.emplace_back(it->second.data(), it->second.size());
   }
+  if (!tracestate.empty()) info.tracestate = JoinTracestate(tracestate);
   info.synthetic = dispatcher.IsServingWarmup(metadata);
   return info;
 }

@@ -18,12 +18,16 @@
 #include <memory>
 #include <string>
 #include <map>
+#include <optional>
+#include <vector>
 
+#include <grpc/support/time.h>
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/string_ref.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
@@ -122,6 +126,14 @@ class InferDispatcher {
 // What a call's context says, on either of gRPC's APIs: received now, its deadline (steady clock),
 // trace context and serving warm-up mark from its metadata. The caller sets `cancelled`.
 CallInfo CallInfoOf(const grpc::ServerContextBase& ctx, const Clock* clock, const InferDispatcher& dispatcher);
+
+// Nanoseconds from `now` until the call's `deadline` (the same gRPC clock), 0 when it has passed;
+// nullopt when there is none (infinite, or farther than 100 years: a "never").
+// From gRPC's timespec, never system_clock nanoseconds, which overflow past the year 2262.
+std::optional<int64_t> RemainingDeadlineNs(gpr_timespec deadline, gpr_timespec now);
+
+// W3C trace context: several tracestate headers are one list, joined with commas.
+std::string JoinTracestate(const std::vector<absl::string_view>& headers);
 
 // A unary call's server-timing trailer (docs/TIMING.md): only for an answered request whose batch
 // ran with request timing (Respond's `timed`). Before the call is finished.

@@ -1,6 +1,5 @@
 // The real server on 127.0.0.1, real gRPC, models generated in C++ (tools/example_models.h).
 #include <gmock/gmock.h>
-#include <grpc/support/time.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -282,20 +281,6 @@ TEST_F(ServerIntegrationTest, StatisticsCountRequestsAndBatches) {
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->model_stats_size(), 4 + static_cast<int>(std::size(kScaleTypes)));
   EXPECT_EQ(client_->ModelStatistics("nope").status().code(), absl::StatusCode::kNotFound);
-}
-
-// A deadline 500 years away (past 2262, where system_clock nanoseconds overflow) is served as
-// no deadline, not as one already passed.
-TEST_F(ServerIntegrationTest, ADeadlineCenturiesAwayIsNoDeadline) {
-  const Tensor input = RandomInput("INPUT__0", DataType::kFp32, {1, 64}, 31);
-  auto request = InferenceClient::BuildRequest("mlp", {input}, client::InferOptions{});
-  grpc::ClientContext ctx;
-  ctx.set_deadline(gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
-                                gpr_time_from_seconds(int64_t{500} * 365 * 86400, GPR_TIMESPAN)));
-  inference::ModelInferResponse response;
-  const grpc::Status status = client_->stub()->ModelInfer(&ctx, request, &response);
-  EXPECT_TRUE(status.ok()) << status.error_code() << ": " << status.error_message();
-  EXPECT_EQ(response.raw_output_contents_size(), 1);
 }
 
 TEST_F(ServerIntegrationTest, BadRequestsGetTheRightCodes) {
