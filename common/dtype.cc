@@ -57,6 +57,14 @@ int64_t ElementCount(const std::vector<int64_t>& dims) {
   return count;
 }
 
+std::optional<int64_t> ByteCount(int64_t elements, DataType dtype) {
+  const auto element_bytes = static_cast<int64_t>(DataTypeByteSize(dtype));
+  if (elements < 0 || (element_bytes > 0 && elements > std::numeric_limits<int64_t>::max() / element_bytes)) {
+    return std::nullopt;
+  }
+  return elements * element_bytes;
+}
+
 std::string ShapeString(const std::vector<int64_t>& dims) {
   return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
 }

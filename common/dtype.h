@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,10 @@ absl::StatusOr<DataType> DataTypeFromName(absl::string_view name);
 // Product of dims; -1 if any dim is negative; INVALID_ARGUMENT-free helper (saturates on overflow
 // to -1 so callers reject absurd shapes instead of wrapping).
 int64_t ElementCount(const std::vector<int64_t>& dims);
+
+// Bytes `elements` values of `dtype` take; nullopt when `elements` is negative (ElementCount's
+// overflow) or the bytes pass int64, so no caller multiplies into a wrapped size.
+std::optional<int64_t> ByteCount(int64_t elements, DataType dtype);
 
 // "[1,4,20,20]" for messages.
 std::string ShapeString(const std::vector<int64_t>& dims);

@@ -21,19 +21,8 @@ absl::Status Invalid(const ModelSpec& spec, const std::string& tensor, const std
 }
 
 // The largest tensor accepted, in bytes: byte counts travel as int64 (shared_memory_byte_size,
-// LibTorch's sizes), and a larger product of shape and element size would wrap in size_t.
-constexpr uint64_t kMaxTensorBytes =
-    std::min<uint64_t>(std::numeric_limits<int64_t>::max(), std::numeric_limits<size_t>::max());
-
-// The bytes `elements` values of `dtype` take; nullopt above kMaxTensorBytes or when the element
-// count itself overflowed (ElementCount's -1).
-std::optional<size_t> TensorBytes(int64_t elements, DataType dtype) {
-  const uint64_t element_bytes = DataTypeByteSize(dtype);
-  if (elements < 0 || (element_bytes > 0 && static_cast<uint64_t>(elements) > kMaxTensorBytes / element_bytes)) {
-    return std::nullopt;
-  }
-  return static_cast<size_t>(elements) * element_bytes;
-}
+// LibTorch's sizes); ByteCount refuses more.
+constexpr int64_t kMaxTensorBytes = std::numeric_limits<int64_t>::max();
 
 // "A, B, C" for the model's inputs or outputs, in messages.
 std::string TensorNames(const std::vector<TensorSpec>& tensors) {
@@ -203,21 +192,22 @@ absl::Status BuildInputs(const ModelSpec& spec, const inference::ModelInferReque
     const int64_t elements = ElementCount(in.shape);
     // Checked before any byte count is compared: a wrapped one (a huge variable dim) would let an
     // empty entry or a 0-byte region through.
-    const std::optional<size_t> expected_bytes = TensorBytes(elements, want.dtype);
-    if (!expected_bytes.has_value()) {
+    const std::optional<int64_t> bytes_needed = ByteCount(elements, want.dtype);
+    if (!bytes_needed.has_value()) {
       return Invalid(spec, proto.name(), absl::StrCat(DataTypeName(want.dtype), " ", ShapeString(in.shape),
                                                       " needs more than ", kMaxTensorBytes,
                                                       " bytes (the largest tensor accepted)"));
     }
+    const auto expected_bytes = static_cast<size_t>(*bytes_needed);
     if (in_shm[i].has_value()) {
-      RETURN_IF_ERROR(InputFromSharedMemory(spec, proto, *in_shm[i], *expected_bytes, shm, in, out));
+      RETURN_IF_ERROR(InputFromSharedMemory(spec, proto, *in_shm[i], expected_bytes, shm, in, out));
     } else if (raw) {
       if (proto.has_contents()) return Invalid(spec, proto.name(), "has typed contents and raw_input_contents; use one");
       const std::string& bytes = request.raw_input_contents(next_raw++);
-      if (bytes.size() != *expected_bytes) {
+      if (bytes.size() != expected_bytes) {
         return Invalid(spec, proto.name(), absl::StrCat("raw contents hold ", bytes.size(), " bytes, ",
                                                         DataTypeName(want.dtype), " ", ShapeString(in.shape),
-                                                        " needs ", *expected_bytes));
+                                                        " needs ", expected_bytes));
       }
       in.data = bytes.data();
       in.byte_size = bytes.size();
@@ -249,7 +239,7 @@ size_t StaticOutputBytes(const ModelSpec& spec, int index, int64_t batch_items) 
   const int64_t per_item = ElementCount(want.dims);  // -1: a variable dim
   const int64_t items = spec.max_batch_size > 0 ? batch_items : 1;
   if (per_item < 0 || items < 0 || (items > 0 && per_item > std::numeric_limits<int64_t>::max() / items)) return 0;
-  return TensorBytes(per_item * items, want.dtype).value_or(0);
+  return static_cast<size_t>(ByteCount(per_item * items, want.dtype).value_or(0));
 }
 
 // The rank of output `index` as a response carries it (the batch dim first when the model batches).

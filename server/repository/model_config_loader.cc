@@ -107,9 +107,7 @@ absl::StatusOr<std::vector<TensorSpec>> ConvertTensors(
     // are computed from it.
     std::vector<int64_t> item = spec.dims;
     for (auto& d : item) d = d < 0 ? 1 : d;
-    const int64_t elements = ElementCount(item);
-    const auto element_bytes = std::max<int64_t>(1, static_cast<int64_t>(DataTypeByteSize(spec.dtype)));
-    if (elements < 0 || elements > std::numeric_limits<int64_t>::max() / element_bytes) {
+    if (!ByteCount(ElementCount(item), spec.dtype).has_value()) {
       return absl::InvalidArgumentError(absl::StrCat(
           where, ": dims ", ShapeString(spec.dims), " make one item larger than 2^63 bytes"));
     }

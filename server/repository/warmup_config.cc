@@ -35,9 +35,7 @@ std::optional<int64_t> SyntheticRequestBytes(const ModelSpec& spec, int64_t item
     auto it = dims.find(t.name);
     if (it != dims.end() && it->second.size() == shape.size()) shape = it->second;
     for (auto& d : shape) d = d < 0 ? 1 : d;
-    const int64_t elements = ElementCount(shape);
-    if (elements < 0) return std::nullopt;
-    std::optional<int64_t> bytes = CheckedMul(elements, static_cast<int64_t>(DataTypeByteSize(t.dtype)));
+    std::optional<int64_t> bytes = ByteCount(ElementCount(shape), t.dtype);
     if (bytes) bytes = CheckedMul(*bytes, items);
     if (!bytes || *bytes > kInt64Max - total) return std::nullopt;
     total += *bytes;
