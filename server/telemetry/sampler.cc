@@ -30,6 +30,20 @@ absl::StatusOr<Sampler> Sampler::Create(const std::string& name, const std::stri
       "parentbased_always_off, parentbased_traceidratio"));
 }
 
+Sampler Sampler::FromEnvironment(const std::string& name, const std::string& arg,
+                                 std::vector<std::string>* warnings) {
+  std::string use_name = name, use_arg = arg;
+  if (absl::StatusOr<Sampler> s = Create(name, ""); !s.ok()) {
+    warnings->push_back(absl::StrCat(s.status().message(), "; ignored: using parentbased_always_on, the default"));
+    use_name.clear();
+  }
+  if (absl::StatusOr<Sampler> s = Create("traceidratio", arg); !s.ok()) {
+    warnings->push_back(absl::StrCat(s.status().message(), "; ignored, as if unset (ratio 1.0)"));
+    use_arg.clear();
+  }
+  return *Create(use_name, use_arg);
+}
+
 bool Sampler::ShouldSample(const TraceParent* parent, const TraceId& trace_id) const {
   if (parent_based_ && parent != nullptr) return parent->sampled();
   return RootDecision(trace_id);

@@ -6,6 +6,7 @@
 #define CHRONOSERVE_SERVER_TELEMETRY_SAMPLER_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/traceparent.h"
@@ -17,6 +18,10 @@ class Sampler {
   // `name` as OTEL_TRACES_SAMPLER ("" = parentbased_always_on, the SDK default); `arg` as
   // OTEL_TRACES_SAMPLER_ARG (the ratio for *traceidratio, "" = 1.0). INVALID_ARGUMENT otherwise.
   static absl::StatusOr<Sampler> Create(const std::string& name, const std::string& arg);
+  // The same from the environment, where the SDK rules say a bad value is logged and ignored: a
+  // ratio that is not one acts as unset (1.0), a name that is not a sampler as unset (the default).
+  // Each such value adds a line to `warnings`.
+  static Sampler FromEnvironment(const std::string& name, const std::string& arg, std::vector<std::string>* warnings);
 
   // `parent` is the caller's context or null for a new trace; `trace_id` the span's trace.
   bool ShouldSample(const TraceParent* parent, const TraceId& trace_id) const;

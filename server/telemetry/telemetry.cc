@@ -26,12 +26,14 @@ absl::StatusOr<std::unique_ptr<Telemetry>> Telemetry::Create(TelemetryOptions op
   }
   std::unique_ptr<Telemetry> t(new Telemetry(std::move(options)));
   if (t->options_.tracing.enabled) {
-    auto sampler = Sampler::Create(t->options_.tracing.sampler, t->options_.tracing.sampler_arg);
-    if (!sampler.ok()) return sampler.status();
+    TracingConfig& tracing = t->options_.tracing;
+    const Sampler sampler = Sampler::FromEnvironment(tracing.sampler, tracing.sampler_arg, &tracing.warnings);
+    tracing.sampler = sampler.Description();
+    tracing.sampler_arg.clear();
     auto exporter = OtlpGrpcExporter::Create(t->options_.tracing.exporter);
     if (!exporter.ok()) return exporter.status();
     t->processor_ = std::make_unique<BatchSpanProcessor>(*std::move(exporter), t->options_.tracing.processor);
-    t->tracer_ = std::make_unique<RequestTracer>(*sampler, t->processor_.get());
+    t->tracer_ = std::make_unique<RequestTracer>(sampler, t->processor_.get());
     t->live_->SetSpanProcessor(t->processor_.get());
   }
   return t;
@@ -53,8 +55,7 @@ absl::Status Telemetry::Start() {
     processor_->Start();
     const TracingConfig& t = options_.tracing;
     CS_LOG(INFO) << "tracing: OTLP/gRPC to " << t.exporter.endpoint << (t.exporter.use_tls ? " (TLS)" : "")
-                 << ", service.name=" << t.exporter.resource.service_name << ", sampler " << t.sampler
-                 << (t.sampler_arg.empty() ? "" : absl::StrCat(" ", t.sampler_arg));
+                 << ", service.name=" << t.exporter.resource.service_name << ", sampler " << t.sampler;
   }
   StartGpuMonitor();
   StartMetricsEndpoint();

@@ -59,6 +59,37 @@ TEST(SamplerTest, RejectsBadConfig) {
   EXPECT_FALSE(Sampler::Create("traceidratio", "half").ok());
 }
 
+// From the environment a bad value is a warning and is ignored, as the SDK rules ask; the start never fails.
+TEST(SamplerTest, FromEnvironmentWarnsAndIgnoresBadValues) {
+  struct Row {
+    std::string name, arg, used;
+    std::vector<std::string> warnings;
+  };
+  const std::vector<Row> rows = {
+      {"", "", "parentbased_always_on", {}},
+      {"traceidratio", "0.5", "traceidratio{0.5}", {}},
+      {"sometimes", "", "parentbased_always_on", {"OTEL_TRACES_SAMPLER 'sometimes' is not one of"}},
+      {"traceidratio", "1.5", "traceidratio{1}", {"OTEL_TRACES_SAMPLER_ARG '1.5' is not a ratio in [0, 1]"}},
+      {"parentbased_traceidratio", "half", "parentbased_traceidratio{1}", {"OTEL_TRACES_SAMPLER_ARG 'half'"}},
+      {"sometimes", "-1", "parentbased_always_on", {"OTEL_TRACES_SAMPLER 'sometimes'", "OTEL_TRACES_SAMPLER_ARG '-1'"}},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(absl::StrCat("OTEL_TRACES_SAMPLER='", row.name, "' OTEL_TRACES_SAMPLER_ARG='", row.arg, "'"));
+    std::vector<std::string> warnings;
+    const Sampler s = Sampler::FromEnvironment(row.name, row.arg, &warnings);
+    EXPECT_EQ(s.Description(), row.used);
+    ASSERT_EQ(warnings.size(), row.warnings.size()) << ::testing::PrintToString(warnings);
+    for (size_t i = 0; i < warnings.size(); ++i) {
+      EXPECT_THAT(warnings[i], ::testing::HasSubstr(row.warnings[i]));
+      EXPECT_THAT(warnings[i], ::testing::HasSubstr("ignored"));
+    }
+  }
+  std::vector<std::string> warnings;
+  const TraceParent no = Parent(false);
+  EXPECT_TRUE(Sampler::FromEnvironment("sometimes", "", &warnings).ShouldSample(nullptr, NewTraceId()));
+  EXPECT_FALSE(Sampler::FromEnvironment("sometimes", "", &warnings).ShouldSample(&no, no.trace_id));
+}
+
 EnvLookup Env(std::map<std::string, std::string> vars) {
   return [vars](const char* name) -> std::optional<std::string> {
     auto it = vars.find(name);
