@@ -1,17 +1,51 @@
 // chronoserve: flags only; everything else lives in Server.
 #include <algorithm>
 #include <csignal>
+#include <cstdlib>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 
 #include "absl/strings/numbers.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 
 #include "common/log.h"
 #include "common/otlp/tracing_config.h"
 #include "server/server.h"
 #include "tools/profile/profile_command.h"
 #include "server/telemetry/telemetry.h"
+
+namespace {
+
+// Takes the blocked shutdown signals on its own thread, from before loading to the exit: the first
+// one notifies `first` (main then drains); a second one, during loading or the drain, ends the
+// process at once with 128 + its number, as an operator who sends it twice expects. Detached and
+// never destroyed, so the process may exit while it waits.
+struct ShutdownSignals {
+  absl::Notification first;
+  int first_number = 0;  // written before `first` is notified
+};
+
+ShutdownSignals* WatchShutdownSignals(sigset_t signals) {
+  auto* state = new ShutdownSignals;
+  std::thread([state, signals] {
+    int number = 0;
+    sigwait(&signals, &number);
+    state->first_number = number;
+    CS_LOG(INFO) << "received signal " << number
+                 << ": shutting down once loading is over and the requests in flight are answered; a second "
+                    "SIGTERM/SIGINT exits at once";
+    state->first.Notify();
+    sigwait(&signals, &number);
+    CS_LOG(WARNING) << "received signal " << number
+                    << " again: exiting now, without answering the requests in flight";
+    std::_Exit(128 + number);
+  }).detach();
+  return state;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // `chronoserve profile MODEL_DIR ...`: the offline profiler (no gRPC), see docs/GPU_PERFORMANCE.md.
@@ -23,9 +57,9 @@ int main(int argc, char** argv) {
   // profile). A production server does not pay for a debugging aid; the tests keep it on.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   // Block the shutdown signals before any library starts a thread (tracing's gRPC channel does, in
-  // Telemetry::Create): threads inherit the mask, so SIGTERM/SIGINT reach only main's sigwait, and
-  // one that arrives during model loading or the drain is never the default action on another
-  // thread (an immediate exit with nothing drained).
+  // Telemetry::Create): threads inherit the mask, so SIGTERM/SIGINT reach only the watcher's
+  // sigwait, and one that arrives during model loading or the drain is never the default action on
+  // another thread (an immediate exit with nothing drained).
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
@@ -169,6 +203,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<telemetry::Telemetry> telemetry_owner = *std::move(telemetry_or);
   options.telemetry = telemetry_owner.get();
 
+  ShutdownSignals* shutdown_signals = WatchShutdownSignals(signals);
   auto server = chronoserve::server::Server::Create(options);
   if (!server.ok()) {
     CS_LOG(ERROR) << server.status().message();
@@ -178,9 +213,7 @@ int main(int argc, char** argv) {
     CS_LOG(ERROR) << s.message();
     return 1;
   }
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
-  CS_LOG(INFO) << "received signal " << signal_number;
+  shutdown_signals->first.WaitForNotification();
   (*server)->Shutdown();
   return 0;
 }

@@ -1,11 +1,14 @@
 // Graceful shutdown with requests in flight: in process (Server::Shutdown while a worker is held
 // inside Execute: health NOT_SERVING first, new requests UNAVAILABLE, every accepted request
 // answered OK) and the real chronoserve binary (SIGTERM with requests queued: all answered OK,
-// exit code 0). Synchronised with notifications, the health Watch stream and the server's log.
+// exit code 0; a second SIGTERM during a long drain: exit 143 at once). Synchronised with
+// notifications, the health Watch stream and the server's log.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
@@ -15,6 +18,7 @@
 #include "tests/server/gated_instance.h"
 #include "tests/server/scheduling_harness.h"
 #include "tests/server/test_repository.h"
+#include "tests/server/torch_reference.h"
 #include "tools/example_models.h"
 
 namespace chronoserve {
@@ -144,28 +148,51 @@ TEST_P(InProcessShutdownTest, ExitTimeoutEndsTheCallsStillQueuedAndShutdownRetur
 
 INSTANTIATE_TEST_SUITE_P(InferApis, InProcessShutdownTest, ::testing::Values(0, 3), testing::InferApiName);
 
-// The real binary: requests wait in a long dynamic-batching window when SIGTERM arrives.
+// The real binary, started on a free port with verbose logging; `address` is read from its log.
+struct Binary {
+  std::unique_ptr<testing::Subprocess> process;
+  std::string address;
+};
 
+Binary StartBinary(const std::string& repo, std::vector<std::string> extra_args = {}) {
+  std::vector<std::string> argv = {CHRONOSERVE_BIN, "--model-repository", repo, "--grpc-port", "0", "--warmup-runs",
+                                   "1", "--log-verbose", "2", "--allow-metrics", "false", "--gpu-monitor-interval-ms",
+                                   "0"};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  auto process = testing::Subprocess::Start(argv);
+  if (!process.ok()) {
+    ADD_FAILURE() << process.status();
+    return {};
+  }
+  Binary b{*std::move(process), ""};
+  if (absl::Status s = b.process->WaitForOutput("server READY", absl::Seconds(120)); !s.ok()) {
+    ADD_FAILURE() << s;
+    return {};
+  }
+  const std::string log = b.process->output();
+  const std::string marker = "gRPC listening on ";
+  const size_t at = log.find(marker);
+  if (at == std::string::npos) {
+    ADD_FAILURE() << log;
+    return {};
+  }
+  const size_t port_at = log.find(':', at + marker.size()) + 1;
+  b.address = "127.0.0.1:" + log.substr(port_at, log.find(' ', port_at) - port_at);
+  return b;
+}
+
+// Requests wait in a long dynamic-batching window when SIGTERM arrives.
 TEST(ShutdownTest, BinaryAnswersEveryAcceptedRequestOnSigtermAndExitsZero) {
   testing::TempDir repo("cs_sigterm");
   examples::ModelOptions mlp;
   mlp.max_batch_size = 8;
   mlp.max_queue_delay_us = 1'500'000;  // the three requests below wait here until the drain
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
-  auto process = testing::Subprocess::Start(
-      {CHRONOSERVE_BIN, "--model-repository", repo.path(), "--grpc-port", "0", "--warmup-runs", "1",
-       "--log-verbose", "2", "--allow-metrics", "false", "--gpu-monitor-interval-ms", "0"});
-  ASSERT_TRUE(process.ok()) << process.status();
-  auto& server = **process;
-  ASSERT_TRUE(server.WaitForOutput("server READY", absl::Seconds(120)).ok()) << server.output();
-  const std::string log = server.output();
-  const std::string marker = "gRPC listening on ";
-  const size_t at = log.find(marker);
-  ASSERT_NE(at, std::string::npos) << log;
-  const size_t port_at = log.find(':', at + marker.size()) + 1;
-  const std::string address = "127.0.0.1:" + log.substr(port_at, log.find(' ', port_at) - port_at);
+  Binary binary = StartBinary(repo.path());
+  ASSERT_NE(binary.process, nullptr);
+  auto& server = *binary.process;
 
-  auto c = client::InferenceClient::Connect(address);
+  auto c = client::InferenceClient::Connect(binary.address);
   std::vector<client::Tensor> inputs;
   std::vector<std::unique_ptr<PendingInfer>> calls;
   for (int i = 0; i < 3; ++i) {
@@ -186,6 +213,45 @@ TEST(ShutdownTest, BinaryAnswersEveryAcceptedRequestOnSigtermAndExitsZero) {
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 0) << server.output();
   EXPECT_THAT(server.output(), ::testing::HasSubstr("NOT_SERVING"));
+}
+
+// An operator who signals twice wants out: the second SIGTERM during a drain that would take
+// minutes (the request's model loops x[0, 0] times; the warm-up's random values in [-1, 1) make it
+// loop 0 times) ends the process at once with 128 + 15, saying so.
+TEST(ShutdownTest, ASecondSignalDuringTheDrainExitsAtOnce) {
+  testing::TempDir repo("cs_second_signal");
+  repo.WriteFile("slow/config.pbtxt",
+                 "max_batch_size: 0\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: [ 2, 4 ] }\n"
+                 "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: [ 2, 4 ] }\n"
+                 "instance_group { kind: KIND_CPU }\n");
+  std::filesystem::create_directories(repo.path() + "/slow/1");
+  ASSERT_TRUE(testing::WriteScriptedModel(repo.path() + "/slow/1/model.pt",
+                                          "def forward(self, x):\n  y = x\n  for _ in range(int(x[0, 0])):\n"
+                                          "    y = torch.tanh(y)\n  return y\n"));
+  Binary binary = StartBinary(repo.path(), {"--exit-timeout-secs", "600"});
+  ASSERT_NE(binary.process, nullptr);
+  auto& server = *binary.process;
+
+  auto c = client::InferenceClient::Connect(binary.address);
+  std::mt19937_64 rng(43);
+  client::Tensor input{"INPUT__0", DataType::kFp32, {2, 4}, RandomTensorBytes(DataType::kFp32, 8, rng)};
+  const float loops = 1e9f;
+  std::memcpy(input.data.data(), &loops, sizeof loops);
+  PendingInfer slow(c->stub(), "slow", "slow-0", input);
+  ASSERT_TRUE(server.WaitForOutput("request 'slow-0' queued", kWait).ok()) << server.output();
+
+  server.Signal(SIGTERM);
+  ASSERT_TRUE(server.WaitForOutput("a second SIGTERM/SIGINT exits at once", kWait).ok()) << server.output();
+  ASSERT_TRUE(server.WaitForOutput("NOT_SERVING", kWait).ok()) << server.output();
+  EXPECT_FALSE(slow.done()) << "the drain waits for the looping request";
+  server.Signal(SIGTERM);
+  const auto code = server.WaitForExit(kWait);
+  ASSERT_TRUE(code.ok()) << "the second signal did not end the drain: " << code.status();
+  EXPECT_EQ(*code, 128 + SIGTERM) << server.output();
+  EXPECT_THAT(server.output(), ::testing::HasSubstr("again: exiting now, without answering the requests in flight"));
+  const auto status = slow.Wait(kWait);
+  ASSERT_TRUE(status.has_value()) << "the call never ended";
+  EXPECT_FALSE(status->ok());
 }
 
 }  // namespace
