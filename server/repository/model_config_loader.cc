@@ -116,6 +116,8 @@ absl::StatusOr<std::vector<TensorSpec>> ConvertTensors(
   return out;
 }
 
+constexpr int kMaxInstanceCount = 256;
+
 absl::StatusOr<std::vector<InstanceGroupSpec>> ConvertInstanceGroups(const pb::ModelConfig& config,
                                                                      const std::string& source) {
   std::vector<InstanceGroupSpec> groups;
@@ -130,8 +132,11 @@ absl::StatusOr<std::vector<InstanceGroupSpec>> ConvertInstanceGroups(const pb::M
             absl::StrCat(source, ": instance_group kind KIND_MODEL is not supported"));
     }
     spec.count = g.count() == 0 ? 1 : g.count();
-    if (spec.count < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(source, ": instance_group count must be >= 1"));
+    // Each worker is a thread with its own CUDA stream, staging buffers and warm-up: a typo such
+    // as 100000 took minutes and gigabytes before the server answered anything.
+    if (spec.count < 1 || spec.count > kMaxInstanceCount) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": instance_group count ", g.count(), ": expected 1 to ",
+                                                     kMaxInstanceCount, " (workers per listed GPU)"));
     }
     for (int gpu : g.gpus()) {
       if (gpu < 0) return absl::InvalidArgumentError(absl::StrCat(source, ": negative gpu id ", gpu));

@@ -123,6 +123,7 @@ TEST(ModelConfigTest, WarmupAndTimeLimitsAcceptTheirBounds) {
 max_batch_size: 8
 input [ { name: "x" data_type: TYPE_FP32 dims: [ 4, -1 ] }, { name: "f" data_type: TYPE_INT8 dims: [ 2, 3 ] } ]
 output { name: "y" data_type: TYPE_FP32 dims: 3 }
+instance_group { count: 256 kind: KIND_CPU }
 dynamic_batching {
   max_queue_delay_microseconds: 86400000000
   default_queue_policy { default_timeout_microseconds: 86400000000 }
@@ -135,6 +136,7 @@ model_warmup [
 ]
 )pb", "m/config.pbtxt", "m", nullptr);
   ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->instance_groups.at(0).count, 256);
   EXPECT_EQ(spec->dynamic_batching.max_queue_delay_us, 86'400'000'000u);
   EXPECT_EQ(spec->dynamic_batching.queue_policy.default_timeout_microseconds, 86'400'000'000u);
   ASSERT_EQ(spec->warmups.size(), 2u);
@@ -297,6 +299,10 @@ const std::string kUnreasonable[][2] = {
     {"input { name: \"x\" data_type: TYPE_FP32 dims: 3 }\n"
      "output { name: \"y\" data_type: TYPE_FP32 dims: [ 1073741824, 1073741824, 2 ] }\n",
      "output 'y': dims [1073741824,1073741824,2] make one item larger than 2^63 bytes"},
+    // Workers: each is a thread with a stream and staging buffers.
+    {WithWarmIo("instance_group { count: 257 kind: KIND_CPU }"),
+     "instance_group count 257: expected 1 to 256 (workers per listed GPU)"},
+    {WithWarmIo("instance_group { count: -1 }"), "instance_group count -1: expected 1 to 256"},
     // Durations the scheduler multiplies into int64 nanoseconds.
     {WithWarmIo("dynamic_batching { max_queue_delay_microseconds: 18446744073709551615 }"),
      "dynamic_batching.max_queue_delay_microseconds 18446744073709551615: expected 0 to 86400000000 (1 day)"},
