@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "benchmarks/percentile.h"
+#include "common/cli_integer.h"
 #include "common/clock.h"
 #include "server/backend/device_activity.h"
 #include "server/backend/torch_backend.h"
@@ -178,7 +179,7 @@ int main(int argc, char** argv) {
                  "Sleep this long before each batch (as a served worker that waited for requests); items/s "
                  "then counts the pauses, the launch / finish call times do not")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->transform(chronoserve::IntegerIn(0, 10000000));
   bool fresh_inputs = false;
   app.add_flag("--fresh-inputs", fresh_inputs,
                "Before each batch, move every input to new memory written by another thread (as gRPC's threads "

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/synchronization/barrier.h"
+#include "common/cli_integer.h"
 #include "common/clock.h"
 #include "server/core/infer_request.h"
 #include "server/core/model_spec.h"
@@ -81,11 +82,11 @@ int main(int argc, char** argv) {
   std::string json_path;
   CLI::App app{"bench_request_accounting: per-request statistics and metrics under concurrent completion"};
   app.add_option("--threads", thread_list, "Thread counts, comma separated")->capture_default_str();
-  app.add_option("--requests", requests, "Requests per thread and round")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--batch", batch, "Requests per batch")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--requests", requests, "Requests per thread and round")->capture_default_str()->transform(chronoserve::IntegerIn(1, 100000000));
+  app.add_option("--batch", batch, "Requests per batch")->capture_default_str()->transform(chronoserve::IntegerIn(1, 100000000));
   app.add_option("--rounds", rounds, "Rounds per thread count; the median is reported")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->transform(chronoserve::IntegerIn(1, 100000000));
   app.add_option("--json", json_path, "Write the results as JSON");
   CLI11_PARSE(app, argc, argv);
 

@@ -19,6 +19,7 @@
 
 #include "client/inference_client.h"
 #include "client/response_view.h"
+#include "common/cli_integer.h"
 #include "common/clock.h"
 #include "common/timing.h"
 #include "server/grpc/infer_dispatcher.h"
@@ -109,10 +110,10 @@ int main(int argc, char** argv) {
   int responses = 200000, rounds = 5;
   std::string json_path;
   CLI::App app{"bench_timing_encoding: host cost of per-request timing per response (no network)"};
-  app.add_option("--responses", responses, "Responses per round and mode")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--responses", responses, "Responses per round and mode")->capture_default_str()->transform(chronoserve::IntegerIn(1, 100000000));
   app.add_option("--rounds", rounds, "Rounds (modes alternate within each); medians are reported")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->transform(chronoserve::IntegerIn(1, 100000000));
   app.add_option("--json", json_path, "Write the results as JSON");
   CLI11_PARSE(app, argc, argv);
 

@@ -10,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 
+#include "common/cli_integer.h"
 #include "common/log.h"
 #include "common/otlp/tracing_config.h"
 #include "server/server.h"
@@ -74,7 +75,8 @@ int main(int argc, char** argv) {
                  "Model repository in Triton's layout: DIR/<model>/config.pbtxt and DIR/<model>/<version>/model.pt")
       ->required();
   app.add_option("--grpc-port", options.grpc_port, "gRPC port (KServe v2, health, reflection); 0 picks a free one")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(chronoserve::IntegerIn(0, 65535));
   app.add_option("--host", options.host, "Address to listen on")->capture_default_str();
   app.add_option("--grpc-unix-socket", options.unix_socket,
                  "Also listen on this Unix domain socket path (clients on the same host dial unix:PATH); "
@@ -94,7 +96,8 @@ int main(int argc, char** argv) {
   app.add_option("--log-verbose", log_verbose, "Verbose logging level (0 = off)")->capture_default_str();
   app.add_option("--exit-timeout-secs", options.exit_timeout_secs,
                  "On SIGTERM/SIGINT, how long in-flight requests may take to finish")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(chronoserve::IntegerIn(0, 86400));
   app.add_option("--allow-shared-memory", options.allow_shared_memory,
                  "Serve Triton's system shared-memory extension (local, trusted clients only: the server "
                  "maps any POSIX shared-memory object a client names)")
@@ -102,13 +105,13 @@ int main(int argc, char** argv) {
   app.add_option("--warmup-runs", options.warmup.runs_per_batch_size,
                  "Warm-up runs per worker and batch size before a model reports READY")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->transform(chronoserve::IntegerIn(1, 1000000));
   app.add_option("--serving-warmup-requests", options.serving_warmup_requests,
                  "Before READY, requests per model and batch size (1, max) sent through the server's own "
                  "gRPC port, plus a stream of as many, so a client's first request finds the serving path "
                  "warm; counted in no statistics. 0 = off")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->transform(chronoserve::IntegerIn(0, 1000000));
   std::string request_timing = "on";
   app.add_option("--request-timing", request_timing,
                  "Per-request timing: off = no CUDA span events or launch timer, no timing.* response "
@@ -129,7 +132,7 @@ int main(int argc, char** argv) {
                  "above all on a VM; any real thread preempts the spinner at once). Those CPUs show as busy. "
                  "0 = off")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->transform(chronoserve::IntegerIn(0, 86400000));
   std::string input_arena = "auto";
   app.add_option("--input-arena-mib", input_arena,
                  "Per model input, MiB of host memory (page-locked for a GPU) into which the thread that "
@@ -153,7 +156,7 @@ int main(int argc, char** argv) {
                  "not counted); a request that would pass it is answered RESOURCE_EXHAUSTED naming the model "
                  "and the limit. 0 = unbounded")
       ->capture_default_str()
-      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30));
+      ->transform(chronoserve::IntegerIn(0, int64_t{1} << 30));
   namespace telemetry = chronoserve::server::telemetry;
   telemetry::TelemetryOptions telemetry_options;
   std::string otlp_endpoint;
@@ -162,14 +165,20 @@ int main(int argc, char** argv) {
                  "OTLP/gRPC trace collector HOST:PORT (else OTEL_EXPORTER_OTLP_ENDPOINT; none: no tracing)");
   app.add_option("--metrics-port", telemetry_options.metrics.port,
                  "Prometheus /metrics port (on --host); 0 picks a free one")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(chronoserve::IntegerIn(0, 65535));
   app.add_option("--allow-metrics", telemetry_options.metrics.enabled, "Serve Prometheus metrics")
       ->capture_default_str();
   app.add_option("--gpu-monitor-interval-ms", gpu_monitor_interval_ms,
                  "NVML sampling period for GPU gauges and each batch's sm_clock_mhz; 0 disables")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  CLI11_PARSE(app, argc, argv);
+      ->transform(chronoserve::IntegerIn(0, 3600000));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; a bad flag exits 2, as every other start-up error of a flag does.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   chronoserve::SetLogVerbosity(log_verbose);
   options.request_timing = request_timing == "on";
   options.input_arena_bytes = input_arena == "auto" ? -1 : std::stoll(input_arena) << 20;

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/cli_integer.h"
 #include "common/log.h"
 #include "tools/profile/model_profiler.h"
 #include "tools/profile/profile_report.h"
@@ -26,10 +27,10 @@ int RunProfileCommand(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--repetitions", options.repetitions, "Measured runs per batch size")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->transform(IntegerIn(1, 1000000));
   app.add_option("--warmup-runs", options.warmup_runs, "Warm-up runs per batch size before measuring")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->transform(IntegerIn(0, 1000000));
   app.add_option("--gpu", options.gpu, "CUDA device ordinal; -1 = CPU; default: GPU 0 when present");
   app.add_option("--mistakes-batch-size", options.mistakes_batch_size,
                  "Batch size of the timing-mistakes table (default: the smallest profiled)");
@@ -39,7 +40,12 @@ int RunProfileCommand(int argc, char** argv) {
                "Skip the eager_exact mode (exact device timing: stream held until each batch is enqueued)");
   app.add_flag("--no-throughput-search", no_search, "Skip the throughput search");
   app.add_option("--json", json_path, "Also write the whole report as JSON to this file");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; a bad flag exits 2, as every other start-up error of a flag does.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   options.cuda_graphs = !no_graphs;
   options.exact_device_timing = !no_exact;
   options.throughput_search = !no_search;

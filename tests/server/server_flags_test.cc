@@ -1,0 +1,42 @@
+// The real binary refuses out-of-range integer flags at start, with exit code 2 (as its other flag
+// errors) and a message naming the flag, the value and the range; profile's flags too.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "tests/client/subprocess.h"
+#include "tests/server/test_repository.h"
+
+namespace chronoserve {
+namespace {
+
+TEST(ServerFlagsTest, BinaryRefusesOutOfRangeIntegersWithExitTwoNamingTheRange) {
+  testing::TempDir repo("cs_flags");
+  const std::vector<std::vector<std::string>> rows = {
+      {"--warmup-runs", "0", "--warmup-runs: '0' is not an integer from 1 to 1000000"},
+      {"--grpc-port", "70000", "--grpc-port: '70000' is not an integer from 0 to 65535"},
+      {"--exit-timeout-secs", "-1", "--exit-timeout-secs: '-1' is not an integer from 0 to 86400"},
+      {"--metrics-port", "0x50", "--metrics-port: '0x50' is not an integer from 0 to 65535"},
+      {"--max-queue-mib", "2000000000", "--max-queue-mib: '2000000000' is not an integer from 0 to 1073741824"},
+  };
+  for (const auto& row : rows) {
+    SCOPED_TRACE(row[0] + " " + row[1]);
+    auto refused = testing::RunProgram({CHRONOSERVE_BIN, "--model-repository", repo.path(), row[0], row[1]},
+                                       absl::Seconds(60));
+    ASSERT_TRUE(refused.ok()) << refused.status();
+    EXPECT_EQ(refused->first, 2);
+    EXPECT_THAT(refused->second, ::testing::HasSubstr(row[2]));
+  }
+  auto profile = testing::RunProgram({CHRONOSERVE_BIN, "profile", repo.path(), "--repetitions", "0"}, absl::Seconds(60));
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  EXPECT_EQ(profile->first, 2);
+  EXPECT_THAT(profile->second, ::testing::HasSubstr("--repetitions: '0' is not an integer from 1 to 1000000"));
+  auto help = testing::RunProgram({CHRONOSERVE_BIN, "--help"}, absl::Seconds(60));
+  ASSERT_TRUE(help.ok()) << help.status();
+  EXPECT_EQ(help->first, 0);
+  EXPECT_THAT(help->second, ::testing::HasSubstr("--exit-timeout-secs"));
+}
+
+}  // namespace
+}  // namespace chronoserve
