@@ -2,7 +2,6 @@
 // breakdown invariants, distinct connections, the binary's JSON/CSV/HTML outputs, and the HTML
 // rendered by headless Chromium (skipped when Chromium is not installed).
 #include <dirent.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -21,12 +20,15 @@
 #include "gtest/gtest.h"
 #include "tests/client/report_schema.h"
 #include "tests/client/subprocess.h"
+#include "tests/client/test_server.h"
 #include "tools/example_models.h"
 
 namespace chronoserve::client::bench {
 namespace {
 
+using chronoserve::testing::MakeTestDir;
 using chronoserve::testing::RunProgram;
+using chronoserve::testing::StartTestServer;
 using chronoserve::testing::Subprocess;
 
 std::string ReadAll(const std::string& path) {
@@ -36,32 +38,19 @@ std::string ReadAll(const std::string& path) {
   return s.str();
 }
 
-std::string MakeTempDir() {
-  std::string tmpl = ::testing::TempDir() + "chronobench_XXXXXX";
-  char* dir = mkdtemp(tmpl.data());
-  return dir != nullptr ? std::string(dir) : "";
-}
-
 class ChronobenchE2eTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string(MakeTempDir());
+    dir_ = new std::string(MakeTestDir("chronobench"));
     ASSERT_FALSE(dir_->empty());
     const std::string repo = *dir_ + "/models";
     examples::ModelOptions mlp;
     mlp.max_batch_size = 64;
     ASSERT_TRUE(examples::WriteMlp(repo, "mlp", mlp).ok());
-    auto server = Subprocess::Start({CHRONOSERVE_BIN, "--model-repository", repo, "--grpc-port", "0",
-                                     "--warmup-runs", "1"});
+    auto server = StartTestServer(repo);
     ASSERT_TRUE(server.ok()) << server.status();
-    server_ = server->release();
-    ASSERT_TRUE(server_->WaitForOutput("server READY", absl::Seconds(60)).ok()) << server_->output();
-    const std::string log = server_->output();
-    const std::string marker = "gRPC listening on ";
-    const size_t at = log.find(marker);
-    ASSERT_NE(at, std::string::npos) << log;
-    const std::string address = log.substr(at + marker.size(), log.find(' ', at + marker.size()) - at - marker.size());
-    url_ = new std::string(address);
+    server_ = server->process.release();
+    url_ = new std::string(server->url);
   }
   static void TearDownTestSuite() {
     delete server_;
@@ -383,12 +372,10 @@ TEST_F(ChronobenchE2eTest, BinaryFailsFastOnUnknownModel) {
 // streaming, and the breakdown holds as over TCP.
 TEST_F(ChronobenchE2eTest, UnixSocketUrl) {
   const std::string socket_path = *dir_ + "/chronoserve.sock";
-  auto server = Subprocess::Start({CHRONOSERVE_BIN, "--model-repository", *dir_ + "/models", "--grpc-port", "0",
-                                   "--warmup-runs", "1", "--allow-metrics", "false", "--gpu-monitor-interval-ms", "0",
-                                   "--grpc-unix-socket", socket_path});
-  ASSERT_TRUE(server.ok()) << server.status();
-  ASSERT_TRUE((*server)->WaitForOutput("server READY", absl::Seconds(60)).ok()) << (*server)->output();
-  EXPECT_NE((*server)->output().find("gRPC also listening on unix:" + socket_path), std::string::npos);
+  auto started = StartTestServer(*dir_ + "/models", {"--grpc-unix-socket", socket_path});
+  ASSERT_TRUE(started.ok()) << started.status();
+  Subprocess& server = *started->process;
+  EXPECT_NE(server.output().find("gRPC also listening on unix:" + socket_path), std::string::npos);
   for (const bool streaming : {false, true}) {
     const std::string json = *dir_ + (streaming ? "/unix_stream.json" : "/unix_unary.json");
     std::vector<std::string> argv = {CHRONOBENCH_BIN, "-m", "mlp", "-u", "unix:" + socket_path, "-b", "2",
@@ -410,26 +397,19 @@ TEST_F(ChronobenchE2eTest, UnixSocketUrl) {
     EXPECT_EQ(r["device_timed_responses"].get<int64_t>(), 0) << streaming;
     for (const auto& w : r["warnings"]) EXPECT_EQ(w.get<std::string>().find("launch-bound"), std::string::npos) << w;
   }
-  (*server)->Signal(SIGTERM);
-  auto exited = (*server)->WaitForExit(absl::Seconds(30));
+  server.Signal(SIGTERM);
+  auto exited = server.WaitForExit(absl::Seconds(30));
   ASSERT_TRUE(exited.ok()) << exited.status();
-  EXPECT_EQ(*exited, 0) << (*server)->output();
+  EXPECT_EQ(*exited, 0) << server.output();
   EXPECT_FALSE(std::filesystem::exists(socket_path)) << "socket left behind after SIGTERM";
 }
 
 // A server started with --request-timing off: e2e and throughput as usual, every server column
 // empty (null in the JSON, "-" on the console), and a warning that says why.
 TEST_F(ChronobenchE2eTest, ServerWithoutTimingLeavesServerColumnsEmpty) {
-  auto server = Subprocess::Start({CHRONOSERVE_BIN, "--model-repository", *dir_ + "/models", "--grpc-port", "0",
-                                   "--warmup-runs", "1", "--request-timing", "off", "--allow-metrics", "false",
-                                   "--gpu-monitor-interval-ms", "0"});
+  auto server = StartTestServer(*dir_ + "/models", {"--request-timing", "off"});
   ASSERT_TRUE(server.ok()) << server.status();
-  ASSERT_TRUE((*server)->WaitForOutput("server READY", absl::Seconds(60)).ok()) << (*server)->output();
-  const std::string log = (*server)->output();
-  const std::string marker = "gRPC listening on ";
-  const size_t at = log.find(marker);
-  ASSERT_NE(at, std::string::npos) << log;
-  const std::string url = log.substr(at + marker.size(), log.find(' ', at + marker.size()) - at - marker.size());
+  const std::string url = server->url;
   const std::string json = *dir_ + "/untimed.json";
   auto run = RunProgram({CHRONOBENCH_BIN, "-m", "mlp", "-u", url, "-b", "2", "--concurrency-range", "2", "-p", "300",
                          "--max-trials", "3", "--warmup-requests", "5", "-s", "50", "--json", json},

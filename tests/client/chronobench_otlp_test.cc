@@ -3,7 +3,6 @@
 // unary or streamed, yields a CLIENT span carrying the traceparent's ids, and the server's span is
 // its child; streamed requests cancelled at the end of a point say CANCELLED.
 #include <signal.h>
-#include <stdlib.h>
 
 #include <map>
 #include <string>
@@ -12,32 +11,21 @@
 #include "common/otlp/otlp_grpc_exporter.h"
 #include "gtest/gtest.h"
 #include "tests/client/subprocess.h"
+#include "tests/client/test_server.h"
 #include "tests/telemetry/otlp_test_receiver.h"
 #include "tools/example_models.h"
 
 namespace chronoserve::client::bench {
 namespace {
 
+using chronoserve::testing::MakeTestDir;
 using chronoserve::testing::OtlpTestReceiver;
 using chronoserve::testing::ReceivedSpan;
 using chronoserve::testing::RunProgram;
-using chronoserve::testing::Subprocess;
+using chronoserve::testing::StartTestServer;
 
 constexpr int kSpanKindServer = 2;
 constexpr int kSpanKindClient = 3;
-
-std::string MakeTempDir() {
-  std::string tmpl = ::testing::TempDir() + "chronobench_otlp_XXXXXX";
-  char* dir = mkdtemp(tmpl.data());
-  return dir != nullptr ? std::string(dir) : "";
-}
-
-std::string GrpcAddress(const std::string& log) {
-  const std::string marker = "gRPC listening on ";
-  const size_t at = log.find(marker);
-  if (at == std::string::npos) return "";
-  return log.substr(at + marker.size(), log.find(' ', at + marker.size()) - at - marker.size());
-}
 
 std::string Attribute(const ReceivedSpan& span, const std::string& key) {
   auto it = span.attributes.find(key);
@@ -45,17 +33,14 @@ std::string Attribute(const ReceivedSpan& span, const std::string& key) {
 }
 
 TEST(ChronobenchOtlpTest, ClientSpansParentTheServerSpans) {
-  const std::string dir = MakeTempDir();
+  const std::string dir = MakeTestDir("chronobench_otlp");
   ASSERT_FALSE(dir.empty());
   ASSERT_TRUE(examples::WriteMlp(dir + "/models", "mlp", {}).ok());
   auto receiver = OtlpTestReceiver::Start();
   ASSERT_TRUE(receiver.ok()) << receiver.status();
-  auto server = Subprocess::Start({CHRONOSERVE_BIN, "--model-repository", dir + "/models", "--grpc-port", "0",
-                                   "--warmup-runs", "1", "--otlp-endpoint", (*receiver)->endpoint()});
+  auto server = StartTestServer(dir + "/models", {"--otlp-endpoint", (*receiver)->endpoint()});
   ASSERT_TRUE(server.ok()) << server.status();
-  ASSERT_TRUE((*server)->WaitForOutput("server READY", absl::Seconds(60)).ok()) << (*server)->output();
-  const std::string url = GrpcAddress((*server)->output());
-  ASSERT_FALSE(url.empty()) << (*server)->output();
+  const std::string url = server->url;
 
   auto run = RunProgram({CHRONOBENCH_BIN, "-m", "mlp", "-u", url, "--request-rate-range", "100", "-p", "300",
                          "--warmup-requests", "2", "--max-trials", "1",
@@ -75,8 +60,8 @@ TEST(ChronobenchOtlpTest, ClientSpansParentTheServerSpans) {
   ASSERT_EQ(streamed->first, 0) << streamed->second;
   EXPECT_NE(streamed->second.find(" 0 dropped (queue full), 0 failed"), std::string::npos) << streamed->second;
   // The server flushes its spans on a graceful stop; chronobench flushed its own before exiting.
-  (*server)->Signal(SIGTERM);
-  auto server_exit = (*server)->WaitForExit(absl::Seconds(60));
+  server->process->Signal(SIGTERM);
+  auto server_exit = server->process->WaitForExit(absl::Seconds(60));
   ASSERT_TRUE(server_exit.ok()) << server_exit.status();
 
   // Both exporters were answered before their processes exited; a sentinel exported now is printed

@@ -14,13 +14,13 @@ std::string MakeTestDir(const std::string& prefix) {
 }
 
 absl::StatusOr<TestServer> StartTestServer(const std::string& repository,
-                                           const std::vector<std::string>& extra_flags) {
+                                           const std::vector<std::string>& extra_flags, absl::Duration ready_timeout) {
   std::vector<std::string> argv = {CHRONOSERVE_BIN, "--model-repository", repository, "--grpc-port", "0",
                                    "--warmup-runs", "1", "--allow-metrics", "false", "--gpu-monitor-interval-ms", "0"};
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
   auto process = Subprocess::Start(argv);
   if (!process.ok()) return process.status();
-  if (absl::Status ready = (*process)->WaitForOutput("server READY", absl::Seconds(60)); !ready.ok()) return ready;
+  if (absl::Status ready = (*process)->WaitForOutput("server READY", ready_timeout); !ready.ok()) return ready;
   const std::string log = (*process)->output();
   const std::string marker = "gRPC listening on ";
   const size_t at = log.find(marker);

@@ -1,6 +1,6 @@
 // StartTestServer: the real chronoserve binary on 127.0.0.1 (port 0, read from its log), READY,
-// serving a repository the test wrote; for the client tests that stop or disturb their own server.
-// The Subprocess terminates it when destroyed.
+// serving a repository the test wrote; for the tests that need the binary itself (its flags, its
+// signals, its log). The Subprocess terminates it when destroyed.
 #ifndef CHRONOSERVE_TESTS_CLIENT_TEST_SERVER_H_
 #define CHRONOSERVE_TESTS_CLIENT_TEST_SERVER_H_
 
@@ -9,21 +9,24 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "tests/client/subprocess.h"
 
 namespace chronoserve::testing {
 
 struct TestServer {
   std::unique_ptr<Subprocess> process;
-  std::string url;  // HOST:PORT
+  std::string url;  // HOST:PORT as logged: 127.0.0.1:PORT unless --host
 };
 
 // A fresh directory under the test's temporary directory; "" on failure.
 std::string MakeTestDir(const std::string& prefix);
 
-// Starts chronoserve on `repository` with `extra_flags`, and waits (60 s at most) until it is READY.
+// Starts chronoserve on `repository` with `extra_flags` (after --warmup-runs 1 --allow-metrics false
+// --gpu-monitor-interval-ms 0), and waits (`ready_timeout` at most) until it is READY.
 absl::StatusOr<TestServer> StartTestServer(const std::string& repository,
-                                           const std::vector<std::string>& extra_flags = {});
+                                           const std::vector<std::string>& extra_flags = {},
+                                           absl::Duration ready_timeout = absl::Seconds(60));
 
 }  // namespace chronoserve::testing
 

@@ -13,6 +13,7 @@
 #include "client/inference_client.h"
 #include "common/tensor_data.h"
 #include "tests/client/subprocess.h"
+#include "tests/client/test_server.h"
 #include "tests/server/test_repository.h"
 #include "tests/server/torch_reference.h"
 #include "tools/example_models.h"
@@ -151,29 +152,19 @@ TEST(RequestTimingOffTest, BinaryFlag) {
   testing::TempDir repo("cs_timing_flag");
   examples::ModelOptions mlp;
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
-  const std::vector<std::string> base = {CHRONOSERVE_BIN, "--model-repository", repo.path(), "--grpc-port", "0",
-                                         "--warmup-runs", "1", "--allow-metrics", "false",
-                                         "--gpu-monitor-interval-ms", "0"};
-  std::vector<std::string> bad = base;
-  bad.insert(bad.end(), {"--request-timing", "maybe"});
-  auto refused = testing::RunProgram(bad, kWait);
+  auto refused = testing::RunProgram({CHRONOSERVE_BIN, "--model-repository", repo.path(), "--grpc-port", "0",
+                                      "--warmup-runs", "1", "--allow-metrics", "false", "--gpu-monitor-interval-ms", "0",
+                                      "--request-timing", "maybe"},
+                                     kWait);
   ASSERT_TRUE(refused.ok()) << refused.status();
   EXPECT_NE(refused->first, 0);
   EXPECT_THAT(refused->second, ::testing::HasSubstr("--request-timing"));
 
-  std::vector<std::string> off = base;
-  off.insert(off.end(), {"--request-timing", "off"});
-  auto process = testing::Subprocess::Start(off);
-  ASSERT_TRUE(process.ok()) << process.status();
-  auto& server = **process;
-  ASSERT_TRUE(server.WaitForOutput("server READY", kWait).ok()) << server.output();
+  auto started = testing::StartTestServer(repo.path(), {"--request-timing", "off"}, kWait);
+  ASSERT_TRUE(started.ok()) << started.status();
+  auto& server = *started->process;
   EXPECT_THAT(server.output(), ::testing::HasSubstr("request timing off"));
-  const std::string log = server.output();
-  const std::string marker = "gRPC listening on ";
-  const size_t at = log.find(marker);
-  ASSERT_NE(at, std::string::npos) << log;
-  const size_t port_at = log.find(':', at + marker.size()) + 1;
-  auto c = InferenceClient::Connect("127.0.0.1:" + log.substr(port_at, log.find(' ', port_at) - port_at));
+  auto c = InferenceClient::Connect(started->url);
   std::mt19937_64 rng(6);
   const Tensor input{"INPUT__0", DataType::kFp32, {1, 64}, RandomTensorBytes(DataType::kFp32, 64, rng)};
   const RawInfer r = Infer(*c, "mlp", input);

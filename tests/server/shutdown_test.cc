@@ -14,6 +14,7 @@
 #include "absl/synchronization/notification.h"
 #include "client/inference_client.h"
 #include "tests/client/subprocess.h"
+#include "tests/client/test_server.h"
 #include "tests/protos/health.grpc.pb.h"
 #include "tests/server/gated_instance.h"
 #include "tests/server/scheduling_harness.h"
@@ -148,37 +149,10 @@ TEST_P(InProcessShutdownTest, ExitTimeoutEndsTheCallsStillQueuedAndShutdownRetur
 
 INSTANTIATE_TEST_SUITE_P(InferApis, InProcessShutdownTest, ::testing::Values(0, 3), testing::InferApiName);
 
-// The real binary, started on a free port with verbose logging; `address` is read from its log.
-struct Binary {
-  std::unique_ptr<testing::Subprocess> process;
-  std::string address;
-};
-
-Binary StartBinary(const std::string& repo, std::vector<std::string> extra_args = {}) {
-  std::vector<std::string> argv = {CHRONOSERVE_BIN, "--model-repository", repo, "--grpc-port", "0", "--warmup-runs",
-                                   "1", "--log-verbose", "2", "--allow-metrics", "false", "--gpu-monitor-interval-ms",
-                                   "0"};
-  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-  auto process = testing::Subprocess::Start(argv);
-  if (!process.ok()) {
-    ADD_FAILURE() << process.status();
-    return {};
-  }
-  Binary b{*std::move(process), ""};
-  if (absl::Status s = b.process->WaitForOutput("server READY", absl::Seconds(120)); !s.ok()) {
-    ADD_FAILURE() << s;
-    return {};
-  }
-  const std::string log = b.process->output();
-  const std::string marker = "gRPC listening on ";
-  const size_t at = log.find(marker);
-  if (at == std::string::npos) {
-    ADD_FAILURE() << log;
-    return {};
-  }
-  const size_t port_at = log.find(':', at + marker.size()) + 1;
-  b.address = "127.0.0.1:" + log.substr(port_at, log.find(' ', port_at) - port_at);
-  return b;
+// The real binary, logging each request's queueing (--log-verbose 2), for the tests to wait on.
+absl::StatusOr<testing::TestServer> StartBinary(const std::string& repo, std::vector<std::string> extra_flags = {}) {
+  extra_flags.insert(extra_flags.begin(), {"--log-verbose", "2"});
+  return testing::StartTestServer(repo, extra_flags, absl::Seconds(120));
 }
 
 // Requests wait in a long dynamic-batching window when SIGTERM arrives.
@@ -188,11 +162,11 @@ TEST(ShutdownTest, BinaryAnswersEveryAcceptedRequestOnSigtermAndExitsZero) {
   mlp.max_batch_size = 8;
   mlp.max_queue_delay_us = 1'500'000;  // the three requests below wait here until the drain
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
-  Binary binary = StartBinary(repo.path());
-  ASSERT_NE(binary.process, nullptr);
-  auto& server = *binary.process;
+  auto binary = StartBinary(repo.path());
+  ASSERT_TRUE(binary.ok()) << binary.status();
+  auto& server = *binary->process;
 
-  auto c = client::InferenceClient::Connect(binary.address);
+  auto c = client::InferenceClient::Connect(binary->url);
   std::vector<client::Tensor> inputs;
   std::vector<std::unique_ptr<PendingInfer>> calls;
   for (int i = 0; i < 3; ++i) {
@@ -228,11 +202,11 @@ TEST(ShutdownTest, ASecondSignalDuringTheDrainExitsAtOnce) {
   ASSERT_TRUE(testing::WriteScriptedModel(repo.path() + "/slow/1/model.pt",
                                           "def forward(self, x):\n  y = x\n  for _ in range(int(x[0, 0])):\n"
                                           "    y = torch.tanh(y)\n  return y\n"));
-  Binary binary = StartBinary(repo.path(), {"--exit-timeout-secs", "600"});
-  ASSERT_NE(binary.process, nullptr);
-  auto& server = *binary.process;
+  auto binary = StartBinary(repo.path(), {"--exit-timeout-secs", "600"});
+  ASSERT_TRUE(binary.ok()) << binary.status();
+  auto& server = *binary->process;
 
-  auto c = client::InferenceClient::Connect(binary.address);
+  auto c = client::InferenceClient::Connect(binary->url);
   std::mt19937_64 rng(43);
   client::Tensor input{"INPUT__0", DataType::kFp32, {2, 4}, RandomTensorBytes(DataType::kFp32, 8, rng)};
   const float loops = 1e9f;

@@ -20,6 +20,7 @@
 #include "client/inference_client.h"
 #include "common/tensor_data.h"
 #include "tests/client/subprocess.h"
+#include "tests/client/test_server.h"
 #include "tests/server/gated_instance.h"
 #include "tests/server/scheduling_harness.h"
 #include "tests/server/test_repository.h"
@@ -271,20 +272,12 @@ TEST(StreamShutdownTest, BinaryAnswersEveryAcceptedStreamedRequestOnSigtermAndEx
   mlp.max_batch_size = 8;
   mlp.max_queue_delay_us = 1'500'000;  // the requests below wait here until the drain
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
-  auto process = testing::Subprocess::Start(
-      {CHRONOSERVE_BIN, "--model-repository", repo.path(), "--grpc-port", "0", "--warmup-runs", "1",
-       "--log-verbose", "2", "--allow-metrics", "false", "--gpu-monitor-interval-ms", "0"});
-  ASSERT_TRUE(process.ok()) << process.status();
-  auto& server = **process;
-  ASSERT_TRUE(server.WaitForOutput("server READY", absl::Seconds(120)).ok()) << server.output();
-  const std::string log = server.output();
-  const std::string marker = "gRPC listening on ";
-  const size_t at = log.find(marker);
-  ASSERT_NE(at, std::string::npos) << log;
-  const size_t port_at = log.find(':', at + marker.size()) + 1;
-  const std::string address = "127.0.0.1:" + log.substr(port_at, log.find(' ', port_at) - port_at);
+  // --log-verbose 2: each request's queueing is logged, for the test to wait on.
+  auto started = testing::StartTestServer(repo.path(), {"--log-verbose", "2"}, absl::Seconds(120));
+  ASSERT_TRUE(started.ok()) << started.status();
+  auto& server = *started->process;
 
-  auto c = client::InferenceClient::Connect(address);
+  auto c = client::InferenceClient::Connect(started->url);
   auto stream = InferStream::Open(c->stub());
   for (int i = 0; i < 3; ++i) {
     std::mt19937_64 rng(60 + i);
