@@ -1,52 +1,19 @@
 // chronoserve: flags only; everything else lives in Server.
 #include <algorithm>
 #include <csignal>
-#include <cstdlib>
-#include <thread>
 
 #include <CLI/CLI.hpp>
 
 #include "absl/strings/numbers.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 
 #include "common/cli_integer.h"
 #include "common/log.h"
 #include "common/otlp/tracing_config.h"
 #include "server/server.h"
+#include "server/shutdown_signals.h"
 #include "tools/profile/profile_command.h"
 #include "server/telemetry/telemetry.h"
-
-namespace {
-
-// Takes the blocked shutdown signals on its own thread, from before loading to the exit: the first
-// one notifies `first` (main then drains); a second one, during loading or the drain, ends the
-// process at once with 128 + its number, as an operator who sends it twice expects. Detached and
-// never destroyed, so the process may exit while it waits.
-struct ShutdownSignals {
-  absl::Notification first;
-  int first_number = 0;  // written before `first` is notified
-};
-
-ShutdownSignals* WatchShutdownSignals(sigset_t signals) {
-  auto* state = new ShutdownSignals;
-  std::thread([state, signals] {
-    int number = 0;
-    sigwait(&signals, &number);
-    state->first_number = number;
-    CS_LOG(INFO) << "received signal " << number
-                 << ": shutting down once loading is over and the requests in flight are answered; a second "
-                    "SIGTERM/SIGINT exits at once";
-    state->first.Notify();
-    sigwait(&signals, &number);
-    CS_LOG(WARNING) << "received signal " << number
-                    << " again: exiting now, without answering the requests in flight";
-    std::_Exit(128 + number);
-  }).detach();
-  return state;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   // `chronoserve profile MODEL_DIR ...`: the offline profiler (no gRPC), see docs/GPU_PERFORMANCE.md.
@@ -212,17 +179,19 @@ int main(int argc, char** argv) {
   std::unique_ptr<telemetry::Telemetry> telemetry_owner = *std::move(telemetry_or);
   options.telemetry = telemetry_owner.get();
 
-  ShutdownSignals* shutdown_signals = WatchShutdownSignals(signals);
+  auto* shutdown_signals = chronoserve::server::ShutdownSignals::Watch(signals);
   auto server = chronoserve::server::Server::Create(options);
   if (!server.ok()) {
     CS_LOG(ERROR) << server.status().message();
     return 2;
   }
+  shutdown_signals->SetServer(server->get());
   if (absl::Status s = (*server)->Start(); !s.ok()) {
+    shutdown_signals->SetServer(nullptr);
     CS_LOG(ERROR) << s.message();
     return 1;
   }
-  shutdown_signals->first.WaitForNotification();
+  shutdown_signals->WaitForFirst();
   (*server)->Shutdown();
   return 0;
 }

@@ -49,6 +49,12 @@ absl::Status ModelManager::LoadRepository(const std::string& repository) {
   if (names.empty()) CS_LOG(WARNING) << "model repository " << repository << " holds no model directory";
   for (const auto& name : names) registry_->MarkLoading(name);
   for (const auto& name : names) {
+    if (options_.warmup.stop != nullptr && options_.warmup.stop->load()) {
+      CS_LOG(ERROR) << "model '" << name << "' not loaded: the server is shutting down";
+      registry_->MarkFailed(name, absl::UnavailableError("not loaded: the server shut down while loading"));
+      continue;
+    }
+    CS_LOG(INFO) << "loading model '" << name << "'";
     (void)LoadModel((std::filesystem::path(repository) / name).string());
   }
   return absl::OkStatus();

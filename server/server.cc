@@ -133,8 +133,12 @@ absl::Status Server::Start() {
   if (!options_.request_timing) {
     CS_LOG(INFO) << "request timing off: responses carry no timing.* parameters and no server-timing trailer";
   }
-  ModelManager manager(&registry_, &devices_, ModelLoadOptions{options_.warmup, options_.request_timing, options_.host_policies, options_.input_arena_bytes,
-                                    options_.max_queue_bytes}, clock_,
+  WarmupOptions warmup = options_.warmup;
+  warmup.stop = &stop_loading_;
+  ModelManager manager(&registry_, &devices_,
+                       ModelLoadOptions{warmup, options_.request_timing, options_.host_policies,
+                                        options_.input_arena_bytes, options_.max_queue_bytes},
+                       clock_,
                        telemetry != nullptr ? telemetry->gpu_clock() : nullptr);
   if (absl::Status s = manager.LoadRepository(options_.model_repository); !s.ok()) return s;
   if (telemetry != nullptr) {
@@ -142,6 +146,11 @@ absl::Status Server::Start() {
       telemetry->RecordModelLoad(runtime->spec().name, runtime->spec().version, runtime->load_ns(),
                                  runtime->warmup_ns());
     }
+  }
+  if (stop_loading_) {  // health stays NOT_SERVING: the caller shuts down next
+    service_->SetWarmingUp(false);
+    CS_LOG(INFO) << "loading stopped: the server is shutting down";
+    return absl::OkStatus();
   }
   const bool ready = registry_.AllReady();
   if (ready && options_.serving_warmup_requests > 0) WarmServingPath();

@@ -10,6 +10,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -92,6 +93,10 @@ class Server {
   // Health NOT_SERVING, new requests UNAVAILABLE, in-flight requests finish (up to
   // exit_timeout_secs), workers stop. Idempotent.
   void Shutdown();
+  // For a shutdown asked for while Start is loading: the model warming up stops at its next
+  // warm-up run, later models are not loaded and the serving warm-up is skipped, so Start returns
+  // soon. Any thread, any time; Shutdown is still the caller's to call.
+  void StopLoading() { stop_loading_ = true; }
 
   ModelRegistry& registry() { return registry_; }
 
@@ -113,6 +118,7 @@ class Server {
   int port_ = 0;
   ServingWarmupReport serving_warmup_;
   bool shut_down_ = false;
+  std::atomic<bool> stop_loading_{false};
 };
 
 }  // namespace chronoserve::server

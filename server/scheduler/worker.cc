@@ -63,12 +63,23 @@ absl::Status Worker::Warmup(const ModelSpec& spec, const WarmupOptions& options)
   model_ = spec.name;
   ASSIGN_OR_RETURN(keep_warm_, KeepWarmConfigFromSpec(spec));
   std::mt19937_64 rng(0x5eed + index_);
+  // A config's warm-up may ask for 2^31 runs: a shutdown must not wait for them.
+  auto stopped = [&options]() -> absl::Status {
+    if (options.stop == nullptr || !options.stop->load(std::memory_order_relaxed)) return absl::OkStatus();
+    return absl::CancelledError("warm-up stopped: the server is shutting down");
+  };
   for (const WarmupSpec& w : spec.warmups) {
-    for (int i = 0; i < w.count; ++i) RETURN_IF_ERROR(WarmupRun(spec, w.batch_size, w.input_dims, rng));
+    for (int i = 0; i < w.count; ++i) {
+      RETURN_IF_ERROR(stopped());
+      RETURN_IF_ERROR(WarmupRun(spec, w.batch_size, w.input_dims, rng));
+    }
   }
   const int max_items = spec.max_batch_size > 0 ? spec.max_batch_size : 1;
   for (int items = 1; items <= max_items; ++items) {
-    for (int i = 0; i < options.runs_per_batch_size; ++i) RETURN_IF_ERROR(WarmupRun(spec, items, {}, rng));
+    for (int i = 0; i < options.runs_per_batch_size; ++i) {
+      RETURN_IF_ERROR(stopped());
+      RETURN_IF_ERROR(WarmupRun(spec, items, {}, rng));
+    }
   }
   if (instance_->pipeline_depth() > 1 && options.runs_per_batch_size > 0) {
     RETURN_IF_ERROR(WarmupPipelinedPair(spec, max_items, rng));

@@ -56,6 +56,9 @@ bool IsLaunchBound(const BatchTiming& timing);
 
 struct WarmupOptions {
   int runs_per_batch_size = 2;  // TorchScript profiles the first run of a shape
+  // When set (by a shutdown signal during loading), the warm-up stops before its next run and
+  // fails CANCELLED. Null = never. Not owned; outlives the warm-up.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 class Worker {

@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
@@ -187,6 +188,30 @@ TEST(ShutdownTest, BinaryAnswersEveryAcceptedRequestOnSigtermAndExitsZero) {
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 0) << server.output();
   EXPECT_THAT(server.output(), ::testing::HasSubstr("NOT_SERVING"));
+}
+
+// A signal while models load: the model warming up stops at its next run (its config asks for 2^31
+// runs), the next one is not loaded, and the server exits 0 without ever reporting READY.
+TEST(ShutdownTest, ASignalDuringLoadingStopsTheWarmupAndExitsZero) {
+  testing::TempDir repo("cs_signal_loading");
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "a_forever", examples::ModelOptions{}).ok());
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "b_next", examples::ModelOptions{}).ok());
+  std::ofstream(repo.path() + "/a_forever/config.pbtxt", std::ios::app)
+      << "model_warmup { name: \"forever\" batch_size: 1 count: 2147483647 inputs { key: \"INPUT__0\" "
+         "value { data_type: TYPE_FP32 dims: [ 64 ] random_data: true } } }\n";
+  auto process = testing::Subprocess::Start({CHRONOSERVE_BIN, "--model-repository", repo.path(), "--grpc-port", "0",
+                                             "--allow-metrics", "false", "--gpu-monitor-interval-ms", "0"});
+  ASSERT_TRUE(process.ok()) << process.status();
+  auto& server = **process;
+  ASSERT_TRUE(server.WaitForOutput("loading model 'a_forever'", kWait).ok()) << server.output();
+  server.Signal(SIGTERM);
+  const auto code = server.WaitForExit(kWait);
+  ASSERT_TRUE(code.ok()) << "the warm-up did not stop: " << code.status();
+  EXPECT_EQ(*code, 0) << server.output();
+  EXPECT_THAT(server.output(), ::testing::HasSubstr("model 'a_forever' not loaded: "));
+  EXPECT_THAT(server.output(), ::testing::HasSubstr("warm-up stopped: the server is shutting down"));
+  EXPECT_THAT(server.output(), ::testing::HasSubstr("model 'b_next' not loaded: the server is shutting down"));
+  EXPECT_THAT(server.output(), ::testing::Not(::testing::HasSubstr("server READY")));
 }
 
 // An operator who signals twice wants out: the second SIGTERM during a drain that would take
