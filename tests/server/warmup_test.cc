@@ -1,5 +1,7 @@
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <set>
 
 #include "server/scheduler/model_runtime.h"
@@ -48,6 +50,42 @@ TEST(WarmupTest, ReadyOnlyAfterEveryWorkerRanEveryBatchSize) {
   EXPECT_GE((*runtime)->warmup_ns(), 0);
   (*runtime)->Stop();
   EXPECT_FALSE((*runtime)->ready());
+}
+
+// Raises `stop` during its `at`-th run, as a shutdown signal during the warm-up would; counts its
+// runs in `runs`, which outlives it (a failed load destroys the instance).
+class StopDuringRun final : public ModelInstance {
+ public:
+  StopDuringRun(const ModelSpec& spec, std::atomic<bool>* stop, int at, std::atomic<int>* runs)
+      : recording_(spec, nullptr), stop_(stop), at_(at), runs_(runs) {}
+  absl::Status Execute(Batch& batch, BatchTiming* timing) override {
+    if (++*runs_ == at_) stop_->store(true);
+    return recording_.Execute(batch, timing);
+  }
+  int gpu() const override { return -1; }
+  std::string device_name() const override { return "fake"; }
+
+ private:
+  testing::RecordingInstance recording_;
+  std::atomic<bool>* const stop_;
+  const int at_;
+  std::atomic<int>* const runs_;
+};
+
+TEST(WarmupTest, AStopRequestEndsTheWarmupBeforeItsNextRunAndFailsTheLoadCancelled) {
+  ModelSpec spec = Spec(5);
+  spec.warmups[0].count = 2147483647;  // what a config may ask for
+  std::atomic<bool> stop{false};
+  std::atomic<int> runs{0};
+  std::vector<std::unique_ptr<ModelInstance>> instances;
+  instances.push_back(std::make_unique<StopDuringRun>(spec, &stop, 4, &runs));
+  WarmupOptions options;
+  options.stop = &stop;
+  auto runtime = ModelRuntime::Create(spec, std::move(instances), options, SteadyClock::Get());
+  ASSERT_FALSE(runtime.ok());
+  EXPECT_EQ(runtime.status().code(), absl::StatusCode::kCancelled) << runtime.status();
+  EXPECT_THAT(std::string(runtime.status().message()), ::testing::HasSubstr("warm-up stopped: the server is shutting down"));
+  EXPECT_EQ(runs.load(), 4) << "no run after the one during which the stop came";
 }
 
 TEST(WarmupTest, NonBatchingModelWarmsOnce) {
