@@ -1,6 +1,6 @@
 // IntegerIn(min, max): a CLI11 transform for an integer flag (`->transform(IntegerIn(1, 100))`)
 // whose message says what was expected, e.g. "--warmup-runs: '0' is not an integer from 1 to
-// 2147483647", where CLI11's own PositiveNumber said "Value 0 not in range 0.000000 to
+// 1000000", where CLI11's own PositiveNumber said "Value 0 not in range 0.000000 to
 // 1.797693e+308". It reads the value in base 10 and hands CLI11 its plain decimal form, since
 // CLI11 converts integers with base 0 ("010" would be 8, "0x10" 16). Header-only: each binary's
 // main includes CLI11 anyway.

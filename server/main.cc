@@ -60,7 +60,9 @@ int main(int argc, char** argv) {
         if (value == "auto" || (absl::SimpleAtoi(value, &threads) && threads >= 0 && threads <= 64)) return "";
         return "expected auto or a decimal number of threads from 0 to 64, got '" + value + "'";
       });
-  app.add_option("--log-verbose", log_verbose, "Verbose logging level (0 = off)")->capture_default_str();
+  app.add_option("--log-verbose", log_verbose, "Verbose logging level (0 = off)")
+      ->capture_default_str()
+      ->transform(chronoserve::IntegerIn(0, 10));
   app.add_option("--exit-timeout-secs", options.exit_timeout_secs,
                  "On SIGTERM/SIGINT, how long in-flight requests may take to finish")
       ->capture_default_str()
@@ -193,5 +195,6 @@ int main(int argc, char** argv) {
   }
   shutdown_signals->WaitForFirst();
   (*server)->Shutdown();
+  shutdown_signals->SetServer(nullptr);
   return 0;
 }

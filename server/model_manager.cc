@@ -10,6 +10,8 @@
 
 namespace chronoserve::server {
 
+constexpr size_t kMaxWorkersPerModel = 1024;
+
 absl::StatusOr<std::vector<DevicePlacement>> PlaceInstances(const ModelSpec& spec, int gpu_count) {
   std::vector<DevicePlacement> placements;
   for (const InstanceGroupSpec& group : spec.instance_groups) {
@@ -36,6 +38,12 @@ absl::StatusOr<std::vector<DevicePlacement>> PlaceInstances(const ModelSpec& spe
       for (int i = 0; i < group.count; ++i) placements.push_back({g, group.host_policy});
     }
   }
+  // Each group is bounded by the loader; several groups, or a GPU listed many times, are bounded here.
+  if (placements.size() > kMaxWorkersPerModel) {
+    return absl::InvalidArgumentError(absl::StrCat("model '", spec.name, "': its instance groups ask for ",
+                                                   placements.size(), " workers; at most ", kMaxWorkersPerModel,
+                                                   " per model"));
+  }
   return placements;
 }
 
@@ -50,8 +58,8 @@ absl::Status ModelManager::LoadRepository(const std::string& repository) {
   for (const auto& name : names) registry_->MarkLoading(name);
   for (const auto& name : names) {
     if (options_.warmup.stop != nullptr && options_.warmup.stop->load()) {
-      CS_LOG(ERROR) << "model '" << name << "' not loaded: the server is shutting down";
-      registry_->MarkFailed(name, absl::UnavailableError("not loaded: the server shut down while loading"));
+      CS_LOG(WARNING) << "model '" << name << "' not loaded: the server is shutting down";
+      registry_->MarkFailed(name, absl::UnavailableError("not loaded: the server is shutting down"));
       continue;
     }
     CS_LOG(INFO) << "loading model '" << name << "'";

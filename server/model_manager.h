@@ -22,7 +22,8 @@ struct DevicePlacement {
 };
 
 // Where each worker of `spec` runs: KIND_AUTO takes the GPUs when there are any; KIND_GPU without
-// a GPU is an error naming the model. `gpu_count` is the number of visible CUDA devices.
+// a GPU, a GPU that is not visible, or more than 1024 workers in all is an error naming the model.
+// `gpu_count` is the number of visible CUDA devices.
 absl::StatusOr<std::vector<DevicePlacement>> PlaceInstances(const ModelSpec& spec, int gpu_count);
 
 // How every model of the repository is loaded.

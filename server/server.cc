@@ -147,14 +147,13 @@ absl::Status Server::Start() {
                                  runtime->warmup_ns());
     }
   }
+  const bool ready = registry_.AllReady();
+  if (ready && options_.serving_warmup_requests > 0 && !stop_loading_) WarmServingPath();
+  service_->SetWarmingUp(false);
   if (stop_loading_) {  // health stays NOT_SERVING: the caller shuts down next
-    service_->SetWarmingUp(false);
     CS_LOG(INFO) << "loading stopped: the server is shutting down";
     return absl::OkStatus();
   }
-  const bool ready = registry_.AllReady();
-  if (ready && options_.serving_warmup_requests > 0) WarmServingPath();
-  service_->SetWarmingUp(false);
   health->SetServingStatus(kServiceName, ready);
   health->SetServingStatus(ready);
   CS_LOG(INFO) << (ready ? "server READY" : "server up, but not every model loaded (see errors above)");
@@ -170,7 +169,8 @@ void Server::WarmServingPath() {
   serving_warmup_ = ServingWarmupReport{};
   for (const std::string& target : targets) {
     const ServingWarmupReport report = RunServingWarmup(target, specs, service_->serving_warmup_token(),
-                                                        options_.serving_warmup_requests, absl::Seconds(60));
+                                                        options_.serving_warmup_requests, absl::Seconds(60),
+                                                        &stop_loading_);
     CS_LOG(INFO) << "serving warm-up: " << report.sent << " requests to " << specs.size() << " model(s) through "
                  << target << " in " << report.elapsed_ns / 1000000 << " ms";
     if (report.failed > 0) {

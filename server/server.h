@@ -94,8 +94,9 @@ class Server {
   // exit_timeout_secs), workers stop. Idempotent.
   void Shutdown();
   // For a shutdown asked for while Start is loading: the model warming up stops at its next
-  // warm-up run, later models are not loaded and the serving warm-up is skipped, so Start returns
-  // soon. Any thread, any time; Shutdown is still the caller's to call.
+  // warm-up run, later models are not loaded, the serving warm-up sends nothing more and health
+  // never goes SERVING, so Start returns soon. Any thread, any time; Shutdown is still the
+  // caller's to call.
   void StopLoading() { stop_loading_ = true; }
 
   ModelRegistry& registry() { return registry_; }

@@ -22,7 +22,11 @@ void ShutdownSignals::SetServer(Server* server) {
 
 void ShutdownSignals::Run(sigset_t signals) {
   int number = 0;
-  sigwait(&signals, &number);
+  // sigwait fails only for a set with an invalid signal in it, which ours never has.
+  if (sigwait(&signals, &number) != 0) {
+    CS_LOG(ERROR) << "cannot wait for SIGTERM/SIGINT; the server stops only when killed";
+    return;
+  }
   CS_LOG(INFO) << "received signal " << number
                << ": shutting down (a model still loading stops; the requests in flight are answered first); "
                   "a second SIGTERM/SIGINT exits at once";
@@ -32,7 +36,7 @@ void ShutdownSignals::Run(sigset_t signals) {
     if (server_ != nullptr) server_->StopLoading();
   }
   first_.Notify();
-  sigwait(&signals, &number);
+  if (sigwait(&signals, &number) != 0) return;
   CS_LOG(WARNING) << "received signal " << number << " again: exiting now, without answering the requests in flight";
   std::_Exit(128 + number);
 }

@@ -25,8 +25,9 @@ struct TracingConfig {
   BatchSpanProcessorOptions processor;
   // Environment settings that could not be used and were ignored (a malformed
   // OTEL_RESOURCE_ATTRIBUTES or OTEL_BSP_* value; a non-gRPC protocol or unusable endpoint, which
-  // turns tracing off): optional telemetry never keeps the server from starting. Telemetry::Start
-  // logs each as a warning.
+  // turns tracing off; and, added by Telemetry::Create, an OTEL_TRACES_SAMPLER or _ARG that names
+  // no sampler or ratio): optional telemetry never keeps the server from starting.
+  // Telemetry::Start logs each as a warning.
   std::vector<std::string> warnings;
 };
 

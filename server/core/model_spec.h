@@ -25,7 +25,7 @@ enum class InstanceKind { kAuto, kCpu, kGpu };
 struct InstanceGroupSpec {
   InstanceKind kind = InstanceKind::kAuto;
   int count = 1;          // workers per listed GPU (or on the CPU)
-  std::vector<int> gpus;  // empty: GPU 0 (when the group runs on GPU)
+  std::vector<int> gpus;  // empty: every visible GPU (when the group runs on GPUs)
   std::string host_policy;  // empty: the device's default policy name (server/core/host_policy.h)
 };
 

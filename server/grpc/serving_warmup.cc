@@ -118,7 +118,9 @@ inference::ModelInferRequest SyntheticInferMessage(const ModelSpec& spec, int64_
 }
 
 ServingWarmupReport RunServingWarmup(const std::string& target, const std::vector<ModelSpec>& models,
-                                     const std::string& token, int requests, absl::Duration call_timeout) {
+                                     const std::string& token, int requests, absl::Duration call_timeout,
+                                     const std::atomic<bool>* stop) {
+  auto stopped = [stop] { return stop != nullptr && stop->load(); };
   ServingWarmupReport report;
   const int64_t start_ns = SteadyClock::Now();
   auto stub = inference::GRPCInferenceService::NewStub(WarmupChannel(target));
@@ -130,9 +132,9 @@ ServingWarmupReport RunServingWarmup(const std::string& target, const std::vecto
     // A warm-up that cannot build its messages (the host out of memory) only loses its benefit.
     try {
       for (int64_t items : sizes) {
-        for (int i = 0; i < requests; ++i) warmer.Unary(spec, items, ++seed);
+        for (int i = 0; i < requests && !stopped(); ++i) warmer.Unary(spec, items, ++seed);
       }
-      if (requests > 0) warmer.Stream(spec, sizes, requests, seed += requests);
+      if (requests > 0 && !stopped()) warmer.Stream(spec, sizes, requests, seed += requests);
     } catch (const std::exception& e) {
       warmer.Fail(spec, absl::StrCat("could not build its requests: ", e.what()));
     }

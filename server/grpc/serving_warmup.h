@@ -15,6 +15,7 @@
 #ifndef CHRONOSERVE_SERVER_GRPC_SERVING_WARMUP_H_
 #define CHRONOSERVE_SERVER_GRPC_SERVING_WARMUP_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -51,9 +52,11 @@ struct ServingWarmupReport {
 // max_batch_size (one size when the model does not batch), then one ModelStreamInfer stream with
 // `requests` messages alternating those sizes; all over one fresh channel to `target`, tagged with
 // `token`, each call bounded by `call_timeout`. Failures are counted, never fatal: the server is
-// usable without this warm-up, only its first requests are slower.
+// usable without this warm-up, only its first requests are slower. Once `stop` (may be null) is
+// set, nothing more is sent.
 ServingWarmupReport RunServingWarmup(const std::string& target, const std::vector<ModelSpec>& models,
-                                     const std::string& token, int requests, absl::Duration call_timeout);
+                                     const std::string& token, int requests, absl::Duration call_timeout,
+                                     const std::atomic<bool>* stop = nullptr);
 
 }  // namespace chronoserve::server
 

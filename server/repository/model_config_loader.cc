@@ -136,7 +136,7 @@ absl::StatusOr<std::vector<InstanceGroupSpec>> ConvertInstanceGroups(const pb::M
     // as 100000 took minutes and gigabytes before the server answered anything.
     if (spec.count < 1 || spec.count > kMaxInstanceCount) {
       return absl::InvalidArgumentError(absl::StrCat(source, ": instance_group count ", g.count(), ": expected 1 to ",
-                                                     kMaxInstanceCount, " (workers per listed GPU)"));
+                                                     kMaxInstanceCount, " (workers per group, on each GPU it lists)"));
     }
     for (int gpu : g.gpus()) {
       if (gpu < 0) return absl::InvalidArgumentError(absl::StrCat(source, ": negative gpu id ", gpu));

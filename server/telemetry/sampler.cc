@@ -5,6 +5,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace chronoserve::server::telemetry {
@@ -37,8 +38,10 @@ Sampler Sampler::FromEnvironment(const std::string& name, const std::string& arg
     warnings->push_back(absl::StrCat(s.status().message(), "; ignored: using parentbased_always_on, the default"));
     use_name.clear();
   }
+  // The ratio matters only to the *traceidratio samplers; the others ignore it, as the SDKs do.
+  const bool takes_ratio = absl::EndsWith(absl::AsciiStrToLower(absl::StripAsciiWhitespace(use_name)), "traceidratio");
   if (absl::StatusOr<Sampler> s = Create("traceidratio", arg); !s.ok()) {
-    warnings->push_back(absl::StrCat(s.status().message(), "; ignored, as if unset (ratio 1.0)"));
+    if (takes_ratio) warnings->push_back(absl::StrCat(s.status().message(), "; ignored, as if unset (ratio 1.0)"));
     use_arg.clear();
   }
   return *Create(use_name, use_arg);

@@ -88,6 +88,9 @@ class Telemetry final : public RequestObserver {
   std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> NewInflightInterceptorFactory();
 
   int metrics_port() const { return metrics_port_; }  // 0 when not serving
+  // The tracing settings in use: `sampler` as resolved (e.g. "parentbased_traceidratio{0.1}"), and
+  // the `warnings` Start logs.
+  const TracingConfig& tracing() const { return options_.tracing; }
   const BatchSpanProcessor* span_processor() const { return processor_.get(); }
 
  private:

@@ -301,7 +301,7 @@ const std::string kUnreasonable[][2] = {
      "output 'y': dims [1073741824,1073741824,2] make one item larger than 2^63 bytes"},
     // Workers: each is a thread with a stream and staging buffers.
     {WithWarmIo("instance_group { count: 257 kind: KIND_CPU }"),
-     "instance_group count 257: expected 1 to 256 (workers per listed GPU)"},
+     "instance_group count 257: expected 1 to 256 (workers per group, on each GPU it lists)"},
     {WithWarmIo("instance_group { count: -1 }"), "instance_group count -1: expected 1 to 256"},
     // Durations the scheduler multiplies into int64 nanoseconds.
     {WithWarmIo("dynamic_batching { max_queue_delay_microseconds: 18446744073709551615 }"),

@@ -203,7 +203,7 @@ TEST(ShutdownTest, ASignalDuringLoadingStopsTheWarmupAndExitsZero) {
                                              "--allow-metrics", "false", "--gpu-monitor-interval-ms", "0"});
   ASSERT_TRUE(process.ok()) << process.status();
   auto& server = **process;
-  ASSERT_TRUE(server.WaitForOutput("loading model 'a_forever'", kWait).ok()) << server.output();
+  ASSERT_TRUE(server.WaitForOutput("loading model 'a_forever'", absl::Seconds(120)).ok()) << server.output();
   server.Signal(SIGTERM);
   const auto code = server.WaitForExit(kWait);
   ASSERT_TRUE(code.ok()) << "the warm-up did not stop: " << code.status();

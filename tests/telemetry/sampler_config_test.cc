@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/telemetry/request_tracer.h"
 #include "server/telemetry/sampler.h"
+#include "server/telemetry/telemetry.h"
 #include "common/otlp/tracing_config.h"
 
 namespace chronoserve::server::telemetry {
@@ -71,7 +72,8 @@ TEST(SamplerTest, FromEnvironmentWarnsAndIgnoresBadValues) {
       {"sometimes", "", "parentbased_always_on", {"OTEL_TRACES_SAMPLER 'sometimes' is not one of"}},
       {"traceidratio", "1.5", "traceidratio{1}", {"OTEL_TRACES_SAMPLER_ARG '1.5' is not a ratio in [0, 1]"}},
       {"parentbased_traceidratio", "half", "parentbased_traceidratio{1}", {"OTEL_TRACES_SAMPLER_ARG 'half'"}},
-      {"sometimes", "-1", "parentbased_always_on", {"OTEL_TRACES_SAMPLER 'sometimes'", "OTEL_TRACES_SAMPLER_ARG '-1'"}},
+      {"sometimes", "-1", "parentbased_always_on", {"OTEL_TRACES_SAMPLER 'sometimes'"}},
+      {"always_on", "abc", "always_on", {}},  // takes no ratio: the value is not read
   };
   for (const Row& row : rows) {
     SCOPED_TRACE(absl::StrCat("OTEL_TRACES_SAMPLER='", row.name, "' OTEL_TRACES_SAMPLER_ARG='", row.arg, "'"));
@@ -88,6 +90,30 @@ TEST(SamplerTest, FromEnvironmentWarnsAndIgnoresBadValues) {
   const TraceParent no = Parent(false);
   EXPECT_TRUE(Sampler::FromEnvironment("sometimes", "", &warnings).ShouldSample(nullptr, NewTraceId()));
   EXPECT_FALSE(Sampler::FromEnvironment("sometimes", "", &warnings).ShouldSample(&no, no.trace_id));
+}
+
+// The server's wiring: a bad sampler from the environment starts tracing with the default sampler
+// and a warning for Start to log, where it used to fail the start (exit 2).
+TEST(SamplerTest, TelemetryStartsWithTheDefaultSamplerAndAWarningForABadOne) {
+  TelemetryOptions options;
+  options.metrics.enabled = false;
+  options.gpu.enabled = false;
+  options.tracing.enabled = true;
+  options.tracing.exporter.endpoint = "127.0.0.1:1";  // nothing is exported in this test
+  options.tracing.sampler = "sometimes";
+  options.tracing.sampler_arg = "0.5";
+  auto telemetry = Telemetry::Create(options);
+  ASSERT_TRUE(telemetry.ok()) << telemetry.status();
+  EXPECT_EQ((*telemetry)->tracing().sampler, "parentbased_always_on");
+  ASSERT_EQ((*telemetry)->tracing().warnings.size(), 1u) << ::testing::PrintToString((*telemetry)->tracing().warnings);
+  EXPECT_THAT((*telemetry)->tracing().warnings[0], ::testing::HasSubstr("OTEL_TRACES_SAMPLER 'sometimes'"));
+
+  options.tracing.sampler = "parentbased_traceidratio";
+  options.tracing.sampler_arg = "0.25";
+  auto good = Telemetry::Create(options);
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ((*good)->tracing().sampler, "parentbased_traceidratio{0.25}");
+  EXPECT_TRUE((*good)->tracing().warnings.empty());
 }
 
 EnvLookup Env(std::map<std::string, std::string> vars) {

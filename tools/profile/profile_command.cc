@@ -31,9 +31,11 @@ int RunProfileCommand(int argc, char** argv) {
   app.add_option("--warmup-runs", options.warmup_runs, "Warm-up runs per batch size before measuring")
       ->capture_default_str()
       ->transform(IntegerIn(0, 1000000));
-  app.add_option("--gpu", options.gpu, "CUDA device ordinal; -1 = CPU; default: GPU 0 when present");
+  app.add_option("--gpu", options.gpu, "CUDA device ordinal; -1 = CPU; default: GPU 0 when present")
+      ->transform(IntegerIn(-1, 1023));
   app.add_option("--mistakes-batch-size", options.mistakes_batch_size,
-                 "Batch size of the timing-mistakes table (default: the smallest profiled)");
+                 "Batch size of the timing-mistakes table (default: the smallest profiled)")
+      ->transform(IntegerIn(1, 1 << 30));
   app.add_option("--seed", options.seed, "Seed of the random inputs")->capture_default_str();
   app.add_flag("--no-graphs", no_graphs, "Skip the CUDA-graph mode");
   app.add_flag("--no-exact-timing", no_exact,
