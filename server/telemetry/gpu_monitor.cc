@@ -57,7 +57,6 @@ void GpuMonitor::SampleOnce() {
     sm_clock_mhz_[gpu].store(sample->sm_clock_mhz > 0 ? sample->sm_clock_mhz : 0, std::memory_order_relaxed);
     last_[gpu] = *sample;
   }
-  rounds_.fetch_add(1);
 }
 
 void GpuMonitor::Run() {

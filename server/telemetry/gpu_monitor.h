@@ -34,8 +34,6 @@ class GpuMonitor final : public GpuClockSource {
   int64_t SmClockMhz(int gpu) const override;
   // The last full reading of `gpu`, if any.
   std::optional<GpuSample> LastSample(int gpu) const;
-  // Sampling rounds completed (tests wait on it).
-  uint64_t rounds() const { return rounds_.load(); }
 
   // One round over every GPU (the thread's body; tests call it directly without Start).
   void SampleOnce();
@@ -46,7 +44,6 @@ class GpuMonitor final : public GpuClockSource {
   const std::shared_ptr<GpuSampler> sampler_;
   const absl::Duration period_;
   std::vector<std::atomic<int64_t>> sm_clock_mhz_;
-  std::atomic<uint64_t> rounds_{0};
   std::thread thread_;
 
   mutable absl::Mutex mu_;

@@ -16,6 +16,7 @@ class FakeGpuSampler final : public GpuSampler {
   std::string Description() const override { return "fake GPUs"; }
   absl::StatusOr<GpuSample> Sample(int gpu) override {
     absl::MutexLock lock(&mu_);
+    if (gpu == 0) ++gpu0_samples_;
     if (gpu == 1 && gpu1_broken_) return absl::UnavailableError("GPU is lost");
     GpuSample s;
     s.sm_clock_mhz = sm_clock_mhz_ + gpu;
@@ -27,14 +28,23 @@ class FakeGpuSampler final : public GpuSampler {
     s.temperature_c = 41;
     return s;
   }
-  void Set(int64_t sm_clock_mhz, bool gpu1_broken) {
+  // Sets what later samples read; returns how many times GPU 0 was sampled before.
+  int64_t Set(int64_t sm_clock_mhz, bool gpu1_broken) {
     absl::MutexLock lock(&mu_);
     sm_clock_mhz_ = sm_clock_mhz;
     gpu1_broken_ = gpu1_broken;
+    return gpu0_samples_;
+  }
+  // Waits until GPU 0 has been sampled `n` times in all; false on timeout.
+  bool WaitForGpu0Samples(int64_t n, absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    auto done = [this, n]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return gpu0_samples_ >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
   }
 
  private:
   absl::Mutex mu_;
+  int64_t gpu0_samples_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t sm_clock_mhz_ = 345;
   bool gpu1_broken_ = false;
 };
@@ -68,12 +78,9 @@ TEST(GpuMonitorTest, ThreadKeepsSampling) {
   GpuMonitor monitor(fake, absl::Milliseconds(1));
   monitor.Start();  // takes the first sample before returning
   EXPECT_EQ(monitor.SmClockMhz(0), 345);
-  fake->Set(1980, false);
-  const uint64_t seen = monitor.rounds();
-  // Two more rounds guarantee one started after Set.
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (monitor.rounds() < seen + 2 && absl::Now() < deadline) std::this_thread::yield();
-  ASSERT_GE(monitor.rounds(), seen + 2) << "the monitor thread did not sample within 10 s";
+  const int64_t before = fake->Set(1980, false);
+  // The first sample after Set reads 1980; once the one after it has begun, that round has stored it.
+  ASSERT_TRUE(fake->WaitForGpu0Samples(before + 2, absl::Seconds(10))) << "the monitor thread did not sample within 10 s";
   EXPECT_EQ(monitor.SmClockMhz(0), 1980);
   monitor.Stop();
   monitor.Stop();  // idempotent
