@@ -10,6 +10,7 @@
 #include "common/cli_integer.h"
 #include "common/log.h"
 #include "common/otlp/tracing_config.h"
+#include "server/backend/torch_backend.h"
 #include "server/server.h"
 #include "server/shutdown_signals.h"
 #include "tools/profile/profile_command.h"
@@ -38,6 +39,8 @@ int main(int argc, char** argv) {
   CLI::App app{"chronoserve: a KServe v2 gRPC inference server for TorchScript models that reports "
                "where every microsecond of a request went. Offline profiling of one model: "
                "`chronoserve profile MODEL_DIR --help`"};
+  app.set_version_flag("--version", std::string("chronoserve ") + chronoserve::server::kChronoserveVersion + " with " +
+                                        chronoserve::server::TorchBuildDescription());
   app.add_option("--model-repository", options.model_repository,
                  "Model repository in Triton's layout: DIR/<model>/config.pbtxt and DIR/<model>/<version>/model.pt")
       ->required();

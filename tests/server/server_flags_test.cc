@@ -1,5 +1,6 @@
 // The real binary refuses out-of-range integer flags at start, with exit code 2 (as its other flag
-// errors) and a message naming the flag, the value and the range; profile's flags too.
+// errors) and a message naming the flag, the value and the range; profile's flags too. --help and
+// --version exit 0.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -32,6 +33,10 @@ TEST(ServerFlagsTest, BinaryRefusesOutOfRangeIntegersWithExitTwoNamingTheRange) 
   ASSERT_TRUE(profile.ok()) << profile.status();
   EXPECT_EQ(profile->first, 2);
   EXPECT_THAT(profile->second, ::testing::HasSubstr("--repetitions: '0' is not an integer from 1 to 1000000"));
+  auto version = testing::RunProgram({CHRONOSERVE_BIN, "--version"}, absl::Seconds(60));
+  ASSERT_TRUE(version.ok()) << version.status();
+  EXPECT_EQ(version->first, 0);
+  EXPECT_THAT(version->second, ::testing::MatchesRegex("chronoserve [0-9.]+ with LibTorch [0-9.a-z+]+ \\((CPU|CUDA)\\)\n"));
   auto help = testing::RunProgram({CHRONOSERVE_BIN, "--help"}, absl::Seconds(60));
   ASSERT_TRUE(help.ok()) << help.status();
   EXPECT_EQ(help->first, 0);
