@@ -17,6 +17,15 @@ bool ZeroDataInput(const ModelSpec& spec, const std::string& name) {
 
 }  // namespace
 
+std::vector<int64_t> SyntheticItemDims(const TensorSpec& t,
+                                       const std::map<std::string, std::vector<int64_t>>& dims_override) {
+  std::vector<int64_t> dims = t.dims;
+  auto it = dims_override.find(t.name);
+  if (it != dims_override.end() && it->second.size() == dims.size()) dims = it->second;
+  for (auto& d : dims) d = d < 0 ? 1 : d;
+  return dims;
+}
+
 std::unique_ptr<InferRequest> MakeSyntheticRequest(
     const ModelSpec& spec, int64_t items, std::vector<std::string>* output_scratch,
     std::mt19937_64& rng, const std::map<std::string, std::vector<int64_t>>& dims_override) {
@@ -26,10 +35,7 @@ std::unique_ptr<InferRequest> MakeSyntheticRequest(
   std::string key;
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     const TensorSpec& t = spec.inputs[i];
-    std::vector<int64_t> dims = t.dims;
-    auto it = dims_override.find(t.name);
-    if (it != dims_override.end() && it->second.size() == dims.size()) dims = it->second;
-    for (auto& d : dims) d = d < 0 ? 1 : d;
+    const std::vector<int64_t> dims = SyntheticItemDims(t, dims_override);
     InputTensor in;
     in.index = static_cast<int>(i);
     in.dtype = t.dtype;

@@ -16,6 +16,11 @@
 
 namespace chronoserve::server {
 
+// The dims (without the batch dim) a synthetic request gives input `t`: `dims_override`'s entry for
+// it when that has the input's rank, else the config's dims; variable (-1) dims as 1.
+std::vector<int64_t> SyntheticItemDims(const TensorSpec& t,
+                                       const std::map<std::string, std::vector<int64_t>>& dims_override);
+
 // A request of `items` items (ignored when the model does not batch). Variable (-1) dims take the
 // per-input `dims_override` when it has the right rank, else 1. Outputs are written into
 // `*output_scratch`, which must outlive the request. The request is marked synthetic.

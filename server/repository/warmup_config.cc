@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/dtype.h"
 #include "common/status_macros.h"
+#include "server/core/synthetic_request.h"
 
 namespace chronoserve::server {
 namespace pb = chronoserve::config;
@@ -24,18 +25,13 @@ std::optional<int64_t> CheckedMul(int64_t a, int64_t b) {
   return a * b;
 }
 
-// Input bytes of a synthetic request of `items` items as MakeSyntheticRequest builds it: each input
-// takes its dims from `dims` when listed there with the input's rank, else the config's, variable
-// dims as 1. nullopt when the sum passes int64.
+// Input bytes of a synthetic request of `items` items as MakeSyntheticRequest builds it (its dims
+// from SyntheticItemDims). nullopt when the sum passes int64.
 std::optional<int64_t> SyntheticRequestBytes(const ModelSpec& spec, int64_t items,
                                              const std::map<std::string, std::vector<int64_t>>& dims) {
   int64_t total = 0;
   for (const TensorSpec& t : spec.inputs) {
-    std::vector<int64_t> shape = t.dims;
-    auto it = dims.find(t.name);
-    if (it != dims.end() && it->second.size() == shape.size()) shape = it->second;
-    for (auto& d : shape) d = d < 0 ? 1 : d;
-    std::optional<int64_t> bytes = ByteCount(ElementCount(shape), t.dtype);
+    std::optional<int64_t> bytes = ByteCount(ElementCount(SyntheticItemDims(t, dims)), t.dtype);
     if (bytes) bytes = CheckedMul(*bytes, items);
     if (!bytes || *bytes > kInt64Max - total) return std::nullopt;
     total += *bytes;
