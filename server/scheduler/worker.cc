@@ -98,8 +98,7 @@ absl::Status Worker::WarmupRun(const ModelSpec& spec, int items,
   absl::Status status = batch.status();
   if (status.ok()) {
     BatchTiming timing;
-    timing.worker = index_;
-    timing.dequeued_ns = clock_->NowNs();
+    StampDequeued(&timing);
     status = instance_->Execute(*batch, &timing);
   }
   if (status.ok()) return status;
@@ -120,8 +119,7 @@ absl::Status Worker::WarmupPipelinedPair(const ModelSpec& spec, int items, std::
       break;
     }
     batches[slot] = *std::move(batch);
-    timings[slot].worker = index_;
-    timings[slot].dequeued_ns = clock_->NowNs();
+    StampDequeued(&timings[slot]);
     status = instance_->Launch(batches[slot], &timings[slot], slot);
     if (status.ok()) ++launched;
   }
@@ -276,9 +274,13 @@ void Worker::NoteLaunchBound(const BatchTiming& timing) {
   }
 }
 
-void Worker::BeginBatch(BatchTiming* timing, bool behind_another) {
+void Worker::StampDequeued(BatchTiming* timing) const {
   timing->dequeued_ns = clock_->NowNs();
   timing->worker = index_;
+}
+
+void Worker::BeginBatch(BatchTiming* timing, bool behind_another) {
+  StampDequeued(timing);
   // Cold: the first batch, or one that arrives after keep-warm's horizon ended the idle spell. A
   // batch launched behind one still on the device follows no idle spell, although idle_since_ns_
   // is only moved on once that one finishes.
