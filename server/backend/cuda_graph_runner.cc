@@ -96,10 +96,10 @@ absl::StatusOr<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::Capture(
     DevicePath& path) {
 #ifndef CHRONOSERVE_WITH_CUDA
   (void)module;
+  (void)spec;
   (void)buckets;
   (void)path;
-  return absl::FailedPreconditionError(absl::StrCat(
-      "model '", spec.name, "': CUDA graphs need a CUDA build of LibTorch"));
+  return absl::FailedPreconditionError("CUDA graphs need a CUDA build of LibTorch");
 #else
   std::unique_ptr<CudaGraphRunner> runner(new CudaGraphRunner());
   c10::InferenceMode inference_mode;  // the mode the request path runs in: same executor plan
@@ -122,14 +122,14 @@ absl::StatusOr<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::Capture(
     absl::StatusOr<torch::jit::IValue> result = CaptureForward(module, g->inputs, g->graph, pool);
     if (!result.ok()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "model '", spec.name, "': CUDA graph capture at batch size ", g->bucket, " failed: ",
+          "CUDA graph capture at batch size ", g->bucket, " failed: ",
           result.status().message(), " (remove optimization { cuda { graphs: true } } to run eager)"));
     }
-    ASSIGN_OR_RETURN(g->outputs, FlattenOutputs(*result, spec.name));
+    ASSIGN_OR_RETURN(g->outputs, FlattenOutputs(*result));
     for (const torch::Tensor& out : g->outputs) {
       if (spec.max_batch_size > 0 && (out.dim() == 0 || out.size(0) != g->bucket)) {
         return absl::FailedPreconditionError(absl::StrCat(
-            "model '", spec.name, "': an output of the graph captured at batch size ", g->bucket,
+            "an output of the graph captured at batch size ", g->bucket,
             " does not have that many rows"));
       }
     }

@@ -38,6 +38,9 @@ class ModelInstance {
   // (data, shape) and timeline.output_done_ns are filled and `timing` holds the batch's spans and
   // attributes (dequeued_ns, worker and cold are the caller's). On error no output is valid and
   // the message names the model, the tensor and what was expected.
+  //
+  // Every error an instance returns (from any method) begins with its context, e.g. "model 'm'
+  // worker 0 on cuda:0: ", so callers add only what they were doing ("warm-up at batch size 4: ").
   virtual absl::Status Execute(Batch& batch, BatchTiming* timing) = 0;
 
   // Batches this instance can have in flight at once: 1 = Execute() only; 2 = Launch()/Finish().

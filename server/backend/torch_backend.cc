@@ -7,7 +7,6 @@
 #include <array>
 #include <cstring>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -51,8 +50,8 @@ class TorchInstance final : public ModelInstance {
   }
   absl::Status Launch(Batch& batch, BatchTiming* timing, int slot) override {
     if (slot < 0 || slot >= pipeline_depth_ || slots_[slot].in_flight) {
-      return absl::InternalError(absl::StrCat("model '", spec_.name, "': launch into slot ", slot, " of ",
-                                              pipeline_depth_, " that is in use or out of range"));
+      return absl::InternalError(
+          absl::StrCat(Context(), "launch into slot ", slot, " of ", pipeline_depth_, " that is in use or out of range"));
     }
     absl::Status status = Guarded([&] { return LaunchOrThrow(batch, timing, slot); });
     if (!status.ok()) AbandonLaunch(slot);
@@ -60,7 +59,7 @@ class TorchInstance final : public ModelInstance {
   }
   absl::Status Finish(Batch& batch, BatchTiming* timing, int slot) override {
     if (slot < 0 || slot >= pipeline_depth_ || !slots_[slot].in_flight) {
-      return absl::InternalError(absl::StrCat("model '", spec_.name, "': finish of slot ", slot, " with nothing in flight"));
+      return absl::InternalError(absl::StrCat(Context(), "finish of slot ", slot, " with nothing in flight"));
     }
     absl::Status status = Guarded([&] { return FinishOrThrow(batch, timing, slot); });
     ReleaseSlot(slot);
@@ -74,21 +73,26 @@ class TorchInstance final : public ModelInstance {
   }
 
  private:
-  // Runs `body`, turning LibTorch's exceptions into a status that names the model and device; a
-  // status the body returned (a CUDA call's, say) is given the model, worker and device too.
+  // Runs `body`, turning LibTorch's exceptions into statuses. Every error leaves with Context():
+  // the helpers the body calls (the device path, the gather, the output checks, the graph runner)
+  // name only what failed, never the model, so it is named exactly once.
   template <typename Body>
   absl::Status Guarded(Body body) {
+    absl::Status status;
     try {
-      absl::Status status = body();
-      if (status.ok() || absl::StrContains(status.message(), "model '")) return status;
-      return absl::Status(status.code(), absl::StrCat("model '", spec_.name, "' worker ", options_.worker, " on ",
-                                                      device_name(), ": ", status.message()));
+      status = body();
     } catch (const c10::Error& e) {
-      return absl::InternalError(absl::StrCat("model '", spec_.name, "' on ", device_name(),
-                                              ": LibTorch error: ", e.what_without_backtrace()));
-    } catch (const std::exception& e) {
-      return absl::InternalError(absl::StrCat("model '", spec_.name, "' on ", device_name(), ": ", e.what()));
+      status = absl::InternalError(absl::StrCat("LibTorch error: ", e.what_without_backtrace()));
+    } catch (const std::exception& e) {  // TorchScript's interpreter throws these (a failed assert, say)
+      status = absl::InternalError(absl::StrCat("LibTorch error: ", e.what()));
     }
+    if (status.ok()) return status;
+    return absl::Status(status.code(), absl::StrCat(Context(), status.message()));
+  }
+
+  // "model 'm' worker 0 on cuda:0: ", the prefix of every error this instance returns.
+  std::string Context() const {
+    return absl::StrCat("model '", spec_.name, "' worker ", options_.worker, " on ", device_name(), ": ");
   }
 
   using Staged = StagedInput;
@@ -276,7 +280,7 @@ class TorchInstance final : public ModelInstance {
     torch::jit::IValue result;
     timing->launch_ns = TimeLaunch([&] { result = module_.forward(std::move(args)); });
     RETURN_IF_ERROR(MarkSpan(kAfterCompute));
-    return FlattenOutputs(result, spec_.name);
+    return FlattenOutputs(result);
   }
 
   // H2D into the graph's static inputs (pad rows zeroed), replay (launch = host time of replay()),

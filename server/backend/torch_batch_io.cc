@@ -88,19 +88,19 @@ absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, con
 absl::Status CheckForwardOutputs(const ModelSpec& spec, const std::vector<torch::Tensor>& outputs, int64_t total,
                                  const torch::Device& device) {
   if (outputs.size() != spec.outputs.size()) {
-    return absl::InternalError(absl::StrCat("model '", spec.name, "': forward() returned ", outputs.size(),
+    return absl::InternalError(absl::StrCat("forward() returned ", outputs.size(),
                                             " outputs, config declares ", spec.outputs.size()));
   }
   for (size_t k = 0; k < outputs.size(); ++k) {
     const TensorSpec& want = spec.outputs[k];
     ASSIGN_OR_RETURN(torch::ScalarType type, ToTorchType(want.dtype));
     if (outputs[k].scalar_type() != type) {
-      return absl::InternalError(absl::StrCat("model '", spec.name, "' output '", want.name, "': produced ",
+      return absl::InternalError(absl::StrCat("output '", want.name, "': produced ",
                                               c10::toString(outputs[k].scalar_type()), ", config declares ",
                                               DataTypeName(want.dtype)));
     }
     if (spec.max_batch_size > 0 && (outputs[k].dim() == 0 || outputs[k].size(0) != total)) {
-      return absl::InternalError(absl::StrCat("model '", spec.name, "' output '", want.name,
+      return absl::InternalError(absl::StrCat("output '", want.name,
                                               "': batch dimension is ", outputs[k].dim() == 0 ? 0 : outputs[k].size(0),
                                               ", expected ", total));
     }
@@ -114,12 +114,12 @@ absl::Status CheckForwardOutputs(const ModelSpec& spec, const std::vector<torch:
     if (!dims_match) {
       std::vector<int64_t> got(outputs[k].sizes().begin() + std::min<int64_t>(skip, outputs[k].dim()),
                                outputs[k].sizes().end());
-      return absl::InternalError(absl::StrCat("model '", spec.name, "' output '", want.name, "': produced dims ",
+      return absl::InternalError(absl::StrCat("output '", want.name, "': produced dims ",
                                               ShapeString(got), spec.max_batch_size > 0 ? " after the batch dim" : "",
                                               ", config declares ", ShapeString(want.dims)));
     }
     if (outputs[k].device() != device) {
-      return absl::InternalError(absl::StrCat("model '", spec.name, "' output '", want.name, "': produced on ",
+      return absl::InternalError(absl::StrCat("output '", want.name, "': produced on ",
                                               outputs[k].device().str(), ", the model runs on ", device.str(),
                                               " (forward() must return its outputs on the model's device)"));
     }

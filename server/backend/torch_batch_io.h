@@ -41,8 +41,9 @@ void OrderByArena(Batch& batch);
 // first request's bytes.
 absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, const Batch& batch, DevicePath& path);
 
-// INTERNAL naming the model and output when forward() returned the wrong count, dtype, batch dim,
-// dims (against the config's; -1 matches any) or device (not `device`).
+// INTERNAL naming the output when forward() returned the wrong count, dtype, batch dim, dims
+// (against the config's; -1 matches any) or device (not `device`). Like every helper here, its
+// errors do not name the model: the instance that called it adds the model, worker and device.
 absl::Status CheckForwardOutputs(const ModelSpec& spec, const std::vector<torch::Tensor>& outputs, int64_t total,
                                  const torch::Device& device);
 

@@ -23,8 +23,7 @@ absl::StatusOr<torch::ScalarType> ToTorchType(DataType type) {
 }
 
 // Outputs of forward(): a tensor, or a tuple / list of tensors, in OUTPUT__0.. order.
-absl::StatusOr<std::vector<torch::Tensor>> FlattenOutputs(const torch::jit::IValue& value,
-                                                          const std::string& model) {
+absl::StatusOr<std::vector<torch::Tensor>> FlattenOutputs(const torch::jit::IValue& value) {
   std::vector<torch::Tensor> out;
   if (value.isTensor()) {
     out.push_back(value.toTensor());
@@ -41,12 +40,13 @@ absl::StatusOr<std::vector<torch::Tensor>> FlattenOutputs(const torch::jit::IVal
     auto list = value.toList();
     for (size_t i = 0; i < list.size(); ++i) {
       torch::jit::IValue e = list.get(i);
-      if (!e.isTensor()) return absl::InternalError(absl::StrCat("model '", model, "': forward() returned a list holding a non-tensor"));
+      if (!e.isTensor()) return absl::InternalError("forward() returned a list holding a non-tensor");
       out.push_back(e.toTensor());
     }
   }
   if (out.empty()) {
-    return absl::InternalError(absl::StrCat("model '", model, "': forward() must return a tensor or a tuple/list of tensors, got ", value.tagKind()));
+    return absl::InternalError(
+        absl::StrCat("forward() must return a tensor or a tuple/list of tensors, got ", value.tagKind()));
   }
   return out;
 }

@@ -16,9 +16,9 @@ namespace chronoserve::server {
 
 absl::StatusOr<torch::ScalarType> ToTorchType(DataType type);
 
-// Outputs of forward(): a tensor, or a tuple / list of tensors, in OUTPUT__0.. order.
-absl::StatusOr<std::vector<torch::Tensor>> FlattenOutputs(const torch::jit::IValue& value,
-                                                          const std::string& model);
+// Outputs of forward(): a tensor, or a tuple / list of tensors, in OUTPUT__0.. order. Errors name
+// what forward() returned, not the model: the instance that called it adds that.
+absl::StatusOr<std::vector<torch::Tensor>> FlattenOutputs(const torch::jit::IValue& value);
 
 }  // namespace chronoserve::server
 

@@ -85,8 +85,7 @@ absl::Status Worker::Warmup(const ModelSpec& spec, const WarmupOptions& options)
     RETURN_IF_ERROR(WarmupPipelinedPair(spec, max_items, rng));
   }
   if (absl::Status status = instance_->PrepareForServing(); !status.ok()) {
-    return absl::Status(status.code(), absl::StrCat("preparing to serve on ", instance_->device_name(),
-                                                    ": ", status.message()));
+    return absl::Status(status.code(), absl::StrCat("preparing to serve: ", status.message()));
   }
   return absl::OkStatus();
 }
@@ -102,8 +101,7 @@ absl::Status Worker::WarmupRun(const ModelSpec& spec, int items,
     status = instance_->Execute(*batch, &timing);
   }
   if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat("warm-up at batch size ", items, " on ",
-                                                  instance_->device_name(), ": ", status.message()));
+  return absl::Status(status.code(), absl::StrCat("warm-up at batch size ", items, ": ", status.message()));
 }
 
 absl::Status Worker::WarmupPipelinedPair(const ModelSpec& spec, int items, std::mt19937_64& rng) {
@@ -128,8 +126,8 @@ absl::Status Worker::WarmupPipelinedPair(const ModelSpec& spec, int items, std::
     if (status.ok()) status = finished;
   }
   if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat("pipelined warm-up at batch size ", items, " on ",
-                                                  instance_->device_name(), ": ", status.message()));
+  return absl::Status(status.code(), absl::StrCat("pipelined warm-up at batch size ", items, ": ",
+                                                  status.message()));
 }
 
 absl::Status Worker::Start(const HostPolicy& policy) {
@@ -236,8 +234,7 @@ void Worker::RunKeepWarm() {
     keep_warm_runs_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  CS_LOG(WARNING) << "model '" << model_ << "' worker " << index_
-                  << ": keep-warm turned off: " << status.message();
+  CS_LOG(WARNING) << "keep-warm turned off: " << status.message();  // the message names the model
   keep_warm_ = KeepWarmConfig{};
 }
 

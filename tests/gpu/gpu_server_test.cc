@@ -216,7 +216,8 @@ TEST(GpuOutputCheckTest, AnOutputOnTheWrongDeviceFailsTheLoadNamingIt) {
   auto r = c->Infer("to_cpu", {input});
   ASSERT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(r.status().message()),
-              ::testing::HasSubstr("model 'to_cpu' output 'OUTPUT__0': produced on cpu, the model runs on cuda:0"));
+              ::testing::HasSubstr("model 'to_cpu' worker 0 on cuda:0: output 'OUTPUT__0': produced on cpu, the "
+                                  "model runs on cuda:0"));
   server->Shutdown();
 }
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <thread>
 
@@ -349,9 +350,48 @@ TEST_F(FailedModelTest, BrokenModelsFailAloneWithTheirReason) {
   auto wrong_dims = c->Infer("wrong_dims", {input});
   ASSERT_EQ(wrong_dims.status().code(), absl::StatusCode::kUnavailable) << "its warm-up failed the load";
   EXPECT_THAT(std::string(wrong_dims.status().message()),
-              HasSubstr("model 'wrong_dims' output 'OUTPUT__0': produced dims [16] after the batch dim, config declares [8]"));
+              HasSubstr("warm-up at batch size 1: model 'wrong_dims' worker 0 on cpu: output 'OUTPUT__0': produced "
+                        "dims [16] after the batch dim, config declares [8]"));
   server->Shutdown();
   EXPECT_FALSE(c->ServerLive().ok()) << "stopped";
+}
+
+// A forward() that throws fails only its batch: INTERNAL, with the model, worker and device named
+// once before LibTorch's own message; the next request is answered.
+TEST_F(FailedModelTest, AForwardThatThrowsFailsItsRequestNamingTheModelOnce) {
+  testing::TempDir repo("cs_throws");
+  repo.WriteFile("throws/config.pbtxt",
+                 "max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: 8 }\n"
+                 "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 8 }\ninstance_group { kind: KIND_CPU }\n");
+  std::filesystem::create_directories(repo.path() + "/throws/1");
+  // The warm-up's random values lie in [-1, 1): only the request below makes it throw.
+  ASSERT_TRUE(testing::WriteScriptedModel(repo.path() + "/throws/1/model.pt",
+                                          "def forward(self, x):\n"
+                                          "  assert bool(x[0, 0] < 100.0), 'first value out of range'\n"
+                                          "  return x * 2.0\n"));
+  auto server = testing::StartServer(repo.path());
+  ASSERT_NE(server, nullptr);
+  auto c = InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  ASSERT_TRUE(*c->ModelReady("throws"));
+  std::mt19937_64 rng(51);
+  Tensor input{"INPUT__0", DataType::kFp32, {1, 8}, RandomTensorBytes(DataType::kFp32, 8, rng)};
+  Tensor bad = input;
+  const float big = 1000.0f;
+  std::memcpy(bad.data.data(), &big, sizeof big);
+  auto failed = c->Infer("throws", {bad});
+  ASSERT_EQ(failed.status().code(), absl::StatusCode::kInternal);
+  const std::string message(failed.status().message());
+  EXPECT_THAT(message, HasSubstr("model 'throws' worker 0 on cpu: LibTorch error: "));
+  EXPECT_THAT(message, HasSubstr("first value out of range"));
+  EXPECT_EQ(message.find("model 'throws'"), message.rfind("model 'throws'")) << "named once: " << message;
+  auto ok = c->Infer("throws", {input});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  float first = 0;
+  std::memcpy(&first, ok->outputs.at(0).data.data(), sizeof first);
+  float sent = 0;
+  std::memcpy(&sent, input.data.data(), sizeof sent);
+  EXPECT_EQ(first, sent * 2.0f);
+  server->Shutdown();
 }
 
 // A second server on a port in use fails to start, naming the address (gRPC would otherwise set
