@@ -29,6 +29,7 @@
 
 #include "benchmarks/percentile.h"
 #include "client/inference_client.h"
+#include "common/cli_integer.h"
 #include "common/clock.h"
 
 namespace {
@@ -153,17 +154,25 @@ int main(int argc, char** argv) {
   bool raw = false, raw_spin = false;
   std::string json_path;
   app.add_option("-u,--url", urls, "host:port or unix:PATH of a running chronoserve (repeatable)");
-  app.add_option("-n,--requests", requests, "Measured round trips back to back")->capture_default_str();
-  app.add_option("--warmup-requests", warmup, "Unmeasured round trips first")->capture_default_str();
-  app.add_option("--idle-requests", idle_requests, "Round trips after an idle gap (0 = none)")->capture_default_str();
-  app.add_option("--idle-gap-ms", idle_gap_ms, "Idle gap before each of those")->capture_default_str();
+  app.add_option("-n,--requests", requests, "Measured round trips back to back")
+      ->capture_default_str()
+      ->transform(chronoserve::IntegerIn(1, 100000000));
+  app.add_option("--warmup-requests", warmup, "Unmeasured round trips first")
+      ->capture_default_str()
+      ->transform(chronoserve::IntegerIn(0, 100000000));
+  app.add_option("--idle-requests", idle_requests, "Round trips after an idle gap (0 = none)")
+      ->capture_default_str()
+      ->transform(chronoserve::IntegerIn(0, 100000000));
+  app.add_option("--idle-gap-ms", idle_gap_ms, "Idle gap before each of those")
+      ->capture_default_str()
+      ->transform(chronoserve::IntegerIn(0, 3600000));
   app.add_flag("--raw-sockets", raw, "Also a 64-byte ping-pong between two threads, TCP loopback and Unix socket pair");
   app.add_flag("--raw-spin", raw_spin,
                "With --raw-sockets, also the ping-pongs with the echo thread polling without sleeping, and with "
                "both threads never sleeping (busy-waiting through the idle gap): what is left of an idle gap's "
                "cost when no thread has to be woken");
   app.add_option("--json", json_path, "Write the figures here");
-  CLI11_PARSE(app, argc, argv);
+  if (std::optional<int> code = chronoserve::ParseFlags(app, argc, argv)) return *code;
   if (urls.empty() && !raw) {
     std::fprintf(stderr, "give --url and/or --raw-sockets\n");
     return 2;

@@ -159,10 +159,18 @@ int main(int argc, char** argv) {
   CLI::App app{"In-process throughput of a model with chronoserve's backend (no gRPC, no queue)"};
   app.add_option("--model-repository", repository, "Model repository (Triton layout)")->required();
   app.add_option("-m,--model", model, "Model name")->required();
-  app.add_option("--batch-sizes", batch_sizes, "Batch sizes to measure")->delimiter(',')->capture_default_str();
-  app.add_option("-n,--iterations", iterations, "Measured batches per size")->capture_default_str();
-  app.add_option("--warmup", warmup, "Unmeasured batches per size first")->capture_default_str();
-  app.add_option("--gpu", gpu_flag, "CUDA device (-1 = CPU; default: GPU 0 when there is one)");
+  app.add_option("--batch-sizes", batch_sizes, "Batch sizes to measure")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->transform(chronoserve::IntegerIn(1, 1 << 30));
+  app.add_option("-n,--iterations", iterations, "Measured batches per size")
+      ->capture_default_str()
+      ->transform(chronoserve::IntegerIn(1, 100000000));
+  app.add_option("--warmup", warmup, "Unmeasured batches per size first")
+      ->capture_default_str()
+      ->transform(chronoserve::IntegerIn(0, 100000000));
+  app.add_option("--gpu", gpu_flag, "CUDA device (-1 = CPU; default: GPU 0 when there is one)")
+      ->transform(chronoserve::IntegerIn(-1, 1023));
   app.add_flag("--one-request", one_request, "One request of B items per batch (default: B requests of 1 item)");
   app.add_option("--request-timing", request_timing,
                  "on, or off: the worker's span events, launch timer and idle tracking off, as chronoserve "
@@ -185,7 +193,7 @@ int main(int argc, char** argv) {
                "Before each batch, move every input to new memory written by another thread (as gRPC's threads "
                "write the payloads a served batch gathers); items/s then counts that, the call times do not");
   app.add_option("--json", json_path, "Write the figures as JSON here");
-  CLI11_PARSE(app, argc, argv);
+  if (std::optional<int> code = chronoserve::ParseFlags(app, argc, argv)) return *code;
 
   auto spec = LoadModelDirectory(repository + "/" + model);
   if (!spec.ok()) {

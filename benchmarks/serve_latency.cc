@@ -25,6 +25,7 @@
 #include "benchmarks/percentile.h"
 #include "client/inference_client.h"
 #include "client/system_shared_memory.h"
+#include "common/cli_integer.h"
 #include "common/clock.h"
 #include "common/tensor_data.h"
 
@@ -188,10 +189,14 @@ int main(int argc, char** argv) {
   CLI::App app{"Closed-loop (concurrency 1) latency of one model on a running chronoserve"};
   app.add_option("-u,--url", url, "Server HOST:PORT")->capture_default_str();
   app.add_option("-m,--model", model, "Model name")->capture_default_str();
-  app.add_option("-b,--batch-size", batch, "Items per request")->capture_default_str();
-  app.add_option("-n,--requests", requests, "Measured requests")->capture_default_str();
-  app.add_option("--warmup-requests", warmup, "Unmeasured requests first")->capture_default_str();
-  app.add_option("--idle-gap-ms", gap_ms, "Idle time before each measured request")->capture_default_str();
+  app.add_option("-b,--batch-size", batch, "Items per request")->capture_default_str()->transform(chronoserve::IntegerIn(1, 1 << 30));
+  app.add_option("-n,--requests", requests, "Measured requests")->capture_default_str()->transform(chronoserve::IntegerIn(1, 100000000));
+  app.add_option("--warmup-requests", warmup, "Unmeasured requests first")
+      ->capture_default_str()
+      ->transform(chronoserve::IntegerIn(0, 100000000));
+  app.add_option("--idle-gap-ms", gap_ms, "Idle time before each measured request")
+      ->capture_default_str()
+      ->transform(chronoserve::IntegerIn(0, 3600000));
   app.add_option("--outputs", outputs, "Request only these outputs (default: all)");
   app.add_option("--json", json_path, "Write the figures as JSON here");
   app.add_option("--label", label, "Label for the JSON record");
@@ -200,16 +205,18 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"none", "system"}))
       ->capture_default_str();
   app.add_option("--output-shared-memory-size", output_shm_bytes,
-                 "Bytes per output tensor in shared memory (default: from the output shapes and the batch size)");
+                 "Bytes per output tensor in shared memory (default: from the output shapes and the batch size)")
+      ->transform(chronoserve::IntegerIn(0, int64_t{1} << 40));
   app.add_option("--warm-client-requests", warm_client_requests,
                  "Before connecting to --url, send this many requests over a separate connection to "
                  "--warm-client-url, so the measured requests pay the server's and their connection's "
                  "first-request costs but not this process's own cold start")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(chronoserve::IntegerIn(0, 100000000));
   app.add_option("--warm-client-url", warm_client_url,
                  "Server for --warm-client-requests (default: --url); another server with the same model "
                  "leaves the measured server untouched until its first measured request");
-  CLI11_PARSE(app, argc, argv);
+  if (std::optional<int> code = chronoserve::ParseFlags(app, argc, argv)) return *code;
 
   if (warm_client_requests > 0) {
     if (absl::Status s = WarmClient(warm_client_url.empty() ? url : warm_client_url, model, batch,

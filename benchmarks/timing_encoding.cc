@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->transform(chronoserve::IntegerIn(1, 100000000));
   app.add_option("--json", json_path, "Write the results as JSON");
-  CLI11_PARSE(app, argc, argv);
+  if (std::optional<int> code = chronoserve::ParseFlags(app, argc, argv)) return *code;
 
   std::mt19937_64 rng(20261123);
   std::string raw(16 * sizeof(float), '\0');

@@ -145,12 +145,8 @@ int main(int argc, char** argv) {
                  "NVML sampling period for GPU gauges and each batch's sm_clock_mhz; 0 disables")
       ->capture_default_str()
       ->transform(chronoserve::IntegerIn(0, 3600000));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    // --help and --version exit 0; a bad flag exits 2, as every other start-up error of a flag does.
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  // --help and --version exit 0; a bad flag exits 2, as every other start-up error of a flag does.
+  if (std::optional<int> code = chronoserve::ParseFlags(app, argc, argv)) return *code;
   chronoserve::SetLogVerbosity(log_verbose);
   options.request_timing = request_timing == "on";
   options.input_arena_bytes = input_arena == "auto" ? -1 : std::stoll(input_arena) << 20;

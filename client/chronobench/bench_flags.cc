@@ -1,9 +1,20 @@
 #include "client/chronobench/bench_flags.h"
 
+#include <cstdint>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
+#include "common/cli_integer.h"
 #include "common/status_macros.h"
 
 namespace chronoserve::client::bench {
+namespace {
+
+constexpr int64_t kDayMs = 86'400'000;
+constexpr int64_t kMaxItems = 1 << 30;          // samples per request
+constexpr int64_t kMaxCount = 1'000'000'000'000;  // requests
+
+}  // namespace
 
 void AddBenchFlags(CLI::App* app, RawFlags* raw) {
   BenchOptions& o = raw->options;
@@ -11,11 +22,14 @@ void AddBenchFlags(CLI::App* app, RawFlags* raw) {
   app->add_option("-x,--model-version", o.target.model_version, "Model version (default: the server's choice)");
   app->add_option("-u,--url", o.target.url, "Server HOST:PORT, or unix:PATH for a server started with --grpc-unix-socket PATH")->capture_default_str();
   app->add_option("--connections", o.target.connections, "Distinct gRPC channels (TCP connections) to spread requests over")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(IntegerIn(1, 1024));
   app->add_flag("--streaming", o.target.streaming,
                "Send requests on bidirectional ModelStreamInfer streams (one per worker thread and connection) "
                "instead of one unary call each");
-  app->add_option("--timeout-ms", o.target.timeout_ms, "Per-request deadline in ms (0 = none)")->capture_default_str();
+  app->add_option("--timeout-ms", o.target.timeout_ms, "Per-request deadline in ms (0 = none)")
+      ->capture_default_str()
+      ->transform(IntegerIn(0, kDayMs));
   app->add_option("--concurrency-range", raw->concurrency_range,
                   "Closed loop: START:END:STEP requests in flight (default 1)");
   app->add_option("--request-rate-range", raw->request_rate_range,
@@ -24,20 +38,31 @@ void AddBenchFlags(CLI::App* app, RawFlags* raw) {
       ->capture_default_str();
   app->add_option("--idle-gap-range", raw->idle_gap_range,
                   "Interval mode: START:END:STEP ms of idle time before each request (one at a time)");
-  app->add_option("-b,--batch-size", raw->batch_size, "Samples per request")->capture_default_str();
+  app->add_option("-b,--batch-size", raw->batch_size, "Samples per request")
+      ->capture_default_str()
+      ->transform(IntegerIn(1, kMaxItems));
   app->add_option("--batch-range", raw->batch_range, "Batch sweep: START:END:STEP samples per request");
-  app->add_option("--threads", o.load.threads, "Client worker threads (0 = min(cores, 8))")->capture_default_str();
-  app->add_option("--seed", o.load.seed, "Seed for random inputs, Poisson gaps and trace ids")->capture_default_str();
+  app->add_option("--threads", o.load.threads, "Client worker threads (0 = min(cores, 8))")
+      ->capture_default_str()
+      ->transform(IntegerIn(0, 1024));
+  app->add_option("--seed", o.load.seed, "Seed for random inputs, Poisson gaps and trace ids")
+      ->capture_default_str()
+      ->transform(IntegerIn(0, std::numeric_limits<int64_t>::max()));
   app->add_option("-p,--measurement-interval", o.measurement.interval_ms, "Window (trial) length in ms")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(IntegerIn(1, kDayMs));
   app->add_option("--measurement-request-count", o.measurement.window_min_requests,
-                  "A window also lasts until this many requests finished")->capture_default_str();
+                  "A window also lasts until this many requests finished")
+      ->capture_default_str()
+      ->transform(IntegerIn(0, kMaxCount));
   app->add_option("--warmup-requests", o.measurement.warmup_requests, "Requests discarded before each point")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(IntegerIn(0, kMaxCount));
   app->add_option("-s,--stability-percentage", o.measurement.stability_percentage,
                   "Last 3 windows must agree within this % (throughput and p50)")->capture_default_str();
   app->add_option("-r,--max-trials", o.measurement.max_trials, "Windows per point before giving up on stability")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(IntegerIn(1, 1000000));
   app->add_option("--percentiles", raw->percentiles, "Percentiles to report")->capture_default_str();
   app->add_option("--shape", raw->shapes, "NAME:d1,d2,... for an input's variable dims (without the batch dim)");
   app->add_option("--input-data", o.input.input_data,
@@ -48,7 +73,8 @@ void AddBenchFlags(CLI::App* app, RawFlags* raw) {
       ->capture_default_str();
   app->add_option("--output-shared-memory-size", o.shared_memory.output_byte_size,
                   "Bytes of shared memory per output tensor (default: from the model's output shapes and the "
-                  "batch size; needed for variable-shaped outputs)");
+                  "batch size; needed for variable-shaped outputs)")
+      ->transform(IntegerIn(0, int64_t{1} << 40));
   app->add_option("--json", o.output.json_path, "Write the report as JSON");
   app->add_option("--csv", o.output.csv_path, "Write one CSV row per sweep point");
   app->add_option("--html", o.output.html_path, "Write a self-contained HTML report with charts");

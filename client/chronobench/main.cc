@@ -12,6 +12,7 @@
 #include "client/chronobench/console_report.h"
 #include "client/chronobench/html_report.h"
 #include "client/chronobench/json_report.h"
+#include "common/cli_integer.h"
 #include "common/clock.h"
 
 namespace {
@@ -58,9 +59,12 @@ int main(int argc, char** argv) {
                "queue / copy / compute spans, per request"};
   RawFlags raw;
   AddBenchFlags(&app, &raw);
-  CLI11_PARSE(app, argc, argv);
+  if (std::optional<int> code = chronoserve::ParseFlags(app, argc, argv)) return *code;
   auto options = ResolveFlags(raw);
-  if (!options.ok()) return Fail(options.status());
+  if (!options.ok()) {  // flags that do not go together: a flag error, as CLI11's are
+    Fail(options.status());
+    return 2;
+  }
   options->output.progress = isatty(STDERR_FILENO) != 0;
   if (!options->output.html_path.empty()) {
     if (auto js = LoadChartJs(); !js.ok()) return Fail(js.status());  // before a long run, not after

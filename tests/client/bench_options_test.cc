@@ -38,6 +38,35 @@ TEST(BenchOptionsTest, RejectsBadRangesNamingTheFlag) {
   EXPECT_TRUE(ParseBenchFlags({"cb", "-m", "m", "--threads", "0"}).ok());
 }
 
+// Integer flags are read in base 10 (CLI11 alone reads "010" as 8 and "0x10" as 16) and checked
+// against a range that the message names.
+TEST(BenchFlagsTest, IntegerFlagsAreBaseTenAndRanged) {
+  auto octal = ParseBenchFlags({"cb", "-m", "m", "--threads", "010", "-p", "0250"});
+  ASSERT_TRUE(octal.ok()) << octal.status();
+  EXPECT_EQ(octal->load.threads, 10);
+  EXPECT_EQ(octal->measurement.interval_ms, 250);
+  const struct {
+    std::vector<std::string> args;
+    std::string message;
+  } bad[] = {
+      {{"--connections", "0x10"}, "--connections: '0x10' is not an integer from 1 to 1024"},
+      {{"--connections", "1025"}, "--connections: '1025' is not an integer from 1 to 1024"},
+      {{"-b", "0"}, "'0' is not an integer from 1 to 1073741824"},
+      {{"--timeout-ms", "-5"}, "--timeout-ms: '-5' is not an integer from 0 to 86400000"},
+      {{"-r", "0"}, "'0' is not an integer from 1 to 1000000"},
+      {{"--warmup-requests", "ten"}, "--warmup-requests: 'ten' is not an integer from 0 to"},
+      {{"--seed", "-1"}, "--seed: '-1' is not an integer from 0 to 9223372036854775807"},
+  };
+  for (const auto& row : bad) {
+    std::vector<std::string> args = {"cb", "-m", "m"};
+    args.insert(args.end(), row.args.begin(), row.args.end());
+    auto r = ParseBenchFlags(args);
+    ASSERT_FALSE(r.ok()) << row.args[0];
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(row.message), std::string::npos) << r.status();
+  }
+}
+
 TEST(BenchOptionsTest, ParsesShapesAndPercentiles) {
   std::map<std::string, std::vector<int64_t>> shapes;
   ASSERT_TRUE(ParseShape("INPUT__0:4,20,20", &shapes).ok());

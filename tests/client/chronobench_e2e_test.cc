@@ -368,6 +368,25 @@ TEST_F(ChronobenchE2eTest, BinaryFailsFastOnUnknownModel) {
   EXPECT_NE(run->second.find("model 'nope'"), std::string::npos) << run->second;
 }
 
+// A flag chronobench cannot take exits 2 before any request, naming the flag and the range, as
+// chronoserve's own flags do; --help exits 0.
+TEST_F(ChronobenchE2eTest, BinaryExitsTwoOnABadFlagAndZeroOnHelp) {
+  auto bad = RunProgram({CHRONOBENCH_BIN, "-m", "mlp", "-u", *url_, "--connections", "0"}, absl::Seconds(30));
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  EXPECT_EQ(bad->first, 2) << bad->second;
+  EXPECT_NE(bad->second.find("--connections: '0' is not an integer from 1 to 1024"), std::string::npos) << bad->second;
+  auto two_modes = RunProgram({CHRONOBENCH_BIN, "-m", "mlp", "-u", *url_, "--concurrency-range", "2",
+                               "--request-rate-range", "100"},
+                              absl::Seconds(30));
+  ASSERT_TRUE(two_modes.ok()) << two_modes.status();
+  EXPECT_EQ(two_modes->first, 2) << two_modes->second;
+  EXPECT_NE(two_modes->second.find("give one of --concurrency-range"), std::string::npos) << two_modes->second;
+  auto help = RunProgram({CHRONOBENCH_BIN, "--help"}, absl::Seconds(30));
+  ASSERT_TRUE(help.ok()) << help.status();
+  EXPECT_EQ(help->first, 0) << help->second;
+  EXPECT_NE(help->second.find("--measurement-interval"), std::string::npos) << help->second;
+}
+
 // A server started with --grpc-unix-socket PATH: chronobench takes -u unix:PATH, unary and
 // streaming, and the breakdown holds as over TCP.
 TEST_F(ChronobenchE2eTest, UnixSocketUrl) {

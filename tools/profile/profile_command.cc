@@ -42,12 +42,8 @@ int RunProfileCommand(int argc, char** argv) {
                "Skip the eager_exact mode (exact device timing: stream held until each batch is enqueued)");
   app.add_flag("--no-throughput-search", no_search, "Skip the throughput search");
   app.add_option("--json", json_path, "Also write the whole report as JSON to this file");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    // --help and --version exit 0; a bad flag exits 2, as every other start-up error of a flag does.
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  // --help and --version exit 0; a bad flag exits 2, as every other start-up error of a flag does.
+  if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
   options.cuda_graphs = !no_graphs;
   options.exact_device_timing = !no_exact;
   options.throughput_search = !no_search;
