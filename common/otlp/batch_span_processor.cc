@@ -83,18 +83,33 @@ void BatchSpanProcessor::ExportDue() {
 }
 
 void BatchSpanProcessor::ExportBatch(std::vector<SpanData> batch) {
-  const absl::Status status = exporter_->Export(batch, absl::Now() + options_.export_timeout);
+  const absl::StatusOr<ExportResult> result = exporter_->Export(batch, absl::Now() + options_.export_timeout);
   absl::MutexLock lock(&mu_);
   ++stats_.export_calls;
-  if (status.ok()) {
-    stats_.exported += batch.size();
+  if (result.ok()) {
+    // The exporter clamps to [0, sent]; a SpanExporter of another make is held to that here.
+    const uint64_t rejected =
+        std::min<uint64_t>(static_cast<uint64_t>(std::max<int64_t>(0, result->rejected_spans)), batch.size());
+    stats_.exported += batch.size() - rejected;
+    if (rejected > 0) CountRejected(rejected, result->error_message);
   } else {
     stats_.export_failed += batch.size();
     // The first failure and then one in 100, so a collector that is down does not flood the log.
     if (stats_.export_failed == batch.size() || stats_.export_calls % 100 == 0) {
       CS_LOG(WARNING) << "trace export failed, " << stats_.export_failed << " span(s) lost so far: "
-                      << status.message();
+                      << result.status().message();
     }
+  }
+}
+
+void BatchSpanProcessor::CountRejected(uint64_t rejected, const std::string& reason) {
+  stats_.rejected += rejected;
+  // The first rejection and then one export in 100 that rejected spans: a collector that refuses
+  // every batch (e.g. a size limit) is reported, not logged per batch forever.
+  if (rejecting_exports_++ % 100 == 0) {
+    CS_LOG(WARNING) << "the trace collector rejected " << rejected << " span(s) of an export ("
+                    << stats_.rejected << " rejected so far): "
+                    << (reason.empty() ? "(no reason given)" : reason);
   }
 }
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -35,6 +36,7 @@ struct SpanProcessorStats {
   uint64_t accepted = 0;       // spans queued
   uint64_t dropped = 0;        // spans refused because the queue was full
   uint64_t exported = 0;       // spans the receiver accepted
+  uint64_t rejected = 0;       // spans the receiver answered for but rejected (OTLP partial success)
   uint64_t export_failed = 0;  // spans lost in exports that failed after retries
   uint64_t export_calls = 0;   // Export() calls made
 };
@@ -68,6 +70,8 @@ class BatchSpanProcessor {
   // during an export). Releases mu_ around each export.
   void ExportDue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExportBatch(std::vector<SpanData> batch);
+  // Counts one answered export's rejected spans, logging the collector's reason now and then.
+  void CountRejected(uint64_t rejected, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const BatchSpanProcessorOptions options_;
   std::unique_ptr<SpanExporter> exporter_;
@@ -84,6 +88,7 @@ class BatchSpanProcessor {
   uint64_t flush_done_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time next_export_ ABSL_GUARDED_BY(mu_);
   SpanProcessorStats stats_ ABSL_GUARDED_BY(mu_);
+  uint64_t rejecting_exports_ ABSL_GUARDED_BY(mu_) = 0;  // answered exports that rejected spans
 };
 
 }  // namespace chronoserve::otlp

@@ -42,13 +42,24 @@ OtlpGrpcExporter::OtlpGrpcExporter(const OtlpGrpcExporterOptions& options) : opt
   stub_ = collector::TraceService::NewStub(grpc::CreateCustomChannel(options.endpoint, credentials, args));
 }
 
-absl::Status OtlpGrpcExporter::Export(const std::vector<SpanData>& spans, absl::Time deadline) {
-  if (spans.empty()) return absl::OkStatus();
+absl::StatusOr<ExportResult> OtlpGrpcExporter::Export(const std::vector<SpanData>& spans, absl::Time deadline) {
+  if (spans.empty()) return ExportResult{};
   const collector::ExportTraceServiceRequest request = EncodeExportRequest(options_.resource, spans);
   grpc::Status status;
   for (int attempt = 1;; ++attempt) {
-    status = CallOnce(request, deadline);
-    if (status.ok()) return absl::OkStatus();
+    collector::ExportTraceServiceResponse response;
+    status = CallOnce(request, deadline, &response);
+    if (status.ok()) {
+      // Partial success: the collector took the call but not every span (never retried: the spec
+      // says the rejected spans must not be sent again). A count outside [0, sent] is clamped.
+      ExportResult result;
+      if (response.has_partial_success()) {
+        result.rejected_spans =
+            std::clamp<int64_t>(response.partial_success().rejected_spans(), 0, static_cast<int64_t>(spans.size()));
+        result.error_message = response.partial_success().error_message();
+      }
+      return result;
+    }
     if (!IsRetryableOtlpCode(status.error_code()) || attempt >= options_.retry.max_attempts ||
         !Backoff(attempt, deadline)) {
       break;
@@ -61,7 +72,7 @@ absl::Status OtlpGrpcExporter::Export(const std::vector<SpanData>& spans, absl::
 }
 
 grpc::Status OtlpGrpcExporter::CallOnce(const collector::ExportTraceServiceRequest& request,
-                                        absl::Time deadline) {
+                                        absl::Time deadline, collector::ExportTraceServiceResponse* response) {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(deadline));
   {
@@ -69,15 +80,10 @@ grpc::Status OtlpGrpcExporter::CallOnce(const collector::ExportTraceServiceReque
     if (shut_down_) return grpc::Status(grpc::StatusCode::CANCELLED, "exporter shut down");
     active_ = &context;
   }
-  collector::ExportTraceServiceResponse response;
-  grpc::Status status = stub_->Export(&context, request, &response);
+  grpc::Status status = stub_->Export(&context, request, response);
   {
     absl::MutexLock lock(&mu_);
     active_ = nullptr;
-  }
-  if (status.ok() && response.has_partial_success() && response.partial_success().rejected_spans() > 0) {
-    CS_VLOG(1) << "OTLP collector rejected " << response.partial_success().rejected_spans()
-               << " span(s): " << response.partial_success().error_message();
   }
   return status;
 }

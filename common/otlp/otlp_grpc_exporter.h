@@ -42,7 +42,9 @@ class OtlpGrpcExporter final : public SpanExporter {
   // INVALID_ARGUMENT for an empty endpoint. The channel connects lazily (no thread is started).
   static absl::StatusOr<std::unique_ptr<OtlpGrpcExporter>> Create(const OtlpGrpcExporterOptions& options);
 
-  absl::Status Export(const std::vector<SpanData>& spans, absl::Time deadline) override;
+  // The result carries the collector's partial_success (rejected_spans, error_message) of the
+  // attempt that succeeded.
+  absl::StatusOr<ExportResult> Export(const std::vector<SpanData>& spans, absl::Time deadline) override;
   void Shutdown() override;
 
  private:
@@ -50,7 +52,8 @@ class OtlpGrpcExporter final : public SpanExporter {
 
   // One Export RPC, cancellable by Shutdown.
   grpc::Status CallOnce(const opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest& request,
-                        absl::Time deadline);
+                        absl::Time deadline,
+                        opentelemetry::proto::collector::trace::v1::ExportTraceServiceResponse* response);
   // Sleeps for the attempt's backoff, or until shutdown/deadline; false when it must stop.
   bool Backoff(int attempt, absl::Time deadline);
 

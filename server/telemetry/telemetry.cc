@@ -111,8 +111,9 @@ void Telemetry::Shutdown(absl::Time deadline) {
   if (processor_ != nullptr) {
     processor_->Shutdown(deadline);
     const SpanProcessorStats s = processor_->stats();
-    CS_LOG(INFO) << "tracing stopped: " << s.exported << " span(s) exported, " << s.dropped << " dropped, "
-                 << s.export_failed << " lost to failed exports";
+    CS_LOG(INFO) << "tracing stopped: " << s.exported << " span(s) exported, " << s.rejected
+                 << " rejected by the collector, " << s.dropped << " dropped, " << s.export_failed
+                 << " lost to failed exports";
   }
   if (gpu_monitor_ != nullptr) gpu_monitor_->Stop();
   exposer_.reset();

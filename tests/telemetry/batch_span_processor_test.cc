@@ -14,6 +14,7 @@ namespace {
 
 using otlp::BatchSpanProcessor;
 using otlp::BatchSpanProcessorOptions;
+using otlp::ExportResult;
 using otlp::SpanData;
 using otlp::SpanExporter;
 using otlp::SpanProcessorStats;
@@ -21,11 +22,11 @@ using otlp::SpanProcessorStats;
 // Records what it receives.
 class RecordingExporter final : public SpanExporter {
  public:
-  absl::Status Export(const std::vector<SpanData>& spans, absl::Time) override {
+  absl::StatusOr<ExportResult> Export(const std::vector<SpanData>& spans, absl::Time) override {
     absl::MutexLock lock(&mu_);
     batches_.push_back(spans.size());
     total_ += spans.size();
-    return absl::OkStatus();
+    return ExportResult{};
   }
   void Shutdown() override {}
   std::vector<size_t> batches() {
@@ -42,7 +43,7 @@ class RecordingExporter final : public SpanExporter {
 // Blocks every Export until released or shut down (a collector that hangs).
 class StuckExporter final : public SpanExporter {
  public:
-  absl::Status Export(const std::vector<SpanData>&, absl::Time deadline) override {
+  absl::StatusOr<ExportResult> Export(const std::vector<SpanData>&, absl::Time deadline) override {
     absl::MutexLock lock(&mu_);
     if (!entered_.HasBeenNotified()) entered_.Notify();
     mu_.AwaitWithDeadline(absl::Condition(&released_), deadline);
@@ -62,7 +63,7 @@ class StuckExporter final : public SpanExporter {
 // Holds the first Export until the test calls Release(); later exports pass at once. Counts spans.
 class GatedExporter final : public SpanExporter {
  public:
-  absl::Status Export(const std::vector<SpanData>& spans, absl::Time deadline) override {
+  absl::StatusOr<ExportResult> Export(const std::vector<SpanData>& spans, absl::Time deadline) override {
     absl::MutexLock lock(&mu_);
     if (!entered_.HasBeenNotified()) {
       entered_.Notify();
@@ -71,7 +72,7 @@ class GatedExporter final : public SpanExporter {
       }
     }
     exported_ += spans.size();
-    return absl::OkStatus();
+    return ExportResult{};
   }
   void Shutdown() override {}
   void Release() {
@@ -88,6 +89,20 @@ class GatedExporter final : public SpanExporter {
   absl::Mutex mu_;
   bool released_ ABSL_GUARDED_BY(mu_) = false;
   size_t exported_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Answers every export OK but rejects `rejected` of its spans (OTLP partial success); a count
+// larger than the batch rejects the whole batch.
+class RejectingExporter final : public SpanExporter {
+ public:
+  explicit RejectingExporter(int64_t rejected) : rejected_(rejected) {}
+  absl::StatusOr<ExportResult> Export(const std::vector<SpanData>&, absl::Time) override {
+    return ExportResult{rejected_, "span too large"};
+  }
+  void Shutdown() override {}
+
+ private:
+  const int64_t rejected_;
 };
 
 std::vector<SpanData> Spans(size_t n) {
@@ -115,6 +130,35 @@ TEST(BatchSpanProcessorTest, ExportsFullBatchesWithoutWaitingForTheDelay) {
   EXPECT_EQ(total, 9u);
   EXPECT_EQ(p.stats().exported, 9u);
   p.Shutdown(absl::Now() + absl::Seconds(10));
+}
+
+TEST(BatchSpanProcessorTest, SpansTheCollectorRejectsAreCountedAsRejectedNotExported) {
+  BatchSpanProcessorOptions options;
+  options.max_export_batch_size = 5;
+  options.schedule_delay = absl::Hours(1);
+  BatchSpanProcessor p(std::make_unique<RejectingExporter>(2), options);
+  p.Start();
+  ASSERT_TRUE(p.OnEnd(Spans(5)));
+  ASSERT_TRUE(p.OnEnd(Spans(3)));  // two exports: 5 spans, then 3
+  ASSERT_TRUE(p.ForceFlush(absl::Now() + absl::Seconds(10)));
+  p.Shutdown(absl::Now() + absl::Seconds(10));
+  const SpanProcessorStats s = p.stats();
+  EXPECT_EQ(s.export_calls, 2u);
+  EXPECT_EQ(s.rejected, 4u);
+  EXPECT_EQ(s.exported, 8u - 4u);
+  EXPECT_EQ(s.export_failed, 0u);
+  EXPECT_EQ(s.accepted, s.exported + s.rejected);
+}
+
+TEST(BatchSpanProcessorTest, ARejectedCountAboveTheBatchRejectsTheBatchOnly) {
+  BatchSpanProcessorOptions options;
+  options.schedule_delay = absl::Hours(1);
+  BatchSpanProcessor p(std::make_unique<RejectingExporter>(1000), options);
+  p.Start();
+  ASSERT_TRUE(p.OnEnd(Spans(3)));
+  p.Shutdown(absl::Now() + absl::Seconds(10));
+  EXPECT_EQ(p.stats().rejected, 3u);
+  EXPECT_EQ(p.stats().exported, 0u);
 }
 
 TEST(BatchSpanProcessorTest, ShutdownFlushesWhatIsQueued) {

@@ -120,11 +120,48 @@ TEST(OtlpExporterTest, DoesNotRetryOtherCodes) {
   ASSERT_TRUE(receiver.ok()) << receiver.status();
   auto exporter = OtlpGrpcExporter::Create(Options((*receiver)->endpoint()));
   ASSERT_TRUE(exporter.ok());
-  const absl::Status s = (*exporter)->Export({TestSpan(NewTraceId(), "x")}, absl::Now() + absl::Seconds(30));
+  const absl::Status s =
+      (*exporter)->Export({TestSpan(NewTraceId(), "x")}, absl::Now() + absl::Seconds(30)).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   // Every call was answered before Export returned; the receiver's report of it may trail.
   EXPECT_TRUE((*receiver)->WaitForExports(1, absl::Seconds(10)));
   EXPECT_EQ((*receiver)->export_calls(), 1u);
+}
+
+TEST(OtlpExporterTest, PartialSuccessReportsTheRejectedSpans) {
+  auto receiver = OtlpTestReceiver::Start(0, 0, 14, /*reject_spans=*/2);
+  ASSERT_TRUE(receiver.ok()) << receiver.status();
+  auto exporter = OtlpGrpcExporter::Create(Options((*receiver)->endpoint()));
+  ASSERT_TRUE(exporter.ok());
+  const TraceId trace = NewTraceId();
+  const auto result = (*exporter)->Export({TestSpan(trace, "a"), TestSpan(trace, "b"), TestSpan(trace, "c")},
+                                          absl::Now() + absl::Seconds(30));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->rejected_spans, 2);
+  EXPECT_EQ(result->error_message, "test receiver: rejecting on purpose");
+  // A partial success is an answer: not retried.
+  EXPECT_TRUE((*receiver)->WaitForExports(1, absl::Seconds(10)));
+  EXPECT_EQ((*receiver)->export_calls(), 1u);
+}
+
+TEST(OtlpExporterTest, SpansTheCollectorRejectsAreNotCountedAsExported) {
+  auto receiver = OtlpTestReceiver::Start(0, 0, 14, /*reject_spans=*/1);
+  ASSERT_TRUE(receiver.ok()) << receiver.status();
+  auto exporter = OtlpGrpcExporter::Create(Options((*receiver)->endpoint()));
+  ASSERT_TRUE(exporter.ok());
+  BatchSpanProcessorOptions options;
+  options.max_export_batch_size = 4;
+  options.schedule_delay = absl::Hours(1);
+  BatchSpanProcessor processor(*std::move(exporter), options);
+  processor.Start();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(processor.OnEnd({TestSpan(NewTraceId(), "a"), TestSpan(NewTraceId(), "b")}));
+  ASSERT_TRUE(processor.ForceFlush(absl::Now() + absl::Seconds(30)));
+  processor.Shutdown(absl::Now() + absl::Seconds(10));
+  const SpanProcessorStats s = processor.stats();
+  EXPECT_EQ(s.export_calls, 2u);  // 4 spans, then 2: one rejected in each
+  EXPECT_EQ(s.rejected, 2u);
+  EXPECT_EQ(s.exported, 6u - 2u);
+  EXPECT_EQ(s.export_failed, 0u);
 }
 
 TEST(OtlpExporterTest, ReceiverDownCostsBoundedCountedDropsAndNoStall) {

@@ -31,7 +31,8 @@ std::map<std::string, std::string> Flatten(const nlohmann::json& obj) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<OtlpTestReceiver>> OtlpTestReceiver::Start(int port, int fail_first, int fail_code) {
+absl::StatusOr<std::unique_ptr<OtlpTestReceiver>> OtlpTestReceiver::Start(int port, int fail_first, int fail_code,
+                                                                          int reject_spans) {
   const std::string dir = CHRONOSERVE_OTLP_RECEIVER_DIR;
   if (!std::filesystem::exists(dir + "/node_modules/@opentelemetry/otlp-transformer")) {
     return absl::FailedPreconditionError(
@@ -47,7 +48,8 @@ absl::StatusOr<std::unique_ptr<OtlpTestReceiver>> OtlpTestReceiver::Start(int po
   posix_spawn_file_actions_addclose(&actions, out[0]);
   const std::string script = dir + "/receiver.js";
   std::vector<std::string> args = {"node", script, "--port", std::to_string(port), "--fail-first",
-                                   std::to_string(fail_first), "--fail-code", std::to_string(fail_code)};
+                                   std::to_string(fail_first), "--fail-code", std::to_string(fail_code),
+                                   "--reject", std::to_string(reject_spans)};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -108,6 +110,7 @@ void OtlpTestReceiver::HandleLine(const std::string& line) {
     listening_ = true;
   } else if (type == "export") {
     ++exports_;
+    export_metadata_.push_back(j.contains("metadata") ? Flatten(j["metadata"]) : std::map<std::string, std::string>{});
   } else if (type == "span") {
     ReceivedSpan s;
     s.trace_id = j.value("traceId", "");
@@ -143,6 +146,11 @@ bool OtlpTestReceiver::WaitForExports(size_t n, absl::Duration timeout) {
 std::vector<ReceivedSpan> OtlpTestReceiver::spans() const {
   absl::MutexLock lock(&mu_);
   return spans_;
+}
+
+std::vector<std::map<std::string, std::string>> OtlpTestReceiver::export_metadata() const {
+  absl::MutexLock lock(&mu_);
+  return export_metadata_;
 }
 
 size_t OtlpTestReceiver::export_calls() const {

@@ -34,9 +34,10 @@ struct ReceivedSpan {
 class OtlpTestReceiver {
  public:
   // Starts the receiver on 127.0.0.1 (`port` 0 = any); with `fail_first` > 0 the first calls
-  // are answered with gRPC `fail_code`.
+  // are answered with gRPC `fail_code`; with `reject_spans` > 0 calls answered OK report that many
+  // of their spans (at most all) rejected, as an OTLP partial success.
   static absl::StatusOr<std::unique_ptr<OtlpTestReceiver>> Start(int port = 0, int fail_first = 0,
-                                                                 int fail_code = 14);
+                                                                 int fail_code = 14, int reject_spans = 0);
   ~OtlpTestReceiver();
 
   int port() const { return port_; }
@@ -47,6 +48,8 @@ class OtlpTestReceiver {
   bool WaitForExports(size_t n, absl::Duration timeout);
   std::vector<ReceivedSpan> spans() const;
   size_t export_calls() const;
+  // The request metadata (headers) of each answered Export call, in order.
+  std::vector<std::map<std::string, std::string>> export_metadata() const;
 
  private:
   OtlpTestReceiver() = default;
@@ -63,6 +66,7 @@ class OtlpTestReceiver {
   bool eof_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<ReceivedSpan> spans_ ABSL_GUARDED_BY(mu_);
   size_t exports_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::map<std::string, std::string>> export_metadata_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace chronoserve::testing

@@ -6,9 +6,12 @@
 //   {"type":"span", "traceId": hex, "spanId": hex, "parentSpanId": hex|"", "name", "kind",
 //    "startNs": "decimal", "endNs": "decimal", "attributes": {k: v}, "links": [...],
 //    "resource": {k: v}, "scope": name, "status": code, "flags": n}
-//   {"type":"export","spans":N,"answered":"OK"|code}  after each call
-// Usage: node receiver.js [--port N] [--fail-first N --fail-code CODE]
+//   {"type":"export","spans":N,"answered":"OK"|code,"metadata":{k: v}}  after each call (metadata:
+//    the call's request headers, the custom ones and gRPC's own such as user-agent)
+// Usage: node receiver.js [--port N] [--fail-first N --fail-code CODE] [--reject N]
 // With --fail-first, the first N Export calls are answered with gRPC status CODE (e.g. 14).
+// With --reject, calls answered OK carry partial_success: min(N, spans in the call) rejected spans
+// and the error_message "test receiver: rejecting on purpose".
 'use strict';
 
 const path = require('path');
@@ -27,6 +30,7 @@ function arg(name, fallback) {
 const port = Number(arg('--port', '0'));
 let failFirst = Number(arg('--fail-first', '0'));
 const failCode = Number(arg('--fail-code', String(grpc.status.UNAVAILABLE)));
+const reject = Number(arg('--reject', '0'));
 
 function hex(bytes) {
   return bytes ? Buffer.from(bytes).toString('hex') : '';
@@ -56,8 +60,15 @@ function print(obj) {
   process.stdout.write(JSON.stringify(obj) + '\n');
 }
 
+function metadataOf(call) {
+  const out = {};
+  for (const [k, v] of Object.entries(call.metadata.getMap())) out[k] = Buffer.isBuffer(v) ? v.toString('hex') : v;
+  return out;
+}
+
 function exportHandler(call, callback) {
   const request = call.request;
+  const metadata = metadataOf(call);
   let count = 0;
   for (const rs of request.resourceSpans || []) {
     const resource = keyValues(rs.resource ? rs.resource.attributes : []);
@@ -88,11 +99,16 @@ function exportHandler(call, callback) {
   }
   if (failFirst > 0) {
     --failFirst;
-    print({type: 'export', spans: count, answered: failCode});
+    print({type: 'export', spans: count, answered: failCode, metadata});
     callback({code: failCode, details: 'test receiver: failing on purpose'});
     return;
   }
-  print({type: 'export', spans: count, answered: 'OK'});
+  print({type: 'export', spans: count, answered: 'OK', metadata});
+  if (reject > 0) {
+    callback(null, v1.ExportTraceServiceResponse.create({partialSuccess: {
+      rejectedSpans: Math.min(reject, count), errorMessage: 'test receiver: rejecting on purpose'}}));
+    return;
+  }
   callback(null, v1.ExportTraceServiceResponse.create({}));
 }
 
