@@ -166,13 +166,21 @@ void ServerMetrics::OnRequestDone(const ModelSpec& spec, const InferRequest* req
   }
   if (request == nullptr) return;  // refused before it was queued: counted, nothing measured
   m.request_duration->Observe(timing.server_total_ns);
-  const BatchTiming& batch = request->timeline.batch();
-  if (batch.dequeued_ns <= 0) return;
-  m.queue->Observe(timing.queue_ns);
-  m.input_stage->Observe(timing.input_stage_ns);
-  if (batch.gpu_done_ns > 0) m.output_stage->Observe(timing.output_stage_ns);
-  // One request per executed batch carries the batch's figures (the worker marks it).
-  if (batch.gpu_done_ns <= 0 || !request->timeline.counts_batch()) return;
+  const Timeline& t = request->timeline;
+  const BatchTiming& batch = t.batch();
+  // A stage is observed only when both of its stamps were set: a batch that failed part-way
+  // (inputs not gathered, device work or the scatter not finished) feeds no zero into a histogram,
+  // and the metrics show the stages the trace shows (request_spans.cc leaves such spans out too).
+  auto reached = [](int64_t start_ns, int64_t end_ns) { return start_ns > 0 && end_ns > 0; };
+  if (reached(t.enqueued_ns, batch.dequeued_ns)) m.queue->Observe(timing.queue_ns);
+  if (reached(batch.dequeued_ns, batch.staged_ns)) m.input_stage->Observe(timing.input_stage_ns);
+  const bool batch_completed = reached(batch.gpu_done_ns, t.output_done_ns);
+  if (batch_completed) m.output_stage->Observe(timing.output_stage_ns);
+  // One request per executed batch carries the batch's figures (the worker marks it), and only
+  // for a batch that succeeded: its device work was observed done and its outputs were scattered
+  // (every request of a failed batch misses the scatter; a request that failed alone in a batch
+  // that succeeded, e.g. an output too large for its shared-memory region, has it).
+  if (!batch_completed || !t.counts_batch()) return;
   m.batches->Increment();
   if (batch.inputs_in_place) m.batches_in_place->Increment();
   m.batch_size->Observe(timing.batch_size);

@@ -86,6 +86,57 @@ TEST_F(ServerMetricsTest, WithoutRequestTimingOnlyHostFiguresAndCounts) {
   EXPECT_TRUE(Has(text, R"(chronoserve_h2d_duration_seconds_count{model="m",version="2"} 0)")) << text;
 }
 
+TEST_F(ServerMetricsTest, AFailedBatchFeedsOnlyTheStagesItFinishedAndNoBatchFigures) {
+  // The worker's timelines of two failed batches, each the batch's marked (first) request:
+  // GatherInputs failed (taken, never staged), and Finish failed after Wait (device work observed
+  // done, outputs never scattered).
+  auto fail = [this](bool staged, bool gpu_done) {
+    InferRequest r;
+    r.timeline.received_ns = 1'000;
+    r.timeline.enqueued_ns = 2'000;
+    BatchTiming b;
+    b.dequeued_ns = 30'000;
+    if (staged) b.staged_ns = 45'000;
+    if (gpu_done) {
+      b.gpu_done_ns = 90'000;
+      b.h2d_ns = 7'000;
+      b.compute_ns = 20'000;
+      b.d2h_ns = 3'000;
+    }
+    b.batch_size = 4;
+    r.timeline.SetBatch(b, /*counts_batch=*/true);
+    metrics_.OnRequestDone(spec_, &r, r.timeline.Finalize(100'000), absl::InternalError("batch failed"));
+  };
+  fail(/*staged=*/false, /*gpu_done=*/false);
+  fail(/*staged=*/true, /*gpu_done=*/true);
+  Finish(200'000, 0, true);  // and one that succeeded
+  const std::string text = Text();
+  EXPECT_TRUE(Has(text, R"(chronoserve_requests_total{model="m",outcome="internal",version="2"} 2)")) << text;
+  EXPECT_TRUE(Has(text, R"(chronoserve_request_duration_seconds_count{model="m",version="2"} 3)")) << text;
+  EXPECT_TRUE(Has(text, R"(chronoserve_queue_duration_seconds_count{model="m",version="2"} 3)")) << text;
+  // Staged: the second failure (15 us) and the success (5 ns); never a 0 for the first failure.
+  EXPECT_TRUE(Has(text, R"(chronoserve_input_stage_duration_seconds_count{model="m",version="2"} 2)")) << text;
+  EXPECT_TRUE(Has(text, R"(chronoserve_input_stage_duration_seconds_sum{model="m",version="2"} 1.5005e-05)"))
+      << text;
+  // Only the success built a response.
+  EXPECT_TRUE(Has(text, R"(chronoserve_output_stage_duration_seconds_count{model="m",version="2"} 1)")) << text;
+  // Per-batch figures: the batch that succeeded only.
+  EXPECT_TRUE(Has(text, R"(chronoserve_batches_total{model="m",version="2"} 1)")) << text;
+  EXPECT_TRUE(Has(text, R"(chronoserve_batch_size_count{model="m",version="2"} 1)")) << text;
+  EXPECT_TRUE(Has(text, R"(chronoserve_batch_size_sum{model="m",version="2"} 3)")) << text;
+  EXPECT_TRUE(Has(text, R"(chronoserve_compute_duration_seconds_count{model="m",version="2"} 1)")) << text;
+  EXPECT_TRUE(Has(text, R"(chronoserve_h2d_duration_seconds_count{model="m",version="2"} 1)")) << text;
+  EXPECT_TRUE(Has(text, R"(chronoserve_d2h_duration_seconds_count{model="m",version="2"} 1)")) << text;
+}
+
+TEST_F(ServerMetricsTest, ARequestThatFailedAloneInABatchThatSucceededStillCountsTheBatch) {
+  // An output too large for its shared-memory region fails that request alone; the batch ran.
+  Finish(100, 0, true, absl::InvalidArgumentError("output does not fit the region"));
+  const std::string text = Text();
+  EXPECT_TRUE(Has(text, R"(chronoserve_batches_total{model="m",version="2"} 1)")) << text;
+  EXPECT_TRUE(Has(text, R"(chronoserve_compute_duration_seconds_count{model="m",version="2"} 1)")) << text;
+}
+
 TEST_F(ServerMetricsTest, OutcomeLabels) {
   EXPECT_EQ(ServerMetrics::OutcomeLabel(absl::StatusCode::kOk), "success");
   EXPECT_EQ(ServerMetrics::OutcomeLabel(absl::StatusCode::kDeadlineExceeded), "deadline_exceeded");
