@@ -109,15 +109,26 @@ std::string TensorWhat(const ModelSpec& spec, const char* kind, const std::strin
   return absl::StrCat("model '", spec.name, "' ", kind, " '", tensor, "'");
 }
 
+// A tensor's shared-memory parameters (nullopt: its bytes travel in the message). When they name a
+// region and the server runs without shared memory: FAILED_PRECONDITION at once, before any other
+// check of the request could answer INVALID_ARGUMENT (SHARED_MEMORY.md: "any of it").
+absl::StatusOr<std::optional<SharedMemoryParams>> TensorSharedMemory(const TensorParams& params,
+                                                                     const std::string& what,
+                                                                     const SharedMemoryRegistry* registry) {
+  ASSIGN_OR_RETURN(std::optional<SharedMemoryParams> p, ParseSharedMemoryParams(params, what));
+  if (p.has_value() && registry == nullptr) return ResolveSharedMemory(registry, *p, what).status();
+  return p;
+}
+
 // Each input's shared-memory parameters (nullopt: the bytes travel in the message), and a check
 // that raw_input_contents has one entry per input not in shared memory, as Triton's clients send.
 absl::StatusOr<std::vector<std::optional<SharedMemoryParams>>> InputSharedMemory(
-    const ModelSpec& spec, const inference::ModelInferRequest& request) {
+    const ModelSpec& spec, const inference::ModelInferRequest& request, const SharedMemoryRegistry* registry) {
   std::vector<std::optional<SharedMemoryParams>> shm;
   int in_message = 0;
   for (const InputProto& proto : request.inputs()) {
     ASSIGN_OR_RETURN(std::optional<SharedMemoryParams> p,
-                     ParseSharedMemoryParams(proto.parameters(), TensorWhat(spec, "input", proto.name())));
+                     TensorSharedMemory(proto.parameters(), TensorWhat(spec, "input", proto.name()), registry));
     if (!p.has_value()) ++in_message;
     shm.push_back(std::move(p));
   }
@@ -161,7 +172,7 @@ absl::Status InputFromSharedMemory(const ModelSpec& spec, const InputProto& prot
 
 absl::Status BuildInputs(const ModelSpec& spec, const inference::ModelInferRequest& request,
                          const SharedMemoryRegistry* shm, InferRequest* out) {
-  ASSIGN_OR_RETURN(std::vector<std::optional<SharedMemoryParams>> in_shm, InputSharedMemory(spec, request));
+  ASSIGN_OR_RETURN(std::vector<std::optional<SharedMemoryParams>> in_shm, InputSharedMemory(spec, request, shm));
   const bool raw = request.raw_input_contents_size() > 0;
   int next_raw = 0;  // raw_input_contents skips the inputs in shared memory
   std::vector<InputTensor> inputs(spec.inputs.size());
@@ -294,7 +305,7 @@ absl::Status BuildOutputs(const ModelSpec& spec, const inference::ModelInferRequ
       return absl::InvalidArgumentError(absl::StrCat("model '", spec.name, "' output '", o.name(),
                                                      "': the classification extension is not supported"));
     }
-    ASSIGN_OR_RETURN(out_shm[index], ParseSharedMemoryParams(o.parameters(), TensorWhat(spec, "output", o.name())));
+    ASSIGN_OR_RETURN(out_shm[index], TensorSharedMemory(o.parameters(), TensorWhat(spec, "output", o.name()), shm));
     wanted.push_back(index);
   }
   for (int index : wanted) {

@@ -8,6 +8,7 @@
 
 #include "server/core/synthetic_request.h"
 #include "server/grpc/shared_memory_params.h"
+#include "server/shared_memory/shared_memory_registry.h"
 
 namespace chronoserve::server {
 namespace {
@@ -222,11 +223,12 @@ TEST(RequestBuilderTest, BadInputsAreInvalidArgumentNamingModelTensorAndExpectat
       {"bytes above int64, shared memory", [](auto& r) { SetHugeInput(r, int64_t{1} << 60); InSharedMemory(r, 0); }, "FP32 [1,2,1152921504606846976] needs more than 9223372036854775807 bytes"},
       {"elements overflow", [](auto& r) { SetHugeInput(r, int64_t{1} << 62); }, "FP32 [1,2,4611686018427387904] needs more than 9223372036854775807 bytes"},
   };
+  const SharedMemoryRegistry no_regions;  // shared memory on, nothing registered: sizes are checked first
   for (const BadCase& c : cases) {
     inference::ModelInferRequest request = Good();
     c.mutate(request);
     inference::ModelInferResponse response;
-    auto built = BuildInferRequest(Spec(8), request, &response);
+    auto built = BuildInferRequest(Spec(8), request, &response, &no_regions);
     ASSERT_FALSE(built.ok()) << c.name;
     EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument) << c.name;
     EXPECT_THAT(std::string(built.status().message()), HasSubstr("model 'net'")) << c.name;
@@ -235,16 +237,31 @@ TEST(RequestBuilderTest, BadInputsAreInvalidArgumentNamingModelTensorAndExpectat
 }
 
 // The byte-size cap is int64's, not a message's: a shared-memory input far larger than any gRPC
-// message (4 GiB here) passes the size checks and reaches the region lookup (no registry here).
+// message (4 GiB here) passes the size checks and reaches the region lookup (nothing registered).
 TEST(RequestBuilderTest, LargeSharedMemoryInputsPassTheSizeCheck) {
   inference::ModelInferRequest request = Good();
   SetHugeInput(request, int64_t{1} << 29);  // FP32 [1,2,2^29]: 4 GiB
   InSharedMemory(request, 0);
   (*request.mutable_inputs(0)->mutable_parameters())[kShmByteSizeParam].set_int64_param(int64_t{1} << 32);
   inference::ModelInferResponse response;
+  const SharedMemoryRegistry no_regions;
+  auto built = BuildInferRequest(Spec(8), request, &response, &no_regions);
+  ASSERT_FALSE(built.ok());
+  EXPECT_EQ(built.status().code(), absl::StatusCode::kNotFound) << built.status();
+  EXPECT_THAT(std::string(built.status().message()), HasSubstr("region"));
+}
+
+// With shared memory off (no registry) a tensor that names a region is FAILED_PRECONDITION before
+// any other check, even one its size would fail.
+TEST(RequestBuilderTest, SharedMemoryOffRefusesARegionBeforeAnyOtherCheck) {
+  inference::ModelInferRequest request = Good();
+  SetHugeInput(request);
+  InSharedMemory(request, 0);
+  inference::ModelInferResponse response;
   auto built = BuildInferRequest(Spec(8), request, &response, /*shared_memory=*/nullptr);
   ASSERT_FALSE(built.ok());
   EXPECT_EQ(built.status().code(), absl::StatusCode::kFailedPrecondition) << built.status();
+  EXPECT_THAT(std::string(built.status().message()), HasSubstr("--allow-shared-memory=false"));
 }
 
 TEST(RequestBuilderTest, TypedValuesOutOfRangeAndFp16WithoutTypedField) {

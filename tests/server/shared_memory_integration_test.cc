@@ -219,6 +219,16 @@ TEST_F(SharedMemoryTest, DisabledServerRefusesRegionsAndSaysWhy) {
   auto infer = c->Infer("mlp", {x});
   EXPECT_EQ(infer.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(infer.status().message()), HasSubstr("model 'mlp' input 'INPUT__0'"));
+  // Refused as disabled before anything else is checked: a byte size that does not fit the shape
+  // (64 FP32 need 256), or an output region, is not answered INVALID_ARGUMENT.
+  x.shared_memory = SharedMemoryRef{"r", 4, 0};
+  auto wrong_size = c->Infer("mlp", {x});
+  EXPECT_EQ(wrong_size.status().code(), absl::StatusCode::kFailedPrecondition) << wrong_size.status();
+  client::InferOptions to_region;
+  to_region.output_shared_memory["OUTPUT__0"] = SharedMemoryRef{"out", 4, 0};
+  auto output = c->Infer("mlp", {RandomInput("INPUT__0", {1, 64}, 36)}, to_region);
+  EXPECT_EQ(output.status().code(), absl::StatusCode::kFailedPrecondition) << output.status();
+  EXPECT_THAT(std::string(output.status().message()), HasSubstr("model 'mlp' output 'OUTPUT__0'"));
   (*server)->Shutdown();
 }
 
