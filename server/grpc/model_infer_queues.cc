@@ -55,6 +55,9 @@ class ModelInferQueues::UnaryCall final : public QueuedCall {
   void Start() {
     InferDispatcher& dispatcher = service_->dispatcher();
     CallInfo info = CallInfoOf(ctx_, dispatcher.clock(), dispatcher);
+    // server_total starts when the request was fully received, not after this thread asked gRPC
+    // for the call that replaces this one (Poll).
+    if (arrived_ns > 0) info.received_ns = arrived_ns;
     info.cancelled = cancelled_;
     auto built = dispatcher.Build(request_, response_.get(), std::move(info));
     if (!built.ok()) return Finish(built.status());
@@ -127,12 +130,17 @@ void ModelInferQueues::RequestCall(int kind, Queue& queue) {
 
 void ModelInferQueues::Poll(Queue& queue, int index) {
   SetCurrentThreadName(absl::StrCat("cs-grpc-cq", index));
+  const Clock* clock = service_->dispatcher().clock();
   void* raw = nullptr;
   bool ok = false;
   while (queue.cq->Next(&raw, &ok)) {
     auto* tag = static_cast<QueuedCall::Tag*>(raw);
-    // A call that arrived is replaced at once, so the queue always has calls requested.
-    if (tag->event == QueuedCall::Event::kArrived && ok) RequestCall(tag->call->kind, queue);
+    // A call that arrived is replaced at once, so the queue always has calls requested; its
+    // arrival is stamped first.
+    if (tag->event == QueuedCall::Event::kArrived && ok) {
+      tag->call->arrived_ns = clock->NowNs();
+      RequestCall(tag->call->kind, queue);
+    }
     tag->call->Proceed(tag->event, ok);  // may delete the call
   }
 }

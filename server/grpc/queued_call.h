@@ -17,6 +17,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <cstdint>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -64,6 +65,9 @@ class QueuedCall {
 
   int kind = 0;  // which of its owner's kinds of call this is (ModelInferQueues)
   LiveCalls* live = nullptr;  // counted in by its owner when requested; out when destroyed
+  // When its kArrived tag came back (the request fully received), stamped by the queue's thread
+  // before it does anything else for the call; 0 until then.
+  int64_t arrived_ns = 0;
 };
 
 class AsyncBidiCall : public QueuedCall {

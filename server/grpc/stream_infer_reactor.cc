@@ -119,11 +119,14 @@ CallInfo StreamInferReactor<Call>::InfoFor(const inference::ModelInferRequest& r
   info.deadline_ns = call_.deadline_ns;
   // Per-request trace context (request parameters) beats the stream's metadata: one stream carries
   // many requests, each may belong to its own trace.
+  // A tracestate belongs to its traceparent: a request's own tracestate without its own
+  // traceparent is not joined to the stream's.
   info.traceparent = StringParam(request, "traceparent");
-  info.tracestate = StringParam(request, "tracestate");
-  if (info.traceparent.empty()) {
+  if (!info.traceparent.empty()) {
+    info.tracestate = StringParam(request, "tracestate");
+  } else {
     info.traceparent = call_.traceparent;
-    if (info.tracestate.empty()) info.tracestate = call_.tracestate;
+    info.tracestate = call_.tracestate;
   }
   info.cancelled = cancelled_flag_;
   info.synthetic = call_.synthetic;
@@ -209,13 +212,16 @@ void StreamInferReactor<Call>::QueueResponseLocked(SlotPtr slot, Action* action)
 template <class Call>
 void StreamInferReactor<Call>::OnWriteDone(bool ok) {
   Action action;
+  std::vector<std::shared_ptr<ModelRuntime>> models;
   {
     absl::MutexLock lock(&state_->mu);
     ReleaseLocked(std::move(state_->writing));
     if (!ok) {
-      // The client is gone: drop what waits and let queued requests go unexecuted.
+      // The client is gone: drop what waits and let queued requests go unexecuted (their queues
+      // are poked below, as OnCancel does, not left until a worker's next look).
       state_->cancelled = true;
       cancelled_flag_->store(true);
+      models = state_->models;
       while (!state_->pending.empty()) {
         ReleaseLocked(std::move(state_->pending.front()));
         state_->pending.pop_front();
@@ -229,6 +235,7 @@ void StreamInferReactor<Call>::OnWriteDone(bool ok) {
     MaybeReadLocked(&action);
     MaybeFinishLocked(&action);
   }
+  for (const auto& m : models) m->queue().Poke();
   Act(action);
 }
 
