@@ -88,11 +88,24 @@ int64_t Histogram::BucketMidpoint(int index) const {
   return std::clamp(low + (high - low) / 2, min_, max_);
 }
 
+int64_t Histogram::PercentileRank(double percentile, int64_t count) {
+  if (count <= 0) return 0;
+  if (!(percentile > 0)) return 1;  // NaN too
+  if (percentile >= 100) return count;
+  // In doubles, p / 100 * count carries p's binary rounding (99.9 is 99.90000000000000568...) into
+  // the product, and past ~2e7 no fixed epsilon absorbs it: p99.9 of 2e7 gave rank 19,980,001.
+  // Integer arithmetic on p in parts per billion is exact for percentiles of up to 7 decimals.
+  constexpr int64_t kPartsPerHundred = 10'000'000;  // 1e9 parts per whole
+  const auto parts = static_cast<unsigned __int128>(std::llround(percentile * kPartsPerHundred));
+  const unsigned __int128 whole = static_cast<unsigned __int128>(kPartsPerHundred) * 100;
+  const unsigned __int128 scaled = parts * static_cast<unsigned __int128>(count);
+  const auto rank = static_cast<int64_t>((scaled + whole - 1) / whole);
+  return std::clamp<int64_t>(rank, 1, count);
+}
+
 int64_t Histogram::ValueAtPercentile(double percentile) const {
   if (count_ == 0) return 0;
-  percentile = std::clamp(percentile, 0.0, 100.0);
-  const int64_t rank = std::max<int64_t>(
-      1, static_cast<int64_t>(std::ceil(percentile / 100.0 * static_cast<double>(count_) - 1e-9)));
+  const int64_t rank = PercentileRank(percentile, count_);
   int64_t seen = 0;
   for (int i = 0; i < bucket_count_; ++i) {
     seen += counts_[i];

@@ -50,6 +50,10 @@ class Histogram {
   // clamped to [min, max]; 0 when empty. `percentile` in [0, 100].
   int64_t ValueAtPercentile(double percentile) const;
 
+  // The nearest rank ceil(percentile/100 * count), in 1..count, computed exactly for percentiles
+  // given to 7 decimals (no floating-point error at any count); 0 when count is 0.
+  static int64_t PercentileRank(double percentile, int64_t count);
+
   // (value, cumulative fraction) at each non-empty bucket, thinned to at most `max_points`
   // points; for CDF plots.
   std::vector<std::pair<int64_t, double>> Cdf(int max_points) const;

@@ -126,6 +126,37 @@ TEST(HistogramTest, SaturatedAndNegativeValuesAreCountedNotHidden) {
   EXPECT_EQ(h.max(), int64_t{1} << 20);
 }
 
+// The rank is ceil(p/100 * n), exactly: in doubles p99.9 of 2e7 came out one too high.
+TEST(HistogramTest, PercentileRankIsExactAtLargeCounts) {
+  struct Row {
+    double p;
+    int64_t n;
+    int64_t rank;
+  };
+  for (const Row& row : std::vector<Row>{{50, 10, 5},
+                                         {50, 11, 6},
+                                         {99, 100, 99},
+                                         {99.9, 1000, 999},
+                                         {99.9, 1001, 1000},
+                                         {99.9, 20'000'000, 19'980'000},
+                                         {99.99, 300'000'000, 299'970'000},
+                                         {99.999, 1'000'000'007, 999'990'007},
+                                         {0.1, 20'000'000, 20'000},
+                                         {0, 7, 1},
+                                         {100, 20'000'000, 20'000'000},
+                                         {99.9, int64_t{1} << 62, 4'607'074'332'408'960'517}}) {
+    EXPECT_EQ(Histogram::PercentileRank(row.p, row.n), row.rank) << "p" << row.p << " of " << row.n;
+  }
+  EXPECT_EQ(Histogram::PercentileRank(50, 0), 0);
+  // The same through a histogram filled in bulk: 19,980,000 values of 3 and 20,000 of 1000.
+  Histogram h;
+  h.Record(3, 19'980'000);
+  h.Record(1000, 20'000);
+  ASSERT_EQ(h.count(), 20'000'000);
+  EXPECT_EQ(h.ValueAtPercentile(99.9), 3);
+  EXPECT_EQ(h.ValueAtPercentile(99.91), 1000);
+}
+
 TEST(HistogramTest, CdfIsMonotoneAndEndsAtOne) {
   Histogram h;
   std::mt19937_64 rng(1);
