@@ -129,8 +129,9 @@ absl::Status ValidateOptions(const BenchOptions& o) {
   }
   if (o.measurement.interval_ms < 1) return absl::InvalidArgumentError("--measurement-interval must be >= 1");
   if (o.measurement.max_trials < 1) return absl::InvalidArgumentError("--max-trials must be >= 1");
-  if (o.measurement.stability_percentage <= 0) {
-    return absl::InvalidArgumentError("--stability-percentage must be > 0");
+  // Written as !(x > 0): NaN compares false with everything, so it fails here too.
+  if (!(o.measurement.stability_percentage > 0) || !std::isfinite(o.measurement.stability_percentage)) {
+    return absl::InvalidArgumentError("-s/--stability-percentage must be a finite number > 0");
   }
   if (o.shared_memory.output_byte_size < 0) {
     return absl::InvalidArgumentError("--output-shared-memory-size must be >= 0");
@@ -138,8 +139,8 @@ absl::Status ValidateOptions(const BenchOptions& o) {
   if (o.shared_memory.output_byte_size > 0 && o.shared_memory.kind == SharedMemoryKind::kNone) {
     return absl::InvalidArgumentError("--output-shared-memory-size needs --shared-memory system");
   }
-  if (o.trace.traceparent_rate < 0 || o.trace.traceparent_rate > 1) {
-    return absl::InvalidArgumentError("--traceparent-rate must be in [0, 1]");
+  if (!(o.trace.traceparent_rate >= 0 && o.trace.traceparent_rate <= 1)) {  // NaN included
+    return absl::InvalidArgumentError("--traceparent-rate must be a number in [0, 1]");
   }
   if (!o.trace.otlp_endpoint.empty()) {
     const otlp::EnvLookup no_env = [](const char*) { return std::optional<std::string>(); };

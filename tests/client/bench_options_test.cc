@@ -145,5 +145,24 @@ TEST(BenchFlagsTest, FailsFastOnBadCombinations) {
   }
 }
 
+// NaN compares false with every bound, so a check written as "x <= 0 is bad" let it through.
+TEST(BenchFlagsTest, RejectsNonFiniteFractionsNamingTheFlag) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"cb", "-m", "m", "-s", "nan"}, "--stability-percentage"},
+      {{"cb", "-m", "m", "--stability-percentage", "inf"}, "--stability-percentage"},
+      {{"cb", "-m", "m", "--traceparent-rate", "nan"}, "--traceparent-rate"},
+      {{"cb", "-m", "m", "--traceparent-rate", "-inf"}, "--traceparent-rate"},
+  };
+  for (const auto& [args, flag] : bad) {
+    auto options = ParseBenchFlags(args);
+    ASSERT_FALSE(options.ok()) << args[3] << " " << args[4];
+    EXPECT_NE(options.status().message().find(flag), std::string::npos) << options.status();
+  }
+  auto fine = ParseBenchFlags({"cb", "-m", "m", "-s", "2.5", "--traceparent-rate", "0.25"});
+  ASSERT_TRUE(fine.ok()) << fine.status();
+  EXPECT_EQ(fine->measurement.stability_percentage, 2.5);
+  EXPECT_EQ(fine->trace.traceparent_rate, 0.25);
+}
+
 }  // namespace
 }  // namespace chronoserve::client::bench
