@@ -4,6 +4,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <grpc/support/time.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -111,7 +113,7 @@ void LoadWorker::Run(int64_t start_ns) {
   while (!stop_.load(std::memory_order_relaxed)) {
     const int64_t now = shared_.clock->NowNs();
     const int64_t wake = SendDue(now, pacer ? &*pacer : nullptr);
-    WaitOne(wake);
+    WaitAndRecord(wake);
   }
   Drain();
 }
@@ -122,7 +124,7 @@ int64_t LoadWorker::SendDue(int64_t now, Pacer* pacer) {
     case LoadMode::kConcurrency:
       // The free slots as counted now: a call that fails at once frees its slot for the next round,
       // not for this loop.
-      for (int n = static_cast<int>(calls_.size()); n < plan_.in_flight; ++n) Send(shared_.clock->NowNs());
+      for (int n = static_cast<int>(calls_.size()); n < plan_.in_flight; ++n) Send(std::nullopt);
       break;
     case LoadMode::kRate: {
       bool blocked = false;
@@ -138,7 +140,7 @@ int64_t LoadWorker::SendDue(int64_t now, Pacer* pacer) {
     case LoadMode::kIdleGap:
       if (calls_.empty()) {
         if (next_idle_send_ns_ <= now) {
-          Send(shared_.clock->NowNs());
+          Send(std::nullopt);
         } else {
           wake = std::min(wake, next_idle_send_ns_);
         }
@@ -177,10 +179,9 @@ bool LoadWorker::EnsureFreeSlot() {
   return grown.ok();
 }
 
-void LoadWorker::Send(int64_t intended_ns) {
+void LoadWorker::Send(std::optional<int64_t> intended_ns) {
   auto call = std::make_unique<Call>();
   Call* raw = call.get();
-  raw->intended_ns = intended_ns;
   if (shm_ != nullptr) raw->slot = shm_->Acquire();  // never null: one slot per call allowed in flight
   if (plan_.timeout_ms > 0 && !plan_.streaming) {  // a stream's messages have no deadline of their own
     raw->context.set_deadline(std::chrono::system_clock::now() +
@@ -196,6 +197,8 @@ void LoadWorker::Send(int64_t intended_ns) {
   auto& stubs = *shared_.stubs;
   const size_t channel = (index_ + next_channel_++) % stubs.size();
   raw->sent_ns = shared_.clock->NowNs();
+  // Closed loop and idle gap: one stamp for both, so e2e and e2e_actual_send agree exactly.
+  raw->intended_ns = intended_ns.value_or(raw->sent_ns);
   if (raw->traced && shared_.tracer != nullptr) raw->sent_unix_ns = WallNowNs();
   if (raw->slot != nullptr) shm_->CopyIn(*raw->slot);  // the client's tensors into its region: timed
   calls_.emplace(raw, std::move(call));
@@ -240,8 +243,8 @@ void LoadWorker::SendStreamed(Call* call, size_t channel, const std::string& tra
   FailNow(call, static_cast<int>(grpc::StatusCode::UNAVAILABLE));
 }
 
-void LoadWorker::OnStreamEvent(LoadStream::Tag* tag, bool ok) {
-  tag->stream->OnEvent(tag->op, ok, [this](const LoadStream::Answer& answer) {
+void LoadWorker::OnStreamEvent(LoadStream::Tag* tag, bool ok, int64_t received_ns) {
+  tag->stream->OnEvent(tag->op, ok, [this, received_ns](const LoadStream::Answer& answer) {
     auto it = by_seq_.find(answer.seq);
     if (it == by_seq_.end()) return;
     Call* call = it->second;
@@ -250,35 +253,52 @@ void LoadWorker::OnStreamEvent(LoadStream::Tag* tag, bool ok) {
     if (owned == calls_.end()) return;
     std::unique_ptr<Call> done = std::move(owned->second);
     calls_.erase(owned);
-    Record(std::move(done), answer.grpc_code, answer.response);
+    Record(std::move(done), answer.grpc_code, answer.response, received_ns);
   });
   for (auto it = ended_.begin(); it != ended_.end();) {
     it = (*it)->done() ? ended_.erase(it) : it + 1;
   }
 }
 
-void LoadWorker::WaitOne(int64_t until_ns) {
-  const int64_t now = shared_.clock->NowNs();
-  const auto deadline = std::chrono::system_clock::now() + std::chrono::nanoseconds(std::max<int64_t>(until_ns - now, 0));
-  void* tag = nullptr;
-  bool ok = false;
-  const auto result = cq_.AsyncNext(&tag, &ok, deadline);
-  if (result != grpc::CompletionQueue::GOT_EVENT) return;
-  if (plan_.streaming) {
-    OnStreamEvent(static_cast<LoadStream::Tag*>(tag), ok);
-  } else {
-    Complete(static_cast<Call*>(tag));
-  }
+bool LoadWorker::TakeEvent(gpr_timespec deadline) {
+  Event event;
+  if (cq_.AsyncNext(&event.tag, &event.ok, deadline) != grpc::CompletionQueue::GOT_EVENT) return false;
+  event.received_ns = shared_.clock->NowNs();
+  ready_.push_back(event);
+  return true;
 }
 
-void LoadWorker::Complete(Call* call) {
+void LoadWorker::WaitAndRecord(int64_t until_ns) {
+  const int64_t wait_ns = std::max<int64_t>(until_ns - shared_.clock->NowNs(), 0);
+  const gpr_timespec now = gpr_now(GPR_CLOCK_MONOTONIC);
+  if (!TakeEvent(gpr_time_add(now, gpr_time_from_nanos(wait_ns, GPR_TIMESPAN)))) return;
+  // Handling an event (recording it, copying outputs out, a stream's next read) and the sends after
+  // it take time: every event already queued is taken first, each stamped as it is taken, so an
+  // answer that had arrived is not timed behind the client's own work. Handling may make more
+  // ready (a stream's next read of an answer already received): those are taken before sending too.
+  const gpr_timespec poll = gpr_time_0(GPR_CLOCK_MONOTONIC);
+  do {
+    while (TakeEvent(poll)) {
+    }
+    for (const Event& event : ready_) {
+      if (plan_.streaming) {
+        OnStreamEvent(static_cast<LoadStream::Tag*>(event.tag), event.ok, event.received_ns);
+      } else {
+        Complete(static_cast<Call*>(event.tag), event.received_ns);
+      }
+    }
+    ready_.clear();
+  } while (TakeEvent(poll));
+}
+
+void LoadWorker::Complete(Call* call, int64_t received_ns) {
   auto it = calls_.find(call);
   if (it == calls_.end()) return;
   std::unique_ptr<Call> owned = std::move(it->second);
   calls_.erase(it);
   const int code = static_cast<int>(owned->status.error_code());
   const view::ModelInferResponseView* response = owned->status.ok() ? owned->response.get() : nullptr;
-  Record(std::move(owned), code, response);
+  Record(std::move(owned), code, response, received_ns);
 }
 
 void LoadWorker::FailNow(Call* call, int grpc_code) {
@@ -286,16 +306,20 @@ void LoadWorker::FailNow(Call* call, int grpc_code) {
   if (it == calls_.end()) return;
   std::unique_ptr<Call> owned = std::move(it->second);
   calls_.erase(it);
-  Record(std::move(owned), grpc_code, nullptr);
+  Record(std::move(owned), grpc_code, nullptr, shared_.clock->NowNs());
 }
 
-void LoadWorker::Record(std::unique_ptr<Call> owned, int grpc_code, const view::ModelInferResponseView* response) {
-  int64_t done_ns = shared_.clock->NowNs();
+void LoadWorker::Record(std::unique_ptr<Call> owned, int grpc_code, const view::ModelInferResponseView* response,
+                        int64_t received_ns) {
+  int64_t done_ns = received_ns;
   owned->status = grpc::Status(static_cast<grpc::StatusCode>(grpc_code), "");  // the client span's code
   if (owned->slot != nullptr) {
     if (grpc_code == 0 && response != nullptr) {
-      shm_->CopyOut(*owned->slot, response->outputs());  // out of the region: part of the timed interval
-      done_ns = shared_.clock->NowNs();
+      // Out of the region: part of the timed interval, its own copy only (not those of the answers
+      // handled before it in the same round).
+      const int64_t copy_start_ns = shared_.clock->NowNs();
+      shm_->CopyOut(*owned->slot, response->outputs());
+      done_ns += shared_.clock->NowNs() - copy_start_ns;
     }
     // A failed call's slot is reused at once; should the server still write a late output into it,
     // only bytes chronobench never checks change, not any timing.

@@ -4,7 +4,9 @@
 // Pacer, or one request per idle gap), picks channels round-robin, and stamps a W3C traceparent on
 // a sampled fraction of requests. With --streaming it sends on one ModelStreamInfer stream per
 // channel (LoadStream), matching responses to requests by id, and replaces a stream as soon as it
-// fails; e2e still runs from the request's send (queued on its stream) to its response read. With
+// fails; e2e still runs from the request's send (queued on its stream) to its response read. A
+// response is stamped when its event is taken off the queue: after a wait, every event already
+// queued is taken before any is handled or more is sent. With
 // --shared-memory system each request in flight uses a slot of its ShmSlotPool (inputs copied in
 // after the send time is stamped, outputs copied out before the response time is). Owned by the
 // TrialRunner: Prepare(), Start() and Stop() from its thread, TakeRecorder() from its thread while
@@ -19,6 +21,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <thread>
 #include <unordered_map>
@@ -114,15 +117,27 @@ class LoadWorker {
   void Run(int64_t start_ns);
   // Sends what the plan allows at `now`; returns when the loop should wake up at the latest.
   int64_t SendDue(int64_t now, Pacer* pacer);
-  void Send(int64_t intended_ns);
+  // Sends one request; `intended_ns` is its open-loop schedule time, nullopt to time it from the
+  // actual send (closed loop, idle gap).
+  void Send(std::optional<int64_t> intended_ns);
   // Shared memory in open loop: a free slot exists, growing the pool by one when all are in flight
   // (a registration on this thread; any delay shows as schedule lag). False if growing failed.
   bool EnsureFreeSlot();
-  // Waits for one completion until `until_ns` and records it.
-  void WaitOne(int64_t until_ns);
-  void Complete(Call* call);
-  // Records a finished call: `response` (may be null) when `grpc_code` is 0.
-  void Record(std::unique_ptr<Call> call, int grpc_code, const view::ModelInferResponseView* response);
+  // A completion-queue event and when it was taken off the queue (the response time).
+  struct Event {
+    void* tag = nullptr;
+    bool ok = false;
+    int64_t received_ns = 0;
+  };
+  // Waits for one completion until `until_ns`, then takes every one already queued, and records
+  // them all, each with the time it was taken off the queue.
+  void WaitAndRecord(int64_t until_ns);
+  // Appends the next event to ready_ if one comes by `deadline`.
+  bool TakeEvent(gpr_timespec deadline);
+  void Complete(Call* call, int64_t received_ns);
+  // Records a finished call received at `received_ns`: `response` (may be null) when `grpc_code` is 0.
+  void Record(std::unique_ptr<Call> call, int grpc_code, const view::ModelInferResponseView* response,
+              int64_t received_ns);
   // Records `call`, still in calls_, as failed with `grpc_code` now.
   void FailNow(Call* call, int grpc_code);
   void Drain();
@@ -130,7 +145,7 @@ class LoadWorker {
   // accepts requests (it failed, or ended).
   LoadStream* StreamFor(size_t channel);
   void SendStreamed(Call* call, size_t channel, const std::string& traceparent);
-  void OnStreamEvent(LoadStream::Tag* tag, bool ok);
+  void OnStreamEvent(LoadStream::Tag* tag, bool ok, int64_t received_ns);
   void DrainStreams();
   // Draws fresh ids into `call` and returns its traceparent header value.
   std::string NextTraceparent(Call* call);
@@ -157,6 +172,7 @@ class LoadWorker {
   std::vector<std::unique_ptr<LoadStream>> ended_;    // replaced streams until their last event
   std::unordered_map<uint64_t, Call*> by_seq_;        // --streaming: calls by request id
   std::vector<std::unique_ptr<view::ModelInferResponseView>> spare_responses_;  // unary answers to reuse
+  std::vector<Event> ready_;  // WaitAndRecord: events taken, not yet handled
   uint64_t next_seq_ = 1;
   uint64_t next_channel_ = 0;
   int64_t next_idle_send_ns_ = 0;

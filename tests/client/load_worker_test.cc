@@ -92,5 +92,56 @@ TEST_P(LoadWorkerStopTest, StreamedRequestsAreAnsweredOrCountedWhenTheServerStop
 
 INSTANTIATE_TEST_SUITE_P(ClosedAndOpenLoop, LoadWorkerStopTest, ::testing::Values(0, 1));
 
+// Outside open loop e2e counts from the actual send: one stamp, taken after the context is built
+// and the traceparent formatted, so e2e and e2e_actual_send are the same values (no schedule lag),
+// unary and streamed.
+TEST(LoadWorkerTest, ClosedLoopAndIdleGapTimeFromTheActualSend) {
+  const std::string dir = MakeTestDir("chronobench_stamp");
+  ASSERT_FALSE(dir.empty());
+  ASSERT_TRUE(examples::WriteMlp(dir + "/models", "mlp", examples::ModelOptions{}).ok());
+  absl::StatusOr<TestServer> server = StartTestServer(dir + "/models");
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto metadata = InferenceClient::Connect(server->url)->ModelMetadata("mlp");
+  ASSERT_TRUE(metadata.ok()) << metadata.status();
+  auto factory = RequestFactory::Create(*metadata, InputOptions{}, /*seed=*/5);
+  ASSERT_TRUE(factory.ok()) << factory.status();
+  auto request = factory->Build("", 1);
+  ASSERT_TRUE(request.ok()) << request.status();
+  std::vector<ChannelStubs> stubs;
+  for (const auto& channel : MakeDistinctChannels(server->url, 2)) stubs.emplace_back(channel);
+  WorkerShared shared{&stubs, &*request, SteadyClock::Get(), nullptr, 1, nullptr};
+
+  for (const LoadMode mode : {LoadMode::kConcurrency, LoadMode::kIdleGap}) {
+    for (const bool streaming : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << LoadModeName(mode) << (streaming ? ", streamed" : ", unary"));
+      WorkerPlan plan;
+      plan.mode = mode;
+      plan.in_flight = 4;
+      plan.idle_gap_ns = 100'000;
+      plan.timeout_ms = 10'000;
+      plan.traceparent_rate = 1;  // the most work between building the call and sending it
+      plan.streaming = streaming;
+      LoadWorker worker(0, plan, shared);
+      ASSERT_TRUE(worker.Prepare().ok());
+      worker.Start(SteadyClock::Get()->NowNs());
+      const bool ran = worker.AwaitCompleted(50, kWait);
+      worker.Stop();
+      ASSERT_TRUE(ran) << "completed " << worker.completed();
+      const LatencyRecorder recorded = worker.TakeRecorder();
+      EXPECT_EQ(recorded.errors(), 0);
+      EXPECT_EQ(recorded.traced(), recorded.successes());
+      const Histogram& e2e = recorded.metric(Metric::kE2e);
+      const Histogram& actual = recorded.metric(Metric::kE2eActualSend);
+      ASSERT_GE(e2e.count(), 50);
+      EXPECT_GT(e2e.min(), 0);
+      EXPECT_EQ(recorded.schedule_lag().max(), 0) << "intended and actual send stamped apart";
+      EXPECT_EQ(e2e.count(), actual.count());
+      EXPECT_EQ(e2e.min(), actual.min());
+      EXPECT_EQ(e2e.max(), actual.max());
+      EXPECT_EQ(e2e.mean(), actual.mean());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace chronoserve::client::bench
