@@ -29,8 +29,9 @@ struct BenchReport {
   int64_t started_unix_ms = 0;
 };
 
-// The first index i with items_per_s[i + 1] < items_per_s[i] * (1 + min_gain): past it, more
-// batching stopped paying. nullopt when throughput rose by more than min_gain at every step.
+// The first index i whose next step raises items/s by no more than min_gain (items_per_s[i + 1] -
+// items_per_s[i] <= items_per_s[i] * min_gain): past it, more batching stopped paying. nullopt when
+// throughput rose by more than min_gain at every step.
 std::optional<size_t> SaturationIndex(const std::vector<double>& items_per_s, double min_gain = 0.05);
 
 }  // namespace chronoserve::client::bench

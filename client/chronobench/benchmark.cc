@@ -41,7 +41,8 @@ nlohmann::json ModelJson(const inference::ModelMetadataResponse& m, const Reques
 
 std::optional<size_t> SaturationIndex(const std::vector<double>& items_per_s, double min_gain) {
   for (size_t i = 0; i + 1 < items_per_s.size(); ++i) {
-    if (items_per_s[i + 1] < items_per_s[i] * (1 + min_gain)) return i;
+    // The gain as a difference: 210 vs 200 * 1.05 would hang on the rounding of 1.05.
+    if (items_per_s[i + 1] - items_per_s[i] <= items_per_s[i] * min_gain) return i;
   }
   return std::nullopt;
 }

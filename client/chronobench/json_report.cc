@@ -48,10 +48,13 @@ nlohmann::json RunToJson(const PointResult& p, const BenchReport& report, const 
   const LatencyRecorder& r = p.recorder;
   nlohmann::json run = nlohmann::json::object();
   AddPointKeys(p.spec, report, &run);
-  run["requests"] = r.successes() + r.errors();
+  run["requests"] = r.successes() + r.errors();  // as each window's: finished, OK or not
   run["errors"] = r.errors();
   nlohmann::json by_code = nlohmann::json::object();
-  for (const auto& [code, n] : r.errors_by_code()) by_code[GrpcCodeName(code)] = n;
+  for (const auto& [code, n] : r.errors_by_code()) {
+    nlohmann::json& count = by_code[GrpcCodeName(code)];
+    count = (count.is_null() ? 0 : count.get<int64_t>()) + n;  // two codes may share a name
+  }
   run["errors_by_code"] = by_code;
   run["throughput_rps"] = p.throughput_rps;
   run["throughput_items_per_s"] = p.items_per_s;
@@ -69,7 +72,7 @@ nlohmann::json RunToJson(const PointResult& p, const BenchReport& report, const 
   run["stable"] = p.stable;
   nlohmann::json windows = nlohmann::json::array();
   for (const auto& w : p.windows) {
-    windows.push_back({{"duration_s", w.duration_s}, {"requests", w.requests}, {"errors", w.errors},
+    windows.push_back({{"duration_s", w.duration_s}, {"requests", w.successes + w.errors}, {"errors", w.errors},
                        {"throughput_rps", w.throughput_rps}, {"e2e_p50_us", Us(w.p50_ns)},
                        {"client_cpu_busiest", w.client_cpu_busiest}});
   }
@@ -81,6 +84,8 @@ nlohmann::json RunToJson(const PointResult& p, const BenchReport& report, const 
   run["cold_batches"] = r.cold_batches();
   run["launch_bound_responses"] = r.launch_bound();  // of the device-timed ones (common/launch_bound.h)
   run["device_timed_responses"] = r.device_timed();
+  // Values outside a histogram's range, clamped (common/histogram.h): reported, never hidden.
+  run["clamped_values"] = {{"saturated", r.saturated_values()}, {"negative", r.negative_values()}};
   run["warnings"] = p.warnings;
   nlohmann::json cdf = nlohmann::json::array();
   for (const auto& [ns, frac] : r.metric(Metric::kE2e).Cdf(200)) cdf.push_back({Us(ns), frac});

@@ -1,5 +1,8 @@
 #include "client/chronobench/latency_recorder.h"
 
+#include <grpcpp/support/status_code_enum.h>
+
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/launch_bound.h"
 #include "common/status_macros.h"
@@ -24,6 +27,11 @@ const char* GrpcCodeName(int code) {
   return kNames[code];
 }
 
+int ValidGrpcCode(int64_t code) {
+  constexpr int64_t kLast = static_cast<int64_t>(grpc::StatusCode::UNAUTHENTICATED);
+  return code >= 0 && code <= kLast ? static_cast<int>(code) : static_cast<int>(grpc::StatusCode::UNKNOWN);
+}
+
 void LatencyRecorder::Allocate() {
   for (auto& h : metrics_) h.Allocate();
   batch_size_.Allocate();
@@ -39,7 +47,7 @@ void LatencyRecorder::Record(const RequestRecord& r) {
   if (r.traced) ++traced_;
   if (r.grpc_code != 0) {
     ++errors_;
-    ++errors_by_code_[r.grpc_code];
+    ++errors_by_code_[ValidGrpcCode(r.grpc_code)];
     return;
   }
   ++successes_;
@@ -91,6 +99,47 @@ absl::Status LatencyRecorder::Merge(const LatencyRecorder& o) {
   launch_bound_ += o.launch_bound_;
   launch_bound_graphs_ += o.launch_bound_graphs_;
   return absl::OkStatus();
+}
+
+std::vector<std::pair<std::string, const Histogram*>> LatencyRecorder::Histograms() const {
+  std::vector<std::pair<std::string, const Histogram*>> all;
+  for (int m = 0; m < kMetricCount; ++m) all.emplace_back(MetricName(static_cast<Metric>(m)), &metrics_[m]);
+  all.emplace_back("batch_size_executed", &batch_size_);
+  all.emplace_back("schedule_lag", &schedule_lag_);
+  all.emplace_back("idle_before_us", &idle_before_);
+  return all;
+}
+
+int64_t LatencyRecorder::saturated_values() const {
+  int64_t n = 0;
+  for (const auto& [name, h] : Histograms()) n += h->saturated();
+  return n;
+}
+
+int64_t LatencyRecorder::negative_values() const {
+  int64_t n = 0;
+  for (const auto& [name, h] : Histograms()) n += h->negative();
+  return n;
+}
+
+std::optional<std::string> ClampedValuesWarning(const LatencyRecorder& r) {
+  if (r.saturated_values() == 0 && r.negative_values() == 0) return std::nullopt;
+  std::string saturated;
+  std::string negative;
+  for (const auto& [name, h] : r.Histograms()) {
+    if (h->saturated() > 0) absl::StrAppend(&saturated, saturated.empty() ? "" : ", ", name, " ", h->saturated());
+    if (h->negative() > 0) absl::StrAppend(&negative, negative.empty() ? "" : ", ", name, " ", h->negative());
+  }
+  std::string out = "histogram values clamped:";
+  if (!saturated.empty()) {
+    absl::StrAppend(&out, " ", r.saturated_values(), " above the range recorded as its maximum (", saturated,
+                    "; percentiles, mean and max understate them)");
+  }
+  if (!negative.empty()) {
+    absl::StrAppend(&out, saturated.empty() ? " " : "; ", r.negative_values(), " negative recorded as 0 (", negative,
+                    ")");
+  }
+  return out;
 }
 
 std::optional<std::string> LaunchBoundWarning(const LatencyRecorder& r) {

@@ -10,6 +10,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "common/histogram.h"
@@ -40,7 +42,7 @@ struct RequestRecord {
   int64_t intended_ns = 0;  // schedule time (open loop) or == sent_ns
   int64_t sent_ns = 0;
   int64_t done_ns = 0;
-  int grpc_code = 0;        // 0 = OK
+  int grpc_code = 0;        // 0 = OK; outside 0..16 counted as UNKNOWN
   bool traced = false;      // the request carried a traceparent
   std::optional<RequestTiming> timing;  // from the response's timing.* parameters
 };
@@ -73,6 +75,13 @@ class LatencyRecorder {
   int64_t device_timed() const { return device_timed_; }
   int64_t launch_bound() const { return launch_bound_; }
   int64_t launch_bound_graphs() const { return launch_bound_graphs_; }
+  // Values the histograms clamped (common/histogram.h), summed over all of them: above a
+  // histogram's range (recorded as its maximum) and below 0 (recorded as 0).
+  int64_t saturated_values() const;
+  int64_t negative_values() const;
+  // Each histogram by its report name ("e2e", ..., "batch_size_executed", "schedule_lag",
+  // "idle_before_us"), for naming the ones that clamped values.
+  std::vector<std::pair<std::string, const Histogram*>> Histograms() const;
 
  private:
   void RecordTiming(const RequestTiming& t, int64_t e2e_actual_ns);
@@ -99,8 +108,15 @@ class LatencyRecorder {
 // otherwise, and always for host-timed (CPU) spans.
 std::optional<std::string> LaunchBoundWarning(const LatencyRecorder& recorder);
 
-// "OK", "UNAVAILABLE", ... for a gRPC status code.
+// When a histogram clamped values: how many, in which metrics, and that their percentiles, mean
+// and max are off by that much; nullopt when none was clamped.
+std::optional<std::string> ClampedValuesWarning(const LatencyRecorder& recorder);
+
+// "OK", "UNAVAILABLE", ... for a gRPC status code; "UNKNOWN_CODE" outside 0..16.
 const char* GrpcCodeName(int code);
+// `code` when it is a gRPC status code (0..16), UNKNOWN (2) otherwise: a server's error_code
+// parameter or a status read off the wire is clamped before it is counted or cast to int.
+int ValidGrpcCode(int64_t code);
 
 }  // namespace chronoserve::client::bench
 

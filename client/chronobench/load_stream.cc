@@ -1,6 +1,7 @@
 #include "client/chronobench/load_stream.h"
 
 #include "absl/strings/numbers.h"
+#include "client/chronobench/latency_recorder.h"
 #include "client/response_view.h"
 
 namespace chronoserve::client::bench {
@@ -83,7 +84,7 @@ void LoadStream::OnEvent(Op op, bool ok, const OnAnswer& on_answer) {
         Answer answer{seq, 0, &r};
         if (!response_.error_message().empty()) {
           const std::optional<int64_t> code = FindInt64Parameter(r.parameters(), "error_code");
-          answer.grpc_code = code.has_value() && *code != 0 ? static_cast<int>(*code) : kUnknown;
+          answer.grpc_code = code.has_value() && *code != 0 ? ValidGrpcCode(*code) : kUnknown;
         }
         on_answer(answer);
       }

@@ -80,6 +80,10 @@ int main(int argc, char** argv) {
       [&](const PointResult& point) {
         progress.Clear();
         std::cout << TableRow(point) << std::flush;
+        // Clamped values falsify the figures: said on stderr too, where a script piping stdout sees it.
+        if (std::optional<std::string> clamped = ClampedValuesWarning(point.recorder)) {
+          std::fprintf(stderr, "chronobench: warning: %s: %s\n", point.spec.Label().c_str(), clamped->c_str());
+        }
       },
       [&](const std::string& line) { progress.Update(line); });
   progress.Clear();

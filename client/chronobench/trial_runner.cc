@@ -103,6 +103,7 @@ void AddWarnings(const PointSpec& spec, const std::vector<WindowSummary>& window
     }
   }
   if (std::optional<std::string> launch_bound = LaunchBoundWarning(r)) result->warnings.push_back(*std::move(launch_bound));
+  if (std::optional<std::string> clamped = ClampedValuesWarning(r)) result->warnings.push_back(*std::move(clamped));
   double busiest = 0;
   for (const auto& w : windows) busiest = std::max(busiest, w.client_cpu_busiest);
   if (busiest > 0.9) {
@@ -128,7 +129,7 @@ bool WindowsAreStable(const std::vector<WindowSummary>& windows, double percenta
   const auto& a = windows[windows.size() - 3];
   const auto& b = windows[windows.size() - 2];
   const auto& c = windows[windows.size() - 1];
-  if (a.requests == 0 || b.requests == 0 || c.requests == 0) return false;
+  if (a.successes == 0 || b.successes == 0 || c.successes == 0) return false;
   return Within(a.throughput_rps, b.throughput_rps, c.throughput_rps, percentage) &&
          Within(a.p50_ns, b.p50_ns, c.p50_ns, percentage);
 }
@@ -158,9 +159,9 @@ absl::StatusOr<Window> MeasureWindow(const PointSpec& spec, int trial, const Run
   ASSIGN_OR_RETURN(window.recorder, TakeAll(workers));
   WindowSummary& summary = window.summary;
   summary.duration_s = static_cast<double>(ctx.clock->NowNs() - window_start) / 1e9;
-  summary.requests = window.recorder.successes();
+  summary.successes = window.recorder.successes();
   summary.errors = window.recorder.errors();
-  summary.throughput_rps = static_cast<double>(summary.requests) / summary.duration_s;
+  summary.throughput_rps = static_cast<double>(summary.successes) / summary.duration_s;
   summary.p50_ns = window.recorder.metric(Metric::kE2e).ValueAtPercentile(50);
   for (size_t w = 0; w < workers.size(); ++w) {
     const double busy = static_cast<double>(workers[w]->ThreadCpuNs() - cpu_before[w]) / 1e9 / summary.duration_s;

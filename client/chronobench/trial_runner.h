@@ -36,7 +36,7 @@ struct PointSpec {
 // One measurement window.
 struct WindowSummary {
   double duration_s = 0;
-  int64_t requests = 0;       // OK responses
+  int64_t successes = 0;      // OK responses (the JSON's "requests" is successes + errors)
   int64_t errors = 0;
   double throughput_rps = 0;  // OK responses per second
   int64_t p50_ns = 0;         // end-to-end

@@ -54,6 +54,9 @@ inline void ExpectReportSchema(const nlohmann::json& report, bool with_server_sp
     ASSERT_TRUE(run.contains("launch_bound_responses") && run["launch_bound_responses"].is_number_integer());
     ASSERT_TRUE(run.contains("device_timed_responses") && run["device_timed_responses"].is_number_integer());
     EXPECT_LE(run["launch_bound_responses"].get<int64_t>(), run["device_timed_responses"].get<int64_t>());
+    ASSERT_TRUE(run.contains("clamped_values") && run["clamped_values"].is_object()) << mode;
+    EXPECT_TRUE(run["clamped_values"]["saturated"].is_number_integer()) << run["clamped_values"].dump();
+    EXPECT_TRUE(run["clamped_values"]["negative"].is_number_integer()) << run["clamped_values"].dump();
     ASSERT_TRUE(run.contains("latency_us") && run["latency_us"].is_object());
     const auto& latency = run["latency_us"];
     ExpectLatencySummary(latency["e2e"], "e2e", keys);

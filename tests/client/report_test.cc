@@ -80,6 +80,9 @@ TEST(ReportTest, JsonFollowsTheSchema) {
     const auto& run = json["runs"][0];
     EXPECT_EQ(run["requests"], 1001);
     EXPECT_EQ(run["errors"], 1);
+    // "requests" means the same in a window as in the run: finished, OK or not.
+    EXPECT_EQ(run["windows"][0]["requests"], 1001);
+    EXPECT_EQ(run["windows"][0]["errors"], 1);
     EXPECT_EQ(run["errors_by_code"]["UNAVAILABLE"], 1);
     EXPECT_EQ(json["saturation"]["batch_size"], 2);
     // Open loop also reports latency from the actual send and the schedule lag.
@@ -161,6 +164,29 @@ TEST(RecorderTest, ErrorsKeepTheirLatencyButNoSpans) {
   EXPECT_STREQ(GrpcCodeName(4), "DEADLINE_EXCEEDED");
 }
 
+// A code outside 0..16 (a server's error_code parameter) counts as UNKNOWN, with the real
+// UNKNOWNs; the JSON adds them up instead of keeping the last one.
+TEST(RecorderTest, InvalidCodesCountAsUnknownAndAddUp) {
+  EXPECT_EQ(ValidGrpcCode(14), 14);
+  EXPECT_EQ(ValidGrpcCode(42), 2);
+  EXPECT_EQ(ValidGrpcCode(-1), 2);
+  EXPECT_EQ(ValidGrpcCode((int64_t{1} << 32) + 14), 2) << "not truncated to UNAVAILABLE";
+  PointResult p = MakePoint(LoadMode::kConcurrency, 1, 1000);  // one UNAVAILABLE
+  for (int code : {2, 42, 2, 99}) {
+    RequestRecord failed;
+    failed.done_ns = 3'000'000;
+    failed.grpc_code = code;
+    p.recorder.Record(failed);
+  }
+  EXPECT_EQ(p.recorder.errors(), 5);
+  EXPECT_EQ(p.recorder.errors_by_code().at(2), 4);
+  EXPECT_EQ(p.recorder.errors_by_code().size(), 2u);
+  BenchReport report = MakeReport(LoadMode::kConcurrency);
+  report.points = {p};
+  const nlohmann::json run = ReportToJson(report)["runs"][0];
+  EXPECT_EQ(run["errors_by_code"], (nlohmann::json{{"UNAVAILABLE", 1}, {"UNKNOWN", 4}})) << run["errors_by_code"];
+}
+
 // traced_requests covers the same requests as "requests": those a window recorded, OK or not.
 TEST(RecorderTest, TracedRequestsAreCountedWithTheRequestsTheyBelongTo) {
   std::mt19937_64 rng(3);
@@ -199,6 +225,37 @@ TEST(RecorderTest, TransportIsPerRequestResidualAndViolationsAreCounted) {
   rec.timing = t;
   r.Record(rec);
   EXPECT_EQ(r.timing_violations(), 1);
+}
+
+// Histograms clamp what lies outside their range; the recorder sums it, the report says where.
+TEST(RecorderTest, ClampedValuesAreReportedNotHidden) {
+  std::mt19937_64 rng(5);
+  PointResult p = MakePoint(LoadMode::kConcurrency, 1, 1000);
+  EXPECT_EQ(p.recorder.saturated_values(), 0);
+  EXPECT_EQ(p.recorder.negative_values(), 0);
+  EXPECT_FALSE(ClampedValuesWarning(p.recorder).has_value());
+  RequestRecord hung = OkRecord(rng);
+  hung.timing.reset();
+  hung.done_ns = hung.sent_ns + Histogram::kDefaultMaxValue + 5'000'000;  // past the ~18 min range
+  p.recorder.Record(hung);
+  RequestRecord early = OkRecord(rng);
+  early.done_ns = early.sent_ns + early.timing->server_total_ns - 1'000;  // transport -1 us
+  p.recorder.Record(early);
+  EXPECT_EQ(p.recorder.saturated_values(), 1 + 1) << "e2e and e2e_actual_send";
+  EXPECT_EQ(p.recorder.negative_values(), 1) << "transport";
+  const std::optional<std::string> warning = ClampedValuesWarning(p.recorder);
+  ASSERT_TRUE(warning.has_value());
+  EXPECT_NE(warning->find("2 above the range recorded as its maximum (e2e 1, e2e_actual_send 1"), std::string::npos)
+      << *warning;
+  EXPECT_NE(warning->find("1 negative recorded as 0 (transport 1)"), std::string::npos) << *warning;
+
+  LatencyRecorder merged;  // the counts survive the merge of the workers' recorders
+  ASSERT_TRUE(merged.Merge(p.recorder).ok());
+  EXPECT_EQ(merged.saturated_values(), 2);
+  BenchReport report = MakeReport(LoadMode::kConcurrency);
+  report.points = {p};
+  const nlohmann::json run = ReportToJson(report)["runs"][0];
+  EXPECT_EQ(run["clamped_values"], (nlohmann::json{{"saturated", 2}, {"negative", 1}})) << run["clamped_values"];
 }
 
 // A device-timed response with this launch and compute (µs), from a CUDA graph or not.
@@ -276,7 +333,7 @@ TEST(StabilityTest, NeedsThreeAgreeingWindows) {
   laggy.p50_ns = 130'000;
   EXPECT_FALSE(WindowsAreStable({w, w, laggy}, 10));
   WindowSummary empty = w;
-  empty.requests = 0;
+  empty.successes = 0;
   EXPECT_FALSE(WindowsAreStable({w, w, empty}, 10));
 }
 
@@ -286,6 +343,10 @@ TEST(SaturationTest, FirstPointWhereThroughputStopsRisingByFivePercent) {
   EXPECT_EQ(SaturationIndex({100, 200, 400}), std::nullopt);
   EXPECT_EQ(SaturationIndex({100}), std::nullopt);
   EXPECT_EQ(SaturationIndex({100, 200, 150}), 1u);
+  // "No more than 5 %": a gain of exactly the threshold already counts as saturated.
+  EXPECT_EQ(SaturationIndex({200, 210}), 0u);
+  EXPECT_EQ(SaturationIndex({100, 125}, 0.25), 0u);
+  EXPECT_EQ(SaturationIndex({100, 126}, 0.25), std::nullopt);
 }
 
 }  // namespace
