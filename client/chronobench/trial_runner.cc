@@ -16,6 +16,10 @@ namespace {
 
 constexpr int kStableWindows = 3;
 constexpr int64_t kTickNs = 200'000'000;  // progress / wait granularity
+// A wait for completions fails once none came for this many measurement intervals (at least
+// kMinStallNs) plus the request timeout and the plan's own gap between sends.
+constexpr int64_t kStallIntervals = 20;
+constexpr int64_t kMinStallNs = 2'000'000'000;
 
 // Splits the point's load over worker threads.
 std::vector<WorkerPlan> PlanWorkers(const PointSpec& spec, const RunnerContext& ctx) {
@@ -54,16 +58,50 @@ absl::StatusOr<LatencyRecorder> TakeAll(const std::vector<std::unique_ptr<LoadWo
   return merged;
 }
 
-// Waits until `done()` or the clock passes `until_ns`, reporting progress each tick.
-void WaitUntil(const RunnerContext& ctx, int64_t until_ns, const std::function<bool()>& done,
-               const std::function<std::string()>& status) {
-  while (!done()) {
-    const int64_t now = ctx.clock->NowNs();
-    if (until_ns > 0 && now >= until_ns) return;
-    const int64_t step = until_ns > 0 ? std::min(kTickNs, until_ns - now) : kTickNs;
-    absl::SleepFor(absl::Nanoseconds(step));
+// Waits until the clock passes `until_ns`, reporting progress each tick.
+void WaitUntil(const RunnerContext& ctx, int64_t until_ns, const std::function<std::string()>& status) {
+  for (int64_t now = ctx.clock->NowNs(); now < until_ns; now = ctx.clock->NowNs()) {
+    absl::SleepFor(absl::Nanoseconds(std::min(kTickNs, until_ns - now)));
     if (ctx.progress) ctx.progress(status());
   }
+}
+
+// How long a wait for completions may go without one before the point fails. Without a bound a
+// model that never answers hangs chronobench when no request can fail by itself (--streaming, or
+// --timeout-ms 0). Only a stall counts: a slow model that keeps answering is waited for.
+int64_t StallLimitNs(const PointSpec& spec, const RunnerContext& ctx) {
+  double limit_ns = std::max(static_cast<double>(kStallIntervals) * static_cast<double>(ctx.measurement.interval_ms) * 1e6,
+                             static_cast<double>(kMinStallNs));
+  limit_ns += static_cast<double>(ctx.timeout_ms) * 1e6;
+  if (spec.mode == LoadMode::kIdleGap) limit_ns += spec.idle_gap_ms * 1e6;
+  if (spec.mode == LoadMode::kRate && spec.rate > 0) limit_ns += 1e9 / spec.rate;
+  return static_cast<int64_t>(std::min(limit_ns, 1e18));
+}
+
+// Waits until `target` requests completed since `base`, reporting progress each tick;
+// DEADLINE_EXCEEDED naming `what` once none completed for StallLimitNs.
+absl::Status AwaitCompletions(const PointSpec& spec, const RunnerContext& ctx,
+                              const std::vector<std::unique_ptr<LoadWorker>>& workers, int64_t base,
+                              int64_t target, const std::string& what, const std::function<std::string()>& status) {
+  const int64_t limit_ns = StallLimitNs(spec, ctx);
+  int64_t seen = TotalCompleted(workers) - base;
+  int64_t progress_ns = ctx.clock->NowNs();
+  while (seen < target) {
+    absl::SleepFor(absl::Nanoseconds(kTickNs));
+    if (ctx.progress) ctx.progress(status());
+    const int64_t now = ctx.clock->NowNs();
+    const int64_t completed = TotalCompleted(workers) - base;
+    if (completed > seen) {
+      seen = completed;
+      progress_ns = now;
+    } else if (now - progress_ns >= limit_ns) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "%s: no response for %.1f s while waiting for %s (%d of %d completed): the server or model is stuck "
+          "(the wait gives up after 20 x --measurement-interval + --timeout-ms without a response)",
+          spec.Label(), static_cast<double>(limit_ns) / 1e9, what, seen, target));
+    }
+  }
+  return absl::OkStatus();
 }
 
 bool Within(double a, double b, double c, double percentage) {
@@ -153,8 +191,9 @@ absl::StatusOr<Window> MeasureWindow(const PointSpec& spec, int trial, const Run
     return absl::StrFormat("%s: trial %d/%d, %d requests", spec.Label(), trial, m.max_trials,
                            TotalCompleted(workers) - completed_start);
   };
-  WaitUntil(ctx, window_start + m.interval_ms * 1'000'000, [] { return false; }, status);
-  WaitUntil(ctx, 0, [&] { return TotalCompleted(workers) - completed_start >= m.window_min_requests; }, status);
+  WaitUntil(ctx, window_start + m.interval_ms * 1'000'000, status);
+  RETURN_IF_ERROR(AwaitCompletions(spec, ctx, workers, completed_start, m.window_min_requests,
+                                   "--measurement-request-count", status));
   Window window;
   ASSIGN_OR_RETURN(window.recorder, TakeAll(workers));
   WindowSummary& summary = window.summary;
@@ -170,21 +209,13 @@ absl::StatusOr<Window> MeasureWindow(const PointSpec& spec, int trial, const Run
   return window;
 }
 
-}  // namespace
-
-absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::ModelInferRequest& request,
-                                     const RunnerContext& ctx) {
-  WorkerShared shared{ctx.stubs, &request, ctx.clock, ctx.tracer, spec.batch_size, ctx.shm_layout};
-  std::vector<std::unique_ptr<LoadWorker>> workers;
-  const std::vector<WorkerPlan> plans = PlanWorkers(spec, ctx);
-  for (size_t w = 0; w < plans.size(); ++w) workers.push_back(std::make_unique<LoadWorker>(w, plans[w], shared));
-  for (auto& w : workers) RETURN_IF_ERROR(w->Prepare());  // shared-memory slots, before any load
-  const int64_t start_ns = ctx.clock->NowNs() + 1'000'000;
-  for (auto& w : workers) w->Start(start_ns);
-
+// The warm-up, then windows until stable or out of trials, merged; the workers keep running.
+absl::StatusOr<PointResult> Measure(const PointSpec& spec, const RunnerContext& ctx,
+                                    const std::vector<std::unique_ptr<LoadWorker>>& workers) {
   const MeasurementOptions& m = ctx.measurement;
-  WaitUntil(ctx, 0, [&] { return TotalCompleted(workers) >= m.warmup_requests; },
-            [&] { return absl::StrCat(spec.Label(), ": warm-up ", TotalCompleted(workers), "/", m.warmup_requests); });
+  RETURN_IF_ERROR(AwaitCompletions(
+      spec, ctx, workers, 0, m.warmup_requests, "the warm-up requests (--warmup-requests)",
+      [&] { return absl::StrCat(spec.Label(), ": warm-up ", TotalCompleted(workers), "/", m.warmup_requests); }));
   ASSIGN_OR_RETURN(LatencyRecorder discarded, TakeAll(workers));
 
   PointResult result;
@@ -200,7 +231,6 @@ absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::Mod
       break;
     }
   }
-  for (auto& w : workers) w->Stop();
   for (const Window& w : recent) {
     RETURN_IF_ERROR(result.recorder.Merge(w.recorder));
     result.duration_s += w.summary.duration_s;
@@ -210,6 +240,22 @@ absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::Mod
   result.throughput_rps = static_cast<double>(result.recorder.successes()) / result.duration_s;
   result.items_per_s = result.throughput_rps * static_cast<double>(spec.batch_size);
   AddWarnings(spec, result.windows, m.max_trials, &result);
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::ModelInferRequest& request,
+                                     const RunnerContext& ctx) {
+  WorkerShared shared{ctx.stubs, &request, ctx.clock, ctx.tracer, spec.batch_size, ctx.shm_layout};
+  std::vector<std::unique_ptr<LoadWorker>> workers;
+  const std::vector<WorkerPlan> plans = PlanWorkers(spec, ctx);
+  for (size_t w = 0; w < plans.size(); ++w) workers.push_back(std::make_unique<LoadWorker>(w, plans[w], shared));
+  for (auto& w : workers) RETURN_IF_ERROR(w->Prepare());  // shared-memory slots, before any load
+  const int64_t start_ns = ctx.clock->NowNs() + 1'000'000;
+  for (auto& w : workers) w->Start(start_ns);
+  absl::StatusOr<PointResult> result = Measure(spec, ctx, workers);
+  for (auto& w : workers) w->Stop();  // on failure too: what is stuck in flight is cancelled
   return result;
 }
 

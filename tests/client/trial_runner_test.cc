@@ -1,0 +1,107 @@
+// RunPoint when the server stops answering: chronoserve frozen with SIGSTOP keeps its socket open
+// and answers nothing, and with --timeout-ms 0 or --streaming no request can fail by itself. The
+// point fails with DEADLINE_EXCEEDED naming what it waited for, instead of hanging. Against the real
+// chronoserve binary on 127.0.0.1.
+#include <signal.h>
+
+#include <atomic>
+#include <future>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "client/chronobench/benchmark.h"
+#include "client/chronobench/request_factory.h"
+#include "client/chronobench/trial_runner.h"
+#include "client/inference_client.h"
+#include "common/clock.h"
+#include "gtest/gtest.h"
+#include "tests/client/test_server.h"
+#include "tools/example_models.h"
+
+namespace chronoserve::client::bench {
+namespace {
+
+using chronoserve::testing::MakeTestDir;
+using chronoserve::testing::StartTestServer;
+using chronoserve::testing::TestServer;
+
+constexpr auto kWait = std::chrono::seconds(60);
+
+struct StuckCase {
+  const char* name;
+  bool streaming;
+  bool freeze_in_first_window;  // false: frozen before the warm-up
+  const char* waited_for;       // named in the message
+};
+
+void PrintTo(const StuckCase& stuck, std::ostream* os) { *os << stuck.name; }
+
+class StuckServerTest : public ::testing::TestWithParam<StuckCase> {};
+
+TEST_P(StuckServerTest, PointFailsWithDeadlineExceededInsteadOfHanging) {
+  const StuckCase& stuck = GetParam();
+  const std::string dir = MakeTestDir("chronobench_stuck");
+  ASSERT_FALSE(dir.empty());
+  ASSERT_TRUE(examples::WriteMlp(dir + "/models", "mlp", examples::ModelOptions{}).ok());
+  absl::StatusOr<TestServer> server = StartTestServer(dir + "/models");
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto metadata = InferenceClient::Connect(server->url)->ModelMetadata("mlp");
+  ASSERT_TRUE(metadata.ok()) << metadata.status();
+  auto factory = RequestFactory::Create(*metadata, InputOptions{}, /*seed=*/11);
+  ASSERT_TRUE(factory.ok()) << factory.status();
+  auto request = factory->Build("", 1);
+  ASSERT_TRUE(request.ok()) << request.status();
+  std::vector<ChannelStubs> stubs;
+  for (const auto& channel : MakeDistinctChannels(server->url, 1)) {
+    // Connected before the server freezes: the calls are stuck on a live connection, not a dial.
+    ASSERT_TRUE(channel->WaitForConnected(std::chrono::system_clock::now() + kWait));
+    stubs.emplace_back(channel);
+  }
+
+  RunnerContext ctx;
+  ctx.stubs = &stubs;
+  ctx.clock = SteadyClock::Get();
+  ctx.measurement.interval_ms = 50;  // the wait gives up after 20 intervals (2 s at least)
+  ctx.measurement.warmup_requests = 10;
+  ctx.measurement.window_min_requests = stuck.freeze_in_first_window ? 1'000'000 : 0;
+  ctx.measurement.max_trials = 3;
+  ctx.timeout_ms = 0;
+  ctx.streaming = stuck.streaming;
+  std::atomic<bool> frozen{false};
+  if (stuck.freeze_in_first_window) {
+    ctx.progress = [&](const std::string& line) {
+      if (line.find("trial") != std::string::npos && !frozen.exchange(true)) server->process->Signal(SIGSTOP);
+    };
+  } else {
+    server->process->Signal(SIGSTOP);
+    frozen = true;
+  }
+  PointSpec spec;
+  spec.concurrency = 4;
+  auto run = std::async(std::launch::async, [&] { return RunPoint(spec, *request, ctx); });
+  const bool returned = run.wait_for(kWait) == std::future_status::ready;
+  server->process->Signal(SIGCONT);
+  if (!returned) {
+    ADD_FAILURE() << stuck.name << ": RunPoint still waiting after 60 s";
+    server->process->Signal(SIGKILL);  // every request fails now, so RunPoint returns
+  }
+  const absl::StatusOr<PointResult> result = run.get();
+  EXPECT_TRUE(frozen.load());
+  ASSERT_FALSE(result.ok()) << stuck.name;
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded) << result.status();
+  EXPECT_NE(result.status().message().find(stuck.waited_for), std::string::npos) << result.status();
+  EXPECT_NE(result.status().message().find("concurrency 4"), std::string::npos) << result.status();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    UnaryAndStreamed, StuckServerTest,
+    ::testing::Values(StuckCase{"unary, no timeout, frozen before the warm-up", false, false, "--warmup-requests"},
+                      StuckCase{"streamed, frozen in the first window", true, true, "--measurement-request-count"}),
+    [](const ::testing::TestParamInfo<StuckCase>& info) {
+      return std::string(info.param.streaming ? "StreamedInWindow" : "UnaryInWarmup");
+    });
+
+}  // namespace
+}  // namespace chronoserve::client::bench
