@@ -30,6 +30,7 @@ absl::StatusOr<std::unique_ptr<OtlpGrpcExporter>> OtlpGrpcExporter::Create(
     const OtlpGrpcExporterOptions& options) {
   if (options.endpoint.empty()) return absl::InvalidArgumentError("OTLP endpoint is empty");
   if (options.retry.max_attempts < 1) return absl::InvalidArgumentError("OTLP retry: max_attempts < 1");
+  if (options.timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("OTLP timeout must be positive");
   return std::unique_ptr<OtlpGrpcExporter>(new OtlpGrpcExporter(options));
 }
 
@@ -74,7 +75,8 @@ absl::StatusOr<ExportResult> OtlpGrpcExporter::Export(const std::vector<SpanData
 grpc::Status OtlpGrpcExporter::CallOnce(const collector::ExportTraceServiceRequest& request,
                                         absl::Time deadline, collector::ExportTraceServiceResponse* response) {
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(deadline));
+  context.set_deadline(absl::ToChronoTime(std::min(deadline, absl::Now() + options_.timeout)));
+  for (const auto& [key, value] : options_.headers) context.AddMetadata(key, value);
   {
     absl::MutexLock lock(&mu_);
     if (shut_down_) return grpc::Status(grpc::StatusCode::CANCELLED, "exporter shut down");

@@ -9,6 +9,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -28,9 +30,15 @@ struct RetryPolicy {
 
 struct OtlpGrpcExporterOptions {
   std::string endpoint;  // HOST:PORT (gRPC target)
-  bool use_tls = false;  // https:// endpoints
+  bool use_tls = false;  // https:// endpoints: the system's root certificates, no client certificate
   OtlpResource resource;
   RetryPolicy retry;
+  // Sent as request metadata on every Export call (OTEL_EXPORTER_OTLP_HEADERS): keys are valid
+  // gRPC metadata keys (lower case), values printable ASCII.
+  std::vector<std::pair<std::string, std::string>> headers;
+  // Deadline of each Export attempt (OTEL_EXPORTER_OTLP_TIMEOUT; the spec's default 10 s), within
+  // the caller's deadline for the whole export with its retries.
+  absl::Duration timeout = absl::Seconds(10);
 };
 
 // The OTLP spec's retryable codes: CANCELLED, DEADLINE_EXCEEDED, ABORTED, OUT_OF_RANGE,

@@ -60,6 +60,18 @@ bool PercentDecode(absl::string_view in, std::string* out) {
   return true;
 }
 
+// The first of `names` that is set (not empty), with its name for messages.
+struct EnvValue {
+  const char* name = "";
+  std::string value;
+};
+EnvValue FirstSet(const EnvLookup& env, std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    if (std::string v = Get(env, name); !v.empty()) return {name, std::move(v)};
+  }
+  return {};
+}
+
 // OTEL_RESOURCE_ATTRIBUTES: key1=value1,key2=value2, keys and values percent-encoded (the spec
 // requires ',' and '=' to be). A malformed value is discarded whole, as the spec asks, with a
 // warning. A key given twice keeps its last value; service.name goes to resource->service_name.
@@ -115,16 +127,78 @@ void ApplyBspEnv(const EnvLookup& env, BatchSpanProcessorOptions* p, std::vector
   p->max_export_batch_size = std::min(p->max_export_batch_size, p->max_queue_size);
 }
 
-// The first of `names` that is set (not empty), with its name for messages.
-struct EnvValue {
-  const char* name = "";
-  std::string value;
-};
-EnvValue FirstSet(const EnvLookup& env, std::initializer_list<const char*> names) {
-  for (const char* name : names) {
-    if (std::string v = Get(env, name); !v.empty()) return {name, std::move(v)};
+
+// A gRPC metadata key: [0-9a-z_.-], not gRPC's own (grpc-*), not binary (-bin: values are bytes).
+bool IsMetadataKey(absl::string_view key) {
+  if (key.empty() || absl::StartsWith(key, "grpc-") || absl::EndsWith(key, "-bin")) return false;
+  return std::all_of(key.begin(), key.end(), [](char c) {
+    return absl::ascii_isdigit(c) || absl::ascii_islower(c) || c == '_' || c == '.' || c == '-';
+  });
+}
+
+// OTEL_EXPORTER_OTLP_(TRACES_)HEADERS: key1=value1,key2=value2 as W3C Baggage writes it, values
+// percent-decoded; keys lower-cased for gRPC metadata. Like OTEL_RESOURCE_ATTRIBUTES, a malformed
+// value is discarded whole with a warning. A key given twice keeps its last value.
+void ParseHeaders(const EnvValue& var, std::vector<std::pair<std::string, std::string>>* headers,
+                  std::vector<std::string>* warnings) {
+  std::vector<std::pair<std::string, std::string>> parsed;
+  for (absl::string_view member : absl::StrSplit(var.value, ',', absl::SkipWhitespace())) {
+    const size_t eq = member.find('=');
+    std::string key, value;
+    const bool ok = eq != absl::string_view::npos &&
+                    PercentDecode(absl::StripAsciiWhitespace(member.substr(0, eq)), &key) &&
+                    PercentDecode(absl::StripAsciiWhitespace(member.substr(eq + 1)), &value);
+    key = absl::AsciiStrToLower(key);
+    const bool printable =
+        std::all_of(value.begin(), value.end(), [](char c) { return c >= 0x20 && c <= 0x7e; });
+    if (!ok || !IsMetadataKey(key) || !printable) {
+      // Names the member by its key only: header values are often credentials.
+      warnings->push_back(absl::StrCat(var.name, " ignored whole: its member '",
+                                       absl::StripAsciiWhitespace(member.substr(0, eq)),
+                                       "=...' is not key=value with a gRPC metadata key (letters, digits, "
+                                       "'-', '_', '.'; not grpc-* or *-bin) and a printable, percent-encoded "
+                                       "value"));
+      return;
+    }
+    auto same = std::find_if(parsed.begin(), parsed.end(), [&](const auto& kv) { return kv.first == key; });
+    if (same != parsed.end()) {
+      same->second = std::move(value);
+    } else {
+      parsed.emplace_back(std::move(key), std::move(value));
+    }
   }
-  return {};
+  *headers = std::move(parsed);
+}
+
+// The exporter's own OTEL_EXPORTER_OTLP_* settings besides endpoint and protocol: headers and
+// timeout (the traces-specific variable wins, whole), and the TLS settings this exporter does not
+// implement, each named in a warning.
+void ApplyExporterEnv(const EnvLookup& env, OtlpGrpcExporterOptions* exporter, std::vector<std::string>* warnings) {
+  if (const EnvValue headers = FirstSet(env, {"OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"});
+      !headers.value.empty()) {
+    ParseHeaders(headers, &exporter->headers, warnings);
+  }
+  if (const EnvValue timeout = FirstSet(env, {"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"});
+      !timeout.value.empty()) {
+    int64_t ms = 0;
+    if (absl::SimpleAtoi(timeout.value, &ms) && ms > 0) {
+      exporter->timeout = absl::Milliseconds(ms);
+    } else {
+      warnings->push_back(absl::StrCat(timeout.name, "='", timeout.value, "' is not a positive integer (ms); using ",
+                                       absl::ToInt64Milliseconds(exporter->timeout), " ms"));
+    }
+  }
+  for (const char* name : {"OTEL_EXPORTER_OTLP_TRACES_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE",
+                           "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE",
+                           "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY",
+                           "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"}) {
+    if (const std::string value = Get(env, name); !value.empty()) {
+      warnings->push_back(absl::StrCat(name, "='", value,
+                                       "' is ignored: chronoserve's OTLP exporter has no TLS settings. It sends "
+                                       "plaintext gRPC, except to an https:// endpoint, which gets TLS with the "
+                                       "system's root certificates and no client certificate"));
+    }
+  }
 }
 
 }  // namespace
@@ -152,6 +226,7 @@ absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpo
   if (std::string s = Get(env, "OTEL_TRACES_SAMPLER"); !s.empty()) config.sampler = s;
   config.sampler_arg = Get(env, "OTEL_TRACES_SAMPLER_ARG");
   ApplyBspEnv(env, &config.processor, &setting_warnings);
+  ApplyExporterEnv(env, &config.exporter, &setting_warnings);
 
   const bool disabled = absl::AsciiStrToLower(Get(env, "OTEL_SDK_DISABLED")) == "true" ||
                         absl::AsciiStrToLower(Get(env, "OTEL_TRACES_EXPORTER")) == "none";

@@ -1,8 +1,10 @@
 // TracingConfig: where and how spans are exported, from the --otlp-endpoint flag and the standard
 // OpenTelemetry environment variables (flag > OTEL_EXPORTER_OTLP_TRACES_ENDPOINT >
 // OTEL_EXPORTER_OTLP_ENDPOINT; OTEL_EXPORTER_OTLP_TRACES_PROTOCOL > OTEL_EXPORTER_OTLP_PROTOCOL;
-// OTEL_SERVICE_NAME; OTEL_RESOURCE_ATTRIBUTES; OTEL_TRACES_SAMPLER and _ARG; OTEL_BSP_*;
-// OTEL_SDK_DISABLED / OTEL_TRACES_EXPORTER=none). Resolved once in main.
+// OTEL_EXPORTER_OTLP_(TRACES_)HEADERS and _TIMEOUT, the traces-specific one winning; OTEL_SERVICE_NAME;
+// OTEL_RESOURCE_ATTRIBUTES; OTEL_TRACES_SAMPLER and _ARG; OTEL_BSP_*; OTEL_SDK_DISABLED /
+// OTEL_TRACES_EXPORTER=none). OTEL_EXPORTER_OTLP_(TRACES_)INSECURE, _CERTIFICATE, _CLIENT_KEY and
+// _CLIENT_CERTIFICATE are not implemented: each one set is named in a warning. Resolved once in main.
 #ifndef CHRONOSERVE_COMMON_OTLP_TRACING_CONFIG_H_
 #define CHRONOSERVE_COMMON_OTLP_TRACING_CONFIG_H_
 
@@ -24,7 +26,8 @@ struct TracingConfig {
   std::string sampler_arg;
   BatchSpanProcessorOptions processor;
   // Environment settings that could not be used and were ignored (a malformed
-  // OTEL_RESOURCE_ATTRIBUTES or OTEL_BSP_* value; a non-gRPC protocol or unusable endpoint, which
+  // OTEL_RESOURCE_ATTRIBUTES, OTEL_EXPORTER_OTLP_*HEADERS, *TIMEOUT or OTEL_BSP_* value; a TLS
+  // variable; a non-gRPC protocol or unusable endpoint, which
   // turns tracing off; and, added by Telemetry::Create, an OTEL_TRACES_SAMPLER or _ARG that names
   // no sampler or ratio): optional telemetry never keeps the server from starting.
   // Telemetry::Start logs each as a warning.

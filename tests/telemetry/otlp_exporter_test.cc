@@ -4,12 +4,19 @@
 // the encoder's resource on its own.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <map>
+#include <optional>
 
 #include "absl/time/clock.h"
 #include "common/otlp/batch_span_processor.h"
 #include "common/otlp/otlp_encoder.h"
 #include "common/otlp/otlp_grpc_exporter.h"
+#include "common/otlp/tracing_config.h"
 #include "server/telemetry/request_tracer.h"
 #include "tests/telemetry/otlp_test_receiver.h"
 
@@ -162,6 +169,57 @@ TEST(OtlpExporterTest, SpansTheCollectorRejectsAreNotCountedAsExported) {
   EXPECT_EQ(s.rejected, 2u);
   EXPECT_EQ(s.exported, 6u - 2u);
   EXPECT_EQ(s.export_failed, 0u);
+}
+
+TEST(OtlpExporterTest, HeadersArriveAsRequestMetadata) {
+  auto receiver = OtlpTestReceiver::Start();
+  ASSERT_TRUE(receiver.ok()) << receiver.status();
+  // As ResolveTracingConfig makes them from OTEL_EXPORTER_OTLP_HEADERS.
+  auto config = otlp::ResolveTracingConfig(
+      (*receiver)->endpoint(), "", [](const char* name) -> std::optional<std::string> {
+        if (std::string(name) == "OTEL_EXPORTER_OTLP_HEADERS") return "API-Key=s3cret,x-tenant=lab%2C%20a";
+        return std::nullopt;
+      });
+  ASSERT_TRUE(config.ok()) << config.status();
+  OtlpGrpcExporterOptions options = Options((*receiver)->endpoint());
+  options.headers = config->exporter.headers;
+  auto exporter = OtlpGrpcExporter::Create(options);
+  ASSERT_TRUE(exporter.ok());
+  ASSERT_TRUE((*exporter)->Export({TestSpan(NewTraceId(), "x")}, absl::Now() + absl::Seconds(30)).ok());
+  ASSERT_TRUE((*receiver)->WaitForExports(1, absl::Seconds(10)));
+  const auto metadata = (*receiver)->export_metadata();
+  ASSERT_EQ(metadata.size(), 1u);
+  ASSERT_EQ(metadata[0].count("api-key"), 1u);
+  ASSERT_EQ(metadata[0].count("x-tenant"), 1u);
+  EXPECT_EQ(metadata[0].at("api-key"), "s3cret");
+  EXPECT_EQ(metadata[0].at("x-tenant"), "lab, a");
+}
+
+TEST(OtlpExporterTest, TimeoutBoundsEachAttempt) {
+  // A collector that accepts the connection and never answers: the kernel completes the TCP
+  // handshake for a listening socket that nobody accepts on, and no HTTP/2 ever comes back.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 16), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  OtlpGrpcExporterOptions options = Options("127.0.0.1:" + std::to_string(ntohs(addr.sin_port)));
+  options.timeout = absl::Milliseconds(300);
+  options.retry.max_attempts = 2;
+  auto exporter = OtlpGrpcExporter::Create(options);
+  ASSERT_TRUE(exporter.ok());
+  const absl::Time start = absl::Now();
+  const auto result = (*exporter)->Export({TestSpan(NewTraceId(), "x")}, start + absl::Seconds(30));
+  const absl::Duration took = absl::Now() - start;
+  close(fd);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded) << result.status();
+  // Two attempts of 300 ms and one backoff of at most 50 ms, far below the 30 s export deadline.
+  EXPECT_GE(took, absl::Milliseconds(600));
+  EXPECT_LT(took, absl::Seconds(10));
 }
 
 TEST(OtlpExporterTest, ReceiverDownCostsBoundedCountedDropsAndNoStall) {

@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/telemetry/request_tracer.h"
 #include "server/telemetry/sampler.h"
@@ -256,6 +257,88 @@ TEST(TracingConfigTest, MalformedResourceAttributesAreDiscardedWholeWithAWarning
     ASSERT_EQ(c->warnings.size(), 1u) << value;
     EXPECT_THAT(c->warnings[0], ::testing::HasSubstr("OTEL_RESOURCE_ATTRIBUTES"));
   }
+}
+
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+TEST(TracingConfigTest, HeadersAreParsedPercentDecodedAndLowerCased) {
+  const struct {
+    std::map<std::string, std::string> env;
+    Headers want;
+  } cases[] = {
+      {{{"OTEL_EXPORTER_OTLP_HEADERS", "api-key=s3cret"}}, {{"api-key", "s3cret"}}},
+      {{{"OTEL_EXPORTER_OTLP_HEADERS", " Authorization = Basic%20dXNlcjpwYXNz , X-Tenant=a%2Cb%3Dc "}},
+       {{"authorization", "Basic dXNlcjpwYXNz"}, {"x-tenant", "a,b=c"}}},
+      {{{"OTEL_EXPORTER_OTLP_HEADERS", "k=1,K=2,,other="}}, {{"k", "2"}, {"other", ""}}},
+      // The traces-specific variable wins, whole (no merge).
+      {{{"OTEL_EXPORTER_OTLP_HEADERS", "generic=1,shared=g"}, {"OTEL_EXPORTER_OTLP_TRACES_HEADERS", "shared=t"}},
+       {{"shared", "t"}}},
+      {{{"OTEL_EXPORTER_OTLP_TRACES_HEADERS", "only=traces"}}, {{"only", "traces"}}},
+      {{}, {}},
+  };
+  for (const auto& c : cases) {
+    std::map<std::string, std::string> env = c.env;
+    env["OTEL_EXPORTER_OTLP_ENDPOINT"] = "collector:4317";
+    auto config = ResolveTracingConfig("", "", Env(env));
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_EQ(config->exporter.headers, c.want) << ::testing::PrintToString(c.env);
+    EXPECT_TRUE(config->warnings.empty()) << ::testing::PrintToString(config->warnings);
+  }
+}
+
+TEST(TracingConfigTest, MalformedHeadersAreDiscardedWholeWithAWarningThatHidesValues) {
+  for (const char* value : {"novalue", "=v", "ok=1,bad%zz=2", "ok=1,v=%4", "sp ace=1", "grpc-timeout=1S",
+                            "key-bin=AAEC", "nl=a%0Ab", "ok=1,=secret-token"}) {
+    auto c = ResolveTracingConfig("collector:4317", "", Env({{"OTEL_EXPORTER_OTLP_HEADERS", value}}));
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_TRUE(c->exporter.headers.empty()) << value;
+    ASSERT_EQ(c->warnings.size(), 1u) << value;
+    EXPECT_THAT(c->warnings[0], ::testing::HasSubstr("OTEL_EXPORTER_OTLP_HEADERS ignored")) << value;
+    EXPECT_THAT(c->warnings[0], ::testing::Not(::testing::HasSubstr("secret-token")));
+  }
+}
+
+TEST(TracingConfigTest, TimeoutIsTheExportAttemptsDeadline) {
+  const struct {
+    std::map<std::string, std::string> env;
+    absl::Duration want;
+    bool warns;
+  } cases[] = {
+      {{}, absl::Seconds(10), false},  // the spec's default
+      {{{"OTEL_EXPORTER_OTLP_TIMEOUT", "2500"}}, absl::Milliseconds(2500), false},
+      {{{"OTEL_EXPORTER_OTLP_TIMEOUT", "2500"}, {"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "750"}},
+       absl::Milliseconds(750), false},
+      {{{"OTEL_EXPORTER_OTLP_TIMEOUT", "0"}}, absl::Seconds(10), true},
+      {{{"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "-3"}}, absl::Seconds(10), true},
+      {{{"OTEL_EXPORTER_OTLP_TIMEOUT", "5s"}}, absl::Seconds(10), true},
+  };
+  for (const auto& c : cases) {
+    auto config = ResolveTracingConfig("collector:4317", "", Env(c.env));
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_EQ(config->exporter.timeout, c.want) << ::testing::PrintToString(c.env);
+    EXPECT_EQ(config->warnings.size(), c.warns ? 1u : 0u) << ::testing::PrintToString(c.env);
+  }
+}
+
+TEST(TracingConfigTest, TlsVariablesAreNamedInAWarningAndChangeNothing) {
+  for (const char* name : {"OTEL_EXPORTER_OTLP_INSECURE", "OTEL_EXPORTER_OTLP_TRACES_INSECURE",
+                           "OTEL_EXPORTER_OTLP_CERTIFICATE", "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+                           "OTEL_EXPORTER_OTLP_CLIENT_KEY", "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE"}) {
+    for (const char* endpoint : {"collector:4317", "https://collector:4317"}) {
+      auto c = ResolveTracingConfig("", "", Env({{"OTEL_EXPORTER_OTLP_ENDPOINT", endpoint}, {name, "/etc/ca.pem"}}));
+      ASSERT_TRUE(c.ok()) << c.status();
+      EXPECT_TRUE(c->enabled);
+      EXPECT_EQ(c->exporter.use_tls, absl::StartsWith(endpoint, "https://")) << name << " " << endpoint;
+      ASSERT_EQ(c->warnings.size(), 1u) << name;
+      EXPECT_THAT(c->warnings[0], ::testing::HasSubstr(absl::StrCat(name, "='/etc/ca.pem' is ignored")));
+      EXPECT_THAT(c->warnings[0], ::testing::HasSubstr("plaintext gRPC"));
+    }
+  }
+  // Only when tracing is on.
+  auto off = ResolveTracingConfig("", "", Env({{"OTEL_EXPORTER_OTLP_INSECURE", "true"}}));
+  ASSERT_TRUE(off.ok());
+  EXPECT_TRUE(off->warnings.empty());
 }
 
 }  // namespace
