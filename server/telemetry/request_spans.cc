@@ -40,6 +40,9 @@ class SpanMaker {
 
   SpanData Server(std::string name) const {
     SpanData span = Base(std::move(name), ids_.server_span_id, ids_.parent_span_id);
+    // A parent span id came in a traceparent: the parent is remote. Without one there is no parent,
+    // which is known not to be remote.
+    if (!IsZero(ids_.parent_span_id)) span.flags |= otlp::kSpanFlagsContextIsRemote;
     span.kind = SpanKind::kServer;
     span.trace_state = ids_.trace_state;
     span.start_unix_ns = server_.start_ns + offset_;
@@ -64,7 +67,7 @@ class SpanMaker {
     span.trace_id = ids_.trace_id;
     span.span_id = id;
     span.parent_span_id = parent;
-    span.flags = ids_.flags;
+    span.flags = ids_.flags | otlp::kSpanFlagsContextHasIsRemote;  // we always know where the parent is
     span.name = std::move(name);
     return span;
   }

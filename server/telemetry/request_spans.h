@@ -7,7 +7,9 @@
 // batch whose inputs were copied behind another batch, BatchTiming::h2d_end_to_done_ns before
 // d2h's end. Every child is clamped inside the server span; GPU spans carry their exact measured
 // length as an attribute. The server span's status is ERROR only for the gRPC codes OpenTelemetry
-// counts as server errors; every span carries the caller's tracestate.
+// counts as server errors; every span carries the caller's tracestate and the trace flags of `ids`,
+// with OTLP's is-remote bits: the server span's parent is remote (the caller's) when there is one,
+// the children's is local.
 // Pure function; called by RequestTracer on the worker thread that finished the request.
 #ifndef CHRONOSERVE_SERVER_TELEMETRY_REQUEST_SPANS_H_
 #define CHRONOSERVE_SERVER_TELEMETRY_REQUEST_SPANS_H_
@@ -28,12 +30,15 @@ using otlp::SpanData;
 using otlp::SpanKind;
 using otlp::SpanStatus;
 
+// W3C Trace Context Level 2: the trace id's rightmost 7 bytes are random. Carried from the caller.
+inline constexpr uint8_t kTraceFlagRandom = 0x02;
+
 // The trace identity of one request's spans.
 struct RequestTraceIds {
   TraceId trace_id{};
   SpanId parent_span_id{};          // the caller's span; zero when we started the trace
   std::string trace_state;          // normalized caller tracestate
-  uint8_t flags = kTraceFlagSampled;
+  uint8_t flags = kTraceFlagSampled;  // W3C trace flags: sampled, and the caller's random bit
   SpanId server_span_id{};
   std::vector<SpanId> child_span_ids;  // at least kMaxChildSpans ids
 };

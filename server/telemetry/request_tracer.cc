@@ -49,6 +49,7 @@ void RequestTracer::OnRequestDone(const ModelSpec& spec, const InferRequest* req
   if (!sampler_.ShouldSample(parent ? &*parent : nullptr, ids.trace_id)) return;
   if (parent) {
     ids.parent_span_id = parent->parent_id;
+    ids.flags = kTraceFlagSampled | (parent->flags & kTraceFlagRandom);
     if (!request->tracestate.empty()) {
       auto state = NormalizeTracestate(request->tracestate);
       if (state.ok()) ids.trace_state = *std::move(state);

@@ -83,6 +83,24 @@ TEST_F(RequestSpansTest, ServerSpanIsTheCallersChild) {
   EXPECT_EQ(server.status, SpanStatus::kUnset);
 }
 
+TEST_F(RequestSpansTest, FlagsCarryTheTraceFlagsAndWhetherTheParentIsRemote) {
+  for (const uint8_t trace_flags : {uint8_t{0x01}, uint8_t{0x03}}) {
+    ids_.flags = trace_flags;
+    ids_.parent_span_id = SpanId{1, 2, 3, 4, 5, 6, 7, 8};  // the caller's: remote
+    auto spans = Build();
+    EXPECT_EQ(spans.at("ModelInfer policy_net").flags, 0x300u | trace_flags);
+    for (const auto& [name, s] : spans) {
+      if (s.kind != SpanKind::kServer) EXPECT_EQ(s.flags, 0x100u | trace_flags) << name;  // parent is local
+    }
+  }
+  // A trace we started: the server span has no parent, so none that is remote.
+  ids_.flags = 0x01;
+  ids_.parent_span_id = SpanId{};
+  auto spans = Build();
+  EXPECT_EQ(spans.at("ModelInfer policy_net").flags, 0x101u);
+  EXPECT_EQ(spans.at("compute").flags, 0x101u);
+}
+
 TEST_F(RequestSpansTest, HostSpansComeFromTheStamps) {
   auto spans = Build();
   for (const char* name : {"queue", "input_stage", "h2d", "compute", "d2h", "output_stage"}) {

@@ -192,7 +192,9 @@ TEST_F(TelemetryServerTest, SpansJoinTheCallersTraceAndNestInsideTheServerSpan) 
   for (int i = 0; i < 4; ++i) {
     const std::string trace_id = ToHex(server::telemetry::NewTraceId());
     const std::string caller_span = ToHex(server::telemetry::NewSpanId());
-    auto result = Infer({{"traceparent", "00-" + trace_id + "-" + caller_span + "-01"},
+    // Odd requests: the caller's trace id is random (W3C Level 2 flag 0x02), which the spans carry.
+    const uint32_t trace_flags = i % 2 == 0 ? 0x01 : 0x03;
+    auto result = Infer({{"traceparent", "00-" + trace_id + "-" + caller_span + (i % 2 == 0 ? "-01" : "-03")},
                          {"tracestate", "congo=t61rcWkgMzE, rojo=00f067aa0ba902b7"}});
     ASSERT_TRUE(result.ok()) << result.status();
     ASSERT_TRUE(result->timing.has_value());
@@ -207,7 +209,7 @@ TEST_F(TelemetryServerTest, SpansJoinTheCallersTraceAndNestInsideTheServerSpan) 
     EXPECT_EQ(root->name, "ModelInfer mlp");
     EXPECT_EQ(root->parent_span_id, caller_span);
     EXPECT_EQ(root->trace_state, "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7");
-    EXPECT_EQ(root->flags & 0xff, 1u);
+    EXPECT_EQ(root->flags, 0x300u | trace_flags);  // OTLP: has-is-remote, is-remote (the caller)
     EXPECT_EQ(root->end_ns - root->start_ns, result->timing->server_total_ns);
     EXPECT_EQ(root->attributes.at("rpc.grpc.status_code"), "0");
     EXPECT_EQ(root->attributes.at("chronoserve.model.name"), "mlp");
@@ -218,6 +220,7 @@ TEST_F(TelemetryServerTest, SpansJoinTheCallersTraceAndNestInsideTheServerSpan) 
       if (&s == root) continue;
       names.insert(s.name);
       EXPECT_EQ(s.parent_span_id, root->span_id) << s.name;
+      EXPECT_EQ(s.flags, 0x100u | trace_flags) << s.name;  // has-is-remote; the parent is local
       EXPECT_EQ(s.kind, 1) << s.name;
       EXPECT_GE(s.start_ns, root->start_ns) << s.name;
       EXPECT_LE(s.end_ns, root->end_ns) << s.name;
