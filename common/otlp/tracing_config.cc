@@ -260,4 +260,13 @@ absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpo
   return config;
 }
 
+void RequireQueueSize(size_t min_spans, TracingConfig* config) {
+  BatchSpanProcessorOptions& p = config->processor;
+  if (p.max_queue_size >= min_spans) return;
+  config->warnings.push_back(absl::StrCat("OTEL_BSP_MAX_QUEUE_SIZE=", p.max_queue_size,
+                                          " cannot hold the spans of one request (up to ", min_spans,
+                                          ", queued together or not at all); using ", min_spans));
+  p.max_queue_size = min_spans;
+}
+
 }  // namespace chronoserve::otlp

@@ -8,6 +8,7 @@
 #ifndef CHRONOSERVE_COMMON_OTLP_TRACING_CONFIG_H_
 #define CHRONOSERVE_COMMON_OTLP_TRACING_CONFIG_H_
 
+#include <cstddef>
 #include <functional>
 #include <optional>
 #include <string>
@@ -47,6 +48,11 @@ EnvLookup ProcessEnv();
 absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpoint,
                                                    const std::string& service_version, const EnvLookup& env,
                                                    const std::string& service_name = "chronoserve");
+
+// Raises config->processor.max_queue_size to `min_spans`, the most spans one request hands the
+// processor at once (they are queued all or nothing, so a smaller queue would drop every such
+// request), with a warning naming OTEL_BSP_MAX_QUEUE_SIZE, its value and the minimum.
+void RequireQueueSize(size_t min_spans, TracingConfig* config);
 
 }  // namespace chronoserve::otlp
 

@@ -12,6 +12,7 @@
 #include "server/telemetry/inflight_interceptor.h"
 #include "server/telemetry/live_state_collector.h"
 #include "server/telemetry/nvml_sampler.h"
+#include "server/telemetry/request_spans.h"
 #include "server/telemetry/request_tracer.h"
 #include "server/telemetry/server_metrics.h"
 
@@ -30,6 +31,7 @@ absl::StatusOr<std::unique_ptr<Telemetry>> Telemetry::Create(TelemetryOptions op
     const Sampler sampler = Sampler::FromEnvironment(tracing.sampler, tracing.sampler_arg, &tracing.warnings);
     tracing.sampler = sampler.Description();
     tracing.sampler_arg.clear();
+    otlp::RequireQueueSize(1 + kMaxChildSpans, &tracing);  // a request's spans go in together
     auto exporter = OtlpGrpcExporter::Create(t->options_.tracing.exporter);
     if (!exporter.ok()) return exporter.status();
     t->processor_ = std::make_unique<BatchSpanProcessor>(*std::move(exporter), t->options_.tracing.processor);

@@ -11,6 +11,8 @@
 #include "server/telemetry/sampler.h"
 #include "server/telemetry/telemetry.h"
 #include "common/otlp/tracing_config.h"
+#include "server/telemetry/request_spans.h"
+#include "tests/telemetry/otlp_test_receiver.h"
 
 namespace chronoserve::server::telemetry {
 namespace {
@@ -339,6 +341,68 @@ TEST(TracingConfigTest, TlsVariablesAreNamedInAWarningAndChangeNothing) {
   auto off = ResolveTracingConfig("", "", Env({{"OTEL_EXPORTER_OTLP_INSECURE", "true"}}));
   ASSERT_TRUE(off.ok());
   EXPECT_TRUE(off->warnings.empty());
+}
+
+TEST(TracingConfigTest, AQueueSmallerThanOneRequestsSpansIsRaisedWithAWarning) {
+  const struct {
+    size_t configured, want;
+    bool warns;
+  } cases[] = {{1, 7, true}, {6, 7, true}, {7, 7, false}, {64, 64, false}};
+  for (const auto& c : cases) {
+    auto config = ResolveTracingConfig(
+        "collector:4317", "", Env({{"OTEL_BSP_MAX_QUEUE_SIZE", std::to_string(c.configured)}}));
+    ASSERT_TRUE(config.ok()) << config.status();
+    otlp::RequireQueueSize(1 + kMaxChildSpans, &*config);
+    EXPECT_EQ(config->processor.max_queue_size, c.want) << c.configured;
+    EXPECT_LE(config->processor.max_export_batch_size, config->processor.max_queue_size);
+    ASSERT_EQ(config->warnings.size(), c.warns ? 1u : 0u) << c.configured;
+    if (c.warns) {
+      EXPECT_THAT(config->warnings[0],
+                  ::testing::HasSubstr(absl::StrCat("OTEL_BSP_MAX_QUEUE_SIZE=", c.configured, " ")));
+      EXPECT_THAT(config->warnings[0], ::testing::HasSubstr("using 7"));
+    }
+  }
+}
+
+// OTEL_BSP_MAX_QUEUE_SIZE=2 used to drop every request's spans (7, queued together) without a word.
+TEST(TracingConfigTest, ATinyQueueStillExportsEveryRequest) {
+  auto receiver = chronoserve::testing::OtlpTestReceiver::Start();
+  ASSERT_TRUE(receiver.ok()) << receiver.status();
+  auto config = ResolveTracingConfig((*receiver)->endpoint(), "", Env({{"OTEL_BSP_MAX_QUEUE_SIZE", "2"}}));
+  ASSERT_TRUE(config.ok()) << config.status();
+  TelemetryOptions options;
+  options.metrics.enabled = false;
+  options.gpu.enabled = false;
+  options.tracing = *config;
+  auto telemetry = Telemetry::Create(options);
+  ASSERT_TRUE(telemetry.ok()) << telemetry.status();
+  ASSERT_EQ((*telemetry)->tracing().warnings.size(), 1u);
+  EXPECT_THAT((*telemetry)->tracing().warnings[0], ::testing::HasSubstr("OTEL_BSP_MAX_QUEUE_SIZE=2 "));
+  ASSERT_TRUE((*telemetry)->Start().ok());
+  ModelSpec spec;
+  spec.name = "m";
+  spec.version = 1;
+  InferRequest request;  // a request that ran every stage
+  const int64_t now = SteadyClock::Get()->NowNs();
+  request.timeline.received_ns = now - 90'000;
+  request.timeline.enqueued_ns = now - 80'000;
+  BatchTiming batch;
+  batch.dequeued_ns = now - 60'000;
+  batch.staged_ns = now - 50'000;
+  batch.h2d_ns = 5'000;
+  batch.compute_ns = 20'000;
+  batch.d2h_ns = 3'000;
+  batch.gpu_done_ns = now - 20'000;
+  batch.batch_size = 1;
+  request.timeline.SetBatch(batch, true);
+  request.timeline.output_done_ns = now - 10'000;
+  (*telemetry)->OnRequestDone(spec, &request, request.timeline.Finalize(now), absl::OkStatus());
+  (*telemetry)->Shutdown(absl::Now() + absl::Seconds(30));
+  EXPECT_TRUE((*receiver)->WaitForSpans(1 + kMaxChildSpans, absl::Seconds(30)));
+  EXPECT_EQ((*receiver)->spans().size(), 1 + kMaxChildSpans);
+  const SpanProcessorStats s = (*telemetry)->span_processor()->stats();
+  EXPECT_EQ(s.dropped, 0u);
+  EXPECT_EQ(s.exported, 1 + kMaxChildSpans);
 }
 
 }  // namespace
