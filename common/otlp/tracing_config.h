@@ -28,9 +28,9 @@ struct TracingConfig {
   BatchSpanProcessorOptions processor;
   // Environment settings that could not be used and were ignored (a malformed
   // OTEL_RESOURCE_ATTRIBUTES, OTEL_EXPORTER_OTLP_*HEADERS, *TIMEOUT or OTEL_BSP_* value; a TLS
-  // variable; a non-gRPC protocol or unusable endpoint, which
-  // turns tracing off; and, added by Telemetry::Create, an OTEL_TRACES_SAMPLER or _ARG that names
-  // no sampler or ratio): optional telemetry never keeps the server from starting.
+  // variable; a non-gRPC protocol or unusable endpoint, which turns tracing off; and, added by
+  // Telemetry::Create, an OTEL_TRACES_SAMPLER or _ARG that names no sampler or ratio, or a queue too
+  // small for one request's spans): optional telemetry never keeps the server from starting.
   // Telemetry::Start logs each as a warning.
   std::vector<std::string> warnings;
 };
