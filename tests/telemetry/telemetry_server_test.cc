@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -309,6 +310,60 @@ TEST_F(TelemetryServerTest, StreamedRequestsAreTracedPerRequestAndCounted) {
     inflight = after.count("chronoserve_inflight_requests") ? after.at("chronoserve_inflight_requests") : -1;
   }
   EXPECT_EQ(inflight, 0);
+}
+
+// A tracestate belongs to its traceparent: a streamed request that carries only a tracestate
+// parameter joins the stream's trace with the stream's tracestate, not a mix of the two; one with
+// its own traceparent and tracestate keeps both.
+TEST_F(TelemetryServerTest, AStreamedRequestsTracestateGoesOnlyWithItsOwnTraceparent) {
+  const std::string stream_trace = ToHex(server::telemetry::NewTraceId());
+  const std::string stream_span = ToHex(server::telemetry::NewSpanId());
+  auto stream = client::InferStream::Open(
+      client_->stub(), {{"traceparent", "00-" + stream_trace + "-" + stream_span + "-01"}, {"tracestate", "stream=s1"}});
+  const std::string own_trace = ToHex(server::telemetry::NewTraceId());
+  const std::string own_span = ToHex(server::telemetry::NewSpanId());
+  for (int i = 0; i < 2; ++i) {
+    client::InferOptions options;
+    options.id = "tracestate-" + std::to_string(i);
+    client::Tensor input{"INPUT__0", DataType::kFp32, {1, 64}, std::string(64 * sizeof(float), '\0')};
+    for (int k = 0; k < 64; ++k) {
+      const float v = 0.5f * static_cast<float>(k % 5 + 1 + i);
+      std::memcpy(input.data.data() + k * sizeof(float), &v, sizeof(float));
+    }
+    inference::ModelInferRequest request = InferenceClient::BuildRequest("mlp", {input}, options);
+    auto& params = *request.mutable_parameters();
+    if (i == 0) {
+      params["tracestate"].set_string_param("request=r0");  // no traceparent of its own
+    } else {
+      params["traceparent"].set_string_param("00-" + own_trace + "-" + own_span + "-01");
+      params["tracestate"].set_string_param("request=r1");
+    }
+    ASSERT_TRUE(stream->Send(std::move(request)));
+  }
+  stream->CloseSend();
+  for (int i = 0; i < 2; ++i) {
+    auto answer = stream->Next(absl::Seconds(30));
+    ASSERT_TRUE(answer.has_value());
+    ASSERT_TRUE(client::InferStream::Decode(answer->message).ok());
+  }
+  const auto root_of = [](const std::string& trace_id) -> std::optional<ReceivedSpan> {
+    for (const ReceivedSpan& s : SpansOfTrace(trace_id)) {
+      if (s.kind == 2) return s;
+    }
+    return std::nullopt;
+  };
+  ASSERT_TRUE(WaitForTrace(stream_trace, kSpansPerRequest)) << "the stream-traced request's spans never arrived";
+  ASSERT_TRUE(WaitForTrace(own_trace, kSpansPerRequest)) << "the self-traced request's spans never arrived";
+  const std::optional<ReceivedSpan> joined = root_of(stream_trace);
+  ASSERT_TRUE(joined.has_value());
+  EXPECT_EQ(joined->parent_span_id, stream_span);
+  EXPECT_EQ(joined->trace_state, "stream=s1");
+  const std::optional<ReceivedSpan> own = root_of(own_trace);
+  ASSERT_TRUE(own.has_value());
+  EXPECT_EQ(own->parent_span_id, own_span);
+  EXPECT_EQ(own->trace_state, "request=r1");
+  const auto end = stream->Finish(absl::Seconds(30));
+  ASSERT_TRUE(end.has_value() && end->ok());
 }
 
 TEST_F(TelemetryServerTest, UnsampledCallerGetsNoSpansAndInvalidTraceparentStartsATrace) {
