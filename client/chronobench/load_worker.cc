@@ -113,8 +113,10 @@ void LoadWorker::Run(int64_t start_ns) {
   while (!stop_.load(std::memory_order_relaxed)) {
     const int64_t now = shared_.clock->NowNs();
     const int64_t wake = SendDue(now, pacer ? &*pacer : nullptr);
-    WaitAndRecord(wake);
+    HandleNext(wake);
   }
+  // Events taken off the queue before the stop are answers that came before it: recorded as any.
+  while (next_ready_ < ready_.size()) Handle(ready_[next_ready_++]);
   Drain();
 }
 
@@ -268,27 +270,31 @@ bool LoadWorker::TakeEvent(gpr_timespec deadline) {
   return true;
 }
 
-void LoadWorker::WaitAndRecord(int64_t until_ns) {
-  const int64_t wait_ns = std::max<int64_t>(until_ns - shared_.clock->NowNs(), 0);
-  const gpr_timespec now = gpr_now(GPR_CLOCK_MONOTONIC);
-  if (!TakeEvent(gpr_time_add(now, gpr_time_from_nanos(wait_ns, GPR_TIMESPAN)))) return;
-  // Handling an event (recording it, copying outputs out, a stream's next read) and the sends after
-  // it take time: every event already queued is taken first, each stamped as it is taken, so an
-  // answer that had arrived is not timed behind the client's own work. Handling may make more
-  // ready (a stream's next read of an answer already received): those are taken before sending too.
-  const gpr_timespec poll = gpr_time_0(GPR_CLOCK_MONOTONIC);
-  do {
+void LoadWorker::HandleNext(int64_t until_ns) {
+  if (next_ready_ == ready_.size()) {
+    ready_.clear();
+    next_ready_ = 0;
+    const int64_t wait_ns = std::max<int64_t>(until_ns - shared_.clock->NowNs(), 0);
+    const gpr_timespec now = gpr_now(GPR_CLOCK_MONOTONIC);
+    if (!TakeEvent(gpr_time_add(now, gpr_time_from_nanos(wait_ns, GPR_TIMESPAN)))) return;
+    // Handling an event (recording it, copying outputs out, a stream's next read) and the sends
+    // between events take time: every event already queued is taken now, each stamped as it is
+    // taken, so an answer that had arrived is not timed behind the client's own work. They are
+    // still handled one per loop turn, so each completion frees its slot for the next send as soon
+    // as it is handled (handling them all first would let the load in flight sag under load).
+    const gpr_timespec poll = gpr_time_0(GPR_CLOCK_MONOTONIC);
     while (TakeEvent(poll)) {
     }
-    for (const Event& event : ready_) {
-      if (plan_.streaming) {
-        OnStreamEvent(static_cast<LoadStream::Tag*>(event.tag), event.ok, event.received_ns);
-      } else {
-        Complete(static_cast<Call*>(event.tag), event.received_ns);
-      }
-    }
-    ready_.clear();
-  } while (TakeEvent(poll));
+  }
+  Handle(ready_[next_ready_++]);
+}
+
+void LoadWorker::Handle(Event event) {
+  if (plan_.streaming) {
+    OnStreamEvent(static_cast<LoadStream::Tag*>(event.tag), event.ok, event.received_ns);
+  } else {
+    Complete(static_cast<Call*>(event.tag), event.received_ns);
+  }
 }
 
 void LoadWorker::Complete(Call* call, int64_t received_ns) {

@@ -129,9 +129,12 @@ class LoadWorker {
     bool ok = false;
     int64_t received_ns = 0;
   };
-  // Waits for one completion until `until_ns`, then takes every one already queued, and records
-  // them all, each with the time it was taken off the queue.
-  void WaitAndRecord(int64_t until_ns);
+  // Handles the oldest event taken and not yet handled. When there is none: waits for one until
+  // `until_ns`, then takes every one already queued, each stamped with the time it was taken off
+  // the queue (its response time), and handles the first.
+  void HandleNext(int64_t until_ns);
+  // Records a unary completion or reacts to a stream's event.
+  void Handle(Event event);
   // Appends the next event to ready_ if one comes by `deadline`.
   bool TakeEvent(gpr_timespec deadline);
   void Complete(Call* call, int64_t received_ns);
@@ -172,7 +175,8 @@ class LoadWorker {
   std::vector<std::unique_ptr<LoadStream>> ended_;    // replaced streams until their last event
   std::unordered_map<uint64_t, Call*> by_seq_;        // --streaming: calls by request id
   std::vector<std::unique_ptr<view::ModelInferResponseView>> spare_responses_;  // unary answers to reuse
-  std::vector<Event> ready_;  // WaitAndRecord: events taken, not yet handled
+  std::vector<Event> ready_;  // events taken off the queue; those from next_ready_ on not yet handled
+  size_t next_ready_ = 0;
   uint64_t next_seq_ = 1;
   uint64_t next_channel_ = 0;
   int64_t next_idle_send_ns_ = 0;
