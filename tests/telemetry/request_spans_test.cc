@@ -223,6 +223,17 @@ TEST_F(RequestSpansTest, FailedBeforeExecutionHasOnlyTheStagesItReached) {
   EXPECT_EQ(Find(server, "chronoserve.batch.size"), nullptr);
 }
 
+// A batch that failed after its device work was observed done (before its outputs were
+// scattered) shows the stages it completed and no device spans, as the metrics count it.
+TEST_F(RequestSpansTest, FailedAfterTheDeviceWorkHasNoDeviceSpans) {
+  request_.timeline.output_done_ns = 0;
+  auto spans = Build(absl::InternalError("reading the batch's events"));
+  EXPECT_EQ(spans.count("queue"), 1u);
+  EXPECT_EQ(spans.count("input_stage"), 1u);
+  for (const char* name : {"h2d", "compute", "d2h", "output_stage"}) EXPECT_EQ(spans.count(name), 0u) << name;
+  EXPECT_EQ(spans.at("ModelInfer policy_net").status, SpanStatus::kError);
+}
+
 TEST_F(RequestSpansTest, OnlyServerCausedCodesMakeTheServerSpanAnError) {
   // OpenTelemetry's gRPC conventions for SERVER spans.
   for (const absl::Status& status :
