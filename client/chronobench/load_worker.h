@@ -5,10 +5,10 @@
 // a sampled fraction of requests. With --streaming it sends on one ModelStreamInfer stream per
 // channel (LoadStream), matching responses to requests by id, and replaces a stream as soon as it
 // fails; e2e still runs from the request's send (queued on its stream) to its response read. A
-// response is stamped when its event is taken off the queue: after a wait, every event already
-// queued is taken before any is handled or more is sent. With
-// --shared-memory system each request in flight uses a slot of its ShmSlotPool (inputs copied in
-// after the send time is stamped, outputs copied out before the response time is). Owned by the
+// response is stamped when its event is taken off the queue: every turn takes each event already
+// queued, then handles the oldest and sends what the load allows. With --shared-memory system each
+// request in flight uses a slot of its ShmSlotPool (inputs copied in after the send time is
+// stamped; the output copy's duration is added to the response time). Owned by the
 // TrialRunner: Prepare(), Start() and Stop() from its thread, TakeRecorder() from its thread while
 // the worker runs; everything else on the worker thread.
 #ifndef CHRONOSERVE_CLIENT_CHRONOBENCH_LOAD_WORKER_H_
@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <random>
@@ -129,9 +130,8 @@ class LoadWorker {
     bool ok = false;
     int64_t received_ns = 0;
   };
-  // Handles the oldest event taken and not yet handled. When there is none: waits for one until
-  // `until_ns`, then takes every one already queued, each stamped with the time it was taken off
-  // the queue (its response time), and handles the first.
+  // Takes every event already queued, each stamped with the time it was taken off the queue (its
+  // response time); if none was waiting, waits for one until `until_ns`. Then handles the oldest.
   void HandleNext(int64_t until_ns);
   // Records a unary completion or reacts to a stream's event.
   void Handle(Event event);
@@ -175,8 +175,7 @@ class LoadWorker {
   std::vector<std::unique_ptr<LoadStream>> ended_;    // replaced streams until their last event
   std::unordered_map<uint64_t, Call*> by_seq_;        // --streaming: calls by request id
   std::vector<std::unique_ptr<view::ModelInferResponseView>> spare_responses_;  // unary answers to reuse
-  std::vector<Event> ready_;  // events taken off the queue; those from next_ready_ on not yet handled
-  size_t next_ready_ = 0;
+  std::deque<Event> ready_;  // events taken off the queue (stamped), not yet handled, oldest first
   uint64_t next_seq_ = 1;
   uint64_t next_channel_ = 0;
   int64_t next_idle_send_ns_ = 0;

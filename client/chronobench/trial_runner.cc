@@ -97,8 +97,10 @@ absl::Status AwaitCompletions(const PointSpec& spec, const RunnerContext& ctx,
     } else if (now - progress_ns >= limit_ns) {
       return absl::DeadlineExceededError(absl::StrFormat(
           "%s: no response for %.1f s while waiting for %s (%d of %d completed): the server or model is stuck "
-          "(the wait gives up after 20 x --measurement-interval + --timeout-ms without a response)",
-          spec.Label(), static_cast<double>(limit_ns) / 1e9, what, seen, target));
+          "(the wait gives up after the larger of %d x --measurement-interval and %.0f s, plus --timeout-ms "
+          "and the load's gap between sends, without a response)",
+          spec.Label(), static_cast<double>(limit_ns) / 1e9, what, seen, target, kStallIntervals,
+          static_cast<double>(kMinStallNs) / 1e9));
     }
   }
   return absl::OkStatus();

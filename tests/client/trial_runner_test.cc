@@ -5,6 +5,8 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <memory>
 #include <ostream>
@@ -85,7 +87,12 @@ TEST_P(StuckServerTest, PointFailsWithDeadlineExceededInsteadOfHanging) {
   server->process->Signal(SIGCONT);
   if (!returned) {
     ADD_FAILURE() << stuck.name << ": RunPoint still waiting after 60 s";
-    server->process->Signal(SIGKILL);  // every request fails now, so RunPoint returns
+    server->process->Signal(SIGKILL);  // every request fails now, so RunPoint should return
+    if (run.wait_for(kWait) != std::future_status::ready) {
+      // The future's destructor would wait for ever: end the test binary instead.
+      std::fprintf(stderr, "%s: RunPoint still running 60 s after the server was killed\n", stuck.name);
+      std::abort();
+    }
   }
   const absl::StatusOr<PointResult> result = run.get();
   EXPECT_TRUE(frozen.load());
