@@ -109,26 +109,32 @@ std::string TensorWhat(const ModelSpec& spec, const char* kind, const std::strin
   return absl::StrCat("model '", spec.name, "' ", kind, " '", tensor, "'");
 }
 
-// A tensor's shared-memory parameters (nullopt: its bytes travel in the message). When they name a
-// region and the server runs without shared memory: FAILED_PRECONDITION at once, before any other
-// check of the request could answer INVALID_ARGUMENT (SHARED_MEMORY.md: "any of it").
-absl::StatusOr<std::optional<SharedMemoryParams>> TensorSharedMemory(const TensorParams& params,
-                                                                     const std::string& what,
-                                                                     const SharedMemoryRegistry* registry) {
-  ASSIGN_OR_RETURN(std::optional<SharedMemoryParams> p, ParseSharedMemoryParams(params, what));
-  if (p.has_value() && registry == nullptr) return ResolveSharedMemory(registry, *p, what).status();
-  return p;
+// With shared memory off, a request whose inputs or outputs name a region is FAILED_PRECONDITION,
+// before any other check of it could answer INVALID_ARGUMENT (SHARED_MEMORY.md: "any of it").
+absl::Status RefuseSharedMemoryWhenOff(const ModelSpec& spec, const inference::ModelInferRequest& request,
+                                       const SharedMemoryRegistry* registry) {
+  if (registry != nullptr) return absl::OkStatus();
+  auto refuse = [&](const TensorParams& params, const char* kind, const std::string& name) -> absl::Status {
+    auto region = params.find(kShmRegionParam);
+    if (region == params.end()) return absl::OkStatus();
+    SharedMemoryParams named;
+    named.region = region->second.string_param();
+    return ResolveSharedMemory(registry, named, TensorWhat(spec, kind, name)).status();
+  };
+  for (const InputProto& proto : request.inputs()) RETURN_IF_ERROR(refuse(proto.parameters(), "input", proto.name()));
+  for (const auto& o : request.outputs()) RETURN_IF_ERROR(refuse(o.parameters(), "output", o.name()));
+  return absl::OkStatus();
 }
 
 // Each input's shared-memory parameters (nullopt: the bytes travel in the message), and a check
 // that raw_input_contents has one entry per input not in shared memory, as Triton's clients send.
 absl::StatusOr<std::vector<std::optional<SharedMemoryParams>>> InputSharedMemory(
-    const ModelSpec& spec, const inference::ModelInferRequest& request, const SharedMemoryRegistry* registry) {
+    const ModelSpec& spec, const inference::ModelInferRequest& request) {
   std::vector<std::optional<SharedMemoryParams>> shm;
   int in_message = 0;
   for (const InputProto& proto : request.inputs()) {
     ASSIGN_OR_RETURN(std::optional<SharedMemoryParams> p,
-                     TensorSharedMemory(proto.parameters(), TensorWhat(spec, "input", proto.name()), registry));
+                     ParseSharedMemoryParams(proto.parameters(), TensorWhat(spec, "input", proto.name())));
     if (!p.has_value()) ++in_message;
     shm.push_back(std::move(p));
   }
@@ -172,7 +178,7 @@ absl::Status InputFromSharedMemory(const ModelSpec& spec, const InputProto& prot
 
 absl::Status BuildInputs(const ModelSpec& spec, const inference::ModelInferRequest& request,
                          const SharedMemoryRegistry* shm, InferRequest* out) {
-  ASSIGN_OR_RETURN(std::vector<std::optional<SharedMemoryParams>> in_shm, InputSharedMemory(spec, request, shm));
+  ASSIGN_OR_RETURN(std::vector<std::optional<SharedMemoryParams>> in_shm, InputSharedMemory(spec, request));
   const bool raw = request.raw_input_contents_size() > 0;
   int next_raw = 0;  // raw_input_contents skips the inputs in shared memory
   std::vector<InputTensor> inputs(spec.inputs.size());
@@ -305,7 +311,7 @@ absl::Status BuildOutputs(const ModelSpec& spec, const inference::ModelInferRequ
       return absl::InvalidArgumentError(absl::StrCat("model '", spec.name, "' output '", o.name(),
                                                      "': the classification extension is not supported"));
     }
-    ASSIGN_OR_RETURN(out_shm[index], TensorSharedMemory(o.parameters(), TensorWhat(spec, "output", o.name()), shm));
+    ASSIGN_OR_RETURN(out_shm[index], ParseSharedMemoryParams(o.parameters(), TensorWhat(spec, "output", o.name())));
     wanted.push_back(index);
   }
   for (int index : wanted) {
@@ -342,6 +348,7 @@ absl::StatusOr<std::unique_ptr<InferRequest>> BuildInferRequest(
     inference::ModelInferResponse* response, const SharedMemoryRegistry* shared_memory) {
   auto out = std::make_unique<InferRequest>();
   out->id = request.id();
+  RETURN_IF_ERROR(RefuseSharedMemoryWhenOff(spec, request, shared_memory));
   RETURN_IF_ERROR(BuildInputs(spec, request, shared_memory, out.get()));
   RETURN_IF_ERROR(BuildOutputs(spec, request, shared_memory, out.get(), response));
   response->set_model_name(spec.name);

@@ -262,6 +262,19 @@ TEST(RequestBuilderTest, SharedMemoryOffRefusesARegionBeforeAnyOtherCheck) {
   ASSERT_FALSE(built.ok());
   EXPECT_EQ(built.status().code(), absl::StatusCode::kFailedPrecondition) << built.status();
   EXPECT_THAT(std::string(built.status().message()), HasSubstr("--allow-shared-memory=false"));
+  // An output region, listed after an unknown output and beside an input with a wrong shape: still
+  // FAILED_PRECONDITION, naming the output.
+  inference::ModelInferRequest mixed = Good();
+  mixed.mutable_inputs(0)->set_shape(1, 99);
+  mixed.add_outputs()->set_name("nope");
+  auto* out = mixed.add_outputs();
+  out->set_name("OUTPUT__0");
+  (*out->mutable_parameters())[kShmRegionParam].set_string_param("out_region");
+  (*out->mutable_parameters())[kShmByteSizeParam].set_int64_param(64);
+  auto refused = BuildInferRequest(Spec(8), mixed, &response, /*shared_memory=*/nullptr);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("output 'OUTPUT__0'"));
 }
 
 TEST(RequestBuilderTest, TypedValuesOutOfRangeAndFp16WithoutTypedField) {
