@@ -153,9 +153,12 @@ void ParseHeaders(const EnvValue& var, std::vector<std::pair<std::string, std::s
         std::all_of(value.begin(), value.end(), [](char c) { return c >= 0x20 && c <= 0x7e; });
     if (!ok || !IsMetadataKey(key) || !printable) {
       // Names the member by its key only: header values are often credentials.
-      warnings->push_back(absl::StrCat(var.name, " ignored whole: its member '",
-                                       absl::StripAsciiWhitespace(member.substr(0, eq)),
-                                       "=...' is not key=value with a gRPC metadata key (letters, digits, "
+      // A member without '=' is all value as far as anyone can tell: it is not shown at all.
+      const std::string shown = eq == absl::string_view::npos
+                                    ? std::string("(a member without '=')")
+                                    : absl::StrCat("'", absl::StripAsciiWhitespace(member.substr(0, eq)), "=...'");
+      warnings->push_back(absl::StrCat(var.name, " ignored whole: its member ", shown,
+                                       " is not key=value with a gRPC metadata key (letters, digits, "
                                        "'-', '_', '.'; not grpc-* or *-bin) and a printable, percent-encoded "
                                        "value"));
       return;
@@ -266,6 +269,9 @@ void RequireQueueSize(size_t min_spans, TracingConfig* config) {
   config->warnings.push_back(absl::StrCat("OTEL_BSP_MAX_QUEUE_SIZE=", p.max_queue_size,
                                           " cannot hold the spans of one request (up to ", min_spans,
                                           ", queued together or not at all); using ", min_spans));
+  // An export batch that the small queue had capped (ApplyBspEnv) grows with it: one request's
+  // spans then go out in one export, not a few at a time.
+  if (p.max_export_batch_size >= p.max_queue_size) p.max_export_batch_size = min_spans;
   p.max_queue_size = min_spans;
 }
 
