@@ -1,5 +1,6 @@
 #include "server/backend/torch_backend.h"
 
+#include <torch/csrc/jit/runtime/jit_exception.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 
@@ -83,8 +84,10 @@ class TorchInstance final : public ModelInstance {
       status = body();
     } catch (const c10::Error& e) {
       status = absl::InternalError(absl::StrCat("LibTorch error: ", e.what_without_backtrace()));
-    } catch (const std::exception& e) {  // TorchScript's interpreter throws these (a failed assert, say)
-      status = absl::InternalError(absl::StrCat("LibTorch error: ", e.what()));
+    } catch (const torch::jit::JITException& e) {  // raised by the model itself (a failed assert, say)
+      status = absl::InternalError(absl::StrCat("TorchScript error: ", e.what()));
+    } catch (const std::exception& e) {
+      status = absl::InternalError(e.what());
     }
     if (status.ok()) return status;
     return absl::Status(status.code(), absl::StrCat(Context(), status.message()));

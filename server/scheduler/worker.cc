@@ -57,6 +57,14 @@ absl::StatusOr<Batch> SyntheticBatch(const ModelSpec& spec, int items, std::vect
   }
   return batch;
 }
+
+// A warm-up batch that could not be built: the instance never saw it, so the worker names the
+// context the instance's own errors begin with.
+absl::Status WithWorkerContext(const absl::Status& status, const std::string& model, int index,
+                               const std::string& device) {
+  return absl::Status(status.code(),
+                      absl::StrCat("model '", model, "' worker ", index, " on ", device, ": ", status.message()));
+}
 }  // namespace
 
 absl::Status Worker::Warmup(const ModelSpec& spec, const WarmupOptions& options) {
@@ -94,7 +102,8 @@ absl::Status Worker::WarmupRun(const ModelSpec& spec, int items,
                                const std::map<std::string, std::vector<int64_t>>& dims, std::mt19937_64& rng) {
   std::vector<std::string> outputs;
   absl::StatusOr<Batch> batch = SyntheticBatch(spec, items, &outputs, rng, dims);
-  absl::Status status = batch.status();
+  absl::Status status =
+      batch.ok() ? absl::OkStatus() : WithWorkerContext(batch.status(), model_, index_, instance_->device_name());
   if (status.ok()) {
     BatchTiming timing;
     StampDequeued(&timing);
@@ -113,7 +122,7 @@ absl::Status Worker::WarmupPipelinedPair(const ModelSpec& spec, int items, std::
   for (int slot = 0; slot < 2 && status.ok(); ++slot) {
     absl::StatusOr<Batch> batch = SyntheticBatch(spec, items, &outputs[slot], rng, {});
     if (!batch.ok()) {
-      status = batch.status();
+      status = WithWorkerContext(batch.status(), model_, index_, instance_->device_name());
       break;
     }
     batches[slot] = *std::move(batch);

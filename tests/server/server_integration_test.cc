@@ -357,7 +357,7 @@ TEST_F(FailedModelTest, BrokenModelsFailAloneWithTheirReason) {
 }
 
 // A forward() that throws fails only its batch: INTERNAL, with the model, worker and device named
-// once before LibTorch's own message; the next request is answered.
+// once before TorchScript's own message; the next request is answered.
 TEST_F(FailedModelTest, AForwardThatThrowsFailsItsRequestNamingTheModelOnce) {
   testing::TempDir repo("cs_throws");
   repo.WriteFile("throws/config.pbtxt",
@@ -381,7 +381,7 @@ TEST_F(FailedModelTest, AForwardThatThrowsFailsItsRequestNamingTheModelOnce) {
   auto failed = c->Infer("throws", {bad});
   ASSERT_EQ(failed.status().code(), absl::StatusCode::kInternal);
   const std::string message(failed.status().message());
-  EXPECT_THAT(message, HasSubstr("model 'throws' worker 0 on cpu: LibTorch error: "));
+  EXPECT_THAT(message, HasSubstr("model 'throws' worker 0 on cpu: TorchScript error: "));
   EXPECT_THAT(message, HasSubstr("first value out of range"));
   EXPECT_EQ(message.find("model 'throws'"), message.rfind("model 'throws'")) << "named once: " << message;
   auto ok = c->Infer("throws", {input});
