@@ -217,11 +217,8 @@ void StreamInferReactor<Call>::OnWriteDone(bool ok) {
     absl::MutexLock lock(&state_->mu);
     ReleaseLocked(std::move(state_->writing));
     if (!ok) {
-      // The client is gone: drop what waits and let queued requests go unexecuted (their queues
-      // are poked below, as OnCancel does, not left until a worker's next look).
-      state_->cancelled = true;
-      cancelled_flag_->store(true);
-      models = state_->models;
+      // The client is gone: drop what waits and let queued requests go unexecuted.
+      models = CancelLocked();
       while (!state_->pending.empty()) {
         ReleaseLocked(std::move(state_->pending.front()));
         state_->pending.pop_front();
@@ -241,18 +238,22 @@ void StreamInferReactor<Call>::OnWriteDone(bool ok) {
 
 template <class Call>
 void StreamInferReactor<Call>::OnCancel() {
-  cancelled_flag_->store(true);
   std::vector<std::shared_ptr<ModelRuntime>> models;
   Action action;
   {
     absl::MutexLock lock(&state_->mu);
-    state_->cancelled = true;
-    models = state_->models;
+    models = CancelLocked();
     MaybeFinishLocked(&action);
   }
-  // Queued requests of this stream are dropped (CANCELLED, never executed) at the workers' next look.
   for (const auto& m : models) m->queue().Poke();
   Act(action);
+}
+
+template <class Call>
+std::vector<std::shared_ptr<ModelRuntime>> StreamInferReactor<Call>::CancelLocked() {
+  state_->cancelled = true;
+  cancelled_flag_->store(true);
+  return state_->models;
 }
 
 template <class Call>

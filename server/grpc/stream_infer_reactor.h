@@ -134,6 +134,10 @@ class StreamInferReactor final : public Call, public DrainableStream {
   // Starts the next read when the stream may read (called from reactions only).
   void MaybeReadLocked(Action* action) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
   void MaybeFinishLocked(Action* action) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
+  // The client is gone (cancelled, or a write failed): the stream is marked cancelled and the models
+  // it sent to are returned, for the caller to poke outside the lock, so their queued requests of
+  // this stream are dropped (CANCELLED, never executed) at once, not at a worker's next look.
+  std::vector<std::shared_ptr<ModelRuntime>> CancelLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
   // Carries out `action`; the reactor may be gone once it returns.
   void Act(const Action& action);
   void NoteModelLocked(const std::shared_ptr<ModelRuntime>& model) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
