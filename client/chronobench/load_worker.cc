@@ -276,17 +276,18 @@ bool LoadWorker::TakeEvent(gpr_timespec deadline) {
 
 void LoadWorker::HandleNext(int64_t until_ns) {
   // Handling an event (recording it, copying outputs out, a stream's next read) and the sends
-  // between events take time: on every turn each event already queued is taken off the queue,
-  // stamped as it is taken, so an answer that has arrived is not timed behind the client's own
-  // work. They are still handled one per turn, so each completion frees its slot for the next send
-  // as soon as it is handled (handling them all first let the load in flight sag, §31).
-  const gpr_timespec poll = gpr_time_0(GPR_CLOCK_MONOTONIC);
-  while (TakeEvent(poll)) {
-  }
+  // between events take time: once the events taken are all handled, the worker waits for the
+  // next and then takes every one already queued, each stamped as it is taken, so an answer that
+  // had arrived is not timed behind the client's own work. They are still handled one per turn, so
+  // each completion frees its slot for the next send as soon as it is handled (handling them all
+  // first let the load in flight sag, §31). Polling the queue on every turn instead cost 7-30 % of
+  // the requests a second at concurrency 256 (§31), so a stream's next answer, whose read starts
+  // only when the previous one is handled, is taken at the next wait.
   if (ready_.empty()) {
     const int64_t wait_ns = std::max<int64_t>(until_ns - shared_.clock->NowNs(), 0);
     const gpr_timespec now = gpr_now(GPR_CLOCK_MONOTONIC);
     if (!TakeEvent(gpr_time_add(now, gpr_time_from_nanos(wait_ns, GPR_TIMESPAN)))) return;
+    const gpr_timespec poll = gpr_time_0(GPR_CLOCK_MONOTONIC);
     while (TakeEvent(poll)) {
     }
   }

@@ -5,8 +5,9 @@
 // a sampled fraction of requests. With --streaming it sends on one ModelStreamInfer stream per
 // channel (LoadStream), matching responses to requests by id, and replaces a stream as soon as it
 // fails; e2e still runs from the request's send (queued on its stream) to its response read. A
-// response is stamped when its event is taken off the queue: every turn takes each event already
-// queued, then handles the oldest and sends what the load allows. With --shared-memory system each
+// response is stamped when its event is taken off the queue: once the events taken are handled,
+// the next wait takes every event already queued; each turn handles the oldest and sends what the
+// load allows. With --shared-memory system each
 // request in flight uses a slot of its ShmSlotPool (inputs copied in after the send time is
 // stamped; the output copy's duration is added to the response time). Owned by the
 // TrialRunner: Prepare(), Start() and Stop() from its thread, TakeRecorder() from its thread while
@@ -130,8 +131,9 @@ class LoadWorker {
     bool ok = false;
     int64_t received_ns = 0;
   };
-  // Takes every event already queued, each stamped with the time it was taken off the queue (its
-  // response time); if none was waiting, waits for one until `until_ns`. Then handles the oldest.
+  // When every event taken is handled: waits for one until `until_ns`, then takes every one
+  // already queued, each stamped with the time it was taken off the queue (its response time).
+  // Then handles the oldest.
   void HandleNext(int64_t until_ns);
   // Records a unary completion or reacts to a stream's event.
   void Handle(Event event);
