@@ -15,6 +15,7 @@
 #include "client/inference_client.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"
+#include "tests/client/mlp_target.h"
 #include "tests/client/test_server.h"
 #include "tools/example_models.h"
 
@@ -22,6 +23,8 @@ namespace chronoserve::client::bench {
 namespace {
 
 using chronoserve::testing::MakeTestDir;
+using chronoserve::testing::MlpTarget;
+using chronoserve::testing::StartMlpTarget;
 using chronoserve::testing::StartTestServer;
 using chronoserve::testing::TestServer;
 
@@ -96,17 +99,10 @@ INSTANTIATE_TEST_SUITE_P(ClosedAndOpenLoop, LoadWorkerStopTest, ::testing::Value
 // and the traceparent formatted, so e2e and e2e_actual_send are the same values (no schedule lag),
 // unary and streamed.
 TEST(LoadWorkerTest, ClosedLoopAndIdleGapTimeFromTheActualSend) {
-  const std::string dir = MakeTestDir("chronobench_stamp");
-  ASSERT_FALSE(dir.empty());
-  ASSERT_TRUE(examples::WriteMlp(dir + "/models", "mlp", examples::ModelOptions{}).ok());
-  absl::StatusOr<TestServer> server = StartTestServer(dir + "/models");
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto metadata = InferenceClient::Connect(server->url)->ModelMetadata("mlp");
-  ASSERT_TRUE(metadata.ok()) << metadata.status();
-  auto factory = RequestFactory::Create(*metadata, InputOptions{}, /*seed=*/5);
-  ASSERT_TRUE(factory.ok()) << factory.status();
-  auto request = factory->Build("", 1);
-  ASSERT_TRUE(request.ok()) << request.status();
+  absl::StatusOr<MlpTarget> target = StartMlpTarget("chronobench_stamp", /*seed=*/5);
+  ASSERT_TRUE(target.ok()) << target.status();
+  const TestServer* server = &target->server;
+  const inference::ModelInferRequest* request = &target->request;
   std::vector<ChannelStubs> stubs;
   for (const auto& channel : MakeDistinctChannels(server->url, 2)) stubs.emplace_back(channel);
   WorkerShared shared{&stubs, &*request, SteadyClock::Get(), nullptr, 1, nullptr};

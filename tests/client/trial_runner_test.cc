@@ -14,19 +14,17 @@
 #include <vector>
 
 #include "client/chronobench/benchmark.h"
-#include "client/chronobench/request_factory.h"
 #include "client/chronobench/trial_runner.h"
-#include "client/inference_client.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"
+#include "tests/client/mlp_target.h"
 #include "tests/client/test_server.h"
-#include "tools/example_models.h"
 
 namespace chronoserve::client::bench {
 namespace {
 
-using chronoserve::testing::MakeTestDir;
-using chronoserve::testing::StartTestServer;
+using chronoserve::testing::MlpTarget;
+using chronoserve::testing::StartMlpTarget;
 using chronoserve::testing::TestServer;
 
 constexpr auto kWait = std::chrono::seconds(60);
@@ -44,17 +42,10 @@ class StuckServerTest : public ::testing::TestWithParam<StuckCase> {};
 
 TEST_P(StuckServerTest, PointFailsWithDeadlineExceededInsteadOfHanging) {
   const StuckCase& stuck = GetParam();
-  const std::string dir = MakeTestDir("chronobench_stuck");
-  ASSERT_FALSE(dir.empty());
-  ASSERT_TRUE(examples::WriteMlp(dir + "/models", "mlp", examples::ModelOptions{}).ok());
-  absl::StatusOr<TestServer> server = StartTestServer(dir + "/models");
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto metadata = InferenceClient::Connect(server->url)->ModelMetadata("mlp");
-  ASSERT_TRUE(metadata.ok()) << metadata.status();
-  auto factory = RequestFactory::Create(*metadata, InputOptions{}, /*seed=*/11);
-  ASSERT_TRUE(factory.ok()) << factory.status();
-  auto request = factory->Build("", 1);
-  ASSERT_TRUE(request.ok()) << request.status();
+  absl::StatusOr<MlpTarget> target = StartMlpTarget("chronobench_stuck", /*seed=*/11);
+  ASSERT_TRUE(target.ok()) << target.status();
+  const TestServer* server = &target->server;
+  const inference::ModelInferRequest* request = &target->request;
   std::vector<ChannelStubs> stubs;
   for (const auto& channel : MakeDistinctChannels(server->url, 1)) {
     // Connected before the server freezes: the calls are stuck on a live connection, not a dial.
