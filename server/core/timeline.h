@@ -52,6 +52,9 @@ class Timeline {
   }
   const BatchTiming& batch() const { return batch_; }
   bool counts_batch() const { return counts_batch_; }
+  // Its batch completed: the device work was observed done and this request's outputs scattered.
+  // A batch that failed in between has no trustworthy device spans (metrics and traces skip them).
+  bool batch_completed() const { return batch_.gpu_done_ns > 0 && output_done_ns > 0; }
 
   // Computes every span with `responded_ns` as the end of server_total. Spans that a failed or
   // never-executed request did not reach stay 0. Idempotent: later calls return the first result.

@@ -162,12 +162,7 @@ std::vector<SpanData> BuildRequestSpans(const ModelSpec& spec, const InferReques
   };
   host_child("queue", t.enqueued_ns, batch.dequeued_ns);
   host_child("input_stage", batch.dequeued_ns, batch.staged_ns);
-  // The device spans of a batch that completed: its device work observed done and its outputs
-  // scattered (a batch that failed in between, e.g. reading its events, has no trustworthy spans;
-  // the metrics leave them out alike, server_metrics.cc).
-  if (batch.gpu_done_ns > 0 && t.output_done_ns > 0 && batch.request_timing) {
-    AddDeviceSpans(timing, batch, common, &maker, &spans);
-  }
+  if (t.batch_completed() && batch.request_timing) AddDeviceSpans(timing, batch, common, &maker, &spans);
   host_child("output_stage", batch.gpu_done_ns, t.output_done_ns);
   return spans;
 }

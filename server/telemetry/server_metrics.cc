@@ -174,13 +174,12 @@ void ServerMetrics::OnRequestDone(const ModelSpec& spec, const InferRequest* req
   auto reached = [](int64_t start_ns, int64_t end_ns) { return start_ns > 0 && end_ns > 0; };
   if (reached(t.enqueued_ns, batch.dequeued_ns)) m.queue->Observe(timing.queue_ns);
   if (reached(batch.dequeued_ns, batch.staged_ns)) m.input_stage->Observe(timing.input_stage_ns);
-  const bool batch_completed = reached(batch.gpu_done_ns, t.output_done_ns);
-  if (batch_completed) m.output_stage->Observe(timing.output_stage_ns);
+  if (t.batch_completed()) m.output_stage->Observe(timing.output_stage_ns);
   // One request per executed batch carries the batch's figures (the worker marks it), and only
   // for a batch that succeeded: its device work was observed done and its outputs were scattered
   // (every request of a failed batch misses the scatter; a request that failed alone in a batch
   // that succeeded, e.g. an output too large for its shared-memory region, has it).
-  if (!batch_completed || !t.counts_batch()) return;
+  if (!t.batch_completed() || !t.counts_batch()) return;
   m.batches->Increment();
   if (batch.inputs_in_place) m.batches_in_place->Increment();
   m.batch_size->Observe(timing.batch_size);
