@@ -60,6 +60,16 @@ bool PercentDecode(absl::string_view in, std::string* out) {
   return true;
 }
 
+// Adds key=value to `pairs`, in first-seen order; a key given again keeps its last value.
+void KeepLast(std::string key, std::string value, std::vector<std::pair<std::string, std::string>>* pairs) {
+  auto same = std::find_if(pairs->begin(), pairs->end(), [&](const auto& kv) { return kv.first == key; });
+  if (same != pairs->end()) {
+    same->second = std::move(value);
+  } else {
+    pairs->emplace_back(std::move(key), std::move(value));
+  }
+}
+
 // The first of `names` that is set (not empty), with its name for messages.
 struct EnvValue {
   const char* name = "";
@@ -91,12 +101,7 @@ void ParseResourceAttributes(const std::string& value, OtlpResource* resource, s
       service_name = std::move(v);
       continue;
     }
-    auto same = std::find_if(attributes.begin(), attributes.end(), [&](const auto& kv) { return kv.first == key; });
-    if (same != attributes.end()) {
-      same->second = std::move(v);
-    } else {
-      attributes.emplace_back(std::move(key), std::move(v));
-    }
+    KeepLast(std::move(key), std::move(v), &attributes);
   }
   resource->service_name = std::move(service_name);
   resource->attributes = std::move(attributes);
@@ -163,12 +168,7 @@ void ParseHeaders(const EnvValue& var, std::vector<std::pair<std::string, std::s
                                        "value"));
       return;
     }
-    auto same = std::find_if(parsed.begin(), parsed.end(), [&](const auto& kv) { return kv.first == key; });
-    if (same != parsed.end()) {
-      same->second = std::move(value);
-    } else {
-      parsed.emplace_back(std::move(key), std::move(value));
-    }
+    KeepLast(std::move(key), std::move(value), &parsed);
   }
   *headers = std::move(parsed);
 }
