@@ -287,18 +287,32 @@ absl::StatusOr<ModelSpec> ParseModelConfig(const std::string& text, const std::s
   return SpecFromProto(config, source, model_name);
 }
 
+namespace {
+// The names of `dir`'s subdirectories (symbolic links to directories included), without throwing:
+// an entry whose type cannot be read (a dangling link, a link loop) is skipped.
+absl::StatusOr<std::vector<std::string>> SubdirectoryNames(const fs::path& dir) {
+  std::error_code ec;
+  std::vector<std::string> names;
+  fs::directory_iterator it(dir, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    std::error_code type_ec;
+    if (it->is_directory(type_ec) && !type_ec) names.push_back(it->path().filename().string());
+  }
+  if (ec) return absl::InternalError(absl::StrCat("cannot list '", dir.string(), "': ", ec.message()));
+  return names;
+}
+}  // namespace
+
 absl::StatusOr<std::vector<std::string>> ListModelDirectories(const std::string& repository) {
   std::error_code ec;
   if (!fs::is_directory(repository, ec)) {
     return absl::NotFoundError(absl::StrCat("model repository '", repository, "' is not a directory"));
   }
+  ASSIGN_OR_RETURN(std::vector<std::string> subdirectories, SubdirectoryNames(repository));
   std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(repository, ec)) {
-    if (entry.is_directory() && entry.path().filename().string()[0] != '.') {
-      names.push_back(entry.path().filename().string());
-    }
+  for (auto& name : subdirectories) {
+    if (name[0] != '.') names.push_back(std::move(name));
   }
-  if (ec) return absl::InternalError(absl::StrCat("cannot list '", repository, "': ", ec.message()));
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -307,12 +321,10 @@ namespace {
 absl::StatusOr<int64_t> PickVersion(const fs::path& dir, const std::string& source,
                                     const std::vector<int64_t>& specific) {
   std::vector<int64_t> versions;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+  ASSIGN_OR_RETURN(std::vector<std::string> subdirectories, SubdirectoryNames(dir));
+  for (const auto& name : subdirectories) {
     int64_t v = 0;
-    if (entry.is_directory() && absl::SimpleAtoi(entry.path().filename().string(), &v) && v >= 0) {
-      versions.push_back(v);
-    }
+    if (absl::SimpleAtoi(name, &v) && v >= 0) versions.push_back(v);
   }
   std::sort(versions.begin(), versions.end());
   if (!specific.empty()) {
@@ -332,7 +344,12 @@ absl::StatusOr<int64_t> PickVersion(const fs::path& dir, const std::string& sour
 
 absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir) {
   const fs::path dir(model_dir);
-  const std::string name = dir.filename().string();
+  // The model is named after its directory, also when that is given as `models/mlp/` or `.`.
+  std::error_code ec;
+  fs::path named = fs::absolute(dir, ec).lexically_normal();
+  if (ec) named = dir.lexically_normal();
+  if (named.filename().empty()) named = named.parent_path();
+  const std::string name = named.filename().string();
   RETURN_IF_ERROR(ValidateModelName(name));
   const fs::path config_path = dir / "config.pbtxt";
   std::ifstream in(config_path);
@@ -361,7 +378,7 @@ absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir) {
   const std::string filename =
       config.default_model_filename().empty() ? "model.pt" : config.default_model_filename();
   const fs::path model_path = dir / std::to_string(spec.version) / filename;
-  if (!fs::is_regular_file(model_path)) {
+  if (!fs::is_regular_file(model_path, ec)) {
     return absl::NotFoundError(absl::StrCat("model '", name, "' version ", spec.version,
                                             ": model file ", model_path.string(), " does not exist"));
   }

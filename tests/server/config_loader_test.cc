@@ -395,5 +395,30 @@ TEST_F(RepositoryTest, ListsModelDirectoriesSorted) {
             absl::StatusCode::kNotFound);
 }
 
+TEST_F(RepositoryTest, LinkLoopsAndDanglingLinksAreSkippedNotThrown) {
+  Write("m/config.pbtxt", kIo);
+  Write("m/1/model.pt", "x");
+  std::filesystem::create_symlink(root_ / "loop", root_ / "loop");          // ELOOP when followed
+  std::filesystem::create_symlink(root_ / "nowhere", root_ / "dangling");
+  std::filesystem::create_symlink(root_ / "m" / "7", root_ / "m" / "7");    // a looping version
+  auto names = ListModelDirectories(root_.string());
+  ASSERT_TRUE(names.ok()) << names.status();
+  EXPECT_THAT(*names, ::testing::ElementsAre("m"));
+  auto spec = LoadModelDirectory((root_ / "m").string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->version, 1);
+}
+
+TEST_F(RepositoryTest, AModelDirectoryWithATrailingSlashOrDotIsNamedAfterItself) {
+  Write("mlp/config.pbtxt", kIo);
+  Write("mlp/1/model.pt", "x");
+  auto spec = LoadModelDirectory((root_ / "mlp").string() + "/");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->name, "mlp");
+  spec = LoadModelDirectory((root_ / "mlp" / "1").string() + "/..");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->name, "mlp");
+}
+
 }  // namespace
 }  // namespace chronoserve::server
