@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -29,6 +30,10 @@ std::string UnixTarget(const std::string& path) { return path.empty() ? "" : abs
 absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& options) {
   if (options.model_repository.empty()) {
     return absl::InvalidArgumentError("--model-repository is required");
+  }
+  if (std::error_code ec; !std::filesystem::is_directory(options.model_repository, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat("--model-repository '", options.model_repository,
+                                                   "' is not a directory", ec ? ": " + ec.message() : ""));
   }
   if (options.grpc_port < 0 || options.grpc_port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("--grpc-port ", options.grpc_port, " is not a port"));

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -392,6 +393,17 @@ TEST_F(FailedModelTest, AForwardThatThrowsFailsItsRequestNamingTheModelOnce) {
   std::memcpy(&sent, input.data.data(), sizeof sent);
   EXPECT_EQ(first, sent * 2.0f);
   server->Shutdown();
+}
+
+TEST(ServerStartTest, AModelRepositoryThatIsNotADirectoryIsRefusedBeforeAnyPortOpens) {
+  testing::TempDir dir("cs_no_repo");
+  std::ofstream(dir.path() + "/file") << "not a repository";
+  for (const std::string& path : {dir.path() + "/missing", dir.path() + "/file"}) {
+    auto refused = server::Server::Create(testing::TestServerOptions(path));
+    ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << path;
+    EXPECT_THAT(std::string(refused.status().message()),
+                HasSubstr("--model-repository '" + path + "' is not a directory"));
+  }
 }
 
 // A second server on a port in use fails to start, naming the address (gRPC would otherwise set
