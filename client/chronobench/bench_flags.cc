@@ -110,7 +110,7 @@ absl::StatusOr<BenchOptions> ResolveFlags(const RawFlags& raw) {
   if (raw.batch_size < 1) return absl::InvalidArgumentError("-b/--batch-size must be >= 1");
   o.load.batch_sizes = {raw.batch_size};
   if (!raw.batch_range.empty()) {
-    ASSIGN_OR_RETURN(o.load.batch_sizes, ParseIntRange("batch-range", raw.batch_range));
+    ASSIGN_OR_RETURN(o.load.batch_sizes, ParseIntRange("batch-range", raw.batch_range, kMaxItems));
     o.load.batch_sweep = true;
   }
   if (raw.shared_memory == "none") {

@@ -1,5 +1,6 @@
 #include "client/chronobench/bench_options.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -50,10 +51,10 @@ absl::StatusOr<std::vector<double>> ParseRange(absl::string_view flag, absl::str
   return values;
 }
 
-absl::StatusOr<std::vector<int64_t>> ParseIntRange(absl::string_view flag, absl::string_view text) {
+absl::StatusOr<std::vector<int64_t>> ParseIntRange(absl::string_view flag, absl::string_view text, int64_t max) {
   // Checked before the cast (a double beyond int64 has no defined conversion) and bounded by int
   // (concurrency is split over the workers as int).
-  constexpr double kMax = std::numeric_limits<int32_t>::max();
+  const double kMax = static_cast<double>(std::min<int64_t>(max, std::numeric_limits<int32_t>::max()));
   auto values = ParseRange(flag, text);
   if (!values.ok()) return values.status();
   std::vector<int64_t> out;

@@ -5,6 +5,7 @@
 #define CHRONOSERVE_CLIENT_CHRONOBENCH_BENCH_OPTIONS_H_
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -90,8 +91,9 @@ struct BenchOptions {
 
 // "START", "START:END" (step 1) or "START:END:STEP"; INVALID_ARGUMENT names the flag on errors.
 absl::StatusOr<std::vector<double>> ParseRange(absl::string_view flag, absl::string_view text);
-// As ParseRange, each value an integer from 1 to 2^31 - 1.
-absl::StatusOr<std::vector<int64_t>> ParseIntRange(absl::string_view flag, absl::string_view text);
+// As ParseRange, each value an integer from 1 to `max` (at most 2^31 - 1, the default).
+absl::StatusOr<std::vector<int64_t>> ParseIntRange(absl::string_view flag, absl::string_view text,
+                                                   int64_t max = std::numeric_limits<int32_t>::max());
 // "INPUT__0:4,20,20".
 absl::Status ParseShape(absl::string_view text, std::map<std::string, std::vector<int64_t>>* shapes);
 // "50,90,99.9": each in (0, 100].

@@ -28,7 +28,13 @@ TEST(BenchOptionsTest, RejectsBadRangesNamingTheFlag) {
     ASSERT_FALSE(r.ok()) << huge;
     EXPECT_NE(r.status().message().find("--concurrency-range"), std::string::npos) << r.status();
   }
-  EXPECT_EQ(*ParseIntRange("batch-range", "2147483647"), (std::vector<int64_t>{2147483647}));
+  EXPECT_EQ(*ParseIntRange("concurrency-range", "2147483647"), (std::vector<int64_t>{2147483647}));
+  // A batch sweep has -b's limit, 2^30 samples per request.
+  EXPECT_EQ(*ParseIntRange("batch-range", "1073741824", int64_t{1} << 30), (std::vector<int64_t>{1073741824}));
+  EXPECT_FALSE(ParseIntRange("batch-range", "1073741825", int64_t{1} << 30).ok());
+  auto sweep = ParseBenchFlags({"cb", "-m", "m", "--batch-range", "1:1073741825:1073741824"});
+  ASSERT_FALSE(sweep.ok());
+  EXPECT_NE(sweep.status().message().find("1073741824"), std::string::npos) << sweep.status();
   auto flags = ParseBenchFlags({"cb", "-m", "m", "--concurrency-range", "1e20"});
   ASSERT_FALSE(flags.ok());
   EXPECT_NE(flags.status().message().find("--concurrency-range"), std::string::npos) << flags.status();
