@@ -23,9 +23,13 @@ install_deps() {
 # node/npm and the test clients written by others (an OTLP receiver with @grpc/grpc-js and
 # @opentelemetry/otlp-transformer; an external KServe v2 client using reflection).
 install_test_deps() {
-  local extra=(chromium)
+  local extra=()
   command -v npm >/dev/null || extra+=(nodejs npm)
   install_deps "${extra[@]}"
+  # Debian packages Chromium as `chromium`; Ubuntu has only a snap shim, which apt cannot install in
+  # a container. Without it the one test that renders the HTML report is skipped, nothing else.
+  install_deps chromium ||
+    echo "chromium could not be installed: the HTML-report rendering test will be skipped"
   npm ci --prefix tests/telemetry/otlp_receiver --no-audit --no-fund --loglevel=error
   npm ci --prefix tests/external_client --no-audit --no-fund --loglevel=error
 }

@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
                  "ModelInfer and ModelStreamInfer are served by this many threads on completion queues of "
                  "gRPC's asynchronous API of their own (two threads a queue); 0 serves them on gRPC's callback "
                  "API with the other RPCs (one completion queue shared by all its threads). auto = half of "
-                 "the CPUs, 1 to 8")
+                 "the CPUs, 1 to 8 [auto or 0 - 64]")
       ->capture_default_str()
       ->check([](const std::string& value) -> std::string {
         int threads = 0;  // parsed as it is used below: base 10, no hex or octal
@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
                  "Per model input, MiB of host memory (page-locked for a GPU) into which the thread that "
                  "received a request copies its inputs, so a batch's requests lie back to back and reach the "
                  "device in one copy with no gather on the worker. auto = room for 8 largest batches (4-64 MiB; "
-                 "16 MiB with variable dims); 0 = off")
+                 "16 MiB with variable dims); 0 = off [auto or 0 - 65536]")
       ->capture_default_str()
       ->check([](const std::string& v) -> std::string {
         if (v == "auto") return "";
@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
   std::string otlp_endpoint;
   int gpu_monitor_interval_ms = 100;
   app.add_option("--otlp-endpoint", otlp_endpoint,
-                 "OTLP/gRPC trace collector HOST:PORT (else OTEL_EXPORTER_OTLP_ENDPOINT; none: no tracing)");
+                 "OTLP/gRPC trace collector HOST:PORT (else OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, then OTEL_EXPORTER_OTLP_ENDPOINT; none: no tracing)");
   app.add_option("--metrics-port", telemetry_options.metrics.port,
                  "Prometheus /metrics port (on --host); 0 picks a free one")
       ->capture_default_str()
