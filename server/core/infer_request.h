@@ -27,6 +27,22 @@
 
 namespace chronoserve::server {
 
+// Set by the transport when the client goes away (it cancelled, or gRPC ended the call at its
+// deadline), with the steady-clock time it happened, so the queue can tell a client's
+// cancellation from a passed deadline however late a worker notices it. Set once; thread-safe.
+class CancelFlag {
+ public:
+  void Set(int64_t now_ns) {
+    int64_t unset = 0;
+    at_ns_.compare_exchange_strong(unset, now_ns > 0 ? now_ns : 1);
+  }
+  bool IsSet() const { return at_ns_.load(std::memory_order_acquire) != 0; }
+  int64_t at_ns() const { return at_ns_.load(std::memory_order_acquire); }  // 0 = not set
+
+ private:
+  std::atomic<int64_t> at_ns_{0};
+};
+
 struct InputTensor {
   int index = -1;  // position in ModelSpec::inputs (= forward() argument)
   DataType dtype = DataType::kInvalid;
@@ -75,7 +91,7 @@ class InferRequest {
   std::vector<InputTensor> inputs;    // one per model input, sorted by index
   std::vector<OutputTensor> outputs;  // the outputs to return, in response order
   int64_t deadline_ns = 0;            // steady clock; 0 = none
-  std::shared_ptr<std::atomic<bool>> cancelled;  // set by the transport when the client goes away
+  std::shared_ptr<CancelFlag> cancelled;  // set by the transport when the client goes away
   std::string traceparent;  // W3C trace context from the request metadata (raw, unvalidated)
   std::string tracestate;
   Timeline timeline;
@@ -92,7 +108,7 @@ class InferRequest {
   const std::string& shape_key() const { return shape_key_; }
   void set_shape_key(std::string key) { shape_key_ = std::move(key); }
 
-  bool IsCancelled() const { return cancelled != nullptr && cancelled->load(); }
+  bool IsCancelled() const { return cancelled != nullptr && cancelled->IsSet(); }
 
   // Hands the request to its completion callback with `status`, or with the request's own error
   // when `status` is OK and the backend already failed this request alone (`status` field). Once.

@@ -124,7 +124,7 @@ absl::StatusOr<BuiltRequest> InferDispatcher::Build(const inference::ModelInferR
   r.deadline_ns = info.deadline_ns;
   r.traceparent = std::move(info.traceparent);
   r.tracestate = std::move(info.tracestate);
-  r.cancelled = info.cancelled != nullptr ? std::move(info.cancelled) : std::make_shared<std::atomic<bool>>(false);
+  r.cancelled = info.cancelled != nullptr ? std::move(info.cancelled) : std::make_shared<CancelFlag>();
   r.synthetic = info.synthetic;
   built.model->StageInputs(r);  // on this thread, while the input bytes are in its cache
   return built;

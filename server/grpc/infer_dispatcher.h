@@ -47,7 +47,7 @@ struct CallInfo {
   int64_t deadline_ns = 0;  // steady clock; 0 = none
   std::string traceparent;  // W3C trace context (raw, unvalidated)
   std::string tracestate;
-  std::shared_ptr<std::atomic<bool>> cancelled;  // set by the transport when the client goes away
+  std::shared_ptr<CancelFlag> cancelled;  // set by the transport when the client goes away
   bool synthetic = false;   // the server's own serving warm-up (serving_warmup.h): counted nowhere
 };
 

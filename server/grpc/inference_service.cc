@@ -1,6 +1,7 @@
 #include "server/grpc/inference_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/timing.h"
 #include "server/grpc/grpc_status.h"
@@ -17,16 +18,16 @@ grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl
 // Owns nothing but the cancellation flag; gRPC deletes it via OnDone once the call is over.
 class InferReactor final : public grpc::ServerUnaryReactor {
  public:
-  InferReactor(std::shared_ptr<std::atomic<bool>> cancelled, std::shared_ptr<ModelRuntime> model)
+  InferReactor(std::shared_ptr<CancelFlag> cancelled, std::shared_ptr<ModelRuntime> model)
       : cancelled_(std::move(cancelled)), model_(std::move(model)) {}
   void OnCancel() override {
-    cancelled_->store(true);
+    cancelled_->Set(SteadyClock::Get()->NowNs());
     model_->queue().Poke();
   }
   void OnDone() override { delete this; }
 
  private:
-  std::shared_ptr<std::atomic<bool>> cancelled_;
+  std::shared_ptr<CancelFlag> cancelled_;
   std::shared_ptr<ModelRuntime> model_;
 };
 
@@ -143,7 +144,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
                                                        const inference::ModelInferRequest* request,
                                                        inference::ModelInferResponse* response) {
   CallInfo info = CallInfoOf(*ctx, clock_, dispatcher_);
-  info.cancelled = std::make_shared<std::atomic<bool>>(false);
+  info.cancelled = std::make_shared<CancelFlag>();
   auto built = dispatcher_.Build(*request, response, std::move(info));
   if (!built.ok()) return FinishNow(ctx, built.status());
   auto* reactor = new InferReactor(built->request->cancelled, built->model);

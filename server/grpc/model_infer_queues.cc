@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/thread_name.h"
 #include "server/grpc/grpc_status.h"
@@ -33,7 +34,7 @@ class ModelInferQueues::UnaryCall final : public QueuedCall {
         return;
       case Event::kDone:
         if (ctx_.IsCancelled()) {
-          cancelled_->store(true);
+          cancelled_->Set(SteadyClock::Get()->NowNs());
           std::shared_ptr<ModelRuntime> model;
           {
             absl::MutexLock lock(&mu_);
@@ -87,7 +88,7 @@ class ModelInferQueues::UnaryCall final : public QueuedCall {
   inference::ModelInferRequest request_;
   std::unique_ptr<inference::ModelInferResponse> response_;  // from `responses_`, given back at the end
   grpc::ServerAsyncResponseWriter<inference::ModelInferResponse> responder_{&ctx_};
-  const std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
+  const std::shared_ptr<CancelFlag> cancelled_ = std::make_shared<CancelFlag>();
   absl::Mutex mu_;
   std::shared_ptr<ModelRuntime> model_ ABSL_GUARDED_BY(mu_);  // once built: a cancellation pokes its queue
   std::atomic<int> tags_left_{2};  // kFinished and kDone, once the call has arrived

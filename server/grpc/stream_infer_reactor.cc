@@ -1,5 +1,6 @@
 #include "server/grpc/stream_infer_reactor.h"
 
+#include "common/clock.h"
 #include "server/grpc/grpc_status.h"
 #include "server/grpc/response_pool.h"
 
@@ -58,7 +59,7 @@ StreamInferReactor<Call>::StreamInferReactor(InferDispatcher* dispatcher, Stream
     : dispatcher_(dispatcher),
       streams_(streams),
       options_(options),
-      cancelled_flag_(std::make_shared<std::atomic<bool>>(false)),
+      cancelled_flag_(std::make_shared<CancelFlag>()),
       state_(std::make_shared<State>()) {}
 
 template <class Call>
@@ -252,7 +253,7 @@ void StreamInferReactor<Call>::OnCancel() {
 template <class Call>
 std::vector<std::shared_ptr<ModelRuntime>> StreamInferReactor<Call>::CancelLocked() {
   state_->cancelled = true;
-  cancelled_flag_->store(true);
+  cancelled_flag_->Set(SteadyClock::Get()->NowNs());
   return state_->models;
 }
 

@@ -149,7 +149,7 @@ class StreamInferReactor final : public Call, public DrainableStream {
   // mark (serving_warmup.h), from Begin(); its `cancelled` is unused (cancelled_flag_ below).
   CallInfo call_;
   // Shared by every request of the stream: set when the client goes away.
-  const std::shared_ptr<std::atomic<bool>> cancelled_flag_;
+  const std::shared_ptr<CancelFlag> cancelled_flag_;
   const std::shared_ptr<State> state_;
 };
 

@@ -9,7 +9,10 @@
 
 namespace chronoserve::server {
 namespace {
-constexpr int64_t kGrpcDeadlineSlackNs = 5'000'000;
+// How close to its deadline a cancellation counts as the deadline's: a quarter of the time the
+// request had, within these bounds.
+constexpr int64_t kMinDeadlineSlackNs = 1'000'000;
+constexpr int64_t kMaxDeadlineSlackNs = 5'000'000;
 
 std::string Mib(uint64_t bytes) { return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20)); }
 }  // namespace
@@ -37,70 +40,139 @@ absl::Status ModelQueue::Enqueue(std::unique_ptr<InferRequest>& request) {
   if (closed_) {
     return absl::UnavailableError(absl::StrCat("model '", model_, "' is shutting down"));
   }
-  if (queue_policy_.max_queue_size > 0 && queue_.size() >= queue_policy_.max_queue_size) {
+  const size_t waiting = queue_.size() + delayed_.size();
+  if (queue_policy_.max_queue_size > 0 && waiting >= queue_policy_.max_queue_size) {
     return absl::ResourceExhaustedError(absl::StrCat("model '", model_, "': queue is full (",
-                                                     queue_.size(), " requests waiting, max_queue_size ",
+                                                     waiting, " requests waiting, max_queue_size ",
                                                      queue_policy_.max_queue_size, ")"));
+  }
+  if (queue_policy_.max_queue_bytes > 0 && bytes > queue_policy_.max_queue_bytes) {
+    // Never fits, however empty the queue: not worth a retry.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model '", model_, "': this request's inputs hold ", Mib(bytes), ", more than the model's queue may ever hold (",
+        Mib(queue_policy_.max_queue_bytes), ", --max-queue-mib); send fewer items per request or raise the limit"));
   }
   if (queue_policy_.max_queue_bytes > 0 && queued_bytes_ + bytes > queue_policy_.max_queue_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "model '", model_, "': queue is full (", queue_.size(), " requests waiting hold ", Mib(queued_bytes_),
+        "model '", model_, "': queue is full (", waiting, " requests waiting hold ", Mib(queued_bytes_),
         " of inputs; this request's ", Mib(bytes), " would pass the limit of ", Mib(queue_policy_.max_queue_bytes),
         ", --max-queue-mib)"));
   }
   queued_bytes_ += bytes;
   request->timeline.enqueued_ns = clock_->NowNs();
+  if (request->deadline_ns != 0) next_expiry_ns_ = std::min(next_expiry_ns_, request->deadline_ns);
+  if (queue_policy_.default_timeout_microseconds > 0) {
+    next_expiry_ns_ = std::min(next_expiry_ns_, TimeoutAt(*request));
+  }
   queue_.push_back(std::move(request));
   cv_.Signal();
   return absl::OkStatus();
 }
 
-int64_t ModelQueue::EffectiveDeadline(const InferRequest& r) const {
-  int64_t deadline = r.deadline_ns;
-  if (queue_policy_.default_timeout_microseconds > 0 && !queue_policy_.timeout_action_delay) {
-    const int64_t timeout =
-        r.timeline.enqueued_ns + static_cast<int64_t>(queue_policy_.default_timeout_microseconds) * 1000;
-    deadline = deadline == 0 ? timeout : std::min(deadline, timeout);
+int64_t ModelQueue::TimeoutAt(const InferRequest& r) const {
+  return r.timeline.enqueued_ns + static_cast<int64_t>(queue_policy_.default_timeout_microseconds) * 1000;
+}
+
+size_t ModelQueue::BatchReach() const {
+  return policy_.dynamic && policy_.max_batch_size > 0 ? static_cast<size_t>(policy_.max_batch_size) + 1 : 1;
+}
+
+ModelQueue::Fate ModelQueue::Judge(InferRequest& r, int64_t now_ns, bool delayed, int64_t* next_expiry) const {
+  const int64_t cancelled_ns = r.cancelled != nullptr ? r.cancelled->at_ns() : 0;
+  bool deadline_passed = r.deadline_ns != 0 && now_ns >= r.deadline_ns;
+  if (cancelled_ns != 0) {
+    // gRPC also cancels a call whose deadline passed, and that is not the client's cancellation.
+    // Its timer (millisecond resolution, its own clock) may fire a little before our steady-clock
+    // copy of the deadline, so a cancellation that close to the deadline counts as the deadline's;
+    // an earlier one is the client's, however late a worker notices it.
+    const int64_t slack =
+        r.deadline_ns == 0 ? 0 : std::clamp((r.deadline_ns - r.timeline.enqueued_ns) / 4, kMinDeadlineSlackNs, kMaxDeadlineSlackNs);
+    deadline_passed = r.deadline_ns != 0 && cancelled_ns >= r.deadline_ns - slack;
+    if (!deadline_passed) {
+      r.status = absl::CancelledError(
+          absl::StrCat("model '", model_, "': the client cancelled the request while it was queued"));
+      return Fate::kDropped;
+    }
   }
-  return deadline;
+  if (deadline_passed) {
+    r.status = absl::DeadlineExceededError(absl::StrCat(
+        "model '", model_, "': the deadline passed after ",
+        std::max<int64_t>(0, r.deadline_ns - r.timeline.enqueued_ns) / 1000,
+        " us in the queue; the request was not executed"));
+    return Fate::kDropped;
+  }
+  if (r.deadline_ns != 0) *next_expiry = std::min(*next_expiry, r.deadline_ns);
+  if (delayed || queue_policy_.default_timeout_microseconds == 0) return Fate::kQueued;
+  const int64_t timeout_at = TimeoutAt(r);
+  if (now_ns < timeout_at) {
+    *next_expiry = std::min(*next_expiry, timeout_at);
+    return Fate::kQueued;
+  }
+  if (queue_policy_.timeout_action_delay) return Fate::kDelayed;
+  r.status = absl::DeadlineExceededError(absl::StrCat(
+      "model '", model_, "': queued longer than default_queue_policy.default_timeout_microseconds ",
+      queue_policy_.default_timeout_microseconds, " (timeout_action REJECT); the request was not executed"));
+  return Fate::kDropped;
 }
 
 int64_t ModelQueue::DropDeadLocked(int64_t now_ns, Batch* dropped) {
+  auto drop = [&](std::unique_ptr<InferRequest>& r) {
+    queued_bytes_ -= HeldBytes(*r);
+    dropped->push_back(std::move(r));
+  };
   if (!abandoned_.ok()) {
-    for (auto& r : queue_) {
-      r->status = abandoned_;
-      dropped->push_back(std::move(r));
+    for (auto* q : {&queue_, &delayed_}) {
+      for (auto& r : *q) {
+        r->status = abandoned_;
+        drop(r);
+      }
+      q->clear();
     }
-    queue_.clear();
-    queued_bytes_ = 0;
+    next_expiry_ns_ = kNever;
     return 0;
   }
-  int64_t earliest = 0;
-  for (auto it = queue_.begin(); it != queue_.end();) {
-    InferRequest& r = **it;
-    const int64_t deadline = EffectiveDeadline(r);
-    // Deadline first: gRPC also cancels a call whose deadline passed, and that is not the
-    // client's cancellation. Its timer (millisecond resolution, its own clock) can fire a little
-    // before our steady-clock copy of the deadline, so a cancellation that close to the request's
-    // deadline counts as the deadline's.
-    const bool cancelled_at_deadline = r.IsCancelled() && r.deadline_ns != 0 &&
-                                       now_ns >= r.deadline_ns - kGrpcDeadlineSlackNs;
-    if ((deadline != 0 && now_ns >= deadline) || cancelled_at_deadline) {
-      r.status = absl::DeadlineExceededError(absl::StrCat(
-          "model '", model_, "': the deadline passed after ", (now_ns - r.timeline.enqueued_ns) / 1000,
-          " us in the queue; the request was not executed"));
-    } else if (r.IsCancelled()) {
-      r.status = absl::CancelledError(absl::StrCat("model '", model_, "': the client cancelled the request while it was queued"));
-    } else {
-      if (deadline != 0) earliest = earliest == 0 ? deadline : std::min(earliest, deadline);
-      ++it;
-      continue;
+  if (cancel_pending_ || now_ns >= next_expiry_ns_) {
+    int64_t next = kNever;
+    std::deque<std::unique_ptr<InferRequest>> kept;
+    for (auto& r : delayed_) {
+      if (Judge(*r, now_ns, /*delayed=*/true, &next) == Fate::kDropped) {
+        drop(r);
+      } else {
+        kept.push_back(std::move(r));
+      }
     }
-    queued_bytes_ -= HeldBytes(r);
-    dropped->push_back(std::move(*it));
-    it = queue_.erase(it);
+    delayed_.swap(kept);
+    kept.clear();
+    for (auto& r : queue_) {
+      switch (Judge(*r, now_ns, /*delayed=*/false, &next)) {
+        case Fate::kDropped: drop(r); break;
+        case Fate::kDelayed: delayed_.push_back(std::move(r)); break;
+        case Fate::kQueued: kept.push_back(std::move(r)); break;
+      }
+    }
+    queue_.swap(kept);
+    next_expiry_ns_ = next;
+    cancel_pending_ = false;
+  } else {
+    // Nothing is due, and a cancellation Poke() has not announced yet matters only to requests the
+    // next batch could take.
+    for (auto* q : {&queue_, &delayed_}) {
+      size_t live = 0;
+      for (auto it = q->begin(); it != q->end() && live < BatchReach();) {
+        if ((*it)->IsCancelled()) {
+          int64_t unused = kNever;
+          Judge(**it, now_ns, q == &delayed_, &unused);  // sets its status
+          drop(*it);
+          it = q->erase(it);
+        } else {
+          ++live;
+          ++it;
+        }
+      }
+      if (!q->empty()) break;  // the delayed ones wait behind it
+    }
   }
-  return earliest;
+  return next_expiry_ns_ == kNever ? 0 : next_expiry_ns_;
 }
 
 bool ModelQueue::NextBatch(Batch* batch, Batch* dropped) {
@@ -130,7 +202,7 @@ ModelQueue::WaitResult ModelQueue::NextBatchLocked(Batch* batch, Batch* dropped,
   while (true) {
     const int64_t now = clock_->NowNs();
     const int64_t earliest_deadline = DropDeadLocked(now, dropped);
-    if (queue_.empty()) {
+    if (EmptyLocked()) {
       if (!dropped->empty()) return WaitResult::kBatch;
       if (closed_) return WaitResult::kClosed;
       if (!block) return WaitResult::kTimeout;
@@ -143,9 +215,13 @@ ModelQueue::WaitResult ModelQueue::NextBatchLocked(Batch* batch, Batch* dropped,
       }
       continue;
     }
+    // Only the requests that can join the next batch: at most max_batch_size, and one more to see
+    // that it cannot.
+    std::deque<std::unique_ptr<InferRequest>>& source = Source();
     std::vector<QueuedView> views;
-    views.reserve(queue_.size());
-    for (const auto& r : queue_) {
+    views.reserve(std::min(source.size(), BatchReach()));
+    for (const auto& r : source) {
+      if (views.size() == BatchReach()) break;
       views.push_back(QueuedView{r->batch_items, r->timeline.enqueued_ns, &r->shape_key()});
     }
     // A closed queue drains without waiting: deciding as if every delay had passed takes whole
@@ -155,11 +231,11 @@ ModelQueue::WaitResult ModelQueue::NextBatchLocked(Batch* batch, Batch* dropped,
     if (decision.action == BatchDecision::Action::kExecute || closed_) {
       const size_t count = std::max<size_t>(1, decision.count);
       for (size_t i = 0; i < count; ++i) {
-        queued_bytes_ -= HeldBytes(*queue_.front());
-        batch->push_back(std::move(queue_.front()));
-        queue_.pop_front();
+        queued_bytes_ -= HeldBytes(*source.front());
+        batch->push_back(std::move(source.front()));
+        source.pop_front();
       }
-      if (!queue_.empty()) cv_.Signal();  // another idle worker may take the rest
+      if (!EmptyLocked()) cv_.Signal();  // another idle worker may take the rest
       return WaitResult::kBatch;
     }
     if (!dropped->empty()) return WaitResult::kBatch;
@@ -189,12 +265,13 @@ void ModelQueue::CloseAbandoningQueued(const std::string& reason) {
 
 void ModelQueue::Poke() {
   absl::MutexLock lock(&mu_);
+  cancel_pending_ = true;
   cv_.SignalAll();
 }
 
 size_t ModelQueue::size() const {
   absl::MutexLock lock(&mu_);
-  return queue_.size();
+  return queue_.size() + delayed_.size();
 }
 
 uint64_t ModelQueue::queued_bytes() const {
@@ -204,7 +281,7 @@ uint64_t ModelQueue::queued_bytes() const {
 
 bool ModelQueue::WaitForSize(size_t n, absl::Duration timeout) const {
   absl::MutexLock lock(&mu_);
-  auto enough = [this, n]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return queue_.size() >= n; };
+  auto enough = [this, n]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return queue_.size() + delayed_.size() >= n; };
   return mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
 }
 

@@ -1,7 +1,13 @@
 // ModelQueue: one model's bounded request queue, shared by that model's workers, which pull
 // batches from it as DecideBatch() allows. Requests whose deadline passed, whose client cancelled,
-// or whose queue timeout expired are handed back as `dropped` (never batched) for the worker to
-// answer. Thread-safe: the gRPC handlers call Enqueue, workers call NextBatch.
+// or whose queue timeout expired with timeout_action REJECT are handed back as `dropped` (never
+// batched) for the worker to answer; with DELAY a request whose timeout expired waits behind every
+// request whose timeout has not (Triton's semantics), batched with other delayed ones once those
+// are gone. Thread-safe: the gRPC handlers call Enqueue, workers call NextBatch.
+//
+// Taking a batch costs time in the batch's size, not the queue's: the policy sees only the
+// requests that can join the next batch, and the whole queue is scanned for requests to drop only
+// when one may be due (a deadline or queue timeout reached) or after Poke() (a client cancelled).
 //
 //   handler: RETURN_IF_ERROR(queue.Enqueue(request));       // owns `request` only on OK
 //   worker:  while (queue.NextBatch(&batch, &dropped)) { run(batch); answer(dropped); }
@@ -10,6 +16,7 @@
 #define CHRONOSERVE_SERVER_SCHEDULER_MODEL_QUEUE_H_
 
 #include <deque>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -64,7 +71,8 @@ class ModelQueue {
   // worker already took runs to its end. For the server's exit timeout.
   void CloseAbandoningQueued(const std::string& reason);
 
-  // Wakes waiting workers so they re-check cancellations (called when a client cancels).
+  // A client cancelled a request (its CancelFlag is set): the next batch taken first drops every
+  // cancelled request, and waiting workers wake to do so.
   void Poke();
 
   size_t size() const;
@@ -74,13 +82,28 @@ class ModelQueue {
   bool WaitForSize(size_t n, absl::Duration timeout) const;
 
  private:
-  // Moves expired or cancelled requests out of the queue; returns the earliest live deadline (0 = none).
+  enum class Fate { kQueued, kDropped, kDelayed };
+  int64_t TimeoutAt(const InferRequest& r) const;  // when its queue-policy timeout expires
+  // Requests the policy looks at: those that can join the next batch, and one more.
+  size_t BatchReach() const;
+  // What becomes of a queued request at `now_ns` (a dropped one gets its status); `delayed`: it
+  // is in delayed_ already. Updates `next_expiry` with the request's next due time if it stays.
+  Fate Judge(InferRequest& r, int64_t now_ns, bool delayed, int64_t* next_expiry) const;
+  // Moves the requests to drop into `dropped` (and DELAY's expired ones into delayed_): all of
+  // them when one may be due, else only cancelled ones among those the next batch could take.
+  // Returns when the next one may be due (0 = none).
   int64_t DropDeadLocked(int64_t now_ns, Batch* dropped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  int64_t EffectiveDeadline(const InferRequest& r) const;
+  // Requests the next batch is taken from: the queue, or the delayed ones once it is empty.
+  std::deque<std::unique_ptr<InferRequest>>& Source() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return queue_.empty() ? delayed_ : queue_;
+  }
+  bool EmptyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return queue_.empty() && delayed_.empty(); }
   // NextBatch with an optional deadline (0 = none) for an empty queue; `block` false: kTimeout
   // instead of any wait.
   WaitResult NextBatchLocked(Batch* batch, Batch* dropped, int64_t idle_deadline_ns, bool block = true)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  static constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 
   const std::string model_;
   const BatchPolicyConfig policy_;
@@ -90,6 +113,11 @@ class ModelQueue {
   mutable absl::Mutex mu_;
   absl::CondVar cv_;
   std::deque<std::unique_ptr<InferRequest>> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::unique_ptr<InferRequest>> delayed_ ABSL_GUARDED_BY(mu_);  // DELAY: timed out
+  // No queued request is due before this (a deadline, or a queue timeout), so no scan is needed
+  // before it; a lower bound, moved up by each full scan.
+  int64_t next_expiry_ns_ ABSL_GUARDED_BY(mu_) = kNever;
+  bool cancel_pending_ ABSL_GUARDED_BY(mu_) = false;  // Poke() since the last full scan
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status abandoned_ ABSL_GUARDED_BY(mu_);  // not OK: every queued request is dropped with it

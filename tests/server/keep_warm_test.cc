@@ -50,6 +50,7 @@ TEST(KeepWarmConfigTest, RejectsBadValuesNamingModelAndKey) {
       {{"keep_warm_ms", "fast"}},      {{"keep_warm_ms", "-1"}},
       {{"keep_warm_ms", "2.5"}},       {{"keep_warm_ms", ""}},
       {{"keep_warm_horizon_ms", "0"}}, {{"keep_warm_ms", "10"}, {"keep_warm_horizon_ms", "1e3"}},
+      {{"keep_warm_ms", "120000"}},  // longer than the default horizon (60 s): it would never run
   };
   for (const auto& params : bad) {
     auto config = KeepWarmConfigFromSpec(Spec(params));
@@ -104,7 +105,7 @@ TEST(LaunchBoundTest, LaunchAtLeastFourFifthsOfDeviceTimedCompute) {
 std::unique_ptr<InferRequest> Request(std::string* output) {
   auto r = std::make_unique<InferRequest>();
   r->set_shape_key("[3];");
-  r->cancelled = std::make_shared<std::atomic<bool>>(false);
+  r->cancelled = std::make_shared<CancelFlag>();
   OutputTensor out;
   out.index = 0;
   out.data = output;

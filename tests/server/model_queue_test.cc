@@ -13,7 +13,7 @@ std::unique_ptr<InferRequest> Request(int64_t items = 1, const std::string& key 
   auto r = std::make_unique<InferRequest>();
   r->batch_items = items;
   r->set_shape_key(key);
-  r->cancelled = std::make_shared<std::atomic<bool>>(false);
+  r->cancelled = std::make_shared<CancelFlag>();
   return r;
 }
 
@@ -93,7 +93,7 @@ TEST(ModelQueueTest, ExpiredAndCancelledRequestsAreDroppedNotBatched) {
   ASSERT_TRUE(queue.Enqueue(expired).ok());
   ASSERT_TRUE(queue.Enqueue(cancelled).ok());
   ASSERT_TRUE(queue.Enqueue(live).ok());
-  cancel_flag->store(true);
+  cancel_flag->Set(clock.NowNs());
   clock.AdvanceNs(2000);
   Batch batch, dropped;
   ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
@@ -156,7 +156,7 @@ TEST(ModelQueueTest, QueuedInputBytesAreBoundedAndReleasedAsRequestsLeave) {
   EXPECT_TRUE(queue.Enqueue(in_shared_memory).ok()) << "bytes in a client's shared memory are not the server's";
   EXPECT_EQ(queue.queued_bytes(), uint64_t{7} << 19);
 
-  a_cancelled->store(true);  // a dropped request gives its bytes back
+  a_cancelled->Set(clock.NowNs());  // a dropped request gives its bytes back
   Batch batch, dropped;
   ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), ModelQueue::WaitResult::kBatch);
   ASSERT_EQ(dropped.size(), 1u);
@@ -180,7 +180,7 @@ TEST(ModelQueueTest, PassedDeadlineIsDeadlineExceededEvenWhenGrpcAlsoCancelled) 
   auto* cancel_flag = r->cancelled.get();
   ASSERT_TRUE(queue.Enqueue(r).ok());
   clock.AdvanceNs(1000);
-  cancel_flag->store(true);
+  cancel_flag->Set(clock.NowNs());
   Batch batch, dropped;
   ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
   ASSERT_EQ(dropped.size(), 1u);
@@ -188,7 +188,8 @@ TEST(ModelQueueTest, PassedDeadlineIsDeadlineExceededEvenWhenGrpcAlsoCancelled) 
 }
 
 TEST(ModelQueueTest, CancelJustBeforeTheDeadlineIsTheDeadlinesButAnEarlierCancelIsTheClients) {
-  // gRPC's deadline timer may fire a little before our copy of the deadline (within 5 ms).
+  // gRPC's deadline timer may fire a little before our copy of the deadline (within a quarter of
+  // the time the request had, 1 to 5 ms).
   FakeClock clock;
   ModelQueue queue("m", Dynamic(8, 0), {}, &clock);
   auto near = Request(), early = Request();
@@ -198,8 +199,8 @@ TEST(ModelQueueTest, CancelJustBeforeTheDeadlineIsTheDeadlinesButAnEarlierCancel
   auto* early_flag = early->cancelled.get();
   ASSERT_TRUE(queue.Enqueue(near).ok());
   ASSERT_TRUE(queue.Enqueue(early).ok());
-  near_flag->store(true);
-  early_flag->store(true);
+  near_flag->Set(clock.NowNs());
+  early_flag->Set(clock.NowNs());
   Batch batch, dropped;
   ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
   ASSERT_EQ(dropped.size(), 2u);
@@ -252,6 +253,111 @@ TEST(ModelQueueTest, DelayedBatchCollectsLaterArrivals) {
   Batch batch, dropped;
   ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
   EXPECT_EQ(batch.size(), 2u);
+}
+
+TEST(ModelQueueTest, AnEarlyCancellationStaysTheClientsHoweverLateTheWorkerLooks) {
+  // Cancelled at +10 ms, deadline at +100 ms, noticed at +210 ms (the worker was busy).
+  FakeClock clock;
+  ModelQueue queue("m", Dynamic(8, 0), {}, &clock);
+  auto r = Request();
+  r->deadline_ns = clock.NowNs() + 100'000'000;
+  auto* flag = r->cancelled.get();
+  ASSERT_TRUE(queue.Enqueue(r).ok());
+  clock.AdvanceNs(10'000'000);
+  flag->Set(clock.NowNs());
+  queue.Poke();
+  clock.AdvanceNs(200'000'000);
+  Batch batch, dropped;
+  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kCancelled) << dropped[0]->status;
+}
+
+TEST(ModelQueueTest, ACancellationDeepInTheQueueIsDroppedOncePoked) {
+  FakeClock clock;
+  ModelQueue queue("m", Dynamic(2, 0), {}, &clock);
+  std::vector<CancelFlag*> flags;
+  for (int i = 0; i < 6; ++i) {
+    auto r = Request();
+    flags.push_back(r->cancelled.get());
+    ASSERT_TRUE(queue.Enqueue(r).ok());
+  }
+  flags[5]->Set(clock.NowNs());  // beyond the next batch's reach (2 + 1)
+  queue.Poke();                  // as the transport does after setting it
+  Batch batch, dropped;
+  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
+  EXPECT_EQ(batch.size(), 2u);
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(queue.size(), 3u);
+}
+
+TEST(ModelQueueTest, QueuePolicyRejectNamesTheTimeoutAndDelayMovesTheRequestBehindFreshOnes) {
+  FakeClock clock;
+  QueuePolicySpec reject;
+  reject.default_timeout_microseconds = 100;
+  ModelQueue rejecting("m", Dynamic(1, 0), reject, &clock);
+  auto old_one = Request();
+  ASSERT_TRUE(rejecting.Enqueue(old_one).ok());
+  clock.AdvanceNs(150'000);
+  Batch batch, dropped;
+  ASSERT_TRUE(rejecting.NextBatch(&batch, &dropped));
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(dropped[0]->status.message(),
+            "model 'm': queued longer than default_queue_policy.default_timeout_microseconds 100 (timeout_action "
+            "REJECT); the request was not executed");
+
+  // DELAY (Triton): a request past its timeout waits behind every request still within it.
+  QueuePolicySpec delay = reject;
+  delay.timeout_action_delay = true;
+  ModelQueue delaying("m", Dynamic(1, 0), delay, &clock);
+  auto old_request = Request(1, "old"), fresh = Request(1, "fresh"), fresher = Request(1, "fresher");
+  ASSERT_TRUE(delaying.Enqueue(old_request).ok());
+  clock.AdvanceNs(150'000);  // `old` timed out
+  ASSERT_TRUE(delaying.Enqueue(fresh).ok());
+  ASSERT_TRUE(delaying.Enqueue(fresher).ok());
+  std::vector<std::string> order;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(delaying.NextBatch(&batch, &dropped));
+    EXPECT_TRUE(dropped.empty()) << "DELAY never drops";
+    ASSERT_EQ(batch.size(), 1u);
+    order.push_back(batch[0]->shape_key());
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"fresh", "fresher", "old"}));
+  EXPECT_EQ(delaying.size(), 0u);
+}
+
+TEST(ModelQueueTest, DelayedRequestsStillHonourTheirDeadlineAndBatchTogether) {
+  FakeClock clock;
+  QueuePolicySpec delay;
+  delay.default_timeout_microseconds = 100;
+  delay.timeout_action_delay = true;
+  ModelQueue queue("m", Dynamic(8, 0), delay, &clock);
+  auto a = Request(), b = Request(), doomed = Request();
+  doomed->deadline_ns = clock.NowNs() + 1'000'000;
+  ASSERT_TRUE(queue.Enqueue(a).ok());
+  ASSERT_TRUE(queue.Enqueue(doomed).ok());
+  ASSERT_TRUE(queue.Enqueue(b).ok());
+  clock.AdvanceNs(2'000'000);  // all three timed out; `doomed` also passed its deadline
+  Batch batch, dropped;
+  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(batch.size(), 2u) << "delayed requests batch with each other";
+}
+
+TEST(ModelQueueTest, ARequestLargerThanTheWholeQueueLimitIsInvalidNotRetryable) {
+  FakeClock clock;
+  QueuePolicySpec qp;
+  qp.max_queue_bytes = uint64_t{1} << 20;
+  ModelQueue queue("m", Dynamic(8, 0), qp, &clock);
+  auto huge = RequestHolding(2);
+  const absl::Status refused = queue.Enqueue(huge);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("more than the model's queue may ever hold (1.0 MiB, --max-queue-mib)"),
+            absl::string_view::npos) << refused;
+  EXPECT_NE(huge, nullptr);
 }
 
 }  // namespace

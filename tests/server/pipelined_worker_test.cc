@@ -174,7 +174,7 @@ class PipelinedWorkerTest : public ::testing::Test {
     r->id = id;
     r->batch_items = 1;
     r->set_shape_key("[2];");
-    r->cancelled = std::make_shared<std::atomic<bool>>(false);
+    r->cancelled = std::make_shared<CancelFlag>();
     InputTensor in;
     in.index = 0;
     in.dtype = DataType::kFp32;
@@ -323,7 +323,7 @@ TEST(ModelQueueTryNextBatchTest, NeverWaitsNotEvenForAFullerBatch) {
   std::string out;
   auto r = std::make_unique<InferRequest>();
   r->set_shape_key("[2];");
-  r->cancelled = std::make_shared<std::atomic<bool>>(false);
+  r->cancelled = std::make_shared<CancelFlag>();
   ASSERT_TRUE(queue.Enqueue(r).ok());
   EXPECT_EQ(queue.TryNextBatch(&batch, &dropped), ModelQueue::WaitResult::kTimeout)
       << "the request is still inside its queue delay";
