@@ -192,10 +192,13 @@ void Worker::Loop() {
       return;  // closed, nothing in flight
     }
     if (!dropped.empty()) {
+      // Each keeps its own status. Handed to the completion pool like a finished batch, so a burst
+      // of expired requests neither delays the batch taken with them nor lands in its queue span.
       const int64_t start_ns = clock_->NowNs();
-      for (auto& r : dropped) {
-        absl::Status status = r->status;
-        InferRequest::Complete(std::move(r), std::move(status));
+      if (completions_ != nullptr) {
+        completions_->CompleteBatch(std::move(dropped), absl::OkStatus());
+      } else {
+        for (auto& r : dropped) InferRequest::Complete(std::move(r), absl::OkStatus());
       }
       dropped.clear();
       Account(WorkerPhase::kComplete, start_ns);
