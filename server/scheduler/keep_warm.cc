@@ -32,6 +32,12 @@ absl::StatusOr<KeepWarmConfig> KeepWarmConfigFromSpec(const ModelSpec& spec) {
   if (!period_ms.ok()) return period_ms.status();
   auto horizon_ms = MillisParam(spec, kKeepWarmHorizonKey, 1, kDefaultKeepWarmHorizonMs);
   if (!horizon_ms.ok()) return horizon_ms.status();
+  if (*period_ms > *horizon_ms) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model '", spec.name, "': parameter ", kKeepWarmKey, " = ", *period_ms, " ms is longer than ",
+        kKeepWarmHorizonKey, " = ", *horizon_ms, " ms, so keep-warm would never run; shorten the period or "
+        "lengthen the horizon"));
+  }
   KeepWarmConfig config;
   config.period_ns = *period_ms * 1'000'000;
   config.horizon_ns = *horizon_ms * 1'000'000;
