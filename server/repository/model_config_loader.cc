@@ -205,6 +205,41 @@ absl::Status ValidateModelName(const std::string& name) {
 }
 
 namespace {
+// Field names of Triton's model configuration (any message) that model_config.proto leaves out.
+// Those that change which tensors the model receives, or how requests relate to each other, fail
+// the load: served without them the model would get other inputs than under Triton. The rest are
+// logged and ignored. A name in neither list is no field of Triton's either: a typo, refused.
+const std::set<std::string>& RefusedTritonFields() {
+  static const std::set<std::string> kRefused = {"reshape", "is_shape_tensor", "allow_ragged_batch",
+                                                 "batch_input", "batch_output", "sequence_batching"};
+  return kRefused;
+}
+const std::set<std::string>& IgnoredTritonFields() {
+  static const std::set<std::string> kIgnored = {
+      "runtime", "ensemble_scheduling", "cc_model_filenames", "metric_tags", "model_operations",
+      "model_transaction_policy", "model_repository_agents", "response_cache", "format", "label_filename",
+      "is_non_linear_format_io", "rate_limiter", "secondary_devices", "profile", "passive", "graph",
+      "priority", "execution_accelerators", "input_pinned_memory", "output_pinned_memory",
+      "gather_kernel_buffer_threshold", "eager_batching", "graph_spec", "priority_levels",
+      "default_priority_level", "priority_queue_policy"};
+  return kIgnored;
+}
+
+absl::Status CheckUnknownFields(const std::vector<std::string>& unknown, const std::string& source) {
+  for (const std::string& field : unknown) {
+    if (RefusedTritonFields().count(field) > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, ": field '", field, "' is not supported by chronoserve: the model would receive other tensors "
+          "(or requests) than under Triton; remove it and do the same inside the model"));
+    }
+    if (IgnoredTritonFields().count(field) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, ": unknown field '", field, "': no field of Triton's model configuration has that name (a typo?)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Fields model_config.proto declares (Triton's) that chronoserve does not act on, by their path in
 // config.pbtxt, when set to something other than their default.
 void AppendUnimplementedFields(const pb::ModelConfig& config, std::vector<std::string>* fields) {
@@ -233,6 +268,7 @@ absl::Status ParseConfigProto(const std::string& text, const std::string& source
         errors.errors().empty() ? absl::StrCat(source, ": cannot parse")
                                 : absl::StrJoin(errors.errors(), "; "));
   }
+  RETURN_IF_ERROR(CheckUnknownFields(errors.unknown(), source));
   if (ignored_fields != nullptr) {
     // Each name once, in the order first seen (the parser reports every occurrence).
     std::vector<std::string> fields = errors.unknown();
@@ -271,8 +307,8 @@ absl::StatusOr<ModelSpec> SpecFromProto(const pb::ModelConfig& config, const std
   ASSIGN_OR_RETURN(spec.outputs, ConvertTensors(config.output(), "output", source));
   ASSIGN_OR_RETURN(spec.instance_groups, ConvertInstanceGroups(config, source));
   RETURN_IF_ERROR(ConvertBatching(config, source, &spec));
-  RETURN_IF_ERROR(CheckLargestWarmupBatch(spec, source));
   RETURN_IF_ERROR(ConvertWarmups(config, source, &spec));
+  RETURN_IF_ERROR(CheckLargestWarmupBatch(spec, source));  // with the first sample's dims
   spec.cuda_graphs = config.optimization().cuda().graphs();
   for (const auto& [key, value] : config.parameters()) spec.parameters[key] = value.string_value();
   return spec;

@@ -80,12 +80,30 @@ TEST(ModelConfigTest, DefaultsForAMinimalConfig) {
   EXPECT_FALSE(spec->dynamic_batching.enabled);
 }
 
-TEST(ModelConfigTest, UnknownFieldsAreReportedByNameAndIgnored) {
+TEST(ModelConfigTest, TritonFieldsNotServedAreReportedByNameAndIgnored) {
   std::vector<std::string> ignored;
-  auto spec = ParseModelConfig(std::string(kGood) + "\nresponse_cache { enable: true }\nsequence_batching {}\n",
+  auto spec = ParseModelConfig(std::string(kGood) + "\nresponse_cache { enable: true }\nmetric_tags {}\n",
                                "policy/config.pbtxt", "policy", &ignored);
   ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_THAT(ignored, ::testing::ElementsAre("response_cache", "sequence_batching"));
+  EXPECT_THAT(ignored, ::testing::ElementsAre("response_cache", "metric_tags"));
+}
+
+TEST(ModelConfigTest, ATypoOrATritonFieldThatChangesTheTensorsFailsTheLoadNamingIt) {
+  struct Case {
+    std::string extra, message;
+  };
+  const Case cases[] = {
+      {"max_batch_sise: 8\n", "policy/config.pbtxt: unknown field 'max_batch_sise': no field of Triton's"},
+      {"sequence_batching {}\n", "policy/config.pbtxt: field 'sequence_batching' is not supported by chronoserve"},
+      {"input { name: \"extra\" data_type: TYPE_FP32 dims: [ 4 ] reshape { shape: [ 2, 2 ] } }\n",
+       "field 'reshape' is not supported by chronoserve: the model would receive other tensors"},
+  };
+  for (const Case& c : cases) {
+    auto spec = ParseModelConfig(std::string(kGood) + c.extra, "policy/config.pbtxt", "policy", nullptr);
+    ASSERT_FALSE(spec.ok()) << c.extra;
+    EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(spec.status().message()), HasSubstr(c.message)) << c.extra;
+  }
 }
 
 TEST(ModelConfigTest, FieldsDeclaredButNotActedOnAreReportedOnceByName) {
@@ -93,8 +111,8 @@ TEST(ModelConfigTest, FieldsDeclaredButNotActedOnAreReportedOnceByName) {
   auto spec = ParseModelConfig(R"pb(
 max_batch_size: 8
 input [ { name: "x" data_type: TYPE_FP32 dims: 3 optional: true },
-        { name: "z" data_type: TYPE_FP32 dims: 3 optional: true colour: 1 } ]
-output { name: "y" data_type: TYPE_FP32 dims: 3 colour: 2 }
+        { name: "z" data_type: TYPE_FP32 dims: 3 optional: true format: FORMAT_NCHW } ]
+output { name: "y" data_type: TYPE_FP32 dims: 3 label_filename: "labels.txt" }
 dynamic_batching {
   preserve_ordering: true
   default_queue_policy { allow_timeout_override: true }
@@ -102,7 +120,7 @@ dynamic_batching {
 optimization { cuda { graphs: true busy_wait_events: true output_copy_stream: true } }
 )pb", "m/config.pbtxt", "m", &ignored);
   ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_THAT(ignored, ::testing::ElementsAre("colour", "input.optional", "dynamic_batching.preserve_ordering",
+  EXPECT_THAT(ignored, ::testing::ElementsAre("format", "label_filename", "input.optional", "dynamic_batching.preserve_ordering",
                                               "dynamic_batching.default_queue_policy.allow_timeout_override",
                                               "optimization.cuda.busy_wait_events",
                                               "optimization.cuda.output_copy_stream"));
