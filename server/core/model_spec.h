@@ -73,6 +73,14 @@ struct ModelSpec {
   // Index of the named input/output, or -1.
   int InputIndex(const std::string& tensor) const;
   int OutputIndex(const std::string& tensor) const;
+
+  // The variable dims of every synthetic request the server makes itself (the warm-up per batch
+  // size, the serving warm-up): the first model_warmup sample's, so a model that cannot run with
+  // a variable dim of 1 still loads; none (each variable dim 1) without a sample.
+  const std::map<std::string, std::vector<int64_t>>& SyntheticDims() const {
+    static const std::map<std::string, std::vector<int64_t>> kNone;
+    return warmups.empty() ? kNone : warmups.front().input_dims;
+  }
 };
 
 }  // namespace chronoserve::server

@@ -101,9 +101,8 @@ std::string LoopbackTarget(const std::string& host, int port) {
 inference::ModelInferRequest SyntheticInferMessage(const ModelSpec& spec, int64_t items, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<std::string> unused_outputs;
-  const std::map<std::string, std::vector<int64_t>> no_dims;
-  const auto& dims = spec.warmups.empty() ? no_dims : spec.warmups.front().input_dims;
-  std::unique_ptr<InferRequest> synthetic = MakeSyntheticRequest(spec, items, &unused_outputs, rng, dims);
+  std::unique_ptr<InferRequest> synthetic =
+      MakeSyntheticRequest(spec, items, &unused_outputs, rng, spec.SyntheticDims());
   inference::ModelInferRequest message;
   message.set_model_name(spec.name);
   message.set_model_version(std::to_string(spec.version));

@@ -108,9 +108,10 @@ absl::Status ConvertWarmupInputs(const pb::ModelConfig& config, const pb::ModelW
 absl::Status CheckLargestWarmupBatch(const ModelSpec& spec, const std::string& source) {
   const int64_t items = std::max(spec.max_batch_size, 1);
   return CheckRequestBytes(
-      spec, items, {},
-      absl::StrCat(source, ": the inputs at ", items,
-                   " item(s) (max_batch_size, variable dims as 1; the size the warm-up before READY sends)"));
+      spec, items, spec.SyntheticDims(),
+      absl::StrCat(source, ": the inputs at ", items, " item(s) (max_batch_size, variable dims ",
+                   spec.warmups.empty() ? "as 1" : "as the first model_warmup sample's",
+                   "; the size the warm-up before READY sends)"));
 }
 
 absl::Status ConvertWarmups(const pb::ModelConfig& config, const std::string& source, ModelSpec* spec) {

@@ -86,7 +86,7 @@ absl::Status Worker::Warmup(const ModelSpec& spec, const WarmupOptions& options)
   for (int items = 1; items <= max_items; ++items) {
     for (int i = 0; i < options.runs_per_batch_size; ++i) {
       RETURN_IF_ERROR(stopped());
-      RETURN_IF_ERROR(WarmupRun(spec, items, {}, rng));
+      RETURN_IF_ERROR(WarmupRun(spec, items, spec.SyntheticDims(), rng));
     }
   }
   if (instance_->pipeline_depth() > 1 && options.runs_per_batch_size > 0) {
@@ -120,7 +120,7 @@ absl::Status Worker::WarmupPipelinedPair(const ModelSpec& spec, int items, std::
   absl::Status status;
   int launched = 0;
   for (int slot = 0; slot < 2 && status.ok(); ++slot) {
-    absl::StatusOr<Batch> batch = SyntheticBatch(spec, items, &outputs[slot], rng, {});
+    absl::StatusOr<Batch> batch = SyntheticBatch(spec, items, &outputs[slot], rng, spec.SyntheticDims());
     if (!batch.ok()) {
       status = WithWorkerContext(batch.status(), model_, index_, instance_->device_name());
       break;

@@ -28,6 +28,7 @@ class RecordingInstance final : public server::ModelInstance {
     {
       absl::MutexLock lock(&mu_);
       sizes_.push_back(items);
+      shape_keys_.push_back(batch.empty() ? "" : batch.front()->shape_key());
     }
     const bool synthetic = !batch.empty() && batch.front()->synthetic;
     absl::Status status = inner_ != nullptr ? inner_->Execute(batch, timing) : FakeExecute(batch, items, timing);
@@ -44,6 +45,11 @@ class RecordingInstance final : public server::ModelInstance {
   std::vector<int64_t> sizes() const {
     absl::MutexLock lock(&mu_);
     return sizes_;
+  }
+  // The per-item shapes (InferRequest::shape_key) of every Execute call's first request, in order.
+  std::vector<std::string> shape_keys() const {
+    absl::MutexLock lock(&mu_);
+    return shape_keys_;
   }
   // Timings of the client batches that executed OK, in order (timing.worker = the worker's index).
   std::vector<server::BatchTiming> served() const {
@@ -73,6 +79,7 @@ class RecordingInstance final : public server::ModelInstance {
   std::unique_ptr<server::ModelInstance> inner_;
   mutable absl::Mutex mu_;
   std::vector<int64_t> sizes_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> shape_keys_ ABSL_GUARDED_BY(mu_);
   std::vector<server::BatchTiming> served_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -46,6 +46,12 @@ TEST(WarmupTest, ReadyOnlyAfterEveryWorkerRanEveryBatchSize) {
     for (int64_t b = 1; b <= 5; ++b) {
       EXPECT_EQ(std::count(sizes.begin() + 3, sizes.end(), b), 2) << "batch size " << b;
     }
+    // Every run, the per-batch-size ones too, has the sample's variable dim (9), not 1: a model
+    // that cannot run with 1 there still loads.
+    const std::vector<std::string> keys = fake->shape_keys();
+    ASSERT_FALSE(keys.empty());
+    EXPECT_THAT(keys, ::testing::Each(keys.front()));
+    EXPECT_THAT(keys.front(), ::testing::HasSubstr("9"));
   }
   EXPECT_GE((*runtime)->warmup_ns(), 0);
   (*runtime)->Stop();
