@@ -13,7 +13,8 @@
 // internal. Compiled only in CUDA builds (CUDA runtime + driver API).
 //
 //   // on a thread whose current device is `gpu`:
-//   ASSIGN_OR_RETURN(std::unique_ptr<StreamGate> gate, StreamGate::Create(gpu, stream, absl::Seconds(1)));
+//   ASSIGN_OR_RETURN(std::unique_ptr<StreamGate> gate,
+//                    StreamGate::Create(gpu, stream, absl::Milliseconds(250)));  // CudaPath's watchdog
 //   RETURN_IF_ERROR(gate->Hold());          // then record events, copy, forward, record events
 //   const bool exact = gate->Release();     // false: the watchdog had released it first
 #ifndef CHRONOSERVE_SERVER_BACKEND_CUDA_STREAM_GATE_H_
