@@ -206,7 +206,9 @@ grpc::ServerUnaryReactor* InferenceService::ModelStatistics(
   return FinishNow(ctx, absl::OkStatus());
 }
 
-// ---- system_shared_memory: quick registry calls (shm_open + mmap at most), answered inline ----
+// ---- system_shared_memory: registry calls, answered inline. Register maps every page of the
+// region (MAP_POPULATE) and on a GPU page-locks it, so it holds a callback thread for time in
+// proportion to the region's size: a set-up call, made before the requests that use the region ----
 
 grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryStatus(
     grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryStatusRequest* request,

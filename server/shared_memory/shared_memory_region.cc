@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
@@ -19,12 +20,13 @@ std::string Describe(const std::string& name, const std::string& key) {
   return absl::StrCat("shared-memory region '", name, "' (key '", key, "')");
 }
 
-// Closes the descriptor on every path; the mapping stays valid after close.
+// Closes the descriptor on every path that does not hand it to the region.
 struct Fd {
   int fd = -1;
   ~Fd() {
     if (fd >= 0) ::close(fd);
   }
+  int Release() { return std::exchange(fd, -1); }
 };
 
 }  // namespace
@@ -72,18 +74,19 @@ absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> SharedMemoryRegion::Map(cons
   }
   char* data = static_cast<char*>(mapping) + (offset - aligned);
   std::unique_ptr<SharedMemoryRegion> region(
-      new SharedMemoryRegion(name, key, offset, byte_size, mapping, mapping_bytes, data));
+      new SharedMemoryRegion(name, key, offset, byte_size, fd.Release(), mapping, mapping_bytes, data));
   if (pinner) region->pin_ = pinner(mapping, mapping_bytes);
   return region;
 }
 
 SharedMemoryRegion::SharedMemoryRegion(std::string name, std::string key, uint64_t offset,
-                                       uint64_t byte_size, void* mapping, size_t mapping_bytes,
+                                       uint64_t byte_size, int fd, void* mapping, size_t mapping_bytes,
                                        char* data)
     : name_(std::move(name)),
       key_(std::move(key)),
       offset_(offset),
       byte_size_(byte_size),
+      fd_(fd),
       mapping_(mapping),
       mapping_bytes_(mapping_bytes),
       data_(data) {}
@@ -93,6 +96,22 @@ SharedMemoryRegion::~SharedMemoryRegion() {
   if (::munmap(mapping_, mapping_bytes_) != 0) {
     CS_LOG(WARNING) << Describe(name_, key_) << ": munmap failed: " << std::strerror(errno);
   }
+  ::close(fd_);
+}
+
+absl::Status SharedMemoryRegion::CheckStillBacked() const {
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(Describe(name_, key_), ": fstat failed: ", std::strerror(errno)));
+  }
+  const uint64_t object_bytes = st.st_size < 0 ? 0 : static_cast<uint64_t>(st.st_size);
+  if (offset_ + byte_size_ > object_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        Describe(name_, key_), ": the object shrank to ", object_bytes, " bytes after registration; its offset ",
+        offset_, " + byte_size ", byte_size_, " need ", offset_ + byte_size_,
+        " (a registered object must not be resized: unregister it, then register it again)"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace chronoserve::server

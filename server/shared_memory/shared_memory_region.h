@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace chronoserve::server {
@@ -43,15 +44,22 @@ class SharedMemoryRegion {
   char* data() const { return data_; }
   // Page-locked for the GPU: a worker may copy between it and the device without staging.
   bool host_pinned() const { return pin_ != nullptr; }
+  // OK while the object still covers the window. A client that shrinks (ftruncate) the object
+  // after registering it would make the server's next read or write of the lost pages fault
+  // (SIGBUS), so every request checks this first (one fstat); INVALID_ARGUMENT names the region,
+  // the key and both sizes. (A shrink between this check and the copy still faults: clients must
+  // not resize a registered object.)
+  absl::Status CheckStillBacked() const;
 
  private:
-  SharedMemoryRegion(std::string name, std::string key, uint64_t offset, uint64_t byte_size,
+  SharedMemoryRegion(std::string name, std::string key, uint64_t offset, uint64_t byte_size, int fd,
                      void* mapping, size_t mapping_bytes, char* data);
 
   const std::string name_;
   const std::string key_;
   const uint64_t offset_;
   const uint64_t byte_size_;
+  const int fd_;               // the object, kept open for CheckStillBacked; closed by the destructor
   void* const mapping_;        // what mmap returned (page-aligned, may start before `offset`)
   const size_t mapping_bytes_;
   char* const data_;

@@ -74,6 +74,7 @@ absl::StatusOr<SharedMemorySpan> SharedMemoryRegistry::Find(const std::string& n
     }
     region = it->second;
   }
+  RETURN_IF_ERROR(region->CheckStillBacked());
   if (offset > region->byte_size() || byte_size > region->byte_size() - offset) {
     return absl::InvalidArgumentError(absl::StrCat(
         "shared-memory region '", name, "': offset ", offset, " + byte_size ", byte_size,

@@ -51,7 +51,8 @@ class SharedMemoryRegistry {
   // The region called `name` (NOT_FOUND if none), or every region by name when `name` is empty.
   absl::StatusOr<std::vector<std::shared_ptr<const SharedMemoryRegion>>> Status(const std::string& name) const;
   // [offset, offset + byte_size) of region `name`: NOT_FOUND when it is not registered,
-  // INVALID_ARGUMENT when the range does not fit in it (the message names region and sizes).
+  // INVALID_ARGUMENT when the range does not fit in it or the object no longer covers the region
+  // (SharedMemoryRegion::CheckStillBacked; the message names region and sizes).
   absl::StatusOr<SharedMemorySpan> Find(const std::string& name, uint64_t offset, uint64_t byte_size) const;
   size_t size() const;
 

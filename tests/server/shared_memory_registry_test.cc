@@ -64,6 +64,25 @@ TEST(SharedMemoryRegistryTest, RegisterFindStatusUnregister) {
   EXPECT_EQ(registry.size(), 0u);
 }
 
+TEST(SharedMemoryRegistryTest, AnObjectShrunkAfterRegistrationIsRefusedNotReadPastItsEnd) {
+  // Reading the mapping past the object's new end would kill the server with SIGBUS.
+  auto obj = MakeObject("shrunk", 8192);
+  ASSERT_NE(obj, nullptr);
+  SharedMemoryRegistry registry;
+  ASSERT_TRUE(registry.Register("r0", obj->key(), 4096, 4096).ok());
+  ASSERT_TRUE(registry.Find("r0", 0, 4096).ok());
+  const int fd = shm_open(obj->key().c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  ASSERT_EQ(ftruncate(fd, 0), 0) << std::strerror(errno);
+  close(fd);
+  auto span = registry.Find("r0", 0, 4096);
+  ASSERT_FALSE(span.ok());
+  EXPECT_EQ(span.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(span.status().message()),
+              HasSubstr("shared-memory region 'r0' (key '" + obj->key() + "'): the object shrank to 0 bytes"));
+  EXPECT_THAT(std::string(span.status().message()), HasSubstr("need 8192"));
+}
+
 TEST(SharedMemoryRegistryTest, UnalignedOffsetsMapTheRightBytes) {
   auto obj = MakeObject("unaligned", 3 * 4096);
   ASSERT_NE(obj, nullptr);
