@@ -96,6 +96,9 @@ absl::StatusOr<std::vector<TensorSpec>> ConvertTensors(
     TensorSpec spec;
     spec.name = t.name();
     ASSIGN_OR_RETURN(spec.dtype, ConvertType(t.data_type(), where));
+    if (t.dims().empty()) {  // as Triton: a tensor must have dims (one value per item: dims: [ 1 ])
+      return absl::InvalidArgumentError(absl::StrCat(where, ": dims are required (one value per item is dims: [ 1 ])"));
+    }
     for (int64_t d : t.dims()) {
       if (d == 0 || d < -1) {
         return absl::InvalidArgumentError(

@@ -248,6 +248,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"input { name: \"x\" dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\n", "data_type is missing"},
         BadCase{"input { name: \"x\" data_type: TYPE_STRING dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\n", "TYPE_STRING"},
         BadCase{"input { name: \"x\" data_type: TYPE_FP32 dims: 0 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\n", "dims must be positive or -1"},
+        BadCase{"input { name: \"x\" data_type: TYPE_FP32 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\n", "input 'x': dims are required"},
         BadCase{"input { name: \"x\" data_type: TYPE_FP32 dims: 3 }\ninput { name: \"x\" data_type: TYPE_FP32 dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\n", "declared twice"},
         BadCase{"input { name: \"x\" data_type: TYPE_FP32 dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\ndynamic_batching {}\n", "needs max_batch_size > 0"},
         BadCase{"max_batch_size: 4\ninput { name: \"x\" data_type: TYPE_FP32 dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\ndynamic_batching { preferred_batch_size: 8 }\n", "preferred_batch_size 8"},
