@@ -1,6 +1,5 @@
 #include "server/backend/torch_backend.h"
 
-#include <torch/csrc/jit/runtime/jit_exception.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 
@@ -74,9 +73,10 @@ class TorchInstance final : public ModelInstance {
   }
 
  private:
-  // Runs `body`, turning LibTorch's exceptions into statuses. Every error leaves with Context():
-  // the helpers the body calls (the device path, the gather, the output checks, the graph runner)
-  // name only what failed, never the model, so it is named exactly once.
+  // Runs `body`, turning LibTorch's exceptions into statuses (forward() itself is called through
+  // RunForward, which labels what the model's code throws). Every error leaves with Context(): the
+  // helpers the body calls (the device path, the gather, the output checks, the graph runner) name
+  // only what failed, never the model, so it is named exactly once.
   template <typename Body>
   absl::Status Guarded(Body body) {
     absl::Status status;
@@ -84,8 +84,6 @@ class TorchInstance final : public ModelInstance {
       status = body();
     } catch (const c10::Error& e) {
       status = absl::InternalError(absl::StrCat("LibTorch error: ", e.what_without_backtrace()));
-    } catch (const torch::jit::JITException& e) {  // raised by the model itself (a failed assert, say)
-      status = absl::InternalError(absl::StrCat("TorchScript error: ", e.what()));
     } catch (const std::exception& e) {
       status = absl::InternalError(e.what());
     }
@@ -280,10 +278,11 @@ class TorchInstance final : public ModelInstance {
       args.emplace_back(std::move(t));
     }
     RETURN_IF_ERROR(InputsDone());
-    torch::jit::IValue result;
-    timing->launch_ns = TimeLaunch([&] { result = module_.forward(std::move(args)); });
+    absl::StatusOr<torch::jit::IValue> result;
+    timing->launch_ns = TimeLaunch([&] { result = RunForward(module_, std::move(args)); });
+    RETURN_IF_ERROR(result.status());
     RETURN_IF_ERROR(MarkSpan(kAfterCompute));
-    return FlattenOutputs(result);
+    return FlattenOutputs(*result);
   }
 
   // H2D into the graph's static inputs (pad rows zeroed), replay (launch = host time of replay()),
@@ -338,7 +337,7 @@ class TorchInstance final : public ModelInstance {
               torch::zeros(shape, torch::TensorOptions().dtype(type).device(path_->device())));
         }
       }
-      module_.forward(keep_warm_args_);
+      RETURN_IF_ERROR(RunForward(module_, keep_warm_args_).status());
     }
     return path_->Sync();
   }

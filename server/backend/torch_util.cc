@@ -1,5 +1,7 @@
 #include "server/backend/torch_util.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 
 namespace chronoserve::server {
@@ -19,6 +21,18 @@ absl::StatusOr<torch::ScalarType> ToTorchType(DataType type) {
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("datatype ", DataTypeName(type), " has no LibTorch equivalent"));
+  }
+}
+
+absl::StatusOr<torch::jit::IValue> RunForward(torch::jit::Module& module, std::vector<torch::jit::IValue> args) {
+  try {
+    return module.forward(std::move(args));
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("LibTorch error: ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("TorchScript error: ", e.what()));
+  } catch (...) {
+    return absl::InternalError("forward() threw an exception that is not a std::exception");
   }
 }
 

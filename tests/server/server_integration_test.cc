@@ -358,7 +358,8 @@ TEST_F(FailedModelTest, BrokenModelsFailAloneWithTheirReason) {
 }
 
 // A forward() that throws fails only its batch: INTERNAL, with the model, worker and device named
-// once before TorchScript's own message; the next request is answered.
+// once before TorchScript's own message, whether the model raised or an operator in it failed (the
+// interpreter rethrows that as std::runtime_error); the next request is answered.
 TEST_F(FailedModelTest, AForwardThatThrowsFailsItsRequestNamingTheModelOnce) {
   testing::TempDir repo("cs_throws");
   repo.WriteFile("throws/config.pbtxt",
@@ -369,6 +370,8 @@ TEST_F(FailedModelTest, AForwardThatThrowsFailsItsRequestNamingTheModelOnce) {
   ASSERT_TRUE(testing::WriteScriptedModel(repo.path() + "/throws/1/model.pt",
                                           "def forward(self, x):\n"
                                           "  assert bool(x[0, 0] < 100.0), 'first value out of range'\n"
+                                          "  if bool(x[0, 1] > 100.0):\n"
+                                          "    return torch.matmul(x, torch.ones([3, 3]))\n"
                                           "  return x * 2.0\n"));
   auto server = testing::StartServer(repo.path());
   ASSERT_NE(server, nullptr);
@@ -385,6 +388,13 @@ TEST_F(FailedModelTest, AForwardThatThrowsFailsItsRequestNamingTheModelOnce) {
   EXPECT_THAT(message, HasSubstr("model 'throws' worker 0 on cpu: TorchScript error: "));
   EXPECT_THAT(message, HasSubstr("first value out of range"));
   EXPECT_EQ(message.find("model 'throws'"), message.rfind("model 'throws'")) << "named once: " << message;
+  Tensor bad_operator = input;
+  std::memcpy(bad_operator.data.data() + sizeof big, &big, sizeof big);  // x[0, 1]: a matmul of wrong shapes
+  auto operator_failed = c->Infer("throws", {bad_operator});
+  ASSERT_EQ(operator_failed.status().code(), absl::StatusCode::kInternal);
+  const std::string operator_message(operator_failed.status().message());
+  EXPECT_THAT(operator_message, HasSubstr("model 'throws' worker 0 on cpu: TorchScript error: "));
+  EXPECT_THAT(operator_message, HasSubstr("cannot be multiplied"));
   auto ok = c->Infer("throws", {input});
   ASSERT_TRUE(ok.ok()) << ok.status();
   float first = 0;
