@@ -3,6 +3,8 @@
 
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -32,7 +34,39 @@ TEST(ProfileCommandTest, ServerBinaryProfilesAModelDirectory) {
   text << in.rdbuf();
   const nlohmann::json report = nlohmann::json::parse(text.str(), nullptr, false);
   ASSERT_TRUE(report.is_object());
-  EXPECT_EQ(report.value("schema", ""), "chronoserve.profile/v1");
+  EXPECT_EQ(report.value("schema", ""), "chronoserve.profile/v2");
+}
+
+// Variable dims: refused without a size (exit 1, naming the input and the flag), profiled with
+// repeated --shape flags (each flag one NAME:dims, the model directory after them still positional).
+TEST(ProfileCommandTest, VariableDimsNeedShapeFlags) {
+  testing::TempDir repo("cs_profile_cmd_shape");
+  examples::ModelOptions o;
+  o.max_batch_size = 4;
+  ASSERT_TRUE(examples::WriteAddSub(repo.path(), "addsub", o).ok());
+  const std::vector<std::string> base = {CHRONOSERVE_BIN, "profile", "--repetitions", "3", "--warmup-runs", "1",
+                                         "--search-max-batch", "8"};
+  std::vector<std::string> refused = base;
+  refused.push_back(repo.path() + "/addsub");
+  auto no_shape = testing::RunProgram(refused, absl::Seconds(120));
+  ASSERT_TRUE(no_shape.ok()) << no_shape.status();
+  EXPECT_EQ(no_shape->first, 1) << no_shape->second;
+  EXPECT_NE(no_shape->second.find("--shape INPUT__0:N"), std::string::npos) << no_shape->second;
+
+  std::vector<std::string> shaped = base;
+  for (const char* flag : {"--shape", "INPUT__0:6", "--shape", "INPUT__1:6"}) shaped.push_back(flag);
+  shaped.push_back(repo.path() + "/addsub");
+  auto with_shape = testing::RunProgram(shaped, absl::Seconds(120));
+  ASSERT_TRUE(with_shape.ok()) << with_shape.status();
+  EXPECT_EQ(with_shape->first, 0) << with_shape->second;
+  EXPECT_NE(with_shape->second.find("INPUT__0 [6] (--shape), INPUT__1 [6] (--shape)"), std::string::npos)
+      << with_shape->second;
+
+  std::vector<std::string> bad = base;
+  for (const char* flag : {"--shape", "INPUT__0:0", repo.path().c_str()}) bad.push_back(flag);
+  auto bad_shape = testing::RunProgram(bad, absl::Seconds(120));
+  ASSERT_TRUE(bad_shape.ok()) << bad_shape.status();
+  EXPECT_EQ(bad_shape->first, 2) << "a bad flag exits 2: " << bad_shape->second;
 }
 
 }  // namespace

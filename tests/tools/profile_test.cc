@@ -1,6 +1,9 @@
 // The offline profiler on the CPU (CI): a real MLP (max_batch_size 8) through the real backend, few
 // repetitions. Checks the report's shape and invariants (medians > 0, p10 <= median <= p90, every
-// batch size covered, four mistakes), the JSON schema, and the batch-size list parsing.
+// batch size covered, a search past max_batch_size, four mistakes with the copy row not applicable
+// on the CPU), the JSON schema, the batch-size list parsing, and the dims of variable inputs
+// (--shape, the first model_warmup sample, or a refusal). The throughput search's memory limit and
+// the mistakes' copy row on a GPU are checked with fakes in profile_search_test.cc.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -40,6 +43,7 @@ TEST(ProfileTest, ProfilesAnMlpOnTheCpu) {
   options.batch_sizes = "1,4,max";
   options.warmup_runs = 2;
   options.repetitions = 15;
+  options.search_max_batch = 32;
   auto report = profile::ProfileModel(repo.path() + "/mlp", options);
   ASSERT_TRUE(report.ok()) << report.status();
 
@@ -50,6 +54,7 @@ TEST(ProfileTest, ProfilesAnMlpOnTheCpu) {
   EXPECT_FALSE(doc.at("device_timed").get<bool>());
   EXPECT_THAT(doc.at("timing_note").get<std::string>(), HasSubstr("host-timed"));
   EXPECT_EQ(doc.at("max_batch_size"), 8);
+  EXPECT_EQ(doc.at("inputs"), nlohmann::json::parse(R"([{"name":"INPUT__0","dims":[64],"source":"config"}])"));
   EXPECT_EQ(doc.at("repetitions"), 15);
   EXPECT_EQ(doc.at("batch_sizes"), nlohmann::json({1, 4, 8}));
 
@@ -86,17 +91,29 @@ TEST(ProfileTest, ProfilesAnMlpOnTheCpu) {
   for (const auto& p : search.at("points")) {
     searched.push_back(p.at("batch_size"));
     EXPECT_GT(p.at("items_per_s").get<double>(), 0);
+    EXPECT_EQ(p.at("above_max_batch_size").get<bool>(), p.at("batch_size").get<int>() > 8) << p;
   }
-  EXPECT_THAT(searched, ElementsAre(1, 2, 4, 8));
-  EXPECT_EQ(search.at("stopped_by"), "max_batch_size");
+  EXPECT_THAT(searched, ElementsAre(1, 2, 4, 8, 16, 32)) << "past max_batch_size, up to --search-max-batch";
+  EXPECT_EQ(search.at("stopped_by"), "search limit (--search-max-batch 32)");
+  EXPECT_EQ(search.at("search_max_batch"), 32);
+  EXPECT_TRUE(search.at("memory_limit_batch_size").is_null());
   EXPECT_GT(search.at("best_items_per_s").get<double>(), 0);
   EXPECT_THAT(searched, ::testing::Contains(search.at("best_batch_size").get<int>()));
 
   const auto& mistakes = doc.at("mistakes");
-  EXPECT_EQ(mistakes.at("batch_size"), 1);
+  EXPECT_EQ(mistakes.at("batch_size"), 8) << "the largest profiled size by default";
   ASSERT_EQ(mistakes.at("rows").size(), 4u);
+  const auto& copy = mistakes.at("rows")[2];
+  EXPECT_EQ(copy.at("name"), "includes the host-to-device copy");
+  EXPECT_FALSE(copy.at("measured").get<bool>()) << "no device copy on the CPU";
+  EXPECT_THAT(copy.at("note").get<std::string>(), HasSubstr("not applicable on the CPU"));
+  EXPECT_TRUE(copy.at("mistaken_us").is_null()) << "absent, never a made-up figure";
+  EXPECT_TRUE(copy.at("ratio").is_null());
   for (const auto& m : mistakes.at("rows")) {
     EXPECT_FALSE(m.at("name").get<std::string>().empty());
+    EXPECT_GT(m.at("correct_us").get<double>(), 0) << m.at("name");
+    if (&m == &copy) continue;
+    EXPECT_TRUE(m.at("measured").get<bool>()) << m.at("name");
     EXPECT_GT(m.at("mistaken_us").get<double>(), 0) << m.at("name");
     EXPECT_GT(m.at("correct_us").get<double>(), 0) << m.at("name");
     EXPECT_NEAR(m.at("ratio").get<double>(), m.at("mistaken_us").get<double>() / m.at("correct_us").get<double>(),
@@ -107,7 +124,127 @@ TEST(ProfileTest, ProfilesAnMlpOnTheCpu) {
   std::ostringstream text;
   profile::PrintReport(*report, text);
   EXPECT_THAT(text.str(), HasSubstr("host-timed"));
-  EXPECT_THAT(text.str(), HasSubstr("four classic timing mistakes"));
+  EXPECT_THAT(text.str(), HasSubstr("four classic timing mistakes (eager, batch size 8)"));
+  EXPECT_THAT(text.str(), HasSubstr("INPUT__0 [64] (config)"));
+  EXPECT_THAT(text.str(), HasSubstr("(> max_batch_size: the server never runs it)"));
+  EXPECT_THAT(text.str(), HasSubstr("not applicable on the CPU"));
+}
+
+TEST(ProfileTest, MistakesBatchSizeFlagStillChoosesTheSize) {
+  testing::TempDir repo("cs_profile_mistakes");
+  examples::ModelOptions o;
+  o.max_batch_size = 8;
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", o).ok());
+  profile::ProfileOptions options;
+  options.gpu = -1;
+  options.batch_sizes = "1,8";
+  options.warmup_runs = 1;
+  options.repetitions = 5;
+  options.throughput_search = false;
+  options.mistakes_batch_size = 3;  // not a profiled size: measured on its own
+  auto report = profile::ProfileModel(repo.path() + "/mlp", options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->mistakes_batch_size, 3);
+  ASSERT_EQ(report->mistakes.size(), 4u);
+  EXPECT_GT(report->mistakes[1].mistaken_us, 0);
+}
+
+// AddSub: two FP32 inputs of dims [-1] (without the batch dim), max_batch_size 8.
+absl::StatusOr<profile::ProfileReport> ProfileAddSub(const std::string& extra_config,
+                                                     const profile::InputDims& shapes) {
+  testing::TempDir repo("cs_profile_shapes");
+  examples::ModelOptions o;
+  o.max_batch_size = 8;
+  o.extra_config = extra_config;
+  if (absl::Status s = examples::WriteAddSub(repo.path(), "addsub", o); !s.ok()) return s;
+  profile::ProfileOptions options;
+  options.gpu = -1;
+  options.batch_sizes = "1,4";
+  options.warmup_runs = 1;
+  options.repetitions = 3;
+  options.search_max_batch = 4;
+  options.shapes = shapes;
+  return profile::ProfileModel(repo.path() + "/addsub", options);
+}
+
+TEST(ProfileTest, VariableDimsWithoutAShapeOrAWarmupSampleAreRefused) {
+  auto report = ProfileAddSub("", {});
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string message(report.status().message());
+  EXPECT_THAT(message, HasSubstr("model 'addsub' input 'INPUT__0' has variable dims [-1]"));
+  EXPECT_THAT(message, HasSubstr("--shape INPUT__0:N"));
+  EXPECT_THAT(message, HasSubstr("model_warmup"));
+}
+
+TEST(ProfileTest, VariableDimsComeFromShapeFlags) {
+  auto report = ProfileAddSub("", {{"INPUT__0", {5}}, {"INPUT__1", {5}}});
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->inputs.size(), 2u);
+  for (const profile::InputShape& in : report->inputs) {
+    EXPECT_THAT(in.dims, ElementsAre(5)) << in.name;
+    EXPECT_EQ(in.source, "--shape") << in.name;
+  }
+  const nlohmann::json doc = nlohmann::json::parse(profile::ReportToJson(*report));
+  EXPECT_EQ(doc.at("inputs")[1], nlohmann::json::parse(R"({"name":"INPUT__1","dims":[5],"source":"--shape"})"));
+  std::ostringstream text;
+  profile::PrintReport(*report, text);
+  EXPECT_THAT(text.str(), HasSubstr("INPUT__0 [5] (--shape), INPUT__1 [5] (--shape)"));
+}
+
+TEST(ProfileTest, VariableDimsDefaultToTheFirstWarmupSampleAndAShapeOverridesIt) {
+  const std::string warmup =
+      R"(model_warmup [ { name: "seq7" batch_size: 1 )"
+      R"(inputs { key: "INPUT__0" value { data_type: TYPE_FP32 dims: [ 7 ] random_data: true } } )"
+      R"(inputs { key: "INPUT__1" value { data_type: TYPE_FP32 dims: [ 7 ] zero_data: true } } } ])"
+      "\n";
+  auto report = ProfileAddSub(warmup, {});
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->inputs.size(), 2u);
+  EXPECT_THAT(report->inputs[0].dims, ElementsAre(7));
+  EXPECT_EQ(report->inputs[0].source, "model_warmup 'seq7'");
+
+  // A --shape wins over the sample.
+  auto both = ProfileAddSub(warmup, {{"INPUT__0", {3}}, {"INPUT__1", {3}}});
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_THAT(both->inputs[0].dims, ElementsAre(3));
+  EXPECT_EQ(both->inputs[0].source, "--shape");
+}
+
+TEST(ProfileTest, BadShapesAreRefusedWithTheInputNamed) {
+  auto unknown = ProfileAddSub("", {{"INPUT__0", {5}}, {"INPUT__1", {5}}, {"NOPE", {5}}});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(std::string(unknown.status().message()), HasSubstr("'NOPE', which is no input of model 'addsub'"));
+  auto rank = ProfileAddSub("", {{"INPUT__0", {5, 2}}, {"INPUT__1", {5}}});
+  ASSERT_FALSE(rank.ok());
+  EXPECT_THAT(std::string(rank.status().message()), HasSubstr("--shape INPUT__0:5,2"));
+  EXPECT_THAT(std::string(rank.status().message()), HasSubstr("has dims [-1]"));
+
+  profile::InputDims shapes;
+  ASSERT_TRUE(profile::ParseShapeFlag("INPUT__0:3,224,224", &shapes).ok());
+  EXPECT_THAT(shapes.at("INPUT__0"), ElementsAre(3, 224, 224));
+  ASSERT_TRUE(profile::ParseShapeFlag("a:b:4", &shapes).ok()) << "the last colon splits, as chronobench's";
+  EXPECT_THAT(shapes.at("a:b"), ElementsAre(4));
+  for (const char* bad : {"INPUT__0", ":4", "x:", "x:0", "x:4,", "x:-1", "x:a"}) {
+    EXPECT_FALSE(profile::ParseShapeFlag(bad, &shapes).ok()) << bad;
+  }
+  EXPECT_THAT(std::string(profile::ParseShapeFlag("x:0", &shapes).message()), HasSubstr("dim '0'"));
+}
+
+TEST(ProfileTest, FixedShapeModelsNeedNoShape) {
+  testing::TempDir repo("cs_profile_fixed");
+  examples::ModelOptions o;
+  o.max_batch_size = 0;  // no batch dim: the search is one size
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", o).ok());
+  profile::ProfileOptions options;
+  options.gpu = -1;
+  options.warmup_runs = 1;
+  options.repetitions = 3;
+  auto report = profile::ProfileModel(repo.path() + "/mlp", options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->throughput.points.size(), 1u);
+  EXPECT_FALSE(report->throughput.points[0].above_max_batch_size);
+  EXPECT_EQ(report->throughput.stopped_by, "the model does not batch (max_batch_size 0)");
 }
 
 TEST(ProfileTest, MissingModelDirectoryFailsWithItsName) {

@@ -5,8 +5,6 @@
 #include <memory>
 #include <random>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -18,79 +16,13 @@
 #include "server/backend/device_activity.h"
 #include "server/backend/exact_device_timing.h"
 #include "server/backend/torch_backend.h"
-#include "server/core/synthetic_request.h"
 #include "server/repository/model_config_loader.h"
 
 namespace chronoserve::profile {
 namespace {
 
-using server::Batch;
-using server::BatchTiming;
 using server::ModelInstance;
 using server::ModelSpec;
-
-// One executed batch: the instance's spans plus the host wall time around Execute.
-struct RunSample {
-  BatchTiming timing;
-  int64_t wall_ns = 0;
-};
-
-// A batch of one request holding `items` rows of random inputs (never zeros) and every output.
-struct SyntheticBatch {
-  Batch batch;
-  std::vector<std::string> outputs;
-};
-
-std::unique_ptr<SyntheticBatch> MakeBatch(const ModelSpec& spec, int items, std::mt19937_64& rng) {
-  auto b = std::make_unique<SyntheticBatch>();
-  b->batch.push_back(server::MakeSyntheticRequest(spec, items, &b->outputs, rng));
-  return b;
-}
-
-absl::StatusOr<RunSample> RunOnce(ModelInstance& instance, SyntheticBatch& batch) {
-  RunSample s;
-  const int64_t start = SteadyClock::Now();
-  s.timing.dequeued_ns = start;
-  RETURN_IF_ERROR(instance.Execute(batch.batch, &s.timing));
-  s.wall_ns = SteadyClock::Now() - start;
-  return s;
-}
-
-absl::StatusOr<std::vector<RunSample>> RunMany(ModelInstance& instance, SyntheticBatch& batch, int count) {
-  std::vector<RunSample> samples;
-  samples.reserve(count);
-  for (int i = 0; i < count; ++i) {
-    ASSIGN_OR_RETURN(RunSample s, RunOnce(instance, batch));
-    samples.push_back(s);
-  }
-  return samples;
-}
-
-double Us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
-
-template <typename Field>
-Spread SpreadUs(const std::vector<RunSample>& samples, Field field) {
-  std::vector<double> v;
-  v.reserve(samples.size());
-  for (const RunSample& s : samples) v.push_back(Us(field(s)));
-  return SpreadOf(v);
-}
-
-BatchProfile Summarise(int batch_size, const std::vector<RunSample>& samples) {
-  BatchProfile p;
-  p.batch_size = batch_size;
-  p.h2d_us = SpreadUs(samples, [](const RunSample& s) { return s.timing.h2d_ns; });
-  p.compute_us = SpreadUs(samples, [](const RunSample& s) { return s.timing.compute_ns; });
-  p.launch_us = SpreadUs(samples, [](const RunSample& s) { return s.timing.launch_ns; });
-  p.d2h_us = SpreadUs(samples, [](const RunSample& s) { return s.timing.d2h_ns; });
-  p.wall_us = SpreadUs(samples, [](const RunSample& s) { return s.wall_ns; });
-  p.items_per_s = p.wall_us.median > 0 ? batch_size * 1e6 / p.wall_us.median : 0;
-  return p;
-}
-
-bool IsOutOfMemory(const absl::Status& status) {
-  return absl::StrContains(absl::AsciiStrToLower(status.message()), "out of memory");
-}
 
 // The profiler's state for one model: its spec, device and the eager instance.
 class Profiler {
@@ -105,41 +37,68 @@ class Profiler {
     report.max_batch_size = spec_.max_batch_size;
     report.warmup_runs = options_.warmup_runs;
     report.repetitions = options_.repetitions;
+    ASSIGN_OR_RETURN(report.inputs, ResolveInputShapes(spec_, options_.shapes));
+    dims_ = DimsOf(report.inputs);
     ASSIGN_OR_RETURN(report.batch_sizes, ResolveBatchSizes(options_.batch_sizes, spec_.max_batch_size));
+    // The largest size by default: there the device work is likeliest to outlast the host's launch.
+    // At small sizes an eager model is launch-bound, events on its idle stream count the launches
+    // too, and the "host timer" row shows no mistake (~1x).
     report.mistakes_batch_size = options_.mistakes_batch_size > 0
                                      ? std::min(options_.mistakes_batch_size, std::max(spec_.max_batch_size, 1))
-                                     : report.batch_sizes.front();
+                                     : report.batch_sizes.back();
     ASSIGN_OR_RETURN(std::unique_ptr<ModelInstance> eager, CreateInstance(spec_));
     report.device = eager->device_name();
 
-    // The very first run of a fresh instance, before any warm-up: mistake (1).
-    auto first_batch = MakeBatch(spec_, report.mistakes_batch_size, rng_);
-    ASSIGN_OR_RETURN(RunSample first, RunOnce(*eager, *first_batch));
-    report.device_timed = first.timing.device_timed;
-    report.timing_note = report.device_timed
-        ? "h2d/compute/d2h: CUDA events on the instance's stream; launch and wall: host steady clock"
-        : "CPU: every figure is host-timed (steady clock); no device events";
-
-    ModeProfile eager_mode;
-    eager_mode.mode = "eager";
-    std::vector<RunSample> mistakes_samples;
-    ASSIGN_OR_RETURN(eager_mode.batches, ProfileSizes(*eager, report.batch_sizes, report.mistakes_batch_size,
-                                                      &mistakes_samples, Mode::kEager));
-    eager_mode.measured = true;
-    report.modes.push_back(std::move(eager_mode));
+    MistakeSamples mistakes;
+    RETURN_IF_ERROR(ProfileEager(*eager, &report, &mistakes));
     report.modes.push_back(ProfileGraphs(report.batch_sizes));
     report.modes.push_back(ProfileExact(report.batch_sizes));
-    if (options_.throughput_search) report.throughput = SearchThroughput(*eager);
-    if (mistakes_samples.empty()) {
-      auto batch = MakeBatch(spec_, report.mistakes_batch_size, rng_);
-      RETURN_IF_ERROR(RunMany(*eager, *batch, options_.warmup_runs).status());
-      ASSIGN_OR_RETURN(mistakes_samples, RunMany(*eager, *batch, options_.repetitions));
+    // Last: it may end at the memory limit, after which nothing else should be measured.
+    if (options_.throughput_search) {
+      report.throughput = SearchThroughput(
+          *eager, spec_, dims_, SearchOptions{options_.search_max_batch, options_.warmup_runs, options_.repetitions},
+          rng_);
     }
-    report.mistakes = Mistakes(first, mistakes_samples, report.device_timed);
+    report.mistakes = BuildMistakes(mistakes, rng_);
     return report;
   }
 
  private:
+  // The eager mode, and every sample the timing mistakes need, on the one eager instance: its very
+  // first run (before any warm-up), the measured runs at the mistakes' batch size, and (GPU) the
+  // same size with its inputs copied from pageable memory.
+  absl::Status ProfileEager(ModelInstance& eager, ProfileReport* report, MistakeSamples* mistakes) {
+    const int size = report->mistakes_batch_size;
+    ASSIGN_OR_RETURN(std::unique_ptr<SyntheticBatch> first_batch, MakeBatch(spec_, size, dims_, rng_));
+    ASSIGN_OR_RETURN(mistakes->first, RunOnce(eager, *first_batch));
+    report->device_timed = mistakes->device_timed = mistakes->first.timing.device_timed;
+    report->timing_note = report->device_timed
+        ? "h2d/compute/d2h: CUDA events on the instance's stream; launch and wall: host steady clock"
+        : "CPU: every figure is host-timed (steady clock); no device events";
+
+    ModeProfile mode;
+    mode.mode = "eager";
+    ASSIGN_OR_RETURN(mode.batches,
+                     ProfileSizes(eager, report->batch_sizes, size, &mistakes->measured, Mode::kEager));
+    mode.measured = true;
+    report->modes.push_back(std::move(mode));
+    if (mistakes->measured.empty()) {  // --mistakes-batch-size names a size not profiled
+      ASSIGN_OR_RETURN(std::unique_ptr<SyntheticBatch> batch, MakeBatch(spec_, size, dims_, rng_));
+      RETURN_IF_ERROR(RunMany(eager, *batch, options_.warmup_runs).status());
+      ASSIGN_OR_RETURN(mistakes->measured, RunMany(eager, *batch, options_.repetitions));
+    }
+    if (report->device_timed) {
+      absl::StatusOr<std::vector<RunSample>> pageable =
+          RunPageable(eager, spec_, size, dims_, options_.warmup_runs, options_.repetitions, rng_);
+      if (pageable.ok()) {
+        mistakes->pageable = *std::move(pageable);
+      } else {
+        mistakes->pageable_note = absl::StrCat("not measured: ", pageable.status().message());
+      }
+    }
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<std::unique_ptr<ModelInstance>> CreateInstance(const ModelSpec& spec) {
     server::InstanceOptions o;
     o.gpu = gpu_;
@@ -173,7 +132,7 @@ class Profiler {
                                                  : options_.warmup_runs;
     std::map<int, std::unique_ptr<SyntheticBatch>> batches;
     for (int size : sizes) {
-      batches[size] = MakeBatch(spec_, size, rng_);
+      ASSIGN_OR_RETURN(batches[size], MakeBatch(spec_, size, dims_, rng_));
       RETURN_IF_ERROR(RunMany(instance, *batches[size], warmup_runs).status());
     }
     if (graph) RETURN_IF_ERROR(instance.PrepareForServing());
@@ -248,66 +207,10 @@ class Profiler {
     return mode;
   }
 
-  ThroughputSearch SearchThroughput(ModelInstance& instance) {
-    ThroughputSearch search;
-    const int max_items = std::max(spec_.max_batch_size, 1);
-    search.stopped_by = "max_batch_size";
-    for (int size = 1;; size = std::min(size * 2, max_items)) {
-      auto batch = MakeBatch(spec_, size, rng_);
-      absl::StatusOr<std::vector<RunSample>> samples = RunMany(instance, *batch, options_.warmup_runs);
-      if (samples.ok()) samples = RunMany(instance, *batch, options_.repetitions);
-      if (!samples.ok()) {
-        search.stopped_by = IsOutOfMemory(samples.status())
-                                ? absl::StrCat("memory limit at batch size ", size)
-                                : absl::StrCat("error at batch size ", size, ": ", samples.status().message());
-        break;
-      }
-      const BatchProfile p = Summarise(size, *samples);
-      search.points.push_back({size, p.wall_us.median, p.items_per_s});
-      if (p.items_per_s > search.best_items_per_s) {
-        search.best_items_per_s = p.items_per_s;
-        search.best_batch_size = size;
-      }
-      if (size >= max_items) break;
-    }
-    return search;
-  }
-
-  std::vector<TimingMistake> Mistakes(const RunSample& first, const std::vector<RunSample>& samples,
-                                      bool device_timed) {
-    const BatchProfile p = Summarise(0, samples);
-    std::uniform_int_distribution<size_t> pick(0, samples.size() - 1);
-    const RunSample& one = samples[pick(rng_)];
-    auto row = [](std::string name, std::string what, double mistaken, std::string correct_figure, double correct) {
-      return TimingMistake{std::move(name), std::move(what), mistaken, std::move(correct_figure), correct,
-                           correct > 0 ? mistaken / correct : 0};
-    };
-    const std::string compute = device_timed ? "median compute (CUDA events)" : "median compute (host)";
-    return {
-        row("no warm-up", "host wall time of the very first run of a fresh instance", Us(first.wall_ns),
-            "median host wall time after warm-up", p.wall_us.median),
-        row("host timer without synchronisation",
-            device_timed ? "host clock around the forward call only (= launch)"
-                         : "host clock around the forward call (CPU runs synchronously: expect ~1)",
-            p.launch_us.median, compute, p.compute_us.median),
-        row("includes the host-to-device copy",
-            device_timed ? "approximation: median of h2d + compute from events (pinned staging, "
-                           "not a pageable copy; a pageable copy costs ~3x the pinned h2d)"
-                         : "median of h2d + compute (host; on the CPU the 'copy' is a memcpy)",
-            Quantile([&] {
-              std::vector<double> v;
-              for (const RunSample& s : samples) v.push_back(Us(s.timing.h2d_ns + s.timing.compute_ns));
-              return v;
-            }(), 0.5),
-            compute, p.compute_us.median),
-        row("a single sample", "compute of one randomly picked measured run", Us(one.timing.compute_ns), compute,
-            p.compute_us.median),
-    };
-  }
-
   const ModelSpec spec_;
   const ProfileOptions options_;
   const int gpu_;
+  InputDims dims_;  // every input's dims (without the batch dim), resolved once in Run()
   std::mt19937_64 rng_;
   server::DeviceActivity activity_;
 };

@@ -1,11 +1,13 @@
 // ModelProfiler: the careful timing methodology for one model directory, offline (no gRPC, no
 // scheduler): loads the model through the real backend (LoadModelDirectory + CreateTorchInstance),
-// warms it up at every batch size, then times `repetitions` runs per batch size and reports the
-// median and p10/p90 of each span (h2d / compute / launch / d2h: CUDA events on a GPU, host clock on
-// the CPU) and of the host wall time around Execute; the same with CUDA graphs on a GPU, and eager
-// with exact device timing (stream held until the batch is enqueued: device time only); a
-// throughput search (batch size doubled from 1 until max_batch_size or the memory limit); and the
-// four classic timing mistakes next to the correct figure. Single-threaded; the caller owns the
+// gives every input its dims (input_shapes.h: variable dims from --shape or the first model_warmup
+// sample, else refused), warms it up at every batch size, then times `repetitions` runs per batch
+// size and reports the median and p10/p90 of each span (h2d / compute / launch / d2h: CUDA events
+// on a GPU, host clock on the CPU) and of the host wall time around Execute; the same with CUDA
+// graphs on a GPU, and eager with exact device timing (stream held until the batch is enqueued:
+// device time only); a throughput search (throughput_search.h: batch size doubled from 1 past
+// max_batch_size until the memory limit or --search-max-batch); and the four classic timing
+// mistakes (timing_mistakes.h) next to the correct figure. Single-threaded; the caller owns the
 // report.
 //
 //   ProfileOptions options;  options.repetitions = 200;
@@ -19,7 +21,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "tools/profile/sample_spread.h"
+#include "tools/profile/input_shapes.h"
+#include "tools/profile/profile_runs.h"
+#include "tools/profile/throughput_search.h"
+#include "tools/profile/timing_mistakes.h"
 
 namespace chronoserve::profile {
 
@@ -31,15 +36,10 @@ struct ProfileOptions {
   bool cuda_graphs = true;                 // also measure CUDA-graph replay (GPU only)
   bool exact_device_timing = true;         // also measure eager with the stream held (GPU only)
   bool throughput_search = true;
-  int mistakes_batch_size = 0;             // 0: the smallest profiled batch size
+  int64_t search_max_batch = kDefaultSearchMaxBatch;  // the throughput search's largest batch size
+  int mistakes_batch_size = 0;             // 0: the largest profiled batch size
+  InputDims shapes;                        // --shape NAME:d1,d2,...: dims (without batch) per input
   uint64_t seed = 1;                       // random inputs (never zeros) and the "single sample" pick
-};
-
-// One batch size in one mode; every figure in microseconds.
-struct BatchProfile {
-  int batch_size = 0;
-  Spread h2d_us, compute_us, launch_us, d2h_us, wall_us;
-  double items_per_s = 0;  // batch_size / median wall time
 };
 
 struct ModeProfile {
@@ -49,35 +49,13 @@ struct ModeProfile {
   std::vector<BatchProfile> batches;
 };
 
-struct ThroughputPoint {
-  int batch_size = 0;
-  double wall_median_us = 0;
-  double items_per_s = 0;
-};
-
-struct ThroughputSearch {
-  std::vector<ThroughputPoint> points;
-  int best_batch_size = 0;
-  double best_items_per_s = 0;
-  std::string stopped_by;  // "max_batch_size", "memory limit", or "error: ..."
-};
-
-// A naive figure next to the correct one for the same batch; ratio = mistaken / correct.
-struct TimingMistake {
-  std::string name;
-  std::string what;        // what the mistaken figure measures
-  double mistaken_us = 0;
-  std::string correct_figure;
-  double correct_us = 0;
-  double ratio = 0;
-};
-
 struct ProfileReport {
   std::string model;
   std::string device;       // "cuda:0" / "cpu"
   bool device_timed = false;  // spans from CUDA events; false = host clock (CPU)
   std::string timing_note;
   int max_batch_size = 0;
+  std::vector<InputShape> inputs;  // the dims every synthetic batch gives each input, and their source
   int warmup_runs = 0;
   int repetitions = 0;
   std::vector<int> batch_sizes;

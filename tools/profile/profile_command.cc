@@ -1,11 +1,14 @@
 #include "tools/profile/profile_command.h"
 
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "common/cli_integer.h"
 #include "common/log.h"
+#include "tools/profile/input_shapes.h"
 #include "tools/profile/model_profiler.h"
 #include "tools/profile/profile_report.h"
 
@@ -18,9 +21,11 @@ int RunProfileCommand(int argc, char** argv) {
   bool no_graphs = false;
   bool no_exact = false;
   bool no_search = false;
-  CLI::App app{"chronoserve profile (also chronoserve-profile): offline timing of one model directory (no gRPC): per batch size, median and "
-               "p10/p90 of h2d/compute/launch/d2h and host wall time, eager, CUDA-graph and exact-device-timing "
-               "modes, a throughput search and the four classic timing mistakes"};
+  std::vector<std::string> shapes;
+  CLI::App app{"chronoserve profile (also chronoserve-profile): offline timing of one model directory (no gRPC): "
+               "per batch size, median and p10/p90 of h2d/compute/launch/d2h and host wall time, eager, CUDA-graph "
+               "and exact-device-timing "
+               "modes, a throughput search up to the memory limit and the four classic timing mistakes"};
   app.add_option("model_dir", model_dir, "Model directory in Triton's layout: DIR/config.pbtxt, DIR/<version>/model.pt")
       ->required();
   app.add_option("--batch-sizes", options.batch_sizes, "Comma-separated batch sizes; 'max' = max_batch_size")
@@ -33,8 +38,17 @@ int RunProfileCommand(int argc, char** argv) {
       ->transform(IntegerIn(0, 1000000));
   app.add_option("--gpu", options.gpu, "CUDA device ordinal; -1 = CPU; default: GPU 0 when present")
       ->transform(IntegerIn(-1, 1023));
+  app.add_option("--shape", shapes,
+                 "NAME:d1,d2,... for an input's variable dims (without the batch dim); repeat per input. "
+                 "Default: the first model_warmup sample's dims; a variable dim with neither is an error")
+      ->allow_extra_args(false);
+  app.add_option("--search-max-batch", options.search_max_batch,
+                 "Largest batch size the throughput search tries (it goes past max_batch_size, doubling, "
+                 "until out of memory or this)")
+      ->capture_default_str()
+      ->transform(IntegerIn(1, 1 << 30));
   app.add_option("--mistakes-batch-size", options.mistakes_batch_size,
-                 "Batch size of the timing-mistakes table (default: the smallest profiled)")
+                 "Batch size of the timing-mistakes table (default: the largest profiled)")
       ->transform(IntegerIn(1, 1 << 30));
   app.add_option("--seed", options.seed, "Seed of the random inputs")->capture_default_str();
   app.add_flag("--no-graphs", no_graphs, "Skip the CUDA-graph mode");
@@ -47,6 +61,12 @@ int RunProfileCommand(int argc, char** argv) {
   options.cuda_graphs = !no_graphs;
   options.exact_device_timing = !no_exact;
   options.throughput_search = !no_search;
+  for (const std::string& shape : shapes) {
+    if (absl::Status s = ParseShapeFlag(shape, &options.shapes); !s.ok()) {
+      CS_LOG(ERROR) << s.message();
+      return 2;  // a bad flag, as CLI11's own
+    }
+  }
 
   auto report = ProfileModel(model_dir, options);
   if (!report.ok()) {

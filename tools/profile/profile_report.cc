@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/dtype.h"
 
 namespace chronoserve::profile {
 namespace {
@@ -14,6 +16,12 @@ using nlohmann::json;
 
 json SpreadJson(const Spread& s) {
   return {{"median_us", s.median}, {"p10_us", s.p10}, {"p90_us", s.p90}, {"samples", s.samples}};
+}
+
+json InputsJson(const ProfileReport& r) {
+  json inputs = json::array();
+  for (const InputShape& in : r.inputs) inputs.push_back({{"name", in.name}, {"dims", in.dims}, {"source", in.source}});
+  return inputs;
 }
 
 std::string Cell(const Spread& s) { return absl::StrFormat("%.1f [%.1f-%.1f]", s.median, s.p10, s.p90); }
@@ -53,33 +61,60 @@ void PrintLaunchStalls(const ProfileReport& r, std::ostream& out) {
   }
 }
 
+// "INPUT__0 [64] (config), INPUT__1 [7,3] (--shape)".
+std::string InputsLine(const ProfileReport& r) {
+  std::vector<std::string> parts;
+  for (const InputShape& in : r.inputs) {
+    parts.push_back(absl::StrCat(in.name, " ", ShapeString(in.dims), " (", in.source, ")"));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+void PrintThroughput(const ProfileReport& r, std::ostream& out) {
+  const ThroughputSearch& t = r.throughput;
+  out << "\n== throughput search (eager, batch size doubled from 1 past max_batch_size up to --search-max-batch "
+      << t.search_max_batch << "; stopped by " << t.stopped_by << ")\n";
+  out << absl::StrFormat("%6s  %14s %14s\n", "batch", "wall med us", "items/s");
+  for (const ThroughputPoint& p : t.points) {
+    std::string marks;
+    if (p.above_max_batch_size) absl::StrAppend(&marks, "  (> max_batch_size: the server never runs it)");
+    if (p.batch_size == t.best_batch_size) absl::StrAppend(&marks, "  <- best");
+    out << absl::StrFormat("%6d  %14.1f %14.0f%s\n", p.batch_size, p.wall_median_us, p.items_per_s, marks);
+  }
+  if (!t.stop_error.empty()) out << t.stopped_by << ": " << t.stop_error << "\n";
+}
+
+void PrintMistakes(const ProfileReport& r, std::ostream& out) {
+  out << "\n== four classic timing mistakes (eager, batch size " << r.mistakes_batch_size << ")\n";
+  out << absl::StrFormat("%-36s %12s %12s %8s  %s\n", "mistake", "mistaken us", "correct us", "ratio",
+                         "mistaken figure / correct figure");
+  for (const TimingMistake& m : r.mistakes) {
+    if (!m.measured) {
+      out << absl::StrFormat("%-36s %12s %12.1f %8s  %s\n", m.name, "n/a", m.correct_us, "n/a", m.note);
+      continue;
+    }
+    std::string details;
+    for (const auto& [key, value] : m.details_us) absl::StrAppend(&details, details.empty() ? " (" : ", ", key, " ",
+                                                                  absl::StrFormat("%.1f", value));
+    if (!details.empty()) details += ")";
+    out << absl::StrFormat("%-36s %12.1f %12.1f %7.2fx  %s / %s%s\n", m.name, m.mistaken_us, m.correct_us, m.ratio,
+                           m.what, m.correct_figure, details);
+  }
+}
+
 }  // namespace
 
 void PrintReport(const ProfileReport& r, std::ostream& out) {
   out << "model '" << r.model << "' on " << r.device << ", max_batch_size " << r.max_batch_size << ", "
       << r.warmup_runs << " warm-up runs and " << r.repetitions << " measured runs per batch size\n"
+      << "inputs (dims without the batch dim): " << InputsLine(r) << "\n"
       << "timing: " << r.timing_note << "\n"
       << "cells: median [p10-p90]; wall = host time around one whole batch (stage, copies, forward, wait)\n";
   for (const ModeProfile& m : r.modes) PrintMode(m, out);
   PrintLaunchStalls(r, out);
 
-  if (!r.throughput.points.empty() || !r.throughput.stopped_by.empty()) {
-    out << "\n== throughput search (eager, batch size doubled from 1; stopped by " << r.throughput.stopped_by
-        << ")\n";
-    out << absl::StrFormat("%6s  %14s %14s\n", "batch", "wall med us", "items/s");
-    for (const ThroughputPoint& p : r.throughput.points) {
-      out << absl::StrFormat("%6d  %14.1f %14.0f%s\n", p.batch_size, p.wall_median_us, p.items_per_s,
-                             p.batch_size == r.throughput.best_batch_size ? "  <- best" : "");
-    }
-  }
-
-  out << "\n== four classic timing mistakes (eager, batch size " << r.mistakes_batch_size << ")\n";
-  out << absl::StrFormat("%-36s %12s %12s %8s  %s\n", "mistake", "mistaken us", "correct us", "ratio",
-                         "mistaken figure / correct figure");
-  for (const TimingMistake& m : r.mistakes) {
-    out << absl::StrFormat("%-36s %12.1f %12.1f %7.2fx  %s / %s\n", m.name, m.mistaken_us, m.correct_us, m.ratio,
-                           m.what, m.correct_figure);
-  }
+  if (!r.throughput.points.empty() || !r.throughput.stopped_by.empty()) PrintThroughput(r, out);
+  PrintMistakes(r, out);
 }
 
 std::string ReportToJson(const ProfileReport& r) {
@@ -89,6 +124,7 @@ std::string ReportToJson(const ProfileReport& r) {
               {"device_timed", r.device_timed},
               {"timing_note", r.timing_note},
               {"max_batch_size", r.max_batch_size},
+              {"inputs", InputsJson(r)},
               {"warmup_runs", r.warmup_runs},
               {"repetitions", r.repetitions},
               {"batch_sizes", r.batch_sizes}};
@@ -110,16 +146,24 @@ std::string ReportToJson(const ProfileReport& r) {
   json points = json::array();
   for (const ThroughputPoint& p : r.throughput.points) {
     points.push_back({{"batch_size", p.batch_size}, {"wall_median_us", p.wall_median_us},
-                      {"items_per_s", p.items_per_s}});
+                      {"items_per_s", p.items_per_s}, {"above_max_batch_size", p.above_max_batch_size}});
   }
   doc["throughput"] = {{"points", points},
                        {"best_batch_size", r.throughput.best_batch_size},
                        {"best_items_per_s", r.throughput.best_items_per_s},
-                       {"stopped_by", r.throughput.stopped_by}};
+                       {"search_max_batch", r.throughput.search_max_batch},
+                       {"memory_limit_batch_size", r.throughput.memory_limit_batch_size > 0
+                                                       ? json(r.throughput.memory_limit_batch_size)
+                                                       : json(nullptr)},
+                       {"stopped_by", r.throughput.stopped_by},
+                       {"stop_error", r.throughput.stop_error}};
   json mistakes = json::array();
   for (const TimingMistake& m : r.mistakes) {
-    mistakes.push_back({{"name", m.name}, {"what", m.what}, {"mistaken_us", m.mistaken_us},
-                        {"correct_figure", m.correct_figure}, {"correct_us", m.correct_us}, {"ratio", m.ratio}});
+    // Not measured: the figure is absent (null), never a made-up number.
+    mistakes.push_back({{"name", m.name}, {"what", m.what}, {"measured", m.measured}, {"note", m.note},
+                        {"mistaken_us", m.measured ? json(m.mistaken_us) : json(nullptr)},
+                        {"correct_figure", m.correct_figure}, {"correct_us", m.correct_us},
+                        {"ratio", m.measured ? json(m.ratio) : json(nullptr)}, {"details_us", m.details_us}});
   }
   doc["mistakes"] = {{"batch_size", r.mistakes_batch_size}, {"rows", mistakes}};
   return doc.dump(2);

@@ -1,6 +1,6 @@
 // Rendering a ProfileReport: human-readable tables (PrintReport) and the JSON document written by
-// `chronoserve-profile --json FILE` (ReportToJson; schema "chronoserve.profile/v1", every duration
-// in microseconds). Pure functions of the report; thread-safe.
+// `chronoserve-profile --json FILE` (ReportToJson; schema "chronoserve.profile/v2", every duration
+// in microseconds; a figure that was not measured is null). Pure functions of the report; thread-safe.
 #ifndef CHRONOSERVE_TOOLS_PROFILE_PROFILE_REPORT_H_
 #define CHRONOSERVE_TOOLS_PROFILE_PROFILE_REPORT_H_
 
@@ -12,7 +12,7 @@
 
 namespace chronoserve::profile {
 
-inline constexpr char kProfileSchema[] = "chronoserve.profile/v1";
+inline constexpr char kProfileSchema[] = "chronoserve.profile/v2";
 
 void PrintReport(const ProfileReport& report, std::ostream& out);
 
