@@ -55,9 +55,12 @@ class Profiler {
     report.modes.push_back(ProfileExact(report.batch_sizes));
     // Last: it may end at the memory limit, after which nothing else should be measured.
     if (options_.throughput_search) {
+      const int64_t search_max_batch =
+          options_.search_max_batch > 0 ? options_.search_max_batch
+          : eager->gpu() >= 0           ? kDefaultSearchMaxBatch
+                                        : std::max<int64_t>(spec_.max_batch_size, 1);
       report.throughput = SearchThroughput(
-          *eager, spec_, dims_, SearchOptions{options_.search_max_batch, options_.warmup_runs, options_.repetitions},
-          rng_);
+          *eager, spec_, dims_, SearchOptions{search_max_batch, options_.warmup_runs, options_.repetitions}, rng_);
     }
     report.mistakes = BuildMistakes(mistakes, rng_);
     return report;

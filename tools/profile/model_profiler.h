@@ -36,7 +36,10 @@ struct ProfileOptions {
   bool cuda_graphs = true;                 // also measure CUDA-graph replay (GPU only)
   bool exact_device_timing = true;         // also measure eager with the stream held (GPU only)
   bool throughput_search = true;
-  int64_t search_max_batch = kDefaultSearchMaxBatch;  // the throughput search's largest batch size
+  // The throughput search's largest batch size; 0: kDefaultSearchMaxBatch on a GPU (the search is
+  // there to find the device's memory limit), max_batch_size on the CPU (where sizes past it cost
+  // minutes and the host may kill the process before an allocation fails).
+  int64_t search_max_batch = 0;
   int mistakes_batch_size = 0;             // 0: the largest profiled batch size
   InputDims shapes;                        // --shape NAME:d1,d2,...: dims (without batch) per input
   uint64_t seed = 1;                       // random inputs (never zeros) and the "single sample" pick

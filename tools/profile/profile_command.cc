@@ -44,8 +44,7 @@ int RunProfileCommand(int argc, char** argv) {
       ->allow_extra_args(false);
   app.add_option("--search-max-batch", options.search_max_batch,
                  "Largest batch size the throughput search tries (it goes past max_batch_size, doubling, "
-                 "until out of memory or this)")
-      ->capture_default_str()
+                 "until out of memory or this). Default: 4096 on a GPU, max_batch_size on the CPU")
       ->transform(IntegerIn(1, 1 << 30));
   app.add_option("--mistakes-batch-size", options.mistakes_batch_size,
                  "Batch size of the timing-mistakes table (default: the largest profiled)")
