@@ -80,6 +80,9 @@ class ModelInstance {
   virtual bool host_inputs_pinned() const { return false; }
   // CUDA device ordinal, or -1 on CPU.
   virtual int gpu() const = 0;
+  // The CUDA stream this instance runs on (a cudaStream_t), made for it alone: no two live
+  // instances share one. Null on the CPU. For tests and logs.
+  virtual const void* native_stream() const { return nullptr; }
   // "cuda:0" or "cpu", for logs.
   virtual std::string device_name() const = 0;
 };

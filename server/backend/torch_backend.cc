@@ -37,8 +37,15 @@ class TorchInstance final : public ModelInstance {
         graph_buckets_(std::move(graph_buckets)),
         holds_(path_->can_hold_stream() && options_.request_timing),
         pipeline_depth_(pipeline_depth) {}
+  // Work this worker left on the device (a failed launch, say) completes before its graphs, its
+  // tensors and then its stream (path_, destroyed last) go.
+  ~TorchInstance() override {
+    (void)Guarded([&] { return path_->Sync(); });
+    graphs_.reset();
+  }
 
   int gpu() const override { return options_.gpu; }
+  const void* native_stream() const override { return path_->native_stream(); }
   std::string device_name() const override { return path_->device().str(); }
   int pipeline_depth() const override { return pipeline_depth_; }
   absl::StatusOr<std::shared_ptr<char>> AllocateHostInputs(size_t bytes) override { return path_->AllocateHost(bytes); }
@@ -142,7 +149,9 @@ class TorchInstance final : public ModelInstance {
     timing->cuda_graph = graph >= 0;
     StreamHold hold(path_.get());  // exact device timing: released after the last enqueue
     if (holds_.ShouldHold(graph, total, StagedBytes(staged))) RETURN_IF_ERROR(hold.Hold());
-    RETURN_IF_ERROR(path_->BeginInputs(behind_another));
+    input_bytes_.clear();
+    for (const Staged& in : staged) input_bytes_.push_back(in.bytes);
+    RETURN_IF_ERROR(path_->BeginInputs(behind_another, input_bytes_));
     RETURN_IF_ERROR(MarkSpan(kBeforeH2D));
     ASSIGN_OR_RETURN(state.outputs,
                      graph >= 0 ? RunGraph(graph, staged, total, timing) : RunEager(staged, timing));
@@ -352,6 +361,7 @@ class TorchInstance final : public ModelInstance {
   HoldSchedule holds_;  // exact device timing: which batches hold the stream (off: none)
   const int pipeline_depth_;  // 1, or 2 on a GPU (batch_pipeline.h)
   std::array<SlotState, kPathSlots> slots_;
+  std::vector<size_t> input_bytes_;  // the launching batch's, per input (kept: no allocation per batch)
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/dtype.h"
@@ -34,7 +35,7 @@ class CpuPath final : public DevicePath {
     return InputArena::OrdinaryMemory(bytes);
   }
   void SelectSlot(int slot) override { slot_ = &slots_[slot]; }
-  absl::Status BeginInputs(bool) override { return absl::OkStatus(); }
+  absl::Status BeginInputs(bool, const std::vector<size_t>&) override { return absl::OkStatus(); }
 
   absl::StatusOr<char*> Staging(int input, size_t bytes) override {
     auto& staging = slot_->staging;
@@ -90,9 +91,30 @@ class CpuPath final : public DevicePath {
 // ---- CUDA: the worker's own stream (and a copy stream), pinned staging, CUDA events ----
 class CudaPath final : public DevicePath {
  public:
-  CudaPath(int gpu, c10::cuda::CUDAStream stream) : gpu_(gpu), stream_(stream) {}
+  // Owns `stream`, made on `gpu` for this path alone; LibTorch runs on it through an external-stream
+  // handle.
+  CudaPath(int gpu, cudaStream_t stream)
+      : gpu_(gpu),
+        own_stream_(stream),
+        stream_(c10::cuda::getStreamFromExternal(stream, static_cast<c10::DeviceIndex>(gpu))) {}
+  // The owner (TorchInstance) has destroyed its graphs and tensors by now. The gate's last wait,
+  // then all work on both streams, completes before the slots' buffers and the streams go.
   ~CudaPath() override {
-    if (copy_stream_ != nullptr) cudaStreamDestroy(copy_stream_);
+    try {
+      teardown_device_.emplace(static_cast<c10::DeviceIndex>(gpu_));
+    } catch (const c10::Error&) {
+      // The streams and events carry their device; go on without it.
+    }
+    gate_.reset();  // releases a hold still in place, waits for the stream to pass its wait
+    if (copy_stream_ != nullptr) (void)cudaStreamSynchronize(copy_stream_);
+    (void)cudaStreamSynchronize(own_stream_);
+    for (Slot& slot : slots_) {
+      slot.device_in.clear();
+      slot.held.clear();
+    }
+    if (copy_stream_ != nullptr) (void)cudaStreamDestroy(copy_stream_);
+    (void)cudaStreamDestroy(own_stream_);
+    (void)cudaGetLastError();
   }
 
   absl::Status Init(bool exact_device_timing) {
@@ -122,19 +144,32 @@ class CudaPath final : public DevicePath {
     return std::shared_ptr<char>(static_cast<char*>(ptr), [](char* p) { cudaFreeHost(p); });
   }
   void SelectSlot(int slot) override { slot_ = &slots_[slot]; }
-  absl::Status BeginInputs(bool behind_another) override {
+  absl::Status BeginInputs(bool behind_another, const std::vector<size_t>& input_bytes) override {
     slot_->moves.clear();
     after_h2d_marked_ = false;
     overlap_ = behind_another;
-    if (!overlap_ || copy_stream_ != nullptr) return absl::OkStatus();
-    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(gpu_));
-    return cuda::CudaStatus(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking),
-                            "cudaStreamCreateWithFlags(copy stream)");
+    if (!overlap_) return absl::OkStatus();
+    if (copy_stream_ == nullptr) {
+      c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(gpu_));
+      RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking),
+                                       "cudaStreamCreateWithFlags(copy stream)"));
+    }
+    // Every input's copy lands in the slot's device buffer: grown here, before kBeforeH2D is recorded
+    // on the copy stream, so the copy stream's wait for the batch ahead is not in this batch's h2d.
+    for (size_t i = 0; i < input_bytes.size(); ++i) {
+      RETURN_IF_ERROR(DeviceInput(static_cast<int>(i), input_bytes[i]).status());
+    }
+    return absl::OkStatus();
   }
   absl::StatusOr<char*> Staging(int input, size_t bytes) override {
     auto& staging = slot_->staging;
     if (static_cast<size_t>(input) >= staging.size()) staging.resize(input + 1);
-    RETURN_IF_ERROR(staging[input].Reserve(bytes));
+    if (staging[input].capacity() < bytes) {
+      // Called before Enter(): with the worker's GPU current, cudaHostAlloc never makes a context
+      // on another device (device 0, the default of a thread that has none).
+      c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(gpu_));
+      RETURN_IF_ERROR(staging[input].Reserve(bytes));
+    }
     return staging[input].data();
   }
   absl::StatusOr<torch::Tensor> ToDevice(int input, char* staged, const std::vector<int64_t>& shape,
@@ -148,7 +183,13 @@ class CudaPath final : public DevicePath {
   }
   absl::Status ToDeviceInto(int input, const char* staged, size_t bytes, const torch::Tensor& dst) override {
     if (bytes > dst.nbytes()) return absl::InternalError("staged input larger than its static tensor");
-    if (!overlap_) return CopyIntoStatic(dst.data_ptr(), staged, bytes, dst.nbytes(), cudaMemcpyHostToDevice);
+    if (!overlap_) {
+      RETURN_IF_ERROR(cuda::CudaStatus(
+          cudaMemcpyAsync(dst.data_ptr(), staged, bytes, cudaMemcpyHostToDevice, stream_.stream()),
+          "cudaMemcpyAsync(H2D into graph input)"));
+      if (bytes < dst.nbytes()) slot_->moves.push_back(Move{dst.data_ptr(), nullptr, bytes, dst.nbytes()});
+      return absl::OkStatus();
+    }
     // The batch ahead may still read `dst`: copy beside it into the slot's own buffer now, and
     // into `dst` on the worker's stream (after that batch) in InputsReady().
     ASSIGN_OR_RETURN(torch::Tensor buffer, DeviceInput(input, bytes));
@@ -159,18 +200,19 @@ class CudaPath final : public DevicePath {
     return absl::OkStatus();
   }
   absl::Status InputsReady() override {
-    if (!overlap_) return absl::OkStatus();
-    // With request timing the h2d span's end event already marks the copies; otherwise record one.
-    cuda::CudaEvent* copied = &slot_->events[kAfterH2D];
-    if (!after_h2d_marked_) {
-      copied = &slot_->copied;
-      RETURN_IF_ERROR(copied->Record(copy_stream_));
+    if (overlap_) {
+      // With request timing the h2d span's end event already marks the copies; otherwise record one.
+      cuda::CudaEvent* copied = &slot_->events[kAfterH2D];
+      if (!after_h2d_marked_) {
+        copied = &slot_->copied;
+        RETURN_IF_ERROR(copied->Record(copy_stream_));
+      }
+      RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamWaitEvent(stream_.stream(), copied->get(), 0),
+                                       "cudaStreamWaitEvent(inputs copied)"));
     }
-    RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamWaitEvent(stream_.stream(), copied->get(), 0),
-                                     "cudaStreamWaitEvent(inputs copied)"));
-    for (const Move& m : slot_->moves) {
-      RETURN_IF_ERROR(CopyIntoStatic(m.dst, m.src, m.bytes, m.dst_bytes, cudaMemcpyDeviceToDevice));
-    }
+    // Graph inputs, on the worker's stream between kAfterH2D and kBeforeCompute (in neither span,
+    // overlapped or not): rows copied beside the batch ahead move into place; pad rows are zeroed.
+    for (const Move& m : slot_->moves) RETURN_IF_ERROR(CompleteStatic(m));
     slot_->moves.clear();
     return absl::OkStatus();
   }
@@ -199,6 +241,7 @@ class CudaPath final : public DevicePath {
     return absl::OkStatus();
   }
   absl::Status Wait() override { return slot_->events[kAfterD2H].Synchronize(); }
+  const void* native_stream() const override { return own_stream_; }
   absl::Status Sync() override {
     if (copy_stream_ != nullptr) {
       RETURN_IF_ERROR(sync_event_.Record(copy_stream_));
@@ -223,7 +266,9 @@ class CudaPath final : public DevicePath {
   // is blocked behind the hold, which the watchdog then breaks.
   static constexpr absl::Duration kHoldWatchdog = absl::Milliseconds(250);
 
-  // A graph input still to be filled from the slot's device buffer (overlapped inputs).
+  // A graph input InputsReady() completes: `bytes` rows moved in from the slot's device buffer
+  // `src` (inputs copied beside the batch ahead; null when they were copied into `dst` directly),
+  // then the rest of its `dst_bytes` zeroed.
   struct Move {
     void* dst;
     const void* src;
@@ -246,7 +291,8 @@ class CudaPath final : public DevicePath {
   // slot's previous batch has been waited for, so no copy or kernel still uses the old buffer. A
   // new buffer comes from LibTorch's caching allocator for the worker's stream, which may hand back
   // memory the batch ahead freed on the host while its kernels still use it: safe for work on that
-  // stream, so before the copy stream writes it, the copy stream waits for the worker's stream.
+  // stream, so before the copy stream writes it, the copy stream waits for the worker's stream
+  // (overlapped batches grow their buffers in BeginInputs, so that wait precedes kBeforeH2D).
   absl::StatusOr<torch::Tensor> DeviceInput(int input, size_t bytes) {
     auto& buffers = slot_->device_in;
     if (static_cast<size_t>(input) >= buffers.size()) buffers.resize(input + 1);
@@ -262,13 +308,17 @@ class CudaPath final : public DevicePath {
     return buffer;
   }
 
-  // `bytes` into the start of a static input of `dst_bytes` on the worker's stream, rest zeroed.
-  absl::Status CopyIntoStatic(void* dst, const void* src, size_t bytes, size_t dst_bytes, cudaMemcpyKind kind) {
-    char* out = static_cast<char*>(dst);
-    RETURN_IF_ERROR(cuda::CudaStatus(cudaMemcpyAsync(out, src, bytes, kind, stream_.stream()),
-                                     "cudaMemcpyAsync(into graph input)"));
-    if (bytes == dst_bytes) return absl::OkStatus();
-    return cuda::CudaStatus(cudaMemsetAsync(out + bytes, 0, dst_bytes - bytes, stream_.stream()),
+  // `m`'s rows moved into place (when they were copied beside it) and its pad rows zeroed, on the
+  // worker's stream.
+  absl::Status CompleteStatic(const Move& m) {
+    char* out = static_cast<char*>(m.dst);
+    if (m.src != nullptr) {
+      RETURN_IF_ERROR(cuda::CudaStatus(
+          cudaMemcpyAsync(out, m.src, m.bytes, cudaMemcpyDeviceToDevice, stream_.stream()),
+          "cudaMemcpyAsync(into graph input)"));
+    }
+    if (m.bytes == m.dst_bytes) return absl::OkStatus();
+    return cuda::CudaStatus(cudaMemsetAsync(out + m.bytes, 0, m.dst_bytes - m.bytes, stream_.stream()),
                             "cudaMemsetAsync(graph input pad rows)");
   }
 
@@ -278,8 +328,13 @@ class CudaPath final : public DevicePath {
     held[output] = tensor;
   }
 
+  // First member, so destroyed last: the worker's GPU stays current while the destructor and then
+  // the other members (events, pinned buffers) release their CUDA resources, so no context is made
+  // on another device (the default of a thread that has none is device 0).
+  std::optional<c10::cuda::CUDAGuard> teardown_device_;
   int gpu_;
-  c10::cuda::CUDAStream stream_;
+  cudaStream_t own_stream_;       // this path's alone; destroyed with it
+  c10::cuda::CUDAStream stream_;  // own_stream_, as LibTorch sees it
   cudaStream_t copy_stream_ = nullptr;  // made on the first overlapped batch
   bool overlap_ = false;                // this batch's inputs go on the copy stream
   bool after_h2d_marked_ = false;       // this batch recorded kAfterH2D (after its last copy)
@@ -299,9 +354,14 @@ std::unique_ptr<DevicePath> MakeCpuPath(const Clock* clock) {
 
 absl::StatusOr<std::unique_ptr<DevicePath>> MakeCudaPath(int gpu, bool exact_device_timing) {
 #ifdef CHRONOSERVE_WITH_CUDA
-  auto stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false,
-                                             static_cast<c10::DeviceIndex>(gpu));
-  auto path = std::make_unique<CudaPath>(gpu, stream);
+  cudaStream_t stream = nullptr;
+  {
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(gpu));
+    // Non-blocking at the default priority: LibTorch's (low-priority) pool streams' flags.
+    RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                                     "cudaStreamCreateWithFlags(worker stream)"));
+  }
+  auto path = std::make_unique<CudaPath>(gpu, stream);  // owns the stream from here
   RETURN_IF_ERROR(path->Init(exact_device_timing));
   return std::unique_ptr<DevicePath>(std::move(path));
 #else

@@ -1,17 +1,18 @@
 // DevicePath: what differs between running a TorchScript batch on the CPU and on a GPU — where
 // staged input bytes live, how they reach the device, how outputs come back, and which clock times
 // the spans. The CPU path is the same Execute() with host buffers and host timers; the CUDA path
-// uses the worker's own stream, pinned buffers and CUDA events (never a device-wide sync).
+// uses a stream of its own (created for it, never shared with another worker), pinned buffers and
+// CUDA events (never a device-wide sync).
 // Internal to the torch backend (includes LibTorch); owned by one TorchInstance, worker thread only.
 //
 // Slots: a path keeps kPathSlots sets of per-batch resources (host staging and landing buffers,
 // device input buffers, span events, the tensors a copy still reads) so a pipelined worker can
 // launch one batch while another is still on the device. SelectSlot() picks the set every other
 // call acts on. A batch's H2D runs on the worker's stream, or on the path's copy stream when
-// BeginInputs(true) says another batch is still ahead on the worker's stream; InputsReady() then
-// orders the worker's stream after the copy (an event, never a device-wide sync).
+// BeginInputs(true, ...) says another batch is still ahead on the worker's stream; InputsReady()
+// then orders the worker's stream after the copy (an event, never a device-wide sync).
 //
-//   path.SelectSlot(slot);  path.BeginInputs(batch_in_flight);  Mark(kBeforeH2D);
+//   path.SelectSlot(slot);  path.BeginInputs(batch_in_flight, input_bytes);  Mark(kBeforeH2D);
 //   ToDevice(...) per input;  Mark(kAfterH2D);  InputsReady();  Mark(kBeforeCompute);
 //   forward;  Mark(kAfterCompute);  ToHost(...) per output;  Mark(kAfterD2H);
 //   ... later, same slot:  Wait();  SpanNs(...)
@@ -52,9 +53,11 @@ class DevicePath {
   // The resource set (0 .. kPathSlots - 1) the calls below act on until the next SelectSlot.
   // A slot's buffers may be reused only after Wait() on the batch that last used it.
   virtual void SelectSlot(int slot) = 0;
-  // Starts a batch's inputs: `behind_another` = a batch launched earlier may still be running on
-  // the worker's stream, so the copies go on the copy stream (GPU) and can overlap it.
-  virtual absl::Status BeginInputs(bool behind_another) = 0;
+  // Starts a batch's inputs, of `input_bytes[i]` bytes each: `behind_another` = a batch launched
+  // earlier may still be running on the worker's stream, so the copies go on the copy stream (GPU)
+  // and can overlap it. Call before Mark(kBeforeH2D): it does what must not count in h2d (growing
+  // the slot's device buffers, which then orders the copy stream after the worker's).
+  virtual absl::Status BeginInputs(bool behind_another, const std::vector<size_t>& input_bytes) = 0;
   // Host memory of at least `bytes` to gather input `input` into (pinned on GPU).
   virtual absl::StatusOr<char*> Staging(int input, size_t bytes) = 0;
   // A device tensor holding the staged bytes of input `input` (async copy into the slot's device
@@ -63,8 +66,9 @@ class DevicePath {
                                                  torch::ScalarType type) = 0;
   // Copies `bytes` staged bytes of input `input` into the start of the (contiguous) device tensor
   // `dst` and zeroes the rest of it: the static input of a CUDA graph, whose pad rows must hold no
-  // stale data. When the inputs go on the copy stream, `dst` (read by the batch ahead) is filled
-  // from the slot's device buffer on the worker's stream in InputsReady().
+  // stale data. On a GPU the pad rows are zeroed in InputsReady() (after kAfterH2D: in no span), and
+  // when the inputs go on the copy stream, `dst` (read by the batch ahead) is filled there too, from
+  // the slot's device buffer on the worker's stream.
   virtual absl::Status ToDeviceInto(int input, const char* staged, size_t bytes, const torch::Tensor& dst) = 0;
   // After the last input: work enqueued on the worker's stream from now on sees the inputs.
   virtual absl::Status InputsReady() = 0;
@@ -81,6 +85,8 @@ class DevicePath {
   virtual absl::Status Sync() = 0;
   // Nanoseconds between two recorded markers (after Wait()).
   virtual absl::StatusOr<int64_t> SpanNs(Marker from, Marker to) = 0;
+  // The path's own stream (a cudaStream_t) on a GPU; null on the CPU. For tests and logs.
+  virtual const void* native_stream() const { return nullptr; }
 
   // Exact device timing (exact_device_timing.h): whether this path can hold its stream.
   virtual bool can_hold_stream() const { return false; }
@@ -121,7 +127,9 @@ class StreamHold {
 };
 
 std::unique_ptr<DevicePath> MakeCpuPath(const Clock* clock);
-// A path on CUDA device `gpu` with a fresh stream from LibTorch's pool; fails without CUDA. With
+// A path on CUDA device `gpu` with a stream of its own: created here (non-blocking, default
+// priority, as LibTorch's pool streams are), destroyed with the path once its work is done, never
+// shared (LibTorch's pool has 32 per device, handed out in turn). Fails without CUDA. With
 // `exact_device_timing` it can hold its stream (cuda/stream_gate.h); FAILED_PRECONDITION when the
 // device cannot.
 absl::StatusOr<std::unique_ptr<DevicePath>> MakeCudaPath(int gpu, bool exact_device_timing = false);

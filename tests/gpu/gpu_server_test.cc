@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <random>
 #include <set>
@@ -15,6 +16,7 @@
 #include "client/system_shared_memory.h"
 #include "common/tensor_data.h"
 #include "server/backend/torch_backend.h"
+#include "server/core/synthetic_request.h"
 #include "server/scheduler/model_runtime.h"
 #include "server/repository/model_config_loader.h"
 #include "tests/fakes/recording_instance.h"
@@ -194,6 +196,71 @@ TEST(GpuWarmupTest, ReadyOnlyAfterEveryBatchSizeRanOnTheGpu) {
   std::set<int64_t> sizes;
   for (int64_t s : recorder->sizes()) sizes.insert(s);
   EXPECT_EQ(sizes.size(), 16u) << "every batch size 1..16 ran on the GPU before READY";
+}
+
+// LibTorch's stream pool hands out 32 streams per GPU in turn, so a 33rd worker would share the
+// first one's. Every worker makes a stream of its own: 34 workers of one model on one GPU (as
+// instance_group count 34 loads them) run on 34 streams, the first and the last serve right, and
+// the streams go with their workers (the next ones are made and serve as well).
+TEST(GpuStreamTest, EveryWorkerOnAGpuHasAStreamOfItsOwn) {
+  testing::TempDir repo("cs_gpu_streams");
+  examples::ModelOptions o;
+  o.max_batch_size = 4;
+  o.instance_kind = "KIND_GPU";
+  ASSERT_TRUE(examples::WriteScaleModel(repo.path(), "scale", DataType::kFp32, o).ok());
+  auto spec = server::LoadModelDirectory(repo.path() + "/scale");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  server::DeviceActivityRegistry devices;
+  auto load = [&](int worker) -> std::unique_ptr<server::ModelInstance> {
+    server::InstanceOptions options;
+    options.worker = worker;
+    options.gpu = 0;
+    options.activity = devices.Get(0, SteadyClock::Now());
+    auto instance = server::CreateTorchInstance(*spec, options);
+    EXPECT_TRUE(instance.ok()) << "worker " << worker << ": " << instance.status();
+    return instance.ok() ? *std::move(instance) : nullptr;
+  };
+  // A batch of 3 one-item requests: OUTPUT__0 must be exactly INPUT__0 * 2.
+  auto serves_right = [&](server::ModelInstance& instance) -> std::string {
+    std::mt19937_64 rng(61);
+    std::deque<std::vector<std::string>> outputs;
+    server::Batch batch;
+    for (int i = 0; i < 3; ++i) {
+      outputs.emplace_back();
+      batch.push_back(server::MakeSyntheticRequest(*spec, 1, &outputs.back(), rng));
+    }
+    server::BatchTiming timing;
+    if (absl::Status status = instance.Execute(batch, &timing); !status.ok()) return status.ToString();
+    for (size_t r = 0; r < batch.size(); ++r) {
+      const server::InputTensor& in = batch[r]->inputs[0];
+      if (outputs[r].size() != 1 || outputs[r][0].size() != in.byte_size) return "output size";
+      for (size_t k = 0; k < in.byte_size; k += 4) {
+        float x, y;
+        std::memcpy(&x, in.data + k, 4);
+        std::memcpy(&y, outputs[r][0].data() + k, 4);
+        if (y != x * 2.0f) return "request " + std::to_string(r) + ": not its input times 2";
+      }
+    }
+    return {};
+  };
+  constexpr int kWorkers = 34;
+  std::vector<std::unique_ptr<server::ModelInstance>> workers;
+  std::set<const void*> streams;
+  for (int w = 0; w < kWorkers; ++w) {
+    workers.push_back(load(w));
+    ASSERT_NE(workers.back(), nullptr);
+    ASSERT_NE(workers.back()->native_stream(), nullptr);
+    streams.insert(workers.back()->native_stream());
+  }
+  EXPECT_EQ(streams.size(), static_cast<size_t>(kWorkers)) << "no two workers share a stream";
+  EXPECT_EQ(serves_right(*workers.front()), "");
+  EXPECT_EQ(serves_right(*workers.back()), "");
+  workers.clear();
+  for (int w = 0; w < 2; ++w) {
+    auto again = load(w);
+    ASSERT_NE(again, nullptr);
+    EXPECT_EQ(serves_right(*again), "") << "a worker made after the others went, " << w;
+  }
 }
 
 // forward() must return its outputs on the model's device: one that returns a CPU tensor on a GPU
