@@ -11,7 +11,8 @@
 namespace chronoserve::server {
 
 // pin(data, bytes) page-locks [data, data + bytes) for every GPU (cudaHostRegister, portable) and
-// returns a token that unpins when destroyed, or nullptr (logged) when the call fails. Any thread.
+// returns a token that unpins when destroyed, or nullptr (logged) when the call fails. Any thread:
+// both calls run with a GPU current that a worker already uses, never creating a context elsewhere.
 using HostPinFunction = std::function<std::shared_ptr<void>(void* data, size_t bytes)>;
 
 // The CUDA pinner when this build has CUDA and a GPU is visible; otherwise an empty function.
