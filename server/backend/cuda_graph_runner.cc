@@ -1,7 +1,7 @@
 #include "server/backend/cuda_graph_runner.h"
 
 #include <algorithm>
-#include <optional>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -9,9 +9,19 @@
 
 #ifdef CHRONOSERVE_WITH_CUDA
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 #include <torch/version.h>
 
 #include <utility>
+
+// LibTorch versions whose CUDAGraph routes capture allocations through endAllocateToPool /
+// releasePool and the host allocator's end_allocate_to_pool / release_pool (checked on 2.11).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 11)
+#include <ATen/core/CachingHostAllocator.h>
+#define CHRONOSERVE_ENDS_ABANDONED_CAPTURES 1
+#endif
 #endif
 
 namespace chronoserve::server {
@@ -55,36 +65,86 @@ std::vector<torch::jit::IValue> Args(const std::vector<torch::Tensor>& inputs) {
   return std::vector<torch::jit::IValue>(inputs.begin(), inputs.end());
 }
 
-void BeginCapture(at::cuda::CUDAGraph& graph, std::optional<PoolId> pool) {
-  const PoolId id = pool.value_or(PoolId{0, 0});
+void BeginCapture(at::cuda::CUDAGraph& graph, PoolId pool) {
 #if TORCH_VERSION_MAJOR >= 2
   // Thread-local: other workers' threads may keep serving (allocating, synchronising events)
   // while this one captures; only this thread's unsafe calls would invalidate the capture.
-  graph.capture_begin(id, cudaStreamCaptureModeThreadLocal);
+  graph.capture_begin(pool, cudaStreamCaptureModeThreadLocal);
 #else
-  graph.capture_begin(id);
+  graph.capture_begin(pool);
 #endif
 }
 
-// forward() captured into `g.graph`; ends the capture even when forward throws, so the stream is
-// never left capturing.
+// Cleans up after a capture_begin() or capture_end() that threw; never throws. capture_end() calls
+// cudaStreamEndCapture first, and throws there when forward() invalidated the capture (what a
+// synchronising forward() does), before it stops the caching allocators routing the capturing
+// stream's allocations to `pool` (endAllocateToPool) and without marking the capture ended, so the
+// graph's reset() never releases the capture's use of the pool. Here the stream leaves capture mode
+// if it has not, then each allocator stops routing to `pool` and drops this capture's use of it;
+// an allocator that capture_end (or a failed capture_begin) never left routing refuses with a
+// c10::Error, and then the graph's reset() does the release. (A capture_end that failed between
+// the two, on "Invalid capture.", leaves one use of the pool: its memory stays reserved.)
+void AbandonCapture(cudaStream_t stream, c10::DeviceIndex device, PoolId pool) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
+    cudaGraph_t partial = nullptr;
+    if (cudaStreamEndCapture(stream, &partial) == cudaSuccess && partial != nullptr) cudaGraphDestroy(partial);
+  }
+  (void)cudaGetLastError();  // the capture's errors are reported; LibTorch's next check must not see them
+#ifdef CHRONOSERVE_ENDS_ABANDONED_CAPTURES
+  try {
+    c10::cuda::CUDACachingAllocator::endAllocateToPool(device, pool);
+    c10::cuda::CUDACachingAllocator::releasePool(device, pool);
+  } catch (const c10::Error&) {
+    // Not routing to `pool` (capture_end got past that): nothing to end here.
+  }
+  try {
+    at::HostAllocator* host = at::getHostAllocator(at::kCUDA);
+    host->end_allocate_to_pool(pool);
+    host->release_pool(pool);
+  } catch (const c10::Error&) {
+    // As above, or this LibTorch's capture does not route pinned host allocations.
+  }
+#else
+  (void)device;
+  (void)pool;
+#endif
+}
+
+// Ends the capture begun on `graph`; a capture that cannot end is abandoned (AbandonCapture).
+absl::Status EndCapture(at::cuda::CUDAGraph& graph, cudaStream_t stream, c10::DeviceIndex device, PoolId pool) {
+  std::string error;
+  try {
+    graph.capture_end();
+    return absl::OkStatus();
+  } catch (const c10::Error& e) {
+    error = e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  AbandonCapture(stream, device, pool);
+  return absl::FailedPreconditionError(error);
+}
+
+// forward() on `inputs` captured into `graph` on the current stream (the worker's). Whatever
+// forward() throws (the TorchScript interpreter rethrows an operator's failure, e.g. a synchronising
+// .item() under capture, as std::runtime_error, not c10::Error), the capture is ended, so neither
+// the stream nor the caching allocator is left capturing; forward()'s error is the one returned.
 absl::StatusOr<torch::jit::IValue> CaptureForward(torch::jit::Module& module,
                                                   const std::vector<torch::Tensor>& inputs,
-                                                  at::cuda::CUDAGraph& graph,
-                                                  std::optional<PoolId> pool) {
-  BeginCapture(graph, pool);
-  torch::jit::IValue result;
+                                                  at::cuda::CUDAGraph& graph, c10::DeviceIndex device,
+                                                  PoolId pool) {
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
   try {
-    result = module.forward(Args(inputs));
+    BeginCapture(graph, pool);
   } catch (const c10::Error& e) {
-    try {
-      graph.capture_end();
-    } catch (const c10::Error&) {
-      // The capture was invalidated; capture_end has still ended it on the stream.
-    }
+    AbandonCapture(stream, device, pool);
     return absl::FailedPreconditionError(e.what_without_backtrace());
   }
-  graph.capture_end();
+  absl::StatusOr<torch::jit::IValue> result = RunForward(module, Args(inputs));
+  const absl::Status ended = EndCapture(graph, stream, device, pool);
+  if (!result.ok()) return result.status();
+  RETURN_IF_ERROR(ended);
   return result;
 }
 
@@ -104,8 +164,10 @@ absl::StatusOr<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::Capture(
   std::unique_ptr<CudaGraphRunner> runner(new CudaGraphRunner());
   c10::InferenceMode inference_mode;  // the mode the request path runs in: same executor plan
   std::shared_ptr<void> on_stream = path.Enter();
-  std::optional<PoolId> pool;
-  // Largest first: the smaller graphs then reuse its pool's blocks.
+  const c10::DeviceIndex device = path.device().index();
+  // One memory pool for all the graphs, named up front so a failed capture can end its use of it.
+  // Largest first: the smaller graphs then reuse its blocks.
+  const PoolId pool = at::cuda::graph_pool_handle();
   for (auto it = buckets.rbegin(); it != buckets.rend(); ++it) {
     auto g = std::make_unique<Graph>();
     g->bucket = *it;
@@ -117,13 +179,21 @@ absl::StatusOr<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::Capture(
     }
     // Eager runs at this exact shape first: the TorchScript executor settles its plan (and any
     // fuser compiles) and lazily initialised libraries allocate, outside the capture.
-    for (int i = 0; i < 3; ++i) module.forward(Args(g->inputs));
+    for (int i = 0; i < 3; ++i) {
+      absl::StatusOr<torch::jit::IValue> eager = RunForward(module, Args(g->inputs));
+      if (!eager.ok()) {
+        return absl::Status(eager.status().code(), absl::StrCat("eager run at batch size ", g->bucket,
+                                                                " before its CUDA graph capture: ",
+                                                                eager.status().message()));
+      }
+    }
     RETURN_IF_ERROR(path.Sync());
-    absl::StatusOr<torch::jit::IValue> result = CaptureForward(module, g->inputs, g->graph, pool);
+    absl::StatusOr<torch::jit::IValue> result = CaptureForward(module, g->inputs, g->graph, device, pool);
     if (!result.ok()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "CUDA graph capture at batch size ", g->bucket, " failed: ",
-          result.status().message(), " (remove optimization { cuda { graphs: true } } to run eager)"));
+          "CUDA graph capture at batch size ", g->bucket, " failed: ", result.status().message(),
+          " (a forward() that synchronises with the host, e.g. with .item(), cannot be captured: remove "
+          "optimization { cuda { graphs: true } } to run it eager)"));
     }
     ASSIGN_OR_RETURN(g->outputs, FlattenOutputs(*result));
     for (const torch::Tensor& out : g->outputs) {
@@ -133,7 +203,6 @@ absl::StatusOr<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::Capture(
             " does not have that many rows"));
       }
     }
-    pool = g->graph.pool();
     g->graph.replay();  // the first launch uploads the graph: pay it here, not on a request
     RETURN_IF_ERROR(path.Sync());
     runner->graphs_.insert(runner->graphs_.begin(), std::move(g));

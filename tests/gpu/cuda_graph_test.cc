@@ -1,17 +1,22 @@
 // CUDA graphs and keep-warm on a real GPU: graph replays give the eager model's outputs at bucket
-// and padded batch sizes, uncaptured shapes run eager, spans stay consistent, and an idle worker
-// replays its model (graph or eager) on its own stream, counted and never in the statistics.
+// and padded batch sizes, uncaptured shapes run eager, spans stay consistent, a forward() that
+// cannot be captured fails its load cleanly without harming the GPU for the next model, and an idle
+// worker replays its model (graph or eager) on its own stream, counted and never in the statistics.
+#include <cuda_runtime_api.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <deque>
+#include <filesystem>
 #include <random>
 
 #include "client/inference_client.h"
 #include "common/tensor_data.h"
 #include "server/backend/cuda_graph_buckets.h"
 #include "server/backend/torch_backend.h"
+#include "server/core/synthetic_request.h"
 #include "server/repository/model_config_loader.h"
 #include "server/scheduler/model_runtime.h"
 #include "tests/gpu/counting_instance.h"
@@ -145,6 +150,126 @@ TEST_F(CudaGraphServerTest, GraphSpansAreEventTimedAndConsistent) {
       ASSERT_GT(t.d2h_ns, 0);
       ASSERT_TRUE(t.IsConsistent());
       ASSERT_LE(t.server_total_ns, r->e2e_ns);
+    }
+  }
+}
+
+// One batch of `items` one-item requests with random inputs from `seed`, executed on `instance`.
+struct ExecutedBatch {
+  absl::Status status;
+  server::BatchTiming timing;
+  server::Batch batch;
+  std::deque<std::vector<std::string>> outputs;  // per request, per output
+};
+
+std::unique_ptr<ExecutedBatch> ExecuteBatch(server::ModelInstance& instance, const server::ModelSpec& spec,
+                                            int items, uint64_t seed) {
+  auto run = std::make_unique<ExecutedBatch>();
+  std::mt19937_64 rng(seed);
+  for (int i = 0; i < items; ++i) {
+    run->outputs.emplace_back();
+    run->batch.push_back(server::MakeSyntheticRequest(spec, 1, &run->outputs.back(), rng));
+  }
+  run->status = instance.Execute(run->batch, &run->timing);
+  return run;
+}
+
+// What the CPU LibTorch reference makes of request `r`'s inputs; empty when its outputs match it
+// within `tolerance` (0 = exactly).
+std::string CpuReferenceMismatch(const std::string& model_path, const ExecutedBatch& run, size_t r, float tolerance) {
+  std::vector<Tensor> inputs;
+  for (const server::InputTensor& in : run.batch[r]->inputs) {
+    inputs.push_back(
+        Tensor{"INPUT__" + std::to_string(in.index), in.dtype, in.shape, std::string(in.data, in.byte_size)});
+  }
+  const auto want = testing::TorchReference(model_path, inputs);
+  if (want.size() != run.outputs[r].size()) return "output count";
+  for (size_t k = 0; k < want.size(); ++k) {
+    const std::string mismatch = testing::ReferenceMismatch(run.outputs[r][k], want[k], tolerance);
+    if (!mismatch.empty()) return "output " + std::to_string(k) + ": " + mismatch;
+  }
+  return {};
+}
+
+std::unique_ptr<server::ModelInstance> LoadOnGpu0(const server::ModelSpec& spec,
+                                                  server::DeviceActivityRegistry& devices) {
+  server::InstanceOptions options;
+  options.gpu = 0;
+  options.activity = devices.Get(0, SteadyClock::Now());
+  auto instance = server::CreateTorchInstance(spec, options);
+  EXPECT_TRUE(instance.ok()) << instance.status();
+  return instance.ok() ? *std::move(instance) : nullptr;
+}
+
+// .item() copies to the host and waits for it: legal eager, invalid under stream capture (the
+// TorchScript interpreter rethrows that failure as std::runtime_error). With graphs on, preparing
+// the worker fails with FAILED_PRECONDITION naming the model, the bucket and the remedy; the
+// capture is ended (the stream no longer capturing, no CUDA error left on the thread); the same
+// worker still serves eager; and a capturable model loaded afterwards on the GPU captures its
+// graphs and answers as the CPU reference does.
+TEST(CudaGraphCaptureFailureTest, AnUncapturableForwardFailsCleanlyAndTheGpuStaysUsable) {
+  testing::TempDir repo("cs_gpu_uncapturable");
+  repo.WriteFile("syncs/config.pbtxt",
+                 std::string("max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: 8 }\n"
+                             "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 8 }\n"
+                             "instance_group { kind: KIND_GPU }\n") +
+                     kGraphsOn);
+  std::filesystem::create_directories(repo.path() + "/syncs/1");
+  // The value feeds the output. (A NaN test, `t = float(x.sum().item())` then `if t != t: return x`,
+  // was optimised away by TorchScript with its .item(): that forward captured without error on 2.11.)
+  ASSERT_TRUE(testing::WriteScriptedModel(repo.path() + "/syncs/1/model.pt",
+                                          "def forward(self, x):\n"
+                                          "  return x * 2.0 + 0.0 * float(x.sum().item())\n"));
+  auto syncs_spec = server::LoadModelDirectory(repo.path() + "/syncs");
+  ASSERT_TRUE(syncs_spec.ok()) << syncs_spec.status();
+  server::DeviceActivityRegistry devices;
+  auto syncs = LoadOnGpu0(*syncs_spec, devices);
+  ASSERT_NE(syncs, nullptr);
+  for (int items = 1; items <= 4; ++items) {
+    ASSERT_TRUE(ExecuteBatch(*syncs, *syncs_spec, items, 10 + items)->status.ok()) << "eager warm-up, " << items;
+  }
+  const absl::Status prepared = syncs->PrepareForServing();
+  ASSERT_EQ(prepared.code(), absl::StatusCode::kFailedPrecondition) << prepared;
+  const std::string message(prepared.message());
+  EXPECT_THAT(message,
+              ::testing::HasSubstr("model 'syncs' worker 0 on cuda:0: CUDA graph capture at batch size 4 failed: "));
+  EXPECT_THAT(message, ::testing::HasSubstr("TorchScript error: "));
+  EXPECT_THAT(message, ::testing::HasSubstr("remove optimization { cuda { graphs: true } } to run it eager"));
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "the failed capture's error stays with its status";
+  ASSERT_NE(syncs->native_stream(), nullptr);
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusActive;
+  ASSERT_EQ(cudaStreamIsCapturing(static_cast<cudaStream_t>(const_cast<void*>(syncs->native_stream())), &capturing),
+            cudaSuccess);
+  EXPECT_EQ(capturing, cudaStreamCaptureStatusNone) << "the capture was ended on the worker's stream";
+  // The same worker, its stream and LibTorch's allocator still serve (eager: no graph was kept).
+  const std::string syncs_path = repo.path() + "/syncs/1/model.pt";
+  auto eager = ExecuteBatch(*syncs, *syncs_spec, 3, 20);
+  ASSERT_TRUE(eager->status.ok()) << eager->status;
+  EXPECT_FALSE(eager->timing.cuda_graph);
+  for (size_t r = 0; r < eager->batch.size(); ++r) EXPECT_EQ(CpuReferenceMismatch(syncs_path, *eager, r, 0), "");
+
+  // Another model on the same GPU, loaded afterwards: captured, replayed, right.
+  examples::ModelOptions o;
+  o.max_batch_size = 8;
+  o.extra_config = kGraphsOn;
+  ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy", o).ok());
+  auto policy_spec = server::LoadModelDirectory(repo.path() + "/policy");
+  ASSERT_TRUE(policy_spec.ok()) << policy_spec.status();
+  auto policy = LoadOnGpu0(*policy_spec, devices);
+  ASSERT_NE(policy, nullptr);
+  for (int items = 1; items <= 8; ++items) {
+    ASSERT_TRUE(ExecuteBatch(*policy, *policy_spec, items, 30 + items)->status.ok()) << "warm-up, " << items;
+  }
+  ASSERT_TRUE(policy->PrepareForServing().ok());
+  EXPECT_NE(policy->native_stream(), syncs->native_stream());
+  for (int items : {3, 8}) {
+    auto run = ExecuteBatch(*policy, *policy_spec, items, 40 + items);
+    ASSERT_TRUE(run->status.ok()) << run->status;
+    EXPECT_TRUE(run->timing.cuda_graph) << items << " items replay a graph";
+    for (size_t r = 0; r < run->batch.size(); ++r) {
+      // cuDNN may use TF32 on the GPU: the tolerance GpuServerTest uses.
+      EXPECT_EQ(CpuReferenceMismatch(repo.path() + "/policy/1/model.pt", *run, r, 5e-3f), "")
+          << items << " items, request " << r;
     }
   }
 }
