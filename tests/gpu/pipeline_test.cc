@@ -4,13 +4,16 @@
 // those of an instance of the same model that runs one batch at a time (pipeline_depth 1), for
 // eager and CUDA-graph forwards, at varying batch sizes (graph padding included), and every span
 // stays event-timed and non-negative. Then a served check: many clients at once, each answered
-// with its own rows, their inputs read from the page-locked input arena.
+// with its own rows, their inputs read from the page-locked input arena. And both again with
+// --request-timing off, where no span event marks the end of an overlapped batch's copies and the
+// path's own `copied` event orders the forward after them: outputs exactly the CPU reference's.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <random>
 #include <thread>
 
@@ -204,6 +207,123 @@ TEST(PipelineServerTest, ConcurrentClientsEachGetTheirOwnRows) {
               kClients * kRequests);
   server->Shutdown();
   EXPECT_EQ((*runtime)->input_arena()->live_regions(), 0u) << "every request gave its arena regions back";
+}
+
+// A model whose GPU and CPU outputs agree bit for bit (x * 2 is exact in FP32): OUTPUT__0 = 2 *
+// INPUT__0, 1024 floats a row, up to kMaxBatch rows; CUDA graphs when `graphs`.
+std::string WriteDoubler(const testing::TempDir& repo, bool graphs) {
+  const std::string name = graphs ? "doubler_graphs" : "doubler";
+  repo.WriteFile(name + "/config.pbtxt",
+                 "max_batch_size: " + std::to_string(kMaxBatch) +
+                     "\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: 1024 }\n"
+                     "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 1024 }\n"
+                     "instance_group { kind: KIND_GPU count: 1 }\ndynamic_batching { }\n" +
+                     (graphs ? "optimization { cuda { graphs: true } }\n" : ""));
+  std::filesystem::create_directories(repo.path() + "/" + name + "/1");
+  EXPECT_TRUE(testing::WriteScriptedModel(repo.path() + "/" + name + "/1/model.pt",
+                                          "def forward(self, x):\n  return x * 2.0\n"));
+  return repo.path() + "/" + name;
+}
+
+// In process, with request timing off: batch i+1 is launched (its copies on the copy stream) before
+// batch i is finished, at varying sizes (graph padding included); every request's output is the CPU
+// reference's, exactly.
+class PipelineTimingOffTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(PipelineTimingOffTest, OverlappedBatchesEqualTheCpuReferenceExactly) {
+  const bool graphs = GetParam();
+  testing::TempDir repo("cs_gpu_pipeline_timing_off");
+  const std::string dir = WriteDoubler(repo, graphs);
+  auto spec = server::LoadModelDirectory(dir);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  server::DeviceActivityRegistry devices;
+  server::InstanceOptions options;
+  options.gpu = 0;
+  options.activity = devices.Get(0, SteadyClock::Now());
+  options.request_timing = false;
+  auto created = server::CreateTorchInstance(*spec, options);
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<server::ModelInstance> instance = *std::move(created);
+  ASSERT_EQ(instance->pipeline_depth(), 2);
+  for (int items = 1; items <= kMaxBatch; ++items) {
+    auto job = MakeJob(*spec, items, 2000 + items);
+    ASSERT_TRUE(instance->Execute(job->batch, &job->timing).ok()) << "warm-up, " << items;
+  }
+  ASSERT_TRUE(instance->PrepareForServing().ok());
+
+  const int sizes[] = {16, 1, 7, 16, 3, 12, 5, 16, 2, 9, 16, 16, 4, 11};
+  std::vector<std::unique_ptr<Job>> jobs;
+  for (int round = 0; round < 3; ++round) {
+    for (int items : sizes) jobs.push_back(MakeJob(*spec, items, 31 * jobs.size() + 7));
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    ASSERT_TRUE(instance->Launch(jobs[i]->batch, &jobs[i]->timing, static_cast<int>(i % 2)).ok()) << "batch " << i;
+    if (i > 0) {
+      ASSERT_TRUE(instance->Finish(jobs[i - 1]->batch, &jobs[i - 1]->timing, static_cast<int>((i - 1) % 2)).ok())
+          << "batch " << i - 1;
+    }
+  }
+  ASSERT_TRUE(
+      instance->Finish(jobs.back()->batch, &jobs.back()->timing, static_cast<int>((jobs.size() - 1) % 2)).ok());
+
+  const std::string model_path = dir + "/1/model.pt";
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const server::BatchTiming& t = jobs[i]->timing;
+    EXPECT_FALSE(t.request_timing);
+    EXPECT_EQ(t.cuda_graph, graphs) << "every size up to max_batch_size has a bucket";
+    for (size_t r = 0; r < jobs[i]->outputs.size(); ++r) {
+      const server::InputTensor& in = jobs[i]->batch[r]->inputs[0];
+      const auto want = testing::TorchReference(
+          model_path, {client::Tensor{"INPUT__0", DataType::kFp32, in.shape, std::string(in.data, in.byte_size)}});
+      ASSERT_EQ(want.size(), 1u);
+      ASSERT_EQ(jobs[i]->outputs[r].size(), 1u);
+      EXPECT_EQ(testing::ReferenceMismatch(jobs[i]->outputs[r][0], want[0], 0.0f), "")
+          << "batch " << i << " (" << jobs[i]->batch.size() << " items), request " << r;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EagerAndGraphs, PipelineTimingOffTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Graphs" : "Eager"; });
+
+// Served with --request-timing off: 6 clients at once on one pipelined worker, every answer exactly
+// the CPU reference's for its own rows.
+TEST(PipelineServerTest, TimingOffConcurrentClientsGetExactlyTheCpuReference) {
+  testing::TempDir repo("cs_gpu_pipeline_timing_off_served");
+  const std::string dir = WriteDoubler(repo, /*graphs=*/true);
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.request_timing = false;
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  const std::string address = "127.0.0.1:" + std::to_string(server->port());
+  constexpr int kClients = 6;
+  constexpr int kRequests = 30;
+  std::vector<std::string> failures(kClients);
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      auto client = client::InferenceClient::Connect(address);
+      std::mt19937_64 rng(700 + c);
+      for (int i = 0; i < kRequests && failures[c].empty(); ++i) {
+        const int rows = 1 + (c + i) % 3;
+        client::Tensor input{"INPUT__0", DataType::kFp32, {rows, 1024},
+                             RandomTensorBytes(DataType::kFp32, rows * 1024, rng)};
+        auto result = client->Infer("doubler_graphs", {input});
+        if (!result.ok()) {
+          failures[c] = std::string(result.status().message());
+          break;
+        }
+        const auto want = testing::TorchReference(dir + "/1/model.pt", {input});
+        const std::string mismatch = result->outputs.size() != 1
+                                         ? "output count"
+                                         : testing::ReferenceMismatch(result->outputs[0].data, want[0], 0.0f);
+        if (!mismatch.empty()) failures[c] = "request " + std::to_string(i) + ": " + mismatch;
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (int c = 0; c < kClients; ++c) EXPECT_EQ(failures[c], "") << "client " << c;
+  server->Shutdown();
 }
 
 }  // namespace
