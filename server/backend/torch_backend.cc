@@ -339,7 +339,9 @@ class TorchInstance final : public ModelInstance {
       if (keep_warm_args_.empty()) {
         for (const TensorSpec& t : spec_.inputs) {
           ASSIGN_OR_RETURN(torch::ScalarType type, ToTorchType(t.dtype));
-          std::vector<int64_t> shape = t.dims;
+          // Variable dims as the warm-up's (the first model_warmup sample's, else 1).
+          auto sample = spec_.SyntheticDims().find(t.name);
+          std::vector<int64_t> shape = sample != spec_.SyntheticDims().end() ? sample->second : t.dims;
           for (auto& d : shape) d = d < 0 ? 1 : d;
           if (spec_.max_batch_size > 0) shape.insert(shape.begin(), 1);
           keep_warm_args_.emplace_back(
