@@ -77,8 +77,10 @@ TEST(GpuProfileTest, PolicyNetEagerGraphExactPageableCopyAndSearchPastMax) {
   const double pageable = copy.details_us.at("pageable_h2d_us"), pinned = copy.details_us.at("pinned_h2d_us");
   EXPECT_GT(pinned, 0);
   EXPECT_GT(pageable, pinned) << "800 KB from pageable memory vs from pinned staging";
-  EXPECT_GT(copy.mistaken_us, pinned);
-  EXPECT_GT(copy.mistaken_us, copy.correct_us) << "pageable h2d + compute vs compute";
+  // The mistaken figure is that run's pageable h2d + its compute. Against the correct compute only
+  // its copy part is certain: the eager policy net is launch-bound, so its compute moves with the
+  // host (under AddressSanitizer one run's came out 30 us below the median, more than the copy).
+  EXPECT_GT(copy.mistaken_us, pageable) << "pageable h2d + compute";
   EXPECT_THAT(copy.what, HasSubstr("pageable"));
   for (const profile::TimingMistake& m : report->mistakes) EXPECT_TRUE(m.measured) << m.name << ": " << m.note;
 
