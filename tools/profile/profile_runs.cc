@@ -63,10 +63,7 @@ namespace {
 
 template <typename Field>
 Spread SpreadUs(const std::vector<RunSample>& samples, Field field) {
-  std::vector<double> v;
-  v.reserve(samples.size());
-  for (const RunSample& s : samples) v.push_back(Us(field(s)));
-  return SpreadOf(v);
+  return SpreadOf(UsOf(samples, field));
 }
 
 }  // namespace

@@ -54,6 +54,14 @@ absl::StatusOr<RunSample> RunOnce(server::ModelInstance& instance, SyntheticBatc
 absl::StatusOr<std::vector<RunSample>> RunMany(server::ModelInstance& instance, SyntheticBatch& batch, int count);
 
 double Us(int64_t ns);
+// `field(sample)` (nanoseconds) of every sample, in microseconds.
+template <typename Field>
+std::vector<double> UsOf(const std::vector<RunSample>& samples, Field field) {
+  std::vector<double> v;
+  v.reserve(samples.size());
+  for (const RunSample& s : samples) v.push_back(Us(field(s)));
+  return v;
+}
 BatchProfile Summarise(int64_t batch_size, const std::vector<RunSample>& samples);
 
 // An allocation failure, from any allocator the profiler reaches: LibTorch's CUDA caching allocator

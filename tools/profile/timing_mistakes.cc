@@ -9,10 +9,7 @@ namespace {
 
 template <typename Field>
 double MedianUs(const std::vector<RunSample>& samples, Field field) {
-  std::vector<double> v;
-  v.reserve(samples.size());
-  for (const RunSample& s : samples) v.push_back(Us(field(s)));
-  return Quantile(std::move(v), 0.5);
+  return Quantile(UsOf(samples, field), 0.5);
 }
 
 TimingMistake Row(std::string name, std::string what, double mistaken, std::string correct_figure, double correct) {
