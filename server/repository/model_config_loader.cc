@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -34,24 +35,39 @@ class CollectErrors : public google::protobuf::io::ErrorCollector {
   }
   void AddWarning(int line, int column, const std::string& message) override {
     // With unknown fields allowed, the parser reports each one as a warning naming the field.
+    // ("Message type \"chronoserve.config.ModelInput\" has no field named \"reshape\"").
     const std::string marker = "has no field named \"";
     auto pos = message.find(marker);
     if (pos != std::string::npos) {
       auto start = pos + marker.size();
       auto end = message.find('"', start);
       unknown_.push_back(message.substr(start, end - start));
+      unknown_in_.push_back(Quoted(message, "Message type \""));
     } else {
       warnings_.push_back(absl::StrCat(source_, ":", line + 1, ":", column + 1, ": ", message));
     }
   }
   const std::vector<std::string>& errors() const { return errors_; }
   const std::vector<std::string>& unknown() const { return unknown_; }
+  // The message type (without the package) each unknown() field was found in.
+  const std::vector<std::string>& unknown_in() const { return unknown_in_; }
 
  private:
   std::string source_;
   std::vector<std::string> errors_;
   std::vector<std::string> warnings_;
   std::vector<std::string> unknown_;
+  std::vector<std::string> unknown_in_;
+
+  // The text between `marker` and the next '"', without a "chronoserve.config." prefix.
+  static std::string Quoted(const std::string& message, const std::string& marker) {
+    auto pos = message.find(marker);
+    if (pos == std::string::npos) return "";
+    auto start = pos + marker.size();
+    std::string type = message.substr(start, message.find('"', start) - start);
+    const std::string package = "chronoserve.config.";
+    return type.rfind(package, 0) == 0 ? type.substr(package.size()) : type;
+  }
 };
 
 absl::StatusOr<DataType> ConvertType(pb::DataType type, const std::string& where) {
@@ -208,36 +224,54 @@ absl::Status ValidateModelName(const std::string& name) {
 }
 
 namespace {
-// Field names of Triton's model configuration (any message) that model_config.proto leaves out.
-// Those that change which tensors the model receives, or how requests relate to each other, fail
-// the load: served without them the model would get other inputs than under Triton. The rest are
-// logged and ignored. A name in neither list is no field of Triton's either: a typo, refused.
-const std::set<std::string>& RefusedTritonFields() {
-  static const std::set<std::string> kRefused = {"reshape", "is_shape_tensor", "allow_ragged_batch",
-                                                 "batch_input", "batch_output", "sequence_batching"};
+// Fields of Triton's model configuration that model_config.proto leaves out, by the message they
+// belong to. Those that change which tensors the model receives, or how requests relate to each
+// other, fail the load: served without them the model would get other inputs than under Triton.
+// The rest are logged and ignored. A field in neither list is no field of that message in
+// Triton's either (e.g. `graph` inside `cuda`, meant as `graphs`): a typo, refused.
+using FieldsByMessage = std::map<std::string, std::set<std::string>>;
+const FieldsByMessage& RefusedTritonFields() {
+  static const FieldsByMessage kRefused = {
+      {"ModelConfig", {"batch_input", "batch_output", "sequence_batching"}},
+      {"ModelInput", {"reshape", "is_shape_tensor", "allow_ragged_batch"}},
+      {"ModelOutput", {"reshape", "is_shape_tensor"}},
+  };
   return kRefused;
 }
-const std::set<std::string>& IgnoredTritonFields() {
-  static const std::set<std::string> kIgnored = {
-      "runtime", "ensemble_scheduling", "cc_model_filenames", "metric_tags", "model_operations",
-      "model_transaction_policy", "model_repository_agents", "response_cache", "format", "label_filename",
-      "is_non_linear_format_io", "rate_limiter", "secondary_devices", "profile", "passive", "graph",
-      "priority", "execution_accelerators", "input_pinned_memory", "output_pinned_memory",
-      "gather_kernel_buffer_threshold", "eager_batching", "graph_spec", "priority_levels",
-      "default_priority_level", "priority_queue_policy"};
+const FieldsByMessage& IgnoredTritonFields() {
+  static const FieldsByMessage kIgnored = {
+      {"ModelConfig",
+       {"runtime", "ensemble_scheduling", "cc_model_filenames", "metric_tags", "model_operations",
+        "model_transaction_policy", "model_repository_agents", "response_cache", "model_metrics"}},
+      {"ModelInstanceGroup", {"rate_limiter", "secondary_devices", "profile", "passive"}},
+      {"ModelInput", {"format", "is_non_linear_format_io"}},
+      {"ModelOutput", {"label_filename", "is_non_linear_format_io"}},
+      {"ModelDynamicBatching", {"priority_levels", "default_priority_level", "priority_queue_policy"}},
+      {"ModelOptimizationPolicy",
+       {"graph", "priority", "execution_accelerators", "input_pinned_memory", "output_pinned_memory",
+        "gather_kernel_buffer_threshold", "eager_batching"}},
+      {"ModelOptimizationPolicy.Cuda", {"graph_spec"}},
+  };
   return kIgnored;
 }
 
-absl::Status CheckUnknownFields(const std::vector<std::string>& unknown, const std::string& source) {
-  for (const std::string& field : unknown) {
-    if (RefusedTritonFields().count(field) > 0) {
+bool Lists(const FieldsByMessage& fields, const std::string& message, const std::string& field) {
+  auto it = fields.find(message);
+  return it != fields.end() && it->second.count(field) > 0;
+}
+
+absl::Status CheckUnknownFields(const std::vector<std::string>& unknown, const std::vector<std::string>& in,
+                                const std::string& source) {
+  for (size_t i = 0; i < unknown.size(); ++i) {
+    const std::string& field = unknown[i];
+    if (Lists(RefusedTritonFields(), in[i], field)) {
       return absl::InvalidArgumentError(absl::StrCat(
           source, ": field '", field, "' is not supported by chronoserve: the model would receive other tensors "
           "(or requests) than under Triton; remove it and do the same inside the model"));
     }
-    if (IgnoredTritonFields().count(field) == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          source, ": unknown field '", field, "': no field of Triton's model configuration has that name (a typo?)"));
+    if (!Lists(IgnoredTritonFields(), in[i], field)) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": unknown field '", field, "' in ", in[i],
+                                                     ": Triton's model configuration has no such field there (a typo?)"));
     }
   }
   return absl::OkStatus();
@@ -271,7 +305,7 @@ absl::Status ParseConfigProto(const std::string& text, const std::string& source
         errors.errors().empty() ? absl::StrCat(source, ": cannot parse")
                                 : absl::StrJoin(errors.errors(), "; "));
   }
-  RETURN_IF_ERROR(CheckUnknownFields(errors.unknown(), source));
+  RETURN_IF_ERROR(CheckUnknownFields(errors.unknown(), errors.unknown_in(), source));
   if (ignored_fields != nullptr) {
     // Each name once, in the order first seen (the parser reports every occurrence).
     std::vector<std::string> fields = errors.unknown();
@@ -328,14 +362,20 @@ absl::StatusOr<ModelSpec> ParseModelConfig(const std::string& text, const std::s
 
 namespace {
 // The names of `dir`'s subdirectories (symbolic links to directories included), without throwing:
-// an entry whose type cannot be read (a dangling link, a link loop) is skipped.
+// a dangling link or a link loop is skipped; an entry whose type cannot be read for another reason
+// (e.g. no permission) is skipped with a warning naming it.
 absl::StatusOr<std::vector<std::string>> SubdirectoryNames(const fs::path& dir) {
   std::error_code ec;
   std::vector<std::string> names;
   fs::directory_iterator it(dir, ec);
   for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
     std::error_code type_ec;
-    if (it->is_directory(type_ec) && !type_ec) names.push_back(it->path().filename().string());
+    const bool is_directory = it->is_directory(type_ec);
+    if (type_ec && type_ec != std::errc::too_many_symbolic_link_levels &&
+        type_ec != std::errc::no_such_file_or_directory) {
+      CS_LOG(WARNING) << "skipping '" << it->path().string() << "': " << type_ec.message();
+    }
+    if (is_directory && !type_ec) names.push_back(it->path().filename().string());
   }
   if (ec) return absl::InternalError(absl::StrCat("cannot list '", dir.string(), "': ", ec.message()));
   return names;

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <random>
 
+#include "absl/strings/str_replace.h"
 #include "server/core/synthetic_request.h"
 
 namespace chronoserve::server {
@@ -80,12 +81,18 @@ TEST(ModelConfigTest, DefaultsForAMinimalConfig) {
   EXPECT_FALSE(spec->dynamic_batching.enabled);
 }
 
+// kGood without its `optimization` block, so a test can add one.
+std::string WithoutOptimization() {
+  return absl::StrReplaceAll(kGood, {{"optimization { cuda { graphs: true } }", ""}});
+}
+
 TEST(ModelConfigTest, TritonFieldsNotServedAreReportedByNameAndIgnored) {
   std::vector<std::string> ignored;
-  auto spec = ParseModelConfig(std::string(kGood) + "\nresponse_cache { enable: true }\nmetric_tags {}\n",
+  auto spec = ParseModelConfig(WithoutOptimization() + "\nresponse_cache { enable: true }\nmetric_tags {}\n"
+                               "model_metrics { metric_control {} }\noptimization { input_pinned_memory { enable: true } }\n",
                                "policy/config.pbtxt", "policy", &ignored);
   ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_THAT(ignored, ::testing::ElementsAre("response_cache", "metric_tags"));
+  EXPECT_THAT(ignored, ::testing::ElementsAre("response_cache", "metric_tags", "model_metrics", "input_pinned_memory"));
 }
 
 TEST(ModelConfigTest, ATypoOrATritonFieldThatChangesTheTensorsFailsTheLoadNamingIt) {
@@ -93,13 +100,16 @@ TEST(ModelConfigTest, ATypoOrATritonFieldThatChangesTheTensorsFailsTheLoadNaming
     std::string extra, message;
   };
   const Case cases[] = {
-      {"max_batch_sise: 8\n", "policy/config.pbtxt: unknown field 'max_batch_sise': no field of Triton's"},
+      {"max_batch_sise: 8\n",
+       "policy/config.pbtxt: unknown field 'max_batch_sise' in ModelConfig: Triton's model configuration has no"},
+      // A Triton field name, but of another message: `graphs` was meant.
+      {"optimization { cuda { graph: true } }\n", "unknown field 'graph' in ModelOptimizationPolicy.Cuda"},
       {"sequence_batching {}\n", "policy/config.pbtxt: field 'sequence_batching' is not supported by chronoserve"},
       {"input { name: \"extra\" data_type: TYPE_FP32 dims: [ 4 ] reshape { shape: [ 2, 2 ] } }\n",
        "field 'reshape' is not supported by chronoserve: the model would receive other tensors"},
   };
   for (const Case& c : cases) {
-    auto spec = ParseModelConfig(std::string(kGood) + c.extra, "policy/config.pbtxt", "policy", nullptr);
+    auto spec = ParseModelConfig(WithoutOptimization() + c.extra, "policy/config.pbtxt", "policy", nullptr);
     ASSERT_FALSE(spec.ok()) << c.extra;
     EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(spec.status().message()), HasSubstr(c.message)) << c.extra;
