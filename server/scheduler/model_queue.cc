@@ -40,17 +40,17 @@ absl::Status ModelQueue::Enqueue(std::unique_ptr<InferRequest>& request) {
   if (closed_) {
     return absl::UnavailableError(absl::StrCat("model '", model_, "' is shutting down"));
   }
+  if (queue_policy_.max_queue_bytes > 0 && bytes > queue_policy_.max_queue_bytes) {
+    // Never fits, however empty the queue: not worth a retry (so said before any full-queue answer).
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model '", model_, "': this request's inputs hold ", Mib(bytes), ", more than the model's queue may ever hold (",
+        Mib(queue_policy_.max_queue_bytes), ", --max-queue-mib); send fewer items per request or raise the limit"));
+  }
   const size_t waiting = queue_.size() + delayed_.size();
   if (queue_policy_.max_queue_size > 0 && waiting >= queue_policy_.max_queue_size) {
     return absl::ResourceExhaustedError(absl::StrCat("model '", model_, "': queue is full (",
                                                      waiting, " requests waiting, max_queue_size ",
                                                      queue_policy_.max_queue_size, ")"));
-  }
-  if (queue_policy_.max_queue_bytes > 0 && bytes > queue_policy_.max_queue_bytes) {
-    // Never fits, however empty the queue: not worth a retry.
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model '", model_, "': this request's inputs hold ", Mib(bytes), ", more than the model's queue may ever hold (",
-        Mib(queue_policy_.max_queue_bytes), ", --max-queue-mib); send fewer items per request or raise the limit"));
   }
   if (queue_policy_.max_queue_bytes > 0 && queued_bytes_ + bytes > queue_policy_.max_queue_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -155,9 +155,9 @@ int64_t ModelQueue::DropDeadLocked(int64_t now_ns, Batch* dropped) {
     cancel_pending_ = false;
   } else {
     // Nothing is due, and a cancellation Poke() has not announced yet matters only to requests the
-    // next batch could take.
+    // next batch could take (the queue's first, then the delayed ones).
+    size_t live = 0;
     for (auto* q : {&queue_, &delayed_}) {
-      size_t live = 0;
       for (auto it = q->begin(); it != q->end() && live < BatchReach();) {
         if ((*it)->IsCancelled()) {
           int64_t unused = kNever;
@@ -169,7 +169,6 @@ int64_t ModelQueue::DropDeadLocked(int64_t now_ns, Batch* dropped) {
           ++it;
         }
       }
-      if (!q->empty()) break;  // the delayed ones wait behind it
     }
   }
   return next_expiry_ns_ == kNever ? 0 : next_expiry_ns_;
@@ -216,13 +215,14 @@ ModelQueue::WaitResult ModelQueue::NextBatchLocked(Batch* batch, Batch* dropped,
       continue;
     }
     // Only the requests that can join the next batch: at most max_batch_size, and one more to see
-    // that it cannot.
-    std::deque<std::unique_ptr<InferRequest>>& source = Source();
+    // that it cannot; the queue's first, then (as Triton's policy queue) the delayed ones.
     std::vector<QueuedView> views;
-    views.reserve(std::min(source.size(), BatchReach()));
-    for (const auto& r : source) {
-      if (views.size() == BatchReach()) break;
-      views.push_back(QueuedView{r->batch_items, r->timeline.enqueued_ns, &r->shape_key()});
+    views.reserve(std::min(queue_.size() + delayed_.size(), BatchReach()));
+    for (const auto* q : {&queue_, &delayed_}) {
+      for (const auto& r : *q) {
+        if (views.size() == BatchReach()) break;
+        views.push_back(QueuedView{r->batch_items, r->timeline.enqueued_ns, &r->shape_key()});
+      }
     }
     // A closed queue drains without waiting: deciding as if every delay had passed takes whole
     // batches (up to max_batch_size), not one request at a time.
@@ -231,6 +231,7 @@ ModelQueue::WaitResult ModelQueue::NextBatchLocked(Batch* batch, Batch* dropped,
     if (decision.action == BatchDecision::Action::kExecute || closed_) {
       const size_t count = std::max<size_t>(1, decision.count);
       for (size_t i = 0; i < count; ++i) {
+        std::deque<std::unique_ptr<InferRequest>>& source = queue_.empty() ? delayed_ : queue_;
         queued_bytes_ -= HeldBytes(*source.front());
         batch->push_back(std::move(source.front()));
         source.pop_front();

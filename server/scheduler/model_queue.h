@@ -2,8 +2,8 @@
 // batches from it as DecideBatch() allows. Requests whose deadline passed, whose client cancelled,
 // or whose queue timeout expired with timeout_action REJECT are handed back as `dropped` (never
 // batched) for the worker to answer; with DELAY a request whose timeout expired waits behind every
-// request whose timeout has not (Triton's semantics), batched with other delayed ones once those
-// are gone. Thread-safe: the gRPC handlers call Enqueue, workers call NextBatch.
+// request whose timeout has not (Triton's semantics): a batch takes the queue's requests first,
+// then delayed ones. Thread-safe: the gRPC handlers call Enqueue, workers call NextBatch.
 //
 // Taking a batch costs time in the batch's size, not the queue's: the policy sees only the
 // requests that can join the next batch, and the whole queue is scanned for requests to drop only
@@ -93,10 +93,6 @@ class ModelQueue {
   // them when one may be due, else only cancelled ones among those the next batch could take.
   // Returns when the next one may be due (0 = none).
   int64_t DropDeadLocked(int64_t now_ns, Batch* dropped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Requests the next batch is taken from: the queue, or the delayed ones once it is empty.
-  std::deque<std::unique_ptr<InferRequest>>& Source() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return queue_.empty() ? delayed_ : queue_;
-  }
   bool EmptyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return queue_.empty() && delayed_.empty(); }
   // NextBatch with an optional deadline (0 = none) for an empty queue; `block` false: kTimeout
   // instead of any wait.

@@ -347,12 +347,36 @@ TEST(ModelQueueTest, DelayedRequestsStillHonourTheirDeadlineAndBatchTogether) {
   EXPECT_EQ(batch.size(), 2u) << "delayed requests batch with each other";
 }
 
+TEST(ModelQueueTest, ABatchTakesFreshRequestsFirstThenDelayedOnes) {
+  FakeClock clock;
+  QueuePolicySpec delay;
+  delay.default_timeout_microseconds = 100;
+  delay.timeout_action_delay = true;
+  ModelQueue queue("m", Dynamic(8, 0), delay, &clock);
+  auto old_request = Request(1, "[3];"), fresh = Request(1, "[3];");
+  old_request->id = "old";
+  fresh->id = "fresh";
+  ASSERT_TRUE(queue.Enqueue(old_request).ok());
+  clock.AdvanceNs(150'000);  // `old` timed out
+  ASSERT_TRUE(queue.Enqueue(fresh).ok());
+  Batch batch, dropped;
+  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
+  ASSERT_EQ(batch.size(), 2u) << "one batch across both, as Triton's policy queue";
+  EXPECT_EQ(batch[0]->id, "fresh");
+  EXPECT_EQ(batch[1]->id, "old");
+}
+
 TEST(ModelQueueTest, ARequestLargerThanTheWholeQueueLimitIsInvalidNotRetryable) {
   FakeClock clock;
   QueuePolicySpec qp;
   qp.max_queue_bytes = uint64_t{1} << 20;
   ModelQueue queue("m", Dynamic(8, 0), qp, &clock);
-  auto huge = RequestHolding(2);
+  qp.max_queue_size = 1;
+  ModelQueue full("m", Dynamic(8, 0), qp, &clock);
+  auto small = RequestHolding(0.5), huge = RequestHolding(2);
+  ASSERT_TRUE(full.Enqueue(small).ok());
+  // Said before the full queue's RESOURCE_EXHAUSTED: a retry could never succeed.
+  EXPECT_EQ(full.Enqueue(huge).code(), absl::StatusCode::kInvalidArgument);
   const absl::Status refused = queue.Enqueue(huge);
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(refused.message().find("more than the model's queue may ever hold (1.0 MiB, --max-queue-mib)"),
