@@ -40,6 +40,13 @@ class TorchInstance final : public ModelInstance {
   // Work this worker left on the device (a failed launch, say) completes before its graphs, its
   // tensors and then its stream (path_, destroyed last) go.
   ~TorchInstance() override {
+    // With the worker's GPU and stream current (the destroying thread may have another device
+    // current, or none: device 0), so the sync and the graphs' release make no context elsewhere.
+    std::shared_ptr<void> on_stream;
+    try {
+      on_stream = path_->Enter();
+    } catch (...) {
+    }
     (void)Guarded([&] { return path_->Sync(); });
     graphs_.reset();
   }
