@@ -1,6 +1,9 @@
 #include "server/core/synthetic_request.h"
 
+#include <limits>
+
 #include "absl/strings/str_cat.h"
+#include "common/dtype.h"
 #include "common/tensor_data.h"
 
 namespace chronoserve::server {
@@ -24,6 +27,20 @@ std::vector<int64_t> SyntheticItemDims(const TensorSpec& t,
   if (it != dims_override.end() && it->second.size() == dims.size()) dims = it->second;
   for (auto& d : dims) d = d < 0 ? 1 : d;
   return dims;
+}
+
+std::optional<int64_t> SyntheticRequestBytes(const ModelSpec& spec, int64_t items,
+                                             const std::map<std::string, std::vector<int64_t>>& dims_override) {
+  constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+  int64_t total = 0;
+  for (const TensorSpec& t : spec.inputs) {
+    std::optional<int64_t> bytes = ByteCount(ElementCount(SyntheticItemDims(t, dims_override)), t.dtype);
+    if (bytes && *bytes != 0 && items > kInt64Max / *bytes) bytes.reset();
+    if (bytes) bytes = *bytes * items;
+    if (!bytes || *bytes > kInt64Max - total) return std::nullopt;
+    total += *bytes;
+  }
+  return total;
 }
 
 std::unique_ptr<InferRequest> MakeSyntheticRequest(

@@ -5,8 +5,10 @@
 #ifndef CHRONOSERVE_SERVER_CORE_SYNTHETIC_REQUEST_H_
 #define CHRONOSERVE_SERVER_CORE_SYNTHETIC_REQUEST_H_
 
+#include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -20,6 +22,17 @@ namespace chronoserve::server {
 // it when that has the input's rank, else the config's dims; variable (-1) dims as 1.
 std::vector<int64_t> SyntheticItemDims(const TensorSpec& t,
                                        const std::map<std::string, std::vector<int64_t>>& dims_override);
+
+// Most input bytes one synthetic warm-up request may hold: 16 GiB. Far above any real batch of
+// inputs (the default --max-queue-mib lets 1 GiB wait), it turns dims that cannot be meant (a
+// typo's extra digits) into a load error instead of an allocation that fails or takes the host's
+// memory during warm-up; the profiler's throughput search stops there too.
+inline constexpr int64_t kMaxWarmupRequestBytes = int64_t{16} << 30;
+
+// Input bytes of the request MakeSyntheticRequest builds for `items` items (dims from
+// SyntheticItemDims); nullopt when the sum passes int64.
+std::optional<int64_t> SyntheticRequestBytes(const ModelSpec& spec, int64_t items,
+                                             const std::map<std::string, std::vector<int64_t>>& dims_override);
 
 // A request of `items` items (ignored when the model does not batch). Variable (-1) dims take the
 // per-input `dims_override` when it has the right rank, else 1. Outputs are written into

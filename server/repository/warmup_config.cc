@@ -19,26 +19,6 @@ namespace {
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 constexpr uint32_t kIntMax = static_cast<uint32_t>(std::numeric_limits<int>::max());
 
-// a * b, or nullopt when it passes int64 (both non-negative).
-std::optional<int64_t> CheckedMul(int64_t a, int64_t b) {
-  if (a != 0 && b > kInt64Max / a) return std::nullopt;
-  return a * b;
-}
-
-// Input bytes of a synthetic request of `items` items as MakeSyntheticRequest builds it (its dims
-// from SyntheticItemDims). nullopt when the sum passes int64.
-std::optional<int64_t> SyntheticRequestBytes(const ModelSpec& spec, int64_t items,
-                                             const std::map<std::string, std::vector<int64_t>>& dims) {
-  int64_t total = 0;
-  for (const TensorSpec& t : spec.inputs) {
-    std::optional<int64_t> bytes = ByteCount(ElementCount(SyntheticItemDims(t, dims)), t.dtype);
-    if (bytes) bytes = CheckedMul(*bytes, items);
-    if (!bytes || *bytes > kInt64Max - total) return std::nullopt;
-    total += *bytes;
-  }
-  return total;
-}
-
 absl::Status CheckRequestBytes(const ModelSpec& spec, int64_t items,
                                const std::map<std::string, std::vector<int64_t>>& dims,
                                const std::string& what) {

@@ -12,18 +12,13 @@
 #include "absl/status/status.h"
 #include "proto/model_config.pb.h"
 #include "server/core/model_spec.h"
+#include "server/core/synthetic_request.h"
 
 namespace chronoserve::server {
 
-// Most input bytes one synthetic warm-up request may hold: 16 GiB. Far above any real batch of
-// inputs (the default --max-queue-mib lets 1 GiB wait), it turns dims that cannot be meant (a
-// typo's extra digits) into a load error instead of an allocation that fails or takes the host's
-// memory during warm-up.
-inline constexpr int64_t kMaxWarmupRequestBytes = int64_t{16} << 30;
-
 // Checks that the synthetic request the server's own warm-up builds at its largest (max_batch_size
-// items, variable dims as 1) stays within kMaxWarmupRequestBytes. `spec` has its inputs and
-// max_batch_size converted.
+// items, variable dims as ModelSpec::SyntheticDims) stays within kMaxWarmupRequestBytes
+// (synthetic_request.h). `spec` has its inputs, max_batch_size and warm-ups converted.
 absl::Status CheckLargestWarmupBatch(const ModelSpec& spec, const std::string& source);
 
 // Validates config.model_warmup() against `spec` (inputs and max_batch_size converted) and appends

@@ -1,14 +1,11 @@
 #include "tools/profile/profile_runs.h"
 
-#include <limits>
 #include <new>
-#include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
-#include "common/dtype.h"
 #include "common/status_macros.h"
 #include "server/core/synthetic_request.h"
 
@@ -26,16 +23,6 @@ absl::StatusOr<std::unique_ptr<SyntheticBatch>> MakeBatch(const server::ModelSpe
     return absl::ResourceExhaustedError(
         absl::StrCat("host memory for the inputs of a batch of ", items, " items: std::bad_alloc (out of memory)"));
   }
-}
-
-int64_t ItemInputBytes(const server::ModelSpec& spec, const InputDims& dims) {
-  int64_t total = 0;
-  for (const server::TensorSpec& t : spec.inputs) {
-    std::optional<int64_t> bytes = ByteCount(ElementCount(server::SyntheticItemDims(t, dims)), t.dtype);
-    if (!bytes.has_value() || *bytes > std::numeric_limits<int64_t>::max() - total) return -1;
-    total += *bytes;
-  }
-  return total;
 }
 
 absl::StatusOr<RunSample> RunOnce(server::ModelInstance& instance, SyntheticBatch& batch) {

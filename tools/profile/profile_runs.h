@@ -47,9 +47,6 @@ struct BatchProfile {
 absl::StatusOr<std::unique_ptr<SyntheticBatch>> MakeBatch(const server::ModelSpec& spec, int64_t items,
                                                           const InputDims& dims, std::mt19937_64& rng);
 
-// Input bytes of one item (one request of a model that does not batch) at `dims`; -1 on overflow.
-int64_t ItemInputBytes(const server::ModelSpec& spec, const InputDims& dims);
-
 absl::StatusOr<RunSample> RunOnce(server::ModelInstance& instance, SyntheticBatch& batch);
 absl::StatusOr<std::vector<RunSample>> RunMany(server::ModelInstance& instance, SyntheticBatch& batch, int count);
 

@@ -1,8 +1,10 @@
 #include "tools/profile/throughput_search.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "server/core/synthetic_request.h"
 
 namespace chronoserve::profile {
 
@@ -28,12 +30,13 @@ ThroughputSearch SearchThroughput(server::ModelInstance& instance, const server:
   search.stopped_by = spec.max_batch_size > 0
                           ? absl::StrCat("search limit (--search-max-batch ", options.max_batch, ")")
                           : "the model does not batch (max_batch_size 0)";
-  const int64_t item_bytes = ItemInputBytes(spec, dims);
   for (int64_t size : SearchSizes(spec.max_batch_size, options.max_batch)) {
-    // Past this the host's memory, not the model, would be what the search measures (or takes down).
-    if (item_bytes < 0 || (item_bytes > 0 && size > kMaxSearchBatchInputBytes / item_bytes)) {
+    // Past the server's bound on a synthetic request, the host's memory, not the model, would be
+    // what the search measures (or takes down).
+    const std::optional<int64_t> bytes = server::SyntheticRequestBytes(spec, size, dims);
+    if (!bytes || *bytes > server::kMaxWarmupRequestBytes) {
       search.stopped_by = absl::StrCat("input bytes limit at batch size ", size, " (a batch's inputs may hold ",
-                                       kMaxSearchBatchInputBytes >> 30, " GiB)");
+                                       server::kMaxWarmupRequestBytes >> 30, " GiB)");
       break;
     }
     absl::StatusOr<std::vector<RunSample>> samples = [&]() -> absl::StatusOr<std::vector<RunSample>> {

@@ -21,10 +21,6 @@
 namespace chronoserve::profile {
 
 inline constexpr int64_t kDefaultSearchMaxBatch = 4096;
-// Most input bytes one search batch may hold: the server's bound on one synthetic warm-up request
-// (kMaxWarmupRequestBytes in server/repository/warmup_config.h, whose header needs the generated
-// protos), 16 GiB.
-inline constexpr int64_t kMaxSearchBatchInputBytes = int64_t{16} << 30;
 
 struct SearchOptions {
   int64_t max_batch = kDefaultSearchMaxBatch;  // the largest size tried (measured even if no power of 2)
