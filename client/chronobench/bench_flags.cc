@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/cli_integer.h"
+#include "common/shape_flag.h"
 #include "common/status_macros.h"
 
 namespace chronoserve::client::bench {
@@ -122,7 +123,7 @@ absl::StatusOr<BenchOptions> ResolveFlags(const RawFlags& raw) {
                                                    "': expected none or system (cuda is not supported)"));
   }
   ASSIGN_OR_RETURN(o.measurement.percentiles, ParsePercentiles(raw.percentiles));
-  for (const auto& s : raw.shapes) RETURN_IF_ERROR(ParseShape(s, &o.input.shapes));
+  for (const auto& s : raw.shapes) RETURN_IF_ERROR(ParseShapeFlag(s, &o.input.shapes));
   RETURN_IF_ERROR(ValidateOptions(o));
   return o;
 }

@@ -68,24 +68,6 @@ absl::StatusOr<std::vector<int64_t>> ParseIntRange(absl::string_view flag, absl:
   return out;
 }
 
-absl::Status ParseShape(absl::string_view text, std::map<std::string, std::vector<int64_t>>* shapes) {
-  const size_t colon = text.rfind(':');
-  if (colon == absl::string_view::npos || colon == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--shape '", text, "': expected NAME:d1,d2,..."));
-  }
-  std::vector<int64_t> dims;
-  for (absl::string_view d : absl::StrSplit(text.substr(colon + 1), ',')) {
-    int64_t x = 0;
-    if (!absl::SimpleAtoi(d, &x) || x < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--shape '", text, "': dim '", d, "' is not a positive integer"));
-    }
-    dims.push_back(x);
-  }
-  (*shapes)[std::string(text.substr(0, colon))] = std::move(dims);
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::vector<double>> ParsePercentiles(absl::string_view text) {
   std::vector<double> out;
   for (absl::string_view p : absl::StrSplit(text, ',', absl::SkipWhitespace())) {

@@ -94,8 +94,6 @@ absl::StatusOr<std::vector<double>> ParseRange(absl::string_view flag, absl::str
 // As ParseRange, each value an integer from 1 to `max` (at most 2^31 - 1, the default).
 absl::StatusOr<std::vector<int64_t>> ParseIntRange(absl::string_view flag, absl::string_view text,
                                                    int64_t max = std::numeric_limits<int32_t>::max());
-// "INPUT__0:4,20,20".
-absl::Status ParseShape(absl::string_view text, std::map<std::string, std::vector<int64_t>>* shapes);
 // "50,90,99.9": each in (0, 100].
 absl::StatusOr<std::vector<double>> ParsePercentiles(absl::string_view text);
 // "p50", "p99_9": the JSON key of a percentile.

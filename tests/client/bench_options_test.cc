@@ -1,6 +1,7 @@
 #include "client/chronobench/bench_flags.h"
 #include "client/chronobench/bench_options.h"
 
+#include "common/shape_flag.h"
 #include "gtest/gtest.h"
 
 namespace chronoserve::client::bench {
@@ -75,11 +76,11 @@ TEST(BenchFlagsTest, IntegerFlagsAreBaseTenAndRanged) {
 
 TEST(BenchOptionsTest, ParsesShapesAndPercentiles) {
   std::map<std::string, std::vector<int64_t>> shapes;
-  ASSERT_TRUE(ParseShape("INPUT__0:4,20,20", &shapes).ok());
+  ASSERT_TRUE(ParseShapeFlag("INPUT__0:4,20,20", &shapes).ok());
   EXPECT_EQ(shapes["INPUT__0"], (std::vector<int64_t>{4, 20, 20}));
-  EXPECT_FALSE(ParseShape("INPUT__0", &shapes).ok());
-  EXPECT_FALSE(ParseShape("INPUT__0:4,x", &shapes).ok());
-  EXPECT_FALSE(ParseShape("INPUT__0:0", &shapes).ok());
+  EXPECT_FALSE(ParseShapeFlag("INPUT__0", &shapes).ok());
+  EXPECT_FALSE(ParseShapeFlag("INPUT__0:4,x", &shapes).ok());
+  EXPECT_FALSE(ParseShapeFlag("INPUT__0:0", &shapes).ok());
   EXPECT_EQ(*ParsePercentiles("50,99.9"), (std::vector<double>{50, 99.9}));
   EXPECT_FALSE(ParsePercentiles("0").ok());
   EXPECT_FALSE(ParsePercentiles("101").ok());

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/server/test_repository.h"
+#include "common/shape_flag.h"
 #include "tools/example_models.h"
 #include "tools/profile/model_profiler.h"
 #include "tools/profile/profile_report.h"
@@ -221,14 +222,14 @@ TEST(ProfileTest, BadShapesAreRefusedWithTheInputNamed) {
   EXPECT_THAT(std::string(rank.status().message()), HasSubstr("has dims [-1]"));
 
   profile::InputDims shapes;
-  ASSERT_TRUE(profile::ParseShapeFlag("INPUT__0:3,224,224", &shapes).ok());
+  ASSERT_TRUE(ParseShapeFlag("INPUT__0:3,224,224", &shapes).ok());
   EXPECT_THAT(shapes.at("INPUT__0"), ElementsAre(3, 224, 224));
-  ASSERT_TRUE(profile::ParseShapeFlag("a:b:4", &shapes).ok()) << "the last colon splits, as chronobench's";
+  ASSERT_TRUE(ParseShapeFlag("a:b:4", &shapes).ok()) << "the last colon splits, as chronobench's";
   EXPECT_THAT(shapes.at("a:b"), ElementsAre(4));
   for (const char* bad : {"INPUT__0", ":4", "x:", "x:0", "x:4,", "x:-1", "x:a"}) {
-    EXPECT_FALSE(profile::ParseShapeFlag(bad, &shapes).ok()) << bad;
+    EXPECT_FALSE(ParseShapeFlag(bad, &shapes).ok()) << bad;
   }
-  EXPECT_THAT(std::string(profile::ParseShapeFlag("x:0", &shapes).message()), HasSubstr("dim '0'"));
+  EXPECT_THAT(std::string(ParseShapeFlag("x:0", &shapes).message()), HasSubstr("dim '0'"));
 }
 
 TEST(ProfileTest, FixedShapeModelsNeedNoShape) {

@@ -2,10 +2,8 @@
 
 #include <algorithm>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "common/dtype.h"
 
 namespace chronoserve::profile {
@@ -28,23 +26,6 @@ absl::Status CheckShapeFits(const server::ModelSpec& spec, const server::TensorS
 }
 
 }  // namespace
-
-absl::Status ParseShapeFlag(absl::string_view text, InputDims* shapes) {
-  const size_t colon = text.rfind(':');
-  if (colon == absl::string_view::npos || colon == 0 || colon + 1 == text.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("--shape '", text, "': expected NAME:d1,d2,..."));
-  }
-  std::vector<int64_t> dims;
-  for (absl::string_view d : absl::StrSplit(text.substr(colon + 1), ',')) {
-    int64_t x = 0;
-    if (!absl::SimpleAtoi(d, &x) || x < 1) {
-      return absl::InvalidArgumentError(absl::StrCat("--shape '", text, "': dim '", d, "' is not a positive integer"));
-    }
-    dims.push_back(x);
-  }
-  (*shapes)[std::string(text.substr(0, colon))] = std::move(dims);
-  return absl::OkStatus();
-}
 
 absl::StatusOr<std::vector<InputShape>> ResolveInputShapes(const server::ModelSpec& spec, const InputDims& shapes) {
   for (const auto& [name, dims] : shapes) {

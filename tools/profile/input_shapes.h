@@ -25,10 +25,6 @@ struct InputShape {
   std::string source;         // "config", "--shape" or "model_warmup 'NAME'"
 };
 
-// Parses one `--shape NAME:d1,d2,...` into `shapes` (a later one for the same name wins).
-// INVALID_ARGUMENT quoting the flag when it is not NAME:positive,integers.
-absl::Status ParseShapeFlag(absl::string_view text, InputDims* shapes);
-
 // The dims of every input of `spec`, in input order. INVALID_ARGUMENT when a --shape names no input
 // of the model, has the wrong rank or contradicts a fixed dim, or when an input has a variable dim
 // that neither a --shape nor the first model_warmup sample gives (the message names the model,

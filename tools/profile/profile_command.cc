@@ -8,6 +8,7 @@
 
 #include "common/cli_integer.h"
 #include "common/log.h"
+#include "common/shape_flag.h"
 #include "tools/profile/input_shapes.h"
 #include "tools/profile/model_profiler.h"
 #include "tools/profile/profile_report.h"
