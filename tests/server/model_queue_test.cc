@@ -25,6 +25,14 @@ BatchPolicyConfig Dynamic(int max, int64_t delay_ns) {
   return c;
 }
 
+// default_queue_policy with a timeout of `us` and REJECT (or DELAY).
+QueuePolicySpec TimeoutAfter(uint64_t us, bool delay = false) {
+  QueuePolicySpec qp;
+  qp.default_timeout_microseconds = us;
+  qp.timeout_action_delay = delay;
+  return qp;
+}
+
 TEST(ModelQueueTest, FullQueueRefusesWithResourceExhaustedAndKeepsOwnership) {
   QueuePolicySpec qp;
   qp.max_queue_size = 2;
@@ -210,9 +218,7 @@ TEST(ModelQueueTest, CancelJustBeforeTheDeadlineIsTheDeadlinesButAnEarlierCancel
 
 TEST(ModelQueueTest, QueuePolicyTimeoutRejects) {
   FakeClock clock;
-  QueuePolicySpec qp;
-  qp.default_timeout_microseconds = 5;
-  ModelQueue queue("m", Dynamic(8, 0), qp, &clock);
+  ModelQueue queue("m", Dynamic(8, 0), TimeoutAfter(5), &clock);
   auto r = Request();
   ASSERT_TRUE(queue.Enqueue(r).ok());
   clock.AdvanceNs(6000);
@@ -221,6 +227,9 @@ TEST(ModelQueueTest, QueuePolicyTimeoutRejects) {
   EXPECT_TRUE(batch.empty());
   ASSERT_EQ(dropped.size(), 1u);
   EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(dropped[0]->status.message(),
+            "model 'm': queued longer than default_queue_policy.default_timeout_microseconds 5 (timeout_action "
+            "REJECT); the request was not executed");
 }
 
 TEST(ModelQueueTest, WaitingWorkerWakesOnEnqueueAndOnClose) {
@@ -292,26 +301,11 @@ TEST(ModelQueueTest, ACancellationDeepInTheQueueIsDroppedOncePoked) {
   EXPECT_EQ(queue.size(), 3u);
 }
 
-TEST(ModelQueueTest, QueuePolicyRejectNamesTheTimeoutAndDelayMovesTheRequestBehindFreshOnes) {
-  FakeClock clock;
-  QueuePolicySpec reject;
-  reject.default_timeout_microseconds = 100;
-  ModelQueue rejecting("m", Dynamic(1, 0), reject, &clock);
-  auto old_one = Request();
-  ASSERT_TRUE(rejecting.Enqueue(old_one).ok());
-  clock.AdvanceNs(150'000);
-  Batch batch, dropped;
-  ASSERT_TRUE(rejecting.NextBatch(&batch, &dropped));
-  ASSERT_EQ(dropped.size(), 1u);
-  EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(dropped[0]->status.message(),
-            "model 'm': queued longer than default_queue_policy.default_timeout_microseconds 100 (timeout_action "
-            "REJECT); the request was not executed");
-
+TEST(ModelQueueTest, QueuePolicyDelayMovesTheRequestBehindFreshOnes) {
   // DELAY (Triton): a request past its timeout waits behind every request still within it.
-  QueuePolicySpec delay = reject;
-  delay.timeout_action_delay = true;
-  ModelQueue delaying("m", Dynamic(1, 0), delay, &clock);
+  FakeClock clock;
+  ModelQueue delaying("m", Dynamic(1, 0), TimeoutAfter(100, /*delay=*/true), &clock);
+  Batch batch, dropped;
   auto old_request = Request(1, "old"), fresh = Request(1, "fresh"), fresher = Request(1, "fresher");
   ASSERT_TRUE(delaying.Enqueue(old_request).ok());
   clock.AdvanceNs(150'000);  // `old` timed out
@@ -330,10 +324,7 @@ TEST(ModelQueueTest, QueuePolicyRejectNamesTheTimeoutAndDelayMovesTheRequestBehi
 
 TEST(ModelQueueTest, DelayedRequestsStillHonourTheirDeadlineAndBatchTogether) {
   FakeClock clock;
-  QueuePolicySpec delay;
-  delay.default_timeout_microseconds = 100;
-  delay.timeout_action_delay = true;
-  ModelQueue queue("m", Dynamic(8, 0), delay, &clock);
+  ModelQueue queue("m", Dynamic(8, 0), TimeoutAfter(100, /*delay=*/true), &clock);
   auto a = Request(), b = Request(), doomed = Request();
   doomed->deadline_ns = clock.NowNs() + 1'000'000;
   ASSERT_TRUE(queue.Enqueue(a).ok());
@@ -349,10 +340,7 @@ TEST(ModelQueueTest, DelayedRequestsStillHonourTheirDeadlineAndBatchTogether) {
 
 TEST(ModelQueueTest, ABatchTakesFreshRequestsFirstThenDelayedOnes) {
   FakeClock clock;
-  QueuePolicySpec delay;
-  delay.default_timeout_microseconds = 100;
-  delay.timeout_action_delay = true;
-  ModelQueue queue("m", Dynamic(8, 0), delay, &clock);
+  ModelQueue queue("m", Dynamic(8, 0), TimeoutAfter(100, /*delay=*/true), &clock);
   auto old_request = Request(1, "[3];"), fresh = Request(1, "[3];");
   old_request->id = "old";
   fresh->id = "fresh";
