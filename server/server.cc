@@ -80,6 +80,9 @@ absl::Status Server::Start() {
                                                 ServerInfo{"chronoserve", kChronoserveVersion, options_.request_timing}, telemetry,
                                                 shared_memory_.get(), StreamOptions{}, infer_threads > 0);
   service_->SetWarmingUp(true);  // until the models are loaded and the serving path is warm
+  if (telemetry != nullptr) {
+    telemetry->SetInflightSource([dispatcher = &service_->dispatcher()] { return dispatcher->inflight(); });
+  }
   if (options_.host_keep_warm_ms > 0) {
     // The CPUs this process may run on (taskset, cpuset): the ones its threads wake up on.
     auto warm = HostKeepWarm::Start(CurrentThreadCpus(), absl::Milliseconds(options_.host_keep_warm_ms), clock_);
@@ -109,11 +112,6 @@ absl::Status Server::Start() {
   // gRPC sets SO_REUSEPORT on Linux by default: a second server on a port in use would bind it
   // too and silently take a share of the connections. Ours must fail to start instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  if (telemetry != nullptr) {
-    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-    interceptors.push_back(telemetry->NewInflightInterceptorFactory());
-    builder.experimental().SetInterceptorCreators(std::move(interceptors));
-  }
   if (infer_threads > 0) infer_queues_ = std::make_unique<ModelInferQueues>(service_.get(), &builder, infer_threads);
   grpc_server_ = builder.BuildAndStart();
   // BuildAndStart returns null unless every listener is bound.

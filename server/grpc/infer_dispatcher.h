@@ -92,6 +92,8 @@ class InferDispatcher {
   // Whether a call's client metadata carries this server's serving warm-up mark.
   bool IsServingWarmup(const std::multimap<grpc::string_ref, grpc::string_ref>& metadata) const;
   bool draining() const { return draining_.load(); }
+  // Accepted requests not yet answered (the in-flight gauge reads it).
+  int64_t inflight() const { return inflight_.load(std::memory_order_relaxed); }
   // Blocks until every accepted request has been answered or `deadline` passes; whether none is left.
   bool WaitForAnswered(absl::Time deadline);
 

@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -40,6 +41,10 @@ void LiveStateCollector::SetModelRegistry(ModelRegistry* registry) {
   absl::MutexLock lock(&mu_);
   registry_ = registry;
 }
+void LiveStateCollector::SetInflightSource(std::function<int64_t()> source) {
+  absl::MutexLock lock(&mu_);
+  inflight_ = std::move(source);
+}
 void LiveStateCollector::SetGpuMonitor(const GpuMonitor* monitor) {
   absl::MutexLock lock(&mu_);
   gpu_monitor_ = monitor;
@@ -51,11 +56,11 @@ void LiveStateCollector::SetSpanProcessor(const BatchSpanProcessor* processor) {
 
 std::vector<MetricFamily> LiveStateCollector::Collect() const {
   std::vector<MetricFamily> out;
-  MetricFamily inflight = Family("chronoserve_inflight_requests",
-                                 "ModelInfer calls received and not yet completed", MetricType::Gauge);
-  AddGauge(&inflight, {}, static_cast<double>(inflight_.load()));
-  out.push_back(std::move(inflight));
   absl::ReaderMutexLock lock(&mu_);
+  MetricFamily inflight = Family("chronoserve_inflight_requests",
+                                 "Inference requests accepted and not yet answered", MetricType::Gauge);
+  AddGauge(&inflight, {}, inflight_ ? static_cast<double>(inflight_()) : 0.0);
+  out.push_back(std::move(inflight));
   CollectQueues(&out);
   CollectWorkers(&out);
   CollectGpus(&out);

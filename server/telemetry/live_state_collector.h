@@ -9,7 +9,8 @@
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 
-#include <atomic>
+#include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -30,8 +31,9 @@ class LiveStateCollector final : public prometheus::Collectable {
   void SetGpuMonitor(const GpuMonitor* monitor);
   void SetSpanProcessor(const BatchSpanProcessor* processor);
 
-  // ModelInfer calls between handler entry and completion (maintained by the gRPC interceptor).
-  std::atomic<int64_t>& inflight() { return inflight_; }
+  // The inference requests in flight, read at scrape time (the dispatcher's count of accepted
+  // requests not yet answered); null = none reported (the gauge reads 0).
+  void SetInflightSource(std::function<int64_t()> source);
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 
@@ -41,8 +43,8 @@ class LiveStateCollector final : public prometheus::Collectable {
   void CollectGpus(std::vector<prometheus::MetricFamily>* out) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void CollectTracing(std::vector<prometheus::MetricFamily>* out) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
-  std::atomic<int64_t> inflight_{0};
   mutable absl::Mutex mu_;
+  std::function<int64_t()> inflight_ ABSL_GUARDED_BY(mu_);
   ModelRegistry* registry_ ABSL_GUARDED_BY(mu_) = nullptr;
   const GpuMonitor* gpu_monitor_ ABSL_GUARDED_BY(mu_) = nullptr;
   const BatchSpanProcessor* processor_ ABSL_GUARDED_BY(mu_) = nullptr;

@@ -4,12 +4,12 @@
 #include <prometheus/registry.h>
 
 #include <exception>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/otlp/batch_span_processor.h"
 #include "server/telemetry/gpu_monitor.h"
-#include "server/telemetry/inflight_interceptor.h"
 #include "server/telemetry/live_state_collector.h"
 #include "server/telemetry/nvml_sampler.h"
 #include "server/telemetry/request_spans.h"
@@ -120,6 +120,7 @@ void Telemetry::Shutdown(absl::Time deadline) {
   if (gpu_monitor_ != nullptr) gpu_monitor_->Stop();
   exposer_.reset();
   live_->SetModelRegistry(nullptr);
+  live_->SetInflightSource(nullptr);
 }
 
 void Telemetry::OnRequestDone(const ModelSpec& spec, const InferRequest* request, const RequestTiming& timing,
@@ -136,8 +137,6 @@ void Telemetry::RecordModelLoad(const std::string& model, int64_t version, int64
 
 const GpuClockSource* Telemetry::gpu_clock() const { return gpu_monitor_.get(); }
 
-std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> Telemetry::NewInflightInterceptorFactory() {
-  return std::make_unique<InflightInterceptorFactory>(&live_->inflight());
-}
+void Telemetry::SetInflightSource(std::function<int64_t()> source) { live_->SetInflightSource(std::move(source)); }
 
 }  // namespace chronoserve::server::telemetry

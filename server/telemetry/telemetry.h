@@ -10,8 +10,8 @@
 #ifndef CHRONOSERVE_SERVER_TELEMETRY_TELEMETRY_H_
 #define CHRONOSERVE_SERVER_TELEMETRY_TELEMETRY_H_
 
-#include <grpcpp/support/server_interceptor.h>
-
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -84,8 +84,11 @@ class Telemetry final : public RequestObserver {
   void RecordModelLoad(const std::string& model, int64_t version, int64_t load_ns, int64_t warmup_ns);
   // The monitor's SM clock for BatchTiming::sm_clock_mhz; null when no GPU monitor runs.
   const GpuClockSource* gpu_clock() const;
-  // Counts ModelInfer calls in flight; install on the grpc::ServerBuilder.
-  std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> NewInflightInterceptorFactory();
+  // The chronoserve_inflight_requests gauge reads `source` at scrape time; it must stay callable
+  // until Shutdown (or be reset). Counted by the server itself, not by a gRPC interceptor: any
+  // server interceptor costs every operation of every call an extra trip through its completion
+  // queue (docs/BENCHMARKS.md §33).
+  void SetInflightSource(std::function<int64_t()> source);
 
   int metrics_port() const { return metrics_port_; }  // 0 when not serving
   // The tracing settings in use: `sampler` as resolved (e.g. "parentbased_traceidratio{0.1}"), and

@@ -75,6 +75,7 @@ class ServiceHarness {
   server::ModelRegistry& registry() { return registry_; }
   server::SharedMemoryRegistry& shared_memory() { return shared_memory_; }
   RecordingObserver& observer() { return observer_; }
+  server::InferDispatcher& dispatcher() { return service_.dispatcher(); }
   client::InferenceClient& client() { return *client_; }
 
  private:

@@ -151,6 +151,8 @@ TEST_P(SchedulingTest, FullQueueAnswersResourceExhaustedAtOnceNamingModelAndLimi
   PendingInfer b(stub(), "bounded", "B", b_in);
   PendingInfer c(stub(), "bounded", "C", c_in);
   ASSERT_TRUE(runtime->queue().WaitForSize(2, kWait));
+  // What the in-flight gauge reads: the accepted requests not yet answered.
+  EXPECT_EQ(harness_.dispatcher().inflight(), 3);
 
   client::InferOptions options;
   options.id = "D";
@@ -160,6 +162,7 @@ TEST_P(SchedulingTest, FullQueueAnswersResourceExhaustedAtOnceNamingModelAndLimi
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("model 'bounded'"));
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("max_queue_size 2"));
   EXPECT_FALSE(a.done()) << "refused at once, while the worker is still busy";
+  EXPECT_EQ(harness_.dispatcher().inflight(), 3) << "a refused request is never in flight";
 
   gate_.Release();
   for (auto* call : {&a, &b, &c}) {
@@ -171,6 +174,8 @@ TEST_P(SchedulingTest, FullQueueAnswersResourceExhaustedAtOnceNamingModelAndLimi
   ExpectGatedOutputs(c.response(), c_in);
   EXPECT_FALSE(gate_.Executed("D"));
   EXPECT_EQ(runtime->stats().Snapshot().rejected, 1u);
+  ASSERT_TRUE(harness_.dispatcher().WaitForAnswered(absl::Now() + kWait));
+  EXPECT_EQ(harness_.dispatcher().inflight(), 0);
 }
 
 TEST_P(SchedulingTest, TwoWorkersServeAtTheSameTime) {

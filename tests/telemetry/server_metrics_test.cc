@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/telemetry/live_state_collector.h"
 #include "server/telemetry/striped_metrics.h"
 
 namespace chronoserve::server::telemetry {
@@ -330,6 +331,26 @@ TEST(StripedMetricsTest, ConcurrentObservationsAllLand) {
   EXPECT_EQ(s.bucket[1].cumulative_count, le1000);
   EXPECT_EQ(s.sample_count, static_cast<uint64_t>(kThreads * kEach));
   EXPECT_DOUBLE_EQ(s.sample_sum, sum);
+}
+
+// The in-flight gauge reads its source at every scrape: 0 without one, the source's count with one,
+// 0 again once it is reset (the server resets it before its dispatcher goes).
+TEST(LiveStateCollectorTest, InflightGaugeReadsItsSourceAtScrape) {
+  LiveStateCollector live;
+  auto gauge = [&live]() -> double {
+    for (const auto& family : live.Collect()) {
+      if (family.name == "chronoserve_inflight_requests" && family.metric.size() == 1) return family.metric[0].gauge.value;
+    }
+    return -1;
+  };
+  EXPECT_EQ(gauge(), 0);
+  int64_t count = 7;
+  live.SetInflightSource([&count] { return count; });
+  EXPECT_EQ(gauge(), 7);
+  count = 3;
+  EXPECT_EQ(gauge(), 3);
+  live.SetInflightSource(nullptr);
+  EXPECT_EQ(gauge(), 0);
 }
 
 }  // namespace
