@@ -24,6 +24,14 @@ ModelStats::Failure FailureKind(absl::StatusCode code) {
 
 }  // namespace
 
+int64_t DeadlineWithTimeout(int64_t deadline_ns, int64_t received_ns, int64_t timeout_us) {
+  // Beyond 100 years a timeout is a "never" (as RemainingDeadlineNs has it), and the sum cannot overflow.
+  constexpr int64_t kNeverUs = int64_t{100} * 365 * 86400 * 1'000'000;
+  if (timeout_us <= 0 || timeout_us >= kNeverUs) return deadline_ns;
+  const int64_t timeout_at = received_ns + timeout_us * 1000;
+  return deadline_ns == 0 ? timeout_at : std::min(deadline_ns, timeout_at);
+}
+
 void AddTimingParams(const RequestTiming& timing, inference::ModelInferResponse* response) {
   // Straight from the field table: no key or TimingParam is built per response.
   auto* params = response->mutable_parameters();
@@ -113,15 +121,18 @@ absl::StatusOr<BuiltRequest> InferDispatcher::Build(const inference::ModelInferR
   BuiltRequest built;
   built.model = *std::move(model);
   auto infer = BuildInferRequest(built.model->spec(), request, response, shared_memory_);
-  if (!infer.ok()) {
-    RefuseBeforeQueue(*built.model, nullptr, info.synthetic, info.received_ns, infer.status(),
+  // After the tensors: with shared memory off, a request naming a region is FAILED_PRECONDITION first.
+  auto params = infer.ok() ? ParseRequestParameters(built.model->spec(), request)
+                           : absl::StatusOr<RequestParameters>(infer.status());
+  if (!params.ok()) {
+    RefuseBeforeQueue(*built.model, nullptr, info.synthetic, info.received_ns, params.status(),
                       ModelStats::Failure::kOther);
-    return infer.status();
+    return params.status();
   }
   built.request = *std::move(infer);
   InferRequest& r = *built.request;
   r.timeline.received_ns = info.received_ns;
-  r.deadline_ns = info.deadline_ns;
+  r.deadline_ns = DeadlineWithTimeout(info.deadline_ns, info.received_ns, params->timeout_us);
   r.traceparent = std::move(info.traceparent);
   r.tracestate = std::move(info.tracestate);
   r.cancelled = info.cancelled != nullptr ? std::move(info.cancelled) : std::make_shared<CancelFlag>();

@@ -70,9 +70,10 @@ class InferDispatcher {
                   SharedMemoryRegistry* shared_memory);
 
   // UNAVAILABLE while draining; otherwise the model's error (NOT_FOUND, INVALID_ARGUMENT naming the
-  // model, the tensor and what was expected). A refusal for a known model is counted (statistics,
-  // observer). The built request holds views into `request` and writes into `response`: both must
-  // outlive it (until Respond returns).
+  // model, the tensor or request parameter and what was expected). A refusal for a known model is
+  // counted (statistics, observer). The request's deadline is the earlier of the call's and its
+  // "timeout" parameter's (ParseRequestParameters). The built request holds views into `request`
+  // and writes into `response`: both must outlive it (until Respond returns).
   absl::StatusOr<BuiltRequest> Build(const inference::ModelInferRequest& request,
                                      inference::ModelInferResponse* response, CallInfo info);
 
@@ -133,6 +134,10 @@ CallInfo CallInfoOf(const grpc::ServerContextBase& ctx, const Clock* clock, cons
 // nullopt when there is none (infinite, or farther than 100 years: a "never").
 // From gRPC's timespec, never system_clock nanoseconds, which overflow past the year 2262.
 std::optional<int64_t> RemainingDeadlineNs(gpr_timespec deadline, gpr_timespec now);
+
+// A request's deadline (steady clock, 0 = none) given the call's `deadline_ns` and the request's
+// "timeout" parameter (microseconds from `received_ns`, 0 = none): the earlier of the two.
+int64_t DeadlineWithTimeout(int64_t deadline_ns, int64_t received_ns, int64_t timeout_us);
 
 // W3C trace context: several tracestate headers are one list, joined with commas.
 std::string JoinTracestate(const std::vector<absl::string_view>& headers);
