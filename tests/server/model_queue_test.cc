@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/synchronization/notification.h"
 
 namespace chronoserve::server {
@@ -16,6 +17,11 @@ std::unique_ptr<InferRequest> Request(int64_t items = 1, const std::string& key 
   r->cancelled = std::make_shared<CancelFlag>();
   return r;
 }
+
+// Where a batch is due the tests take it with TryNextBatch, which never waits: a regression fails
+// the test instead of blocking it forever in NextBatch.
+constexpr ModelQueue::WaitResult kBatch = ModelQueue::WaitResult::kBatch;
+constexpr ModelQueue::WaitResult kClosed = ModelQueue::WaitResult::kClosed;
 
 BatchPolicyConfig Dynamic(int max, int64_t delay_ns) {
   BatchPolicyConfig c;
@@ -56,7 +62,7 @@ TEST(ModelQueueTest, BatchesQueuedRequestsAndDrainsAfterClose) {
     ASSERT_TRUE(queue.Enqueue(r).ok());
   }
   Batch batch, dropped;
-  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
+  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
   EXPECT_EQ(batch.size(), 3u);
   EXPECT_TRUE(dropped.empty());
   auto late = Request();
@@ -64,9 +70,9 @@ TEST(ModelQueueTest, BatchesQueuedRequestsAndDrainsAfterClose) {
   queue.Close();
   auto refused = Request();
   EXPECT_EQ(queue.Enqueue(refused).code(), absl::StatusCode::kUnavailable);
-  ASSERT_TRUE(queue.NextBatch(&batch, &dropped)) << "queued work drains after Close";
+  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch) << "queued work drains after Close";
   EXPECT_EQ(batch.size(), 1u);
-  EXPECT_FALSE(queue.NextBatch(&batch, &dropped));
+  EXPECT_EQ(queue.TryNextBatch(&batch, &dropped), kClosed);
 }
 
 TEST(ModelQueueTest, ClosedQueueDrainsWholeBatchesWithoutWaitingForTheDelay) {
@@ -85,9 +91,9 @@ TEST(ModelQueueTest, ClosedQueueDrainsWholeBatchesWithoutWaitingForTheDelay) {
   EXPECT_EQ(batch.size(), 4u);
   EXPECT_EQ(queue.TryNextBatch(&batch, &dropped), ModelQueue::WaitResult::kTimeout) << "2 wait for the window";
   queue.Close();
-  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
+  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
   EXPECT_EQ(batch.size(), 2u) << "the partial batch leaves whole";
-  EXPECT_FALSE(queue.NextBatch(&batch, &dropped));
+  EXPECT_EQ(queue.TryNextBatch(&batch, &dropped), kClosed);
 }
 
 TEST(ModelQueueTest, ExpiredAndCancelledRequestsAreDroppedNotBatched) {
@@ -104,7 +110,7 @@ TEST(ModelQueueTest, ExpiredAndCancelledRequestsAreDroppedNotBatched) {
   cancel_flag->Set(clock.NowNs());
   clock.AdvanceNs(2000);
   Batch batch, dropped;
-  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
+  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
   ASSERT_EQ(dropped.size(), 2u);
   EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(dropped[1]->status.code(), absl::StatusCode::kCancelled);
@@ -124,14 +130,14 @@ TEST(ModelQueueTest, AbandonedQueueDropsEveryWaitingRequestUnavailableAndRefuses
   auto late = Request();
   EXPECT_EQ(queue.Enqueue(late).code(), absl::StatusCode::kUnavailable);
   Batch batch, dropped;
-  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
+  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
   EXPECT_TRUE(batch.empty());
   ASSERT_EQ(dropped.size(), 2u);
   for (const auto& r : dropped) {
     EXPECT_EQ(r->status.code(), absl::StatusCode::kUnavailable);
     EXPECT_EQ(r->status.message(), "model 'm': the server's exit timeout passed; the request was not executed");
   }
-  EXPECT_FALSE(queue.NextBatch(&batch, &dropped)) << "closed and empty";
+  EXPECT_EQ(queue.TryNextBatch(&batch, &dropped), kClosed) << "closed and empty";
 }
 
 // A request whose one input holds `mib` MiB of its own bytes (or of a client's shared memory).
@@ -174,7 +180,7 @@ TEST(ModelQueueTest, QueuedInputBytesAreBoundedAndReleasedAsRequestsLeave) {
 
   queue.Close();  // batches taken give their bytes back; a closing queue drains
   size_t taken = 0;
-  while (queue.NextBatch(&batch, &dropped)) taken += batch.size();
+  while (queue.TryNextBatch(&batch, &dropped) == kBatch) taken += batch.size();
   EXPECT_EQ(taken, 3u);
   EXPECT_EQ(queue.queued_bytes(), 0u);
 }
@@ -190,7 +196,7 @@ TEST(ModelQueueTest, PassedDeadlineIsDeadlineExceededEvenWhenGrpcAlsoCancelled) 
   clock.AdvanceNs(1000);
   cancel_flag->Set(clock.NowNs());
   Batch batch, dropped;
-  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
+  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
   ASSERT_EQ(dropped.size(), 1u);
   EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kDeadlineExceeded);
 }
@@ -210,7 +216,7 @@ TEST(ModelQueueTest, CancelJustBeforeTheDeadlineIsTheDeadlinesButAnEarlierCancel
   near_flag->Set(clock.NowNs());
   early_flag->Set(clock.NowNs());
   Batch batch, dropped;
-  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
+  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
   ASSERT_EQ(dropped.size(), 2u);
   EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(dropped[1]->status.code(), absl::StatusCode::kCancelled);
@@ -223,7 +229,7 @@ TEST(ModelQueueTest, QueuePolicyTimeoutRejects) {
   ASSERT_TRUE(queue.Enqueue(r).ok());
   clock.AdvanceNs(6000);
   Batch batch, dropped;
-  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
+  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
   EXPECT_TRUE(batch.empty());
   ASSERT_EQ(dropped.size(), 1u);
   EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kDeadlineExceeded);
@@ -244,13 +250,18 @@ TEST(ModelQueueTest, WaitingWorkerWakesOnEnqueueAndOnClose) {
     }
     finished.Notify();
   });
+  // Were an ASSERT below to fail: close the queue (the worker's loop ends) and join, instead of
+  // destroying a joinable std::thread (std::terminate).
+  absl::Cleanup join_worker = [&] {
+    queue.Close();
+    worker.join();
+  };
   auto r = Request();
   ASSERT_TRUE(queue.Enqueue(r).ok());
   ASSERT_TRUE(got_batch.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_EQ(batch_size, 1u);
   queue.Close();
   ASSERT_TRUE(finished.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  worker.join();
 }
 
 TEST(ModelQueueTest, DelayedBatchCollectsLaterArrivals) {
@@ -277,7 +288,7 @@ TEST(ModelQueueTest, AnEarlyCancellationStaysTheClientsHoweverLateTheWorkerLooks
   queue.Poke();
   clock.AdvanceNs(200'000'000);
   Batch batch, dropped;
-  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
+  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
   ASSERT_EQ(dropped.size(), 1u);
   EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kCancelled) << dropped[0]->status;
 }
@@ -294,7 +305,7 @@ TEST(ModelQueueTest, ACancellationDeepInTheQueueIsDroppedOncePoked) {
   flags[5]->Set(clock.NowNs());  // beyond the next batch's reach (2 + 1)
   queue.Poke();                  // as the transport does after setting it
   Batch batch, dropped;
-  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
+  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
   EXPECT_EQ(batch.size(), 2u);
   ASSERT_EQ(dropped.size(), 1u);
   EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kCancelled);
@@ -313,7 +324,7 @@ TEST(ModelQueueTest, QueuePolicyDelayMovesTheRequestBehindFreshOnes) {
   ASSERT_TRUE(delaying.Enqueue(fresher).ok());
   std::vector<std::string> order;
   for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(delaying.NextBatch(&batch, &dropped));
+    ASSERT_EQ(delaying.TryNextBatch(&batch, &dropped), kBatch);
     EXPECT_TRUE(dropped.empty()) << "DELAY never drops";
     ASSERT_EQ(batch.size(), 1u);
     order.push_back(batch[0]->shape_key());
@@ -332,7 +343,7 @@ TEST(ModelQueueTest, DelayedRequestsStillHonourTheirDeadlineAndBatchTogether) {
   ASSERT_TRUE(queue.Enqueue(b).ok());
   clock.AdvanceNs(2'000'000);  // all three timed out; `doomed` also passed its deadline
   Batch batch, dropped;
-  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
+  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
   ASSERT_EQ(dropped.size(), 1u);
   EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(batch.size(), 2u) << "delayed requests batch with each other";
@@ -348,7 +359,7 @@ TEST(ModelQueueTest, ABatchTakesFreshRequestsFirstThenDelayedOnes) {
   clock.AdvanceNs(150'000);  // `old` timed out
   ASSERT_TRUE(queue.Enqueue(fresh).ok());
   Batch batch, dropped;
-  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
+  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
   ASSERT_EQ(batch.size(), 2u) << "one batch across both, as Triton's policy queue";
   EXPECT_EQ(batch[0]->id, "fresh");
   EXPECT_EQ(batch[1]->id, "old");

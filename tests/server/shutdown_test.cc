@@ -10,9 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
-#include "absl/synchronization/notification.h"
 #include "client/inference_client.h"
 #include "tests/client/subprocess.h"
 #include "tests/client/test_server.h"
@@ -85,11 +83,8 @@ TEST_P(InProcessShutdownTest, InFlightRequestsFinishNewOnesAreRefusedAndHealthGo
   PendingInfer queued_c(c->stub(), "gated", "C", c_in);
   ASSERT_TRUE(runtime->queue().WaitForSize(2, kWait)) << "B and C accepted behind the held batch";
 
-  absl::Notification stopped;
-  std::thread stopper([&] {
-    server->Shutdown();
-    stopped.Notify();
-  });
+  // Releases the gate (were an ASSERT below to fail) before waiting for Shutdown, which waits for A.
+  testing::BackgroundShutdown stopper(server, kWait, [&gate] { gate.Release(); });
   ASSERT_TRUE(watch->Read(&update)) << "the health watch saw the change";
   EXPECT_EQ(update.status(), HealthCheckResponse::NOT_SERVING);
   EXPECT_FALSE(a.done()) << "NOT_SERVING came before the in-flight request finished";
@@ -101,7 +96,7 @@ TEST_P(InProcessShutdownTest, InFlightRequestsFinishNewOnesAreRefusedAndHealthGo
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
   EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("shutting down"));
-  EXPECT_FALSE(stopped.HasBeenNotified()) << "shutdown waits for accepted requests";
+  EXPECT_FALSE(stopper.done()) << "shutdown waits for accepted requests";
 
   gate.Release();
   for (auto* call : {&a, &b, &queued_c}) {
@@ -109,8 +104,7 @@ TEST_P(InProcessShutdownTest, InFlightRequestsFinishNewOnesAreRefusedAndHealthGo
     ASSERT_TRUE(status.has_value()) << "an accepted request was lost";
     EXPECT_TRUE(status->ok()) << status->error_message();
   }
-  EXPECT_TRUE(stopped.WaitForNotificationWithTimeout(kWait)) << "Shutdown returned";
-  stopper.join();
+  ASSERT_TRUE(stopper.WaitDone(kWait)) << "Shutdown returned";
   EXPECT_EQ(runtime->stats().Snapshot().inference_count, 4u) << "A (1) + B (2) + C (1) items";
 }
 
@@ -133,18 +127,13 @@ TEST_P(InProcessShutdownTest, ExitTimeoutEndsTheCallsStillQueuedAndShutdownRetur
   PendingInfer queued(c->stub(), "gated", "Q", GatedInput(1, 41));
   ASSERT_TRUE(runtime->queue().WaitForSize(1, kWait)) << "the request waits for a fuller batch";
 
-  absl::Notification stopped;
-  std::thread stopper([&] {
-    server->Shutdown();
-    stopped.Notify();
-  });
+  testing::BackgroundShutdown stopper(server, kWait);
   const auto status = queued.Wait(kWait);
   ASSERT_TRUE(status.has_value()) << "the queued call was never ended";
   EXPECT_FALSE(status->ok());
   EXPECT_THAT(status->error_code(), ::testing::AnyOf(grpc::StatusCode::CANCELLED, grpc::StatusCode::UNAVAILABLE))
       << status->error_message();
-  EXPECT_TRUE(stopped.WaitForNotificationWithTimeout(kWait)) << "Shutdown returned";
-  stopper.join();
+  ASSERT_TRUE(stopper.WaitDone(kWait)) << "Shutdown returned";
   EXPECT_EQ(runtime->stats().Snapshot().inference_count, 0u) << "the request never executed";
 }
 

@@ -71,11 +71,8 @@ TEST_P(StreamDrainTest, DrainingStopsReadingAnswersAcceptedRequestsAndThenFinish
   gate.Arm();
   ASSERT_TRUE(busy->Send(Request("gated", "A", GatedInput(1, 71))));
   ASSERT_TRUE(gate.WaitHeld(kWait));
-  absl::Notification stopped;
-  std::thread stopper([&] {
-    server->Shutdown();
-    stopped.Notify();
-  });
+  // Releases the gate (were an ASSERT below to fail) before waiting for Shutdown, which waits for A.
+  testing::BackgroundShutdown stopper(server, kWait, [&gate] { gate.Release(); });
   ASSERT_TRUE(testing::WaitUntilDraining(*c, kWait));
   const absl::Time drain_began = absl::Now();
   // The idle stream ends once the drain has reached every stream, the busy one included.
@@ -87,7 +84,7 @@ TEST_P(StreamDrainTest, DrainingStopsReadingAnswersAcceptedRequestsAndThenFinish
   for (int i = 0; i < kKeptSending; ++i) {
     if (!busy->Send(Request("gated", "B" + std::to_string(i), GatedInput(1, 100 + i)))) break;
   }
-  EXPECT_FALSE(stopped.HasBeenNotified()) << "shutdown waits for the stream's accepted request";
+  EXPECT_FALSE(stopper.done()) << "shutdown waits for the stream's accepted request";
   gate.Release();
   int answered = 0;
   int refused = 0;
@@ -104,8 +101,7 @@ TEST_P(StreamDrainTest, DrainingStopsReadingAnswersAcceptedRequestsAndThenFinish
   }
   const auto busy_end = busy->Finish(kWait);
   EXPECT_LT(absl::Now() - drain_began, kWait);
-  EXPECT_TRUE(stopped.WaitForNotificationWithTimeout(kWait)) << "Shutdown returned";
-  stopper.join();
+  EXPECT_TRUE(stopper.WaitDone(kWait)) << "Shutdown returned";
   ASSERT_TRUE(busy_end.has_value()) << "the stream did not end";
   EXPECT_EQ(busy_end->error_code(), grpc::StatusCode::UNAVAILABLE) << busy_end->error_message();
   EXPECT_THAT(busy_end->error_message(), HasSubstr("shutting down"));
@@ -137,8 +133,7 @@ TEST_P(StreamDrainTest, AStreamKeptFullThroughTheDrainEndsLongBeforeTheExitTimeo
   constexpr int kWindow = 16;
   constexpr int kAnsweredBeforeShutdown = 32;
   for (int i = 0; i < kWindow; ++i) ASSERT_TRUE(send());
-  absl::Notification stopped;
-  std::thread stopper;
+  std::optional<testing::BackgroundShutdown> stopper;  // destroyed (joined) before the stream
   std::optional<absl::Time> drain_began;
   int answered = 0;
   while (!drain_began.has_value() || absl::Now() - *drain_began < kWait) {
@@ -152,10 +147,7 @@ TEST_P(StreamDrainTest, AStreamKeptFullThroughTheDrainEndsLongBeforeTheExitTimeo
     }
     if (!drain_began.has_value() && answered == kAnsweredBeforeShutdown) {
       drain_began = absl::Now();
-      stopper = std::thread([&] {
-        server->Shutdown();
-        stopped.Notify();
-      });
+      stopper.emplace(server, kWait);
     }
     send();  // false once the stream ended
   }
@@ -164,8 +156,7 @@ TEST_P(StreamDrainTest, AStreamKeptFullThroughTheDrainEndsLongBeforeTheExitTimeo
   EXPECT_TRUE(ended_in_time) << "the stream still ran " << kWait << " after the drain began";
   if (!ended_in_time) stream->Cancel();
   const auto end = stream->Finish(kWait);
-  EXPECT_TRUE(stopped.WaitForNotificationWithTimeout(kWait)) << "Shutdown returned";
-  stopper.join();
+  EXPECT_TRUE(stopper->WaitDone(kWait)) << "Shutdown returned";
   ASSERT_TRUE(end.has_value()) << "the stream did not end";
   EXPECT_EQ(end->error_code(), grpc::StatusCode::UNAVAILABLE) << end->error_message();
 }

@@ -8,11 +8,15 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "server/server.h"
 
 namespace chronoserve::testing {
@@ -74,6 +78,55 @@ inline std::unique_ptr<server::Server> StartServer(const server::ServerOptions& 
 inline std::unique_ptr<server::Server> StartServer(const std::string& repository, int warmup_runs = 1) {
   return StartServer(TestServerOptions(repository, warmup_runs));
 }
+
+// Server::Shutdown on a thread of its own, for a test that checks what the server does while it
+// drains. Destroying it (the test's end, or a failed ASSERT on the way) first runs `before_join`
+// (e.g. releases a Gate the drain waits on), then waits at most `join_timeout` for Shutdown to
+// return and joins. A Shutdown still running then fails the test: its thread is detached and the
+// server leaked (destroying it under a running Shutdown would free what that uses), so a hung drain
+// neither hangs the suite nor ends it in std::terminate (a joinable std::thread's destructor).
+// Declare it after every object the drain uses, so it is destroyed first.
+class BackgroundShutdown {
+ public:
+  BackgroundShutdown(std::unique_ptr<server::Server>& server, absl::Duration join_timeout,
+                     std::function<void()> before_join = nullptr)
+      : server_(server),
+        join_timeout_(join_timeout),
+        before_join_(std::move(before_join)),
+        done_(std::make_shared<absl::Notification>()),
+        thread_([s = server.get(), done = done_] {
+          s->Shutdown();
+          done->Notify();
+        }) {}
+  BackgroundShutdown(const BackgroundShutdown&) = delete;
+  BackgroundShutdown& operator=(const BackgroundShutdown&) = delete;
+  ~BackgroundShutdown() {
+    if (before_join_) before_join_();
+    if (done_->WaitForNotificationWithTimeout(gave_up_ ? absl::ZeroDuration() : join_timeout_)) {
+      thread_.join();
+      return;
+    }
+    ADD_FAILURE() << "Server::Shutdown did not return within " << join_timeout_
+                  << ": its thread is detached and the server leaked";
+    thread_.detach();
+    (void)server_.release();
+  }
+  // Whether Shutdown returned within `timeout` (a false answer also ends the destructor's wait).
+  bool WaitDone(absl::Duration timeout) {
+    const bool done = done_->WaitForNotificationWithTimeout(timeout);
+    gave_up_ = !done;
+    return done;
+  }
+  bool done() const { return done_->HasBeenNotified(); }
+
+ private:
+  std::unique_ptr<server::Server>& server_;
+  const absl::Duration join_timeout_;
+  const std::function<void()> before_join_;
+  const std::shared_ptr<absl::Notification> done_;  // shared: a detached thread may outlive this
+  bool gave_up_ = false;
+  std::thread thread_;  // last: starts once the members above exist
+};
 
 }  // namespace chronoserve::testing
 
