@@ -182,7 +182,7 @@ void Worker::Loop() {
     const int64_t asked_ns = in_flight ? clock_->NowNs() : 0;  // WaitForBatch accounts its own time
     const ModelQueue::WaitResult result =
         in_flight ? queue_->TryNextBatch(&batch, &dropped) : WaitForBatch(&batch, &dropped);
-    if (in_flight) Account(WorkerPhase::kTake, asked_ns);
+    const int64_t returned_ns = in_flight ? Account(WorkerPhase::kTake, asked_ns) : 0;
     if (result != ModelQueue::WaitResult::kBatch) {
       if (in_flight) {
         idle_since_ns_ = FinishBatch(*std::move(in_flight));
@@ -191,23 +191,28 @@ void Worker::Loop() {
       }
       return;  // closed, nothing in flight
     }
+    // The batch's queue span ends here, when the worker has it: answering the requests dropped
+    // with it (below) is the worker's time before it stages the batch's inputs, not queueing.
+    const int64_t dequeued_ns = in_flight ? returned_ns : clock_->NowNs();
+    int64_t busy_from_ns = dequeued_ns;
     if (!dropped.empty()) {
       // Each keeps its own status. Handed to the completion pool like a finished batch, so a burst
-      // of expired requests neither delays the batch taken with them nor lands in its queue span.
-      const int64_t start_ns = clock_->NowNs();
+      // of expired requests delays the batch taken with them as little as it can (a request
+      // answered inline, with one pool thread or none, costs that batch's input_stage its answer).
       if (completions_ != nullptr) {
         completions_->CompleteBatch(std::move(dropped), absl::OkStatus());
       } else {
         for (auto& r : dropped) InferRequest::Complete(std::move(r), absl::OkStatus());
       }
       dropped.clear();
-      Account(WorkerPhase::kComplete, start_ns);
+      busy_from_ns = Account(WorkerPhase::kComplete, dequeued_ns);
     }
     if (!batch.empty()) {
       keep_warm_lapsed_ = false;
+      const Taken stamps{dequeued_ns, busy_from_ns};
       if (!pipelined) {
-        idle_since_ns_ = RunBatch(std::move(batch));
-      } else if (std::optional<InFlight> launched = LaunchBatch(std::move(batch), in_flight)) {
+        idle_since_ns_ = RunBatch(std::move(batch), stamps);
+      } else if (std::optional<InFlight> launched = LaunchBatch(std::move(batch), in_flight, stamps)) {
         if (in_flight) idle_since_ns_ = FinishBatch(*std::move(in_flight));
         in_flight = std::move(launched);
       }
@@ -288,8 +293,9 @@ void Worker::StampDequeued(BatchTiming* timing) const {
   timing->worker = index_;
 }
 
-void Worker::BeginBatch(BatchTiming* timing, bool behind_another) {
-  StampDequeued(timing);
+void Worker::BeginBatch(BatchTiming* timing, bool behind_another, int64_t dequeued_ns) {
+  timing->dequeued_ns = dequeued_ns;
+  timing->worker = index_;
   // Cold: the first batch, or one that arrives after keep-warm's horizon ended the idle spell. A
   // batch launched behind one still on the device follows no idle spell, although idle_since_ns_
   // is only moved on once that one finishes.
@@ -298,25 +304,26 @@ void Worker::BeginBatch(BatchTiming* timing, bool behind_another) {
   served_any_ = true;
 }
 
-int64_t Worker::RunBatch(Batch batch) {
+int64_t Worker::RunBatch(Batch batch, Taken taken) {
   BatchTiming timing;
-  BeginBatch(&timing, /*behind_another=*/false);
+  BeginBatch(&timing, /*behind_another=*/false, taken.dequeued_ns);
   absl::Status status = instance_->Execute(batch, &timing);
   // Stamped before the completions, which may let another thread (or a test) move on.
-  const int64_t done_ns = Account(WorkerPhase::kExecute, timing.dequeued_ns);
+  const int64_t done_ns = Account(WorkerPhase::kExecute, taken.busy_from_ns);
   EndBatch(std::move(batch), timing, status);
   return done_ns;
 }
 
-std::optional<Worker::InFlight> Worker::LaunchBatch(Batch batch, const std::optional<InFlight>& in_flight) {
+std::optional<Worker::InFlight> Worker::LaunchBatch(Batch batch, const std::optional<InFlight>& in_flight,
+                                                   Taken taken) {
   InFlight flight{std::move(batch), BatchTiming{}, in_flight ? 1 - in_flight->slot : 0};
-  BeginBatch(&flight.timing, /*behind_another=*/in_flight.has_value());
+  BeginBatch(&flight.timing, /*behind_another=*/in_flight.has_value(), taken.dequeued_ns);
   absl::Status status = instance_->Launch(flight.batch, &flight.timing, flight.slot);
   // The instance stamps staged_ns once the inputs are gathered; a launch that failed before may not.
   const int64_t staged_ns = flight.timing.staged_ns;
-  const bool gathered = staged_ns >= flight.timing.dequeued_ns;
-  if (gathered) Account(WorkerPhase::kGather, flight.timing.dequeued_ns, staged_ns);
-  Account(WorkerPhase::kLaunch, gathered ? staged_ns : flight.timing.dequeued_ns);
+  const bool gathered = staged_ns >= taken.busy_from_ns;
+  if (gathered) Account(WorkerPhase::kGather, taken.busy_from_ns, staged_ns);
+  Account(WorkerPhase::kLaunch, gathered ? staged_ns : taken.busy_from_ns);
   if (status.ok()) return flight;
   EndBatch(std::move(flight.batch), flight.timing, status);
   return std::nullopt;

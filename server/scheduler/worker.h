@@ -109,18 +109,25 @@ class Worker {
     int slot = 0;
   };
 
+  // When the worker took a batch from the queue (its dequeue stamp) and when its own work on it
+  // began (later when requests dropped with it were answered first).
+  struct Taken {
+    int64_t dequeued_ns = 0;
+    int64_t busy_from_ns = 0;
+  };
+
   void Loop();
   // Blocks for the next batch, running keep-warm while idle; kTimeout is never returned.
   ModelQueue::WaitResult WaitForBatch(Batch* batch, Batch* dropped);
   // Returns when its device work ended (before the requests were completed).
-  int64_t RunBatch(Batch batch);
+  int64_t RunBatch(Batch batch, Taken taken);
   // Pipelined: launches `batch` into the slot `in_flight` does not use. On failure the batch is
   // answered with the error and nullopt is returned.
-  std::optional<InFlight> LaunchBatch(Batch batch, const std::optional<InFlight>& in_flight);
+  std::optional<InFlight> LaunchBatch(Batch batch, const std::optional<InFlight>& in_flight, Taken taken);
   // Pipelined: waits for a launched batch and completes it; returns when its device work ended.
   int64_t FinishBatch(InFlight flight);
   // Common to both: the batch's stamps before the instance runs it.
-  void BeginBatch(BatchTiming* timing, bool behind_another);
+  void BeginBatch(BatchTiming* timing, bool behind_another, int64_t dequeued_ns);
   // Stamps the batch's dequeue time and this worker's index (every batch, warm-up ones too).
   void StampDequeued(BatchTiming* timing) const;
   // Common to both: statistics, per-request timing, then the completions.
