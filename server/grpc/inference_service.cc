@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "common/timing.h"
 #include "server/grpc/grpc_status.h"
+#include "server/grpc/model_config_rpc.h"
 
 namespace chronoserve::server {
 namespace {
@@ -138,6 +139,12 @@ grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
   for (const auto& t : spec.inputs) fill(t, response->add_inputs());
   for (const auto& t : spec.outputs) fill(t, response->add_outputs());
   return FinishNow(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* InferenceService::ModelConfig(grpc::CallbackServerContext* ctx,
+                                                        const inference::ModelConfigRequest* request,
+                                                        inference::ModelConfigResponse* response) {
+  return FinishNow(ctx, AnswerModelConfig(*registry_, *request, response));
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* ctx,

@@ -1,4 +1,4 @@
-// InferenceService: the KServe v2 GRPCInferenceService (plus Triton's ModelStatistics,
+// InferenceService: the KServe v2 GRPCInferenceService (plus Triton's ModelConfig, ModelStatistics,
 // system_shared_memory and ModelStreamInfer extensions) on gRPC's callback API, or with ModelInfer
 // and ModelStreamInfer on the asynchronous API's completion queues (ModelInferQueues, built with
 // async_inference: --grpc-infer-threads). Handlers validate and enqueue (InferDispatcher) and never block; a worker thread finishes each ModelInfer call
@@ -56,9 +56,10 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   QueuedCall* NewQueuedStream();
   InferDispatcher& dispatcher() { return dispatcher_; }
 
-  // While draining for shutdown, ServerReady is false, ModelInfer answers UNAVAILABLE, a stream
-  // answers each new message with an error response and ends once its accepted requests are
-  // answered.
+  // While draining for shutdown, ServerReady is false and ModelInfer answers UNAVAILABLE. A stream
+  // with nothing in flight ends at once (UNAVAILABLE); a busy one stops reading (only a read already
+  // under way gets an error response), writes its accepted requests' responses, then ends with
+  // UNAVAILABLE (OK if the client had half-closed). docs/STREAMING.md, "Graceful shutdown".
   void SetDraining();
   // While warming up (the server's serving warm-up, serving_warmup.h, before READY), ServerReady and
   // ModelReady answer false; inference is served as usual.
@@ -86,6 +87,10 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx,
                                           const inference::ModelMetadataRequest* request,
                                           inference::ModelMetadataResponse* response) override;
+  // Triton's ModelConfig: the served configuration (model_config_rpc.h).
+  grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* ctx,
+                                        const inference::ModelConfigRequest* request,
+                                        inference::ModelConfigResponse* response) override;
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx,
                                        const inference::ModelInferRequest* request,
                                        inference::ModelInferResponse* response) override;

@@ -69,6 +69,29 @@ async function checkHealthAndMetadata(stub) {
   check('ModelMetadata output', meta.response.outputs[0].shape.join(',') === '-1,16', meta.response.outputs);
 }
 
+// Triton's ModelConfig, as perf_analyzer and tritonclient call it at start-up. The descriptors come
+// from the server's reflection, i.e. from chronoserve's own protos: this proves the call works over
+// the wire with what the server declares, not that the field numbers are Triton's (the C++
+// ModelConfigWireTest checks those).
+async function checkModelConfig(stub) {
+  const { err, response } = await call(stub, 'ModelConfig', { name: model });
+  check('ModelConfig', !err, err && err.details);
+  if (err) return;
+  const config = response.config || {};
+  check('ModelConfig name and platform', config.name === model && config.platform === 'pytorch_libtorch', config);
+  check('ModelConfig max_batch_size', Number.isInteger(config.max_batch_size) && config.max_batch_size > 0,
+        config.max_batch_size);
+  const input = (config.input || [])[0];
+  check('ModelConfig input', input && input.name === 'INPUT__0' && input.data_type === 'TYPE_FP32' &&
+        input.dims.join(',') === '64', input);
+  const output = (config.output || [])[0];
+  check('ModelConfig output', output && output.name === 'OUTPUT__0' && output.dims.join(',') === '16', output);
+  const missing = await call(stub, 'ModelConfig', { name: 'no_such_model' });
+  check('ModelConfig of an unknown model is NOT_FOUND',
+        missing.err && missing.err.code === grpc.status.NOT_FOUND && /no_such_model/.test(missing.err.details),
+        missing.err && { code: missing.err.code, details: missing.err.details });
+}
+
 async function checkInfer(stub) {
   const batch = 3;
   const request = {
@@ -112,6 +135,7 @@ async function main() {
   try {
     const stub = await discover();
     await checkHealthAndMetadata(stub);
+    await checkModelConfig(stub);
     await checkInfer(stub);
     await checkInvalidArgument(stub);
     stub.close();

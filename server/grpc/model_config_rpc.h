@@ -1,0 +1,30 @@
+// Triton's ModelConfig RPC: the configuration a loaded model is served with, as Triton's
+// model_config.proto ModelConfig (perf_analyzer and tritonclient's get_model_config read it at
+// start-up). Built from the model's ModelSpec, so it carries what the server acts on, defaults the
+// loader filled in included; fields chronoserve does not implement are absent. Pure functions,
+// called inline on a gRPC callback thread (InferenceService::ModelConfig).
+#ifndef CHRONOSERVE_SERVER_GRPC_MODEL_CONFIG_RPC_H_
+#define CHRONOSERVE_SERVER_GRPC_MODEL_CONFIG_RPC_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "proto/inference.pb.h"
+#include "proto/model_config.pb.h"
+#include "server/core/model_spec.h"
+#include "server/scheduler/model_registry.h"
+
+namespace chronoserve::server {
+
+// The served configuration of `spec` in Triton's message.
+config::ModelConfig ModelConfigFromSpec(const ModelSpec& spec);
+
+// Answers one ModelConfig request, with Triton's errors: a version that is not an integer >= 0 is
+// INVALID_ARGUMENT; an unknown model or a version not served is NOT_FOUND; a model still loading
+// (or that failed to load) is UNAVAILABLE with the reason.
+absl::Status AnswerModelConfig(const ModelRegistry& registry, const inference::ModelConfigRequest& request,
+                               inference::ModelConfigResponse* response);
+
+}  // namespace chronoserve::server
+
+#endif  // CHRONOSERVE_SERVER_GRPC_MODEL_CONFIG_RPC_H_

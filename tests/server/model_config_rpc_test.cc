@@ -1,0 +1,274 @@
+// Triton's ModelConfig RPC: the real server on 127.0.0.1, real gRPC, our generated stub; plus the
+// field numbers Triton's model_config.proto / grpc_service.proto give the fields we send.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "proto/inference.grpc.pb.h"
+#include "proto/model_config.pb.h"
+#include "server/grpc/model_config_rpc.h"
+#include "server/scheduler/model_registry.h"
+#include "tests/server/test_repository.h"
+#include "tools/example_models.h"
+
+namespace chronoserve {
+namespace {
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+namespace pb = ::chronoserve::config;
+
+// A batched model with every setting the server keeps, a variable-dim model, and one unbatched.
+constexpr char kMlpExtra[] = R"(dynamic_batching {
+  preferred_batch_size: [ 4, 2 ]
+  max_queue_delay_microseconds: 1500
+  default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 90000 max_queue_size: 32 }
+}
+parameters { key: "tag" value { string_value: "blue" } }
+model_warmup {
+  name: "sample"
+  batch_size: 2
+  count: 3
+  inputs { key: "INPUT__0" value { data_type: TYPE_FP32 dims: [ 64 ] random_data: true } }
+}
+)";
+
+class ModelConfigRpcTest : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    repo_ = std::make_unique<testing::TempDir>("cs_model_config");
+    examples::ModelOptions mlp;
+    mlp.max_batch_size = 8;
+    mlp.dynamic_batching = false;  // written in full by kMlpExtra
+    mlp.instance_count = 2;
+    mlp.instance_kind = "KIND_CPU";
+    mlp.extra_config = kMlpExtra;
+    ASSERT_TRUE(examples::WriteMlp(repo_->path(), "mlp", mlp).ok());
+    examples::ModelOptions addsub;
+    addsub.max_batch_size = 4;
+    addsub.max_queue_delay_us = 700;
+    ASSERT_TRUE(examples::WriteAddSub(repo_->path(), "addsub", addsub).ok());
+    examples::ModelOptions plain;
+    plain.max_batch_size = 0;
+    plain.dynamic_batching = false;
+    ASSERT_TRUE(examples::WriteScaleModel(repo_->path(), "scale_nobatch", DataType::kInt32, plain).ok());
+    auto options = testing::TestServerOptions(repo_->path());
+    options.grpc_infer_threads = GetParam();  // ModelConfig is on the callback API either way
+    server_ = testing::StartServer(options);
+    ASSERT_NE(server_, nullptr);
+    stub_ = inference::GRPCInferenceService::NewStub(
+        grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()), grpc::InsecureChannelCredentials()));
+  }
+
+  grpc::Status Call(const std::string& name, const std::string& version, inference::ModelConfigResponse* response) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    inference::ModelConfigRequest request;
+    request.set_name(name);
+    request.set_version(version);
+    return stub_->ModelConfig(&ctx, request, response);
+  }
+
+  std::unique_ptr<testing::TempDir> repo_;
+  std::unique_ptr<server::Server> server_;
+  std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
+};
+
+TEST_P(ModelConfigRpcTest, BatchedModelCarriesEverySettingTheServerKeeps) {
+  inference::ModelConfigResponse response;
+  grpc::Status status = Call("mlp", "", &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  const pb::ModelConfig& c = response.config();
+  EXPECT_EQ(c.name(), "mlp");
+  EXPECT_EQ(c.platform(), "pytorch_libtorch");
+  EXPECT_EQ(c.backend(), "pytorch");
+  EXPECT_EQ(c.max_batch_size(), 8);
+  EXPECT_EQ(c.default_model_filename(), "model.pt");
+  EXPECT_THAT(c.version_policy().specific().versions(), ElementsAre(1));
+  ASSERT_EQ(c.input_size(), 1);
+  EXPECT_EQ(c.input(0).name(), "INPUT__0");
+  EXPECT_EQ(c.input(0).data_type(), pb::TYPE_FP32);
+  EXPECT_THAT(c.input(0).dims(), ElementsAre(64));  // without the batch dim, as in config.pbtxt
+  ASSERT_EQ(c.output_size(), 1);
+  EXPECT_EQ(c.output(0).name(), "OUTPUT__0");
+  EXPECT_THAT(c.output(0).dims(), ElementsAre(16));
+  ASSERT_EQ(c.instance_group_size(), 1);
+  EXPECT_EQ(c.instance_group(0).name(), "mlp_0");
+  EXPECT_EQ(c.instance_group(0).kind(), pb::ModelInstanceGroup::KIND_CPU);
+  EXPECT_EQ(c.instance_group(0).count(), 2);
+  ASSERT_TRUE(c.has_dynamic_batching());
+  EXPECT_THAT(c.dynamic_batching().preferred_batch_size(), ElementsAre(2, 4));  // as the batcher sorts them
+  EXPECT_EQ(c.dynamic_batching().max_queue_delay_microseconds(), 1500u);
+  const auto& policy = c.dynamic_batching().default_queue_policy();
+  EXPECT_EQ(policy.timeout_action(), pb::ModelQueuePolicy::DELAY);
+  EXPECT_EQ(policy.default_timeout_microseconds(), 90000u);
+  EXPECT_EQ(policy.max_queue_size(), 32u);
+  ASSERT_EQ(c.parameters().count("tag"), 1u);
+  EXPECT_EQ(c.parameters().at("tag").string_value(), "blue");
+  ASSERT_EQ(c.model_warmup_size(), 1);
+  const pb::ModelWarmup& w = c.model_warmup(0);
+  EXPECT_EQ(w.name(), "sample");
+  EXPECT_EQ(w.batch_size(), 2u);
+  EXPECT_EQ(w.count(), 3u);
+  ASSERT_EQ(w.inputs().count("INPUT__0"), 1u);
+  EXPECT_EQ(w.inputs().at("INPUT__0").data_type(), pb::TYPE_FP32);
+  EXPECT_THAT(w.inputs().at("INPUT__0").dims(), ElementsAre(64));
+  EXPECT_TRUE(w.inputs().at("INPUT__0").random_data());
+}
+
+TEST_P(ModelConfigRpcTest, VariableDimsAndDefaultsFilledIn) {
+  inference::ModelConfigResponse response;
+  grpc::Status status = Call("addsub", "1", &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  const pb::ModelConfig& c = response.config();
+  EXPECT_EQ(c.max_batch_size(), 4);
+  ASSERT_EQ(c.input_size(), 2);
+  EXPECT_EQ(c.input(1).name(), "INPUT__1");
+  EXPECT_THAT(c.input(0).dims(), ElementsAre(-1));
+  EXPECT_THAT(c.input(1).dims(), ElementsAre(-1));
+  ASSERT_EQ(c.output_size(), 2);
+  EXPECT_THAT(c.output(1).dims(), ElementsAre(-1));
+  EXPECT_EQ(c.dynamic_batching().max_queue_delay_microseconds(), 700u);
+  EXPECT_EQ(c.dynamic_batching().default_queue_policy().timeout_action(), pb::ModelQueuePolicy::REJECT);
+  ASSERT_EQ(c.instance_group_size(), 1);
+  EXPECT_EQ(c.instance_group(0).kind(), pb::ModelInstanceGroup::KIND_AUTO);
+  EXPECT_EQ(c.instance_group(0).count(), 1);
+  EXPECT_EQ(c.model_warmup_size(), 0);
+}
+
+TEST_P(ModelConfigRpcTest, UnbatchedModelHasNoDynamicBatching) {
+  inference::ModelConfigResponse response;
+  grpc::Status status = Call("scale_nobatch", "", &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.config().max_batch_size(), 0);
+  EXPECT_FALSE(response.config().has_dynamic_batching());
+  ASSERT_EQ(response.config().input_size(), 1);
+  EXPECT_EQ(response.config().input(0).data_type(), pb::TYPE_INT32);
+  EXPECT_THAT(response.config().input(0).dims(), ElementsAre(3));
+}
+
+TEST_P(ModelConfigRpcTest, UnknownModelOrVersionIsNotFound) {
+  inference::ModelConfigResponse response;
+  grpc::Status status = Call("no_such_model", "", &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(status.error_message(), HasSubstr("no_such_model"));
+  status = Call("mlp", "2", &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(status.error_message(), HasSubstr("mlp"));
+  EXPECT_FALSE(response.has_config());
+}
+
+TEST_P(ModelConfigRpcTest, VersionThatIsNoIntegerIsInvalidArgument) {
+  inference::ModelConfigResponse response;
+  for (const char* version : {"one", "-1", "1.5"}) {
+    grpc::Status status = Call("mlp", version, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << version;
+    EXPECT_THAT(status.error_message(), HasSubstr(version));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(InferApis, ModelConfigRpcTest, ::testing::Values(0, 2), testing::InferApiName);
+
+TEST(ModelConfigAnswerTest, LoadingOrFailedModelIsUnavailableWithTheReason) {
+  server::ModelRegistry registry;
+  registry.MarkLoading("slow");
+  registry.MarkFailed("broken", absl::InvalidArgumentError("config.pbtxt:3: bad dims"));
+  inference::ModelConfigRequest request;
+  inference::ModelConfigResponse response;
+  request.set_name("slow");
+  absl::Status status = server::AnswerModelConfig(registry, request, &response);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("slow"));
+  request.set_name("broken");
+  status = server::AnswerModelConfig(registry, request, &response);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("bad dims"));
+}
+
+TEST(ModelConfigFromSpecTest, CudaGraphsHostPolicyAndGpus) {
+  server::ModelSpec spec;
+  spec.name = "g";
+  spec.platform = "pytorch_libtorch";
+  spec.max_batch_size = 2;
+  spec.cuda_graphs = true;
+  server::InstanceGroupSpec group;
+  group.kind = server::InstanceKind::kGpu;
+  group.count = 3;
+  group.gpus = {0, 1};
+  group.host_policy = "gpu_0";
+  spec.instance_groups = {group};
+  const pb::ModelConfig c = server::ModelConfigFromSpec(spec);
+  EXPECT_TRUE(c.optimization().cuda().graphs());
+  ASSERT_EQ(c.instance_group_size(), 1);
+  EXPECT_EQ(c.instance_group(0).kind(), pb::ModelInstanceGroup::KIND_GPU);
+  EXPECT_EQ(c.instance_group(0).count(), 3);
+  EXPECT_THAT(c.instance_group(0).gpus(), ElementsAre(0, 1));
+  EXPECT_EQ(c.instance_group(0).host_policy(), "gpu_0");
+  EXPECT_FALSE(c.has_dynamic_batching());
+}
+
+// Triton decodes the response with its own model_config.proto (package "inference"); the wire
+// carries only field numbers. These are Triton's, from triton-inference-server/common
+// protobuf/model_config.proto and protobuf/grpc_service.proto.
+int Number(const google::protobuf::Descriptor* message, const char* field) {
+  const auto* f = message->FindFieldByName(field);
+  return f == nullptr ? -1 : f->number();
+}
+
+TEST(ModelConfigWireTest, FieldNumbersAreTritons) {
+  EXPECT_EQ(Number(inference::ModelConfigRequest::descriptor(), "name"), 1);
+  EXPECT_EQ(Number(inference::ModelConfigRequest::descriptor(), "version"), 2);
+  EXPECT_EQ(Number(inference::ModelConfigResponse::descriptor(), "config"), 1);
+  const auto* config = pb::ModelConfig::descriptor();
+  EXPECT_EQ(Number(config, "name"), 1);
+  EXPECT_EQ(Number(config, "platform"), 2);
+  EXPECT_EQ(Number(config, "version_policy"), 3);
+  EXPECT_EQ(Number(config, "max_batch_size"), 4);
+  EXPECT_EQ(Number(config, "input"), 5);
+  EXPECT_EQ(Number(config, "output"), 6);
+  EXPECT_EQ(Number(config, "instance_group"), 7);
+  EXPECT_EQ(Number(config, "default_model_filename"), 8);
+  EXPECT_EQ(Number(config, "dynamic_batching"), 11);
+  EXPECT_EQ(Number(config, "optimization"), 12);
+  EXPECT_EQ(Number(config, "parameters"), 14);
+  EXPECT_EQ(Number(config, "model_warmup"), 16);
+  EXPECT_EQ(Number(config, "backend"), 17);
+  EXPECT_EQ(Number(pb::ModelOptimizationPolicy::descriptor(), "cuda"), 3);
+  EXPECT_EQ(Number(pb::ModelOptimizationPolicy::Cuda::descriptor(), "graphs"), 1);
+  const auto* group = pb::ModelInstanceGroup::descriptor();
+  EXPECT_EQ(Number(group, "name"), 1);
+  EXPECT_EQ(Number(group, "count"), 2);
+  EXPECT_EQ(Number(group, "gpus"), 3);
+  EXPECT_EQ(Number(group, "kind"), 4);
+  EXPECT_EQ(Number(group, "host_policy"), 9);
+  EXPECT_EQ(Number(pb::ModelInput::descriptor(), "data_type"), 2);
+  EXPECT_EQ(Number(pb::ModelInput::descriptor(), "dims"), 4);
+  EXPECT_EQ(Number(pb::ModelOutput::descriptor(), "data_type"), 2);
+  EXPECT_EQ(Number(pb::ModelOutput::descriptor(), "dims"), 3);
+  const auto* batching = pb::ModelDynamicBatching::descriptor();
+  EXPECT_EQ(Number(batching, "preferred_batch_size"), 1);
+  EXPECT_EQ(Number(batching, "max_queue_delay_microseconds"), 2);
+  EXPECT_EQ(Number(batching, "default_queue_policy"), 6);
+  const auto* queue = pb::ModelQueuePolicy::descriptor();
+  EXPECT_EQ(Number(queue, "timeout_action"), 1);
+  EXPECT_EQ(Number(queue, "default_timeout_microseconds"), 2);
+  EXPECT_EQ(Number(queue, "max_queue_size"), 4);
+  const auto* warmup = pb::ModelWarmup::descriptor();
+  EXPECT_EQ(Number(warmup, "batch_size"), 2);
+  EXPECT_EQ(Number(warmup, "inputs"), 3);
+  EXPECT_EQ(Number(warmup, "count"), 4);
+  const auto* warmup_input = pb::ModelWarmup::Input::descriptor();
+  EXPECT_EQ(Number(warmup_input, "data_type"), 1);
+  EXPECT_EQ(Number(warmup_input, "dims"), 2);
+  EXPECT_EQ(Number(warmup_input, "zero_data"), 3);
+  EXPECT_EQ(Number(warmup_input, "random_data"), 4);
+  EXPECT_EQ(pb::TYPE_FP32, 11);
+  EXPECT_EQ(pb::TYPE_BF16, 14);
+}
+
+}  // namespace
+}  // namespace chronoserve
