@@ -21,6 +21,11 @@ namespace {
 
 // The longest the loop blocks, so Stop() is noticed promptly.
 constexpr int64_t kMaxWaitNs = 20'000'000;
+// A send time closer than this is waited for by polling the completion queue (a zero deadline), not
+// by a timed wait: gRPC rounds a wait's deadline up to a whole millisecond, which made each open-loop
+// send up to ~1 ms late (schedule lag, counted in e2e). A farther one is waited for until this much
+// before it. Costs up to this much CPU per send, left out of the saturation warning (PollNs).
+constexpr int64_t kPollWindowNs = 2'000'000;
 // Open loop keeps its schedule when the server falls behind, up to this many calls in flight
 // per worker; beyond it sends wait (and the schedule lag shows it).
 constexpr size_t kMaxOutstanding = 16384;
@@ -112,8 +117,7 @@ void LoadWorker::Run(int64_t start_ns) {
   next_idle_send_ns_ = start_ns;
   while (!stop_.load(std::memory_order_relaxed)) {
     const int64_t now = shared_.clock->NowNs();
-    const int64_t wake = SendDue(now, pacer ? &*pacer : nullptr);
-    HandleNext(wake);
+    HandleNext(SendDue(now, pacer ? &*pacer : nullptr));
   }
   // Events taken off the queue before the stop are answers that came before it: recorded as any.
   while (!ready_.empty()) {
@@ -124,8 +128,8 @@ void LoadWorker::Run(int64_t start_ns) {
   Drain();
 }
 
-int64_t LoadWorker::SendDue(int64_t now, Pacer* pacer) {
-  int64_t wake = now + kMaxWaitNs;
+LoadWorker::Wake LoadWorker::SendDue(int64_t now, Pacer* pacer) {
+  Wake wake{now + kMaxWaitNs, false};
   switch (plan_.mode) {
     case LoadMode::kConcurrency:
       // The free slots as counted now: a call that fails at once frees its slot for the next round,
@@ -140,15 +144,15 @@ int64_t LoadWorker::SendDue(int64_t now, Pacer* pacer) {
       }
       // Blocked by the outstanding limit or a slot that cannot be added, only a completion helps:
       // wait for one (bounded) rather than spin on a send time that has passed.
-      if (!blocked) wake = std::min(wake, pacer->Peek());
+      if (!blocked && pacer->Peek() < wake.at_ns) wake = {pacer->Peek(), true};
       break;
     }
     case LoadMode::kIdleGap:
       if (calls_.empty()) {
         if (next_idle_send_ns_ <= now) {
           Send(std::nullopt);
-        } else {
-          wake = std::min(wake, next_idle_send_ns_);
+        } else if (next_idle_send_ns_ < wake.at_ns) {
+          wake = {next_idle_send_ns_, true};
         }
       }
       break;
@@ -274,7 +278,26 @@ bool LoadWorker::TakeEvent(gpr_timespec deadline) {
   return true;
 }
 
-void LoadWorker::HandleNext(int64_t until_ns) {
+bool LoadWorker::AwaitEvent(Wake wake) {
+  const int64_t start_ns = shared_.clock->NowNs();
+  int64_t wait_ns = std::max<int64_t>(wake.at_ns - start_ns, 0);
+  if (wake.send && wait_ns <= kPollWindowNs) {
+    const gpr_timespec poll = gpr_time_0(GPR_CLOCK_MONOTONIC);
+    for (int64_t now = start_ns; !TakeEvent(poll); now = shared_.clock->NowNs()) {
+      if (now >= wake.at_ns || stop_.load(std::memory_order_relaxed)) {
+        poll_ns_.fetch_add(now - start_ns, std::memory_order_relaxed);
+        return false;
+      }
+    }
+    poll_ns_.fetch_add(ready_.back().received_ns - start_ns, std::memory_order_relaxed);
+    return true;
+  }
+  if (wake.send) wait_ns -= kPollWindowNs;  // woken before the send time, polled from there
+  const gpr_timespec now = gpr_now(GPR_CLOCK_MONOTONIC);
+  return TakeEvent(gpr_time_add(now, gpr_time_from_nanos(wait_ns, GPR_TIMESPAN)));
+}
+
+void LoadWorker::HandleNext(Wake wake) {
   // Handling an event (recording it, copying outputs out, a stream's next read) and the sends
   // between events take time: once the events taken are all handled, the worker waits for the
   // next and then takes every one already queued, each stamped as it is taken, so an answer that
@@ -284,9 +307,7 @@ void LoadWorker::HandleNext(int64_t until_ns) {
   // the requests a second at concurrency 256 (§31), so a stream's next answer, whose read starts
   // only when the previous one is handled, is taken at the next wait.
   if (ready_.empty()) {
-    const int64_t wait_ns = std::max<int64_t>(until_ns - shared_.clock->NowNs(), 0);
-    const gpr_timespec now = gpr_now(GPR_CLOCK_MONOTONIC);
-    if (!TakeEvent(gpr_time_add(now, gpr_time_from_nanos(wait_ns, GPR_TIMESPAN)))) return;
+    if (!AwaitEvent(wake)) return;
     const gpr_timespec poll = gpr_time_0(GPR_CLOCK_MONOTONIC);
     while (TakeEvent(poll)) {
     }

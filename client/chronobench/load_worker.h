@@ -96,6 +96,9 @@ class LoadWorker {
   bool AwaitCompleted(int64_t n, absl::Duration timeout);
   // CPU time this worker thread has used, ns (for the client-saturation warning).
   int64_t ThreadCpuNs() const;
+  // Of that, the time spent polling the completion queue just before a send time (open loop, idle
+  // gap): waiting, not work, so the saturation warning leaves it out. Since Start(), ns.
+  int64_t PollNs() const { return poll_ns_.load(std::memory_order_relaxed); }
 
  private:
   struct Call {
@@ -116,9 +119,16 @@ class LoadWorker {
     uint64_t seq = 0;         // --streaming: the request id on its stream
   };
 
+  // When the loop should wake up at the latest, and whether that is a send time (open loop, idle
+  // gap) to be kept to the microsecond, or only a bound on the wait (closed loop, a blocked send).
+  struct Wake {
+    int64_t at_ns = 0;
+    bool send = false;
+  };
+
   void Run(int64_t start_ns);
-  // Sends what the plan allows at `now`; returns when the loop should wake up at the latest.
-  int64_t SendDue(int64_t now, Pacer* pacer);
+  // Sends what the plan allows at `now`; returns when the loop should wake up.
+  Wake SendDue(int64_t now, Pacer* pacer);
   // Sends one request; `intended_ns` is its open-loop schedule time, nullopt to time it from the
   // actual send (closed loop, idle gap).
   void Send(std::optional<int64_t> intended_ns);
@@ -131,10 +141,13 @@ class LoadWorker {
     bool ok = false;
     int64_t received_ns = 0;
   };
-  // When every event taken is handled: waits for one until `until_ns`, then takes every one
+  // When every event taken is handled: waits for one until `wake`, then takes every one
   // already queued, each stamped with the time it was taken off the queue (its response time).
   // Then handles the oldest.
-  void HandleNext(int64_t until_ns);
+  void HandleNext(Wake wake);
+  // Waits for the next event until `wake`; false when none came. A send time is met by polling:
+  // gRPC rounds a timed wait up to whole milliseconds, so the last kPollWindowNs are polled.
+  bool AwaitEvent(Wake wake);
   // Records a unary completion or reacts to a stream's event.
   void Handle(Event event);
   // Appends the next event to ready_ if one comes by `deadline`.
@@ -169,6 +182,7 @@ class LoadWorker {
   std::atomic<int64_t> sent_{0};
   std::atomic<int64_t> completed_{0};  // written under mu_, so that AwaitCompleted sees it change
   std::atomic<int64_t> drained_{0};
+  std::atomic<int64_t> poll_ns_{0};
   std::unique_ptr<ShmSlotPool> shm_;  // null without shared memory
 
   // Worker-thread state.

@@ -131,6 +131,13 @@ TEST_F(ChronobenchE2eTest, OpenLoopPoissonKeepsItsRateAndTimesFromTheSchedule) {
   EXPECT_NEAR(p.throughput_rps, 150, 150 * 0.35);
   const LatencyRecorder& r = p.recorder;
   EXPECT_EQ(r.schedule_lag().count(), r.successes());
+  // Sends keep their schedule to well under a millisecond: the worker polls its queue for the last
+  // 2 ms before a send time instead of a timed wait, which gRPC rounds up to a whole millisecond
+  // (that made the median send ~0.5 ms late, every send up to ~1 ms). At 150/s over two threads a
+  // worker is idle between sends, so the median lag is the cost of a clock read and a send (a few
+  // µs); 300 µs leaves room for a loaded 2-core machine taking the CPU away now and then, while
+  // the millisecond rounding would put the median near 500 µs. A median: p99 may catch preemption.
+  EXPECT_LT(r.schedule_lag().ValueAtPercentile(50), 300'000) << "sends late to the millisecond";
   // From the intended time is never shorter than from the actual send.
   for (double pc : {50.0, 99.0}) {
     EXPECT_GE(r.metric(Metric::kE2e).ValueAtPercentile(pc) * 1.002,
