@@ -25,7 +25,7 @@ start_server "$build" "$models" "$out/final_server.log" "$port" || exit 1
 "$build/bin/bench_serve_latency" -u "127.0.0.1:$port" -m policy_net -b 128 -n 1000 --warmup-requests 100 \
   --label "steady (graphs)" --json "$out/steady_graphs.json" | grep -E "e2e|transport|server_total|compute" || status=1
 # (1) the independent Python client against the same server.
-protoc --descriptor_set_out="$out/inference.desc" -I "$src/proto" "$src/proto/inference.proto" || status=1
+protoc --include_imports --descriptor_set_out="$out/inference.desc" -I "$src/proto" "$src/proto/inference.proto" || status=1
 for b in 128 1; do
   python3 "$src/benchmarks/python_client_probe.py" "$out/inference.desc" "127.0.0.1:$port" policy_net $b 1000 \
     "$out/python_client_bs$b.json" || status=1

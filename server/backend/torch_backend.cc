@@ -180,10 +180,9 @@ class TorchInstance final : public ModelInstance {
       ASSIGN_OR_RETURN(timing->h2d_ns, path_->SpanNs(kBeforeH2D, kAfterH2D));
       ASSIGN_OR_RETURN(timing->compute_ns, path_->SpanNs(kBeforeCompute, kAfterCompute));
       ASSIGN_OR_RETURN(timing->d2h_ns, path_->SpanNs(kAfterCompute, kAfterD2H));
-      // On the copy stream behind another batch, h2d ended before compute could start.
-      if (state.overlapped) {
-        ASSIGN_OR_RETURN(timing->h2d_end_to_done_ns, path_->SpanNs(kAfterH2D, kAfterD2H));
-      }
+      // Where h2d ended: before compute could start on the copy stream behind another batch, and
+      // before a graph's pad rows were zeroed; traces place the h2d span by it (not at compute).
+      ASSIGN_OR_RETURN(timing->h2d_end_to_done_ns, path_->SpanNs(kAfterH2D, kAfterD2H));
     }
     ScatterOutputs(spec_, batch, state.outputs, state.host, state.total, options_.clock);
     return absl::OkStatus();

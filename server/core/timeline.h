@@ -19,9 +19,10 @@ struct BatchTiming {
   int64_t compute_ns = 0;
   int64_t launch_ns = 0;
   int64_t d2h_ns = 0;
-  // Inputs copied on the copy stream behind another batch (pipelined): the h2d span's end lies
-  // before compute's start, this long before the batch's last event (event delta); 0 otherwise,
-  // when h2d ends where compute starts. For placing the h2d span in traces.
+  // From h2d's end to the batch's last event (event delta), with request timing on a pipelining
+  // (GPU) instance: h2d may end before compute starts (copied behind another batch, or a graph's
+  // pad rows zeroed in between). 0 when not measured (h2d is then placed where compute starts).
+  // For placing the h2d span in traces.
   int64_t h2d_end_to_done_ns = 0;
   int64_t batch_size = 0;
   int64_t worker = -1;
