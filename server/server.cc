@@ -2,11 +2,14 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -25,7 +28,40 @@ constexpr const char* kServiceName = "inference.GRPCInferenceService";
 
 // The gRPC target of --grpc-unix-socket PATH ("unix:PATH"); empty when there is none.
 std::string UnixTarget(const std::string& path) { return path.empty() ? "" : absl::StrCat("unix:", path); }
+
+// gRPC unlinks any socket file at the path before it binds, so a second server would silently take
+// the path over from a live one. A socket file is only stale when a connection to it is refused.
+// Anything else at the path is left to the bind (a file that is not a socket fails it).
+absl::Status CheckUnixSocketFree(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return absl::OkStatus();
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::OkStatus();  // cannot tell: the bind decides
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.data(), std::min(path.size(), sizeof(addr.sun_path) - 1));
+  const bool connected = connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
+  const int error = errno;
+  close(fd);
+  if (!connected && (error == ECONNREFUSED || error == ENOENT)) return absl::OkStatus();  // stale
+  return absl::UnavailableError(absl::StrCat(
+      "cannot listen on unix:", path, ": ",
+      connected ? "another server is listening on that socket"
+                : absl::StrCat("the socket there is not stale (connecting to it failed: ", std::strerror(error), ")"),
+      "; stop it or choose another --grpc-unix-socket"));
+}
+
 }  // namespace
+
+std::optional<std::pair<dev_t, ino_t>> SocketInode(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return std::nullopt;
+  return std::make_pair(st.st_dev, st.st_ino);
+}
+
+bool RemoveSocketIfSame(const std::string& path, std::pair<dev_t, ino_t> bound) {
+  return SocketInode(path) == bound && unlink(path.c_str()) == 0;
+}
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& options) {
   if (options.model_repository.empty()) {
@@ -113,6 +149,9 @@ absl::Status Server::Start() {
   // too and silently take a share of the connections. Ours must fail to start instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   if (infer_threads > 0) infer_queues_ = std::make_unique<ModelInferQueues>(service_.get(), &builder, infer_threads);
+  if (!unix_address.empty()) {
+    if (absl::Status free = CheckUnixSocketFree(options_.unix_socket); !free.ok()) return free;
+  }
   grpc_server_ = builder.BuildAndStart();
   // BuildAndStart returns null unless every listener is bound.
   if (grpc_server_ == nullptr || port_ == 0) {
@@ -122,7 +161,10 @@ absl::Status Server::Start() {
             ? ""
             : absl::StrCat(" and ", unix_address, " (a file that is not a socket at that path blocks the bind)")));
   }
-  if (!unix_address.empty()) CS_LOG(INFO) << "gRPC also listening on " << unix_address;
+  if (!unix_address.empty()) {
+    unix_socket_inode_ = SocketInode(options_.unix_socket);
+    CS_LOG(INFO) << "gRPC also listening on " << unix_address;
+  }
   if (infer_queues_ != nullptr) {
     infer_queues_->Start();
     CS_LOG(INFO) << "ModelInfer and ModelStreamInfer on " << infer_queues_->threads() << " thread(s) polling "
@@ -215,12 +257,9 @@ void Server::Shutdown() {
     service_->dispatcher().set_host_keep_warm(nullptr);
     host_keep_warm_.reset();
   }
-  // gRPC removes the socket file when it closes the listener; make sure a socket we bound is not left behind.
-  struct stat st {};
-  if (grpc_server_ != nullptr && !options_.unix_socket.empty() && lstat(options_.unix_socket.c_str(), &st) == 0 &&
-      S_ISSOCK(st.st_mode)) {
-    unlink(options_.unix_socket.c_str());
-  }
+  // gRPC removes the socket file when it closes the listener; make sure the socket we bound is not
+  // left behind, and never remove one that another server has bound at the path since.
+  if (unix_socket_inode_.has_value()) RemoveSocketIfSame(options_.unix_socket, *unix_socket_inode_);
   // Last: every request has completed, so every span is queued; flush them (bounded).
   if (options_.telemetry != nullptr) options_.telemetry->Shutdown();
   CS_LOG(INFO) << "stopped";

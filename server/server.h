@@ -9,10 +9,13 @@
 #define CHRONOSERVE_SERVER_SERVER_H_
 
 #include <grpcpp/grpcpp.h>
+#include <sys/types.h>
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
@@ -41,7 +44,8 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int grpc_port = 8001;  // 0 picks a free port (tests)
   // --grpc-unix-socket: also listen on this Unix domain socket (clients on the same host dial
-  // "unix:PATH"). Empty = TCP only. The socket file is removed at shutdown.
+  // "unix:PATH"). Empty = TCP only. A socket another server listens on at PATH fails the start (a
+  // stale one is replaced); the socket file is removed at shutdown if it is still the one we bound.
   std::string unix_socket;
   int exit_timeout_secs = 30;
   // --grpc-infer-threads: ModelInfer and ModelStreamInfer served by this many threads on completion
@@ -117,10 +121,19 @@ class Server {
   std::unique_ptr<ModelInferQueues> infer_queues_;  // null: inference on the callback API; outlives grpc_server_
   std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;
+  // The --grpc-unix-socket file this server bound (st_dev, st_ino); shutdown removes only that file.
+  std::optional<std::pair<dev_t, ino_t>> unix_socket_inode_;
   ServingWarmupReport serving_warmup_;
   bool shut_down_ = false;
   std::atomic<bool> stop_loading_{false};
 };
+
+// The (st_dev, st_ino) of the Unix socket file at `path`; nullopt when there is none (or no socket).
+std::optional<std::pair<dev_t, ino_t>> SocketInode(const std::string& path);
+// Removes the socket file at `path` only if it is still `bound` (SocketInode when this server bound
+// it), so a shutting-down server never removes a socket another server has bound there since.
+// Whether it removed it.
+bool RemoveSocketIfSame(const std::string& path, std::pair<dev_t, ino_t> bound);
 
 }  // namespace chronoserve::server
 
