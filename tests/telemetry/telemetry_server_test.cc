@@ -26,6 +26,7 @@
 #include "server/telemetry/request_tracer.h"
 #include "server/telemetry/telemetry.h"
 #include "tests/server/test_repository.h"
+#include "tests/server/torch_reference.h"
 #include "tests/telemetry/otlp_test_receiver.h"
 #include "tools/example_models.h"
 
@@ -95,6 +96,9 @@ class TelemetryServerTest : public ::testing::Test {
     examples::ModelOptions mlp;
     mlp.max_batch_size = 8;
     mlp.max_queue_delay_us = 1000;
+    // The metrics test asserts what a CPU worker does (no pipelining, nothing launch-bound): KIND_CPU
+    // keeps that true on a machine where a GPU is visible.
+    mlp.instance_kind = "KIND_CPU";
     ASSERT_TRUE(examples::WriteMlp(repo_->path(), "mlp", mlp).ok());
     examples::ModelOptions warm = mlp;  // keep-warm every 5 ms while idle, for its metric
     warm.extra_config = "parameters { key: \"keep_warm_ms\" value { string_value: \"5\" } }\n";
@@ -540,8 +544,19 @@ TEST_F(TelemetryServerTest, ServesInferenceWhenTheMetricsPortIsTaken) {
   ASSERT_NE(second, nullptr);
   EXPECT_EQ((*telemetry)->metrics_port(), 0);  // logged error, no endpoint
   auto other = InferenceClient::Connect("127.0.0.1:" + std::to_string(second->port()));
-  client::Tensor input{"INPUT__0", DataType::kFp32, {1, 64}, std::string(64 * sizeof(float), '\x3f')};
-  EXPECT_TRUE(other->Infer("mlp", {input}).ok());
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> values(64);
+  for (float& v : values) v = dist(rng_);
+  client::Tensor input{"INPUT__0", DataType::kFp32, {1, 64},
+                       std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float))};
+  client::InferOptions call;
+  call.timeout = std::chrono::milliseconds(30000);
+  auto result = other->Infer("mlp", {input}, call);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->outputs.size(), 1u);
+  const auto want = testing::TorchReference(repo_->path() + "/mlp/1/model.pt", {input});
+  ASSERT_EQ(want.size(), 1u);
+  EXPECT_EQ(testing::ReferenceMismatch(result->outputs[0].data, want[0]), "");
   second.reset();
 }
 
