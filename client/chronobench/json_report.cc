@@ -79,6 +79,7 @@ nlohmann::json RunToJson(const PointResult& p, const BenchReport& report, const 
   run["windows"] = windows;
   run["reported_windows"] = p.reported_windows;
   run["traced_requests"] = p.traced;
+  run["unanswered_at_end"] = p.unanswered_at_end;  // in flight when the point ended: in no window
   run["responses_without_timing"] = r.without_timing();
   run["timing_violations"] = r.timing_violations();
   run["cold_batches"] = r.cold_batches();
@@ -131,7 +132,7 @@ std::string ReportToCsv(const BenchReport& report) {
   const std::vector<double> percentiles = ReportedPercentiles(report.percentiles);
   std::vector<std::string> header = {"mode", "concurrency", "rate", "idle_gap_ms", "batch_size", "requests",
                                      "errors", "throughput_rps", "throughput_items_per_s", "stable",
-                                     "batch_size_executed_mean"};
+                                     "batch_size_executed_mean", "unanswered_at_end"};
   for (int m = 0; m < kMetricCount; ++m) {
     for (double p : percentiles) header.push_back(absl::StrCat(MetricName(static_cast<Metric>(m)), "_", PercentileKey(p), "_us"));
     header.push_back(absl::StrCat(MetricName(static_cast<Metric>(m)), "_mean_us"));
@@ -146,7 +147,7 @@ std::string ReportToCsv(const BenchReport& report) {
         p.spec.mode == LoadMode::kIdleGap ? absl::StrCat(p.spec.idle_gap_ms) : "",
         absl::StrCat(p.spec.batch_size), absl::StrCat(r.successes() + r.errors()), absl::StrCat(r.errors()),
         Num(p.throughput_rps), Num(p.items_per_s), p.stable ? "true" : "false",
-        r.batch_size().count() > 0 ? Num(r.batch_size().mean()) : ""};
+        r.batch_size().count() > 0 ? Num(r.batch_size().mean()) : "", absl::StrCat(p.unanswered_at_end)};
     for (int m = 0; m < kMetricCount; ++m) {
       const Histogram& h = r.metric(static_cast<Metric>(m));
       for (double pc : percentiles) row.push_back(h.count() > 0 ? Num(Us(h.ValueAtPercentile(pc))) : "");

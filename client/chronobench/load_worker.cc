@@ -381,6 +381,10 @@ void LoadWorker::Record(std::unique_ptr<Call> owned, int grpc_code, const view::
 }
 
 void LoadWorker::Drain() {
+  const int64_t now_ns = shared_.clock->NowNs();
+  int64_t oldest_ns = 0;
+  for (const auto& [raw, call] : calls_) oldest_ns = std::max(oldest_ns, now_ns - call->intended_ns);
+  oldest_unanswered_ns_.store(oldest_ns, std::memory_order_relaxed);
   if (plan_.streaming) {
     DrainStreams();
     return;

@@ -92,6 +92,9 @@ class LoadWorker {
   int64_t completed() const { return completed_.load(std::memory_order_relaxed); }
   // Requests still in flight when Stop() cancelled the load: handed back, recorded in no window.
   int64_t drained() const { return drained_.load(std::memory_order_relaxed); }
+  // Once stopped: how long the oldest of those had waited when Stop() came, from its intended send
+  // time (as e2e); 0 when none was in flight.
+  int64_t oldest_unanswered_ns() const { return oldest_unanswered_ns_.load(std::memory_order_relaxed); }
   // Waits until completed() >= n; false when `timeout` passed first (tests).
   bool AwaitCompleted(int64_t n, absl::Duration timeout);
   // CPU time this worker thread has used, ns (for the client-saturation warning).
@@ -158,6 +161,8 @@ class LoadWorker {
               int64_t received_ns);
   // Records `call`, still in calls_, as failed with `grpc_code` now.
   void FailNow(Call* call, int grpc_code);
+  // Notes how long the oldest call still in flight has waited, then cancels them all and counts
+  // each as drained as gRPC hands it back.
   void Drain();
   // --streaming: the stream for channel `channel`, opened (again) when it has none or it no longer
   // accepts requests (it failed, or ended).
@@ -183,6 +188,7 @@ class LoadWorker {
   std::atomic<int64_t> completed_{0};  // written under mu_, so that AwaitCompleted sees it change
   std::atomic<int64_t> drained_{0};
   std::atomic<int64_t> poll_ns_{0};
+  std::atomic<int64_t> oldest_unanswered_ns_{0};
   std::unique_ptr<ShmSlotPool> shm_;  // null without shared memory
 
   // Worker-thread state.

@@ -154,6 +154,15 @@ void AddWarnings(const PointSpec& spec, const std::vector<WindowSummary>& window
 
 }  // namespace
 
+std::optional<std::string> UnansweredWarning(const PointResult& point) {
+  const Histogram& e2e = point.recorder.metric(Metric::kE2e);
+  if (point.unanswered_at_end == 0 || point.oldest_unanswered_ns <= e2e.max()) return std::nullopt;
+  return absl::StrFormat(
+      "%d requests were still unanswered when the point ended (cancelled, in no window); the oldest had waited "
+      "%.3f ms, longer than the reported e2e max %.3f ms: the reported tail is understated",
+      point.unanswered_at_end, point.oldest_unanswered_ns / 1e6, e2e.max() / 1e6);
+}
+
 std::string PointSpec::Label() const {
   std::string s;
   switch (mode) {
@@ -260,6 +269,14 @@ absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::Mod
   for (auto& w : workers) w->Start(start_ns);
   absl::StatusOr<PointResult> result = Measure(spec, ctx, workers);
   for (auto& w : workers) w->Stop();  // on failure too: what is stuck in flight is cancelled
+  if (!result.ok()) return result;
+  for (const auto& w : workers) {
+    result->unanswered_at_end += w->drained();
+    result->oldest_unanswered_ns = std::max(result->oldest_unanswered_ns, w->oldest_unanswered_ns());
+  }
+  if (std::optional<std::string> unanswered = UnansweredWarning(*result)) {
+    result->warnings.push_back(*std::move(unanswered));
+  }
   return result;
 }
 

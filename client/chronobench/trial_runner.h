@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,10 @@ struct PointResult {
   double throughput_rps = 0;  // OK responses per second
   double items_per_s = 0;     // throughput_rps * batch size
   int64_t traced = 0;         // of the reported windows' requests, those that carried a traceparent
+  // Requests still in flight when the point ended: cancelled, recorded in no window (closed loop
+  // always leaves its concurrency in flight), and how long the oldest of them had waited (as e2e).
+  int64_t unanswered_at_end = 0;
+  int64_t oldest_unanswered_ns = 0;
   std::vector<std::string> warnings;
 };
 
@@ -78,6 +83,11 @@ struct RunnerContext {
 // True when the last three windows have throughput and p50 each within `percentage` % of their
 // mean (and all three saw OK responses).
 bool WindowsAreStable(const std::vector<WindowSummary>& windows, double percentage);
+
+// A warning when a request unanswered at the end had waited longer than any e2e the point reports:
+// its latency, never recorded, lies beyond the reported tail. Nullopt otherwise (requests merely in
+// flight at the end, as closed loop always has, are no reason to warn).
+std::optional<std::string> UnansweredWarning(const PointResult& point);
 
 // Runs `spec` sending `request` until stable or out of trials.
 absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::ModelInferRequest& request,

@@ -114,6 +114,10 @@ TEST_F(ChronobenchE2eTest, ClosedLoopSweep) {
     // the warm-up, the earlier windows or the calls cancelled at the end).
     EXPECT_EQ(p.traced, p.recorder.successes() + p.recorder.errors()) << p.spec.Label();
     EXPECT_EQ(p.reported_windows, std::min<int>(3, p.windows.size()));
+    // Closed loop ends with at most its concurrency in flight, none stuck past the reported tail.
+    EXPECT_GE(p.unanswered_at_end, 0);
+    EXPECT_LE(p.unanswered_at_end, p.spec.concurrency) << p.spec.Label();
+    EXPECT_FALSE(UnansweredWarning(p).has_value()) << p.spec.Label();
   }
   EXPECT_EQ(report.server["name"], "chronoserve");
 }

@@ -143,6 +143,38 @@ TEST(ReportTest, CsvHasOneRowPerPointAndAColumnPerHeader) {
   }
 }
 
+// Requests in flight when a point ends are in no window: counted in the JSON, the CSV and the
+// console summary; a warning only when one of them had waited past everything the point reports.
+TEST(ReportTest, UnansweredAtEndIsCountedAndWarnedAboutWhenPastTheTail) {
+  BenchReport report = MakeReport(LoadMode::kRate);
+  PointResult& p = report.points[1];
+  p.unanswered_at_end = 7;
+  const int64_t e2e_max = p.recorder.metric(Metric::kE2e).max();
+  ASSERT_GT(e2e_max, 0);
+  p.oldest_unanswered_ns = e2e_max / 2;  // merely in flight: no reason to warn
+  EXPECT_FALSE(UnansweredWarning(p).has_value());
+  p.oldest_unanswered_ns = e2e_max + 40'000'000;
+  const std::optional<std::string> warning = UnansweredWarning(p);
+  ASSERT_TRUE(warning.has_value());
+  EXPECT_NE(warning->find("7 requests were still unanswered"), std::string::npos) << *warning;
+  EXPECT_NE(warning->find("tail is understated"), std::string::npos) << *warning;
+  PointResult none = p;
+  none.unanswered_at_end = 0;
+  EXPECT_FALSE(UnansweredWarning(none).has_value());
+
+  const nlohmann::json json = ReportToJson(report);
+  EXPECT_EQ(json["runs"][0]["unanswered_at_end"], 0);
+  EXPECT_EQ(json["runs"][1]["unanswered_at_end"], 7);
+  std::vector<std::string> lines = absl::StrSplit(ReportToCsv(report), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 4u);
+  const std::vector<std::string> header = absl::StrSplit(lines[0], ',');
+  const auto column = std::find(header.begin(), header.end(), "unanswered_at_end");
+  ASSERT_NE(column, header.end());
+  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(lines[2], ','))[column - header.begin()], "7");
+  EXPECT_NE(Summary(report).find("7 requests were still in flight when their points ended"), std::string::npos)
+      << Summary(report);
+}
+
 TEST(ReportTest, ConsoleRowShowsErrorsAndWarnings) {
   PointResult p = MakePoint(LoadMode::kConcurrency, 1, 1000);
   p.warnings.push_back("1 requests failed (UNAVAILABLE 1)");
