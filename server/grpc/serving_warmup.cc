@@ -30,6 +30,10 @@ void Tag(grpc::ClientContext* ctx, const std::string& token, absl::Duration time
   ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(timeout));
 }
 
+// Messages one warm-up stream may have sent and not yet seen answered: well under the server's
+// StreamOptions::max_in_flight (1024), at which it stops reading the stream.
+constexpr int kStreamWindow = 256;
+
 class Warmer {
  public:
   Warmer(inference::GRPCInferenceService::Stub* stub, const std::string& token, absl::Duration timeout,
@@ -50,17 +54,29 @@ class Warmer {
     Tag(&ctx, token_, timeout_);
     auto stream = stub_->ModelStreamInfer(&ctx);
     int written = 0;
+    int answered = 0;
+    bool reads_over = false;
+    inference::ModelStreamInferResponse response;
+    auto read_one = [&] {
+      if (!stream->Read(&response)) return false;
+      ++answered;
+      if (!response.error_message().empty()) Fail(spec, absl::StrCat("ModelStreamInfer: ", response.error_message()));
+      return true;
+    };
+    // Never more than kStreamWindow unanswered: the server stops reading a stream at
+    // StreamOptions::max_in_flight (1024) unanswered, and responses the client does not read fill
+    // its receive window; writing everything before reading would block both ends until the deadline.
     for (int i = 0; i < messages; ++i) {
+      if (written - answered >= kStreamWindow && !read_one()) {
+        reads_over = true;  // the stream ended: what is left is never answered
+        break;
+      }
       if (!stream->Write(SyntheticInferMessage(spec, sizes[i % sizes.size()], seed + i))) break;
       ++written;
     }
     stream->WritesDone();
     report_->sent += messages;
-    int answered = 0;
-    inference::ModelStreamInferResponse response;
-    while (stream->Read(&response)) {
-      ++answered;
-      if (!response.error_message().empty()) Fail(spec, absl::StrCat("ModelStreamInfer: ", response.error_message()));
+    while (!reads_over && read_one()) {
     }
     const grpc::Status status = stream->Finish();
     for (int i = answered; i < messages; ++i) {
