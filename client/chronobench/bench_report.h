@@ -14,6 +14,12 @@
 
 namespace chronoserve::client::bench {
 
+// The sweep point that failed, ending the sweep early (the points before it are kept).
+struct FailedPoint {
+  std::string label;    // PointSpec::Label()
+  std::string message;  // the failure's message
+};
+
 struct BenchReport {
   std::string url;
   std::string model;
@@ -27,6 +33,7 @@ struct BenchReport {
   // Batch sweep: the point after which items/s rises by no more than 5%; nullopt if it kept rising.
   std::optional<size_t> saturation_index;
   int64_t started_unix_ms = 0;
+  std::optional<FailedPoint> failed_point;  // set: the sweep stopped there; `points` are those before
 };
 
 // The first index i whose next step raises items/s by no more than min_gain (items_per_s[i + 1] -

@@ -209,6 +209,15 @@ absl::Status Benchmark::ValidateSharedMemory(const inference::ModelInferRequest&
                                                   batch_size, ") failed: ", status.message()));
 }
 
+absl::StatusOr<PointResult> Benchmark::RunOnePoint(const PointSpec& spec, RunnerContext* ctx) {
+  ASSIGN_OR_RETURN(inference::ModelInferRequest request, factory_->Build(options_.target.model_version, spec.batch_size));
+  ASSIGN_OR_RETURN(std::optional<ShmLayout> layout, LayoutFor(request, spec.batch_size));
+  ctx->shm_layout = layout.has_value() ? &*layout : nullptr;
+  absl::StatusOr<PointResult> point = RunPoint(spec, request, *ctx);
+  ctx->shm_layout = nullptr;  // `layout` ends here
+  return point;
+}
+
 absl::StatusOr<BenchReport> Benchmark::Run(const std::function<void(const PointResult&)>& on_point,
                                            const std::function<void(const std::string&)>& progress) {
   BenchReport report;
@@ -245,12 +254,13 @@ absl::StatusOr<BenchReport> Benchmark::Run(const std::function<void(const PointR
   ctx.seed = options_.load.seed;
   ctx.progress = progress;
   for (const PointSpec& spec : PlanSweep(options_.load)) {
-    ASSIGN_OR_RETURN(inference::ModelInferRequest request, factory_->Build(options_.target.model_version, spec.batch_size));
-    ASSIGN_OR_RETURN(std::optional<ShmLayout> layout, LayoutFor(request, spec.batch_size));
-    ctx.shm_layout = layout.has_value() ? &*layout : nullptr;
-    ASSIGN_OR_RETURN(PointResult point, RunPoint(spec, request, ctx));
-    if (on_point) on_point(point);
-    report.points.push_back(std::move(point));
+    absl::StatusOr<PointResult> point = RunOnePoint(spec, &ctx);
+    if (!point.ok()) {  // the points measured so far are kept, and the report says where it stopped
+      report.failed_point = FailedPoint{spec.Label(), std::string(point.status().message())};
+      break;
+    }
+    if (on_point) on_point(*point);
+    report.points.push_back(*std::move(point));
   }
   if (report.batch_sweep) {
     std::vector<double> items;

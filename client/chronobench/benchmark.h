@@ -38,7 +38,9 @@ class Benchmark {
   static absl::StatusOr<std::unique_ptr<Benchmark>> Create(const BenchOptions& options, const Clock* clock,
                                                            ClientTracer* tracer = nullptr);
 
-  // `on_point` is called after each point (console table); `progress` as RunnerContext says.
+  // `on_point` is called after each point (console table); `progress` as RunnerContext says. A
+  // point that fails ends the sweep: the report holds the points before it and `failed_point`
+  // (the status is OK then; the caller decides how to exit).
   absl::StatusOr<BenchReport> Run(const std::function<void(const PointResult&)>& on_point,
                                   const std::function<void(const std::string&)>& progress);
 
@@ -47,6 +49,8 @@ class Benchmark {
       : options_(options), clock_(clock), tracer_(tracer) {}
   absl::Status Connect();
   absl::Status Validate(int64_t batch_size);
+  // Builds the point's request (and shared-memory layout) and measures it.
+  absl::StatusOr<PointResult> RunOnePoint(const PointSpec& spec, RunnerContext* ctx);
   // The shared-memory layout of `request` (nullopt without --shared-memory).
   absl::StatusOr<std::optional<ShmLayout>> LayoutFor(const inference::ModelInferRequest& request,
                                                      int64_t batch_size) const;

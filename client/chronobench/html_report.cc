@@ -35,6 +35,7 @@ constexpr const char* kAppJs = R"js(
     const name = r => (r.mode === 'concurrency' ? 'c=' + r.concurrency : r.mode === 'rate' ? r.rate + '/s'
                        : 'gap ' + r.idle_gap_ms + ' ms') + (batchSweep || r.batch_size > 1 ? ' b=' + r.batch_size : '');
     const lat = (r, k, q) => (r.latency_us[k] && r.latency_us[k][q] != null ? r.latency_us[k][q] : null);
+    const esc = s => String(s).replace(/[&<>"]/g, c => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
     const us = v => (v == null ? '-' : v.toFixed(0));  // a key a report without it lacks: '-', not a throw
     const palette = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1', '#ff9da7',
                      '#9c755f', '#bab0ac'];
@@ -57,7 +58,11 @@ constexpr const char* kAppJs = R"js(
           cols.map(c => '<td>' + (r.latency_us[c] ? us(lat(r, c, 'p50')) + ' / ' + us(lat(r, c, 'p99')) : '-') +
                         '</td>').join('') +
           '<td>' + (r.stable ? 'yes' : 'NO') + '</td></tr>';
-      for (const w of r.warnings) html += '<tr><td class="warn" colspan="12">' + name(r) + ': ' + w + '</td></tr>';
+      for (const w of r.warnings) html += '<tr><td class="warn" colspan="12">' + name(r) + ': ' + esc(w) + '</td></tr>';
+    }
+    if (report.failed_point) {
+      html += '<tr><td class="warn" colspan="12">FAILED: ' + esc(report.failed_point.label) + ': ' +
+          esc(report.failed_point.message) + ' (the sweep stopped here)</td></tr>';
     }
     table.innerHTML = html;
 

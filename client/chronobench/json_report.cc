@@ -123,6 +123,9 @@ nlohmann::json ReportToJson(const BenchReport& report) {
                                              {"throughput_items_per_s", report.points[*report.saturation_index].items_per_s}}
                             : nlohmann::json(nullptr);
   }
+  if (report.failed_point.has_value()) {  // the sweep stopped there: `runs` are the points before it
+    out["failed_point"] = {{"label", report.failed_point->label}, {"message", report.failed_point->message}};
+  }
   out["started_unix_ms"] = report.started_unix_ms;
   out["tool"] = "chronobench";
   return out;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "client/chronobench/bench_flags.h"
 #include "client/chronobench/benchmark.h"
@@ -90,6 +91,11 @@ int main(int argc, char** argv) {
   if (*tracer != nullptr) FlushClientSpans(**tracer);
   if (!report.ok()) return Fail(report.status());
   std::cout << Summary(*report);
+  // A failed point: the points before it are still written, then the failure exits 1.
   if (auto s = WriteOutputs(*options, *report); !s.ok()) return Fail(s);
+  if (report->failed_point.has_value()) {
+    return Fail(absl::UnknownError(absl::StrCat(report->failed_point->message, " (the reports hold the ",
+                                                report->points.size(), " point(s) measured before it)")));
+  }
   return 0;
 }

@@ -76,6 +76,9 @@ class ChronobenchE2eTest : public ::testing::Test {
     if (!bench.ok()) return {};
     auto report = (*bench)->Run(nullptr, nullptr);
     EXPECT_TRUE(report.ok()) << report.status();
+    if (report.ok() && report->failed_point.has_value()) {
+      ADD_FAILURE() << report->failed_point->label << ": " << report->failed_point->message;
+    }
     return report.ok() ? *std::move(report) : BenchReport{};
   }
 
@@ -432,6 +435,48 @@ TEST_F(ChronobenchE2eTest, UnixSocketUrl) {
   ASSERT_TRUE(exited.ok()) << exited.status();
   EXPECT_EQ(*exited, 0) << server.output();
   EXPECT_FALSE(std::filesystem::exists(socket_path)) << "socket left behind after SIGTERM";
+}
+
+// A point that fails (the server frozen with SIGSTOP during the second point, --timeout-ms 0 so no
+// request fails by itself: the window's wait for a completion gives up) ends the sweep, but the
+// reports are still written with the first point and a failed_point entry, and the exit code is 1.
+TEST_F(ChronobenchE2eTest, FailedPointKeepsThePointsBeforeItInTheReports) {
+  auto started = StartTestServer(*dir_ + "/models");
+  ASSERT_TRUE(started.ok()) << started.status();
+  Subprocess& server = *started->process;
+  const std::string json = *dir_ + "/partial.json", csv = *dir_ + "/partial.csv", html = *dir_ + "/partial.html";
+  // -s 0.001 never stabilises, so the second point runs 20 windows of 100 ms: long enough for the
+  // freeze to come while it runs; each window waits for one completion, as the warm-up waits for
+  // its requests: the wait that fails.
+  auto bench = Subprocess::Start({CHRONOBENCH_BIN, "-m", "mlp", "-u", started->url, "--concurrency-range", "1:2",
+                                  "-p", "100", "--max-trials", "20", "--warmup-requests", "5", "-s", "0.001",
+                                  "--measurement-request-count", "1", "--timeout-ms", "0", "--json", json, "--csv",
+                                  csv, "--html", html});
+  ASSERT_TRUE(bench.ok()) << bench.status();
+  const absl::Status first_point = (*bench)->WaitForOutput("concurrency 1, batch 1", absl::Seconds(120));
+  server.Signal(SIGSTOP);
+  auto exited = (*bench)->WaitForExit(absl::Seconds(120));
+  server.Signal(SIGCONT);
+  ASSERT_TRUE(first_point.ok()) << first_point;
+  ASSERT_TRUE(exited.ok()) << exited.status();
+  const std::string output = (*bench)->output();
+  EXPECT_EQ(*exited, 1) << output;
+  EXPECT_NE(output.find("concurrency 2, batch 1: no response"), std::string::npos) << output;
+  EXPECT_NE(output.find("the reports hold the 1 point(s) measured before it"), std::string::npos) << output;
+
+  const auto report = nlohmann::json::parse(ReadAll(json), nullptr, false);
+  ASSERT_FALSE(report.is_discarded()) << ReadAll(json);
+  testing::ExpectReportSchema(report, /*with_server_spans=*/true);
+  ASSERT_EQ(report["runs"].size(), 1u);
+  EXPECT_EQ(report["runs"][0]["concurrency"], 1);
+  ASSERT_TRUE(report.contains("failed_point")) << report.dump().substr(0, 2000);
+  EXPECT_EQ(report["failed_point"]["label"], "concurrency 2, batch 1");
+  // Frozen in its warm-up or in a window, whichever the SIGSTOP met: the stall's message either way.
+  EXPECT_NE(report["failed_point"]["message"].get<std::string>().find("no response for"), std::string::npos)
+      << report["failed_point"];
+  std::vector<std::string> rows = absl::StrSplit(ReadAll(csv), '\n', absl::SkipEmpty());
+  EXPECT_EQ(rows.size(), 2u) << "header and the first point";
+  EXPECT_NE(ReadAll(html).find("\"failed_point\""), std::string::npos) << "the HTML inlines the partial report";
 }
 
 // A server started with --request-timing off: e2e and throughput as usual, every server column
