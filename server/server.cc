@@ -194,11 +194,13 @@ absl::Status Server::Start() {
   }
   const bool ready = registry_.AllReady();
   if (ready && options_.serving_warmup_requests > 0 && !stop_loading_) WarmServingPath();
-  service_->SetWarmingUp(false);
-  if (stop_loading_) {  // health stays NOT_SERVING: the caller shuts down next
+  if (stop_loading_) {
+    // Health stays NOT_SERVING and ServerReady / ModelReady false (still "warming up") until the
+    // caller's Shutdown drains: the server never looks ready after a signal stopped its start.
     CS_LOG(INFO) << "loading stopped: the server is shutting down";
     return absl::OkStatus();
   }
+  service_->SetWarmingUp(false);
   health->SetServingStatus(kServiceName, ready);
   health->SetServingStatus(ready);
   CS_LOG(INFO) << (ready ? "server READY" : "server up, but not every model loaded (see errors above)");
