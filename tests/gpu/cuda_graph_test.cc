@@ -20,6 +20,7 @@
 #include "server/repository/model_config_loader.h"
 #include "server/scheduler/model_runtime.h"
 #include "tests/gpu/counting_instance.h"
+#include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tests/server/torch_reference.h"
 #include "tools/example_models.h"
@@ -83,7 +84,7 @@ class CudaGraphServerTest : public ::testing::Test {
   }
   void SetUp() override {
     ASSERT_NE(server_, nullptr);
-    client_ = InferenceClient::Connect("127.0.0.1:" + std::to_string(server_->port()));
+    client_ = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server_->port()));
   }
   client::InferResult Infer(const std::string& model, const Tensor& input) {
     auto r = client_->Infer(model, {input});

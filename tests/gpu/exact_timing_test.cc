@@ -15,6 +15,7 @@
 #include "server/backend/torch_backend.h"
 #include "server/core/synthetic_request.h"
 #include "server/repository/model_config_loader.h"
+#include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tools/example_models.h"
 
@@ -42,7 +43,7 @@ TEST(ExactTimingServerTest, ComputeIsDeviceTimeOnlyAndOutputsAreIdentical) {
   ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy_exact", o).ok());
   auto server = testing::StartServer(repo.path(), 2);
   ASSERT_NE(server, nullptr);
-  auto c = InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
   std::mt19937_64 rng(77);
   const Tensor input{"INPUT__0", DataType::kFp32, {1, 4, 20, 20}, RandomTensorBytes(DataType::kFp32, 1600, rng)};
 

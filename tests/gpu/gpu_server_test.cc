@@ -20,6 +20,7 @@
 #include "server/scheduler/model_runtime.h"
 #include "server/repository/model_config_loader.h"
 #include "tests/fakes/recording_instance.h"
+#include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tests/server/torch_reference.h"
 #include "tools/example_models.h"
@@ -54,7 +55,7 @@ class GpuServerTest : public ::testing::Test {
   }
   void SetUp() override {
     ASSERT_NE(server_, nullptr);
-    client_ = InferenceClient::Connect("127.0.0.1:" + std::to_string(server_->port()));
+    client_ = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server_->port()));
   }
   static inline testing::TempDir* repo_ = nullptr;
   static inline server::Server* server_ = nullptr;
@@ -117,7 +118,7 @@ TEST_F(GpuServerTest, EachWorkerOwnsAStreamAndBothServe) {
   absl::Mutex mu;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&] {
-      auto c = InferenceClient::Connect("127.0.0.1:" + std::to_string(server_->port()));
+      auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server_->port()));
       for (int i = 0; i < 50; ++i) {
         auto r = c->Infer("mlp", {input});
         ASSERT_TRUE(r.ok()) << r.status();
@@ -275,7 +276,7 @@ TEST(GpuOutputCheckTest, AnOutputOnTheWrongDeviceFailsTheLoadNamingIt) {
                                           "def forward(self, x):\n  return (x * 2.0).cpu()\n"));
   auto server = testing::StartServer(repo.path());
   ASSERT_NE(server, nullptr);
-  auto c = InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
   ASSERT_NE(c, nullptr);
   EXPECT_FALSE(*c->ModelReady("to_cpu"));
   std::mt19937_64 rng(41);

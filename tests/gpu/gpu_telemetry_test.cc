@@ -9,6 +9,7 @@
 #include "common/tensor_data.h"
 #include "server/server.h"
 #include "server/telemetry/telemetry.h"
+#include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tools/example_models.h"
 
@@ -37,7 +38,7 @@ TEST(GpuTelemetryTest, BatchesCarryTheSmClockSampledByNvml) {
   ASSERT_TRUE(server.ok()) << server.status();
   ASSERT_TRUE((*server)->Start().ok());
   ASSERT_NE((*telemetry)->gpu_clock(), nullptr) << "the NVML monitor started";
-  auto client = client::InferenceClient::Connect("127.0.0.1:" + std::to_string((*server)->port()));
+  auto client = testing::ConnectTestClient("127.0.0.1:" + std::to_string((*server)->port()));
   std::mt19937_64 rng(9);
   const client::Tensor input{"INPUT__0", DataType::kFp32, {4, 64}, RandomTensorBytes(DataType::kFp32, 256, rng)};
   int64_t clock_mhz = 0;

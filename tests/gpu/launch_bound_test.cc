@@ -15,6 +15,7 @@
 #include "client/inference_client.h"
 #include "common/tensor_data.h"
 #include "server/backend/torch_backend.h"
+#include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tools/example_models.h"
 
@@ -25,7 +26,7 @@ namespace {
 // record them; also returns the served worker's count of launch-bound batches.
 client::bench::LatencyRecorder Serve(server::Server& server, const std::string& model, int64_t rows, int warmup,
                                      int runs, int64_t* worker_launch_bound) {
-  auto c = client::InferenceClient::Connect("127.0.0.1:" + std::to_string(server.port()));
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server.port()));
   std::mt19937_64 rng(rows);
   const client::Tensor input{"INPUT__0", DataType::kFp32, {rows, 4, 20, 20},
                              RandomTensorBytes(DataType::kFp32, rows * 1600, rng)};

@@ -24,6 +24,7 @@
 #include "server/backend/torch_backend.h"
 #include "server/core/synthetic_request.h"
 #include "server/repository/model_config_loader.h"
+#include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tests/server/torch_reference.h"
 #include "tools/example_models.h"
@@ -167,7 +168,7 @@ TEST(PipelineServerTest, ConcurrentClientsEachGetTheirOwnRows) {
   std::vector<std::thread> clients;
   for (int c = 0; c < kClients; ++c) {
     clients.emplace_back([&, c] {
-      auto client = client::InferenceClient::Connect(address);
+      auto client = testing::ConnectTestClient(address);
       std::mt19937_64 rng(900 + c);
       for (int i = 0; i < kRequests && failures[c].empty(); ++i) {
         const int rows = 1 + (c + i) % 3;
@@ -302,7 +303,7 @@ TEST(PipelineServerTest, TimingOffConcurrentClientsGetExactlyTheCpuReference) {
   std::vector<std::thread> clients;
   for (int c = 0; c < kClients; ++c) {
     clients.emplace_back([&, c] {
-      auto client = client::InferenceClient::Connect(address);
+      auto client = testing::ConnectTestClient(address);
       std::mt19937_64 rng(700 + c);
       for (int i = 0; i < kRequests && failures[c].empty(); ++i) {
         const int rows = 1 + (c + i) % 3;

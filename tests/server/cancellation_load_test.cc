@@ -21,6 +21,7 @@
 #include "common/tensor_data.h"
 #include "server/core/input_arena.h"
 #include "server/server.h"
+#include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tests/server/torch_reference.h"
 #include "tools/example_models.h"
@@ -90,7 +91,7 @@ TEST_P(CancellationLoadTest, DeadlinesAndCancelledStreamsUnderLoadEndCleanlyAndT
   std::vector<std::thread> clients;
   for (int t = 0; t < 3; ++t) {  // unary callers: deadlines of 1-3 ms against a 1.5 ms window
     clients.emplace_back([&, t] {
-      auto c = InferenceClient::Connect(address);
+      auto c = testing::ConnectTestClient(address);
       std::mt19937_64 rng(500 + t);
       for (int i = 0; i < kCallsPerThread; ++i) {
         const Inputs in = RandomInputs(1 + i % 3, rng);
@@ -112,7 +113,7 @@ TEST_P(CancellationLoadTest, DeadlinesAndCancelledStreamsUnderLoadEndCleanlyAndT
   }
   for (int t = 0; t < 3; ++t) {  // streams, each ending one of three ways with requests in flight
     clients.emplace_back([&, t] {
-      auto c = InferenceClient::Connect(address);
+      auto c = testing::ConnectTestClient(address);
       std::mt19937_64 rng(700 + t);
       for (int n = 0; n < kCallsPerThread / 4; ++n) {
         auto stream = InferStream::Open(c->stub());
@@ -167,7 +168,7 @@ TEST_P(CancellationLoadTest, DeadlinesAndCancelledStreamsUnderLoadEndCleanlyAndT
   RecordProperty("deadlines_expired", expired.load());
 
   // The server goes on: one unary and one streamed request, answered correctly.
-  auto c = InferenceClient::Connect(address);
+  auto c = testing::ConnectTestClient(address);
   std::mt19937_64 rng(900);
   const Inputs after = RandomInputs(2, rng);
   client::InferOptions call;

@@ -13,6 +13,7 @@
 #include "common/tensor_data.h"
 #include "server/backend/torch_backend.h"
 #include "server/repository/model_config_loader.h"
+#include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tests/server/torch_reference.h"
 #include "tools/example_models.h"
@@ -44,7 +45,7 @@ TEST(GpuPerfOnCpuTest, GraphAndKeepWarmSettingsServeEagerOnTheCpu) {
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "bad_keep_warm", bad_keep_warm).ok());
   auto server = testing::StartServer(repo.path());
   ASSERT_NE(server, nullptr);
-  auto c = InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
 
   std::mt19937_64 rng(11);
   const std::vector<int64_t> shape = {3, 4, 20, 20};
@@ -111,7 +112,7 @@ TEST(GpuPerfOnCpuTest, ExactDeviceTimingIsAcceptedAndLoggedAsNoEffect) {
   ASSERT_NE(server, nullptr) << log;
   EXPECT_THAT(log, HasSubstr("model 'mlp_exact' worker 0: exact_device_timing has no effect on the CPU"));
 
-  auto c = InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
   std::mt19937_64 rng(12);
   const Tensor input{"INPUT__0", DataType::kFp32, {2, 64}, RandomTensorBytes(DataType::kFp32, 128, rng)};
   auto result = c->Infer("mlp_exact", {input});

@@ -15,6 +15,7 @@
 #include "common/tensor_data.h"
 #include "tests/client/subprocess.h"
 #include "tests/server/proc_threads.h"
+#include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tools/example_models.h"
 
@@ -74,7 +75,7 @@ TEST(HostPolicyServerTest, PinsWorkersByTheirDevicesDefaultPolicyAndServes) {
   EXPECT_THAT(ThreadCpuLists("cs-worker"),
               ::testing::ElementsAre(std::to_string(target), std::to_string(target)))
       << "both workers of the KIND_CPU group take the 'cpu' policy";
-  auto c = InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
   const Tensor input = MlpInput(3, 41);
   auto a = c->Infer("mlp", {input});
   ASSERT_TRUE(a.ok()) << a.status();
@@ -97,7 +98,7 @@ TEST(HostPolicyServerTest, WorkersRunAtTheirPolicysNiceValue) {
   EXPECT_THAT(ThreadNiceValues("cs-worker"), ::testing::ElementsAre(nice));
   EXPECT_THAT(ThreadCpuLists("cs-worker"), ::testing::ElementsAre(FormatCpuList(CurrentThreadCpus())))
       << "nice alone does not pin";
-  auto c = InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
   auto a = c->Infer("mlp", {MlpInput(2, 17)});
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->outputs[0].shape, (std::vector<int64_t>{2, 16}));
@@ -129,7 +130,7 @@ TEST(HostPolicyServerTest, UnknownPolicyOrUnusableCpusFailTheModelAlone) {
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "far", far).ok());
   auto server = testing::StartServer(Options(repo.path(), {"far,cpu-cores=1022-1023"}));
   ASSERT_NE(server, nullptr);
-  auto c = InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
   EXPECT_TRUE(*c->ModelReady("good"));
   EXPECT_TRUE(c->Infer("good", {MlpInput(1, 3)}).ok());
   auto unknown = c->Infer("named", {MlpInput(1, 3)});
@@ -162,7 +163,7 @@ TEST(HostKeepWarmServerTest, RequestsStartTheSpinnersAndShutdownStopsThem) {
   const std::vector<int> cpus = CurrentThreadCpus();
   EXPECT_EQ(warm->cpus(), cpus) << "every CPU the server may run on";
   EXPECT_EQ(warm->spinning(), 0) << "no request yet (serving warm-up off)";
-  auto c = InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
   auto a = c->Infer("mlp", {MlpInput(2, 29)});
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->outputs[0].shape, (std::vector<int64_t>{2, 16}));

@@ -19,6 +19,7 @@
 #include "server/backend/torch_device_path.h"
 #include "server/core/input_arena.h"
 #include "server/server.h"
+#include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tests/server/torch_reference.h"
 #include "tools/example_models.h"
@@ -182,7 +183,7 @@ TEST_P(InputArenaServerTest, EveryRequestGetsItsOwnRowsAndNoRegionOutlivesItsReq
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      auto c = InferenceClient::Connect(address);
+      auto c = testing::ConnectTestClient(address);
       client::InferOptions call;
       call.timeout = std::chrono::milliseconds(30000);
       for (int i = 0; i < kPerThread; ++i) {

@@ -14,6 +14,7 @@
 #include "common/tensor_data.h"
 #include "tests/client/subprocess.h"
 #include "tests/client/test_server.h"
+#include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tests/server/torch_reference.h"
 #include "tools/example_models.h"
@@ -82,7 +83,7 @@ TEST(RequestTimingOffTest, NoTimingInResponsesOutputsRightStatisticsStillCount) 
   auto server = testing::StartServer(options);
   ASSERT_NE(server, nullptr);
   const std::string address = "127.0.0.1:" + std::to_string(server->port());
-  auto c = InferenceClient::Connect(address);
+  auto c = testing::ConnectTestClient(address);
   const std::string model_path = repo.path() + "/policy_net/1/model.pt";
 
   auto metadata = c->ServerMetadata();
@@ -103,7 +104,7 @@ TEST(RequestTimingOffTest, NoTimingInResponsesOutputsRightStatisticsStillCount) 
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      auto own = InferenceClient::Connect(address);
+      auto own = testing::ConnectTestClient(address);
       for (int i = 0; i < kPerThread; ++i) {
         const Tensor input = PolicyInput(1, 1000 + 10 * t + i);
         const RawInfer r = Infer(*own, "policy_net", input);
@@ -135,7 +136,7 @@ TEST(RequestTimingOffTest, OnIsTheDefaultAndAdvertised) {
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
   auto server = testing::StartServer(repo.path());
   ASSERT_NE(server, nullptr);
-  auto c = InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
   auto metadata = c->ServerMetadata();
   ASSERT_TRUE(metadata.ok()) << metadata.status();
   EXPECT_THAT(metadata->extensions(), ::testing::Contains("server_timing"));
@@ -164,7 +165,7 @@ TEST(RequestTimingOffTest, BinaryFlag) {
   ASSERT_TRUE(started.ok()) << started.status();
   auto& server = *started->process;
   EXPECT_THAT(server.output(), ::testing::HasSubstr("request timing off"));
-  auto c = InferenceClient::Connect(started->url);
+  auto c = testing::ConnectTestClient(started->url);
   std::mt19937_64 rng(6);
   const Tensor input{"INPUT__0", DataType::kFp32, {1, 64}, RandomTensorBytes(DataType::kFp32, 64, rng)};
   const RawInfer r = Infer(*c, "mlp", input);

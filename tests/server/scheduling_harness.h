@@ -24,6 +24,7 @@
 #include "server/scheduler/model_registry.h"
 #include "server/shared_memory/shared_memory_registry.h"
 #include "tests/server/gated_instance.h"
+#include "tests/server/test_client.h"
 
 namespace chronoserve::testing {
 
@@ -62,7 +63,7 @@ class ServiceHarness {
     if (infer_threads > 0) queues_ = std::make_unique<server::ModelInferQueues>(&service_, &builder, infer_threads);
     server_ = builder.BuildAndStart();
     if (server_ != nullptr && queues_ != nullptr) queues_->Start();
-    client_ = client::InferenceClient::Connect(address());
+    client_ = ConnectTestClient(address());
   }
   ~ServiceHarness() {
     if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -163,14 +164,16 @@ class PendingInfer {
   std::optional<grpc::Status> status_ ABSL_GUARDED_BY(mu_);
 };
 
-// Asks ServerReady until the server says it is draining (false) or refuses the call, for at most
-// `timeout`; whether it did. Each try is a round trip: the window it waits out is the few
-// instructions between NOT_SERVING and the draining flag in Server::Shutdown.
+// Asks ServerReady until the server answers that it is draining (OK, ready false), for at most
+// `timeout`; whether it did. A failed call is not taken for draining (a server that stopped
+// answering must not pass for one that drains); the loop asks again until the timeout. Each try
+// is a round trip: the window it waits out is the few instructions between NOT_SERVING and the
+// draining flag in Server::Shutdown.
 inline bool WaitUntilDraining(client::InferenceClient& c, absl::Duration timeout) {
   const absl::Time give_up = absl::Now() + timeout;
   while (absl::Now() < give_up) {
     auto ready = c.ServerReady();
-    if (!ready.ok() || !*ready) return true;
+    if (ready.ok() && !*ready) return true;
   }
   return false;
 }

@@ -15,6 +15,7 @@
 #include "common/tensor_data.h"
 #include "tests/server/gated_instance.h"
 #include "tests/server/scheduling_harness.h"
+#include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tests/server/torch_reference.h"
 #include "tools/example_models.h"
@@ -68,6 +69,22 @@ class SchedulingTest : public ::testing::TestWithParam<int> {
   Gate gate_;
   testing::ServiceHarness harness_{server::StreamOptions{}, GetParam()};
 };
+
+// ConnectTestClient (tests/server/test_client.h) gives every call on its channel a deadline: calls
+// with none of their own, asynchronous or through InferenceClient, to a worker that never answers
+// end DEADLINE_EXCEEDED instead of waiting for ever.
+TEST_P(SchedulingTest, TestClientCallsCarryTheChannelsDeadline) {
+  ASSERT_NE(Serve(testing::GatedSpec("held", 4, 0), 1), nullptr);
+  auto c = testing::ConnectTestClient(harness_.address(), absl::Seconds(1));
+  gate_.Arm();
+  PendingInfer held(c->stub(), "held", "H", GatedInput(1, 5));
+  const auto status = held.Wait(kWait);
+  ASSERT_TRUE(status.has_value()) << "the call had no deadline";
+  EXPECT_EQ(status->error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status->error_message();
+  auto queued = c->Infer("held", {GatedInput(1, 6)});
+  ASSERT_FALSE(queued.ok());
+  EXPECT_EQ(queued.status().code(), absl::StatusCode::kDeadlineExceeded) << queued.status();
+}
 
 TEST_P(SchedulingTest, DeadlinePassingWhileQueuedIsAnsweredAndNeverExecuted) {
   // Worker X is held by a slow full batch; worker Y keeps B queued for its (long) batch window, so
@@ -219,7 +236,7 @@ TEST(QueueBytesTest, ServerLimitBoundsTheBytesQueuedForALoadedModel) {
   ASSERT_NE(server, nullptr);
   auto model = server->registry().Find("policy", "");
   ASSERT_TRUE(model.ok()) << model.status();
-  auto client = client::InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  auto client = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
   std::mt19937_64 rng(9);
   const client::Tensor one{"INPUT__0", DataType::kFp32, {1, 4, 20, 20}, RandomTensorBytes(DataType::kFp32, 1600, rng)};
   PendingInfer queued(client->stub(), "policy", "A", one);
@@ -259,7 +276,7 @@ TEST(TwoWorkerModelTest, BothWorkersServeAndEveryResponseIsItsOwn) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      auto c = client::InferenceClient::Connect(address);
+      auto c = testing::ConnectTestClient(address);
       for (int i = 0; i < kPerThread; ++i) {
         std::mt19937_64 rng(5000 + t * 100 + i);
         const int64_t items = 1 + (t + i) % 3;
@@ -267,7 +284,7 @@ TEST(TwoWorkerModelTest, BothWorkersServeAndEveryResponseIsItsOwn) {
         auto r = c->Infer("mlp", {in});
         const auto want = r.ok() ? testing::TorchReference(model_path, {in}) : std::vector<std::vector<float>>{};
         absl::MutexLock lock(&mu);
-        if (!r.ok()) { errors.push_back(std::string(r.status().message())); continue; }
+        if (!r.ok()) { errors.push_back(std::string(r.status().message())); break; }  // one deadline per thread at most
         workers.insert(r->timing->worker);
         const std::string mismatch = testing::ReferenceMismatch(r->outputs[0].data, want[0]);
         if (!mismatch.empty()) errors.push_back(mismatch);

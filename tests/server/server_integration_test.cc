@@ -15,6 +15,7 @@
 #include "common/tensor_data.h"
 #include "common/timing.h"
 #include "tests/server/proc_threads.h"
+#include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tests/server/torch_reference.h"
 #include "tools/example_models.h"
@@ -58,7 +59,7 @@ class ServerIntegrationTest : public ::testing::Test {
   }
   void SetUp() override {
     ASSERT_NE(server_, nullptr);
-    client_ = InferenceClient::Connect("127.0.0.1:" + std::to_string(server_->port()));
+    client_ = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server_->port()));
   }
 
   static std::string ScaleName(DataType t) {
@@ -238,11 +239,11 @@ TEST_F(ServerIntegrationTest, ConcurrentRequestsAreBatchedAndEachGetsItsOwnRows)
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      auto client = InferenceClient::Connect("127.0.0.1:" + std::to_string(server_->port()));
+      auto client = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server_->port()));
       for (int i = 0; i < kPerThread; ++i) {
         const Tensor input = RandomInput("INPUT__0", DataType::kFp32, {1, 4, 20, 20}, 1000 + t * 100 + i);
         auto result = client->Infer("policy_net", {input});
-        if (!result.ok()) { ++failures; continue; }
+        if (!result.ok()) { ++failures; break; }  // one deadline per thread at most
         if (result->timing->batch_size > 1) ++batched;
         const auto want = testing::TorchReference(ModelPath("policy_net"), {input});
         float got;
@@ -311,6 +312,7 @@ TEST_F(ServerIntegrationTest, BadRequestsGetTheRightCodes) {
   auto req = InferenceClient::BuildRequest("mlp", {good}, version);
   req.set_model_version("7");
   grpc::ClientContext ctx;
+  ctx.set_deadline(testing::TestDeadline());
   inference::ModelInferResponse response;
   EXPECT_EQ(client_->stub()->ModelInfer(&ctx, req, &response).error_code(), grpc::StatusCode::NOT_FOUND);
 }
@@ -334,7 +336,7 @@ TEST_F(FailedModelTest, BrokenModelsFailAloneWithTheirReason) {
   repo.WriteFile("broken/1/model.pt", "not a model");
   auto server = testing::StartServer(repo.path());
   ASSERT_NE(server, nullptr);
-  auto c = InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
   EXPECT_TRUE(*c->ServerLive());
   EXPECT_FALSE(*c->ServerReady()) << "strict readiness: a model failed";
   EXPECT_TRUE(*c->ModelReady("good"));
@@ -375,7 +377,7 @@ TEST_F(FailedModelTest, AForwardThatThrowsFailsItsRequestNamingTheModelOnce) {
                                           "  return x * 2.0\n"));
   auto server = testing::StartServer(repo.path());
   ASSERT_NE(server, nullptr);
-  auto c = InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
   ASSERT_TRUE(*c->ModelReady("throws"));
   std::mt19937_64 rng(51);
   Tensor input{"INPUT__0", DataType::kFp32, {1, 8}, RandomTensorBytes(DataType::kFp32, 8, rng)};
@@ -433,7 +435,7 @@ TEST_F(FailedModelTest, APortInUseFailsTheStartNamingTheAddress) {
   EXPECT_EQ(started.code(), absl::StatusCode::kUnavailable) << started;
   EXPECT_THAT(std::string(started.message()),
               HasSubstr("cannot listen on 127.0.0.1:" + std::to_string(first->port()) + " (in use by another process?"));
-  auto c = InferenceClient::Connect("127.0.0.1:" + std::to_string(first->port()));
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(first->port()));
   EXPECT_TRUE(*c->ServerLive()) << "the first server still serves";
   first->Shutdown();
 }
@@ -465,7 +467,7 @@ TEST_P(InferThreadsTest, ModelInferIsServedOnItsQueuesWithRowsTimingAndTrailer) 
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      auto c = InferenceClient::Connect(address);
+      auto c = testing::ConnectTestClient(address);
       for (int i = 0; i < kPerThread; ++i) {
         std::mt19937_64 rng(7000 + t * 100 + i);
         const int64_t items = 1 + (t + i) % 3;

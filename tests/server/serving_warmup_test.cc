@@ -6,6 +6,7 @@
 #include "client/inference_client.h"
 #include "server/grpc/serving_warmup.h"
 #include "server/repository/model_config_loader.h"
+#include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tools/example_models.h"
 
@@ -35,7 +36,7 @@ class ServingWarmupTest : public ::testing::Test {
 
   // The model's statistics as a client reads them (asserts they came back).
   static inference::ModelStatistics Stats(const server::Server& server, const std::string& model) {
-    auto client = InferenceClient::Connect("127.0.0.1:" + std::to_string(server.port()));
+    auto client = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server.port()));
     auto stats = client->ModelStatistics(model);
     EXPECT_TRUE(stats.ok()) << stats.status();
     if (!stats.ok() || stats->model_stats_size() != 1) return {};
@@ -53,7 +54,7 @@ TEST_F(ServingWarmupTest, ReachesEveryModelBeforeReadyAndIsCountedNowhere) {
   EXPECT_EQ(report.sent, 9 + 6);
   EXPECT_EQ(report.failed, 0) << report.first_error;
   EXPECT_GT(report.elapsed_ns, 0);
-  auto client = InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  auto client = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
   EXPECT_TRUE(*client->ServerReady());
   EXPECT_TRUE(*client->ModelReady("policy_net"));
   for (const std::string model : {"policy_net", "scale_nobatch"}) {
@@ -71,7 +72,7 @@ TEST_F(ServingWarmupTest, OffSendsNothing) {
   auto server = Start(0);
   ASSERT_NE(server, nullptr);
   EXPECT_EQ(server->serving_warmup_report().sent, 0);
-  auto client = InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  auto client = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
   EXPECT_TRUE(*client->ServerReady());
 }
 

@@ -11,6 +11,7 @@
 #include "tests/server/gated_instance.h"
 #include "tests/server/scheduling_harness.h"
 #include "tests/server/shm_test_util.h"
+#include "tests/server/test_client.h"
 
 namespace chronoserve {
 namespace {
@@ -94,6 +95,7 @@ TEST_F(SharedMemoryErrorsTest, BadInputReferences) {
   (*request.mutable_inputs(0)->mutable_parameters())["shared_memory_region"].set_string_param("in");
   (*request.mutable_inputs(0)->mutable_parameters())["shared_memory_byte_size"].set_int64_param(32);
   grpc::ClientContext ctx;
+  ctx.set_deadline(testing::TestDeadline());
   inference::ModelInferResponse response;
   const grpc::Status with_raw = client().stub()->ModelInfer(&ctx, request, &response);
   EXPECT_EQ(with_raw.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -104,6 +106,7 @@ TEST_F(SharedMemoryErrorsTest, BadInputReferences) {
   auto typed_request = InferenceClient::BuildRequest("gated", {both}, typed);
   (*typed_request.mutable_inputs(0)->mutable_parameters()) = request.inputs(0).parameters();
   grpc::ClientContext ctx2;
+  ctx2.set_deadline(testing::TestDeadline());
   const grpc::Status with_typed = client().stub()->ModelInfer(&ctx2, typed_request, &response);
   EXPECT_EQ(with_typed.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(with_typed.error_message(), HasSubstr("has typed contents and shared-memory region 'in'"));
@@ -112,6 +115,7 @@ TEST_F(SharedMemoryErrorsTest, BadInputReferences) {
   auto sizeless = InferenceClient::BuildRequest("gated", {no_size}, {});
   sizeless.mutable_inputs(0)->mutable_parameters()->erase("shared_memory_byte_size");
   grpc::ClientContext ctx3;
+  ctx3.set_deadline(testing::TestDeadline());
   const grpc::Status missing_size = client().stub()->ModelInfer(&ctx3, sizeless, &response);
   EXPECT_EQ(missing_size.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(missing_size.error_message(), HasSubstr("needs 'shared_memory_byte_size'"));

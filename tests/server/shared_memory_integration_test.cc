@@ -10,6 +10,7 @@
 #include "client/inference_client.h"
 #include "common/tensor_data.h"
 #include "tests/server/shm_test_util.h"
+#include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tools/example_models.h"
 
@@ -47,7 +48,7 @@ class SharedMemoryTest : public ::testing::Test {
   }
   void SetUp() override {
     ASSERT_NE(server_, nullptr);
-    client_ = InferenceClient::Connect("127.0.0.1:" + std::to_string(server_->port()));
+    client_ = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server_->port()));
   }
   void TearDown() override {
     auto left = client_->SystemSharedMemoryStatus();
@@ -117,6 +118,7 @@ TEST_F(SharedMemoryTest, InputsAndOutputsInSharedMemoryAreByteIdenticalToRaw) {
   EXPECT_EQ(request.raw_input_contents_size(), 0) << "the input travels in shared memory only";
 
   grpc::ClientContext ctx;
+  ctx.set_deadline(testing::TestDeadline());
   inference::ModelInferResponse response;
   const grpc::Status status = client_->stub()->ModelInfer(&ctx, request, &response);
   ASSERT_TRUE(status.ok()) << status.error_message();
@@ -204,7 +206,7 @@ TEST_F(SharedMemoryTest, DisabledServerRefusesRegionsAndSaysWhy) {
   auto server = server::Server::Create(options);
   ASSERT_TRUE(server.ok());
   ASSERT_TRUE((*server)->Start().ok());
-  auto c = InferenceClient::Connect("127.0.0.1:" + std::to_string((*server)->port()));
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string((*server)->port()));
   auto metadata = c->ServerMetadata();
   ASSERT_TRUE(metadata.ok());
   EXPECT_THAT(metadata->extensions(), ::testing::Not(::testing::Contains("system_shared_memory")));

@@ -17,6 +17,7 @@
 #include "tests/protos/health.grpc.pb.h"
 #include "tests/server/gated_instance.h"
 #include "tests/server/scheduling_harness.h"
+#include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tests/server/torch_reference.h"
 #include "tools/example_models.h"
@@ -64,7 +65,7 @@ TEST_P(InProcessShutdownTest, InFlightRequestsFinishNewOnesAreRefusedAndHealthGo
   const std::string address = "127.0.0.1:" + std::to_string(server->port());
   auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
   auto health = Health::NewStub(channel);
-  auto c = client::InferenceClient::Connect(address);
+  auto c = testing::ConnectTestClient(address);
   EXPECT_EQ(Check(health.get(), ""), HealthCheckResponse::SERVING);
   EXPECT_EQ(Check(health.get(), "inference.GRPCInferenceService"), HealthCheckResponse::SERVING);
   grpc::ClientContext watch_ctx;
@@ -123,7 +124,7 @@ TEST_P(InProcessShutdownTest, ExitTimeoutEndsTheCallsStillQueuedAndShutdownRetur
   auto runtime = testing::StartGatedModel(testing::GatedSpec("gated", 4, kLongBatchWindowUs), 1, &gate);
   ASSERT_NE(runtime, nullptr);
   server->registry().Add(runtime);
-  auto c = client::InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
   PendingInfer queued(c->stub(), "gated", "Q", GatedInput(1, 41));
   ASSERT_TRUE(runtime->queue().WaitForSize(1, kWait)) << "the request waits for a fuller batch";
 
@@ -156,7 +157,7 @@ TEST(ShutdownTest, BinaryAnswersEveryAcceptedRequestOnSigtermAndExitsZero) {
   ASSERT_TRUE(binary.ok()) << binary.status();
   auto& server = *binary->process;
 
-  auto c = client::InferenceClient::Connect(binary->url);
+  auto c = testing::ConnectTestClient(binary->url);
   std::vector<client::Tensor> inputs;
   std::vector<std::unique_ptr<PendingInfer>> calls;
   for (int i = 0; i < 3; ++i) {
@@ -220,7 +221,7 @@ TEST(ShutdownTest, ASecondSignalDuringTheDrainExitsAtOnce) {
   ASSERT_TRUE(binary.ok()) << binary.status();
   auto& server = *binary->process;
 
-  auto c = client::InferenceClient::Connect(binary->url);
+  auto c = testing::ConnectTestClient(binary->url);
   std::mt19937_64 rng(43);
   client::Tensor input{"INPUT__0", DataType::kFp32, {2, 4}, RandomTensorBytes(DataType::kFp32, 8, rng)};
   const float loops = 1e9f;

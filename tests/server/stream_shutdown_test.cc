@@ -23,6 +23,7 @@
 #include "tests/client/test_server.h"
 #include "tests/server/gated_instance.h"
 #include "tests/server/scheduling_harness.h"
+#include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tools/example_models.h"
 
@@ -64,7 +65,7 @@ TEST_P(StreamDrainTest, DrainingStopsReadingAnswersAcceptedRequestsAndThenFinish
   auto runtime = testing::StartGatedModel(testing::GatedSpec("gated", 4, 0), 1, &gate);
   ASSERT_NE(runtime, nullptr);
   server->registry().Add(runtime);
-  auto c = client::InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
 
   auto busy = InferStream::Open(c->stub());
   auto idle = InferStream::Open(c->stub());
@@ -122,7 +123,7 @@ TEST_P(StreamDrainTest, AStreamKeptFullThroughTheDrainEndsLongBeforeTheExitTimeo
   options.exit_timeout_secs = 120;
   auto server = testing::StartServer(options);
   ASSERT_NE(server, nullptr);
-  auto c = client::InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
   auto stream = InferStream::Open(c->stub());
   std::mt19937_64 rng(91);
   int sent = 0;
@@ -207,7 +208,7 @@ TEST_P(ShutdownUnderLoadTest, CallsArrivingThroughShutdownAllEndAndTheServerStop
     std::vector<std::thread> clients;
     for (int t = 0; t < 2; ++t) {  // unary callers
       clients.emplace_back([&, t] {
-        auto c = client::InferenceClient::Connect(address);
+        auto c = testing::ConnectTestClient(address);
         std::mt19937_64 rng(1000 * round + t);
         client::InferOptions infer;
         infer.timeout = std::chrono::milliseconds(20'000);
@@ -224,7 +225,7 @@ TEST_P(ShutdownUnderLoadTest, CallsArrivingThroughShutdownAllEndAndTheServerStop
     }
     for (int t = 0; t < 2; ++t) {  // stream openers: each stream ends a different way
       clients.emplace_back([&, t] {
-        auto c = client::InferenceClient::Connect(address);
+        auto c = testing::ConnectTestClient(address);
         std::mt19937_64 rng(2000 * round + t);
         for (int n = 0; !stop.load(); ++n) {
           auto stream = InferStream::Open(c->stub());
@@ -268,7 +269,7 @@ TEST(StreamShutdownTest, BinaryAnswersEveryAcceptedStreamedRequestOnSigtermAndEx
   ASSERT_TRUE(started.ok()) << started.status();
   auto& server = *started->process;
 
-  auto c = client::InferenceClient::Connect(started->url);
+  auto c = testing::ConnectTestClient(started->url);
   auto stream = InferStream::Open(c->stub());
   for (int i = 0; i < 3; ++i) {
     std::mt19937_64 rng(60 + i);

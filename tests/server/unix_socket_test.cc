@@ -14,6 +14,7 @@
 
 #include "client/inference_client.h"
 #include "common/tensor_data.h"
+#include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tools/example_models.h"
 
@@ -61,8 +62,8 @@ TEST_F(UnixSocketTest, AnswersLikeTcpAndRemovesTheSocketAtShutdown) {
   auto server = testing::StartServer(options);
   ASSERT_NE(server, nullptr);
   ASSERT_TRUE(IsSocket(options.unix_socket)) << options.unix_socket;
-  auto over_unix = InferenceClient::Connect("unix:" + options.unix_socket);
-  auto over_tcp = InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  auto over_unix = testing::ConnectTestClient("unix:" + options.unix_socket);
+  auto over_tcp = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
   auto live = over_unix->ServerLive();
   ASSERT_TRUE(live.ok()) << live.status();
   EXPECT_TRUE(*live);
@@ -102,7 +103,7 @@ TEST_F(UnixSocketTest, ServingWarmupGoesThroughBothListeners) {
   ASSERT_NE(server, nullptr);
   EXPECT_EQ(server->serving_warmup_report().sent, 2 * per_listener);
   EXPECT_EQ(server->serving_warmup_report().failed, 0) << server->serving_warmup_report().first_error;
-  auto stats = InferenceClient::Connect("unix:" + options.unix_socket)->ModelStatistics("policy_net");
+  auto stats = testing::ConnectTestClient("unix:" + options.unix_socket)->ModelStatistics("policy_net");
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->model_stats(0).inference_count(), 0u) << "the warm-up is counted nowhere";
 }
@@ -120,7 +121,7 @@ TEST_F(UnixSocketTest, AStaleSocketFromAnEarlierRunIsReplaced) {
   ASSERT_TRUE(IsSocket(options.unix_socket));
   auto server = testing::StartServer(options);
   ASSERT_NE(server, nullptr);
-  auto live = InferenceClient::Connect("unix:" + options.unix_socket)->ServerLive();
+  auto live = testing::ConnectTestClient("unix:" + options.unix_socket)->ServerLive();
   ASSERT_TRUE(live.ok()) << live.status();
   EXPECT_TRUE(*live);
 }

@@ -1,0 +1,50 @@
+// ConnectTestClient: a client::InferenceClient for tests whose every call carries a deadline.
+// InferenceClient::Connect sets none (only InferOptions::timeout does), so a server that never
+// answers would hang the test, or the thread a test joins. Here the channel's default service
+// config gives every method (unary calls and ModelStreamInfer streams alike) a timeout; a shorter
+// deadline of the call's own (InferOptions::timeout, ClientContext::set_deadline) still wins.
+// Raw stubs built on this client's stub() inherit it too.
+#ifndef CHRONOSERVE_TESTS_SERVER_TEST_CLIENT_H_
+#define CHRONOSERVE_TESTS_SERVER_TEST_CLIENT_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "client/inference_client.h"
+
+namespace chronoserve::testing {
+
+// The deadline every test call gets unless it sets a shorter one.
+inline constexpr absl::Duration kTestCallTimeout = absl::Seconds(60);
+
+// As client::InferenceClient::Connect (same channel arguments), plus a `timeout` on every call.
+inline std::unique_ptr<client::InferenceClient> ConnectTestClient(const std::string& address,
+                                                                  absl::Duration timeout = kTestCallTimeout) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 << 20);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, (16 << 20) - 1);
+  // A method config whose name is {} applies to every method of every service; the timeout is a
+  // proto3 JSON Duration ("60.000s"). The channel argument is the default service config;
+  // resolution is disabled so that no resolver's config replaces it.
+  const int64_t ms = absl::ToInt64Milliseconds(timeout);
+  args.SetServiceConfigJSON(
+      absl::StrFormat(R"({"methodConfig":[{"name":[{}],"timeout":"%d.%03ds"}]})", ms / 1000, ms % 1000));
+  args.SetInt(GRPC_ARG_SERVICE_CONFIG_DISABLE_RESOLUTION, 1);
+  return std::make_unique<client::InferenceClient>(
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+}
+
+// A deadline for a raw ClientContext: ctx.set_deadline(TestDeadline()).
+inline std::chrono::system_clock::time_point TestDeadline(absl::Duration timeout = kTestCallTimeout) {
+  return absl::ToChronoTime(absl::Now() + timeout);
+}
+
+}  // namespace chronoserve::testing
+
+#endif  // CHRONOSERVE_TESTS_SERVER_TEST_CLIENT_H_
