@@ -83,7 +83,9 @@ absl::StatusOr<std::vector<double>> ParsePercentiles(absl::string_view text) {
 }
 
 std::string PercentileKey(double percentile) {
-  std::string s = absl::StrFormat("%g", percentile);
+  // 15 significant digits: every decimal of up to 15 digits reads back as itself, so two different
+  // --percentiles never share a key (%g's 6 made 99.99999 "p100" and 50.0000001 "p50").
+  std::string s = absl::StrFormat("%.15g", percentile);
   return absl::StrCat("p", absl::StrReplaceAll(s, {{".", "_"}}));
 }
 

@@ -103,7 +103,10 @@ std::vector<double> ReportedPercentiles(const std::vector<double>& requested) {
   out.push_back(50);
   out.push_back(99);
   std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
+  // One per key: values that differ only past the key's 15 digits would write the same field twice.
+  out.erase(std::unique(out.begin(), out.end(),
+                        [](double a, double b) { return PercentileKey(a) == PercentileKey(b); }),
+            out.end());
   return out;
 }
 

@@ -87,6 +87,11 @@ TEST(BenchOptionsTest, ParsesShapesAndPercentiles) {
   EXPECT_EQ(PercentileKey(99.9), "p99_9");
   EXPECT_EQ(PercentileKey(50), "p50");
   EXPECT_EQ(PercentileKey(99.99), "p99_99");
+  // Any value --percentiles takes keeps its own key: 6 significant digits made these "p100", "p50".
+  EXPECT_EQ(PercentileKey(99.99999), "p99_99999");
+  EXPECT_EQ(PercentileKey(50.0000001), "p50_0000001");
+  EXPECT_EQ(PercentileKey(*ParsePercentiles("99.9")->begin()), "p99_9") << "no binary noise in the key";
+  EXPECT_EQ(PercentileKey(100), "p100");
 }
 
 TEST(BenchFlagsTest, DefaultsToClosedLoopConcurrencyOne) {

@@ -1,6 +1,8 @@
 // JSON / CSV schema, the stability rule, the saturation rule and the recorder's error handling,
 // on synthetic measurements (no server).
 #include <algorithm>
+#include <cmath>
+#include <set>
 #include <optional>
 #include <random>
 #include <string>
@@ -112,6 +114,22 @@ TEST(ReportTest, TablePercentilesAreReportedBesideTheRequestedOnes) {
   for (const char* column : {"e2e_p50_us", "e2e_p90_us", "e2e_p99_us", "e2e_p99_9_us"}) {
     EXPECT_NE(std::find(header.begin(), header.end(), column), header.end()) << column;
   }
+}
+
+// Percentiles close to others keep their own field, and values sharing a key are reported once.
+TEST(ReportTest, NearbyPercentilesGetDistinctKeysAndSharedKeysOneField) {
+  const std::vector<double> reported = ReportedPercentiles({std::nextafter(50.0, 100.0), 50.0000001, 99.99999});
+  std::vector<std::string> keys;
+  for (double p : reported) keys.push_back(PercentileKey(p));
+  EXPECT_EQ(keys, (std::vector<std::string>{"p50", "p50_0000001", "p99", "p99_99999"}));
+  BenchReport report = MakeReport(LoadMode::kConcurrency);
+  report.percentiles = {50.0000001, 99.99999};
+  const nlohmann::json json = ReportToJson(report);
+  testing::ExpectLatencySummary(json["runs"][0]["latency_us"]["e2e"], "e2e", keys);
+  EXPECT_FALSE(json["runs"][0]["latency_us"]["e2e"].contains("p100")) << "99.99999 is not p100";
+  const std::string csv = ReportToCsv(report);
+  const std::vector<std::string> header = absl::StrSplit(csv.substr(0, csv.find('\n')), ',');
+  EXPECT_EQ(std::set<std::string>(header.begin(), header.end()).size(), header.size()) << "a column twice";
 }
 
 TEST(ReportTest, AbsentSpansAreNullNotZero) {
