@@ -82,8 +82,8 @@ void LiveStateCollector::CollectQueues(std::vector<MetricFamily>* out) const {
 void LiveStateCollector::CollectWorkers(std::vector<MetricFamily>* out) const {
   if (registry_ == nullptr) return;
   MetricFamily seconds = Family("chronoserve_worker_seconds_total",
-                                "Worker thread time by phase: wait (for requests) or busy (take, execute, launch, "
-                                "finish, complete, keep_warm); together the phases cover the thread's wall time",
+                                "Worker thread time by phase: wait (for requests) or busy (take, execute, gather, "
+                                "launch, finish, complete, keep_warm); together the phases cover the thread's wall time",
                                 MetricType::Counter);
   MetricFamily keep_warm = Family("chronoserve_keep_warm_runs_total",
                                   "Keep-warm runs of the model while its worker was idle", MetricType::Counter);
