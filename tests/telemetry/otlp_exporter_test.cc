@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/time/clock.h"
 #include "common/otlp/batch_span_processor.h"
 #include "common/otlp/otlp_encoder.h"
@@ -223,13 +224,18 @@ TEST(OtlpExporterTest, TimeoutBoundsEachAttempt) {
 }
 
 TEST(OtlpExporterTest, ReceiverDownCostsBoundedCountedDropsAndNoStall) {
-  // A port nobody listens on: start a receiver to learn a free port, then stop it.
-  int dead_port = 0;
-  {
-    auto receiver = OtlpTestReceiver::Start();
-    ASSERT_TRUE(receiver.ok()) << receiver.status();
-    dead_port = (*receiver)->port();
-  }
+  // A port nobody listens on: a socket bound (so no parallel test can take the port) but not
+  // listening, so connections are refused; it stays bound for the whole test.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  absl::Cleanup close_fd = [fd] { close(fd); };
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int dead_port = ntohs(addr.sin_port);
   auto exporter = OtlpGrpcExporter::Create(Options("127.0.0.1:" + std::to_string(dead_port)));
   ASSERT_TRUE(exporter.ok());
   BatchSpanProcessorOptions options;
@@ -246,8 +252,11 @@ TEST(OtlpExporterTest, ReceiverDownCostsBoundedCountedDropsAndNoStall) {
     processor.OnEnd(std::move(spans));
     worst = std::max(worst, absl::Now() - t0);
   }
-  EXPECT_LT(worst, absl::Milliseconds(50)) << "OnEnd waited on the exporter";
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  // The total bounds the waiting (5000 calls in 5 s); one call is only bounded loosely, below an
+  // export attempt's 10 s timeout: on a loaded 2-core machine a single call can be descheduled for
+  // far longer than the 50 ms this once required.
+  EXPECT_LT(worst, absl::Seconds(2)) << "OnEnd waited on the exporter";
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "OnEnd waited on the exporter";
   processor.Shutdown(absl::Now() + absl::Milliseconds(500));
   EXPECT_LT(absl::Now() - start, absl::Seconds(15)) << "shutdown ignored its deadline";
   const SpanProcessorStats s = processor.stats();
