@@ -49,10 +49,44 @@ absl::Status PackValues(const ModelSpec& spec, const std::string& tensor,
   return absl::OkStatus();
 }
 
+// The InferTensorContents field that carries `dtype` ("" when none does), as KServe v2 assigns them.
+const char* TypedContentsField(DataType dtype) {
+  switch (dtype) {
+    case DataType::kBool: return "bool_contents";
+    case DataType::kInt8: case DataType::kInt16: case DataType::kInt32: return "int_contents";
+    case DataType::kInt64: return "int64_contents";
+    case DataType::kUint8: case DataType::kUint16: case DataType::kUint32: return "uint_contents";
+    case DataType::kUint64: return "uint64_contents";
+    case DataType::kFp32: return "fp32_contents";
+    case DataType::kFp64: return "fp64_contents";
+    default: return "";
+  }
+}
+
+// Every non-empty *_contents field but `expected` refused: values in another field would be dropped
+// (or, alone, read as an empty tensor), so the error names the field the datatype takes.
+absl::Status CheckOnlyExpectedContents(const ModelSpec& spec, const InputProto& proto, DataType dtype) {
+  const auto& c = proto.contents();
+  const std::pair<const char*, int> fields[] = {
+      {"bool_contents", c.bool_contents_size()},   {"int_contents", c.int_contents_size()},
+      {"int64_contents", c.int64_contents_size()}, {"uint_contents", c.uint_contents_size()},
+      {"uint64_contents", c.uint64_contents_size()}, {"fp32_contents", c.fp32_contents_size()},
+      {"fp64_contents", c.fp64_contents_size()},   {"bytes_contents", c.bytes_contents_size()},
+  };
+  const std::string expected = TypedContentsField(dtype);
+  for (const auto& [field, count] : fields) {
+    if (count == 0 || field == expected) continue;
+    return Invalid(spec, proto.name(), absl::StrCat(DataTypeName(dtype), " takes ", expected, ", but ", field,
+                                                    " holds ", count, " values; send them in ", expected));
+  }
+  return absl::OkStatus();
+}
+
 // Typed contents -> row-major bytes the tensor owns (InputTensor::Own); the count must match the shape.
 absl::Status ConvertTypedContents(const ModelSpec& spec, const InputProto& proto, int64_t elements,
                                   InputTensor& in) {
   const auto& c = proto.contents();
+  if (TypedContentsField(in.dtype)[0] != '\0') RETURN_IF_ERROR(CheckOnlyExpectedContents(spec, proto, in.dtype));
   std::string out;
   int64_t count = 0;
   absl::Status status;
@@ -74,8 +108,9 @@ absl::Status ConvertTypedContents(const ModelSpec& spec, const InputProto& proto
   }
   RETURN_IF_ERROR(status);
   if (count != elements) {
-    return Invalid(spec, proto.name(), absl::StrCat("contents hold ", count, " elements, shape ",
-                                                    ShapeString(in.shape), " needs ", elements));
+    return Invalid(spec, proto.name(), absl::StrCat("contents hold ", count, " elements (", TypedContentsField(in.dtype),
+                                                    "), ", DataTypeName(in.dtype), " ", ShapeString(in.shape),
+                                                    " needs ", elements));
   }
   in.Own(std::move(out));
   return absl::OkStatus();

@@ -1,0 +1,92 @@
+// Typed contents (InferTensorContents) in the field KServe v2 assigns the input's datatype, and
+// only there: values in another field are refused naming the field the datatype takes, instead of
+// a count of 0 or values silently dropped. BuildInferRequest on its own (no server).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "server/grpc/request_builder.h"
+
+namespace chronoserve::server {
+namespace {
+using ::testing::HasSubstr;
+
+ModelSpec Spec() {
+  ModelSpec spec;
+  spec.name = "typed";
+  spec.version = 1;
+  spec.max_batch_size = 4;
+  spec.inputs = {{"INPUT__0", DataType::kFp32, {2}}, {"INPUT__1", DataType::kInt64, {1}}};
+  spec.outputs = {{"OUTPUT__0", DataType::kFp32, {2}}};
+  return spec;
+}
+
+// One item: INPUT__0 FP32 [1,2] = {1.5, -2.25} in fp32_contents, INPUT__1 INT64 [1,1] = {7}.
+inference::ModelInferRequest Request() {
+  inference::ModelInferRequest r;
+  r.set_model_name("typed");
+  auto* a = r.add_inputs();
+  a->set_name("INPUT__0");
+  a->set_datatype("FP32");
+  a->add_shape(1);
+  a->add_shape(2);
+  a->mutable_contents()->add_fp32_contents(1.5f);
+  a->mutable_contents()->add_fp32_contents(-2.25f);
+  auto* b = r.add_inputs();
+  b->set_name("INPUT__1");
+  b->set_datatype("INT64");
+  b->add_shape(1);
+  b->add_shape(1);
+  b->mutable_contents()->add_int64_contents(7);
+  return r;
+}
+
+absl::Status Build(const inference::ModelInferRequest& request) {
+  inference::ModelInferResponse response;
+  return BuildInferRequest(Spec(), request, &response).status();
+}
+
+TEST(TypedContentsTest, ValuesInTheFieldOfTheDatatypeAreAccepted) {
+  inference::ModelInferResponse response;
+  auto built = BuildInferRequest(Spec(), Request(), &response);
+  ASSERT_TRUE(built.ok()) << built.status();
+  float second;
+  std::memcpy(&second, (*built)->inputs[0].data + 4, 4);
+  EXPECT_EQ(second, -2.25f);
+  int64_t id;
+  std::memcpy(&id, (*built)->inputs[1].data, 8);
+  EXPECT_EQ(id, 7);
+}
+
+TEST(TypedContentsTest, AnInputInTheWrongFieldNamesTheFieldItsDatatypeTakes) {
+  inference::ModelInferRequest request = Request();
+  auto* contents = request.mutable_inputs(0)->mutable_contents();
+  contents->clear_fp32_contents();
+  contents->add_int_contents(3);
+  contents->add_int_contents(-4);
+  const absl::Status status = Build(request);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(), HasSubstr("model 'typed' input 'INPUT__0'"));
+  EXPECT_THAT(status.message(), HasSubstr("FP32 takes fp32_contents, but int_contents holds 2 values"));
+}
+
+TEST(TypedContentsTest, ValuesInASecondFieldBesideTheRightOneAreRefusedNotDropped) {
+  inference::ModelInferRequest request = Request();
+  request.mutable_inputs(1)->mutable_contents()->add_fp64_contents(9.5);
+  const absl::Status status = Build(request);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(), HasSubstr("model 'typed' input 'INPUT__1'"));
+  EXPECT_THAT(status.message(), HasSubstr("INT64 takes int64_contents, but fp64_contents holds 1 values"));
+}
+
+TEST(TypedContentsTest, ACountThatDoesNotMatchTheShapeNamesTheField) {
+  inference::ModelInferRequest request = Request();
+  request.mutable_inputs(0)->mutable_contents()->add_fp32_contents(8.0f);
+  const absl::Status status = Build(request);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(), HasSubstr("contents hold 3 elements (fp32_contents), FP32 [1,2] needs 2"));
+}
+
+}  // namespace
+}  // namespace chronoserve::server
