@@ -17,21 +17,30 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
-std::unique_ptr<InferenceClient> InferenceClient::Connect(const std::string& address) {
+std::unique_ptr<InferenceClient> InferenceClient::Connect(const std::string& address,
+                                                          std::optional<std::chrono::milliseconds> default_timeout) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
   args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 << 20);
   args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, (16 << 20) - 1);
   return std::make_unique<InferenceClient>(
-      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args), default_timeout);
 }
 
-InferenceClient::InferenceClient(std::shared_ptr<grpc::Channel> channel)
-    : channel_(std::move(channel)), stub_(inference::GRPCInferenceService::NewStub(channel_)) {}
+InferenceClient::InferenceClient(std::shared_ptr<grpc::Channel> channel,
+                                 std::optional<std::chrono::milliseconds> default_timeout)
+    : channel_(std::move(channel)),
+      default_timeout_(default_timeout),
+      stub_(inference::GRPCInferenceService::NewStub(channel_)) {}
+
+void InferenceClient::ApplyDefaultTimeout(grpc::ClientContext* ctx) const {
+  if (default_timeout_.has_value()) ctx->set_deadline(std::chrono::system_clock::now() + *default_timeout_);
+}
 
 absl::StatusOr<bool> InferenceClient::ServerLive() {
   grpc::ClientContext ctx;
+  ApplyDefaultTimeout(&ctx);
   inference::ServerLiveResponse response;
   RETURN_IF_ERROR(FromGrpcStatus(stub_->ServerLive(&ctx, {}, &response)));
   return response.live();
@@ -39,6 +48,7 @@ absl::StatusOr<bool> InferenceClient::ServerLive() {
 
 absl::StatusOr<bool> InferenceClient::ServerReady() {
   grpc::ClientContext ctx;
+  ApplyDefaultTimeout(&ctx);
   inference::ServerReadyResponse response;
   RETURN_IF_ERROR(FromGrpcStatus(stub_->ServerReady(&ctx, {}, &response)));
   return response.ready();
@@ -46,6 +56,7 @@ absl::StatusOr<bool> InferenceClient::ServerReady() {
 
 absl::StatusOr<bool> InferenceClient::ModelReady(const std::string& model, const std::string& version) {
   grpc::ClientContext ctx;
+  ApplyDefaultTimeout(&ctx);
   inference::ModelReadyRequest request;
   request.set_name(model);
   request.set_version(version);
@@ -56,6 +67,7 @@ absl::StatusOr<bool> InferenceClient::ModelReady(const std::string& model, const
 
 absl::StatusOr<inference::ServerMetadataResponse> InferenceClient::ServerMetadata() {
   grpc::ClientContext ctx;
+  ApplyDefaultTimeout(&ctx);
   inference::ServerMetadataResponse response;
   RETURN_IF_ERROR(FromGrpcStatus(stub_->ServerMetadata(&ctx, {}, &response)));
   return response;
@@ -64,6 +76,7 @@ absl::StatusOr<inference::ServerMetadataResponse> InferenceClient::ServerMetadat
 absl::StatusOr<inference::ModelMetadataResponse> InferenceClient::ModelMetadata(const std::string& model,
                                                                                 const std::string& version) {
   grpc::ClientContext ctx;
+  ApplyDefaultTimeout(&ctx);
   inference::ModelMetadataRequest request;
   request.set_name(model);
   request.set_version(version);
@@ -74,6 +87,7 @@ absl::StatusOr<inference::ModelMetadataResponse> InferenceClient::ModelMetadata(
 
 absl::StatusOr<inference::ModelStatisticsResponse> InferenceClient::ModelStatistics(const std::string& model) {
   grpc::ClientContext ctx;
+  ApplyDefaultTimeout(&ctx);
   inference::ModelStatisticsRequest request;
   request.set_name(model);
   inference::ModelStatisticsResponse response;
@@ -84,6 +98,7 @@ absl::StatusOr<inference::ModelStatisticsResponse> InferenceClient::ModelStatist
 absl::Status InferenceClient::RegisterSystemSharedMemory(const std::string& name, const std::string& key,
                                                          size_t byte_size, size_t offset) {
   grpc::ClientContext ctx;
+  ApplyDefaultTimeout(&ctx);
   inference::SystemSharedMemoryRegisterRequest request;
   request.set_name(name);
   request.set_key(key);
@@ -95,6 +110,7 @@ absl::Status InferenceClient::RegisterSystemSharedMemory(const std::string& name
 
 absl::Status InferenceClient::UnregisterSystemSharedMemory(const std::string& name) {
   grpc::ClientContext ctx;
+  ApplyDefaultTimeout(&ctx);
   inference::SystemSharedMemoryUnregisterRequest request;
   request.set_name(name);
   inference::SystemSharedMemoryUnregisterResponse response;
@@ -104,6 +120,7 @@ absl::Status InferenceClient::UnregisterSystemSharedMemory(const std::string& na
 absl::StatusOr<inference::SystemSharedMemoryStatusResponse> InferenceClient::SystemSharedMemoryStatus(
     const std::string& name) {
   grpc::ClientContext ctx;
+  ApplyDefaultTimeout(&ctx);
   inference::SystemSharedMemoryStatusRequest request;
   request.set_name(name);
   inference::SystemSharedMemoryStatusResponse response;
@@ -248,6 +265,7 @@ absl::StatusOr<InferResult> InferenceClient::Infer(const std::string& model,
                                                    const InferOptions& options) {
   const inference::ModelInferRequest request = BuildRequest(model, inputs, options);
   grpc::ClientContext ctx;
+  ApplyDefaultTimeout(&ctx);
   if (options.timeout.has_value()) ctx.set_deadline(std::chrono::system_clock::now() + *options.timeout);
   for (const auto& [key, value] : options.metadata) ctx.AddMetadata(key, value);
   inference::ModelInferResponse response;

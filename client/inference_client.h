@@ -60,9 +60,12 @@ struct InferResult {
 
 class InferenceClient {
  public:
-  // An insecure channel to HOST:PORT (created lazily by gRPC).
-  static std::unique_ptr<InferenceClient> Connect(const std::string& address);
-  explicit InferenceClient(std::shared_ptr<grpc::Channel> channel);
+  // An insecure channel to HOST:PORT (created lazily by gRPC). `default_timeout` set: the deadline
+  // of every call that sets none (all but an Infer with InferOptions::timeout); unset: no deadline.
+  static std::unique_ptr<InferenceClient> Connect(
+      const std::string& address, std::optional<std::chrono::milliseconds> default_timeout = std::nullopt);
+  explicit InferenceClient(std::shared_ptr<grpc::Channel> channel,
+                           std::optional<std::chrono::milliseconds> default_timeout = std::nullopt);
 
   absl::StatusOr<bool> ServerLive();
   absl::StatusOr<bool> ServerReady();
@@ -98,7 +101,11 @@ class InferenceClient {
   inference::GRPCInferenceService::Stub* stub() { return stub_.get(); }
 
  private:
+  // Sets the default deadline on a fresh call's context, when there is one.
+  void ApplyDefaultTimeout(grpc::ClientContext* ctx) const;
+
   std::shared_ptr<grpc::Channel> channel_;
+  const std::optional<std::chrono::milliseconds> default_timeout_;
   std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
 };
 

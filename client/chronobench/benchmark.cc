@@ -108,8 +108,13 @@ absl::Status Benchmark::Connect() {
     }
     stubs_.emplace_back(ch);
   }
-  InferenceClient client(channels_[0]);
+  // A server that accepts the connection but answers nothing must not hang chronobench here.
+  InferenceClient client(channels_[0], kConnectTimeout);
   auto live = client.ServerLive();
+  if (live.status().code() == absl::StatusCode::kDeadlineExceeded) {
+    return absl::DeadlineExceededError(absl::StrCat(url, " accepted the connection but did not answer ServerLive within ",
+                                                    kConnectTimeout.count(), " s (a stuck server?)"));
+  }
   if (!live.ok()) return absl::UnavailableError(absl::StrCat(url, " is not a KServe v2 server: ", live.status().message()));
   ASSIGN_OR_RETURN(server_metadata_, client.ServerMetadata());
   const std::string& version = options_.target.model_version;

@@ -15,6 +15,7 @@
 
 #include "client/chronobench/benchmark.h"
 #include "client/chronobench/trial_runner.h"
+#include "client/inference_client.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"
 #include "tests/client/mlp_target.h"
@@ -100,6 +101,33 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<StuckCase>& info) {
       return std::string(info.param.streaming ? "StreamedInWindow" : "UnaryInWarmup");
     });
+
+// The calls chronobench makes while connecting (ServerLive, ServerMetadata, ModelMetadata,
+// ModelReady) go through an InferenceClient with a default deadline (chronobench: its 10 s connect
+// timeout; here 300 ms): a server that accepted the connection but answers nothing fails each with
+// DEADLINE_EXCEEDED instead of hanging; once it answers again, the same client works.
+TEST(StuckServerConnectTest, CallsWithoutTheirOwnDeadlineGetTheClientsDefault) {
+  absl::StatusOr<MlpTarget> target = StartMlpTarget("chronobench_stuck_connect", /*seed=*/13);
+  ASSERT_TRUE(target.ok()) << target.status();
+  auto channel = MakeDistinctChannels(target->server.url, 1)[0];
+  ASSERT_TRUE(channel->WaitForConnected(std::chrono::system_clock::now() + kWait));
+  InferenceClient client(channel, std::chrono::milliseconds(300));
+  target->server.process->Signal(SIGSTOP);
+  auto calls = std::async(std::launch::async, [&] {
+    return std::vector<absl::Status>{client.ServerLive().status(), client.ServerMetadata().status(),
+                                     client.ModelMetadata("mlp").status(), client.ModelReady("mlp").status()};
+  });
+  const bool returned = calls.wait_for(kWait) == std::future_status::ready;
+  target->server.process->Signal(SIGCONT);
+  ASSERT_TRUE(returned) << "a call without a deadline of its own waited for ever";  // SIGCONT lets it return
+  const std::vector<absl::Status> statuses = calls.get();
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    EXPECT_EQ(statuses[i].code(), absl::StatusCode::kDeadlineExceeded) << "call " << i << ": " << statuses[i];
+  }
+  absl::StatusOr<bool> live = client.ServerLive();
+  ASSERT_TRUE(live.ok()) << live.status();
+  EXPECT_TRUE(*live);
+}
 
 }  // namespace
 }  // namespace chronoserve::client::bench
