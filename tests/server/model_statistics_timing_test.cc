@@ -128,5 +128,57 @@ TEST(ModelStatisticsTimingTest, DurationsAreTheSumsOfTheResponsesTimings) {
   EXPECT_EQ(batch_after.compute_output().ns() - batch_before.compute_output().ns(), sums.compute_output);
 }
 
+// With --request-timing off the responses carry no timing, so nothing can be summed exactly: the
+// statistics count every request and batch, keep the host-clock figures (success, queue) within what
+// the client saw (each server_total lies inside its call's e2e), and leave every device-derived
+// figure empty rather than partial.
+TEST(ModelStatisticsTimingTest, WithRequestTimingOffOnlyHostFiguresAreRecorded) {
+  testing::TempDir repo("cs_stats_untimed");
+  examples::ModelOptions mlp;
+  mlp.max_batch_size = 8;
+  mlp.instance_kind = "KIND_CPU";
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.request_timing = false;
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto client = InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+
+  auto before = Statistics(*client, "mlp");
+  ASSERT_TRUE(before.ok()) << before.status();
+  constexpr int kRequests = 8;
+  std::mt19937 rng(20261126);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  uint64_t e2e_sum = 0;
+  for (int i = 0; i < kRequests; ++i) {
+    std::vector<float> values(64);
+    for (float& v : values) v = dist(rng);
+    Tensor input{"INPUT__0", DataType::kFp32, {1, 64},
+                 std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float))};
+    client::InferOptions call;
+    call.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(kRpcTimeout);
+    auto result = client->Infer("mlp", {input}, call);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_FALSE(result->timing.has_value()) << "--request-timing off: no timing parameters";
+    ASSERT_GT(result->e2e_ns, 0);
+    e2e_sum += static_cast<uint64_t>(result->e2e_ns);
+  }
+  auto after = Statistics(*client, "mlp");
+  ASSERT_TRUE(after.ok()) << after.status();
+  const auto& a = after->inference_stats();
+  const auto& b = before->inference_stats();
+  EXPECT_EQ(after->inference_count() - before->inference_count(), uint64_t{kRequests});
+  EXPECT_EQ(after->execution_count() - before->execution_count(), uint64_t{kRequests});
+  EXPECT_EQ(a.success().count() - b.success().count(), uint64_t{kRequests});
+  EXPECT_EQ(a.queue().count() - b.queue().count(), uint64_t{kRequests});
+  EXPECT_GT(a.success().ns() - b.success().ns(), 0u);
+  EXPECT_LE(a.success().ns() - b.success().ns(), e2e_sum) << "each server_total lies inside its call";
+  EXPECT_LE(a.queue().ns() - b.queue().ns(), a.success().ns() - b.success().ns());
+  EXPECT_EQ(a.compute_input().count(), 0u);
+  EXPECT_EQ(a.compute_infer().count(), 0u);
+  EXPECT_EQ(a.compute_output().count(), 0u);
+  EXPECT_EQ(after->batch_stats_size(), 0) << "no per-batch-size durations without the device spans";
+}
+
 }  // namespace
 }  // namespace chronoserve
