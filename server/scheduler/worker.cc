@@ -154,6 +154,7 @@ absl::Status Worker::Start(const HostPolicy& policy) {
   });
   running.WaitForNotification();
   if (!placed.ok()) {
+    thread_.join();  // it serves nothing: gone before the load's failure is reported
     return absl::Status(placed.code(), absl::StrCat("model '", model_, "' worker ", index_, ": ", placed.message()));
   }
   if (!policy.cpu_cores.empty()) {

@@ -63,7 +63,8 @@ TEST(ProfileCommandTest, VariableDimsNeedShapeFlags) {
       << with_shape->second;
 
   std::vector<std::string> bad = base;
-  for (const char* flag : {"--shape", "INPUT__0:0", repo.path().c_str()}) bad.push_back(flag);
+  for (const char* flag : {"--shape", "INPUT__0:0"}) bad.push_back(flag);
+  bad.push_back(repo.path());  // path() returns a copy: its c_str() in the list above would dangle
   auto bad_shape = testing::RunProgram(bad, absl::Seconds(120));
   ASSERT_TRUE(bad_shape.ok()) << bad_shape.status();
   EXPECT_EQ(bad_shape->first, 2) << "a bad flag exits 2: " << bad_shape->second;
