@@ -98,6 +98,7 @@ class InferRequest {
   absl::Status status;  // final status, set before Complete()
   Completion on_complete;
   bool synthetic = false;  // warm-up traffic: never counted in statistics
+  bool streamed = false;   // arrived on a ModelStreamInfer stream (its server span says so)
   // What the input views and raw output destinations point into (shared-memory regions): held
   // until the request is destroyed, so unregistering a region never unmaps bytes still in use.
   std::vector<std::shared_ptr<const void>> keep_alive;

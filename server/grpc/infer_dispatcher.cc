@@ -145,6 +145,7 @@ absl::Status InferDispatcher::Enqueue(BuiltRequest built, inference::ModelInferR
                                       Respond respond) {
   ModelRuntime* model = built.model.get();
   std::unique_ptr<InferRequest>& infer = built.request;
+  r.streamed = info.streamed;
   // The runtime outlives its queued requests (ModelRuntime::Stop drains the queue first).
   infer->on_complete = [this, model, response, respond = std::move(respond)](std::unique_ptr<InferRequest> r) {
     Complete(model, response, respond, std::move(r));

@@ -49,6 +49,7 @@ struct CallInfo {
   std::string tracestate;
   std::shared_ptr<CancelFlag> cancelled;  // set by the transport when the client goes away
   bool synthetic = false;   // the server's own serving warm-up (serving_warmup.h): counted nowhere
+  bool streamed = false;    // a message of a ModelStreamInfer stream, not a unary ModelInfer call
 };
 
 // A request that passed validation, not yet queued.

@@ -131,6 +131,7 @@ CallInfo StreamInferReactor<Call>::InfoFor(const inference::ModelInferRequest& r
   }
   info.cancelled = cancelled_flag_;
   info.synthetic = call_.synthetic;
+  info.streamed = true;
   return info;
 }
 

@@ -95,10 +95,13 @@ bool IsServerError(absl::StatusCode code) {
   }
 }
 
+// The RPC that carried the request: one message of a stream, or a unary call.
+const char* RpcMethod(const InferRequest& request) { return request.streamed ? "ModelStreamInfer" : "ModelInfer"; }
+
 void AddServerAttributes(const InferRequest& request, const absl::Status& status, SpanData* span) {
   span->attributes.push_back({"rpc.system", std::string("grpc")});
   span->attributes.push_back({"rpc.service", std::string("inference.GRPCInferenceService")});
-  span->attributes.push_back({"rpc.method", std::string("ModelInfer")});
+  span->attributes.push_back({"rpc.method", std::string(RpcMethod(request))});
   span->attributes.push_back({"rpc.grpc.status_code", static_cast<int64_t>(status.code())});
   if (!request.id.empty()) span->attributes.push_back({"chronoserve.request.id", request.id});
   span->attributes.push_back({"chronoserve.request.items", request.batch_items});
@@ -151,7 +154,7 @@ std::vector<SpanData> BuildRequestSpans(const ModelSpec& spec, const InferReques
   SpanMaker maker(ids, wall_offset_ns, server);
   std::vector<SpanData> spans;
   spans.reserve(1 + kMaxChildSpans);
-  spans.push_back(maker.Server(absl::StrCat("ModelInfer ", spec.name)));
+  spans.push_back(maker.Server(absl::StrCat(RpcMethod(request), " ", spec.name)));
   spans.back().attributes = common;
   AddServerAttributes(request, status, &spans.back());
 

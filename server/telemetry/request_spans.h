@@ -1,5 +1,6 @@
 // BuildRequestSpans: turns one finished request into its OTLP spans — a SERVER span named
-// "ModelInfer <model>" (the caller's child when a valid traceparent came in) and INTERNAL children
+// "ModelInfer <model>" ("ModelStreamInfer <model>" for a message of a stream; the caller's child
+// when a valid traceparent came in) and INTERNAL children
 // queue, input_stage, h2d, compute, d2h, output_stage, as ../shared/TIMING.md defines them.
 // Host spans come straight from the steady-clock stamps; GPU spans (event deltas) are laid out
 // backwards from the moment the host observed the device work done (BatchTiming::gpu_done_ns):
