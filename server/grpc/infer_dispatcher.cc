@@ -125,7 +125,15 @@ absl::StatusOr<BuiltRequest> InferDispatcher::Build(const inference::ModelInferR
   auto params = infer.ok() ? ParseRequestParameters(built.model->spec(), request)
                            : absl::StatusOr<RequestParameters>(infer.status());
   if (!params.ok()) {
-    RefuseBeforeQueue(*built.model, nullptr, info.synthetic, info.received_ns, params.status(),
+    // What telemetry needs of a refused request (its server span, its duration), not the request.
+    InferRequest refused;
+    refused.id = request.id();
+    refused.timeline.received_ns = info.received_ns;
+    refused.traceparent = std::move(info.traceparent);
+    refused.tracestate = std::move(info.tracestate);
+    refused.synthetic = info.synthetic;
+    refused.streamed = info.streamed;
+    RefuseBeforeQueue(*built.model, &refused, info.synthetic, info.received_ns, params.status(),
                       ModelStats::Failure::kOther);
     return params.status();
   }
@@ -137,6 +145,7 @@ absl::StatusOr<BuiltRequest> InferDispatcher::Build(const inference::ModelInferR
   r.tracestate = std::move(info.tracestate);
   r.cancelled = info.cancelled != nullptr ? std::move(info.cancelled) : std::make_shared<CancelFlag>();
   r.synthetic = info.synthetic;
+  r.streamed = info.streamed;
   built.model->StageInputs(r);  // on this thread, while the input bytes are in its cache
   return built;
 }
@@ -145,7 +154,6 @@ absl::Status InferDispatcher::Enqueue(BuiltRequest built, inference::ModelInferR
                                       Respond respond) {
   ModelRuntime* model = built.model.get();
   std::unique_ptr<InferRequest>& infer = built.request;
-  r.streamed = info.streamed;
   // The runtime outlives its queued requests (ModelRuntime::Stop drains the queue first).
   infer->on_complete = [this, model, response, respond = std::move(respond)](std::unique_ptr<InferRequest> r) {
     Complete(model, response, respond, std::move(r));

@@ -107,7 +107,8 @@ class InferDispatcher {
   void Complete(ModelRuntime* model, inference::ModelInferResponse* response, const Respond& respond,
                 std::unique_ptr<InferRequest> request);
   // A request for a known model refused before it was queued: statistics and the observer (none for
-  // a synthetic one; `request` may be null when it was never built).
+  // a synthetic one). `request` is the built request, or, refused while validated, one holding only
+  // its id, receipt stamp, trace context and transport.
   void RefuseBeforeQueue(ModelRuntime& model, const InferRequest* request, bool synthetic, int64_t received_ns,
                          const absl::Status& status, ModelStats::Failure reason);
   void Answered();

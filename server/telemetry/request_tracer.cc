@@ -33,7 +33,8 @@ SpanId NewSpanId() { return RandomNonZeroId<SpanId>(); }
 
 void RequestTracer::OnRequestDone(const ModelSpec& spec, const InferRequest* request,
                                   const RequestTiming& timing, const absl::Status& status) {
-  // Requests refused before they were queued have no timeline; warm-up traffic is not a request.
+  // A request refused before validation (no known model) has no request; one refused while being
+  // validated has its receipt stamp and trace context; warm-up traffic is not a request.
   if (request == nullptr || request->synthetic || request->timeline.received_ns <= 0) return;
   std::optional<TraceParent> parent;
   if (!request->traceparent.empty()) {

@@ -1,5 +1,7 @@
 // The server span of a request over real gRPC names the RPC that carried it ("ModelInfer <model>"
-// or, for a message of a stream, "ModelStreamInfer <model>", and rpc.method alike). The real InferenceService on 127.0.0.1 with the RequestTracer as its observer (sampler
+// or, for a message of a stream, "ModelStreamInfer <model>", and rpc.method alike), and a request
+// refused while it was validated still gets its server span, in the caller's trace, with its status
+// code. The real InferenceService on 127.0.0.1 with the RequestTracer as its observer (sampler
 // always_on) exporting into memory; a Gated fake model (tests/server/gated_instance.h). Every wait
 // and RPC has a deadline that fails the test.
 #include <gmock/gmock.h>
@@ -7,6 +9,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,6 +72,16 @@ class CountingTracer final : public server::RequestObserver {
   absl::Mutex mu_;
   int done_ ABSL_GUARDED_BY(mu_) = 0;
 };
+
+std::string Hex(const uint8_t* bytes, size_t n) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    out.push_back(kDigits[bytes[i] >> 4]);
+    out.push_back(kDigits[bytes[i] & 15]);
+  }
+  return out;
+}
 
 const otlp::AttributeValue* Find(const SpanData& span, const std::string& key) {
   for (const auto& a : span.attributes) {
@@ -176,6 +189,43 @@ TEST_F(RequestSpanTransportTest, TheServerSpanNamesTheRpcThatCarriedTheRequest) 
   EXPECT_EQ(std::get<std::string>(*Find(*unary, "rpc.method")), "ModelInfer");
   EXPECT_EQ(streamed->name, "ModelStreamInfer traced");
   EXPECT_EQ(std::get<std::string>(*Find(*streamed, "rpc.method")), "ModelStreamInfer");
+}
+
+TEST_F(RequestSpanTransportTest, ARequestRefusedWhileValidatedHasItsServerSpanInTheCallersTrace) {
+  // Unary: 5 items for a model whose max_batch_size is 4.
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + kWait));
+    ctx.AddMetadata("traceparent", absl::StrCat("00-", kTraceId, "-", kCallerSpan, "-01"));
+    inference::ModelInferResponse response;
+    const grpc::Status refused = client_->stub()->ModelInfer(&ctx, Request("too-big", 5, false), &response);
+    ASSERT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << refused.error_message();
+  }
+  // Streamed, its trace context in its own parameters.
+  auto stream = client::InferStream::Open(client_->stub());
+  ASSERT_TRUE(stream->Send(Request("too-big-streamed", 5, true)));
+  auto answer = stream->Next(kWait);
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(client::InferStream::Decode(answer->message).status().code(), absl::StatusCode::kInvalidArgument);
+  stream->CloseSend();
+  ASSERT_TRUE(stream->Finish(kWait).has_value());
+
+  const std::vector<SpanData> spans = SpansAfter(2);
+  for (const auto& [id, name] : std::map<std::string, std::string>{{"too-big", "ModelInfer traced"},
+                                                                   {"too-big-streamed", "ModelStreamInfer traced"}}) {
+    SCOPED_TRACE(id);
+    const SpanData* span = ServerSpanOf(spans, id);
+    ASSERT_NE(span, nullptr) << "a request refused while validated has no server span";
+    EXPECT_EQ(span->name, name);
+    EXPECT_EQ(Hex(span->trace_id.data(), span->trace_id.size()), kTraceId);
+    EXPECT_EQ(Hex(span->parent_span_id.data(), span->parent_span_id.size()), kCallerSpan);
+    EXPECT_EQ(std::get<int64_t>(*Find(*span, "rpc.grpc.status_code")),
+              static_cast<int64_t>(absl::StatusCode::kInvalidArgument));
+    EXPECT_LE(span->start_unix_ns, span->end_unix_ns);
+    int children = 0;
+    for (const SpanData& s : spans) children += s.parent_span_id == span->span_id;
+    EXPECT_EQ(children, 0) << "a refused request reached no stage";
+  }
 }
 
 }  // namespace
