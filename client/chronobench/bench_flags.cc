@@ -61,7 +61,8 @@ void AddBenchFlags(CLI::App* app, RawFlags* raw) {
       ->transform(IntegerIn(0, kMaxCount));
   app->add_option("-s,--stability-percentage", o.measurement.stability_percentage,
                   "Last 3 windows must agree within this % (throughput and p50)")->capture_default_str();
-  app->add_option("-r,--max-trials", o.measurement.max_trials, "Windows per point before giving up on stability")
+  app->add_option("-r,--max-trials", o.measurement.max_trials, "Windows per point before giving up on stability (at least 3 for a point to be judged stable: "
+                  "stability compares the last 3 windows)")
       ->capture_default_str()
       ->transform(IntegerIn(1, 1000000));
   app->add_option("--percentiles", raw->percentiles, "Percentiles to report")->capture_default_str();

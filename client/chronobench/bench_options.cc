@@ -94,9 +94,22 @@ absl::Status ValidateOptions(const BenchOptions& o) {
   if (o.target.connections < 1) return absl::InvalidArgumentError("--connections must be >= 1");
   if (o.target.timeout_ms < 0) return absl::InvalidArgumentError("--timeout-ms must be >= 0");
   if (o.load.threads < 0) return absl::InvalidArgumentError("--threads must be >= 0 (0 = min(cores, 8))");
+  // Bounded so that every period, schedule time and stall limit derived from them fits int64 ns
+  // (1e-11/s or an idle gap of 1e13 ms overflowed llround).
   if (o.load.mode == LoadMode::kRate) {
     for (double r : o.load.rates) {
-      if (r <= 0) return absl::InvalidArgumentError("--request-rate-range values must be > 0");
+      if (!(r >= kMinRatePerS && r <= kMaxRatePerS)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "--request-rate-range: %g is not a rate from %g to %g requests/s", r, kMinRatePerS, kMaxRatePerS));
+      }
+    }
+  }
+  if (o.load.mode == LoadMode::kIdleGap) {
+    for (double gap_ms : o.load.idle_gaps_ms) {
+      if (!(gap_ms >= 0 && gap_ms <= kMaxIdleGapMs)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "--idle-gap-range: %g ms is not an idle gap from 0 to %g ms (a day)", gap_ms, kMaxIdleGapMs));
+      }
     }
   }
   if (o.load.batch_sweep && o.load.mode == LoadMode::kRate) {

@@ -99,7 +99,12 @@ absl::StatusOr<std::vector<double>> ParsePercentiles(absl::string_view text);
 // "p50", "p99_9": the JSON key of a percentile.
 std::string PercentileKey(double percentile);
 
-// Cross-flag checks (one load mode, batch sweep only in closed loop, ...).
+// The open-loop rates and idle gaps ValidateOptions accepts.
+inline constexpr double kMinRatePerS = 1e-3;
+inline constexpr double kMaxRatePerS = 1e9;
+inline constexpr double kMaxIdleGapMs = 86'400'000;  // a day
+
+// Cross-flag checks (one load mode, batch sweep only in closed loop, rates and idle gaps in range, ...).
 absl::Status ValidateOptions(const BenchOptions& options);
 
 }  // namespace chronoserve::client::bench

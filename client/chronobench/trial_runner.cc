@@ -116,7 +116,11 @@ bool Within(double a, double b, double c, double percentage) {
 void AddWarnings(const PointSpec& spec, const std::vector<WindowSummary>& windows, int max_trials,
                  PointResult* result) {
   const LatencyRecorder& r = result->recorder;
-  if (!result->stable) {
+  if (!result->stable && max_trials < kStableWindows) {
+    result->warnings.push_back(absl::StrCat("not judged stable: --max-trials ", max_trials, " is below ", kStableWindows,
+                                            " and stability compares the last ", kStableWindows,
+                                            " windows; figures are from ", max_trials, " window(s), treat with care"));
+  } else if (!result->stable) {
     result->warnings.push_back(absl::StrCat("did not stabilise within ", max_trials,
                                             " trials: figures are from the last windows, treat with care"));
   }

@@ -176,5 +176,29 @@ TEST(BenchFlagsTest, RejectsNonFiniteFractionsNamingTheFlag) {
   EXPECT_EQ(fine->trace.traceparent_rate, 0.25);
 }
 
+// Rates and idle gaps whose periods or schedule times would overflow int64 ns are refused, naming
+// the flag and the range; the bounds themselves are accepted.
+TEST(BenchFlagsTest, RatesAndIdleGapsAreBounded) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"cb", "-m", "m", "--request-rate-range", "1e-11"}, "from 0.001 to 1e+09 requests/s"},
+      {{"cb", "-m", "m", "--request-rate-range", "0"}, "--request-rate-range"},
+      {{"cb", "-m", "m", "--request-rate-range", "1e10"}, "--request-rate-range"},
+      {{"cb", "-m", "m", "--request-rate-range", "100:2e9:1e9"}, "--request-rate-range"},
+      {{"cb", "-m", "m", "--idle-gap-range", "1e13"}, "from 0 to 8.64e+07 ms (a day)"},
+      {{"cb", "-m", "m", "--idle-gap-range", "0:1e8:5e7"}, "--idle-gap-range"},
+  };
+  for (const auto& [args, text] : bad) {
+    auto options = ParseBenchFlags(args);
+    ASSERT_FALSE(options.ok()) << args[4];
+    EXPECT_NE(options.status().message().find(text), std::string::npos) << options.status();
+  }
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"cb", "-m", "m", "--request-rate-range", "0.001"},
+           {"cb", "-m", "m", "--request-rate-range", "1e9"},
+           {"cb", "-m", "m", "--idle-gap-range", "86400000"}}) {
+    EXPECT_TRUE(ParseBenchFlags(args).ok()) << args[4];
+  }
+}
+
 }  // namespace
 }  // namespace chronoserve::client::bench

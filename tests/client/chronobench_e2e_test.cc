@@ -152,6 +152,22 @@ TEST_F(ChronobenchE2eTest, OpenLoopPoissonKeepsItsRateAndTimesFromTheSchedule) {
   }
 }
 
+// Stability compares the last three windows: with -r 2 no point can be stable, and the warning
+// says so instead of "did not stabilise".
+TEST_F(ChronobenchE2eTest, FewerThanThreeTrialsSayWhyNoPointIsStable) {
+  BenchOptions o = Options();
+  o.load.concurrency = {1};
+  o.measurement.max_trials = 2;
+  const BenchReport report = Run(o);
+  ASSERT_EQ(report.points.size(), 1u);
+  const PointResult& p = report.points[0];
+  EXPECT_FALSE(p.stable);
+  EXPECT_EQ(p.windows.size(), 2u);
+  bool said = false;
+  for (const std::string& w : p.warnings) said |= w.find("--max-trials 2 is below 3") != std::string::npos;
+  EXPECT_TRUE(said) << absl::StrJoin(p.warnings, " | ");
+}
+
 TEST_F(ChronobenchE2eTest, IdleGapSpacesRequests) {
   BenchOptions o = Options();
   o.load.mode = LoadMode::kIdleGap;
