@@ -72,6 +72,13 @@ constexpr const char* kAppJs = R"js(
     sets.push({ label: 'server other', backgroundColor: color(6),
                 data: runs.map(r => Math.max(0, mean(r, 'server_total') - stages.reduce((a, s) => a + mean(r, s), 0))) });
     sets.push({ label: 'transport', data: runs.map(r => mean(r, 'transport')), backgroundColor: color(7) });
+    // Open loop: e2e counts from the intended send, so the send's lag behind its schedule completes
+    // the stack (the segments above add up to e2e from the actual send).
+    if (runs.some(r => r.schedule_lag_us)) {
+      sets.push({ label: 'schedule lag', backgroundColor: color(8),
+                  data: runs.map(r => (r.schedule_lag_us && r.schedule_lag_us.mean) || 0) });
+    }
+    body.dataset.breakdown = sets.map(s => s.label).join(',');
     charts.push(new Chart(ctx('breakdown'), { type: 'bar', data: { labels: runs.map(name), datasets: sets },
         options: Object.assign({}, common, { scales: { x: { stacked: true },
             y: { stacked: true, title: { display: true, text: 'mean µs per request' } } } }) }));
@@ -157,7 +164,8 @@ std::string RenderHtml(const nlohmann::json& report_json, const std::string& cha
       "</title>\n<style>", kStyle, "</style>\n<script>", JsScriptSafe(chart_js), "</script>\n</head><body>\n",
       "<h1>chronobench report: ", HtmlEscape(model), "</h1>\n<p class=\"meta\" id=\"meta\"></p>\n",
       "<table id=\"points\"></table>\n",
-      "<h2>Where the time went: mean per request, stacked (transport = end-to-end minus server_total)</h2>\n",
+      "<h2>Where the time went: mean per request, stacked (transport = end-to-end from the actual send minus "
+      "server_total; open loop adds the schedule lag, actual minus intended send, so the stack is e2e)</h2>\n",
       "<canvas id=\"breakdown\" width=\"1000\" height=\"380\"></canvas>\n",
       "<h2>End-to-end latency CDF</h2>\n<canvas id=\"cdf\" width=\"1000\" height=\"380\"></canvas>\n",
       "<h2>Throughput and latency per sweep point</h2>\n<canvas id=\"throughput\" width=\"1000\" height=\"380\"></canvas>\n",

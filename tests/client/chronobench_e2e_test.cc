@@ -338,6 +338,43 @@ TEST_F(ChronobenchE2eTest, ConnectionsAreDistinctTcpConnections) {
   EXPECT_GE(CountSocketFds() - before, 3);
 }
 
+const char* FindChromium() {
+  for (const char* c : {"/usr/bin/chromium", "/usr/bin/chromium-browser"}) {
+    if (access(c, X_OK) == 0) return c;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> ChromiumFlags(const char* chromium) {
+  return {chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+          "--window-size=1100,2200"};
+}
+
+// Open loop: e2e counts from the intended send, so the breakdown chart stacks the schedule lag on
+// top of the segments that make up e2e from the actual send; the heading says what transport is.
+TEST_F(ChronobenchE2eTest, OpenLoopHtmlStacksTheScheduleLag) {
+  const std::string html = *dir_ + "/open_loop.html";
+  auto run = RunProgram({CHRONOBENCH_BIN, "-m", "mlp", "-u", *url_, "--request-rate-range", "200", "-p", "300",
+                         "--max-trials", "3", "--warmup-requests", "5", "-s", "50", "--html", html},
+                        absl::Seconds(120));
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->first, 0) << run->second;
+  const std::string page = ReadAll(html);
+  EXPECT_NE(page.find("transport = end-to-end from the actual send minus server_total"), std::string::npos);
+  const char* chromium = FindChromium();
+  if (chromium == nullptr) GTEST_SKIP() << "chromium not installed (apt-get install chromium)";
+  std::vector<std::string> dump = ChromiumFlags(chromium);
+  dump.push_back("--dump-dom");
+  dump.push_back("file://" + html);
+  auto dom = RunProgram(dump, absl::Seconds(90));
+  ASSERT_TRUE(dom.ok()) << dom.status();
+  EXPECT_EQ(dom->second.find("data-error"), std::string::npos) << dom->second.substr(0, 4000);
+  EXPECT_NE(dom->second.find("data-breakdown=\"queue,input_stage,h2d,compute,d2h,output_stage,server other,"
+                             "transport,schedule lag\""),
+            std::string::npos)
+      << dom->second.substr(0, 4000);
+}
+
 TEST_F(ChronobenchE2eTest, BinaryWritesJsonCsvAndHtmlThatRenders) {
   const std::string json = *dir_ + "/report.json", csv = *dir_ + "/report.csv", html = *dir_ + "/report.html";
   // Percentiles without p50 and p99: the tables show those anyway, so the files carry them too.
@@ -367,13 +404,9 @@ TEST_F(ChronobenchE2eTest, BinaryWritesJsonCsvAndHtmlThatRenders) {
   EXPECT_EQ(page.find("<link"), std::string::npos);
   EXPECT_NE(page.find("Chart.js v3"), std::string::npos) << "Chart.js is inlined";
 
-  const char* chromium = nullptr;
-  for (const char* c : {"/usr/bin/chromium", "/usr/bin/chromium-browser"}) {
-    if (access(c, X_OK) == 0) chromium = c;
-  }
+  const char* chromium = FindChromium();
   if (chromium == nullptr) GTEST_SKIP() << "chromium not installed (apt-get install chromium)";
-  const std::vector<std::string> flags = {chromium, "--headless", "--no-sandbox", "--disable-gpu",
-                                          "--disable-background-networking", "--window-size=1100,2200"};
+  const std::vector<std::string> flags = ChromiumFlags(chromium);
   std::vector<std::string> dump = flags;
   dump.push_back("--dump-dom");
   dump.push_back("file://" + html);
@@ -381,6 +414,7 @@ TEST_F(ChronobenchE2eTest, BinaryWritesJsonCsvAndHtmlThatRenders) {
   ASSERT_TRUE(dom.ok()) << dom.status();
   EXPECT_NE(dom->second.find("data-charts=\"3\""), std::string::npos) << dom->second.substr(0, 4000);
   EXPECT_NE(dom->second.find("data-painted=\"3\""), std::string::npos) << "a chart canvas stayed blank";
+  EXPECT_NE(dom->second.find("server other,transport\""), std::string::npos) << "closed loop: no schedule lag";
   EXPECT_EQ(dom->second.find("data-error"), std::string::npos);
   std::vector<std::string> shot = flags;
   const std::string png = *dir_ + "/report.png";
