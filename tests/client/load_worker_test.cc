@@ -1,7 +1,8 @@
-// LoadWorker with --streaming when the server stops in the middle of the load (SIGTERM: error
-// responses and ended streams while it drains, then refused connections): every request sent is
+// LoadWorker when the server stops in the middle of the load (SIGTERM: error responses and, with
+// --streaming, ended streams while it drains, then refused connections): every request sent is
 // answered, failed or cancelled at the end (sent == completed + drained), none is lost on a stream
-// that failed before its Finish arrived, and failures keep being counted after the server is gone.
+// that failed before its Finish arrived, and failures keep being counted after the server is gone;
+// streamed closed and open loop, and unary open loop.
 // Against the real chronoserve binary on 127.0.0.1.
 #include <signal.h>
 
@@ -43,12 +44,17 @@ std::vector<StopCase> StopCases() {
   WorkerPlan open = closed;
   open.mode = LoadMode::kRate;
   open.total_rate_per_s = 2000;
-  return {{"closed loop, 8 in flight", closed}, {"open loop, 2000/s", open}};
+  WorkerPlan unary_open = open;
+  unary_open.streaming = false;
+  unary_open.timeout_ms = 10'000;
+  return {{"streamed closed loop, 8 in flight", closed},
+          {"streamed open loop, 2000/s", open},
+          {"unary open loop, 2000/s", unary_open}};
 }
 
 class LoadWorkerStopTest : public ::testing::TestWithParam<int> {};
 
-TEST_P(LoadWorkerStopTest, StreamedRequestsAreAnsweredOrCountedWhenTheServerStops) {
+TEST_P(LoadWorkerStopTest, RequestsAreAnsweredOrCountedWhenTheServerStops) {
   const StopCase stop_case = StopCases()[GetParam()];
   SCOPED_TRACE(stop_case.name);
   const std::string dir = MakeTestDir("chronobench_worker");
@@ -93,7 +99,7 @@ TEST_P(LoadWorkerStopTest, StreamedRequestsAreAnsweredOrCountedWhenTheServerStop
   EXPECT_GT(recorded.errors_by_code().count(static_cast<int>(grpc::StatusCode::UNAVAILABLE)), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(ClosedAndOpenLoop, LoadWorkerStopTest, ::testing::Values(0, 1));
+INSTANTIATE_TEST_SUITE_P(ClosedAndOpenLoop, LoadWorkerStopTest, ::testing::Values(0, 1, 2));
 
 // Outside open loop e2e counts from the actual send: one stamp, taken after the context is built
 // and the traceparent formatted, so e2e and e2e_actual_send are the same values (no schedule lag),
