@@ -17,6 +17,7 @@
 #include "tests/server/proc_threads.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
+#include "tests/server/torch_reference.h"
 #include "tools/example_models.h"
 
 namespace chronoserve {
@@ -81,6 +82,7 @@ TEST(HostPolicyServerTest, PinsWorkersByTheirDevicesDefaultPolicyAndServes) {
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_EQ(a->outputs.size(), 1u);
   EXPECT_EQ(a->outputs[0].shape, (std::vector<int64_t>{3, 16}));
+  EXPECT_EQ(testing::OutputsMismatch(repo.path() + "/mlp/1/model.pt", {input}, a->outputs), "");
   auto b = c->Infer("mlp", {input});
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(a->outputs[0].data, b->outputs[0].data);
@@ -99,9 +101,12 @@ TEST(HostPolicyServerTest, WorkersRunAtTheirPolicysNiceValue) {
   EXPECT_THAT(ThreadCpuLists("cs-worker"), ::testing::ElementsAre(FormatCpuList(CurrentThreadCpus())))
       << "nice alone does not pin";
   auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
-  auto a = c->Infer("mlp", {MlpInput(2, 17)});
+  const Tensor input = MlpInput(2, 17);
+  auto a = c->Infer("mlp", {input});
   ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->outputs.size(), 1u);
   EXPECT_EQ(a->outputs[0].shape, (std::vector<int64_t>{2, 16}));
+  EXPECT_EQ(testing::OutputsMismatch(repo.path() + "/mlp/1/model.pt", {input}, a->outputs), "");
   server->Shutdown();
 }
 
@@ -131,8 +136,13 @@ TEST(HostPolicyServerTest, UnknownPolicyOrUnusableCpusFailTheModelAlone) {
   auto server = testing::StartServer(Options(repo.path(), {"far,cpu-cores=1022-1023"}));
   ASSERT_NE(server, nullptr);
   auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
-  EXPECT_TRUE(*c->ModelReady("good"));
-  EXPECT_TRUE(c->Infer("good", {MlpInput(1, 3)}).ok());
+  const auto good_ready = c->ModelReady("good");
+  ASSERT_TRUE(good_ready.ok()) << good_ready.status();
+  EXPECT_TRUE(*good_ready);
+  const Tensor good_input = MlpInput(1, 3);
+  auto good_answer = c->Infer("good", {good_input});
+  ASSERT_TRUE(good_answer.ok()) << good_answer.status();
+  EXPECT_EQ(testing::OutputsMismatch(repo.path() + "/good/1/model.pt", {good_input}, good_answer->outputs), "");
   auto unknown = c->Infer("named", {MlpInput(1, 3)});
   ASSERT_EQ(unknown.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(unknown.status().message()),
@@ -164,9 +174,12 @@ TEST(HostKeepWarmServerTest, RequestsStartTheSpinnersAndShutdownStopsThem) {
   EXPECT_EQ(warm->cpus(), cpus) << "every CPU the server may run on";
   EXPECT_EQ(warm->spinning(), 0) << "no request yet (serving warm-up off)";
   auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
-  auto a = c->Infer("mlp", {MlpInput(2, 29)});
+  const Tensor input = MlpInput(2, 29);
+  auto a = c->Infer("mlp", {input});
   ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->outputs.size(), 1u);
   EXPECT_EQ(a->outputs[0].shape, (std::vector<int64_t>{2, 16}));
+  EXPECT_EQ(testing::OutputsMismatch(repo.path() + "/mlp/1/model.pt", {input}, a->outputs), "");
   EXPECT_TRUE(warm->WaitForSpinning(static_cast<int>(cpus.size()), kWait)) << "a request set them spinning";
   EXPECT_THAT(ThreadDirs("cs-spin-" + std::to_string(cpus.front())), ::testing::SizeIs(1));
   server->Shutdown();

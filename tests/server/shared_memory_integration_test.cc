@@ -12,6 +12,7 @@
 #include "tests/server/shm_test_util.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
+#include "tests/server/torch_reference.h"
 #include "tools/example_models.h"
 
 namespace chronoserve {
@@ -102,6 +103,7 @@ TEST_F(SharedMemoryTest, InputsAndOutputsInSharedMemoryAreByteIdenticalToRaw) {
   auto raw = client_->Infer("policy_net", {input});
   ASSERT_TRUE(raw.ok()) << raw.status();
   ASSERT_EQ(raw->outputs.size(), 3u);
+  EXPECT_EQ(testing::OutputsMismatch(repo_->path() + "/policy_net/1/model.pt", {input}, raw->outputs), "");
 
   // Offsets inside both regions, so shared_memory_offset is exercised too.
   auto in = Shm("pn_in", 64 + input.data.size());
@@ -148,6 +150,7 @@ TEST_F(SharedMemoryTest, MixedInputAndOutputPlacement) {
   const Tensor b = RandomInput("INPUT__1", {2, 7}, 33);
   auto raw = client_->Infer("addsub", {a, b});
   ASSERT_TRUE(raw.ok()) << raw.status();
+  EXPECT_EQ(testing::AddSubMismatch(a, b, raw->outputs), "");
 
   // INPUT__0 in shared memory, INPUT__1 in the message; OUTPUT__0 in the message, OUTPUT__1 in shm.
   auto in = Shm("mix_in", a.data.size());
@@ -173,6 +176,7 @@ TEST_F(SharedMemoryTest, MixedInputAndOutputPlacement) {
   const Tensor x = RandomInput("INPUT__0", {3, 64}, 34);
   auto mlp_raw = client_->Infer("mlp", {x});
   ASSERT_TRUE(mlp_raw.ok()) << mlp_raw.status();
+  EXPECT_EQ(testing::OutputsMismatch(repo_->path() + "/mlp/1/model.pt", {x}, mlp_raw->outputs), "");
   client::InferOptions to_shm;
   to_shm.output_shared_memory["OUTPUT__0"] = SharedMemoryRef{"mix_out", 3 * 16 * 4, 100};
   auto mlp_shm = client_->Infer("mlp", {x}, to_shm);

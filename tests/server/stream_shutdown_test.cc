@@ -11,6 +11,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <map>
 #include <optional>
 #include <random>
 #include <thread>
@@ -25,6 +26,7 @@
 #include "tests/server/scheduling_harness.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
+#include "tests/server/torch_reference.h"
 #include "tools/example_models.h"
 
 namespace chronoserve {
@@ -271,10 +273,12 @@ TEST(StreamShutdownTest, BinaryAnswersEveryAcceptedStreamedRequestOnSigtermAndEx
 
   auto c = testing::ConnectTestClient(started->url);
   auto stream = InferStream::Open(c->stub());
+  std::map<std::string, client::Tensor> inputs;  // by request id
   for (int i = 0; i < 3; ++i) {
     std::mt19937_64 rng(60 + i);
     const client::Tensor input{"INPUT__0", DataType::kFp32, {1, 64}, RandomTensorBytes(DataType::kFp32, 64, rng)};
     const std::string id = "stream-drain-" + std::to_string(i);
+    inputs[id] = input;
     ASSERT_TRUE(stream->Send(Request("mlp", id, input)));
     ASSERT_TRUE(server.WaitForOutput("request '" + id + "' queued", kWait).ok()) << server.output();
   }
@@ -285,7 +289,9 @@ TEST(StreamShutdownTest, BinaryAnswersEveryAcceptedStreamedRequestOnSigtermAndEx
     ASSERT_TRUE(answer.has_value()) << "an accepted streamed request was lost";
     auto result = InferStream::Decode(answer->message);
     ASSERT_TRUE(result.ok()) << result.status();
-    EXPECT_EQ(result->outputs.size(), 1u);
+    ASSERT_EQ(inputs.count(result->id), 1u) << result->id;
+    EXPECT_EQ(testing::OutputsMismatch(repo.path() + "/mlp/1/model.pt", {inputs[result->id]}, result->outputs), "")
+        << result->id;
     answered.insert(result->id);
   }
   EXPECT_EQ(answered.size(), 3u);

@@ -44,6 +44,19 @@ std::string ReferenceMismatch(const std::string& got, const std::vector<float>& 
   return {};
 }
 
+std::string OutputsMismatch(const std::string& model_path, const std::vector<client::Tensor>& inputs,
+                            const std::vector<client::Tensor>& outputs, float tolerance) {
+  const std::vector<std::vector<float>> want = TorchReference(model_path, inputs);
+  if (outputs.size() != want.size()) {
+    return std::to_string(outputs.size()) + " outputs, the model has " + std::to_string(want.size());
+  }
+  for (size_t k = 0; k < want.size(); ++k) {
+    const std::string mismatch = ReferenceMismatch(outputs[k].data, want[k], tolerance);
+    if (!mismatch.empty()) return "output " + std::to_string(k) + " (" + outputs[k].name + "): " + mismatch;
+  }
+  return {};
+}
+
 std::string AddSubMismatch(const client::Tensor& a, const client::Tensor& b, const std::vector<client::Tensor>& outputs) {
   if (outputs.size() != 2) return "addsub: " + std::to_string(outputs.size()) + " outputs";
   const size_t n = a.data.size() / 4;

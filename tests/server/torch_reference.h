@@ -19,6 +19,11 @@ std::vector<std::vector<float>> TorchReference(const std::string& model_path,
 // "rows of another request?".
 std::string ReferenceMismatch(const std::string& got, const std::vector<float>& want, float tolerance = 1e-4f);
 
+// Empty when each of `outputs` (float32 bytes, in the model's output order) holds
+// TorchReference(model_path, inputs) within `tolerance`; else which output differs and how.
+std::string OutputsMismatch(const std::string& model_path, const std::vector<client::Tensor>& inputs,
+                            const std::vector<client::Tensor>& outputs, float tolerance = 1e-4f);
+
 // Empty when `outputs` are exactly a + b and a - b of the add/sub example model's inputs `a`, `b`;
 // else what is wrong.
 std::string AddSubMismatch(const client::Tensor& a, const client::Tensor& b, const std::vector<client::Tensor>& outputs);

@@ -16,6 +16,7 @@
 #include "common/tensor_data.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
+#include "tests/server/torch_reference.h"
 #include "tools/example_models.h"
 
 namespace chronoserve {
@@ -67,7 +68,9 @@ TEST_F(UnixSocketTest, AnswersLikeTcpAndRemovesTheSocketAtShutdown) {
   auto live = over_unix->ServerLive();
   ASSERT_TRUE(live.ok()) << live.status();
   EXPECT_TRUE(*live);
-  EXPECT_TRUE(*over_unix->ModelReady("policy_net"));
+  auto ready = over_unix->ModelReady("policy_net");
+  ASSERT_TRUE(ready.ok()) << ready.status();
+  EXPECT_TRUE(*ready);
   const Tensor input = RandomInput(3, 29);
   auto a = over_unix->Infer("policy_net", {input});
   auto b = over_tcp->Infer("policy_net", {input});
@@ -79,6 +82,7 @@ TEST_F(UnixSocketTest, AnswersLikeTcpAndRemovesTheSocketAtShutdown) {
     EXPECT_EQ(a->outputs[k].shape, b->outputs[k].shape) << k;
     EXPECT_EQ(a->outputs[k].data, b->outputs[k].data) << "output " << k << " differs between unix and TCP";
   }
+  EXPECT_EQ(testing::OutputsMismatch(repo_->path() + "/policy_net/1/model.pt", {input}, a->outputs), "");
   ASSERT_TRUE(a->timing.has_value()) << "a unix-socket response carries timing.* too";
   EXPECT_EQ(a->timing->batch_size, 3);
   EXPECT_GT(a->timing->compute_ns, 0);
