@@ -1,7 +1,8 @@
 // The GPU performance settings on the CPU (CI): a model asking for CUDA graphs and keep-warm loads
 // and serves exactly as before (eager, timing.cuda_graph false); bad settings fail that model alone
 // with a message naming the parameter; a real TorchInstance keeps warm with an eager forward;
-// exact_device_timing is accepted and logged as having no effect (host timers).
+// exact_device_timing is accepted and logged as having no effect (host timers). Every model here is
+// KIND_CPU, so the suite means the same on a machine with a GPU (KIND_AUTO would go to it).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -33,14 +34,17 @@ TEST(GpuPerfOnCpuTest, GraphAndKeepWarmSettingsServeEagerOnTheCpu) {
   testing::TempDir repo("cs_gpuperf_cpu");
   examples::ModelOptions policy;
   policy.max_batch_size = 8;
+  policy.instance_kind = "KIND_CPU";
   policy.extra_config = std::string(kGraphsOn) + Param("cuda_graph_batch_sizes", "1,4") +
                         Param("keep_warm_ms", "5") + Param("keep_warm_horizon_ms", "1000");
   ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy_net", policy).ok());
   examples::ModelOptions bad_buckets;
   bad_buckets.max_batch_size = 4;
+  bad_buckets.instance_kind = "KIND_CPU";
   bad_buckets.extra_config = std::string(kGraphsOn) + Param("cuda_graph_batch_sizes", "2,16");
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "bad_buckets", bad_buckets).ok());
   examples::ModelOptions bad_keep_warm;
+  bad_keep_warm.instance_kind = "KIND_CPU";
   bad_keep_warm.extra_config = Param("keep_warm_ms", "soon");
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "bad_keep_warm", bad_keep_warm).ok());
   auto server = testing::StartServer(repo.path());
@@ -81,6 +85,7 @@ TEST(GpuPerfOnCpuTest, TorchInstanceKeepsWarmWithAnEagerForward) {
   testing::TempDir repo("cs_gpuperf_kw");
   examples::ModelOptions o;
   o.max_batch_size = 4;
+  o.instance_kind = "KIND_CPU";
   o.extra_config = kGraphsOn;
   ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy_net", o).ok());
   auto spec = server::LoadModelDirectory(repo.path() + "/policy_net");
@@ -101,9 +106,11 @@ TEST(GpuPerfOnCpuTest, ExactDeviceTimingIsAcceptedAndLoggedAsNoEffect) {
   testing::TempDir repo("cs_exact_cpu");
   examples::ModelOptions exact;
   exact.max_batch_size = 4;
+  exact.instance_kind = "KIND_CPU";
   exact.extra_config = Param("exact_device_timing", "true");
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp_exact", exact).ok());
   examples::ModelOptions bad;
+  bad.instance_kind = "KIND_CPU";
   bad.extra_config = Param("exact_device_timing", "sometimes");
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp_bad", bad).ok());
   ::testing::internal::CaptureStderr();

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "client/inference_client.h"
@@ -43,6 +44,13 @@ inline std::unique_ptr<client::InferenceClient> ConnectTestClient(const std::str
 // A deadline for a raw ClientContext: ctx.set_deadline(TestDeadline()).
 inline std::chrono::system_clock::time_point TestDeadline(absl::Duration timeout = kTestCallTimeout) {
   return absl::ToChronoTime(absl::Now() + timeout);
+}
+
+// A health answer (ServerLive, ServerReady, ModelReady) as "true", "false" or the call's error, so
+// that EXPECT_EQ(Answer(c->ServerLive()), "true") checks the call succeeded before reading it.
+inline std::string Answer(const absl::StatusOr<bool>& answer) {
+  if (!answer.ok()) return answer.status().ToString();
+  return *answer ? "true" : "false";
 }
 
 }  // namespace chronoserve::testing
