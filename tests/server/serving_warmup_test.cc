@@ -55,8 +55,8 @@ TEST_F(ServingWarmupTest, ReachesEveryModelBeforeReadyAndIsCountedNowhere) {
   EXPECT_EQ(report.failed, 0) << report.first_error;
   EXPECT_GT(report.elapsed_ns, 0);
   auto client = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
-  EXPECT_TRUE(*client->ServerReady());
-  EXPECT_TRUE(*client->ModelReady("policy_net"));
+  EXPECT_EQ(testing::Answer(client->ServerReady()), "true");
+  EXPECT_EQ(testing::Answer(client->ModelReady("policy_net")), "true");
   for (const std::string model : {"policy_net", "scale_nobatch"}) {
     const inference::ModelStatistics s = Stats(*server, model);
     EXPECT_EQ(s.inference_count(), 0u) << model;
@@ -73,7 +73,7 @@ TEST_F(ServingWarmupTest, OffSendsNothing) {
   ASSERT_NE(server, nullptr);
   EXPECT_EQ(server->serving_warmup_report().sent, 0);
   auto client = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
-  EXPECT_TRUE(*client->ServerReady());
+  EXPECT_EQ(testing::Answer(client->ServerReady()), "true");
 }
 
 TEST_F(ServingWarmupTest, OnlyTheServersTokenHidesARequest) {

@@ -53,7 +53,7 @@ TEST(WarmupTest, ReadyOnlyAfterEveryWorkerRanEveryBatchSize) {
     EXPECT_THAT(keys, ::testing::Each(keys.front()));
     EXPECT_THAT(keys.front(), ::testing::HasSubstr("9"));
   }
-  EXPECT_GE((*runtime)->warmup_ns(), 0);
+  EXPECT_GT((*runtime)->warmup_ns(), 0) << "26 runs on a steady clock take time";
   (*runtime)->Stop();
   EXPECT_FALSE((*runtime)->ready());
 }
