@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "client/system_shared_memory.h"
 
@@ -188,10 +189,13 @@ TEST(SharedMemoryRegistryTest, RegistrationMapsEveryPageUpFront) {
   const std::string key = absl::StrCat("/cs_populate_server_", getpid());
   const int fd = ::shm_open(key.c_str(), O_RDWR | O_CREAT | O_EXCL, S_IRUSR | S_IWUSR);
   ASSERT_GE(fd, 0) << std::strerror(errno);
+  absl::Cleanup unlink = [&key] { ::shm_unlink(key.c_str()); };  // also when an ASSERT below fails
+  absl::Cleanup close_fd = [fd] { ::close(fd); };
   ASSERT_EQ(::ftruncate(fd, kBytes), 0) << std::strerror(errno);
   void* view = ::mmap(nullptr, kBytes, PROT_READ, MAP_SHARED, fd, 0);
-  ::close(fd);
+  std::move(close_fd).Invoke();
   ASSERT_NE(view, MAP_FAILED) << std::strerror(errno);
+  absl::Cleanup unmap = [view] { ::munmap(view, kBytes); };
   EXPECT_EQ(ResidentPages(static_cast<char*>(view), kBytes), 0u) << "nothing touched the object yet";
   {
     SharedMemoryRegistry registry;
@@ -201,8 +205,6 @@ TEST(SharedMemoryRegistryTest, RegistrationMapsEveryPageUpFront) {
     EXPECT_EQ(ResidentPages(span->data, kBytes - 4096), kBytes / 4096 - 1) << "registration mapped the window";
     EXPECT_EQ(ResidentPages(static_cast<char*>(view), 4096), 0u) << "and nothing before it";
   }
-  ::munmap(view, kBytes);
-  ::shm_unlink(key.c_str());
 }
 
 }  // namespace
