@@ -284,7 +284,7 @@ TEST_F(TelemetryServerTest, StreamedRequestsAreTracedPerRequestAndCounted) {
     for (const ReceivedSpan& s : spans) {
       if (s.kind != 2) continue;
       ++roots;
-      EXPECT_EQ(s.name, "ModelInfer mlp");
+      EXPECT_EQ(s.name, "ModelStreamInfer mlp");
       EXPECT_EQ(s.parent_span_id, caller_span);
     }
     EXPECT_EQ(roots, 1);
