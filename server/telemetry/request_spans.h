@@ -4,9 +4,9 @@
 // queue, input_stage, h2d, compute, d2h, output_stage, as ../shared/TIMING.md defines them.
 // Host spans come straight from the steady-clock stamps; GPU spans (event deltas) are laid out
 // backwards from the moment the host observed the device work done (BatchTiming::gpu_done_ns):
-// d2h ends there, compute ends where d2h starts, h2d ends where compute starts, or, for a pipelined
-// batch whose inputs were copied behind another batch, BatchTiming::h2d_end_to_done_ns before
-// d2h's end. Every child is clamped inside the server span; GPU spans carry their exact measured
+// d2h ends there, compute ends where d2h starts, h2d ends BatchTiming::h2d_end_to_done_ns before
+// d2h's end where that was measured (a GPU instance with request timing: its inputs copied behind
+// another batch, or a graph's pad rows zeroed before compute), otherwise where compute starts. Every child is clamped inside the server span; GPU spans carry their exact measured
 // length as an attribute. The server span's status is ERROR only for the gRPC codes OpenTelemetry
 // counts as server errors; every span carries the caller's tracestate and the trace flags of `ids`,
 // with OTLP's is-remote bits: the server span's parent is remote (the caller's) when there is one,
