@@ -26,7 +26,7 @@
 namespace chronoserve::client::bench {
 namespace {
 
-using chronoserve::testing::MakeTestDir;
+using chronoserve::testing::TestDir;
 using chronoserve::testing::RunProgram;
 using chronoserve::testing::StartTestServer;
 using chronoserve::testing::Subprocess;
@@ -41,8 +41,10 @@ std::string ReadAll(const std::string& path) {
 class ChronobenchE2eTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string(MakeTestDir("chronobench"));
-    ASSERT_FALSE(dir_->empty());
+    absl::StatusOr<TestDir> dir = TestDir::Create("chronobench");
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    test_dir_ = new TestDir(*std::move(dir));
+    dir_ = new std::string(test_dir_->path());
     const std::string repo = *dir_ + "/models";
     examples::ModelOptions mlp;
     mlp.max_batch_size = 64;
@@ -53,8 +55,10 @@ class ChronobenchE2eTest : public ::testing::Test {
     url_ = new std::string(server->url);
   }
   static void TearDownTestSuite() {
-    delete server_;
+    delete server_;  // before its repository goes
     server_ = nullptr;
+    delete test_dir_;
+    test_dir_ = nullptr;
   }
 
   BenchOptions Options() const {
@@ -97,10 +101,12 @@ class ChronobenchE2eTest : public ::testing::Test {
     EXPECT_GT(p.throughput_rps, 0);
   }
 
-  static std::string* dir_;
+  static TestDir* test_dir_;  // removed with everything in it at the end of the suite
+  static std::string* dir_;   // its path
   static std::string* url_;
   static Subprocess* server_;
 };
+TestDir* ChronobenchE2eTest::test_dir_ = nullptr;
 std::string* ChronobenchE2eTest::dir_ = nullptr;
 std::string* ChronobenchE2eTest::url_ = nullptr;
 Subprocess* ChronobenchE2eTest::server_ = nullptr;
@@ -194,7 +200,7 @@ std::vector<std::string> OwnShmObjects() {
 }
 
 int RegisteredRegions(const std::string& url) {
-  auto status = InferenceClient::Connect(url)->SystemSharedMemoryStatus();
+  auto status = InferenceClient::Connect(url, std::chrono::seconds(30))->SystemSharedMemoryStatus();
   return status.ok() ? status->regions_size() : -1;
 }
 

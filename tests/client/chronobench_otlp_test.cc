@@ -18,7 +18,7 @@
 namespace chronoserve::client::bench {
 namespace {
 
-using chronoserve::testing::MakeTestDir;
+using chronoserve::testing::TestDir;
 using chronoserve::testing::OtlpTestReceiver;
 using chronoserve::testing::ReceivedSpan;
 using chronoserve::testing::RunProgram;
@@ -33,8 +33,9 @@ std::string Attribute(const ReceivedSpan& span, const std::string& key) {
 }
 
 TEST(ChronobenchOtlpTest, ClientSpansParentTheServerSpans) {
-  const std::string dir = MakeTestDir("chronobench_otlp");
-  ASSERT_FALSE(dir.empty());
+  absl::StatusOr<TestDir> test_dir = TestDir::Create("chronobench_otlp");  // outlives the server below
+  ASSERT_TRUE(test_dir.ok()) << test_dir.status();
+  const std::string dir = test_dir->path();
   ASSERT_TRUE(examples::WriteMlp(dir + "/models", "mlp", {}).ok());
   auto receiver = OtlpTestReceiver::Start();
   ASSERT_TRUE(receiver.ok()) << receiver.status();

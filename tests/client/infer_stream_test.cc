@@ -17,7 +17,7 @@
 namespace chronoserve::client {
 namespace {
 
-using chronoserve::testing::MakeTestDir;
+using chronoserve::testing::TestDir;
 using chronoserve::testing::StartTestServer;
 using chronoserve::testing::TestServer;
 
@@ -31,8 +31,9 @@ Tensor MlpInput() {
 }
 
 TEST(InferStreamTest, CloseSendRacingACancellationEndsCleanly) {
-  const std::string dir = MakeTestDir("infer_stream");
-  ASSERT_FALSE(dir.empty());
+  absl::StatusOr<TestDir> test_dir = TestDir::Create("infer_stream");  // outlives the server below
+  ASSERT_TRUE(test_dir.ok()) << test_dir.status();
+  const std::string dir = test_dir->path();
   ASSERT_TRUE(examples::WriteMlp(dir + "/models", "mlp", {}).ok());
   absl::StatusOr<TestServer> server = StartTestServer(dir + "/models");
   ASSERT_TRUE(server.ok()) << server.status();

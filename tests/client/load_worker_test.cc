@@ -23,7 +23,7 @@
 namespace chronoserve::client::bench {
 namespace {
 
-using chronoserve::testing::MakeTestDir;
+using chronoserve::testing::TestDir;
 using chronoserve::testing::MlpTarget;
 using chronoserve::testing::StartMlpTarget;
 using chronoserve::testing::StartTestServer;
@@ -57,8 +57,9 @@ class LoadWorkerStopTest : public ::testing::TestWithParam<int> {};
 TEST_P(LoadWorkerStopTest, RequestsAreAnsweredOrCountedWhenTheServerStops) {
   const StopCase stop_case = StopCases()[GetParam()];
   SCOPED_TRACE(stop_case.name);
-  const std::string dir = MakeTestDir("chronobench_worker");
-  ASSERT_FALSE(dir.empty());
+  absl::StatusOr<TestDir> test_dir = TestDir::Create("chronobench_worker");  // outlives the server below
+  ASSERT_TRUE(test_dir.ok()) << test_dir.status();
+  const std::string dir = test_dir->path();
   examples::ModelOptions mlp;
   mlp.max_batch_size = 16;
   ASSERT_TRUE(examples::WriteMlp(dir + "/models", "mlp", mlp).ok());
@@ -66,7 +67,7 @@ TEST_P(LoadWorkerStopTest, RequestsAreAnsweredOrCountedWhenTheServerStops) {
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string& url = server->url;
 
-  auto metadata = InferenceClient::Connect(url)->ModelMetadata("mlp");
+  auto metadata = InferenceClient::Connect(url, std::chrono::seconds(30))->ModelMetadata("mlp");
   ASSERT_TRUE(metadata.ok()) << metadata.status();
   auto factory = RequestFactory::Create(*metadata, InputOptions{}, /*seed=*/7);
   ASSERT_TRUE(factory.ok()) << factory.status();

@@ -5,6 +5,7 @@
 #define CHRONOSERVE_TESTS_CLIENT_MLP_TARGET_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -14,6 +15,7 @@
 namespace chronoserve::testing {
 
 struct MlpTarget {
+  std::unique_ptr<TestDir> dir;  // the repository; removed after the server (declared first) stops
   TestServer server;
   inference::ModelInferRequest request;  // model "mlp", one item of random inputs from `seed`
 };

@@ -2,6 +2,10 @@
 
 #include <stdlib.h>
 
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
@@ -11,6 +15,32 @@ std::string MakeTestDir(const std::string& prefix) {
   std::string tmpl = ::testing::TempDir() + prefix + "_XXXXXX";
   char* dir = mkdtemp(tmpl.data());
   return dir != nullptr ? std::string(dir) : "";
+}
+
+absl::StatusOr<TestDir> TestDir::Create(const std::string& prefix) {
+  std::string path = MakeTestDir(prefix);
+  if (path.empty()) return absl::InternalError(absl::StrCat("cannot make a test directory ", prefix, "_XXXXXX"));
+  return TestDir(std::move(path));
+}
+
+TestDir::TestDir(TestDir&& other) noexcept : path_(std::exchange(other.path_, "")) {}
+
+TestDir& TestDir::operator=(TestDir&& other) noexcept {
+  if (this != &other) {
+    Remove();
+    path_ = std::exchange(other.path_, "");
+  }
+  return *this;
+}
+
+TestDir::~TestDir() { Remove(); }
+
+void TestDir::Remove() {
+  if (path_.empty()) return;
+  std::error_code error;
+  std::filesystem::remove_all(path_, error);
+  if (error) ADD_FAILURE() << "cannot remove the test directory " << path_ << ": " << error.message();
+  path_.clear();
 }
 
 absl::StatusOr<TestServer> StartTestServer(const std::string& repository,

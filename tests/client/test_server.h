@@ -5,6 +5,7 @@
 #define CHRONOSERVE_TESTS_CLIENT_TEST_SERVER_H_
 
 #include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -19,8 +20,28 @@ struct TestServer {
   std::string url;  // HOST:PORT as logged: 127.0.0.1:PORT unless --host
 };
 
-// A fresh directory under the test's temporary directory; "" on failure.
+// A fresh directory under the test's temporary directory; "" on failure. Left behind: prefer TestDir.
 std::string MakeTestDir(const std::string& prefix);
+
+// A fresh directory under the test's temporary directory, removed with everything in it when the
+// TestDir is destroyed (destroy the servers that use it first). Movable, not copyable.
+class TestDir {
+ public:
+  static absl::StatusOr<TestDir> Create(const std::string& prefix);
+  TestDir(TestDir&& other) noexcept;
+  TestDir& operator=(TestDir&& other) noexcept;
+  TestDir(const TestDir&) = delete;
+  TestDir& operator=(const TestDir&) = delete;
+  ~TestDir();
+
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit TestDir(std::string path) : path_(std::move(path)) {}
+  void Remove();
+
+  std::string path_;  // empty once moved from
+};
 
 // Starts chronoserve on `repository` with `extra_flags` (after --warmup-runs 1 --allow-metrics false
 // --gpu-monitor-interval-ms 0), and waits (`ready_timeout` at most) until it is READY.
