@@ -147,6 +147,8 @@ struct Call {
   absl::Status status;
   std::string answered;
   bool cold = false;  // timing.cold of the batch it ran in
+  int64_t queued_ns = -1;  // dequeued - enqueued: its queue span
+  int64_t advance_on_answer_ns = 0;  // its answer moves the test's clock this far (a slow answer)
 };
 
 class PipelinedWorkerTest : public ::testing::Test {
@@ -165,7 +167,7 @@ class PipelinedWorkerTest : public ::testing::Test {
   }
 
   // Queues request `id` with inputs (seed, -seed / 3).
-  Call* Send(const std::string& id, float seed) {
+  Call* Send(const std::string& id, float seed, int64_t deadline_ns = 0) {
     calls_.push_back(std::make_unique<Call>());
     Call* call = calls_.back().get();
     call->input[0] = seed;
@@ -175,6 +177,7 @@ class PipelinedWorkerTest : public ::testing::Test {
     r->batch_items = 1;
     r->set_shape_key("[2];");
     r->cancelled = std::make_shared<CancelFlag>();
+    r->deadline_ns = deadline_ns;
     InputTensor in;
     in.index = 0;
     in.dtype = DataType::kFp32;
@@ -186,7 +189,9 @@ class PipelinedWorkerTest : public ::testing::Test {
     out.index = 0;
     out.data = &call->output;
     r->outputs.push_back(out);
-    r->on_complete = [call](std::unique_ptr<InferRequest> finished) {
+    r->on_complete = [this, call](std::unique_ptr<InferRequest> finished) {
+      if (call->advance_on_answer_ns > 0) clock_.AdvanceNs(call->advance_on_answer_ns);
+      call->queued_ns = finished->timeline.batch().dequeued_ns - finished->timeline.enqueued_ns;
       call->status = finished->status;
       call->answered = *finished->outputs.front().data;
       call->cold = finished->timeline.batch().cold;
@@ -242,6 +247,27 @@ TEST_F(PipelinedWorkerTest, LaunchesTheNextBatchBeforeFinishingTheOneInFlight) {
   EXPECT_THAT(fake_->log(), ElementsAre("L:a@0", "L:b@1", "F:a@0", "L:c@0", "F:b@1", "F:c@0"));
   EXPECT_EQ(fake_->misuse(), "");
   EXPECT_EQ(runtime_->stats().Snapshot().execution_count, 3u);
+}
+
+// A request whose deadline passed while queued comes out of the queue with the next batch; the
+// worker answers it before staging that batch. However long that answer takes, it is not the
+// batch's queueing: the batch's queue span ends when the worker had it.
+TEST_F(PipelinedWorkerTest, AnsweringARequestDroppedWithABatchIsNotInThatBatchsQueueSpan) {
+  Start(/*park_id=*/"a");
+  Call* a = Send("a", 1.25f);
+  ASSERT_TRUE(fake_->WaitParked());
+  Call* late = Send("late", 2.5f, /*deadline_ns=*/clock_.NowNs() + 1'000);
+  late->advance_on_answer_ns = 5'000'000;  // a 5 ms answer
+  Call* b = Send("b", -0.5f);
+  clock_.AdvanceNs(2'000);  // late's deadline has passed; b has queued 2 us
+  fake_->Release();
+  ExpectDoubled(a);
+  ExpectDoubled(b);
+  ASSERT_TRUE(late->done.WaitForNotificationWithTimeout(kTimeout));
+  EXPECT_EQ(late->status.code(), absl::StatusCode::kDeadlineExceeded) << late->status;
+  EXPECT_THAT(fake_->log(), ElementsAre("L:a@0", "L:b@1", "F:a@0", "F:b@1")) << "late never reached the device";
+  EXPECT_GE(b->queued_ns, 2'000);
+  EXPECT_LT(b->queued_ns, 5'000'000) << "the dropped request's answer landed in b's queue span";
 }
 
 TEST_F(PipelinedWorkerTest, AFailedLaunchIsAnsweredAloneAndTheBatchInFlightStillFinishes) {
