@@ -275,6 +275,39 @@ TEST(CudaGraphCaptureFailureTest, AnUncapturableForwardFailsCleanlyAndTheGpuStay
   }
 }
 
+// Traces place the h2d span by its own end event: a graph batch padded to its bucket zeroes its pad
+// rows between h2d and compute, so h2d's end lies at least compute + d2h before the batch's last
+// event (event deltas of 0.5 us resolution: 2 us of slack for the two rounded figures).
+TEST(CudaGraphSpanTest, H2dEndIsMeasuredForPaddedAndExactBuckets) {
+  testing::TempDir repo("cs_gpu_graph_h2d");
+  examples::ModelOptions o;
+  o.max_batch_size = 8;
+  o.extra_config = kGraphsOn;
+  ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy", o).ok());
+  auto spec = server::LoadModelDirectory(repo.path() + "/policy");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  server::DeviceActivityRegistry devices;
+  auto policy = LoadOnGpu0(*spec, devices);
+  ASSERT_NE(policy, nullptr);
+  for (int items = 1; items <= 8; ++items) {
+    ASSERT_TRUE(ExecuteBatch(*policy, *spec, items, 50 + items)->status.ok()) << "warm-up, " << items;
+  }
+  ASSERT_TRUE(policy->PrepareForServing().ok());
+  for (int items : {3, 4}) {  // bucket 4: one pad row, then none
+    auto run = ExecuteBatch(*policy, *spec, items, 60 + items);
+    ASSERT_TRUE(run->status.ok()) << run->status;
+    const server::BatchTiming& t = run->timing;
+    ASSERT_TRUE(t.cuda_graph);
+    EXPECT_GT(t.h2d_ns, 0);
+    EXPECT_GT(t.h2d_end_to_done_ns, 0) << items << " items: measured whenever request timing is on";
+    EXPECT_GE(t.h2d_end_to_done_ns + 2'000, t.compute_ns + t.d2h_ns) << items << " items";
+    for (size_t r = 0; r < run->batch.size(); ++r) {
+      EXPECT_EQ(CpuReferenceMismatch(repo.path() + "/policy/1/model.pt", *run, r, 5e-3f), "")
+          << items << " items, request " << r;
+    }
+  }
+}
+
 class GpuKeepWarmTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(GpuKeepWarmTest, IdleWorkerReplaysItsModelCountedNotInStatistics) {
