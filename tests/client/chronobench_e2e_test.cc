@@ -145,7 +145,7 @@ TEST_F(ChronobenchE2eTest, OpenLoopPoissonKeepsItsRateAndTimesFromTheSchedule) {
   const LatencyRecorder& r = p.recorder;
   EXPECT_EQ(r.schedule_lag().count(), r.successes());
   // Sends keep their schedule to well under a millisecond: the worker polls its queue for the last
-  // 2 ms before a send time instead of a timed wait, which gRPC rounds up to a whole millisecond
+  // 1.1 ms before a send time instead of a timed wait, which gRPC rounds up to a whole millisecond
   // (that made the median send ~0.5 ms late, every send up to ~1 ms). At 150/s over two threads a
   // worker is idle between sends, so the median lag is the cost of a clock read and a send (a few
   // µs); 300 µs leaves room for a loaded 2-core machine taking the CPU away now and then, while
