@@ -50,6 +50,8 @@ std::string Summary(const BenchReport& report) {
       absl::StrAppend(&out, absl::StrFormat(
           "saturation: batch %d (%.1f items/s); larger batches raised throughput by less than 5%%\n",
           p.spec.batch_size, p.items_per_s));
+    } else if (report.failed_point.has_value()) {
+      absl::StrAppend(&out, "saturation: not reached before the sweep stopped at its failed point\n");
     } else {
       absl::StrAppend(&out, "saturation: not reached; throughput still rose by more than 5% at the largest batch\n");
     }

@@ -25,9 +25,10 @@ constexpr int64_t kMaxWaitNs = 20'000'000;
 // A send time closer than this is waited for by polling the completion queue (a zero deadline), not
 // by a timed wait: gRPC rounds a wait's deadline up to a whole millisecond, which made each open-loop
 // send up to ~1 ms late (schedule lag, counted in e2e). A farther one is waited for until this much
-// before it: the rounding wakes the worker 0.1-1.1 ms early, never late. The polling (about 0.6 ms
-// of CPU per send) yields the CPU between polls to any other thread that can run (a server on the
-// same host), and is left out of the saturation warning (PollNs).
+// before it: the rounding wakes the worker 0.1-1.1 ms early, never late. The polling (up to about
+// 0.6 ms of CPU per send) yields the CPU between polls to any other thread that can run (a server on
+// the same host); the CPU time of the polls that found nothing is left out of the saturation
+// warning (PollNs).
 constexpr int64_t kPollWindowNs = 1'100'000;
 // Open loop keeps its schedule when the server falls behind, up to this many calls in flight
 // per worker; beyond it sends wait (and the schedule lag shows it).
@@ -94,6 +95,12 @@ LatencyRecorder LoadWorker::TakeRecorder() {
   absl::MutexLock lock(&mu_);
   std::swap(fresh, recorder_);
   return fresh;
+}
+
+int64_t LoadWorker::OwnCpuNs() {
+  timespec ts{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
 int64_t LoadWorker::ThreadCpuNs() const {
@@ -285,15 +292,20 @@ bool LoadWorker::AwaitEvent(Wake wake) {
   const int64_t start_ns = shared_.clock->NowNs();
   int64_t wait_ns = std::max<int64_t>(wake.at_ns - start_ns, 0);
   if (wake.send && wait_ns <= kPollWindowNs) {
+    // The CPU time of the polls that found nothing (this thread's clock: time spent yielded to
+    // others is not counted; the poll that returns an event did the worker's receive work).
     const gpr_timespec poll = gpr_time_0(GPR_CLOCK_MONOTONIC);
+    const int64_t cpu_start_ns = OwnCpuNs();
+    int64_t cpu_before_ns = cpu_start_ns;
     for (int64_t now = start_ns; !TakeEvent(poll); now = shared_.clock->NowNs()) {
       if (now >= wake.at_ns || stop_.load(std::memory_order_relaxed)) {
-        poll_ns_.fetch_add(now - start_ns, std::memory_order_relaxed);
+        poll_ns_.fetch_add(OwnCpuNs() - cpu_start_ns, std::memory_order_relaxed);
         return false;
       }
       sched_yield();
+      cpu_before_ns = OwnCpuNs();
     }
-    poll_ns_.fetch_add(ready_.back().received_ns - start_ns, std::memory_order_relaxed);
+    poll_ns_.fetch_add(cpu_before_ns - cpu_start_ns, std::memory_order_relaxed);
     return true;
   }
   if (wake.send) wait_ns -= kPollWindowNs;  // woken before the send time, polled from there

@@ -99,11 +99,14 @@ class LoadWorker {
   bool AwaitCompleted(int64_t n, absl::Duration timeout);
   // CPU time this worker thread has used, ns (for the client-saturation warning).
   int64_t ThreadCpuNs() const;
-  // Of that, the time spent polling the completion queue just before a send time (open loop, idle
-  // gap): waiting, not work, so the saturation warning leaves it out. Since Start(), ns.
+  // Of that, the CPU time of the polls of the completion queue that found nothing just before a
+  // send time (open loop, idle gap): waiting, not work, so the saturation warning leaves it out.
+  // Since Start(), ns.
   int64_t PollNs() const { return poll_ns_.load(std::memory_order_relaxed); }
 
  private:
+  // The calling thread's CPU time, ns.
+  static int64_t OwnCpuNs();
   struct Call {
     grpc::ClientContext context;
     // Unary: the answer, a message of spare_responses_ (its entries' strings reused), given back

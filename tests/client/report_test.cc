@@ -193,6 +193,19 @@ TEST(ReportTest, UnansweredAtEndIsCountedAndWarnedAboutWhenPastTheTail) {
       << Summary(report);
 }
 
+// A batch sweep cut short by a failed point does not claim throughput still rose "at the largest
+// batch": only at the largest one measured.
+TEST(ReportTest, ASweepStoppedByAFailedPointSaysSoInsteadOfNoSaturation) {
+  BenchReport report;
+  report.batch_sweep = true;
+  report.points.push_back(MakePoint(LoadMode::kConcurrency, 1, 1000));
+  EXPECT_NE(Summary(report).find("throughput still rose by more than 5% at the largest batch"), std::string::npos);
+  report.failed_point = FailedPoint{"batch 2", "DEADLINE_EXCEEDED"};
+  const std::string summary = Summary(report);
+  EXPECT_NE(summary.find("not reached before the sweep stopped at its failed point"), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("at the largest batch"), std::string::npos) << summary;
+}
+
 TEST(ReportTest, ConsoleRowShowsErrorsAndWarnings) {
   PointResult p = MakePoint(LoadMode::kConcurrency, 1, 1000);
   p.warnings.push_back("1 requests failed (UNAVAILABLE 1)");
