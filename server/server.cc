@@ -31,11 +31,14 @@ std::string UnixTarget(const std::string& path) { return path.empty() ? "" : abs
 
 // gRPC unlinks any socket file at the path before it binds, so a second server would silently take
 // the path over from a live one. A socket file is only stale when a connection to it is refused.
-// Anything else at the path is left to the bind (a file that is not a socket fails it).
+// Anything else at the path is left to the bind (a file that is not a socket fails it). A live
+// server whose accept backlog is full answers EAGAIN (the connect never blocks): not stale either.
+// Two servers starting at the same moment can both find the path free; the check is for a server
+// started beside a running one.
 absl::Status CheckUnixSocketFree(const std::string& path) {
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return absl::OkStatus();
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return absl::OkStatus();  // cannot tell: the bind decides
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;

@@ -116,7 +116,6 @@ class TorchInstance final : public ModelInstance {
   struct SlotState {
     bool in_flight = false;
     bool tracks_activity = false;  // BeginWork was called: Finish (or the abandon) ends it
-    bool overlapped = false;       // launched behind another batch: inputs on the copy stream
     int64_t total = 0;
     std::vector<torch::Tensor> outputs;
     std::vector<const char*> host;
@@ -130,7 +129,6 @@ class TorchInstance final : public ModelInstance {
     SlotState& state = slots_[slot];
     const bool behind_another = AnyInFlight();  // another slot's batch may still be on the stream
     state.in_flight = true;
-    state.overlapped = behind_another;
     path_->SelectSlot(slot);
     const int64_t total = BatchItems(batch);
     timing->batch_size = total;

@@ -27,6 +27,7 @@ struct InstanceGroupSpec {
   int count = 1;          // workers per listed GPU (or on the CPU)
   std::vector<int> gpus;  // empty: every visible GPU (when the group runs on GPUs)
   std::string host_policy;  // empty: the device's default policy name (server/core/host_policy.h)
+  std::string name;         // as configured; empty: none given
 };
 
 struct QueuePolicySpec {

@@ -73,7 +73,8 @@ config::ModelConfig ModelConfigFromSpec(const ModelSpec& spec) {
   for (size_t i = 0; i < spec.instance_groups.size(); ++i) {
     const InstanceGroupSpec& group = spec.instance_groups[i];
     auto* g = out.add_instance_group();
-    g->set_name(absl::StrCat(spec.name, "_", i));  // Triton's default: <model name>_<group number>
+    // Triton's default name: <model name>_<group number>.
+    g->set_name(group.name.empty() ? absl::StrCat(spec.name, "_", i) : group.name);
     g->set_kind(ConfigKind(group.kind));
     g->set_count(group.count);
     for (int gpu : group.gpus) g->add_gpus(gpu);
@@ -91,11 +92,6 @@ config::ModelConfig ModelConfigFromSpec(const ModelSpec& spec) {
 
 absl::Status AnswerModelConfig(const ModelRegistry& registry, const inference::ModelConfigRequest& request,
                                inference::ModelConfigResponse* response) {
-  int64_t version = 0;
-  if (!request.version().empty() && (!absl::SimpleAtoi(request.version(), &version) || version < 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("model '", request.name(), "': version '", request.version(),
-                                                   "' is not an integral value >= 0"));
-  }
   auto model = registry.Find(request.name(), request.version());
   if (!model.ok()) return model.status();
   *response->mutable_config() = ModelConfigFromSpec((*model)->spec());

@@ -142,6 +142,7 @@ absl::StatusOr<std::vector<InstanceGroupSpec>> ConvertInstanceGroups(const pb::M
   std::vector<InstanceGroupSpec> groups;
   for (const auto& g : config.instance_group()) {
     InstanceGroupSpec spec;
+    spec.name = g.name();
     switch (g.kind()) {
       case pb::ModelInstanceGroup::KIND_AUTO: spec.kind = InstanceKind::kAuto; break;
       case pb::ModelInstanceGroup::KIND_CPU: spec.kind = InstanceKind::kCpu; break;

@@ -34,7 +34,12 @@ absl::StatusOr<std::shared_ptr<ModelRuntime>> ModelRegistry::Find(const std::str
   }
   if (!version.empty()) {
     int64_t v = -1;
-    if (!absl::SimpleAtoi(version, &v) || v != it->second->spec().version) {
+    // As Triton: a version that is not a number is a bad request, a number not served is not found.
+    if (!absl::SimpleAtoi(version, &v) || v < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model '", name, "': version '", version, "' is not an integral value >= 0"));
+    }
+    if (v != it->second->spec().version) {
       return absl::NotFoundError(absl::StrCat("model '", name, "' has no version '", version,
                                               "' (serving version ", it->second->spec().version, ")"));
     }

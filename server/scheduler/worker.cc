@@ -289,14 +289,13 @@ void Worker::NoteLaunchBound(const BatchTiming& timing) {
   }
 }
 
-void Worker::StampDequeued(BatchTiming* timing) const {
-  timing->dequeued_ns = clock_->NowNs();
+void Worker::StampDequeued(BatchTiming* timing, int64_t dequeued_ns) const {
+  timing->dequeued_ns = dequeued_ns > 0 ? dequeued_ns : clock_->NowNs();
   timing->worker = index_;
 }
 
 void Worker::BeginBatch(BatchTiming* timing, bool behind_another, int64_t dequeued_ns) {
-  timing->dequeued_ns = dequeued_ns;
-  timing->worker = index_;
+  StampDequeued(timing, dequeued_ns);
   // Cold: the first batch, or one that arrives after keep-warm's horizon ended the idle spell. A
   // batch launched behind one still on the device follows no idle spell, although idle_since_ns_
   // is only moved on once that one finishes.

@@ -128,8 +128,8 @@ class Worker {
   int64_t FinishBatch(InFlight flight);
   // Common to both: the batch's stamps before the instance runs it.
   void BeginBatch(BatchTiming* timing, bool behind_another, int64_t dequeued_ns);
-  // Stamps the batch's dequeue time and this worker's index (every batch, warm-up ones too).
-  void StampDequeued(BatchTiming* timing) const;
+  // Stamps the batch's dequeue time (`dequeued_ns`, or now) and this worker's index.
+  void StampDequeued(BatchTiming* timing, int64_t dequeued_ns = 0) const;
   // Common to both: statistics, per-request timing, then the completions.
   void EndBatch(Batch batch, const BatchTiming& timing, const absl::Status& status);
   void RunKeepWarm();

@@ -111,9 +111,9 @@ void AddServerAttributes(const InferRequest& request, const absl::Status& status
   }
 }
 
-// h2d, compute, d2h: event deltas laid backwards from the observed completion. A pipelined batch's
-// inputs were copied on the copy stream while the device still ran the batch before it, so its h2d
-// ended earlier than its compute started, h2d_end_to_done_ns before the batch's last event.
+// h2d, compute, d2h: event deltas laid backwards from the observed completion. Where measured (a GPU
+// instance with request timing), h2d ends h2d_end_to_done_ns before the batch's last event: earlier
+// than compute started when its inputs were copied behind another batch or pad rows were zeroed.
 void AddDeviceSpans(const RequestTiming& timing, const BatchTiming& batch,
                     const std::vector<Attribute>& common, SpanMaker* maker, std::vector<SpanData>* out) {
   const int64_t d2h_end = batch.gpu_done_ns;

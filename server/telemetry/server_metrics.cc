@@ -164,7 +164,7 @@ void ServerMetrics::OnRequestDone(const ModelSpec& spec, const InferRequest* req
     }
     counter->Increment();
   }
-  if (request == nullptr) return;  // refused before it was queued: counted, nothing measured
+  if (request == nullptr) return;  // no request to measure: counted only
   m.request_duration->Observe(timing.server_total_ns);
   const Timeline& t = request->timeline;
   const BatchTiming& batch = t.batch();

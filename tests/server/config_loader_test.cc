@@ -24,7 +24,7 @@ output [
   { name: "OUTPUT__0" data_type: TYPE_FP16 dims: [ 400 ] },
   { name: "OUTPUT__1" data_type: TYPE_BF16 dims: [ 1 ] }
 ]
-instance_group [ { count: 2 kind: KIND_CPU }, { kind: KIND_GPU gpus: [ 0, 1 ] } ]
+instance_group [ { name: "cpu_pair" count: 2 kind: KIND_CPU }, { kind: KIND_GPU gpus: [ 0, 1 ] } ]
 dynamic_batching {
   preferred_batch_size: [ 32, 8 ]
   max_queue_delay_microseconds: 100
@@ -50,6 +50,8 @@ TEST(ModelConfigTest, ParsesEveryImplementedField) {
   ASSERT_EQ(spec->instance_groups.size(), 2u);
   EXPECT_EQ(spec->instance_groups[0].kind, InstanceKind::kCpu);
   EXPECT_EQ(spec->instance_groups[0].count, 2);
+  EXPECT_EQ(spec->instance_groups[0].name, "cpu_pair");
+  EXPECT_EQ(spec->instance_groups[1].name, "");
   EXPECT_EQ(spec->instance_groups[1].kind, InstanceKind::kGpu);
   EXPECT_EQ(spec->instance_groups[1].count, 1) << "count defaults to 1";
   EXPECT_EQ(spec->instance_groups[1].gpus, (std::vector<int>{0, 1}));

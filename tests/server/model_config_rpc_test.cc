@@ -168,6 +168,15 @@ TEST_P(ModelConfigRpcTest, VersionThatIsNoIntegerIsInvalidArgument) {
     grpc::Status status = Call("mlp", version, &response);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << version;
     EXPECT_THAT(status.error_message(), HasSubstr(version));
+    // Every RPC that names a version judges it the same way (the registry parses it).
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    inference::ModelMetadataRequest metadata;
+    metadata.set_name("mlp");
+    metadata.set_version(version);
+    inference::ModelMetadataResponse answer;
+    EXPECT_EQ(stub_->ModelMetadata(&ctx, metadata, &answer).error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << version;
   }
 }
 
@@ -196,6 +205,7 @@ TEST(ModelConfigFromSpecTest, CudaGraphsHostPolicyAndGpus) {
   spec.max_batch_size = 2;
   spec.cuda_graphs = true;
   server::InstanceGroupSpec group;
+  group.name = "fast";  // a configured name is reported as it is
   group.kind = server::InstanceKind::kGpu;
   group.count = 3;
   group.gpus = {0, 1};
@@ -208,6 +218,7 @@ TEST(ModelConfigFromSpecTest, CudaGraphsHostPolicyAndGpus) {
   EXPECT_EQ(c.instance_group(0).count(), 3);
   EXPECT_THAT(c.instance_group(0).gpus(), ElementsAre(0, 1));
   EXPECT_EQ(c.instance_group(0).host_policy(), "gpu_0");
+  EXPECT_EQ(c.instance_group(0).name(), "fast");
   EXPECT_FALSE(c.has_dynamic_batching());
 }
 

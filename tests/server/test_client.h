@@ -1,6 +1,6 @@
 // ConnectTestClient: a client::InferenceClient for tests whose every call carries a deadline.
-// InferenceClient::Connect sets none (only InferOptions::timeout does), so a server that never
-// answers would hang the test, or the thread a test joins. Here the channel's default service
+// InferenceClient's own default timeout covers its calls, not raw stubs or streams, so a server
+// that never answers would hang the test, or the thread a test joins. Here the channel's default service
 // config gives every method (unary calls and ModelStreamInfer streams alike) a timeout; a shorter
 // deadline of the call's own (InferOptions::timeout, ClientContext::set_deadline) still wins.
 // Raw stubs built on this client's stub() inherit it too.
