@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "server/grpc/request_builder.h"
+#include "server/grpc/request_parameters.h"
 #include "server/grpc/serving_warmup.h"
 #include "server/repository/model_config_loader.h"
 
