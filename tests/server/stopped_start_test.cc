@@ -9,15 +9,17 @@
 
 #include "client/inference_client.h"
 #include "proto/inference.grpc.pb.h"
+#include "tests/protos/health.grpc.pb.h"
 #include "tests/server/test_repository.h"
+#include "tools/example_models.h"
 
 namespace chronoserve {
 namespace {
 
 TEST(StoppedStartTest, AStartStoppedBySignalNeverReportsReady) {
-  // An empty repository: every model it holds is ready (there are none), so only the stop can keep
-  // the server from reporting ready.
+  // One model, never loaded: the stop came first.
   testing::TempDir repo("cs_stopped_start");
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", examples::ModelOptions{}).ok());
   auto server = server::Server::Create(testing::TestServerOptions(repo.path()));
   ASSERT_TRUE(server.ok()) << server.status();
   (*server)->StopLoading();  // the signal arrived before or during loading
@@ -39,6 +41,31 @@ TEST(StoppedStartTest, AStartStoppedBySignalNeverReportsReady) {
   inference::ServerLiveResponse live;
   ASSERT_TRUE(stub->ServerLive(&live_ctx, inference::ServerLiveRequest(), &live).ok());
   EXPECT_TRUE(live.live()) << "the server is up, only not ready";
+
+  grpc::ClientContext model_ctx;
+  model_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  inference::ModelReadyRequest model_request;
+  model_request.set_name("mlp");
+  inference::ModelReadyResponse model_ready;
+  const grpc::Status model_status = stub->ModelReady(&model_ctx, model_request, &model_ready);
+  EXPECT_FALSE(model_status.ok() && model_ready.ready()) << "ModelReady answered true for a model never loaded";
+
+  auto health = grpc::health::v1::Health::NewStub(channel);
+  for (const char* service : {"", "inference.GRPCInferenceService"}) {
+    grpc::ClientContext health_ctx;
+    health_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(service);
+    grpc::health::v1::HealthCheckResponse response;
+    const grpc::Status checked = health->Check(&health_ctx, request, &response);
+    if (std::string(service).empty()) {  // the server as a whole: NOT_SERVING
+      ASSERT_TRUE(checked.ok()) << checked.error_message();
+      EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+    } else {  // named only once READY: NOT_FOUND ("service name unknown") until then, never SERVING
+      EXPECT_FALSE(checked.ok() && response.status() == grpc::health::v1::HealthCheckResponse::SERVING)
+          << "'" << service << "' SERVING after a signal stopped the start";
+    }
+  }
   (*server)->Shutdown();
 }
 
