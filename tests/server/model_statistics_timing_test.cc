@@ -55,6 +55,16 @@ struct Sums {
   uint64_t server_total = 0, queue = 0, compute_input = 0, compute_infer = 0, compute_output = 0;
 };
 
+
+// One mlp item of 64 values in [-2, 2).
+Tensor RandomMlpInput(std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  std::vector<float> values(64);
+  for (float& v : values) v = dist(rng);
+  return Tensor{"INPUT__0", DataType::kFp32, {1, 64},
+                std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float))};
+}
+
 TEST(ModelStatisticsTimingTest, DurationsAreTheSumsOfTheResponsesTimings) {
   testing::TempDir repo("cs_stats_timing");
   examples::ModelOptions mlp;
@@ -69,13 +79,9 @@ TEST(ModelStatisticsTimingTest, DurationsAreTheSumsOfTheResponsesTimings) {
   ASSERT_TRUE(before.ok()) << before.status();
   constexpr int kRequests = 12;
   std::mt19937 rng(20261125);
-  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
   Sums sums;
   for (int i = 0; i < kRequests; ++i) {
-    std::vector<float> values(64);
-    for (float& v : values) v = dist(rng);
-    Tensor input{"INPUT__0", DataType::kFp32, {1, 64},
-                 std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float))};
+    const Tensor input = RandomMlpInput(rng);
     client::InferOptions options;
     options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(kRpcTimeout);
     auto result = client->Infer("mlp", {input}, options);
@@ -148,13 +154,9 @@ TEST(ModelStatisticsTimingTest, WithRequestTimingOffOnlyHostFiguresAreRecorded) 
   ASSERT_TRUE(before.ok()) << before.status();
   constexpr int kRequests = 8;
   std::mt19937 rng(20261126);
-  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
   uint64_t e2e_sum = 0;
   for (int i = 0; i < kRequests; ++i) {
-    std::vector<float> values(64);
-    for (float& v : values) v = dist(rng);
-    Tensor input{"INPUT__0", DataType::kFp32, {1, 64},
-                 std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float))};
+    const Tensor input = RandomMlpInput(rng);
     client::InferOptions call;
     call.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(kRpcTimeout);
     auto result = client->Infer("mlp", {input}, call);

@@ -18,6 +18,7 @@
 #include "client/infer_stream.h"
 #include "client/inference_client.h"
 #include "common/otlp/batch_span_processor.h"
+#include "tests/fakes/capturing_exporter.h"
 #include "server/grpc/inference_service.h"
 #include "server/telemetry/request_tracer.h"
 #include "tests/server/gated_instance.h"
@@ -33,23 +34,7 @@ constexpr absl::Duration kWait = absl::Seconds(30);
 constexpr char kTraceId[] = "4bf92f3577b34da6a3ce929d0e0e4736";
 constexpr char kCallerSpan[] = "00f067aa0ba902b7";
 
-class CapturingExporter final : public otlp::SpanExporter {
- public:
-  absl::StatusOr<otlp::ExportResult> Export(const std::vector<SpanData>& spans, absl::Time) override {
-    absl::MutexLock lock(&mu_);
-    spans_.insert(spans_.end(), spans.begin(), spans.end());
-    return otlp::ExportResult{};
-  }
-  void Shutdown() override {}
-  std::vector<SpanData> spans() {
-    absl::MutexLock lock(&mu_);
-    return spans_;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::vector<SpanData> spans_ ABSL_GUARDED_BY(mu_);
-};
+using testing::CapturingExporter;
 
 // The tracer, and a count of the requests it was told about that a test can wait for.
 class CountingTracer final : public server::RequestObserver {

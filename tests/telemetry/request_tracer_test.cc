@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "common/clock.h"
 #include "common/otlp/batch_span_processor.h"
+#include "tests/fakes/capturing_exporter.h"
 #include "server/telemetry/request_spans.h"
 
 namespace chronoserve::server::telemetry {
@@ -26,24 +27,7 @@ using otlp::ExportResult;
 using otlp::SpanData;
 using otlp::SpanExporter;
 
-// Keeps every span it is given.
-class CapturingExporter final : public SpanExporter {
- public:
-  absl::StatusOr<ExportResult> Export(const std::vector<SpanData>& spans, absl::Time) override {
-    absl::MutexLock lock(&mu_);
-    spans_.insert(spans_.end(), spans.begin(), spans.end());
-    return ExportResult{};
-  }
-  void Shutdown() override {}
-  std::vector<SpanData> spans() {
-    absl::MutexLock lock(&mu_);
-    return spans_;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::vector<SpanData> spans_ ABSL_GUARDED_BY(mu_);
-};
+using testing::CapturingExporter;
 
 // The wall clock the tracer reads (RequestTracer takes a plain function pointer).
 std::atomic<int64_t> g_wall_ns{0};
