@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/fakes/remove_tree.h"
 
 namespace chronoserve::testing {
 
@@ -37,9 +38,7 @@ TestDir::~TestDir() { Remove(); }
 
 void TestDir::Remove() {
   if (path_.empty()) return;
-  std::error_code error;
-  std::filesystem::remove_all(path_, error);
-  if (error) ADD_FAILURE() << "cannot remove the test directory " << path_ << ": " << error.message();
+  if (!RemoveTree(path_)) ADD_FAILURE() << "cannot remove the test directory " << path_;
   path_.clear();
 }
 

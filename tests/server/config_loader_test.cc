@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_replace.h"
 #include "server/core/synthetic_request.h"
+#include "tests/fakes/remove_tree.h"
 
 namespace chronoserve::server {
 namespace {
@@ -366,10 +367,10 @@ class RepositoryTest : public ::testing::Test {
     root_ = std::filesystem::temp_directory_path() /
             ("cs_repo_" + std::to_string(::getpid()) + "_" +
              ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(root_);
+    testing::RemoveTree(root_.string());
     std::filesystem::create_directories(root_);
   }
-  void TearDown() override { std::filesystem::remove_all(root_); }
+  void TearDown() override { testing::RemoveTree(root_.string()); }
   void Write(const std::string& rel, const std::string& text) {
     auto p = root_ / rel;
     std::filesystem::create_directories(p.parent_path());

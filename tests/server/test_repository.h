@@ -16,19 +16,11 @@
 #include <gtest/gtest.h>
 
 #include "absl/synchronization/notification.h"
+#include "tests/fakes/remove_tree.h"
 #include "absl/time/time.h"
 #include "server/server.h"
 
 namespace chronoserve::testing {
-
-// Removes a directory tree with POSIX nftw. Not std::filesystem::remove_all: PyTorch's pip
-// LibTorch exports its own copy of that symbol, and calling it crashed the GPU tests.
-inline void RemoveTree(const std::string& path) {
-  nftw(
-      path.c_str(),
-      [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
-      FTW_DEPTH | FTW_PHYS);
-}
 
 class TempDir {
  public:
