@@ -1,7 +1,6 @@
 #include "client/chronobench/load_worker.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,10 +24,10 @@ constexpr int64_t kMaxWaitNs = 20'000'000;
 // A send time closer than this is waited for by polling the completion queue (a zero deadline), not
 // by a timed wait: gRPC rounds a wait's deadline up to a whole millisecond, which made each open-loop
 // send up to ~1 ms late (schedule lag, counted in e2e). A farther one is waited for until this much
-// before it: the rounding wakes the worker 0.1-1.1 ms early, never late. The polling (up to about
-// 0.6 ms of CPU per send) yields the CPU between polls to any other thread that can run (a server on
-// the same host); the CPU time of the polls that found nothing is left out of the saturation
-// warning (PollNs).
+// before it: the rounding wakes the worker 0.1-1.1 ms early, never late. The polling costs up to
+// about 0.6 ms of CPU per send; the CPU time of the polls that found nothing is left out of the
+// saturation warning (PollNs). It does not yield between polls: on a machine with more runnable
+// threads than CPUs, yielding made the median send 0.85 ms late (BENCHMARKS.md §33).
 constexpr int64_t kPollWindowNs = 1'100'000;
 // Open loop keeps its schedule when the server falls behind, up to this many calls in flight
 // per worker; beyond it sends wait (and the schedule lag shows it).
@@ -302,7 +301,6 @@ bool LoadWorker::AwaitEvent(Wake wake) {
         poll_ns_.fetch_add(OwnCpuNs() - cpu_start_ns, std::memory_order_relaxed);
         return false;
       }
-      sched_yield();
       cpu_before_ns = OwnCpuNs();
     }
     poll_ns_.fetch_add(cpu_before_ns - cpu_start_ns, std::memory_order_relaxed);
