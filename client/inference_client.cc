@@ -17,15 +17,20 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
-std::unique_ptr<InferenceClient> InferenceClient::Connect(const std::string& address,
-                                                          std::optional<std::chrono::milliseconds> default_timeout) {
+grpc::ChannelArguments ClientChannelArguments() {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
   args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 << 20);
   args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, (16 << 20) - 1);
+  return args;
+}
+
+std::unique_ptr<InferenceClient> InferenceClient::Connect(const std::string& address,
+                                                          std::optional<std::chrono::milliseconds> default_timeout) {
   return std::make_unique<InferenceClient>(
-      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args), default_timeout);
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), ClientChannelArguments()),
+      default_timeout);
 }
 
 InferenceClient::InferenceClient(std::shared_ptr<grpc::Channel> channel,

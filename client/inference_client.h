@@ -7,6 +7,8 @@
 #ifndef CHRONOSERVE_CLIENT_INFERENCE_CLIENT_H_
 #define CHRONOSERVE_CLIENT_INFERENCE_CLIENT_H_
 
+#include <grpcpp/support/channel_arguments.h>
+
 #include <chrono>
 #include <map>
 #include <memory>
@@ -57,6 +59,10 @@ struct InferResult {
   std::string server_timing;            // the trailer, as received
   int64_t e2e_ns = 0;                   // client send -> response received
 };
+
+// The channel arguments of our clients: no message size limit, and large tensors in few round
+// trips (a 16 MiB stream window and frames up to 16 MiB). Callers add their own to a copy.
+grpc::ChannelArguments ClientChannelArguments();
 
 class InferenceClient {
  public:

@@ -75,11 +75,7 @@ std::vector<PointSpec> PlanSweep(const LoadOptions& load) {
 std::vector<std::shared_ptr<grpc::Channel>> MakeDistinctChannels(const std::string& url, int count) {
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (int i = 0; i < count; ++i) {
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(-1);
-    args.SetMaxSendMessageSize(-1);
-    args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 << 20);  // as InferenceClient::Connect:
-    args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, (16 << 20) - 1);     // large tensors in few round trips
+    grpc::ChannelArguments args = ClientChannelArguments();
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetInt("chronobench.channel_index", i);  // distinct args: never one shared subchannel
     channels.push_back(grpc::CreateCustomChannel(url, grpc::InsecureChannelCredentials(), args));

@@ -103,6 +103,8 @@ class LoadWorker {
   // send time (open loop, idle gap): waiting, not work, so the saturation warning leaves it out.
   // Since Start(), ns.
   int64_t PollNs() const { return poll_ns_.load(std::memory_order_relaxed); }
+  // ThreadCpuNs() less PollNs(): the CPU time the saturation warning judges.
+  int64_t BusyCpuNs() const { return ThreadCpuNs() - PollNs(); }
 
  private:
   // The calling thread's CPU time, ns.

@@ -201,7 +201,7 @@ absl::StatusOr<Window> MeasureWindow(const PointSpec& spec, int trial, const Run
   const int64_t window_start = ctx.clock->NowNs();
   std::vector<int64_t> cpu_before;
   // Busy = CPU time less the polling before send times (waiting, though on the CPU).
-  for (const auto& w : workers) cpu_before.push_back(w->ThreadCpuNs() - w->PollNs());
+  for (const auto& w : workers) cpu_before.push_back(w->BusyCpuNs());
   const int64_t completed_start = TotalCompleted(workers);
   auto status = [&] {
     return absl::StrFormat("%s: trial %d/%d, %d requests", spec.Label(), trial, m.max_trials,
@@ -219,7 +219,7 @@ absl::StatusOr<Window> MeasureWindow(const PointSpec& spec, int trial, const Run
   summary.throughput_rps = static_cast<double>(summary.successes) / summary.duration_s;
   summary.p50_ns = window.recorder.metric(Metric::kE2e).ValueAtPercentile(50);
   for (size_t w = 0; w < workers.size(); ++w) {
-    const int64_t busy_ns = workers[w]->ThreadCpuNs() - workers[w]->PollNs() - cpu_before[w];
+    const int64_t busy_ns = workers[w]->BusyCpuNs() - cpu_before[w];
     const double busy = static_cast<double>(busy_ns) / 1e9 / summary.duration_s;
     summary.client_cpu_busiest = std::max(summary.client_cpu_busiest, busy);
   }

@@ -12,14 +12,9 @@
 
 namespace chronoserve::testing {
 
-std::string MakeTestDir(const std::string& prefix) {
-  std::string tmpl = ::testing::TempDir() + prefix + "_XXXXXX";
-  char* dir = mkdtemp(tmpl.data());
-  return dir != nullptr ? std::string(dir) : "";
-}
-
 absl::StatusOr<TestDir> TestDir::Create(const std::string& prefix) {
-  std::string path = MakeTestDir(prefix);
+  std::string tmpl = ::testing::TempDir() + prefix + "_XXXXXX";
+  std::string path = mkdtemp(tmpl.data()) != nullptr ? tmpl : "";
   if (path.empty()) return absl::InternalError(absl::StrCat("cannot make a test directory ", prefix, "_XXXXXX"));
   return TestDir(std::move(path));
 }

@@ -20,9 +20,6 @@ struct TestServer {
   std::string url;  // HOST:PORT as logged: 127.0.0.1:PORT unless --host
 };
 
-// A fresh directory under the test's temporary directory; "" on failure. Left behind: prefer TestDir.
-std::string MakeTestDir(const std::string& prefix);
-
 // A fresh directory under the test's temporary directory, removed with everything in it when the
 // TestDir is destroyed (destroy the servers that use it first). Movable, not copyable.
 class TestDir {

@@ -25,11 +25,7 @@ inline constexpr absl::Duration kTestCallTimeout = absl::Seconds(60);
 // As client::InferenceClient::Connect (same channel arguments), plus a `timeout` on every call.
 inline std::unique_ptr<client::InferenceClient> ConnectTestClient(const std::string& address,
                                                                   absl::Duration timeout = kTestCallTimeout) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);
-  args.SetMaxSendMessageSize(-1);
-  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 << 20);
-  args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, (16 << 20) - 1);
+  grpc::ChannelArguments args = client::ClientChannelArguments();
   // A method config whose name is {} applies to every method of every service; the timeout is a
   // proto3 JSON Duration ("60.000s"). The channel argument is the default service config;
   // resolution is disabled so that no resolver's config replaces it.
