@@ -17,6 +17,7 @@
 #include "server/backend/torch_batch_io.h"
 #include "server/backend/torch_device_path.h"
 #include "server/backend/torch_util.h"
+#include "server/core/synthetic_request.h"
 
 #ifdef CHRONOSERVE_WITH_CUDA
 #include <torch/cuda.h>
@@ -344,9 +345,7 @@ class TorchInstance final : public ModelInstance {
         for (const TensorSpec& t : spec_.inputs) {
           ASSIGN_OR_RETURN(torch::ScalarType type, ToTorchType(t.dtype));
           // Variable dims as the warm-up's (the first model_warmup sample's, else 1).
-          auto sample = spec_.SyntheticDims().find(t.name);
-          std::vector<int64_t> shape = sample != spec_.SyntheticDims().end() ? sample->second : t.dims;
-          for (auto& d : shape) d = d < 0 ? 1 : d;
+          std::vector<int64_t> shape = SyntheticItemDims(t, spec_.SyntheticDims());
           if (spec_.max_batch_size > 0) shape.insert(shape.begin(), 1);
           keep_warm_args_.emplace_back(
               torch::zeros(shape, torch::TensorOptions().dtype(type).device(path_->device())));

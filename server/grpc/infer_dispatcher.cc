@@ -23,12 +23,13 @@ ModelStats::Failure FailureKind(absl::StatusCode code) {
   }
 }
 
+// Farther than this a deadline or timeout is a "never" (and its sum with a time cannot overflow).
+constexpr int64_t kNeverSecs = int64_t{100} * 365 * 86400;
+
 }  // namespace
 
 int64_t DeadlineWithTimeout(int64_t deadline_ns, int64_t received_ns, int64_t timeout_us) {
-  // Beyond 100 years a timeout is a "never" (as RemainingDeadlineNs has it), and the sum cannot overflow.
-  constexpr int64_t kNeverUs = int64_t{100} * 365 * 86400 * 1'000'000;
-  if (timeout_us <= 0 || timeout_us >= kNeverUs) return deadline_ns;
+  if (timeout_us <= 0 || timeout_us >= kNeverSecs * 1'000'000) return deadline_ns;
   const int64_t timeout_at = received_ns + timeout_us * 1000;
   return deadline_ns == 0 ? timeout_at : std::min(deadline_ns, timeout_at);
 }
@@ -72,7 +73,6 @@ InferDispatcher::InferDispatcher(ModelRegistry* registry, const Clock* clock, Re
 std::optional<int64_t> RemainingDeadlineNs(gpr_timespec deadline, gpr_timespec now) {
   if (gpr_time_cmp(deadline, gpr_inf_future(deadline.clock_type)) == 0) return std::nullopt;
   const gpr_timespec remaining = gpr_time_sub(deadline, now);
-  constexpr int64_t kNeverSecs = int64_t{100} * 365 * 86400;
   if (remaining.tv_sec >= kNeverSecs) return std::nullopt;
   if (remaining.tv_sec < 0) return 0;
   return remaining.tv_sec * 1'000'000'000 + remaining.tv_nsec;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 #include "server/grpc/shared_memory_params.h"
 
@@ -63,9 +64,12 @@ const char* TypedContentsField(DataType dtype) {
   }
 }
 
-// Every non-empty *_contents field but `expected` refused: values in another field would be dropped
-// (or, alone, read as an empty tensor), so the error names the field the datatype takes.
+// Every non-empty *_contents field but the one `dtype` takes refused: values in another field would be
+// dropped (or, alone, read as an empty tensor), so the error names the field the datatype takes.
+// Nothing to check for a datatype no typed field carries (answered by the conversion).
 absl::Status CheckOnlyExpectedContents(const ModelSpec& spec, const InputProto& proto, DataType dtype) {
+  const absl::string_view expected = TypedContentsField(dtype);
+  if (expected.empty()) return absl::OkStatus();
   const auto& c = proto.contents();
   const std::pair<const char*, int> fields[] = {
       {"bool_contents", c.bool_contents_size()},   {"int_contents", c.int_contents_size()},
@@ -73,7 +77,6 @@ absl::Status CheckOnlyExpectedContents(const ModelSpec& spec, const InputProto& 
       {"uint64_contents", c.uint64_contents_size()}, {"fp32_contents", c.fp32_contents_size()},
       {"fp64_contents", c.fp64_contents_size()},   {"bytes_contents", c.bytes_contents_size()},
   };
-  const std::string expected = TypedContentsField(dtype);
   for (const auto& [field, count] : fields) {
     if (count == 0 || field == expected) continue;
     return Invalid(spec, proto.name(), absl::StrCat(DataTypeName(dtype), " takes ", expected, ", but ", field,
@@ -86,7 +89,7 @@ absl::Status CheckOnlyExpectedContents(const ModelSpec& spec, const InputProto& 
 absl::Status ConvertTypedContents(const ModelSpec& spec, const InputProto& proto, int64_t elements,
                                   InputTensor& in) {
   const auto& c = proto.contents();
-  if (TypedContentsField(in.dtype)[0] != '\0') RETURN_IF_ERROR(CheckOnlyExpectedContents(spec, proto, in.dtype));
+  RETURN_IF_ERROR(CheckOnlyExpectedContents(spec, proto, in.dtype));
   std::string out;
   int64_t count = 0;
   absl::Status status;

@@ -37,11 +37,8 @@ class CollectErrors : public google::protobuf::io::ErrorCollector {
     // With unknown fields allowed, the parser reports each one as a warning naming the field.
     // ("Message type \"chronoserve.config.ModelInput\" has no field named \"reshape\"").
     const std::string marker = "has no field named \"";
-    auto pos = message.find(marker);
-    if (pos != std::string::npos) {
-      auto start = pos + marker.size();
-      auto end = message.find('"', start);
-      unknown_.push_back(message.substr(start, end - start));
+    if (message.find(marker) != std::string::npos) {
+      unknown_.push_back(Quoted(message, marker));
       unknown_in_.push_back(Quoted(message, "Message type \""));
     } else {
       warnings_.push_back(absl::StrCat(source_, ":", line + 1, ":", column + 1, ": ", message));

@@ -16,7 +16,6 @@ namespace pb = chronoserve::config;
 
 namespace {
 
-constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 constexpr uint32_t kIntMax = static_cast<uint32_t>(std::numeric_limits<int>::max());
 
 absl::Status CheckRequestBytes(const ModelSpec& spec, int64_t items,
