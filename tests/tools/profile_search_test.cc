@@ -153,7 +153,6 @@ profile::RunSample Sample(int64_t h2d_ns, int64_t compute_ns) {
 
 TEST(ProfileMistakesTest, CopyRowIsPageableH2dPlusComputeBesideTheCorrectCompute) {
   profile::MistakeSamples samples;
-  samples.device_timed = true;
   samples.first = Sample(1'000'000, 1'000'000);
   samples.measured = {Sample(20'000, 100'000), Sample(19'000, 101'000), Sample(21'000, 99'000)};
   samples.pageable = {Sample(60'000, 100'000), Sample(62'000, 100'000), Sample(61'000, 100'000)};
@@ -172,7 +171,6 @@ TEST(ProfileMistakesTest, CopyRowIsPageableH2dPlusComputeBesideTheCorrectCompute
 
 TEST(ProfileMistakesTest, CopyRowIsNotMeasuredWhenThePageableRunCouldNotBeMade) {
   profile::MistakeSamples samples;
-  samples.device_timed = true;
   samples.first = Sample(1'000, 1'000);
   samples.measured = {Sample(20'000, 100'000)};
   samples.pageable_note = "not measured: the backend staged the inputs";

@@ -74,7 +74,7 @@ class Profiler {
     const int size = report->mistakes_batch_size;
     ASSIGN_OR_RETURN(std::unique_ptr<SyntheticBatch> first_batch, MakeBatch(spec_, size, dims_, rng_));
     ASSIGN_OR_RETURN(mistakes->first, RunOnce(eager, *first_batch));
-    report->device_timed = mistakes->device_timed = mistakes->first.timing.device_timed;
+    report->device_timed = mistakes->first.timing.device_timed;
     report->timing_note = report->device_timed
         ? "h2d/compute/d2h: CUDA events on the instance's stream; launch and wall: host steady clock"
         : "CPU: every figure is host-timed (steady clock); no device events";

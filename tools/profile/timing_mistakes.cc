@@ -25,20 +25,21 @@ TimingMistake Row(std::string name, std::string what, double mistaken, std::stri
 
 TimingMistake CopyRow(const MistakeSamples& s, const std::string& compute, double compute_us) {
   const auto h2d = [](const RunSample& r) { return r.timing.h2d_ns; };
+  const bool device_timed = s.first.timing.device_timed;
+  const bool measured = device_timed && !s.pageable.empty();
+  const double mistaken_us =
+      measured ? MedianUs(s.pageable, [](const RunSample& r) { return r.timing.h2d_ns + r.timing.compute_ns; }) : 0;
   TimingMistake m = Row("includes the host-to-device copy",
                         "CUDA events from before a copy of the inputs from pageable (malloc'd) memory to after the "
                         "forward (median h2d + compute)",
-                        0, compute, compute_us);
-  if (!s.device_timed || s.pageable.empty()) {
+                        mistaken_us, compute, compute_us);
+  if (!measured) {
     m.measured = false;
-    m.ratio = 0;
-    m.note = !s.device_timed ? "not applicable on the CPU: the model reads its inputs where they lie, there is no "
-                               "host-to-device copy to include"
-                             : s.pageable_note;
+    m.note = !device_timed ? "not applicable on the CPU: the model reads its inputs where they lie, there is no "
+                             "host-to-device copy to include"
+                           : s.pageable_note;
     return m;
   }
-  m.mistaken_us = MedianUs(s.pageable, [](const RunSample& r) { return r.timing.h2d_ns + r.timing.compute_ns; });
-  m.ratio = compute_us > 0 ? m.mistaken_us / compute_us : 0;
   m.details_us["pageable_h2d_us"] = MedianUs(s.pageable, h2d);
   m.details_us["pinned_h2d_us"] = MedianUs(s.measured, h2d);
   return m;
@@ -75,12 +76,12 @@ std::vector<TimingMistake> BuildMistakes(const MistakeSamples& s, std::mt19937_6
   const BatchProfile p = Summarise(0, s.measured);
   std::uniform_int_distribution<size_t> pick(0, s.measured.size() - 1);
   const RunSample& one = s.measured[pick(rng)];
-  const std::string compute = s.device_timed ? "median compute (CUDA events)" : "median compute (host)";
+  const std::string compute = s.first.timing.device_timed ? "median compute (CUDA events)" : "median compute (host)";
   return {
       Row("no warm-up", "host wall time of the very first run of a fresh instance", Us(s.first.wall_ns),
           "median host wall time after warm-up", p.wall_us.median),
       Row("host timer without synchronisation",
-          s.device_timed ? "host clock around the forward call only (= launch)"
+          s.first.timing.device_timed ? "host clock around the forward call only (= launch)"
                          : "host clock around the forward call (CPU runs synchronously: expect ~1)",
           p.launch_us.median, compute, p.compute_us.median),
       CopyRow(s, compute, p.compute_us.median),

@@ -45,7 +45,6 @@ struct MistakeSamples {
   std::vector<RunSample> measured;  // after warm-up, inputs through the backend's pinned staging
   std::vector<RunSample> pageable;  // inputs copied from pageable memory; empty: not measured
   std::string pageable_note;        // why `pageable` is empty
-  bool device_timed = false;        // spans from CUDA events (false: CPU, host clock)
 };
 
 // Runs `warmup_runs` then `repetitions` batches of `items` rows whose inputs the instance copies to
