@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "client/inference_client.h"
+#include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tests/server/torch_reference.h"
 #include "tools/example_models.h"
@@ -65,15 +66,22 @@ Tensor RandomMlpInput(std::mt19937& rng) {
                 std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float))};
 }
 
-TEST(ModelStatisticsTimingTest, DurationsAreTheSumsOfTheResponsesTimings) {
-  testing::TempDir repo("cs_stats_timing");
+// A server of one CPU mlp ("mlp", max_batch_size 8) in `repo`; null on failure.
+std::unique_ptr<server::Server> StartCpuMlp(const testing::TempDir& repo, bool request_timing) {
   examples::ModelOptions mlp;
   mlp.max_batch_size = 8;
   mlp.instance_kind = "KIND_CPU";  // the same figures on any machine; the formulas do not depend on it
-  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
-  auto server = testing::StartServer(repo.path());
+  if (!examples::WriteMlp(repo.path(), "mlp", mlp).ok()) return nullptr;
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.request_timing = request_timing;
+  return testing::StartServer(options);
+}
+
+TEST(ModelStatisticsTimingTest, DurationsAreTheSumsOfTheResponsesTimings) {
+  testing::TempDir repo("cs_stats_timing");
+  auto server = StartCpuMlp(repo, /*request_timing=*/true);
   ASSERT_NE(server, nullptr);
-  auto client = InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  auto client = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
 
   auto before = Statistics(*client, "mlp");
   ASSERT_TRUE(before.ok()) << before.status();
@@ -140,15 +148,9 @@ TEST(ModelStatisticsTimingTest, DurationsAreTheSumsOfTheResponsesTimings) {
 // figure empty rather than partial.
 TEST(ModelStatisticsTimingTest, WithRequestTimingOffOnlyHostFiguresAreRecorded) {
   testing::TempDir repo("cs_stats_untimed");
-  examples::ModelOptions mlp;
-  mlp.max_batch_size = 8;
-  mlp.instance_kind = "KIND_CPU";
-  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
-  server::ServerOptions options = testing::TestServerOptions(repo.path());
-  options.request_timing = false;
-  auto server = testing::StartServer(options);
+  auto server = StartCpuMlp(repo, /*request_timing=*/false);
   ASSERT_NE(server, nullptr);
-  auto client = InferenceClient::Connect("127.0.0.1:" + std::to_string(server->port()));
+  auto client = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
 
   auto before = Statistics(*client, "mlp");
   ASSERT_TRUE(before.ok()) << before.status();

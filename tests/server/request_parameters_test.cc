@@ -21,32 +21,15 @@ namespace chronoserve {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::ExpectGatedOutputs;
 using testing::Gate;
+using testing::GatedRequest;
 using testing::GatedInput;
 using testing::PendingInfer;
 
 constexpr absl::Duration kWait = absl::Seconds(30);
 constexpr uint64_t kLongBatchWindowUs = 60'000'000;  // partial batches wait; full ones go at once
 constexpr int64_t kQueueTimeoutUs = 300'000;
-
-inference::ModelInferRequest Request(const std::string& model, const std::string& id, const client::Tensor& input) {
-  client::InferOptions options;
-  options.id = id;
-  return client::InferenceClient::BuildRequest(model, {input}, options);
-}
-
-void ExpectDoubled(const inference::ModelInferResponse& response, const client::Tensor& input) {
-  auto decoded = client::InferenceClient::DecodeResponse(response);
-  ASSERT_TRUE(decoded.ok()) << decoded.status();
-  ASSERT_FALSE(decoded->outputs.empty());
-  ASSERT_EQ(decoded->outputs[0].data.size(), input.data.size());
-  for (size_t i = 0; i < input.data.size() / 4; ++i) {
-    float x, y;
-    std::memcpy(&x, input.data.data() + 4 * i, 4);
-    std::memcpy(&y, decoded->outputs[0].data.data() + 4 * i, 4);
-    ASSERT_EQ(y, 2 * x) << "element " << i;
-  }
-}
 
 // Every test runs with ModelInfer on gRPC's callback API (0) and on two ModelInferQueues threads.
 class RequestParametersTest : public ::testing::TestWithParam<int> {
@@ -87,7 +70,7 @@ TEST_P(RequestParametersTest, TimeoutExpiringWhileQueuedIsDeadlineExceededAndNev
   auto held = HoldAWorker();
   ASSERT_FALSE(HasFailure());
   // No gRPC deadline: only the request's own "timeout" parameter can end its wait.
-  inference::ModelInferRequest request = Request("params", "T", GatedInput(1, 2));
+  inference::ModelInferRequest request = GatedRequest("params", "T", GatedInput(1, 2));
   (*request.mutable_parameters())["timeout"].set_int64_param(kQueueTimeoutUs);
   PendingInfer timed(stub(), std::move(request));
 
@@ -113,7 +96,7 @@ TEST_P(RequestParametersTest, StreamedTimeoutExpiringWhileQueuedIsAnErrorRespons
   auto held = HoldAWorker();
   ASSERT_FALSE(HasFailure());
   auto stream = client::InferStream::Open(stub());
-  inference::ModelInferRequest request = Request("params", "S", GatedInput(1, 3));
+  inference::ModelInferRequest request = GatedRequest("params", "S", GatedInput(1, 3));
   (*request.mutable_parameters())["timeout"].set_int64_param(kQueueTimeoutUs);
   ASSERT_TRUE(stream->Send(std::move(request)));
 
@@ -127,7 +110,7 @@ TEST_P(RequestParametersTest, StreamedTimeoutExpiringWhileQueuedIsAnErrorRespons
 
   gate_.Release();
   const client::Tensor after_in = GatedInput(4, 4);  // a full batch: goes at once
-  ASSERT_TRUE(stream->Send(Request("params", "after", after_in)));
+  ASSERT_TRUE(stream->Send(GatedRequest("params", "after", after_in)));
   answer = stream->Next(kWait);
   ASSERT_TRUE(answer.has_value()) << "the stream still serves after the expired request";
   auto after = client::InferStream::Decode(answer->message);
@@ -145,7 +128,7 @@ TEST_P(RequestParametersTest, StreamedTimeoutExpiringWhileQueuedIsAnErrorRespons
 
 TEST_P(RequestParametersTest, PriorityAndALongTimeoutAreAcceptedAndTheRequestRuns) {
   const client::Tensor input = GatedInput(4, 5);  // a full batch: runs at once
-  inference::ModelInferRequest request = Request("params", "P", input);
+  inference::ModelInferRequest request = GatedRequest("params", "P", input);
   (*request.mutable_parameters())["priority"].set_uint64_param(1);        // tritonclient's type
   (*request.mutable_parameters())["timeout"].set_int64_param(60'000'000);  // 60 s
   (*request.mutable_parameters())["sequence_id"].set_int64_param(0);      // "no sequence"
@@ -153,7 +136,7 @@ TEST_P(RequestParametersTest, PriorityAndALongTimeoutAreAcceptedAndTheRequestRun
   inference::ModelInferResponse response;
   const grpc::Status status = Call(request, &response);
   ASSERT_TRUE(status.ok()) << status.error_message();
-  ExpectDoubled(response, input);
+  ExpectGatedOutputs(response, input);
   EXPECT_TRUE(gate_.Executed("P"));
 }
 
@@ -181,7 +164,7 @@ TEST_P(RequestParametersTest, WrongTypesAndSequenceParametersAreInvalidArgumentN
   };
   for (const BadParameter& c : cases) {
     SCOPED_TRACE(c.name);
-    inference::ModelInferRequest request = Request("params", c.name, GatedInput(4, 6));
+    inference::ModelInferRequest request = GatedRequest("params", c.name, GatedInput(4, 6));
     (*request.mutable_parameters())[c.key] = c.value;
     inference::ModelInferResponse response;
     const grpc::Status status = Call(request, &response);

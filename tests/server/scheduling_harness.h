@@ -5,7 +5,9 @@
 #ifndef CHRONOSERVE_TESTS_SERVER_SCHEDULING_HARNESS_H_
 #define CHRONOSERVE_TESTS_SERVER_SCHEDULING_HARNESS_H_
 
+#include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 
 #include <map>
 #include <memory>
@@ -114,12 +116,40 @@ inline client::Tensor GatedInput(int64_t items, uint64_t seed) {
   return client::Tensor{"INPUT__0", DataType::kFp32, {items, 4}, std::move(bytes)};
 }
 
+// A ModelInferRequest for `model` with id `id` and the one input `input` (every output).
+inline inference::ModelInferRequest GatedRequest(const std::string& model, const std::string& id,
+                                                 const client::Tensor& input) {
+  client::InferOptions options;
+  options.id = id;
+  return client::InferenceClient::BuildRequest(model, {input}, options);
+}
+
+// OUTPUT__k must be INPUT__0 * (k + 2), row for row (the GatedInstance's function).
+inline void ExpectGatedOutputs(const client::InferResult& result, const client::Tensor& input) {
+  ASSERT_EQ(result.outputs.size(), 2u) << result.id;
+  for (int k = 0; k < 2; ++k) {
+    ASSERT_EQ(result.outputs[k].data.size(), input.data.size()) << result.id;
+    EXPECT_THAT(result.outputs[k].shape, ::testing::ElementsAreArray(input.shape));
+    for (size_t i = 0; i < input.data.size() / 4; ++i) {
+      float x, y;
+      std::memcpy(&x, input.data.data() + 4 * i, 4);
+      std::memcpy(&y, result.outputs[k].data.data() + 4 * i, 4);
+      ASSERT_EQ(y, x * static_cast<float>(k + 2)) << result.id << " output " << k << " element " << i;
+    }
+  }
+}
+inline void ExpectGatedOutputs(const inference::ModelInferResponse& response, const client::Tensor& input) {
+  auto decoded = client::InferenceClient::DecodeResponse(response);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ExpectGatedOutputs(*decoded, input);
+}
+
 // One ModelInfer call in flight on gRPC's callback client API; the test cancels or waits for it.
 class PendingInfer {
  public:
   PendingInfer(inference::GRPCInferenceService::Stub* stub, const std::string& model, const std::string& id,
                const client::Tensor& input, std::optional<absl::Duration> deadline = std::nullopt)
-      : PendingInfer(stub, BuildRequest(model, id, input), deadline) {}
+      : PendingInfer(stub, GatedRequest(model, id, input), deadline) {}
   // Sends a request built by the test (e.g. one whose tensors are in shared memory).
   PendingInfer(inference::GRPCInferenceService::Stub* stub, inference::ModelInferRequest request,
                std::optional<absl::Duration> deadline = std::nullopt)
@@ -150,13 +180,6 @@ class PendingInfer {
   const inference::ModelInferResponse& response() const { return response_; }
 
  private:
-  static inference::ModelInferRequest BuildRequest(const std::string& model, const std::string& id,
-                                                   const client::Tensor& input) {
-    client::InferOptions options;
-    options.id = id;
-    return client::InferenceClient::BuildRequest(model, {input}, options);
-  }
-
   grpc::ClientContext ctx_;
   inference::ModelInferRequest request_;
   inference::ModelInferResponse response_;

@@ -24,29 +24,13 @@ namespace chronoserve {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::ExpectGatedOutputs;
 using testing::Gate;
 using testing::GatedInput;
 using testing::PendingInfer;
 
 constexpr absl::Duration kWait = absl::Seconds(30);
 constexpr uint64_t kLongBatchWindowUs = 60'000'000;  // partial batches wait; full ones go at once
-
-// OUTPUT__k must be INPUT__0 * (k + 2), row for row (the GatedInstance's function).
-void ExpectGatedOutputs(const inference::ModelInferResponse& response, const client::Tensor& input) {
-  auto decoded = client::InferenceClient::DecodeResponse(response);
-  ASSERT_TRUE(decoded.ok()) << decoded.status();
-  ASSERT_EQ(decoded->outputs.size(), 2u);
-  for (int k = 0; k < 2; ++k) {
-    ASSERT_EQ(decoded->outputs[k].data.size(), input.data.size());
-    EXPECT_THAT(decoded->outputs[k].shape, ::testing::ElementsAreArray(input.shape));
-    for (size_t i = 0; i < input.data.size() / 4; ++i) {
-      float x, y;
-      std::memcpy(&x, input.data.data() + 4 * i, 4);
-      std::memcpy(&y, decoded->outputs[k].data.data() + 4 * i, 4);
-      ASSERT_EQ(y, x * static_cast<float>(k + 2)) << "output " << k << " element " << i;
-    }
-  }
-}
 
 int WorkerOf(const inference::ModelInferResponse& response) {
   auto timing = client::InferenceClient::DecodeTiming(response);

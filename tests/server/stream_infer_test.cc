@@ -22,32 +22,13 @@ namespace {
 using ::testing::HasSubstr;
 using client::InferStream;
 using client::StreamAnswer;
+using testing::ExpectGatedOutputs;
 using testing::Gate;
+using testing::GatedRequest;
 using testing::GatedInput;
 
 constexpr absl::Duration kWait = absl::Seconds(30);
 constexpr uint64_t kLongBatchWindowUs = 60'000'000;  // partial batches wait; full ones go at once
-
-inference::ModelInferRequest Request(const std::string& model, const std::string& id, const client::Tensor& input) {
-  client::InferOptions options;
-  options.id = id;
-  return client::InferenceClient::BuildRequest(model, {input}, options);
-}
-
-// OUTPUT__k must be INPUT__0 * (k + 2), row for row (the GatedInstance's function).
-void ExpectGatedOutputs(const client::InferResult& result, const client::Tensor& input) {
-  ASSERT_EQ(result.outputs.size(), 2u);
-  for (int k = 0; k < 2; ++k) {
-    ASSERT_EQ(result.outputs[k].data.size(), input.data.size()) << result.id;
-    EXPECT_THAT(result.outputs[k].shape, ::testing::ElementsAreArray(input.shape));
-    for (size_t i = 0; i < input.data.size() / 4; ++i) {
-      float x, y;
-      std::memcpy(&x, input.data.data() + 4 * i, 4);
-      std::memcpy(&y, result.outputs[k].data.data() + 4 * i, 4);
-      ASSERT_EQ(y, x * static_cast<float>(k + 2)) << result.id << " output " << k << " element " << i;
-    }
-  }
-}
 
 // TIMING.md's invariants on one streamed response; `e2e_ns` is the client's send -> read.
 void ExpectTimingConsistent(const client::InferResult& result, int64_t e2e_ns) {
@@ -102,7 +83,7 @@ TEST_P(StreamInferTest, ManyRequestsOnOneStreamAreAnsweredPerRequestWithTiming) 
     const std::string id = "r" + std::to_string(i);
     inputs[id] = GatedInput(1 + i % 3, 100 + i);
     sent_ns[id] = SteadyClock::Now();
-    ASSERT_TRUE(stream->Send(Request("many", id, inputs[id])));
+    ASSERT_TRUE(stream->Send(GatedRequest("many", id, inputs[id])));
   }
   stream->CloseSend();
   std::set<std::string> seen;
@@ -132,9 +113,9 @@ TEST_P(StreamInferTest, ResponsesComeInCompletionOrderAcrossModels) {
   auto stream = InferStream::Open(stub());
   gate_.Arm();
   const client::Tensor slow_in = GatedInput(1, 7), fast_in = GatedInput(2, 8);
-  ASSERT_TRUE(stream->Send(Request("slow", "S", slow_in)));
+  ASSERT_TRUE(stream->Send(GatedRequest("slow", "S", slow_in)));
   ASSERT_TRUE(gate_.WaitHeld(kWait)) << "the slow request is executing";
-  ASSERT_TRUE(stream->Send(Request("fast", "F", fast_in)));
+  ASSERT_TRUE(stream->Send(GatedRequest("fast", "F", fast_in)));
   std::string id;
   auto first = NextResult(*stream, &id);
   ASSERT_TRUE(first.ok()) << first.status();
@@ -153,10 +134,10 @@ TEST_P(StreamInferTest, InvalidRequestsGetErrorResponsesAndTheStreamGoesOn) {
   const client::Tensor good = GatedInput(1, 21);
   client::Tensor bad_shape = GatedInput(1, 22);
   bad_shape.shape = {1, 2, 2};
-  ASSERT_TRUE(stream->Send(Request("valid", "good-1", good)));
-  ASSERT_TRUE(stream->Send(Request("valid", "bad-shape", bad_shape)));
-  ASSERT_TRUE(stream->Send(Request("no_such_model", "bad-model", good)));
-  ASSERT_TRUE(stream->Send(Request("valid", "good-2", good)));
+  ASSERT_TRUE(stream->Send(GatedRequest("valid", "good-1", good)));
+  ASSERT_TRUE(stream->Send(GatedRequest("valid", "bad-shape", bad_shape)));
+  ASSERT_TRUE(stream->Send(GatedRequest("no_such_model", "bad-model", good)));
+  ASSERT_TRUE(stream->Send(GatedRequest("valid", "good-2", good)));
   stream->CloseSend();
   std::map<std::string, absl::StatusOr<client::InferResult>> results;
   for (int i = 0; i < 4; ++i) {
@@ -184,11 +165,11 @@ TEST_P(StreamInferTest, QueueFullIsAnErrorResponseOnTheStream) {
   auto stream = InferStream::Open(stub());
   gate_.Arm();
   const client::Tensor a = GatedInput(1, 31), b = GatedInput(1, 32);
-  ASSERT_TRUE(stream->Send(Request("full", "A", a)));
+  ASSERT_TRUE(stream->Send(GatedRequest("full", "A", a)));
   ASSERT_TRUE(gate_.WaitHeld(kWait));
-  ASSERT_TRUE(stream->Send(Request("full", "B", b)));
+  ASSERT_TRUE(stream->Send(GatedRequest("full", "B", b)));
   ASSERT_TRUE(runtime->queue().WaitForSize(1, kWait)) << "B waits in the queue";
-  ASSERT_TRUE(stream->Send(Request("full", "C", GatedInput(1, 33))));
+  ASSERT_TRUE(stream->Send(GatedRequest("full", "C", GatedInput(1, 33))));
   std::string id;
   auto refused = NextResult(*stream, &id);
   EXPECT_EQ(id, "C");
@@ -216,9 +197,9 @@ TEST_P(StreamInferTest, AStreamStopsReadingAtItsInFlightBoundAndResumes) {
   gate_.Arm();
   std::map<std::string, client::Tensor> inputs;
   for (const char* id : {"A", "B", "C", "D"}) inputs[id] = GatedInput(1, id[0]);
-  ASSERT_TRUE(stream->Send(Request("bounded", "A", inputs["A"])));
+  ASSERT_TRUE(stream->Send(GatedRequest("bounded", "A", inputs["A"])));
   ASSERT_TRUE(gate_.WaitHeld(kWait));
-  for (const char* id : {"B", "C", "D"}) ASSERT_TRUE(stream->Send(Request("bounded", id, inputs[id])));
+  for (const char* id : {"B", "C", "D"}) ASSERT_TRUE(stream->Send(GatedRequest("bounded", id, inputs[id])));
   ASSERT_TRUE(runtime->queue().WaitForSize(1, kWait)) << "B was read and queued";
   EXPECT_EQ(runtime->queue().size(), 1u) << "C and D are not read while A and B are in flight";
   gate_.Release();
@@ -240,8 +221,8 @@ TEST_P(StreamInferTest, CancellingTheStreamDropsItsQueuedRequestsUnexecuted) {
   testing::PendingInfer a(stub(), "cancel", "A", GatedInput(4, 41));
   ASSERT_TRUE(gate_.WaitHeld(kWait));
   auto stream = InferStream::Open(stub());
-  ASSERT_TRUE(stream->Send(Request("cancel", "B", GatedInput(1, 42))));
-  ASSERT_TRUE(stream->Send(Request("cancel", "C", GatedInput(1, 43))));
+  ASSERT_TRUE(stream->Send(GatedRequest("cancel", "B", GatedInput(1, 42))));
+  ASSERT_TRUE(stream->Send(GatedRequest("cancel", "C", GatedInput(1, 43))));
   ASSERT_TRUE(runtime->queue().WaitForSize(2, kWait)) << "B and C accepted and queued";
   stream->Cancel();
   for (const char* id : {"B", "C"}) {
