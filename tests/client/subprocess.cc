@@ -6,6 +6,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 
@@ -94,8 +96,23 @@ std::string Subprocess::output() const {
 }
 
 void Subprocess::Signal(int signo) {
-  absl::MutexLock lock(&mu_);
-  if (!exit_code_.has_value()) kill(pid_, signo);  // not reaped yet, so the pid is still ours
+  {
+    absl::MutexLock lock(&mu_);
+    if (exit_code_.has_value()) return;
+    kill(pid_, signo);  // not reaped yet, so the pid is still ours
+  }
+  if (signo != SIGSTOP) return;
+  // kill() returns before the child's threads have stopped: a request sent at once could still be
+  // answered. Wait (bounded) until /proc says stopped ('T').
+  const std::string stat_path = absl::StrCat("/proc/", pid_, "/stat");
+  for (const absl::Time deadline = absl::Now() + absl::Seconds(10); absl::Now() < deadline;) {
+    std::ifstream stat(stat_path);
+    std::string line;
+    if (!std::getline(stat, line)) return;  // gone
+    const size_t paren = line.rfind(')');
+    if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'T') return;
+    std::this_thread::yield();
+  }
 }
 
 absl::StatusOr<std::pair<int, std::string>> RunProgram(const std::vector<std::string>& argv, absl::Duration timeout) {

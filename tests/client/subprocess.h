@@ -31,7 +31,8 @@ class Subprocess {
   // Waits for exit; the exit code (128+signal if killed), DEADLINE_EXCEEDED on timeout.
   absl::StatusOr<int> WaitForExit(absl::Duration timeout);
   std::string output() const;
-  // Sends `signo` to the child itself (not its group), e.g. SIGTERM to test a graceful stop.
+  // Sends `signo` to the child itself (not its group), e.g. SIGTERM to test a graceful stop. For
+  // SIGSTOP, returns once the child is stopped (or after 10 s).
   void Signal(int signo);
 
  private:
