@@ -132,25 +132,27 @@ int64_t ModelQueue::DropDeadLocked(int64_t now_ns, Batch* dropped) {
     return 0;
   }
   if (cancel_pending_ || now_ns >= next_expiry_ns_) {
+    // Each deque is compacted in place, under the lock, without building a second one: the
+    // requests that stay slide forward over those that left, in their order. delayed_ goes first,
+    // so a request timing out now lines up behind the delayed ones (Judge never delays a delayed
+    // request, so delayed_ does not grow while it is compacted).
     int64_t next = kNever;
-    std::deque<std::unique_ptr<InferRequest>> kept;
-    for (auto& r : delayed_) {
-      if (Judge(*r, now_ns, /*delayed=*/true, &next) == Fate::kDropped) {
-        drop(r);
-      } else {
-        kept.push_back(std::move(r));
+    auto compact = [&](std::deque<std::unique_ptr<InferRequest>>& q, bool delayed) {
+      auto kept_end = q.begin();
+      for (auto& r : q) {
+        switch (Judge(*r, now_ns, delayed, &next)) {
+          case Fate::kDropped: drop(r); break;
+          case Fate::kDelayed: delayed_.push_back(std::move(r)); break;
+          case Fate::kQueued:
+            if (&*kept_end != &r) *kept_end = std::move(r);
+            ++kept_end;
+            break;
+        }
       }
-    }
-    delayed_.swap(kept);
-    kept.clear();
-    for (auto& r : queue_) {
-      switch (Judge(*r, now_ns, /*delayed=*/false, &next)) {
-        case Fate::kDropped: drop(r); break;
-        case Fate::kDelayed: delayed_.push_back(std::move(r)); break;
-        case Fate::kQueued: kept.push_back(std::move(r)); break;
-      }
-    }
-    queue_.swap(kept);
+      q.erase(kept_end, q.end());
+    };
+    compact(delayed_, /*delayed=*/true);
+    compact(queue_, /*delayed=*/false);
     next_expiry_ns_ = next;
     cancel_pending_ = false;
   } else {

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/synchronization/notification.h"
@@ -363,6 +366,53 @@ TEST(ModelQueueTest, ABatchTakesFreshRequestsFirstThenDelayedOnes) {
   ASSERT_EQ(batch.size(), 2u) << "one batch across both, as Triton's policy queue";
   EXPECT_EQ(batch[0]->id, "fresh");
   EXPECT_EQ(batch[1]->id, "old");
+}
+
+TEST(ModelQueueTest, AFullScanKeepsTheRestInOrderAndGivesBackTheDroppedBytes) {
+  // DELAY after 100 us, and a batching window so long that only a scan or Close moves a request.
+  FakeClock clock;
+  ModelQueue queue("m", Dynamic(8, 60'000'000'000), TimeoutAfter(100, /*delay=*/true), &clock);
+  const int64_t start = clock.NowNs();
+  std::map<std::string, CancelFlag*> flags;
+  auto enqueue = [&](const std::string& id, double mib, int64_t deadline_ns) {
+    auto r = RequestHolding(mib);
+    r->id = id;
+    r->deadline_ns = deadline_ns;
+    flags[id] = r->cancelled.get();
+    ASSERT_TRUE(queue.Enqueue(r).ok()) << id;
+  };
+  enqueue("a", 1, 0);
+  enqueue("b", 0.5, start + 1'000'000);
+  enqueue("c", 0.25, 0);
+  clock.AdvanceNs(150'000);  // a, b and c time out: a scan moves them behind the queue
+  Batch batch, dropped;
+  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), ModelQueue::WaitResult::kTimeout);
+  enqueue("d", 2, start + 1'000'000);
+  enqueue("e", 0.125, 0);
+  enqueue("f", 0.75, 0);
+  clock.AdvanceNs(1'000'000);
+  enqueue("g", 1.5, 0);
+  enqueue("h", 0.375, start + 5'000'000);
+  flags["c"]->Set(clock.NowNs());
+  flags["f"]->Set(clock.NowNs());
+  queue.Poke();
+  clock.AdvanceNs(50'000);  // b's and d's deadlines passed; e timed out; g and h still within theirs
+  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
+  EXPECT_TRUE(batch.empty()) << "the window is still open";
+  std::vector<std::pair<std::string, absl::StatusCode>> answered;
+  for (const auto& r : dropped) answered.emplace_back(r->id, r->status.code());
+  EXPECT_EQ(answered, (std::vector<std::pair<std::string, absl::StatusCode>>{
+                          {"b", absl::StatusCode::kDeadlineExceeded}, {"c", absl::StatusCode::kCancelled},
+                          {"d", absl::StatusCode::kDeadlineExceeded}, {"f", absl::StatusCode::kCancelled}}));
+  EXPECT_EQ(queue.size(), 4u);
+  EXPECT_EQ(queue.queued_bytes(), uint64_t{3} << 20) << "a + e + g + h: 1 + 0.125 + 1.5 + 0.375 MiB";
+
+  queue.Close();
+  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
+  std::vector<std::string> order;
+  for (const auto& r : batch) order.push_back(r->id);
+  EXPECT_EQ(order, (std::vector<std::string>{"g", "h", "a", "e"})) << "the queue's in order, then the delayed in order";
+  EXPECT_EQ(queue.queued_bytes(), 0u);
 }
 
 TEST(ModelQueueTest, ARequestLargerThanTheWholeQueueLimitIsInvalidNotRetryable) {
