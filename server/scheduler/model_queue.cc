@@ -60,17 +60,20 @@ absl::Status ModelQueue::Enqueue(std::unique_ptr<InferRequest>& request) {
   }
   queued_bytes_ += bytes;
   request->timeline.enqueued_ns = clock_->NowNs();
-  if (request->deadline_ns != 0) next_expiry_ns_ = std::min(next_expiry_ns_, request->deadline_ns);
-  if (queue_policy_.default_timeout_microseconds > 0) {
-    next_expiry_ns_ = std::min(next_expiry_ns_, TimeoutAt(*request));
-  }
+  next_expiry_ns_ = std::min(next_expiry_ns_, DueAt(*request, /*delayed=*/false));
   queue_.push_back(std::move(request));
   cv_.Signal();
   return absl::OkStatus();
 }
 
 int64_t ModelQueue::TimeoutAt(const InferRequest& r) const {
+  if (queue_policy_.default_timeout_microseconds == 0) return kNever;
   return r.timeline.enqueued_ns + static_cast<int64_t>(queue_policy_.default_timeout_microseconds) * 1000;
+}
+
+int64_t ModelQueue::DueAt(const InferRequest& r, bool delayed) const {
+  const int64_t deadline = r.deadline_ns != 0 ? r.deadline_ns : kNever;
+  return delayed ? deadline : std::min(deadline, TimeoutAt(r));
 }
 
 size_t ModelQueue::BatchReach() const {
@@ -101,14 +104,14 @@ ModelQueue::Fate ModelQueue::Judge(InferRequest& r, int64_t now_ns, bool delayed
         " us in the queue; the request was not executed"));
     return Fate::kDropped;
   }
-  if (r.deadline_ns != 0) *next_expiry = std::min(*next_expiry, r.deadline_ns);
-  if (delayed || queue_policy_.default_timeout_microseconds == 0) return Fate::kQueued;
-  const int64_t timeout_at = TimeoutAt(r);
-  if (now_ns < timeout_at) {
-    *next_expiry = std::min(*next_expiry, timeout_at);
+  if (delayed || now_ns < TimeoutAt(r)) {
+    *next_expiry = std::min(*next_expiry, DueAt(r, delayed));
     return Fate::kQueued;
   }
-  if (queue_policy_.timeout_action_delay) return Fate::kDelayed;
+  if (queue_policy_.timeout_action_delay) {
+    *next_expiry = std::min(*next_expiry, DueAt(r, /*delayed=*/true));
+    return Fate::kDelayed;
+  }
   r.status = absl::DeadlineExceededError(absl::StrCat(
       "model '", model_, "': queued longer than default_queue_policy.default_timeout_microseconds ",
       queue_policy_.default_timeout_microseconds, " (timeout_action REJECT); the request was not executed"));

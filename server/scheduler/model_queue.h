@@ -83,7 +83,10 @@ class ModelQueue {
 
  private:
   enum class Fate { kQueued, kDropped, kDelayed };
-  int64_t TimeoutAt(const InferRequest& r) const;  // when its queue-policy timeout expires
+  int64_t TimeoutAt(const InferRequest& r) const;  // when its queue-policy timeout expires (kNever: none)
+  // When `r` is next due to be judged: its deadline, or, while it is not `delayed`, its queue-policy
+  // timeout, whichever comes first (kNever: neither). Enqueue and Judge both keep next_expiry_ns_ by it.
+  int64_t DueAt(const InferRequest& r, bool delayed) const;
   // Requests the policy looks at: those that can join the next batch, and one more.
   size_t BatchReach() const;
   // What becomes of a queued request at `now_ns` (a dropped one gets its status); `delayed`: it
