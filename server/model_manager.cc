@@ -12,13 +12,26 @@ namespace chronoserve::server {
 
 constexpr size_t kMaxWorkersPerModel = 1024;
 
+namespace {
+
+// The name of the --host-policy that WorkerHostPolicy took for `placement`; "" = none (not pinned).
+std::string PinningPolicyName(const HostPolicies& policies, const DevicePlacement& placement) {
+  if (!placement.host_policy.empty()) return placement.host_policy;  // WorkerHostPolicy made sure it exists
+  std::string name = DefaultHostPolicyName(placement.gpu);
+  return policies.count(name) > 0 ? name : std::string();
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<DevicePlacement>> PlaceInstances(const ModelSpec& spec, int gpu_count) {
   std::vector<DevicePlacement> placements;
-  for (const InstanceGroupSpec& group : spec.instance_groups) {
+  for (size_t index = 0; index < spec.instance_groups.size(); ++index) {
+    const InstanceGroupSpec& group = spec.instance_groups[index];
+    const int group_index = static_cast<int>(index);
     InstanceKind kind = group.kind;
     if (kind == InstanceKind::kAuto) kind = gpu_count > 0 ? InstanceKind::kGpu : InstanceKind::kCpu;
     if (kind == InstanceKind::kCpu) {
-      for (int i = 0; i < group.count; ++i) placements.push_back({-1, group.host_policy});
+      for (int i = 0; i < group.count; ++i) placements.push_back({-1, group.host_policy, group_index});
       continue;
     }
     if (gpu_count == 0) {
@@ -35,7 +48,7 @@ absl::StatusOr<std::vector<DevicePlacement>> PlaceInstances(const ModelSpec& spe
         return absl::FailedPreconditionError(absl::StrCat("model '", spec.name, "': instance_group lists GPU ", g,
                                                           " but only ", gpu_count, " GPU(s) are visible"));
       }
-      for (int i = 0; i < group.count; ++i) placements.push_back({g, group.host_policy});
+      for (int i = 0; i < group.count; ++i) placements.push_back({g, group.host_policy, group_index});
     }
   }
   // Each group is bounded by the loader; several groups, or a GPU listed many times, are bounded here.
@@ -82,10 +95,12 @@ absl::Status ModelManager::LoadModel(const std::string& model_dir) {
   if (!placements.ok()) return fail(placements.status());
 
   std::vector<HostPolicy> worker_policies;
+  std::vector<WorkerOrigin> origins;
   for (const DevicePlacement& placement : *placements) {
     auto policy = WorkerHostPolicy(options_.host_policies, placement.host_policy, placement.gpu, spec->name);
     if (!policy.ok()) return fail(policy.status());
     worker_policies.push_back(*std::move(policy));
+    origins.push_back({placement.group, PinningPolicyName(options_.host_policies, placement)});
   }
 
   const int64_t load_start = clock_->NowNs();
@@ -108,6 +123,7 @@ absl::Status ModelManager::LoadModel(const std::string& model_dir) {
       ModelRuntime::Create(*spec, std::move(instances), options_.warmup, clock_, worker_policies, arena_bytes);
   if (!runtime.ok()) return fail(runtime.status());
   (*runtime)->set_load_ns(loaded - load_start);
+  (*runtime)->set_worker_origins(std::move(origins));
   std::string devices;
   for (const auto& w : (*runtime)->workers()) absl::StrAppend(&devices, devices.empty() ? "" : ",", w->instance().device_name());
   CS_LOG(INFO) << "model '" << name << "' version " << spec->version << " READY on [" << devices

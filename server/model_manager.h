@@ -19,6 +19,7 @@ namespace chronoserve::server {
 struct DevicePlacement {
   int gpu = -1;             // -1 = CPU
   std::string host_policy;  // its instance_group's host_policy; empty = the device's default
+  int group = 0;            // index of its instance_group in the spec
 };
 
 // Where each worker of `spec` runs: KIND_AUTO takes the GPUs when there are any; KIND_GPU without

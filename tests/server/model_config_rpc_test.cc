@@ -3,14 +3,18 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
+#include "common/cpu_set.h"
 #include "proto/inference.grpc.pb.h"
 #include "proto/model_config.pb.h"
+#include "server/backend/torch_backend.h"
 #include "server/grpc/model_config_rpc.h"
 #include "server/scheduler/model_registry.h"
 #include "tests/server/test_repository.h"
@@ -19,8 +23,33 @@
 namespace chronoserve {
 namespace {
 using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 namespace pb = ::chronoserve::config;
+
+// Every visible GPU, in order: where a KIND_AUTO group without gpus lands when there is one.
+std::vector<int> VisibleGpus() {
+  std::vector<int> gpus;
+  for (int g = 0; g < server::CudaDeviceCount(); ++g) gpus.push_back(g);
+  return gpus;
+}
+
+// ModelConfig of `name` through `stub`, with a deadline that fails the test.
+grpc::Status CallModelConfig(inference::GRPCInferenceService::Stub& stub, const std::string& name,
+                             const std::string& version, inference::ModelConfigResponse* response) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  inference::ModelConfigRequest request;
+  request.set_name(name);
+  request.set_version(version);
+  return stub.ModelConfig(&ctx, request, response);
+}
+
+std::unique_ptr<inference::GRPCInferenceService::Stub> Connect(const server::Server& server) {
+  return inference::GRPCInferenceService::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(server.port()), grpc::InsecureChannelCredentials()));
+}
 
 // A batched model with every setting the server keeps, a variable-dim model, and one unbatched.
 constexpr char kMlpExtra[] = R"(dynamic_batching {
@@ -60,17 +89,11 @@ class ModelConfigRpcTest : public ::testing::TestWithParam<int> {
     options.grpc_infer_threads = GetParam();  // ModelConfig is on the callback API either way
     server_ = testing::StartServer(options);
     ASSERT_NE(server_, nullptr);
-    stub_ = inference::GRPCInferenceService::NewStub(
-        grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()), grpc::InsecureChannelCredentials()));
+    stub_ = Connect(*server_);
   }
 
   grpc::Status Call(const std::string& name, const std::string& version, inference::ModelConfigResponse* response) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-    inference::ModelConfigRequest request;
-    request.set_name(name);
-    request.set_version(version);
-    return stub_->ModelConfig(&ctx, request, response);
+    return CallModelConfig(*stub_, name, version, response);
   }
 
   std::unique_ptr<testing::TempDir> repo_;
@@ -100,6 +123,8 @@ TEST_P(ModelConfigRpcTest, BatchedModelCarriesEverySettingTheServerKeeps) {
   EXPECT_EQ(c.instance_group(0).name(), "mlp_0");
   EXPECT_EQ(c.instance_group(0).kind(), pb::ModelInstanceGroup::KIND_CPU);
   EXPECT_EQ(c.instance_group(0).count(), 2);
+  EXPECT_THAT(c.instance_group(0).gpus(), IsEmpty());
+  EXPECT_EQ(c.instance_group(0).host_policy(), "") << "no --host-policy: its workers are not pinned";
   ASSERT_TRUE(c.has_dynamic_batching());
   EXPECT_THAT(c.dynamic_batching().preferred_batch_size(), ElementsAre(2, 4));  // as the batcher sorts them
   EXPECT_EQ(c.dynamic_batching().max_queue_delay_microseconds(), 1500u);
@@ -135,9 +160,28 @@ TEST_P(ModelConfigRpcTest, VariableDimsAndDefaultsFilledIn) {
   EXPECT_EQ(c.dynamic_batching().max_queue_delay_microseconds(), 700u);
   EXPECT_EQ(c.dynamic_batching().default_queue_policy().timeout_action(), pb::ModelQueuePolicy::REJECT);
   ASSERT_EQ(c.instance_group_size(), 1);
-  EXPECT_EQ(c.instance_group(0).kind(), pb::ModelInstanceGroup::KIND_AUTO);
   EXPECT_EQ(c.instance_group(0).count(), 1);
   EXPECT_EQ(c.model_warmup_size(), 0);
+}
+
+// addsub's group is KIND_AUTO without gpus; Triton reports where it was loaded, and so do we. In CI
+// there is no GPU: KIND_CPU, no gpus. On a GPU machine: KIND_GPU on every visible GPU.
+TEST_P(ModelConfigRpcTest, KindAutoIsReportedAsTheDeviceItLoadedOn) {
+  inference::ModelConfigResponse response;
+  grpc::Status status = Call("addsub", "", &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(response.config().instance_group_size(), 1);
+  const pb::ModelInstanceGroup& group = response.config().instance_group(0);
+  const std::vector<int> gpus = VisibleGpus();
+  if (gpus.empty()) {
+    EXPECT_EQ(group.kind(), pb::ModelInstanceGroup::KIND_CPU);
+    EXPECT_THAT(group.gpus(), IsEmpty());
+  } else {
+    EXPECT_EQ(group.kind(), pb::ModelInstanceGroup::KIND_GPU);
+    EXPECT_THAT(group.gpus(), ElementsAreArray(gpus));
+  }
+  EXPECT_EQ(group.count(), 1) << "count stays per GPU, as configured";
+  EXPECT_EQ(group.host_policy(), "");
 }
 
 TEST_P(ModelConfigRpcTest, UnbatchedModelHasNoDynamicBatching) {
@@ -182,6 +226,48 @@ TEST_P(ModelConfigRpcTest, VersionThatIsNoIntegerIsInvalidArgument) {
 
 INSTANTIATE_TEST_SUITE_P(InferApis, ModelConfigRpcTest, ::testing::Values(0, 2), testing::InferApiName);
 
+// Two groups, one naming a policy and one KIND_AUTO taking its device's default (--host-policy cpu):
+// each group reports the policy its workers are pinned by, and its own placement.
+TEST(ModelConfigHostPolicyTest, GroupsReportThePolicyTheirWorkersArePinnedBy) {
+  testing::TempDir repo("cs_model_config_policy");
+  examples::ModelOptions grouped;
+  grouped.max_batch_size = 4;
+  // The group line takes the kind verbatim: a named-policy CPU group, then a KIND_AUTO group of 2.
+  grouped.instance_kind = "KIND_CPU host_policy: \"named\" }, { count: 2 kind: KIND_AUTO";
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "grouped", grouped).ok());
+  auto options = testing::TestServerOptions(repo.path());
+  const std::string nice = std::to_string(std::min(CurrentThreadNice() + 2, 19));  // raising needs no privilege
+  auto policies = server::ParseHostPolicies({"cpu,nice=" + nice, "named,nice=" + nice});
+  ASSERT_TRUE(policies.ok()) << policies.status();
+  options.host_policies = *policies;
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto stub = Connect(*server);
+  inference::ModelConfigResponse response;
+  grpc::Status status = CallModelConfig(*stub, "grouped", "", &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  const pb::ModelConfig& c = response.config();
+  ASSERT_EQ(c.instance_group_size(), 2);
+  EXPECT_EQ(c.instance_group(0).name(), "grouped_0");
+  EXPECT_EQ(c.instance_group(0).kind(), pb::ModelInstanceGroup::KIND_CPU);
+  EXPECT_EQ(c.instance_group(0).count(), 1);
+  EXPECT_EQ(c.instance_group(0).host_policy(), "named");
+  const pb::ModelInstanceGroup& automatic = c.instance_group(1);
+  EXPECT_EQ(automatic.name(), "grouped_1");
+  EXPECT_EQ(automatic.count(), 2);
+  const std::vector<int> gpus = VisibleGpus();
+  if (gpus.empty()) {
+    EXPECT_EQ(automatic.kind(), pb::ModelInstanceGroup::KIND_CPU);
+    EXPECT_THAT(automatic.gpus(), IsEmpty());
+    EXPECT_EQ(automatic.host_policy(), "cpu") << "the CPU's default policy pins its workers";
+  } else {
+    EXPECT_EQ(automatic.kind(), pb::ModelInstanceGroup::KIND_GPU);
+    EXPECT_THAT(automatic.gpus(), ElementsAreArray(gpus));
+    EXPECT_EQ(automatic.host_policy(), "") << "no gpu_<id> policy was given: not pinned";
+  }
+  server->Shutdown();
+}
+
 TEST(ModelConfigAnswerTest, LoadingOrFailedModelIsUnavailableWithTheReason) {
   server::ModelRegistry registry;
   registry.MarkLoading("slow");
@@ -220,6 +306,46 @@ TEST(ModelConfigFromSpecTest, CudaGraphsHostPolicyAndGpus) {
   EXPECT_EQ(c.instance_group(0).host_policy(), "gpu_0");
   EXPECT_EQ(c.instance_group(0).name(), "fast");
   EXPECT_FALSE(c.has_dynamic_batching());
+}
+
+// Placement from the loaded workers, as a GPU machine loads them (the GPU ids are the workers'
+// records; nothing runs): KIND_AUTO and KIND_GPU without gpus report the GPUs the workers landed on.
+TEST(ModelConfigFromSpecTest, GroupsReportWhereTheirWorkersLanded) {
+  server::ModelSpec spec;
+  spec.name = "placed";
+  server::InstanceGroupSpec automatic;  // KIND_AUTO, 2 per GPU, no gpus
+  automatic.count = 2;
+  server::InstanceGroupSpec listed;
+  listed.kind = server::InstanceKind::kGpu;
+  listed.gpus = {1, 1};  // listed twice: twice the workers on GPU 1
+  listed.host_policy = "fast";
+  server::InstanceGroupSpec cpu;
+  cpu.count = 3;  // KIND_AUTO that landed on the CPU
+  server::InstanceGroupSpec unloaded;  // no worker recorded: reported as configured
+  unloaded.gpus = {5};
+  unloaded.host_policy = "spare";
+  spec.instance_groups = {automatic, listed, cpu, unloaded};
+  const std::vector<server::LoadedWorker> workers = {
+      {0, 0, "gpu_0"}, {0, 0, "gpu_0"}, {0, 2, "gpu_2"}, {0, 2, "gpu_2"},  // default policies differ
+      {1, 1, "fast"},  {1, 1, "fast"},
+      {2, -1, "cpu"},  {2, -1, "cpu"},  {2, -1, "cpu"},
+  };
+  const pb::ModelConfig c = server::ModelConfigFromSpec(spec, workers);
+  ASSERT_EQ(c.instance_group_size(), 4);
+  EXPECT_EQ(c.instance_group(0).kind(), pb::ModelInstanceGroup::KIND_GPU);
+  EXPECT_THAT(c.instance_group(0).gpus(), ElementsAre(0, 2));
+  EXPECT_EQ(c.instance_group(0).count(), 2);
+  EXPECT_EQ(c.instance_group(0).host_policy(), "") << "one field cannot name gpu_0 and gpu_2";
+  EXPECT_EQ(c.instance_group(1).kind(), pb::ModelInstanceGroup::KIND_GPU);
+  EXPECT_THAT(c.instance_group(1).gpus(), ElementsAre(1, 1));
+  EXPECT_EQ(c.instance_group(1).host_policy(), "fast");
+  EXPECT_EQ(c.instance_group(2).kind(), pb::ModelInstanceGroup::KIND_CPU);
+  EXPECT_THAT(c.instance_group(2).gpus(), IsEmpty());
+  EXPECT_EQ(c.instance_group(2).count(), 3);
+  EXPECT_EQ(c.instance_group(2).host_policy(), "cpu");
+  EXPECT_EQ(c.instance_group(3).kind(), pb::ModelInstanceGroup::KIND_AUTO);
+  EXPECT_THAT(c.instance_group(3).gpus(), ElementsAre(5));
+  EXPECT_EQ(c.instance_group(3).host_policy(), "spare");
 }
 
 // Triton decodes the response with its own model_config.proto (package "inference"); the wire
