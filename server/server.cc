@@ -36,8 +36,7 @@ std::string UnixTarget(const std::string& path) { return path.empty() ? "" : abs
 // Two servers starting at the same moment can both find the path free; the check is for a server
 // started beside a running one.
 absl::Status CheckUnixSocketFree(const std::string& path) {
-  struct stat st {};
-  if (lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return absl::OkStatus();
+  if (!SocketInode(path).has_value()) return absl::OkStatus();  // nothing there, or no socket: the bind decides
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return absl::OkStatus();  // cannot tell: the bind decides
   sockaddr_un addr{};
