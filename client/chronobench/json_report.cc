@@ -6,7 +6,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 
 namespace chronoserve::client::bench {
 namespace {
@@ -96,6 +95,24 @@ nlohmann::json RunToJson(const PointResult& p, const BenchReport& report, const 
 
 std::string Num(double v) { return absl::StrFormat("%.3f", v); }
 
+// One CSV field as RFC 4180 writes it: quoted when it holds a comma, a quote or a line break, its
+// quotes doubled; as it is otherwise (every number and name the rows hold).
+std::string CsvField(const std::string& value) {
+  if (value.find_first_of(",\"\r\n") == std::string::npos) return value;
+  std::string quoted = "\"";
+  for (char c : value) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  return quoted + "\"";
+}
+
+std::string CsvRow(const std::vector<std::string>& fields) {
+  std::string row;
+  for (size_t i = 0; i < fields.size(); ++i) absl::StrAppend(&row, i == 0 ? "" : ",", CsvField(fields[i]));
+  return row + "\n";
+}
+
 }  // namespace
 
 std::vector<double> ReportedPercentiles(const std::vector<double>& requested) {
@@ -143,7 +160,9 @@ std::string ReportToCsv(const BenchReport& report) {
     for (double p : percentiles) header.push_back(absl::StrCat(MetricName(static_cast<Metric>(m)), "_", PercentileKey(p), "_us"));
     header.push_back(absl::StrCat(MetricName(static_cast<Metric>(m)), "_mean_us"));
   }
-  std::string csv = absl::StrCat(absl::StrJoin(header, ","), "\n");
+  // Last, so every column before them keeps its place: which point, and whether it was measured.
+  for (const char* column : {"point", "status", "message"}) header.push_back(column);
+  std::string csv = CsvRow(header);
   for (const auto& p : report.points) {
     const LatencyRecorder& r = p.recorder;
     std::vector<std::string> row = {
@@ -159,7 +178,16 @@ std::string ReportToCsv(const BenchReport& report) {
       for (double pc : percentiles) row.push_back(h.count() > 0 ? Num(Us(h.ValueAtPercentile(pc))) : "");
       row.push_back(h.count() > 0 ? Num(Us(h.mean())) : "");
     }
-    absl::StrAppend(&csv, absl::StrJoin(row, ","), "\n");
+    row.insert(row.end(), {p.spec.Label(), "ok", ""});
+    absl::StrAppend(&csv, CsvRow(row));
+  }
+  if (report.failed_point.has_value()) {  // the sweep stopped there: nothing measured, so no figures
+    std::vector<std::string> row(header.size());
+    row[0] = LoadModeName(report.mode);  // every point of a sweep has its mode
+    row[header.size() - 3] = report.failed_point->label;
+    row[header.size() - 2] = "failed";
+    row[header.size() - 1] = report.failed_point->message;
+    absl::StrAppend(&csv, CsvRow(row));
   }
   return csv;
 }

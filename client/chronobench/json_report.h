@@ -18,7 +18,8 @@ std::vector<double> ReportedPercentiles(const std::vector<double>& requested);
 
 // {"runs": [...], "server": {...}, "model": {...}, ...}
 nlohmann::json ReportToJson(const BenchReport& report);
-// One header line, then one row per sweep point.
+// One header line, then one row per sweep point (status "ok"), then, when a point failed, one row
+// for it (status "failed", its label and message, no figures). RFC 4180 quoting.
 std::string ReportToCsv(const BenchReport& report);
 
 // Writes `contents` to `path`; INTERNAL with the path on failure.

@@ -531,7 +531,11 @@ TEST_F(ChronobenchE2eTest, FailedPointKeepsThePointsBeforeItInTheReports) {
   EXPECT_NE(report["failed_point"]["message"].get<std::string>().find("no response for"), std::string::npos)
       << report["failed_point"];
   std::vector<std::string> rows = absl::StrSplit(ReadAll(csv), '\n', absl::SkipEmpty());
-  EXPECT_EQ(rows.size(), 2u) << "header and the first point";
+  ASSERT_EQ(rows.size(), 3u) << "header, the first point and the failed one";
+  EXPECT_NE(rows[1].find(",\"concurrency 1, batch 1\",ok,"), std::string::npos) << rows[1];
+  EXPECT_EQ(rows[2].rfind("concurrency,", 0), 0u) << rows[2];
+  EXPECT_NE(rows[2].find(",\"concurrency 2, batch 1\",failed,\""), std::string::npos) << rows[2];
+  EXPECT_NE(rows[2].find("no response for"), std::string::npos) << rows[2];
   EXPECT_NE(ReadAll(html).find("\"failed_point\""), std::string::npos) << "the HTML inlines the partial report";
 }
 

@@ -6,7 +6,10 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/chronobench/bench_report.h"
 #include "client/chronobench/console_report.h"
@@ -59,6 +62,55 @@ PointResult MakePoint(LoadMode mode, int64_t batch, double items_per_s) {
   p.items_per_s = items_per_s;
   p.windows.push_back({1.0, 1000, 1, 1000, 150'000, 0.2});
   return p;
+}
+
+// RFC 4180, as a CSV reader parses it: fields quoted or not, "" inside quotes, line breaks inside
+// quotes kept; every record ends with a line break. An error for text that is not CSV.
+absl::StatusOr<std::vector<std::vector<std::string>>> ParseCsv(const std::string& text) {
+  std::vector<std::vector<std::string>> records;
+  std::vector<std::string> record;
+  std::string field;
+  bool quoted = false;       // inside a quoted field
+  bool after_quote = false;  // a quoted field just closed: only ',' or the line break may follow
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c != '"') {
+        field += c;
+      } else if (i + 1 < text.size() && text[i + 1] == '"') {
+        field += '"';
+        ++i;
+      } else {
+        quoted = false;
+        after_quote = true;
+      }
+    } else if (c == ',' || c == '\n') {
+      record.push_back(std::move(field));
+      field.clear();
+      after_quote = false;
+      if (c == '\n') {
+        records.push_back(std::move(record));
+        record.clear();
+      }
+    } else if (after_quote) {
+      return absl::InvalidArgumentError(absl::StrCat("text after a closing quote at offset ", i));
+    } else if (c == '"') {
+      if (!field.empty()) return absl::InvalidArgumentError(absl::StrCat("a quote inside a field at offset ", i));
+      quoted = true;
+    } else {
+      field += c;
+    }
+  }
+  if (quoted || after_quote || !field.empty() || !record.empty()) {
+    return absl::InvalidArgumentError("the text does not end with a complete record");
+  }
+  return records;
+}
+
+size_t Column(const std::vector<std::string>& header, const std::string& name) {
+  const auto it = std::find(header.begin(), header.end(), name);
+  EXPECT_NE(it, header.end()) << name;
+  return static_cast<size_t>(it - header.begin());
 }
 
 BenchReport MakeReport(LoadMode mode) {
@@ -149,15 +201,78 @@ TEST(ReportTest, AbsentSpansAreNullNotZero) {
 
 TEST(ReportTest, CsvHasOneRowPerPointAndAColumnPerHeader) {
   const std::string csv = ReportToCsv(MakeReport(LoadMode::kConcurrency));
-  std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
-  ASSERT_EQ(lines.size(), 4u);
-  const std::vector<std::string> header = absl::StrSplit(lines[0], ',');
+  const auto rows = ParseCsv(csv);
+  ASSERT_TRUE(rows.ok()) << rows.status() << "\n" << csv;
+  ASSERT_EQ(rows->size(), 4u) << "no failed point: no row for one";
+  const std::vector<std::string>& header = (*rows)[0];
   EXPECT_EQ(header[0], "mode");
   EXPECT_NE(std::find(header.begin(), header.end(), "e2e_p99_9_us"), header.end());
   EXPECT_NE(std::find(header.begin(), header.end(), "compute_p50_us"), header.end());
   EXPECT_NE(std::find(header.begin(), header.end(), "throughput_rps"), header.end());
-  for (size_t i = 1; i < lines.size(); ++i) {
-    EXPECT_EQ(std::vector<std::string>(absl::StrSplit(lines[i], ',')).size(), header.size()) << lines[i];
+  const std::vector<std::string> last = {"point", "status", "message"};
+  ASSERT_GE(header.size(), last.size());
+  EXPECT_EQ(std::vector<std::string>(header.end() - 3, header.end()), last);
+  for (size_t i = 1; i < rows->size(); ++i) {
+    const std::vector<std::string>& row = (*rows)[i];
+    ASSERT_EQ(row.size(), header.size()) << i;
+    EXPECT_EQ(row[Column(header, "point")], absl::StrCat("concurrency 4, batch ", i == 3 ? 4 : i));
+    EXPECT_EQ(row[Column(header, "status")], "ok");
+    EXPECT_EQ(row[Column(header, "message")], "");
+  }
+}
+
+// A sweep stopped by a failed point: the CSV ends with a row for it that no reader can take for a
+// measurement (status "failed", its label and message, every figure empty), quoted as RFC 4180
+// wants; the columns before the new ones keep their places, so the measured rows read as before.
+TEST(ReportTest, CsvEndsWithTheFailedPointsRow) {
+  BenchReport report = MakeReport(LoadMode::kRate);
+  report.failed_point = FailedPoint{"rate 500/s, batch 8", "no response for 2.5 s (\"stuck\", 3 of 9 completed)\nretry"};
+  const std::string csv = ReportToCsv(report);
+  const auto rows = ParseCsv(csv);
+  ASSERT_TRUE(rows.ok()) << rows.status() << "\n" << csv;
+  ASSERT_EQ(rows->size(), 5u) << "header, three points, the failed one";
+  const std::vector<std::string>& header = (*rows)[0];
+  const std::vector<std::string> first = {"mode", "concurrency", "rate", "idle_gap_ms", "batch_size", "requests",
+                                          "errors", "throughput_rps", "throughput_items_per_s", "stable",
+                                          "batch_size_executed_mean", "unanswered_at_end", "e2e_p50_us"};
+  ASSERT_GT(header.size(), first.size());
+  EXPECT_EQ(std::vector<std::string>(header.begin(), header.begin() + first.size()), first);
+  for (const auto& row : *rows) ASSERT_EQ(row.size(), header.size());
+
+  const std::vector<std::string>& failed = rows->back();
+  EXPECT_EQ(failed[Column(header, "status")], "failed");
+  EXPECT_EQ(failed[Column(header, "point")], "rate 500/s, batch 8");
+  EXPECT_EQ(failed[Column(header, "message")], report.failed_point->message) << "quotes, comma and line break kept";
+  EXPECT_EQ(failed[Column(header, "mode")], "rate");
+  for (size_t i = 1; i + 3 < header.size(); ++i) EXPECT_EQ(failed[i], "") << header[i] << ": nothing was measured";
+
+  for (size_t i = 1; i <= 3; ++i) {
+    const std::vector<std::string>& row = (*rows)[i];
+    EXPECT_EQ(row[Column(header, "status")], "ok");
+    EXPECT_EQ(row[Column(header, "rate")], "500");
+    EXPECT_EQ(row[Column(header, "requests")], "1001");
+    EXPECT_NE(row[Column(header, "e2e_p50_us")], "");
+  }
+  // A reader that splits on commas still gets every column before the new ones right.
+  const std::vector<std::string> lines = absl::StrSplit(csv, '\n');
+  ASSERT_GT(lines.size(), 1u);
+  const std::vector<std::string> naive = absl::StrSplit(lines[1], ',');
+  const size_t point = Column(header, "point");
+  ASSERT_GT(naive.size(), point);
+  EXPECT_EQ(std::vector<std::string>(naive.begin(), naive.begin() + point),
+            std::vector<std::string>((*rows)[1].begin(), (*rows)[1].begin() + point));
+  // The JSON says the same.
+  const nlohmann::json json = ReportToJson(report);
+  EXPECT_EQ(json["failed_point"]["label"], failed[Column(header, "point")]);
+  EXPECT_EQ(json["failed_point"]["message"], failed[Column(header, "message")]);
+}
+
+TEST(ReportTest, CsvParserRefusesWhatIsNotCsv) {
+  const auto parsed = ParseCsv("a,\"b,\"\"c\"\"\",\"d\ne\"\n1,2,3\n");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed, (std::vector<std::vector<std::string>>{{"a", "b,\"c\"", "d\ne"}, {"1", "2", "3"}}));
+  for (const char* bad : {"a,\"b\"c\n", "a,b\"c\n", "a,\"b\n", "a,b", "a,\"b\""}) {
+    EXPECT_FALSE(ParseCsv(bad).ok()) << bad;
   }
 }
 
@@ -183,12 +298,11 @@ TEST(ReportTest, UnansweredAtEndIsCountedAndWarnedAboutWhenPastTheTail) {
   const nlohmann::json json = ReportToJson(report);
   EXPECT_EQ(json["runs"][0]["unanswered_at_end"], 0);
   EXPECT_EQ(json["runs"][1]["unanswered_at_end"], 7);
-  std::vector<std::string> lines = absl::StrSplit(ReportToCsv(report), '\n', absl::SkipEmpty());
-  ASSERT_EQ(lines.size(), 4u);
-  const std::vector<std::string> header = absl::StrSplit(lines[0], ',');
-  const auto column = std::find(header.begin(), header.end(), "unanswered_at_end");
-  ASSERT_NE(column, header.end());
-  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(lines[2], ','))[column - header.begin()], "7");
+  const auto rows = ParseCsv(ReportToCsv(report));
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 4u);
+  ASSERT_EQ((*rows)[2].size(), (*rows)[0].size());
+  EXPECT_EQ((*rows)[2][Column((*rows)[0], "unanswered_at_end")], "7");
   EXPECT_NE(Summary(report).find("7 requests were still in flight when their points ended"), std::string::npos)
       << Summary(report);
 }
