@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <functional>
 #include <set>
 #include <thread>
 
@@ -11,6 +13,24 @@
 
 namespace chronoserve::server {
 namespace {
+
+constexpr absl::Duration kTimeout = absl::Seconds(10);
+
+// Runs `wait` (a Stop(), a join) on a helper thread and fails the test if it has not returned
+// within kTimeout. A wait that hangs cannot be abandoned (its thread still uses the test's pool and
+// counters), and the pool's destructor would Stop() again until CTest's timeout: the binary aborts.
+void WithinTimeout(const char* what, const std::function<void()>& wait) {
+  absl::Notification returned;
+  std::thread waiter([&] {
+    wait();
+    returned.Notify();
+  });
+  if (!returned.WaitForNotificationWithTimeout(kTimeout)) {
+    ADD_FAILURE() << what << " did not return within " << kTimeout << "; aborting";
+    std::abort();
+  }
+  waiter.join();
+}
 
 // Every request of a batch is completed exactly once, with the batch's status, by the pool's
 // threads (or inline), and Stop() waits for what was handed over.
@@ -35,8 +55,8 @@ void CompletesEveryRequestOnce(int threads) {
     batch.push_back(std::move(r));
   }
   pool.CompleteBatch(std::move(batch), absl::DataLossError("boom"));
-  ASSERT_TRUE(all_done.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  pool.Stop();
+  ASSERT_TRUE(all_done.WaitForNotificationWithTimeout(kTimeout));
+  WithinTimeout("Stop()", [&] { pool.Stop(); });
   absl::MutexLock lock(&mu);
   EXPECT_EQ(done.size(), static_cast<size_t>(kRequests));
   EXPECT_EQ(std::set<std::string>(done.begin(), done.end()).size(), static_cast<size_t>(kRequests));
@@ -64,8 +84,8 @@ TEST(CompletionPoolTest, StopDrainsHandedOverWork) {
       }
       pool.CompleteBatch(std::move(batch), absl::OkStatus());
     }
-    pool.Stop();
-    pool.Stop();  // idempotent
+    WithinTimeout("Stop()", [&] { pool.Stop(); });
+    WithinTimeout("a second Stop()", [&] { pool.Stop(); });  // idempotent
   }
   EXPECT_EQ(completed.load(), 80);
 }
@@ -105,12 +125,14 @@ TEST(CompletionPoolTest, NothingIsLostAcrossManyHandOvers) {
       }
     });
   }
-  for (auto& t : workers) t.join();
+  WithinTimeout("the handing threads' join", [&] {
+    for (auto& t : workers) t.join();
+  });
   handing_done.store(true);
   if (completed.load() == handed.load()) notify_once();
-  ASSERT_TRUE(all_done.WaitForNotificationWithTimeout(absl::Seconds(10)))
+  ASSERT_TRUE(all_done.WaitForNotificationWithTimeout(kTimeout))
       << completed.load() << " of " << handed.load() << " requests completed";
-  pool.Stop();
+  WithinTimeout("Stop()", [&] { pool.Stop(); });
   EXPECT_EQ(completed.load(), handed.load());
 }
 

@@ -7,8 +7,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -23,6 +25,22 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kTimeout = absl::Seconds(10);
+
+// Joins every worker of `runtime`, or fails the test if that takes past kTimeout. A worker that
+// never exits cannot be left behind (it still uses the test's fake and calls), and joining it again
+// in the runtime's destructor would hang until CTest's timeout: the binary aborts instead.
+void JoinWorkersWithin(ModelRuntime& runtime) {
+  absl::Notification joined;
+  std::thread joiner([&] {
+    for (const auto& w : runtime.workers()) w->Join();
+    joined.Notify();
+  });
+  if (!joined.WaitForNotificationWithTimeout(kTimeout)) {
+    ADD_FAILURE() << "the workers did not exit within " << kTimeout << " of the queue's Close(); aborting";
+    std::abort();
+  }
+  joiner.join();
+}
 
 ModelSpec Spec(std::map<std::string, std::string> parameters = {}) {
   ModelSpec spec;
@@ -295,7 +313,7 @@ TEST_F(PipelinedWorkerTest, StopFinishesTheBatchInFlightFirst) {
   fake_->Release();
   ExpectDoubled(a);
   ExpectDoubled(b);
-  for (const auto& w : runtime_->workers()) w->Join();
+  JoinWorkersWithin(*runtime_);
   EXPECT_THAT(fake_->log(), ElementsAre("L:a@0", "L:b@1", "F:a@0", "F:b@1"));
 }
 
@@ -331,7 +349,7 @@ TEST_F(PipelinedWorkerTest, LaunchTimeIsSplitIntoGatherAndEnqueue) {
   Call* b = Send("b", -0.5f);
   ExpectDoubled(b);
   runtime_->queue().Close();
-  for (const auto& w : runtime_->workers()) w->Join();  // the phases are final once joined
+  JoinWorkersWithin(*runtime_);  // the phases are final once joined
   EXPECT_EQ(worker.phase_ns(WorkerPhase::kGather) - gather_before, 2 * kGatherNs);
   EXPECT_EQ(worker.phase_ns(WorkerPhase::kLaunch) - launch_before, 2 * kEnqueueNs);
   EXPECT_STREQ(WorkerPhaseName(WorkerPhase::kGather), "gather");
