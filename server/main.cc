@@ -63,6 +63,11 @@ int main(int argc, char** argv) {
         if (value == "auto" || (absl::SimpleAtoi(value, &threads) && threads >= 0 && threads <= 64)) return "";
         return "expected auto or a decimal number of threads from 0 to 64, got '" + value + "'";
       });
+  app.add_option("--grpc-minimal-stack", options.grpc_minimal_stack,
+                 "gRPC's minimal channel stack on the server: no compression, deadline or message-size filter "
+                 "on any call (a few % more requests a second at high concurrency); compressed requests are "
+                 "then refused with UNIMPLEMENTED")
+      ->capture_default_str();
   app.add_option("--log-verbose", log_verbose, "Verbose logging level (0 = off)")
       ->capture_default_str()
       ->transform(chronoserve::IntegerIn(0, 10));

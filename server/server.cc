@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "server/backend/host_pinning.h"
 #include "server/backend/torch_backend.h"
+#include "server/grpc/server_channel.h"
 #include "server/grpc/serving_warmup.h"
 #include "server/model_manager.h"
 #include "server/telemetry/telemetry.h"
@@ -142,14 +143,7 @@ absl::Status Server::Start() {
   const std::string unix_address = UnixTarget(options_.unix_socket);
   if (!unix_address.empty()) builder.AddListeningPort(unix_address, grpc::InsecureServerCredentials());
   builder.RegisterService(service_.get());
-  builder.SetMaxReceiveMessageSize(-1);
-  builder.SetMaxSendMessageSize(-1);
-  // Large tensors: let a whole request/response fly without waiting for HTTP/2 window updates.
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 << 20);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, (16 << 20) - 1);
-  // gRPC sets SO_REUSEPORT on Linux by default: a second server on a port in use would bind it
-  // too and silently take a share of the connections. Ours must fail to start instead.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  ConfigureServerChannel(options_.grpc_minimal_stack, &builder);
   if (infer_threads > 0) infer_queues_ = std::make_unique<ModelInferQueues>(service_.get(), &builder, infer_threads);
   if (!unix_address.empty()) {
     if (absl::Status free = CheckUnixSocketFree(options_.unix_socket); !free.ok()) return free;

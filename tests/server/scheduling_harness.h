@@ -23,6 +23,7 @@
 #include "server/core/request_observer.h"
 #include "server/grpc/inference_service.h"
 #include "server/grpc/model_infer_queues.h"
+#include "server/grpc/server_channel.h"
 #include "server/scheduler/model_registry.h"
 #include "server/shared_memory/shared_memory_registry.h"
 #include "tests/server/gated_instance.h"
@@ -51,17 +52,20 @@ class RecordingObserver final : public server::RequestObserver {
   std::map<std::string, absl::Status> done_ ABSL_GUARDED_BY(mu_);
 };
 
-// The KServe v2 service over real gRPC, composed like server::Server (shared memory allowed) but
-// with a test observer. `infer_threads`: 0 serves inference on gRPC's callback API, N > 0 on N
-// ModelInferQueues threads (the asynchronous API), as --grpc-infer-threads does.
+// The KServe v2 service over real gRPC, composed like server::Server (shared memory allowed, its
+// channel arguments) but with a test observer. `infer_threads`: 0 serves inference on gRPC's
+// callback API, N > 0 on N ModelInferQueues threads (the asynchronous API), as --grpc-infer-threads
+// does; `minimal_stack` as --grpc-minimal-stack.
 class ServiceHarness {
  public:
-  explicit ServiceHarness(server::StreamOptions stream_options = {}, int infer_threads = 0)
+  explicit ServiceHarness(server::StreamOptions stream_options = {}, int infer_threads = 0,
+                          bool minimal_stack = false)
       : service_(&registry_, SteadyClock::Get(), server::ServerInfo{"chronoserve-test", "0"}, &observer_,
                  &shared_memory_, stream_options, infer_threads > 0) {
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     builder.RegisterService(&service_);
+    server::ConfigureServerChannel(minimal_stack, &builder);
     if (infer_threads > 0) queues_ = std::make_unique<server::ModelInferQueues>(&service_, &builder, infer_threads);
     server_ = builder.BuildAndStart();
     if (server_ != nullptr && queues_ != nullptr) queues_->Start();

@@ -10,6 +10,7 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "client/inference_client.h"
 #include "common/tensor_data.h"
@@ -37,8 +38,9 @@ int WorkerOf(const inference::ModelInferResponse& response) {
   return timing.has_value() ? static_cast<int>(timing->worker) : -1;
 }
 
-// Every test runs with ModelInfer on gRPC's callback API (0) and on two ModelInferQueues threads (2: one queue).
-class SchedulingTest : public ::testing::TestWithParam<int> {
+// Every test runs with ModelInfer on gRPC's callback API (0) and on two ModelInferQueues threads (2: one queue),
+// each on gRPC's full and on its minimal channel stack (--grpc-minimal-stack: no deadline filter).
+class SchedulingTest : public ::testing::TestWithParam<std::tuple<int, bool>> {
  protected:
   void SetUp() override { ASSERT_TRUE(harness_.ok()); }
   void TearDown() override { gate_.Release(); }  // never leave a worker parked
@@ -51,7 +53,7 @@ class SchedulingTest : public ::testing::TestWithParam<int> {
   inference::GRPCInferenceService::Stub* stub() { return harness_.client().stub(); }
 
   Gate gate_;
-  testing::ServiceHarness harness_{server::StreamOptions{}, GetParam()};
+  testing::ServiceHarness harness_{server::StreamOptions{}, std::get<0>(GetParam()), std::get<1>(GetParam())};
 };
 
 // ConnectTestClient (tests/server/test_client.h) gives every call on its channel a deadline: calls
@@ -203,7 +205,11 @@ TEST_P(SchedulingTest, TwoWorkersServeAtTheSameTime) {
   ExpectGatedOutputs(a.response(), a_in);
 }
 
-INSTANTIATE_TEST_SUITE_P(InferApis, SchedulingTest, ::testing::Values(0, 2), testing::InferApiName);
+INSTANTIATE_TEST_SUITE_P(InferApis, SchedulingTest, ::testing::Combine(::testing::Values(0, 2), ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<int, bool>>& info) {
+                           const std::string api = testing::InferApiName({std::get<0>(info.param), info.index});
+                           return std::get<1>(info.param) ? api + "MinimalStack" : api;
+                         });
 
 // --max-queue-mib reaches every model the server loads: a request whose inputs would take the
 // bytes its model's queued requests hold past the limit is refused at once, naming the model and
