@@ -9,9 +9,7 @@
 # Environment: BASE_BUILD (required: the build to compare with, e.g. of the previous commit),
 #   ROUNDS=2, FORWARDS="graphs eager", CONNECTIONS="4", and run_streaming.sh's (CONCURRENCY,
 #   THREADS, INSTANCES, ...); PERF_ROUND=N samples the worker with perf (run_streaming.sh's
-#   PERF_WORKER) in round N only (perf's reports take seconds per point); BASE_SERVER_FLAGS and
-#   NEW_SERVER_FLAGS: words added to the base's / the new build's server command line (run_streaming.sh's
-#   SERVER_FLAGS), e.g. one build as both with NEW_SERVER_FLAGS="--grpc-minimal-stack true".
+#   PERF_WORKER) in round N only (perf's reports take seconds per point).
 set -uo pipefail
 build=${1:?build dir}
 out=${2:?output dir}
@@ -23,13 +21,12 @@ status=0
 for round in $(seq 1 "${ROUNDS:-2}"); do
   for variant in base new; do
     dir=$build
-    flags=${NEW_SERVER_FLAGS:-}
-    [ "$variant" = base ] && dir=$base && flags=${BASE_SERVER_FLAGS:-}
+    [ "$variant" = base ] && dir=$base
     for forward in ${FORWARDS:-graphs eager}; do
       echo "== round $round, $variant ($dir), forward: $forward"
       profile=""
       [ "$round" = "${PERF_ROUND:-0}" ] && profile=1
-      SERVER_FLAGS="$flags" PERF_WORKER="$profile" EXTRA_CONFIG="$(forward_config "$forward")" DELAYS=0 CONNECTIONS="${CONNECTIONS:-4}" \
+      PERF_WORKER="$profile" EXTRA_CONFIG="$(forward_config "$forward")" DELAYS=0 CONNECTIONS="${CONNECTIONS:-4}" \
         bash "$here/run_streaming.sh" "$dir" "$out/$variant/round$round/$forward" "$port" || status=1
     done
   done
