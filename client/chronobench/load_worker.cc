@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "client/inference_client.h"
@@ -21,14 +22,15 @@ namespace {
 
 // The longest the loop blocks, so Stop() is noticed promptly.
 constexpr int64_t kMaxWaitNs = 20'000'000;
-// A send time closer than this is waited for by polling the completion queue (a zero deadline), not
-// by a timed wait: gRPC rounds a wait's deadline up to a whole millisecond, which made each open-loop
-// send up to ~1 ms late (schedule lag, counted in e2e). A farther one is waited for until this much
-// before it: the rounding wakes the worker 0.1-1.1 ms early, never late. The polling costs up to
-// about 0.6 ms of CPU per send; the CPU time of the polls that found nothing is left out of the
-// saturation warning (PollNs). It does not yield between polls: on a machine with more runnable
-// threads than CPUs, yielding made the median send 0.85 ms late (BENCHMARKS.md §33).
-constexpr int64_t kPollWindowNs = 1'100'000;
+// A send time (open loop, idle gap) is kept by two waits. The worker waits on its completion queue
+// until its SendWaker's alarm ends the wait a lead before the send time (a timed wait alone wakes up
+// to 1 ms late: gRPC rounds its deadline up to a whole millisecond), then polls the queue (a zero
+// deadline) for the rest. The lead follows how late recent wakes came (the waker's sleep ending, then
+// the alarm's hop to this thread: 60-110 µs at the median on a 2-core VM), so nine sends in ten are
+// polled for a few tens of microseconds and sent on time. The CPU time of the polls that found
+// nothing is left out of the saturation warning (PollNs). It does not yield between polls: on a
+// machine with more runnable threads than CPUs, yielding made the median send 0.85 ms late
+// (BENCHMARKS.md §33).
 // Open loop keeps its schedule when the server falls behind, up to this many calls in flight
 // per worker; beyond it sends wait (and the schedule lag shows it).
 constexpr size_t kMaxOutstanding = 16384;
@@ -124,10 +126,16 @@ void LoadWorker::Run(int64_t start_ns) {
                   plan_.seed);
   }
   next_idle_send_ns_ = start_ns;
+  if (plan_.mode != LoadMode::kConcurrency) {  // send times to keep
+    waker_ = std::make_unique<SendWaker>(&cq_, shared_.clock);
+    waker_->Start();
+  }
   while (!stop_.load(std::memory_order_relaxed)) {
     const int64_t now = shared_.clock->NowNs();
     HandleNext(SendDue(now, pacer ? &*pacer : nullptr));
   }
+  // No alarm is set from here on; one set before may still come off the queue (Handle, Drain).
+  if (waker_ != nullptr) waker_->Stop();
   // Events taken off the queue before the stop are answers that came before it: recorded as any.
   while (!ready_.empty()) {
     const Event event = ready_.front();
@@ -289,8 +297,10 @@ bool LoadWorker::TakeEvent(gpr_timespec deadline) {
 
 bool LoadWorker::AwaitEvent(Wake wake) {
   const int64_t start_ns = shared_.clock->NowNs();
-  int64_t wait_ns = std::max<int64_t>(wake.at_ns - start_ns, 0);
-  if (wake.send && wait_ns <= kPollWindowNs) {
+  const int64_t wait_ns = std::max<int64_t>(wake.at_ns - start_ns, 0);
+  // A send time: the waker's lead before it is polled.
+  const int64_t poll_window_ns = wake.send ? waker_->LeadNs() : 0;
+  if (wake.send && wait_ns <= poll_window_ns) {
     // The CPU time of the polls that found nothing (this thread's clock: time spent yielded to
     // others is not counted; the poll that returns an event did the worker's receive work).
     const gpr_timespec poll = gpr_time_0(GPR_CLOCK_MONOTONIC);
@@ -306,7 +316,9 @@ bool LoadWorker::AwaitEvent(Wake wake) {
     poll_ns_.fetch_add(cpu_before_ns - cpu_start_ns, std::memory_order_relaxed);
     return true;
   }
-  if (wake.send) wait_ns -= kPollWindowNs;  // woken before the send time, polled from there
+  // Farther: the waker's alarm ends the wait where the poll window begins. The deadline, which gRPC
+  // rounds up to a whole millisecond, only bounds the wait.
+  if (wake.send) waker_->WakeAt(wake.at_ns - poll_window_ns);
   const gpr_timespec now = gpr_now(GPR_CLOCK_MONOTONIC);
   return TakeEvent(gpr_time_add(now, gpr_time_from_nanos(wait_ns, GPR_TIMESPAN)));
 }
@@ -331,7 +343,14 @@ void LoadWorker::HandleNext(Wake wake) {
   Handle(event);
 }
 
+bool LoadWorker::IsWake(void* tag) const { return waker_ != nullptr && tag == waker_->tag(); }
+
 void LoadWorker::Handle(Event event) {
+  if (IsWake(event.tag)) {
+    // A poll window has begun (or an earlier one asked for before): the next SendDue looks at the time.
+    waker_->OnAlarm(event.received_ns);
+    return;
+  }
   if (plan_.streaming) {
     OnStreamEvent(static_cast<LoadStream::Tag*>(event.tag), event.ok, event.received_ns);
   } else {
@@ -408,6 +427,7 @@ void LoadWorker::Drain() {
   void* tag = nullptr;
   bool ok = false;
   while (!calls_.empty() && cq_.Next(&tag, &ok)) {
+    if (IsWake(tag)) continue;
     auto it = calls_.find(static_cast<Call*>(tag));
     if (it == calls_.end()) continue;
     // A traceparent went out, so the server may have a span under it: give it its parent.
@@ -437,6 +457,7 @@ void LoadWorker::DrainStreams() {
   void* tag = nullptr;
   bool ok = false;
   while (!all_done() && cq_.Next(&tag, &ok)) {
+    if (IsWake(tag)) continue;
     auto* t = static_cast<LoadStream::Tag*>(tag);
     t->stream->OnEvent(t->op, ok, [this](const LoadStream::Answer& answer) {
       auto it = by_seq_.find(answer.seq);

@@ -7,11 +7,14 @@
 // fails; e2e still runs from the request's send (queued on its stream) to its response read. A
 // response is stamped when its event is taken off the queue: once the events taken are handled,
 // the next wait takes every event already queued; each turn handles the oldest and sends what the
-// load allows. With --shared-memory system each
-// request in flight uses a slot of its ShmSlotPool (inputs copied in after the send time is
-// stamped; the output copy's duration is added to the response time). Owned by the
-// TrialRunner: Prepare(), Start() and Stop() from its thread, TakeRecorder() from its thread while
-// the worker runs; everything else on the worker thread.
+// load allows. In open loop and idle-gap mode a SendWaker (a second thread, "cb-wake") ends the
+// worker's wait on its queue just before each send time, and the worker polls the queue for the
+// last few tens of microseconds, so sends are on time without the worker spinning between them.
+// With --shared-memory system each request in flight uses a slot of its ShmSlotPool (inputs copied
+// in after the send time is stamped; the output copy's duration is added to the response time).
+// Owned by the TrialRunner: Prepare(), Start() and Stop() from its thread, TakeRecorder() from its
+// thread while the worker runs; everything else on the worker thread, which also starts and stops
+// its SendWaker.
 #ifndef CHRONOSERVE_CLIENT_CHRONOBENCH_LOAD_WORKER_H_
 #define CHRONOSERVE_CLIENT_CHRONOBENCH_LOAD_WORKER_H_
 
@@ -37,6 +40,7 @@
 #include "client/chronobench/latency_recorder.h"
 #include "client/chronobench/load_stream.h"
 #include "client/chronobench/pacer.h"
+#include "client/chronobench/send_waker.h"
 #include "client/chronobench/shm_slot_pool.h"
 #include "client/chronobench/channel_stubs.h"
 #include "common/clock.h"
@@ -97,11 +101,12 @@ class LoadWorker {
   int64_t oldest_unanswered_ns() const { return oldest_unanswered_ns_.load(std::memory_order_relaxed); }
   // Waits until completed() >= n; false when `timeout` passed first (tests).
   bool AwaitCompleted(int64_t n, absl::Duration timeout);
-  // CPU time this worker thread has used, ns (for the client-saturation warning).
+  // CPU time this worker thread has used, ns (for the client-saturation warning; the SendWaker's
+  // thread is not counted).
   int64_t ThreadCpuNs() const;
   // Of that, the CPU time of the polls of the completion queue that found nothing just before a
-  // send time (open loop, idle gap): waiting, not work, so the saturation warning leaves it out.
-  // Since Start(), ns.
+  // send time (open loop, idle gap: the SendWaker's lead, tens of microseconds): waiting, not work,
+  // so the saturation warning leaves it out. Since Start(), ns.
   int64_t PollNs() const { return poll_ns_.load(std::memory_order_relaxed); }
   // ThreadCpuNs() less PollNs(): the CPU time the saturation warning judges.
   int64_t BusyCpuNs() const { return ThreadCpuNs() - PollNs(); }
@@ -153,10 +158,13 @@ class LoadWorker {
   // already queued, each stamped with the time it was taken off the queue (its response time).
   // Then handles the oldest.
   void HandleNext(Wake wake);
-  // Waits for the next event until `wake`; false when none came. A send time is met by polling:
-  // gRPC rounds a timed wait up to whole milliseconds, so the last kPollWindowNs are polled.
+  // Waits for the next event until `wake`; false when none came. A send time is met by two waits:
+  // on the queue until the SendWaker's alarm, its lead (LeadNs) before it (gRPC rounds a timed wait
+  // up to whole milliseconds), then polling the queue for the rest.
   bool AwaitEvent(Wake wake);
-  // Records a unary completion or reacts to a stream's event.
+  // The tag is the SendWaker's alarm.
+  bool IsWake(void* tag) const;
+  // Records a unary completion, reacts to a stream's event, or frees the SendWaker's alarm.
   void Handle(Event event);
   // Appends the next event to ready_ if one comes by `deadline`.
   bool TakeEvent(gpr_timespec deadline);
@@ -203,6 +211,7 @@ class LoadWorker {
   std::unordered_map<uint64_t, Call*> by_seq_;        // --streaming: calls by request id
   std::vector<std::unique_ptr<view::ModelInferResponseView>> spare_responses_;  // unary answers to reuse
   std::deque<Event> ready_;  // events taken off the queue (stamped), not yet handled, oldest first
+  std::unique_ptr<SendWaker> waker_;  // open loop, idle gap: its thread ends a wait before a send time
   uint64_t next_seq_ = 1;
   uint64_t next_channel_ = 0;
   int64_t next_idle_send_ns_ = 0;

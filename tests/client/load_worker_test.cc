@@ -2,7 +2,8 @@
 // --streaming, ended streams while it drains, then refused connections): every request sent is
 // answered, failed or cancelled at the end (sent == completed + drained), none is lost on a stream
 // that failed before its Finish arrived, and failures keep being counted after the server is gone;
-// streamed closed and open loop, and unary open loop.
+// streamed closed and open loop, and unary open loop. Also: one send-time stamp outside open loop,
+// and an open-loop worker that keeps its times without spinning.
 // Against the real chronoserve binary on 127.0.0.1.
 #include <signal.h>
 
@@ -144,6 +145,46 @@ TEST(LoadWorkerTest, ClosedLoopAndIdleGapTimeFromTheActualSend) {
       EXPECT_EQ(e2e.mean(), actual.mean());
     }
   }
+}
+
+// Open loop at 1000 requests/s, a period shorter than the old 1.1 ms poll window (with which the
+// worker thread was on the CPU all the time): the worker waits on its queue until its SendWaker
+// wakes it and polls only the last tens of microseconds, so its thread uses a fraction of the wall
+// time (about 15 % on a 2-core VM; the bound leaves room for a slower machine) and sends are on
+// time (the median lag bound is the end-to-end test's).
+TEST(LoadWorkerTest, OpenLoopSendsOnTimeWithoutSpinning) {
+  absl::StatusOr<MlpTarget> target = StartMlpTarget("chronobench_nospin", /*seed=*/9);
+  ASSERT_TRUE(target.ok()) << target.status();
+  std::vector<ChannelStubs> stubs;
+  for (const auto& channel : MakeDistinctChannels(target->server.url, 1)) stubs.emplace_back(channel);
+  WorkerShared shared{&stubs, &target->request, SteadyClock::Get(), nullptr, 1, nullptr};
+  WorkerPlan plan;
+  plan.mode = LoadMode::kRate;
+  plan.total_rate_per_s = 1000;
+  plan.timeout_ms = 10'000;
+  LoadWorker worker(0, plan, shared);
+  ASSERT_TRUE(worker.Prepare().ok());
+  worker.Start(SteadyClock::Get()->NowNs());
+  ASSERT_TRUE(worker.AwaitCompleted(200, kWait)) << "the load never ran: " << worker.completed();
+  worker.TakeRecorder();  // the warm-up, while the waker learns its lead
+  const int64_t wall_start_ns = SteadyClock::Get()->NowNs();
+  const int64_t cpu_start_ns = worker.ThreadCpuNs();
+  const bool ran = worker.AwaitCompleted(worker.completed() + 1500, kWait);
+  const int64_t cpu_ns = worker.ThreadCpuNs() - cpu_start_ns;
+  const int64_t wall_ns = SteadyClock::Get()->NowNs() - wall_start_ns;
+  const int64_t poll_ns = worker.PollNs();
+  const int64_t thread_cpu_ns = worker.ThreadCpuNs();
+  worker.Stop();
+  ASSERT_TRUE(ran) << "completed " << worker.completed();
+
+  EXPECT_LT(cpu_ns, wall_ns / 2) << "the worker thread was on the CPU " << 100 * cpu_ns / wall_ns
+                                 << " % of " << wall_ns / 1'000'000 << " ms";
+  EXPECT_GT(poll_ns, 0) << "no send time was polled for";
+  EXPECT_LT(poll_ns, thread_cpu_ns);
+  const LatencyRecorder recorded = worker.TakeRecorder();
+  EXPECT_EQ(recorded.errors(), 0);
+  ASSERT_GE(recorded.schedule_lag().count(), 1500);
+  EXPECT_LT(recorded.schedule_lag().ValueAtPercentile(50), 300'000) << "sends late to the millisecond";
 }
 
 }  // namespace

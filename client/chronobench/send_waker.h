@@ -1,0 +1,109 @@
+// SendWaker: wakes a thread blocked on its gRPC CompletionQueue at a given time, to tens of
+// microseconds and without spinning. gRPC rounds a timed wait on a queue (AsyncNext) up to a whole
+// millisecond; a SendWaker's own thread ("cb-wake") waits for the time on a futex with 1 ns of timer
+// slack instead, then sets a grpc::Alarm on the queue with a deadline already past, so that the
+// alarm's tag comes off the queue at once and ends the owner's wait. That still takes its time (the
+// end of the futex wait, then the alarm's hop to the owner's thread: 60-110 µs at the median on a
+// 2-core VM), so the owner asks for LeadNs() before the time it must keep and polls the rest;
+// LeadNs() follows how late recent wakes came. Owned by a LoadWorker and used from its thread
+// (everything public); the waker's thread touches nothing but the wake time and the alarm.
+//
+//   SendWaker waker(&cq, clock);
+//   waker.Start();
+//   waker.WakeAt(t - waker.LeadNs());  cq.AsyncNext(...)
+//   tag == waker.tag(): waker.OnAlarm(taken_ns);  // the time asked for has come, or an earlier one
+//                                                 // asked for before: the caller looks at the clock
+//   waker.Stop();  // then take the queue's events (the alarm's tag among them) until its shutdown
+#ifndef CHRONOSERVE_CLIENT_CHRONOBENCH_SEND_WAKER_H_
+#define CHRONOSERVE_CLIENT_CHRONOBENCH_SEND_WAKER_H_
+
+#include <grpcpp/alarm.h>
+#include <grpcpp/grpcpp.h>
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+
+namespace chronoserve::client::bench {
+
+// How long before a time a wake should be asked for: nine in ten of the last kSamples wakes came
+// within it (plus kMarginNs), bounded to [kMinNs, kMaxNs]; kInitialNs until kMinSamples came. Used
+// on one thread.
+class WakeLead {
+ public:
+  static constexpr size_t kSamples = 64;
+  static constexpr size_t kMinSamples = 8;
+  static constexpr int64_t kInitialNs = 200'000;  // about the p90 on a 2-core VM
+  static constexpr int64_t kMarginNs = 10'000;
+  static constexpr int64_t kMinNs = 20'000;
+  // Wakes later than this come from a machine short of CPU: polling longer would take more of it,
+  // so sends are late instead.
+  static constexpr int64_t kMaxNs = 500'000;
+
+  // A wake that came `late_ns` after the time asked for.
+  void Add(int64_t late_ns);
+  int64_t ns() const { return lead_ns_; }
+
+ private:
+  std::array<int64_t, kSamples> late_ns_{};  // a ring: the last kSamples
+  size_t added_ = 0;
+  int64_t lead_ns_ = kInitialNs;
+};
+
+class SendWaker {
+ public:
+  // `cq` and `clock` outlive the waker; `clock` tells the time WakeAt is given in.
+  SendWaker(grpc::CompletionQueue* cq, const Clock* clock) : cq_(cq), clock_(clock) {}
+  ~SendWaker();
+  SendWaker(const SendWaker&) = delete;
+  SendWaker& operator=(const SendWaker&) = delete;
+
+  // Starts the waker's thread.
+  void Start();
+  // Puts tag() on the queue at `at_ns` (the clock's time), replacing the time asked for before (one
+  // not yet reached is forgotten). A time already past puts it there at once.
+  void WakeAt(int64_t at_ns);
+  // How long before a time to ask for it, so that its tag is off the queue by then (WakeLead over
+  // the recent wakes).
+  int64_t LeadNs() const { return lead_.ns(); }
+  // The owner took tag() off the queue at `taken_ns`: the alarm may be set again (until then a time
+  // asked for waits: a grpc::Alarm is set again only once its tag is back). How late that was feeds
+  // LeadNs, unless a new time was asked for in between (the owner was busy, not waiting).
+  void OnAlarm(int64_t taken_ns);
+  // Joins the thread; an alarm not yet fired is cancelled (its tag comes back with ok = false).
+  // The owner keeps taking the queue's events until its shutdown: a tag set before may be there.
+  // Idempotent.
+  void Stop();
+  // The tag the alarm puts on the queue: distinct from any other object's address.
+  void* tag() { return this; }
+
+ private:
+  static constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+
+  void Run();
+  // The thread has something to do: stop, or a time to wake at and the alarm free.
+  bool Ready() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stop_ || (wake_at_ns_ != kNever && !armed_);
+  }
+
+  grpc::CompletionQueue* const cq_;
+  const Clock* const clock_;
+  std::thread thread_;
+  grpc::Alarm alarm_;  // set on the waker's thread; cancelled by Stop once the thread is joined
+  WakeLead lead_;      // the owner's thread
+
+  mutable absl::Mutex mu_;
+  int64_t wake_at_ns_ ABSL_GUARDED_BY(mu_) = kNever;
+  int64_t fired_for_ns_ ABSL_GUARDED_BY(mu_) = 0;  // the time the alarm was last set for
+  bool armed_ ABSL_GUARDED_BY(mu_) = false;  // the alarm was set; its tag is not yet back
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace chronoserve::client::bench
+
+#endif  // CHRONOSERVE_CLIENT_CHRONOBENCH_SEND_WAKER_H_
