@@ -28,8 +28,9 @@
 namespace chronoserve::server {
 
 // Set by the transport when the client goes away (it cancelled, or gRPC ended the call at its
-// deadline), with the steady-clock time it happened, so the queue can tell a client's
-// cancellation from a passed deadline however late a worker notices it. Set once; thread-safe.
+// deadline), with the time it happened on the dispatcher's clock (the one the request's deadline is
+// on: the steady clock when serving), so the queue can tell a client's cancellation from a passed
+// deadline however late a worker notices it. Set once; thread-safe.
 class CancelFlag {
  public:
   void Set(int64_t now_ns) {

@@ -19,10 +19,10 @@ grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl
 // Owns nothing but the cancellation flag; gRPC deletes it via OnDone once the call is over.
 class InferReactor final : public grpc::ServerUnaryReactor {
  public:
-  InferReactor(std::shared_ptr<CancelFlag> cancelled, std::shared_ptr<ModelRuntime> model)
-      : cancelled_(std::move(cancelled)), model_(std::move(model)) {}
+  InferReactor(std::shared_ptr<CancelFlag> cancelled, std::shared_ptr<ModelRuntime> model, const Clock* clock)
+      : cancelled_(std::move(cancelled)), model_(std::move(model)), clock_(clock) {}
   void OnCancel() override {
-    cancelled_->Set(SteadyClock::Get()->NowNs());
+    cancelled_->Set(clock_->NowNs());
     model_->queue().Poke();
   }
   void OnDone() override { delete this; }
@@ -30,6 +30,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
  private:
   std::shared_ptr<CancelFlag> cancelled_;
   std::shared_ptr<ModelRuntime> model_;
+  const Clock* const clock_;  // the dispatcher's: the request's deadline is on it
 };
 
 // Where a method is in the service's method table: gRPC's generated service registers the methods
@@ -154,7 +155,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   info.cancelled = std::make_shared<CancelFlag>();
   auto built = dispatcher_.Build(*request, response, std::move(info));
   if (!built.ok()) return FinishNow(ctx, built.status());
-  auto* reactor = new InferReactor(built->request->cancelled, built->model);
+  auto* reactor = new InferReactor(built->request->cancelled, built->model, clock_);
   absl::Status enqueued = dispatcher_.Enqueue(
       *std::move(built), response, [ctx, reactor](const absl::Status& status, const RequestTiming& timing, bool timed) {
         AddServerTimingTrailer(status, timing, timed, ctx);

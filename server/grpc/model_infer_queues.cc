@@ -34,7 +34,7 @@ class ModelInferQueues::UnaryCall final : public QueuedCall {
         return;
       case Event::kDone:
         if (ctx_.IsCancelled()) {
-          cancelled_->Set(SteadyClock::Get()->NowNs());
+          cancelled_->Set(service_->dispatcher().clock()->NowNs());
           std::shared_ptr<ModelRuntime> model;
           {
             absl::MutexLock lock(&mu_);

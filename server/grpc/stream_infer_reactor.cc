@@ -254,7 +254,7 @@ void StreamInferReactor<Call>::OnCancel() {
 template <class Call>
 std::vector<std::shared_ptr<ModelRuntime>> StreamInferReactor<Call>::CancelLocked() {
   state_->cancelled = true;
-  cancelled_flag_->Set(SteadyClock::Get()->NowNs());
+  cancelled_flag_->Set(dispatcher_->clock()->NowNs());
   return state_->models;
 }
 
