@@ -144,6 +144,10 @@ absl::Status Server::Start() {
   if (!unix_address.empty()) builder.AddListeningPort(unix_address, grpc::InsecureServerCredentials());
   builder.RegisterService(service_.get());
   ConfigureServerChannel(options_.grpc_minimal_stack, &builder);
+  if (options_.grpc_minimal_stack) {
+    CS_LOG(INFO) << "--grpc-minimal-stack: no compression or deadline filter; compressed requests are refused "
+                    "(UNIMPLEMENTED)";
+  }
   if (infer_threads > 0) infer_queues_ = std::make_unique<ModelInferQueues>(service_.get(), &builder, infer_threads);
   if (!unix_address.empty()) {
     if (absl::Status free = CheckUnixSocketFree(options_.unix_socket); !free.ok()) return free;

@@ -52,10 +52,10 @@ struct ServerOptions {
   // queues of gRPC's asynchronous API (server/grpc/model_infer_queues.h: two threads a queue); 0 =
   // on gRPC's callback API with the other RPCs; kAutoInferThreads = DefaultInferThreads().
   int grpc_infer_threads = kAutoInferThreads;
-  // --grpc-minimal-stack: gRPC's minimal channel stack on the server: no compression, deadline or
-  // message-size filter on any call (docs/GPU_PERFORMANCE.md). Compressed requests are then refused
-  // (UNIMPLEMENTED, "Compression algorithm 'gzip' is disabled") instead of reaching us undecoded;
-  // deadlines still end a request in the queue. Off: every filter, compressed requests served.
+  // --grpc-minimal-stack: gRPC's minimal channel stack on the server: no compression or deadline
+  // filter on any call (ConfigureServerChannel, docs/GPU_PERFORMANCE.md). Compressed requests are
+  // then refused (UNIMPLEMENTED, "Compression algorithm 'gzip' is disabled") instead of reaching us
+  // undecoded; deadlines still end a request in the queue. Off: compressed requests served.
   bool grpc_minimal_stack = false;
   WarmupOptions warmup;
   // Triton's system_shared_memory extension: clients may register POSIX shared-memory regions and

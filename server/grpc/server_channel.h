@@ -9,9 +9,12 @@ namespace chronoserve::server {
 
 // No message size limit; large tensors in few round trips (a 16 MiB stream window, frames up to
 // 16 MiB); no SO_REUSEPORT, so a second server on a port in use fails to start. `minimal_stack`
-// (--grpc-minimal-stack): gRPC's minimal channel stack, without the compression, deadline and
-// message-size filters, and only uncompressed messages accepted: gRPC refuses a compressed call by
-// name (UNIMPLEMENTED) before it is handled, as no filter would decompress it.
+// (--grpc-minimal-stack): gRPC's minimal channel stack, without the compression and deadline
+// filters (with no size limit there is no message-size filter on either stack), and only
+// uncompressed messages accepted: gRPC refuses a compressed call by name (UNIMPLEMENTED) before it
+// is handled, as no filter would decompress it. Without the deadline filter the server does not end
+// a call at its deadline itself: the queue still answers a request whose deadline passed there, and
+// a running request or a stream ends when the client cancels it (gRPC clients do, at the deadline).
 void ConfigureServerChannel(bool minimal_stack, grpc::ServerBuilder* builder);
 
 }  // namespace chronoserve::server

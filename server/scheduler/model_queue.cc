@@ -137,15 +137,20 @@ int64_t ModelQueue::DropDeadLocked(int64_t now_ns, Batch* dropped) {
   if (cancel_pending_ || now_ns >= next_expiry_ns_) {
     // Each deque is compacted in place, under the lock, without building a second one: the
     // requests that stay slide forward over those that left, in their order. delayed_ goes first,
-    // so a request timing out now lines up behind the delayed ones (Judge never delays a delayed
-    // request, so delayed_ does not grow while it is compacted).
+    // so a request timing out now lines up behind the delayed ones (delayed_ never grows while it
+    // is compacted).
     int64_t next = kNever;
     auto compact = [&](std::deque<std::unique_ptr<InferRequest>>& q, bool delayed) {
       auto kept_end = q.begin();
       for (auto& r : q) {
         switch (Judge(*r, now_ns, delayed, &next)) {
           case Fate::kDropped: drop(r); break;
-          case Fate::kDelayed: delayed_.push_back(std::move(r)); break;
+          case Fate::kDelayed:
+            if (!delayed) {
+              delayed_.push_back(std::move(r));
+              break;
+            }
+            [[fallthrough]];  // already among the delayed: it keeps its place (never pushed into q)
           case Fate::kQueued:
             if (&*kept_end != &r) *kept_end = std::move(r);
             ++kept_end;

@@ -3,33 +3,21 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <functional>
 #include <set>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "tests/fakes/finishes_within.h"
 
 namespace chronoserve::server {
 namespace {
 
 constexpr absl::Duration kTimeout = absl::Seconds(10);
 
-// Runs `wait` (a Stop(), a join) on a helper thread and fails the test if it has not returned
-// within kTimeout. A wait that hangs cannot be abandoned (its thread still uses the test's pool and
-// counters), and the pool's destructor would Stop() again until CTest's timeout: the binary aborts.
 void WithinTimeout(const char* what, const std::function<void()>& wait) {
-  absl::Notification returned;
-  std::thread waiter([&] {
-    wait();
-    returned.Notify();
-  });
-  if (!returned.WaitForNotificationWithTimeout(kTimeout)) {
-    ADD_FAILURE() << what << " did not return within " << kTimeout << "; aborting";
-    std::abort();
-  }
-  waiter.join();
+  testing::FinishesWithin(what, kTimeout, wait);
 }
 
 // Every request of a batch is completed exactly once, with the batch's status, by the pool's

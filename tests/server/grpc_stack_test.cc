@@ -7,6 +7,7 @@
 #include <grpc/compression.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 
 #include "client/infer_stream.h"
@@ -25,11 +26,26 @@ using client::Tensor;
 
 constexpr absl::Duration kWait = absl::Seconds(30);
 
-// Random, never-zero FP32 inputs of the add/sub model: two [items, 6] tensors.
+// Random (not all-zero) FP32 inputs of the add/sub model: two [items, 6] tensors.
 std::vector<Tensor> AddSubInputs(int64_t items, uint64_t seed) {
   std::mt19937_64 rng(seed);
   return {Tensor{"INPUT__0", DataType::kFp32, {items, 6}, RandomTensorBytes(DataType::kFp32, items * 6, rng)},
           Tensor{"INPUT__1", DataType::kFp32, {items, 6}, RandomTensorBytes(DataType::kFp32, items * 6, rng)}};
+}
+
+// Inputs gzip shrinks to a small part of their size: two [4, 4096] tensors of a short repeating,
+// non-zero pattern (gRPC sends a message uncompressed when compression would not make it smaller).
+std::vector<Tensor> CompressibleAddSubInputs() {
+  constexpr int64_t kItems = 4, kLength = 4096;
+  std::vector<Tensor> inputs;
+  for (int t = 0; t < 2; ++t) {
+    std::vector<float> values(kItems * kLength);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = 0.5f + static_cast<float>((i + 3 * t) % 7) * 0.25f;
+    std::string bytes(values.size() * sizeof(float), '\0');
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+    inputs.push_back(Tensor{"INPUT__" + std::to_string(t), DataType::kFp32, {kItems, kLength}, std::move(bytes)});
+  }
+  return inputs;
 }
 
 // The parameter: --grpc-minimal-stack.
@@ -77,7 +93,7 @@ TEST_P(GrpcStackTest, PlainRequestsAreServedUnaryAndStreamed) {
 }
 
 TEST_P(GrpcStackTest, GzipRequestIsServedOnTheFullStackAndRefusedByNameOnTheMinimalOne) {
-  const std::vector<Tensor> in = AddSubInputs(4, 13);
+  const std::vector<Tensor> in = CompressibleAddSubInputs();
   const inference::ModelInferRequest request = client::InferenceClient::BuildRequest("addsub", in, {});
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + kWait));

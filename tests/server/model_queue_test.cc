@@ -393,7 +393,7 @@ TEST(ModelQueueTest, AFullScanKeepsTheRestInOrderAndGivesBackTheDroppedBytes) {
   clock.AdvanceNs(1'000'000);
   enqueue("g", 1.5, 0);
   enqueue("h", 0.375, start + 5'000'000);
-  flags["c"]->Set(clock.NowNs());
+  flags["a"]->Set(clock.NowNs());  // the delayed front leaves: c slides forward over a and b
   flags["f"]->Set(clock.NowNs());
   queue.Poke();
   clock.AdvanceNs(50'000);  // b's and d's deadlines passed; e timed out; g and h still within theirs
@@ -402,16 +402,16 @@ TEST(ModelQueueTest, AFullScanKeepsTheRestInOrderAndGivesBackTheDroppedBytes) {
   std::vector<std::pair<std::string, absl::StatusCode>> answered;
   for (const auto& r : dropped) answered.emplace_back(r->id, r->status.code());
   EXPECT_EQ(answered, (std::vector<std::pair<std::string, absl::StatusCode>>{
-                          {"b", absl::StatusCode::kDeadlineExceeded}, {"c", absl::StatusCode::kCancelled},
+                          {"a", absl::StatusCode::kCancelled}, {"b", absl::StatusCode::kDeadlineExceeded},
                           {"d", absl::StatusCode::kDeadlineExceeded}, {"f", absl::StatusCode::kCancelled}}));
   EXPECT_EQ(queue.size(), 4u);
-  EXPECT_EQ(queue.queued_bytes(), uint64_t{3} << 20) << "a + e + g + h: 1 + 0.125 + 1.5 + 0.375 MiB";
+  EXPECT_EQ(queue.queued_bytes(), uint64_t{9} << 18) << "c + e + g + h: 0.25 + 0.125 + 1.5 + 0.375 MiB";
 
   queue.Close();
   ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
   std::vector<std::string> order;
   for (const auto& r : batch) order.push_back(r->id);
-  EXPECT_EQ(order, (std::vector<std::string>{"g", "h", "a", "e"})) << "the queue's in order, then the delayed in order";
+  EXPECT_EQ(order, (std::vector<std::string>{"g", "h", "c", "e"})) << "the queue's in order, then the delayed in order";
   EXPECT_EQ(queue.queued_bytes(), 0u);
 }
 

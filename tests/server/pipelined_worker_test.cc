@@ -7,7 +7,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -18,6 +17,7 @@
 #include "server/backend/batch_pipeline.h"
 #include "server/scheduler/model_runtime.h"
 #include "server/scheduler/worker.h"
+#include "tests/fakes/finishes_within.h"
 
 namespace chronoserve::server {
 namespace {
@@ -26,20 +26,11 @@ using ::testing::HasSubstr;
 
 constexpr absl::Duration kTimeout = absl::Seconds(10);
 
-// Joins every worker of `runtime`, or fails the test if that takes past kTimeout. A worker that
-// never exits cannot be left behind (it still uses the test's fake and calls), and joining it again
-// in the runtime's destructor would hang until CTest's timeout: the binary aborts instead.
+// Joins every worker of `runtime` (testing::FinishesWithin: past kTimeout the test fails and aborts).
 void JoinWorkersWithin(ModelRuntime& runtime) {
-  absl::Notification joined;
-  std::thread joiner([&] {
+  testing::FinishesWithin("the workers' exit after the queue's Close()", kTimeout, [&] {
     for (const auto& w : runtime.workers()) w->Join();
-    joined.Notify();
   });
-  if (!joined.WaitForNotificationWithTimeout(kTimeout)) {
-    ADD_FAILURE() << "the workers did not exit within " << kTimeout << " of the queue's Close(); aborting";
-    std::abort();
-  }
-  joiner.join();
 }
 
 ModelSpec Spec(std::map<std::string, std::string> parameters = {}) {
