@@ -12,43 +12,39 @@ namespace chronoserve::server {
 
 constexpr size_t kMaxWorkersPerModel = 1024;
 
-namespace {
-
-// The name of the --host-policy that WorkerHostPolicy took for `placement`; "" = none (not pinned).
-std::string PinningPolicyName(const HostPolicies& policies, const DevicePlacement& placement) {
-  if (!placement.host_policy.empty()) return placement.host_policy;  // WorkerHostPolicy made sure it exists
-  std::string name = DefaultHostPolicyName(placement.gpu);
-  return policies.count(name) > 0 ? name : std::string();
-}
-
-}  // namespace
-
-absl::StatusOr<std::vector<DevicePlacement>> PlaceInstances(const ModelSpec& spec, int gpu_count) {
-  std::vector<DevicePlacement> placements;
-  for (size_t index = 0; index < spec.instance_groups.size(); ++index) {
-    const InstanceGroupSpec& group = spec.instance_groups[index];
-    const int group_index = static_cast<int>(index);
-    InstanceKind kind = group.kind;
-    if (kind == InstanceKind::kAuto) kind = gpu_count > 0 ? InstanceKind::kGpu : InstanceKind::kCpu;
-    if (kind == InstanceKind::kCpu) {
-      for (int i = 0; i < group.count; ++i) placements.push_back({-1, group.host_policy, group_index});
-      continue;
-    }
+absl::StatusOr<std::vector<InstanceGroupSpec>> ResolveInstanceGroups(const ModelSpec& spec, int gpu_count) {
+  std::vector<InstanceGroupSpec> groups = spec.instance_groups;
+  for (InstanceGroupSpec& group : groups) {
+    if (group.kind == InstanceKind::kAuto) group.kind = gpu_count > 0 ? InstanceKind::kGpu : InstanceKind::kCpu;
+    if (group.kind == InstanceKind::kCpu) continue;
     if (gpu_count == 0) {
       return absl::FailedPreconditionError(absl::StrCat(
           "model '", spec.name, "': instance_group asks for KIND_GPU but no CUDA GPU is visible to this "
           "server (", TorchBuildDescription(), "); use KIND_AUTO or KIND_CPU to run on the CPU"));
     }
-    std::vector<int> gpus = group.gpus;
-    if (gpus.empty()) {
-      for (int g = 0; g < gpu_count; ++g) gpus.push_back(g);
+    if (group.gpus.empty()) {
+      for (int g = 0; g < gpu_count; ++g) group.gpus.push_back(g);
     }
-    for (int g : gpus) {
+    for (int g : group.gpus) {
       if (g >= gpu_count) {
         return absl::FailedPreconditionError(absl::StrCat("model '", spec.name, "': instance_group lists GPU ", g,
                                                           " but only ", gpu_count, " GPU(s) are visible"));
       }
-      for (int i = 0; i < group.count; ++i) placements.push_back({g, group.host_policy, group_index});
+    }
+  }
+  return groups;
+}
+
+absl::StatusOr<std::vector<DevicePlacement>> PlaceInstances(const ModelSpec& spec, int gpu_count) {
+  ASSIGN_OR_RETURN(std::vector<InstanceGroupSpec> groups, ResolveInstanceGroups(spec, gpu_count));
+  std::vector<DevicePlacement> placements;
+  for (const InstanceGroupSpec& group : groups) {
+    if (group.kind == InstanceKind::kCpu) {
+      for (int i = 0; i < group.count; ++i) placements.push_back({-1, group.host_policy});
+      continue;
+    }
+    for (int g : group.gpus) {
+      for (int i = 0; i < group.count; ++i) placements.push_back({g, group.host_policy});
     }
   }
   // Each group is bounded by the loader; several groups, or a GPU listed many times, are bounded here.
@@ -91,16 +87,19 @@ absl::Status ModelManager::LoadModel(const std::string& model_dir) {
   auto spec = LoadModelDirectory(model_dir);
   if (!spec.ok()) return fail(spec.status());
   spec->dynamic_batching.queue_policy.max_queue_bytes = options_.max_queue_bytes;
-  auto placements = PlaceInstances(*spec, CudaDeviceCount());
+  const int gpu_count = CudaDeviceCount();
+  auto groups = ResolveInstanceGroups(*spec, gpu_count);
+  if (!groups.ok()) return fail(groups.status());
+  // Served as loaded, as Triton serves its normalised config: the ModelConfig RPC reports these.
+  spec->instance_groups = *std::move(groups);
+  auto placements = PlaceInstances(*spec, gpu_count);
   if (!placements.ok()) return fail(placements.status());
 
   std::vector<HostPolicy> worker_policies;
-  std::vector<WorkerOrigin> origins;
   for (const DevicePlacement& placement : *placements) {
     auto policy = WorkerHostPolicy(options_.host_policies, placement.host_policy, placement.gpu, spec->name);
     if (!policy.ok()) return fail(policy.status());
     worker_policies.push_back(*std::move(policy));
-    origins.push_back({placement.group, PinningPolicyName(options_.host_policies, placement)});
   }
 
   const int64_t load_start = clock_->NowNs();
@@ -123,7 +122,6 @@ absl::Status ModelManager::LoadModel(const std::string& model_dir) {
       ModelRuntime::Create(*spec, std::move(instances), options_.warmup, clock_, worker_policies, arena_bytes);
   if (!runtime.ok()) return fail(runtime.status());
   (*runtime)->set_load_ns(loaded - load_start);
-  (*runtime)->set_worker_origins(std::move(origins));
   std::string devices;
   for (const auto& w : (*runtime)->workers()) absl::StrAppend(&devices, devices.empty() ? "" : ",", w->instance().device_name());
   CS_LOG(INFO) << "model '" << name << "' version " << spec->version << " READY on [" << devices

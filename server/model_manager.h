@@ -5,6 +5,7 @@
 #define CHRONOSERVE_SERVER_MODEL_MANAGER_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
@@ -19,12 +20,17 @@ namespace chronoserve::server {
 struct DevicePlacement {
   int gpu = -1;             // -1 = CPU
   std::string host_policy;  // its instance_group's host_policy; empty = the device's default
-  int group = 0;            // index of its instance_group in the spec
 };
 
-// Where each worker of `spec` runs: KIND_AUTO takes the GPUs when there are any; KIND_GPU without
-// a GPU, a GPU that is not visible, or more than 1024 workers in all is an error naming the model.
-// `gpu_count` is the number of visible CUDA devices.
+// The instance groups of `spec` as they are loaded, the way Triton normalises its config: KIND_AUTO
+// becomes KIND_GPU when a GPU is visible, else KIND_CPU; a KIND_GPU group without gpus lists every
+// visible GPU; count, gpus listed, host_policy and name stay as configured. KIND_GPU without a GPU,
+// or a listed GPU that is not visible, is an error naming the model. `gpu_count` is the number of
+// visible CUDA devices.
+absl::StatusOr<std::vector<InstanceGroupSpec>> ResolveInstanceGroups(const ModelSpec& spec, int gpu_count);
+
+// Where each worker of `spec` runs: its groups resolved (ResolveInstanceGroups), in order, `count`
+// workers per listed GPU or on the CPU; more than 1024 workers in all is an error naming the model.
 absl::StatusOr<std::vector<DevicePlacement>> PlaceInstances(const ModelSpec& spec, int gpu_count);
 
 // How every model of the repository is loaded.

@@ -1,6 +1,5 @@
 #include "server/grpc/model_config_rpc.h"
 
-#include <algorithm>
 #include <filesystem>
 
 #include "absl/strings/numbers.h"
@@ -32,29 +31,6 @@ config::ModelInstanceGroup::Kind ConfigKind(InstanceKind kind) {
   return config::ModelInstanceGroup::KIND_AUTO;
 }
 
-// As Triton reports a loaded group: the kind and GPUs its workers landed on, not KIND_AUTO.
-void FillPlacement(const InstanceGroupSpec& group, const std::vector<const LoadedWorker*>& workers,
-                   config::ModelInstanceGroup* out) {
-  if (workers.empty()) {
-    out->set_kind(ConfigKind(group.kind));
-    for (int gpu : group.gpus) out->add_gpus(gpu);
-    out->set_host_policy(group.host_policy);
-    return;
-  }
-  const bool on_gpu = workers.front()->gpu >= 0;  // a group's workers share their kind
-  out->set_kind(on_gpu ? config::ModelInstanceGroup::KIND_GPU : config::ModelInstanceGroup::KIND_CPU);
-  if (on_gpu) {
-    // `count` workers per GPU, in the order of the GPU list (a GPU listed twice, twice).
-    const size_t per_gpu = static_cast<size_t>(std::max(group.count, 1));
-    for (size_t i = 0; i < workers.size(); i += per_gpu) out->add_gpus(workers[i]->gpu);
-  }
-  // One field for the group: a group spread over GPUs whose default policies differ keeps its own.
-  const std::string& policy = workers.front()->host_policy;
-  const bool shared = std::all_of(workers.begin(), workers.end(),
-                                  [&policy](const LoadedWorker* w) { return w->host_policy == policy; });
-  out->set_host_policy(shared ? policy : group.host_policy);
-}
-
 void FillDynamicBatching(const DynamicBatchingSpec& batching, config::ModelDynamicBatching* out) {
   for (int size : batching.preferred_batch_sizes) out->add_preferred_batch_size(size);
   out->set_max_queue_delay_microseconds(batching.max_queue_delay_us);
@@ -84,18 +60,7 @@ void FillWarmup(const ModelSpec& spec, const WarmupSpec& warmup, config::ModelWa
 
 }  // namespace
 
-std::vector<LoadedWorker> LoadedWorkers(const ModelRuntime& runtime) {
-  const auto& workers = runtime.workers();
-  const auto& origins = runtime.worker_origins();
-  std::vector<LoadedWorker> loaded;
-  if (origins.size() != workers.size()) return loaded;
-  for (size_t i = 0; i < workers.size(); ++i) {
-    loaded.push_back({origins[i].group, workers[i]->instance().gpu(), origins[i].host_policy});
-  }
-  return loaded;
-}
-
-config::ModelConfig ModelConfigFromSpec(const ModelSpec& spec, const std::vector<LoadedWorker>& workers) {
+config::ModelConfig ModelConfigFromSpec(const ModelSpec& spec) {
   config::ModelConfig out;
   out.set_name(spec.name);
   out.set_platform(spec.platform);
@@ -110,12 +75,10 @@ config::ModelConfig ModelConfigFromSpec(const ModelSpec& spec, const std::vector
     auto* g = out.add_instance_group();
     // Triton's default name: <model name>_<group number>.
     g->set_name(group.name.empty() ? absl::StrCat(spec.name, "_", i) : group.name);
+    g->set_kind(ConfigKind(group.kind));
     g->set_count(group.count);
-    std::vector<const LoadedWorker*> group_workers;
-    for (const LoadedWorker& w : workers) {
-      if (w.group == static_cast<int>(i)) group_workers.push_back(&w);
-    }
-    FillPlacement(group, group_workers, g);
+    for (int gpu : group.gpus) g->add_gpus(gpu);
+    g->set_host_policy(group.host_policy);
   }
   if (!spec.model_path.empty()) {
     out.set_default_model_filename(std::filesystem::path(spec.model_path).filename().string());
@@ -131,7 +94,7 @@ absl::Status AnswerModelConfig(const ModelRegistry& registry, const inference::M
                                inference::ModelConfigResponse* response) {
   auto model = registry.Find(request.name(), request.version());
   if (!model.ok()) return model.status();
-  *response->mutable_config() = ModelConfigFromSpec((*model)->spec(), LoadedWorkers(**model));
+  *response->mutable_config() = ModelConfigFromSpec((*model)->spec());
   return absl::OkStatus();
 }
 

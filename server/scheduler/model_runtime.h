@@ -7,7 +7,6 @@
 #include <atomic>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -20,13 +19,6 @@
 #include "server/scheduler/worker.h"
 
 namespace chronoserve::server {
-
-// What the loader decided for one worker besides its device (its instance knows that): the
-// instance group it serves and the --host-policy it is pinned by. Read by the ModelConfig RPC.
-struct WorkerOrigin {
-  int group = 0;            // index into spec().instance_groups
-  std::string host_policy;  // the --host-policy that pins it; empty = none
-};
 
 class ModelRuntime {
  public:
@@ -50,10 +42,6 @@ class ModelRuntime {
   int64_t load_ns() const { return load_ns_; }
   void set_load_ns(int64_t ns) { load_ns_ = ns; }
   const std::vector<std::unique_ptr<Worker>>& workers() const { return workers_; }
-  // One per worker, in order (set by whoever loaded the model, before the runtime is shared;
-  // empty = not recorded).
-  const std::vector<WorkerOrigin>& worker_origins() const { return worker_origins_; }
-  void set_worker_origins(std::vector<WorkerOrigin> origins) { worker_origins_ = std::move(origins); }
 
   // On the thread that received `request` (its input bytes still in that core's cache): copies
   // every input into the model's InputArena, points the inputs there and holds the regions in
@@ -81,7 +69,6 @@ class ModelRuntime {
   std::atomic<bool> ready_{false};
   int64_t warmup_ns_ = 0;
   int64_t load_ns_ = -1;
-  std::vector<WorkerOrigin> worker_origins_;
 };
 
 // How the spec's batching config drives the policy.

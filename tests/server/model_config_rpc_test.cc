@@ -16,6 +16,7 @@
 #include "proto/model_config.pb.h"
 #include "server/backend/torch_backend.h"
 #include "server/grpc/model_config_rpc.h"
+#include "server/model_manager.h"
 #include "server/scheduler/model_registry.h"
 #include "tests/server/test_repository.h"
 #include "tools/example_models.h"
@@ -124,7 +125,7 @@ TEST_P(ModelConfigRpcTest, BatchedModelCarriesEverySettingTheServerKeeps) {
   EXPECT_EQ(c.instance_group(0).kind(), pb::ModelInstanceGroup::KIND_CPU);
   EXPECT_EQ(c.instance_group(0).count(), 2);
   EXPECT_THAT(c.instance_group(0).gpus(), IsEmpty());
-  EXPECT_EQ(c.instance_group(0).host_policy(), "") << "no --host-policy: its workers are not pinned";
+  EXPECT_EQ(c.instance_group(0).host_policy(), "") << "as configured";
   ASSERT_TRUE(c.has_dynamic_batching());
   EXPECT_THAT(c.dynamic_batching().preferred_batch_size(), ElementsAre(2, 4));  // as the batcher sorts them
   EXPECT_EQ(c.dynamic_batching().max_queue_delay_microseconds(), 1500u);
@@ -226,14 +227,16 @@ TEST_P(ModelConfigRpcTest, VersionThatIsNoIntegerIsInvalidArgument) {
 
 INSTANTIATE_TEST_SUITE_P(InferApis, ModelConfigRpcTest, ::testing::Values(0, 2), testing::InferApiName);
 
-// Two groups, one naming a policy and one KIND_AUTO taking its device's default (--host-policy cpu):
-// each group reports the policy its workers are pinned by, and its own placement.
-TEST(ModelConfigHostPolicyTest, GroupsReportThePolicyTheirWorkersArePinnedBy) {
+// host_policy is reported as configured, as Triton does, whichever --host-policy pins the workers:
+// a KIND_AUTO group pinned by the device default (--host-policy cpu) still says "", so a config
+// copied from the answer loads on a server started without that policy.
+TEST(ModelConfigHostPolicyTest, HostPolicyIsReportedAsConfigured) {
   testing::TempDir repo("cs_model_config_policy");
   examples::ModelOptions grouped;
   grouped.max_batch_size = 4;
-  // The group line takes the kind verbatim: a named-policy CPU group, then a KIND_AUTO group of 2.
-  grouped.instance_kind = "KIND_CPU host_policy: \"named\" }, { count: 2 kind: KIND_AUTO";
+  grouped.instance_count = 2;  // the writer's group: 2 x KIND_AUTO, no host_policy
+  // A second instance_group entry (a repeated field may be given again): one CPU worker pinned by "named".
+  grouped.extra_config = "instance_group [ { kind: KIND_CPU host_policy: \"named\" } ]\n";
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "grouped", grouped).ok());
   auto options = testing::TestServerOptions(repo.path());
   const std::string nice = std::to_string(std::min(CurrentThreadNice() + 2, 19));  // raising needs no privilege
@@ -248,23 +251,22 @@ TEST(ModelConfigHostPolicyTest, GroupsReportThePolicyTheirWorkersArePinnedBy) {
   ASSERT_TRUE(status.ok()) << status.error_message();
   const pb::ModelConfig& c = response.config();
   ASSERT_EQ(c.instance_group_size(), 2);
-  EXPECT_EQ(c.instance_group(0).name(), "grouped_0");
-  EXPECT_EQ(c.instance_group(0).kind(), pb::ModelInstanceGroup::KIND_CPU);
-  EXPECT_EQ(c.instance_group(0).count(), 1);
-  EXPECT_EQ(c.instance_group(0).host_policy(), "named");
-  const pb::ModelInstanceGroup& automatic = c.instance_group(1);
-  EXPECT_EQ(automatic.name(), "grouped_1");
+  const pb::ModelInstanceGroup& automatic = c.instance_group(0);
+  EXPECT_EQ(automatic.name(), "grouped_0");
   EXPECT_EQ(automatic.count(), 2);
   const std::vector<int> gpus = VisibleGpus();
   if (gpus.empty()) {
     EXPECT_EQ(automatic.kind(), pb::ModelInstanceGroup::KIND_CPU);
     EXPECT_THAT(automatic.gpus(), IsEmpty());
-    EXPECT_EQ(automatic.host_policy(), "cpu") << "the CPU's default policy pins its workers";
   } else {
     EXPECT_EQ(automatic.kind(), pb::ModelInstanceGroup::KIND_GPU);
     EXPECT_THAT(automatic.gpus(), ElementsAreArray(gpus));
-    EXPECT_EQ(automatic.host_policy(), "") << "no gpu_<id> policy was given: not pinned";
   }
+  EXPECT_EQ(automatic.host_policy(), "") << "not the default policy (cpu / gpu_<id>) that pins its workers";
+  EXPECT_EQ(c.instance_group(1).name(), "grouped_1");
+  EXPECT_EQ(c.instance_group(1).kind(), pb::ModelInstanceGroup::KIND_CPU);
+  EXPECT_EQ(c.instance_group(1).count(), 1);
+  EXPECT_EQ(c.instance_group(1).host_policy(), "named");
   server->Shutdown();
 }
 
@@ -308,44 +310,67 @@ TEST(ModelConfigFromSpecTest, CudaGraphsHostPolicyAndGpus) {
   EXPECT_FALSE(c.has_dynamic_batching());
 }
 
-// Placement from the loaded workers, as a GPU machine loads them (the GPU ids are the workers'
-// records; nothing runs): KIND_AUTO and KIND_GPU without gpus report the GPUs the workers landed on.
-TEST(ModelConfigFromSpecTest, GroupsReportWhereTheirWorkersLanded) {
+// The groups as the ModelManager resolves them at load, on a machine with 3 GPUs and on one
+// without (no GPU is needed: only the count is given), then reported: KIND_AUTO and KIND_GPU without
+// gpus list the GPUs used; gpus listed stay as listed; count and host_policy as configured.
+TEST(ModelConfigFromSpecTest, GroupsAreReportedAsResolvedAtLoad) {
   server::ModelSpec spec;
   spec.name = "placed";
   server::InstanceGroupSpec automatic;  // KIND_AUTO, 2 per GPU, no gpus
   automatic.count = 2;
+  server::InstanceGroupSpec every;  // KIND_GPU without gpus: every visible GPU
+  every.kind = server::InstanceKind::kGpu;
+  every.host_policy = "gpu_1";
   server::InstanceGroupSpec listed;
   listed.kind = server::InstanceKind::kGpu;
   listed.gpus = {1, 1};  // listed twice: twice the workers on GPU 1
   listed.host_policy = "fast";
   server::InstanceGroupSpec cpu;
-  cpu.count = 3;  // KIND_AUTO that landed on the CPU
-  server::InstanceGroupSpec unloaded;  // no worker recorded: reported as configured
-  unloaded.gpus = {5};
-  unloaded.host_policy = "spare";
-  spec.instance_groups = {automatic, listed, cpu, unloaded};
-  const std::vector<server::LoadedWorker> workers = {
-      {0, 0, "gpu_0"}, {0, 0, "gpu_0"}, {0, 2, "gpu_2"}, {0, 2, "gpu_2"},  // default policies differ
-      {1, 1, "fast"},  {1, 1, "fast"},
-      {2, -1, "cpu"},  {2, -1, "cpu"},  {2, -1, "cpu"},
-  };
-  const pb::ModelConfig c = server::ModelConfigFromSpec(spec, workers);
+  cpu.kind = server::InstanceKind::kCpu;
+  cpu.count = 3;
+  spec.instance_groups = {automatic, every, listed, cpu};
+
+  auto groups = server::ResolveInstanceGroups(spec, 3);
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  server::ModelSpec loaded = spec;
+  loaded.instance_groups = *groups;
+  pb::ModelConfig c = server::ModelConfigFromSpec(loaded);
   ASSERT_EQ(c.instance_group_size(), 4);
   EXPECT_EQ(c.instance_group(0).kind(), pb::ModelInstanceGroup::KIND_GPU);
-  EXPECT_THAT(c.instance_group(0).gpus(), ElementsAre(0, 2));
-  EXPECT_EQ(c.instance_group(0).count(), 2);
-  EXPECT_EQ(c.instance_group(0).host_policy(), "") << "one field cannot name gpu_0 and gpu_2";
+  EXPECT_THAT(c.instance_group(0).gpus(), ElementsAre(0, 1, 2));
+  EXPECT_EQ(c.instance_group(0).count(), 2) << "per GPU, as configured";
+  EXPECT_EQ(c.instance_group(0).host_policy(), "");
   EXPECT_EQ(c.instance_group(1).kind(), pb::ModelInstanceGroup::KIND_GPU);
-  EXPECT_THAT(c.instance_group(1).gpus(), ElementsAre(1, 1));
-  EXPECT_EQ(c.instance_group(1).host_policy(), "fast");
-  EXPECT_EQ(c.instance_group(2).kind(), pb::ModelInstanceGroup::KIND_CPU);
-  EXPECT_THAT(c.instance_group(2).gpus(), IsEmpty());
-  EXPECT_EQ(c.instance_group(2).count(), 3);
-  EXPECT_EQ(c.instance_group(2).host_policy(), "cpu");
-  EXPECT_EQ(c.instance_group(3).kind(), pb::ModelInstanceGroup::KIND_AUTO);
-  EXPECT_THAT(c.instance_group(3).gpus(), ElementsAre(5));
-  EXPECT_EQ(c.instance_group(3).host_policy(), "spare");
+  EXPECT_THAT(c.instance_group(1).gpus(), ElementsAre(0, 1, 2));
+  EXPECT_EQ(c.instance_group(1).host_policy(), "gpu_1");
+  EXPECT_EQ(c.instance_group(2).kind(), pb::ModelInstanceGroup::KIND_GPU);
+  EXPECT_THAT(c.instance_group(2).gpus(), ElementsAre(1, 1));
+  EXPECT_EQ(c.instance_group(2).host_policy(), "fast");
+  EXPECT_EQ(c.instance_group(3).kind(), pb::ModelInstanceGroup::KIND_CPU);
+  EXPECT_THAT(c.instance_group(3).gpus(), IsEmpty());
+  EXPECT_EQ(c.instance_group(3).count(), 3);
+  // The workers follow the same resolution: 2 x 3 GPUs, 3 GPUs, GPU 1 twice, 3 on the CPU.
+  auto placed = server::PlaceInstances(spec, 3);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  EXPECT_EQ(placed->size(), 6u + 3u + 2u + 3u);
+
+  // Without a GPU, KIND_AUTO lands on the CPU (KIND_GPU groups could not load at all).
+  spec.instance_groups = {automatic, cpu};
+  groups = server::ResolveInstanceGroups(spec, 0);
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  loaded.instance_groups = *groups;
+  c = server::ModelConfigFromSpec(loaded);
+  ASSERT_EQ(c.instance_group_size(), 2);
+  EXPECT_EQ(c.instance_group(0).kind(), pb::ModelInstanceGroup::KIND_CPU);
+  EXPECT_THAT(c.instance_group(0).gpus(), IsEmpty());
+  EXPECT_EQ(c.instance_group(0).count(), 2);
+  server::ModelSpec gpu_only = spec;
+  gpu_only.instance_groups = {every};
+  EXPECT_FALSE(server::ResolveInstanceGroups(gpu_only, 0).ok()) << "KIND_GPU without a GPU";
+
+  // A spec the ModelManager did not resolve (a runtime built elsewhere) is reported as configured.
+  c = server::ModelConfigFromSpec(spec);
+  EXPECT_EQ(c.instance_group(0).kind(), pb::ModelInstanceGroup::KIND_AUTO);
 }
 
 // Triton decodes the response with its own model_config.proto (package "inference"); the wire
