@@ -78,7 +78,8 @@ void AddBenchFlags(CLI::App* app, RawFlags* raw) {
                   "batch size; needed for variable-shaped outputs)")
       ->transform(IntegerIn(0, int64_t{1} << 40));
   app->add_option("--json", o.output.json_path, "Write the report as JSON");
-  app->add_option("--csv", o.output.csv_path, "Write one CSV row per sweep point");
+  app->add_option("--csv", o.output.csv_path, "Write one CSV row per measured sweep point (status ok), then, when a "
+                  "point failed and stopped the sweep, one row for it (status failed, no figures)");
   app->add_option("--html", o.output.html_path, "Write a self-contained HTML report with charts");
   app->add_option("--traceparent-rate", o.trace.traceparent_rate,
                   "Fraction of requests sent with a W3C traceparent (0..1)")->capture_default_str();

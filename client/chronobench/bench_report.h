@@ -18,6 +18,8 @@ namespace chronoserve::client::bench {
 struct FailedPoint {
   std::string label;    // PointSpec::Label()
   std::string message;  // the failure's message
+  // The point itself: the CSV's row gives its load and batch size (unset: only the sweep's mode).
+  std::optional<PointSpec> spec;
 };
 
 struct BenchReport {

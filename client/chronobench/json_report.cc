@@ -107,6 +107,15 @@ std::string CsvField(const std::string& value) {
   return quoted + "\"";
 }
 
+// The CSV's first columns, which say what the point is: mode, concurrency, rate, idle_gap_ms,
+// batch_size (the load's own column only, the others empty).
+std::vector<std::string> PointColumns(const PointSpec& spec) {
+  return {LoadModeName(spec.mode), spec.mode == LoadMode::kConcurrency ? absl::StrCat(spec.concurrency) : "",
+          spec.mode == LoadMode::kRate ? absl::StrCat(spec.rate) : "",
+          spec.mode == LoadMode::kIdleGap ? absl::StrCat(spec.idle_gap_ms) : "", absl::StrCat(spec.batch_size)};
+}
+
+// One record, ending with LF (RFC 4180 says CRLF; CSV readers take either).
 std::string CsvRow(const std::vector<std::string>& fields) {
   std::string row;
   for (size_t i = 0; i < fields.size(); ++i) absl::StrAppend(&row, i == 0 ? "" : ",", CsvField(fields[i]));
@@ -165,14 +174,11 @@ std::string ReportToCsv(const BenchReport& report) {
   std::string csv = CsvRow(header);
   for (const auto& p : report.points) {
     const LatencyRecorder& r = p.recorder;
-    std::vector<std::string> row = {
-        LoadModeName(p.spec.mode),
-        p.spec.mode == LoadMode::kConcurrency ? absl::StrCat(p.spec.concurrency) : "",
-        p.spec.mode == LoadMode::kRate ? absl::StrCat(p.spec.rate) : "",
-        p.spec.mode == LoadMode::kIdleGap ? absl::StrCat(p.spec.idle_gap_ms) : "",
-        absl::StrCat(p.spec.batch_size), absl::StrCat(r.successes() + r.errors()), absl::StrCat(r.errors()),
-        Num(p.throughput_rps), Num(p.items_per_s), p.stable ? "true" : "false",
-        r.batch_size().count() > 0 ? Num(r.batch_size().mean()) : "", absl::StrCat(p.unanswered_at_end)};
+    std::vector<std::string> row = PointColumns(p.spec);
+    row.insert(row.end(), {absl::StrCat(r.successes() + r.errors()), absl::StrCat(r.errors()), Num(p.throughput_rps),
+                           Num(p.items_per_s), p.stable ? "true" : "false",
+                           r.batch_size().count() > 0 ? Num(r.batch_size().mean()) : "",
+                           absl::StrCat(p.unanswered_at_end)});
     for (int m = 0; m < kMetricCount; ++m) {
       const Histogram& h = r.metric(static_cast<Metric>(m));
       for (double pc : percentiles) row.push_back(h.count() > 0 ? Num(Us(h.ValueAtPercentile(pc))) : "");
@@ -183,7 +189,12 @@ std::string ReportToCsv(const BenchReport& report) {
   }
   if (report.failed_point.has_value()) {  // the sweep stopped there: nothing measured, so no figures
     std::vector<std::string> row(header.size());
-    row[0] = LoadModeName(report.mode);  // every point of a sweep has its mode
+    if (report.failed_point->spec.has_value()) {  // what the point was: its load and batch size
+      const std::vector<std::string> point = PointColumns(*report.failed_point->spec);
+      std::copy(point.begin(), point.end(), row.begin());
+    } else {
+      row[0] = LoadModeName(report.mode);  // every point of a sweep has its mode
+    }
     row[header.size() - 3] = report.failed_point->label;
     row[header.size() - 2] = "failed";
     row[header.size() - 1] = report.failed_point->message;

@@ -27,10 +27,13 @@ constexpr int64_t kMaxWaitNs = 20'000'000;
 // to 1 ms late: gRPC rounds its deadline up to a whole millisecond), then polls the queue (a zero
 // deadline) for the rest. The lead follows how late recent wakes came (the waker's sleep ending, then
 // the alarm's hop to this thread: 60-110 µs at the median on a 2-core VM), so nine sends in ten are
-// polled for a few tens of microseconds and sent on time. The CPU time of the polls that found
-// nothing is left out of the saturation warning (PollNs). It does not yield between polls: on a
-// machine with more runnable threads than CPUs, yielding made the median send 0.85 ms late
-// (BENCHMARKS.md §33).
+// polled for what is left of the lead, up to LeadNs() (20-500 µs), and sent on time. On the 2-core
+// VM at 1,000 requests/s the polls took 15-25 µs of CPU a send (20-80 µs with two busy loops
+// beside it, the lead then longer), the rest of the worker's work 110-145 µs. Once the wake for a
+// send time has come, that send is polled for even if the lead shrank meanwhile. The CPU time of
+// the polls that found nothing is left out of the saturation warning (PollNs). It does not yield
+// between polls: on a machine with more runnable threads than CPUs, yielding made the median send
+// 0.85 ms late (BENCHMARKS.md §33).
 // Open loop keeps its schedule when the server falls behind, up to this many calls in flight
 // per worker; beyond it sends wait (and the schedule lag shows it).
 constexpr size_t kMaxOutstanding = 16384;
@@ -298,9 +301,11 @@ bool LoadWorker::TakeEvent(gpr_timespec deadline) {
 bool LoadWorker::AwaitEvent(Wake wake) {
   const int64_t start_ns = shared_.clock->NowNs();
   const int64_t wait_ns = std::max<int64_t>(wake.at_ns - start_ns, 0);
-  // A send time: the waker's lead before it is polled.
+  // A send time: the waker's lead before it is polled, and all that is left of it once the wake
+  // asked for it has come (the lead may have shrunk since: asking again would cost another round
+  // trip, and the send its lateness).
   const int64_t poll_window_ns = wake.send ? waker_->LeadNs() : 0;
-  if (wake.send && wait_ns <= poll_window_ns) {
+  if (wake.send && (wait_ns <= poll_window_ns || wake.at_ns == woken_send_ns_)) {
     // The CPU time of the polls that found nothing (this thread's clock: time spent yielded to
     // others is not counted; the poll that returns an event did the worker's receive work).
     const gpr_timespec poll = gpr_time_0(GPR_CLOCK_MONOTONIC);
@@ -318,9 +323,16 @@ bool LoadWorker::AwaitEvent(Wake wake) {
   }
   // Farther: the waker's alarm ends the wait where the poll window begins. The deadline, which gRPC
   // rounds up to a whole millisecond, only bounds the wait.
-  if (wake.send) waker_->WakeAt(wake.at_ns - poll_window_ns);
+  if (wake.send) {
+    waker_->WakeAt(wake.at_ns - poll_window_ns);
+    wake_send_ns_ = wake.at_ns;
+  }
   const gpr_timespec now = gpr_now(GPR_CLOCK_MONOTONIC);
-  return TakeEvent(gpr_time_add(now, gpr_time_from_nanos(wait_ns, GPR_TIMESPAN)));
+  if (!TakeEvent(gpr_time_add(now, gpr_time_from_nanos(wait_ns, GPR_TIMESPAN)))) return false;
+  // The alarm's tag ended this wait: how late it came is the waker's own latency, not the worker's
+  // (taken any other way, it may have waited on the queue while the worker was busy).
+  if (wake.send && IsWake(ready_.back().tag)) ready_.back().woke = true;
+  return true;
 }
 
 void LoadWorker::HandleNext(Wake wake) {
@@ -347,8 +359,9 @@ bool LoadWorker::IsWake(void* tag) const { return waker_ != nullptr && tag == wa
 
 void LoadWorker::Handle(Event event) {
   if (IsWake(event.tag)) {
-    // A poll window has begun (or an earlier one asked for before): the next SendDue looks at the time.
-    waker_->OnAlarm(event.received_ns);
+    // A poll window has begun (or an earlier one asked for before): the next SendDue looks at the
+    // time. Once the wake for a send time has come, that send is polled for, whatever the lead.
+    if (waker_->OnAlarm(event.received_ns, event.woke)) woken_send_ns_ = wake_send_ns_;
     return;
   }
   if (plan_.streaming) {

@@ -9,7 +9,8 @@
 // the next wait takes every event already queued; each turn handles the oldest and sends what the
 // load allows. In open loop and idle-gap mode a SendWaker (a second thread, "cb-wake") ends the
 // worker's wait on its queue just before each send time, and the worker polls the queue for the
-// last few tens of microseconds, so sends are on time without the worker spinning between them.
+// rest, up to the waker's lead (LeadNs: 20-500 µs, how late its recent wakes came), so sends are on
+// time without the worker spinning between them.
 // With --shared-memory system each request in flight uses a slot of its ShmSlotPool (inputs copied
 // in after the send time is stamped; the output copy's duration is added to the response time).
 // Owned by the TrialRunner: Prepare(), Start() and Stop() from its thread, TakeRecorder() from its
@@ -25,6 +26,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <random>
@@ -105,13 +107,15 @@ class LoadWorker {
   // thread is not counted).
   int64_t ThreadCpuNs() const;
   // Of that, the CPU time of the polls of the completion queue that found nothing just before a
-  // send time (open loop, idle gap: the SendWaker's lead, tens of microseconds): waiting, not work,
-  // so the saturation warning leaves it out. Since Start(), ns.
+  // send time (open loop, idle gap: at most the SendWaker's lead, 20-500 µs, per send): waiting,
+  // not work, so the saturation warning leaves it out. Since Start(), ns.
   int64_t PollNs() const { return poll_ns_.load(std::memory_order_relaxed); }
   // ThreadCpuNs() less PollNs(): the CPU time the saturation warning judges.
   int64_t BusyCpuNs() const { return ThreadCpuNs() - PollNs(); }
 
  private:
+  static constexpr int64_t kNoSend = std::numeric_limits<int64_t>::min();
+
   // The calling thread's CPU time, ns.
   static int64_t OwnCpuNs();
   struct Call {
@@ -153,6 +157,7 @@ class LoadWorker {
     void* tag = nullptr;
     bool ok = false;
     int64_t received_ns = 0;
+    bool woke = false;  // the SendWaker's tag, and what ended the blocking wait after its WakeAt
   };
   // When every event taken is handled: waits for one until `wake`, then takes every one
   // already queued, each stamped with the time it was taken off the queue (its response time).
@@ -160,7 +165,8 @@ class LoadWorker {
   void HandleNext(Wake wake);
   // Waits for the next event until `wake`; false when none came. A send time is met by two waits:
   // on the queue until the SendWaker's alarm, its lead (LeadNs) before it (gRPC rounds a timed wait
-  // up to whole milliseconds), then polling the queue for the rest.
+  // up to whole milliseconds), then polling the queue for the rest (all of it once the alarm for
+  // that send has come, even if the lead shrank since).
   bool AwaitEvent(Wake wake);
   // The tag is the SendWaker's alarm.
   bool IsWake(void* tag) const;
@@ -212,6 +218,8 @@ class LoadWorker {
   std::vector<std::unique_ptr<view::ModelInferResponseView>> spare_responses_;  // unary answers to reuse
   std::deque<Event> ready_;  // events taken off the queue (stamped), not yet handled, oldest first
   std::unique_ptr<SendWaker> waker_;  // open loop, idle gap: its thread ends a wait before a send time
+  int64_t wake_send_ns_ = kNoSend;    // the send time of the last WakeAt
+  int64_t woken_send_ns_ = kNoSend;   // the send time whose wake has come
   uint64_t next_seq_ = 1;
   uint64_t next_channel_ = 0;
   int64_t next_idle_send_ns_ = 0;

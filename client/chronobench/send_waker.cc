@@ -37,18 +37,23 @@ void SendWaker::Start() {
 }
 
 void SendWaker::WakeAt(int64_t at_ns) {
+  asked_ns_ = at_ns;
   absl::MutexLock lock(&mu_);
   wake_at_ns_ = at_ns;
 }
 
-void SendWaker::OnAlarm(int64_t taken_ns) {
-  int64_t late_ns = -1;
+bool SendWaker::OnAlarm(int64_t taken_ns, bool sample) {
+  int64_t fired_for_ns = 0;
   {
     absl::MutexLock lock(&mu_);
     armed_ = false;
-    if (wake_at_ns_ == kNever) late_ns = std::max<int64_t>(taken_ns - fired_for_ns_, 0);
+    fired_for_ns = fired_for_ns_;
   }
-  if (late_ns >= 0) lead_.Add(late_ns);
+  // An alarm for an earlier time, replaced since, may have waited on the queue while the owner was
+  // busy: how late it was taken says nothing of the waker.
+  const bool asked = fired_for_ns == asked_ns_;
+  if (asked && sample) lead_.Add(std::max<int64_t>(taken_ns - fired_for_ns, 0));
+  return asked;
 }
 
 void SendWaker::Stop() {
@@ -58,7 +63,8 @@ void SendWaker::Stop() {
     stop_ = true;
   }
   thread_.join();
-  // Set with a past deadline, the alarm fired within Set; should it not have, its tag comes back now.
+  // Set with a past deadline, the alarm has usually fired already (then this does nothing); should
+  // it not have, its tag comes back now, cancelled. The owner's drain takes the tag either way.
   alarm_.Cancel();
 }
 
@@ -85,8 +91,9 @@ void SendWaker::Run() {
     wake_at_ns_ = kNever;
     fired_for_ns_ = at_ns;
     armed_ = true;
-    // A deadline already past: the tag goes on the queue within Set, on this thread. Outside the
-    // lock, so that the woken owner's OnAlarm does not wait for Set to return.
+    // A deadline already past: gRPC puts the tag on the queue at once (within Set on some versions,
+    // from its timer thread on others; nothing here depends on which). Outside the lock, so that a
+    // woken owner's OnAlarm does not wait for Set to return.
     mu_.Unlock();
     alarm_.Set(cq_, gpr_inf_past(GPR_CLOCK_MONOTONIC), tag());
     mu_.Lock();

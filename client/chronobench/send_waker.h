@@ -1,8 +1,8 @@
 // SendWaker: wakes a thread blocked on its gRPC CompletionQueue at a given time, to tens of
 // microseconds and without spinning. gRPC rounds a timed wait on a queue (AsyncNext) up to a whole
 // millisecond; a SendWaker's own thread ("cb-wake") waits for the time on a futex with 1 ns of timer
-// slack instead, then sets a grpc::Alarm on the queue with a deadline already past, so that the
-// alarm's tag comes off the queue at once and ends the owner's wait. That still takes its time (the
+// slack instead, then sets a grpc::Alarm on the queue with a deadline already past, so that gRPC puts
+// the alarm's tag on the queue at once and it ends the owner's wait. That still takes its time (the
 // end of the futex wait, then the alarm's hop to the owner's thread: 60-110 µs at the median on a
 // 2-core VM), so the owner asks for LeadNs() before the time it must keep and polls the rest;
 // LeadNs() follows how late recent wakes came. Owned by a LoadWorker and used from its thread
@@ -10,9 +10,10 @@
 //
 //   SendWaker waker(&cq, clock);
 //   waker.Start();
-//   waker.WakeAt(t - waker.LeadNs());  cq.AsyncNext(...)
-//   tag == waker.tag(): waker.OnAlarm(taken_ns);  // the time asked for has come, or an earlier one
-//                                                 // asked for before: the caller looks at the clock
+//   waker.WakeAt(t - waker.LeadNs());  cq.AsyncNext(..., deadline t)
+//   the wait ended with tag(): waker.OnAlarm(taken_ns, /*sample=*/true);  // the time asked for
+//                       // has come (true), or an earlier one asked for before: the caller looks at
+//                       // the clock. Taken some other way (a poll): OnAlarm(taken_ns, false)
 //   waker.Stop();  // then take the queue's events (the alarm's tag among them) until its shutdown
 #ifndef CHRONOSERVE_CLIENT_CHRONOBENCH_SEND_WAKER_H_
 #define CHRONOSERVE_CLIENT_CHRONOBENCH_SEND_WAKER_H_
@@ -42,7 +43,9 @@ class WakeLead {
   static constexpr int64_t kMarginNs = 10'000;
   static constexpr int64_t kMinNs = 20'000;
   // Wakes later than this come from a machine short of CPU: polling longer would take more of it,
-  // so sends are late instead.
+  // so sends are late instead. If the waker's thread is starved, the fallback is the owner's own
+  // wait deadline: the send time, which gRPC rounds up to a whole millisecond, so sends can then be
+  // up to about 1 ms late (it shows in schedule_lag). Such a wake ends no wait: it is no sample.
   static constexpr int64_t kMaxNs = 500'000;
 
   // A wake that came `late_ns` after the time asked for.
@@ -72,12 +75,16 @@ class SendWaker {
   // the recent wakes).
   int64_t LeadNs() const { return lead_.ns(); }
   // The owner took tag() off the queue at `taken_ns`: the alarm may be set again (until then a time
-  // asked for waits: a grpc::Alarm is set again only once its tag is back). How late that was feeds
-  // LeadNs, unless a new time was asked for in between (the owner was busy, not waiting).
-  void OnAlarm(int64_t taken_ns);
-  // Joins the thread; an alarm not yet fired is cancelled (its tag comes back with ok = false).
-  // The owner keeps taking the queue's events until its shutdown: a tag set before may be there.
-  // Idempotent.
+  // asked for waits: a grpc::Alarm is set again only once its tag is back). True when the alarm
+  // came for the time last asked for (false: for an earlier one, replaced since). How late it came
+  // feeds LeadNs only when `sample` is set and it came for that time: the owner sets `sample` when
+  // this tag is what ended its blocking wait after that WakeAt, so that the owner's own work (a
+  // completion handled while the alarm fired, the tag then taken by a poll) never counts as the
+  // waker's latency.
+  bool OnAlarm(int64_t taken_ns, bool sample);
+  // Joins the thread, then cancels the alarm (a no-op once it has fired, as it usually has; if not,
+  // its tag comes back with ok = false). Either way the owner keeps taking the queue's events until
+  // its shutdown: a tag set before may be there. Idempotent.
   void Stop();
   // The tag the alarm puts on the queue: distinct from any other object's address.
   void* tag() { return this; }
@@ -96,6 +103,7 @@ class SendWaker {
   std::thread thread_;
   grpc::Alarm alarm_;  // set on the waker's thread; cancelled by Stop once the thread is joined
   WakeLead lead_;      // the owner's thread
+  int64_t asked_ns_ = kNever;  // the owner's thread: the time WakeAt was last given
 
   mutable absl::Mutex mu_;
   int64_t wake_at_ns_ ABSL_GUARDED_BY(mu_) = kNever;

@@ -3,17 +3,22 @@
 // answered, failed or cancelled at the end (sent == completed + drained), none is lost on a stream
 // that failed before its Finish arrived, and failures keep being counted after the server is gone;
 // streamed closed and open loop, and unary open loop. Also: one send-time stamp outside open loop,
-// and an open-loop worker that keeps its times without spinning.
+// and an open-loop worker that keeps its times without spinning (run alone: run_serial.cmake).
 // Against the real chronoserve binary on 127.0.0.1.
 #include <signal.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "client/chronobench/benchmark.h"
 #include "client/chronobench/load_worker.h"
 #include "client/chronobench/request_factory.h"
+#include "client/chronobench/send_waker.h"
 #include "client/inference_client.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"
@@ -31,6 +36,21 @@ using chronoserve::testing::StartTestServer;
 using chronoserve::testing::TestServer;
 
 constexpr absl::Duration kWait = absl::Seconds(30);
+
+// How long this process's threads named `name` have waited for a CPU while runnable, ns
+// (/proc/self/task/*/schedstat's second field; 0 where the kernel does not keep it).
+int64_t RunDelayNs(const std::string& name) {
+  int64_t total_ns = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string thread_name;
+    if (!std::getline(comm, thread_name) || thread_name != name) continue;
+    std::ifstream schedstat(task.path() / "schedstat");
+    int64_t cpu_ns = 0, delay_ns = 0;
+    if (schedstat >> cpu_ns >> delay_ns) total_ns += delay_ns;
+  }
+  return total_ns;
+}
 
 struct StopCase {
   const char* name;
@@ -149,9 +169,11 @@ TEST(LoadWorkerTest, ClosedLoopAndIdleGapTimeFromTheActualSend) {
 
 // Open loop at 1000 requests/s, a period shorter than the old 1.1 ms poll window (with which the
 // worker thread was on the CPU all the time): the worker waits on its queue until its SendWaker
-// wakes it and polls only the last tens of microseconds, so its thread uses a fraction of the wall
-// time (about 15 % on a 2-core VM; the bound leaves room for a slower machine) and sends are on
-// time (the median lag bound is the end-to-end test's).
+// wakes it and polls only what is left of the lead, so over the measured window its polls take at
+// most WakeLead::kMaxNs per send (the design's bound, whatever the lead learnt on a loaded machine;
+// the old window took about 1 ms per send), the rest of its CPU time is a fraction of the wall time,
+// and sends are on time (a median lag well under the ~0.5 ms that a timed wait rounded up to the
+// millisecond would give). Run alone (run_serial.cmake).
 TEST(LoadWorkerTest, OpenLoopSendsOnTimeWithoutSpinning) {
   absl::StatusOr<MlpTarget> target = StartMlpTarget("chronobench_nospin", /*seed=*/9);
   ASSERT_TRUE(target.ok()) << target.status();
@@ -168,23 +190,46 @@ TEST(LoadWorkerTest, OpenLoopSendsOnTimeWithoutSpinning) {
   ASSERT_TRUE(worker.AwaitCompleted(200, kWait)) << "the load never ran: " << worker.completed();
   worker.TakeRecorder();  // the warm-up, while the waker learns its lead
   const int64_t wall_start_ns = SteadyClock::Get()->NowNs();
-  const int64_t cpu_start_ns = worker.ThreadCpuNs();
+  const int64_t sent_start = worker.sent();
+  const int64_t poll_start_ns = worker.PollNs();
+  const int64_t busy_start_ns = worker.BusyCpuNs();
+  const int64_t delay_start_ns = RunDelayNs("cb-load") + RunDelayNs("cb-wake");
   const bool ran = worker.AwaitCompleted(worker.completed() + 1500, kWait);
-  const int64_t cpu_ns = worker.ThreadCpuNs() - cpu_start_ns;
+  const int64_t busy_ns = worker.BusyCpuNs() - busy_start_ns;
+  const int64_t poll_ns = worker.PollNs() - poll_start_ns;
+  const int64_t sends = worker.sent() - sent_start;
   const int64_t wall_ns = SteadyClock::Get()->NowNs() - wall_start_ns;
-  const int64_t poll_ns = worker.PollNs();
-  const int64_t thread_cpu_ns = worker.ThreadCpuNs();
+  const int64_t delay_ns = RunDelayNs("cb-load") + RunDelayNs("cb-wake") - delay_start_ns;
   worker.Stop();
   ASSERT_TRUE(ran) << "completed " << worker.completed();
+  ASSERT_GT(sends, 1000) << "1500 completed, less what was in flight at the start";
 
-  EXPECT_LT(cpu_ns, wall_ns / 2) << "the worker thread was on the CPU " << 100 * cpu_ns / wall_ns
-                                 << " % of " << wall_ns / 1'000'000 << " ms";
-  EXPECT_GT(poll_ns, 0) << "no send time was polled for";
-  EXPECT_LT(poll_ns, thread_cpu_ns);
   const LatencyRecorder recorded = worker.TakeRecorder();
+  const int64_t lag_p50_ns = recorded.schedule_lag().ValueAtPercentile(50);
+  const std::string figures = absl::StrCat(sends, " sends in ", wall_ns / 1'000'000, " ms: polls ",
+                                           poll_ns / sends / 1'000, " us/send, other CPU ", busy_ns / sends / 1'000,
+                                           " us/send (", 100 * busy_ns / wall_ns, " % of the wall time), lag p50 ",
+                                           lag_p50_ns / 1'000, " us, p90 ",
+                                           recorded.schedule_lag().ValueAtPercentile(90) / 1'000, " us, p99 ",
+                                           recorded.schedule_lag().ValueAtPercentile(99) / 1'000,
+                                           " us; worker and waker waited for a CPU ", delay_ns / sends / 1'000,
+                                           " us/send");
+  std::cout << "[ figures  ] " << figures << "\n";
+  EXPECT_GT(poll_ns, 0) << "no send time was polled for";
+  EXPECT_LE(poll_ns, sends * WakeLead::kMaxNs * 12 / 10) << "polls longer than the lead allows: " << figures;
+  // About 100-150 µs a send on a 2-core VM; a loop that spins outside its polls takes all of it.
+  EXPECT_LT(busy_ns, wall_ns / 2) << "the worker thread was busy, not waiting: " << figures;
   EXPECT_EQ(recorded.errors(), 0);
   ASSERT_GE(recorded.schedule_lag().count(), 1500);
-  EXPECT_LT(recorded.schedule_lag().ValueAtPercentile(50), 300'000) << "sends late to the millisecond";
+  // The lag judges the wakes, so only when the worker and its waker got a CPU when they needed one:
+  // they waited for it 60-80 µs a send on an idle 2-core VM, 180-360 µs with two busy loops beside
+  // the test (median lag 2 µs either way); past 500 µs a send (four to six busy loops) the median
+  // send was at times up to 0.8 ms late with nothing wrong but the machine.
+  if (delay_ns / sends < 500'000) {
+    EXPECT_LT(lag_p50_ns, 300'000) << "sends late to the millisecond: " << figures;
+  } else {
+    std::cout << "[ note     ] the machine was short of CPU: the lag is not judged\n";
+  }
 }
 
 }  // namespace

@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/chronobench/bench_report.h"
@@ -17,6 +16,7 @@
 #include "client/chronobench/latency_recorder.h"
 #include "client/chronobench/trial_runner.h"
 #include "gtest/gtest.h"
+#include "tests/client/csv_parse.h"
 #include "tests/client/report_schema.h"
 
 namespace chronoserve::client::bench {
@@ -64,54 +64,8 @@ PointResult MakePoint(LoadMode mode, int64_t batch, double items_per_s) {
   return p;
 }
 
-// RFC 4180, as a CSV reader parses it: fields quoted or not, "" inside quotes, line breaks inside
-// quotes kept; every record ends with a line break. An error for text that is not CSV.
-absl::StatusOr<std::vector<std::vector<std::string>>> ParseCsv(const std::string& text) {
-  std::vector<std::vector<std::string>> records;
-  std::vector<std::string> record;
-  std::string field;
-  bool quoted = false;       // inside a quoted field
-  bool after_quote = false;  // a quoted field just closed: only ',' or the line break may follow
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (quoted) {
-      if (c != '"') {
-        field += c;
-      } else if (i + 1 < text.size() && text[i + 1] == '"') {
-        field += '"';
-        ++i;
-      } else {
-        quoted = false;
-        after_quote = true;
-      }
-    } else if (c == ',' || c == '\n') {
-      record.push_back(std::move(field));
-      field.clear();
-      after_quote = false;
-      if (c == '\n') {
-        records.push_back(std::move(record));
-        record.clear();
-      }
-    } else if (after_quote) {
-      return absl::InvalidArgumentError(absl::StrCat("text after a closing quote at offset ", i));
-    } else if (c == '"') {
-      if (!field.empty()) return absl::InvalidArgumentError(absl::StrCat("a quote inside a field at offset ", i));
-      quoted = true;
-    } else {
-      field += c;
-    }
-  }
-  if (quoted || after_quote || !field.empty() || !record.empty()) {
-    return absl::InvalidArgumentError("the text does not end with a complete record");
-  }
-  return records;
-}
-
-size_t Column(const std::vector<std::string>& header, const std::string& name) {
-  const auto it = std::find(header.begin(), header.end(), name);
-  EXPECT_NE(it, header.end()) << name;
-  return static_cast<size_t>(it - header.begin());
-}
+using testing::Column;
+using testing::ParseCsv;
 
 BenchReport MakeReport(LoadMode mode) {
   BenchReport report;
@@ -222,11 +176,16 @@ TEST(ReportTest, CsvHasOneRowPerPointAndAColumnPerHeader) {
 }
 
 // A sweep stopped by a failed point: the CSV ends with a row for it that no reader can take for a
-// measurement (status "failed", its label and message, every figure empty), quoted as RFC 4180
-// wants; the columns before the new ones keep their places, so the measured rows read as before.
+// measurement (status "failed", its label and message, the columns that say what the point was
+// filled, every figure empty), quoted as RFC 4180 wants; the columns before the new ones keep
+// their places, so the measured rows read as before.
 TEST(ReportTest, CsvEndsWithTheFailedPointsRow) {
   BenchReport report = MakeReport(LoadMode::kRate);
-  report.failed_point = FailedPoint{"rate 500/s, batch 8", "no response for 2.5 s (\"stuck\", 3 of 9 completed)\nretry"};
+  PointSpec spec;
+  spec.mode = LoadMode::kRate;
+  spec.rate = 750;
+  spec.batch_size = 8;
+  report.failed_point = FailedPoint{spec.Label(), "no response for 2.5 s (\"stuck\", 3 of 9 completed)\nretry", spec};
   const std::string csv = ReportToCsv(report);
   const auto rows = ParseCsv(csv);
   ASSERT_TRUE(rows.ok()) << rows.status() << "\n" << csv;
@@ -241,10 +200,14 @@ TEST(ReportTest, CsvEndsWithTheFailedPointsRow) {
 
   const std::vector<std::string>& failed = rows->back();
   EXPECT_EQ(failed[Column(header, "status")], "failed");
-  EXPECT_EQ(failed[Column(header, "point")], "rate 500/s, batch 8");
+  EXPECT_EQ(failed[Column(header, "point")], "rate 750/s, batch 8");
   EXPECT_EQ(failed[Column(header, "message")], report.failed_point->message) << "quotes, comma and line break kept";
-  EXPECT_EQ(failed[Column(header, "mode")], "rate");
-  for (size_t i = 1; i + 3 < header.size(); ++i) EXPECT_EQ(failed[i], "") << header[i] << ": nothing was measured";
+  // What the point was, as a measured row of its mode gives it.
+  EXPECT_EQ(std::vector<std::string>(failed.begin(), failed.begin() + 5),
+            (std::vector<std::string>{"rate", "", "750", "", "8"}));
+  for (size_t i = Column(header, "requests"); i + 3 < header.size(); ++i) {
+    EXPECT_EQ(failed[i], "") << header[i] << ": nothing was measured";
+  }
 
   for (size_t i = 1; i <= 3; ++i) {
     const std::vector<std::string>& row = (*rows)[i];
@@ -265,6 +228,15 @@ TEST(ReportTest, CsvEndsWithTheFailedPointsRow) {
   const nlohmann::json json = ReportToJson(report);
   EXPECT_EQ(json["failed_point"]["label"], failed[Column(header, "point")]);
   EXPECT_EQ(json["failed_point"]["message"], failed[Column(header, "message")]);
+
+  // A failed point that does not say what it was: its mode (the sweep's) and nothing else.
+  report.failed_point->spec.reset();
+  const auto bare = ParseCsv(ReportToCsv(report));
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  ASSERT_EQ(bare->size(), 5u);
+  EXPECT_EQ(bare->back()[0], "rate");
+  for (size_t i = 1; i + 3 < header.size(); ++i) EXPECT_EQ(bare->back()[i], "") << header[i];
+  EXPECT_EQ(bare->back()[Column(header, "status")], "failed");
 }
 
 TEST(ReportTest, CsvParserRefusesWhatIsNotCsv) {

@@ -1,6 +1,7 @@
 // SendWaker on a real gRPC completion queue: its tag comes no earlier than the time asked for, an
-// earlier time replaces a later one, one alarm at a time, a prompt stop; WakeLead's rule on given
-// wake lateness.
+// earlier time replaces a later one, one alarm at a time, a prompt stop; which wakes teach it its
+// lead (only those the owner marks as having ended its wait, and only for the time last asked for);
+// WakeLead's rule on given wake lateness.
 #include "client/chronobench/send_waker.h"
 
 #include <grpc/support/time.h>
@@ -84,7 +85,7 @@ TEST_F(SendWakerTest, PutsItsTagOnTheQueueNoEarlierThanTheTime) {
     ASSERT_EQ(tag, waker_.tag()) << "no wake within 10 s";
     EXPECT_TRUE(ok);
     EXPECT_GE(taken_ns, at_ns);
-    waker_.OnAlarm(taken_ns);
+    EXPECT_TRUE(waker_.OnAlarm(taken_ns, /*sample=*/true)) << "came for the time asked for";
   }
   // Learnt from the wakes above, within its bounds.
   EXPECT_GE(waker_.LeadNs(), WakeLead::kMinNs);
@@ -109,8 +110,49 @@ TEST_F(SendWakerTest, SetsTheAlarmAgainOnlyOnceItsTagIsBack) {
   waker_.WakeAt(clock_->NowNs() - 1);
   // Before OnAlarm the second time waits (a grpc::Alarm set twice would come back at once).
   EXPECT_EQ(Next(50, &ok), nullptr) << "the alarm was set again before its tag was handed back";
-  waker_.OnAlarm(clock_->NowNs());
+  waker_.OnAlarm(clock_->NowNs(), /*sample=*/false);
   EXPECT_EQ(Next(10'000, &ok), waker_.tag()) << "the time asked for was lost";
+}
+
+// The lateness each wake is taken with is given here (OnAlarm's taken_ns), so the lead it learns is
+// exact: only the wakes marked as samples count.
+TEST_F(SendWakerTest, LearnsOnlyFromWakesThatEndedTheOwnersWait) {
+  waker_.Start();
+  bool ok = false;
+  for (size_t i = 0; i < WakeLead::kMinSamples; ++i) {
+    const int64_t at_ns = clock_->NowNs() - 1;  // past: at once
+    waker_.WakeAt(at_ns);
+    ASSERT_EQ(Next(10'000, &ok), waker_.tag()) << i;
+    // Taken by a poll after the owner's own work: 300 µs that are not the waker's.
+    EXPECT_TRUE(waker_.OnAlarm(at_ns + 300 * kUs, /*sample=*/false));
+  }
+  EXPECT_EQ(waker_.LeadNs(), WakeLead::kInitialNs) << "learnt from wakes that did not end a wait";
+  for (size_t i = 0; i < WakeLead::kMinSamples; ++i) {
+    const int64_t at_ns = clock_->NowNs() - 1;
+    waker_.WakeAt(at_ns);
+    ASSERT_EQ(Next(10'000, &ok), waker_.tag()) << i;
+    EXPECT_TRUE(waker_.OnAlarm(at_ns + 40 * kUs, /*sample=*/true));
+  }
+  EXPECT_EQ(waker_.LeadNs(), 40 * kUs + WakeLead::kMarginNs);
+}
+
+// An alarm for a time replaced before its tag was taken (the owner was busy, then asked for the
+// next time and waited) says nothing of how late the waker is: it is not for the time asked for,
+// and it teaches nothing, even when it is what ended the wait; the time asked for still comes.
+TEST_F(SendWakerTest, AnAlarmForAReplacedTimeIsNotASample) {
+  waker_.Start();
+  bool ok = false;
+  for (size_t i = 0; i < WakeLead::kMinSamples; ++i) {
+    const int64_t stale_ns = clock_->NowNs() - 1;
+    waker_.WakeAt(stale_ns);
+    ASSERT_EQ(Next(10'000, &ok), waker_.tag()) << i;  // fired; left on the queue while "busy"
+    const int64_t asked_ns = stale_ns + 1;  // past as well
+    waker_.WakeAt(asked_ns);  // waits: the alarm's tag is not back yet
+    EXPECT_FALSE(waker_.OnAlarm(stale_ns + 400 * kUs, /*sample=*/true)) << "taken as the time asked for";
+    ASSERT_EQ(Next(10'000, &ok), waker_.tag()) << "the time asked for was lost";
+    EXPECT_TRUE(waker_.OnAlarm(asked_ns + 30 * kUs, /*sample=*/true));
+  }
+  EXPECT_EQ(waker_.LeadNs(), 30 * kUs + WakeLead::kMarginNs) << "a stale alarm's lateness was learnt";
 }
 
 TEST_F(SendWakerTest, StopsPromptlyWithAWakeFarAhead) {
@@ -128,7 +170,7 @@ TEST_F(SendWakerTest, ATagSetBeforeTheStopIsLeftForTheQueuesShutdown) {
   waker_.WakeAt(clock_->NowNs() - 1);
   bool ok = false;
   ASSERT_EQ(Next(10'000, &ok), waker_.tag());
-  waker_.OnAlarm(clock_->NowNs());
+  waker_.OnAlarm(clock_->NowNs(), /*sample=*/false);
   waker_.WakeAt(clock_->NowNs() - 1);  // fires again unless the stop comes first
   waker_.Stop();
   EXPECT_LE(ShutDown(), 1);
