@@ -257,7 +257,7 @@ absl::StatusOr<BenchReport> Benchmark::Run(const std::function<void(const PointR
   for (const PointSpec& spec : PlanSweep(options_.load)) {
     absl::StatusOr<PointResult> point = RunOnePoint(spec, &ctx);
     if (!point.ok()) {  // the points measured so far are kept, and the report says where it stopped
-      report.failed_point = FailedPoint{spec.Label(), std::string(point.status().message())};
+      report.failed_point = FailedPoint{spec.Label(), std::string(point.status().message()), spec};
       break;
     }
     if (on_point) on_point(*point);

@@ -553,6 +553,8 @@ TEST_F(ChronobenchE2eTest, FailedPointKeepsThePointsBeforeItInTheReports) {
   EXPECT_EQ(measured[testing::Column(header, "concurrency")], "1");
   const std::vector<std::string>& failed = (*rows)[2];
   EXPECT_EQ(failed[testing::Column(header, "mode")], "concurrency");
+  EXPECT_EQ(failed[testing::Column(header, "concurrency")], "2") << "the failed point's own settings are filled";
+  EXPECT_EQ(failed[testing::Column(header, "batch_size")], "1");
   EXPECT_EQ(failed[testing::Column(header, "point")], "concurrency 2, batch 1");
   EXPECT_EQ(failed[testing::Column(header, "status")], "failed");
   EXPECT_EQ(failed[testing::Column(header, "message")], report["failed_point"]["message"]);
