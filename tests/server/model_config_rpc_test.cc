@@ -29,11 +29,18 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 namespace pb = ::chronoserve::config;
 
-// Every visible GPU, in order: where a KIND_AUTO group without gpus lands when there is one.
-std::vector<int> VisibleGpus() {
+// A KIND_AUTO group without gpus, as loaded here: KIND_GPU on every visible GPU, in order, when
+// there is one (a GPU machine); else KIND_CPU with no gpus (CI).
+void ExpectAutoGroupWhereItLanded(const pb::ModelInstanceGroup& group) {
   std::vector<int> gpus;
   for (int g = 0; g < server::CudaDeviceCount(); ++g) gpus.push_back(g);
-  return gpus;
+  if (gpus.empty()) {
+    EXPECT_EQ(group.kind(), pb::ModelInstanceGroup::KIND_CPU);
+    EXPECT_THAT(group.gpus(), IsEmpty());
+  } else {
+    EXPECT_EQ(group.kind(), pb::ModelInstanceGroup::KIND_GPU);
+    EXPECT_THAT(group.gpus(), ElementsAreArray(gpus));
+  }
 }
 
 // ModelConfig of `name` through `stub`, with a deadline that fails the test.
@@ -173,14 +180,7 @@ TEST_P(ModelConfigRpcTest, KindAutoIsReportedAsTheDeviceItLoadedOn) {
   ASSERT_TRUE(status.ok()) << status.error_message();
   ASSERT_EQ(response.config().instance_group_size(), 1);
   const pb::ModelInstanceGroup& group = response.config().instance_group(0);
-  const std::vector<int> gpus = VisibleGpus();
-  if (gpus.empty()) {
-    EXPECT_EQ(group.kind(), pb::ModelInstanceGroup::KIND_CPU);
-    EXPECT_THAT(group.gpus(), IsEmpty());
-  } else {
-    EXPECT_EQ(group.kind(), pb::ModelInstanceGroup::KIND_GPU);
-    EXPECT_THAT(group.gpus(), ElementsAreArray(gpus));
-  }
+  ExpectAutoGroupWhereItLanded(group);
   EXPECT_EQ(group.count(), 1) << "count stays per GPU, as configured";
   EXPECT_EQ(group.host_policy(), "");
 }
@@ -254,14 +254,7 @@ TEST(ModelConfigHostPolicyTest, HostPolicyIsReportedAsConfigured) {
   const pb::ModelInstanceGroup& automatic = c.instance_group(0);
   EXPECT_EQ(automatic.name(), "grouped_0");
   EXPECT_EQ(automatic.count(), 2);
-  const std::vector<int> gpus = VisibleGpus();
-  if (gpus.empty()) {
-    EXPECT_EQ(automatic.kind(), pb::ModelInstanceGroup::KIND_CPU);
-    EXPECT_THAT(automatic.gpus(), IsEmpty());
-  } else {
-    EXPECT_EQ(automatic.kind(), pb::ModelInstanceGroup::KIND_GPU);
-    EXPECT_THAT(automatic.gpus(), ElementsAreArray(gpus));
-  }
+  ExpectAutoGroupWhereItLanded(automatic);
   EXPECT_EQ(automatic.host_policy(), "") << "not the default policy (cpu / gpu_<id>) that pins its workers";
   EXPECT_EQ(c.instance_group(1).name(), "grouped_1");
   EXPECT_EQ(c.instance_group(1).kind(), pb::ModelInstanceGroup::KIND_CPU);
