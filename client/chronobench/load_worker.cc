@@ -4,8 +4,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <grpc/support/time.h>
-
 #include <algorithm>
 #include <chrono>
 #include <memory>
@@ -22,18 +20,6 @@ namespace {
 
 // The longest the loop blocks, so Stop() is noticed promptly.
 constexpr int64_t kMaxWaitNs = 20'000'000;
-// A send time (open loop, idle gap) is kept by two waits. The worker waits on its completion queue
-// until its SendWaker's alarm ends the wait a lead before the send time (a timed wait alone wakes up
-// to 1 ms late: gRPC rounds its deadline up to a whole millisecond), then polls the queue (a zero
-// deadline) for the rest. The lead follows how late recent wakes came (the waker's sleep ending, then
-// the alarm's hop to this thread: 60-110 µs at the median on a 2-core VM), so nine sends in ten are
-// polled for what is left of the lead, up to LeadNs() (20-500 µs), and sent on time. On the 2-core
-// VM at 1,000 requests/s the polls took 15-25 µs of CPU a send (20-80 µs with two busy loops
-// beside it, the lead then longer), the rest of the worker's work 110-145 µs. Once the wake for a
-// send time has come, that send is polled for even if the lead shrank meanwhile. The CPU time of
-// the polls that found nothing is left out of the saturation warning (PollNs). It does not yield
-// between polls: on a machine with more runnable threads than CPUs, yielding made the median send
-// 0.85 ms late (BENCHMARKS.md §33).
 // Open loop keeps its schedule when the server falls behind, up to this many calls in flight
 // per worker; beyond it sends wait (and the schedule lag shows it).
 constexpr size_t kMaxOutstanding = 16384;
@@ -48,7 +34,12 @@ std::string ShmTag(int worker) {
 }  // namespace
 
 LoadWorker::LoadWorker(int index, const WorkerPlan& plan, const WorkerShared& shared)
-    : index_(index), plan_(plan), shared_(shared), rng_(plan.seed * 7919 + index) {
+    : index_(index),
+      plan_(plan),
+      shared_(shared),
+      streams_(shared.stubs, &cq_, shared.request),
+      waiter_(&cq_, shared.clock, &stop_),
+      rng_(plan.seed * 7919 + index) {
   absl::MutexLock lock(&mu_);
   recorder_.Allocate();
 }
@@ -101,12 +92,6 @@ LatencyRecorder LoadWorker::TakeRecorder() {
   return fresh;
 }
 
-int64_t LoadWorker::OwnCpuNs() {
-  timespec ts{};
-  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
 int64_t LoadWorker::ThreadCpuNs() const {
   if (!started_ || stopped_) return 0;
   clockid_t cid;
@@ -129,22 +114,15 @@ void LoadWorker::Run(int64_t start_ns) {
                   plan_.seed);
   }
   next_idle_send_ns_ = start_ns;
-  if (plan_.mode != LoadMode::kConcurrency) {  // send times to keep
-    waker_ = std::make_unique<SendWaker>(&cq_, shared_.clock);
-    waker_->Start();
-  }
+  if (plan_.mode != LoadMode::kConcurrency) waiter_.StartWaker();  // send times to keep
   while (!stop_.load(std::memory_order_relaxed)) {
     const int64_t now = shared_.clock->NowNs();
-    HandleNext(SendDue(now, pacer ? &*pacer : nullptr));
+    if (std::optional<Event> event = waiter_.Next(SendDue(now, pacer ? &*pacer : nullptr))) Handle(*event);
   }
   // No alarm is set from here on; one set before may still come off the queue (Handle, Drain).
-  if (waker_ != nullptr) waker_->Stop();
+  waiter_.StopWaker();
   // Events taken off the queue before the stop are answers that came before it: recorded as any.
-  while (!ready_.empty()) {
-    const Event event = ready_.front();
-    ready_.pop_front();
-    Handle(event);
-  }
+  while (std::optional<Event> event = waiter_.TakeReady()) Handle(*event);
   Drain();
 }
 
@@ -249,22 +227,10 @@ void LoadWorker::Send(std::optional<int64_t> intended_ns) {
   raw->reader->Finish(raw->response.get(), &raw->status, raw);
 }
 
-LoadStream* LoadWorker::StreamFor(size_t channel) {
-  if (streams_.size() < shared_.stubs->size()) streams_.resize(shared_.stubs->size());
-  std::unique_ptr<LoadStream>& stream = streams_[channel];
-  // A failed stream refuses requests from its first failed operation on, but ends only when its
-  // Finish returns: replace it at once, so that no request is handed to a stream that drops it.
-  if (stream == nullptr || !stream->accepting()) {
-    if (stream != nullptr) ended_.push_back(std::move(stream));  // fails what it holds at its Finish
-    stream = std::make_unique<LoadStream>(&(*shared_.stubs)[channel], &cq_, *shared_.request);
-  }
-  return stream.get();
-}
-
 void LoadWorker::SendStreamed(Call* call, size_t channel, const std::string& traceparent) {
   call->seq = next_seq_++;
   inference::ModelInferRequest* own = call->slot != nullptr ? &call->slot->request : nullptr;
-  if (StreamFor(channel)->Send(call->seq, own, traceparent)) {
+  if (streams_.For(channel)->Send(call->seq, own, traceparent)) {
     by_seq_.emplace(call->seq, call);
     return;
   }
@@ -274,7 +240,7 @@ void LoadWorker::SendStreamed(Call* call, size_t channel, const std::string& tra
 }
 
 void LoadWorker::OnStreamEvent(LoadStream::Tag* tag, bool ok, int64_t received_ns) {
-  tag->stream->OnEvent(tag->op, ok, [this, received_ns](const LoadStream::Answer& answer) {
+  streams_.OnEvent(tag, ok, [this, received_ns](const LoadStream::Answer& answer) {
     auto it = by_seq_.find(answer.seq);
     if (it == by_seq_.end()) return;
     Call* call = it->second;
@@ -285,83 +251,11 @@ void LoadWorker::OnStreamEvent(LoadStream::Tag* tag, bool ok, int64_t received_n
     calls_.erase(owned);
     Record(std::move(done), answer.grpc_code, answer.response, received_ns);
   });
-  for (auto it = ended_.begin(); it != ended_.end();) {
-    it = (*it)->done() ? ended_.erase(it) : it + 1;
-  }
 }
-
-bool LoadWorker::TakeEvent(gpr_timespec deadline) {
-  Event event;
-  if (cq_.AsyncNext(&event.tag, &event.ok, deadline) != grpc::CompletionQueue::GOT_EVENT) return false;
-  event.received_ns = shared_.clock->NowNs();
-  ready_.push_back(event);
-  return true;
-}
-
-bool LoadWorker::AwaitEvent(Wake wake) {
-  const int64_t start_ns = shared_.clock->NowNs();
-  const int64_t wait_ns = std::max<int64_t>(wake.at_ns - start_ns, 0);
-  // A send time: the waker's lead before it is polled, and all that is left of it once the wake
-  // asked for it has come (the lead may have shrunk since: asking again would cost another round
-  // trip, and the send its lateness).
-  const int64_t poll_window_ns = wake.send ? waker_->LeadNs() : 0;
-  if (wake.send && (wait_ns <= poll_window_ns || wake.at_ns == woken_send_ns_)) {
-    // The CPU time of the polls that found nothing (this thread's clock: time spent yielded to
-    // others is not counted; the poll that returns an event did the worker's receive work).
-    const gpr_timespec poll = gpr_time_0(GPR_CLOCK_MONOTONIC);
-    const int64_t cpu_start_ns = OwnCpuNs();
-    int64_t cpu_before_ns = cpu_start_ns;
-    for (int64_t now = start_ns; !TakeEvent(poll); now = shared_.clock->NowNs()) {
-      if (now >= wake.at_ns || stop_.load(std::memory_order_relaxed)) {
-        poll_ns_.fetch_add(OwnCpuNs() - cpu_start_ns, std::memory_order_relaxed);
-        return false;
-      }
-      cpu_before_ns = OwnCpuNs();
-    }
-    poll_ns_.fetch_add(cpu_before_ns - cpu_start_ns, std::memory_order_relaxed);
-    return true;
-  }
-  // Farther: the waker's alarm ends the wait where the poll window begins. The deadline, which gRPC
-  // rounds up to a whole millisecond, only bounds the wait.
-  if (wake.send) {
-    waker_->WakeAt(wake.at_ns - poll_window_ns);
-    wake_send_ns_ = wake.at_ns;
-  }
-  const gpr_timespec now = gpr_now(GPR_CLOCK_MONOTONIC);
-  if (!TakeEvent(gpr_time_add(now, gpr_time_from_nanos(wait_ns, GPR_TIMESPAN)))) return false;
-  // The alarm's tag ended this wait: how late it came is the waker's own latency, not the worker's
-  // (taken any other way, it may have waited on the queue while the worker was busy).
-  if (wake.send && IsWake(ready_.back().tag)) ready_.back().woke = true;
-  return true;
-}
-
-void LoadWorker::HandleNext(Wake wake) {
-  // Handling an event (recording it, copying outputs out, a stream's next read) and the sends
-  // between events take time: once the events taken are all handled, the worker waits for the
-  // next and then takes every one already queued, each stamped as it is taken, so an answer that
-  // had arrived is not timed behind the client's own work. They are still handled one per turn, so
-  // each completion frees its slot for the next send as soon as it is handled (handling them all
-  // first let the load in flight sag, §31). Polling the queue on every turn instead cost 7-30 % of
-  // the requests a second at concurrency 256 (§31), so a stream's next answer, whose read starts
-  // only when the previous one is handled, is taken at the next wait.
-  if (ready_.empty()) {
-    if (!AwaitEvent(wake)) return;
-    const gpr_timespec poll = gpr_time_0(GPR_CLOCK_MONOTONIC);
-    while (TakeEvent(poll)) {
-    }
-  }
-  const Event event = ready_.front();
-  ready_.pop_front();
-  Handle(event);
-}
-
-bool LoadWorker::IsWake(void* tag) const { return waker_ != nullptr && tag == waker_->tag(); }
 
 void LoadWorker::Handle(Event event) {
-  if (IsWake(event.tag)) {
-    // A poll window has begun (or an earlier one asked for before): the next SendDue looks at the
-    // time. Once the wake for a send time has come, that send is polled for, whatever the lead.
-    if (waker_->OnAlarm(event.received_ns, event.woke)) woken_send_ns_ = wake_send_ns_;
+  if (waiter_.IsWake(event.tag)) {
+    waiter_.OnWake(event);  // the next SendDue looks at the time
     return;
   }
   if (plan_.streaming) {
@@ -440,7 +334,7 @@ void LoadWorker::Drain() {
   void* tag = nullptr;
   bool ok = false;
   while (!calls_.empty() && cq_.Next(&tag, &ok)) {
-    if (IsWake(tag)) continue;
+    if (waiter_.IsWake(tag)) continue;
     auto it = calls_.find(static_cast<Call*>(tag));
     if (it == calls_.end()) continue;
     // A traceparent went out, so the server may have a span under it: give it its parent.
@@ -457,22 +351,12 @@ void LoadWorker::Drain() {
 void LoadWorker::DrainStreams() {
   // As Drain: what is in flight belongs to no window. Cancel every stream and hand its events back
   // until each has returned its last tag.
-  for (auto& s : streams_) {
-    if (s != nullptr) s->Cancel();
-  }
-  for (auto& s : ended_) s->Cancel();  // failing already; this only hurries their Finish
-  auto all_done = [this] {
-    for (const auto& s : streams_) {
-      if (s != nullptr && !s->done()) return false;
-    }
-    return ended_.empty();
-  };
+  streams_.CancelAll();
   void* tag = nullptr;
   bool ok = false;
-  while (!all_done() && cq_.Next(&tag, &ok)) {
-    if (IsWake(tag)) continue;
-    auto* t = static_cast<LoadStream::Tag*>(tag);
-    t->stream->OnEvent(t->op, ok, [this](const LoadStream::Answer& answer) {
+  while (!streams_.AllDone() && cq_.Next(&tag, &ok)) {
+    if (waiter_.IsWake(tag)) continue;
+    streams_.OnEvent(static_cast<LoadStream::Tag*>(tag), ok, [this](const LoadStream::Answer& answer) {
       auto it = by_seq_.find(answer.seq);
       if (it == by_seq_.end()) return;
       auto call = calls_.find(it->second);
@@ -486,9 +370,8 @@ void LoadWorker::DrainStreams() {
       calls_.erase(call);
       drained_.fetch_add(1, std::memory_order_relaxed);
     });
-    for (auto it = ended_.begin(); it != ended_.end();) it = (*it)->done() ? ended_.erase(it) : it + 1;
   }
-  streams_.clear();
+  streams_.Clear();
   cq_.Shutdown();
   while (cq_.Next(&tag, &ok)) {
   }

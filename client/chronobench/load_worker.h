@@ -3,14 +3,14 @@
 // per window). It offers load in one of three ways (closed loop with N in flight, open loop from a
 // Pacer, or one request per idle gap), picks channels round-robin, and stamps a W3C traceparent on
 // a sampled fraction of requests. With --streaming it sends on one ModelStreamInfer stream per
-// channel (LoadStream), matching responses to requests by id, and replaces a stream as soon as it
+// channel (ChannelStreams), matching responses to requests by id, and replaces a stream as soon as it
 // fails; e2e still runs from the request's send (queued on its stream) to its response read. A
 // response is stamped when its event is taken off the queue: once the events taken are handled,
 // the next wait takes every event already queued; each turn handles the oldest and sends what the
 // load allows. In open loop and idle-gap mode a SendWaker (a second thread, "cb-wake") ends the
 // worker's wait on its queue just before each send time, and the worker polls the queue for the
 // rest, up to the waker's lead (LeadNs: 20-500 µs, how late its recent wakes came), so sends are on
-// time without the worker spinning between them.
+// time without the worker spinning between them; its EventWaiter does this waiting.
 // With --shared-memory system each request in flight uses a slot of its ShmSlotPool (inputs copied
 // in after the send time is stamped; the output copy's duration is added to the response time).
 // Owned by the TrialRunner: Prepare(), Start() and Stop() from its thread, TakeRecorder() from its
@@ -25,8 +25,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <random>
@@ -38,11 +36,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/chronobench/bench_options.h"
+#include "client/chronobench/channel_streams.h"
 #include "client/chronobench/client_tracer.h"
+#include "client/chronobench/event_waiter.h"
 #include "client/chronobench/latency_recorder.h"
 #include "client/chronobench/load_stream.h"
 #include "client/chronobench/pacer.h"
-#include "client/chronobench/send_waker.h"
 #include "client/chronobench/shm_slot_pool.h"
 #include "client/chronobench/channel_stubs.h"
 #include "common/clock.h"
@@ -109,15 +108,14 @@ class LoadWorker {
   // Of that, the CPU time of the polls of the completion queue that found nothing just before a
   // send time (open loop, idle gap: at most the SendWaker's lead, 20-500 µs, per send): waiting,
   // not work, so the saturation warning leaves it out. Since Start(), ns.
-  int64_t PollNs() const { return poll_ns_.load(std::memory_order_relaxed); }
+  int64_t PollNs() const { return waiter_.PollNs(); }
   // ThreadCpuNs() less PollNs(): the CPU time the saturation warning judges.
   int64_t BusyCpuNs() const { return ThreadCpuNs() - PollNs(); }
 
  private:
-  static constexpr int64_t kNoSend = std::numeric_limits<int64_t>::min();
+  using Wake = EventWaiter::Wake;
+  using Event = EventWaiter::Event;
 
-  // The calling thread's CPU time, ns.
-  static int64_t OwnCpuNs();
   struct Call {
     grpc::ClientContext context;
     // Unary: the answer, a message of spare_responses_ (its entries' strings reused), given back
@@ -136,13 +134,6 @@ class LoadWorker {
     uint64_t seq = 0;         // --streaming: the request id on its stream
   };
 
-  // When the loop should wake up at the latest, and whether that is a send time (open loop, idle
-  // gap) to be kept to the microsecond, or only a bound on the wait (closed loop, a blocked send).
-  struct Wake {
-    int64_t at_ns = 0;
-    bool send = false;
-  };
-
   void Run(int64_t start_ns);
   // Sends what the plan allows at `now`; returns when the loop should wake up.
   Wake SendDue(int64_t now, Pacer* pacer);
@@ -152,28 +143,8 @@ class LoadWorker {
   // Shared memory in open loop: a free slot exists, growing the pool by one when all are in flight
   // (a registration on this thread; any delay shows as schedule lag). False if growing failed.
   bool EnsureFreeSlot();
-  // A completion-queue event and when it was taken off the queue (the response time).
-  struct Event {
-    void* tag = nullptr;
-    bool ok = false;
-    int64_t received_ns = 0;
-    bool woke = false;  // the SendWaker's tag, and what ended the blocking wait after its WakeAt
-  };
-  // When every event taken is handled: waits for one until `wake`, then takes every one
-  // already queued, each stamped with the time it was taken off the queue (its response time).
-  // Then handles the oldest.
-  void HandleNext(Wake wake);
-  // Waits for the next event until `wake`; false when none came. A send time is met by two waits:
-  // on the queue until the SendWaker's alarm, its lead (LeadNs) before it (gRPC rounds a timed wait
-  // up to whole milliseconds), then polling the queue for the rest (all of it once the alarm for
-  // that send has come, even if the lead shrank since).
-  bool AwaitEvent(Wake wake);
-  // The tag is the SendWaker's alarm.
-  bool IsWake(void* tag) const;
   // Records a unary completion, reacts to a stream's event, or frees the SendWaker's alarm.
   void Handle(Event event);
-  // Appends the next event to ready_ if one comes by `deadline`.
-  bool TakeEvent(gpr_timespec deadline);
   void Complete(Call* call, int64_t received_ns);
   // Records a finished call received at `received_ns`: `response` (may be null) when `grpc_code` is 0.
   void Record(std::unique_ptr<Call> call, int grpc_code, const view::ModelInferResponseView* response,
@@ -183,9 +154,6 @@ class LoadWorker {
   // Notes how long the oldest call still in flight has waited, then cancels them all and counts
   // each as drained as gRPC hands it back.
   void Drain();
-  // --streaming: the stream for channel `channel`, opened (again) when it has none or it no longer
-  // accepts requests (it failed, or ended).
-  LoadStream* StreamFor(size_t channel);
   void SendStreamed(Call* call, size_t channel, const std::string& traceparent);
   void OnStreamEvent(LoadStream::Tag* tag, bool ok, int64_t received_ns);
   void DrainStreams();
@@ -206,20 +174,15 @@ class LoadWorker {
   std::atomic<int64_t> sent_{0};
   std::atomic<int64_t> completed_{0};  // written under mu_, so that AwaitCompleted sees it change
   std::atomic<int64_t> drained_{0};
-  std::atomic<int64_t> poll_ns_{0};
   std::atomic<int64_t> oldest_unanswered_ns_{0};
   std::unique_ptr<ShmSlotPool> shm_;  // null without shared memory
 
   // Worker-thread state.
   std::unordered_map<Call*, std::unique_ptr<Call>> calls_;
-  std::vector<std::unique_ptr<LoadStream>> streams_;  // --streaming: by channel
-  std::vector<std::unique_ptr<LoadStream>> ended_;    // replaced streams until their last event
+  ChannelStreams streams_;                            // --streaming: one stream per channel
   std::unordered_map<uint64_t, Call*> by_seq_;        // --streaming: calls by request id
   std::vector<std::unique_ptr<view::ModelInferResponseView>> spare_responses_;  // unary answers to reuse
-  std::deque<Event> ready_;  // events taken off the queue (stamped), not yet handled, oldest first
-  std::unique_ptr<SendWaker> waker_;  // open loop, idle gap: its thread ends a wait before a send time
-  int64_t wake_send_ns_ = kNoSend;    // the send time of the last WakeAt
-  int64_t woken_send_ns_ = kNoSend;   // the send time whose wake has come
+  EventWaiter waiter_;  // takes cq_'s events; in open loop and idle gap with its SendWaker
   uint64_t next_seq_ = 1;
   uint64_t next_channel_ = 0;
   int64_t next_idle_send_ns_ = 0;
