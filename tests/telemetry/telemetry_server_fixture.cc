@@ -1,0 +1,164 @@
+// TelemetryServerTest's suite set-up and helpers: see telemetry_server_fixture.h.
+#include "tests/telemetry/telemetry_server_fixture.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "server/telemetry/gpu_sampler.h"
+#include "tools/example_models.h"
+
+namespace chronoserve::testing {
+namespace {
+
+using client::InferenceClient;
+using server::telemetry::Telemetry;
+using server::telemetry::TelemetryOptions;
+
+// One GPU that reads 1980 MHz: the GPU gauges without a GPU.
+class FakeGpu final : public server::telemetry::GpuSampler {
+ public:
+  int DeviceCount() const override { return 1; }
+  std::string Description() const override { return "fake GPU"; }
+  absl::StatusOr<server::telemetry::GpuSample> Sample(int) override {
+    server::telemetry::GpuSample s;
+    s.sm_clock_mhz = 1980;
+    s.power_mw = 250000;
+    s.memory_used_bytes = 1 << 30;
+    return s;
+  }
+};
+
+}  // namespace
+
+std::string ScrapeMetrics(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  timeval timeout{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  std::string response;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+      char buf[65536];
+      ssize_t n;
+      while ((n = read(fd, buf, sizeof(buf))) > 0) response.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  return body == std::string::npos ? "" : response.substr(body + 4);
+}
+
+std::map<std::string, double> ParseMetrics(const std::string& text) {
+  std::map<std::string, double> out;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t space = line.rfind(' ');
+    double value = 0;
+    if (space == absl::string_view::npos || !absl::SimpleAtod(line.substr(space + 1), &value)) continue;
+    out[std::string(line.substr(0, space))] = value;
+  }
+  return out;
+}
+
+void TelemetryServerTest::SetUpTestSuite() {
+  repo_ = new TempDir("cs_telemetry");
+  examples::ModelOptions mlp;
+  mlp.max_batch_size = 8;
+  mlp.max_queue_delay_us = 1000;
+  // The metrics test asserts what a CPU worker does (no pipelining, nothing launch-bound): KIND_CPU
+  // keeps that true on a machine where a GPU is visible.
+  mlp.instance_kind = "KIND_CPU";
+  ASSERT_TRUE(examples::WriteMlp(repo_->path(), "mlp", mlp).ok());
+  examples::ModelOptions warm = mlp;  // keep-warm every 5 ms while idle, for its metric
+  warm.extra_config = "parameters { key: \"keep_warm_ms\" value { string_value: \"5\" } }\n";
+  ASSERT_TRUE(examples::WriteMlp(repo_->path(), "warm_mlp", warm).ok());
+  started_ = absl::Now();
+  auto receiver = OtlpTestReceiver::Start();
+  ASSERT_TRUE(receiver.ok()) << receiver.status();
+  receiver_ = receiver->release();
+
+  TelemetryOptions options;
+  options.tracing.enabled = true;
+  options.tracing.exporter.endpoint = receiver_->endpoint();
+  options.tracing.exporter.resource.service_name = "chronoserve-test";
+  options.tracing.processor.schedule_delay = absl::Milliseconds(20);
+  options.metrics.host = "127.0.0.1";
+  options.metrics.port = 0;
+  options.gpu.sampler_for_test = std::make_shared<FakeGpu>();
+  auto telemetry = Telemetry::Create(options);
+  ASSERT_TRUE(telemetry.ok()) << telemetry.status();
+  telemetry_ = telemetry->release();
+  server_ = StartServer(telemetry_).release();
+  ASSERT_NE(server_, nullptr);
+  ASSERT_GT(telemetry_->metrics_port(), 0);
+}
+
+void TelemetryServerTest::TearDownTestSuite() {
+  delete server_;  // flushes telemetry last
+  delete telemetry_;
+  delete receiver_;
+  delete repo_;
+}
+
+std::unique_ptr<server::Server> TelemetryServerTest::StartServer(Telemetry* telemetry) {
+  server::ServerOptions options;
+  options.model_repository = repo_->path();
+  options.grpc_port = 0;
+  options.exit_timeout_secs = 10;
+  options.warmup.runs_per_batch_size = 1;
+  options.telemetry = telemetry;
+  auto server = server::Server::Create(options);
+  if (!server.ok() || !(*server)->Start().ok()) return nullptr;
+  return *std::move(server);
+}
+
+void TelemetryServerTest::SetUp() {
+  ASSERT_NE(server_, nullptr);
+  client_ = InferenceClient::Connect("127.0.0.1:" + std::to_string(server_->port()));
+}
+
+absl::StatusOr<client::InferResult> TelemetryServerTest::Infer(std::map<std::string, std::string> metadata,
+                                                              const std::string& id) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> values(64);
+  for (float& v : values) v = dist(rng_);
+  client::Tensor input{"INPUT__0", DataType::kFp32, {1, 64},
+                       std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float))};
+  client::InferOptions options;
+  options.id = id;
+  options.metadata = std::move(metadata);
+  options.timeout = std::chrono::milliseconds(30000);
+  return client_->Infer("mlp", {input}, options);
+}
+
+std::vector<ReceivedSpan> TelemetryServerTest::SpansOfTrace(const std::string& trace_id) {
+  std::vector<ReceivedSpan> out;
+  for (const ReceivedSpan& s : receiver_->spans()) {
+    if (s.trace_id == trace_id) out.push_back(s);
+  }
+  return out;
+}
+
+bool TelemetryServerTest::WaitForTrace(const std::string& trace_id, size_t n) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (true) {
+    // Count in one snapshot, then wait for anything newer than that snapshot.
+    const std::vector<ReceivedSpan> all = receiver_->spans();
+    size_t have = 0;
+    for (const ReceivedSpan& s : all) have += s.trace_id == trace_id ? 1 : 0;
+    if (have >= n) return true;
+    if (!receiver_->WaitForSpans(all.size() + 1, deadline - absl::Now())) return false;
+  }
+}
+
+}  // namespace chronoserve::testing

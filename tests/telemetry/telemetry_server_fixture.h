@@ -1,0 +1,64 @@
+// TelemetryServerTest: the real server on 127.0.0.1 with telemetry, shared by the suite's files
+// (telemetry_server_tracing_test.cc, telemetry_server_metrics_test.cc). One server per test binary:
+// SetUpTestSuite starts an OTLP receiver written by others (node), a Telemetry with a fake GPU and
+// /metrics on a free port, and the server on a repository with `mlp` and `warm_mlp` (keep_warm_ms 5),
+// both KIND_CPU. Tests speak real gRPC through `client_` and scrape /metrics over HTTP.
+#ifndef CHRONOSERVE_TESTS_TELEMETRY_TELEMETRY_SERVER_FIXTURE_H_
+#define CHRONOSERVE_TESTS_TELEMETRY_TELEMETRY_SERVER_FIXTURE_H_
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/inference_client.h"
+#include "server/server.h"
+#include "server/telemetry/telemetry.h"
+#include "tests/server/test_repository.h"
+#include "tests/telemetry/otlp_test_receiver.h"
+
+namespace chronoserve::testing {
+
+inline constexpr size_t kSpansPerRequest = 7;  // server + queue, input_stage, h2d, compute, d2h, output_stage
+
+// GET http://127.0.0.1:port/metrics; the body, or "" on failure (10 s receive timeout).
+std::string ScrapeMetrics(int port);
+
+// Prometheus text format -> "name{k="v",...}" -> value (labels as the exposer wrote them).
+std::map<std::string, double> ParseMetrics(const std::string& text);
+
+class TelemetryServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite();
+  static void TearDownTestSuite();
+
+  static std::unique_ptr<server::Server> StartServer(server::telemetry::Telemetry* telemetry);
+
+  void SetUp() override;
+
+  // One MLP request with random (never all-zero) input and the given metadata.
+  absl::StatusOr<client::InferResult> Infer(std::map<std::string, std::string> metadata, const std::string& id = "");
+
+  static std::vector<ReceivedSpan> SpansOfTrace(const std::string& trace_id);
+
+  // Waits (30 s at most) until trace `trace_id` has `n` spans.
+  static bool WaitForTrace(const std::string& trace_id, size_t n);
+
+  static inline TempDir* repo_ = nullptr;
+  static inline OtlpTestReceiver* receiver_ = nullptr;
+  static inline server::telemetry::Telemetry* telemetry_ = nullptr;
+  static inline server::Server* server_ = nullptr;
+  static inline absl::Time started_;  // before the server started
+  std::unique_ptr<client::InferenceClient> client_;
+  std::mt19937 rng_{20261122};
+};
+
+}  // namespace chronoserve::testing
+
+#endif  // CHRONOSERVE_TESTS_TELEMETRY_TELEMETRY_SERVER_FIXTURE_H_

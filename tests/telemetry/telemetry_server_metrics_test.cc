@@ -1,0 +1,196 @@
+// TelemetryServerTest, metrics and serving: /metrics is scraped over HTTP and parsed as text
+// (requests, batches, worker phases, keep-warm, GPU gauges), the serving warm-up leaves no trace in
+// metrics or spans, and a taken metrics port does not stop inference. Suite set-up:
+// telemetry_server_fixture.h.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/inference_client.h"
+#include "server/grpc/serving_warmup.h"
+#include "server/repository/model_config_loader.h"
+#include "server/telemetry/request_tracer.h"
+#include "server/telemetry/telemetry.h"
+#include "tests/server/torch_reference.h"
+#include "tests/telemetry/otlp_test_receiver.h"
+#include "tests/telemetry/telemetry_server_fixture.h"
+
+namespace chronoserve {
+namespace {
+
+using client::InferenceClient;
+using server::telemetry::Telemetry;
+using server::telemetry::TelemetryOptions;
+using testing::kSpansPerRequest;
+using testing::ParseMetrics;
+using testing::ReceivedSpan;
+using testing::ScrapeMetrics;
+using testing::TelemetryServerTest;
+
+TEST_F(TelemetryServerTest, MetricsCountEveryRequest) {
+  const int port = telemetry_->metrics_port();
+  const std::map<std::string, double> before = ParseMetrics(ScrapeMetrics(port));
+  constexpr int kRequests = 10;
+  for (int i = 0; i < kRequests; ++i) ASSERT_TRUE(Infer({}).ok());
+  // Metrics are recorded just after the response is sent, so the last one may trail the client:
+  // scrape until the count is complete (10 s at most).
+  const std::string kSuccess = R"(chronoserve_requests_total{model="mlp",outcome="success",version="1"})";
+  const double base = before.count(kSuccess) ? before.at(kSuccess) : 0.0;
+  std::string text;
+  std::map<std::string, double> after;
+  for (const absl::Time deadline = absl::Now() + absl::Seconds(10); absl::Now() < deadline;) {
+    text = ScrapeMetrics(port);
+    after = ParseMetrics(text);
+    if (after.count(kSuccess) && after.at(kSuccess) - base >= kRequests) break;
+  }
+  auto delta = [&](const std::string& key) {
+    auto b = before.find(key);
+    auto a = after.find(key);
+    EXPECT_NE(a, after.end()) << key << " missing from:\n" << text;
+    return (a == after.end() ? 0.0 : a->second) - (b == before.end() ? 0.0 : b->second);
+  };
+  EXPECT_EQ(delta(R"(chronoserve_requests_total{model="mlp",outcome="success",version="1"})"), kRequests);
+  EXPECT_EQ(delta(R"(chronoserve_request_duration_seconds_count{model="mlp",version="1"})"), kRequests);
+  EXPECT_EQ(delta(R"(chronoserve_queue_duration_seconds_count{model="mlp",version="1"})"), kRequests);
+  // One item per request: the executed batches hold exactly kRequests items.
+  EXPECT_EQ(delta(R"(chronoserve_batch_size_sum{model="mlp",version="1"})"), kRequests);
+  const double batches = delta(R"(chronoserve_batches_total{model="mlp",version="1"})");
+  EXPECT_GE(batches, 1);
+  EXPECT_LE(batches, kRequests);
+  EXPECT_EQ(delta(R"(chronoserve_compute_duration_seconds_count{model="mlp",version="1"})"), batches);
+  // One request at a time: each batch's input is that request's region of the input arena, used
+  // where the receiving thread put it.
+  EXPECT_EQ(delta(R"(chronoserve_batches_inputs_in_place_total{model="mlp",version="1"})"), batches);
+  EXPECT_EQ(after.count(R"(chronoserve_queue_depth{model="mlp",version="1"})"), 1u);
+  EXPECT_EQ(after.count("chronoserve_inflight_requests"), 1u);
+  EXPECT_GT(after.at(R"(chronoserve_model_warmup_duration_seconds{model="mlp",version="1"})"), 0);
+  EXPECT_EQ(after.at(R"(chronoserve_gpu_sm_clock_hertz{gpu="0"})"), 1980e6);
+  EXPECT_EQ(after.at(R"(chronoserve_gpu_power_watts{gpu="0"})"), 250);
+  EXPECT_EQ(after.count(R"(chronoserve_gpu_temperature_celsius{gpu="0"})"), 0u);  // unreadable: absent
+  EXPECT_EQ(after.count("chronoserve_trace_spans_dropped_total"), 1u);
+
+  // Worker time by phase: the mlp's CPU worker executes its batches whole (not pipelined), and the
+  // phases of one worker never add up to more than the time since the server started.
+  auto phase = [&](const std::string& model, const std::string& name) {
+    const std::string key = absl::StrCat("chronoserve_worker_seconds_total{model=\"", model, "\",phase=\"", name,
+                                         "\",version=\"1\",worker=\"0\"}");
+    EXPECT_EQ(after.count(key), 1u) << key << " missing from:\n" << text;
+    return after.count(key) ? after.at(key) : -1.0;
+  };
+  EXPECT_GT(delta(R"(chronoserve_worker_seconds_total{model="mlp",phase="execute",version="1",worker="0"})"), 0);
+  EXPECT_GT(delta(R"(chronoserve_worker_seconds_total{model="mlp",phase="complete",version="1",worker="0"})"), 0);
+  double total = 0;
+  for (const char* name : {"wait", "take", "execute", "gather", "launch", "finish", "complete", "keep_warm"}) {
+    const double seconds = phase("mlp", name);
+    EXPECT_GE(seconds, 0) << name;
+    total += seconds;
+  }
+  EXPECT_GT(phase("mlp", "wait"), 0);
+  EXPECT_EQ(phase("mlp", "gather"), 0) << "a CPU worker does not pipeline";
+  EXPECT_EQ(phase("mlp", "launch"), 0) << "a CPU worker does not pipeline";
+  EXPECT_EQ(phase("mlp", "keep_warm"), 0) << "mlp has no keep_warm_ms";
+  EXPECT_LE(total, absl::ToDoubleSeconds(absl::Now() - started_));
+  // On the CPU nothing is device-timed, so no batch is launch-bound.
+  EXPECT_EQ(after.at(R"(chronoserve_launch_bound_batches_total{model="mlp",version="1",worker="0"})"), 0);
+  EXPECT_EQ(after.at(R"(chronoserve_worker_launch_bound{model="mlp",version="1",worker="0"})"), 0);
+  EXPECT_EQ(after.at(R"(chronoserve_keep_warm_runs_total{model="mlp",version="1",worker="0"})"), 0);
+}
+
+// Keep-warm runs (warm_mlp: keep_warm_ms 5) are counted in their own metric and its worker's
+// keep_warm time, and in no request metric.
+TEST_F(TelemetryServerTest, KeepWarmRunsAreCounted) {
+  const int port = telemetry_->metrics_port();
+  const std::string kRuns = R"(chronoserve_keep_warm_runs_total{model="warm_mlp",version="1",worker="0"})";
+  std::map<std::string, double> after;
+  std::string text;
+  // The worker has been idle since READY: runs arrive every 5 ms (30 s at most).
+  for (const absl::Time deadline = absl::Now() + absl::Seconds(30); absl::Now() < deadline;) {
+    text = ScrapeMetrics(port);
+    after = ParseMetrics(text);
+    if (after.count(kRuns) && after.at(kRuns) >= 2) break;
+  }
+  ASSERT_EQ(after.count(kRuns), 1u) << text;
+  EXPECT_GE(after.at(kRuns), 2);
+  EXPECT_GT(after.at(R"(chronoserve_worker_seconds_total{model="warm_mlp",phase="keep_warm",version="1",worker="0"})"),
+            0);
+  EXPECT_EQ(after.count(R"(chronoserve_requests_total{model="warm_mlp",outcome="success",version="1"})"), 0u)
+      << "keep-warm runs are no requests";
+}
+
+// The server's serving warm-up (its own token) leaves no metric and no span: after one client
+// request that follows it, the counters moved by exactly that request and every span begun since
+// the warm-up started is that request's.
+TEST_F(TelemetryServerTest, ServingWarmupIsNeitherCountedNorTraced) {
+  const int port = telemetry_->metrics_port();
+  const std::map<std::string, double> before = ParseMetrics(ScrapeMetrics(port));
+  // Earlier tests' spans may still arrive: only spans of requests begun from here on are looked at.
+  const int64_t warmup_start_unix_ns = absl::ToUnixNanos(absl::Now());
+  auto spec = server::LoadModelDirectory(repo_->path() + "/mlp");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const server::ServingWarmupReport warm = server::RunServingWarmup(
+      "127.0.0.1:" + std::to_string(server_->port()), {*spec}, server_->serving_warmup_token(), 2, absl::Seconds(60));
+  ASSERT_EQ(warm.sent, 6);  // 2 at batch 1, 2 at batch 8, a stream of 2
+  ASSERT_EQ(warm.failed, 0) << warm.first_error;
+
+  const std::string trace_id = ToHex(server::telemetry::NewTraceId());
+  ASSERT_TRUE(Infer({{"traceparent", "00-" + trace_id + "-" + ToHex(server::telemetry::NewSpanId()) + "-01"}}).ok());
+  // Spans leave in order: once this request's spans are in, the warm-up's would be too.
+  ASSERT_TRUE(WaitForTrace(trace_id, kSpansPerRequest)) << "the request's spans never arrived";
+  size_t checked = 0;
+  for (const ReceivedSpan& span : receiver_->spans()) {
+    if (span.start_ns < warmup_start_unix_ns) continue;
+    ++checked;
+    EXPECT_EQ(span.trace_id, trace_id) << "a span of another trace: " << span.name;
+  }
+  // The request's own spans begun after the warm-up started: without them the check above looked
+  // at nothing (spans placed before their request, or none received).
+  EXPECT_GE(checked, kSpansPerRequest);
+  const std::string kSuccess = R"(chronoserve_requests_total{model="mlp",outcome="success",version="1"})";
+  const double base = before.count(kSuccess) ? before.at(kSuccess) : 0.0;
+  std::map<std::string, double> after;
+  for (const absl::Time deadline = absl::Now() + absl::Seconds(10); absl::Now() < deadline;) {
+    after = ParseMetrics(ScrapeMetrics(port));
+    if (after.count(kSuccess) && after.at(kSuccess) - base >= 1) break;
+  }
+  auto delta = [&](const std::string& key) {
+    return (after.count(key) ? after.at(key) : 0.0) - (before.count(key) ? before.at(key) : 0.0);
+  };
+  EXPECT_EQ(delta(kSuccess), 1);
+  EXPECT_EQ(delta(R"(chronoserve_batches_total{model="mlp",version="1"})"), 1);
+  EXPECT_EQ(delta(R"(chronoserve_batch_size_sum{model="mlp",version="1"})"), 1);
+}
+
+TEST_F(TelemetryServerTest, ServesInferenceWhenTheMetricsPortIsTaken) {
+  TelemetryOptions options;
+  options.metrics.host = "127.0.0.1";
+  options.metrics.port = telemetry_->metrics_port();  // already bound by the suite's server
+  options.gpu.enabled = false;
+  auto telemetry = Telemetry::Create(options);
+  ASSERT_TRUE(telemetry.ok());
+  auto second = StartServer(telemetry->get());
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ((*telemetry)->metrics_port(), 0);  // logged error, no endpoint
+  auto other = InferenceClient::Connect("127.0.0.1:" + std::to_string(second->port()));
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> values(64);
+  for (float& v : values) v = dist(rng_);
+  client::Tensor input{"INPUT__0", DataType::kFp32, {1, 64},
+                       std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float))};
+  client::InferOptions call;
+  call.timeout = std::chrono::milliseconds(30000);
+  auto result = other->Infer("mlp", {input}, call);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->outputs.size(), 1u);
+  const auto want = testing::TorchReference(repo_->path() + "/mlp/1/model.pt", {input});
+  ASSERT_EQ(want.size(), 1u);
+  EXPECT_EQ(testing::ReferenceMismatch(result->outputs[0].data, want[0]), "");
+  second.reset();
+}
+
+}  // namespace
+}  // namespace chronoserve
