@@ -1,0 +1,167 @@
+#include "server/server_flags.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "common/cli_integer.h"
+
+namespace chronoserve::server {
+namespace {
+
+// --grpc-infer-threads: auto, or 0-64 parsed as it is used (base 10, no hex or octal).
+std::string CheckInferThreads(const std::string& value) {
+  int threads = 0;
+  if (value == "auto" || (absl::SimpleAtoi(value, &threads) && threads >= 0 && threads <= 64)) return "";
+  return "expected auto or a decimal number of threads from 0 to 64, got '" + value + "'";
+}
+
+// --input-arena-mib as a number of MiB from 0 to 65536 (std::stoll's syntax, nothing after it);
+// nullopt for auto or anything else.
+std::optional<int64_t> ArenaMib(const std::string& value) {
+  try {
+    size_t used = 0;
+    const long long mib = std::stoll(value, &used);
+    if (used == value.size() && mib >= 0 && mib <= 65536) return mib;
+  } catch (...) {
+  }
+  return std::nullopt;
+}
+
+std::string CheckArenaMib(const std::string& value) {
+  if (value == "auto" || ArenaMib(value).has_value()) return "";
+  return "must be auto or a whole number of MiB from 0 to 65536";
+}
+
+void AddServingFlags(CLI::App* app, RawServerFlags* raw) {
+  ServerOptions& options = raw->options;
+  app->add_option("--model-repository", options.model_repository,
+                  "Model repository in Triton's layout: DIR/<model>/config.pbtxt and DIR/<model>/<version>/model.pt")
+      ->required();
+  app->add_option("--grpc-port", options.grpc_port, "gRPC port (KServe v2, health, reflection); 0 picks a free one")
+      ->capture_default_str()
+      ->transform(IntegerIn(0, 65535));
+  app->add_option("--host", options.host, "Address to listen on")->capture_default_str();
+  app->add_option("--grpc-unix-socket", options.unix_socket,
+                  "Also listen on this Unix domain socket path (clients on the same host dial unix:PATH); "
+                  "removed at shutdown");
+  app->add_option("--grpc-infer-threads", raw->infer_threads,
+                  "ModelInfer and ModelStreamInfer are served by this many threads on completion queues of "
+                  "gRPC's asynchronous API of their own (two threads a queue); 0 serves them on gRPC's callback "
+                  "API with the other RPCs (one completion queue shared by all its threads). auto = half of "
+                  "the CPUs, 1 to 8 [auto or 0 - 64]")
+      ->capture_default_str()
+      ->check(CheckInferThreads);
+  app->add_option("--grpc-minimal-stack", options.grpc_minimal_stack,
+                  "gRPC's minimal channel stack on the server: no compression or deadline filter on any call "
+                  "(1-7 % more unary requests a second at concurrency 256 in our runs); compressed requests are "
+                  "then refused with UNIMPLEMENTED, and a call past its deadline ends when its client cancels it")
+      ->capture_default_str();
+  app->add_option("--log-verbose", raw->log_verbose, "Verbose logging level (0 = off)")
+      ->capture_default_str()
+      ->transform(IntegerIn(0, 10));
+  app->add_option("--exit-timeout-secs", options.exit_timeout_secs,
+                  "On SIGTERM/SIGINT, how long in-flight requests may take to finish")
+      ->capture_default_str()
+      ->transform(IntegerIn(0, 86400));
+  app->add_option("--allow-shared-memory", options.allow_shared_memory,
+                  "Serve Triton's system shared-memory extension (local, trusted clients only: the server "
+                  "maps any POSIX shared-memory object a client names)")
+      ->capture_default_str();
+  app->add_option("--warmup-runs", options.warmup.runs_per_batch_size,
+                  "Warm-up runs per worker and batch size before a model reports READY")
+      ->capture_default_str()
+      ->transform(IntegerIn(1, 1000000));
+  app->add_option("--serving-warmup-requests", options.serving_warmup_requests,
+                  "Before READY, requests per model and batch size (1, max) sent through the server's own "
+                  "gRPC port, plus a stream of as many, so a client's first request finds the serving path "
+                  "warm; counted in no statistics. 0 = off")
+      ->capture_default_str()
+      ->transform(IntegerIn(0, 1000000));
+  app->add_option("--request-timing", raw->request_timing,
+                  "Per-request timing: off = no CUDA span events or launch timer, no timing.* response "
+                  "parameters and no server-timing trailer; statistics keep counts, queue and total")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+}
+
+void AddHostFlags(CLI::App* app, RawServerFlags* raw) {
+  app->add_option("--host-policy", raw->host_policies,
+                  "NAME,SETTING=VALUE[,...] (repeatable; Triton's form) for the workers of every instance "
+                  "group whose host_policy is NAME, or by default those on GPU <id> for NAME gpu_<id> and on "
+                  "the CPU for NAME cpu. cpu-cores=CPULIST pins them to those CPUs (e.g. gpu_0,cpu-cores=15), "
+                  "so the thread feeding a GPU keeps a core of its own; nice=N (-20..19, below 0 needs root "
+                  "or CAP_SYS_NICE) gives those threads that nice value, so other threads rarely preempt them "
+                  "(e.g. gpu_0,nice=-10)");
+  app->add_option("--host-keep-warm-ms", raw->options.host_keep_warm_ms,
+                  "While a request arrived within this many ms, one thread per CPU the server may run on "
+                  "spins at SCHED_IDLE priority so no CPU halts between requests (a halted CPU is slow to wake, "
+                  "above all on a VM; any real thread preempts the spinner at once). Those CPUs show as busy. "
+                  "0 = off")
+      ->capture_default_str()
+      ->transform(IntegerIn(0, 86400000));
+  app->add_option("--input-arena-mib", raw->input_arena,
+                  "Per model input, MiB of host memory (page-locked for a GPU) into which the thread that "
+                  "received a request copies its inputs, so a batch's requests lie back to back and reach the "
+                  "device in one copy with no gather on the worker. auto = room for 8 largest batches (4-64 MiB; "
+                  "16 MiB with variable dims); 0 = off [auto or 0 - 65536]")
+      ->capture_default_str()
+      ->check(CheckArenaMib);
+  app->add_option("--max-queue-mib", raw->max_queue_mib,
+                  "Per model, MiB of input bytes its queued requests may hold (tensors in client shared memory "
+                  "not counted); a request that would pass it is answered RESOURCE_EXHAUSTED naming the model "
+                  "and the limit. 0 = unbounded")
+      ->capture_default_str()
+      ->transform(IntegerIn(0, int64_t{1} << 30));
+}
+
+void AddTelemetryFlags(CLI::App* app, RawServerFlags* raw) {
+  app->add_option("--otlp-endpoint", raw->otlp_endpoint,
+                  "OTLP/gRPC trace collector HOST:PORT (else OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, then "
+                  "OTEL_EXPORTER_OTLP_ENDPOINT; none: no tracing)");
+  app->add_option("--metrics-port", raw->telemetry.metrics.port, "Prometheus /metrics port (on --host); 0 picks a free one")
+      ->capture_default_str()
+      ->transform(IntegerIn(0, 65535));
+  app->add_option("--allow-metrics", raw->telemetry.metrics.enabled, "Serve Prometheus metrics")->capture_default_str();
+  app->add_option("--gpu-monitor-interval-ms", raw->gpu_monitor_interval_ms,
+                  "NVML sampling period for GPU gauges and each batch's sm_clock_mhz; 0 disables")
+      ->capture_default_str()
+      ->transform(IntegerIn(0, 3600000));
+}
+
+}  // namespace
+
+void AddServerFlags(CLI::App* app, RawServerFlags* raw) {
+  AddServingFlags(app, raw);
+  AddHostFlags(app, raw);
+  AddTelemetryFlags(app, raw);
+}
+
+absl::StatusOr<ServerFlags> ResolveServerFlags(RawServerFlags raw, const otlp::EnvLookup& env) {
+  ServerFlags flags;
+  flags.log_verbose = raw.log_verbose;
+  flags.options = std::move(raw.options);
+  ServerOptions& options = flags.options;
+  options.request_timing = raw.request_timing == "on";
+  const std::optional<int64_t> arena_mib = ArenaMib(raw.input_arena);  // checked at parse: else auto
+  options.input_arena_bytes = arena_mib.has_value() ? *arena_mib << 20 : -1;
+  options.max_queue_bytes = raw.max_queue_mib << 20;
+  int threads = 0;
+  options.grpc_infer_threads = absl::SimpleAtoi(raw.infer_threads, &threads) ? threads : kAutoInferThreads;
+  absl::StatusOr<HostPolicies> policies = ParseHostPolicies(raw.host_policies);
+  if (!policies.ok()) return policies.status();
+  options.host_policies = *std::move(policies);
+
+  absl::StatusOr<otlp::TracingConfig> tracing = otlp::ResolveTracingConfig(raw.otlp_endpoint, kChronoserveVersion, env);
+  if (!tracing.ok()) return tracing.status();
+  flags.telemetry = std::move(raw.telemetry);
+  flags.telemetry.tracing = *std::move(tracing);
+  flags.telemetry.metrics.host = options.host;
+  flags.telemetry.gpu.enabled = raw.gpu_monitor_interval_ms > 0;
+  flags.telemetry.gpu.period = absl::Milliseconds(std::max(raw.gpu_monitor_interval_ms, 1));
+  return flags;
+}
+
+}  // namespace chronoserve::server
