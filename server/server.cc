@@ -103,6 +103,31 @@ Server::~Server() { Shutdown(); }
 absl::Status Server::Start() {
   CS_LOG(INFO) << "chronoserve " << kChronoserveVersion << " with " << TorchBuildDescription()
                << ", " << CudaDeviceCount() << " CUDA device(s)";
+  const int infer_threads =
+      options_.grpc_infer_threads == kAutoInferThreads ? DefaultInferThreads() : options_.grpc_infer_threads;
+  if (absl::Status s = BuildService(infer_threads); !s.ok()) return s;
+  if (absl::Status s = Listen(infer_threads); !s.ok()) return s;
+  if (!options_.request_timing) {
+    CS_LOG(INFO) << "request timing off: responses carry no timing.* parameters and no server-timing trailer";
+  }
+  if (absl::Status s = LoadModels(); !s.ok()) return s;
+  const bool ready = registry_.AllReady();
+  if (ready && options_.serving_warmup_requests > 0 && !stop_loading_) WarmServingPath();
+  if (stop_loading_) {
+    // Health stays NOT_SERVING and ServerReady / ModelReady false (still "warming up") until the
+    // caller's Shutdown drains: the server never looks ready after a signal stopped its start.
+    CS_LOG(INFO) << "loading stopped: the server is shutting down";
+    return absl::OkStatus();
+  }
+  service_->SetWarmingUp(false);
+  auto* health = grpc_server_->GetHealthCheckService();
+  health->SetServingStatus(kServiceName, ready);
+  health->SetServingStatus(ready);
+  CS_LOG(INFO) << (ready ? "server READY" : "server up, but not every model loaded (see errors above)");
+  return absl::OkStatus();
+}
+
+absl::Status Server::BuildService(int infer_threads) {
   telemetry::Telemetry* telemetry = options_.telemetry;
   if (telemetry != nullptr) {
     if (absl::Status s = telemetry->Start(); !s.ok()) return s;
@@ -113,8 +138,6 @@ absl::Status Server::Start() {
     // copies straight between a client's region and the device (no staging copy).
     shared_memory_ = std::make_unique<SharedMemoryRegistry>(HostMemoryPinner(MakeCudaHostPinner()));
   }
-  const int infer_threads =
-      options_.grpc_infer_threads == kAutoInferThreads ? DefaultInferThreads() : options_.grpc_infer_threads;
   service_ = std::make_unique<InferenceService>(&registry_, clock_,
                                                 ServerInfo{"chronoserve", kChronoserveVersion, options_.request_timing}, telemetry,
                                                 shared_memory_.get(), StreamOptions{}, infer_threads > 0);
@@ -132,6 +155,10 @@ absl::Status Server::Start() {
                  << " spin at idle priority while a request arrived within the last " << options_.host_keep_warm_ms
                  << " ms (threads cs-spin-N)";
   }
+  return absl::OkStatus();
+}
+
+absl::Status Server::Listen(int infer_threads) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -174,10 +201,11 @@ absl::Status Server::Start() {
   health->SetServingStatus(false);
   CS_LOG(INFO) << "gRPC listening on " << options_.host << ":" << port_
                << " (KServe v2, grpc.health.v1, reflection)";
+  return absl::OkStatus();
+}
 
-  if (!options_.request_timing) {
-    CS_LOG(INFO) << "request timing off: responses carry no timing.* parameters and no server-timing trailer";
-  }
+absl::Status Server::LoadModels() {
+  telemetry::Telemetry* telemetry = options_.telemetry;
   WarmupOptions warmup = options_.warmup;
   warmup.stop = &stop_loading_;
   ModelManager manager(&registry_, &devices_,
@@ -192,18 +220,6 @@ absl::Status Server::Start() {
                                  runtime->warmup_ns());
     }
   }
-  const bool ready = registry_.AllReady();
-  if (ready && options_.serving_warmup_requests > 0 && !stop_loading_) WarmServingPath();
-  if (stop_loading_) {
-    // Health stays NOT_SERVING and ServerReady / ModelReady false (still "warming up") until the
-    // caller's Shutdown drains: the server never looks ready after a signal stopped its start.
-    CS_LOG(INFO) << "loading stopped: the server is shutting down";
-    return absl::OkStatus();
-  }
-  service_->SetWarmingUp(false);
-  health->SetServingStatus(kServiceName, ready);
-  health->SetServingStatus(ready);
-  CS_LOG(INFO) << (ready ? "server READY" : "server up, but not every model loaded (see errors above)");
   return absl::OkStatus();
 }
 

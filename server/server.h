@@ -112,6 +112,12 @@ class Server {
 
  private:
   explicit Server(const ServerOptions& options);
+  // Start's steps, in order. BuildService: telemetry, shared memory, the inference service (warming
+  // up) and host keep-warm. Listen: binds every listener and starts gRPC, health NOT_SERVING.
+  // LoadModels: loads and warms the repository's models and records their load times.
+  absl::Status BuildService(int infer_threads);
+  absl::Status Listen(int infer_threads);
+  absl::Status LoadModels();
   // Sends the serving warm-up (ServerOptions::serving_warmup_requests) to every ready model; logs
   // what failed, never fails the start.
   void WarmServingPath();
