@@ -1,0 +1,81 @@
+#!/bin/bash
+# chronobench's open loop on the device (issue 5, the SendWaker of docs/CHRONOBENCH.md): how close
+# the sends come to their intended times, and what the client's own CPU costs per send, as the rate
+# rises. One server (the policy net with CUDA graphs where a GPU is, batch-1 requests), then per
+# rate, distribution and client thread count one chronobench run (--request-rate-range RATE). Per
+# run: the rate asked and reached, the schedule lag (sent - intended) p50 / p99, e2e p50 / p99 from
+# the intended send time, the busiest worker thread's CPU share, and chronobench's whole CPU time
+# per request (user + sys from bash's `time`, warm-up and start-up included, so an upper bound).
+# Writes one JSON per run and open_loop_summary.json.
+#
+# Usage: benchmarks/run_open_loop.sh BUILD_DIR OUT_DIR [PORT]
+# Environment (defaults): RATES="1000 5000 20000" DISTRIBUTIONS="constant poisson" CLIENT_THREADS="1 4"
+#   WINDOW_MS=2000 TRIALS=3 GRAPHS=1 (0: eager)
+# On a CPU-only machine, small rates, e.g.: RATES="200 1000" WINDOW_MS=1000 benchmarks/run_open_loop.sh build /tmp/ol
+set -uo pipefail
+build=${1:?build dir}
+out=${2:?output dir}
+port=${3:-8061}
+rates=${RATES:-1000 5000 20000}
+distributions=${DISTRIBUTIONS:-constant poisson}
+client_threads=${CLIENT_THREADS:-1 4}
+window_ms=${WINDOW_MS:-2000}
+trials=${TRIALS:-3}
+mkdir -p "$out"
+models=$(mktemp -d)
+"$build/bin/chronoserve-examples" --out "$models" >/dev/null || exit 1
+[ "${GRAPHS:-1}" = 1 ] && printf '%s\n' 'optimization { cuda { graphs: true } }' >> "$models/policy_net/config.pbtxt"
+source "$(dirname "$0")/server_lib.sh"
+trap 'stop_server >/dev/null 2>&1; rm -rf "$models"' EXIT
+start_server "$build" "$models" "$out/open_loop_server.log" "$port" || exit 1
+status=0
+runs=()
+for threads in $client_threads; do
+  for dist in $distributions; do
+    for rate in $rates; do
+      name="open_loop_${dist}_${rate}_t${threads}"
+      # bash's `time` reports the child's user and system CPU and the wall time, in seconds.
+      TIMEFORMAT='%U %S %R'
+      { time "$build/bin/chronobench" -m policy_net -u "127.0.0.1:$port" -b 1 --request-rate-range "$rate" \
+          --request-distribution "$dist" --threads "$threads" -p "$window_ms" -r "$trials" -s 100 \
+          --warmup-requests 200 --json "$out/$name.json" > "$out/$name.txt" 2>&1 ; } 2> "$out/$name.time" \
+        || { echo "chronobench failed at $name:"; tail -5 "$out/$name.txt"; status=1; continue; }
+      runs+=("$name")
+    done
+  done
+done
+stop_server || status=1
+python3 - "$out" "${runs[@]}" <<'EOF' || status=1
+import json, sys
+out, runs = sys.argv[1], sys.argv[2:]
+rows = []
+print(f"{'distribution':>12} {'threads':>7} {'asked/s':>8} {'reached/s':>9} {'lag p50':>8} {'lag p99':>8} "
+      f"{'e2e p50':>8} {'e2e p99':>8} {'busiest':>7} {'client cores':>12} {'client us/req':>13}")
+for name in runs:
+    report = json.load(open(f"{out}/{name}.json"))
+    point = report["runs"][-1]
+    user, sys_, wall = (float(v) for v in open(f"{out}/{name}.time").read().split()[-3:])
+    requests = sum(w["requests"] for w in point["windows"])
+    row = {
+        "run": name,
+        "distribution": name.split("_")[2],
+        "threads": int(name.rsplit("_t", 1)[1]),
+        "asked_rps": point["rate"],
+        "reached_rps": point["throughput_rps"],
+        "schedule_lag_p50_us": point["schedule_lag_us"]["p50"],
+        "schedule_lag_p99_us": point["schedule_lag_us"]["p99"],
+        "e2e_p50_us": point["latency_us"]["e2e"]["p50"],
+        "e2e_p99_us": point["latency_us"]["e2e"]["p99"],
+        "client_cpu_busiest": max(w["client_cpu_busiest"] for w in point["windows"]),
+        "client_cores": (user + sys_) / wall,
+        "client_cpu_us_per_request_upper": (user + sys_) * 1e6 / max(requests, 1),
+        "errors": point["errors"],
+    }
+    rows.append(row)
+    print(f"{row['distribution']:>12} {row['threads']:>7} {row['asked_rps']:>8.0f} {row['reached_rps']:>9.0f} "
+          f"{row['schedule_lag_p50_us']:>8.1f} {row['schedule_lag_p99_us']:>8.1f} {row['e2e_p50_us']:>8.0f} "
+          f"{row['e2e_p99_us']:>8.0f} {row['client_cpu_busiest']:>7.2f} {row['client_cores']:>12.2f} "
+          f"{row['client_cpu_us_per_request_upper']:>13.1f}")
+json.dump(rows, open(f"{out}/open_loop_summary.json", "w"), indent=1)
+EOF
+exit $status
