@@ -80,7 +80,8 @@ size_t ModelQueue::BatchReach() const {
   return policy_.dynamic && policy_.max_batch_size > 0 ? static_cast<size_t>(policy_.max_batch_size) + 1 : 1;
 }
 
-ModelQueue::Fate ModelQueue::Judge(InferRequest& r, int64_t now_ns, bool delayed, int64_t* next_expiry) const {
+ModelQueue::Fate ModelQueue::Judge(const InferRequest& r, int64_t now_ns, bool delayed, int64_t* next_expiry,
+                                   DropCause* cause) const {
   const int64_t cancelled_ns = r.cancelled != nullptr ? r.cancelled->at_ns() : 0;
   bool deadline_passed = r.deadline_ns != 0 && now_ns >= r.deadline_ns;
   if (cancelled_ns != 0) {
@@ -92,16 +93,12 @@ ModelQueue::Fate ModelQueue::Judge(InferRequest& r, int64_t now_ns, bool delayed
         r.deadline_ns == 0 ? 0 : std::clamp((r.deadline_ns - r.timeline.enqueued_ns) / 4, kMinDeadlineSlackNs, kMaxDeadlineSlackNs);
     deadline_passed = r.deadline_ns != 0 && cancelled_ns >= r.deadline_ns - slack;
     if (!deadline_passed) {
-      r.status = absl::CancelledError(
-          absl::StrCat("model '", model_, "': the client cancelled the request while it was queued"));
+      *cause = DropCause::kCancelled;
       return Fate::kDropped;
     }
   }
   if (deadline_passed) {
-    r.status = absl::DeadlineExceededError(absl::StrCat(
-        "model '", model_, "': the deadline passed after ",
-        std::max<int64_t>(0, r.deadline_ns - r.timeline.enqueued_ns) / 1000,
-        " us in the queue; the request was not executed"));
+    *cause = DropCause::kDeadlinePassed;
     return Fate::kDropped;
   }
   if (delayed || now_ns < TimeoutAt(r)) {
@@ -112,107 +109,155 @@ ModelQueue::Fate ModelQueue::Judge(InferRequest& r, int64_t now_ns, bool delayed
     *next_expiry = std::min(*next_expiry, DueAt(r, /*delayed=*/true));
     return Fate::kDelayed;
   }
-  r.status = absl::DeadlineExceededError(absl::StrCat(
-      "model '", model_, "': queued longer than default_queue_policy.default_timeout_microseconds ",
-      queue_policy_.default_timeout_microseconds, " (timeout_action REJECT); the request was not executed"));
+  *cause = DropCause::kQueueTimeout;
   return Fate::kDropped;
 }
 
-int64_t ModelQueue::DropDeadLocked(int64_t now_ns, Batch* dropped) {
-  auto drop = [&](std::unique_ptr<InferRequest>& r) {
-    queued_bytes_ -= HeldBytes(*r);
-    dropped->push_back(std::move(r));
-  };
-  if (!abandoned_.ok()) {
-    for (auto* q : {&queue_, &delayed_}) {
-      for (auto& r : *q) {
-        r->status = abandoned_;
-        drop(r);
-      }
-      q->clear();
+absl::Status ModelQueue::DropStatus(const InferRequest& r, DropCause cause) const {
+  switch (cause) {
+    case DropCause::kCancelled:
+      return absl::CancelledError(
+          absl::StrCat("model '", model_, "': the client cancelled the request while it was queued"));
+    case DropCause::kDeadlinePassed:
+      return absl::DeadlineExceededError(absl::StrCat(
+          "model '", model_, "': the deadline passed after ",
+          std::max<int64_t>(0, r.deadline_ns - r.timeline.enqueued_ns) / 1000,
+          " us in the queue; the request was not executed"));
+    case DropCause::kQueueTimeout:
+      return absl::DeadlineExceededError(absl::StrCat(
+          "model '", model_, "': queued longer than default_queue_policy.default_timeout_microseconds ",
+          queue_policy_.default_timeout_microseconds, " (timeout_action REJECT); the request was not executed"));
+    case DropCause::kAbandoned:
+      break;
+  }
+  return r.status;  // abandoned_, already set by the scan
+}
+
+void ModelQueue::SetDropStatuses(const Drops& drops) const {
+  for (size_t i = 0; i < drops.requests->size(); ++i) {
+    if (drops.causes[i] == DropCause::kAbandoned) continue;
+    InferRequest& r = *(*drops.requests)[i];
+    r.status = DropStatus(r, drops.causes[i]);
+  }
+}
+
+void ModelQueue::DropLocked(std::unique_ptr<InferRequest>& r, DropCause cause, Drops* drops) {
+  queued_bytes_ -= HeldBytes(*r);
+  drops->requests->push_back(std::move(r));
+  drops->causes.push_back(cause);
+}
+
+void ModelQueue::DropAllAbandonedLocked(Drops* drops) {
+  for (auto* q : {&queue_, &delayed_}) {
+    for (auto& r : *q) {
+      r->status = abandoned_;  // built once, by CloseAbandoningQueued: a copy, no formatting
+      DropLocked(r, DropCause::kAbandoned, drops);
     }
-    next_expiry_ns_ = kNever;
+    q->clear();
+  }
+  next_expiry_ns_ = kNever;
+}
+
+void ModelQueue::CompactLocked(std::deque<std::unique_ptr<InferRequest>>& q, bool delayed, int64_t now_ns,
+                               Drops* drops, int64_t* next) {
+  // Compacted in place, without building a second deque: the requests that stay slide forward over
+  // those that left, in their order.
+  auto kept_end = q.begin();
+  for (auto& r : q) {
+    DropCause cause = DropCause::kAbandoned;
+    switch (Judge(*r, now_ns, delayed, next, &cause)) {
+      case Fate::kDropped: DropLocked(r, cause, drops); break;
+      case Fate::kDelayed:
+        if (!delayed) {
+          delayed_.push_back(std::move(r));
+          break;
+        }
+        [[fallthrough]];  // already among the delayed: it keeps its place (never pushed into q)
+      case Fate::kQueued:
+        if (&*kept_end != &r) *kept_end = std::move(r);
+        ++kept_end;
+        break;
+    }
+  }
+  q.erase(kept_end, q.end());
+}
+
+int64_t ModelQueue::ScanAllLocked(int64_t now_ns, Drops* drops) {
+  // delayed_ goes first, so a request timing out now lines up behind the delayed ones (delayed_
+  // never grows while it is compacted).
+  int64_t next = kNever;
+  CompactLocked(delayed_, /*delayed=*/true, now_ns, drops, &next);
+  CompactLocked(queue_, /*delayed=*/false, now_ns, drops, &next);
+  return next;
+}
+
+void ModelQueue::DropCancelledWithinReachLocked(int64_t now_ns, Drops* drops) {
+  size_t live = 0;
+  for (auto* q : {&queue_, &delayed_}) {
+    for (auto it = q->begin(); it != q->end() && live < BatchReach();) {
+      if ((*it)->IsCancelled()) {
+        int64_t unused = kNever;
+        DropCause cause = DropCause::kCancelled;
+        Judge(**it, now_ns, q == &delayed_, &unused, &cause);  // cancelled: the client's or the deadline's
+        DropLocked(*it, cause, drops);
+        it = q->erase(it);
+      } else {
+        ++live;
+        ++it;
+      }
+    }
+  }
+}
+
+int64_t ModelQueue::DropDeadLocked(int64_t now_ns, Drops* drops) {
+  if (!abandoned_.ok()) {
+    DropAllAbandonedLocked(drops);
     return 0;
   }
   if (cancel_pending_ || now_ns >= next_expiry_ns_) {
-    // Each deque is compacted in place, under the lock, without building a second one: the
-    // requests that stay slide forward over those that left, in their order. delayed_ goes first,
-    // so a request timing out now lines up behind the delayed ones (delayed_ never grows while it
-    // is compacted).
-    int64_t next = kNever;
-    auto compact = [&](std::deque<std::unique_ptr<InferRequest>>& q, bool delayed) {
-      auto kept_end = q.begin();
-      for (auto& r : q) {
-        switch (Judge(*r, now_ns, delayed, &next)) {
-          case Fate::kDropped: drop(r); break;
-          case Fate::kDelayed:
-            if (!delayed) {
-              delayed_.push_back(std::move(r));
-              break;
-            }
-            [[fallthrough]];  // already among the delayed: it keeps its place (never pushed into q)
-          case Fate::kQueued:
-            if (&*kept_end != &r) *kept_end = std::move(r);
-            ++kept_end;
-            break;
-        }
-      }
-      q.erase(kept_end, q.end());
-    };
-    compact(delayed_, /*delayed=*/true);
-    compact(queue_, /*delayed=*/false);
-    next_expiry_ns_ = next;
+    next_expiry_ns_ = ScanAllLocked(now_ns, drops);
     cancel_pending_ = false;
   } else {
     // Nothing is due, and a cancellation Poke() has not announced yet matters only to requests the
     // next batch could take (the queue's first, then the delayed ones).
-    size_t live = 0;
-    for (auto* q : {&queue_, &delayed_}) {
-      for (auto it = q->begin(); it != q->end() && live < BatchReach();) {
-        if ((*it)->IsCancelled()) {
-          int64_t unused = kNever;
-          Judge(**it, now_ns, q == &delayed_, &unused);  // sets its status
-          drop(*it);
-          it = q->erase(it);
-        } else {
-          ++live;
-          ++it;
-        }
-      }
-    }
+    DropCancelledWithinReachLocked(now_ns, drops);
   }
   return next_expiry_ns_ == kNever ? 0 : next_expiry_ns_;
 }
 
 bool ModelQueue::NextBatch(Batch* batch, Batch* dropped) {
-  batch->clear();
-  dropped->clear();
-  absl::MutexLock lock(&mu_);
-  return NextBatchLocked(batch, dropped, /*idle_deadline_ns=*/0) == WaitResult::kBatch;
+  return Take(batch, dropped, /*idle_deadline_ns=*/0, /*block=*/true) == WaitResult::kBatch;
 }
 
 ModelQueue::WaitResult ModelQueue::NextBatchUntil(Batch* batch, Batch* dropped,
                                                   int64_t deadline_ns) {
-  batch->clear();
-  dropped->clear();
-  absl::MutexLock lock(&mu_);
-  return NextBatchLocked(batch, dropped, deadline_ns);
+  return Take(batch, dropped, deadline_ns, /*block=*/true);
 }
 
 ModelQueue::WaitResult ModelQueue::TryNextBatch(Batch* batch, Batch* dropped) {
-  batch->clear();
-  dropped->clear();
-  absl::MutexLock lock(&mu_);
-  return NextBatchLocked(batch, dropped, /*idle_deadline_ns=*/0, /*block=*/false);
+  return Take(batch, dropped, /*idle_deadline_ns=*/0, /*block=*/false);
 }
 
-ModelQueue::WaitResult ModelQueue::NextBatchLocked(Batch* batch, Batch* dropped,
+ModelQueue::WaitResult ModelQueue::Take(Batch* batch, Batch* dropped, int64_t idle_deadline_ns, bool block) {
+  batch->clear();
+  dropped->clear();
+  Drops drops{dropped, {}};
+  WaitResult result;
+  {
+    absl::MutexLock lock(&mu_);
+    result = NextBatchLocked(batch, &drops, idle_deadline_ns, block);
+  }
+  SetDropStatuses(drops);  // the messages are built here, the lock released: workers wait on it
+  return result;
+}
+
+ModelQueue::WaitResult ModelQueue::NextBatchLocked(Batch* batch, Drops* drops,
                                                    int64_t idle_deadline_ns, bool block) {
   while (true) {
     const int64_t now = clock_->NowNs();
-    const int64_t earliest_deadline = DropDeadLocked(now, dropped);
+    const int64_t earliest_deadline = DropDeadLocked(now, drops);
     if (EmptyLocked()) {
-      if (!dropped->empty()) return WaitResult::kBatch;
+      if (!drops->requests->empty()) return WaitResult::kBatch;
       if (closed_) return WaitResult::kClosed;
       if (!block) return WaitResult::kTimeout;
       if (idle_deadline_ns == 0) {
@@ -249,7 +294,7 @@ ModelQueue::WaitResult ModelQueue::NextBatchLocked(Batch* batch, Batch* dropped,
       if (!EmptyLocked()) cv_.Signal();  // another idle worker may take the rest
       return WaitResult::kBatch;
     }
-    if (!dropped->empty()) return WaitResult::kBatch;
+    if (!drops->requests->empty()) return WaitResult::kBatch;
     if (!block) return WaitResult::kTimeout;
     int64_t wake = decision.wake_ns;
     if (earliest_deadline != 0) wake = wake == 0 ? earliest_deadline : std::min(wake, earliest_deadline);
@@ -268,9 +313,11 @@ void ModelQueue::Close() {
 }
 
 void ModelQueue::CloseAbandoningQueued(const std::string& reason) {
+  absl::Status abandoned =
+      absl::UnavailableError(absl::StrCat("model '", model_, "': ", reason, "; the request was not executed"));
   absl::MutexLock lock(&mu_);
   closed_ = true;
-  abandoned_ = absl::UnavailableError(absl::StrCat("model '", model_, "': ", reason, "; the request was not executed"));
+  abandoned_ = std::move(abandoned);
   cv_.SignalAll();
 }
 

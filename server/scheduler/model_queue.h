@@ -19,6 +19,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -83,23 +84,52 @@ class ModelQueue {
 
  private:
   enum class Fate { kQueued, kDropped, kDelayed };
+  // Why a request left the queue unexecuted. A scan records only this under mu_; the request's
+  // status (naming the model and what happened) is built from it once mu_ is released.
+  enum class DropCause : uint8_t { kAbandoned, kCancelled, kDeadlinePassed, kQueueTimeout };
+  // The requests a scan dropped, and why each was (causes[i] is requests[i]'s).
+  struct Drops {
+    Batch* requests;
+    std::vector<DropCause> causes;
+  };
   int64_t TimeoutAt(const InferRequest& r) const;  // when its queue-policy timeout expires (kNever: none)
   // When `r` is next due to be judged: its deadline, or, while it is not `delayed`, its queue-policy
   // timeout, whichever comes first (kNever: neither). Enqueue and Judge both keep next_expiry_ns_ by it.
   int64_t DueAt(const InferRequest& r, bool delayed) const;
   // Requests the policy looks at: those that can join the next batch, and one more.
   size_t BatchReach() const;
-  // What becomes of a queued request at `now_ns` (a dropped one gets its status); `delayed`: it
+  // What becomes of a queued request at `now_ns` (a dropped one's `cause` is set); `delayed`: it
   // is in delayed_ already. Updates `next_expiry` with the request's next due time if it stays.
-  Fate Judge(InferRequest& r, int64_t now_ns, bool delayed, int64_t* next_expiry) const;
-  // Moves the requests to drop into `dropped` (and DELAY's expired ones into delayed_): all of
+  Fate Judge(const InferRequest& r, int64_t now_ns, bool delayed, int64_t* next_expiry, DropCause* cause) const;
+  // The final status of a request dropped for `cause` other than kAbandoned (whose status is
+  // abandoned_, set by the scan). Builds the message: call it without mu_.
+  absl::Status DropStatus(const InferRequest& r, DropCause cause) const;
+  // Gives each dropped request its final status, from its cause; without mu_.
+  void SetDropStatuses(const Drops& drops) const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Moves the requests to drop into `drops` (and DELAY's expired ones into delayed_): all of
   // them when one may be due, else only cancelled ones among those the next batch could take.
   // Returns when the next one may be due (0 = none).
-  int64_t DropDeadLocked(int64_t now_ns, Batch* dropped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t DropDeadLocked(int64_t now_ns, Drops* drops) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The steps of DropDeadLocked: every waiting request, with abandoned_; the full scan of both
+  // deques (returns the next due time, kNever = none); the cancelled ones within BatchReach().
+  void DropAllAbandonedLocked(Drops* drops) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t ScanAllLocked(int64_t now_ns, Drops* drops) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DropCancelledWithinReachLocked(int64_t now_ns, Drops* drops) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Judges each request of `q` (delayed_ when `delayed`), dropping or delaying those whose time
+  // came and sliding the rest forward in order; lowers `next` to the next due time of those kept.
+  void CompactLocked(std::deque<std::unique_ptr<InferRequest>>& q, bool delayed, int64_t now_ns, Drops* drops,
+                     int64_t* next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves `r` into `drops` for `cause`, giving back the bytes it held.
+  void DropLocked(std::unique_ptr<InferRequest>& r, DropCause cause, Drops* drops) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   bool EmptyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return queue_.empty() && delayed_.empty(); }
+  // NextBatch, NextBatchUntil and TryNextBatch: takes mu_ for NextBatchLocked, then, released,
+  // sets the dropped requests' statuses.
+  WaitResult Take(Batch* batch, Batch* dropped, int64_t idle_deadline_ns, bool block) ABSL_LOCKS_EXCLUDED(mu_);
   // NextBatch with an optional deadline (0 = none) for an empty queue; `block` false: kTimeout
-  // instead of any wait.
-  WaitResult NextBatchLocked(Batch* batch, Batch* dropped, int64_t idle_deadline_ns, bool block = true)
+  // instead of any wait. Dropped requests leave without their status (see SetDropStatuses).
+  WaitResult NextBatchLocked(Batch* batch, Drops* drops, int64_t idle_deadline_ns, bool block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   static constexpr int64_t kNever = std::numeric_limits<int64_t>::max();

@@ -241,6 +241,47 @@ TEST(ModelQueueTest, QueuePolicyTimeoutRejects) {
             "REJECT); the request was not executed");
 }
 
+TEST(ModelQueueTest, EveryWayToTakeABatchReturnsDroppedRequestsWithTheirFinalStatus) {
+  // The queue builds a dropped request's message after releasing its lock, but before NextBatch,
+  // NextBatchUntil or TryNextBatch returns: the worker answers what it gets back as it is.
+  FakeClock clock;
+  ModelQueue queue("m", Dynamic(8, 0), TimeoutAfter(5), &clock);
+  auto enqueue_three_doomed = [&] {
+    auto cancelled = Request(), expired = Request(), timed_out = Request();
+    cancelled->cancelled->Set(clock.NowNs());
+    expired->deadline_ns = clock.NowNs() + 1000;
+    ASSERT_TRUE(queue.Enqueue(cancelled).ok());
+    ASSERT_TRUE(queue.Enqueue(expired).ok());
+    ASSERT_TRUE(queue.Enqueue(timed_out).ok());
+    clock.AdvanceNs(6000);
+  };
+  const std::vector<std::pair<absl::StatusCode, std::string>> expected = {
+      {absl::StatusCode::kCancelled, "model 'm': the client cancelled the request while it was queued"},
+      {absl::StatusCode::kDeadlineExceeded,
+       "model 'm': the deadline passed after 1 us in the queue; the request was not executed"},
+      {absl::StatusCode::kDeadlineExceeded,
+       "model 'm': queued longer than default_queue_policy.default_timeout_microseconds 5 (timeout_action "
+       "REJECT); the request was not executed"}};
+  auto statuses = [](const Batch& dropped) {
+    std::vector<std::pair<absl::StatusCode, std::string>> got;
+    for (const auto& r : dropped) got.emplace_back(r->status.code(), std::string(r->status.message()));
+    return got;
+  };
+  Batch batch, dropped;
+  enqueue_three_doomed();
+  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
+  EXPECT_EQ(statuses(dropped), expected) << "TryNextBatch";
+  enqueue_three_doomed();
+  ASSERT_EQ(queue.NextBatchUntil(&batch, &dropped, clock.NowNs() + 1'000'000), kBatch);
+  EXPECT_EQ(statuses(dropped), expected) << "NextBatchUntil";
+  enqueue_three_doomed();
+  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));  // returns at once: requests were dropped
+  EXPECT_EQ(statuses(dropped), expected) << "NextBatch";
+  EXPECT_TRUE(batch.empty());
+  EXPECT_EQ(queue.size(), 0u);
+  EXPECT_EQ(queue.queued_bytes(), 0u);
+}
+
 TEST(ModelQueueTest, WaitingWorkerWakesOnEnqueueAndOnClose) {
   ModelQueue queue("m", Dynamic(8, 0), {}, SteadyClock::Get());
   absl::Notification got_batch, finished;
