@@ -1,46 +1,25 @@
+// ModelQueue: taking batches, closing (draining or abandoning), the bounds on what it holds, and
+// waking its workers. Dropping requests (deadlines, cancellation, queue policy): model_queue_drop_test.cc.
 #include "server/scheduler/model_queue.h"
 
 #include <gtest/gtest.h>
 
-#include <map>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/synchronization/notification.h"
+#include "tests/server/model_queue_test_util.h"
 
 namespace chronoserve::server {
 namespace {
+using ::chronoserve::testing::Dynamic;
+using ::chronoserve::testing::kBatch;
+using ::chronoserve::testing::Request;
+using ::chronoserve::testing::RequestHolding;
 
-std::unique_ptr<InferRequest> Request(int64_t items = 1, const std::string& key = "[3];") {
-  auto r = std::make_unique<InferRequest>();
-  r->batch_items = items;
-  r->set_shape_key(key);
-  r->cancelled = std::make_shared<CancelFlag>();
-  return r;
-}
-
-// Where a batch is due the tests take it with TryNextBatch, which never waits: a regression fails
-// the test instead of blocking it forever in NextBatch.
-constexpr ModelQueue::WaitResult kBatch = ModelQueue::WaitResult::kBatch;
 constexpr ModelQueue::WaitResult kClosed = ModelQueue::WaitResult::kClosed;
-
-BatchPolicyConfig Dynamic(int max, int64_t delay_ns) {
-  BatchPolicyConfig c;
-  c.max_batch_size = max;
-  c.dynamic = true;
-  c.max_queue_delay_ns = delay_ns;
-  return c;
-}
-
-// default_queue_policy with a timeout of `us` and REJECT (or DELAY).
-QueuePolicySpec TimeoutAfter(uint64_t us, bool delay = false) {
-  QueuePolicySpec qp;
-  qp.default_timeout_microseconds = us;
-  qp.timeout_action_delay = delay;
-  return qp;
-}
 
 TEST(ModelQueueTest, FullQueueRefusesWithResourceExhaustedAndKeepsOwnership) {
   QueuePolicySpec qp;
@@ -99,28 +78,6 @@ TEST(ModelQueueTest, ClosedQueueDrainsWholeBatchesWithoutWaitingForTheDelay) {
   EXPECT_EQ(queue.TryNextBatch(&batch, &dropped), kClosed);
 }
 
-TEST(ModelQueueTest, ExpiredAndCancelledRequestsAreDroppedNotBatched) {
-  FakeClock clock;
-  ModelQueue queue("m", Dynamic(8, 0), {}, &clock);
-  auto expired = Request();
-  expired->deadline_ns = clock.NowNs() + 1000;
-  auto cancelled = Request();
-  auto live = Request();
-  auto* cancel_flag = cancelled->cancelled.get();
-  ASSERT_TRUE(queue.Enqueue(expired).ok());
-  ASSERT_TRUE(queue.Enqueue(cancelled).ok());
-  ASSERT_TRUE(queue.Enqueue(live).ok());
-  cancel_flag->Set(clock.NowNs());
-  clock.AdvanceNs(2000);
-  Batch batch, dropped;
-  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
-  ASSERT_EQ(dropped.size(), 2u);
-  EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(dropped[1]->status.code(), absl::StatusCode::kCancelled);
-  ASSERT_EQ(batch.size(), 1u);
-  EXPECT_FALSE(batch[0]->IsCancelled());
-}
-
 TEST(ModelQueueTest, AbandonedQueueDropsEveryWaitingRequestUnavailableAndRefusesNewOnes) {
   // The server's exit timeout: requests still waiting (here in a long batch window) are answered,
   // never batched, even though the queue is closing and would otherwise drain them.
@@ -141,17 +98,6 @@ TEST(ModelQueueTest, AbandonedQueueDropsEveryWaitingRequestUnavailableAndRefuses
     EXPECT_EQ(r->status.message(), "model 'm': the server's exit timeout passed; the request was not executed");
   }
   EXPECT_EQ(queue.TryNextBatch(&batch, &dropped), kClosed) << "closed and empty";
-}
-
-// A request whose one input holds `mib` MiB of its own bytes (or of a client's shared memory).
-std::unique_ptr<InferRequest> RequestHolding(double mib, bool shared_memory = false) {
-  auto r = Request();
-  InputTensor in;
-  in.index = 0;
-  in.Own(std::string(static_cast<size_t>(mib * (1 << 20)), '\x5a'));
-  in.shared_memory = shared_memory;
-  r->inputs.push_back(std::move(in));
-  return r;
 }
 
 TEST(ModelQueueTest, QueuedInputBytesAreBoundedAndReleasedAsRequestsLeave) {
@@ -185,100 +131,6 @@ TEST(ModelQueueTest, QueuedInputBytesAreBoundedAndReleasedAsRequestsLeave) {
   size_t taken = 0;
   while (queue.TryNextBatch(&batch, &dropped) == kBatch) taken += batch.size();
   EXPECT_EQ(taken, 3u);
-  EXPECT_EQ(queue.queued_bytes(), 0u);
-}
-
-TEST(ModelQueueTest, PassedDeadlineIsDeadlineExceededEvenWhenGrpcAlsoCancelled) {
-  // gRPC cancels a call whose deadline passed (OnCancel sets the flag): still DEADLINE_EXCEEDED.
-  FakeClock clock;
-  ModelQueue queue("m", Dynamic(8, 0), {}, &clock);
-  auto r = Request();
-  r->deadline_ns = clock.NowNs() + 1000;
-  auto* cancel_flag = r->cancelled.get();
-  ASSERT_TRUE(queue.Enqueue(r).ok());
-  clock.AdvanceNs(1000);
-  cancel_flag->Set(clock.NowNs());
-  Batch batch, dropped;
-  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
-  ASSERT_EQ(dropped.size(), 1u);
-  EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kDeadlineExceeded);
-}
-
-TEST(ModelQueueTest, CancelJustBeforeTheDeadlineIsTheDeadlinesButAnEarlierCancelIsTheClients) {
-  // gRPC's deadline timer may fire a little before our copy of the deadline (within a quarter of
-  // the time the request had, 1 to 5 ms).
-  FakeClock clock;
-  ModelQueue queue("m", Dynamic(8, 0), {}, &clock);
-  auto near = Request(), early = Request();
-  near->deadline_ns = clock.NowNs() + 1'000'000;
-  early->deadline_ns = clock.NowNs() + 1'000'000'000;
-  auto* near_flag = near->cancelled.get();
-  auto* early_flag = early->cancelled.get();
-  ASSERT_TRUE(queue.Enqueue(near).ok());
-  ASSERT_TRUE(queue.Enqueue(early).ok());
-  near_flag->Set(clock.NowNs());
-  early_flag->Set(clock.NowNs());
-  Batch batch, dropped;
-  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
-  ASSERT_EQ(dropped.size(), 2u);
-  EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(dropped[1]->status.code(), absl::StatusCode::kCancelled);
-}
-
-TEST(ModelQueueTest, QueuePolicyTimeoutRejects) {
-  FakeClock clock;
-  ModelQueue queue("m", Dynamic(8, 0), TimeoutAfter(5), &clock);
-  auto r = Request();
-  ASSERT_TRUE(queue.Enqueue(r).ok());
-  clock.AdvanceNs(6000);
-  Batch batch, dropped;
-  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
-  EXPECT_TRUE(batch.empty());
-  ASSERT_EQ(dropped.size(), 1u);
-  EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(dropped[0]->status.message(),
-            "model 'm': queued longer than default_queue_policy.default_timeout_microseconds 5 (timeout_action "
-            "REJECT); the request was not executed");
-}
-
-TEST(ModelQueueTest, EveryWayToTakeABatchReturnsDroppedRequestsWithTheirFinalStatus) {
-  // The queue builds a dropped request's message after releasing its lock, but before NextBatch,
-  // NextBatchUntil or TryNextBatch returns: the worker answers what it gets back as it is.
-  FakeClock clock;
-  ModelQueue queue("m", Dynamic(8, 0), TimeoutAfter(5), &clock);
-  auto enqueue_three_doomed = [&] {
-    auto cancelled = Request(), expired = Request(), timed_out = Request();
-    cancelled->cancelled->Set(clock.NowNs());
-    expired->deadline_ns = clock.NowNs() + 1000;
-    ASSERT_TRUE(queue.Enqueue(cancelled).ok());
-    ASSERT_TRUE(queue.Enqueue(expired).ok());
-    ASSERT_TRUE(queue.Enqueue(timed_out).ok());
-    clock.AdvanceNs(6000);
-  };
-  const std::vector<std::pair<absl::StatusCode, std::string>> expected = {
-      {absl::StatusCode::kCancelled, "model 'm': the client cancelled the request while it was queued"},
-      {absl::StatusCode::kDeadlineExceeded,
-       "model 'm': the deadline passed after 1 us in the queue; the request was not executed"},
-      {absl::StatusCode::kDeadlineExceeded,
-       "model 'm': queued longer than default_queue_policy.default_timeout_microseconds 5 (timeout_action "
-       "REJECT); the request was not executed"}};
-  auto statuses = [](const Batch& dropped) {
-    std::vector<std::pair<absl::StatusCode, std::string>> got;
-    for (const auto& r : dropped) got.emplace_back(r->status.code(), std::string(r->status.message()));
-    return got;
-  };
-  Batch batch, dropped;
-  enqueue_three_doomed();
-  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
-  EXPECT_EQ(statuses(dropped), expected) << "TryNextBatch";
-  enqueue_three_doomed();
-  ASSERT_EQ(queue.NextBatchUntil(&batch, &dropped, clock.NowNs() + 1'000'000), kBatch);
-  EXPECT_EQ(statuses(dropped), expected) << "NextBatchUntil";
-  enqueue_three_doomed();
-  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));  // returns at once: requests were dropped
-  EXPECT_EQ(statuses(dropped), expected) << "NextBatch";
-  EXPECT_TRUE(batch.empty());
-  EXPECT_EQ(queue.size(), 0u);
   EXPECT_EQ(queue.queued_bytes(), 0u);
 }
 
@@ -317,143 +169,6 @@ TEST(ModelQueueTest, DelayedBatchCollectsLaterArrivals) {
   Batch batch, dropped;
   ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
   EXPECT_EQ(batch.size(), 2u);
-}
-
-TEST(ModelQueueTest, AnEarlyCancellationStaysTheClientsHoweverLateTheWorkerLooks) {
-  // Cancelled at +10 ms, deadline at +100 ms, noticed at +210 ms (the worker was busy).
-  FakeClock clock;
-  ModelQueue queue("m", Dynamic(8, 0), {}, &clock);
-  auto r = Request();
-  r->deadline_ns = clock.NowNs() + 100'000'000;
-  auto* flag = r->cancelled.get();
-  ASSERT_TRUE(queue.Enqueue(r).ok());
-  clock.AdvanceNs(10'000'000);
-  flag->Set(clock.NowNs());
-  queue.Poke();
-  clock.AdvanceNs(200'000'000);
-  Batch batch, dropped;
-  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
-  ASSERT_EQ(dropped.size(), 1u);
-  EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kCancelled) << dropped[0]->status;
-}
-
-TEST(ModelQueueTest, ACancellationDeepInTheQueueIsDroppedOncePoked) {
-  FakeClock clock;
-  ModelQueue queue("m", Dynamic(2, 0), {}, &clock);
-  std::vector<CancelFlag*> flags;
-  for (int i = 0; i < 6; ++i) {
-    auto r = Request();
-    flags.push_back(r->cancelled.get());
-    ASSERT_TRUE(queue.Enqueue(r).ok());
-  }
-  flags[5]->Set(clock.NowNs());  // beyond the next batch's reach (2 + 1)
-  queue.Poke();                  // as the transport does after setting it
-  Batch batch, dropped;
-  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
-  EXPECT_EQ(batch.size(), 2u);
-  ASSERT_EQ(dropped.size(), 1u);
-  EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kCancelled);
-  EXPECT_EQ(queue.size(), 3u);
-}
-
-TEST(ModelQueueTest, QueuePolicyDelayMovesTheRequestBehindFreshOnes) {
-  // DELAY (Triton): a request past its timeout waits behind every request still within it.
-  FakeClock clock;
-  ModelQueue delaying("m", Dynamic(1, 0), TimeoutAfter(100, /*delay=*/true), &clock);
-  Batch batch, dropped;
-  auto old_request = Request(1, "old"), fresh = Request(1, "fresh"), fresher = Request(1, "fresher");
-  ASSERT_TRUE(delaying.Enqueue(old_request).ok());
-  clock.AdvanceNs(150'000);  // `old` timed out
-  ASSERT_TRUE(delaying.Enqueue(fresh).ok());
-  ASSERT_TRUE(delaying.Enqueue(fresher).ok());
-  std::vector<std::string> order;
-  for (int i = 0; i < 3; ++i) {
-    ASSERT_EQ(delaying.TryNextBatch(&batch, &dropped), kBatch);
-    EXPECT_TRUE(dropped.empty()) << "DELAY never drops";
-    ASSERT_EQ(batch.size(), 1u);
-    order.push_back(batch[0]->shape_key());
-  }
-  EXPECT_EQ(order, (std::vector<std::string>{"fresh", "fresher", "old"}));
-  EXPECT_EQ(delaying.size(), 0u);
-}
-
-TEST(ModelQueueTest, DelayedRequestsStillHonourTheirDeadlineAndBatchTogether) {
-  FakeClock clock;
-  ModelQueue queue("m", Dynamic(8, 0), TimeoutAfter(100, /*delay=*/true), &clock);
-  auto a = Request(), b = Request(), doomed = Request();
-  doomed->deadline_ns = clock.NowNs() + 1'000'000;
-  ASSERT_TRUE(queue.Enqueue(a).ok());
-  ASSERT_TRUE(queue.Enqueue(doomed).ok());
-  ASSERT_TRUE(queue.Enqueue(b).ok());
-  clock.AdvanceNs(2'000'000);  // all three timed out; `doomed` also passed its deadline
-  Batch batch, dropped;
-  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
-  ASSERT_EQ(dropped.size(), 1u);
-  EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(batch.size(), 2u) << "delayed requests batch with each other";
-}
-
-TEST(ModelQueueTest, ABatchTakesFreshRequestsFirstThenDelayedOnes) {
-  FakeClock clock;
-  ModelQueue queue("m", Dynamic(8, 0), TimeoutAfter(100, /*delay=*/true), &clock);
-  auto old_request = Request(1, "[3];"), fresh = Request(1, "[3];");
-  old_request->id = "old";
-  fresh->id = "fresh";
-  ASSERT_TRUE(queue.Enqueue(old_request).ok());
-  clock.AdvanceNs(150'000);  // `old` timed out
-  ASSERT_TRUE(queue.Enqueue(fresh).ok());
-  Batch batch, dropped;
-  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
-  ASSERT_EQ(batch.size(), 2u) << "one batch across both, as Triton's policy queue";
-  EXPECT_EQ(batch[0]->id, "fresh");
-  EXPECT_EQ(batch[1]->id, "old");
-}
-
-TEST(ModelQueueTest, AFullScanKeepsTheRestInOrderAndGivesBackTheDroppedBytes) {
-  // DELAY after 100 us, and a batching window so long that only a scan or Close moves a request.
-  FakeClock clock;
-  ModelQueue queue("m", Dynamic(8, 60'000'000'000), TimeoutAfter(100, /*delay=*/true), &clock);
-  const int64_t start = clock.NowNs();
-  std::map<std::string, CancelFlag*> flags;
-  auto enqueue = [&](const std::string& id, double mib, int64_t deadline_ns) {
-    auto r = RequestHolding(mib);
-    r->id = id;
-    r->deadline_ns = deadline_ns;
-    flags[id] = r->cancelled.get();
-    ASSERT_TRUE(queue.Enqueue(r).ok()) << id;
-  };
-  enqueue("a", 1, 0);
-  enqueue("b", 0.5, start + 1'000'000);
-  enqueue("c", 0.25, 0);
-  clock.AdvanceNs(150'000);  // a, b and c time out: a scan moves them behind the queue
-  Batch batch, dropped;
-  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), ModelQueue::WaitResult::kTimeout);
-  enqueue("d", 2, start + 1'000'000);
-  enqueue("e", 0.125, 0);
-  enqueue("f", 0.75, 0);
-  clock.AdvanceNs(1'000'000);
-  enqueue("g", 1.5, 0);
-  enqueue("h", 0.375, start + 5'000'000);
-  flags["a"]->Set(clock.NowNs());  // the delayed front leaves: c slides forward over a and b
-  flags["f"]->Set(clock.NowNs());
-  queue.Poke();
-  clock.AdvanceNs(50'000);  // b's and d's deadlines passed; e timed out; g and h still within theirs
-  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
-  EXPECT_TRUE(batch.empty()) << "the window is still open";
-  std::vector<std::pair<std::string, absl::StatusCode>> answered;
-  for (const auto& r : dropped) answered.emplace_back(r->id, r->status.code());
-  EXPECT_EQ(answered, (std::vector<std::pair<std::string, absl::StatusCode>>{
-                          {"a", absl::StatusCode::kCancelled}, {"b", absl::StatusCode::kDeadlineExceeded},
-                          {"d", absl::StatusCode::kDeadlineExceeded}, {"f", absl::StatusCode::kCancelled}}));
-  EXPECT_EQ(queue.size(), 4u);
-  EXPECT_EQ(queue.queued_bytes(), uint64_t{9} << 18) << "c + e + g + h: 0.25 + 0.125 + 1.5 + 0.375 MiB";
-
-  queue.Close();
-  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
-  std::vector<std::string> order;
-  for (const auto& r : batch) order.push_back(r->id);
-  EXPECT_EQ(order, (std::vector<std::string>{"g", "h", "c", "e"})) << "the queue's in order, then the delayed in order";
-  EXPECT_EQ(queue.queued_bytes(), 0u);
 }
 
 TEST(ModelQueueTest, ARequestLargerThanTheWholeQueueLimitIsInvalidNotRetryable) {
