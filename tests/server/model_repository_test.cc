@@ -1,0 +1,122 @@
+// A model repository on disk: model names, version directories and policies, the model file, and
+// listing model directories (links that loop or dangle are skipped).
+#include "server/repository/model_config_loader.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tests/fakes/remove_tree.h"
+
+namespace chronoserve::server {
+namespace {
+using ::testing::HasSubstr;
+
+constexpr char kIo[] = "input { name: \"x\" data_type: TYPE_FP32 dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\n";
+
+TEST(ModelNameTest, RejectsPathTricks) {
+  EXPECT_TRUE(ValidateModelName("policy_net-2.v1").ok());
+  for (const char* bad : {"", ".", "..", "../etc", "a/b", "a\\b"}) {
+    EXPECT_EQ(ValidateModelName(bad).code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_FALSE(ValidateModelName(std::string("a\0b", 3)).ok());
+  EXPECT_FALSE(ValidateModelName(std::string(256, 'a')).ok());
+}
+
+class RepositoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::filesystem::temp_directory_path() /
+            ("cs_repo_" + std::to_string(::getpid()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    testing::RemoveTree(root_.string());
+    std::filesystem::create_directories(root_);
+  }
+  void TearDown() override { testing::RemoveTree(root_.string()); }
+  void Write(const std::string& rel, const std::string& text) {
+    auto p = root_ / rel;
+    std::filesystem::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+  }
+  std::filesystem::path root_;
+};
+
+TEST_F(RepositoryTest, PicksTheLatestVersionAndChecksTheFile) {
+  Write("m/config.pbtxt", kIo);
+  Write("m/1/model.pt", "x");
+  Write("m/3/model.pt", "x");
+  Write("m/2/model.pt", "x");
+  Write("m/notes/readme", "x");
+  auto spec = LoadModelDirectory((root_ / "m").string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->version, 3);
+  EXPECT_EQ(spec->model_path, (root_ / "m" / "3" / "model.pt").string());
+}
+
+TEST_F(RepositoryTest, SpecificVersionPolicyAndMissingFile) {
+  Write("m/config.pbtxt", std::string(kIo) + "version_policy { specific { versions: [1, 2] } }\n");
+  Write("m/1/model.pt", "x");
+  Write("m/2/other.pt", "x");
+  Write("m/3/model.pt", "x");
+  auto spec = LoadModelDirectory((root_ / "m").string());
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("2/model.pt does not exist"));
+  Write("m/config.pbtxt", std::string(kIo) + "version_policy { specific { versions: [1, 2] } }\ndefault_model_filename: \"other.pt\"\n");
+  spec = LoadModelDirectory((root_ / "m").string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->version, 2);
+}
+
+TEST_F(RepositoryTest, NoVersionDirectoryAndNoConfig) {
+  Write("m/config.pbtxt", kIo);
+  auto spec = LoadModelDirectory((root_ / "m").string());
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kNotFound);
+  std::filesystem::create_directories(root_ / "empty");
+  EXPECT_THAT(std::string(LoadModelDirectory((root_ / "empty").string()).status().message()),
+              HasSubstr("config.pbtxt: cannot open"));
+}
+
+TEST_F(RepositoryTest, ListsModelDirectoriesSorted) {
+  Write("b/config.pbtxt", kIo);
+  Write("a/config.pbtxt", kIo);
+  Write(".hidden/config.pbtxt", kIo);
+  Write("file.txt", "x");
+  auto names = ListModelDirectories(root_.string());
+  ASSERT_TRUE(names.ok());
+  EXPECT_THAT(*names, ::testing::ElementsAre("a", "b"));
+  EXPECT_EQ(ListModelDirectories((root_ / "missing").string()).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(RepositoryTest, LinkLoopsAndDanglingLinksAreSkippedNotThrown) {
+  Write("m/config.pbtxt", kIo);
+  Write("m/1/model.pt", "x");
+  std::filesystem::create_symlink(root_ / "loop", root_ / "loop");          // ELOOP when followed
+  std::filesystem::create_symlink(root_ / "nowhere", root_ / "dangling");
+  std::filesystem::create_symlink(root_ / "m" / "7", root_ / "m" / "7");    // a looping version
+  auto names = ListModelDirectories(root_.string());
+  ASSERT_TRUE(names.ok()) << names.status();
+  EXPECT_THAT(*names, ::testing::ElementsAre("m"));
+  auto spec = LoadModelDirectory((root_ / "m").string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->version, 1);
+}
+
+TEST_F(RepositoryTest, AModelDirectoryWithATrailingSlashOrDotIsNamedAfterItself) {
+  Write("mlp/config.pbtxt", kIo);
+  Write("mlp/1/model.pt", "x");
+  auto spec = LoadModelDirectory((root_ / "mlp").string() + "/");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->name, "mlp");
+  spec = LoadModelDirectory((root_ / "mlp" / "1").string() + "/..");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->name, "mlp");
+}
+
+}  // namespace
+}  // namespace chronoserve::server
