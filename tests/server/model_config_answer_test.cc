@@ -1,0 +1,185 @@
+// Triton's ModelConfig answer without a server: a model that is loading or failed, the config
+// built from a ModelSpec (instance groups as resolved at load), and the field numbers Triton's
+// model_config.proto / grpc_service.proto give the fields we send.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "proto/inference.grpc.pb.h"
+#include "proto/model_config.pb.h"
+#include "server/grpc/model_config_rpc.h"
+#include "server/model_manager.h"
+#include "server/scheduler/model_registry.h"
+
+namespace chronoserve {
+namespace {
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+namespace pb = ::chronoserve::config;
+
+TEST(ModelConfigAnswerTest, LoadingOrFailedModelIsUnavailableWithTheReason) {
+  server::ModelRegistry registry;
+  registry.MarkLoading("slow");
+  registry.MarkFailed("broken", absl::InvalidArgumentError("config.pbtxt:3: bad dims"));
+  inference::ModelConfigRequest request;
+  inference::ModelConfigResponse response;
+  request.set_name("slow");
+  absl::Status status = server::AnswerModelConfig(registry, request, &response);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("slow"));
+  request.set_name("broken");
+  status = server::AnswerModelConfig(registry, request, &response);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("bad dims"));
+}
+
+TEST(ModelConfigFromSpecTest, CudaGraphsHostPolicyAndGpus) {
+  server::ModelSpec spec;
+  spec.name = "g";
+  spec.platform = "pytorch_libtorch";
+  spec.max_batch_size = 2;
+  spec.cuda_graphs = true;
+  server::InstanceGroupSpec group;
+  group.name = "fast";  // a configured name is reported as it is
+  group.kind = server::InstanceKind::kGpu;
+  group.count = 3;
+  group.gpus = {0, 1};
+  group.host_policy = "gpu_0";
+  spec.instance_groups = {group};
+  const pb::ModelConfig c = server::ModelConfigFromSpec(spec);
+  EXPECT_TRUE(c.optimization().cuda().graphs());
+  ASSERT_EQ(c.instance_group_size(), 1);
+  EXPECT_EQ(c.instance_group(0).kind(), pb::ModelInstanceGroup::KIND_GPU);
+  EXPECT_EQ(c.instance_group(0).count(), 3);
+  EXPECT_THAT(c.instance_group(0).gpus(), ElementsAre(0, 1));
+  EXPECT_EQ(c.instance_group(0).host_policy(), "gpu_0");
+  EXPECT_EQ(c.instance_group(0).name(), "fast");
+  EXPECT_FALSE(c.has_dynamic_batching());
+}
+
+// The groups as the ModelManager resolves them at load, on a machine with 3 GPUs and on one
+// without (no GPU is needed: only the count is given), then reported: KIND_AUTO and KIND_GPU without
+// gpus list the GPUs used; gpus listed stay as listed; count and host_policy as configured.
+TEST(ModelConfigFromSpecTest, GroupsAreReportedAsResolvedAtLoad) {
+  server::ModelSpec spec;
+  spec.name = "placed";
+  server::InstanceGroupSpec automatic;  // KIND_AUTO, 2 per GPU, no gpus
+  automatic.count = 2;
+  server::InstanceGroupSpec every;  // KIND_GPU without gpus: every visible GPU
+  every.kind = server::InstanceKind::kGpu;
+  every.host_policy = "gpu_1";
+  server::InstanceGroupSpec listed;
+  listed.kind = server::InstanceKind::kGpu;
+  listed.gpus = {1, 1};  // listed twice: twice the workers on GPU 1
+  listed.host_policy = "fast";
+  server::InstanceGroupSpec cpu;
+  cpu.kind = server::InstanceKind::kCpu;
+  cpu.count = 3;
+  spec.instance_groups = {automatic, every, listed, cpu};
+
+  auto groups = server::ResolveInstanceGroups(spec, 3);
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  server::ModelSpec loaded = spec;
+  loaded.instance_groups = *groups;
+  pb::ModelConfig c = server::ModelConfigFromSpec(loaded);
+  ASSERT_EQ(c.instance_group_size(), 4);
+  EXPECT_EQ(c.instance_group(0).kind(), pb::ModelInstanceGroup::KIND_GPU);
+  EXPECT_THAT(c.instance_group(0).gpus(), ElementsAre(0, 1, 2));
+  EXPECT_EQ(c.instance_group(0).count(), 2) << "per GPU, as configured";
+  EXPECT_EQ(c.instance_group(0).host_policy(), "");
+  EXPECT_EQ(c.instance_group(1).kind(), pb::ModelInstanceGroup::KIND_GPU);
+  EXPECT_THAT(c.instance_group(1).gpus(), ElementsAre(0, 1, 2));
+  EXPECT_EQ(c.instance_group(1).host_policy(), "gpu_1");
+  EXPECT_EQ(c.instance_group(2).kind(), pb::ModelInstanceGroup::KIND_GPU);
+  EXPECT_THAT(c.instance_group(2).gpus(), ElementsAre(1, 1));
+  EXPECT_EQ(c.instance_group(2).host_policy(), "fast");
+  EXPECT_EQ(c.instance_group(3).kind(), pb::ModelInstanceGroup::KIND_CPU);
+  EXPECT_THAT(c.instance_group(3).gpus(), IsEmpty());
+  EXPECT_EQ(c.instance_group(3).count(), 3);
+  // The workers follow the same resolution: 2 x 3 GPUs, 3 GPUs, GPU 1 twice, 3 on the CPU.
+  auto placed = server::PlaceInstances(spec, 3);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  EXPECT_EQ(placed->size(), 6u + 3u + 2u + 3u);
+
+  // Without a GPU, KIND_AUTO lands on the CPU (KIND_GPU groups could not load at all).
+  spec.instance_groups = {automatic, cpu};
+  groups = server::ResolveInstanceGroups(spec, 0);
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  loaded.instance_groups = *groups;
+  c = server::ModelConfigFromSpec(loaded);
+  ASSERT_EQ(c.instance_group_size(), 2);
+  EXPECT_EQ(c.instance_group(0).kind(), pb::ModelInstanceGroup::KIND_CPU);
+  EXPECT_THAT(c.instance_group(0).gpus(), IsEmpty());
+  EXPECT_EQ(c.instance_group(0).count(), 2);
+  server::ModelSpec gpu_only = spec;
+  gpu_only.instance_groups = {every};
+  EXPECT_FALSE(server::ResolveInstanceGroups(gpu_only, 0).ok()) << "KIND_GPU without a GPU";
+
+  // A spec the ModelManager did not resolve (a runtime built elsewhere) is reported as configured.
+  c = server::ModelConfigFromSpec(spec);
+  EXPECT_EQ(c.instance_group(0).kind(), pb::ModelInstanceGroup::KIND_AUTO);
+}
+
+// Triton decodes the response with its own model_config.proto (package "inference"); the wire
+// carries only field numbers. These are Triton's, from triton-inference-server/common
+// protobuf/model_config.proto and protobuf/grpc_service.proto.
+int Number(const google::protobuf::Descriptor* message, const char* field) {
+  const auto* f = message->FindFieldByName(field);
+  return f == nullptr ? -1 : f->number();
+}
+
+TEST(ModelConfigWireTest, FieldNumbersAreTritons) {
+  EXPECT_EQ(Number(inference::ModelConfigRequest::descriptor(), "name"), 1);
+  EXPECT_EQ(Number(inference::ModelConfigRequest::descriptor(), "version"), 2);
+  EXPECT_EQ(Number(inference::ModelConfigResponse::descriptor(), "config"), 1);
+  const auto* config = pb::ModelConfig::descriptor();
+  EXPECT_EQ(Number(config, "name"), 1);
+  EXPECT_EQ(Number(config, "platform"), 2);
+  EXPECT_EQ(Number(config, "version_policy"), 3);
+  EXPECT_EQ(Number(config, "max_batch_size"), 4);
+  EXPECT_EQ(Number(config, "input"), 5);
+  EXPECT_EQ(Number(config, "output"), 6);
+  EXPECT_EQ(Number(config, "instance_group"), 7);
+  EXPECT_EQ(Number(config, "default_model_filename"), 8);
+  EXPECT_EQ(Number(config, "dynamic_batching"), 11);
+  EXPECT_EQ(Number(config, "optimization"), 12);
+  EXPECT_EQ(Number(config, "parameters"), 14);
+  EXPECT_EQ(Number(config, "model_warmup"), 16);
+  EXPECT_EQ(Number(config, "backend"), 17);
+  EXPECT_EQ(Number(pb::ModelOptimizationPolicy::descriptor(), "cuda"), 3);
+  EXPECT_EQ(Number(pb::ModelOptimizationPolicy::Cuda::descriptor(), "graphs"), 1);
+  const auto* group = pb::ModelInstanceGroup::descriptor();
+  EXPECT_EQ(Number(group, "name"), 1);
+  EXPECT_EQ(Number(group, "count"), 2);
+  EXPECT_EQ(Number(group, "gpus"), 3);
+  EXPECT_EQ(Number(group, "kind"), 4);
+  EXPECT_EQ(Number(group, "host_policy"), 9);
+  EXPECT_EQ(Number(pb::ModelInput::descriptor(), "data_type"), 2);
+  EXPECT_EQ(Number(pb::ModelInput::descriptor(), "dims"), 4);
+  EXPECT_EQ(Number(pb::ModelOutput::descriptor(), "data_type"), 2);
+  EXPECT_EQ(Number(pb::ModelOutput::descriptor(), "dims"), 3);
+  const auto* batching = pb::ModelDynamicBatching::descriptor();
+  EXPECT_EQ(Number(batching, "preferred_batch_size"), 1);
+  EXPECT_EQ(Number(batching, "max_queue_delay_microseconds"), 2);
+  EXPECT_EQ(Number(batching, "default_queue_policy"), 6);
+  const auto* queue = pb::ModelQueuePolicy::descriptor();
+  EXPECT_EQ(Number(queue, "timeout_action"), 1);
+  EXPECT_EQ(Number(queue, "default_timeout_microseconds"), 2);
+  EXPECT_EQ(Number(queue, "max_queue_size"), 4);
+  const auto* warmup = pb::ModelWarmup::descriptor();
+  EXPECT_EQ(Number(warmup, "batch_size"), 2);
+  EXPECT_EQ(Number(warmup, "inputs"), 3);
+  EXPECT_EQ(Number(warmup, "count"), 4);
+  const auto* warmup_input = pb::ModelWarmup::Input::descriptor();
+  EXPECT_EQ(Number(warmup_input, "data_type"), 1);
+  EXPECT_EQ(Number(warmup_input, "dims"), 2);
+  EXPECT_EQ(Number(warmup_input, "zero_data"), 3);
+  EXPECT_EQ(Number(warmup_input, "random_data"), 4);
+  EXPECT_EQ(pb::TYPE_FP32, 11);
+  EXPECT_EQ(pb::TYPE_BF16, 14);
+}
+
+}  // namespace
+}  // namespace chronoserve
