@@ -1,21 +1,19 @@
-// The real server on 127.0.0.1, real gRPC, models generated in C++ (tools/example_models.h).
+// The real server on 127.0.0.1, real gRPC, models generated in C++ (tools/example_models.h): one
+// server with several models answers health, metadata, inference (checked against LibTorch),
+// statistics and bad requests. Models that fail and starts that fail: failed_model_test.cc;
+// --grpc-infer-threads: infer_threads_test.cc.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <random>
 #include <thread>
-
-#include "absl/synchronization/mutex.h"
 
 #include "client/inference_client.h"
 #include "common/tensor_data.h"
 #include "common/timing.h"
 #include "server/backend/torch_backend.h"
-#include "tests/server/proc_threads.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tests/server/torch_reference.h"
@@ -318,189 +316,6 @@ TEST_F(ServerIntegrationTest, BadRequestsGetTheRightCodes) {
   inference::ModelInferResponse response;
   EXPECT_EQ(client_->stub()->ModelInfer(&ctx, req, &response).error_code(), grpc::StatusCode::NOT_FOUND);
 }
-
-class FailedModelTest : public ::testing::Test {};
-
-TEST_F(FailedModelTest, BrokenModelsFailAloneWithTheirReason) {
-  testing::TempDir repo("cs_failed");
-  examples::ModelOptions o;
-  o.max_batch_size = 4;
-  ASSERT_TRUE(examples::WriteMlp(repo.path(), "good", o).ok());
-  ASSERT_TRUE(examples::WriteMlp(repo.path(), "gpu_only", o).ok());
-  repo.WriteFile("gpu_only/config.pbtxt",
-                 "max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: 64 }\n"
-                 "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 16 }\ninstance_group { kind: KIND_GPU }\n");
-  ASSERT_TRUE(examples::WriteMlp(repo.path(), "wrong_dims", o).ok());  // forward() gives [B,16]
-  repo.WriteFile("wrong_dims/config.pbtxt",
-                 "max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: 64 }\n"
-                 "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 8 }\ninstance_group { kind: KIND_CPU }\n");
-  repo.WriteFile("broken/config.pbtxt", "max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: [64 }\n");
-  repo.WriteFile("broken/1/model.pt", "not a model");
-  auto server = testing::StartServer(repo.path());
-  ASSERT_NE(server, nullptr);
-  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
-  EXPECT_EQ(testing::Answer(c->ServerLive()), "true");
-  EXPECT_EQ(testing::Answer(c->ServerReady()), "false") << "strict readiness: a model failed";
-  EXPECT_EQ(testing::Answer(c->ModelReady("good")), "true");
-  EXPECT_EQ(testing::Answer(c->ModelReady("broken")), "false");
-  std::mt19937_64 rng(5);
-  const Tensor input{"INPUT__0", DataType::kFp32, {1, 64}, RandomTensorBytes(DataType::kFp32, 64, rng)};
-  EXPECT_TRUE(c->Infer("good", {input}).ok());
-  auto broken = c->Infer("broken", {input});
-  ASSERT_EQ(broken.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(std::string(broken.status().message()), HasSubstr("broken/config.pbtxt:2:"));
-  if (server::CudaDeviceCount() == 0) {  // with a GPU visible the KIND_GPU model loads
-    auto gpu = c->Infer("gpu_only", {input});
-    ASSERT_EQ(gpu.status().code(), absl::StatusCode::kUnavailable);
-    EXPECT_THAT(std::string(gpu.status().message()), HasSubstr("KIND_GPU but no CUDA GPU is visible"));
-  }
-  auto wrong_dims = c->Infer("wrong_dims", {input});
-  ASSERT_EQ(wrong_dims.status().code(), absl::StatusCode::kUnavailable) << "its warm-up failed the load";
-  EXPECT_THAT(std::string(wrong_dims.status().message()),
-              HasSubstr("warm-up at batch size 1: model 'wrong_dims' worker 0 on cpu: output 'OUTPUT__0': produced "
-                        "dims [16] after the batch dim, config declares [8]"));
-  server->Shutdown();
-  EXPECT_FALSE(c->ServerLive().ok()) << "stopped";
-}
-
-// A forward() that throws fails only its batch: INTERNAL, with the model, worker and device named
-// once before TorchScript's own message, whether the model raised or an operator in it failed (the
-// interpreter rethrows that as std::runtime_error); the next request is answered.
-TEST_F(FailedModelTest, AForwardThatThrowsFailsItsRequestNamingTheModelOnce) {
-  testing::TempDir repo("cs_throws");
-  repo.WriteFile("throws/config.pbtxt",
-                 "max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: 8 }\n"
-                 "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 8 }\ninstance_group { kind: KIND_CPU }\n");
-  std::filesystem::create_directories(repo.path() + "/throws/1");
-  // The warm-up's random values lie in [-1, 1): only the request below makes it throw.
-  ASSERT_TRUE(testing::WriteScriptedModel(repo.path() + "/throws/1/model.pt",
-                                          "def forward(self, x):\n"
-                                          "  assert bool(x[0, 0] < 100.0), 'first value out of range'\n"
-                                          "  if bool(x[0, 1] > 100.0):\n"
-                                          "    return torch.matmul(x, torch.ones([3, 3]))\n"
-                                          "  return x * 2.0\n"));
-  auto server = testing::StartServer(repo.path());
-  ASSERT_NE(server, nullptr);
-  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
-  ASSERT_EQ(testing::Answer(c->ModelReady("throws")), "true");
-  std::mt19937_64 rng(51);
-  Tensor input{"INPUT__0", DataType::kFp32, {1, 8}, RandomTensorBytes(DataType::kFp32, 8, rng)};
-  Tensor bad = input;
-  const float big = 1000.0f;
-  std::memcpy(bad.data.data(), &big, sizeof big);
-  auto failed = c->Infer("throws", {bad});
-  ASSERT_EQ(failed.status().code(), absl::StatusCode::kInternal);
-  const std::string message(failed.status().message());
-  EXPECT_THAT(message, HasSubstr("model 'throws' worker 0 on cpu: TorchScript error: "));
-  EXPECT_THAT(message, HasSubstr("first value out of range"));
-  EXPECT_EQ(message.find("model 'throws'"), message.rfind("model 'throws'")) << "named once: " << message;
-  Tensor bad_operator = input;
-  std::memcpy(bad_operator.data.data() + sizeof big, &big, sizeof big);  // x[0, 1]: a matmul of wrong shapes
-  auto operator_failed = c->Infer("throws", {bad_operator});
-  ASSERT_EQ(operator_failed.status().code(), absl::StatusCode::kInternal);
-  const std::string operator_message(operator_failed.status().message());
-  EXPECT_THAT(operator_message, HasSubstr("model 'throws' worker 0 on cpu: TorchScript error: "));
-  EXPECT_THAT(operator_message, HasSubstr("cannot be multiplied"));
-  auto ok = c->Infer("throws", {input});
-  ASSERT_TRUE(ok.ok()) << ok.status();
-  float first = 0;
-  std::memcpy(&first, ok->outputs.at(0).data.data(), sizeof first);
-  float sent = 0;
-  std::memcpy(&sent, input.data.data(), sizeof sent);
-  EXPECT_EQ(first, sent * 2.0f);
-  server->Shutdown();
-}
-
-TEST(ServerStartTest, AModelRepositoryThatIsNotADirectoryIsRefusedBeforeAnyPortOpens) {
-  testing::TempDir dir("cs_no_repo");
-  std::ofstream(dir.path() + "/file") << "not a repository";
-  for (const std::string& path : {dir.path() + "/missing", dir.path() + "/file"}) {
-    auto refused = server::Server::Create(testing::TestServerOptions(path));
-    ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << path;
-    EXPECT_THAT(std::string(refused.status().message()),
-                HasSubstr("--model-repository '" + path + "' is not a directory"));
-  }
-}
-
-// A second server on a port in use fails to start, naming the address (gRPC would otherwise set
-// SO_REUSEPORT and let both share the port's connections).
-TEST_F(FailedModelTest, APortInUseFailsTheStartNamingTheAddress) {
-  testing::TempDir repo("cs_port");
-  examples::ModelOptions o;
-  o.max_batch_size = 4;
-  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", o).ok());
-  auto first = testing::StartServer(repo.path());
-  ASSERT_NE(first, nullptr);
-  server::ServerOptions options = testing::TestServerOptions(repo.path());
-  options.grpc_port = first->port();
-  auto second = server::Server::Create(options);
-  ASSERT_TRUE(second.ok()) << second.status();
-  const absl::Status started = (*second)->Start();
-  EXPECT_EQ(started.code(), absl::StatusCode::kUnavailable) << started;
-  EXPECT_THAT(std::string(started.message()),
-              HasSubstr("cannot listen on 127.0.0.1:" + std::to_string(first->port()) + " (in use by another process?"));
-  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(first->port()));
-  EXPECT_EQ(testing::Answer(c->ServerLive()), "true") << "the first server still serves";
-  first->Shutdown();
-}
-
-// --grpc-infer-threads N: ModelInfer on N threads polling completion queues of their own (named
-// cs-grpc-cqK, as top -H shows them), or on the callback API with 0; either way correct rows per request, the
-// timing parameters and the server-timing trailer, under concurrent calls.
-class InferThreadsTest : public ::testing::TestWithParam<int> {};
-
-TEST_P(InferThreadsTest, ModelInferIsServedOnItsQueuesWithRowsTimingAndTrailer) {
-  testing::TempDir repo("cs_infer_threads");
-  examples::ModelOptions mlp;
-  mlp.max_batch_size = 8;
-  mlp.max_queue_delay_us = 500;
-  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
-  server::ServerOptions options = testing::TestServerOptions(repo.path());
-  options.grpc_infer_threads = GetParam();
-  auto server = testing::StartServer(options);
-  ASSERT_NE(server, nullptr);
-  for (int k = 0; k < 4; ++k) {
-    EXPECT_EQ(testing::ThreadDirs("cs-grpc-cq" + std::to_string(k)).size(), k < GetParam() ? 1u : 0u)
-        << "queue thread " << k;
-  }
-  const std::string address = "127.0.0.1:" + std::to_string(server->port());
-  const std::string model_path = repo.path() + "/mlp/1/model.pt";
-  constexpr int kThreads = 4, kPerThread = 12;
-  absl::Mutex mu;
-  std::vector<std::string> errors;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      auto c = testing::ConnectTestClient(address);
-      for (int i = 0; i < kPerThread; ++i) {
-        std::mt19937_64 rng(7000 + t * 100 + i);
-        const int64_t items = 1 + (t + i) % 3;
-        const Tensor in{"INPUT__0", DataType::kFp32, {items, 64}, RandomTensorBytes(DataType::kFp32, items * 64, rng)};
-        grpc::ClientContext ctx;
-        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-        inference::ModelInferResponse response;
-        const grpc::Status status = c->stub()->ModelInfer(&ctx, InferenceClient::BuildRequest("mlp", {in}, {}), &response);
-        auto decoded = InferenceClient::DecodeResponse(response);
-        const auto want = testing::TorchReference(model_path, {in});
-        absl::MutexLock lock(&mu);
-        if (!status.ok() || !decoded.ok()) {
-          errors.push_back(status.ok() ? std::string(decoded.status().message()) : status.error_message());
-          continue;
-        }
-        if (!InferenceClient::DecodeTiming(response).has_value()) errors.push_back("no timing parameters");
-        if (ctx.GetServerTrailingMetadata().count(std::string(kServerTimingKey)) != 1) errors.push_back("no trailer");
-        const std::string mismatch = testing::ReferenceMismatch(decoded->outputs[0].data, want[0]);
-        if (!mismatch.empty()) errors.push_back(mismatch);
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  EXPECT_THAT(errors, ::testing::IsEmpty());
-  server->Shutdown();
-  EXPECT_TRUE(testing::ThreadDirs("cs-grpc-cq0").empty()) << "the queue threads are joined at shutdown";
-}
-
-INSTANTIATE_TEST_SUITE_P(InferApis, InferThreadsTest, ::testing::Values(0, 1, 3), testing::InferApiName);
 
 }  // namespace
 }  // namespace chronoserve

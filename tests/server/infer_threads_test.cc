@@ -1,0 +1,88 @@
+// The real server, real gRPC, with ModelInfer on completion-queue threads of its own or on the
+// callback API (--grpc-infer-threads).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/synchronization/mutex.h"
+#include "client/inference_client.h"
+#include "common/tensor_data.h"
+#include "common/timing.h"
+#include "tests/server/proc_threads.h"
+#include "tests/server/test_client.h"
+#include "tests/server/test_repository.h"
+#include "tests/server/torch_reference.h"
+#include "tools/example_models.h"
+
+namespace chronoserve {
+namespace {
+using client::InferenceClient;
+using client::Tensor;
+
+// --grpc-infer-threads N: ModelInfer on N threads polling completion queues of their own (named
+// cs-grpc-cqK, as top -H shows them), or on the callback API with 0; either way correct rows per request, the
+// timing parameters and the server-timing trailer, under concurrent calls.
+class InferThreadsTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(InferThreadsTest, ModelInferIsServedOnItsQueuesWithRowsTimingAndTrailer) {
+  testing::TempDir repo("cs_infer_threads");
+  examples::ModelOptions mlp;
+  mlp.max_batch_size = 8;
+  mlp.max_queue_delay_us = 500;
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.grpc_infer_threads = GetParam();
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(testing::ThreadDirs("cs-grpc-cq" + std::to_string(k)).size(), k < GetParam() ? 1u : 0u)
+        << "queue thread " << k;
+  }
+  const std::string address = "127.0.0.1:" + std::to_string(server->port());
+  const std::string model_path = repo.path() + "/mlp/1/model.pt";
+  constexpr int kThreads = 4, kPerThread = 12;
+  absl::Mutex mu;
+  std::vector<std::string> errors;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto c = testing::ConnectTestClient(address);
+      for (int i = 0; i < kPerThread; ++i) {
+        std::mt19937_64 rng(7000 + t * 100 + i);
+        const int64_t items = 1 + (t + i) % 3;
+        const Tensor in{"INPUT__0", DataType::kFp32, {items, 64}, RandomTensorBytes(DataType::kFp32, items * 64, rng)};
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+        inference::ModelInferResponse response;
+        const grpc::Status status = c->stub()->ModelInfer(&ctx, InferenceClient::BuildRequest("mlp", {in}, {}), &response);
+        auto decoded = InferenceClient::DecodeResponse(response);
+        const auto want = testing::TorchReference(model_path, {in});
+        absl::MutexLock lock(&mu);
+        if (!status.ok() || !decoded.ok()) {
+          errors.push_back(status.ok() ? std::string(decoded.status().message()) : status.error_message());
+          continue;
+        }
+        if (!InferenceClient::DecodeTiming(response).has_value()) errors.push_back("no timing parameters");
+        if (ctx.GetServerTrailingMetadata().count(std::string(kServerTimingKey)) != 1) errors.push_back("no trailer");
+        const std::string mismatch = testing::ReferenceMismatch(decoded->outputs[0].data, want[0]);
+        if (!mismatch.empty()) errors.push_back(mismatch);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_THAT(errors, ::testing::IsEmpty());
+  server->Shutdown();
+  EXPECT_TRUE(testing::ThreadDirs("cs-grpc-cq0").empty()) << "the queue threads are joined at shutdown";
+}
+
+INSTANTIATE_TEST_SUITE_P(InferApis, InferThreadsTest, ::testing::Values(0, 1, 3), testing::InferApiName);
+
+}  // namespace
+}  // namespace chronoserve
