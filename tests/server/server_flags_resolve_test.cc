@@ -1,0 +1,132 @@
+// AddServerFlags + ResolveServerFlags: what the server's flags become in ServerOptions and
+// TelemetryOptions, parsed as the binary parses them (server_flags_test.cc runs the binary itself).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/server_flags.h"
+
+namespace chronoserve::server {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+otlp::EnvLookup Env(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const char* name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+// The flags after the program name, parsed by CLI11 as main does, then resolved.
+absl::StatusOr<ServerFlags> Parse(std::vector<std::string> args, const otlp::EnvLookup& env = Env({})) {
+  CLI::App app{"chronoserve"};
+  RawServerFlags raw;
+  AddServerFlags(&app, &raw);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them reversed
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+  return ResolveServerFlags(std::move(raw), env);
+}
+
+TEST(ServerFlagsResolveTest, DefaultsAreTheDocumentedOnes) {
+  auto flags = Parse({"--model-repository", "/models"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  const ServerOptions& options = flags->options;
+  EXPECT_EQ(options.model_repository, "/models");
+  EXPECT_EQ(options.host, "127.0.0.1");
+  EXPECT_EQ(options.grpc_port, 8001);
+  EXPECT_EQ(options.grpc_infer_threads, kAutoInferThreads);
+  EXPECT_FALSE(options.grpc_minimal_stack);
+  EXPECT_TRUE(options.request_timing);
+  EXPECT_EQ(options.input_arena_bytes, -1) << "auto";
+  EXPECT_EQ(options.max_queue_bytes, uint64_t{1024} << 20);
+  EXPECT_EQ(options.serving_warmup_requests, 4);
+  EXPECT_EQ(options.host_keep_warm_ms, 0);
+  EXPECT_TRUE(options.host_policies.empty());
+  EXPECT_EQ(options.telemetry, nullptr) << "main sets it once the Telemetry exists";
+  EXPECT_EQ(flags->log_verbose, 0);
+  EXPECT_FALSE(flags->telemetry.tracing.enabled);
+  EXPECT_TRUE(flags->telemetry.gpu.enabled);
+  EXPECT_EQ(flags->telemetry.gpu.period, absl::Milliseconds(100));
+  EXPECT_EQ(flags->telemetry.metrics.host, "127.0.0.1");
+}
+
+TEST(ServerFlagsResolveTest, ValuesBecomeOptionsInTheirUnits) {
+  auto flags = Parse({"--model-repository", "/m", "--host", "0.0.0.0", "--grpc-infer-threads", "6",
+                      "--input-arena-mib", "24", "--max-queue-mib", "3", "--request-timing", "off",
+                      "--grpc-minimal-stack", "true", "--host-policy", "gpu_0,cpu-cores=2-3", "--host-policy",
+                      "gpu_0,nice=5", "--gpu-monitor-interval-ms", "250", "--log-verbose", "2",
+                      "--otlp-endpoint", "collector:4317", "--metrics-port", "9102"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  const ServerOptions& options = flags->options;
+  EXPECT_EQ(options.grpc_infer_threads, 6);
+  EXPECT_EQ(options.input_arena_bytes, int64_t{24} << 20);
+  EXPECT_EQ(options.max_queue_bytes, uint64_t{3} << 20);
+  EXPECT_FALSE(options.request_timing);
+  EXPECT_TRUE(options.grpc_minimal_stack);
+  ASSERT_EQ(options.host_policies.count("gpu_0"), 1u);
+  EXPECT_THAT(options.host_policies.at("gpu_0").cpu_cores, ElementsAre(2, 3));
+  EXPECT_EQ(options.host_policies.at("gpu_0").nice, 5);
+  EXPECT_EQ(flags->log_verbose, 2);
+  EXPECT_TRUE(flags->telemetry.tracing.enabled);
+  EXPECT_EQ(flags->telemetry.tracing.exporter.endpoint, "collector:4317");
+  EXPECT_EQ(flags->telemetry.metrics.port, 9102);
+  EXPECT_EQ(flags->telemetry.metrics.host, "0.0.0.0") << "metrics listen on --host";
+  EXPECT_EQ(flags->telemetry.gpu.period, absl::Milliseconds(250));
+}
+
+TEST(ServerFlagsResolveTest, ZeroMeansOffWhereDocumented) {
+  auto flags = Parse({"--model-repository", "/m", "--grpc-infer-threads", "0", "--input-arena-mib", "0",
+                      "--max-queue-mib", "0", "--gpu-monitor-interval-ms", "0"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->options.grpc_infer_threads, 0) << "the callback API";
+  EXPECT_EQ(flags->options.input_arena_bytes, 0) << "no arena";
+  EXPECT_EQ(flags->options.max_queue_bytes, 0u) << "unbounded";
+  EXPECT_FALSE(flags->telemetry.gpu.enabled);
+}
+
+TEST(ServerFlagsResolveTest, TraceCollectorFromTheEnvironmentWhenNoFlag) {
+  auto flags = Parse({"--model-repository", "/m"}, Env({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://otel:4317"}}));
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_TRUE(flags->telemetry.tracing.enabled);
+  EXPECT_EQ(flags->telemetry.tracing.exporter.endpoint, "otel:4317");
+}
+
+TEST(ServerFlagsResolveTest, BadValuesAreRefusedNamingTheFlag) {
+  struct Row {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Row> rows = {
+      {{"--grpc-infer-threads", "0x10"}, "expected auto or a decimal number of threads from 0 to 64, got '0x10'"},
+      {{"--grpc-infer-threads", "65"}, "from 0 to 64"},
+      {{"--input-arena-mib", "65537"}, "must be auto or a whole number of MiB from 0 to 65536"},
+      {{"--input-arena-mib", "4MiB"}, "must be auto or a whole number of MiB from 0 to 65536"},
+      {{"--request-timing", "maybe"}, "--request-timing"},
+      {{"--host-policy", "gpu_0,numa-node=1"}, "gpu_0,numa-node=1"},
+      {{"--otlp-endpoint", "collector"}, "OTLP endpoint 'collector' is not HOST:PORT"},
+  };
+  for (const Row& row : rows) {
+    std::vector<std::string> args = {"--model-repository", "/m"};
+    args.insert(args.end(), row.args.begin(), row.args.end());
+    SCOPED_TRACE(row.args[0] + " " + row.args[1]);
+    auto flags = Parse(args);
+    ASSERT_FALSE(flags.ok());
+    EXPECT_EQ(flags.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(flags.status().message()), HasSubstr(row.message));
+  }
+  EXPECT_FALSE(Parse({"--grpc-port", "1"}).ok()) << "--model-repository is required";
+}
+
+}  // namespace
+}  // namespace chronoserve::server
