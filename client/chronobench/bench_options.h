@@ -44,6 +44,9 @@ struct LoadOptions {
   bool batch_sweep = false;           // --batch-range given: one point per batch size
   int threads = 0;                    // worker threads; 0 = min(hardware threads, 8)
   uint64_t seed = 1;
+  // --max-send-poll-us: the most a worker polls its queue before a send time (open loop, idle gap):
+  // the SendWaker's lead is kept at or below it. 0 = never poll (sends as late as the wake).
+  int64_t max_send_poll_us = 500;
 };
 
 struct MeasurementOptions {

@@ -253,6 +253,7 @@ absl::StatusOr<BenchReport> Benchmark::Run(const std::function<void(const PointR
   ctx.traceparent_rate = options_.trace.traceparent_rate;
   ctx.tracer = tracer_;
   ctx.seed = options_.load.seed;
+  ctx.max_send_poll_ns = options_.load.max_send_poll_us * 1000;
   ctx.progress = progress;
   for (const PointSpec& spec : PlanSweep(options_.load)) {
     absl::StatusOr<PointResult> point = RunOnePoint(spec, &ctx);

@@ -19,8 +19,8 @@ namespace chronoserve::client::bench {
 // between polls: on a machine with more runnable threads than CPUs, yielding made the median send
 // 0.85 ms late (BENCHMARKS.md §33).
 
-void EventWaiter::StartWaker() {
-  waker_ = std::make_unique<SendWaker>(cq_, clock_);
+void EventWaiter::StartWaker(int64_t max_lead_ns) {
+  waker_ = std::make_unique<SendWaker>(cq_, clock_, max_lead_ns);
   waker_->Start();
 }
 

@@ -52,8 +52,9 @@ class EventWaiter {
   EventWaiter(const EventWaiter&) = delete;
   EventWaiter& operator=(const EventWaiter&) = delete;
 
-  // Creates and starts the SendWaker: there are send times to keep. Before any Next with a send.
-  void StartWaker();
+  // Creates and starts the SendWaker, its lead at most `max_lead_ns` (0: no polling before a send
+  // time): there are send times to keep. Before any Next with a send.
+  void StartWaker(int64_t max_lead_ns = WakeLead::kMaxNs);
   // Stops the SendWaker, if any; no alarm is set from here on, but one set before may still come off
   // the queue (IsWake still knows its tag).
   void StopWaker();

@@ -114,7 +114,7 @@ void LoadWorker::Run(int64_t start_ns) {
                   plan_.seed);
   }
   next_idle_send_ns_ = start_ns;
-  if (plan_.mode != LoadMode::kConcurrency) waiter_.StartWaker();  // send times to keep
+  if (plan_.mode != LoadMode::kConcurrency) waiter_.StartWaker(plan_.max_send_poll_ns);  // send times to keep
   while (!stop_.load(std::memory_order_relaxed)) {
     const int64_t now = shared_.clock->NowNs();
     if (std::optional<Event> event = waiter_.Next(SendDue(now, pacer ? &*pacer : nullptr))) Handle(*event);

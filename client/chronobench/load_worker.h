@@ -61,6 +61,7 @@ struct WorkerPlan {
   double traceparent_rate = 0;
   uint64_t seed = 1;
   bool streaming = false;            // ModelStreamInfer instead of unary ModelInfer
+  int64_t max_send_poll_ns = 500'000;  // the SendWaker's lead at most (--max-send-poll-us)
 };
 
 // Read-only state shared by all workers; outlives them.

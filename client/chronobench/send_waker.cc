@@ -19,7 +19,7 @@ void WakeLead::Add(int64_t late_ns) {
   std::array<int64_t, kSamples> sorted = late_ns_;
   auto p90 = sorted.begin() + n * 9 / 10;
   std::nth_element(sorted.begin(), p90, sorted.begin() + n);
-  lead_ns_ = std::clamp(*p90 + kMarginNs, kMinNs, kMaxNs);
+  lead_ns_ = std::clamp(*p90 + kMarginNs, std::min(kMinNs, max_ns_), max_ns_);
 }
 
 SendWaker::~SendWaker() {

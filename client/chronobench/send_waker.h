@@ -21,6 +21,7 @@
 #include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <limits>
@@ -33,7 +34,8 @@
 namespace chronoserve::client::bench {
 
 // How long before a time a wake should be asked for: nine in ten of the last kSamples wakes came
-// within it (plus kMarginNs), bounded to [kMinNs, kMaxNs]; kInitialNs until kMinSamples came. Used
+// within it (plus kMarginNs), bounded to [kMinNs, max] (max: kMaxNs unless given; below kMinNs,
+// max itself); kInitialNs (at most max) until kMinSamples came. Used
 // on one thread.
 class WakeLead {
  public:
@@ -48,6 +50,9 @@ class WakeLead {
   // up to about 1 ms late (it shows in schedule_lag). Such a wake ends no wait: it is no sample.
   static constexpr int64_t kMaxNs = 500'000;
 
+  // The lead stays at or below `max_ns` (chronobench's --max-send-poll-us; 0: no lead, no polling).
+  explicit WakeLead(int64_t max_ns = kMaxNs) : max_ns_(max_ns), lead_ns_(std::min(kInitialNs, max_ns)) {}
+
   // A wake that came `late_ns` after the time asked for.
   void Add(int64_t late_ns);
   int64_t ns() const { return lead_ns_; }
@@ -55,13 +60,16 @@ class WakeLead {
  private:
   std::array<int64_t, kSamples> late_ns_{};  // a ring: the last kSamples
   size_t added_ = 0;
-  int64_t lead_ns_ = kInitialNs;
+  int64_t max_ns_;
+  int64_t lead_ns_;
 };
 
 class SendWaker {
  public:
-  // `cq` and `clock` outlive the waker; `clock` tells the time WakeAt is given in.
-  SendWaker(grpc::CompletionQueue* cq, const Clock* clock) : cq_(cq), clock_(clock) {}
+  // `cq` and `clock` outlive the waker; `clock` tells the time WakeAt is given in. LeadNs() stays at
+  // or below `max_lead_ns`.
+  SendWaker(grpc::CompletionQueue* cq, const Clock* clock, int64_t max_lead_ns = WakeLead::kMaxNs)
+      : cq_(cq), clock_(clock), lead_(max_lead_ns) {}
   ~SendWaker();
   SendWaker(const SendWaker&) = delete;
   SendWaker& operator=(const SendWaker&) = delete;

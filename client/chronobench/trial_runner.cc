@@ -30,6 +30,7 @@ std::vector<WorkerPlan> PlanWorkers(const PointSpec& spec, const RunnerContext& 
   base.streaming = ctx.streaming;
   base.traceparent_rate = ctx.traceparent_rate;
   base.seed = ctx.seed;
+  base.max_send_poll_ns = ctx.max_send_poll_ns;
   int workers = 1;
   if (spec.mode == LoadMode::kConcurrency) {
     workers = static_cast<int>(std::min<int64_t>(spec.concurrency, ctx.threads));

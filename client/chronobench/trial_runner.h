@@ -76,6 +76,7 @@ struct RunnerContext {
   ClientTracer* tracer = nullptr;  // exports traced requests' client spans; null: none
   const ShmLayout* shm_layout = nullptr;  // set: tensors in system shared memory (per point's batch)
   uint64_t seed = 1;
+  int64_t max_send_poll_ns = 500'000;  // --max-send-poll-us
   // Called about every 200 ms with a one-line status (for the terminal progress line).
   std::function<void(const std::string&)> progress;
 };

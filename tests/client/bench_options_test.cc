@@ -52,6 +52,10 @@ TEST(BenchFlagsTest, IntegerFlagsAreBaseTenAndRanged) {
   ASSERT_TRUE(octal.ok()) << octal.status();
   EXPECT_EQ(octal->load.threads, 10);
   EXPECT_EQ(octal->measurement.interval_ms, 250);
+  EXPECT_EQ(octal->load.max_send_poll_us, 500) << "the default";
+  auto no_poll = ParseBenchFlags({"cb", "-m", "m", "--max-send-poll-us", "0"});
+  ASSERT_TRUE(no_poll.ok()) << no_poll.status();
+  EXPECT_EQ(no_poll->load.max_send_poll_us, 0);
   const struct {
     std::vector<std::string> args;
     std::string message;
@@ -63,6 +67,7 @@ TEST(BenchFlagsTest, IntegerFlagsAreBaseTenAndRanged) {
       {{"-r", "0"}, "'0' is not an integer from 1 to 1000000"},
       {{"--warmup-requests", "ten"}, "--warmup-requests: 'ten' is not an integer from 0 to"},
       {{"--seed", "-1"}, "--seed: '-1' is not an integer from 0 to 9223372036854775807"},
+      {{"--max-send-poll-us", "-1"}, "--max-send-poll-us: '-1' is not an integer from 0 to 100000"},
   };
   for (const auto& row : bad) {
     std::vector<std::string> args = {"cb", "-m", "m"};

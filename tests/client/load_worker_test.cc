@@ -232,5 +232,39 @@ TEST(LoadWorkerTest, OpenLoopSendsOnTimeWithoutSpinning) {
   }
 }
 
+// --max-send-poll-us 0: the worker's wait ends with its waker's alarm and it sends at once, with no
+// polling before send times; the rate is still kept.
+TEST(LoadWorkerTest, OpenLoopWithoutPollingKeepsItsRate) {
+  absl::StatusOr<MlpTarget> target = StartMlpTarget("chronobench_nopoll", /*seed=*/10);
+  ASSERT_TRUE(target.ok()) << target.status();
+  std::vector<ChannelStubs> stubs;
+  for (const auto& channel : MakeDistinctChannels(target->server.url, 1)) stubs.emplace_back(channel);
+  WorkerShared shared{&stubs, &target->request, SteadyClock::Get(), nullptr, 1, nullptr};
+  WorkerPlan plan;
+  plan.mode = LoadMode::kRate;
+  plan.total_rate_per_s = 500;
+  plan.timeout_ms = 10'000;
+  plan.max_send_poll_ns = 0;
+  LoadWorker worker(0, plan, shared);
+  ASSERT_TRUE(worker.Prepare().ok());
+  const int64_t start_ns = SteadyClock::Get()->NowNs();
+  worker.Start(start_ns);
+  const bool ran = worker.AwaitCompleted(600, kWait);
+  const int64_t poll_ns = worker.PollNs();
+  const int64_t sends = worker.sent();
+  const int64_t wall_ns = SteadyClock::Get()->NowNs() - start_ns;
+  worker.Stop();
+  ASSERT_TRUE(ran) << "completed " << worker.completed();
+  const LatencyRecorder recorded = worker.TakeRecorder();
+  EXPECT_EQ(recorded.errors(), 0);
+  // A send due at once still looks at the queue one time (a zero-deadline AsyncNext, a few µs);
+  // with the default lead the polls take 20-500 µs a send.
+  EXPECT_LT(poll_ns, sends * 10'000) << poll_ns / sends << " ns polled per send";
+  // 600 answers at 500 a second: 1.2 s on schedule. Far more would mean sends waited for gRPC's
+  // millisecond-rounded deadlines one after another instead of the alarm.
+  EXPECT_LT(wall_ns, 3'000'000'000) << sends << " sends";
+  EXPECT_GT(recorded.schedule_lag().count(), 500);
+}
+
 }  // namespace
 }  // namespace chronoserve::client::bench

@@ -73,6 +73,23 @@ class SendWakerTest : public ::testing::Test {
   bool shut_down_ = false;
 };
 
+// chronobench's --max-send-poll-us: the lead never passes the maximum given; 0 means no lead.
+TEST(WakeLeadTest, StaysAtOrBelowTheMaximumGiven) {
+  WakeLead none(0);
+  EXPECT_EQ(none.ns(), 0);
+  for (size_t i = 0; i < WakeLead::kSamples; ++i) none.Add(300 * kUs);
+  EXPECT_EQ(none.ns(), 0) << "late wakes, but no polling was asked for";
+  WakeLead capped(50 * kUs);
+  EXPECT_EQ(capped.ns(), 50 * kUs) << "the initial lead, capped";
+  for (size_t i = 0; i < WakeLead::kSamples; ++i) capped.Add(300 * kUs);
+  EXPECT_EQ(capped.ns(), 50 * kUs);
+  for (size_t i = 0; i < WakeLead::kSamples; ++i) capped.Add(2 * kUs);
+  EXPECT_EQ(capped.ns(), WakeLead::kMinNs) << "below the cap, the usual rule";
+  WakeLead tiny(5 * kUs);
+  for (size_t i = 0; i < WakeLead::kSamples; ++i) tiny.Add(2 * kUs);
+  EXPECT_EQ(tiny.ns(), 5 * kUs) << "a cap under the floor wins";
+}
+
 TEST_F(SendWakerTest, PutsItsTagOnTheQueueNoEarlierThanTheTime) {
   waker_.Start();
   for (int i = 0; i < 20; ++i) {
