@@ -48,8 +48,8 @@ void AddBenchFlags(CLI::App* app, RawFlags* raw) {
       ->transform(IntegerIn(0, 1024));
   app->add_option("--max-send-poll-us", o.load.max_send_poll_us,
                   "Open loop and idle gap: the most a worker polls before a send time, after its waker's alarm "
-                  "(the lead follows how late recent alarms came, from 20 us up to this); the polling takes a "
-                  "CPU at high rates (about this many us per send). 0 = never poll: sends are as late as the "
+                  "(the lead follows how late recent alarms came, from 20 us up to this); the polls take up to "
+                  "this many us of CPU per send. 0 = never poll: sends are as late as the "
                   "alarm (schedule_lag shows it)")
       ->capture_default_str()
       ->transform(IntegerIn(0, 100000));

@@ -46,7 +46,7 @@ struct LoadOptions {
   uint64_t seed = 1;
   // --max-send-poll-us: the most a worker polls its queue before a send time (open loop, idle gap):
   // the SendWaker's lead is kept at or below it. 0 = never poll (sends as late as the wake).
-  int64_t max_send_poll_us = 500;
+  int64_t max_send_poll_us = 100;
 };
 
 struct MeasurementOptions {

@@ -9,7 +9,7 @@
 // the next wait takes every event already queued; each turn handles the oldest and sends what the
 // load allows. In open loop and idle-gap mode a SendWaker (a second thread, "cb-wake") ends the
 // worker's wait on its queue just before each send time, and the worker polls the queue for the
-// rest, up to the waker's lead (LeadNs: 20-500 µs, how late its recent wakes came), so sends are on
+// rest, up to the waker's lead (LeadNs: 20-100 µs by default, how late its recent wakes came), so sends are on
 // time without the worker spinning between them; its EventWaiter does this waiting.
 // With --shared-memory system each request in flight uses a slot of its ShmSlotPool (inputs copied
 // in after the send time is stamped; the output copy's duration is added to the response time).
@@ -61,7 +61,7 @@ struct WorkerPlan {
   double traceparent_rate = 0;
   uint64_t seed = 1;
   bool streaming = false;            // ModelStreamInfer instead of unary ModelInfer
-  int64_t max_send_poll_ns = 500'000;  // the SendWaker's lead at most (--max-send-poll-us)
+  int64_t max_send_poll_ns = WakeLead::kMaxNs;  // the SendWaker's lead at most (--max-send-poll-us)
 };
 
 // Read-only state shared by all workers; outlives them.
@@ -107,7 +107,7 @@ class LoadWorker {
   // thread is not counted).
   int64_t ThreadCpuNs() const;
   // Of that, the CPU time of the polls of the completion queue that found nothing just before a
-  // send time (open loop, idle gap: at most the SendWaker's lead, 20-500 µs, per send): waiting,
+  // send time (open loop, idle gap: at most the SendWaker's lead, 20-100 µs by default, per send): waiting,
   // not work, so the saturation warning leaves it out. Since Start(), ns.
   int64_t PollNs() const { return waiter_.PollNs(); }
   // ThreadCpuNs() less PollNs(): the CPU time the saturation warning judges.

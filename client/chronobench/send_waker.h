@@ -35,23 +35,25 @@ namespace chronoserve::client::bench {
 
 // How long before a time a wake should be asked for: nine in ten of the last kSamples wakes came
 // within it (plus kMarginNs), bounded to [kMinNs, max] (max: kMaxNs unless given; below kMinNs,
-// max itself); kInitialNs (at most max) until kMinSamples came. Used
+// max itself); the max until kMinSamples came. Used
 // on one thread.
 class WakeLead {
  public:
   static constexpr size_t kSamples = 64;
   static constexpr size_t kMinSamples = 8;
-  static constexpr int64_t kInitialNs = 200'000;  // about the p90 on a 2-core VM
   static constexpr int64_t kMarginNs = 10'000;
   static constexpr int64_t kMinNs = 20'000;
-  // Wakes later than this come from a machine short of CPU: polling longer would take more of it,
-  // so sends are late instead. If the waker's thread is starved, the fallback is the owner's own
+  // The default cap (--max-send-poll-us 100). Wakes later than the cap make sends late rather than
+  // poll longer: polls of up to 500 µs took a whole core per worker at 5,000 sends/s on the H100
+  // host, and kept one worker from 20,000 sends/s, which a 100 µs cap reached with a median lag of
+  // 4 µs (docs/BENCHMARKS.md §35). If the waker's thread is starved, the fallback is the owner's own
   // wait deadline: the send time, which gRPC rounds up to a whole millisecond, so sends can then be
   // up to about 1 ms late (it shows in schedule_lag). Such a wake ends no wait: it is no sample.
-  static constexpr int64_t kMaxNs = 500'000;
+  static constexpr int64_t kMaxNs = 100'000;
+  static constexpr int64_t kInitialNs = kMaxNs;  // until kMinSamples wakes came
 
   // The lead stays at or below `max_ns` (chronobench's --max-send-poll-us; 0: no lead, no polling).
-  explicit WakeLead(int64_t max_ns = kMaxNs) : max_ns_(max_ns), lead_ns_(std::min(kInitialNs, max_ns)) {}
+  explicit WakeLead(int64_t max_ns = kMaxNs) : max_ns_(max_ns), lead_ns_(max_ns) {}
 
   // A wake that came `late_ns` after the time asked for.
   void Add(int64_t late_ns);

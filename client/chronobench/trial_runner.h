@@ -19,6 +19,7 @@
 #include "client/chronobench/bench_options.h"
 #include "client/chronobench/client_tracer.h"
 #include "client/chronobench/latency_recorder.h"
+#include "client/chronobench/send_waker.h"
 #include "client/chronobench/shm_slot_pool.h"
 #include "client/chronobench/channel_stubs.h"
 #include "common/clock.h"
@@ -76,7 +77,7 @@ struct RunnerContext {
   ClientTracer* tracer = nullptr;  // exports traced requests' client spans; null: none
   const ShmLayout* shm_layout = nullptr;  // set: tensors in system shared memory (per point's batch)
   uint64_t seed = 1;
-  int64_t max_send_poll_ns = 500'000;  // --max-send-poll-us
+  int64_t max_send_poll_ns = WakeLead::kMaxNs;  // --max-send-poll-us
   // Called about every 200 ms with a one-line status (for the terminal progress line).
   std::function<void(const std::string&)> progress;
 };

@@ -52,7 +52,7 @@ TEST(BenchFlagsTest, IntegerFlagsAreBaseTenAndRanged) {
   ASSERT_TRUE(octal.ok()) << octal.status();
   EXPECT_EQ(octal->load.threads, 10);
   EXPECT_EQ(octal->measurement.interval_ms, 250);
-  EXPECT_EQ(octal->load.max_send_poll_us, 500) << "the default";
+  EXPECT_EQ(octal->load.max_send_poll_us, 100) << "the default";
   auto no_poll = ParseBenchFlags({"cb", "-m", "m", "--max-send-poll-us", "0"});
   ASSERT_TRUE(no_poll.ok()) << no_poll.status();
   EXPECT_EQ(no_poll->load.max_send_poll_us, 0);

@@ -25,18 +25,20 @@ TEST(WakeLeadTest, NinetiethPercentileOfTheLastWakesPlusAMargin) {
   EXPECT_EQ(lead.ns(), 40 * kUs + WakeLead::kMarginNs);
 
   // Of 64, the 58th smallest (index 57) decides: 6 slow wakes do not move it, 7 do.
-  WakeLead few_slow;
+  WakeLead few_slow(1'000 * kUs);  // a cap above the slow wakes, so the rule shows
   for (size_t i = 0; i < WakeLead::kSamples - 6; ++i) few_slow.Add(30 * kUs + static_cast<int64_t>(i));
   for (int i = 0; i < 6; ++i) few_slow.Add(400 * kUs);
   EXPECT_EQ(few_slow.ns(), 30 * kUs + 57 + WakeLead::kMarginNs);
   few_slow.Add(400 * kUs);  // replaces the oldest (30 µs)
   EXPECT_EQ(few_slow.ns(), 400 * kUs + WakeLead::kMarginNs);
 
-  // Only the last kSamples count, and the result stays in [kMinNs, kMaxNs].
+  // Only the last kSamples count, and the result stays in [kMinNs, the cap].
   for (size_t i = 0; i < WakeLead::kSamples; ++i) few_slow.Add(2 * kUs);
   EXPECT_EQ(few_slow.ns(), WakeLead::kMinNs);
   for (size_t i = 0; i < WakeLead::kSamples; ++i) few_slow.Add(7'000 * kUs);
-  EXPECT_EQ(few_slow.ns(), WakeLead::kMaxNs);
+  EXPECT_EQ(few_slow.ns(), 1'000 * kUs);
+  for (size_t i = 0; i < WakeLead::kSamples; ++i) lead.Add(7'000 * kUs);
+  EXPECT_EQ(lead.ns(), WakeLead::kMaxNs) << "the default cap";
 }
 
 class SendWakerTest : public ::testing::Test {
