@@ -10,8 +10,11 @@ namespace chronoserve::client::bench {
 // until its SendWaker's alarm ends the wait a lead before the send time (a timed wait alone wakes up
 // to 1 ms late: gRPC rounds its deadline up to a whole millisecond), then polls the queue (a zero
 // deadline) for the rest. The lead follows how late recent wakes came (the waker's sleep ending, then
-// the alarm's hop to this thread: 60-110 µs at the median on a 2-core VM), so nine sends in ten are
-// polled for what is left of the lead, up to LeadNs() (20-100 µs by default), and sent on time. On the 2-core
+// the alarm's hop to this thread: 60-110 µs at the median on a 2-core VM), up to LeadNs() (20-100 µs
+// by default: the 90th percentile of recent wakes plus a margin, capped), so the sends whose wake
+// came within the lead are polled for what is left of it and sent on time; where the wakes' 90th
+// percentile passes the cap (the 2-core VM under load), more than one send in ten is late by the
+// difference, which schedule_lag shows. On the 2-core
 // VM at 1,000 requests/s the polls took 15-25 µs of CPU a send (20-80 µs with two busy loops
 // beside it, the lead then longer), the rest of the worker's work 110-145 µs. Once the wake for a
 // send time has come, that send is polled for even if the lead shrank meanwhile. The CPU time of

@@ -53,7 +53,7 @@ class WakeLead {
   static constexpr int64_t kInitialNs = kMaxNs;  // until kMinSamples wakes came
 
   // The lead stays at or below `max_ns` (chronobench's --max-send-poll-us; 0: no lead, no polling).
-  explicit WakeLead(int64_t max_ns = kMaxNs) : max_ns_(max_ns), lead_ns_(max_ns) {}
+  explicit WakeLead(int64_t max_ns = kMaxNs) : max_ns_(std::max<int64_t>(max_ns, 0)), lead_ns_(max_ns_) {}
 
   // A wake that came `late_ns` after the time asked for.
   void Add(int64_t late_ns);

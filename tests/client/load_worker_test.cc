@@ -167,6 +167,16 @@ TEST(LoadWorkerTest, ClosedLoopAndIdleGapTimeFromTheActualSend) {
   }
 }
 
+// One worker's open loop at `rate` requests/s, its polls before a send capped at `max_send_poll_ns`.
+WorkerPlan RatePlan(double rate, int64_t max_send_poll_ns) {
+  WorkerPlan plan;
+  plan.mode = LoadMode::kRate;
+  plan.total_rate_per_s = rate;
+  plan.timeout_ms = 10'000;
+  plan.max_send_poll_ns = max_send_poll_ns;
+  return plan;
+}
+
 // Open loop at 1000 requests/s, a period shorter than the old 1.1 ms poll window (with which the
 // worker thread was on the CPU all the time): the worker waits on its queue until its SendWaker
 // wakes it and polls only what is left of the lead, so over the measured window its polls take at
@@ -180,11 +190,7 @@ TEST(LoadWorkerTest, OpenLoopSendsOnTimeWithoutSpinning) {
   std::vector<ChannelStubs> stubs;
   for (const auto& channel : MakeDistinctChannels(target->server.url, 1)) stubs.emplace_back(channel);
   WorkerShared shared{&stubs, &target->request, SteadyClock::Get(), nullptr, 1, nullptr};
-  WorkerPlan plan;
-  plan.mode = LoadMode::kRate;
-  plan.total_rate_per_s = 1000;
-  plan.timeout_ms = 10'000;
-  LoadWorker worker(0, plan, shared);
+  LoadWorker worker(0, RatePlan(1000, WakeLead::kMaxNs), shared);
   ASSERT_TRUE(worker.Prepare().ok());
   worker.Start(SteadyClock::Get()->NowNs());
   ASSERT_TRUE(worker.AwaitCompleted(200, kWait)) << "the load never ran: " << worker.completed();
@@ -233,37 +239,37 @@ TEST(LoadWorkerTest, OpenLoopSendsOnTimeWithoutSpinning) {
 }
 
 // --max-send-poll-us 0: the worker's wait ends with its waker's alarm and it sends at once, with no
-// polling before send times; the rate is still kept.
+// polling before send times, and the sends are still near their times: the alarm's lateness (tens
+// of µs), not gRPC's millisecond-rounded deadline (about 0.5 ms late at the median). Run alone
+// (run_serial.cmake).
 TEST(LoadWorkerTest, OpenLoopWithoutPollingKeepsItsRate) {
   absl::StatusOr<MlpTarget> target = StartMlpTarget("chronobench_nopoll", /*seed=*/10);
   ASSERT_TRUE(target.ok()) << target.status();
   std::vector<ChannelStubs> stubs;
   for (const auto& channel : MakeDistinctChannels(target->server.url, 1)) stubs.emplace_back(channel);
   WorkerShared shared{&stubs, &target->request, SteadyClock::Get(), nullptr, 1, nullptr};
-  WorkerPlan plan;
-  plan.mode = LoadMode::kRate;
-  plan.total_rate_per_s = 500;
-  plan.timeout_ms = 10'000;
-  plan.max_send_poll_ns = 0;
-  LoadWorker worker(0, plan, shared);
+  LoadWorker worker(0, RatePlan(500, /*max_send_poll_ns=*/0), shared);
   ASSERT_TRUE(worker.Prepare().ok());
-  const int64_t start_ns = SteadyClock::Get()->NowNs();
-  worker.Start(start_ns);
+  const int64_t delay_start_ns = RunDelayNs("cb-load") + RunDelayNs("cb-wake");
+  worker.Start(SteadyClock::Get()->NowNs());
   const bool ran = worker.AwaitCompleted(600, kWait);
   const int64_t poll_ns = worker.PollNs();
   const int64_t sends = worker.sent();
-  const int64_t wall_ns = SteadyClock::Get()->NowNs() - start_ns;
+  const int64_t delay_ns = RunDelayNs("cb-load") + RunDelayNs("cb-wake") - delay_start_ns;
   worker.Stop();
   ASSERT_TRUE(ran) << "completed " << worker.completed();
   const LatencyRecorder recorded = worker.TakeRecorder();
   EXPECT_EQ(recorded.errors(), 0);
+  ASSERT_GT(recorded.schedule_lag().count(), 500);
   // A send due at once still looks at the queue one time (a zero-deadline AsyncNext, a few µs);
-  // with the default lead the polls take 20-500 µs a send.
+  // with the default lead the polls take 15-100 µs a send on the 2-core VM.
   EXPECT_LT(poll_ns, sends * 10'000) << poll_ns / sends << " ns polled per send";
-  // 600 answers at 500 a second: 1.2 s on schedule. Far more would mean sends waited for gRPC's
-  // millisecond-rounded deadlines one after another instead of the alarm.
-  EXPECT_LT(wall_ns, 3'000'000'000) << sends << " sends";
-  EXPECT_GT(recorded.schedule_lag().count(), 500);
+  const int64_t lag_p50_ns = recorded.schedule_lag().ValueAtPercentile(50);
+  if (delay_ns / sends < 500'000) {  // as OpenLoopSendsOnTimeWithoutSpinning: only with CPUs to run on
+    EXPECT_LT(lag_p50_ns, 300'000) << "sends waited for gRPC's rounded deadline, not the alarm";
+  } else {
+    std::cout << "[ note     ] the machine was short of CPU: the lag is not judged\n";
+  }
 }
 
 }  // namespace

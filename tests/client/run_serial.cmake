@@ -5,6 +5,7 @@
 # Another test's server and client beside it should leave the bound met; running alone (a few
 # seconds) takes the doubt away.
 foreach(_serial LoadWorkerTest.OpenLoopSendsOnTimeWithoutSpinning
+                LoadWorkerTest.OpenLoopWithoutPollingKeepsItsRate
                 ChronobenchE2eTest.OpenLoopPoissonKeepsItsRateAndTimesFromTheSchedule)
   list(FIND client_tests_TESTS "${_serial}" _found)
   if(NOT _found EQUAL -1)

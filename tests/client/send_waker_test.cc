@@ -87,6 +87,7 @@ TEST(WakeLeadTest, StaysAtOrBelowTheMaximumGiven) {
   EXPECT_EQ(capped.ns(), 50 * kUs);
   for (size_t i = 0; i < WakeLead::kSamples; ++i) capped.Add(2 * kUs);
   EXPECT_EQ(capped.ns(), WakeLead::kMinNs) << "below the cap, the usual rule";
+  EXPECT_EQ(WakeLead(-5).ns(), 0) << "a negative cap is none";
   WakeLead tiny(5 * kUs);
   for (size_t i = 0; i < WakeLead::kSamples; ++i) tiny.Add(2 * kUs);
   EXPECT_EQ(tiny.ns(), 5 * kUs) << "a cap under the floor wins";
