@@ -26,17 +26,19 @@ window_ms=${WINDOW_MS:-2000}
 trials=${TRIALS:-3}
 mkdir -p "$out"
 models=$(mktemp -d)
+timed=""
+source "$(dirname "$0")/server_lib.sh"
+# A chronobench still running (the script interrupted) is stopped too.
+trap '[ -n "$timed" ] && pkill -P "$timed" -x chronobench; stop_server >/dev/null 2>&1; rm -rf "$models"' EXIT
 "$build/bin/chronoserve-examples" --out "$models" >/dev/null || exit 1
 [ "${GRAPHS:-1}" = 1 ] && printf '%s\n' 'optimization { cuda { graphs: true } }' >> "$models/policy_net/config.pbtxt"
-source "$(dirname "$0")/server_lib.sh"
-trap 'stop_server >/dev/null 2>&1; rm -rf "$models"' EXIT
 start_server "$build" "$models" "$out/open_loop_server.log" "$port" || exit 1
 status=0
 runs=()
 # sample_threads SUBSHELL_PID FILE: while chronobench (the subshell's child) runs, its CPU by thread
 # name, in clock ticks, from 1 s after its start to its end (start-up left out; a thread's figure
-# is as of the last 0.2 s pass that saw it), in FILE
-# as "NAME THREADS TICKS SECONDS" lines.
+# is as of the last 0.2 s pass that saw it), in FILE as "NAME THREADS TICKS SECONDS" lines. One
+# `cat` a pass, so the sampler itself forks little beside the processes it watches.
 sample_threads() {
   local pid="" t0 t1 snaps
   for _ in $(seq 1 50); do pid=$(pgrep -P "$1" -x chronobench) && break; sleep 0.02; done
@@ -46,10 +48,8 @@ sample_threads() {
   t0=$(date +%s.%N)
   t1=$t0
   while kill -0 "$pid" 2>/dev/null; do
-    # "TID NAME TICKS" per thread; a thread that has ended keeps its last line from an earlier pass.
-    for t in /proc/"$pid"/task/*; do
-      echo "$(basename "$t") $(tr ' ' _ < "$t/comm") $(awk '{print $14 + $15}' "$t/stat")"
-    done >> "$snaps" 2>/dev/null && t1=$(date +%s.%N)
+    # Every thread's /proc stat line; a thread that has ended keeps its line from an earlier pass.
+    cat /proc/"$pid"/task/*/stat >> "$snaps" 2>/dev/null && t1=$(date +%s.%N)
     sleep 0.2
   done
   python3 - "$t0" "$t1" "$snaps" "$2" <<'PY'
@@ -57,10 +57,14 @@ import sys
 t0, t1, snaps, path = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4]
 first, last, names = {}, {}, {}
 for line in open(snaps):
-    parts = line.split()
-    if len(parts) != 3 or not parts[2].isdigit():
-        continue  # a thread that ended mid-read
-    tid, name, ticks = parts[0], parts[1], int(parts[2])
+    # "TID (NAME) STATE ... UTIME STIME ...": the name may hold spaces and parentheses, so the
+    # fields are counted after its last ')': utime and stime are fields 14 and 15 of the line.
+    head, _, tail = line.rpartition(")")
+    fields = tail.split()
+    if "(" not in head or len(fields) < 13 or not (fields[11].isdigit() and fields[12].isdigit()):
+        continue  # a line cut short as its thread ended
+    tid, name = head.split(" (", 1)
+    name, ticks = name.replace(" ", "_"), int(fields[11]) + int(fields[12])
     first.setdefault(tid, ticks)
     last[tid] = max(last.get(tid, 0), ticks)
     names[tid] = name
@@ -91,7 +95,7 @@ for poll in $polls; do
       timed=$!
       sample_threads "$timed" "$out/$name.threads"
       wait "$timed" || { echo "chronobench failed at $name:"; tail -5 "$out/$name.txt"; status=1; continue; }
-      runs+=("$name")
+      runs+=("$name:$poll")
     done
   done
  done
@@ -103,7 +107,11 @@ out, runs = sys.argv[1], sys.argv[2:]
 rows = []
 print(f"{'max poll':>8} {'distribution':>12} {'threads':>7} {'asked/s':>8} {'reached/s':>9} {'lag p50':>8} {'lag p99':>8} "
       f"{'e2e p50':>8} {'e2e p99':>8} {'busiest':>7} {'client cores':>12} {'client us/req':>13}")
-for name in runs:
+import os
+ticks_per_s = os.sysconf("SC_CLK_TCK")
+summary = lambda h, key: h[key] if h else float("nan")  # a histogram with no value is null
+for run in runs:
+    name, poll = run.rsplit(":", 1)
     report = json.load(open(f"{out}/{name}.json"))
     point = report["runs"][-1]
     user, sys_, wall = (float(v) for v in open(f"{out}/{name}.time").read().split()[-3:])
@@ -112,13 +120,13 @@ for name in runs:
         "run": name,
         "distribution": name.split("_")[2],
         "threads": int(name.split("_")[4][1:]),
-        "max_send_poll_us": name.split("_p")[-1] if "_p" in name.split("_t")[-1] else "default",
+        "max_send_poll_us": poll,
         "asked_rps": point["rate"],
         "reached_rps": point["throughput_rps"],
-        "schedule_lag_p50_us": point["schedule_lag_us"]["p50"],
-        "schedule_lag_p99_us": point["schedule_lag_us"]["p99"],
-        "e2e_p50_us": point["latency_us"]["e2e"]["p50"],
-        "e2e_p99_us": point["latency_us"]["e2e"]["p99"],
+        "schedule_lag_p50_us": summary(point["schedule_lag_us"], "p50"),
+        "schedule_lag_p99_us": summary(point["schedule_lag_us"], "p99"),
+        "e2e_p50_us": summary(point["latency_us"]["e2e"], "p50"),
+        "e2e_p99_us": summary(point["latency_us"]["e2e"], "p99"),
         "client_cpu_busiest": max(w["client_cpu_busiest"] for w in point["windows"]),
         "client_cores": (user + sys_) / wall,
         "client_cpu_us_per_request_upper": (user + sys_) * 1e6 / max(requests, 1),
@@ -129,10 +137,10 @@ for name in runs:
           f"{row['schedule_lag_p50_us']:>8.1f} {row['schedule_lag_p99_us']:>8.1f} {row['e2e_p50_us']:>8.0f} "
           f"{row['e2e_p99_us']:>8.0f} {row['client_cpu_busiest']:>7.2f} {row['client_cores']:>12.2f} "
           f"{row['client_cpu_us_per_request_upper']:>13.1f}")
-    # CPU by thread name over the sampled span, in cores (clock ticks at 100 Hz).
+    # CPU by thread name over the sampled span, in cores.
     try:
         by_thread = [l.split() for l in open(f"{out}/{name}.threads")]
-        row["cores_by_thread"] = {n: int(t) / 100 / float(s) for n, _, t, s in by_thread if float(s) > 0}
+        row["cores_by_thread"] = {n: int(t) / ticks_per_s / float(s) for n, _, t, s in by_thread if float(s) > 0}
         print("      by thread: " + ", ".join(f"{n} {c:.2f}" for n, c in row["cores_by_thread"].items() if c >= 0.01))
     except (OSError, ValueError):
         pass
