@@ -102,7 +102,7 @@ TEST(ServerFlagsResolveTest, TraceCollectorFromTheEnvironmentWhenNoFlag) {
   EXPECT_EQ(flags->telemetry.tracing.exporter.endpoint, "otel:4317");
 }
 
-TEST(ServerFlagsResolveTest, BadValuesAreRefusedNamingTheFlag) {
+TEST(ServerFlagsResolveTest, BadValuesAreRefusedWithTheParsersMessage) {
   struct Row {
     std::vector<std::string> args;
     std::string message;
