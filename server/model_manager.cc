@@ -37,6 +37,11 @@ absl::StatusOr<std::vector<InstanceGroupSpec>> ResolveInstanceGroups(const Model
 
 absl::StatusOr<std::vector<DevicePlacement>> PlaceInstances(const ModelSpec& spec, int gpu_count) {
   ASSIGN_OR_RETURN(std::vector<InstanceGroupSpec> groups, ResolveInstanceGroups(spec, gpu_count));
+  return PlaceResolvedGroups(spec.name, groups);
+}
+
+absl::StatusOr<std::vector<DevicePlacement>> PlaceResolvedGroups(const std::string& model,
+                                                                 const std::vector<InstanceGroupSpec>& groups) {
   std::vector<DevicePlacement> placements;
   for (const InstanceGroupSpec& group : groups) {
     if (group.kind == InstanceKind::kCpu) {
@@ -49,7 +54,7 @@ absl::StatusOr<std::vector<DevicePlacement>> PlaceInstances(const ModelSpec& spe
   }
   // Each group is bounded by the loader; several groups, or a GPU listed many times, are bounded here.
   if (placements.size() > kMaxWorkersPerModel) {
-    return absl::InvalidArgumentError(absl::StrCat("model '", spec.name, "': its instance groups ask for ",
+    return absl::InvalidArgumentError(absl::StrCat("model '", model, "': its instance groups ask for ",
                                                    placements.size(), " workers; at most ", kMaxWorkersPerModel,
                                                    " per model"));
   }
@@ -92,7 +97,7 @@ absl::Status ModelManager::LoadModel(const std::string& model_dir) {
   if (!groups.ok()) return fail(groups.status());
   // Served as loaded, as Triton serves its normalised config: the ModelConfig RPC reports these.
   spec->instance_groups = *std::move(groups);
-  auto placements = PlaceInstances(*spec, gpu_count);
+  auto placements = PlaceResolvedGroups(spec->name, spec->instance_groups);
   if (!placements.ok()) return fail(placements.status());
 
   std::vector<HostPolicy> worker_policies;

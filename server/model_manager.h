@@ -32,6 +32,9 @@ absl::StatusOr<std::vector<InstanceGroupSpec>> ResolveInstanceGroups(const Model
 // Where each worker of `spec` runs: its groups resolved (ResolveInstanceGroups), in order, `count`
 // workers per listed GPU or on the CPU; more than 1024 workers in all is an error naming the model.
 absl::StatusOr<std::vector<DevicePlacement>> PlaceInstances(const ModelSpec& spec, int gpu_count);
+// The same for groups already resolved (ResolveInstanceGroups' result), `model` named in the error.
+absl::StatusOr<std::vector<DevicePlacement>> PlaceResolvedGroups(const std::string& model,
+                                                                 const std::vector<InstanceGroupSpec>& groups);
 
 // How every model of the repository is loaded.
 struct ModelLoadOptions {
