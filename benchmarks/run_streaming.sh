@@ -238,9 +238,13 @@ for f in sorted(glob.glob(f"{out}/*_c*_n*_d*.json")):
     # The worker's busy time per second by phase (from its shutdown log), as µs per served batch.
     phases = {}
     try:
-        busy = re.search(r"busy [0-9.]+ = (.*)$", open(f[:-5] + "_threads.txt").read(), re.M)
+        threads_txt = open(f[:-5] + "_threads.txt").read()
+        counted = re.search(r"; per batch of \d+: (.*)$", threads_txt, re.M)  # the worker counted its batches
+        busy = re.search(r"busy [0-9.]+ = ([^;\n]*)", threads_txt)
         batches_per_s = r["throughput_items_per_s"] / reached if reached else 0  # unknown without timing
-        if busy and batches_per_s > 0:
+        if counted:
+            phases = {k: float(v) for k, v in re.findall(r"(\w+) ([0-9.]+) us", counted[1])}
+        elif busy and batches_per_s > 0:
             phases = {k: float(v) * 1e6 / batches_per_s for k, v in re.findall(r"(\w+) ([0-9.]+)", busy[1])}
     except OSError:
         pass

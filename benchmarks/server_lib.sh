@@ -170,7 +170,8 @@ write_eager_and_graph_repos() {
 # worker_share LOG SECONDS: from the "time by phase" lines a server logs when its models stop, each
 # worker's busy time (every phase but wait) per second of a SECONDS-long point that was the server's
 # only load, by phase: "policy_net/0: busy 0.81 = finish 0.42, launch 0.22, ..." (the time the
-# server idled before and after the point is all wait).
+# server idled before and after the point is all wait); where the line counts the worker's batches
+# (request timing on or off), also its busy time per batch: "; per batch of 5120: finish 31.2 us, ...".
 worker_share() {
   python3 - "$1" "$2" <<'PY'
 import re, sys
@@ -179,9 +180,16 @@ for line in open(sys.argv[1]):
     m = re.search(r"model '([^']+)' worker (\d+) time by phase: (.*)$", line)
     if not m or seconds <= 0:
         continue
-    busy = {name: float(sec) / seconds for name, sec in re.findall(r"(\w+) ([0-9.]+) s", m[3]) if name != "wait"}
+    totals = {name: float(sec) for name, sec in re.findall(r"(\w+) ([0-9.]+) s", m[3]) if name != "wait"}
+    busy = {name: sec / seconds for name, sec in totals.items()}
     shares = ", ".join(f"{p} {v:.2f}" for p, v in sorted(busy.items(), key=lambda x: -x[1]) if v >= 0.005)
-    print(f"{m[1]}/{m[2]}: busy {sum(busy.values()):.2f} = {shares}")
+    per_batch = ""
+    counted = re.search(r"; (\d+) batches", m[3])
+    if counted and int(counted[1]) > 0:
+        n = int(counted[1])
+        per_batch = f"; per batch of {n}: " + ", ".join(
+            f"{p} {sec * 1e6 / n:.1f} us" for p, sec in sorted(totals.items(), key=lambda x: -x[1]) if sec > 0)
+    print(f"{m[1]}/{m[2]}: busy {sum(busy.values()):.2f} = {shares}{per_batch}")
 PY
 }
 

@@ -170,7 +170,8 @@ absl::Status Worker::Start(const HostPolicy& policy) {
 void Worker::Join() {
   if (!thread_.joinable()) return;
   thread_.join();
-  CS_LOG(INFO) << "model '" << model_ << "' worker " << index_ << " time by phase: " << PhaseSummary();
+  CS_LOG(INFO) << "model '" << model_ << "' worker " << index_ << " time by phase: " << PhaseSummary() << "; "
+               << batches() << " batches";
 }
 
 void Worker::Loop() {
@@ -358,6 +359,7 @@ void Worker::EndBatch(Batch batch, const BatchTiming& timing, const absl::Status
     CS_LOG(ERROR) << status.message();
   }
   for (auto it = batch.begin(); it != batch.end(); ++it) (*it)->timeline.SetBatch(timing, it == first_sent);
+  batches_.fetch_add(1, std::memory_order_relaxed);
   if (completions_ != nullptr) {
     completions_->CompleteBatch(std::move(batch), status);
   } else {

@@ -81,13 +81,17 @@ class Worker {
   // it ends at once and the error (naming the model, worker and what was refused) is returned;
   // Join() still applies.
   absl::Status Start(const HostPolicy& policy = {});
-  // Waits for the thread to finish, then logs its time by phase; the queue must have been closed.
+  // Waits for the thread to finish, then logs its time by phase and its batches; the queue must have
+  // been closed.
   // Idempotent.
   void Join();
 
   int index() const { return index_; }
   const ModelInstance& instance() const { return *instance_; }
 
+  // Batches the thread ended since Start(), whatever their outcome, warm-up and keep-warm runs not
+  // counted (for metrics, with phase_ns the time per batch; any thread).
+  int64_t batches() const { return batches_.load(std::memory_order_relaxed); }
   // Keep-warm runs completed since Start() (for metrics; any thread).
   int64_t keep_warm_runs() const { return keep_warm_runs_.load(std::memory_order_relaxed); }
   // Served batches flagged by IsLaunchBound (for metrics; any thread).
@@ -161,6 +165,7 @@ class Worker {
   bool keep_warm_lapsed_ = false;  // keep-warm is done for this idle spell
   int64_t idle_since_ns_ = 0;      // end of the last batch (or Start)
   int64_t last_keep_warm_ns_ = 0;  // start of the last keep-warm run
+  std::atomic<int64_t> batches_{0};
   std::atomic<int64_t> keep_warm_runs_{0};
   std::atomic<int64_t> launch_bound_batches_{0};
   std::atomic<bool> last_launch_bound_{false};

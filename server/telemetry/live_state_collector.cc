@@ -85,6 +85,10 @@ void LiveStateCollector::CollectWorkers(std::vector<MetricFamily>* out) const {
                                 "Worker thread time by phase: wait (for requests) or busy (take, execute, gather, "
                                 "launch, finish, complete, keep_warm); together the phases cover the thread's wall time",
                                 MetricType::Counter);
+  MetricFamily batches = Family("chronoserve_worker_batches_total",
+                                "Batches the worker ran, whatever their outcome (with request timing on or off); "
+                                "chronoserve_worker_seconds_total over it is the worker's time per batch by phase",
+                                MetricType::Counter);
   MetricFamily keep_warm = Family("chronoserve_keep_warm_runs_total",
                                   "Keep-warm runs of the model while its worker was idle", MetricType::Counter);
   MetricFamily bound = Family("chronoserve_launch_bound_batches_total",
@@ -105,12 +109,14 @@ void LiveStateCollector::CollectWorkers(std::vector<MetricFamily>* out) const {
                    static_cast<double>(worker->phase_ns(phase)) * 1e-9);
       }
       const std::vector<ClientMetric::Label> labels = {{"model", model}, {"version", version}, {"worker", index}};
+      AddCounter(&batches, labels, static_cast<double>(worker->batches()));
       AddCounter(&keep_warm, labels, static_cast<double>(worker->keep_warm_runs()));
       AddCounter(&bound, labels, static_cast<double>(worker->launch_bound_batches()));
       AddGauge(&bound_now, labels, worker->last_batch_launch_bound() ? 1.0 : 0.0);
     }
   }
   out->push_back(std::move(seconds));
+  out->push_back(std::move(batches));
   out->push_back(std::move(keep_warm));
   out->push_back(std::move(bound));
   out->push_back(std::move(bound_now));

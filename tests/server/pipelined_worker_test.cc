@@ -240,6 +240,7 @@ TEST_F(PipelinedWorkerTest, WarmUpLaunchesASecondBatchBehindTheFirstBeforeServin
   EXPECT_EQ(fake_->warmups_behind_another(0), 0);
   EXPECT_EQ(fake_->misuse(), "");
   EXPECT_EQ(runtime_->stats().Snapshot().execution_count, 0u) << "warm-up runs are not executions";
+  EXPECT_EQ(runtime_->workers().front()->batches(), 0) << "nor the worker's batches";
 }
 
 TEST_F(PipelinedWorkerTest, LaunchesTheNextBatchBeforeFinishingTheOneInFlight) {
@@ -293,6 +294,9 @@ TEST_F(PipelinedWorkerTest, AFailedLaunchIsAnsweredAloneAndTheBatchInFlightStill
   ExpectDoubled(c);
   EXPECT_THAT(fake_->log(), ElementsAre("L:a@0", "L:bad@1", "L:c@1", "F:a@0", "F:c@1"));
   EXPECT_EQ(fake_->misuse(), "");
+  runtime_->queue().Close();
+  JoinWorkersWithin(*runtime_);
+  EXPECT_EQ(runtime_->workers().front()->batches(), 3) << "a, the failed launch and c: every batch it ended";
 }
 
 TEST_F(PipelinedWorkerTest, StopFinishesTheBatchInFlightFirst) {

@@ -63,6 +63,8 @@ TEST_F(TelemetryServerTest, MetricsCountEveryRequest) {
   EXPECT_GE(batches, 1);
   EXPECT_LE(batches, kRequests);
   EXPECT_EQ(delta(R"(chronoserve_compute_duration_seconds_count{model="mlp",version="1"})"), batches);
+  // The one worker ran every batch (its own counter counts with request timing off too).
+  EXPECT_EQ(delta(R"(chronoserve_worker_batches_total{model="mlp",version="1",worker="0"})"), batches);
   // One request at a time: each batch's input is that request's region of the input arena, used
   // where the receiving thread put it.
   EXPECT_EQ(delta(R"(chronoserve_batches_inputs_in_place_total{model="mlp",version="1"})"), batches);
