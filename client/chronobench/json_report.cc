@@ -66,6 +66,7 @@ nlohmann::json RunToJson(const PointResult& p, const BenchReport& report, const 
   }
   run["latency_us"] = latency;
   run["batch_size_executed"] = CountSummary(r.batch_size());
+  if (r.batch_size().count() > 0) run["batch_size_executed"]["per_batch_mean"] = r.items_per_batch();
   run["idle_before_us"] = CountSummary(r.idle_before());
   if (p.spec.mode == LoadMode::kRate) run["schedule_lag_us"] = Summary(r.schedule_lag(), percentiles);
   run["stable"] = p.stable;
@@ -169,6 +170,7 @@ std::string ReportToCsv(const BenchReport& report) {
     for (double p : percentiles) header.push_back(absl::StrCat(MetricName(static_cast<Metric>(m)), "_", PercentileKey(p), "_us"));
     header.push_back(absl::StrCat(MetricName(static_cast<Metric>(m)), "_mean_us"));
   }
+  header.push_back("batch_size_executed_per_batch_mean");  // after the metrics, so theirs keep their places
   // Last, so every column before them keeps its place: which point, and whether it was measured.
   for (const char* column : {"point", "status", "message"}) header.push_back(column);
   std::string csv = CsvRow(header);
@@ -184,6 +186,7 @@ std::string ReportToCsv(const BenchReport& report) {
       for (double pc : percentiles) row.push_back(h.count() > 0 ? Num(Us(h.ValueAtPercentile(pc))) : "");
       row.push_back(h.count() > 0 ? Num(Us(h.mean())) : "");
     }
+    row.push_back(r.batch_size().count() > 0 ? Num(r.items_per_batch()) : "");
     row.insert(row.end(), {p.spec.Label(), "ok", ""});
     absl::StrAppend(&csv, CsvRow(row));
   }

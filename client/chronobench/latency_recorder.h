@@ -57,6 +57,11 @@ class LatencyRecorder {
 
   const Histogram& metric(Metric m) const { return metrics_[static_cast<int>(m)]; }
   const Histogram& batch_size() const { return batch_size_; }       // executed, from the server
+  // Items per executed batch: the mean of batch_size() weighted by batch, not by response (a batch
+  // of 16 one-item requests answers 16 of them). Each response's batch holds batch_size items, of
+  // which the response's own are a share, so this is the harmonic mean of the responses' batch
+  // sizes. 0 before any response said its batch size.
+  double items_per_batch() const;
   const Histogram& schedule_lag() const { return schedule_lag_; }   // sent - intended, ns
   const Histogram& idle_before() const { return idle_before_; }     // server's idle_before_us
   int64_t successes() const { return successes_; }
@@ -88,6 +93,8 @@ class LatencyRecorder {
 
   std::array<Histogram, kMetricCount> metrics_;
   Histogram batch_size_;
+  double inverse_batch_sizes_ = 0;  // sum of 1 / batch_size over the responses that gave one
+  int64_t batch_size_responses_ = 0;
   Histogram schedule_lag_;
   Histogram idle_before_;
   int64_t successes_ = 0;

@@ -125,6 +125,46 @@ TEST(RecorderTest, ClampedValuesAreReportedNotHidden) {
   EXPECT_EQ(run["clamped_values"], (nlohmann::json{{"saturated", 2}, {"negative", 1}})) << run["clamped_values"];
 }
 
+// Each response says the size of the batch it ran in, so a large batch speaks through many
+// responses: the items per executed batch is the harmonic mean of what they say, not the mean.
+TEST(RecorderTest, ItemsPerBatchCountsEachBatchOnce) {
+  std::mt19937_64 rng(0xba7c);
+  auto answered_in = [&rng](int64_t batch_items) {
+    RequestRecord rec = OkRecord(rng);
+    rec.timing->batch_size = batch_items;
+    return rec;
+  };
+  LatencyRecorder ones;  // one-item requests: a batch of 16, then four batches of 1
+  for (int i = 0; i < 16; ++i) ones.Record(answered_in(16));
+  for (int i = 0; i < 4; ++i) ones.Record(answered_in(1));
+  EXPECT_DOUBLE_EQ(ones.batch_size().mean(), (16.0 * 16 + 4) / 20) << "per response";
+  EXPECT_DOUBLE_EQ(ones.items_per_batch(), 20.0 / 5) << "20 items in 5 batches";
+
+  LatencyRecorder pairs;  // two-item requests: a batch of 8 items (4 requests), one of 2 items
+  for (int i = 0; i < 4; ++i) pairs.Record(answered_in(8));
+  pairs.Record(answered_in(2));
+  EXPECT_DOUBLE_EQ(pairs.items_per_batch(), 10.0 / 2);
+  RequestRecord untimed = OkRecord(rng);
+  untimed.timing.reset();
+  pairs.Record(untimed);  // a response without timing says nothing about its batch
+  EXPECT_DOUBLE_EQ(pairs.items_per_batch(), 10.0 / 2);
+
+  LatencyRecorder later;  // another window of the one-item point: a batch of 8
+  for (int i = 0; i < 8; ++i) later.Record(answered_in(8));
+  LatencyRecorder merged;  // windows merge: 28 items in 6 batches
+  ASSERT_TRUE(merged.Merge(ones).ok());
+  ASSERT_TRUE(merged.Merge(later).ok());
+  EXPECT_DOUBLE_EQ(merged.items_per_batch(), 28.0 / 6);
+  EXPECT_EQ(LatencyRecorder().items_per_batch(), 0) << "no response gave its batch size";
+
+  BenchReport report = MakeReport(LoadMode::kConcurrency);
+  report.points = {MakePoint(LoadMode::kConcurrency, 1, 1000)};
+  report.points[0].recorder = ones;
+  const nlohmann::json run = ReportToJson(report)["runs"][0];
+  EXPECT_DOUBLE_EQ(run["batch_size_executed"]["per_batch_mean"].get<double>(), 4.0) << run["batch_size_executed"];
+  EXPECT_DOUBLE_EQ(run["batch_size_executed"]["mean"].get<double>(), 13.0);
+}
+
 // A device-timed response with this launch and compute (µs), from a CUDA graph or not.
 RequestRecord DeviceTimed(int64_t launch_us, int64_t compute_us, bool graph) {
   RequestRecord rec;

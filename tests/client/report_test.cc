@@ -143,6 +143,8 @@ TEST(ReportTest, CsvEndsWithTheFailedPointsRow) {
   ASSERT_GT(header.size(), first.size());
   EXPECT_EQ(std::vector<std::string>(header.begin(), header.begin() + first.size()), first);
   for (const auto& row : *rows) ASSERT_EQ(row.size(), header.size());
+  EXPECT_EQ(Column(header, "batch_size_executed_per_batch_mean") + 1, Column(header, "point"))
+      << "added after the metrics, before the last three";
 
   const std::vector<std::string>& failed = rows->back();
   EXPECT_EQ(failed[Column(header, "status")], "failed");
