@@ -38,33 +38,41 @@ std::string ReadAll(const std::string& path) {
   return s.str();
 }
 
-TEST_F(ChronobenchE2eTest, BinaryRunsThroughSharedMemory) {
-  const std::string json = *dir_ + "/shm_report.json";
-  auto run = RunProgram({CHRONOBENCH_BIN, "-m", "mlp", "-u", *url_, "-b", "4", "--concurrency-range", "2", "-p", "300",
-                         "--max-trials", "3", "--warmup-requests", "5", "-s", "50", "--shared-memory", "system",
-                         "--json", json},
-                        absl::Seconds(120));
-  ASSERT_TRUE(run.ok()) << run.status();
-  ASSERT_EQ(run->first, 0) << run->second;
-  const auto report = nlohmann::json::parse(ReadAll(json), nullptr, false);
-  ASSERT_FALSE(report.is_discarded());
+// The binary against the mlp through system shared memory, with `flags` added (batch size,
+// concurrency, transport). Returns its JSON report once it exited 0 and the report has the full
+// schema; null (with a failure recorded) otherwise.
+nlohmann::json RunThroughSharedMemory(const std::string& url, const std::string& json,
+                                      const std::vector<std::string>& flags) {
+  std::vector<std::string> argv = {CHRONOBENCH_BIN, "-m", "mlp", "-u", url, "-p", "300", "--max-trials", "3",
+                                   "--warmup-requests", "5", "-s", "50", "--shared-memory", "system", "--json", json};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  auto run = RunProgram(argv, absl::Seconds(120));
+  if (!run.ok() || run->first != 0) {
+    ADD_FAILURE() << (run.ok() ? run->second : run.status().ToString());
+    return nullptr;
+  }
+  nlohmann::json report = nlohmann::json::parse(ReadAll(json), nullptr, false);
+  if (report.is_discarded()) {
+    ADD_FAILURE() << json << " is not JSON";
+    return nullptr;
+  }
   testing::ExpectReportSchema(report, /*with_server_spans=*/true);
+  return report;
+}
+
+TEST_F(ChronobenchE2eTest, BinaryRunsThroughSharedMemory) {
+  const nlohmann::json report =
+      RunThroughSharedMemory(*url_, *dir_ + "/shm_report.json", {"-b", "4", "--concurrency-range", "2"});
+  ASSERT_TRUE(report.is_object());
   EXPECT_EQ(report["server"]["shared_memory"], "system");
   EXPECT_EQ(report["runs"][0]["errors"], 0);
   EXPECT_EQ(RegisteredRegions(*url_), 0) << "the binary unregistered its regions at exit";
 }
 
 TEST_F(ChronobenchE2eTest, BinaryStreamsThroughSharedMemory) {
-  const std::string json = *dir_ + "/stream_shm_report.json";
-  auto run = RunProgram({CHRONOBENCH_BIN, "-m", "mlp", "-u", *url_, "-b", "2", "--concurrency-range", "3", "-p", "300",
-                         "--max-trials", "3", "--warmup-requests", "5", "-s", "50", "--streaming", "--shared-memory",
-                         "system", "--json", json},
-                        absl::Seconds(120));
-  ASSERT_TRUE(run.ok()) << run.status();
-  ASSERT_EQ(run->first, 0) << run->second;
-  const auto report = nlohmann::json::parse(ReadAll(json), nullptr, false);
-  ASSERT_FALSE(report.is_discarded());
-  testing::ExpectReportSchema(report, /*with_server_spans=*/true);
+  const nlohmann::json report = RunThroughSharedMemory(*url_, *dir_ + "/stream_shm_report.json",
+                                                       {"-b", "2", "--concurrency-range", "3", "--streaming"});
+  ASSERT_TRUE(report.is_object());
   EXPECT_EQ(report["server"]["streaming"], true);
   EXPECT_EQ(report["server"]["shared_memory"], "system");
   EXPECT_EQ(report["runs"][0]["errors"], 0);

@@ -67,6 +67,15 @@ inline void ExpectReportSchema(const nlohmann::json& report, bool with_server_sp
       ASSERT_TRUE(latency.contains(span)) << span;
       if (with_server_spans) ExpectLatencySummary(latency[span], span, keys);
     }
+    if (!with_server_spans) continue;
+    // Items per executed batch counts each batch once: a harmonic mean of the sizes the responses
+    // gave, so between their smallest and their (per-response) mean, 1% for the histogram's rounding.
+    const auto& executed = run["batch_size_executed"];
+    ASSERT_TRUE(executed.is_object()) << mode;
+    ASSERT_TRUE(executed.contains("per_batch_mean") && executed["per_batch_mean"].is_number()) << executed.dump();
+    const double per_batch = executed["per_batch_mean"].get<double>();
+    EXPECT_GE(per_batch, executed["min"].get<double>() * 0.99) << executed.dump();
+    EXPECT_LE(per_batch, executed["mean"].get<double>() * 1.01) << executed.dump();
   }
 }
 
