@@ -48,7 +48,7 @@ done
 top=${points##* }
 reached=""
 if command -v python3 >/dev/null && [ -f "$out/batching_on_c$top.json" ]; then
-  reached=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["runs"][0]; print(max(1, round(r["batch_size_executed"]["per_batch_mean"])))' \
+  reached=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["runs"][0]; print(max(1, round((r["batch_size_executed"] or {}).get("per_batch_mean") or 1)))' \
     "$out/batching_on_c$top.json" 2>/dev/null)
 fi
 sizes=$batch_sizes
@@ -68,14 +68,14 @@ for name in sorted(os.listdir(out)):
         summary["points"][name[:-5]] = {
             "concurrency": r.get("concurrency"), "items_per_s": r["throughput_items_per_s"],
             "e2e_p50_us": r["latency_us"]["e2e"]["p50"], "e2e_p99_us": r["latency_us"]["e2e"]["p99"],
-            "batch_size_executed_mean": r["batch_size_executed"]["mean"],
-            "items_per_batch": r["batch_size_executed"]["per_batch_mean"], "errors": r["errors"], "stable": r["stable"]}
+            "batch_size_executed_mean": (r["batch_size_executed"] or {}).get("mean"),
+            "items_per_batch": (r["batch_size_executed"] or {}).get("per_batch_mean"), "errors": r["errors"], "stable": r["stable"]}
 inproc = json.load(open(os.path.join(out, "inprocess.json")))
 summary["inprocess"] = inproc
 print(f"{'point':<22}{'items/s':>12}{'p50 us':>10}{'p99 us':>10}{'batch':>8}{'errors':>8}")
 for k, p in summary["points"].items():  # batch: items per executed batch
     print(f"{k:<22}{p['items_per_s']:>12.0f}{p['e2e_p50_us']:>10.0f}{p['e2e_p99_us']:>10.0f}"
-          f"{p['items_per_batch']:>8.1f}{p['errors']:>8}")
+          f"{p['items_per_batch'] or 0:>8.1f}{p['errors']:>8}")
 top_on = summary["points"].get(f"batching_on_c{top}")
 ref = [p for p in inproc["points"] if reached and p["batch_size"] == int(reached)]
 if top_on and ref:

@@ -38,8 +38,8 @@ reached=$(python3 - "$out" <<'PY'
 import glob, json, sys
 sizes = set()
 for f in glob.glob(f"{sys.argv[1]}/connections_c*_n*_t*.json"):
-    r = json.load(open(f))["runs"][0]
-    sizes.add(max(1, round(r["batch_size_executed"]["mean"])))
+    executed = json.load(open(f))["runs"][0]["batch_size_executed"] or {}
+    sizes.add(max(1, round(executed.get("per_batch_mean") or 1)))  # items per executed batch (BENCHMARKS §36)
 print(",".join(str(s) for s in sorted(sizes)))
 PY
 )
@@ -53,11 +53,12 @@ rows = []
 for f in sorted(glob.glob(f"{out}/connections_c*_n*_t*.json")):
     m = re.search(r"_n(\d+)_t(\d+)", f)
     r = json.load(open(f))["runs"][0]
-    batch = max(1, round(r["batch_size_executed"]["mean"]))
+    batch_reached = (r["batch_size_executed"] or {}).get("per_batch_mean") or 0
+    batch = max(1, round(batch_reached))
     cpu = open(f"{out}/connections_cpu_n{m[1]}_t{m[2]}.txt").read().split()[2]
     ref = inproc.get(batch, 0)
     rows.append({"connections": int(m[1]), "threads": int(m[2]), "items_per_s": r["throughput_items_per_s"],
-                 "e2e_p50_us": r["latency_us"]["e2e"]["p50"], "batch_reached": r["batch_size_executed"]["mean"],
+                 "e2e_p50_us": r["latency_us"]["e2e"]["p50"], "batch_reached": batch_reached,
                  "server_cpu_cores": float(cpu), "inprocess_items_per_s": ref,
                  "ratio": r["throughput_items_per_s"] / ref if ref else None, "stable": r["stable"]})
 print(f"{'conns':>6}{'threads':>8}{'items/s':>10}{'p50 us':>9}{'batch':>7}{'srv cores':>10}{'in-proc':>10}{'ratio':>7}")

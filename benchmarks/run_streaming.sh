@@ -248,7 +248,8 @@ for f in sorted(glob.glob(f"{out}/*_c*_n*_d*.json")):
         threads_txt = open(f[:-5] + "_threads.txt").read()
         counted = re.search(r"; per batch of \d+: (.*)$", threads_txt, re.M)  # the worker counted its batches
         busy = re.search(r"busy [0-9.]+ = ([^;\n]*)", threads_txt)
-        batches_per_s = r["throughput_items_per_s"] / reached if reached else 0  # unknown without timing
+        per_batch_items = per_batch or reached  # unknown without timing
+        batches_per_s = r["throughput_items_per_s"] / per_batch_items if per_batch_items else 0
         if counted:
             phases = {k: float(v) for k, v in re.findall(r"(\w+) ([0-9.]+) us", counted[1])}
         elif busy and batches_per_s > 0:

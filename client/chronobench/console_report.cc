@@ -24,7 +24,7 @@ std::string TableHeader() {
   absl::StrAppend(&line, absl::StrFormat(" %7s %6s\n", "batch", "stable"));
   absl::StrAppend(&line, absl::StrFormat("%-28s %10s %8s", "", "", ""));
   for (size_t i = 0; i < std::size(kColumns); ++i) absl::StrAppend(&line, absl::StrFormat(" %15s", "p50/p99 us"));
-  absl::StrAppend(&line, absl::StrFormat(" %7s %6s\n", "mean", ""));
+  absl::StrAppend(&line, absl::StrFormat(" %7s %6s\n", "items", ""));
   return line;
 }
 
@@ -33,7 +33,7 @@ std::string TableRow(const PointResult& p) {
   std::string line = absl::StrFormat("%-28s %10.1f %8d", p.spec.Label(), p.throughput_rps, r.errors());
   for (Metric m : kColumns) absl::StrAppend(&line, absl::StrFormat(" %15s", P50P99(r.metric(m))));
   // Items per executed batch (not per response: a batch of 16 answers 16 requests).
-  const std::string batch = r.batch_size().count() > 0 ? absl::StrFormat("%.1f", r.items_per_batch()) : "-";
+  const std::string batch = r.batch_size_responses() > 0 ? absl::StrFormat("%.1f", r.items_per_batch()) : "-";
   absl::StrAppend(&line, absl::StrFormat(" %7s %6s\n", batch, p.stable ? "yes" : "NO"));
   if (p.spec.mode == LoadMode::kRate) {
     absl::StrAppend(&line, absl::StrFormat("    actual-send e2e p50/p99 us: %s  (e2e above counts from the intended send time)\n",

@@ -66,7 +66,10 @@ nlohmann::json RunToJson(const PointResult& p, const BenchReport& report, const 
   }
   run["latency_us"] = latency;
   run["batch_size_executed"] = CountSummary(r.batch_size());
-  if (r.batch_size().count() > 0) run["batch_size_executed"]["per_batch_mean"] = r.items_per_batch();
+  if (r.batch_size().count() > 0) {
+    run["batch_size_executed"]["per_batch_mean"] =
+        r.batch_size_responses() > 0 ? nlohmann::json(r.items_per_batch()) : nlohmann::json(nullptr);
+  }
   run["idle_before_us"] = CountSummary(r.idle_before());
   if (p.spec.mode == LoadMode::kRate) run["schedule_lag_us"] = Summary(r.schedule_lag(), percentiles);
   run["stable"] = p.stable;
@@ -186,7 +189,7 @@ std::string ReportToCsv(const BenchReport& report) {
       for (double pc : percentiles) row.push_back(h.count() > 0 ? Num(Us(h.ValueAtPercentile(pc))) : "");
       row.push_back(h.count() > 0 ? Num(Us(h.mean())) : "");
     }
-    row.push_back(r.batch_size().count() > 0 ? Num(r.items_per_batch()) : "");
+    row.push_back(r.batch_size_responses() > 0 ? Num(r.items_per_batch()) : "");
     row.insert(row.end(), {p.spec.Label(), "ok", ""});
     absl::StrAppend(&csv, CsvRow(row));
   }

@@ -60,8 +60,10 @@ class LatencyRecorder {
   // Items per executed batch: the mean of batch_size() weighted by batch, not by response (a batch
   // of 16 one-item requests answers 16 of them). Each response's batch holds batch_size items, of
   // which the response's own are a share, so this is the harmonic mean of the responses' batch
-  // sizes. 0 before any response said its batch size.
+  // sizes. 0 before any response said its batch size (batch_size_responses() == 0).
   double items_per_batch() const;
+  // Responses that gave a batch size above 0 (those items_per_batch() is over).
+  int64_t batch_size_responses() const { return batch_size_responses_; }
   const Histogram& schedule_lag() const { return schedule_lag_; }   // sent - intended, ns
   const Histogram& idle_before() const { return idle_before_; }     // server's idle_before_us
   int64_t successes() const { return successes_; }

@@ -89,8 +89,10 @@ class Worker {
   int index() const { return index_; }
   const ModelInstance& instance() const { return *instance_; }
 
-  // Batches the thread ended since Start(), whatever their outcome, warm-up and keep-warm runs not
-  // counted (for metrics, with phase_ns the time per batch; any thread).
+  // Batches the thread took from its queue and ended since Start(), whatever their outcome: the
+  // server's serving warm-up included, as in phase_ns; the model's warm-up runs (before Start),
+  // keep-warm runs and requests dropped without a batch not. With phase_ns, the time per batch
+  // (for metrics; any thread).
   int64_t batches() const { return batches_.load(std::memory_order_relaxed); }
   // Keep-warm runs completed since Start() (for metrics; any thread).
   int64_t keep_warm_runs() const { return keep_warm_runs_.load(std::memory_order_relaxed); }

@@ -5,10 +5,12 @@
 #include <random>
 #include <string>
 
+#include "client/chronobench/console_report.h"
 #include "client/chronobench/json_report.h"
 #include "client/chronobench/latency_recorder.h"
 #include "client/chronobench/trial_runner.h"
 #include "gtest/gtest.h"
+#include "tests/client/csv_parse.h"
 #include "tests/client/report_fixtures.h"
 
 namespace chronoserve::client::bench {
@@ -163,6 +165,19 @@ TEST(RecorderTest, ItemsPerBatchCountsEachBatchOnce) {
   const nlohmann::json run = ReportToJson(report)["runs"][0];
   EXPECT_DOUBLE_EQ(run["batch_size_executed"]["per_batch_mean"].get<double>(), 4.0) << run["batch_size_executed"];
   EXPECT_DOUBLE_EQ(run["batch_size_executed"]["mean"].get<double>(), 13.0);
+  const auto rows = testing::ParseCsv(ReportToCsv(report));
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ(std::stod((*rows)[1][testing::Column((*rows)[0], "batch_size_executed_per_batch_mean")]), 4.0);
+  EXPECT_NE(TableRow(report.points[0]).find("    4.0 "), std::string::npos) << TableRow(report.points[0]);
+
+  // Responses that said batch size 0 (no batch) are in the histogram but not in the items per batch.
+  LatencyRecorder zeros;
+  zeros.Record(answered_in(0));
+  EXPECT_EQ(zeros.batch_size_responses(), 0);
+  report.points[0].recorder = zeros;
+  EXPECT_TRUE(ReportToJson(report)["runs"][0]["batch_size_executed"]["per_batch_mean"].is_null());
+  EXPECT_NE(TableRow(report.points[0]).find("      - "), std::string::npos) << TableRow(report.points[0]);
 }
 
 // A device-timed response with this launch and compute (µs), from a CUDA graph or not.

@@ -278,6 +278,9 @@ TEST_F(PipelinedWorkerTest, AnsweringARequestDroppedWithABatchIsNotInThatBatchsQ
   EXPECT_THAT(fake_->log(), ElementsAre("L:a@0", "L:b@1", "F:a@0", "F:b@1")) << "late never reached the device";
   EXPECT_GE(b->queued_ns, 2'000);
   EXPECT_LT(b->queued_ns, 5'000'000) << "the dropped request's answer landed in b's queue span";
+  runtime_->queue().Close();
+  JoinWorkersWithin(*runtime_);
+  EXPECT_EQ(runtime_->workers().front()->batches(), 2) << "a and b; late was answered in no batch";
 }
 
 TEST_F(PipelinedWorkerTest, AFailedLaunchIsAnsweredAloneAndTheBatchInFlightStillFinishes) {
