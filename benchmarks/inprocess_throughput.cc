@@ -13,15 +13,23 @@
 // finishes batch i (--pipeline off: Execute() one batch at a time).
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
+#include <map>
 #include <random>
 #include <thread>
 
 #include <nlohmann/json.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 
 #include "benchmarks/percentile.h"
 #include "common/cli_integer.h"
@@ -53,14 +61,60 @@ SyntheticBatch MakeBatch(const ModelSpec& spec, int64_t batch_size, bool one_req
 
 using chronoserve::bench::PercentileUs;
 
-// Runs `warmup` + `iterations` batches of `batch_size`, launching each before finishing the one
-// ahead of it when `pipelined`; returns the figures as JSON.
-absl::StatusOr<nlohmann::json> Measure(ModelInstance& instance, const ModelSpec& spec, int64_t batch_size,
-                                       bool one_request, int iterations, int warmup, bool pipelined,
-                                       int pause_us, bool fresh_inputs) {
-  std::mt19937_64 rng(0x1e57 + batch_size);
-  SyntheticBatch batches[2] = {MakeBatch(spec, batch_size, one_request, rng),
-                               MakeBatch(spec, batch_size, one_request, rng)};
+// The batch sizes of `count` batches taken from `mix` (size -> batches) in proportion and spread
+// evenly: each step, the size furthest behind its share goes next (smooth weighted round-robin).
+std::vector<int64_t> MixSchedule(const std::map<int64_t, int64_t>& mix, int count) {
+  int64_t total = 0;
+  for (const auto& [size, batches] : mix) total += batches;
+  std::map<int64_t, int64_t> credit;
+  std::vector<int64_t> sizes;
+  sizes.reserve(count);
+  for (int i = 0; i < count; ++i) {
+    int64_t next = 0, most = std::numeric_limits<int64_t>::min();
+    for (const auto& [size, batches] : mix) {
+      if ((credit[size] += batches) > most) most = credit[size], next = size;
+    }
+    credit[next] -= total;
+    sizes.push_back(next);
+  }
+  return sizes;
+}
+
+// "8:120,9:45" (batch size : batches, e.g. what a served point ran) as a mix.
+absl::StatusOr<std::map<int64_t, int64_t>> ParseMix(const std::string& text, int max_batch_size) {
+  std::map<int64_t, int64_t> mix;
+  for (absl::string_view entry : absl::StrSplit(text, ',')) {
+    const std::vector<absl::string_view> parts = absl::StrSplit(entry, ':');
+    int64_t size = 0, batches = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &size) || !absl::SimpleAtoi(parts[1], &batches) ||
+        size < 1 || batches < 1 || (max_batch_size > 0 && size > max_batch_size)) {
+      return absl::InvalidArgumentError(absl::StrCat("--batch-mix '", text, "': '", entry,
+                                                     "' is not SIZE:BATCHES with 1 <= SIZE <= max_batch_size ",
+                                                     max_batch_size, " and BATCHES >= 1"));
+    }
+    mix[size] += batches;
+  }
+  return mix;
+}
+
+// Runs one batch per entry of `sizes` (the first `warmup` unmeasured), launching each before
+// finishing the one ahead of it when `pipelined`; returns the figures as JSON (the caller says
+// which batch size or mix they are for).
+absl::StatusOr<nlohmann::json> Measure(ModelInstance& instance, const ModelSpec& spec, const std::vector<int64_t>& sizes,
+                                       bool one_request, int warmup, bool pipelined, int pause_us, bool fresh_inputs) {
+  // Two batches of each size, used in turn: batch i may be rebuilt while batch i - 1 is in flight.
+  std::map<int64_t, std::array<SyntheticBatch, 2>> pool;
+  for (int64_t size : sizes) {
+    if (pool.count(size)) continue;
+    std::mt19937_64 rng(0x1e57 + size);
+    SyntheticBatch first = MakeBatch(spec, size, one_request, rng);
+    pool.emplace(size, std::array<SyntheticBatch, 2>{std::move(first), MakeBatch(spec, size, one_request, rng)});
+  }
+  auto batch_at = [&](int i) -> SyntheticBatch& { return pool.at(sizes[i])[i % 2]; };
+  const int total = static_cast<int>(sizes.size());
+  const int iterations = total - warmup;
+  int64_t measured_items = 0;
+  for (int i = warmup; i < total; ++i) measured_items += sizes[i];
   BatchTiming timings[2];
   std::vector<int64_t> latencies, compute;
   latencies.reserve(iterations);
@@ -69,9 +123,8 @@ absl::StatusOr<nlohmann::json> Measure(ModelInstance& instance, const ModelSpec&
   int64_t launch_call_ns = 0, finish_call_ns = 0;
   int64_t gather_ns = 0;  // inside Launch (Execute): until the instance stamped staged_ns
   int64_t measured_start = 0;
-  const int total = warmup + iterations;
   auto finish = [&](int i) -> absl::Status {  // batch i (launched) is waited for and recorded
-    SyntheticBatch& b = batches[i % 2];
+    SyntheticBatch& b = batch_at(i);
     BatchTiming& t = timings[i % 2];
     const int64_t start = SteadyClock::Now();
     absl::Status status = pipelined ? instance.Finish(b.batch, &t, i % 2) : absl::OkStatus();
@@ -86,7 +139,7 @@ absl::StatusOr<nlohmann::json> Measure(ModelInstance& instance, const ModelSpec&
   };
   for (int i = 0; i < total; ++i) {
     if (i == warmup) measured_start = SteadyClock::Now();
-    SyntheticBatch& b = batches[i % 2];
+    SyntheticBatch& b = batch_at(i);
     BatchTiming& t = timings[i % 2];
     t = BatchTiming{};
     // --fresh-inputs: every input moves to new memory written by another thread before the batch,
@@ -129,13 +182,12 @@ absl::StatusOr<nlohmann::json> Measure(ModelInstance& instance, const ModelSpec&
   }
   const double seconds = static_cast<double>(SteadyClock::Now() - measured_start) / 1e9;
   nlohmann::json j;
-  j["batch_size"] = batch_size;
-  j["requests_per_batch"] = one_request ? 1 : batch_size;
   j["iterations"] = iterations;
   j["pipelined"] = pipelined;
   j["pause_us"] = pause_us;
   j["fresh_inputs"] = fresh_inputs;
-  j["items_per_s"] = static_cast<double>(batch_size) * iterations / seconds;
+  j["items_per_s"] = static_cast<double>(measured_items) / seconds;
+  j["mean_batch_size"] = iterations > 0 ? static_cast<double>(measured_items) / iterations : 0.0;
   j["batches_per_s"] = iterations / seconds;
   j["batch_latency_p50_us"] = PercentileUs(latencies, 50);
   j["batch_latency_p99_us"] = PercentileUs(latencies, 99);
@@ -145,6 +197,15 @@ absl::StatusOr<nlohmann::json> Measure(ModelInstance& instance, const ModelSpec&
   j["gather_mean_us"] = iterations > 0 ? static_cast<double>(gather_ns) / iterations / 1e3 : 0.0;
   j["finish_call_mean_us"] = iterations > 0 ? static_cast<double>(finish_call_ns) / iterations / 1e3 : 0.0;
   return j;
+}
+
+// One row of the table: a batch size or a mix, then the point's figures.
+void PrintPoint(const std::string& label, const nlohmann::json& point) {
+  std::printf("%10s %14.0f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f\n", label.c_str(), point["items_per_s"].get<double>(),
+              point["batch_latency_p50_us"].get<double>(), point["batch_latency_p99_us"].get<double>(),
+              point["compute_p50_us"].get<double>(), point["launch_call_mean_us"].get<double>(),
+              point["gather_mean_us"].get<double>(), point["finish_call_mean_us"].get<double>());
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -192,6 +253,11 @@ int main(int argc, char** argv) {
   app.add_flag("--fresh-inputs", fresh_inputs,
                "Before each batch, move every input to new memory written by another thread (as gRPC's threads "
                "write the payloads a served batch gathers); items/s then counts that, the call times do not");
+  std::vector<std::string> mix_flags;
+  app.add_option("--batch-mix", mix_flags,
+                 "SIZE:BATCHES,... (e.g. 8:120,9:45): after the batch sizes, one point per flag whose batches "
+                 "take these sizes in these proportions, spread evenly (the mix a served point ran: "
+                 "benchmarks/run_streaming.sh passes chronobench's responses_by_size); -n batches in all");
   app.add_option("--json", json_path, "Write the figures as JSON here");
   if (std::optional<int> code = chronoserve::ParseFlags(app, argc, argv)) return *code;
 
@@ -210,11 +276,26 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", std::string(instance.status().message()).c_str());
     return 1;
   }
+  std::vector<std::map<int64_t, int64_t>> mixes;
+  for (const std::string& flag : mix_flags) {
+    absl::StatusOr<std::map<int64_t, int64_t>> mix = ParseMix(flag, spec->max_batch_size);
+    if (!mix.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(mix.status().message()).c_str());
+      return 2;
+    }
+    mixes.push_back(*std::move(mix));
+  }
   // As a worker does before it serves: run every batch size once, then PrepareForServing (captures
   // CUDA graphs when the config asks for them), so the reference takes the serving path.
-  for (int64_t bs : batch_sizes) {
+  std::vector<int64_t> warm_sizes = batch_sizes;
+  for (const auto& mix : mixes) {
+    for (const auto& [size, batches] : mix) warm_sizes.push_back(size);
+  }
+  for (int64_t bs : warm_sizes) {
     if (spec->max_batch_size > 0 && bs > spec->max_batch_size) continue;
-    if (auto warm = Measure(**instance, *spec, bs, one_request, 1, 1, /*pipelined=*/false, /*pause_us=*/0, /*fresh_inputs=*/false); !warm.ok()) {
+    if (auto warm = Measure(**instance, *spec, {bs, bs}, one_request, 1, /*pipelined=*/false, /*pause_us=*/0,
+                            /*fresh_inputs=*/false);
+        !warm.ok()) {
       std::fprintf(stderr, "warm-up at batch %lld: %s\n", static_cast<long long>(bs),
                    std::string(warm.status().message()).c_str());
       return 1;
@@ -242,17 +323,29 @@ int main(int argc, char** argv) {
       std::printf("%10lld skipped: above max_batch_size %d\n", static_cast<long long>(bs), spec->max_batch_size);
       continue;
     }
-    auto point = Measure(**instance, *spec, bs, one_request, iterations, warmup, pipelined, pause_us, fresh_inputs);
+    auto point = Measure(**instance, *spec, std::vector<int64_t>(warmup + iterations, bs), one_request, warmup,
+                         pipelined, pause_us, fresh_inputs);
     if (!point.ok()) {
       std::fprintf(stderr, "batch %lld: %s\n", static_cast<long long>(bs), std::string(point.status().message()).c_str());
       return 1;
     }
-    std::printf("%10lld %14.0f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f\n", static_cast<long long>(bs),
-                (*point)["items_per_s"].get<double>(), (*point)["batch_latency_p50_us"].get<double>(),
-                (*point)["batch_latency_p99_us"].get<double>(), (*point)["compute_p50_us"].get<double>(),
-                (*point)["launch_call_mean_us"].get<double>(), (*point)["gather_mean_us"].get<double>(),
-                (*point)["finish_call_mean_us"].get<double>());
-    std::fflush(stdout);
+    (*point)["batch_size"] = bs;
+    (*point)["requests_per_batch"] = one_request ? 1 : bs;
+    PrintPoint(absl::StrCat(bs), *point);
+    report["points"].push_back(*point);
+  }
+  for (size_t m = 0; m < mixes.size(); ++m) {
+    auto point = Measure(**instance, *spec, MixSchedule(mixes[m], warmup + iterations), one_request, warmup,
+                         pipelined, pause_us, fresh_inputs);
+    if (!point.ok()) {
+      std::fprintf(stderr, "%s: %s\n", mix_flags[m].c_str(), std::string(point.status().message()).c_str());
+      return 1;
+    }
+    (*point)["batch_size"] = nullptr;  // a mix: mean_batch_size says its mean
+    nlohmann::json mix = nlohmann::json::object();
+    for (const auto& [size, batches] : mixes[m]) mix[std::to_string(size)] = batches;
+    (*point)["batch_mix"] = mix;
+    PrintPoint(absl::StrFormat("mix %.1f", (*point)["mean_batch_size"].get<double>()), *point);
     report["points"].push_back(*point);
   }
   if (!json_path.empty()) std::ofstream(json_path) << report.dump(2) << "\n";

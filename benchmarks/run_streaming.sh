@@ -5,8 +5,9 @@
 # (ITEMS=N: N items per request), unary and --streaming (ModelStreamInfer) at each --connections
 # count; the server's CPU use per point (utime+stime from /proc); then the in-process reference
 # (bench_inprocess_throughput, the same backend without gRPC or queue) at every batch size the
-# batcher reached, and served / in-process for each point (goal: >= 85 %). Writes JSON per point and
-# streaming_summary.json.
+# batcher reached (the items per executed batch; also the older mean over responses) and on each
+# point's own mix of batch sizes (--batch-mix), and served / in-process for each point (goal:
+# >= 85 %). Writes JSON per point and streaming_summary.json.
 #
 # Usage: benchmarks/run_streaming.sh BUILD_DIR OUT_DIR [PORT]
 # Environment (defaults): MODEL=policy_net CONCURRENCY=256 CONNECTIONS="1 4" THREADS=8 WINDOW_MS=1500
@@ -197,8 +198,24 @@ print(",".join(str(s) for s in sorted(sizes)))
 PY
 )
 echo "== in-process reference at the batch sizes reached: ${reached:-?} (the delay does not matter in process)"
+# And each point's own mix of batch sizes (batches of size b = responses that said b x items per
+# request / b), replayed in process: the reference for exactly the batches that point ran.
+mapfile -t mixes < <(python3 - "$out" <<'PY'
+import glob, json, sys
+for f in sorted(glob.glob(f"{sys.argv[1]}/*_c*_n*_d*.json")):
+    if f.endswith("_summary.json"):
+        continue
+    r = json.load(open(f))["runs"][0]
+    by_size = (r["batch_size_executed"] or {}).get("responses_by_size") or {}
+    mix = {int(b): max(1, round(n * r["batch_size"] / int(b))) for b, n in by_size.items() if n > 0}
+    if mix:
+        print(",".join(f"{b}:{n}" for b, n in sorted(mix.items())))
+PY
+)
+mix_flags=()
+for mix in "${mixes[@]}"; do mix_flags+=(--batch-mix "$mix"); done
 inprocess=("${server_env[@]}" "$build/bin/bench_inprocess_throughput" --model-repository "$repo" -m "$model"
-           --batch-sizes "${reached:-1}" -n "$iterations" --json "$out/streaming_inprocess.json")
+           --batch-sizes "${reached:-1}" "${mix_flags[@]}" -n "$iterations" --json "$out/streaming_inprocess.json")
 tlb_before=$(tlb_shootdowns); t0=$(date +%s.%N)
 if [ -n "$perf_worker" ]; then
   # Sampled from the moment it prints its header (model loaded, warmed up) until it exits.
@@ -224,7 +241,8 @@ python3 - "$out" <<'PY' || status=1
 import glob, json, re, sys
 out = sys.argv[1]
 points = json.load(open(f"{out}/streaming_inprocess.json"))["points"]
-inproc = {p["batch_size"]: p["items_per_s"] for p in points}
+inproc = {p["batch_size"]: p["items_per_s"] for p in points if p["batch_size"] is not None}
+mixes = [(p["batch_mix"], p["items_per_s"]) for p in points if p.get("batch_mix")]
 calls = {p["batch_size"]: (p.get("launch_call_mean_us", 0), p.get("finish_call_mean_us", 0), p.get("gather_mean_us", 0))
          for p in points}
 rows = []
@@ -241,6 +259,10 @@ for f in sorted(glob.glob(f"{out}/*_c*_n*_d*.json")):
     batch = max(1, round(per_batch)) if per_batch else 0
     ref = inproc.get(batch, 0)
     ref_per_response = inproc.get(max(1, round(reached)), 0) if reached else 0
+    # The in-process run of this point's own mix (the same rule as the shell above).
+    by_size = executed.get("responses_by_size") or {}
+    mix = {str(int(b)): max(1, round(n * r["batch_size"] / int(b))) for b, n in by_size.items() if n > 0}
+    ref_mix = next((items for m, items in mixes if m == mix), 0)
     cpu = float(open(f[:-5] + "_cpu.txt").read())
     # The worker's busy time per second by phase (from its shutdown log), as µs per served batch.
     phases = {}
@@ -273,17 +295,20 @@ for f in sorted(glob.glob(f"{out}/*_c*_n*_d*.json")):
                  "server_cpu_cores": cpu, "errors": r["errors"], "stable": r["stable"],
                  "inprocess_items_per_s": ref, "ratio": r["throughput_items_per_s"] / ref if ref else None,
                  "ratio_at_mean_over_responses": r["throughput_items_per_s"] / ref_per_response if ref_per_response else None,
+                 "inprocess_mix_items_per_s": ref_mix, "ratio_to_mix": r["throughput_items_per_s"] / ref_mix if ref_mix else None,
                  "worker_us_per_batch": phases, "host": host,
                  **dict(zip(("inprocess_launch_us", "inprocess_finish_us", "inprocess_gather_us"), calls.get(batch, (0, 0, 0))))})
 print(f"{'delay us':>9}{'pin':>5}{'url':>5}{'transport':>10}{'conns':>6}{'items/s':>10}{'p50 us':>9}{'p99 us':>9}{'batch':>7}{'srv cores':>10}"
-      f"{'in-proc':>10}{'served/in-proc':>15}{'errors':>7}{'batch/resp':>11}{'ratio there':>12}")
+      f"{'in-proc':>10}{'served/in-proc':>15}{'errors':>7}{'batch/resp':>11}{'ratio there':>12}{'mix in-proc':>12}{'served/mix':>11}")
 for x in sorted(rows, key=lambda x: (x["delay_us"], x["pinned"], x["url"], x["connections"], x["transport"] != "unary")):
     print(f"{x['delay_us']:>9}{'yes' if x['pinned'] else 'no':>5}{x['url']:>5}{x['transport']:>10}{x['connections']:>6}{x['items_per_s']:>10.0f}{x['e2e_p50_us']:>9.0f}"
           f"{x['e2e_p99_us']:>9.0f}{x['batch_reached'] or 0:>7.1f}{x['server_cpu_cores']:>10.2f}"
           f"{x['inprocess_items_per_s']:>10.0f}{(x['ratio'] or 0) * 100:>14.1f}%{x['errors']:>7}"
-          f"{x['batch_mean_over_responses'] or 0:>11.1f}{(x['ratio_at_mean_over_responses'] or 0) * 100:>11.1f}%")
+          f"{x['batch_mean_over_responses'] or 0:>11.1f}{(x['ratio_at_mean_over_responses'] or 0) * 100:>11.1f}%"
+          f"{x['inprocess_mix_items_per_s']:>12.0f}{(x['ratio_to_mix'] or 0) * 100:>10.1f}%")
 print("goal: served >= 85% of in-process at the batch size reached (batch = items per executed batch; batch/resp = the")
-print("mean of the batch sizes the responses gave, which counts a batch once per request in it, and the ratio at that size)")
+print("mean of the batch sizes the responses gave, which counts a batch once per request in it, and the ratio at that size;")
+print("mix in-proc = the point's own mix of batch sizes replayed in process, served/mix the ratio to it)")
 print("the worker per served batch (us, from its time by phase) against the in-process Launch / Finish calls at that batch")
 print("(the served gather + launch is what the in-process Launch call holds; its gather is shown beside it):")
 print(f"{'delay us':>9}{'pin':>5}{'url':>5}{'transport':>10}{'conns':>6}{'gather':>8}{'launch':>8}{'finish':>8}{'complete':>9}{'take':>6}"

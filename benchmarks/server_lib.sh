@@ -252,7 +252,7 @@ rows.sort(key=lambda x: tuple(natural(x[l]) for l in labels) + (x["transport"], 
 widths = [max([len(l), 6] + [len(str(x[l])) for x in rows]) + 2 for l in labels]
 print("".join(f"{l:>{w}}" for l, w in zip(labels, widths)) + f"{'transport':>10}{'conns':>6}{'items/s':>9}{'p50 us':>8}"
       f"{'batch':>7}{'srv cores':>10}{'served/in-proc':>15}{'gather':>8}{'launch':>8}{'finish':>8}{'complete':>9}{'in-proc launch':>15}"
-      f"{'of it gather':>13}{'in-proc finish':>15}{'TLB/s':>7}{'worker invol/s':>15}")
+      f"{'of it gather':>13}{'in-proc finish':>15}{'TLB/s':>7}{'worker invol/s':>15}{'served/mix':>11}")
 for x in rows:
     ph, host = x["worker_us_per_batch"], x.get("host", {})
     print("".join(f"{x[l]:>{w}}" for l, w in zip(labels, widths))
@@ -260,7 +260,8 @@ for x in rows:
           f"{x['batch_reached'] or 0:>7.1f}{x['server_cpu_cores']:>10.2f}{(x['ratio'] or 0) * 100:>14.1f}%"
           + "".join(f"{ph.get(k, 0):>{w}.0f}" for k, w in (("gather", 8), ("launch", 8), ("finish", 8), ("complete", 9)))
           + f"{x['inprocess_launch_us']:>15.0f}{x.get('inprocess_gather_us', 0):>13.0f}{x['inprocess_finish_us']:>15.0f}"
-          f"{host.get('tlb_shootdowns_per_s', -1):>7}{host.get('worker_involuntary_switches_per_s', -1):>15}")
+          f"{host.get('tlb_shootdowns_per_s', -1):>7}{host.get('worker_involuntary_switches_per_s', -1):>15}"
+          f"{(x.get('ratio_to_mix') or 0) * 100:>10.1f}%")
 json.dump(rows, open(os.path.join(out, f"{name}_summary.json"), "w"), indent=2)
 PY
 }

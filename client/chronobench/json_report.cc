@@ -69,6 +69,9 @@ nlohmann::json RunToJson(const PointResult& p, const BenchReport& report, const 
   if (r.batch_size().count() > 0) {
     run["batch_size_executed"]["per_batch_mean"] =
         r.batch_size_responses() > 0 ? nlohmann::json(r.items_per_batch()) : nlohmann::json(nullptr);
+    nlohmann::json by_size = nlohmann::json::object();  // keys are sizes (JSON keys are strings)
+    for (const auto& [size, n] : r.responses_by_batch_size()) by_size[std::to_string(size)] = n;
+    run["batch_size_executed"]["responses_by_size"] = by_size;
   }
   run["idle_before_us"] = CountSummary(r.idle_before());
   if (p.spec.mode == LoadMode::kRate) run["schedule_lag_us"] = Summary(r.schedule_lag(), percentiles);

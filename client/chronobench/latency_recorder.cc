@@ -75,6 +75,7 @@ void LatencyRecorder::RecordTiming(const RequestTiming& t, int64_t e2e_actual_ns
   if (t.batch_size > 0) {
     inverse_batch_sizes_ += 1.0 / static_cast<double>(t.batch_size);
     ++batch_size_responses_;
+    ++responses_by_batch_size_[t.batch_size];
   }
   idle_before_.Record(t.idle_before_us);
   if (t.cold) ++cold_;
@@ -92,6 +93,7 @@ absl::Status LatencyRecorder::Merge(const LatencyRecorder& o) {
   RETURN_IF_ERROR(batch_size_.Add(o.batch_size_));
   inverse_batch_sizes_ += o.inverse_batch_sizes_;
   batch_size_responses_ += o.batch_size_responses_;
+  for (const auto& [size, n] : o.responses_by_batch_size_) responses_by_batch_size_[size] += n;
   RETURN_IF_ERROR(schedule_lag_.Add(o.schedule_lag_));
   RETURN_IF_ERROR(idle_before_.Add(o.idle_before_));
   successes_ += o.successes_;

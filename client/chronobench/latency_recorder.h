@@ -64,6 +64,8 @@ class LatencyRecorder {
   double items_per_batch() const;
   // Responses that gave a batch size above 0 (those items_per_batch() is over).
   int64_t batch_size_responses() const { return batch_size_responses_; }
+  // Those responses by the batch size they gave (exact: the in-process reference replays the mix).
+  const std::map<int64_t, int64_t>& responses_by_batch_size() const { return responses_by_batch_size_; }
   const Histogram& schedule_lag() const { return schedule_lag_; }   // sent - intended, ns
   const Histogram& idle_before() const { return idle_before_; }     // server's idle_before_us
   int64_t successes() const { return successes_; }
@@ -97,6 +99,7 @@ class LatencyRecorder {
   Histogram batch_size_;
   double inverse_batch_sizes_ = 0;  // sum of 1 / batch_size over the responses that gave one
   int64_t batch_size_responses_ = 0;
+  std::map<int64_t, int64_t> responses_by_batch_size_;
   Histogram schedule_lag_;
   Histogram idle_before_;
   int64_t successes_ = 0;

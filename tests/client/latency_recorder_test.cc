@@ -1,6 +1,7 @@
 // The recorder's error handling and counts (errors, traced requests, transport, clamped values)
 // and the launch-bound warning, on synthetic measurements (no server).
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <random>
 #include <string>
@@ -157,6 +158,7 @@ TEST(RecorderTest, ItemsPerBatchCountsEachBatchOnce) {
   ASSERT_TRUE(merged.Merge(ones).ok());
   ASSERT_TRUE(merged.Merge(later).ok());
   EXPECT_DOUBLE_EQ(merged.items_per_batch(), 28.0 / 6);
+  EXPECT_EQ(merged.responses_by_batch_size(), (std::map<int64_t, int64_t>{{1, 4}, {8, 8}, {16, 16}}));
   EXPECT_EQ(LatencyRecorder().items_per_batch(), 0) << "no response gave its batch size";
 
   BenchReport report = MakeReport(LoadMode::kConcurrency);
@@ -165,6 +167,7 @@ TEST(RecorderTest, ItemsPerBatchCountsEachBatchOnce) {
   const nlohmann::json run = ReportToJson(report)["runs"][0];
   EXPECT_DOUBLE_EQ(run["batch_size_executed"]["per_batch_mean"].get<double>(), 4.0) << run["batch_size_executed"];
   EXPECT_DOUBLE_EQ(run["batch_size_executed"]["mean"].get<double>(), 13.0);
+  EXPECT_EQ(run["batch_size_executed"]["responses_by_size"], (nlohmann::json{{"1", 4}, {"16", 16}}));
   const auto rows = testing::ParseCsv(ReportToCsv(report));
   ASSERT_TRUE(rows.ok()) << rows.status();
   ASSERT_EQ(rows->size(), 2u);
