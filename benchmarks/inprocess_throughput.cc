@@ -19,18 +19,16 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <limits>
 #include <map>
 #include <random>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 
+#include "benchmarks/batch_mix.h"
 #include "benchmarks/percentile.h"
 #include "common/cli_integer.h"
 #include "common/clock.h"
@@ -60,42 +58,6 @@ SyntheticBatch MakeBatch(const ModelSpec& spec, int64_t batch_size, bool one_req
 }
 
 using chronoserve::bench::PercentileUs;
-
-// The batch sizes of `count` batches taken from `mix` (size -> batches) in proportion and spread
-// evenly: each step, the size furthest behind its share goes next (smooth weighted round-robin).
-std::vector<int64_t> MixSchedule(const std::map<int64_t, int64_t>& mix, int count) {
-  int64_t total = 0;
-  for (const auto& [size, batches] : mix) total += batches;
-  std::map<int64_t, int64_t> credit;
-  std::vector<int64_t> sizes;
-  sizes.reserve(count);
-  for (int i = 0; i < count; ++i) {
-    int64_t next = 0, most = std::numeric_limits<int64_t>::min();
-    for (const auto& [size, batches] : mix) {
-      if ((credit[size] += batches) > most) most = credit[size], next = size;
-    }
-    credit[next] -= total;
-    sizes.push_back(next);
-  }
-  return sizes;
-}
-
-// "8:120,9:45" (batch size : batches, e.g. what a served point ran) as a mix.
-absl::StatusOr<std::map<int64_t, int64_t>> ParseMix(const std::string& text, int max_batch_size) {
-  std::map<int64_t, int64_t> mix;
-  for (absl::string_view entry : absl::StrSplit(text, ',')) {
-    const std::vector<absl::string_view> parts = absl::StrSplit(entry, ':');
-    int64_t size = 0, batches = 0;
-    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &size) || !absl::SimpleAtoi(parts[1], &batches) ||
-        size < 1 || batches < 1 || (max_batch_size > 0 && size > max_batch_size)) {
-      return absl::InvalidArgumentError(absl::StrCat("--batch-mix '", text, "': '", entry,
-                                                     "' is not SIZE:BATCHES with 1 <= SIZE <= max_batch_size ",
-                                                     max_batch_size, " and BATCHES >= 1"));
-    }
-    mix[size] += batches;
-  }
-  return mix;
-}
 
 // Runs one batch per entry of `sizes` (the first `warmup` unmeasured), launching each before
 // finishing the one ahead of it when `pipelined`; returns the figures as JSON (the caller says
@@ -278,7 +240,7 @@ int main(int argc, char** argv) {
   }
   std::vector<std::map<int64_t, int64_t>> mixes;
   for (const std::string& flag : mix_flags) {
-    absl::StatusOr<std::map<int64_t, int64_t>> mix = ParseMix(flag, spec->max_batch_size);
+    absl::StatusOr<std::map<int64_t, int64_t>> mix = chronoserve::bench::ParseBatchMix(flag, spec->max_batch_size);
     if (!mix.ok()) {
       std::fprintf(stderr, "%s\n", std::string(mix.status().message()).c_str());
       return 2;
@@ -335,7 +297,7 @@ int main(int argc, char** argv) {
     report["points"].push_back(*point);
   }
   for (size_t m = 0; m < mixes.size(); ++m) {
-    auto point = Measure(**instance, *spec, MixSchedule(mixes[m], warmup + iterations), one_request, warmup,
+    auto point = Measure(**instance, *spec, chronoserve::bench::MixSchedule(mixes[m], warmup + iterations), one_request, warmup,
                          pipelined, pause_us, fresh_inputs);
     if (!point.ok()) {
       std::fprintf(stderr, "%s: %s\n", mix_flags[m].c_str(), std::string(point.status().message()).c_str());
