@@ -8,7 +8,10 @@
 //       --batch-sizes 1,8,32,64,128 --iterations 200 --json inprocess.json
 //
 // A batch is built as the batcher builds it: `batch size` requests of one item each (or, with
-// --one-request, one request of `batch size` items). Where the instance pipelines (a GPU worker,
+// --one-request, one request of `batch size` items). --batch-mix SIZE:BATCHES,... adds a point whose
+// batches take a served point's mix of sizes in its proportions, spread evenly (benchmarks/batch_mix.h):
+// the reference for exactly the batches a server formed. Every size is warmed up once before any
+// point, the mixes' sizes too. Where the instance pipelines (a GPU worker,
 // pipeline_depth 2) the loop does what a busy worker does: it launches batch i+1 before it
 // finishes batch i (--pipeline off: Execute() one batch at a time).
 #include <CLI/CLI.hpp>
@@ -21,6 +24,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -219,7 +223,8 @@ int main(int argc, char** argv) {
   app.add_option("--batch-mix", mix_flags,
                  "SIZE:BATCHES,... (e.g. 8:120,9:45): after the batch sizes, one point per flag whose batches "
                  "take these sizes in these proportions, spread evenly (the mix a served point ran: "
-                 "benchmarks/run_streaming.sh passes chronobench's responses_by_size); -n batches in all");
+                 "benchmarks/run_streaming.sh passes chronobench's responses_by_size); --warmup + -n batches, "
+                 "the -n after the warm-up measured");
   app.add_option("--json", json_path, "Write the figures as JSON here");
   if (std::optional<int> code = chronoserve::ParseFlags(app, argc, argv)) return *code;
 
@@ -249,9 +254,9 @@ int main(int argc, char** argv) {
   }
   // As a worker does before it serves: run every batch size once, then PrepareForServing (captures
   // CUDA graphs when the config asks for them), so the reference takes the serving path.
-  std::vector<int64_t> warm_sizes = batch_sizes;
+  std::set<int64_t> warm_sizes(batch_sizes.begin(), batch_sizes.end());
   for (const auto& mix : mixes) {
-    for (const auto& [size, batches] : mix) warm_sizes.push_back(size);
+    for (const auto& [size, batches] : mix) warm_sizes.insert(size);
   }
   for (int64_t bs : warm_sizes) {
     if (spec->max_batch_size > 0 && bs > spec->max_batch_size) continue;

@@ -12,7 +12,7 @@
 # Usage: benchmarks/run_streaming.sh BUILD_DIR OUT_DIR [PORT]
 # Environment (defaults): MODEL=policy_net CONCURRENCY=256 CONNECTIONS="1 4" THREADS=8 WINDOW_MS=1500
 #   TRIALS=3 ITEMS=1 DELAYS="0 300" TRANSPORTS="unary streaming" INSTANCES=1 INPROCESS_REPEATS=3 (in-process runs;
-#   each figure the median) EXTRA_CONFIG="" (appended to config.pbtxt, e.g.
+#   items/s and call times the medians) EXTRA_CONFIG="" (appended to config.pbtxt, e.g.
 #   'optimization { cuda { graphs: true } }') WARMUP_RUNS=2 ITERATIONS=2000 EXTRA_FLAGS=""
 #   URLS="tcp" ("tcp unix": also through the server's --grpc-unix-socket; file names get "_unix")
 #   PIN="off" (a list of layouts: "off", or "WORKER_CPUS:LOAD_CPUS" such as "15:0-14": the model's
@@ -200,9 +200,11 @@ PY
 )
 echo "== in-process reference at the batch sizes reached: ${reached:-?} (the delay does not matter in process)"
 # And each point's own mix of batch sizes (batches of size b = responses that said b x items per
-# request / b), replayed in process: the reference for exactly the batches that point ran.
-mapfile -t mixes < <(python3 - "$out" <<'PY'
-import glob, json, sys
+# request / b), replayed in process: the reference for exactly the batches that point ran. Written
+# once, as "8:120,9:45" by point file in streaming_mixes.json, for the summary to look up.
+python3 - "$out" <<'PY' || status=1
+import glob, json, os, sys
+mixes = {}
 for f in sorted(glob.glob(f"{sys.argv[1]}/*_c*_n*_d*.json")):
     if f.endswith("_summary.json"):
         continue
@@ -210,17 +212,23 @@ for f in sorted(glob.glob(f"{sys.argv[1]}/*_c*_n*_d*.json")):
     by_size = (r["batch_size_executed"] or {}).get("responses_by_size") or {}
     mix = {int(b): max(1, round(n * r["batch_size"] / int(b))) for b, n in by_size.items() if n > 0}
     if mix:
-        print(",".join(f"{b}:{n}" for b, n in sorted(mix.items())))
+        mixes[os.path.basename(f)] = ",".join(f"{b}:{n}" for b, n in sorted(mix.items()))
+json.dump(mixes, open(f"{sys.argv[1]}/streaming_mixes.json", "w"), indent=2)
 PY
-)
 mix_flags=()
-for mix in "${mixes[@]}"; do mix_flags+=(--batch-mix "$mix"); done
+while IFS= read -r mix; do
+  [ -n "$mix" ] && mix_flags+=(--batch-mix "$mix")
+done < <(python3 -c 'import json, sys; print("\n".join(sorted(set(json.load(open(sys.argv[1])).values()))))' \
+           "$out/streaming_mixes.json" 2>/dev/null)
 inprocess=("${server_env[@]}" "$build/bin/bench_inprocess_throughput" --model-repository "$repo" -m "$model"
            --batch-sizes "${reached:-1}" "${mix_flags[@]}" -n "$iterations")
 # The reference moves between runs on a shared host (BENCHMARKS §36: 122k and 158k items/s at batch 8
-# in one call), so it runs INPROCESS_REPEATS times (once under perf) and each figure is the median.
+# in one call), so it runs INPROCESS_REPEATS times (once under perf): items/s and the call times are
+# the medians, the other figures the first run's.
 repeats=${INPROCESS_REPEATS:-3}
+[ "$repeats" -ge 1 ] 2>/dev/null || { echo "INPROCESS_REPEATS must be 1 or more, not '$repeats'"; exit 2; }
 [ -n "$perf_worker" ] && repeats=1
+rm -f "$out"/streaming_inprocess*.json  # an earlier run's files in OUT_DIR must not count
 tlb_before=$(tlb_shootdowns); t0=$(date +%s.%N)
 if [ -n "$perf_worker" ]; then
   inprocess+=(--json "$out/streaming_inprocess_r1.json")
@@ -242,8 +250,8 @@ else
   done
 fi
 tlb_after=$(tlb_shootdowns); t1=$(date +%s.%N)
-# streaming_inprocess.json: the first run's points with every figure the median over the runs (and
-# items_per_s_runs, each run's).
+# streaming_inprocess.json: the first run's points, items/s and the call times the medians over the
+# runs (items_per_s_runs: each run's); no file when no run wrote one.
 python3 - "$out" "$repeats" <<'PY' || status=1
 import json, statistics, sys
 out, repeats = sys.argv[1], int(sys.argv[2])
@@ -253,6 +261,8 @@ for r in range(1, repeats + 1):
         runs.append(json.load(open(f"{out}/streaming_inprocess_r{r}.json")))
     except (OSError, ValueError):
         pass  # a run that failed (already counted in the status) leaves the others
+if not runs:
+    sys.exit("no in-process run wrote its JSON: no reference")
 key = lambda p: (p["batch_size"], json.dumps(p.get("batch_mix"), sort_keys=True))
 merged = runs[0]
 for p in merged["points"]:
@@ -267,11 +277,16 @@ python3 -c "import sys; b, a, t0, t1 = map(float, sys.argv[1:]); print(f'   host
   "$tlb_before" "$tlb_after" "$t0" "$t1" | tee "$out/inprocess_host.txt"
 
 python3 - "$out" <<'PY' || status=1
-import glob, json, re, sys
+import glob, json, os, re, sys
 out = sys.argv[1]
 points = json.load(open(f"{out}/streaming_inprocess.json"))["points"]
 inproc = {p["batch_size"]: p["items_per_s"] for p in points if p["batch_size"] is not None}
-mixes = [(p["batch_mix"], p["items_per_s"]) for p in points if p.get("batch_mix")]
+mixes = [(",".join(f"{b}:{n}" for b, n in sorted((int(b), n) for b, n in p["batch_mix"].items())), p["items_per_s"])
+         for p in points if p.get("batch_mix")]
+try:
+    point_mixes = json.load(open(f"{out}/streaming_mixes.json"))
+except (OSError, ValueError):
+    point_mixes = {}
 calls = {p["batch_size"]: (p.get("launch_call_mean_us", 0), p.get("finish_call_mean_us", 0), p.get("gather_mean_us", 0))
          for p in points}
 rows = []
@@ -288,9 +303,8 @@ for f in sorted(glob.glob(f"{out}/*_c*_n*_d*.json")):
     batch = max(1, round(per_batch)) if per_batch else 0
     ref = inproc.get(batch, 0)
     ref_per_response = inproc.get(max(1, round(reached)), 0) if reached else 0
-    # The in-process run of this point's own mix (the same rule as the shell above).
-    by_size = executed.get("responses_by_size") or {}
-    mix = {str(int(b)): max(1, round(n * r["batch_size"] / int(b))) for b, n in by_size.items() if n > 0}
+    # The in-process run of this point's own mix (streaming_mixes.json, written above).
+    mix = point_mixes.get(os.path.basename(f))
     ref_mix = next((items for m, items in mixes if m == mix), 0)
     cpu = float(open(f[:-5] + "_cpu.txt").read())
     # The worker's busy time per second by phase (from its shutdown log), as µs per served batch.
