@@ -72,11 +72,7 @@ void LatencyRecorder::RecordTiming(const RequestTiming& t, int64_t e2e_actual_ns
   rec(Metric::kD2h, t.d2h_ns);
   rec(Metric::kOutputStage, t.output_stage_ns);
   batch_size_.Record(t.batch_size);
-  if (t.batch_size > 0) {
-    inverse_batch_sizes_ += 1.0 / static_cast<double>(t.batch_size);
-    ++batch_size_responses_;
-    ++responses_by_batch_size_[t.batch_size];
-  }
+  if (t.batch_size > 0) ++responses_by_batch_size_[t.batch_size];
   idle_before_.Record(t.idle_before_us);
   if (t.cold) ++cold_;
   if (t.device_timed) {
@@ -91,8 +87,6 @@ void LatencyRecorder::RecordTiming(const RequestTiming& t, int64_t e2e_actual_ns
 absl::Status LatencyRecorder::Merge(const LatencyRecorder& o) {
   for (int i = 0; i < kMetricCount; ++i) RETURN_IF_ERROR(metrics_[i].Add(o.metrics_[i]));
   RETURN_IF_ERROR(batch_size_.Add(o.batch_size_));
-  inverse_batch_sizes_ += o.inverse_batch_sizes_;
-  batch_size_responses_ += o.batch_size_responses_;
   for (const auto& [size, n] : o.responses_by_batch_size_) responses_by_batch_size_[size] += n;
   RETURN_IF_ERROR(schedule_lag_.Add(o.schedule_lag_));
   RETURN_IF_ERROR(idle_before_.Add(o.idle_before_));
@@ -113,7 +107,15 @@ double LatencyRecorder::items_per_batch() const {
   // Requests of k items each (one size per point, as chronobench sends them) in a batch of b items:
   // b / k of them answer for that batch, each adding 1 / b, so the sum is (batches) / k and
   // responses / sum = (items) / (batches).
-  return inverse_batch_sizes_ > 0 ? static_cast<double>(batch_size_responses_) / inverse_batch_sizes_ : 0.0;
+  double inverse_sum = 0;
+  for (const auto& [size, n] : responses_by_batch_size_) inverse_sum += static_cast<double>(n) / static_cast<double>(size);
+  return inverse_sum > 0 ? static_cast<double>(batch_size_responses()) / inverse_sum : 0.0;
+}
+
+int64_t LatencyRecorder::batch_size_responses() const {
+  int64_t responses = 0;
+  for (const auto& [size, n] : responses_by_batch_size_) responses += n;
+  return responses;
 }
 
 std::vector<std::pair<std::string, const Histogram*>> LatencyRecorder::Histograms() const {

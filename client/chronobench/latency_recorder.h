@@ -63,7 +63,7 @@ class LatencyRecorder {
   // sizes. 0 before any response said its batch size (batch_size_responses() == 0).
   double items_per_batch() const;
   // Responses that gave a batch size above 0 (those items_per_batch() is over).
-  int64_t batch_size_responses() const { return batch_size_responses_; }
+  int64_t batch_size_responses() const;
   // Those responses by the batch size they gave (exact: the in-process reference replays the mix).
   const std::map<int64_t, int64_t>& responses_by_batch_size() const { return responses_by_batch_size_; }
   const Histogram& schedule_lag() const { return schedule_lag_; }   // sent - intended, ns
@@ -97,9 +97,7 @@ class LatencyRecorder {
 
   std::array<Histogram, kMetricCount> metrics_;
   Histogram batch_size_;
-  double inverse_batch_sizes_ = 0;  // sum of 1 / batch_size over the responses that gave one
-  int64_t batch_size_responses_ = 0;
-  std::map<int64_t, int64_t> responses_by_batch_size_;
+  std::map<int64_t, int64_t> responses_by_batch_size_;  // items_per_batch() and the count derive from it
   Histogram schedule_lag_;
   Histogram idle_before_;
   int64_t successes_ = 0;
