@@ -233,6 +233,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", std::string(spec.status().message()).c_str());
     return 1;
   }
+  // The mixes are checked before the model loads: a bad flag costs no load.
+  std::vector<std::map<int64_t, int64_t>> mixes;
+  for (const std::string& flag : mix_flags) {
+    absl::StatusOr<std::map<int64_t, int64_t>> mix = chronoserve::bench::ParseBatchMix(flag, spec->max_batch_size);
+    if (!mix.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(mix.status().message()).c_str());
+      return 2;
+    }
+    mixes.push_back(*std::move(mix));
+  }
   DeviceActivityRegistry devices;
   InstanceOptions options;
   options.gpu = gpu_flag >= -1 ? gpu_flag : (CudaDeviceCount() > 0 ? 0 : -1);
@@ -242,15 +252,6 @@ int main(int argc, char** argv) {
   if (!instance.ok()) {
     std::fprintf(stderr, "%s\n", std::string(instance.status().message()).c_str());
     return 1;
-  }
-  std::vector<std::map<int64_t, int64_t>> mixes;
-  for (const std::string& flag : mix_flags) {
-    absl::StatusOr<std::map<int64_t, int64_t>> mix = chronoserve::bench::ParseBatchMix(flag, spec->max_batch_size);
-    if (!mix.ok()) {
-      std::fprintf(stderr, "%s\n", std::string(mix.status().message()).c_str());
-      return 2;
-    }
-    mixes.push_back(*std::move(mix));
   }
   // As a worker does before it serves: run every batch size once, then PrepareForServing (captures
   // CUDA graphs when the config asks for them), so the reference takes the serving path.
