@@ -3,7 +3,8 @@
 # server per max_queue_delay in DELAYS (0 = Triton's default: take what is queued, never wait; 300
 # us: wait for a fuller batch), chronobench closed loop at the top concurrency, batch 1 per request
 # (ITEMS=N: N items per request), unary and --streaming (ModelStreamInfer) at each --connections
-# count; the server's CPU use per point (utime+stime from /proc); then the in-process reference
+# count (TRANSPORTS=nogrpc adds the server's own path without gRPC, bench_served_path: feeder threads
+# in place of gRPC's and the client); the server's CPU use per point (utime+stime from /proc); then the in-process reference
 # (bench_inprocess_throughput, the same backend without gRPC or queue) at every batch size the
 # batcher reached (the items per executed batch; also the older mean over responses) and on each
 # point's own mix of batch sizes (--batch-mix), and served / in-process for each point (goal:
@@ -83,6 +84,38 @@ scratch_dir work
 "$build/bin/chronoserve-examples" --out "$work/examples" >/dev/null || exit 1
 hz=$(getconf CLK_TCK)
 
+# The server's own request path without gRPC's transport (TRANSPORTS=nogrpc): bench_served_path in
+# place of the server and chronobench, its feeder threads in place of gRPC's, with the server's
+# --request-timing from SERVER_FLAGS (its other flags do not apply); files named as a point's, with
+# connections 0. Usage: served_path_point NAME LOG (the loop's repo, launcher and delay).
+served_path_point() {
+  local name=$1 log=$2 timing=on i
+  for ((i = 0; i < ${#server_flags[@]}; i++)); do
+    [ "${server_flags[$i]}" = --request-timing ] && timing=${server_flags[$((i + 1))]:-on}
+  done
+  echo "== the server's path without gRPC (bench_served_path), concurrency $concurrency, $threads feeder threads, delay $delay_us us"
+  "${launcher[@]}" "${server_env[@]}" "$build/bin/bench_served_path" --model-repository "$repo" -m "$model" \
+    --concurrency "$concurrency" --threads "$threads" -b "$items" --request-timing "$timing" \
+    --warmup-requests $((concurrency * 4 > 50 ? concurrency * 4 : 50)) --duration-ms $((window_ms * trials)) \
+    --json "$out/$name.json" > "$work/served_path.out" 2> "$log" || { cat "$work/served_path.out"; tail -5 "$log"; return 1; }
+  tail -n 2 "$work/served_path.out"
+  local summary
+  summary=$(python3 - "$out/$name.json" "$out/${name}_cpu.txt" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+open(sys.argv[2], "w").write(f"{r['cpu_cores']['process']:.2f}\n")
+print(r["feeding_s"])
+print(", ".join(f"{n} {c:.2f}" for n, c in sorted(r["cpu_cores"]["threads"].items(), key=lambda x: -x[1])))
+PY
+) || return 1
+  {
+    echo "server: $(sed -n 2p <<< "$summary")"
+    echo "worker busy per second of the point: $(worker_share "$log" "$(head -1 <<< "$summary")")"
+  } > "$out/${name}_threads.txt"
+  echo "   process CPU: $(cat "$out/${name}_cpu.txt") cores over the window"
+  sed 's/^/   /' "$out/${name}_threads.txt"
+}
+
 status=0
 for delay_us in $delays; do
   repo=$work/repo_d$delay_us
@@ -106,6 +139,12 @@ for delay_us in $delays; do
       [ "$url_kind" = unix ] && { url="unix:$socket_path"; suffix="_unix$pin_suffix"; }
       for conns in $connections; do
         for transport in ${TRANSPORTS:-unary streaming}; do
+          if [ "$transport" = nogrpc ]; then  # once per delay and pinning layout: no URL, no connections
+            [ "$url_kind" = "${urls%% *}" ] && [ "$conns" = "$(set -- $connections; echo "$1")" ] || continue
+            served_path_point "nogrpc_c${concurrency}_n0_d${delay_us}${pin_suffix}" "$out/server-nogrpc_d${delay_us}${pin_suffix}.log" \
+              || status=1
+            continue
+          fi
           flag=""
           [ "$transport" = streaming ] && flag="--streaming"
           name="${transport}_c${concurrency}_n${conns}_d${delay_us}${suffix}"
@@ -291,7 +330,7 @@ calls = {p["batch_size"]: (p.get("launch_call_mean_us", 0), p.get("finish_call_m
          for p in points}
 rows = []
 for f in sorted(glob.glob(f"{out}/*_c*_n*_d*.json")):
-    m = re.search(r"/(unary|streaming)_c(\d+)_n(\d+)_d(\d+)(_unix)?(_pin)?\.json$", f)
+    m = re.search(r"/(unary|streaming|nogrpc)_c(\d+)_n(\d+)_d(\d+)(_unix)?(_pin)?\.json$", f)
     if not m:
         continue
     r = json.load(open(f))["runs"][0]
