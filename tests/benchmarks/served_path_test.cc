@@ -1,0 +1,107 @@
+// bench_served_path end to end on the CPU (the benchmark's numbers are not checked: they are not
+// tests): the example mlp with dynamic batching, requests kept in flight by two feeder threads
+// through the server's own path; its report must account for every answer it counted.
+#include <stdlib.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/client/subprocess.h"
+#include "tools/example_models.h"
+
+namespace chronoserve {
+namespace {
+
+constexpr absl::Duration kRunTimeout = absl::Seconds(120);  // loading and warming the mlp takes seconds
+
+class ServedPathBenchmarkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (std::filesystem::temp_directory_path() / "served_path_test_XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+    ASSERT_TRUE(examples::WriteMlp(dir_ + "/models", "mlp", examples::ModelOptions{}).ok());
+  }
+  void TearDown() override {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+
+  // Runs the benchmark on the mlp with `extra` flags; its exit code and output.
+  std::pair<int, std::string> Run(const std::vector<std::string>& extra) {
+    std::vector<std::string> argv = {SERVED_PATH_BIN, "--model-repository", dir_ + "/models", "--concurrency", "8",
+                                     "--threads", "2", "--duration-ms", "300", "--warmup-requests", "20",
+                                     "--json", json_path()};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto run = testing::RunProgram(argv, kRunTimeout);
+    EXPECT_TRUE(run.ok()) << run.status();
+    return run.ok() ? *run : std::pair<int, std::string>{-1, ""};
+  }
+  std::string json_path() const { return dir_ + "/served_path.json"; }
+  nlohmann::json Report() const { return nlohmann::json::parse(std::ifstream(json_path())); }
+
+  std::string dir_;
+};
+
+TEST_F(ServedPathBenchmarkTest, AnswersEveryRequestAndCountsTheBatchesItRan) {
+  auto [code, output] = Run({"-m", "mlp"});
+  ASSERT_EQ(code, 0) << output;
+  EXPECT_NE(output.find("served path without gRPC: mlp, concurrency 8, 2 feeder threads"), std::string::npos) << output;
+  EXPECT_NE(output.find("time by phase"), std::string::npos) << "the worker's phases, as the server logs them";
+  const nlohmann::json report = Report();
+  ASSERT_EQ(report["runs"].size(), 1u);
+  const nlohmann::json& run = report["runs"][0];
+  EXPECT_EQ(run["errors"], 0);
+  const int64_t responses = run["responses"];
+  EXPECT_GT(responses, 0);
+  EXPECT_GT(run["throughput_items_per_s"].get<double>(), 0);
+  EXPECT_GT(run["latency_us"]["e2e"]["p99"].get<double>(), 0);
+  EXPECT_LE(run["latency_us"]["e2e"]["p50"].get<double>(), run["latency_us"]["e2e"]["p99"].get<double>());
+
+  // Every counted answer gave its batch's size, within 1..max_batch_size (8); the items per batch
+  // (each batch once) lie between the smallest size and the mean over answers.
+  const nlohmann::json& executed = run["batch_size_executed"];
+  int64_t by_size = 0;
+  int64_t smallest = 1 << 30;
+  for (const auto& [size, n] : executed["responses_by_size"].items()) {
+    const int64_t b = std::stoll(size);
+    EXPECT_GE(b, 1);
+    EXPECT_LE(b, 8);
+    smallest = std::min(smallest, b);
+    by_size += n.get<int64_t>();
+  }
+  EXPECT_EQ(by_size, responses);
+  const double per_batch = executed["per_batch_mean"];
+  EXPECT_GE(per_batch, static_cast<double>(smallest) - 1e-9);
+  EXPECT_LE(per_batch, executed["mean"].get<double>() + 1e-9);
+
+  // The CPU by thread: the feeders in place of gRPC's threads, and the server's worker.
+  const nlohmann::json& threads = report["cpu_cores"]["threads"];
+  EXPECT_TRUE(threads.contains("sp-feeder")) << threads.dump();
+  EXPECT_TRUE(threads.contains("cs-worker")) << threads.dump();
+  EXPECT_GT(report["feeding_s"].get<double>(), 0.3);
+}
+
+TEST_F(ServedPathBenchmarkTest, WithoutRequestTimingNoBatchSizesAreClaimed) {
+  auto [code, output] = Run({"-m", "mlp", "--request-timing", "off"});
+  ASSERT_EQ(code, 0) << output;
+  const nlohmann::json run = Report()["runs"][0];
+  EXPECT_GT(run["responses"].get<int64_t>(), 0);
+  EXPECT_TRUE(run["batch_size_executed"].is_null()) << run.dump();
+}
+
+TEST_F(ServedPathBenchmarkTest, AModelThatIsNotThereFailsNamingIt) {
+  auto [code, output] = Run({"-m", "nope"});
+  EXPECT_NE(code, 0);
+  EXPECT_NE(output.find("nope"), std::string::npos) << output;
+  EXPECT_FALSE(std::filesystem::exists(json_path()));
+}
+
+}  // namespace
+}  // namespace chronoserve
