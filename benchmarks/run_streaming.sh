@@ -3,8 +3,9 @@
 # server per max_queue_delay in DELAYS (0 = Triton's default: take what is queued, never wait; 300
 # us: wait for a fuller batch), chronobench closed loop at the top concurrency, batch 1 per request
 # (ITEMS=N: N items per request), unary and --streaming (ModelStreamInfer) at each --connections
-# count (TRANSPORTS=nogrpc adds the server's own path without gRPC, bench_served_path: feeder threads
-# in place of gRPC's and the client); the server's CPU use per point (utime+stime from /proc); then the in-process reference
+# count (TRANSPORTS=nogrpc adds the server's own path without gRPC, bench_served_path: feeder
+# threads in place of gRPC's and the client); the server's CPU use per point (utime+stime from
+# /proc); then the in-process reference
 # (bench_inprocess_throughput, the same backend without gRPC or queue) at every batch size the
 # batcher reached (the items per executed batch; also the older mean over responses) and on each
 # point's own mix of batch sizes (--batch-mix), and served / in-process for each point (goal:
@@ -86,18 +87,25 @@ hz=$(getconf CLK_TCK)
 
 # The server's own request path without gRPC's transport (TRANSPORTS=nogrpc): bench_served_path in
 # place of the server and chronobench, its feeder threads in place of gRPC's, with the server's
-# --request-timing from SERVER_FLAGS (its other flags do not apply); files named as a point's, with
-# connections 0. Usage: served_path_point NAME LOG (the loop's repo, launcher and delay).
+# --request-timing from SERVER_FLAGS (its other flags do not apply, nor PIN's --host-policy: its
+# taskset does); files named as a point's, with connections 0. Usage: served_path_point NAME LOG
+# (the loop's repo, launcher and delay).
 served_path_point() {
   local name=$1 log=$2 timing=on i
   for ((i = 0; i < ${#server_flags[@]}; i++)); do
-    [ "${server_flags[$i]}" = --request-timing ] && timing=${server_flags[$((i + 1))]:-on}
+    case ${server_flags[$i]} in
+      --request-timing) timing=${server_flags[$((i + 1))]:-on} ;;
+      --request-timing=*) timing=${server_flags[$i]#--request-timing=} ;;
+    esac
   done
   echo "== the server's path without gRPC (bench_served_path), concurrency $concurrency, $threads feeder threads, delay $delay_us us"
   "${launcher[@]}" "${server_env[@]}" "$build/bin/bench_served_path" --model-repository "$repo" -m "$model" \
     --concurrency "$concurrency" --threads "$threads" -b "$items" --request-timing "$timing" \
     --warmup-requests $((concurrency * 4 > 50 ? concurrency * 4 : 50)) --duration-ms $((window_ms * trials)) \
-    --json "$out/$name.json" > "$work/served_path.out" 2> "$log" || { cat "$work/served_path.out"; tail -5 "$log"; return 1; }
+    --json "$out/$name.json" > "$work/served_path.out" 2> "$log" || {
+    # A failed run's JSON (errors, or answers still owed) would stand in the summary without its CPU file.
+    cat "$work/served_path.out"; tail -5 "$log"; rm -f "$out/$name.json"; return 1
+  }
   tail -n 2 "$work/served_path.out"
   local summary
   summary=$(python3 - "$out/$name.json" "$out/${name}_cpu.txt" <<'PY'
@@ -105,7 +113,7 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 open(sys.argv[2], "w").write(f"{r['cpu_cores']['process']:.2f}\n")
 print(r["feeding_s"])
-print(", ".join(f"{n} {c:.2f}" for n, c in sorted(r["cpu_cores"]["threads"].items(), key=lambda x: -x[1])))
+print(", ".join(f"{n} {c:.2f}" for n, c in sorted(r["cpu_cores"]["threads"].items(), key=lambda x: -x[1]) if c >= 0.01))
 PY
 ) || return 1
   {

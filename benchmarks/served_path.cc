@@ -211,6 +211,7 @@ std::map<std::string, int64_t> ThreadTicks() {
 }
 
 // Cores used by each thread name between two ThreadTicks() `seconds` apart, and in all ("process").
+// Threads that started in between count from zero.
 nlohmann::json CoresBetween(const std::map<std::string, int64_t>& before, const std::map<std::string, int64_t>& after,
                             double seconds) {
   const double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
@@ -220,7 +221,7 @@ nlohmann::json CoresBetween(const std::map<std::string, int64_t>& before, const 
     auto it = before.find(name);
     const double cores = static_cast<double>(t - (it == before.end() ? 0 : it->second)) / hz / seconds;
     process += cores;
-    if (cores >= 0.01) threads[name] = cores;
+    threads[name] = cores;  // every thread, idle ones too: the reader filters
   }
   return {{"process", process}, {"threads", threads}};
 }
