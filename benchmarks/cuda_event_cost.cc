@@ -33,12 +33,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/backend/cuda/cuda_check.h"
+
 namespace {
 
+// The call succeeded; otherwise its error (the server's wording) is printed.
 bool Check(cudaError_t error, const char* what) {
-  if (error == cudaSuccess) return true;
-  std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(error));
-  return false;
+  const absl::Status status = chronoserve::server::cuda::CudaStatus(error, what);
+  if (!status.ok()) std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
+  return status.ok();
 }
 
 int64_t NowNs() {

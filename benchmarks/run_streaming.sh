@@ -282,10 +282,7 @@ if [ -n "$perf_worker" ]; then
   # Sampled from the moment it prints its header (model loaded, warmed up) until it exits.
   "${inprocess[@]}" > "$work/inprocess.out" &
   reference=$!
-  for _ in $(seq 1 1500); do  # bounded: 5 minutes
-    [ -s "$work/inprocess.out" ] || ! kill -0 "$reference" 2>/dev/null && break
-    sleep 0.2
-  done
+  wait_for_header "$work/inprocess.out" "$reference"
   perf_sample "-p $reference" "$work/inprocess.perf.data"
   wait "$reference" || status=1
   cat "$work/inprocess.out"

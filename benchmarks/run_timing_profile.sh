@@ -32,10 +32,7 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
     "$build/bin/bench_inprocess_throughput" --model-repository "$work/models" -m "$model" --batch-sizes "$batch" \
       -n "$iterations" --request-timing "$timing" --json "$out/$name.json" > "$work/$name.out" 2>&1 &
     bench=$!
-    for _ in $(seq 1 1500); do  # bounded: 5 minutes for the load and warm-up
-      { [ -s "$work/$name.out" ] && grep -q "items/s" "$work/$name.out"; } || ! kill -0 "$bench" 2>/dev/null && break
-      sleep 0.2
-    done
+    wait_for_header "$work/$name.out" "$bench"
     PERF_HZ=$hz perf_sample "-p $bench" "$work/$name.perf.data"
     wait "$bench" || { status=1; cat "$work/$name.out"; continue; }
     perf report -i "$work/$name.perf.data" --stdio -n --no-children --sort comm,dso,sym -g none 2>/dev/null \

@@ -41,6 +41,7 @@
 #include "absl/time/time.h"
 
 #include "benchmarks/percentile.h"
+#include "common/batch_sizes.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/thread_name.h"
@@ -130,8 +131,7 @@ class Feeder {
   void Send(int index) {
     Slot& slot = slots_[index];
     slot.sent_ns = clock_->NowNs();
-    slot.request.Clear();
-    if (!slot.request.ParseFromString(request_bytes_)) {
+    if (!slot.request.ParseFromString(request_bytes_)) {  // clears the message first
       Answer(index, absl::InternalError("the request message does not parse"), RequestTiming{});
       return;
     }
@@ -313,18 +313,16 @@ int Run(const Flags& flags) {
   const double seconds = static_cast<double>(end_ns - start_ns) * 1e-9;
   const int64_t ok = total.responses - total.errors;
   const double items_per_s = static_cast<double>(ok * flags.items) / seconds;
-  // Items per executed batch: each batch counted once (a batch of b one-item requests sends b
-  // answers that each say b), the harmonic mean of the sizes the answers gave; and their plain mean.
-  double inverse = 0;
+  // Items per executed batch (each batch counted once: common/batch_sizes.h), and the plain mean of
+  // the sizes the answers gave.
+  const double per_batch = ItemsPerBatch(total.responses_by_size);
   double sum = 0;
   int64_t sized = 0;
   for (const auto& [size, n] : total.responses_by_size) {
     if (size <= 0 || n <= 0) continue;
-    inverse += static_cast<double>(n) / static_cast<double>(size);
     sum += static_cast<double>(n) * static_cast<double>(size);
     sized += n;
   }
-  const double per_batch = inverse > 0 ? static_cast<double>(sized) / inverse : 0;
   const double mean = sized > 0 ? sum / static_cast<double>(sized) : 0;
   const double p50 = bench::PercentileUs(total.latency_ns, 50);
   const double p99 = bench::PercentileUs(total.latency_ns, 99);

@@ -214,6 +214,17 @@ perf_report() {
   head -n "${PERF_LINES:-40}" "$2" | sed 's/^/     /'
 }
 
+# wait_for_header FILE PID: until bench_inprocess_throughput's output FILE holds its table header
+# (printed once the model is loaded and warm: a profiler attaches then) or PID has exited; at most 5
+# minutes.
+wait_for_header() {
+  local file=$1 pid=$2
+  for _ in $(seq 1 1500); do
+    grep -q "items/s" "$file" 2>/dev/null || ! kill -0 "$pid" 2>/dev/null && break
+    sleep 0.2
+  done
+}
+
 # perf_sample TARGET DATA [COMMAND...]: `perf record` at PERF_HZ (default 4999, call graphs of the
 # kind PERF_CALLGRAPH names, e.g. "dwarf", when set) of TARGET ("-p PID" or "-t TID", one word each)
 # into DATA, while COMMAND runs (none: until TARGET exits). Quiet; its status is perf's.

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/batch_sizes.h"
 #include "common/launch_bound.h"
 #include "common/status_macros.h"
 
@@ -103,14 +104,7 @@ absl::Status LatencyRecorder::Merge(const LatencyRecorder& o) {
   return absl::OkStatus();
 }
 
-double LatencyRecorder::items_per_batch() const {
-  // Requests of k items each (one size per point, as chronobench sends them) in a batch of b items:
-  // b / k of them answer for that batch, each adding 1 / b, so the sum is (batches) / k and
-  // responses / sum = (items) / (batches).
-  double inverse_sum = 0;
-  for (const auto& [size, n] : responses_by_batch_size_) inverse_sum += static_cast<double>(n) / static_cast<double>(size);
-  return inverse_sum > 0 ? static_cast<double>(batch_size_responses()) / inverse_sum : 0.0;
-}
+double LatencyRecorder::items_per_batch() const { return ItemsPerBatch(responses_by_batch_size_); }
 
 int64_t LatencyRecorder::batch_size_responses() const {
   int64_t responses = 0;
