@@ -156,11 +156,23 @@ absl::Status Benchmark::Validate(int64_t batch_size) {
   return absl::OkStatus();
 }
 
-// One request on a stream: a server without ModelStreamInfer (UNIMPLEMENTED) fails here.
+// One request on a stream: a server without ModelStreamInfer (UNIMPLEMENTED) fails here. InferStream
+// is on gRPC's callback API, and in gRPC 1.51 (the epoll1 poller) the first callback call on a
+// channel starts the process's shared callback queue: cores / 2 threads ("nexting_thread", 8 on a
+// 16-vCPU host) that poll every connection of the process until that channel is destroyed. Under
+// load they took about a core of chronobench's CPU (docs/BENCHMARKS.md §37), reading the load's
+// sockets and handing each completion to the load thread that owns it. So the stream runs on a
+// channel of its own, gone (and those threads with it) before the load starts; the load itself is on
+// the asynchronous API (load_worker.h).
 absl::Status Benchmark::ValidateStreaming(const inference::ModelInferRequest& request, int64_t batch_size) {
   const absl::Duration timeout =
       absl::Milliseconds(options_.target.timeout_ms > 0 ? options_.target.timeout_ms : 60'000);
-  auto stream = InferStream::Open(stubs_[0].generated.get());
+  grpc::ChannelArguments args = ClientChannelArguments();
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetInt("chronobench.validation_channel", 1);  // never one of the load's subchannels
+  std::unique_ptr<inference::GRPCInferenceService::Stub> stub = inference::GRPCInferenceService::NewStub(
+      grpc::CreateCustomChannel(options_.target.url, grpc::InsecureChannelCredentials(), args));
+  auto stream = InferStream::Open(stub.get());
   inference::ModelInferRequest first = request;
   first.set_id("chronobench-validate");
   stream->Send(std::move(first));

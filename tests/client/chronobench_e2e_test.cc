@@ -15,8 +15,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/chronobench/benchmark.h"
+#include "client/infer_stream.h"
 #include "gtest/gtest.h"
 #include "tests/client/chronobench_e2e_fixture.h"
+#include "tests/server/proc_threads.h"
 
 namespace chronoserve::client::bench {
 namespace {
@@ -167,6 +169,42 @@ TEST_F(ChronobenchE2eTest, StreamingEveryLoadMode) {
   const BenchReport gaps = Run(o);
   ASSERT_EQ(gaps.points.size(), 1u);
   ExpectBreakdownConsistent(gaps.points[0]);
+}
+
+// gRPC 1.51's callback API starts threads ("nexting_thread") that poll every connection of the
+// process for as long as a channel that used it lives. chronobench's streamed load is on the
+// asynchronous API; its validation stream (callback API) must not leave them polling beside it.
+TEST_F(ChronobenchE2eTest, StreamedLoadRunsWithoutGrpcCallbackThreads) {
+  const auto callback_threads = [] { return chronoserve::testing::ThreadDirs("nexting_thread").size(); };
+  {
+    // The check itself: once a callback stream has an answer (one of those threads ran its
+    // reaction), they show. A request without inputs is answered on the stream with an error.
+    auto stub = inference::GRPCInferenceService::NewStub(grpc::CreateChannel(*url_, grpc::InsecureChannelCredentials()));
+    auto stream = InferStream::Open(stub.get());
+    inference::ModelInferRequest request;
+    request.set_model_name("mlp");
+    request.set_id("probe");
+    ASSERT_TRUE(stream->Send(std::move(request)));
+    stream->CloseSend();
+    ASSERT_TRUE(stream->Next(absl::Seconds(10)).has_value()) << "no answer within 10 s";
+    EXPECT_GT(callback_threads(), 0u);
+    ASSERT_TRUE(stream->Finish(absl::Seconds(10)).has_value()) << "the stream did not end within 10 s";
+  }
+  ASSERT_EQ(callback_threads(), 0u) << "they end with the last channel that used the callback API";
+
+  BenchOptions o = Options();
+  o.target.streaming = true;
+  o.target.connections = 2;
+  o.load.concurrency = {4};
+  auto bench = Benchmark::Create(o, SteadyClock::Get());
+  ASSERT_TRUE(bench.ok()) << bench.status();
+  EXPECT_EQ(callback_threads(), 0u) << "after the validation stream";
+  size_t during_load = 0;
+  auto report = (*bench)->Run([&](const PointResult&) { during_load = callback_threads(); }, nullptr);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->points.size(), 1u);
+  EXPECT_GT(report->points[0].recorder.successes(), 0);
+  EXPECT_EQ(during_load, 0u) << "while the streamed load's connections were open";
 }
 
 TEST_F(ChronobenchE2eTest, UnknownModelAndBadShapeFailFast) {
