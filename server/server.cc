@@ -120,9 +120,8 @@ absl::Status Server::Start() {
     return absl::OkStatus();
   }
   service_->SetWarmingUp(false);
-  auto* health = grpc_server_->GetHealthCheckService();
-  health->SetServingStatus(kServiceName, ready);
-  health->SetServingStatus(ready);
+  health_->SetServingStatus(kServiceName, ready);
+  health_->SetServingStatus(ready);
   CS_LOG(INFO) << (ready ? "server READY" : "server up, but not every model loaded (see errors above)");
   return absl::OkStatus();
 }
@@ -159,7 +158,9 @@ absl::Status Server::BuildService(int infer_threads) {
 }
 
 absl::Status Server::Listen(int infer_threads) {
-  grpc::EnableDefaultHealthCheckService(true);
+  // With the asynchronous API, health is ours (on the queues): gRPC's is a callback-API service,
+  // which would start gRPC's callback polling threads (health_service.h).
+  grpc::EnableDefaultHealthCheckService(infer_threads == 0);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(
@@ -175,7 +176,12 @@ absl::Status Server::Listen(int infer_threads) {
     CS_LOG(INFO) << "--grpc-minimal-stack: no compression or deadline filter; compressed requests are refused "
                     "(UNIMPLEMENTED)";
   }
-  if (infer_threads > 0) infer_queues_ = std::make_unique<ModelInferQueues>(service_.get(), &builder, infer_threads);
+  if (infer_threads > 0) {
+    infer_queues_ = std::make_unique<ModelInferQueues>(service_.get(), &builder, infer_threads);
+    health_service_ = std::make_unique<HealthService>();
+    builder.RegisterService(health_service_->service());
+    for (QueuedCallFactory& calls : health_service_->Calls()) infer_queues_->AddCalls(std::move(calls));
+  }
   if (!unix_address.empty()) {
     if (absl::Status free = CheckUnixSocketFree(options_.unix_socket); !free.ok()) return free;
   }
@@ -194,11 +200,12 @@ absl::Status Server::Listen(int infer_threads) {
   }
   if (infer_queues_ != nullptr) {
     infer_queues_->Start();
-    CS_LOG(INFO) << "ModelInfer and ModelStreamInfer on " << infer_queues_->threads() << " thread(s) polling "
-                 << infer_queues_->queues() << " completion queue(s) (gRPC's asynchronous API)";
+    CS_LOG(INFO) << "every RPC (inference, health, metadata, statistics, shared memory) on "
+                 << infer_queues_->threads() << " thread(s) polling " << infer_queues_->queues()
+                 << " completion queue(s) (gRPC's asynchronous API)";
   }
-  auto* health = grpc_server_->GetHealthCheckService();
-  health->SetServingStatus(false);
+  health_ = health_service_ != nullptr ? health_service_.get() : grpc_server_->GetHealthCheckService();
+  health_->SetServingStatus(false);
   CS_LOG(INFO) << "gRPC listening on " << options_.host << ":" << port_
                << " (KServe v2, grpc.health.v1, reflection)";
   return absl::OkStatus();
@@ -253,7 +260,7 @@ void Server::Shutdown() {
   if (grpc_server_ != nullptr) {
     CS_LOG(INFO) << "shutting down: NOT_SERVING, finishing in-flight requests (up to "
                  << options_.exit_timeout_secs << " s)";
-    grpc_server_->GetHealthCheckService()->SetServingStatus(false);
+    health_->SetServingStatus(false);
     service_->SetDraining();
     const auto deadline =
         std::chrono::system_clock::now() + std::chrono::seconds(options_.exit_timeout_secs);
@@ -265,6 +272,9 @@ void Server::Shutdown() {
       // cancellation is on its way (the models' queues would otherwise drain it when they stop).
       registry_.AbandonQueued("the server's exit timeout passed while the request was queued");
     }
+    // gRPC shuts its own health service down itself; ours ends its Watch calls, which would
+    // otherwise hold gRPC's shutdown up to the deadline.
+    if (health_service_ != nullptr) health_service_->Shutdown();
     grpc_server_->Shutdown(deadline);
   }
   registry_.StopAll();

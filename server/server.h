@@ -22,6 +22,7 @@
 #include "server/backend/device_activity.h"
 #include "server/core/host_keep_warm.h"
 #include "server/core/host_policy.h"
+#include "server/grpc/health_service.h"
 #include "server/grpc/inference_service.h"
 #include "server/grpc/model_infer_queues.h"
 #include "server/grpc/serving_warmup.h"
@@ -130,7 +131,10 @@ class Server {
   std::unique_ptr<HostKeepWarm> host_keep_warm_;         // null when --host-keep-warm-ms is 0
   std::unique_ptr<InferenceService> service_;
   std::unique_ptr<ModelInferQueues> infer_queues_;  // null: inference on the callback API; outlives grpc_server_
+  // grpc.health.v1 on the queues (with infer_queues_; outlives grpc_server_), else null: gRPC's own.
+  std::unique_ptr<HealthService> health_service_;
   std::unique_ptr<grpc::Server> grpc_server_;
+  grpc::HealthCheckServiceInterface* health_ = nullptr;  // the one serving, once listening
   int port_ = 0;
   // The --grpc-unix-socket file this server bound (st_dev, st_ino); shutdown removes only that file.
   std::optional<std::pair<dev_t, ino_t>> unix_socket_inode_;

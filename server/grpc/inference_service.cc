@@ -6,6 +6,7 @@
 #include "common/timing.h"
 #include "server/grpc/grpc_status.h"
 #include "server/grpc/model_config_rpc.h"
+#include "server/grpc/unary_queued_call.h"
 
 namespace chronoserve::server {
 namespace {
@@ -61,9 +62,13 @@ InferenceService::InferenceService(ModelRegistry* registry, const Clock* clock, 
       model_stream_infer_method_(MethodIndex("ModelStreamInfer")),
       dispatcher_(registry, clock, observer, shared_memory) {
   if (!async_inference) return;
-  // gRPC registers a method without a handler as asynchronous; marking a callback method async
-  // keeps its handler, so drop that first.
-  for (int method : {model_infer_method_, model_stream_infer_method_}) {
+  // Every method on the asynchronous API (ModelInferQueues serves them all): gRPC registers a
+  // method without a handler as asynchronous; marking a callback method async keeps its handler,
+  // so drop that first.
+  const int methods = google::protobuf::DescriptorPool::generated_pool()
+                          ->FindServiceByName(inference::GRPCInferenceService::service_full_name())
+                          ->method_count();
+  for (int method = 0; method < methods; ++method) {
     MarkMethodCallback(method, nullptr);
     MarkMethodAsync(method);
   }
@@ -86,47 +91,43 @@ void InferenceService::RequestModelInfer(grpc::ServerContext* ctx, inference::Mo
   RequestAsyncUnary(model_infer_method_, ctx, request, responder, cq, cq, tag);
 }
 
-grpc::ServerUnaryReactor* InferenceService::ServerLive(grpc::CallbackServerContext* ctx,
-                                                       const inference::ServerLiveRequest*,
-                                                       inference::ServerLiveResponse* response) {
+// ---- The RPCs that are not inference: each answered at once by its Answer function, on the
+// callback API (the overrides) or on ModelInferQueues' queues (ControlCalls) ----
+
+absl::Status InferenceService::AnswerServerLive(const inference::ServerLiveRequest&,
+                                                inference::ServerLiveResponse* response) {
   response->set_live(true);
-  return FinishNow(ctx, absl::OkStatus());
+  return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* InferenceService::ServerReady(grpc::CallbackServerContext* ctx,
-                                                        const inference::ServerReadyRequest*,
-                                                        inference::ServerReadyResponse* response) {
+absl::Status InferenceService::AnswerServerReady(const inference::ServerReadyRequest&,
+                                                 inference::ServerReadyResponse* response) {
   response->set_ready(!warming_up_.load() && !dispatcher_.draining() && registry_->AllReady());
-  return FinishNow(ctx, absl::OkStatus());
+  return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* InferenceService::ModelReady(grpc::CallbackServerContext* ctx,
-                                                       const inference::ModelReadyRequest* request,
-                                                       inference::ModelReadyResponse* response) {
-  auto model = registry_->Find(request->name(), request->version());
-  if (!model.ok() && model.status().code() == absl::StatusCode::kNotFound) {
-    return FinishNow(ctx, model.status());
-  }
+absl::Status InferenceService::AnswerModelReady(const inference::ModelReadyRequest& request,
+                                                inference::ModelReadyResponse* response) {
+  auto model = registry_->Find(request.name(), request.version());
+  if (!model.ok() && model.status().code() == absl::StatusCode::kNotFound) return model.status();
   response->set_ready(model.ok() && !warming_up_.load() && !dispatcher_.draining());
-  return FinishNow(ctx, absl::OkStatus());
+  return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* InferenceService::ServerMetadata(
-    grpc::CallbackServerContext* ctx, const inference::ServerMetadataRequest*,
-    inference::ServerMetadataResponse* response) {
+absl::Status InferenceService::AnswerServerMetadata(const inference::ServerMetadataRequest&,
+                                                    inference::ServerMetadataResponse* response) {
   response->set_name(info_.name);
   response->set_version(info_.version);
   response->add_extensions("statistics");
   if (info_.request_timing) response->add_extensions("server_timing");
   if (shared_memory_ != nullptr) response->add_extensions("system_shared_memory");
-  return FinishNow(ctx, absl::OkStatus());
+  return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
-    grpc::CallbackServerContext* ctx, const inference::ModelMetadataRequest* request,
-    inference::ModelMetadataResponse* response) {
-  auto model = registry_->Find(request->name(), request->version());
-  if (!model.ok()) return FinishNow(ctx, model.status());
+absl::Status InferenceService::AnswerModelMetadata(const inference::ModelMetadataRequest& request,
+                                                   inference::ModelMetadataResponse* response) {
+  auto model = registry_->Find(request.name(), request.version());
+  if (!model.ok()) return model.status();
   const ModelSpec& spec = (*model)->spec();
   response->set_name(spec.name);
   response->add_versions(std::to_string(spec.version));
@@ -139,13 +140,12 @@ grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
   };
   for (const auto& t : spec.inputs) fill(t, response->add_inputs());
   for (const auto& t : spec.outputs) fill(t, response->add_outputs());
-  return FinishNow(ctx, absl::OkStatus());
+  return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* InferenceService::ModelConfig(grpc::CallbackServerContext* ctx,
-                                                        const inference::ModelConfigRequest* request,
-                                                        inference::ModelConfigResponse* response) {
-  return FinishNow(ctx, AnswerModelConfig(*registry_, *request, response));
+absl::Status InferenceService::AnswerModelConfig(const inference::ModelConfigRequest& request,
+                                                 inference::ModelConfigResponse* response) {
+  return server::AnswerModelConfig(*registry_, request, response);
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* ctx,
@@ -177,15 +177,14 @@ void InferenceService::SetDraining() {
   streams_.DrainAll();
 }
 
-grpc::ServerUnaryReactor* InferenceService::ModelStatistics(
-    grpc::CallbackServerContext* ctx, const inference::ModelStatisticsRequest* request,
-    inference::ModelStatisticsResponse* response) {
+absl::Status InferenceService::AnswerModelStatistics(const inference::ModelStatisticsRequest& request,
+                                                     inference::ModelStatisticsResponse* response) {
   std::vector<std::shared_ptr<ModelRuntime>> models;
-  if (request->name().empty()) {
+  if (request.name().empty()) {
     models = registry_->Ready();
   } else {
-    auto model = registry_->Find(request->name(), request->version());
-    if (!model.ok()) return FinishNow(ctx, model.status());
+    auto model = registry_->Find(request.name(), request.version());
+    if (!model.ok()) return model.status();
     models.push_back(*model);
   }
   for (const auto& m : models) {
@@ -211,19 +210,18 @@ grpc::ServerUnaryReactor* InferenceService::ModelStatistics(
       FillStatDuration(b.compute_output, bs->mutable_compute_output());
     }
   }
-  return FinishNow(ctx, absl::OkStatus());
+  return absl::OkStatus();
 }
 
 // ---- system_shared_memory: registry calls, answered inline. Register maps every page of the
 // region (MAP_POPULATE) and on a GPU page-locks it, so it holds a callback thread for time in
 // proportion to the region's size: a set-up call, made before the requests that use the region ----
 
-grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryStatus(
-    grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryStatusRequest* request,
-    inference::SystemSharedMemoryStatusResponse* response) {
-  if (shared_memory_ == nullptr) return FinishNow(ctx, SharedMemoryDisabled());
-  auto regions = shared_memory_->Status(request->name());
-  if (!regions.ok()) return FinishNow(ctx, regions.status());
+absl::Status InferenceService::AnswerSystemSharedMemoryStatus(const inference::SystemSharedMemoryStatusRequest& request,
+                                                              inference::SystemSharedMemoryStatusResponse* response) {
+  if (shared_memory_ == nullptr) return SharedMemoryDisabled();
+  auto regions = shared_memory_->Status(request.name());
+  if (!regions.ok()) return regions.status();
   for (const auto& region : *regions) {
     auto& out = (*response->mutable_regions())[region->name()];
     out.set_name(region->name());
@@ -231,28 +229,71 @@ grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryStatus(
     out.set_offset(region->offset());
     out.set_byte_size(region->byte_size());
   }
-  return FinishNow(ctx, absl::OkStatus());
+  return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryRegister(
-    grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryRegisterRequest* request,
-    inference::SystemSharedMemoryRegisterResponse*) {
-  if (shared_memory_ == nullptr) return FinishNow(ctx, SharedMemoryDisabled());
-  absl::Status status =
-      shared_memory_->Register(request->name(), request->key(), request->offset(), request->byte_size());
+absl::Status InferenceService::AnswerSystemSharedMemoryRegister(
+    const inference::SystemSharedMemoryRegisterRequest& request, inference::SystemSharedMemoryRegisterResponse*) {
+  if (shared_memory_ == nullptr) return SharedMemoryDisabled();
+  absl::Status status = shared_memory_->Register(request.name(), request.key(), request.offset(), request.byte_size());
   if (status.ok()) {
-    CS_VLOG(1) << "shared-memory region '" << request->name() << "' registered: key '" << request->key()
-               << "', offset " << request->offset() << ", " << request->byte_size() << " bytes";
+    CS_VLOG(1) << "shared-memory region '" << request.name() << "' registered: key '" << request.key()
+               << "', offset " << request.offset() << ", " << request.byte_size() << " bytes";
   }
-  return FinishNow(ctx, status);
+  return status;
 }
 
-grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryUnregister(
-    grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryUnregisterRequest* request,
-    inference::SystemSharedMemoryUnregisterResponse*) {
-  if (shared_memory_ == nullptr) return FinishNow(ctx, SharedMemoryDisabled());
-  shared_memory_->Unregister(request->name());
-  return FinishNow(ctx, absl::OkStatus());
+absl::Status InferenceService::AnswerSystemSharedMemoryUnregister(
+    const inference::SystemSharedMemoryUnregisterRequest& request, inference::SystemSharedMemoryUnregisterResponse*) {
+  if (shared_memory_ == nullptr) return SharedMemoryDisabled();
+  shared_memory_->Unregister(request.name());
+  return absl::OkStatus();
+}
+
+// The callback API's handlers of those RPCs (--grpc-infer-threads 0).
+#define CHRONOSERVE_CALLBACK_UNARY(Method)                                                                   \
+  grpc::ServerUnaryReactor* InferenceService::Method(grpc::CallbackServerContext* ctx,                      \
+                                                     const inference::Method##Request* request,             \
+                                                     inference::Method##Response* response) {               \
+    return FinishNow(ctx, Answer##Method(*request, response));                                             \
+  }
+CHRONOSERVE_CALLBACK_UNARY(ServerLive)
+CHRONOSERVE_CALLBACK_UNARY(ServerReady)
+CHRONOSERVE_CALLBACK_UNARY(ModelReady)
+CHRONOSERVE_CALLBACK_UNARY(ServerMetadata)
+CHRONOSERVE_CALLBACK_UNARY(ModelMetadata)
+CHRONOSERVE_CALLBACK_UNARY(ModelConfig)
+CHRONOSERVE_CALLBACK_UNARY(ModelStatistics)
+CHRONOSERVE_CALLBACK_UNARY(SystemSharedMemoryStatus)
+CHRONOSERVE_CALLBACK_UNARY(SystemSharedMemoryRegister)
+CHRONOSERVE_CALLBACK_UNARY(SystemSharedMemoryUnregister)
+#undef CHRONOSERVE_CALLBACK_UNARY
+
+template <typename Request, typename Response>
+QueuedCallFactory InferenceService::QueuedUnary(const char* method,
+                                                            AnswerFn<Request, Response> answer) {
+  const int index = MethodIndex(method);
+  return [this, index, answer]() -> QueuedCall* {
+    return new UnaryQueuedCall<Request, Response>(
+        [this, index](grpc::ServerContext* ctx, Request* request, grpc::ServerAsyncResponseWriter<Response>* responder,
+                      grpc::ServerCompletionQueue* cq, void* tag) {
+          RequestAsyncUnary(index, ctx, request, responder, cq, cq, tag);
+        },
+        [this, answer](const Request& request, Response* response) { return (this->*answer)(request, response); });
+  };
+}
+
+std::vector<QueuedCallFactory> InferenceService::ControlCalls() {
+  return {QueuedUnary("ServerLive", &InferenceService::AnswerServerLive),
+          QueuedUnary("ServerReady", &InferenceService::AnswerServerReady),
+          QueuedUnary("ModelReady", &InferenceService::AnswerModelReady),
+          QueuedUnary("ServerMetadata", &InferenceService::AnswerServerMetadata),
+          QueuedUnary("ModelMetadata", &InferenceService::AnswerModelMetadata),
+          QueuedUnary("ModelConfig", &InferenceService::AnswerModelConfig),
+          QueuedUnary("ModelStatistics", &InferenceService::AnswerModelStatistics),
+          QueuedUnary("SystemSharedMemoryStatus", &InferenceService::AnswerSystemSharedMemoryStatus),
+          QueuedUnary("SystemSharedMemoryRegister", &InferenceService::AnswerSystemSharedMemoryRegister),
+          QueuedUnary("SystemSharedMemoryUnregister", &InferenceService::AnswerSystemSharedMemoryUnregister)};
 }
 
 }  // namespace chronoserve::server

@@ -1,7 +1,8 @@
 // InferenceService: the KServe v2 GRPCInferenceService (plus Triton's ModelConfig, ModelStatistics,
-// system_shared_memory and ModelStreamInfer extensions) on gRPC's callback API, or with ModelInfer
-// and ModelStreamInfer on the asynchronous API's completion queues (ModelInferQueues, built with
-// async_inference: --grpc-infer-threads). Handlers validate and enqueue (InferDispatcher) and never block; a worker thread finishes each ModelInfer call
+// system_shared_memory and ModelStreamInfer extensions) on gRPC's callback API, or with every RPC on
+// the asynchronous API's completion queues (ModelInferQueues, built with async_inference:
+// --grpc-infer-threads; the other RPCs' calls from ControlCalls). Handlers validate and enqueue
+// (InferDispatcher) and never block; a worker thread finishes each ModelInfer call
 // (response parameters timing.*, the server-timing trailer, statistics) or hands a streamed
 // request's response to its stream (StreamInferReactor). A batch run without request timing
 // (--request-timing off) gives its responses no timing. Owned by the Server; the registries and
@@ -11,12 +12,14 @@
 
 #include <atomic>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "proto/inference.grpc.pb.h"
 #include "server/core/request_observer.h"
 #include "server/grpc/infer_dispatcher.h"
+#include "server/grpc/queued_call.h"
 #include "server/grpc/stream_infer_reactor.h"
 #include "server/scheduler/model_registry.h"
 #include "server/shared_memory/shared_memory_registry.h"
@@ -35,9 +38,9 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   // `observer` (may be null) sees every finished inference request, unary or streamed.
   // `shared_memory` (may be null: the extension is off, its RPCs answer FAILED_PRECONDITION) holds
   // the clients' regions. Both must outlive the service.
-  // `async_inference`: ModelInfer and ModelStreamInfer are served on gRPC's asynchronous API by
-  // ModelInferQueues (model_infer_queues.h), which then must be built with this service; otherwise
-  // on the callback API like every other RPC.
+  // `async_inference`: every RPC is served on gRPC's asynchronous API by ModelInferQueues
+  // (model_infer_queues.h), which then must be built with this service (it serves ControlCalls()
+  // too); otherwise every RPC is on the callback API.
   InferenceService(ModelRegistry* registry, const Clock* clock, ServerInfo info,
                    RequestObserver* observer = nullptr, SharedMemoryRegistry* shared_memory = nullptr,
                    StreamOptions stream_options = {}, bool async_inference = false);
@@ -54,6 +57,9 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
       grpc::ServerCompletionQueue* cq, void* tag);
   // A stream session for the queues, not yet requested (QueuedCall::RequestFrom).
   QueuedCall* NewQueuedStream();
+  // For ModelInferQueues (async_inference only): the calls of every other RPC of the service, one
+  // factory per method, each call answered at once on the queue's thread.
+  std::vector<QueuedCallFactory> ControlCalls();
   InferDispatcher& dispatcher() { return dispatcher_; }
 
   // While draining for shutdown, ServerReady is false and ModelInfer answers UNAVAILABLE. A stream
@@ -112,6 +118,29 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
       inference::SystemSharedMemoryUnregisterResponse* response) override;
 
  private:
+  // The answers of the RPCs that are not inference, on either API.
+  absl::Status AnswerServerLive(const inference::ServerLiveRequest& request, inference::ServerLiveResponse* response);
+  absl::Status AnswerServerReady(const inference::ServerReadyRequest& request, inference::ServerReadyResponse* response);
+  absl::Status AnswerModelReady(const inference::ModelReadyRequest& request, inference::ModelReadyResponse* response);
+  absl::Status AnswerServerMetadata(const inference::ServerMetadataRequest& request,
+                                    inference::ServerMetadataResponse* response);
+  absl::Status AnswerModelMetadata(const inference::ModelMetadataRequest& request,
+                                   inference::ModelMetadataResponse* response);
+  absl::Status AnswerModelConfig(const inference::ModelConfigRequest& request, inference::ModelConfigResponse* response);
+  absl::Status AnswerModelStatistics(const inference::ModelStatisticsRequest& request,
+                                     inference::ModelStatisticsResponse* response);
+  absl::Status AnswerSystemSharedMemoryStatus(const inference::SystemSharedMemoryStatusRequest& request,
+                                              inference::SystemSharedMemoryStatusResponse* response);
+  absl::Status AnswerSystemSharedMemoryRegister(const inference::SystemSharedMemoryRegisterRequest& request,
+                                                inference::SystemSharedMemoryRegisterResponse* response);
+  absl::Status AnswerSystemSharedMemoryUnregister(const inference::SystemSharedMemoryUnregisterRequest& request,
+                                                  inference::SystemSharedMemoryUnregisterResponse* response);
+  template <typename Request, typename Response>
+  using AnswerFn = absl::Status (InferenceService::*)(const Request&, Response*);
+  // The factory of `method`'s calls on the asynchronous API, answered by `answer`.
+  template <typename Request, typename Response>
+  QueuedCallFactory QueuedUnary(const char* method, AnswerFn<Request, Response> answer);
+
   ModelRegistry* const registry_;
   const Clock* const clock_;
   const ServerInfo info_;

@@ -98,7 +98,7 @@ class ModelInferQueues::UnaryCall final : public QueuedCall {
 };
 
 ModelInferQueues::ModelInferQueues(InferenceService* service, grpc::ServerBuilder* builder, int threads)
-    : service_(service), threads_(std::max(threads, 1)) {
+    : service_(service), threads_(std::max(threads, 1)), factories_(service->ControlCalls()) {
   const int queues = (threads_ + kThreadsPerQueue - 1) / kThreadsPerQueue;
   for (int i = 0; i < queues; ++i) {
     queues_.push_back(std::make_unique<Queue>(kPooledResponses / static_cast<size_t>(queues)));
@@ -108,10 +108,13 @@ ModelInferQueues::ModelInferQueues(InferenceService* service, grpc::ServerBuilde
 
 ModelInferQueues::~ModelInferQueues() { Stop(); }
 
+void ModelInferQueues::AddCalls(CallFactory factory) { factories_.push_back(std::move(factory)); }
+
 void ModelInferQueues::Start() {
   for (auto& queue : queues_) {
     for (int k = 0; k < kUnaryCallsRequested; ++k) RequestCall(kUnary, *queue);
     for (int k = 0; k < kStreamsRequested; ++k) RequestCall(kStream, *queue);
+    for (size_t f = 0; f < factories_.size(); ++f) RequestCall(kFirstFactory + static_cast<int>(f), *queue);
   }
   for (int t = 0; t < threads_; ++t) {
     Queue& queue = *queues_[static_cast<size_t>(t) % queues_.size()];
@@ -122,7 +125,9 @@ void ModelInferQueues::Start() {
 void ModelInferQueues::RequestCall(int kind, Queue& queue) {
   absl::MutexLock lock(&queue.mu);
   if (queue.shut) return;
-  QueuedCall* call = kind == kUnary ? new UnaryCall(&queue.responses) : service_->NewQueuedStream();
+  QueuedCall* call = kind == kUnary    ? new UnaryCall(&queue.responses)
+                     : kind == kStream ? service_->NewQueuedStream()
+                                       : factories_[static_cast<size_t>(kind - kFirstFactory)]();
   call->kind = kind;
   call->live = &queue.live;
   queue.live.Add();

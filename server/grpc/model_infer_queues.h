@@ -5,8 +5,10 @@
 // requests per second that queue was the busiest part of the server (docs/BENCHMARKS.md §19). Here
 // each queue has its own lock and a thread or two, so inference no longer funnels through one.
 // Two threads let one busy stream's reads and writes proceed at once (all of a call's tags come
-// back on its queue). The other RPCs (health, metadata,
-// statistics, shared memory) stay on the callback API.
+// back on its queue). The other RPCs (health, readiness, metadata, configuration, statistics,
+// shared memory) are served here too, one call of each kept requested per queue (AddCalls,
+// unary_queued_call.h), so that the server has no callback-API method at all: one would start
+// gRPC's callback queue, whose cores / 2 threads poll every connection beside these queues'.
 //
 // A unary call goes through the same InferDispatcher as on the callback API: validated and queued
 // on a queue thread, answered (Finish) by the worker or completion thread that finished it; a
@@ -28,6 +30,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -53,10 +56,16 @@ class ModelInferQueues {
   // requested ahead.
   static constexpr size_t kPooledResponses = 1024;
 
-  // `threads` (>= 1) over ceil(threads / kThreadsPerQueue) queues. `service` was built with
-  // async_inference and must outlive this.
+  // `threads` (>= 1) over ceil(threads / kThreadsPerQueue) queues, serving every RPC of `service`,
+  // which was built with async_inference and must outlive this.
   ModelInferQueues(InferenceService* service, grpc::ServerBuilder* builder, int threads);
   ~ModelInferQueues();  // Stop()s
+
+  using CallFactory = QueuedCallFactory;
+  // Before Start: serve the calls `factory` makes too (e.g. HealthService::Calls), one kept
+  // requested on each queue (a call that arrives is replaced at once, as the inference calls are).
+  // The service's own other RPCs (InferenceService::ControlCalls) are served from the start.
+  void AddCalls(CallFactory factory);
 
   // Requests the first calls and starts the threads.
   void Start();
@@ -72,7 +81,8 @@ class ModelInferQueues {
 
  private:
   class UnaryCall;
-  enum Kind { kUnary, kStream };
+  // A call's kind: inference, or kFirstFactory + its factory's index.
+  enum Kind { kUnary, kStream, kFirstFactory };
   struct Queue {
     explicit Queue(size_t pooled) : responses(pooled) {}
     // Its unary calls' responses, reused. Per queue: a call takes its response when the queue's
@@ -95,6 +105,7 @@ class ModelInferQueues {
 
   InferenceService* const service_;
   const int threads_;
+  std::vector<CallFactory> factories_;  // the other RPCs' calls (AddCalls)
   std::vector<std::unique_ptr<Queue>> queues_;
 };
 

@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -69,6 +70,10 @@ class QueuedCall {
   // before it does anything else for the call; 0 until then.
   int64_t arrived_ns = 0;
 };
+
+// Makes one call of an RPC (not yet requested): how ModelInferQueues gets the calls of the RPCs that
+// are not inference (InferenceService::ControlCalls, HealthService::Calls).
+using QueuedCallFactory = std::function<QueuedCall*()>;
 
 class AsyncBidiCall : public QueuedCall {
  public:

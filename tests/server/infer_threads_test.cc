@@ -13,6 +13,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "client/inference_client.h"
+#include "proto/health.grpc.pb.h"
 #include "common/tensor_data.h"
 #include "common/timing.h"
 #include "tests/server/proc_threads.h"
@@ -80,6 +81,74 @@ TEST_P(InferThreadsTest, ModelInferIsServedOnItsQueuesWithRowsTimingAndTrailer) 
   EXPECT_THAT(errors, ::testing::IsEmpty());
   server->Shutdown();
   EXPECT_TRUE(testing::ThreadDirs("cs-grpc-cq0").empty()) << "the queue threads are joined at shutdown";
+}
+
+// With the asynchronous API every RPC is on the queues, so gRPC 1.51's callback queue never starts:
+// none of its polling threads ("nexting_thread", cores / 2, at least 2) reads the server's
+// connections. On the callback API (0) they are there, which shows the check can see them. Every
+// other RPC answers on either API, health's Check and Watch included.
+TEST_P(InferThreadsTest, EveryRpcIsAnsweredAndOnlyTheCallbackApiStartsGrpcsCallbackThreads) {
+  testing::TempDir repo("cs_infer_threads_rpcs");
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", examples::ModelOptions{}).ok());
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.grpc_infer_threads = GetParam();
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  const std::string address = "127.0.0.1:" + std::to_string(server->port());
+  auto c = testing::ConnectTestClient(address);
+  for (absl::StatusOr<bool> yes : {c->ServerLive(), c->ServerReady(), c->ModelReady("mlp")}) {
+    ASSERT_TRUE(yes.ok()) << yes.status();
+    EXPECT_TRUE(*yes);
+  }
+  EXPECT_EQ(c->ModelReady("nope").status().code(), absl::StatusCode::kNotFound);
+  auto server_metadata = c->ServerMetadata();
+  ASSERT_TRUE(server_metadata.ok()) << server_metadata.status();
+  EXPECT_EQ(server_metadata->name(), "chronoserve");
+  auto metadata = c->ModelMetadata("mlp");
+  ASSERT_TRUE(metadata.ok()) << metadata.status();
+  EXPECT_EQ(metadata->inputs(0).name(), "INPUT__0");
+  EXPECT_EQ(c->ModelMetadata("nope").status().code(), absl::StatusCode::kNotFound);
+  auto stats = c->ModelStatistics("mlp");
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->model_stats(0).name(), "mlp");
+  EXPECT_TRUE(c->SystemSharedMemoryStatus().ok());
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    inference::ModelConfigRequest request;
+    request.set_name("mlp");
+    inference::ModelConfigResponse response;
+    const grpc::Status status = c->stub()->ModelConfig(&ctx, request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(response.config().name(), "mlp");
+  }
+  auto health = grpc::health::v1::Health::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  const auto check = [&](const std::string& service, grpc::health::v1::HealthCheckResponse* response) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(service);
+    return health->Check(&ctx, request, response);
+  };
+  grpc::health::v1::HealthCheckResponse answer;
+  ASSERT_TRUE(check("", &answer).ok());
+  EXPECT_EQ(answer.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  ASSERT_TRUE(check("inference.GRPCInferenceService", &answer).ok());
+  EXPECT_EQ(answer.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(check("no.such.Service", &answer).error_code(), grpc::StatusCode::NOT_FOUND);
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service("no.such.Service");
+    auto watch = health->Watch(&ctx, request);
+    ASSERT_TRUE(watch->Read(&answer)) << "Watch sends the status at once";
+    EXPECT_EQ(answer.status(), grpc::health::v1::HealthCheckResponse::SERVICE_UNKNOWN);
+    ctx.TryCancel();
+  }
+  EXPECT_EQ(testing::ThreadDirs("nexting_thread").empty(), GetParam() > 0)
+      << "gRPC's callback polling threads: " << testing::ThreadDirs("nexting_thread").size();
+  server->Shutdown();
 }
 
 INSTANTIATE_TEST_SUITE_P(InferApis, InferThreadsTest, ::testing::Values(0, 1, 3), testing::InferApiName);

@@ -14,7 +14,7 @@
 #include "client/inference_client.h"
 #include "tests/client/subprocess.h"
 #include "tests/client/test_server.h"
-#include "tests/protos/health.grpc.pb.h"
+#include "proto/health.grpc.pb.h"
 #include "tests/server/gated_instance.h"
 #include "tests/server/scheduling_harness.h"
 #include "tests/server/test_client.h"
@@ -139,6 +139,38 @@ TEST_P(InProcessShutdownTest, ExitTimeoutEndsTheCallsStillQueuedAndShutdownRetur
 }
 
 INSTANTIATE_TEST_SUITE_P(InferApis, InProcessShutdownTest, ::testing::Values(0, 3), testing::InferApiName);
+
+// On the asynchronous API health is chronoserve's own (server/grpc/health_service.h): a Watch left
+// open sees NOT_SERVING, then ends with UNAVAILABLE, and does not hold the shutdown up to its
+// deadline (120 s here, far beyond the test's wait).
+TEST(HealthWatchShutdownTest, AnOpenWatchSeesNotServingThenEndsWithoutHoldingTheShutdown) {
+  testing::TempDir repo("cs_shutdown_watch");
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", examples::ModelOptions{}).ok());
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.grpc_infer_threads = 2;
+  options.exit_timeout_secs = 120;
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto health = Health::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(server->port()), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext watch_ctx;
+  watch_ctx.set_deadline(absl::ToChronoTime(absl::Now() + kWait));
+  HealthCheckRequest request;
+  request.set_service("inference.GRPCInferenceService");
+  auto watch = health->Watch(&watch_ctx, request);
+  HealthCheckResponse update;
+  ASSERT_TRUE(watch->Read(&update));
+  EXPECT_EQ(update.status(), HealthCheckResponse::SERVING);
+
+  testing::BackgroundShutdown stopper(server, kWait);
+  ASSERT_TRUE(watch->Read(&update)) << "the watch saw the change";
+  EXPECT_EQ(update.status(), HealthCheckResponse::NOT_SERVING);
+  EXPECT_FALSE(watch->Read(&update)) << "then the stream ended";
+  const grpc::Status end = watch->Finish();
+  EXPECT_EQ(end.error_code(), grpc::StatusCode::UNAVAILABLE) << end.error_message();
+  EXPECT_THAT(end.error_message(), ::testing::HasSubstr("shutting down"));
+  EXPECT_TRUE(stopper.WaitDone(kWait)) << "Shutdown returned well before its 120 s deadline";
+}
 
 // The real binary, logging each request's queueing (--log-verbose 2), for the tests to wait on.
 absl::StatusOr<testing::TestServer> StartBinary(const std::string& repo, std::vector<std::string> extra_flags = {}) {

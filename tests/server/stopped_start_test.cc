@@ -9,7 +9,7 @@
 
 #include "client/inference_client.h"
 #include "proto/inference.grpc.pb.h"
-#include "tests/protos/health.grpc.pb.h"
+#include "proto/health.grpc.pb.h"
 #include "tests/server/test_repository.h"
 #include "tools/example_models.h"
 

@@ -1,0 +1,208 @@
+#include "server/grpc/health_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "server/grpc/unary_queued_call.h"
+
+namespace chronoserve::server {
+
+using grpc::health::v1::HealthCheckRequest;
+using grpc::health::v1::HealthCheckResponse;
+
+// One Watch call. Its queue's two threads may hand it tags at once, and the health service sends it
+// statuses from any thread (under the service's lock, then this call's: never the other way round).
+// One write at a time: a status set while one is being written goes out when it is back, and only
+// the latest. The call deletes itself once it is over (its done tag back), nothing it started is
+// outstanding, and the service no longer knows it.
+class HealthService::WatchCall final : public QueuedCall {
+ public:
+  explicit WatchCall(HealthService* health) : health_(health) {}
+
+  void RequestFrom(InferenceService*, grpc::ServerCompletionQueue* cq) override {
+    ctx_.AsyncNotifyWhenDone(&done_tag_);
+    health_->service_.RequestWatch(&ctx_, &request_, &writer_, cq, cq, &arrived_);
+  }
+
+  // The watched name's status is now `status` (the service's lock held).
+  void Send(ServingStatus status) {
+    absl::MutexLock lock(&mu_);
+    latest_ = status;
+    StartDueLocked();
+  }
+  // The service shut down (its lock held): the call ends once its last status is written.
+  void End() {
+    absl::MutexLock lock(&mu_);
+    ended_ = true;
+    StartDueLocked();
+  }
+
+  void Proceed(Event event, bool ok) override {
+    bool remove = false;
+    switch (event) {
+      case Event::kArrived: {
+        if (!ok) {  // never matched to a call (the server shut down first): no other tag comes
+          delete this;
+          return;
+        }
+        health_->AddWatch(request_.service(), this);  // sends the current status
+        absl::MutexLock lock(&mu_);
+        arrival_handled_ = true;
+        remove = done_;  // the call ended meanwhile: its done tag left the removal to this thread
+        break;
+      }
+      case Event::kWritten: {
+        absl::MutexLock lock(&mu_);
+        writing_ = false;
+        if (!ok) broken_ = true;  // the client is gone; the done tag follows
+        StartDueLocked();
+        break;
+      }
+      case Event::kFinished: {
+        absl::MutexLock lock(&mu_);
+        finish_back_ = true;
+        break;
+      }
+      default: {  // kDone: cancelled, or finished
+        absl::MutexLock lock(&mu_);
+        done_ = true;
+        remove = arrival_handled_;
+        StartDueLocked();
+        break;
+      }
+    }
+    if (remove) {
+      health_->RemoveWatch(request_.service(), this);
+      absl::MutexLock lock(&mu_);
+      removed_ = true;
+    }
+    bool last = false;
+    {
+      absl::MutexLock lock(&mu_);
+      last = !claimed_ && removed_ && done_ && !writing_ && (!finishing_ || finish_back_);
+      if (last) claimed_ = true;
+    }
+    if (last) delete this;
+  }
+
+ private:
+  // Starts what is due, unless a write or the Finish is outstanding: the latest status if it was not
+  // sent yet, else the Finish once the service ended the call or the call is over.
+  void StartDueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || finishing_) return;
+    if (!broken_ && !done_ && latest_ != sent_) {
+      writing_ = true;
+      sent_ = latest_;
+      response_.set_status(latest_);
+      writer_.Write(response_, &written_);
+      return;
+    }
+    if (!ended_ && !done_ && !broken_) return;
+    finishing_ = true;
+    writer_.Finish(ended_ ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "chronoserve is shutting down")
+                          : grpc::Status::CANCELLED,
+                   &finished_);
+  }
+
+  HealthService* const health_;
+  grpc::ServerContext ctx_;
+  HealthCheckRequest request_;
+  HealthCheckResponse response_;  // the write outstanding
+  grpc::ServerAsyncWriter<HealthCheckResponse> writer_{&ctx_};
+  Tag arrived_{this, Event::kArrived};
+  Tag written_{this, Event::kWritten};
+  Tag finished_{this, Event::kFinished};
+  Tag done_tag_{this, Event::kDone};
+  absl::Mutex mu_;
+  ServingStatus latest_ ABSL_GUARDED_BY(mu_) = HealthCheckResponse::UNKNOWN;
+  ServingStatus sent_ ABSL_GUARDED_BY(mu_) = HealthCheckResponse::UNKNOWN;  // nothing sent yet
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;    // Finish started
+  bool finish_back_ ABSL_GUARDED_BY(mu_) = false;  // and its tag is back
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;       // a write failed
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;        // the service shut down
+  bool done_ ABSL_GUARDED_BY(mu_) = false;         // the call is over (done tag back)
+  bool arrival_handled_ ABSL_GUARDED_BY(mu_) = false;
+  bool removed_ ABSL_GUARDED_BY(mu_) = false;  // the service no longer knows it
+  bool claimed_ ABSL_GUARDED_BY(mu_) = false;  // one thread deletes it
+};
+
+HealthService::HealthService() { statuses_[""] = HealthCheckResponse::NOT_SERVING; }
+
+HealthService::~HealthService() = default;
+
+std::vector<QueuedCallFactory> HealthService::Calls() {
+  using Call = UnaryQueuedCall<HealthCheckRequest, HealthCheckResponse>;
+  return {[this]() -> QueuedCall* {
+            return new Call(
+                [this](grpc::ServerContext* ctx, HealthCheckRequest* request, Call::Responder* responder,
+                       grpc::ServerCompletionQueue* cq, void* tag) { service_.RequestCheck(ctx, request, responder, cq, cq, tag); },
+                [this](const HealthCheckRequest& request, HealthCheckResponse* response) { return Check(request, response); });
+          },
+          [this]() -> QueuedCall* { return new WatchCall(this); }};
+}
+
+void HealthService::SetServingStatus(const std::string& service_name, bool serving) {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) return;
+  SetLocked(service_name, serving ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING);
+}
+
+void HealthService::SetServingStatus(bool serving) {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) return;
+  std::vector<std::string> names;
+  for (const auto& [name, status] : statuses_) names.push_back(name);
+  for (const std::string& name : names) {
+    SetLocked(name, serving ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING);
+  }
+}
+
+void HealthService::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) return;
+  std::vector<std::string> names;
+  for (const auto& [name, status] : statuses_) names.push_back(name);
+  for (const std::string& name : names) SetLocked(name, HealthCheckResponse::NOT_SERVING);
+  shut_down_ = true;
+  for (const auto& [name, calls] : watches_) {
+    for (WatchCall* call : calls) call->End();
+  }
+}
+
+absl::Status HealthService::Check(const HealthCheckRequest& request, HealthCheckResponse* response) {
+  absl::MutexLock lock(&mu_);
+  const auto it = statuses_.find(request.service());
+  if (it == statuses_.end()) {
+    return absl::NotFoundError(absl::StrCat("health: unknown service '", request.service(), "'"));
+  }
+  response->set_status(it->second);
+  return absl::OkStatus();
+}
+
+void HealthService::AddWatch(const std::string& name, WatchCall* call) {
+  absl::MutexLock lock(&mu_);
+  watches_[name].insert(call);
+  call->Send(StatusLocked(name));
+  if (shut_down_) call->End();
+}
+
+void HealthService::RemoveWatch(const std::string& name, WatchCall* call) {
+  absl::MutexLock lock(&mu_);
+  auto it = watches_.find(name);
+  if (it == watches_.end()) return;
+  it->second.erase(call);
+  if (it->second.empty()) watches_.erase(it);
+}
+
+HealthService::ServingStatus HealthService::StatusLocked(const std::string& name) const {
+  const auto it = statuses_.find(name);
+  return it == statuses_.end() ? HealthCheckResponse::SERVICE_UNKNOWN : it->second;
+}
+
+void HealthService::SetLocked(const std::string& name, ServingStatus status) {
+  statuses_[name] = status;
+  const auto it = watches_.find(name);
+  if (it == watches_.end()) return;
+  for (WatchCall* call : it->second) call->Send(status);
+}
+
+}  // namespace chronoserve::server

@@ -1,0 +1,71 @@
+// UnaryQueuedCall: one call of a unary RPC that is not inference (health, readiness, metadata,
+// configuration, statistics, shared-memory registration), served on ModelInferQueues' completion
+// queues and answered at once on the queue's thread that sees it arrive. With inference on the
+// asynchronous API, these calls are there too, so that no RPC of the server is on gRPC's callback
+// API: in gRPC 1.51 a single callback method starts the process's shared callback queue, polled by
+// cores / 2 threads ("nexting_thread") that read every connection of the process, the inference
+// streams' too, and hand each completion to the queue thread that owns it (docs/STREAMING.md).
+//
+//   QueuedCall* call = new UnaryQueuedCall<Req, Resp>(
+//       [&](auto* ctx, Req* request, auto* responder, auto* cq, void* tag) { service.RequestX(ctx, request, responder, cq, cq, tag); },
+//       [&](const Req& request, Resp* response) { return AnswerX(request, response); });
+//   call->RequestFrom(nullptr, cq);  // then its tags come back on cq: call->Proceed(...)
+#ifndef CHRONOSERVE_SERVER_GRPC_UNARY_QUEUED_CALL_H_
+#define CHRONOSERVE_SERVER_GRPC_UNARY_QUEUED_CALL_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <functional>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "server/grpc/grpc_status.h"
+#include "server/grpc/queued_call.h"
+
+namespace chronoserve::server {
+
+template <typename Request, typename Response>
+class UnaryQueuedCall final : public QueuedCall {
+ public:
+  using Responder = grpc::ServerAsyncResponseWriter<Response>;
+  // Asks gRPC for the next call of the method on a queue, its arrival to come back as `tag` (an
+  // AsyncService's RequestX with the queue as both the call's and the notification queue).
+  using Ask = std::function<void(grpc::ServerContext*, Request*, Responder*, grpc::ServerCompletionQueue*, void*)>;
+  // The call's answer: the response, or the error it ends with.
+  using Answer = std::function<absl::Status(const Request&, Response*)>;
+
+  UnaryQueuedCall(Ask ask, Answer answer) : ask_(std::move(ask)), answer_(std::move(answer)) {}
+
+  void RequestFrom(InferenceService*, grpc::ServerCompletionQueue* cq) override {
+    ask_(&ctx_, &request_, &responder_, cq, &arrived_);
+  }
+
+  void Proceed(Event event, bool ok) override {
+    if (event == Event::kArrived && ok) {
+      const absl::Status status = answer_(request_, &response_);
+      if (status.ok()) {
+        responder_.Finish(response_, grpc::Status::OK, &finished_);
+      } else {
+        responder_.FinishWithError(ToGrpcStatus(status), &finished_);
+      }
+      return;
+    }
+    // Its Finish is back, or it was never matched to a call (the server shut down first): either
+    // way no other tag of it will come.
+    delete this;
+  }
+
+ private:
+  const Ask ask_;
+  const Answer answer_;
+  grpc::ServerContext ctx_;
+  Request request_;
+  Response response_;
+  Responder responder_{&ctx_};
+  Tag arrived_{this, Event::kArrived};
+  Tag finished_{this, Event::kFinished};
+};
+
+}  // namespace chronoserve::server
+
+#endif  // CHRONOSERVE_SERVER_GRPC_UNARY_QUEUED_CALL_H_
