@@ -200,7 +200,7 @@ absl::Status Server::Listen(int infer_threads) {
   }
   if (infer_queues_ != nullptr) {
     infer_queues_->Start();
-    CS_LOG(INFO) << "every RPC (inference, health, metadata, statistics, shared memory) on "
+    CS_LOG(INFO) << "every KServe and health RPC (inference, readiness, metadata, statistics, shared memory) on "
                  << infer_queues_->threads() << " thread(s) polling " << infer_queues_->queues()
                  << " completion queue(s) (gRPC's asynchronous API)";
   }
@@ -260,7 +260,7 @@ void Server::Shutdown() {
   if (grpc_server_ != nullptr) {
     CS_LOG(INFO) << "shutting down: NOT_SERVING, finishing in-flight requests (up to "
                  << options_.exit_timeout_secs << " s)";
-    health_->SetServingStatus(false);
+    if (health_ != nullptr) health_->SetServingStatus(false);
     service_->SetDraining();
     const auto deadline =
         std::chrono::system_clock::now() + std::chrono::seconds(options_.exit_timeout_secs);
@@ -272,8 +272,7 @@ void Server::Shutdown() {
       // cancellation is on its way (the models' queues would otherwise drain it when they stop).
       registry_.AbandonQueued("the server's exit timeout passed while the request was queued");
     }
-    // gRPC shuts its own health service down itself; ours ends its Watch calls, which would
-    // otherwise hold gRPC's shutdown up to the deadline.
+    // Ours ends its Watch calls, which would otherwise hold gRPC's shutdown up to the deadline.
     if (health_service_ != nullptr) health_service_->Shutdown();
     grpc_server_->Shutdown(deadline);
   }

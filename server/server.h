@@ -49,9 +49,10 @@ struct ServerOptions {
   // stale one is replaced); the socket file is removed at shutdown if it is still the one we bound.
   std::string unix_socket;
   int exit_timeout_secs = 30;
-  // --grpc-infer-threads: ModelInfer and ModelStreamInfer served by this many threads on completion
-  // queues of gRPC's asynchronous API (server/grpc/model_infer_queues.h: two threads a queue); 0 =
-  // on gRPC's callback API with the other RPCs; kAutoInferThreads = DefaultInferThreads().
+  // --grpc-infer-threads: every KServe and health RPC served by this many threads on completion
+  // queues of gRPC's asynchronous API (server/grpc/model_infer_queues.h: two threads a queue;
+  // health from server/grpc/health_service.h); 0 = every RPC on gRPC's callback API, health from
+  // gRPC's own service; kAutoInferThreads = DefaultInferThreads().
   int grpc_infer_threads = kAutoInferThreads;
   // --grpc-minimal-stack: gRPC's minimal channel stack on the server: no compression or deadline
   // filter on any call (ConfigureServerChannel, docs/GPU_PERFORMANCE.md). Compressed requests are

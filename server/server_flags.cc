@@ -48,10 +48,11 @@ void AddServingFlags(CLI::App* app, RawServerFlags* raw) {
                   "Also listen on this Unix domain socket path (clients on the same host dial unix:PATH); "
                   "removed at shutdown");
   app->add_option("--grpc-infer-threads", raw->infer_threads,
-                  "ModelInfer and ModelStreamInfer are served by this many threads on completion queues of "
-                  "gRPC's asynchronous API of their own (two threads a queue); 0 serves them on gRPC's callback "
-                  "API with the other RPCs (one completion queue shared by all its threads). auto = half of "
-                  "the CPUs, 1 to 8 [auto or 0 - 64]")
+                  "Every KServe and health RPC (inference, readiness, metadata, statistics, shared memory) is "
+                  "served by this many threads on completion queues of gRPC's asynchronous API of their own "
+                  "(two threads a queue); 0 serves them on gRPC's callback API (one completion queue shared by "
+                  "all its threads) with gRPC's own health service. auto = half of the CPUs, 1 to 8 "
+                  "[auto or 0 - 64]")
       ->capture_default_str()
       ->check(CheckInferThreads);
   app->add_option("--grpc-minimal-stack", options.grpc_minimal_stack,

@@ -35,8 +35,11 @@ class HealthService::WatchCall final : public QueuedCall {
     StartDueLocked();
   }
 
+  // Every change of state and the decision to delete happen in one critical section, so after a
+  // thread's last unlock only the thread that claimed the call touches it again.
   void Proceed(Event event, bool ok) override {
     bool remove = false;
+    bool last = false;
     switch (event) {
       case Event::kArrived: {
         if (!ok) {  // never matched to a call (the server shut down first): no other tag comes
@@ -54,31 +57,29 @@ class HealthService::WatchCall final : public QueuedCall {
         writing_ = false;
         if (!ok) broken_ = true;  // the client is gone; the done tag follows
         StartDueLocked();
+        last = ClaimLocked();
         break;
       }
       case Event::kFinished: {
         absl::MutexLock lock(&mu_);
         finish_back_ = true;
+        last = ClaimLocked();
         break;
       }
       default: {  // kDone: cancelled, or finished
         absl::MutexLock lock(&mu_);
         done_ = true;
-        remove = arrival_handled_;
+        remove = arrival_handled_;  // else the arrival's thread removes it
         StartDueLocked();
         break;
       }
     }
+    // Only the remover sets removed_, so no other thread can delete the call before this.
     if (remove) {
       health_->RemoveWatch(request_.service(), this);
       absl::MutexLock lock(&mu_);
       removed_ = true;
-    }
-    bool last = false;
-    {
-      absl::MutexLock lock(&mu_);
-      last = !claimed_ && removed_ && done_ && !writing_ && (!finishing_ || finish_back_);
-      if (last) claimed_ = true;
+      last = ClaimLocked();
     }
     if (last) delete this;
   }
@@ -100,6 +101,14 @@ class HealthService::WatchCall final : public QueuedCall {
     writer_.Finish(ended_ ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "chronoserve is shutting down")
                           : grpc::Status::CANCELLED,
                    &finished_);
+  }
+
+  // Whether the call is over and nothing of it is outstanding or known to the service; true once,
+  // for the thread that then deletes it.
+  bool ClaimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (claimed_ || !removed_ || !done_ || writing_ || (finishing_ && !finish_back_)) return false;
+    claimed_ = true;
+    return true;
   }
 
   HealthService* const health_;

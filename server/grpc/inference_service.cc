@@ -214,8 +214,10 @@ absl::Status InferenceService::AnswerModelStatistics(const inference::ModelStati
 }
 
 // ---- system_shared_memory: registry calls, answered inline. Register maps every page of the
-// region (MAP_POPULATE) and on a GPU page-locks it, so it holds a callback thread for time in
-// proportion to the region's size: a set-up call, made before the requests that use the region ----
+// region (MAP_POPULATE) and on a GPU page-locks it, so it holds the thread that answers it (a
+// callback thread, or one of a completion queue's two, whose streams then have the other alone)
+// for time in proportion to the region's size: a set-up call, made before the requests that use
+// the region ----
 
 absl::Status InferenceService::AnswerSystemSharedMemoryStatus(const inference::SystemSharedMemoryStatusRequest& request,
                                                               inference::SystemSharedMemoryStatusResponse* response) {

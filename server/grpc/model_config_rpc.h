@@ -3,7 +3,7 @@
 // start-up). Built from the model's ModelSpec, so it carries what the server acts on, defaults the
 // loader filled in included; fields chronoserve does not implement are absent. Instance groups
 // report where their workers were loaded, as Triton does (KIND_AUTO resolved at load). Pure
-// functions, called inline on a gRPC callback thread (InferenceService::ModelConfig).
+// functions, called inline on the thread gRPC hands the call to (InferenceService::AnswerModelConfig).
 #ifndef CHRONOSERVE_SERVER_GRPC_MODEL_CONFIG_RPC_H_
 #define CHRONOSERVE_SERVER_GRPC_MODEL_CONFIG_RPC_H_
 

@@ -1,4 +1,4 @@
-// The real server, real gRPC, with ModelInfer on completion-queue threads of its own or on the
+// The real server, real gRPC, with every RPC on completion-queue threads of its own or on the
 // callback API (--grpc-infer-threads).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -27,7 +27,7 @@ namespace {
 using client::InferenceClient;
 using client::Tensor;
 
-// --grpc-infer-threads N: ModelInfer on N threads polling completion queues of their own (named
+// --grpc-infer-threads N: ModelInfer (with every other RPC) on N threads polling completion queues of their own (named
 // cs-grpc-cqK, as top -H shows them), or on the callback API with 0; either way correct rows per request, the
 // timing parameters and the server-timing trailer, under concurrent calls.
 class InferThreadsTest : public ::testing::TestWithParam<int> {};

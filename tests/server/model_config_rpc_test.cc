@@ -93,7 +93,7 @@ class ModelConfigRpcTest : public ::testing::TestWithParam<int> {
     plain.dynamic_batching = false;
     ASSERT_TRUE(examples::WriteScaleModel(repo_->path(), "scale_nobatch", DataType::kInt32, plain).ok());
     auto options = testing::TestServerOptions(repo_->path());
-    options.grpc_infer_threads = GetParam();  // ModelConfig is on the callback API either way
+    options.grpc_infer_threads = GetParam();  // ModelConfig on the callback API (0) or the queues
     server_ = testing::StartServer(options);
     ASSERT_NE(server_, nullptr);
     stub_ = Connect(*server_);

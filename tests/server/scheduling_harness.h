@@ -62,6 +62,8 @@ class ServiceHarness {
                           bool minimal_stack = false)
       : service_(&registry_, SteadyClock::Get(), server::ServerInfo{"chronoserve-test", "0"}, &observer_,
                  &shared_memory_, stream_options, infer_threads > 0) {
+    // As the server: gRPC's health service (a callback-API service) only beside the callback API.
+    grpc::EnableDefaultHealthCheckService(infer_threads == 0);
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     builder.RegisterService(&service_);

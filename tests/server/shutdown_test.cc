@@ -172,6 +172,51 @@ TEST(HealthWatchShutdownTest, AnOpenWatchSeesNotServingThenEndsWithoutHoldingThe
   EXPECT_TRUE(stopper.WaitDone(kWait)) << "Shutdown returned well before its 120 s deadline";
 }
 
+// Watch calls that clients cancel while their statuses are written, racing the server's own end of
+// them at shutdown, on two queues of two threads each (a call's tags can come back on two threads
+// at once): every call ends, and the shutdown returns well before its 120 s deadline (a call that
+// never ended would hold it; one deleted twice or used after its deletion fails under ASan).
+TEST(HealthWatchShutdownTest, WatchesCancelledWhileTheServerEndsThemAllEnd) {
+  testing::TempDir repo("cs_shutdown_watches");
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", examples::ModelOptions{}).ok());
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.grpc_infer_threads = 4;
+  options.exit_timeout_secs = 120;
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto health = Health::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(server->port()), grpc::InsecureChannelCredentials()));
+  constexpr int kWatches = 40;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<HealthCheckResponse>>> watches;
+  for (int i = 0; i < kWatches; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    contexts.back()->set_deadline(absl::ToChronoTime(absl::Now() + kWait));
+    HealthCheckRequest request;
+    request.set_service(i % 2 == 0 ? "" : "inference.GRPCInferenceService");
+    watches.push_back(health->Watch(contexts.back().get(), request));
+    HealthCheckResponse first;
+    ASSERT_TRUE(watches.back()->Read(&first)) << "watch " << i;
+    EXPECT_EQ(first.status(), HealthCheckResponse::SERVING);
+  }
+  // The first half cancelled at once; the rest are cancelled while the shutdown ends them.
+  for (int i = 0; i < kWatches / 2; ++i) contexts[i]->TryCancel();
+  testing::BackgroundShutdown stopper(server, kWait);
+  for (int i = kWatches / 2; i < kWatches; ++i) {
+    if (i % 3 == 0) contexts[i]->TryCancel();
+  }
+  for (int i = 0; i < kWatches; ++i) {
+    HealthCheckResponse update;
+    while (watches[i]->Read(&update)) {
+      EXPECT_EQ(update.status(), HealthCheckResponse::NOT_SERVING) << "watch " << i;
+    }
+    const grpc::Status end = watches[i]->Finish();
+    EXPECT_THAT(end.error_code(), ::testing::AnyOf(grpc::StatusCode::CANCELLED, grpc::StatusCode::UNAVAILABLE))
+        << "watch " << i << ": " << end.error_message();
+  }
+  EXPECT_TRUE(stopper.WaitDone(kWait)) << "Shutdown returned well before its 120 s deadline";
+}
+
 // The real binary, logging each request's queueing (--log-verbose 2), for the tests to wait on.
 absl::StatusOr<testing::TestServer> StartBinary(const std::string& repo, std::vector<std::string> extra_flags = {}) {
   extra_flags.insert(extra_flags.begin(), {"--log-verbose", "2"});

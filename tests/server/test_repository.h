@@ -52,8 +52,8 @@ inline server::ServerOptions TestServerOptions(const std::string& repository, in
   return options;
 }
 
-// The name of a test run with ModelInfer and ModelStreamInfer on gRPC's callback API (0) or on N
-// ModelInferQueues threads (--grpc-infer-threads N): "CallbackApi" or "AsyncQueuesN".
+// The name of a test run with every RPC on gRPC's callback API (0) or on N ModelInferQueues
+// threads (--grpc-infer-threads N): "CallbackApi" or "AsyncQueuesN".
 inline std::string InferApiName(const ::testing::TestParamInfo<int>& info) {
   return info.param == 0 ? std::string("CallbackApi") : "AsyncQueues" + std::to_string(info.param);
 }
