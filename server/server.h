@@ -131,7 +131,7 @@ class Server {
   std::unique_ptr<SharedMemoryRegistry> shared_memory_;  // null when shared memory is disallowed
   std::unique_ptr<HostKeepWarm> host_keep_warm_;         // null when --host-keep-warm-ms is 0
   std::unique_ptr<InferenceService> service_;
-  std::unique_ptr<ModelInferQueues> infer_queues_;  // null: inference on the callback API; outlives grpc_server_
+  std::unique_ptr<ModelInferQueues> infer_queues_;  // null: every RPC on the callback API; outlives grpc_server_
   // grpc.health.v1 on the queues (with infer_queues_; outlives grpc_server_), else null: gRPC's own.
   std::unique_ptr<HealthService> health_service_;
   std::unique_ptr<grpc::Server> grpc_server_;

@@ -1,13 +1,13 @@
-// ModelInferQueues: serves ModelInfer and ModelStreamInfer on gRPC's asynchronous API, on
-// completion queues of its own, each polled by up to kThreadsPerQueue threads ("cs-grpc-cqK", K
+// ModelInferQueues: serves ModelInfer and ModelStreamInfer (and the service's other RPCs, below) on
+// gRPC's asynchronous API, on completion queues of its own, each polled by up to kThreadsPerQueue threads ("cs-grpc-cqK", K
 // counting every thread). On gRPC 1.51's callback API every operation of every call goes through
 // one shared completion queue that (cores / 2) threads poll under one mutex; at tens of thousands of
 // requests per second that queue was the busiest part of the server (docs/BENCHMARKS.md §19). Here
 // each queue has its own lock and a thread or two, so inference no longer funnels through one.
 // Two threads let one busy stream's reads and writes proceed at once (all of a call's tags come
 // back on its queue). The other RPCs (health, readiness, metadata, configuration, statistics,
-// shared memory) are served here too, one call of each kept requested per queue (AddCalls,
-// unary_queued_call.h), so that the server has no callback-API method at all: one would start
+// shared memory) are served here too, one call of each kept requested per queue
+// (InferenceService::ControlCalls, and health through AddCalls; unary_queued_call.h), so that the server has no callback-API method at all: one would start
 // gRPC's callback queue, whose cores / 2 threads poll every connection beside these queues'.
 //
 // A unary call goes through the same InferDispatcher as on the callback API: validated and queued

@@ -140,29 +140,40 @@ TEST_P(InProcessShutdownTest, ExitTimeoutEndsTheCallsStillQueuedAndShutdownRetur
 
 INSTANTIATE_TEST_SUITE_P(InferApis, InProcessShutdownTest, ::testing::Values(0, 3), testing::InferApiName);
 
-// On the asynchronous API health is chronoserve's own (server/grpc/health_service.h): a Watch left
-// open sees NOT_SERVING, then ends with UNAVAILABLE, and does not hold the shutdown up to its
-// deadline (120 s here, far beyond the test's wait).
-TEST(HealthWatchShutdownTest, AnOpenWatchSeesNotServingThenEndsWithoutHoldingTheShutdown) {
-  testing::TempDir repo("cs_shutdown_watch");
-  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", examples::ModelOptions{}).ok());
-  server::ServerOptions options = testing::TestServerOptions(repo.path());
-  options.grpc_infer_threads = 2;
-  options.exit_timeout_secs = 120;
-  auto server = testing::StartServer(options);
-  ASSERT_NE(server, nullptr);
-  auto health = Health::NewStub(
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(server->port()), grpc::InsecureChannelCredentials()));
+// On the asynchronous API health is chronoserve's own (server/grpc/health_service.h). The server of
+// these tests serves mlp on `infer_threads` queue threads with a 120 s exit timeout, far beyond the
+// tests' waits, so a Watch that held the shutdown up would fail them.
+class HealthWatchShutdownTest : public ::testing::Test {
+ protected:
+  void Start(int infer_threads) {
+    ASSERT_TRUE(examples::WriteMlp(repo_.path(), "mlp", examples::ModelOptions{}).ok());
+    server::ServerOptions options = testing::TestServerOptions(repo_.path());
+    options.grpc_infer_threads = infer_threads;
+    options.exit_timeout_secs = 120;
+    server_ = testing::StartServer(options);
+    ASSERT_NE(server_, nullptr);
+    health_ = Health::NewStub(
+        grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()), grpc::InsecureChannelCredentials()));
+  }
+
+  testing::TempDir repo_{"cs_shutdown_watch"};  // outlives the server
+  std::unique_ptr<server::Server> server_;
+  std::unique_ptr<Health::Stub> health_;
+};
+
+// A Watch left open sees NOT_SERVING, then ends with UNAVAILABLE, and the shutdown returns.
+TEST_F(HealthWatchShutdownTest, AnOpenWatchSeesNotServingThenEndsWithoutHoldingTheShutdown) {
+  ASSERT_NO_FATAL_FAILURE(Start(2));
   grpc::ClientContext watch_ctx;
   watch_ctx.set_deadline(absl::ToChronoTime(absl::Now() + kWait));
   HealthCheckRequest request;
   request.set_service("inference.GRPCInferenceService");
-  auto watch = health->Watch(&watch_ctx, request);
+  auto watch = health_->Watch(&watch_ctx, request);
   HealthCheckResponse update;
   ASSERT_TRUE(watch->Read(&update));
   EXPECT_EQ(update.status(), HealthCheckResponse::SERVING);
 
-  testing::BackgroundShutdown stopper(server, kWait);
+  testing::BackgroundShutdown stopper(server_, kWait);
   ASSERT_TRUE(watch->Read(&update)) << "the watch saw the change";
   EXPECT_EQ(update.status(), HealthCheckResponse::NOT_SERVING);
   EXPECT_FALSE(watch->Read(&update)) << "then the stream ended";
@@ -176,16 +187,8 @@ TEST(HealthWatchShutdownTest, AnOpenWatchSeesNotServingThenEndsWithoutHoldingThe
 // them at shutdown, on two queues of two threads each (a call's tags can come back on two threads
 // at once): every call ends, and the shutdown returns well before its 120 s deadline (a call that
 // never ended would hold it; one deleted twice or used after its deletion fails under ASan).
-TEST(HealthWatchShutdownTest, WatchesCancelledWhileTheServerEndsThemAllEnd) {
-  testing::TempDir repo("cs_shutdown_watches");
-  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", examples::ModelOptions{}).ok());
-  server::ServerOptions options = testing::TestServerOptions(repo.path());
-  options.grpc_infer_threads = 4;
-  options.exit_timeout_secs = 120;
-  auto server = testing::StartServer(options);
-  ASSERT_NE(server, nullptr);
-  auto health = Health::NewStub(
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(server->port()), grpc::InsecureChannelCredentials()));
+TEST_F(HealthWatchShutdownTest, WatchesCancelledWhileTheServerEndsThemAllEnd) {
+  ASSERT_NO_FATAL_FAILURE(Start(4));
   constexpr int kWatches = 40;
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
   std::vector<std::unique_ptr<grpc::ClientReader<HealthCheckResponse>>> watches;
@@ -194,14 +197,14 @@ TEST(HealthWatchShutdownTest, WatchesCancelledWhileTheServerEndsThemAllEnd) {
     contexts.back()->set_deadline(absl::ToChronoTime(absl::Now() + kWait));
     HealthCheckRequest request;
     request.set_service(i % 2 == 0 ? "" : "inference.GRPCInferenceService");
-    watches.push_back(health->Watch(contexts.back().get(), request));
+    watches.push_back(health_->Watch(contexts.back().get(), request));
     HealthCheckResponse first;
     ASSERT_TRUE(watches.back()->Read(&first)) << "watch " << i;
     EXPECT_EQ(first.status(), HealthCheckResponse::SERVING);
   }
   // The first half cancelled at once; the rest are cancelled while the shutdown ends them.
   for (int i = 0; i < kWatches / 2; ++i) contexts[i]->TryCancel();
-  testing::BackgroundShutdown stopper(server, kWait);
+  testing::BackgroundShutdown stopper(server_, kWait);
   for (int i = kWatches / 2; i < kWatches; ++i) {
     if (i % 3 == 0) contexts[i]->TryCancel();
   }
