@@ -163,7 +163,7 @@ for delay_us in $delays; do
             "${server_flags[@]}" > "$log" 2>&1 &
           server=$!
           wait_ready "$log" > /dev/null || exit 1
-          grep -E "pinned to|runs at nice|ModelStreamInfer on" "$log" | sed 's/^.*] /  /'
+          grep -E "pinned to|runs at nice|polling [0-9]+ completion queue" "$log" | sed 's/^.*] /  /'
           echo "== $transport, concurrency $concurrency, $conns connection(s), $threads threads, delay $delay_us us, $url"
           before=$(cpu_ticks "$server"); counters_before=$(host_counters "$server"); t0=$(date +%s.%N)
           thread_ticks "$server" "$work/threads_before"

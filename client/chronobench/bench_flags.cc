@@ -25,6 +25,11 @@ void AddBenchFlags(CLI::App* app, RawFlags* raw) {
   app->add_option("--connections", o.target.connections, "Distinct gRPC channels (TCP connections) to spread requests over")
       ->capture_default_str()
       ->transform(IntegerIn(1, 1024));
+  app->add_flag("--connection-affinity,!--no-connection-affinity", o.target.connection_affinity,
+               "Each worker thread sends on connections of its own (thread t on t, t + threads, ...; with fewer "
+               "connections than threads, each thread on one, shared); --no-connection-affinity: every thread "
+               "round-robin over every connection")
+      ->capture_default_str();
   app->add_flag("--streaming", o.target.streaming,
                "Send requests on bidirectional ModelStreamInfer streams (one per worker thread and connection) "
                "instead of one unary call each");

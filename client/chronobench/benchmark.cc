@@ -243,6 +243,7 @@ absl::StatusOr<BenchReport> Benchmark::Run(const std::function<void(const PointR
                    {"url", options_.target.url},
                    {"connections", options_.target.connections},
                    {"streaming", options_.target.streaming},
+                   {"connection_affinity", options_.target.connection_affinity},
                    {"shared_memory",
                     options_.shared_memory.kind == SharedMemoryKind::kSystem ? "system" : "none"}};
   report.model_info = ModelJson(model_metadata_, *factory_);
@@ -262,6 +263,7 @@ absl::StatusOr<BenchReport> Benchmark::Run(const std::function<void(const PointR
                     : static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 8));
   ctx.timeout_ms = options_.target.timeout_ms;
   ctx.streaming = options_.target.streaming;
+  ctx.connection_affinity = options_.target.connection_affinity;
   ctx.traceparent_rate = options_.trace.traceparent_rate;
   ctx.tracer = tracer_;
   ctx.seed = options_.load.seed;

@@ -33,6 +33,15 @@ std::string ShmTag(int worker) {
 
 }  // namespace
 
+size_t ChannelForSend(int worker, int workers, size_t channels, uint64_t turn, bool affinity) {
+  const auto w = static_cast<size_t>(worker);
+  if (!affinity) return (w + turn) % channels;
+  const auto n = static_cast<size_t>(workers);
+  if (channels <= n) return w % channels;
+  const size_t own = (channels - w + n - 1) / n;  // the channels c < `channels` with c % n == w
+  return w + n * (turn % own);
+}
+
 LoadWorker::LoadWorker(int index, const WorkerPlan& plan, const WorkerShared& shared)
     : index_(index),
       plan_(plan),
@@ -203,7 +212,7 @@ void LoadWorker::Send(std::optional<int64_t> intended_ns) {
     if (!plan_.streaming) raw->context.AddMetadata("traceparent", traceparent);
   }
   auto& stubs = *shared_.stubs;
-  const size_t channel = (index_ + next_channel_++) % stubs.size();
+  const size_t channel = ChannelForSend(index_, plan_.workers, stubs.size(), next_channel_++, plan_.connection_affinity);
   raw->sent_ns = shared_.clock->NowNs();
   // Closed loop and idle gap: one stamp for both, so e2e and e2e_actual_send agree exactly.
   raw->intended_ns = intended_ns.value_or(raw->sent_ns);

@@ -61,8 +61,15 @@ struct WorkerPlan {
   double traceparent_rate = 0;
   uint64_t seed = 1;
   bool streaming = false;            // ModelStreamInfer instead of unary ModelInfer
+  bool connection_affinity = true;   // send only on this worker's own channels (ChannelForSend)
   int64_t max_send_poll_ns = WakeLead::kMaxNs;  // the SendWaker's lead at most (--max-send-poll-us)
 };
+
+// The channel of worker `worker`'s (of `workers`) send number `turn`, of `channels`. By default every
+// worker goes round-robin over every channel, starting at its own index. With `affinity` a worker
+// sends only on its own channels: worker, worker + workers, ... (so no two workers share one) when
+// there are at least as many channels as workers, otherwise on channel worker % channels alone.
+size_t ChannelForSend(int worker, int workers, size_t channels, uint64_t turn, bool affinity);
 
 // Read-only state shared by all workers; outlives them.
 struct WorkerShared {

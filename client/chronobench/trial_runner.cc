@@ -28,6 +28,7 @@ std::vector<WorkerPlan> PlanWorkers(const PointSpec& spec, const RunnerContext& 
   base.distribution = ctx.distribution;
   base.timeout_ms = ctx.timeout_ms;
   base.streaming = ctx.streaming;
+  base.connection_affinity = ctx.connection_affinity;
   base.traceparent_rate = ctx.traceparent_rate;
   base.seed = ctx.seed;
   base.max_send_poll_ns = ctx.max_send_poll_ns;

@@ -73,6 +73,7 @@ struct RunnerContext {
   int threads = 1;             // worker threads to spread load over
   int64_t timeout_ms = 0;
   bool streaming = false;      // ModelStreamInfer instead of unary calls
+  bool connection_affinity = true;   // each worker on its own channels (ChannelForSend)
   double traceparent_rate = 0;
   ClientTracer* tracer = nullptr;  // exports traced requests' client spans; null: none
   const ShmLayout* shm_layout = nullptr;  // set: tensors in system shared memory (per point's batch)

@@ -109,9 +109,13 @@ TEST(BenchFlagsTest, DefaultsToClosedLoopConcurrencyOne) {
   EXPECT_EQ(o->measurement.percentiles, (std::vector<double>{50, 90, 95, 99, 99.9}));
   EXPECT_EQ(o->shared_memory.kind, SharedMemoryKind::kNone);
   EXPECT_FALSE(o->target.streaming);
+  EXPECT_TRUE(o->target.connection_affinity);
   auto streaming = ParseBenchFlags({"cb", "-m", "m", "--streaming", "--shared-memory", "system"});
   ASSERT_TRUE(streaming.ok()) << streaming.status();
   EXPECT_TRUE(streaming->target.streaming);
+  auto round_robin = ParseBenchFlags({"cb", "-m", "m", "--no-connection-affinity"});
+  ASSERT_TRUE(round_robin.ok()) << round_robin.status();
+  EXPECT_FALSE(round_robin->target.connection_affinity);
 }
 
 TEST(BenchFlagsTest, SharedMemoryFlagsUsePerfAnalyzersNames) {

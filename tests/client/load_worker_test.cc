@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -126,6 +127,34 @@ INSTANTIATE_TEST_SUITE_P(ClosedAndOpenLoop, LoadWorkerStopTest, ::testing::Value
 // Outside open loop e2e counts from the actual send: one stamp, taken after the context is built
 // and the traceparent formatted, so e2e and e2e_actual_send are the same values (no schedule lag),
 // unary and streamed.
+// Which channel each send goes on: round-robin over all from the worker's own index by default;
+// with --connection-affinity only the worker's own channels, none shared while there are enough.
+TEST(ChannelForSendTest, RoundRobinOrEachWorkerOnItsOwnChannels) {
+  for (uint64_t turn = 0; turn < 8; ++turn) {
+    EXPECT_EQ(ChannelForSend(1, 2, 4, turn, false), (1 + turn) % 4);
+  }
+  // 8 workers, 8 channels: worker w always on channel w.
+  for (int w = 0; w < 8; ++w) {
+    for (uint64_t turn = 0; turn < 5; ++turn) EXPECT_EQ(ChannelForSend(w, 8, 8, turn, true), static_cast<size_t>(w));
+  }
+  // 4 workers, 10 channels: worker 1 on 1, 5, 9 in turn; worker 3 on 3, 7; every channel used by one.
+  std::vector<std::set<int>> users(10);
+  for (int w = 0; w < 4; ++w) {
+    for (uint64_t turn = 0; turn < 12; ++turn) users[ChannelForSend(w, 4, 10, turn, true)].insert(w);
+  }
+  for (size_t c = 0; c < users.size(); ++c) {
+    EXPECT_EQ(users[c], std::set<int>{static_cast<int>(c % 4)}) << "channel " << c;
+  }
+  EXPECT_EQ(ChannelForSend(1, 4, 10, 0, true), 1u);
+  EXPECT_EQ(ChannelForSend(1, 4, 10, 1, true), 5u);
+  EXPECT_EQ(ChannelForSend(1, 4, 10, 2, true), 9u);
+  EXPECT_EQ(ChannelForSend(1, 4, 10, 3, true), 1u);
+  // 8 workers, 4 channels: each worker on one, two workers a channel.
+  for (int w = 0; w < 8; ++w) {
+    for (uint64_t turn = 0; turn < 3; ++turn) EXPECT_EQ(ChannelForSend(w, 8, 4, turn, true), static_cast<size_t>(w % 4));
+  }
+}
+
 TEST(LoadWorkerTest, ClosedLoopAndIdleGapTimeFromTheActualSend) {
   absl::StatusOr<MlpTarget> target = StartMlpTarget("chronobench_stamp", /*seed=*/5);
   ASSERT_TRUE(target.ok()) << target.status();
