@@ -26,12 +26,12 @@ void AddBenchFlags(CLI::App* app, RawFlags* raw) {
       ->capture_default_str()
       ->transform(IntegerIn(1, 1024));
   app->add_flag("--connection-affinity,!--no-connection-affinity", o.target.connection_affinity,
-               "Each worker thread sends on connections of its own (thread t on t, t + threads, ...; with fewer "
-               "connections than threads, each thread on one, shared); --no-connection-affinity: every thread "
-               "round-robin over every connection")
+               "Each worker thread sends on connections of its own (of W threads in use, thread t on t, t + W, "
+               "...; with fewer connections than threads, each thread on connection t mod N, shared); "
+               "--no-connection-affinity: every thread round-robin over every connection")
       ->capture_default_str();
   app->add_flag("--streaming", o.target.streaming,
-               "Send requests on bidirectional ModelStreamInfer streams (one per worker thread and connection) "
+               "Send requests on bidirectional ModelStreamInfer streams (one per worker thread and connection it sends on) "
                "instead of one unary call each");
   app->add_option("--timeout-ms", o.target.timeout_ms, "Per-request deadline in ms (0 = none)")
       ->capture_default_str()

@@ -30,11 +30,11 @@ struct TargetOptions {
   std::string model;
   std::string model_version;
   int connections = 1;       // distinct gRPC channels (each its own TCP connection)
-  bool streaming = false;    // ModelStreamInfer: one bidi stream per worker and channel (--streaming)
+  bool streaming = false;    // ModelStreamInfer: one bidi stream per worker and channel it uses (--streaming)
   // --connection-affinity (default) / --no-connection-affinity: each worker sends on its own channels
-  // only, or round-robin over all (load_worker.h, ChannelForSend). Threads that share a connection
-  // contend for its transport's lock, and gRPC 1.51 then hands the transport's remaining work to its
-  // executor threads (docs/CHRONOBENCH.md).
+  // only, or round-robin over all (load_worker.h, ChannelForSend). With threads sharing every
+  // connection, gRPC 1.51's executor threads took about 2 cores of chronobench's CPU
+  // (docs/CHRONOBENCH.md).
   bool connection_affinity = true;
   int64_t timeout_ms = 60'000;  // per-request deadline; 0 = none
 };

@@ -1,9 +1,9 @@
 // LoadWorker: one load-generating thread with its own gRPC CompletionQueue and its own
 // LatencyRecorder (Nighthawk's shape: workers never share a histogram; the TrialRunner merges them
 // per window). It offers load in one of three ways (closed loop with N in flight, open loop from a
-// Pacer, or one request per idle gap), picks channels round-robin, and stamps a W3C traceparent on
-// a sampled fraction of requests. With --streaming it sends on one ModelStreamInfer stream per
-// channel (ChannelStreams), matching responses to requests by id, and replaces a stream as soon as it
+// Pacer, or one request per idle gap), picks its channels with ChannelForSend (its own ones, or
+// round-robin over all), and stamps a W3C traceparent on a sampled fraction of requests. With
+// --streaming it sends on one ModelStreamInfer stream per channel it uses (ChannelStreams), matching responses to requests by id, and replaces a stream as soon as it
 // fails; e2e still runs from the request's send (queued on its stream) to its response read. A
 // response is stamped when its event is taken off the queue: once the events taken are handled,
 // the next wait takes every event already queued; each turn handles the oldest and sends what the

@@ -150,13 +150,14 @@ TEST_F(ChronobenchE2eTest, SharedMemoryOutputSizeTooSmallFailsFast) {
 TEST_F(ChronobenchE2eTest, StreamingEveryLoadMode) {
   BenchOptions o = Options();
   o.target.streaming = true;
-  o.target.connections = 2;  // each worker keeps a stream on each connection
+  o.target.connections = 2;  // one worker (concurrency 1) keeps a stream on each; two, one each
   o.load.concurrency = {1, 4};
   o.trace.traceparent_rate = 0.5;
   const BenchReport closed = Run(o);
   ASSERT_EQ(closed.points.size(), 2u);
   for (const auto& p : closed.points) ExpectBreakdownConsistent(p);
   EXPECT_EQ(closed.server["streaming"], true);
+  EXPECT_EQ(closed.server["connection_affinity"], true) << "the default";
   EXPECT_GT(closed.points[1].traced, 0);
   EXPECT_LT(closed.points[1].traced, closed.points[1].recorder.successes()) << "about half are traced";
   o.load.mode = LoadMode::kRate;

@@ -124,9 +124,6 @@ TEST_P(LoadWorkerStopTest, RequestsAreAnsweredOrCountedWhenTheServerStops) {
 
 INSTANTIATE_TEST_SUITE_P(ClosedAndOpenLoop, LoadWorkerStopTest, ::testing::Values(0, 1, 2));
 
-// Outside open loop e2e counts from the actual send: one stamp, taken after the context is built
-// and the traceparent formatted, so e2e and e2e_actual_send are the same values (no schedule lag),
-// unary and streamed.
 // Which channel each send goes on: round-robin over all from the worker's own index by default;
 // with --connection-affinity only the worker's own channels, none shared while there are enough.
 TEST(ChannelForSendTest, RoundRobinOrEachWorkerOnItsOwnChannels) {
@@ -155,6 +152,9 @@ TEST(ChannelForSendTest, RoundRobinOrEachWorkerOnItsOwnChannels) {
   }
 }
 
+// Outside open loop e2e counts from the actual send: one stamp, taken after the context is built
+// and the traceparent formatted, so e2e and e2e_actual_send are the same values (no schedule lag),
+// unary and streamed.
 TEST(LoadWorkerTest, ClosedLoopAndIdleGapTimeFromTheActualSend) {
   absl::StatusOr<MlpTarget> target = StartMlpTarget("chronobench_stamp", /*seed=*/5);
   ASSERT_TRUE(target.ok()) << target.status();
