@@ -72,14 +72,16 @@ std::vector<PointSpec> PlanSweep(const LoadOptions& load) {
   return points;
 }
 
+std::shared_ptr<grpc::Channel> MakeDistinctChannel(const std::string& url, int index) {
+  grpc::ChannelArguments args = ClientChannelArguments();
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetInt("chronobench.channel_index", index);  // distinct args: never one shared subchannel
+  return grpc::CreateCustomChannel(url, grpc::InsecureChannelCredentials(), args);
+}
+
 std::vector<std::shared_ptr<grpc::Channel>> MakeDistinctChannels(const std::string& url, int count) {
   std::vector<std::shared_ptr<grpc::Channel>> channels;
-  for (int i = 0; i < count; ++i) {
-    grpc::ChannelArguments args = ClientChannelArguments();
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    args.SetInt("chronobench.channel_index", i);  // distinct args: never one shared subchannel
-    channels.push_back(grpc::CreateCustomChannel(url, grpc::InsecureChannelCredentials(), args));
-  }
+  for (int i = 0; i < count; ++i) channels.push_back(MakeDistinctChannel(url, i));
   return channels;
 }
 
@@ -167,11 +169,9 @@ absl::Status Benchmark::Validate(int64_t batch_size) {
 absl::Status Benchmark::ValidateStreaming(const inference::ModelInferRequest& request, int64_t batch_size) {
   const absl::Duration timeout =
       absl::Milliseconds(options_.target.timeout_ms > 0 ? options_.target.timeout_ms : 60'000);
-  grpc::ChannelArguments args = ClientChannelArguments();
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  args.SetInt("chronobench.validation_channel", 1);  // never one of the load's subchannels
-  std::unique_ptr<inference::GRPCInferenceService::Stub> stub = inference::GRPCInferenceService::NewStub(
-      grpc::CreateCustomChannel(options_.target.url, grpc::InsecureChannelCredentials(), args));
+  // Index -1: never one of the load's channels (0 .. connections - 1).
+  std::unique_ptr<inference::GRPCInferenceService::Stub> stub =
+      inference::GRPCInferenceService::NewStub(MakeDistinctChannel(options_.target.url, -1));
   auto stream = InferStream::Open(stub.get());
   inference::ModelInferRequest first = request;
   first.set_id("chronobench-validate");

@@ -31,6 +31,8 @@ std::vector<PointSpec> PlanSweep(const LoadOptions& load);
 // `count` channels to `url` that do not share a TCP connection: each gets its own subchannel pool
 // and a distinct channel argument.
 std::vector<std::shared_ptr<grpc::Channel>> MakeDistinctChannels(const std::string& url, int count);
+// One such channel, of index `index` (MakeDistinctChannels' are 0 .. count - 1).
+std::shared_ptr<grpc::Channel> MakeDistinctChannel(const std::string& url, int index);
 
 class Benchmark {
  public:

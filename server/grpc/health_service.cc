@@ -158,19 +158,13 @@ void HealthService::SetServingStatus(const std::string& service_name, bool servi
 void HealthService::SetServingStatus(bool serving) {
   absl::MutexLock lock(&mu_);
   if (shut_down_) return;
-  std::vector<std::string> names;
-  for (const auto& [name, status] : statuses_) names.push_back(name);
-  for (const std::string& name : names) {
-    SetLocked(name, serving ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING);
-  }
+  SetAllLocked(serving ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING);
 }
 
 void HealthService::Shutdown() {
   absl::MutexLock lock(&mu_);
   if (shut_down_) return;
-  std::vector<std::string> names;
-  for (const auto& [name, status] : statuses_) names.push_back(name);
-  for (const std::string& name : names) SetLocked(name, HealthCheckResponse::NOT_SERVING);
+  SetAllLocked(HealthCheckResponse::NOT_SERVING);
   shut_down_ = true;
   for (const auto& [name, calls] : watches_) {
     for (WatchCall* call : calls) call->End();
@@ -212,6 +206,11 @@ void HealthService::SetLocked(const std::string& name, ServingStatus status) {
   const auto it = watches_.find(name);
   if (it == watches_.end()) return;
   for (WatchCall* call : it->second) call->Send(status);
+}
+
+void HealthService::SetAllLocked(ServingStatus status) {
+  // SetLocked only overwrites a known name's entry, so the map is not changed under the loop.
+  for (const auto& [name, old] : statuses_) SetLocked(name, status);
 }
 
 }  // namespace chronoserve::server

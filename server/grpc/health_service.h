@@ -67,6 +67,8 @@ class HealthService final : public grpc::HealthCheckServiceInterface {
   void RemoveWatch(const std::string& name, WatchCall* call);
   ServingStatus StatusLocked(const std::string& name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetLocked(const std::string& name, ServingStatus status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every known name, "" included.
+  void SetAllLocked(ServingStatus status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   grpc::health::v1::Health::AsyncService service_;
   absl::Mutex mu_;

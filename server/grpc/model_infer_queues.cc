@@ -108,7 +108,7 @@ ModelInferQueues::ModelInferQueues(InferenceService* service, grpc::ServerBuilde
 
 ModelInferQueues::~ModelInferQueues() { Stop(); }
 
-void ModelInferQueues::AddCalls(CallFactory factory) { factories_.push_back(std::move(factory)); }
+void ModelInferQueues::AddCalls(QueuedCallFactory factory) { factories_.push_back(std::move(factory)); }
 
 void ModelInferQueues::Start() {
   for (auto& queue : queues_) {

@@ -30,7 +30,6 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -61,11 +60,10 @@ class ModelInferQueues {
   ModelInferQueues(InferenceService* service, grpc::ServerBuilder* builder, int threads);
   ~ModelInferQueues();  // Stop()s
 
-  using CallFactory = QueuedCallFactory;
   // Before Start: serve the calls `factory` makes too (e.g. HealthService::Calls), one kept
   // requested on each queue (a call that arrives is replaced at once, as the inference calls are).
   // The service's own other RPCs (InferenceService::ControlCalls) are served from the start.
-  void AddCalls(CallFactory factory);
+  void AddCalls(QueuedCallFactory factory);
 
   // Requests the first calls and starts the threads.
   void Start();
@@ -105,7 +103,7 @@ class ModelInferQueues {
 
   InferenceService* const service_;
   const int threads_;
-  std::vector<CallFactory> factories_;  // the other RPCs' calls (AddCalls)
+  std::vector<QueuedCallFactory> factories_;  // the other RPCs' calls (AddCalls)
   std::vector<std::unique_ptr<Queue>> queues_;
 };
 
