@@ -26,8 +26,8 @@ void AddBenchFlags(CLI::App* app, RawFlags* raw) {
       ->capture_default_str()
       ->transform(IntegerIn(1, 1024));
   app->add_flag("--connection-affinity,!--no-connection-affinity", o.target.connection_affinity,
-               "Each worker thread sends on connections of its own (of W threads in use, thread t on t, t + W, "
-               "...; with fewer connections than threads, each thread on connection t mod N, shared); "
+               "On by default: each worker thread sends on connections of its own (of W threads in use, thread t "
+               "on t, t + W, ...; with fewer connections N than W, each thread on connection t mod N, shared); "
                "--no-connection-affinity: every thread round-robin over every connection")
       ->capture_default_str();
   app->add_flag("--streaming", o.target.streaming,

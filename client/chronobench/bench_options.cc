@@ -94,6 +94,15 @@ absl::Status ValidateOptions(const BenchOptions& o) {
   if (o.target.connections < 1) return absl::InvalidArgumentError("--connections must be >= 1");
   if (o.target.timeout_ms < 0) return absl::InvalidArgumentError("--timeout-ms must be >= 0");
   if (o.load.threads < 0) return absl::InvalidArgumentError("--threads must be >= 0 (0 = min(cores, 8))");
+  // The flags' range parser refuses these already; options built in code come through here too.
+  if (o.load.mode == LoadMode::kConcurrency) {
+    for (int64_t c : o.load.concurrency) {
+      if (c < 1) return absl::InvalidArgumentError(absl::StrCat("--concurrency-range: ", c, " is not >= 1"));
+    }
+  }
+  for (int64_t b : o.load.batch_sizes) {
+    if (b < 1) return absl::InvalidArgumentError(absl::StrCat("-b/--batch-size: ", b, " is not >= 1"));
+  }
   // Bounded so that every period, schedule time and stall limit derived from them fits int64 ns
   // (1e-11/s or an idle gap of 1e13 ms overflowed llround).
   if (o.load.mode == LoadMode::kRate) {

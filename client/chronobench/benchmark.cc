@@ -233,6 +233,9 @@ absl::StatusOr<PointResult> Benchmark::RunOnePoint(const PointSpec& spec, Runner
 
 absl::StatusOr<BenchReport> Benchmark::Run(const std::function<void(const PointResult&)>& on_point,
                                            const std::function<void(const std::string&)>& progress) {
+  const int threads = options_.load.threads > 0
+                          ? options_.load.threads
+                          : static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 8));
   BenchReport report;
   report.url = options_.target.url;
   report.model = options_.target.model;
@@ -244,6 +247,7 @@ absl::StatusOr<BenchReport> Benchmark::Run(const std::function<void(const PointR
                    {"connections", options_.target.connections},
                    {"streaming", options_.target.streaming},
                    {"connection_affinity", options_.target.connection_affinity},
+                   {"threads", threads},
                    {"shared_memory",
                     options_.shared_memory.kind == SharedMemoryKind::kSystem ? "system" : "none"}};
   report.model_info = ModelJson(model_metadata_, *factory_);
@@ -258,9 +262,7 @@ absl::StatusOr<BenchReport> Benchmark::Run(const std::function<void(const PointR
   ctx.clock = clock_;
   ctx.measurement = options_.measurement;
   ctx.distribution = options_.load.distribution;
-  ctx.threads = options_.load.threads > 0
-                    ? options_.load.threads
-                    : static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 8));
+  ctx.threads = threads;
   ctx.timeout_ms = options_.target.timeout_ms;
   ctx.streaming = options_.target.streaming;
   ctx.connection_affinity = options_.target.connection_affinity;

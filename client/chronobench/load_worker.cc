@@ -35,8 +35,9 @@ std::string ShmTag(int worker) {
 
 size_t ChannelForSend(int worker, int workers, size_t channels, uint64_t turn, bool affinity) {
   const auto w = static_cast<size_t>(worker);
-  if (!affinity) return (w + turn) % channels;
   const auto n = static_cast<size_t>(workers);
+  // A worker outside its plan's count has no channels of its own: round-robin, as without affinity.
+  if (!affinity || worker < 0 || w >= n) return (w + turn) % channels;
   if (channels <= n) return w % channels;
   const size_t own = (channels - w + n - 1) / n;  // the channels c < `channels` with c % n == w
   return w + n * (turn % own);

@@ -65,10 +65,11 @@ struct WorkerPlan {
   int64_t max_send_poll_ns = WakeLead::kMaxNs;  // the SendWaker's lead at most (--max-send-poll-us)
 };
 
-// The channel of worker `worker`'s (of `workers`) send number `turn`, of `channels`. By default every
-// worker goes round-robin over every channel, starting at its own index. With `affinity` a worker
-// sends only on its own channels: worker, worker + workers, ... (so no two workers share one) when
-// there are at least as many channels as workers, otherwise on channel worker % channels alone.
+// The channel of worker `worker`'s (of `workers`) send number `turn`, of `channels`. With `affinity`
+// (chronobench's default) a worker sends only on its own channels: worker, worker + workers, ... (so
+// no two workers share one) when there are at least as many channels as workers, otherwise on
+// channel worker % channels alone. Without it, or for a `worker` not below `workers`, every worker
+// goes round-robin over every channel, starting at its own index.
 size_t ChannelForSend(int worker, int workers, size_t channels, uint64_t turn, bool affinity);
 
 // Read-only state shared by all workers; outlives them.

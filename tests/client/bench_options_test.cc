@@ -79,6 +79,23 @@ TEST(BenchFlagsTest, IntegerFlagsAreBaseTenAndRanged) {
   }
 }
 
+// Options built in code, not from flags, meet the same bounds as the flags' range parser sets.
+TEST(BenchOptionsTest, ValidateRefusesConcurrencyOrBatchBelowOne) {
+  BenchOptions o;
+  o.target.model = "m";
+  EXPECT_TRUE(ValidateOptions(o).ok());
+  o.load.concurrency = {4, 0};
+  absl::Status status = ValidateOptions(o);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("--concurrency-range: 0"), std::string::npos) << status;
+  o.load.concurrency = {-3};
+  EXPECT_FALSE(ValidateOptions(o).ok());
+  o.load.concurrency = {2};
+  o.load.batch_sizes = {8, 0};
+  status = ValidateOptions(o);
+  EXPECT_NE(status.message().find("--batch-size: 0"), std::string::npos) << status;
+}
+
 TEST(BenchOptionsTest, ParsesShapesAndPercentiles) {
   std::map<std::string, std::vector<int64_t>> shapes;
   ASSERT_TRUE(ParseShapeFlag("INPUT__0:4,20,20", &shapes).ok());

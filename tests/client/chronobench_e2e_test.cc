@@ -158,6 +158,7 @@ TEST_F(ChronobenchE2eTest, StreamingEveryLoadMode) {
   for (const auto& p : closed.points) ExpectBreakdownConsistent(p);
   EXPECT_EQ(closed.server["streaming"], true);
   EXPECT_EQ(closed.server["connection_affinity"], true) << "the default";
+  EXPECT_EQ(closed.server["threads"], 2) << "the fixture's --threads";
   EXPECT_GT(closed.points[1].traced, 0);
   EXPECT_LT(closed.points[1].traced, closed.points[1].recorder.successes()) << "about half are traced";
   o.load.mode = LoadMode::kRate;

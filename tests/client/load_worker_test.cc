@@ -150,6 +150,11 @@ TEST(ChannelForSendTest, RoundRobinOrEachWorkerOnItsOwnChannels) {
   for (int w = 0; w < 8; ++w) {
     for (uint64_t turn = 0; turn < 3; ++turn) EXPECT_EQ(ChannelForSend(w, 8, 4, turn, true), static_cast<size_t>(w % 4));
   }
+  // A worker index not below the plan's count (a caller's mismatch) goes round-robin, never / 0.
+  for (uint64_t turn = 0; turn < 4; ++turn) {
+    EXPECT_EQ(ChannelForSend(2, 1, 2, turn, true), (2 + turn) % 2);
+    EXPECT_EQ(ChannelForSend(0, 0, 3, turn, true), turn % 3);
+  }
 }
 
 // Outside open loop e2e counts from the actual send: one stamp, taken after the context is built
