@@ -159,7 +159,7 @@ void ModelInferQueues::Stop() {
   for (auto& queue : queues_) {
     if (queue->threads.empty()) continue;  // never started (no call requested) or already stopped
     if (!queue->live.AwaitNone(kCallsEndWithin)) {
-      CS_LOG(WARNING) << queue->live.count() << " inference call(s) still alive "
+      CS_LOG(WARNING) << queue->live.count() << " call(s) (inference, health or control) still alive "
                       << absl::FormatDuration(kCallsEndWithin)
                       << " after the server shut down; shutting their completion queue down anyway";
     }

@@ -153,5 +153,30 @@ TEST_P(InferThreadsTest, EveryRpcIsAnsweredAndOnlyTheCallbackApiStartsGrpcsCallb
 
 INSTANTIATE_TEST_SUITE_P(InferApis, InferThreadsTest, ::testing::Values(0, 1, 3), testing::InferApiName);
 
+// gRPC's default health service is a process-wide switch that a server on the callback API turns on.
+// A server on the asynchronous API turns gRPC's off for its own builder only, never the switch, so
+// servers built side by side in one process each get the health service they expect.
+TEST(InferThreadsHealthTest, AnAsyncServerLeavesTheProcessWideHealthSwitchAlone) {
+  grpc::EnableDefaultHealthCheckService(true);  // as a callback-API server in this process does
+  testing::TempDir repo("cs_infer_threads_health");
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", examples::ModelOptions{}).ok());
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.grpc_infer_threads = 2;
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr) << "gRPC's health service would clash with chronoserve's";
+  EXPECT_TRUE(grpc::DefaultHealthCheckServiceEnabled());
+  const std::string address = "127.0.0.1:" + std::to_string(server->port());
+  auto health = grpc::health::v1::Health::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  grpc::health::v1::HealthCheckRequest request;
+  grpc::health::v1::HealthCheckResponse answer;
+  const grpc::Status status = health->Check(&ctx, request, &answer);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(answer.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_TRUE(testing::ThreadDirs("nexting_thread").empty()) << "gRPC's callback health service started";
+  server->Shutdown();
+}
+
 }  // namespace
 }  // namespace chronoserve
