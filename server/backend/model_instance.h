@@ -47,7 +47,8 @@ class ModelInstance {
   virtual int pipeline_depth() const { return 1; }
   // Enqueues `batch`'s device work into `slot` (0 .. pipeline_depth() - 1, a slot that is not in
   // flight) and returns without waiting for it. On error nothing of the batch is in flight and no
-  // output is valid. `batch` and `timing` must stay put until Finish(slot).
+  // output is valid. The instance keeps no pointer to `batch` or `timing` (they may move before
+  // Finish): Finish(slot) is given the same batch, whose requests must live until then.
   virtual absl::Status Launch(Batch& batch, BatchTiming* timing, int slot) {
     (void)batch, (void)timing, (void)slot;
     return absl::UnimplementedError("this instance does not pipeline batches");

@@ -157,7 +157,7 @@ class TorchInstance final : public ModelInstance {
     if (holds_.ShouldHold(graph, total, StagedBytes(staged))) RETURN_IF_ERROR(hold.Hold());
     input_bytes_.clear();
     for (const Staged& in : staged) input_bytes_.push_back(in.bytes);
-    RETURN_IF_ERROR(path_->BeginInputs(behind_another, input_bytes_));
+    RETURN_IF_ERROR(path_->BeginInputs(behind_another, /*into_static=*/graph >= 0, input_bytes_));
     RETURN_IF_ERROR(MarkSpan(kBeforeH2D));
     ASSIGN_OR_RETURN(state.outputs,
                      graph >= 0 ? RunGraph(graph, staged, total, timing) : RunEager(staged, timing));
@@ -225,7 +225,8 @@ class TorchInstance final : public ModelInstance {
     const bool still_on = holds_.Broke();
     CS_LOG(WARNING) << "model '" << spec_.name << "' worker " << options_.worker << " on " << device_name()
                     << ": a held batch blocked the host until the hold's watchdog released it (new kernels "
-                       "loading, a synchronising forward(), or > 1000 kernels enqueued); "
+                       "loading, a synchronising forward(), > 1000 kernels enqueued, or an output larger than any "
+                       "before, whose pinned landing buffer grew); "
                     << (still_on ? "this shape runs unheld for its next runs"
                                  : "exact_device_timing turned off for this worker");
     return false;

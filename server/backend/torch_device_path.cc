@@ -35,7 +35,7 @@ class CpuPath final : public DevicePath {
     return InputArena::OrdinaryMemory(bytes);
   }
   void SelectSlot(int slot) override { slot_ = &slots_[slot]; }
-  absl::Status BeginInputs(bool, const std::vector<size_t>&) override { return absl::OkStatus(); }
+  absl::Status BeginInputs(bool, bool, const std::vector<size_t>&) override { return absl::OkStatus(); }
 
   absl::StatusOr<char*> Staging(int input, size_t bytes) override {
     auto& staging = slot_->staging;
@@ -144,18 +144,20 @@ class CudaPath final : public DevicePath {
     return std::shared_ptr<char>(static_cast<char*>(ptr), [](char* p) { cudaFreeHost(p); });
   }
   void SelectSlot(int slot) override { slot_ = &slots_[slot]; }
-  absl::Status BeginInputs(bool behind_another, const std::vector<size_t>& input_bytes) override {
+  absl::Status BeginInputs(bool behind_another, bool into_static, const std::vector<size_t>& input_bytes) override {
     slot_->moves.clear();
     after_h2d_marked_ = false;
     overlap_ = behind_another;
-    if (!overlap_) return absl::OkStatus();
-    if (copy_stream_ == nullptr) {
+    if (overlap_ && copy_stream_ == nullptr) {
       c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(gpu_));
       RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking),
                                        "cudaStreamCreateWithFlags(copy stream)"));
     }
-    // Every input's copy lands in the slot's device buffer: grown here, before kBeforeH2D is recorded
-    // on the copy stream, so the copy stream's wait for the batch ahead is not in this batch's h2d.
+    // Copied straight into a graph's static inputs: no device buffer of the slot's is used.
+    if (into_static && !overlap_) return absl::OkStatus();
+    // Every other input's copy lands in the slot's device buffer: grown here, before kBeforeH2D is
+    // recorded, so neither the allocation nor (on the copy stream) the wait for the batch ahead is in
+    // this batch's h2d.
     for (size_t i = 0; i < input_bytes.size(); ++i) {
       RETURN_IF_ERROR(DeviceInput(static_cast<int>(i), input_bytes[i]).status());
     }
@@ -292,7 +294,7 @@ class CudaPath final : public DevicePath {
   // new buffer comes from LibTorch's caching allocator for the worker's stream, which may hand back
   // memory the batch ahead freed on the host while its kernels still use it: safe for work on that
   // stream, so before the copy stream writes it, the copy stream waits for the worker's stream
-  // (overlapped batches grow their buffers in BeginInputs, so that wait precedes kBeforeH2D).
+  // (BeginInputs grows them, so that wait and the allocation precede kBeforeH2D).
   absl::StatusOr<torch::Tensor> DeviceInput(int input, size_t bytes) {
     auto& buffers = slot_->device_in;
     if (static_cast<size_t>(input) >= buffers.size()) buffers.resize(input + 1);

@@ -55,9 +55,10 @@ class DevicePath {
   virtual void SelectSlot(int slot) = 0;
   // Starts a batch's inputs, of `input_bytes[i]` bytes each: `behind_another` = a batch launched
   // earlier may still be running on the worker's stream, so the copies go on the copy stream (GPU)
-  // and can overlap it. Call before Mark(kBeforeH2D): it does what must not count in h2d (growing
-  // the slot's device buffers, which then orders the copy stream after the worker's).
-  virtual absl::Status BeginInputs(bool behind_another, const std::vector<size_t>& input_bytes) = 0;
+  // and can overlap it; `into_static` = they go to a CUDA graph's static inputs (ToDeviceInto), not
+  // ToDevice. Call before Mark(kBeforeH2D): it does what must not count in h2d (growing the slot's
+  // device buffers, which for the copy stream then orders it after the worker's).
+  virtual absl::Status BeginInputs(bool behind_another, bool into_static, const std::vector<size_t>& input_bytes) = 0;
   // Host memory of at least `bytes` to gather input `input` into (pinned on GPU).
   virtual absl::StatusOr<char*> Staging(int input, size_t bytes) = 0;
   // A device tensor holding the staged bytes of input `input` (async copy into the slot's device
