@@ -65,24 +65,31 @@ TEST(ModelQueueTest, PassedDeadlineIsDeadlineExceededEvenWhenGrpcAlsoCancelled) 
 }
 
 TEST(ModelQueueTest, CancelJustBeforeTheDeadlineIsTheDeadlinesButAnEarlierCancelIsTheClients) {
-  // gRPC's deadline timer may fire a little before our copy of the deadline (within a quarter of
-  // the time the request had, 1 to 5 ms).
+  // gRPC's deadline timer may fire a little before our copy of the deadline, and a client's gRPC
+  // cancels at the client's copy, which ours trails by the call's way to the server: within a
+  // quarter of the time the request had, 1 to 50 ms, a cancellation is the deadline's.
   FakeClock clock;
   ModelQueue queue("m", Dynamic(8, 0), {}, &clock);
-  auto near = Request(), early = Request();
-  near->deadline_ns = clock.NowNs() + 1'000'000;
-  early->deadline_ns = clock.NowNs() + 1'000'000'000;
-  auto* near_flag = near->cancelled.get();
-  auto* early_flag = early->cancelled.get();
-  ASSERT_TRUE(queue.Enqueue(near).ok());
-  ASSERT_TRUE(queue.Enqueue(early).ok());
-  near_flag->Set(clock.NowNs());
-  early_flag->Set(clock.NowNs());
+  const int64_t t0 = clock.NowNs();
+  std::map<int64_t, CancelFlag*> flags;  // by deadline, which names each request below
+  for (int64_t ahead_ms : {1, 300, 330, 4000}) {
+    auto r = Request();
+    r->deadline_ns = t0 + ahead_ms * 1'000'000;
+    flags[r->deadline_ns] = r->cancelled.get();
+    ASSERT_TRUE(queue.Enqueue(r).ok());
+  }
+  flags[t0 + 1'000'000]->Set(clock.NowNs());  // 1 ms early, of a 1 ms budget: slack 1 ms
+  clock.AdvanceNs(270'000'000);
+  for (int64_t ahead_ms : {300, 330, 4000}) flags[t0 + ahead_ms * 1'000'000]->Set(clock.NowNs());
   Batch batch, dropped;
   ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
-  ASSERT_EQ(dropped.size(), 2u);
-  EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(dropped[1]->status.code(), absl::StatusCode::kCancelled);
+  ASSERT_EQ(dropped.size(), 4u);
+  std::map<int64_t, absl::StatusCode> codes;  // by deadline
+  for (const auto& r : dropped) codes[r->deadline_ns - t0] = r->status.code();
+  EXPECT_EQ(codes[1'000'000], absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(codes[300'000'000], absl::StatusCode::kDeadlineExceeded) << "30 ms early of 300: within the 50 ms";
+  EXPECT_EQ(codes[330'000'000], absl::StatusCode::kCancelled) << "60 ms early: beyond 50 ms, the client's";
+  EXPECT_EQ(codes[4000'000'000], absl::StatusCode::kCancelled) << "3.7 s early: the client's";
 }
 
 TEST(ModelQueueTest, QueuePolicyTimeoutRejects) {
