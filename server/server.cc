@@ -1,6 +1,5 @@
 #include "server/server.h"
 
-#include <grpcpp/ext/health_check_service_server_builder_option.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <sys/socket.h>
@@ -161,14 +160,8 @@ absl::Status Server::BuildService(int infer_threads) {
 absl::Status Server::Listen(int infer_threads) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  // With the asynchronous API, health is ours (on the queues): gRPC's is a callback-API service,
-  // which would start gRPC's callback polling threads (health_service.h). Turned off for this
-  // builder alone: the process-wide switch only ever goes on, so servers built side by side agree.
-  if (infer_threads == 0) {
-    grpc::EnableDefaultHealthCheckService(true);
-  } else {
-    builder.SetOption(std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(nullptr));
-  }
+  // With the asynchronous API, health is ours (on the queues; registered below).
+  ChooseHealthService(/*async_api=*/infer_threads > 0, &builder);
   const std::string address = absl::StrCat(
       options_.host.find(':') != std::string::npos ? absl::StrCat("[", options_.host, "]") : options_.host,
       ":", options_.grpc_port);

@@ -140,12 +140,10 @@ HealthService::~HealthService() = default;
 
 std::vector<QueuedCallFactory> HealthService::Calls() {
   using Call = UnaryQueuedCall<HealthCheckRequest, HealthCheckResponse>;
-  return {[this]() -> QueuedCall* {
-            return new Call(
-                [this](grpc::ServerContext* ctx, HealthCheckRequest* request, Call::Responder* responder,
-                       grpc::ServerCompletionQueue* cq, void* tag) { service_.RequestCheck(ctx, request, responder, cq, cq, tag); },
-                [this](const HealthCheckRequest& request, HealthCheckResponse* response) { return Check(request, response); });
-          },
+  return {Call::Factory(
+              [this](grpc::ServerContext* ctx, HealthCheckRequest* request, Call::Responder* responder,
+                     grpc::ServerCompletionQueue* cq, void* tag) { service_.RequestCheck(ctx, request, responder, cq, cq, tag); },
+              [this](const HealthCheckRequest& request, HealthCheckResponse* response) { return Check(request, response); }),
           [this]() -> QueuedCall* { return new WatchCall(this); }};
 }
 

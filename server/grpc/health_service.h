@@ -14,7 +14,7 @@
 // so that no watcher holds grpc::Server::Shutdown up to its deadline. After Shutdown() every status
 // is NOT_SERVING and stays so.
 //
-//   HealthService health;  builder.RegisterService(health.service());  (EnableDefaultHealthCheckService(false))
+//   ChooseHealthService(true, &builder) (server_channel.h);  HealthService health;  builder.RegisterService(health.service());
 //   for (auto& calls : health.Calls()) queues.AddCalls(calls);
 //   health.SetServingStatus(true);  ...  health.Shutdown();  server->Shutdown(deadline);
 #ifndef CHRONOSERVE_SERVER_GRPC_HEALTH_SERVICE_H_

@@ -275,14 +275,12 @@ template <typename Request, typename Response>
 QueuedCallFactory InferenceService::QueuedUnary(const char* method,
                                                             AnswerFn<Request, Response> answer) {
   const int index = MethodIndex(method);
-  return [this, index, answer]() -> QueuedCall* {
-    return new UnaryQueuedCall<Request, Response>(
-        [this, index](grpc::ServerContext* ctx, Request* request, grpc::ServerAsyncResponseWriter<Response>* responder,
-                      grpc::ServerCompletionQueue* cq, void* tag) {
-          RequestAsyncUnary(index, ctx, request, responder, cq, cq, tag);
-        },
-        [this, answer](const Request& request, Response* response) { return (this->*answer)(request, response); });
-  };
+  return UnaryQueuedCall<Request, Response>::Factory(
+      [this, index](grpc::ServerContext* ctx, Request* request, grpc::ServerAsyncResponseWriter<Response>* responder,
+                    grpc::ServerCompletionQueue* cq, void* tag) {
+        RequestAsyncUnary(index, ctx, request, responder, cq, cq, tag);
+      },
+      [this, answer](const Request& request, Response* response) { return (this->*answer)(request, response); });
 }
 
 std::vector<QueuedCallFactory> InferenceService::ControlCalls() {

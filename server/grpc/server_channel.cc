@@ -2,6 +2,10 @@
 
 #include <grpc/compression.h>
 #include <grpc/grpc.h>
+#include <grpcpp/ext/health_check_service_server_builder_option.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <memory>
 
 namespace chronoserve::server {
 
@@ -18,6 +22,14 @@ void ConfigureServerChannel(bool minimal_stack, grpc::ServerBuilder* builder) {
     builder->AddChannelArgument(GRPC_ARG_MINIMAL_STACK, 1);
     builder->AddChannelArgument(GRPC_COMPRESSION_CHANNEL_ENABLED_ALGORITHMS_BITSET, 1 << GRPC_COMPRESS_NONE);
   }
+}
+
+void ChooseHealthService(bool async_api, grpc::ServerBuilder* builder) {
+  if (!async_api) {
+    grpc::EnableDefaultHealthCheckService(true);
+    return;
+  }
+  builder->SetOption(std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(nullptr));
 }
 
 }  // namespace chronoserve::server

@@ -17,6 +17,13 @@ namespace chronoserve::server {
 // a running request or a stream ends when the client cancels it (gRPC clients do, at the deadline).
 void ConfigureServerChannel(bool minimal_stack, grpc::ServerBuilder* builder);
 
+// gRPC's default grpc.health.v1 service only when every RPC is on the callback API (`async_api`
+// false): it is a callback-API service, which would start gRPC's callback polling threads beside
+// the asynchronous API's queues, where HealthService (health_service.h) answers instead. Turned off
+// for this builder alone: the process-wide switch only ever goes on, so servers built side by side
+// in one process each get the service they expect.
+void ChooseHealthService(bool async_api, grpc::ServerBuilder* builder);
+
 }  // namespace chronoserve::server
 
 #endif  // CHRONOSERVE_SERVER_GRPC_SERVER_CHANNEL_H_

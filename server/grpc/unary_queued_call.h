@@ -6,9 +6,10 @@
 // cores / 2 threads ("nexting_thread") that read every connection of the process, the inference
 // streams' too, and hand each completion to the queue thread that owns it (docs/STREAMING.md).
 //
-//   QueuedCall* call = new UnaryQueuedCall<Req, Resp>(
+//   QueuedCallFactory calls = UnaryQueuedCall<Req, Resp>::Factory(
 //       [&](auto* ctx, Req* request, auto* responder, auto* cq, void* tag) { service.RequestX(ctx, request, responder, cq, cq, tag); },
 //       [&](const Req& request, Resp* response) { return AnswerX(request, response); });
+//   QueuedCall* call = calls();
 //   call->RequestFrom(nullptr, cq);  // then its tags come back on cq: call->Proceed(...)
 #ifndef CHRONOSERVE_SERVER_GRPC_UNARY_QUEUED_CALL_H_
 #define CHRONOSERVE_SERVER_GRPC_UNARY_QUEUED_CALL_H_
@@ -16,6 +17,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <functional>
+#include <memory>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -34,15 +36,19 @@ class UnaryQueuedCall final : public QueuedCall {
   // The call's answer: the response, or the error it ends with.
   using Answer = std::function<absl::Status(const Request&, Response*)>;
 
-  UnaryQueuedCall(Ask ask, Answer answer) : ask_(std::move(ask)), answer_(std::move(answer)) {}
+  // The method's calls, each sharing its one Ask and Answer.
+  static QueuedCallFactory Factory(Ask ask, Answer answer) {
+    auto method = std::make_shared<const Method>(Method{std::move(ask), std::move(answer)});
+    return [method]() -> QueuedCall* { return new UnaryQueuedCall(method); };
+  }
 
   void RequestFrom(InferenceService*, grpc::ServerCompletionQueue* cq) override {
-    ask_(&ctx_, &request_, &responder_, cq, &arrived_);
+    method_->ask(&ctx_, &request_, &responder_, cq, &arrived_);
   }
 
   void Proceed(Event event, bool ok) override {
     if (event == Event::kArrived && ok) {
-      const absl::Status status = answer_(request_, &response_);
+      const absl::Status status = method_->answer(request_, &response_);
       if (status.ok()) {
         responder_.Finish(response_, grpc::Status::OK, &finished_);
       } else {
@@ -56,8 +62,13 @@ class UnaryQueuedCall final : public QueuedCall {
   }
 
  private:
-  const Ask ask_;
-  const Answer answer_;
+  struct Method {
+    Ask ask;
+    Answer answer;
+  };
+  explicit UnaryQueuedCall(std::shared_ptr<const Method> method) : method_(std::move(method)) {}
+
+  const std::shared_ptr<const Method> method_;
   grpc::ServerContext ctx_;
   Request request_;
   Response response_;

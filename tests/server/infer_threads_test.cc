@@ -32,6 +32,16 @@ using client::Tensor;
 // timing parameters and the server-timing trailer, under concurrent calls.
 class InferThreadsTest : public ::testing::TestWithParam<int> {};
 
+// grpc.health.v1 Check of `service` on `health`, with a deadline.
+grpc::Status CheckHealth(grpc::health::v1::Health::Stub* health, const std::string& service,
+                         grpc::health::v1::HealthCheckResponse* response) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  return health->Check(&ctx, request, response);
+}
+
 TEST_P(InferThreadsTest, ModelInferIsServedOnItsQueuesWithRowsTimingAndTrailer) {
   testing::TempDir repo("cs_infer_threads");
   examples::ModelOptions mlp;
@@ -124,11 +134,7 @@ TEST_P(InferThreadsTest, EveryRpcIsAnsweredAndOnlyTheCallbackApiStartsGrpcsCallb
   }
   auto health = grpc::health::v1::Health::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   const auto check = [&](const std::string& service, grpc::health::v1::HealthCheckResponse* response) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    grpc::health::v1::HealthCheckRequest request;
-    request.set_service(service);
-    return health->Check(&ctx, request, response);
+    return CheckHealth(health.get(), service, response);
   };
   grpc::health::v1::HealthCheckResponse answer;
   ASSERT_TRUE(check("", &answer).ok());
@@ -167,11 +173,8 @@ TEST(InferThreadsHealthTest, AnAsyncServerLeavesTheProcessWideHealthSwitchAlone)
   EXPECT_TRUE(grpc::DefaultHealthCheckServiceEnabled());
   const std::string address = "127.0.0.1:" + std::to_string(server->port());
   auto health = grpc::health::v1::Health::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  grpc::health::v1::HealthCheckRequest request;
   grpc::health::v1::HealthCheckResponse answer;
-  const grpc::Status status = health->Check(&ctx, request, &answer);
+  const grpc::Status status = CheckHealth(health.get(), "", &answer);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(answer.status(), grpc::health::v1::HealthCheckResponse::SERVING);
   EXPECT_TRUE(testing::ThreadDirs("nexting_thread").empty()) << "gRPC's callback health service started";

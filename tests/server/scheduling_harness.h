@@ -6,7 +6,6 @@
 #define CHRONOSERVE_TESTS_SERVER_SCHEDULING_HARNESS_H_
 
 #include <gmock/gmock.h>
-#include <grpcpp/ext/health_check_service_server_builder_option.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -63,13 +62,8 @@ class ServiceHarness {
                           bool minimal_stack = false)
       : service_(&registry_, SteadyClock::Get(), server::ServerInfo{"chronoserve-test", "0"}, &observer_,
                  &shared_memory_, stream_options, infer_threads > 0) {
-    // As the server: gRPC's health service (a callback-API service) only beside the callback API.
     grpc::ServerBuilder builder;
-    if (infer_threads == 0) {
-      grpc::EnableDefaultHealthCheckService(true);
-    } else {
-      builder.SetOption(std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(nullptr));
-    }
+    server::ChooseHealthService(/*async_api=*/infer_threads > 0, &builder);  // as the server
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     builder.RegisterService(&service_);
     server::ConfigureServerChannel(minimal_stack, &builder);
