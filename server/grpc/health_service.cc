@@ -17,9 +17,9 @@ class HealthService::WatchCall final : public QueuedCall {
  public:
   explicit WatchCall(HealthService* health) : health_(health) {}
 
-  void RequestFrom(InferenceService*, grpc::ServerCompletionQueue* cq) override {
+  void RequestFrom(grpc::ServerCompletionQueue* cq) override {
     ctx_.AsyncNotifyWhenDone(&done_tag_);
-    health_->service_.RequestWatch(&ctx_, &request_, &writer_, cq, cq, &arrived_);
+    health_->service_.RequestWatch(&ctx_, &request_, &stream_, cq, cq, &arrived_);
   }
 
   // The watched name's status is now `status` (the service's lock held).
@@ -48,13 +48,13 @@ class HealthService::WatchCall final : public QueuedCall {
         }
         health_->AddWatch(request_.service(), this);  // sends the current status
         absl::MutexLock lock(&mu_);
-        arrival_handled_ = true;
+        membership_ = Membership::kWatching;
         remove = done_;  // the call ended meanwhile: its done tag left the removal to this thread
         break;
       }
       case Event::kWritten: {
         absl::MutexLock lock(&mu_);
-        writing_ = false;
+        writer_ = Writer::kIdle;
         if (!ok) broken_ = true;  // the client is gone; the done tag follows
         StartDueLocked();
         last = ClaimLocked();
@@ -62,23 +62,23 @@ class HealthService::WatchCall final : public QueuedCall {
       }
       case Event::kFinished: {
         absl::MutexLock lock(&mu_);
-        finish_back_ = true;
+        writer_ = Writer::kFinished;
         last = ClaimLocked();
         break;
       }
       default: {  // kDone: cancelled, or finished
         absl::MutexLock lock(&mu_);
         done_ = true;
-        remove = arrival_handled_;  // else the arrival's thread removes it
+        remove = membership_ == Membership::kWatching;  // else the arrival's thread removes it
         StartDueLocked();
         break;
       }
     }
-    // Only the remover sets removed_, so no other thread can delete the call before this.
+    // Only the remover sets kLeft, so no other thread can delete the call before this.
     if (remove) {
       health_->RemoveWatch(request_.service(), this);
       absl::MutexLock lock(&mu_);
-      removed_ = true;
+      membership_ = Membership::kLeft;
       last = ClaimLocked();
     }
     if (last) delete this;
@@ -88,17 +88,17 @@ class HealthService::WatchCall final : public QueuedCall {
   // Starts what is due, unless a write or the Finish is outstanding: the latest status if it was not
   // sent yet, else the Finish once the service ended the call or the call is over.
   void StartDueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (writing_ || finishing_) return;
+    if (writer_ != Writer::kIdle) return;
     if (!broken_ && !done_ && latest_ != sent_) {
-      writing_ = true;
+      writer_ = Writer::kWriting;
       sent_ = latest_;
       response_.set_status(latest_);
-      writer_.Write(response_, &written_);
+      stream_.Write(response_, &written_);
       return;
     }
     if (!ended_ && !done_ && !broken_) return;
-    finishing_ = true;
-    writer_.Finish(ended_ ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "chronoserve is shutting down")
+    writer_ = Writer::kFinishing;
+    stream_.Finish(ended_ ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "chronoserve is shutting down")
                           : grpc::Status::CANCELLED,
                    &finished_);
   }
@@ -106,7 +106,8 @@ class HealthService::WatchCall final : public QueuedCall {
   // Whether the call is over and nothing of it is outstanding or known to the service; true once,
   // for the thread that then deletes it.
   bool ClaimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (claimed_ || !removed_ || !done_ || writing_ || (finishing_ && !finish_back_)) return false;
+    if (claimed_ || membership_ != Membership::kLeft || !done_) return false;
+    if (writer_ == Writer::kWriting || writer_ == Writer::kFinishing) return false;
     claimed_ = true;
     return true;
   }
@@ -115,7 +116,7 @@ class HealthService::WatchCall final : public QueuedCall {
   grpc::ServerContext ctx_;
   HealthCheckRequest request_;
   HealthCheckResponse response_;  // the write outstanding
-  grpc::ServerAsyncWriter<HealthCheckResponse> writer_{&ctx_};
+  grpc::ServerAsyncWriter<HealthCheckResponse> stream_{&ctx_};
   Tag arrived_{this, Event::kArrived};
   Tag written_{this, Event::kWritten};
   Tag finished_{this, Event::kFinished};
@@ -123,14 +124,16 @@ class HealthService::WatchCall final : public QueuedCall {
   absl::Mutex mu_;
   ServingStatus latest_ ABSL_GUARDED_BY(mu_) = HealthCheckResponse::UNKNOWN;
   ServingStatus sent_ ABSL_GUARDED_BY(mu_) = HealthCheckResponse::UNKNOWN;  // nothing sent yet
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool finishing_ ABSL_GUARDED_BY(mu_) = false;    // Finish started
-  bool finish_back_ ABSL_GUARDED_BY(mu_) = false;  // and its tag is back
-  bool broken_ ABSL_GUARDED_BY(mu_) = false;       // a write failed
-  bool ended_ ABSL_GUARDED_BY(mu_) = false;        // the service shut down
-  bool done_ ABSL_GUARDED_BY(mu_) = false;         // the call is over (done tag back)
-  bool arrival_handled_ ABSL_GUARDED_BY(mu_) = false;
-  bool removed_ ABSL_GUARDED_BY(mu_) = false;  // the service no longer knows it
+  // What the call's stream is doing: a write or the Finish outstanding, or the Finish's tag back.
+  enum class Writer { kIdle, kWriting, kFinishing, kFinished };
+  Writer writer_ ABSL_GUARDED_BY(mu_) = Writer::kIdle;
+  // Whether the service knows the call: not before the arrival's AddWatch has returned, not after
+  // RemoveWatch.
+  enum class Membership { kJoining, kWatching, kLeft };
+  Membership membership_ ABSL_GUARDED_BY(mu_) = Membership::kJoining;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;   // a write failed
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;    // the service shut down
+  bool done_ ABSL_GUARDED_BY(mu_) = false;     // the call is over (done tag back)
   bool claimed_ ABSL_GUARDED_BY(mu_) = false;  // one thread deletes it
 };
 

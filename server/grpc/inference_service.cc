@@ -82,7 +82,7 @@ void InferenceService::RequestModelStreamInfer(
 }
 
 QueuedCall* InferenceService::NewQueuedStream() {
-  return new StreamInferReactor<AsyncBidiCall>(&dispatcher_, &streams_, stream_options_);
+  return new StreamInferReactor<AsyncBidiCall>(&dispatcher_, &streams_, stream_options_, this);
 }
 
 void InferenceService::RequestModelInfer(grpc::ServerContext* ctx, inference::ModelInferRequest* request,

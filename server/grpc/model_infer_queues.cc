@@ -16,13 +16,13 @@ namespace chronoserve::server {
 // answers the request touches only the context and the responder, before the Finish tag comes back.
 class ModelInferQueues::UnaryCall final : public QueuedCall {
  public:
-  explicit UnaryCall(ResponsePool* responses) : responses_(responses), response_(responses->Take()) {}
+  UnaryCall(InferenceService* service, ResponsePool* responses)
+      : service_(service), responses_(responses), response_(responses->Take()) {}
   ~UnaryCall() override { responses_->Give(std::move(response_)); }
 
-  void RequestFrom(InferenceService* service, grpc::ServerCompletionQueue* cq) override {
-    service_ = service;
+  void RequestFrom(grpc::ServerCompletionQueue* cq) override {
     ctx_.AsyncNotifyWhenDone(&done_);
-    service->RequestModelInfer(&ctx_, &request_, &responder_, cq, &arrived_);
+    service_->RequestModelInfer(&ctx_, &request_, &responder_, cq, &arrived_);
   }
 
   void Proceed(Event event, bool ok) override {
@@ -82,7 +82,7 @@ class ModelInferQueues::UnaryCall final : public QueuedCall {
     }
   }
 
-  InferenceService* service_ = nullptr;
+  InferenceService* const service_;
   ResponsePool* const responses_;
   grpc::ServerContext ctx_;
   inference::ModelInferRequest request_;
@@ -125,13 +125,13 @@ void ModelInferQueues::Start() {
 void ModelInferQueues::RequestCall(int kind, Queue& queue) {
   absl::MutexLock lock(&queue.mu);
   if (queue.shut) return;
-  QueuedCall* call = kind == kUnary    ? new UnaryCall(&queue.responses)
+  QueuedCall* call = kind == kUnary    ? new UnaryCall(service_, &queue.responses)
                      : kind == kStream ? service_->NewQueuedStream()
                                        : factories_[static_cast<size_t>(kind - kFirstFactory)]();
   call->kind = kind;
   call->live = &queue.live;
   queue.live.Add();
-  call->RequestFrom(service_, queue.cq.get());
+  call->RequestFrom(queue.cq.get());
 }
 
 void ModelInferQueues::Poll(Queue& queue, int index) {

@@ -25,13 +25,13 @@ int LiveCalls::count() {
   return count_;
 }
 
-void AsyncBidiCall::RequestFrom(InferenceService* service, grpc::ServerCompletionQueue* cq) {
+void AsyncBidiCall::RequestFrom(grpc::ServerCompletionQueue* cq) {
   // The done tag, which comes back only if the call arrives, and the arrival itself: counted until
   // Begin returns, so an operation Begin decided on is started on a live call even when another
   // thread (the server's drain) finishes the call meanwhile and all its other tags come back.
   outstanding_.store(2);
   ctx_.AsyncNotifyWhenDone(&done_);
-  service->RequestModelStreamInfer(&ctx_, &stream_, cq, &arrived_);
+  service_->RequestModelStreamInfer(&ctx_, &stream_, cq, &arrived_);
 }
 
 void AsyncBidiCall::StartRead(Request* request) {

@@ -59,7 +59,7 @@ class QueuedCall {
   }
   // Asks gRPC for the next call of this kind on `cq`; its kArrived tag comes back there, not ok
   // when the server shut down first (then nothing else of the call comes back).
-  virtual void RequestFrom(InferenceService* service, grpc::ServerCompletionQueue* cq) = 0;
+  virtual void RequestFrom(grpc::ServerCompletionQueue* cq) = 0;
   // One of the call's tags is back (`ok` as gRPC says). The call may delete itself here: the
   // caller must not touch it afterwards.
   virtual void Proceed(Event event, bool ok) = 0;
@@ -93,7 +93,10 @@ class AsyncBidiCall : public QueuedCall {
   virtual void OnCancel() = 0;
   virtual void OnDone() = 0;
 
-  void RequestFrom(InferenceService* service, grpc::ServerCompletionQueue* cq) final;
+  // Asks `service` (which must outlive the call) for ModelStreamInfer calls.
+  explicit AsyncBidiCall(InferenceService* service) : service_(service) {}
+
+  void RequestFrom(grpc::ServerCompletionQueue* cq) final;
   void Proceed(Event event, bool ok) final;
 
  protected:
@@ -101,6 +104,7 @@ class AsyncBidiCall : public QueuedCall {
   virtual void Begin(const grpc::ServerContextBase& ctx) = 0;
 
  private:
+  InferenceService* const service_;
   grpc::ServerContext ctx_;
   grpc::ServerAsyncReaderWriter<Response, Request> stream_{&ctx_};
   // Tags not yet back: the arrival (until Begin returns) and the done tag, both counted when the

@@ -54,15 +54,6 @@ void StreamRegistry::DrainAll() {
 // ---- StreamInferReactor ----
 
 template <class Call>
-StreamInferReactor<Call>::StreamInferReactor(InferDispatcher* dispatcher, StreamRegistry* streams,
-                                             const StreamOptions& options)
-    : dispatcher_(dispatcher),
-      streams_(streams),
-      options_(options),
-      cancelled_flag_(std::make_shared<CancelFlag>()),
-      state_(std::make_shared<State>()) {}
-
-template <class Call>
 void StreamInferReactor<Call>::Begin(const grpc::ServerContextBase& ctx) {
   call_ = CallInfoOf(ctx, dispatcher_->clock(), *dispatcher_);
   if (!streams_->Add(this)) {

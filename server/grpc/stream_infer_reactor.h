@@ -30,6 +30,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -79,8 +80,17 @@ using CallbackBidiCall = grpc::ServerBidiReactor<inference::ModelInferRequest, i
 template <class Call>
 class StreamInferReactor final : public Call, public DrainableStream {
  public:
-  // `dispatcher` and `streams` must outlive every stream. Nothing happens until Begin().
-  StreamInferReactor(InferDispatcher* dispatcher, StreamRegistry* streams, const StreamOptions& options);
+  // `dispatcher` and `streams` must outlive every stream; `call_args` construct the Call (none for
+  // the callback API; AsyncBidiCall: the service it asks for the call). Nothing happens until Begin().
+  template <class... CallArgs>
+  StreamInferReactor(InferDispatcher* dispatcher, StreamRegistry* streams, const StreamOptions& options,
+                     CallArgs&&... call_args)
+      : Call(std::forward<CallArgs>(call_args)...),
+        dispatcher_(dispatcher),
+        streams_(streams),
+        options_(options),
+        cancelled_flag_(std::make_shared<CancelFlag>()),
+        state_(std::make_shared<State>()) {}
 
   // The call has started (its metadata and deadline are in `ctx`): starts reading.
   void Begin(const grpc::ServerContextBase& ctx);

@@ -10,7 +10,7 @@
 //       [&](auto* ctx, Req* request, auto* responder, auto* cq, void* tag) { service.RequestX(ctx, request, responder, cq, cq, tag); },
 //       [&](const Req& request, Resp* response) { return AnswerX(request, response); });
 //   QueuedCall* call = calls();
-//   call->RequestFrom(nullptr, cq);  // then its tags come back on cq: call->Proceed(...)
+//   call->RequestFrom(cq);  // then its tags come back on cq: call->Proceed(...)
 #ifndef CHRONOSERVE_SERVER_GRPC_UNARY_QUEUED_CALL_H_
 #define CHRONOSERVE_SERVER_GRPC_UNARY_QUEUED_CALL_H_
 
@@ -42,7 +42,7 @@ class UnaryQueuedCall final : public QueuedCall {
     return [method]() -> QueuedCall* { return new UnaryQueuedCall(method); };
   }
 
-  void RequestFrom(InferenceService*, grpc::ServerCompletionQueue* cq) override {
+  void RequestFrom(grpc::ServerCompletionQueue* cq) override {
     method_->ask(&ctx_, &request_, &responder_, cq, &arrived_);
   }
 

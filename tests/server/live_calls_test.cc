@@ -37,7 +37,7 @@ TEST(LiveCallsTest, AwaitNoneReturnsOnceTheLastCallIsRemovedAndTimesOutWhileOneL
 TEST(LiveCallsTest, AQueuedCallIsCountedOutWhenDestroyed) {
   class NoCall final : public QueuedCall {
    public:
-    void RequestFrom(InferenceService*, grpc::ServerCompletionQueue*) override {}
+    void RequestFrom(grpc::ServerCompletionQueue*) override {}
     void Proceed(Event, bool) override {}
   };
   LiveCalls live;
