@@ -155,9 +155,11 @@ class TorchInstance final : public ModelInstance {
     timing->cuda_graph = graph >= 0;
     StreamHold hold(path_.get());  // exact device timing: released after the last enqueue
     if (holds_.ShouldHold(graph, total, StagedBytes(staged))) RETURN_IF_ERROR(hold.Hold());
-    input_bytes_.clear();
-    for (const Staged& in : staged) input_bytes_.push_back(in.bytes);
-    RETURN_IF_ERROR(path_->BeginInputs(behind_another, /*into_static=*/graph >= 0, input_bytes_));
+    inputs_plan_.behind_another = behind_another;
+    inputs_plan_.into_graph = graph >= 0;
+    inputs_plan_.bytes.clear();
+    for (const Staged& in : staged) inputs_plan_.bytes.push_back(in.bytes);
+    RETURN_IF_ERROR(path_->BeginInputs(inputs_plan_));
     RETURN_IF_ERROR(MarkSpan(kBeforeH2D));
     ASSIGN_OR_RETURN(state.outputs,
                      graph >= 0 ? RunGraph(graph, staged, total, timing) : RunEager(staged, timing));
@@ -367,7 +369,7 @@ class TorchInstance final : public ModelInstance {
   HoldSchedule holds_;  // exact device timing: which batches hold the stream (off: none)
   const int pipeline_depth_;  // 1, or 2 on a GPU (batch_pipeline.h)
   std::array<SlotState, kPathSlots> slots_;
-  std::vector<size_t> input_bytes_;  // the launching batch's, per input (kept: no allocation per batch)
+  InputsPlan inputs_plan_;  // the launching batch's (kept: no allocation per batch)
 };
 
 }  // namespace

@@ -35,7 +35,7 @@ class CpuPath final : public DevicePath {
     return InputArena::OrdinaryMemory(bytes);
   }
   void SelectSlot(int slot) override { slot_ = &slots_[slot]; }
-  absl::Status BeginInputs(bool, bool, const std::vector<size_t>&) override { return absl::OkStatus(); }
+  absl::Status BeginInputs(const InputsPlan&) override { return absl::OkStatus(); }
 
   absl::StatusOr<char*> Staging(int input, size_t bytes) override {
     auto& staging = slot_->staging;
@@ -144,22 +144,22 @@ class CudaPath final : public DevicePath {
     return std::shared_ptr<char>(static_cast<char*>(ptr), [](char* p) { cudaFreeHost(p); });
   }
   void SelectSlot(int slot) override { slot_ = &slots_[slot]; }
-  absl::Status BeginInputs(bool behind_another, bool into_static, const std::vector<size_t>& input_bytes) override {
+  absl::Status BeginInputs(const InputsPlan& plan) override {
     slot_->moves.clear();
     after_h2d_marked_ = false;
-    overlap_ = behind_another;
+    overlap_ = plan.behind_another;
     if (overlap_ && copy_stream_ == nullptr) {
       c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(gpu_));
       RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking),
                                        "cudaStreamCreateWithFlags(copy stream)"));
     }
     // Copied straight into a graph's static inputs: no device buffer of the slot's is used.
-    if (into_static && !overlap_) return absl::OkStatus();
+    if (plan.into_graph && !overlap_) return absl::OkStatus();
     // Every other input's copy lands in the slot's device buffer: grown here, before kBeforeH2D is
     // recorded, so neither the allocation nor (on the copy stream) the wait for the batch ahead is in
     // this batch's h2d.
-    for (size_t i = 0; i < input_bytes.size(); ++i) {
-      RETURN_IF_ERROR(DeviceInput(static_cast<int>(i), input_bytes[i]).status());
+    for (size_t i = 0; i < plan.bytes.size(); ++i) {
+      RETURN_IF_ERROR(DeviceInput(static_cast<int>(i), plan.bytes[i]).status());
     }
     return absl::OkStatus();
   }

@@ -9,10 +9,10 @@
 // device input buffers, span events, the tensors a copy still reads) so a pipelined worker can
 // launch one batch while another is still on the device. SelectSlot() picks the set every other
 // call acts on. A batch's H2D runs on the worker's stream, or on the path's copy stream when
-// BeginInputs(true, ...) says another batch is still ahead on the worker's stream; InputsReady()
+// BeginInputs() is told another batch is still ahead on the worker's stream; InputsReady()
 // then orders the worker's stream after the copy (an event, never a device-wide sync).
 //
-//   path.SelectSlot(slot);  path.BeginInputs(batch_in_flight, input_bytes);  Mark(kBeforeH2D);
+//   path.SelectSlot(slot);  path.BeginInputs(plan);  Mark(kBeforeH2D);
 //   ToDevice(...) per input;  Mark(kAfterH2D);  InputsReady();  Mark(kBeforeCompute);
 //   forward;  Mark(kAfterCompute);  ToHost(...) per output;  Mark(kAfterD2H);
 //   ... later, same slot:  Wait();  SpanNs(...)
@@ -37,6 +37,17 @@ enum Marker { kBeforeH2D = 0, kAfterH2D, kBeforeCompute, kAfterCompute, kAfterD2
 // Per-batch resource sets of a path: one per batch a pipelined worker may have in flight.
 inline constexpr int kPathSlots = kMaxPipelineDepth;
 
+// How a batch's inputs will reach the device (DevicePath::BeginInputs).
+struct InputsPlan {
+  // A batch launched earlier may still be running on the worker's stream: the copies go on the copy
+  // stream (GPU) and can overlap it.
+  bool behind_another = false;
+  // The copies go to a CUDA graph's static inputs (ToDeviceInto), not to the slot's own device
+  // buffers (ToDevice).
+  bool into_graph = false;
+  std::vector<size_t> bytes;  // per input
+};
+
 class DevicePath {
  public:
   virtual ~DevicePath() = default;
@@ -53,12 +64,10 @@ class DevicePath {
   // The resource set (0 .. kPathSlots - 1) the calls below act on until the next SelectSlot.
   // A slot's buffers may be reused only after Wait() on the batch that last used it.
   virtual void SelectSlot(int slot) = 0;
-  // Starts a batch's inputs, of `input_bytes[i]` bytes each: `behind_another` = a batch launched
-  // earlier may still be running on the worker's stream, so the copies go on the copy stream (GPU)
-  // and can overlap it; `into_static` = they go to a CUDA graph's static inputs (ToDeviceInto), not
-  // ToDevice. Call before Mark(kBeforeH2D): it does what must not count in h2d (growing the slot's
-  // device buffers, which for the copy stream then orders it after the worker's).
-  virtual absl::Status BeginInputs(bool behind_another, bool into_static, const std::vector<size_t>& input_bytes) = 0;
+  // Starts a batch's inputs as `plan` says. Call before Mark(kBeforeH2D): it does what must not
+  // count in h2d (growing the slot's device buffers, which for the copy stream then orders it after
+  // the worker's).
+  virtual absl::Status BeginInputs(const InputsPlan& plan) = 0;
   // Host memory of at least `bytes` to gather input `input` into (pinned on GPU).
   virtual absl::StatusOr<char*> Staging(int input, size_t bytes) = 0;
   // A device tensor holding the staged bytes of input `input` (async copy into the slot's device
