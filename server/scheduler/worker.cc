@@ -228,14 +228,15 @@ ModelQueue::WaitResult Worker::WaitForBatch(Batch* batch, Batch* dropped) {
     const int64_t due_ns =
         keep_warm_lapsed_ ? 0 : NextKeepWarmNs(keep_warm_, idle_since_ns_, last_keep_warm_ns_);
     const int64_t start_ns = clock_->NowNs();
-    if (due_ns == 0) {
-      const bool got = queue_->NextBatch(batch, dropped);
-      Account(WorkerPhase::kWait, start_ns);
-      return got ? ModelQueue::WaitResult::kBatch : ModelQueue::WaitResult::kClosed;
-    }
-    const ModelQueue::WaitResult result = queue_->NextBatchUntil(batch, dropped, due_ns);
+    // Never longer than kWaitAccountingSliceNs without adding to phase_ns, so a scrape of an idle
+    // worker sees its wait grow (not a busy worker, then all the idle time at once).
+    const int64_t slice_end_ns = start_ns + kWaitAccountingSliceNs;
+    const bool keep_warm_due = due_ns != 0 && due_ns <= slice_end_ns;
+    const ModelQueue::WaitResult result =
+        queue_->NextBatchUntil(batch, dropped, keep_warm_due ? due_ns : slice_end_ns);
     const int64_t woke_ns = Account(WorkerPhase::kWait, start_ns);
     if (result != ModelQueue::WaitResult::kTimeout) return result;
+    if (!keep_warm_due) continue;
     RunKeepWarm();
     Account(WorkerPhase::kKeepWarm, woke_ns);
   }

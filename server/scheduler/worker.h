@@ -63,6 +63,9 @@ struct WarmupOptions {
 
 class Worker {
  public:
+  // The longest an idle worker waits for requests before adding that wait to phase_ns(kWait).
+  static constexpr int64_t kWaitAccountingSliceNs = 1'000'000'000;
+
   // `completions` (may be null: complete inline) answers finished requests off this thread.
   Worker(int index, std::unique_ptr<ModelInstance> instance, ModelQueue* queue, ModelStats* stats,
          const Clock* clock, CompletionPool* completions = nullptr);
@@ -102,7 +105,8 @@ class Worker {
   }
   // Whether the last served batch was launch-bound (for metrics; any thread).
   bool last_batch_launch_bound() const { return last_launch_bound_.load(std::memory_order_relaxed); }
-  // The thread's time in `phase` since Start(), ns (for metrics; any thread).
+  // The thread's time in `phase` since Start(), ns (for metrics; any thread). An idle worker adds
+  // its wait at least every kWaitAccountingSliceNs; the other phases are added as they end.
   int64_t phase_ns(WorkerPhase phase) const {
     return phase_ns_[static_cast<int>(phase)].load(std::memory_order_relaxed);
   }

@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "server/backend/batch_pipeline.h"
 #include "server/scheduler/model_runtime.h"
 #include "server/scheduler/worker.h"
@@ -351,6 +353,31 @@ TEST_F(PipelinedWorkerTest, LaunchTimeIsSplitIntoGatherAndEnqueue) {
   EXPECT_EQ(worker.phase_ns(WorkerPhase::kGather) - gather_before, 2 * kGatherNs);
   EXPECT_EQ(worker.phase_ns(WorkerPhase::kLaunch) - launch_before, 2 * kEnqueueNs);
   EXPECT_STREQ(WorkerPhaseName(WorkerPhase::kGather), "gather");
+}
+
+// An idle worker adds its wait to phase_ns as it goes (at least every kWaitAccountingSliceNs), not
+// only when its next batch comes: a scrape between two requests sees the wait grow.
+TEST_F(PipelinedWorkerTest, AnIdleWorkersWaitIsCountedBeforeItsNextBatch) {
+  Start();
+  Call* a = Send("a", 0.75f);
+  ExpectDoubled(a);
+  const Worker& worker = *runtime_->workers().front();
+  const int64_t waited_before = worker.phase_ns(WorkerPhase::kWait);
+  const auto waited = [&] { return worker.phase_ns(WorkerPhase::kWait) - waited_before; };
+  constexpr int64_t kSliceNs = Worker::kWaitAccountingSliceNs;
+  // A slice of the fake clock at a time (the worker may not be waiting yet when it moves first),
+  // each followed by a Poke so the waiting worker re-reads the clock at once.
+  const absl::Time give_up = absl::Now() + kTimeout;
+  while (waited() < kSliceNs && absl::Now() < give_up) {
+    clock_.AdvanceNs(kSliceNs);
+    runtime_->queue().Poke();
+    const absl::Time look_until = std::min(give_up, absl::Now() + absl::Milliseconds(50));
+    while (waited() < kSliceNs && absl::Now() < look_until) std::this_thread::yield();
+  }
+  EXPECT_GE(waited(), kSliceNs) << "no request came: the wait still counts";
+  EXPECT_EQ(worker.batches(), 1);
+  Call* b = Send("b", -1.5f);
+  ExpectDoubled(b);
 }
 
 TEST(ModelQueueTryNextBatchTest, NeverWaitsNotEvenForAFullerBatch) {
