@@ -38,13 +38,14 @@ otlp::SpanData MakeClientSpanData(const ClientSpan& span) {
   out.trace_id = span.trace_id;
   out.span_id = span.span_id;  // parent_span_id stays zero: the client span is the trace's root
   out.flags = span.flags;
-  out.name = absl::StrCat("ModelInfer ", span.model);
+  const std::string method = span.streamed ? "ModelStreamInfer" : "ModelInfer";
+  out.name = absl::StrCat(method, " ", span.model);
   out.kind = otlp::SpanKind::kClient;
   out.start_unix_ns = span.start_unix_ns;
   out.end_unix_ns = span.end_unix_ns;
   out.attributes.push_back({"rpc.system", std::string("grpc")});
   out.attributes.push_back({"rpc.service", std::string("inference.GRPCInferenceService")});
-  out.attributes.push_back({"rpc.method", std::string("ModelInfer")});
+  out.attributes.push_back({"rpc.method", method});
   out.attributes.push_back({"rpc.grpc.status_code", static_cast<int64_t>(span.grpc_code)});
   out.attributes.push_back({"chronoserve.model.name", span.model});
   out.attributes.push_back({"chronoserve.request.items", span.batch_size});

@@ -35,6 +35,7 @@ struct ClientSpan {
   int64_t start_unix_ns = 0;  // request sent
   int64_t end_unix_ns = 0;    // response (or error) received
   int grpc_code = 0;
+  bool streamed = false;  // sent on a ModelStreamInfer stream, not as a unary ModelInfer
 };
 
 class ClientTracer {

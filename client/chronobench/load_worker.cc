@@ -187,6 +187,7 @@ void LoadWorker::RecordClientSpan(const Call& call, int64_t done_unix_ns) {
   span.start_unix_ns = call.sent_unix_ns;
   span.end_unix_ns = done_unix_ns;
   span.grpc_code = static_cast<int>(call.status.error_code());
+  span.streamed = plan_.streaming;
   shared_.tracer->Record(span);  // dropped and counted by the processor when its queue is full
 }
 

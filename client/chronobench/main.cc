@@ -46,7 +46,7 @@ void FlushClientSpans(ClientTracer& tracer) {
   constexpr absl::Duration kFlushTimeout = absl::Seconds(5);
   tracer.Shutdown(absl::Now() + kFlushTimeout);
   const chronoserve::otlp::SpanProcessorStats s = tracer.stats();
-  std::fprintf(stderr, "chronobench: client spans to %s: %llu exported, %llu dropped (queue full), %llu failed\n",
+  std::fprintf(stderr, "chronobench: client spans to %s: %llu exported, %llu dropped (queue full or at shutdown), %llu failed\n",
                tracer.endpoint().c_str(), static_cast<unsigned long long>(s.exported),
                static_cast<unsigned long long>(s.dropped), static_cast<unsigned long long>(s.export_failed));
 }

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <iterator>
+#include <optional>
+#include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
 #include "common/thread_name.h"
@@ -84,33 +87,36 @@ void BatchSpanProcessor::ExportDue() {
 
 void BatchSpanProcessor::ExportBatch(std::vector<SpanData> batch) {
   const absl::StatusOr<ExportResult> result = exporter_->Export(batch, absl::Now() + options_.export_timeout);
-  absl::MutexLock lock(&mu_);
-  ++stats_.export_calls;
-  if (result.ok()) {
-    // The exporter clamps to [0, sent]; a SpanExporter of another make is held to that here.
-    const uint64_t rejected =
-        std::min<uint64_t>(static_cast<uint64_t>(std::max<int64_t>(0, result->rejected_spans)), batch.size());
-    stats_.exported += batch.size() - rejected;
-    if (rejected > 0) CountRejected(rejected, result->error_message);
-  } else {
-    stats_.export_failed += batch.size();
-    // The first failure and then one in 100, so a collector that is down does not flood the log.
-    if (stats_.export_failed == batch.size() || stats_.export_calls % 100 == 0) {
-      CS_LOG(WARNING) << "trace export failed, " << stats_.export_failed << " span(s) lost so far: "
-                      << result.status().message();
+  // Written after the lock is released: OnEnd (the request path) never waits on stderr.
+  std::string warning;
+  {
+    absl::MutexLock lock(&mu_);
+    ++stats_.export_calls;
+    if (result.ok()) {
+      // The exporter clamps to [0, sent]; a SpanExporter of another make is held to that here.
+      const uint64_t rejected =
+          std::min<uint64_t>(static_cast<uint64_t>(std::max<int64_t>(0, result->rejected_spans)), batch.size());
+      stats_.exported += batch.size() - rejected;
+      if (rejected > 0) warning = CountRejected(rejected, result->error_message);
+    } else {
+      stats_.export_failed += batch.size();
+      // The first failure and then one in 100, so a collector that is down does not flood the log.
+      if (stats_.export_failed == batch.size() || stats_.export_calls % 100 == 0) {
+        warning = absl::StrCat("trace export failed, ", stats_.export_failed,
+                               " span(s) lost so far: ", result.status().message());
+      }
     }
   }
+  if (!warning.empty()) CS_LOG(WARNING) << warning;
 }
 
-void BatchSpanProcessor::CountRejected(uint64_t rejected, const std::string& reason) {
+std::string BatchSpanProcessor::CountRejected(uint64_t rejected, const std::string& reason) {
   stats_.rejected += rejected;
   // The first rejection and then one export in 100 that rejected spans: a collector that refuses
   // every batch (e.g. a size limit) is reported, not logged per batch forever.
-  if (rejecting_exports_++ % 100 == 0) {
-    CS_LOG(WARNING) << "the trace collector rejected " << rejected << " span(s) of an export ("
-                    << stats_.rejected << " rejected so far): "
-                    << (reason.empty() ? "(no reason given)" : reason);
-  }
+  if (rejecting_exports_++ % 100 != 0) return "";
+  return absl::StrCat("the trace collector rejected ", rejected, " span(s) of an export (", stats_.rejected,
+                      " rejected so far): ", reason.empty() ? "(no reason given)" : reason);
 }
 
 bool BatchSpanProcessor::ForceFlush(absl::Time deadline) {
@@ -123,6 +129,7 @@ bool BatchSpanProcessor::ForceFlush(absl::Time deadline) {
 }
 
 void BatchSpanProcessor::Shutdown(absl::Time deadline) {
+  std::optional<size_t> abandoned;  // spans still queued when the flush ran out of time
   {
     absl::MutexLock lock(&mu_);
     if (shut_down_) return;
@@ -131,9 +138,12 @@ void BatchSpanProcessor::Shutdown(absl::Time deadline) {
     if (running_ && !mu_.AwaitWithDeadline(absl::Condition(&thread_done_), deadline)) {
       // The export thread stops after the export in progress, which the cancel below ends.
       abandon_ = true;
-      CS_LOG(WARNING) << "trace flush did not finish by its deadline; cancelling the exporter ("
-                      << queue_.size() << " span(s) still queued are dropped)";
+      abandoned = queue_.size();
     }
+  }
+  if (abandoned.has_value()) {
+    CS_LOG(WARNING) << "trace flush did not finish by its deadline; cancelling the exporter (" << *abandoned
+                    << " span(s) still queued are dropped)";
   }
   exporter_->Shutdown();  // cancels an export or backoff still in progress
   if (thread_.joinable()) thread_.join();

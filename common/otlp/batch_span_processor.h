@@ -70,8 +70,9 @@ class BatchSpanProcessor {
   // during an export). Releases mu_ around each export.
   void ExportDue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExportBatch(std::vector<SpanData> batch);
-  // Counts one answered export's rejected spans, logging the collector's reason now and then.
-  void CountRejected(uint64_t rejected, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts one answered export's rejected spans; now and then returns a warning that gives the
+  // collector's reason (to be logged once the lock is released), else "".
+  std::string CountRejected(uint64_t rejected, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const BatchSpanProcessorOptions options_;
   std::unique_ptr<SpanExporter> exporter_;

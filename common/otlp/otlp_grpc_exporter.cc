@@ -94,7 +94,8 @@ bool OtlpGrpcExporter::Backoff(int attempt, absl::Time deadline) {
   const RetryPolicy& retry = options_.retry;
   absl::Duration backoff = retry.initial_backoff * std::pow(retry.multiplier, attempt - 1);
   backoff = std::min(backoff, retry.max_backoff);
-  // Full jitter in [backoff/2, backoff): many servers restarting together do not retry in step.
+  // Jittered within [backoff/2, backoff) ("equal jitter"): many servers restarting together do not
+  // retry in step.
   thread_local absl::BitGen gen;
   backoff = backoff * absl::Uniform(gen, 0.5, 1.0);
   const absl::Time wake = absl::Now() + backoff;

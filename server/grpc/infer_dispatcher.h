@@ -108,7 +108,8 @@ class InferDispatcher {
                 std::unique_ptr<InferRequest> request);
   // A request for a known model refused before it was queued: statistics and the observer (none for
   // a synthetic one). `request` is the built request, or, refused while validated, one holding only
-  // its id, receipt stamp, trace context and transport.
+  // its id, receipt stamp, trace context and transport. Runs before the caller answers the error
+  // (Build and Enqueue return it), unlike Complete's observer call, which follows the answer.
   void RefuseBeforeQueue(ModelRuntime& model, const InferRequest* request, bool synthetic, int64_t received_ns,
                          const absl::Status& status, ModelStats::Failure reason);
   void Answered();

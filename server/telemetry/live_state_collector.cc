@@ -170,7 +170,7 @@ void LiveStateCollector::CollectTracing(std::vector<MetricFamily>* out) const {
       {"chronoserve_trace_spans_exported_total", "Spans the OTLP collector accepted", stats.exported},
       {"chronoserve_trace_spans_rejected_total",
        "Spans the OTLP collector answered for but rejected (partial success)", stats.rejected},
-      {"chronoserve_trace_spans_dropped_total", "Spans dropped because the export queue was full",
+      {"chronoserve_trace_spans_dropped_total", "Spans dropped: the export queue was full, or they were still queued or offered at shutdown",
        stats.dropped},
       {"chronoserve_trace_spans_failed_total", "Spans lost in exports that failed after retries",
        stats.export_failed},

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/timing.h"
 
 namespace chronoserve::server::telemetry {
 namespace {
@@ -134,7 +135,7 @@ void AddDeviceSpans(const RequestTiming& timing, const BatchTiming& batch,
     SpanData span = maker->Child(d.name, d.at);
     span.attributes = common;
     span.attributes.push_back({"chronoserve.duration_ns", d.duration_ns});
-    span.attributes.push_back({"chronoserve.clock", std::string(timing.device_timed ? "cuda_event" : "host")});
+    span.attributes.push_back({"chronoserve.clock", std::string(TimingClockValue(timing.device_timed))});
     if (std::string_view(d.name) == "compute") span.attributes.push_back({"chronoserve.launch_ns", timing.launch_ns});
     out->push_back(std::move(span));
   }

@@ -1,5 +1,8 @@
 #include "server/telemetry/server_metrics.h"
 
+#include <array>
+#include <atomic>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
@@ -24,6 +27,9 @@ const std::vector<int64_t>& BatchSizeBuckets() {
 }
 
 constexpr double kNsPerSecond = 1e9;
+
+// absl::StatusCode's gRPC codes, 0 (OK) to 16 (UNAUTHENTICATED).
+constexpr size_t kStatusCodes = 17;
 
 double Seconds(int64_t ns) { return static_cast<double>(ns) / kNsPerSecond; }
 
@@ -58,8 +64,9 @@ struct ServerMetrics::PerModel {
   StripedHistogram* batch_size;
   prometheus::Counter* batches;
   prometheus::Counter* batches_in_place;
-  StripedCounter* success;                          // the outcome of nearly every request
-  std::map<std::string, StripedCounter*> failures;  // by outcome label, guarded by mu_
+  StripedCounter* success;  // the outcome of nearly every request
+  // By status code (absl::StatusCode 1-16), made on first use under mu_ and read without it.
+  std::array<std::atomic<StripedCounter*>, kStatusCodes> failures{};
 };
 
 ServerMetrics::ServerMetrics(prometheus::Registry* r)
@@ -154,13 +161,20 @@ void ServerMetrics::OnRequestDone(const ModelSpec& spec, const InferRequest* req
   if (status.ok()) {
     m.success->Increment();
   } else {
-    const std::string outcome = OutcomeLabel(status.code());
-    absl::MutexLock lock(&mu_);
-    StripedCounter*& counter = m.failures[outcome];
+    // A code outside gRPC's counts as unknown.
+    const int raw = static_cast<int>(status.code());
+    const int code = raw > 0 && raw < static_cast<int>(kStatusCodes) ? raw : static_cast<int>(absl::StatusCode::kUnknown);
+    std::atomic<StripedCounter*>& slot = m.failures[static_cast<size_t>(code)];
+    StripedCounter* counter = slot.load(std::memory_order_acquire);
     if (counter == nullptr) {
-      prometheus::Labels labels = m.labels;
-      labels["outcome"] = outcome;
-      counter = &requests_->Add(labels);
+      absl::MutexLock lock(&mu_);  // the first failure of its kind for the model
+      counter = slot.load(std::memory_order_relaxed);
+      if (counter == nullptr) {
+        prometheus::Labels labels = m.labels;
+        labels["outcome"] = OutcomeLabel(static_cast<absl::StatusCode>(code));
+        counter = &requests_->Add(labels);
+        slot.store(counter, std::memory_order_release);
+      }
     }
     counter->Increment();
   }

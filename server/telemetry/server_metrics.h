@@ -72,7 +72,7 @@ class ServerMetrics final : public RequestObserver, public prometheus::Collectab
   prometheus::Family<prometheus::Gauge>& warmup_duration_;
 
   // Guards models_ (entries are never removed, so a PerModel outlives every cache pointing at it)
-  // and the PerModel failure counters.
+  // and the making of the PerModel failure counters (they are read without it).
   absl::Mutex mu_;
   std::map<std::tuple<std::string, int64_t>, std::unique_ptr<PerModel>> models_ ABSL_GUARDED_BY(mu_);
 };

@@ -35,7 +35,6 @@ using otlp::OtlpGrpcExporter;
 using otlp::SpanProcessorStats;
 using otlp::TracingConfig;
 
-class BatchSpanProcessor;
 class GpuMonitor;
 class GpuSampler;
 class LiveStateCollector;
