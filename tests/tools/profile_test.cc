@@ -32,6 +32,9 @@ TEST(ProfileTest, ResolvesBatchSizesAgainstTheModelMaximum) {
   EXPECT_THAT(*profile::ResolveBatchSizes("1,8", 0), ElementsAre(1));
   EXPECT_THAT(std::string(profile::ResolveBatchSizes("1,x", 8).status().message()), HasSubstr("'x'"));
   EXPECT_FALSE(profile::ResolveBatchSizes("0", 8).ok());
+  // A model that does not batch still has its list checked, not silently replaced.
+  EXPECT_THAT(std::string(profile::ResolveBatchSizes("garbage", 0).status().message()), HasSubstr("'garbage'"));
+  EXPECT_FALSE(profile::ResolveBatchSizes("", 0).ok());
 }
 
 TEST(ProfileTest, ProfilesAnMlpOnTheCpu) {
@@ -88,6 +91,7 @@ TEST(ProfileTest, ProfilesAnMlpOnTheCpu) {
   EXPECT_THAT(exact.at("note").get<std::string>(), HasSubstr("CPU"));
 
   const auto& search = doc.at("throughput");
+  EXPECT_TRUE(search.at("measured").get<bool>());
   std::vector<int> searched;
   for (const auto& p : search.at("points")) {
     searched.push_back(p.at("batch_size"));
@@ -148,6 +152,31 @@ TEST(ProfileTest, MistakesBatchSizeFlagStillChoosesTheSize) {
   EXPECT_EQ(report->mistakes_batch_size, 3);
   ASSERT_EQ(report->mistakes.size(), 4u);
   EXPECT_GT(report->mistakes[1].mistaken_us, 0);
+  // No search: the JSON says so with nulls, not with a best batch of 0.
+  const nlohmann::json doc = nlohmann::json::parse(profile::ReportToJson(*report));
+  const auto& search = doc.at("throughput");
+  EXPECT_FALSE(search.at("measured").get<bool>());
+  EXPECT_TRUE(search.at("points").empty());
+  EXPECT_TRUE(search.at("best_batch_size").is_null());
+  EXPECT_TRUE(search.at("best_items_per_s").is_null());
+  EXPECT_TRUE(search.at("search_max_batch").is_null());
+}
+
+// A timing-mistakes size the model never runs is refused, naming the flag, the model and its limit.
+TEST(ProfileTest, MistakesBatchSizeAboveTheModelMaximumIsRefused) {
+  testing::TempDir repo("cs_profile_mistakes_max");
+  examples::ModelOptions o;
+  o.max_batch_size = 8;
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", o).ok());
+  profile::ProfileOptions options;
+  options.gpu = -1;
+  options.repetitions = 2;
+  options.throughput_search = false;
+  options.mistakes_batch_size = 9;
+  auto report = profile::ProfileModel(repo.path() + "/mlp", options);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(report.status().message()), HasSubstr("--mistakes-batch-size 9: model 'mlp' runs batches of 1 to 8"));
 }
 
 // AddSub: two FP32 inputs of dims [-1] (without the batch dim), max_batch_size 8.

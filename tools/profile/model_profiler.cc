@@ -43,9 +43,8 @@ class Profiler {
     // The largest size by default: there the device work is likeliest to outlast the host's launch.
     // At small sizes an eager model is launch-bound, events on its idle stream count the launches
     // too, and the "host timer" row shows no mistake (~1x).
-    report.mistakes_batch_size = options_.mistakes_batch_size > 0
-                                     ? std::min(options_.mistakes_batch_size, std::max(spec_.max_batch_size, 1))
-                                     : report.batch_sizes.back();
+    report.mistakes_batch_size =
+        options_.mistakes_batch_size > 0 ? options_.mistakes_batch_size : report.batch_sizes.back();
     ASSIGN_OR_RETURN(std::unique_ptr<ModelInstance> eager, CreateInstance(spec_));
     report.device = eager->device_name();
 
@@ -55,10 +54,11 @@ class Profiler {
     report.modes.push_back(ProfileExact(report.batch_sizes));
     // Last: it may end at the memory limit, after which nothing else should be measured.
     if (options_.throughput_search) {
+      // On a GPU past max_batch_size (at least twice it), so max_batch_size itself is always tried.
       const int64_t search_max_batch =
           options_.search_max_batch > 0 ? options_.search_max_batch
-          : eager->gpu() >= 0           ? kDefaultSearchMaxBatch
-                                        : std::max<int64_t>(spec_.max_batch_size, 1);
+          : eager->gpu() >= 0 ? std::max<int64_t>(kDefaultSearchMaxBatch, 2 * static_cast<int64_t>(spec_.max_batch_size))
+                              : std::max<int64_t>(spec_.max_batch_size, 1);
       report.throughput = SearchThroughput(
           *eager, spec_, dims_, SearchOptions{search_max_batch, options_.warmup_runs, options_.repetitions}, rng_);
     }
@@ -221,7 +221,6 @@ class Profiler {
 }  // namespace
 
 absl::StatusOr<std::vector<int>> ResolveBatchSizes(const std::string& list, int max_batch_size) {
-  if (max_batch_size <= 0) return std::vector<int>{1};
   std::vector<int> sizes;
   for (absl::string_view part : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
     part = absl::StripAsciiWhitespace(part);
@@ -234,6 +233,7 @@ absl::StatusOr<std::vector<int>> ResolveBatchSizes(const std::string& list, int 
     sizes.push_back(std::min(size, max_batch_size));
   }
   if (sizes.empty()) return absl::InvalidArgumentError("--batch-sizes: empty list");
+  if (max_batch_size <= 0) return std::vector<int>{1};  // a valid list, but the model has one shape
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
   return sizes;
@@ -248,6 +248,12 @@ absl::StatusOr<ProfileReport> ProfileModel(const std::string& model_dir, const P
   spec.parameters.erase(server::kExactDeviceTimingKey);
   int gpu = options.gpu;
   if (gpu == -2) gpu = server::CudaDeviceCount() > 0 ? 0 : -1;
+  const int largest = std::max(spec.max_batch_size, 1);
+  if (options.mistakes_batch_size > largest) {
+    return absl::InvalidArgumentError(absl::StrCat("--mistakes-batch-size ", options.mistakes_batch_size, ": model '",
+                                                   spec.name, "' runs batches of 1 to ", largest, " (max_batch_size ",
+                                                   spec.max_batch_size, ")"));
+  }
   if (gpu >= server::CudaDeviceCount()) {
     return absl::InvalidArgumentError(absl::StrCat("--gpu ", gpu, ": this build sees ", server::CudaDeviceCount(),
                                                    " CUDA devices"));

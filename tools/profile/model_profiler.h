@@ -68,8 +68,9 @@ struct ProfileReport {
   std::vector<TimingMistake> mistakes;
 };
 
-// Parses "1,8,32,max" against max_batch_size (0: the model does not batch, so {1}): sizes above
-// the maximum are clipped to it; ascending and distinct. INVALID_ARGUMENT for a bad entry.
+// Parses "1,8,32,max" against max_batch_size (0: the model does not batch, so {1} for any valid
+// list): sizes above the maximum are clipped to it; ascending and distinct. INVALID_ARGUMENT for a
+// bad entry, whatever max_batch_size is.
 absl::StatusOr<std::vector<int>> ResolveBatchSizes(const std::string& list, int max_batch_size);
 
 // Profiles the model in `model_dir` (a Triton-layout model directory: config.pbtxt + <version>/model.pt).

@@ -45,10 +45,11 @@ int RunProfileCommand(int argc, char** argv) {
       ->allow_extra_args(false);
   app.add_option("--search-max-batch", options.search_max_batch,
                  "Largest batch size the throughput search tries (it goes past max_batch_size, doubling, "
-                 "until out of memory or this). Default: 4096 on a GPU, max_batch_size on the CPU")
+                 "until out of memory or this). Default: 4096 or 2 x max_batch_size, the larger, on a GPU; "
+                 "max_batch_size on the CPU")
       ->transform(IntegerIn(1, 1 << 30));
   app.add_option("--mistakes-batch-size", options.mistakes_batch_size,
-                 "Batch size of the timing-mistakes table (default: the largest profiled)")
+                 "Batch size of the timing-mistakes table, at most max_batch_size (default: the largest profiled)")
       ->transform(IntegerIn(1, 1 << 30));
   app.add_option("--seed", options.seed, "Seed of the random inputs")->capture_default_str();
   app.add_flag("--no-graphs", no_graphs, "Skip the CUDA-graph mode");

@@ -72,7 +72,8 @@ std::string InputsLine(const ProfileReport& r) {
 
 void PrintThroughput(const ProfileReport& r, std::ostream& out) {
   const ThroughputSearch& t = r.throughput;
-  out << "\n== throughput search (eager, batch size doubled from 1 past max_batch_size up to --search-max-batch "
+  const std::string reach = t.search_max_batch > r.max_batch_size ? "past max_batch_size up to" : "up to";
+  out << "\n== throughput search (eager, batch size doubled from 1 " << reach << " --search-max-batch "
       << t.search_max_batch << "; stopped by " << t.stopped_by << ")\n";
   out << absl::StrFormat("%6s  %14s %14s\n", "batch", "wall med us", "items/s");
   for (const ThroughputPoint& p : t.points) {
@@ -148,10 +149,14 @@ std::string ReportToJson(const ProfileReport& r) {
     points.push_back({{"batch_size", p.batch_size}, {"wall_median_us", p.wall_median_us},
                       {"items_per_s", p.items_per_s}, {"above_max_batch_size", p.above_max_batch_size}});
   }
-  doc["throughput"] = {{"points", points},
-                       {"best_batch_size", r.throughput.best_batch_size},
-                       {"best_items_per_s", r.throughput.best_items_per_s},
-                       {"search_max_batch", r.throughput.search_max_batch},
+  // Not searched (--no-throughput-search), or nothing measured before the search stopped: no best.
+  const bool searched = r.throughput.search_max_batch > 0;
+  const bool found = !r.throughput.points.empty();
+  doc["throughput"] = {{"measured", found},
+                       {"points", points},
+                       {"best_batch_size", found ? json(r.throughput.best_batch_size) : json(nullptr)},
+                       {"best_items_per_s", found ? json(r.throughput.best_items_per_s) : json(nullptr)},
+                       {"search_max_batch", searched ? json(r.throughput.search_max_batch) : json(nullptr)},
                        {"memory_limit_batch_size", r.throughput.memory_limit_batch_size > 0
                                                        ? json(r.throughput.memory_limit_batch_size)
                                                        : json(nullptr)},

@@ -41,7 +41,7 @@ struct ThroughputSearch {
   double best_items_per_s = 0;
   int64_t search_max_batch = 0;         // the SearchOptions::max_batch it ran under
   int64_t memory_limit_batch_size = 0;  // the size that ran out of memory; 0 = none did
-    // "memory limit at batch size N", "search limit (--search-max-batch N)", "the model does not
+  // "memory limit at batch size N", "search limit (--search-max-batch N)", "the model does not
   // batch (max_batch_size 0)", "input bytes limit at batch size N (...)" or "error at batch size N"
   std::string stopped_by;
   std::string stop_error;  // the failing run's error (the allocator's message), for the last two kinds of stop
