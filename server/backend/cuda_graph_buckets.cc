@@ -18,9 +18,10 @@ std::vector<int> DefaultGraphBuckets(int max_batch_size) {
 }
 
 absl::StatusOr<std::vector<int>> GraphBucketsFromSpec(const ModelSpec& spec) {
-  if (!spec.cuda_graphs) return std::vector<int>{};
   auto it = spec.parameters.find(kGraphBatchSizesKey);
-  if (it == spec.parameters.end()) return DefaultGraphBuckets(spec.max_batch_size);
+  if (it == spec.parameters.end()) {
+    return spec.cuda_graphs ? DefaultGraphBuckets(spec.max_batch_size) : std::vector<int>{};
+  }
   auto error = [&](const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat("model '", spec.name, "': parameter ",
                                                    kGraphBatchSizesKey, " = \"", it->second,
@@ -41,6 +42,7 @@ absl::StatusOr<std::vector<int>> GraphBucketsFromSpec(const ModelSpec& spec) {
     }
     buckets.push_back(size);
   }
+  if (!spec.cuda_graphs) return std::vector<int>{};  // a valid setting, kept for when graphs are on
   std::sort(buckets.begin(), buckets.end());
   buckets.erase(std::unique(buckets.begin(), buckets.end()), buckets.end());
   return buckets;

@@ -26,7 +26,7 @@ std::vector<int> DefaultGraphBuckets(int max_batch_size);
 // The buckets for `spec`, ascending and distinct: empty when optimization.cuda.graphs is off;
 // parameters[cuda_graph_batch_sizes] when given, else DefaultGraphBuckets. INVALID_ARGUMENT names
 // the model, the key and the bad value (not a positive integer, above max_batch_size, or given for
-// a model with max_batch_size 0).
+// a model with max_batch_size 0), with graphs on or off: a bad setting is never loaded silently.
 absl::StatusOr<std::vector<int>> GraphBucketsFromSpec(const ModelSpec& spec);
 
 // Whether every input has fixed per-item dims (no -1): only then is a graph captured; a model with

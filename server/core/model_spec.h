@@ -4,6 +4,7 @@
 #ifndef CHRONOSERVE_SERVER_CORE_MODEL_SPEC_H_
 #define CHRONOSERVE_SERVER_CORE_MODEL_SPEC_H_
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -56,6 +57,13 @@ struct WarmupSpec {
   // and serving warm-ups too); every other input is random.
   std::set<std::string> zero_data_inputs;
 };
+
+// The keys of config.pbtxt's `parameters` that chronoserve reads, each parsed (and defined as a
+// constant) by its own subsystem: cuda_graph_buckets.h, exact_device_timing.h, batch_pipeline.h,
+// keep_warm.h. Any other key is kept (ModelConfig answers it) but does nothing; the repository
+// loader warns of it.
+inline constexpr std::array<const char*, 5> kModelParameterKeys = {
+    "cuda_graph_batch_sizes", "exact_device_timing", "keep_warm_horizon_ms", "keep_warm_ms", "pipeline_depth"};
 
 struct ModelSpec {
   std::string name;

@@ -133,6 +133,10 @@ absl::StatusOr<std::vector<TensorSpec>> ConvertTensors(
 }
 
 constexpr int kMaxInstanceCount = 256;
+// The warm-up before READY runs every batch size up to max_batch_size (twice each), so its work grows
+// with the square of the setting: beyond this a typo (an extra zero) would hold the model in LOADING
+// for hours.
+constexpr int kMaxMaxBatchSize = 65536;
 
 absl::StatusOr<std::vector<InstanceGroupSpec>> ConvertInstanceGroups(const pb::ModelConfig& config,
                                                                      const std::string& source) {
@@ -156,7 +160,10 @@ absl::StatusOr<std::vector<InstanceGroupSpec>> ConvertInstanceGroups(const pb::M
                                                      kMaxInstanceCount, " (workers per group, on each GPU it lists)"));
     }
     for (int gpu : g.gpus()) {
-      if (gpu < 0) return absl::InvalidArgumentError(absl::StrCat(source, ": negative gpu id ", gpu));
+      if (gpu < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(source, ": instance_group gpus lists ", gpu, ": expected a CUDA device ordinal (0 or more)"));
+      }
       spec.gpus.push_back(gpu);
     }
     if (spec.kind == InstanceKind::kCpu && !spec.gpus.empty()) {
@@ -325,9 +332,9 @@ absl::StatusOr<ModelSpec> SpecFromProto(const pb::ModelConfig& config, const std
     return absl::InvalidArgumentError(absl::StrCat(source, ": name '", config.name(),
                                                    "' does not match its directory '", model_name, "'"));
   }
-  const bool torch = config.platform() == "pytorch_libtorch" ||
-                     (config.platform().empty() && config.backend() == "pytorch") ||
-                     (config.platform().empty() && config.backend().empty());
+  // As Triton: the platform, the backend or both, and when both they agree.
+  const bool torch = (config.platform() == "pytorch_libtorch" || config.platform().empty()) &&
+                     (config.backend() == "pytorch" || config.backend().empty());
   if (!torch) {
     return absl::InvalidArgumentError(absl::StrCat(
         source, ": platform '", config.platform(), "' / backend '", config.backend(),
@@ -336,6 +343,11 @@ absl::StatusOr<ModelSpec> SpecFromProto(const pb::ModelConfig& config, const std
   spec.platform = "pytorch_libtorch";
   if (config.max_batch_size() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": max_batch_size must be >= 0"));
+  }
+  if (config.max_batch_size() > kMaxMaxBatchSize) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": max_batch_size ", config.max_batch_size(), " is above ", kMaxMaxBatchSize,
+        ", the largest chronoserve serves (the warm-up before READY runs every batch size from 1 to it)"));
   }
   spec.max_batch_size = config.max_batch_size();
   ASSIGN_OR_RETURN(spec.inputs, ConvertTensors(config.input(), "input", source));
@@ -442,6 +454,12 @@ absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir) {
                     << "' is not implemented by chronoserve and is ignored";
   }
   ASSIGN_OR_RETURN(ModelSpec spec, SpecFromProto(config, config_path.string(), name));
+  for (const auto& [key, value] : spec.parameters) {
+    if (std::find(kModelParameterKeys.begin(), kModelParameterKeys.end(), key) != kModelParameterKeys.end()) continue;
+    CS_LOG(WARNING) << config_path.string() << ": model '" << name << "': parameter '" << key
+                    << "' is not one of chronoserve's (" << absl::StrJoin(kModelParameterKeys, ", ")
+                    << ") and is ignored";
+  }
   std::vector<int64_t> specific;
   if (config.version_policy().has_specific()) {
     specific.assign(config.version_policy().specific().versions().begin(),

@@ -36,6 +36,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"name: \"other\"\n", "does not match its directory"},
         BadCase{"platform: \"onnxruntime_onnx\"\n", "pytorch_libtorch"},
         BadCase{"max_batch_size: -1\n", "max_batch_size must be >= 0"},
+        BadCase{"platform: \"pytorch_libtorch\"\nbackend: \"onnxruntime\"\n", "backend 'onnxruntime' is not served"},
+        BadCase{"max_batch_size: 1000000\ninput { name: \"x\" data_type: TYPE_FP32 dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\n",
+                "max_batch_size 1000000 is above 65536"},
         BadCase{"output { name: \"y\" data_type: TYPE_FP32 dims: 3 }\n", "at least one input"},
         BadCase{"input { name: \"x\" dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\n", "data_type is missing"},
         BadCase{"input { name: \"x\" data_type: TYPE_STRING dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\n", "TYPE_STRING"},
@@ -45,7 +48,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"input { name: \"x\" data_type: TYPE_FP32 dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\ndynamic_batching {}\n", "needs max_batch_size > 0"},
         BadCase{"max_batch_size: 4\ninput { name: \"x\" data_type: TYPE_FP32 dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\ndynamic_batching { preferred_batch_size: 8 }\n", "preferred_batch_size 8"},
         BadCase{"input { name: \"x\" data_type: TYPE_FP32 dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\ninstance_group { kind: KIND_CPU gpus: 0 }\n", "KIND_CPU instance_group lists gpus"},
-        BadCase{"input { name: \"x\" data_type: TYPE_FP32 dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\ninstance_group { kind: KIND_MODEL }\n", "KIND_MODEL"}),
+        BadCase{"input { name: \"x\" data_type: TYPE_FP32 dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\ninstance_group { kind: KIND_MODEL }\n", "KIND_MODEL"},
+        BadCase{"input { name: \"x\" data_type: TYPE_FP32 dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\ninstance_group { kind: KIND_GPU gpus: -1 }\n",
+                "instance_group gpus lists -1: expected a CUDA device ordinal (0 or more)"}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return "case" + std::to_string(info.index); });
 
 // A model with one variable input (x: FP32 [4,-1]) and one fixed one (f: INT8 [2,3]) that batches up
@@ -101,9 +106,9 @@ const std::string kUnreasonable[][2] = {
     {"max_batch_size: 8\ninput { name: \"x\" data_type: TYPE_FP32 dims: [ 4, 20, 2000000000 ] }\n"
      "output { name: \"y\" data_type: TYPE_FP32 dims: 3 }\n",
      "the inputs at 8 item(s) (max_batch_size, variable dims as 1; the size the warm-up before READY sends) need 5120000000000 bytes"},
-    {"max_batch_size: 2147483647\ninput { name: \"x\" data_type: TYPE_FP32 dims: [ 4, 20, 20 ] }\n"
+    {"max_batch_size: 65536\ninput { name: \"x\" data_type: TYPE_FP32 dims: [ 4, 20, 20000 ] }\n"
      "output { name: \"y\" data_type: TYPE_FP32 dims: 3 }\n",
-     "the inputs at 2147483647 item(s)"},
+     "the inputs at 65536 item(s)"},
     {"input { name: \"x\" data_type: TYPE_FP64 dims: [ 4000000000, 4000000000, -1, 4000000000 ] }\n"
      "output { name: \"y\" data_type: TYPE_FP32 dims: 3 }\n",
      "input 'x': dims [4000000000,4000000000,-1,4000000000] make one item larger than 2^63 bytes"},

@@ -51,12 +51,21 @@ TEST(CudaGraphBucketsTest, BatchGoesToTheSmallestBucketThatHoldsIt) {
   EXPECT_EQ(BucketFor({4, 16}, 17), 0) << "beyond the largest bucket: eager";
 }
 
-TEST(CudaGraphBucketsTest, GraphsOffMeansNoBuckets) {
-  ModelSpec spec = GraphSpec(16, "not even parsed");
+TEST(CudaGraphBucketsTest, GraphsOffMeansNoBucketsButTheSettingIsStillChecked) {
+  ModelSpec spec = GraphSpec(16, "1,8");
   spec.cuda_graphs = false;
   auto buckets = GraphBucketsFromSpec(spec);
   ASSERT_TRUE(buckets.ok()) << buckets.status();
   EXPECT_TRUE(buckets->empty());
+  spec.parameters.erase(kGraphBatchSizesKey);
+  buckets = GraphBucketsFromSpec(spec);
+  ASSERT_TRUE(buckets.ok()) << buckets.status();
+  EXPECT_TRUE(buckets->empty());
+  // A typo is refused even while graphs are off, not found only when they are turned on.
+  spec.parameters[kGraphBatchSizesKey] = "1,abc,999";
+  buckets = GraphBucketsFromSpec(spec);
+  ASSERT_FALSE(buckets.ok());
+  EXPECT_THAT(buckets.status().message(), HasSubstr("'abc' is not a positive integer"));
 }
 
 TEST(CudaGraphBucketsTest, ParsesTheConfiguredSizes) {

@@ -6,10 +6,17 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
+#include <string_view>
 
+#include "server/backend/batch_pipeline.h"
+#include "server/backend/cuda_graph_buckets.h"
+#include "server/backend/exact_device_timing.h"
+#include "server/scheduler/keep_warm.h"
 #include "tests/fakes/remove_tree.h"
 
 namespace chronoserve::server {
@@ -70,6 +77,33 @@ TEST_F(RepositoryTest, SpecificVersionPolicyAndMissingFile) {
   spec = LoadModelDirectory((root_ / "m").string());
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->version, 2);
+}
+
+// The loader's list of the keys that do something is the subsystems' own keys, no more, no fewer.
+TEST(ModelParameterKeysTest, AreTheKeysTheSubsystemsRead) {
+  std::set<std::string_view> read = {kGraphBatchSizesKey, kExactDeviceTimingKey, kPipelineDepthKey, kKeepWarmKey,
+                                     kKeepWarmHorizonKey};
+  EXPECT_EQ(std::set<std::string_view>(kModelParameterKeys.begin(), kModelParameterKeys.end()), read);
+  EXPECT_TRUE(std::is_sorted(kModelParameterKeys.begin(), kModelParameterKeys.end(),
+                             [](std::string_view a, std::string_view b) { return a < b; }))
+      << "listed in messages";
+}
+
+// A parameter key chronoserve does not read (a typo, another backend's) loads, with a warning that
+// names it and the keys that do something.
+TEST_F(RepositoryTest, AnUnknownParameterKeyIsLoggedWithTheKnownOnes) {
+  Write("m/config.pbtxt", std::string(kIo) +
+                              "parameters { key: \"keep_warm\" value { string_value: \"10\" } }\n"
+                              "parameters { key: \"keep_warm_ms\" value { string_value: \"10\" } }\n");
+  Write("m/1/model.pt", "x");
+  ::testing::internal::CaptureStderr();
+  auto spec = LoadModelDirectory((root_ / "m").string());
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->parameters.at("keep_warm"), "10") << "kept: ModelConfig answers it";
+  EXPECT_THAT(log, HasSubstr("model 'm': parameter 'keep_warm' is not one of chronoserve's (cuda_graph_batch_sizes, "
+                             "exact_device_timing, keep_warm_horizon_ms, keep_warm_ms, pipeline_depth) and is ignored"));
+  EXPECT_THAT(log, ::testing::Not(HasSubstr("parameter 'keep_warm_ms'")));
 }
 
 TEST_F(RepositoryTest, NoVersionDirectoryAndNoConfig) {
