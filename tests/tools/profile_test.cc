@@ -37,11 +37,16 @@ TEST(ProfileTest, ResolvesBatchSizesAgainstTheModelMaximum) {
   EXPECT_FALSE(profile::ResolveBatchSizes("", 0).ok());
 }
 
-TEST(ProfileTest, ProfilesAnMlpOnTheCpu) {
-  testing::TempDir repo("cs_profile");
+// The mlp example batching up to 8, as "mlp" in `repo`.
+void WriteMlpOf8(const testing::TempDir& repo) {
   examples::ModelOptions o;
   o.max_batch_size = 8;
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", o).ok());
+}
+
+TEST(ProfileTest, ProfilesAnMlpOnTheCpu) {
+  testing::TempDir repo("cs_profile");
+  ASSERT_NO_FATAL_FAILURE(WriteMlpOf8(repo));
   profile::ProfileOptions options;
   options.gpu = -1;
   options.batch_sizes = "1,4,max";
@@ -137,9 +142,7 @@ TEST(ProfileTest, ProfilesAnMlpOnTheCpu) {
 
 TEST(ProfileTest, MistakesBatchSizeFlagStillChoosesTheSize) {
   testing::TempDir repo("cs_profile_mistakes");
-  examples::ModelOptions o;
-  o.max_batch_size = 8;
-  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", o).ok());
+  ASSERT_NO_FATAL_FAILURE(WriteMlpOf8(repo));
   profile::ProfileOptions options;
   options.gpu = -1;
   options.batch_sizes = "1,8";
@@ -165,9 +168,7 @@ TEST(ProfileTest, MistakesBatchSizeFlagStillChoosesTheSize) {
 // A timing-mistakes size the model never runs is refused, naming the flag, the model and its limit.
 TEST(ProfileTest, MistakesBatchSizeAboveTheModelMaximumIsRefused) {
   testing::TempDir repo("cs_profile_mistakes_max");
-  examples::ModelOptions o;
-  o.max_batch_size = 8;
-  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", o).ok());
+  ASSERT_NO_FATAL_FAILURE(WriteMlpOf8(repo));
   profile::ProfileOptions options;
   options.gpu = -1;
   options.repetitions = 2;
