@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "server/backend/torch_backend.h"
@@ -15,12 +16,19 @@ constexpr size_t kMaxWorkersPerModel = 1024;
 absl::StatusOr<std::vector<InstanceGroupSpec>> ResolveInstanceGroups(const ModelSpec& spec, int gpu_count) {
   std::vector<InstanceGroupSpec> groups = spec.instance_groups;
   for (InstanceGroupSpec& group : groups) {
-    if (group.kind == InstanceKind::kAuto) group.kind = gpu_count > 0 ? InstanceKind::kGpu : InstanceKind::kCpu;
+    // KIND_AUTO is the GPU when one is visible, or when its gpus name one (as Triton: a group that
+    // names GPUs is a GPU group, refused below without one, never served on the CPU instead).
+    const bool named_gpus = !group.gpus.empty();
+    if (group.kind == InstanceKind::kAuto) {
+      group.kind = gpu_count > 0 || named_gpus ? InstanceKind::kGpu : InstanceKind::kCpu;
+    }
     if (group.kind == InstanceKind::kCpu) continue;
     if (gpu_count == 0) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "model '", spec.name, "': instance_group asks for KIND_GPU but no CUDA GPU is visible to this "
-          "server (", TorchBuildDescription(), "); use KIND_AUTO or KIND_CPU to run on the CPU"));
+          "model '", spec.name, "': instance_group asks for ",
+          named_gpus ? absl::StrCat("GPU(s) ", absl::StrJoin(group.gpus, ", ")) : std::string("KIND_GPU"),
+          " but no CUDA GPU is visible to this server (", TorchBuildDescription(),
+          "); use KIND_CPU, or KIND_AUTO without gpus, to run on the CPU"));
     }
     if (group.gpus.empty()) {
       for (int g = 0; g < gpu_count; ++g) group.gpus.push_back(g);

@@ -419,6 +419,11 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> CreateTorchInstance(const ModelSp
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(absl::StrCat("model '", spec.name, "': cannot load ",
                                                    spec.model_path, ": ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    // TorchScript's compiler reports code it cannot compile (an operator this LibTorch lacks, e.g. a
+    // custom or newer one) as torch::jit::ErrorReport, which is no c10::Error.
+    return absl::InvalidArgumentError(
+        absl::StrCat("model '", spec.name, "': cannot load ", spec.model_path, ": ", e.what()));
   }
 }
 

@@ -66,6 +66,35 @@ TEST_F(FailedModelTest, BrokenModelsFailAloneWithTheirReason) {
   EXPECT_FALSE(c->ServerLive().ok()) << "stopped";
 }
 
+// A model whose TorchScript cannot compile here (an operator this LibTorch lacks) fails its load
+// alone, naming the model and the operator; the server and its other models go on (before, the
+// compiler's torch::jit::ErrorReport, no c10::Error, escaped the load and aborted the server).
+TEST_F(FailedModelTest, AModelWhoseCodeCannotCompileFailsAloneNamingTheOperator) {
+  testing::TempDir repo("cs_vanished_op");
+  examples::ModelOptions o;
+  o.max_batch_size = 4;
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "good", o).ok());
+  repo.WriteFile("vanished/config.pbtxt",
+                 "max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: 8 }\n"
+                 "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 8 }\ninstance_group { kind: KIND_CPU }\n");
+  std::filesystem::create_directories(repo.path() + "/vanished/1");
+  ASSERT_TRUE(testing::WriteModelCallingAVanishedOperator(repo.path() + "/vanished/1/model.pt"));
+  auto server = testing::StartServer(repo.path());
+  ASSERT_NE(server, nullptr);
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+  EXPECT_EQ(testing::Answer(c->ModelReady("good")), "true");
+  EXPECT_EQ(testing::Answer(c->ModelReady("vanished")), "false");
+  std::mt19937_64 rng(7);
+  const Tensor input{"INPUT__0", DataType::kFp32, {1, 8}, RandomTensorBytes(DataType::kFp32, 8, rng)};
+  auto refused = c->Infer("vanished", {input});
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("model 'vanished': cannot load "));
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("chronoserve_test::vanished"));
+  const Tensor good_input{"INPUT__0", DataType::kFp32, {1, 64}, RandomTensorBytes(DataType::kFp32, 64, rng)};
+  EXPECT_TRUE(c->Infer("good", {good_input}).ok());
+  server->Shutdown();
+}
+
 // A forward() that throws fails only its batch: INTERNAL, with the model, worker and device named
 // once before TorchScript's own message, whether the model raised or an operator in it failed (the
 // interpreter rethrows that as std::runtime_error); the next request is answered.

@@ -116,6 +116,21 @@ TEST(ModelConfigFromSpecTest, GroupsAreReportedAsResolvedAtLoad) {
   server::ModelSpec gpu_only = spec;
   gpu_only.instance_groups = {every};
   EXPECT_FALSE(server::ResolveInstanceGroups(gpu_only, 0).ok()) << "KIND_GPU without a GPU";
+  // KIND_AUTO that names a GPU is a GPU group: refused without one (as Triton), never served on the
+  // CPU and then reported as KIND_CPU with gpus, which no loader accepts.
+  server::InstanceGroupSpec pinned;  // KIND_AUTO, gpus: [0]
+  pinned.gpus = {0};
+  server::ModelSpec auto_pinned = spec;
+  auto_pinned.instance_groups = {pinned};
+  auto refused = server::ResolveInstanceGroups(auto_pinned, 0);
+  ASSERT_FALSE(refused.ok()) << "KIND_AUTO with gpus: [0] and no GPU";
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("model 'placed'"));
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("GPU(s) 0"));
+  groups = server::ResolveInstanceGroups(auto_pinned, 2);
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  EXPECT_EQ((*groups)[0].kind, server::InstanceKind::kGpu);
+  EXPECT_THAT((*groups)[0].gpus, ElementsAre(0));
 
   // A spec the ModelManager did not resolve (a runtime built elsewhere) is reported as configured.
   c = server::ModelConfigFromSpec(spec);

@@ -2,6 +2,8 @@
 
 #include <torch/script.h>
 #include <torch/torch.h>
+#include <torch/csrc/jit/frontend/resolver.h>
+#include <torch/csrc/jit/frontend/sugared_value.h>
 
 #include <cmath>
 #include <cstring>
@@ -78,6 +80,43 @@ bool WriteScriptedModel(const std::string& model_path, const std::string& source
     module.define(source);
     module.save(model_path);
     return true;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "writing " << model_path << ": " << e.what();
+    return false;
+  }
+}
+
+namespace {
+// Resolves `ops.<namespace>.<op>` as TorchScript's importer does (define()'s own resolver knows only
+// `torch`, i.e. aten), so a module can call an operator of another namespace.
+class OpsNamespaces final : public torch::jit::SugaredValue {
+ public:
+  std::string kind() const override { return "ops"; }
+  std::shared_ptr<torch::jit::SugaredValue> attr(const torch::jit::SourceRange&, torch::jit::GraphFunction&,
+                                                 const std::string& field) override {
+    return std::make_shared<torch::jit::BuiltinModule>(field);
+  }
+};
+class OpsResolver final : public torch::jit::Resolver {
+ public:
+  std::shared_ptr<torch::jit::SugaredValue> resolveValue(const std::string& name, torch::jit::GraphFunction& m,
+                                                         const torch::jit::SourceRange& loc) override {
+    if (name == "ops") return std::make_shared<OpsNamespaces>();
+    return torch::jit::nativeResolver()->resolveValue(name, m, loc);
+  }
+  torch::jit::TypePtr resolveType(const std::string&, const torch::jit::SourceRange&) override { return nullptr; }
+};
+}  // namespace
+
+bool WriteModelCallingAVanishedOperator(const std::string& model_path) {
+  try {
+    torch::RegisterOperators registration("chronoserve_test::vanished(Tensor x) -> Tensor",
+                                          [](at::Tensor x) { return x * 2; });
+    torch::jit::Module module("vanished");
+    module.define("def forward(self, x):\n  return ops.chronoserve_test.vanished(x)\n",
+                  std::make_shared<OpsResolver>());
+    module.save(model_path);
+    return true;  // `registration` goes here, and the operator with it
   } catch (const std::exception& e) {
     ADD_FAILURE() << "writing " << model_path << ": " << e.what();
     return false;

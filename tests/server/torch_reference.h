@@ -32,6 +32,12 @@ std::string AddSubMismatch(const client::Tensor& a, const client::Tensor& b, con
 // torch::jit::Module::define takes it) to `model_path`; false with the error in a test failure.
 bool WriteScriptedModel(const std::string& model_path, const std::string& source);
 
+// Writes a TorchScript module whose forward(x) calls the operator chronoserve_test::vanished, which
+// is registered only while the module is defined and saved: loading the file afterwards meets an
+// operator this process lacks, as a model using a custom or newer operator meets a LibTorch without
+// it (TorchScript's compiler then throws torch::jit::ErrorReport, no c10::Error).
+bool WriteModelCallingAVanishedOperator(const std::string& model_path);
+
 }  // namespace chronoserve::testing
 
 #endif  // CHRONOSERVE_TESTS_SERVER_TORCH_REFERENCE_H_
