@@ -1,10 +1,13 @@
 #include "server/server_flags.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "common/cli_integer.h"
 
@@ -32,7 +35,30 @@ std::optional<int64_t> ArenaMib(const std::string& value) {
 
 std::string CheckArenaMib(const std::string& value) {
   if (value == "auto" || ArenaMib(value).has_value()) return "";
-  return "must be auto or a whole number of MiB from 0 to 65536";
+  return "must be auto or a whole number of MiB from 0 to 65536, got '" + value + "'";
+}
+
+// An IPv6 address, with or without a zone (fe80::1%eth0).
+bool IsIpv6Address(const std::string& text) {
+  const std::string address_part = text.substr(0, text.find('%'));
+  in6_addr address{};
+  return inet_pton(AF_INET6, address_part.c_str(), &address) == 1;
+}
+
+// --host as the server binds it: an IPv4 address, a host name, or an IPv6 address with or without
+// its brackets (stored without: the listeners add them). Anything else, a port above all (that is
+// --grpc-port), fails here instead of as a listening port that cannot be opened.
+absl::StatusOr<std::string> ListeningHost(const std::string& value) {
+  std::string host = value;
+  const bool bracketed = host.size() >= 2 && host.front() == '[' && host.back() == ']';
+  if (bracketed) host = host.substr(1, host.size() - 2);
+  const bool has_colon = host.find(':') != std::string::npos;
+  const bool ipv6 = has_colon && IsIpv6Address(host);
+  const bool name_chars = !host.empty() && host.find_first_of("[]/ \t") == std::string::npos;
+  if (ipv6 || (!bracketed && !has_colon && name_chars)) return host;
+  return absl::InvalidArgumentError(
+      "--host: expected an IPv4 address, a host name or an IPv6 address (brackets optional), got '" + value +
+      "'" + (has_colon && !ipv6 ? "; the port is --grpc-port" : ""));
 }
 
 void AddServingFlags(CLI::App* app, RawServerFlags* raw) {
@@ -145,6 +171,9 @@ absl::StatusOr<ServerFlags> ResolveServerFlags(RawServerFlags raw, const otlp::E
   flags.log_verbose = raw.log_verbose;
   flags.options = std::move(raw.options);
   ServerOptions& options = flags.options;
+  absl::StatusOr<std::string> host = ListeningHost(options.host);
+  if (!host.ok()) return host.status();
+  options.host = *std::move(host);
   options.request_timing = raw.request_timing == "on";
   const std::optional<int64_t> arena_mib = ArenaMib(raw.input_arena);  // checked at parse: else auto
   options.input_arena_bytes = arena_mib.has_value() ? *arena_mib << 20 : -1;

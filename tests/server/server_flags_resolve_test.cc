@@ -102,6 +102,21 @@ TEST(ServerFlagsResolveTest, TraceCollectorFromTheEnvironmentWhenNoFlag) {
   EXPECT_EQ(flags->telemetry.tracing.exporter.endpoint, "otel:4317");
 }
 
+// --host as the listeners take it: IPv6 with or without brackets (stored without), IPv4 and names
+// as given; the metrics endpoint listens on the same host.
+TEST(ServerFlagsResolveTest, HostIsStoredWithoutBrackets) {
+  const std::vector<std::pair<std::string, std::string>> rows = {
+      {"[::1]", "::1"}, {"::1", "::1"}, {"[::]", "::"}, {"0.0.0.0", "0.0.0.0"},
+      {"localhost", "localhost"}, {"fe80::1%2", "fe80::1%2"}};
+  for (const auto& [given, stored] : rows) {
+    SCOPED_TRACE(given);
+    auto flags = Parse({"--model-repository", "/m", "--host", given});
+    ASSERT_TRUE(flags.ok()) << flags.status();
+    EXPECT_EQ(flags->options.host, stored);
+    EXPECT_EQ(flags->telemetry.metrics.host, stored);
+  }
+}
+
 TEST(ServerFlagsResolveTest, BadValuesAreRefusedWithTheParsersMessage) {
   struct Row {
     std::vector<std::string> args;
@@ -110,11 +125,15 @@ TEST(ServerFlagsResolveTest, BadValuesAreRefusedWithTheParsersMessage) {
   const std::vector<Row> rows = {
       {{"--grpc-infer-threads", "0x10"}, "expected auto or a decimal number of threads from 0 to 64, got '0x10'"},
       {{"--grpc-infer-threads", "65"}, "from 0 to 64"},
-      {{"--input-arena-mib", "65537"}, "must be auto or a whole number of MiB from 0 to 65536"},
+      {{"--input-arena-mib", "65537"}, "must be auto or a whole number of MiB from 0 to 65536, got '65537'"},
       {{"--input-arena-mib", "4MiB"}, "must be auto or a whole number of MiB from 0 to 65536"},
       {{"--request-timing", "maybe"}, "--request-timing"},
       {{"--host-policy", "gpu_0,numa-node=1"}, "gpu_0,numa-node=1"},
       {{"--otlp-endpoint", "collector"}, "OTLP endpoint 'collector' is not HOST:PORT"},
+      {{"--host", "127.0.0.1:9000"}, "got '127.0.0.1:9000'; the port is --grpc-port"},
+      {{"--host", "[::1]:9000"}, "got '[::1]:9000'; the port is --grpc-port"},
+      {{"--host", "[localhost]"}, "--host: expected an IPv4 address, a host name or an IPv6 address"},
+      {{"--host", ""}, "got ''"},
   };
   for (const Row& row : rows) {
     std::vector<std::string> args = {"--model-repository", "/m"};
