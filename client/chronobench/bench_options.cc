@@ -82,11 +82,12 @@ absl::StatusOr<std::vector<double>> ParsePercentiles(absl::string_view text) {
   return out;
 }
 
+std::string ExactNumber(double value) { return absl::StrFormat("%.15g", value); }
+
 std::string PercentileKey(double percentile) {
-  // 15 significant digits: every decimal of up to 15 digits reads back as itself, so two different
-  // --percentiles never share a key (%g's 6 made 99.99999 "p100" and 50.0000001 "p50").
-  std::string s = absl::StrFormat("%.15g", percentile);
-  return absl::StrCat("p", absl::StrReplaceAll(s, {{".", "_"}}));
+  // 15 significant digits: two different --percentiles never share a key (%g's 6 made 99.99999
+  // "p100" and 50.0000001 "p50").
+  return absl::StrCat("p", absl::StrReplaceAll(ExactNumber(percentile), {{".", "_"}}));
 }
 
 absl::Status ValidateOptions(const BenchOptions& o) {

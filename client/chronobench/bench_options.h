@@ -106,6 +106,10 @@ absl::StatusOr<std::vector<int64_t>> ParseIntRange(absl::string_view flag, absl:
 absl::StatusOr<std::vector<double>> ParsePercentiles(absl::string_view text);
 // "p50", "p99_9": the JSON key of a percentile.
 std::string PercentileKey(double percentile);
+// `value` with 15 significant digits: every decimal of up to 15 digits reads back as itself and an
+// integer prints as one ("1000003", where %g's 6 digits gave "1e+06" for it and for 1000000). For
+// rates and idle gaps in labels and CSV fields.
+std::string ExactNumber(double value);
 
 // The open-loop rates and idle gaps ValidateOptions accepts.
 inline constexpr double kMinRatePerS = 1e-3;

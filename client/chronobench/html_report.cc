@@ -130,8 +130,13 @@ constexpr const char* kAppJs = R"js(
 })();
 )js";
 
-// Keeps inlined text from closing its <script> element early. JSON: "<\/" is a valid escape.
-std::string JsonScriptSafe(const std::string& json) { return absl::StrReplaceAll(json, {{"</", "<\\/"}}); }
+// Keeps inlined JSON from changing how the HTML parser reads its <script> element: with no "<" in
+// it, neither "</script" (closing it early) nor "<!--" followed by "<script" (the double-escaped
+// state, in which the page's own "</script>" no longer closes it) can occur. JSON has "<" and ">"
+// only inside strings, where \u003c and \u003e read back as them.
+std::string JsonScriptSafe(const std::string& json) {
+  return absl::StrReplaceAll(json, {{"<", "\\u003c"}, {">", "\\u003e"}});
+}
 std::string JsScriptSafe(const std::string& js) {
   return absl::StrReplaceAll(js, {{"</script", "<\\/script"}, {"</SCRIPT", "<\\/SCRIPT"}});
 }

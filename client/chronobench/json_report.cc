@@ -118,8 +118,8 @@ std::string CsvField(const std::string& value) {
 // batch_size (the load's own column only, the others empty).
 std::vector<std::string> PointColumns(const PointSpec& spec) {
   return {LoadModeName(spec.mode), spec.mode == LoadMode::kConcurrency ? absl::StrCat(spec.concurrency) : "",
-          spec.mode == LoadMode::kRate ? absl::StrCat(spec.rate) : "",
-          spec.mode == LoadMode::kIdleGap ? absl::StrCat(spec.idle_gap_ms) : "", absl::StrCat(spec.batch_size)};
+          spec.mode == LoadMode::kRate ? ExactNumber(spec.rate) : "",
+          spec.mode == LoadMode::kIdleGap ? ExactNumber(spec.idle_gap_ms) : "", absl::StrCat(spec.batch_size)};
 }
 
 // One record, ending with LF (RFC 4180 says CRLF; CSV readers take either).

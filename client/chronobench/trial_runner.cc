@@ -173,8 +173,8 @@ std::string PointSpec::Label() const {
   std::string s;
   switch (mode) {
     case LoadMode::kConcurrency: s = absl::StrCat("concurrency ", concurrency); break;
-    case LoadMode::kRate: s = absl::StrFormat("rate %g/s", rate); break;
-    case LoadMode::kIdleGap: s = absl::StrFormat("idle gap %g ms", idle_gap_ms); break;
+    case LoadMode::kRate: s = absl::StrCat("rate ", ExactNumber(rate), "/s"); break;
+    case LoadMode::kIdleGap: s = absl::StrCat("idle gap ", ExactNumber(idle_gap_ms), " ms"); break;
   }
   return absl::StrCat(s, ", batch ", batch_size);
 }

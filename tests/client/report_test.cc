@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "client/chronobench/bench_report.h"
 #include "client/chronobench/console_report.h"
+#include "client/chronobench/html_report.h"
 #include "client/chronobench/json_report.h"
 #include "client/chronobench/latency_recorder.h"
 #include "client/chronobench/trial_runner.h"
@@ -185,6 +186,69 @@ TEST(ReportTest, CsvEndsWithTheFailedPointsRow) {
   EXPECT_EQ(bare->back()[0], "rate");
   for (size_t i = 1; i + 3 < header.size(); ++i) EXPECT_EQ(bare->back()[i], "") << header[i];
   EXPECT_EQ(bare->back()[Column(header, "status")], "failed");
+}
+
+// Rates and idle gaps keep every digit in the CSV and the labels: with %g's 6 significant digits
+// 1000000 and 1000003 requests/s both read "1e+06", two points one could not tell apart.
+TEST(ReportTest, CsvAndLabelsKeepEveryDigitOfRatesAndIdleGaps) {
+  BenchReport report = MakeReport(LoadMode::kRate);
+  report.batch_sweep = false;
+  report.points[0].spec.rate = 1e6;
+  report.points[1].spec.rate = 1e6 + 3;
+  report.points[2].spec.rate = 0.125;
+  const auto rows = ParseCsv(ReportToCsv(report));
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 4u);
+  const std::vector<std::string>& header = (*rows)[0];
+  EXPECT_EQ((*rows)[1][Column(header, "rate")], "1000000");
+  EXPECT_EQ((*rows)[2][Column(header, "rate")], "1000003");
+  EXPECT_EQ((*rows)[3][Column(header, "rate")], "0.125");
+  EXPECT_EQ((*rows)[2][Column(header, "point")], "rate 1000003/s, batch 2");
+
+  PointSpec gap;
+  gap.mode = LoadMode::kIdleGap;
+  gap.idle_gap_ms = 86'399'999.5;
+  EXPECT_EQ(gap.Label(), "idle gap 86399999.5 ms, batch 1");
+  report.mode = LoadMode::kIdleGap;
+  report.points.resize(1);
+  report.points[0].spec = gap;
+  const auto gap_rows = ParseCsv(ReportToCsv(report));
+  ASSERT_TRUE(gap_rows.ok()) << gap_rows.status();
+  EXPECT_EQ((*gap_rows)[1][Column(header, "idle_gap_ms")], "86399999.5");
+}
+
+// Strings from the server or the run (model name, warning, failure message) are inlined in the
+// page's JSON <script>. "<!--" followed by "<script" there put the HTML parser in the
+// double-escaped state, where the page's own </script> no longer ended the element and nothing
+// rendered; so the inlined JSON holds no "<" or ">" at all, and still reads back as the report.
+TEST(ReportTest, HtmlInlinesTheReportWithoutAngleBrackets) {
+  BenchReport report = MakeReport(LoadMode::kConcurrency);
+  const std::string hostile = "m<!--<script>x</script>";
+  report.model_info["name"] = hostile;
+  report.points[0].warnings.push_back("warning <!-- <script> -->");
+  report.failed_point = FailedPoint{"concurrency 8, batch 1", "</script><!--<script>"};
+  const nlohmann::json json = ReportToJson(report);
+  const std::string html = RenderHtml(json, "/* chart.js stand-in */");
+
+  EXPECT_EQ(html.find("<!--"), std::string::npos) << html;
+  EXPECT_EQ(html.find(hostile), std::string::npos);
+  EXPECT_NE(html.find("JSON.parse(document.getElementById('report').textContent)"), std::string::npos)
+      << "the page's own script is missing";
+  size_t scripts = 0;
+  for (size_t at = html.find("<script"); at != std::string::npos; at = html.find("<script", at + 1)) ++scripts;
+  EXPECT_EQ(scripts, 3u) << "Chart.js, the report JSON and the page's script, and no other";
+
+  const std::string open = "<script type=\"application/json\" id=\"report\">";
+  const size_t begin = html.find(open);
+  ASSERT_NE(begin, std::string::npos);
+  const size_t end = html.find("</script>", begin);
+  ASSERT_NE(end, std::string::npos);
+  const std::string inlined = html.substr(begin + open.size(), end - begin - open.size());
+  EXPECT_EQ(inlined.find_first_of("<>"), std::string::npos) << inlined;
+  const nlohmann::json read_back = nlohmann::json::parse(inlined, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(read_back.is_discarded());
+  EXPECT_EQ(read_back, json);
+  EXPECT_EQ(read_back["model"]["name"], hostile);
 }
 
 TEST(ReportTest, CsvParserRefusesWhatIsNotCsv) {
