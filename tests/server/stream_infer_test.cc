@@ -1,8 +1,9 @@
 // ModelStreamInfer over real gRPC on 127.0.0.1: many requests on one stream (outputs per request,
 // ids matched, timing.* consistent, statistics), completion out of order across two models, an
-// invalid request and a full queue mid-stream (error responses, the stream goes on), the per-stream
-// read bound, and a client that cancels with requests queued (never executed, counted). Workers are
-// held by a Gate (tests/server/gated_instance.h); every wait has a timeout that fails the test.
+// invalid request, an error message cut on a UTF-8 character and a full queue mid-stream (error
+// responses, the stream goes on), the per-stream read bound, and a client that cancels with
+// requests queued (never executed, counted). Workers are held by a Gate
+// (tests/server/gated_instance.h); every wait has a timeout that fails the test.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 
 #include "client/infer_stream.h"
 #include "client/inference_client.h"
+#include "server/grpc/grpc_status.h"
 #include "tests/server/gated_instance.h"
 #include "tests/server/scheduling_harness.h"
 #include "tests/server/test_repository.h"
@@ -157,6 +159,43 @@ TEST_P(StreamInferTest, InvalidRequestsGetErrorResponsesAndTheStreamGoesOn) {
   const auto status = stream->Finish(kWait);
   ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(status->ok()) << "errors are per request, not the stream's: " << status->error_message();
+}
+
+// An error message over 1 KiB is cut on a UTF-8 character boundary: half a character in
+// error_message (a proto3 string) would fail the client's read and lose every later response.
+TEST_P(StreamInferTest, ALongNonAsciiErrorIsCutOnACharacterAndTheStreamGoesOn) {
+  ASSERT_NE(Serve(testing::GatedSpec("valid", 4, 0), 1, &gate_), nullptr);
+  auto stream = InferStream::Open(stub());
+  std::string accents;
+  for (int i = 0; i < 600; ++i) accents += "\xC3\xA9";  // e-acute, 2 bytes
+  // The error names the input: one of "x", "xx" before the accents puts the 1 KiB cut mid-character.
+  client::Tensor odd = GatedInput(1, 41), even = GatedInput(1, 42);
+  odd.name = "x" + accents;
+  even.name = "xx" + accents;
+  const client::Tensor good = GatedInput(1, 43);
+  ASSERT_TRUE(stream->Send(GatedRequest("valid", "long-odd", odd)));
+  ASSERT_TRUE(stream->Send(GatedRequest("valid", "long-even", even)));
+  ASSERT_TRUE(stream->Send(GatedRequest("valid", "good", good)));
+  stream->CloseSend();
+  std::map<std::string, absl::StatusOr<client::InferResult>> results;
+  for (int i = 0; i < 3; ++i) {
+    std::string id;
+    auto r = NextResult(*stream, &id);
+    if (!r.ok() && r.status().code() == absl::StatusCode::kDeadlineExceeded) FAIL() << r.status();
+    results.emplace(id, std::move(r));
+  }
+  for (const char* id : {"long-odd", "long-even"}) {
+    const absl::Status refused = results.at(id).status();
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << id << ": " << refused;
+    EXPECT_LE(refused.message().size(), server::kMaxStatusMessageBytes) << id;
+    EXPECT_THAT(std::string(refused.message()), ::testing::StartsWith("model 'valid' input 'x"));
+    EXPECT_THAT(std::string(refused.message()), ::testing::EndsWith("\xC3\xA9...")) << id;
+  }
+  ASSERT_TRUE(results.at("good").ok()) << results.at("good").status();
+  ExpectGatedOutputs(*results.at("good"), good);
+  const auto status = stream->Finish(kWait);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(status->ok()) << status->error_message();
 }
 
 TEST_P(StreamInferTest, QueueFullIsAnErrorResponseOnTheStream) {
