@@ -8,9 +8,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/dtype.h"
 #include "common/otlp/tracing_config.h"
 
 namespace chronoserve::client::bench {
@@ -134,6 +136,17 @@ absl::Status ValidateOptions(const BenchOptions& o) {
   if (o.load.batch_sweep && o.load.mode == LoadMode::kIdleGap && o.load.idle_gaps_ms.size() > 1) {
     return absl::InvalidArgumentError(
         "--batch-range sweeps batch size at one idle gap; give --idle-gap-range a single value");
+  }
+  // Every element takes a byte at least, whatever the input's datatype (RequestFactory checks the
+  // bytes once the model says it): a count past that, or past int64, is refused here as a bad flag.
+  for (const auto& [name, dims] : o.input.shapes) {
+    const int64_t elements = ElementCount(dims);  // -1: a negative dim or past int64
+    if (elements < 0 || elements > kMaxRequestBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--shape ", name, ":", absl::StrJoin(dims, ","), ": ",
+          elements < 0 ? "a negative dim, or more elements than int64 holds" : absl::StrCat(elements, " elements"),
+          "; a request carries at most ", kMaxRequestBytes, " bytes (protobuf's 2 GiB message limit)"));
+    }
   }
   if (o.measurement.interval_ms < 1) return absl::InvalidArgumentError("--measurement-interval must be >= 1");
   if (o.measurement.max_trials < 1) return absl::InvalidArgumentError("--max-trials must be >= 1");

@@ -111,12 +111,17 @@ std::string PercentileKey(double percentile);
 // rates and idle gaps in labels and CSV fields.
 std::string ExactNumber(double value);
 
+// The most bytes a request's input tensors may take together: protobuf serialises no message of
+// 2 GiB or more, so a larger request could never be sent.
+inline constexpr int64_t kMaxRequestBytes = std::numeric_limits<int32_t>::max();
+
 // The open-loop rates and idle gaps ValidateOptions accepts.
 inline constexpr double kMinRatePerS = 1e-3;
 inline constexpr double kMaxRatePerS = 1e9;
 inline constexpr double kMaxIdleGapMs = 86'400'000;  // a day
 
-// Cross-flag checks (one load mode, batch sweep only in closed loop, rates and idle gaps in range, ...).
+// Cross-flag checks (one load mode, batch sweep only in closed loop, rates and idle gaps in range, no
+// --shape with more elements than a request can carry, ...).
 absl::Status ValidateOptions(const BenchOptions& options);
 
 }  // namespace chronoserve::client::bench

@@ -2,9 +2,12 @@
 
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/dtype.h"
 #include "common/status_macros.h"
 #include "common/tensor_data.h"
 #include "nlohmann/json.hpp"
@@ -72,6 +75,7 @@ absl::StatusOr<RequestFactory> RequestFactory::Create(const inference::ModelMeta
         }
       }
       dims = it->second;
+      spec.shape_from_flag = true;
     }
     for (int64_t d : dims) {
       if (d < 0) {
@@ -88,8 +92,30 @@ absl::StatusOr<RequestFactory> RequestFactory::Create(const inference::ModelMeta
     for (const auto& s : f.inputs_) known |= s.name == name;
     if (!known) return absl::InvalidArgumentError(absl::StrCat("--shape names unknown input '", name, "'"));
   }
+  RETURN_IF_ERROR(f.CheckRequestBytes(1));
   if (input.input_data != "random") RETURN_IF_ERROR(f.LoadInputFile(input.input_data));
   return f;
+}
+
+absl::Status RequestFactory::CheckRequestBytes(int64_t batch_size) const {
+  int64_t total = 0;
+  for (const auto& spec : inputs_) {
+    std::vector<int64_t> shape = spec.sample_shape;
+    if (batched_) shape.insert(shape.begin(), batch_size);
+    // ElementCount is -1 past int64, and ByteCount then nullopt: never a wrapped size.
+    const std::optional<int64_t> bytes = ByteCount(ElementCount(shape), spec.dtype);
+    if (bytes.has_value() && *bytes <= kMaxRequestBytes - total) {
+      total += *bytes;
+      continue;
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        spec.shape_from_flag ? absl::StrCat("--shape ", spec.name, ":", absl::StrJoin(spec.sample_shape, ","), ": ") : "",
+        "input '", spec.name, "' (", DataTypeName(spec.dtype), ", shape ", ShapeString(shape), ") takes ",
+        bytes.has_value() ? absl::StrCat(*bytes, " bytes") : "more bytes than int64 holds",
+        total > 0 ? absl::StrCat(" beside the other inputs' ", total) : "", "; a request carries at most ",
+        kMaxRequestBytes, " bytes (protobuf's 2 GiB message limit)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status RequestFactory::LoadInputFile(const std::string& path) {
@@ -129,6 +155,7 @@ absl::StatusOr<inference::ModelInferRequest> RequestFactory::Build(const std::st
         "batch size ", batch_size, " is not possible: model '", model_, "' ",
         batched_ ? "needs batch size >= 1" : "has no batch dimension (max_batch_size 0); use -b 1"));
   }
+  RETURN_IF_ERROR(CheckRequestBytes(batch_size));
   std::mt19937_64 rng(seed_ * 1000003 + static_cast<uint64_t>(batch_size));
   std::vector<Tensor> tensors;
   for (const auto& spec : inputs_) {

@@ -20,13 +20,13 @@ namespace chronoserve::client::bench {
 
 class RequestFactory {
  public:
-  // INVALID_ARGUMENT when a variable dim has no --shape, a --shape names no input, or the input
-  // file does not match the model.
+  // INVALID_ARGUMENT when a variable dim has no --shape, a --shape names no input, the inputs of
+  // one sample take more than kMaxRequestBytes, or the input file does not match the model.
   static absl::StatusOr<RequestFactory> Create(const inference::ModelMetadataResponse& metadata,
                                                const InputOptions& input, uint64_t seed);
 
   // The request for `batch_size` samples; INVALID_ARGUMENT if the model has no batch dimension
-  // and batch_size > 1.
+  // and batch_size > 1, or the inputs at that batch size take more than kMaxRequestBytes.
   absl::StatusOr<inference::ModelInferRequest> Build(const std::string& model_version,
                                                      int64_t batch_size) const;
   bool batched() const { return batched_; }
@@ -39,7 +39,12 @@ class RequestFactory {
     DataType dtype = DataType::kFp32;
     std::vector<int64_t> sample_shape;  // without the batch dim
     std::string sample_bytes;           // from --input-data FILE; empty = random
+    bool shape_from_flag = false;       // sample_shape came from --shape
   };
+  // OK when the inputs of a request of `batch_size` samples take at most kMaxRequestBytes together;
+  // otherwise INVALID_ARGUMENT naming the input that passes it (with its --shape, when one gave it),
+  // its datatype and shape, before any byte is allocated.
+  absl::Status CheckRequestBytes(int64_t batch_size) const;
   // Fills sample_bytes of each input from a JSON file {"NAME": [numbers...], ...}.
   absl::Status LoadInputFile(const std::string& path);
 

@@ -197,6 +197,12 @@ TEST_F(ChronobenchE2eTest, BinaryExitsTwoOnABadFlagAndZeroOnHelp) {
   ASSERT_TRUE(two_modes.ok()) << two_modes.status();
   EXPECT_EQ(two_modes->first, 2) << two_modes->second;
   EXPECT_NE(two_modes->second.find("give one of --concurrency-range"), std::string::npos) << two_modes->second;
+  // More elements than a request can carry (here past int64 too): a bad flag, not an abort.
+  auto huge_shape = RunProgram({CHRONOBENCH_BIN, "-m", "mlp", "-u", *url_, "--shape", "INPUT__0:3037000500,3037000500"},
+                               absl::Seconds(30));
+  ASSERT_TRUE(huge_shape.ok()) << huge_shape.status();
+  EXPECT_EQ(huge_shape->first, 2) << huge_shape->second;
+  EXPECT_NE(huge_shape->second.find("--shape INPUT__0:3037000500,3037000500"), std::string::npos) << huge_shape->second;
   auto help = RunProgram({CHRONOBENCH_BIN, "--help"}, absl::Seconds(30));
   ASSERT_TRUE(help.ok()) << help.status();
   EXPECT_EQ(help->first, 0) << help->second;

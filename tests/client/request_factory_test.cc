@@ -1,0 +1,88 @@
+// RequestFactory on model metadata written here (no server): a --shape, or a batch size, whose
+// inputs pass what one request can carry (protobuf's 2 GiB), or int64 itself, is refused with
+// INVALID_ARGUMENT naming the flag, the input and the value, before any byte is allocated (it built
+// std::string(size_t(-1) * 4) and chronobench aborted).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "client/chronobench/bench_flags.h"
+#include "client/chronobench/bench_options.h"
+#include "client/chronobench/request_factory.h"
+#include "gtest/gtest.h"
+#include "proto/inference.pb.h"
+
+namespace chronoserve::client::bench {
+namespace {
+
+// A model "m" with one FP32 input of `dims` (a leading -1: the batch dim).
+inference::ModelMetadataResponse Metadata(const std::vector<int64_t>& dims) {
+  inference::ModelMetadataResponse metadata;
+  metadata.set_name("m");
+  auto* input = metadata.add_inputs();
+  input->set_name("INPUT__0");
+  input->set_datatype("FP32");
+  for (int64_t d : dims) input->add_shape(d);
+  return metadata;
+}
+
+absl::StatusOr<RequestFactory> Create(const std::vector<int64_t>& model_dims, const std::vector<int64_t>& shape) {
+  InputOptions input;
+  input.shapes["INPUT__0"] = shape;
+  return RequestFactory::Create(Metadata(model_dims), input, /*seed=*/3);
+}
+
+void ExpectRefusedNaming(const absl::Status& status, const std::string& value) {
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find("--shape INPUT__0:" + value), std::string::npos) << status;
+  EXPECT_NE(status.message().find("input 'INPUT__0' (FP32"), std::string::npos) << status;
+}
+
+TEST(RequestFactoryTest, ShapeWhoseElementCountOverflowsIsRefused) {
+  absl::StatusOr<RequestFactory> factory = Create({-1, -1, -1}, {3037000500, 3037000500});  // 2^63 + ...
+  ASSERT_FALSE(factory.ok());
+  ExpectRefusedNaming(factory.status(), "3037000500,3037000500");
+  EXPECT_NE(factory.status().message().find("more bytes than int64 holds"), std::string::npos) << factory.status();
+}
+
+TEST(RequestFactoryTest, ShapeLargerThanARequestCanCarryIsRefused) {
+  // 10^10 FP32 elements: 40 GB, no overflow, but far past protobuf's 2 GiB.
+  absl::StatusOr<RequestFactory> factory = Create({-1, -1, -1}, {100'000, 100'000});
+  ASSERT_FALSE(factory.ok());
+  ExpectRefusedNaming(factory.status(), "100000,100000");
+  EXPECT_NE(factory.status().message().find("40000000000 bytes"), std::string::npos) << factory.status();
+  // One float past the limit (2^29 elements of 4 bytes = 2 GiB) is refused; one below is not.
+  EXPECT_FALSE(Create({-1, -1, -1}, {1 << 14, 1 << 15}).ok());
+  EXPECT_TRUE(Create({-1, -1, -1}, {1 << 14, (1 << 15) - 1}).ok());
+}
+
+TEST(RequestFactoryTest, BatchSizeThatTakesTheRequestPastTheLimitIsRefusedInBuild) {
+  absl::StatusOr<RequestFactory> factory = Create({-1, -1, -1}, {4, 8});
+  ASSERT_TRUE(factory.ok()) << factory.status();
+  absl::StatusOr<inference::ModelInferRequest> huge = factory->Build("", int64_t{1} << 30);  // -b's largest
+  ASSERT_FALSE(huge.ok());
+  ExpectRefusedNaming(huge.status(), "4,8");
+  EXPECT_NE(huge.status().message().find("shape [1073741824,4,8]"), std::string::npos) << huge.status();
+
+  absl::StatusOr<inference::ModelInferRequest> request = factory->Build("", 3);
+  ASSERT_TRUE(request.ok()) << request.status();
+  ASSERT_EQ(request->raw_input_contents_size(), 1);
+  const std::string& bytes = request->raw_input_contents(0);
+  EXPECT_EQ(bytes.size(), 3u * 4 * 8 * sizeof(float));
+  EXPECT_NE(bytes, std::string(bytes.size(), '\0')) << "random inputs, never zeros";
+}
+
+// The same shape given as a flag: refused at parse time (exit 2), whatever the datatype, since
+// every element takes a byte at least.
+TEST(RequestFactoryTest, ShapeFlagPastTheLimitIsABadFlag) {
+  for (const char* shape : {"INPUT__0:3037000500,3037000500", "INPUT__0:65536,65536"}) {
+    absl::StatusOr<BenchOptions> options = ParseBenchFlags({"chronobench", "-m", "m", "--shape", shape});
+    ASSERT_FALSE(options.ok()) << shape;
+    EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument) << options.status();
+    EXPECT_NE(options.status().message().find(std::string("--shape ") + shape), std::string::npos) << options.status();
+  }
+  EXPECT_TRUE(ParseBenchFlags({"chronobench", "-m", "m", "--shape", "INPUT__0:32768,65535"}).ok());
+}
+
+}  // namespace
+}  // namespace chronoserve::client::bench
