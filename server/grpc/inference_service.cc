@@ -109,7 +109,10 @@ absl::Status InferenceService::AnswerServerReady(const inference::ServerReadyReq
 absl::Status InferenceService::AnswerModelReady(const inference::ModelReadyRequest& request,
                                                 inference::ModelReadyResponse* response) {
   auto model = registry_->Find(request.name(), request.version());
-  if (!model.ok() && model.status().code() == absl::StatusCode::kNotFound) return model.status();
+  // A model loading or failed to load (UNAVAILABLE) is not ready; an unknown model or version
+  // (NOT_FOUND) and a version that is no integer >= 0 (INVALID_ARGUMENT) are errors, as on every
+  // other RPC and in Triton.
+  if (!model.ok() && model.status().code() != absl::StatusCode::kUnavailable) return model.status();
   response->set_ready(model.ok() && !warming_up_.load() && !dispatcher_.draining());
   return absl::OkStatus();
 }

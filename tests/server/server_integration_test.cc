@@ -100,6 +100,12 @@ TEST_F(ServerIntegrationTest, HealthAndMetadata) {
   EXPECT_EQ(testing::Answer(client_->ModelReady("policy_net", "1")), "true");
   EXPECT_EQ(client_->ModelReady("policy_net", "2").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(client_->ModelReady("nope").status().code(), absl::StatusCode::kNotFound);
+  // A version that is no integer >= 0 is a bad request on ModelReady too, not a model that is not ready.
+  for (const char* version : {"abc", "-1"}) {
+    const auto ready = client_->ModelReady("policy_net", version);
+    EXPECT_EQ(ready.status().code(), absl::StatusCode::kInvalidArgument) << version << ": " << testing::Answer(ready);
+    EXPECT_THAT(std::string(ready.status().message()), HasSubstr("is not an integral value >= 0")) << version;
+  }
   auto server = client_->ServerMetadata();
   ASSERT_TRUE(server.ok());
   EXPECT_EQ(server->name(), "chronoserve");
