@@ -113,6 +113,7 @@ absl::Status Server::Start() {
   if (absl::Status s = LoadModels(); !s.ok()) return s;
   const bool ready = registry_.AllReady();
   if (ready && options_.serving_warmup_requests > 0 && !stop_loading_) WarmServingPath();
+  absl::MutexLock lock(&ready_mu_);  // a StopLoading now waits: it comes before READY or after
   if (stop_loading_) {
     // Health stays NOT_SERVING and ServerReady / ModelReady false (still "warming up") until the
     // caller's Shutdown drains: the server never looks ready after a signal stopped its start.
@@ -122,8 +123,15 @@ absl::Status Server::Start() {
   service_->SetWarmingUp(false);
   health_->SetServingStatus(kServiceName, ready);
   health_->SetServingStatus(ready);
+  readied_ = true;
   CS_LOG(INFO) << (ready ? "server READY" : "server up, but not every model loaded (see errors above)");
   return absl::OkStatus();
+}
+
+bool Server::StopLoading() {
+  absl::MutexLock lock(&ready_mu_);
+  stop_loading_ = true;
+  return !readied_;
 }
 
 absl::Status Server::BuildService(int infer_threads) {

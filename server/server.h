@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "server/backend/device_activity.h"
 #include "server/core/host_keep_warm.h"
@@ -107,8 +108,9 @@ class Server {
   // For a shutdown asked for while Start is loading: the model warming up stops at its next
   // warm-up run, later models are not loaded, the serving warm-up sends nothing more and health
   // never goes SERVING, so Start returns soon. Any thread, any time; Shutdown is still the
-  // caller's to call.
-  void StopLoading() { stop_loading_ = true; }
+  // caller's to call. True when it came before Start's READY (the server never looks ready); false
+  // when the server was already ready or up.
+  bool StopLoading();
 
   ModelRegistry& registry() { return registry_; }
 
@@ -142,6 +144,9 @@ class Server {
   ServingWarmupReport serving_warmup_;
   bool shut_down_ = false;
   std::atomic<bool> stop_loading_{false};
+  // Orders StopLoading against Start's READY: a stop either comes first (never ready) or after.
+  absl::Mutex ready_mu_;
+  bool readied_ ABSL_GUARDED_BY(ready_mu_) = false;  // Start went READY (or up, not every model ready)
 };
 
 // The (st_dev, st_ino) of the Unix socket file at `path`; nullopt when there is none (or no socket).

@@ -416,18 +416,17 @@ absl::StatusOr<int64_t> PickVersion(const fs::path& dir, const std::string& sour
     if (absl::SimpleAtoi(name, &v) && v >= 0) versions.push_back(v);
   }
   std::sort(versions.begin(), versions.end());
-  if (!specific.empty()) {
-    std::vector<int64_t> wanted;
-    for (int64_t v : versions) {
-      if (std::find(specific.begin(), specific.end(), v) != specific.end()) wanted.push_back(v);
-    }
-    versions = wanted;
+  std::vector<int64_t> wanted;
+  for (int64_t v : versions) {
+    if (specific.empty() || std::find(specific.begin(), specific.end(), v) != specific.end()) wanted.push_back(v);
   }
-  if (versions.empty()) {
-    return absl::NotFoundError(absl::StrCat(source, ": no numeric version directory (e.g. ",
-                                            dir.string(), "/1/model.pt) matches the version policy"));
+  if (wanted.empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        source, ": no numeric version directory (e.g. ", dir.string(), "/1/model.pt) matches the version policy",
+        specific.empty() ? "" : absl::StrCat(" (specific versions ", absl::StrJoin(specific, ", "), ")"), "; found ",
+        versions.empty() ? "none" : absl::StrJoin(versions, ", ")));
   }
-  return versions.back();
+  return wanted.back();
 }
 }  // namespace
 

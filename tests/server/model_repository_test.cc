@@ -79,6 +79,23 @@ TEST_F(RepositoryTest, SpecificVersionPolicyAndMissingFile) {
   EXPECT_EQ(spec->version, 2);
 }
 
+// A policy no directory matches names the versions it wanted and those that exist.
+TEST_F(RepositoryTest, NoMatchingVersionNamesWantedAndFound) {
+  Write("m/config.pbtxt", std::string(kIo) + "version_policy { specific { versions: [3] } }\n");
+  Write("m/1/model.pt", "x");
+  Write("m/2/model.pt", "x");
+  auto spec = LoadModelDirectory((root_ / "m").string());
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(spec.status().message()),
+              HasSubstr("matches the version policy (specific versions 3); found 1, 2"));
+  Write("n/config.pbtxt", kIo);
+  Write("n/notes/readme", "x");
+  spec = LoadModelDirectory((root_ / "n").string());
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("matches the version policy; found none"));
+}
+
 // The loader's list of the keys that do something is the subsystems' own keys, no more, no fewer.
 TEST(ModelParameterKeysTest, AreTheKeysTheSubsystemsRead) {
   std::set<std::string_view> read = {kGraphBatchSizesKey, kExactDeviceTimingKey, kPipelineDepthKey, kKeepWarmKey,

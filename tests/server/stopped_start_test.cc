@@ -5,7 +5,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 
 #include "client/inference_client.h"
 #include "proto/inference.grpc.pb.h"
@@ -22,7 +24,7 @@ TEST(StoppedStartTest, AStartStoppedBySignalNeverReportsReady) {
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", examples::ModelOptions{}).ok());
   auto server = server::Server::Create(testing::TestServerOptions(repo.path()));
   ASSERT_TRUE(server.ok()) << server.status();
-  (*server)->StopLoading();  // the signal arrived before or during loading
+  EXPECT_TRUE((*server)->StopLoading()) << "the signal arrived before or during loading";
   const absl::Status started = (*server)->Start();
   ASSERT_TRUE(started.ok()) << started;
 
@@ -67,6 +69,53 @@ TEST(StoppedStartTest, AStartStoppedBySignalNeverReportsReady) {
     }
   }
   (*server)->Shutdown();
+}
+
+// ServerReady through real gRPC, with a deadline.
+bool ServerReady(const std::string& address) {
+  auto stub = inference::GRPCInferenceService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  inference::ServerReadyResponse ready;
+  const grpc::Status status = stub->ServerReady(&ctx, inference::ServerReadyRequest(), &ready);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return ready.ready();
+}
+
+// A stop after READY says so (false) and leaves the server ready until Shutdown; a stop racing the
+// end of Start either came first (true: never ready) or after (false: ready). Before, a stop landing
+// between Start's last check and its READY was reported as stopping the start, and the server went
+// READY anyway.
+TEST(StoppedStartTest, AStopRacingTheStartsEndIsEitherBeforeReadyOrAfter) {
+  testing::TempDir repo("cs_stop_race");
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", examples::ModelOptions{}).ok());
+  {
+    auto server = server::Server::Create(testing::TestServerOptions(repo.path()));
+    ASSERT_TRUE(server.ok()) << server.status();
+    ASSERT_TRUE((*server)->Start().ok());
+    EXPECT_FALSE((*server)->StopLoading()) << "the server was READY before the stop";
+    EXPECT_TRUE(ServerReady("127.0.0.1:" + std::to_string((*server)->port())));
+    (*server)->Shutdown();
+  }
+  for (int round = 0; round < 10; ++round) {
+    SCOPED_TRACE(round);
+    auto server = server::Server::Create(testing::TestServerOptions(repo.path()));
+    ASSERT_TRUE(server.ok()) << server.status();
+    std::atomic<bool> go{false};
+    std::atomic<bool> before_ready{false};
+    std::thread stopper([&] {
+      while (!go.load()) {
+      }
+      before_ready = (*server)->StopLoading();
+    });
+    go = true;
+    const absl::Status started = (*server)->Start();
+    stopper.join();
+    ASSERT_TRUE(started.ok()) << started;
+    EXPECT_EQ(ServerReady("127.0.0.1:" + std::to_string((*server)->port())), !before_ready.load())
+        << (before_ready ? "ready after a stop that came before READY" : "not ready, yet the stop came after");
+    (*server)->Shutdown();
+  }
 }
 
 }  // namespace
