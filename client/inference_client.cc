@@ -169,8 +169,13 @@ TimingParam ToTimingParam(const inference::InferParameter& value) {
   return p;
 }
 
+// Reads only the whole elements `data` holds: a tensor whose data is shorter than its shape goes
+// with fewer values, and the server's element-count check names the mismatch (as it names a short
+// raw_input_contents), instead of this reading past the buffer.
 void SetTypedContents(const Tensor& t, inference::InferTensorContents* c) {
-  const int64_t n = ElementCount(t.shape);
+  const size_t element_bytes = DataTypeByteSize(t.dtype);
+  if (element_bytes == 0) return;  // an invalid datatype has no field; the server names it
+  const int64_t n = std::min(ElementCount(t.shape), static_cast<int64_t>(t.data.size() / element_bytes));
   for (int64_t i = 0; i < n; ++i) {
     const double v = ElementAsDouble(t.dtype, t.data.data(), i);
     switch (t.dtype) {

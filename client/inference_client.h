@@ -49,7 +49,10 @@ struct InferOptions {
   std::map<std::string, SharedMemoryRef> output_shared_memory;
   std::optional<std::chrono::milliseconds> timeout;  // gRPC deadline
   std::map<std::string, std::string> metadata;       // e.g. traceparent
-  bool typed_contents = false;                       // send typed contents instead of raw bytes
+  // Send typed contents (InferTensorContents) instead of raw bytes: the shape's element count of
+  // values, or as many whole values as `data` holds when it holds fewer (never read past it; the
+  // server then refuses the count, naming the input). FP16/BF16 have no typed field.
+  bool typed_contents = false;
 };
 
 struct InferResult {

@@ -1,11 +1,13 @@
 // Typed contents (InferTensorContents) in the field KServe v2 assigns the input's datatype, and
 // only there: values in another field are refused naming the field the datatype takes, instead of
-// a count of 0 or values silently dropped. BuildInferRequest on its own (no server).
+// a count of 0 or values silently dropped. BuildInferRequest on its own (no server), and the
+// client's typed contents from a tensor whose data is shorter than its shape.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
 
+#include "client/inference_client.h"
 #include "server/grpc/request_builder.h"
 
 namespace chronoserve::server {
@@ -86,6 +88,40 @@ TEST(TypedContentsTest, ACountThatDoesNotMatchTheShapeNamesTheField) {
   const absl::Status status = Build(request);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
   EXPECT_THAT(status.message(), HasSubstr("contents hold 3 elements (fp32_contents), FP32 [1,2] needs 2"));
+}
+
+// The client sends no more values than its tensor's data holds (it used to read the shape's count
+// past the buffer); the server then refuses the count, naming the input.
+TEST(TypedContentsTest, AClientTensorShorterThanItsShapeSendsOnlyTheValuesItsDataHolds) {
+  client::InferOptions typed;
+  typed.typed_contents = true;
+  const int64_t seven = 7;
+  const float values[] = {1.5f, -2.25f};
+  std::string one_int64(sizeof(seven), '\0');
+  std::memcpy(one_int64.data(), &seven, sizeof(seven));
+  std::string floats(sizeof(values), '\0');
+  std::memcpy(floats.data(), values, sizeof(values));
+
+  const client::Tensor short_int64{"INPUT__1", DataType::kInt64, {1, 1000}, one_int64};
+  const client::Tensor short_fp32{"INPUT__0", DataType::kFp32, {1, 2}, floats.substr(0, 6)};  // 1.5 words
+  const inference::ModelInferRequest request =
+      client::InferenceClient::BuildRequest("typed", {short_fp32, short_int64}, typed);
+  EXPECT_EQ(request.raw_input_contents_size(), 0);
+  EXPECT_THAT(request.inputs(0).contents().fp32_contents(), ::testing::ElementsAre(1.5f));
+  EXPECT_THAT(request.inputs(1).contents().int64_contents(), ::testing::ElementsAre(7));
+
+  ModelSpec spec = Spec();
+  spec.inputs[1].dims = {1000};
+  inference::ModelInferResponse response;
+  const absl::Status status = BuildInferRequest(spec, request, &response).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(), HasSubstr("model 'typed' input 'INPUT__0'"));
+  EXPECT_THAT(status.message(), HasSubstr("contents hold 1 elements (fp32_contents), FP32 [1,2] needs 2"));
+
+  // Data that holds the shape's count still sends exactly that count.
+  const client::Tensor whole{"INPUT__0", DataType::kFp32, {1, 2}, floats};
+  const inference::ModelInferRequest full = client::InferenceClient::BuildRequest("typed", {whole}, typed);
+  EXPECT_THAT(full.inputs(0).contents().fp32_contents(), ::testing::ElementsAre(1.5f, -2.25f));
 }
 
 }  // namespace
