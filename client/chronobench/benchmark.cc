@@ -66,6 +66,7 @@ std::vector<PointSpec> PlanSweep(const LoadOptions& load) {
     for (int64_t b : load.batch_sizes) {
       PointSpec q = p;
       q.batch_size = b;
+      q.index = static_cast<int>(points.size());
       points.push_back(q);
     }
   }

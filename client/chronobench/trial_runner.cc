@@ -21,31 +21,12 @@ constexpr int64_t kTickNs = 200'000'000;  // progress / wait granularity
 constexpr int64_t kStallIntervals = 20;
 constexpr int64_t kMinStallNs = 2'000'000'000;
 
-// Splits the point's load over worker threads.
-std::vector<WorkerPlan> PlanWorkers(const PointSpec& spec, const RunnerContext& ctx) {
-  WorkerPlan base;
-  base.mode = spec.mode;
-  base.distribution = ctx.distribution;
-  base.timeout_ms = ctx.timeout_ms;
-  base.streaming = ctx.streaming;
-  base.connection_affinity = ctx.connection_affinity;
-  base.traceparent_rate = ctx.traceparent_rate;
-  base.seed = ctx.seed;
-  base.max_send_poll_ns = ctx.max_send_poll_ns;
-  int workers = 1;
-  if (spec.mode == LoadMode::kConcurrency) {
-    workers = static_cast<int>(std::min<int64_t>(spec.concurrency, ctx.threads));
-  } else if (spec.mode == LoadMode::kRate) {
-    workers = ctx.threads;
-  }
-  base.workers = workers;
-  base.total_rate_per_s = spec.rate;
-  base.idle_gap_ns = static_cast<int64_t>(std::llround(spec.idle_gap_ms * 1e6));
-  std::vector<WorkerPlan> plans(workers, base);
-  for (int w = 0; w < workers; ++w) {
-    plans[w].in_flight = static_cast<int>(spec.concurrency / workers + (w < spec.concurrency % workers ? 1 : 0));
-  }
-  return plans;
+// SplitMix64's step: distinct inputs give unrelated outputs.
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
 }
 
 int64_t TotalCompleted(const std::vector<std::unique_ptr<LoadWorker>>& workers) {
@@ -159,6 +140,38 @@ void AddWarnings(const PointSpec& spec, const std::vector<WindowSummary>& window
 }
 
 }  // namespace
+
+uint64_t PointSeed(uint64_t run_seed, int point) {
+  return SplitMix64(SplitMix64(run_seed) ^ static_cast<uint64_t>(point));
+}
+
+std::vector<WorkerPlan> PlanWorkers(const PointSpec& spec, const RunnerContext& ctx) {
+  WorkerPlan base;
+  base.mode = spec.mode;
+  base.distribution = ctx.distribution;
+  base.timeout_ms = ctx.timeout_ms;
+  base.streaming = ctx.streaming;
+  base.connection_affinity = ctx.connection_affinity;
+  base.traceparent_rate = ctx.traceparent_rate;
+  // Workers are built afresh for every point: with the run's seed as it is, each point would repeat
+  // the previous one's draws (the same trace and span ids, request for request).
+  base.seed = PointSeed(ctx.seed, spec.index);
+  base.max_send_poll_ns = ctx.max_send_poll_ns;
+  int workers = 1;
+  if (spec.mode == LoadMode::kConcurrency) {
+    workers = static_cast<int>(std::min<int64_t>(spec.concurrency, ctx.threads));
+  } else if (spec.mode == LoadMode::kRate) {
+    workers = ctx.threads;
+  }
+  base.workers = workers;
+  base.total_rate_per_s = spec.rate;
+  base.idle_gap_ns = static_cast<int64_t>(std::llround(spec.idle_gap_ms * 1e6));
+  std::vector<WorkerPlan> plans(workers, base);
+  for (int w = 0; w < workers; ++w) {
+    plans[w].in_flight = static_cast<int>(spec.concurrency / workers + (w < spec.concurrency % workers ? 1 : 0));
+  }
+  return plans;
+}
 
 std::optional<std::string> UnansweredWarning(const PointResult& point) {
   const Histogram& e2e = point.recorder.metric(Metric::kE2e);

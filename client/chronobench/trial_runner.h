@@ -19,6 +19,7 @@
 #include "client/chronobench/bench_options.h"
 #include "client/chronobench/client_tracer.h"
 #include "client/chronobench/latency_recorder.h"
+#include "client/chronobench/load_worker.h"
 #include "client/chronobench/send_waker.h"
 #include "client/chronobench/shm_slot_pool.h"
 #include "client/chronobench/channel_stubs.h"
@@ -34,6 +35,7 @@ struct PointSpec {
   double rate = 0;          // requests/s
   double idle_gap_ms = 0;
   int64_t batch_size = 1;
+  int index = 0;            // its place in the sweep (0, 1, ...): seeds its workers (PointSeed)
   std::string Label() const;  // "concurrency 4", "rate 200/s", "idle gap 200 ms" (+ ", batch 8")
 };
 
@@ -77,11 +79,19 @@ struct RunnerContext {
   double traceparent_rate = 0;
   ClientTracer* tracer = nullptr;  // exports traced requests' client spans; null: none
   const ShmLayout* shm_layout = nullptr;  // set: tensors in system shared memory (per point's batch)
-  uint64_t seed = 1;
+  uint64_t seed = 1;           // --seed; each point's workers get PointSeed(seed, point.index)
   int64_t max_send_poll_ns = WakeLead::kMaxNs;  // --max-send-poll-us
   // Called about every 200 ms with a one-line status (for the terminal progress line).
   std::function<void(const std::string&)> progress;
 };
+
+// The seed of the workers of sweep point `point` (their traceparent sampling, trace and span ids,
+// Poisson gaps), from the run's --seed: fixed by the two, so a run is reproduced by its --seed, and
+// unrelated between points, so that the k-th request of a worker draws other ids at every point.
+uint64_t PointSeed(uint64_t run_seed, int point);
+
+// How `spec`'s load is split over the workers of `context` (one plan each).
+std::vector<WorkerPlan> PlanWorkers(const PointSpec& spec, const RunnerContext& context);
 
 // True when the last three windows have throughput and p50 each within `percentage` % of their
 // mean (and all three saw OK responses).

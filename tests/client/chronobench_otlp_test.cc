@@ -1,10 +1,12 @@
 // chronobench --traceparent-rate 1 --otlp-endpoint against the real chronoserve binary exporting to
 // the same OTLP receiver (tests/telemetry/otlp_receiver, written by others): every traced request,
 // unary or streamed, yields a CLIENT span carrying the traceparent's ids, and the server's span is
-// its child; streamed requests cancelled at the end of a point say CANCELLED.
+// its child; streamed requests cancelled at the end of a point say CANCELLED; no two requests, of
+// one point or of two points of a sweep, share a trace or span id.
 #include <signal.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,7 +45,8 @@ TEST(ChronobenchOtlpTest, ClientSpansParentTheServerSpans) {
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string url = server->url;
 
-  auto run = RunProgram({CHRONOBENCH_BIN, "-m", "mlp", "-u", url, "--request-rate-range", "100", "-p", "300",
+  // Two points: their workers are built afresh, and must not draw the first point's ids again.
+  auto run = RunProgram({CHRONOBENCH_BIN, "-m", "mlp", "-u", url, "--request-rate-range", "100:150:50", "-p", "300",
                          "--warmup-requests", "2", "--max-trials", "1",
                          "--traceparent-rate", "1", "--otlp-endpoint", (*receiver)->endpoint()},
                         absl::Seconds(120));
@@ -83,9 +86,14 @@ TEST(ChronobenchOtlpTest, ClientSpansParentTheServerSpans) {
   }
 
   std::map<std::string, ReceivedSpan> client_spans;  // by span id
+  std::set<std::string> client_trace_ids;
   std::vector<ReceivedSpan> server_spans;
   for (const ReceivedSpan& s : received) {
-    if (s.kind == kSpanKindClient) client_spans[s.span_id] = s;
+    if (s.kind == kSpanKindClient) {
+      // Every traced request has ids of its own, across both runs and both points of the first.
+      EXPECT_TRUE(client_spans.emplace(s.span_id, s).second) << "CLIENT span id " << s.span_id << " twice";
+      EXPECT_TRUE(client_trace_ids.insert(s.trace_id).second) << "CLIENT trace id " << s.trace_id << " twice";
+    }
     if (s.kind == kSpanKindServer) server_spans.push_back(s);
   }
   ASSERT_FALSE(client_spans.empty());

@@ -10,6 +10,7 @@
 #include <future>
 #include <memory>
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -127,6 +128,36 @@ TEST(StuckServerConnectTest, CallsWithoutTheirOwnDeadlineGetTheClientsDefault) {
   absl::StatusOr<bool> live = client.ServerLive();
   ASSERT_TRUE(live.ok()) << live.status();
   EXPECT_TRUE(*live);
+}
+
+// Every point of a sweep builds its workers afresh; seeded alike, the k-th request of worker w drew
+// the same traceparent sampling, trace id and span id at every point. Each point's workers now get
+// a seed of their own, fixed by --seed and the point's place in the sweep.
+TEST(PointSeedTest, EveryPointOfASweepSeedsItsWorkersApart) {
+  LoadOptions load;
+  load.mode = LoadMode::kConcurrency;
+  load.concurrency = {1, 6, 11, 16};
+  load.batch_sizes = {1, 2};
+  const std::vector<PointSpec> points = PlanSweep(load);
+  ASSERT_EQ(points.size(), 8u);
+  RunnerContext ctx;
+  ctx.threads = 4;
+  ctx.seed = 1;
+  std::set<uint64_t> seeds;
+  for (size_t i = 0; i < points.size(); ++i) {
+    EXPECT_EQ(points[i].index, static_cast<int>(i));
+    const std::vector<WorkerPlan> plans = PlanWorkers(points[i], ctx);
+    ASSERT_FALSE(plans.empty());
+    // One seed a point; LoadWorker and Pacer mix the worker's index into it.
+    for (const WorkerPlan& plan : plans) EXPECT_EQ(plan.seed, plans[0].seed) << points[i].Label();
+    EXPECT_EQ(plans[0].seed, PointSeed(1, static_cast<int>(i))) << "reproduced by --seed";
+    seeds.insert(plans[0].seed);
+  }
+  EXPECT_EQ(seeds.size(), points.size()) << "two points share their workers' seed";
+  ctx.seed = 2;
+  for (const PointSpec& p : points) EXPECT_EQ(seeds.count(PlanWorkers(p, ctx)[0].seed), 0u) << p.Label();
+  // Nearby seeds and points stay apart: --seed 1's second point is not --seed 2's first.
+  EXPECT_NE(PointSeed(1, 1), PointSeed(2, 0));
 }
 
 }  // namespace
