@@ -107,7 +107,7 @@ class CudaPath final : public DevicePath {
     }
     gate_.reset();  // releases a hold still in place, waits for the stream to pass its wait
     if (copy_stream_ != nullptr) (void)cudaStreamSynchronize(copy_stream_);
-    (void)cudaStreamSynchronize(own_stream_);
+    if (!stream_blocked_) (void)cudaStreamSynchronize(own_stream_);
     for (Slot& slot : slots_) {
       slot.device_in.clear();
       slot.held.clear();
@@ -126,7 +126,15 @@ class CudaPath final : public DevicePath {
     RETURN_IF_ERROR(sync_event_.Init());
     RETURN_IF_ERROR(allocated_.Init());
     if (!exact_device_timing) return absl::OkStatus();
-    ASSIGN_OR_RETURN(gate_, cuda::StreamGate::Create(gpu_, stream_.stream(), kHoldWatchdog));
+    auto gate = cuda::StreamGate::Create(gpu_, stream_.stream(), kHoldWatchdog);
+    if (!gate.ok()) {
+      // A failed gate has let the stream pass its probe, unless the device never saw the probe's
+      // release: then the stream stays blocked for good and the destructor must not wait for it
+      // (the load fails with the gate's message instead of hanging).
+      stream_blocked_ = cudaStreamQuery(own_stream_) == cudaErrorNotReady;
+      return gate.status();
+    }
+    gate_ = *std::move(gate);
     return absl::OkStatus();
   }
   torch::Device device() const override {
@@ -336,6 +344,7 @@ class CudaPath final : public DevicePath {
   std::optional<c10::cuda::CUDAGuard> teardown_device_;
   int gpu_;
   cudaStream_t own_stream_;       // this path's alone; destroyed with it
+  bool stream_blocked_ = false;   // a failed exact-timing probe left own_stream_ waiting for good
   c10::cuda::CUDAStream stream_;  // own_stream_, as LibTorch sees it
   cudaStream_t copy_stream_ = nullptr;  // made on the first overlapped batch
   bool overlap_ = false;                // this batch's inputs go on the copy stream

@@ -359,7 +359,11 @@ void Worker::EndBatch(Batch batch, const BatchTiming& timing, const absl::Status
   } else {
     CS_LOG(ERROR) << status.message();
   }
-  for (auto it = batch.begin(); it != batch.end(); ++it) (*it)->timeline.SetBatch(timing, it == first_sent);
+  // A batch that failed after its device work was seen done (a scatter that threw part-way) has no
+  // trustworthy spans: it must not read as completed (Timeline::batch_completed) to metrics and traces.
+  BatchTiming recorded = timing;
+  if (!status.ok()) recorded.gpu_done_ns = 0;
+  for (auto it = batch.begin(); it != batch.end(); ++it) (*it)->timeline.SetBatch(recorded, it == first_sent);
   batches_.fetch_add(1, std::memory_order_relaxed);
   if (completions_ != nullptr) {
     completions_->CompleteBatch(std::move(batch), status);

@@ -108,6 +108,8 @@ class LoggingPipelinedInstance final : public ModelInstance {
       *r->outputs.front().data = bytes;
       r->timeline.output_done_ns = timing->dequeued_ns;
     }
+    // Fails after its outputs were scattered and stamped (as a throw part-way through a scatter).
+    if (batch.front()->id == "late_failure") return absl::InternalError("model 'piped': 'late_failure' failed");
     return absl::OkStatus();
   }
 
@@ -158,6 +160,7 @@ struct Call {
   absl::Status status;
   std::string answered;
   bool cold = false;  // timing.cold of the batch it ran in
+  bool batch_completed = false;  // its timeline's batch_completed() when answered
   int64_t queued_ns = -1;  // dequeued - enqueued: its queue span
   int64_t advance_on_answer_ns = 0;  // its answer moves the test's clock this far (a slow answer)
 };
@@ -206,6 +209,7 @@ class PipelinedWorkerTest : public ::testing::Test {
       call->status = finished->status;
       call->answered = *finished->outputs.front().data;
       call->cold = finished->timeline.batch().cold;
+      call->batch_completed = finished->timeline.batch_completed();
       call->done.Notify();
     };
     EXPECT_TRUE(runtime_->queue().Enqueue(r).ok());
@@ -302,6 +306,21 @@ TEST_F(PipelinedWorkerTest, AFailedLaunchIsAnsweredAloneAndTheBatchInFlightStill
   runtime_->queue().Close();
   JoinWorkersWithin(*runtime_);
   EXPECT_EQ(runtime_->workers().front()->batches(), 3) << "a, the failed launch and c: every batch it ended";
+}
+
+// A batch that fails after its device work was seen done and outputs scattered is not a completed
+// batch: the metrics and traces (batch_completed()) count no device spans of it.
+TEST_F(PipelinedWorkerTest, ABatchThatFailsAfterItsScatterIsNotCompleted) {
+  Start();
+  Call* a = Send("a", 1.5f);
+  ExpectDoubled(a);
+  EXPECT_TRUE(a->batch_completed);
+  Call* late = Send("late_failure", 2.5f);
+  ASSERT_TRUE(late->done.WaitForNotificationWithTimeout(kTimeout));
+  EXPECT_EQ(late->status.code(), absl::StatusCode::kInternal);
+  EXPECT_FALSE(late->batch_completed) << "a failed batch's spans were counted as a completed batch's";
+  runtime_->queue().Close();
+  JoinWorkersWithin(*runtime_);
 }
 
 TEST_F(PipelinedWorkerTest, StopFinishesTheBatchInFlightFirst) {
