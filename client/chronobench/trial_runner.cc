@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/chronobench/load_worker.h"
+#include "client/chronobench/stall_watch.h"
 #include "common/status_macros.h"
 
 namespace chronoserve::client::bench {
@@ -16,8 +17,8 @@ namespace {
 
 constexpr int kStableWindows = 3;
 constexpr int64_t kTickNs = 200'000'000;  // progress / wait granularity
-// A wait for completions fails once none came for this many measurement intervals (at least
-// kMinStallNs) plus the request timeout and the plan's own gap between sends.
+// A wait for completions fails once none came, while requests were in flight, for this many
+// measurement intervals (at least kMinStallNs) plus the request timeout.
 constexpr int64_t kStallIntervals = 20;
 constexpr int64_t kMinStallNs = 2'000'000'000;
 
@@ -35,6 +36,16 @@ int64_t TotalCompleted(const std::vector<std::unique_ptr<LoadWorker>>& workers) 
   return n;
 }
 
+// Requests sent and not yet finished, over all workers.
+int64_t TotalInFlight(const std::vector<std::unique_ptr<LoadWorker>>& workers) {
+  int64_t n = 0;
+  for (const auto& w : workers) {
+    const int64_t completed = w->completed();  // first: a send after it can only add to the count
+    n += w->sent() - completed;
+  }
+  return n;
+}
+
 absl::StatusOr<LatencyRecorder> TakeAll(const std::vector<std::unique_ptr<LoadWorker>>& workers) {
   LatencyRecorder merged;
   for (const auto& w : workers) RETURN_IF_ERROR(merged.Merge(w->TakeRecorder()));
@@ -49,41 +60,38 @@ void WaitUntil(const RunnerContext& ctx, int64_t until_ns, const std::function<s
   }
 }
 
-// How long a wait for completions may go without one before the point fails. Without a bound a
-// model that never answers hangs chronobench when no request can fail by itself (--streaming, or
-// --timeout-ms 0). Only a stall counts: a slow model that keeps answering is waited for.
-int64_t StallLimitNs(const PointSpec& spec, const RunnerContext& ctx) {
+// How long a wait for completions may go without one, while requests are in flight, before the
+// point fails. Without a bound a model that never answers hangs chronobench when no request can
+// fail by itself (--streaming, or --timeout-ms 0). Only a stall counts: a slow model that keeps
+// answering is waited for, and so is a gap with nothing in flight (an idle gap, or an open loop's
+// gap between sends, which a Poisson draw makes arbitrarily long: e^-3, 5 % of the gaps at 1/s,
+// passed the 2 s minimum plus one mean period this wait once allowed).
+int64_t StallLimitNs(const RunnerContext& ctx) {
   double limit_ns = std::max(static_cast<double>(kStallIntervals) * static_cast<double>(ctx.measurement.interval_ms) * 1e6,
                              static_cast<double>(kMinStallNs));
   limit_ns += static_cast<double>(ctx.timeout_ms) * 1e6;
-  if (spec.mode == LoadMode::kIdleGap) limit_ns += spec.idle_gap_ms * 1e6;
-  if (spec.mode == LoadMode::kRate && spec.rate > 0) limit_ns += 1e9 / spec.rate;
   return static_cast<int64_t>(std::min(limit_ns, 1e18));
 }
 
 // Waits until `target` requests completed since `base`, reporting progress each tick;
-// DEADLINE_EXCEEDED naming `what` once none completed for StallLimitNs.
+// DEADLINE_EXCEEDED naming `what` once none completed for StallLimitNs while requests were in flight.
 absl::Status AwaitCompletions(const PointSpec& spec, const RunnerContext& ctx,
                               const std::vector<std::unique_ptr<LoadWorker>>& workers, int64_t base,
                               int64_t target, const std::string& what, const std::function<std::string()>& status) {
-  const int64_t limit_ns = StallLimitNs(spec, ctx);
-  int64_t seen = TotalCompleted(workers) - base;
-  int64_t progress_ns = ctx.clock->NowNs();
-  while (seen < target) {
+  const int64_t limit_ns = StallLimitNs(ctx);
+  StallWatch watch(limit_ns, ctx.clock->NowNs(), TotalCompleted(workers));
+  for (int64_t completed = TotalCompleted(workers); completed - base < target; completed = TotalCompleted(workers)) {
     absl::SleepFor(absl::Nanoseconds(kTickNs));
     if (ctx.progress) ctx.progress(status());
     const int64_t now = ctx.clock->NowNs();
-    const int64_t completed = TotalCompleted(workers) - base;
-    if (completed > seen) {
-      seen = completed;
-      progress_ns = now;
-    } else if (now - progress_ns >= limit_ns) {
+    const int64_t in_flight = TotalInFlight(workers);
+    if (watch.Stalled(now, TotalCompleted(workers), in_flight)) {
       return absl::DeadlineExceededError(absl::StrFormat(
-          "%s: no response for %.1f s while waiting for %s (%d of %d completed): the server or model is stuck "
-          "(the wait gives up after the larger of %d x --measurement-interval and %.0f s, plus --timeout-ms "
-          "and the load's gap between sends, without a response)",
-          spec.Label(), static_cast<double>(limit_ns) / 1e9, what, seen, target, kStallIntervals,
-          static_cast<double>(kMinStallNs) / 1e9));
+          "%s: no response for %.1f s with %d requests in flight while waiting for %s (%d of %d completed): the "
+          "server or model is stuck (the wait gives up after the larger of %d x --measurement-interval and %.0f s, "
+          "plus --timeout-ms, without a response while requests are in flight)",
+          spec.Label(), static_cast<double>(watch.StalledNs(now)) / 1e9, in_flight, what,
+          TotalCompleted(workers) - base, target, kStallIntervals, static_cast<double>(kMinStallNs) / 1e9));
     }
   }
   return absl::OkStatus();

@@ -1,7 +1,8 @@
 // RunPoint when the server stops answering: chronoserve frozen with SIGSTOP keeps its socket open
 // and answers nothing, and with --timeout-ms 0 or --streaming no request can fail by itself. The
 // point fails with DEADLINE_EXCEEDED naming what it waited for, instead of hanging. Against the real
-// chronoserve binary on 127.0.0.1.
+// chronoserve binary on 127.0.0.1. Also, without a server: the stall rule (StallWatch) and the seeds
+// of a sweep's points.
 #include <signal.h>
 
 #include <atomic>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "client/chronobench/benchmark.h"
+#include "client/chronobench/stall_watch.h"
 #include "client/chronobench/trial_runner.h"
 #include "client/inference_client.h"
 #include "common/clock.h"
@@ -158,6 +160,32 @@ TEST(PointSeedTest, EveryPointOfASweepSeedsItsWorkersApart) {
   for (const PointSpec& p : points) EXPECT_EQ(seeds.count(PlanWorkers(p, ctx)[0].seed), 0u) << p.Label();
   // Nearby seeds and points stay apart: --seed 1's second point is not --seed 2's first.
   EXPECT_NE(PointSeed(1, 1), PointSeed(2, 0));
+}
+
+// The stall rule of the waits for completions, on times written here. Open loop at 1/s with Poisson
+// gaps has nothing in flight for seconds at a time (a gap over 3 s is e^-3, 5 % of them); that
+// failed a healthy warm-up as stuck. Only time with requests in flight and no completion counts.
+TEST(StallWatchTest, OnlyTimeWithRequestsInFlightAndNoCompletionCounts) {
+  constexpr int64_t kLimit = 2'000'000'000;
+  constexpr int64_t kTick = 200'000'000;
+  StallWatch watch(kLimit, /*now_ns=*/1'000, /*completed=*/5);
+  int64_t now = 1'000;
+  // A long gap with nothing in flight: never a stall.
+  for (int i = 0; i < 100; ++i) EXPECT_FALSE(watch.Stalled(now += kTick, 5, /*in_flight=*/0)) << i;
+  // A request sent, answered within the limit: no stall; the answer starts the count again.
+  const int64_t sent_at = now;
+  EXPECT_FALSE(watch.Stalled(now = sent_at + kLimit - 1, 5, 1));
+  EXPECT_FALSE(watch.Stalled(now = sent_at + kLimit, 6, 1)) << "a completion, with the next one in flight";
+  EXPECT_FALSE(watch.Stalled(now = sent_at + 2 * kLimit - 1, 6, 1));
+  // In flight for the whole limit without an answer: stalled, and it says for how long.
+  EXPECT_TRUE(watch.Stalled(now = sent_at + 2 * kLimit, 6, 1));
+  EXPECT_EQ(watch.StalledNs(now), kLimit);
+  // A look with nothing in flight restarts the count, without any completion.
+  StallWatch idle(kLimit, 0, 0);
+  EXPECT_FALSE(idle.Stalled(kLimit - 1, 0, 3));
+  EXPECT_FALSE(idle.Stalled(kLimit, 0, 0));
+  EXPECT_FALSE(idle.Stalled(2 * kLimit - 1, 0, 2));
+  EXPECT_TRUE(idle.Stalled(2 * kLimit, 0, 2));
 }
 
 }  // namespace
