@@ -40,7 +40,11 @@ void LatencyRecorder::Allocate() {
   idle_before_.Allocate();
 }
 
-void LatencyRecorder::Record(const RequestRecord& r) {
+bool LatencyRecorder::Record(const RequestRecord& r) {
+  if (r.intended_ns < measure_from_ns_) {
+    ++discarded_;
+    return false;
+  }
   const int64_t e2e_actual = r.done_ns - r.sent_ns;
   metrics_[static_cast<int>(Metric::kE2e)].Record(r.done_ns - r.intended_ns);
   metrics_[static_cast<int>(Metric::kE2eActualSend)].Record(e2e_actual);
@@ -49,14 +53,15 @@ void LatencyRecorder::Record(const RequestRecord& r) {
   if (r.grpc_code != 0) {
     ++errors_;
     ++errors_by_code_[ValidGrpcCode(r.grpc_code)];
-    return;
+    return true;
   }
   ++successes_;
   if (!r.timing.has_value()) {
     ++without_timing_;
-    return;
+    return true;
   }
   RecordTiming(*r.timing, e2e_actual);
+  return true;
 }
 
 void LatencyRecorder::RecordTiming(const RequestTiming& t, int64_t e2e_actual_ns) {
@@ -101,6 +106,7 @@ absl::Status LatencyRecorder::Merge(const LatencyRecorder& o) {
   device_timed_ += o.device_timed_;
   launch_bound_ += o.launch_bound_;
   launch_bound_graphs_ += o.launch_bound_graphs_;
+  discarded_ += o.discarded_;
   return absl::OkStatus();
 }
 

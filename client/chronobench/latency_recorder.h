@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -49,10 +50,18 @@ struct RequestRecord {
 
 class LatencyRecorder {
  public:
-  // Errors: e2e still recorded (a failed request took that long), spans not (there are none).
-  void Record(const RequestRecord& record);
+  // Errors: e2e still recorded (a failed request took that long), spans not (there are none). A
+  // request intended to be sent before measure_from_ns() is only counted in discarded(): false.
+  bool Record(const RequestRecord& record);
+  // From now on, records of requests whose intended send time is before `ns` (sent during the
+  // warm-up, answered after it) are discarded, not measured. Default: none is.
+  void DiscardSentBefore(int64_t ns) { measure_from_ns_ = ns; }
+  int64_t measure_from_ns() const { return measure_from_ns_; }
+  // Records discarded as sent before measure_from_ns().
+  int64_t discarded() const { return discarded_; }
   // Allocates every histogram now (done by the controller before handing a fresh recorder over).
   void Allocate();
+  // Adds `other`'s histograms and counts (discarded() too); measure_from_ns() stays this one's.
   absl::Status Merge(const LatencyRecorder& other);
 
   const Histogram& metric(Metric m) const { return metrics_[static_cast<int>(m)]; }
@@ -110,6 +119,8 @@ class LatencyRecorder {
   int64_t device_timed_ = 0;
   int64_t launch_bound_ = 0;
   int64_t launch_bound_graphs_ = 0;
+  int64_t measure_from_ns_ = std::numeric_limits<int64_t>::min();
+  int64_t discarded_ = 0;
 };
 
 // chronobench's launch-bound flag (issue 6): when at least half of the device-timed responses came

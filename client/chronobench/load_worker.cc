@@ -98,8 +98,18 @@ LatencyRecorder LoadWorker::TakeRecorder() {
   LatencyRecorder fresh;
   fresh.Allocate();  // on the caller's thread, not the worker's
   absl::MutexLock lock(&mu_);
+  fresh.DiscardSentBefore(recorder_.measure_from_ns());
   std::swap(fresh, recorder_);
   return fresh;
+}
+
+void LoadWorker::StartMeasuring() {
+  LatencyRecorder fresh;
+  fresh.Allocate();
+  absl::MutexLock lock(&mu_);
+  // Read under mu_: a request recorded before this was answered, so sent, before it.
+  fresh.DiscardSentBefore(shared_.clock->NowNs());
+  std::swap(fresh, recorder_);
 }
 
 int64_t LoadWorker::ThreadCpuNs() const {
@@ -323,7 +333,7 @@ void LoadWorker::Record(std::unique_ptr<Call> owned, int grpc_code, const view::
   if (grpc_code == 0 && response != nullptr) record.timing = client::DecodeTiming(*response);
   {
     absl::MutexLock lock(&mu_);
-    recorder_.Record(record);
+    if (!recorder_.Record(record)) discarded_.fetch_add(1, std::memory_order_relaxed);  // sent in the warm-up
     completed_.fetch_add(1, std::memory_order_relaxed);  // under mu_: AwaitCompleted's condition
   }
   // Bounded by the calls this worker ever had in flight at once.

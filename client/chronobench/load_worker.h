@@ -99,11 +99,17 @@ class LoadWorker {
   void Stop();
   // Returns what was recorded since the last call and starts a fresh window.
   LatencyRecorder TakeRecorder();
+  // Ends the warm-up: drops what was recorded so far, and from now on records only requests whose
+  // intended send time is now or later; those sent before, answered later, count in completed()
+  // and discarded() but in no window. (Every request recorded before the call was sent before it.)
+  void StartMeasuring();
   // Requests sent since Start(). Once stopped, sent() == completed() + drained(): every request
   // was answered, failed or cancelled at the end, none lost.
   int64_t sent() const { return sent_.load(std::memory_order_relaxed); }
-  // Requests finished (OK or not) and recorded since Start().
+  // Requests finished (OK or not) since Start(): recorded, or discarded.
   int64_t completed() const { return completed_.load(std::memory_order_relaxed); }
+  // Of those, the ones sent before StartMeasuring() and finished after it: in no window.
+  int64_t discarded() const { return discarded_.load(std::memory_order_relaxed); }
   // Requests still in flight when Stop() cancelled the load: handed back, recorded in no window.
   int64_t drained() const { return drained_.load(std::memory_order_relaxed); }
   // Once stopped: how long the oldest of those had waited when Stop() came, from its intended send
@@ -183,6 +189,7 @@ class LoadWorker {
   std::atomic<int64_t> sent_{0};
   std::atomic<int64_t> completed_{0};  // written under mu_, so that AwaitCompleted sees it change
   std::atomic<int64_t> drained_{0};
+  std::atomic<int64_t> discarded_{0};
   std::atomic<int64_t> oldest_unanswered_ns_{0};
   std::unique_ptr<ShmSlotPool> shm_;  // null without shared memory
 

@@ -36,6 +36,16 @@ int64_t TotalCompleted(const std::vector<std::unique_ptr<LoadWorker>>& workers) 
   return n;
 }
 
+// Requests finished and recorded in a window: completed less those discarded as sent in the warm-up.
+int64_t TotalMeasured(const std::vector<std::unique_ptr<LoadWorker>>& workers) {
+  int64_t n = 0;
+  for (const auto& w : workers) {
+    const int64_t completed = w->completed();  // first: a discard after it can only lower the count
+    n += completed - w->discarded();
+  }
+  return n;
+}
+
 // Requests sent and not yet finished, over all workers.
 int64_t TotalInFlight(const std::vector<std::unique_ptr<LoadWorker>>& workers) {
   int64_t n = 0;
@@ -73,14 +83,17 @@ int64_t StallLimitNs(const RunnerContext& ctx) {
   return static_cast<int64_t>(std::min(limit_ns, 1e18));
 }
 
-// Waits until `target` requests completed since `base`, reporting progress each tick;
-// DEADLINE_EXCEEDED naming `what` once none completed for StallLimitNs while requests were in flight.
+using Count = int64_t (*)(const std::vector<std::unique_ptr<LoadWorker>>& workers);
+
+// Waits until `count` (TotalCompleted, TotalMeasured) is `target` past `base`, reporting progress each
+// tick; DEADLINE_EXCEEDED naming `what` once none completed for StallLimitNs while requests were in
+// flight.
 absl::Status AwaitCompletions(const PointSpec& spec, const RunnerContext& ctx,
-                              const std::vector<std::unique_ptr<LoadWorker>>& workers, int64_t base,
+                              const std::vector<std::unique_ptr<LoadWorker>>& workers, Count count, int64_t base,
                               int64_t target, const std::string& what, const std::function<std::string()>& status) {
   const int64_t limit_ns = StallLimitNs(ctx);
   StallWatch watch(limit_ns, ctx.clock->NowNs(), TotalCompleted(workers));
-  for (int64_t completed = TotalCompleted(workers); completed - base < target; completed = TotalCompleted(workers)) {
+  while (count(workers) - base < target) {
     absl::SleepFor(absl::Nanoseconds(kTickNs));
     if (ctx.progress) ctx.progress(status());
     const int64_t now = ctx.clock->NowNs();
@@ -91,7 +104,7 @@ absl::Status AwaitCompletions(const PointSpec& spec, const RunnerContext& ctx,
           "server or model is stuck (the wait gives up after the larger of %d x --measurement-interval and %.0f s, "
           "plus --timeout-ms, without a response while requests are in flight)",
           spec.Label(), static_cast<double>(watch.StalledNs(now)) / 1e9, in_flight, what,
-          TotalCompleted(workers) - base, target, kStallIntervals, static_cast<double>(kMinStallNs) / 1e9));
+          count(workers) - base, target, kStallIntervals, static_cast<double>(kMinStallNs) / 1e9));
     }
   }
   return absl::OkStatus();
@@ -225,13 +238,13 @@ absl::StatusOr<Window> MeasureWindow(const PointSpec& spec, int trial, const Run
   std::vector<int64_t> cpu_before;
   // Busy = CPU time less the polling before send times (waiting, though on the CPU).
   for (const auto& w : workers) cpu_before.push_back(w->BusyCpuNs());
-  const int64_t completed_start = TotalCompleted(workers);
+  const int64_t measured_start = TotalMeasured(workers);
   auto status = [&] {
     return absl::StrFormat("%s: trial %d/%d, %d requests", spec.Label(), trial, m.max_trials,
-                           TotalCompleted(workers) - completed_start);
+                           TotalMeasured(workers) - measured_start);
   };
   WaitUntil(ctx, window_start + m.interval_ms * 1'000'000, status);
-  RETURN_IF_ERROR(AwaitCompletions(spec, ctx, workers, completed_start, m.window_min_requests,
+  RETURN_IF_ERROR(AwaitCompletions(spec, ctx, workers, &TotalMeasured, measured_start, m.window_min_requests,
                                    "--measurement-request-count", status));
   Window window;
   ASSIGN_OR_RETURN(window.recorder, TakeAll(workers));
@@ -254,9 +267,11 @@ absl::StatusOr<PointResult> Measure(const PointSpec& spec, const RunnerContext& 
                                     const std::vector<std::unique_ptr<LoadWorker>>& workers) {
   const MeasurementOptions& m = ctx.measurement;
   RETURN_IF_ERROR(AwaitCompletions(
-      spec, ctx, workers, 0, m.warmup_requests, "the warm-up requests (--warmup-requests)",
+      spec, ctx, workers, &TotalCompleted, 0, m.warmup_requests, "the warm-up requests (--warmup-requests)",
       [&] { return absl::StrCat(spec.Label(), ": warm-up ", TotalCompleted(workers), "/", m.warmup_requests); }));
-  ASSIGN_OR_RETURN(LatencyRecorder discarded, TakeAll(workers));
+  // The warm-up is over: what it recorded is dropped, and requests sent before now, answered later
+  // (closed loop's whole first wave), are in no window either.
+  for (const auto& w : workers) w->StartMeasuring();
 
   PointResult result;
   result.spec = spec;

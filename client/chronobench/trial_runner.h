@@ -1,10 +1,11 @@
-// TrialRunner: measures one sweep point. It starts the workers, discards the warm-up requests,
-// then closes measurement windows (trials) of --measurement-interval until the last three agree
-// within --stability-percentage in throughput and p50 end-to-end latency, or --max-trials is
-// reached (then the point is reported as not stable). The reported figures merge the per-worker
-// recorders of the last three windows. A wait for completions (warm-up, --measurement-request-count)
-// that sees none for a bounded time fails the point with DEADLINE_EXCEEDED. Runs on the caller's
-// thread; owns the workers it starts and stops them on failure too.
+// TrialRunner: measures one sweep point. It starts the workers, discards the warm-up requests
+// (every request sent before the warm-up ended, whenever it is answered), then closes measurement
+// windows (trials) of --measurement-interval until the last three agree within
+// --stability-percentage in throughput and p50 end-to-end latency, or --max-trials is reached (then
+// the point is reported as not stable). The reported figures merge the per-worker recorders of the
+// last three windows. A wait for completions (warm-up, --measurement-request-count) that sees none
+// for a bounded time while requests are in flight fails the point with DEADLINE_EXCEEDED. Runs on
+// the caller's thread; owns the workers it starts and stops them on failure too.
 #ifndef CHRONOSERVE_CLIENT_CHRONOBENCH_TRIAL_RUNNER_H_
 #define CHRONOSERVE_CLIENT_CHRONOBENCH_TRIAL_RUNNER_H_
 

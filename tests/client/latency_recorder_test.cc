@@ -34,6 +34,49 @@ TEST(RecorderTest, ErrorsKeepTheirLatencyButNoSpans) {
   EXPECT_STREQ(GrpcCodeName(4), "DEADLINE_EXCEEDED");
 }
 
+// The warm-up's end: a request intended to be sent before it (the closed loop's first wave,
+// answered after the warm-up's last completion) is discarded, counted as such and nowhere else; one
+// sent at or after it is measured, OK or not. Merged recorders add their discards.
+TEST(RecorderTest, RequestsSentBeforeTheMeasurementStartAreDiscarded) {
+  std::mt19937_64 rng(17);
+  const RequestRecord ok = OkRecord(rng);  // intended at 1 s
+  LatencyRecorder r;
+  EXPECT_TRUE(r.Record(ok)) << "nothing is discarded before a cutoff is set";
+  r = LatencyRecorder();
+  r.DiscardSentBefore(ok.intended_ns + 1);
+  EXPECT_EQ(r.measure_from_ns(), ok.intended_ns + 1);
+  RequestRecord failed = ok;
+  failed.grpc_code = 14;  // UNAVAILABLE
+  failed.traced = true;
+  failed.timing.reset();
+  EXPECT_FALSE(r.Record(ok));
+  EXPECT_FALSE(r.Record(failed));
+  EXPECT_EQ(r.discarded(), 2);
+  EXPECT_EQ(r.successes() + r.errors() + r.traced() + r.without_timing(), 0);
+  for (int m = 0; m < kMetricCount; ++m) EXPECT_EQ(r.metric(static_cast<Metric>(m)).count(), 0) << m;
+  EXPECT_EQ(r.schedule_lag().count(), 0);
+  EXPECT_EQ(r.batch_size().count(), 0);
+
+  RequestRecord at_cutoff = OkRecord(rng, /*lag_ns=*/5'000);
+  at_cutoff.intended_ns += 1;
+  at_cutoff.sent_ns += 1;
+  at_cutoff.done_ns += 1;
+  failed.intended_ns = failed.sent_ns = at_cutoff.intended_ns + 10;
+  EXPECT_TRUE(r.Record(at_cutoff));
+  EXPECT_TRUE(r.Record(failed));
+  EXPECT_EQ(r.successes(), 1);
+  EXPECT_EQ(r.errors(), 1);
+  EXPECT_EQ(r.traced(), 1);
+  EXPECT_EQ(r.metric(Metric::kE2e).count(), 2);
+  EXPECT_EQ(r.discarded(), 2);
+
+  LatencyRecorder merged;
+  ASSERT_TRUE(merged.Merge(r).ok());
+  ASSERT_TRUE(merged.Merge(r).ok());
+  EXPECT_EQ(merged.discarded(), 4);
+  EXPECT_EQ(merged.successes(), 2);
+}
+
 // A code outside 0..16 (a server's error_code parameter) counts as UNKNOWN, with the real
 // UNKNOWNs; the JSON adds them up instead of keeping the last one.
 TEST(RecorderTest, InvalidCodesCountAsUnknownAndAddUp) {

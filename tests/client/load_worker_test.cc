@@ -3,7 +3,8 @@
 // answered, failed or cancelled at the end (sent == completed + drained), none is lost on a stream
 // that failed before its Finish arrived, and failures keep being counted after the server is gone;
 // streamed closed and open loop, and unary open loop. Also: one send-time stamp outside open loop,
-// and an open-loop worker that keeps its times without spinning (run alone: run_serial.cmake).
+// an open-loop worker that keeps its times without spinning (run alone: run_serial.cmake), and the
+// requests sent in the warm-up kept out of the measurement.
 // Against the real chronoserve binary on 127.0.0.1.
 #include <signal.h>
 
@@ -199,6 +200,46 @@ TEST(LoadWorkerTest, ClosedLoopAndIdleGapTimeFromTheActualSend) {
       EXPECT_EQ(e2e.mean(), actual.mean());
     }
   }
+}
+
+// The warm-up ends (StartMeasuring) with a closed loop's 8 requests in flight: they were sent during
+// the warm-up and are answered after it, so they are discarded, not measured in the first window;
+// everything else that finished after it is measured, and nothing is lost between the two.
+TEST(LoadWorkerTest, RequestsSentInTheWarmUpAreNotMeasured) {
+  absl::StatusOr<MlpTarget> target = StartMlpTarget("chronobench_warmup", /*seed=*/21);
+  ASSERT_TRUE(target.ok()) << target.status();
+  std::vector<ChannelStubs> stubs;
+  for (const auto& channel : MakeDistinctChannels(target->server.url, 1)) stubs.emplace_back(channel);
+  WorkerShared shared{&stubs, &target->request, SteadyClock::Get(), nullptr, 1, nullptr};
+  WorkerPlan plan;
+  plan.mode = LoadMode::kConcurrency;
+  plan.in_flight = 8;
+  plan.timeout_ms = 10'000;
+  LoadWorker worker(0, plan, shared);
+  ASSERT_TRUE(worker.Prepare().ok());
+  worker.Start(SteadyClock::Get()->NowNs());
+  const bool warmed_up = worker.AwaitCompleted(20, kWait);
+  const int64_t measure_from_ns = SteadyClock::Get()->NowNs();
+  const int64_t before_start = worker.completed();
+  worker.StartMeasuring();
+  const int64_t at_start = worker.completed();
+  const bool measured = worker.AwaitCompleted(at_start + 100, kWait);
+  worker.Stop();
+  ASSERT_TRUE(warmed_up) << "completed " << at_start;
+  ASSERT_TRUE(measured) << "completed " << worker.completed() - at_start << " of 100 after the warm-up";
+
+  const LatencyRecorder recorded = worker.TakeRecorder();
+  EXPECT_GE(recorded.measure_from_ns(), measure_from_ns);
+  // At most the 8 in flight at the warm-up's end, and (the server answering them) at least one.
+  EXPECT_GE(recorded.discarded(), 1);
+  EXPECT_LE(recorded.discarded(), 8);
+  EXPECT_EQ(worker.discarded(), recorded.discarded());
+  EXPECT_EQ(recorded.errors(), 0);
+  // Everything that finished after StartMeasuring is in the recorder or discarded, nothing before it.
+  const int64_t finished = recorded.successes() + recorded.discarded();
+  EXPECT_GE(finished, worker.completed() - at_start);
+  EXPECT_LE(finished, worker.completed() - before_start);
+  EXPECT_EQ(worker.sent(), worker.completed() + worker.drained());
 }
 
 // One worker's open loop at `rate` requests/s, its polls before a send capped at `max_send_poll_ns`.
