@@ -82,13 +82,13 @@ void LoadWorker::Start(int64_t start_ns) {
   native_thread_ = thread_.native_handle();
 }
 
-void LoadWorker::Stop() {
+void LoadWorker::Stop(absl::Time unregister_deadline) {
   if (stopped_ || !started_) return;
   stopped_ = true;
   stop_.store(true);
   thread_.join();
   if (shm_ != nullptr) {
-    if (absl::Status s = shm_->UnregisterAll(); !s.ok()) {
+    if (absl::Status s = shm_->UnregisterAll(unregister_deadline); !s.ok()) {
       CS_LOG(WARNING) << "worker " << index_ << ": unregistering shared memory: " << s.message();
     }
   }

@@ -34,6 +34,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/chronobench/bench_options.h"
 #include "client/chronobench/channel_streams.h"
@@ -94,9 +95,11 @@ class LoadWorker {
   absl::Status Prepare();
   // Starts the thread; load begins at `start_ns` (open-loop schedules are anchored there).
   void Start(int64_t start_ns);
-  // Stops sending, cancels what is in flight, joins, and unregisters the shared-memory slots.
-  // Idempotent.
-  void Stop();
+  // Stops sending, cancels what is in flight, joins, and unregisters the shared-memory slots, all
+  // of them by `unregister_deadline` (a frozen server delays Stop that long, once: pass several
+  // workers one deadline). Idempotent.
+  void Stop(absl::Time unregister_deadline);
+  void Stop() { Stop(absl::Now() + ShmSlotPool::kUnregisterTimeout); }
   // Returns what was recorded since the last call and starts a fresh window.
   LatencyRecorder TakeRecorder();
   // Ends the warm-up: drops what was recorded so far, and from now on records only requests whose

@@ -10,7 +10,7 @@
 //   RETURN_IF_ERROR(pool.Grow(in_flight));          // registers 2 regions per slot
 //   ShmSlot* slot = pool.Acquire();  pool.CopyIn(*slot);  send slot->request ...
 //   on the response: pool.CopyOut(*slot, response);  pool.Release(slot);
-//   pool.UnregisterAll();                            // when the worker stopped
+//   pool.UnregisterAll();                            // when the worker stopped (10 s for all at most)
 #ifndef CHRONOSERVE_CLIENT_CHRONOBENCH_SHM_SLOT_POOL_H_
 #define CHRONOSERVE_CLIENT_CHRONOBENCH_SHM_SLOT_POOL_H_
 
@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/system_shared_memory.h"
 #include "proto/inference.grpc.pb.h"
 
@@ -78,12 +80,19 @@ class ShmSlotPool {
   // Each output the response describes, out of the slot's output region into slot.outputs.
   void CopyOut(ShmSlot& slot,
                const google::protobuf::RepeatedPtrField<inference::ModelInferResponse::InferOutputTensor>& outputs) const;
-  // Unregisters every slot's regions (the objects are unlinked when the pool goes).
-  absl::Status UnregisterAll();
+  // How long UnregisterAll() may take, all calls together.
+  static constexpr absl::Duration kUnregisterTimeout = absl::Seconds(10);
+
+  // Unregisters every slot's regions, every call within `deadline` (one for all, however many
+  // slots). Stops at the first call that timed out or found the server unavailable: then the error
+  // says how many regions were left registered on the server. Each slot is tried once; the objects
+  // are unlinked here when the pool goes, whether or not the server let go of them.
+  absl::Status UnregisterAll(absl::Time deadline);
+  absl::Status UnregisterAll() { return UnregisterAll(absl::Now() + kUnregisterTimeout); }
 
  private:
   absl::Status Register(const std::string& name, const SystemSharedMemory& shm);
-  absl::Status Unregister(const std::string& name);
+  absl::Status Unregister(const std::string& name, absl::Time deadline);
 
   inference::GRPCInferenceService::Stub* const stub_;
   const inference::ModelInferRequest* const raw_;

@@ -310,7 +310,10 @@ absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::Mod
   const int64_t start_ns = ctx.clock->NowNs() + 1'000'000;
   for (auto& w : workers) w->Start(start_ns);
   absl::StatusOr<PointResult> result = Measure(spec, ctx, workers);
-  for (auto& w : workers) w->Stop();  // on failure too: what is stuck in flight is cancelled
+  // On failure too: what is stuck in flight is cancelled. One deadline for every worker's
+  // shared-memory regions, so that a frozen server holds the point up 10 s, not 10 s a worker.
+  const absl::Time unregister_deadline = absl::Now() + ShmSlotPool::kUnregisterTimeout;
+  for (auto& w : workers) w->Stop(unregister_deadline);
   if (!result.ok()) return result;
   for (const auto& w : workers) {
     result->unanswered_at_end += w->drained();

@@ -1,0 +1,79 @@
+// ShmSlotPool::UnregisterAll against a server that stopped answering (chronoserve frozen with
+// SIGSTOP: its socket open, nothing answered). It made two blocking calls a slot, each with a 10 s
+// deadline of its own, and kept going after a timeout, so stopping a worker with 64 slots took about
+// 21 minutes. Now every call shares one deadline and the first timeout ends it, saying how many
+// regions were left registered. Against the real chronoserve binary on 127.0.0.1.
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/chronobench/shm_slot_pool.h"
+#include "client/inference_client.h"
+#include "gtest/gtest.h"
+#include "proto/inference.grpc.pb.h"
+#include "tests/client/mlp_target.h"
+
+namespace chronoserve::client::bench {
+namespace {
+
+using chronoserve::testing::MlpTarget;
+using chronoserve::testing::StartMlpTarget;
+
+constexpr auto kWait = std::chrono::seconds(60);
+
+int RegisteredRegions(InferenceClient& client) {
+  auto status = client.SystemSharedMemoryStatus();
+  return status.ok() ? status->regions_size() : -1;
+}
+
+TEST(ShmSlotPoolTest, UnregisterAllAgainstAFrozenServerEndsAtOneDeadline) {
+  absl::StatusOr<MlpTarget> target = StartMlpTarget("chronobench_shm_frozen", /*seed=*/23);
+  ASSERT_TRUE(target.ok()) << target.status();
+  std::unique_ptr<InferenceClient> client = InferenceClient::Connect(target->server.url, std::chrono::seconds(30));
+  auto metadata = client->ModelMetadata("mlp");
+  ASSERT_TRUE(metadata.ok()) << metadata.status();
+  auto layout = PlanShmLayout(target->request, *metadata, /*batch_size=*/1, /*batched=*/true,
+                              /*output_byte_size=*/4096);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  auto channel = grpc::CreateChannel(target->server.url, grpc::InsecureChannelCredentials());
+  // Connected before the server freezes: the calls are stuck on a live connection, not a dial.
+  ASSERT_TRUE(channel->WaitForConnected(std::chrono::system_clock::now() + kWait));
+  auto stub = inference::GRPCInferenceService::NewStub(channel);
+  auto pool = std::make_unique<ShmSlotPool>(stub.get(), &target->request, &*layout, "chronobench_test_frozen");
+  ASSERT_TRUE(pool->Grow(8).ok());
+  ASSERT_EQ(RegisteredRegions(*client), 16);
+
+  target->server.process->Signal(SIGSTOP);
+  constexpr absl::Duration kTimeout = absl::Seconds(2);
+  const absl::Time start = absl::Now();
+  auto unregistered = std::async(std::launch::async, [&] { return pool->UnregisterAll(start + kTimeout); });
+  const bool returned = unregistered.wait_for(kWait) == std::future_status::ready;
+  const absl::Duration took = absl::Now() - start;
+  target->server.process->Signal(SIGCONT);  // the calls, if still waiting, are answered now
+  ASSERT_TRUE(returned) << "UnregisterAll still waiting after 60 s";
+  // One deadline for all 16 calls (with one a call, 16 x 2 s): the bound leaves room for a slow
+  // machine, far below that.
+  EXPECT_LT(took, kTimeout + absl::Seconds(3));
+  const absl::Status status = unregistered.get();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_NE(status.message().find("16 of 16 regions"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("left registered on the server"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("unlinked here"), std::string::npos) << status;
+
+  // Gave up, not retried: the pool goes at once (its destructor unregisters nothing more), and the
+  // server, answering again, still holds what the message said, but for the one call that timed
+  // out, which it may serve once it reads it.
+  const absl::Time destroying = absl::Now();
+  pool.reset();
+  EXPECT_LT(absl::Now() - destroying, absl::Seconds(1));
+  EXPECT_GE(RegisteredRegions(*client), 15);
+}
+
+}  // namespace
+}  // namespace chronoserve::client::bench
