@@ -152,29 +152,32 @@ void ShmSlotPool::CopyOut(
 
 absl::Status ShmSlotPool::UnregisterAll(absl::Time deadline) {
   absl::Status first;
-  bool unreachable = false;  // a call timed out or found no server: the rest would only wait too
+  absl::Status gave_up;  // the call that timed out or found no server: the rest would only wait too
   int tried = 0;
-  int left = 0;  // regions still registered on the server once unreachable
+  int left = 0;  // regions still registered on the server once it gave up
   for (auto& slot : slots_) {
     if (!slot->registered) continue;
     slot->registered = false;  // tried once: the destructor must not wait for it again
     for (const std::string* name : {&slot->input_name, &slot->output_name}) {
       ++tried;
-      if (unreachable) {
+      if (!gave_up.ok()) {
         ++left;
         continue;
       }
       absl::Status s = Unregister(*name, deadline);
       if (s.ok()) continue;
       if (first.ok()) first = s;
-      unreachable = absl::IsDeadlineExceeded(s) || absl::IsUnavailable(s);
-      if (unreachable) ++left;
+      if (absl::IsDeadlineExceeded(s) || absl::IsUnavailable(s)) {
+        gave_up = s;
+        ++left;
+      }
     }
   }
-  if (left == 0) return first;
-  return absl::Status(first.code(), absl::StrCat(
-      "gave up unregistering shared memory after '", first.message(), "': ", left, " of ", tried, " regions (",
-      tag_, "_*) are left registered on the server; their objects are unlinked here all the same"));
+  if (gave_up.ok()) return first;
+  return absl::Status(gave_up.code(), absl::StrCat(
+      "gave up unregistering shared memory after '", gave_up.message(), "': ", left, " of ", tried, " regions (",
+      tag_, "_*) are left registered on the server; their objects are unlinked here all the same, when the "
+      "pool goes"));
 }
 
 }  // namespace chronoserve::client::bench
