@@ -109,10 +109,9 @@ absl::Status InferenceService::AnswerServerReady(const inference::ServerReadyReq
 absl::Status InferenceService::AnswerModelReady(const inference::ModelReadyRequest& request,
                                                 inference::ModelReadyResponse* response) {
   auto model = registry_->Find(request.name(), request.version());
-  // A model loading or failed to load (UNAVAILABLE) is not ready; an unknown model or version
-  // (NOT_FOUND) and a version that is no integer >= 0 (INVALID_ARGUMENT) are errors, as on every
-  // other RPC and in Triton.
-  if (!model.ok() && model.status().code() != absl::StatusCode::kUnavailable) return model.status();
+  // As Triton (InferenceServer::ModelIsReady): a model loading, failed to load, unknown or without
+  // that version is not ready, answered OK; only a version that is no integer >= 0 is a bad request.
+  if (!model.ok() && model.status().code() == absl::StatusCode::kInvalidArgument) return model.status();
   response->set_ready(model.ok() && !warming_up_.load() && !dispatcher_.draining());
   return absl::OkStatus();
 }
@@ -121,6 +120,11 @@ absl::Status InferenceService::AnswerServerMetadata(const inference::ServerMetad
                                                     inference::ServerMetadataResponse* response) {
   response->set_name(info_.name);
   response->set_version(info_.version);
+  // As Triton names them: ModelConfig (model_configuration), the queue policy's timeouts and
+  // priorities (schedule_policy), request and response parameters (parameters), ModelStatistics.
+  response->add_extensions("model_configuration");
+  response->add_extensions("schedule_policy");
+  response->add_extensions("parameters");
   response->add_extensions("statistics");
   if (info_.request_timing) response->add_extensions("server_timing");
   if (shared_memory_ != nullptr) response->add_extensions("system_shared_memory");

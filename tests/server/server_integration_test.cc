@@ -98,8 +98,10 @@ TEST_F(ServerIntegrationTest, HealthAndMetadata) {
   EXPECT_EQ(testing::Answer(client_->ServerReady()), "true");
   EXPECT_EQ(testing::Answer(client_->ModelReady("policy_net")), "true");
   EXPECT_EQ(testing::Answer(client_->ModelReady("policy_net", "1")), "true");
-  EXPECT_EQ(client_->ModelReady("policy_net", "2").status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(client_->ModelReady("nope").status().code(), absl::StatusCode::kNotFound);
+  // As Triton: an unknown model or version is not ready (answered OK, false), not an error, so
+  // tritonclient's is_model_ready() returns False instead of raising.
+  EXPECT_EQ(testing::Answer(client_->ModelReady("policy_net", "2")), "false");
+  EXPECT_EQ(testing::Answer(client_->ModelReady("nope")), "false");
   // A version that is no integer >= 0 is a bad request on ModelReady too, not a model that is not ready.
   for (const char* version : {"abc", "-1"}) {
     const auto ready = client_->ModelReady("policy_net", version);
@@ -110,6 +112,9 @@ TEST_F(ServerIntegrationTest, HealthAndMetadata) {
   ASSERT_TRUE(server.ok());
   EXPECT_EQ(server->name(), "chronoserve");
   EXPECT_FALSE(server->version().empty());
+  for (const char* extension : {"model_configuration", "schedule_policy", "parameters", "statistics"}) {
+    EXPECT_THAT(server->extensions(), ::testing::Contains(extension)) << "Triton's name for what is served";
+  }
   auto meta = client_->ModelMetadata("policy_net");
   ASSERT_TRUE(meta.ok()) << meta.status();
   EXPECT_EQ(meta->platform(), "pytorch_libtorch");
