@@ -49,7 +49,7 @@ absl::StatusOr<bool> AsksForSequence(const ModelSpec& spec, const std::string& k
     if (type == inference::InferParameter::kUint64Param) return p.uint64_param() != 0;
     if (type == inference::InferParameter::kStringParam) return !p.string_param().empty();
     return BadParameter(spec, key, absl::StrCat("is a ", ParameterTypeName(p),
-                                                "; expected int64_param or string_param (the correlation id)"));
+                                                "; expected int64_param, uint64_param or string_param (the correlation id)"));
   }
   if (type == inference::InferParameter::kBoolParam) return p.bool_param();
   return BadParameter(spec, key, absl::StrCat("is a ", ParameterTypeName(p), "; expected bool_param"));
