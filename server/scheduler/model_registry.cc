@@ -12,9 +12,19 @@ void ModelRegistry::MarkLoading(const std::string& name) {
 
 void ModelRegistry::MarkFailed(const std::string& name, const absl::Status& reason) {
   absl::MutexLock lock(&mu_);
-  not_ready_[name] = absl::UnavailableError(
-      absl::StrCat("model '", name, "' failed to load: ", reason.message()));
+  // NOT_FOUND as Triton answers a model with no version to serve; a named version is UNAVAILABLE
+  // (Find). Loading is UNAVAILABLE either way: it is worth retrying, a load error is not.
+  not_ready_[name] = absl::NotFoundError(absl::StrCat("model '", name, "' failed to load: ", reason.message()));
 }
+
+namespace {
+// As Triton: a version that is not a number is a bad request (a number not served is not found).
+absl::Status CheckVersion(const std::string& name, const std::string& version, int64_t* parsed) {
+  if (version.empty() || (absl::SimpleAtoi(version, parsed) && *parsed >= 0)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("model '", name, "': version '", version, "' is not an integral value >= 0"));
+}
+}  // namespace
 
 void ModelRegistry::Add(std::shared_ptr<ModelRuntime> runtime) {
   absl::MutexLock lock(&mu_);
@@ -29,16 +39,18 @@ absl::StatusOr<std::shared_ptr<ModelRuntime>> ModelRegistry::Find(const std::str
   auto it = ready_.find(name);
   if (it == ready_.end()) {
     auto nr = not_ready_.find(name);
-    if (nr != not_ready_.end()) return nr->second;
-    return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
+    if (nr == not_ready_.end()) return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
+    int64_t v = -1;
+    if (absl::Status checked = CheckVersion(name, version, &v); !checked.ok()) return checked;
+    // A failed model: NOT_FOUND without a version (none to serve), a named version UNAVAILABLE.
+    if (nr->second.code() == absl::StatusCode::kNotFound && !version.empty()) {
+      return absl::UnavailableError(nr->second.message());
+    }
+    return nr->second;
   }
   if (!version.empty()) {
     int64_t v = -1;
-    // As Triton: a version that is not a number is a bad request, a number not served is not found.
-    if (!absl::SimpleAtoi(version, &v) || v < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("model '", name, "': version '", version, "' is not an integral value >= 0"));
-    }
+    if (absl::Status checked = CheckVersion(name, version, &v); !checked.ok()) return checked;
     if (v != it->second->spec().version) {
       return absl::NotFoundError(absl::StrCat("model '", name, "' has no version '", version,
                                               "' (serving version ", it->second->spec().version, ")"));

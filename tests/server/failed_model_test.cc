@@ -50,15 +50,19 @@ TEST_F(FailedModelTest, BrokenModelsFailAloneWithTheirReason) {
   const Tensor input{"INPUT__0", DataType::kFp32, {1, 64}, RandomTensorBytes(DataType::kFp32, 64, rng)};
   EXPECT_TRUE(c->Infer("good", {input}).ok());
   auto broken = c->Infer("broken", {input});
-  ASSERT_EQ(broken.status().code(), absl::StatusCode::kUnavailable);
+  ASSERT_EQ(broken.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(broken.status().message()), HasSubstr("broken/config.pbtxt:2:"));
+  // As Triton: NOT_FOUND without a version (no version to serve), UNAVAILABLE for a named one.
+  auto broken_v1 = c->ModelMetadata("broken", "1");
+  ASSERT_EQ(broken_v1.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(broken_v1.status().message()), HasSubstr("broken/config.pbtxt:2:"));
   if (server::CudaDeviceCount() == 0) {  // with a GPU visible the KIND_GPU model loads
     auto gpu = c->Infer("gpu_only", {input});
-    ASSERT_EQ(gpu.status().code(), absl::StatusCode::kUnavailable);
+    ASSERT_EQ(gpu.status().code(), absl::StatusCode::kNotFound);
     EXPECT_THAT(std::string(gpu.status().message()), HasSubstr("KIND_GPU but no CUDA GPU is visible"));
   }
   auto wrong_dims = c->Infer("wrong_dims", {input});
-  ASSERT_EQ(wrong_dims.status().code(), absl::StatusCode::kUnavailable) << "its warm-up failed the load";
+  ASSERT_EQ(wrong_dims.status().code(), absl::StatusCode::kNotFound) << "its warm-up failed the load";
   EXPECT_THAT(std::string(wrong_dims.status().message()),
               HasSubstr("warm-up at batch size 1: model 'wrong_dims' worker 0 on cpu: output 'OUTPUT__0': produced "
                         "dims [16] after the batch dim, config declares [8]"));
@@ -87,7 +91,7 @@ TEST_F(FailedModelTest, AModelWhoseCodeCannotCompileFailsAloneNamingTheOperator)
   std::mt19937_64 rng(7);
   const Tensor input{"INPUT__0", DataType::kFp32, {1, 8}, RandomTensorBytes(DataType::kFp32, 8, rng)};
   auto refused = c->Infer("vanished", {input});
-  ASSERT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("model 'vanished': cannot load "));
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("chronoserve_test::vanished"));
   const Tensor good_input{"INPUT__0", DataType::kFp32, {1, 64}, RandomTensorBytes(DataType::kFp32, 64, rng)};

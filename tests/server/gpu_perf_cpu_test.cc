@@ -73,11 +73,11 @@ TEST(GpuPerfOnCpuTest, GraphAndKeepWarmSettingsServeEagerOnTheCpu) {
 
   const Tensor mlp_input{"INPUT__0", DataType::kFp32, {1, 64}, RandomTensorBytes(DataType::kFp32, 64, rng)};
   auto buckets = c->Infer("bad_buckets", {mlp_input});
-  ASSERT_EQ(buckets.status().code(), absl::StatusCode::kUnavailable);
+  ASSERT_EQ(buckets.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(buckets.status().message()), HasSubstr("cuda_graph_batch_sizes"));
   EXPECT_THAT(std::string(buckets.status().message()), HasSubstr("16 exceeds max_batch_size 4"));
   auto keep_warm = c->Infer("bad_keep_warm", {mlp_input});
-  ASSERT_EQ(keep_warm.status().code(), absl::StatusCode::kUnavailable);
+  ASSERT_EQ(keep_warm.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(keep_warm.status().message()), HasSubstr("keep_warm_ms"));
 }
 
@@ -136,7 +136,7 @@ TEST(GpuPerfOnCpuTest, ExactDeviceTimingIsAcceptedAndLoggedAsNoEffect) {
     ASSERT_NEAR(got, want[0][i], 1e-5) << "element " << i;
   }
   auto refused = c->Infer("mlp_bad", {input});
-  ASSERT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("exact_device_timing"));
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("sometimes"));
 }

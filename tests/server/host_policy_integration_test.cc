@@ -147,12 +147,12 @@ TEST(HostPolicyServerTest, UnknownPolicyOrUnusableCpusFailTheModelAlone) {
   ASSERT_TRUE(good_answer.ok()) << good_answer.status();
   EXPECT_EQ(testing::OutputsMismatch(repo.path() + "/good/1/model.pt", {good_input}, good_answer->outputs), "");
   auto unknown = c->Infer("named", {MlpInput(1, 3)});
-  ASSERT_EQ(unknown.status().code(), absl::StatusCode::kUnavailable);
+  ASSERT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(unknown.status().message()),
               HasSubstr("model 'named': instance_group host_policy 'fastest' names no --host-policy"));
   auto unusable = c->Infer("far", {MlpInput(1, 3)});
   if (CurrentThreadCpus().back() < 1022) {
-    ASSERT_EQ(unusable.status().code(), absl::StatusCode::kUnavailable);
+    ASSERT_EQ(unusable.status().code(), absl::StatusCode::kNotFound);
     EXPECT_THAT(std::string(unusable.status().message()),
                 HasSubstr("model 'far' worker 0: pinning a thread to CPUs 1022-1023 failed"));
   }

@@ -19,7 +19,9 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 namespace pb = ::chronoserve::config;
 
-TEST(ModelConfigAnswerTest, LoadingOrFailedModelIsUnavailableWithTheReason) {
+// As Triton: a model loading is UNAVAILABLE (worth retrying); one that failed to load is NOT_FOUND
+// without a version (it has none to serve) and UNAVAILABLE for a named version; both say why.
+TEST(ModelConfigAnswerTest, LoadingIsUnavailableAFailedModelNotFoundUnlessAVersionIsNamed) {
   server::ModelRegistry registry;
   registry.MarkLoading("slow");
   registry.MarkFailed("broken", absl::InvalidArgumentError("config.pbtxt:3: bad dims"));
@@ -31,8 +33,15 @@ TEST(ModelConfigAnswerTest, LoadingOrFailedModelIsUnavailableWithTheReason) {
   EXPECT_THAT(std::string(status.message()), HasSubstr("slow"));
   request.set_name("broken");
   status = server::AnswerModelConfig(registry, request, &response);
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("model 'broken' failed to load: config.pbtxt:3: bad dims"));
+  request.set_version("1");
+  status = server::AnswerModelConfig(registry, request, &response);
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
   EXPECT_THAT(std::string(status.message()), HasSubstr("bad dims"));
+  request.set_version("one");
+  status = server::AnswerModelConfig(registry, request, &response);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << "a bad version is a bad request: " << status;
 }
 
 TEST(ModelConfigFromSpecTest, CudaGraphsHostPolicyAndGpus) {
