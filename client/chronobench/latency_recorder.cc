@@ -43,6 +43,7 @@ void LatencyRecorder::Allocate() {
 bool LatencyRecorder::Record(const RequestRecord& r) {
   if (r.intended_ns < measure_from_ns_) {
     ++discarded_;
+    if (r.grpc_code == 0) ++discarded_successes_;
     return false;
   }
   const int64_t e2e_actual = r.done_ns - r.sent_ns;
@@ -107,6 +108,7 @@ absl::Status LatencyRecorder::Merge(const LatencyRecorder& o) {
   launch_bound_ += o.launch_bound_;
   launch_bound_graphs_ += o.launch_bound_graphs_;
   discarded_ += o.discarded_;
+  discarded_successes_ += o.discarded_successes_;
   return absl::OkStatus();
 }
 

@@ -57,8 +57,12 @@ class LatencyRecorder {
   // warm-up, answered after it) are discarded, not measured. Default: none is.
   void DiscardSentBefore(int64_t ns) { measure_from_ns_ = ns; }
   int64_t measure_from_ns() const { return measure_from_ns_; }
-  // Records discarded as sent before measure_from_ns().
+  // Records discarded as sent before measure_from_ns(), and those of them answered OK.
   int64_t discarded() const { return discarded_; }
+  int64_t discarded_successes() const { return discarded_successes_; }
+  // Requests answered OK while this recorder recorded, discarded or not: what throughput counts (a
+  // window's first answers, to requests sent before it, are the server's work in that window too).
+  int64_t answered_ok() const { return successes_ + discarded_successes_; }
   // Allocates every histogram now (done by the controller before handing a fresh recorder over).
   void Allocate();
   // Adds `other`'s histograms and counts (discarded() too); measure_from_ns() stays this one's.
@@ -121,6 +125,7 @@ class LatencyRecorder {
   int64_t launch_bound_graphs_ = 0;
   int64_t measure_from_ns_ = std::numeric_limits<int64_t>::min();
   int64_t discarded_ = 0;
+  int64_t discarded_successes_ = 0;
 };
 
 // chronobench's launch-bound flag (issue 6): when at least half of the device-timed responses came

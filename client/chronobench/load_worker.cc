@@ -94,23 +94,19 @@ void LoadWorker::Stop(absl::Time unregister_deadline) {
   }
 }
 
-LatencyRecorder LoadWorker::TakeRecorder() {
+LatencyRecorder LoadWorker::SwapRecorder(bool measure_from_now) {
   LatencyRecorder fresh;
   fresh.Allocate();  // on the caller's thread, not the worker's
   absl::MutexLock lock(&mu_);
-  fresh.DiscardSentBefore(recorder_.measure_from_ns());
+  // The clock read under mu_: a request recorded before this was answered, so sent, before it.
+  fresh.DiscardSentBefore(measure_from_now ? shared_.clock->NowNs() : recorder_.measure_from_ns());
   std::swap(fresh, recorder_);
   return fresh;
 }
 
-void LoadWorker::StartMeasuring() {
-  LatencyRecorder fresh;
-  fresh.Allocate();
-  absl::MutexLock lock(&mu_);
-  // Read under mu_: a request recorded before this was answered, so sent, before it.
-  fresh.DiscardSentBefore(shared_.clock->NowNs());
-  std::swap(fresh, recorder_);
-}
+LatencyRecorder LoadWorker::TakeRecorder() { return SwapRecorder(/*measure_from_now=*/false); }
+
+void LoadWorker::StartMeasuring() { (void)SwapRecorder(/*measure_from_now=*/true); }
 
 int64_t LoadWorker::ThreadCpuNs() const {
   if (!started_ || stopped_) return 0;

@@ -131,6 +131,9 @@ class LoadWorker {
   int64_t BusyCpuNs() const { return ThreadCpuNs() - PollNs(); }
 
  private:
+  // Hands the recorder back and puts a fresh one in its place, which discards requests sent before
+  // now (`measure_from_now`) or before the old one's cutoff.
+  LatencyRecorder SwapRecorder(bool measure_from_now);
   using Wake = EventWaiter::Wake;
   using Event = EventWaiter::Event;
 

@@ -252,7 +252,9 @@ absl::StatusOr<Window> MeasureWindow(const PointSpec& spec, int trial, const Run
   summary.duration_s = static_cast<double>(ctx.clock->NowNs() - window_start) / 1e9;
   summary.successes = window.recorder.successes();
   summary.errors = window.recorder.errors();
-  summary.throughput_rps = static_cast<double>(summary.successes) / summary.duration_s;
+  // Every OK answer in the window, those to requests sent in the warm-up too (they are in no latency
+  // figure): else the first window would miss about one latency's worth of answers.
+  summary.throughput_rps = static_cast<double>(window.recorder.answered_ok()) / summary.duration_s;
   summary.p50_ns = window.recorder.metric(Metric::kE2e).ValueAtPercentile(50);
   for (size_t w = 0; w < workers.size(); ++w) {
     const int64_t busy_ns = workers[w]->BusyCpuNs() - cpu_before[w];
@@ -292,7 +294,7 @@ absl::StatusOr<PointResult> Measure(const PointSpec& spec, const RunnerContext& 
   }
   result.reported_windows = static_cast<int>(recent.size());
   result.traced = result.recorder.traced();  // over the same windows as the requests
-  result.throughput_rps = static_cast<double>(result.recorder.successes()) / result.duration_s;
+  result.throughput_rps = static_cast<double>(result.recorder.answered_ok()) / result.duration_s;
   result.items_per_s = result.throughput_rps * static_cast<double>(spec.batch_size);
   AddWarnings(spec, result.windows, m.max_trials, &result);
   return result;

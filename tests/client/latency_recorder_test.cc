@@ -52,6 +52,8 @@ TEST(RecorderTest, RequestsSentBeforeTheMeasurementStartAreDiscarded) {
   EXPECT_FALSE(r.Record(ok));
   EXPECT_FALSE(r.Record(failed));
   EXPECT_EQ(r.discarded(), 2);
+  EXPECT_EQ(r.discarded_successes(), 1) << "the OK one";
+  EXPECT_EQ(r.answered_ok(), 1) << "throughput counts an OK answer to a warm-up request";
   EXPECT_EQ(r.successes() + r.errors() + r.traced() + r.without_timing(), 0);
   for (int m = 0; m < kMetricCount; ++m) EXPECT_EQ(r.metric(static_cast<Metric>(m)).count(), 0) << m;
   EXPECT_EQ(r.schedule_lag().count(), 0);
@@ -75,6 +77,7 @@ TEST(RecorderTest, RequestsSentBeforeTheMeasurementStartAreDiscarded) {
   ASSERT_TRUE(merged.Merge(r).ok());
   EXPECT_EQ(merged.discarded(), 4);
   EXPECT_EQ(merged.successes(), 2);
+  EXPECT_EQ(merged.answered_ok(), 4) << "two measured, two discarded, all OK";
 }
 
 // A code outside 0..16 (a server's error_code parameter) counts as UNKNOWN, with the real
