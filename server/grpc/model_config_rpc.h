@@ -22,9 +22,10 @@ namespace chronoserve::server {
 // model's groups say KIND_GPU with the GPUs used or KIND_CPU, never KIND_AUTO; host_policy as configured.
 config::ModelConfig ModelConfigFromSpec(const ModelSpec& spec);
 
-// Answers one ModelConfig request, with Triton's errors: a version that is not an integer >= 0 is
-// INVALID_ARGUMENT; an unknown model or a version not served is NOT_FOUND; a model still loading
-// (or that failed to load) is UNAVAILABLE with the reason.
+// Answers one ModelConfig request, with Triton's errors (ModelRegistry::Find): a version that is not
+// an integer >= 0 is INVALID_ARGUMENT; an unknown model, a version not served or a model that failed
+// to load (no version named) is NOT_FOUND; a model still loading is UNAVAILABLE; every error that
+// concerns a model gives its reason.
 absl::Status AnswerModelConfig(const ModelRegistry& registry, const inference::ModelConfigRequest& request,
                                inference::ModelConfigResponse* response);
 

@@ -13,8 +13,11 @@ void ModelRegistry::MarkLoading(const std::string& name) {
 void ModelRegistry::MarkFailed(const std::string& name, const absl::Status& reason) {
   absl::MutexLock lock(&mu_);
   // NOT_FOUND as Triton answers a model with no version to serve; a named version is UNAVAILABLE
-  // (Find). Loading is UNAVAILABLE either way: it is worth retrying, a load error is not.
-  not_ready_[name] = absl::NotFoundError(absl::StrCat("model '", name, "' failed to load: ", reason.message()));
+  // (Find). Loading is UNAVAILABLE either way: it is worth retrying, a load error is not. A load
+  // skipped or stopped because the server is shutting down (UNAVAILABLE) stays UNAVAILABLE.
+  std::string message = absl::StrCat("model '", name, "' failed to load: ", reason.message());
+  not_ready_[name] = reason.code() == absl::StatusCode::kUnavailable ? absl::UnavailableError(std::move(message))
+                                                                    : absl::NotFoundError(std::move(message));
 }
 
 namespace {
@@ -35,13 +38,13 @@ void ModelRegistry::Add(std::shared_ptr<ModelRuntime> runtime) {
 
 absl::StatusOr<std::shared_ptr<ModelRuntime>> ModelRegistry::Find(const std::string& name,
                                                                   const std::string& version) const {
+  int64_t v = -1;
+  if (absl::Status checked = CheckVersion(name, version, &v); !checked.ok()) return checked;
   absl::MutexLock lock(&mu_);
   auto it = ready_.find(name);
   if (it == ready_.end()) {
     auto nr = not_ready_.find(name);
     if (nr == not_ready_.end()) return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
-    int64_t v = -1;
-    if (absl::Status checked = CheckVersion(name, version, &v); !checked.ok()) return checked;
     // A failed model: NOT_FOUND without a version (none to serve), a named version UNAVAILABLE.
     if (nr->second.code() == absl::StatusCode::kNotFound && !version.empty()) {
       return absl::UnavailableError(nr->second.message());
@@ -49,8 +52,6 @@ absl::StatusOr<std::shared_ptr<ModelRuntime>> ModelRegistry::Find(const std::str
     return nr->second;
   }
   if (!version.empty()) {
-    int64_t v = -1;
-    if (absl::Status checked = CheckVersion(name, version, &v); !checked.ok()) return checked;
     if (v != it->second->spec().version) {
       return absl::NotFoundError(absl::StrCat("model '", name, "' has no version '", version,
                                               "' (serving version ", it->second->spec().version, ")"));

@@ -22,8 +22,10 @@ class ModelRegistry {
   void MarkFailed(const std::string& name, const absl::Status& reason);
   void Add(std::shared_ptr<ModelRuntime> runtime);
 
-  // The runtime for `name` at `version` ("" = the served version). NOT_FOUND for an unknown model
-  // or version; UNAVAILABLE (with the reason) for one that is loading or failed to load.
+  // The runtime for `name` at `version` ("" = the served version), as Triton answers: INVALID_ARGUMENT
+  // for a version that is not an integer >= 0 (checked first); NOT_FOUND for an unknown model or
+  // version, and for a model that failed to load when no version is named; UNAVAILABLE (with the
+  // reason) for one loading, a named version of one that failed, or one skipped at shutdown.
   absl::StatusOr<std::shared_ptr<ModelRuntime>> Find(const std::string& name,
                                                      const std::string& version) const;
   std::vector<std::shared_ptr<ModelRuntime>> Ready() const;

@@ -42,6 +42,16 @@ TEST(ModelConfigAnswerTest, LoadingIsUnavailableAFailedModelNotFoundUnlessAVersi
   request.set_version("one");
   status = server::AnswerModelConfig(registry, request, &response);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << "a bad version is a bad request: " << status;
+  request.set_name("nope");
+  status = server::AnswerModelConfig(registry, request, &response);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << "checked before the model is looked up: " << status;
+  // A load the shutdown skipped or stopped is no load error: UNAVAILABLE, as the shutdown answers.
+  registry.MarkFailed("skipped", absl::UnavailableError("not loaded: the server is shutting down"));
+  request.set_name("skipped");
+  request.clear_version();
+  status = server::AnswerModelConfig(registry, request, &response);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("shutting down"));
 }
 
 TEST(ModelConfigFromSpecTest, CudaGraphsHostPolicyAndGpus) {

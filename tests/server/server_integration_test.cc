@@ -104,6 +104,8 @@ TEST_F(ServerIntegrationTest, HealthAndMetadata) {
   EXPECT_EQ(testing::Answer(client_->ModelReady("nope")), "false");
   // A version that is no integer >= 0 is a bad request on ModelReady too, not a model that is not ready.
   for (const char* version : {"abc", "-1"}) {
+    const auto unknown = client_->ModelReady("nope", version);
+    EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument) << "even for an unknown model, as Triton";
     const auto ready = client_->ModelReady("policy_net", version);
     EXPECT_EQ(ready.status().code(), absl::StatusCode::kInvalidArgument) << version << ": " << testing::Answer(ready);
     EXPECT_THAT(std::string(ready.status().message()), HasSubstr("is not an integral value >= 0")) << version;

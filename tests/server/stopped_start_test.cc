@@ -83,9 +83,8 @@ bool ServerReady(const std::string& address) {
 }
 
 // A stop after READY says so (false) and leaves the server ready until Shutdown; a stop racing the
-// end of Start either came first (true: never ready) or after (false: ready). Before, a stop landing
-// between Start's last check and its READY was reported as stopping the start, and the server went
-// READY anyway.
+// end of Start (sent the moment its models are loaded, so in the stretch between the last model and
+// READY) either came first (true: never ready) or after (false: ready), never both.
 TEST(StoppedStartTest, AStopRacingTheStartsEndIsEitherBeforeReadyOrAfter) {
   testing::TempDir repo("cs_stop_race");
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", examples::ModelOptions{}).ok());
@@ -101,15 +100,18 @@ TEST(StoppedStartTest, AStopRacingTheStartsEndIsEitherBeforeReadyOrAfter) {
     SCOPED_TRACE(round);
     auto server = server::Server::Create(testing::TestServerOptions(repo.path()));
     ASSERT_TRUE(server.ok()) << server.status();
-    std::atomic<bool> go{false};
+    std::atomic<bool> start_returned{false};
     std::atomic<bool> before_ready{false};
     std::thread stopper([&] {
-      while (!go.load()) {
+      // Bounded: Start returning (or 30 s) ends the spin too, and the stop then comes after.
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while ((*server)->registry().Ready().empty() && !start_returned.load() &&
+             std::chrono::steady_clock::now() < give_up) {
       }
       before_ready = (*server)->StopLoading();
     });
-    go = true;
     const absl::Status started = (*server)->Start();
+    start_returned = true;
     stopper.join();
     ASSERT_TRUE(started.ok()) << started;
     EXPECT_EQ(ServerReady("127.0.0.1:" + std::to_string((*server)->port())), !before_ready.load())

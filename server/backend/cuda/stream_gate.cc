@@ -114,13 +114,15 @@ absl::Status StreamGate::Probe() {
           "on this device/driver");
     } else if (while_held != cudaErrorNotReady) {
       status = CudaStatus(while_held, "cudaEventQuery");
-    } else if (!released) {
-      status = absl::FailedPreconditionError("the probe hold outlived the watchdog");
     } else if (!PollEvent(event, watchdog_).ok()) {
+      // Opened by Release() or, when the host was held up past it, by the watchdog: either way the
+      // flag was written, so a wait still blocking never saw it (and the destructor must not wait).
       stream_stuck_ = true;
       status = absl::FailedPreconditionError(absl::StrCat(
           "the device did not see the host's release within ", absl::FormatDuration(watchdog_),
           " (mapped host memory not visible to cuStreamWaitValue32); this stream stays blocked"));
+    } else if (!released) {
+      status = absl::FailedPreconditionError("the probe hold outlived the watchdog");
     }
   }
   cudaEventDestroy(event);
