@@ -10,10 +10,14 @@
 #include "common/dtype.h"
 #include "common/status_macros.h"
 #include "common/tensor_data.h"
+#include "google/protobuf/io/coded_stream.h"
 #include "nlohmann/json.hpp"
 
 namespace chronoserve::client::bench {
 namespace {
+
+// Room kept for the fields a send sets on a built request: model version, id, traceparent.
+constexpr int64_t kSendFieldsBytes = 1024;
 
 template <typename T>
 void Append(std::string* out, T v) {
@@ -114,6 +118,29 @@ absl::Status RequestFactory::CheckRequestBytes(int64_t batch_size) const {
         bytes.has_value() ? absl::StrCat(*bytes, " bytes") : "more bytes than int64 holds",
         total > 0 ? absl::StrCat(" beside the other inputs' ", total) : "", "; a request carries at most ",
         kMaxRequestBytes, " bytes (protobuf's 2 GiB message limit)"));
+  }
+  // The tensors fit; the message around them must too: the request as Build makes it, with each
+  // raw entry's bytes counted instead of built (an entry's tag and length varint stay in), plus
+  // what every send adds (version, id, trace context), kept under kSendFieldsBytes.
+  std::vector<Tensor> skeleton;
+  int64_t framed = 0;
+  for (const auto& spec : inputs_) {
+    Tensor t;
+    t.name = spec.name;
+    t.dtype = spec.dtype;
+    if (batched_) t.shape.push_back(batch_size);
+    t.shape.insert(t.shape.end(), spec.sample_shape.begin(), spec.sample_shape.end());
+    const int64_t bytes = *ByteCount(ElementCount(t.shape), spec.dtype);  // checked above
+    framed += bytes + static_cast<int64_t>(google::protobuf::io::CodedOutputStream::VarintSize64(bytes)) - 1;
+    skeleton.push_back(std::move(t));
+  }
+  framed += static_cast<int64_t>(InferenceClient::BuildRequest(model_, skeleton, InferOptions{}).ByteSizeLong());
+  if (framed > kMaxRequestBytes - kSendFieldsBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model '", model_, "': a request of batch size ", batch_size, " takes ", framed,
+        " bytes with protobuf's framing (its inputs ", total, "), and each send adds up to ", kSendFieldsBytes,
+        " more; a request carries at most ", kMaxRequestBytes,
+        " bytes (protobuf's 2 GiB message limit): lower the batch size or the --shape"));
   }
   return absl::OkStatus();
 }

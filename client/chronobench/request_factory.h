@@ -41,9 +41,10 @@ class RequestFactory {
     std::string sample_bytes;           // from --input-data FILE; empty = random
     bool shape_from_flag = false;       // sample_shape came from --shape
   };
-  // OK when the inputs of a request of `batch_size` samples take at most kMaxRequestBytes together;
-  // otherwise INVALID_ARGUMENT naming the input that passes it (with its --shape, when one gave it),
-  // its datatype and shape, before any byte is allocated.
+  // OK when the inputs of a request of `batch_size` samples take at most kMaxRequestBytes together,
+  // and the whole message, protobuf's framing and a send's own fields included, does too; otherwise
+  // INVALID_ARGUMENT naming the input that passes it (with its --shape, when one gave it), its
+  // datatype and shape, or the message's size, before any tensor byte is allocated.
   absl::Status CheckRequestBytes(int64_t batch_size) const;
   // Fills sample_bytes of each input from a JSON file {"NAME": [numbers...], ...}.
   absl::Status LoadInputFile(const std::string& path);

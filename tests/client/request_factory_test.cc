@@ -56,6 +56,21 @@ TEST(RequestFactoryTest, ShapeLargerThanARequestCanCarryIsRefused) {
   EXPECT_TRUE(Create({-1, -1, -1}, {1 << 14, (1 << 15) - 1}).ok());
 }
 
+// Tensors that fit by a few bytes still make a message past the limit once protobuf frames them
+// (names, datatype, shape, each entry's tag and length) and a send adds its id and trace context.
+TEST(RequestFactoryTest, InputsThatFitButWhoseMessageDoesNotAreRefused) {
+  constexpr int64_t kMaxFloats = kMaxRequestBytes / 4;  // 2147483644 bytes: the tensor alone fits
+  absl::StatusOr<RequestFactory> framed = Create({-1, -1}, {kMaxFloats});
+  ASSERT_FALSE(framed.ok());
+  EXPECT_EQ(framed.status().code(), absl::StatusCode::kInvalidArgument) << framed.status();
+  EXPECT_NE(framed.status().message().find("model 'm': a request of batch size 1 takes "), std::string::npos)
+      << framed.status();
+  EXPECT_NE(framed.status().message().find("with protobuf's framing (its inputs 2147483644)"), std::string::npos)
+      << framed.status();
+  // 300 floats fewer leave room for the framing and a send's fields.
+  EXPECT_TRUE(Create({-1, -1}, {kMaxFloats - 300}).ok());
+}
+
 TEST(RequestFactoryTest, BatchSizeThatTakesTheRequestPastTheLimitIsRefusedInBuild) {
   absl::StatusOr<RequestFactory> factory = Create({-1, -1, -1}, {4, 8});
   ASSERT_TRUE(factory.ok()) << factory.status();
