@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -22,15 +23,16 @@ std::string Get(const EnvLookup& env, const char* name) {
   return v ? std::string(absl::StripAsciiWhitespace(*v)) : std::string();
 }
 
-// "http://host:4317/" -> host:4317 (plaintext); "https://..." -> TLS; "host:4317" -> plaintext.
-absl::Status ParseEndpoint(std::string endpoint, OtlpGrpcExporterOptions* out) {
+// "http://host:4317/" -> host:4317 (plaintext); "https://..." -> TLS; "host:4317" -> TLS when
+// `schemeless_tls`, plaintext otherwise. Sets *had_scheme when one of the two prefixes was given.
+absl::Status ParseEndpoint(std::string endpoint, bool schemeless_tls, OtlpGrpcExporterOptions* out,
+                           bool* had_scheme = nullptr) {
   absl::string_view e = endpoint;
-  out->use_tls = false;
-  if (absl::ConsumePrefix(&e, "https://")) {
-    out->use_tls = true;
-  } else {
-    absl::ConsumePrefix(&e, "http://");
-  }
+  out->use_tls = schemeless_tls;
+  const bool https = absl::ConsumePrefix(&e, "https://");
+  const bool http = !https && absl::ConsumePrefix(&e, "http://");
+  if (https || http) out->use_tls = https;
+  if (had_scheme != nullptr) *had_scheme = https || http;
   while (absl::ConsumeSuffix(&e, "/")) {
   }
   const size_t colon = e.rfind(':');
@@ -56,6 +58,38 @@ bool PercentDecode(absl::string_view in, std::string* out) {
     if (i + 2 >= in.size() || !absl::ascii_isxdigit(in[i + 1]) || !absl::ascii_isxdigit(in[i + 2])) return false;
     out->push_back(static_cast<char>(hex(in[i + 1]) * 16 + hex(in[i + 2])));
     i += 2;
+  }
+  return true;
+}
+
+// True when `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
+bool IsUtf8(absl::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    int extra = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      extra = 1, cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      extra = 2, cp = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      extra = 3, cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + extra >= s.size()) return false;  // cut short
+    for (int k = 1; k <= extra; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    const uint32_t min_cp[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < min_cp[extra] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += extra + 1;
   }
   return true;
 }
@@ -95,6 +129,13 @@ void ParseResourceAttributes(const std::string& value, OtlpResource* resource, s
         key.empty() || !PercentDecode(absl::StripAsciiWhitespace(member.substr(eq + 1)), &v)) {
       warnings->push_back(absl::StrCat("OTEL_RESOURCE_ATTRIBUTES='", value, "' ignored: '", member,
                                        "' is not key=value (percent-encoded)"));
+      return;
+    }
+    // OTLP's strings are proto3 strings: one byte that is not UTF-8 makes a collector refuse every
+    // export that carries the resource, so such a value is discarded whole like a malformed one.
+    if (!IsUtf8(key) || !IsUtf8(v)) {
+      warnings->push_back(absl::StrCat("OTEL_RESOURCE_ATTRIBUTES ignored: '", absl::CHexEscape(member),
+                                       "' does not decode to UTF-8"));
       return;
     }
     if (key == "service.name") {
@@ -191,15 +232,13 @@ void ApplyExporterEnv(const EnvLookup& env, OtlpGrpcExporterOptions* exporter, s
                                        absl::ToInt64Milliseconds(exporter->timeout), " ms"));
     }
   }
-  for (const char* name : {"OTEL_EXPORTER_OTLP_TRACES_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE",
-                           "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE",
+  for (const char* name : {"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE",
                            "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY",
                            "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"}) {
     if (const std::string value = Get(env, name); !value.empty()) {
       warnings->push_back(absl::StrCat(name, "='", value,
-                                       "' is ignored: chronoserve's OTLP exporter has no TLS settings. It sends "
-                                       "plaintext gRPC, except to an https:// endpoint, which gets TLS with the "
-                                       "system's root certificates and no client certificate"));
+                                       "' is ignored: chronoserve's OTLP exporter has no certificate settings. "
+                                       "Its TLS uses the system's root certificates and no client certificate"));
     }
   }
 }
@@ -224,7 +263,12 @@ absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpo
   std::vector<std::string> setting_warnings;
   ParseResourceAttributes(Get(env, "OTEL_RESOURCE_ATTRIBUTES"), &config.exporter.resource, &setting_warnings);
   if (std::string name = Get(env, "OTEL_SERVICE_NAME"); !name.empty()) {
-    config.exporter.resource.service_name = name;
+    if (IsUtf8(name)) {
+      config.exporter.resource.service_name = name;
+    } else {
+      setting_warnings.push_back(absl::StrCat("OTEL_SERVICE_NAME='", absl::CHexEscape(name),
+                                              "' is not UTF-8; using '", config.exporter.resource.service_name, "'"));
+    }
   }
   if (std::string s = Get(env, "OTEL_TRACES_SAMPLER"); !s.empty()) config.sampler = s;
   config.sampler_arg = Get(env, "OTEL_TRACES_SAMPLER_ARG");
@@ -233,10 +277,17 @@ absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpo
 
   const bool disabled = absl::AsciiStrToLower(Get(env, "OTEL_SDK_DISABLED")) == "true" ||
                         absl::AsciiStrToLower(Get(env, "OTEL_TRACES_EXPORTER")) == "none";
+  const EnvValue insecure = FirstSet(env, {"OTEL_EXPORTER_OTLP_TRACES_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE"});
   if (!flag_endpoint.empty()) {
-    // Typed by the user for OTLP/gRPC: a malformed one is an error; the protocol variables do not apply.
+    // Typed by the user for OTLP/gRPC: a malformed one is an error; the protocol and INSECURE
+    // variables do not apply (HOST:PORT is plaintext, as Jaeger's and the collector's are by default).
     if (disabled) return config;
-    if (absl::Status s = ParseEndpoint(flag_endpoint, &config.exporter); !s.ok()) return s;
+    if (!insecure.value.empty()) {
+      setting_warnings.push_back(absl::StrCat(insecure.name, "='", insecure.value,
+                                              "' has no effect on --otlp-endpoint, which is plaintext unless "
+                                              "it starts with https://"));
+    }
+    if (absl::Status s = ParseEndpoint(flag_endpoint, /*schemeless_tls=*/false, &config.exporter); !s.ok()) return s;
     config.enabled = true;
     config.warnings = std::move(setting_warnings);
     return config;
@@ -252,11 +303,25 @@ absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpo
                                            "'grpc'; or give --otlp-endpoint HOST:PORT)"));
     return config;
   }
-  if (absl::Status s = ParseEndpoint(endpoint.value, &config.exporter); !s.ok()) {
+  // The spec's OTEL_EXPORTER_OTLP_[TRACES_]INSECURE: for an endpoint without http:// or https://,
+  // TLS unless it is "true".
+  bool schemeless_tls = true;
+  if (const std::string v = absl::AsciiStrToLower(insecure.value); v == "true") {
+    schemeless_tls = false;
+  } else if (!v.empty() && v != "false") {
+    setting_warnings.push_back(absl::StrCat(insecure.name, "='", insecure.value,
+                                            "' is not true or false; using false (TLS)"));
+  }
+  bool had_scheme = false;
+  if (absl::Status s = ParseEndpoint(endpoint.value, schemeless_tls, &config.exporter, &had_scheme); !s.ok()) {
     config.warnings.push_back(absl::StrCat("tracing is off: ", endpoint.name, "='", endpoint.value,
                                            "' is not an OTLP/gRPC endpoint (HOST:PORT, optionally http:// or "
                                            "https://, no path)"));
     return config;
+  }
+  if (had_scheme && !insecure.value.empty()) {
+    setting_warnings.push_back(absl::StrCat(insecure.name, "='", insecure.value, "' has no effect: ", endpoint.name,
+                                            " names its scheme, which says whether TLS is used"));
   }
   config.enabled = true;
   config.warnings = std::move(setting_warnings);

@@ -229,24 +229,98 @@ TEST(TracingConfigTest, TimeoutIsTheExportAttemptsDeadline) {
   }
 }
 
-TEST(TracingConfigTest, TlsVariablesAreNamedInAWarningAndChangeNothing) {
-  for (const char* name : {"OTEL_EXPORTER_OTLP_INSECURE", "OTEL_EXPORTER_OTLP_TRACES_INSECURE",
-                           "OTEL_EXPORTER_OTLP_CERTIFICATE", "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+TEST(TracingConfigTest, CertificateVariablesAreNamedInAWarningAndChangeNothing) {
+  for (const char* name : {"OTEL_EXPORTER_OTLP_CERTIFICATE", "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
                            "OTEL_EXPORTER_OTLP_CLIENT_KEY", "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE"}) {
-    for (const char* endpoint : {"collector:4317", "https://collector:4317"}) {
+    for (const char* endpoint : {"http://collector:4317", "https://collector:4317"}) {
       auto c = ResolveTracingConfig("", "", Env({{"OTEL_EXPORTER_OTLP_ENDPOINT", endpoint}, {name, "/etc/ca.pem"}}));
       ASSERT_TRUE(c.ok()) << c.status();
       EXPECT_TRUE(c->enabled);
       EXPECT_EQ(c->exporter.use_tls, absl::StartsWith(endpoint, "https://")) << name << " " << endpoint;
       ASSERT_EQ(c->warnings.size(), 1u) << name;
       EXPECT_THAT(c->warnings[0], ::testing::HasSubstr(absl::StrCat(name, "='/etc/ca.pem' is ignored")));
-      EXPECT_THAT(c->warnings[0], ::testing::HasSubstr("plaintext gRPC"));
+      EXPECT_THAT(c->warnings[0], ::testing::HasSubstr("system's root certificates"));
     }
   }
   // Only when tracing is on.
-  auto off = ResolveTracingConfig("", "", Env({{"OTEL_EXPORTER_OTLP_INSECURE", "true"}}));
+  auto off = ResolveTracingConfig("", "", Env({{"OTEL_EXPORTER_OTLP_CERTIFICATE", "/etc/ca.pem"}}));
   ASSERT_TRUE(off.ok());
   EXPECT_TRUE(off->warnings.empty());
+}
+
+// The spec: an endpoint from the environment without http:// or https:// gets TLS unless
+// OTEL_EXPORTER_OTLP_[TRACES_]INSECURE is true (so headers holding credentials never go out in the
+// clear by default); a scheme decides alone; --otlp-endpoint HOST:PORT stays plaintext.
+TEST(TracingConfigTest, ASchemelessEnvironmentEndpointUsesTlsUnlessInsecure) {
+  const struct {
+    std::map<std::string, std::string> env;
+    bool tls;
+    const char* warning;  // nullptr: none
+  } cases[] = {
+      {{{"OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317"}}, true, nullptr},
+      {{{"OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317"}, {"OTEL_EXPORTER_OTLP_INSECURE", "true"}}, false, nullptr},
+      {{{"OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317"}, {"OTEL_EXPORTER_OTLP_INSECURE", "TRUE"}}, false, nullptr},
+      {{{"OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317"}, {"OTEL_EXPORTER_OTLP_INSECURE", "false"}}, true, nullptr},
+      // The traces-specific variable wins.
+      {{{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "collector:4317"},
+        {"OTEL_EXPORTER_OTLP_INSECURE", "false"},
+        {"OTEL_EXPORTER_OTLP_TRACES_INSECURE", "true"}},
+       false,
+       nullptr},
+      {{{"OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317"}, {"OTEL_EXPORTER_OTLP_INSECURE", "yes"}},
+       true,
+       "OTEL_EXPORTER_OTLP_INSECURE='yes' is not true or false; using false (TLS)"},
+      {{{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317"}, {"OTEL_EXPORTER_OTLP_INSECURE", "false"}},
+       false,
+       "OTEL_EXPORTER_OTLP_INSECURE='false' has no effect: OTEL_EXPORTER_OTLP_ENDPOINT names its scheme"},
+      {{{"OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4317"}, {"OTEL_EXPORTER_OTLP_TRACES_INSECURE", "true"}},
+       true,
+       "OTEL_EXPORTER_OTLP_TRACES_INSECURE='true' has no effect"},
+  };
+  for (const auto& c : cases) {
+    auto config = ResolveTracingConfig("", "", Env(c.env));
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_TRUE(config->enabled) << ::testing::PrintToString(c.env);
+    EXPECT_EQ(config->exporter.endpoint, "collector:4317");
+    EXPECT_EQ(config->exporter.use_tls, c.tls) << ::testing::PrintToString(c.env);
+    if (c.warning == nullptr) {
+      EXPECT_TRUE(config->warnings.empty()) << ::testing::PrintToString(config->warnings);
+    } else {
+      ASSERT_EQ(config->warnings.size(), 1u) << ::testing::PrintToString(c.env);
+      EXPECT_THAT(config->warnings[0], ::testing::HasSubstr(c.warning));
+    }
+  }
+  // The flag: plaintext without a scheme; INSECURE is named as having no effect on it.
+  auto flag = ResolveTracingConfig("collector:4317", "", Env({{"OTEL_EXPORTER_OTLP_INSECURE", "false"}}));
+  ASSERT_TRUE(flag.ok());
+  EXPECT_FALSE(flag->exporter.use_tls);
+  ASSERT_EQ(flag->warnings.size(), 1u);
+  EXPECT_THAT(flag->warnings[0], ::testing::HasSubstr("has no effect on --otlp-endpoint"));
+}
+
+// OTLP's strings are proto3 strings: a value that decodes to bytes that are not UTF-8 would make a
+// collector refuse every export carrying the resource. Discarded whole, like a malformed value.
+TEST(TracingConfigTest, ResourceValuesThatAreNotUtf8AreDiscardedWithAWarning) {
+  for (const char* value : {"team=ml,env=%FF", "team=ml,cut=%C3", "team=ml,surrogate=%ED%A0%80",
+                            "team=ml,overlong=%C0%AF", "%FE=x"}) {
+    auto c = ResolveTracingConfig("collector:4317", "", Env({{"OTEL_RESOURCE_ATTRIBUTES", value}}));
+    ASSERT_TRUE(c.ok()) << value;
+    EXPECT_TRUE(c->exporter.resource.attributes.empty()) << value;
+    ASSERT_EQ(c->warnings.size(), 1u) << value;
+    EXPECT_THAT(c->warnings[0], ::testing::HasSubstr("does not decode to UTF-8")) << value;
+  }
+  // Well-formed multi-byte text is kept: 2, 3 and 4 bytes.
+  auto ok = ResolveTracingConfig("collector:4317", "", Env({{"OTEL_RESOURCE_ATTRIBUTES", "site=Z%C3%BCrich %E2%82%AC %F0%9F%9A%80"}}));
+  ASSERT_TRUE(ok.ok());
+  EXPECT_TRUE(ok->warnings.empty()) << ::testing::PrintToString(ok->warnings);
+  ASSERT_EQ(ok->exporter.resource.attributes.size(), 1u);
+  EXPECT_EQ(ok->exporter.resource.attributes[0].second, "Z\xc3\xbcrich \xe2\x82\xac \xf0\x9f\x9a\x80");
+  // OTEL_SERVICE_NAME likewise: the default name stays.
+  auto name = ResolveTracingConfig("collector:4317", "", Env({{"OTEL_SERVICE_NAME", "svc\xff"}}), "chronoserve");
+  ASSERT_TRUE(name.ok());
+  EXPECT_EQ(name->exporter.resource.service_name, "chronoserve");
+  ASSERT_EQ(name->warnings.size(), 1u);
+  EXPECT_THAT(name->warnings[0], ::testing::HasSubstr("OTEL_SERVICE_NAME='svc\\xff' is not UTF-8"));
 }
 
 TEST(TracingConfigTest, AQueueSmallerThanOneRequestsSpansIsRaisedWithAWarning) {
