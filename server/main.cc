@@ -1,4 +1,6 @@
 // chronoserve: the process around Server: signals, flags (server_flags.h), telemetry, start and stop.
+#include <sys/resource.h>
+
 #include <csignal>
 #include <memory>
 #include <optional>
@@ -18,6 +20,23 @@
 #include "server/shutdown_signals.h"
 #include "server/telemetry/telemetry.h"
 #include "tools/profile/profile_command.h"
+
+namespace {
+
+// Each registered shared-memory region holds a descriptor, besides the connections and model files:
+// the soft open-file limit (often 1024) is raised to the hard one, as servers commonly do, so
+// clients run out of it late, and then with RESOURCE_EXHAUSTED.
+void RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  const rlim_t was = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    CS_LOG(INFO) << "open-file limit raised from " << was << " to " << limit.rlim_cur;
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // `chronoserve profile MODEL_DIR ...`: the offline profiler (no gRPC), see docs/GPU_PERFORMANCE.md.
@@ -52,6 +71,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   chronoserve::SetLogVerbosity(flags->log_verbose);
+  RaiseOpenFileLimit();
   namespace telemetry = chronoserve::server::telemetry;
   auto telemetry_or = telemetry::Telemetry::Create(std::move(flags->telemetry));
   if (!telemetry_or.ok()) {

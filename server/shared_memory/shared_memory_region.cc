@@ -48,6 +48,9 @@ absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> SharedMemoryRegion::Map(cons
     const int err = errno;
     const std::string message = absl::StrCat(what, ": shm_open failed: ", std::strerror(err));
     if (err == ENOENT) return absl::NotFoundError(message);
+    // Out of descriptors is the server's limit, not the request's mistake: worth retrying after
+    // other regions are unregistered.
+    if (err == EMFILE || err == ENFILE) return absl::ResourceExhaustedError(message);
     return absl::InvalidArgumentError(message);
   }
   struct stat st {};
@@ -59,6 +62,21 @@ absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> SharedMemoryRegion::Map(cons
     return absl::InvalidArgumentError(absl::StrCat(what, ": offset ", offset, " + byte_size ", byte_size,
                                                    " = ", offset + byte_size, " bytes exceeds the object's ",
                                                    object_bytes, " bytes"));
+  }
+  // A client's ftruncate makes an object larger than its filesystem (/dev/shm, often 64 MiB in a
+  // container) may have room for; its missing pages would kill the server with SIGBUS at the first
+  // request that touches them (MAP_POPULATE skips them silently). Allocating the window now turns
+  // that into a refused registration. Data already written is kept.
+  if (::fallocate(fd.fd, 0, static_cast<off_t>(offset), static_cast<off_t>(byte_size)) != 0 &&
+      errno != EOPNOTSUPP) {
+    const int err = errno;
+    const std::string message = absl::StrCat(what, ": cannot allocate its ", byte_size, " bytes at offset ", offset,
+                                             " (fallocate: ", std::strerror(err), ")");
+    if (err == ENOSPC || err == ENOMEM) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(message, "; the shared-memory filesystem (/dev/shm) is too small or full"));
+    }
+    return absl::InvalidArgumentError(message);
   }
   // mmap wants a page-aligned file offset: map from the page that holds `offset`.
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));

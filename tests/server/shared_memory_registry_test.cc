@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -205,6 +207,77 @@ TEST(SharedMemoryRegistryTest, RegistrationMapsEveryPageUpFront) {
     EXPECT_EQ(ResidentPages(span->data, kBytes - 4096), kBytes / 4096 - 1) << "registration mapped the window";
     EXPECT_EQ(ResidentPages(static_cast<char*>(view), 4096), 0u) << "and nothing before it";
   }
+}
+
+// The size of the filesystem behind shm_open (/dev/shm), or 0 when it has no limit.
+uint64_t ShmFilesystemBytes() {
+  struct statvfs fs {};
+  if (::statvfs("/dev/shm", &fs) != 0) return 0;
+  return static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize;
+}
+
+// An object sized past what /dev/shm can hold, as a client's ftruncate makes it: without its pages,
+// the first request touching them killed the server with SIGBUS. Now it is refused at registration,
+// before anything is mapped or allocated (the kernel refuses the range at once).
+TEST(SharedMemoryRegistryTest, AnObjectLargerThanTheFilesystemCanHoldIsRefused) {
+  const uint64_t fs_bytes = ShmFilesystemBytes();
+  if (fs_bytes == 0) GTEST_SKIP() << "/dev/shm has no size limit here";
+  const uint64_t bytes = fs_bytes + (2 << 20);
+  const std::string key = absl::StrCat("/cs_too_big_", getpid());
+  const int fd = ::shm_open(key.c_str(), O_RDWR | O_CREAT | O_EXCL, S_IRUSR | S_IWUSR);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  absl::Cleanup unlink = [&key] { ::shm_unlink(key.c_str()); };
+  absl::Cleanup close_fd = [fd] { ::close(fd); };
+  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(bytes)), 0) << std::strerror(errno);
+  SharedMemoryRegistry registry;
+  absl::Status status = registry.Register("big", key, 0, bytes);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr(absl::StrCat("shared-memory region 'big' (key '", key, "'): cannot allocate its ", bytes)));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("/dev/shm"));
+  EXPECT_EQ(registry.size(), 0u);
+}
+
+TEST(SystemSharedMemoryTest, CreateLargerThanTheFilesystemCanHoldIsRefusedAndLeavesNothing) {
+  const uint64_t fs_bytes = ShmFilesystemBytes();
+  if (fs_bytes == 0) GTEST_SKIP() << "/dev/shm has no size limit here";
+  const std::string key = absl::StrCat("/cs_too_big_client_", getpid());
+  auto shm = SystemSharedMemory::Create(key, fs_bytes + (2 << 20));
+  ASSERT_FALSE(shm.ok());
+  EXPECT_EQ(shm.status().code(), absl::StatusCode::kResourceExhausted) << shm.status();
+  EXPECT_THAT(std::string(shm.status().message()), HasSubstr("/dev/shm has no room for it"));
+  const int fd = ::shm_open(key.c_str(), O_RDONLY, 0);
+  EXPECT_LT(fd, 0) << "the object was unlinked";
+  if (fd >= 0) ::close(fd);
+}
+
+// Out of descriptors is the server's limit, not a bad request: RESOURCE_EXHAUSTED, and a region
+// unregistered makes room for the next.
+TEST(SharedMemoryRegistryTest, RunningOutOfDescriptorsIsResourceExhaustedAndRecovers) {
+  auto obj = MakeObject("fds", 4096);
+  ASSERT_NE(obj, nullptr);
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  const int lowest_free = ::open("/dev/null", O_RDONLY);  // descriptors are handed out lowest first
+  ASSERT_GE(lowest_free, 0) << std::strerror(errno);
+  ::close(lowest_free);
+  rlimit low = saved;
+  low.rlim_cur = static_cast<rlim_t>(lowest_free + 8);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0) << std::strerror(errno);
+  absl::Cleanup restore = [&saved] { ::setrlimit(RLIMIT_NOFILE, &saved); };
+  SharedMemoryRegistry registry;
+  absl::Status status;
+  int registered = 0;
+  for (; registered < 64; ++registered) {
+    status = registry.Register(absl::StrCat("r", registered), obj->key(), 0, 4096);
+    if (!status.ok()) break;
+  }
+  ASSERT_LT(registered, 64) << "the lowered limit never ran out";
+  ASSERT_GT(registered, 0);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr(absl::StrCat("region 'r", registered, "'")));
+  registry.Unregister("r0");
+  EXPECT_TRUE(registry.Register("again", obj->key(), 0, 4096).ok());
 }
 
 }  // namespace
