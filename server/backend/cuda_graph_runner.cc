@@ -130,10 +130,10 @@ absl::Status EndCapture(at::cuda::CUDAGraph& graph, cudaStream_t stream, c10::De
 // forward() throws (the TorchScript interpreter rethrows an operator's failure, e.g. a synchronising
 // .item() under capture, as std::runtime_error, not c10::Error), the capture is ended, so neither
 // the stream nor the caching allocator is left capturing; forward()'s error is the one returned.
-absl::StatusOr<torch::jit::IValue> CaptureForward(torch::jit::Module& module,
-                                                  const std::vector<torch::Tensor>& inputs,
-                                                  at::cuda::CUDAGraph& graph, c10::DeviceIndex device,
-                                                  PoolId pool) {
+absl::StatusOr<std::vector<torch::Tensor>> CaptureForward(torch::jit::Module& module,
+                                                         const std::vector<torch::Tensor>& inputs,
+                                                         at::cuda::CUDAGraph& graph, c10::DeviceIndex device,
+                                                         PoolId pool) {
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
   try {
     BeginCapture(graph, pool);
@@ -141,11 +141,14 @@ absl::StatusOr<torch::jit::IValue> CaptureForward(torch::jit::Module& module,
     AbandonCapture(stream, device, pool);
     return absl::FailedPreconditionError(e.what_without_backtrace());
   }
-  absl::StatusOr<torch::jit::IValue> result = RunForward(module, Args(inputs));
+  absl::StatusOr<torch::jit::IValue> forward = RunForward(module, Args(inputs));
+  // Inside the capture: a strided output's copy into contiguous memory is part of every replay.
+  absl::StatusOr<std::vector<torch::Tensor>> outputs =
+      forward.ok() ? ContiguousOutputs(*forward) : absl::StatusOr<std::vector<torch::Tensor>>(forward.status());
   const absl::Status ended = EndCapture(graph, stream, device, pool);
-  if (!result.ok()) return result.status();
+  RETURN_IF_ERROR(outputs.status());
   RETURN_IF_ERROR(ended);
-  return result;
+  return outputs;
 }
 
 }  // namespace
@@ -188,14 +191,14 @@ absl::StatusOr<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::Capture(
       }
     }
     RETURN_IF_ERROR(path.Sync());
-    absl::StatusOr<torch::jit::IValue> result = CaptureForward(module, g->inputs, g->graph, device, pool);
+    absl::StatusOr<std::vector<torch::Tensor>> result = CaptureForward(module, g->inputs, g->graph, device, pool);
     if (!result.ok()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "CUDA graph capture at batch size ", g->bucket, " failed: ", result.status().message(),
           " (a forward() that synchronises with the host, e.g. with .item(), cannot be captured: remove "
           "optimization { cuda { graphs: true } } to run it eager)"));
     }
-    ASSIGN_OR_RETURN(g->outputs, FlattenOutputs(*result));
+    g->outputs = *std::move(result);
     for (const torch::Tensor& out : g->outputs) {
       if (spec.max_batch_size > 0 && (out.dim() == 0 || out.size(0) != g->bucket)) {
         return absl::FailedPreconditionError(absl::StrCat(

@@ -298,8 +298,9 @@ class TorchInstance final : public ModelInstance {
     absl::StatusOr<torch::jit::IValue> result;
     timing->launch_ns = TimeLaunch([&] { result = RunForward(module_, std::move(args)); });
     RETURN_IF_ERROR(result.status());
+    ASSIGN_OR_RETURN(std::vector<torch::Tensor> outputs, ContiguousOutputs(*result));  // compute, not d2h
     RETURN_IF_ERROR(MarkSpan(kAfterCompute));
-    return FlattenOutputs(*result);
+    return outputs;
   }
 
   // H2D into the graph's static inputs (pad rows zeroed), replay (launch = host time of replay()),

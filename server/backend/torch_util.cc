@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace chronoserve::server {
 
@@ -63,6 +64,18 @@ absl::StatusOr<std::vector<torch::Tensor>> FlattenOutputs(const torch::jit::IVal
         absl::StrCat("forward() must return a tensor or a tuple/list of tensors, got ", value.tagKind()));
   }
   return out;
+}
+
+absl::StatusOr<std::vector<torch::Tensor>> ContiguousOutputs(const torch::jit::IValue& value) {
+  ASSIGN_OR_RETURN(std::vector<torch::Tensor> outputs, FlattenOutputs(value));
+  try {
+    for (torch::Tensor& t : outputs) {
+      if (!t.is_contiguous()) t = t.contiguous();
+    }
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("LibTorch error making an output contiguous: ", e.what_without_backtrace()));
+  }
+  return outputs;
 }
 
 }  // namespace chronoserve::server

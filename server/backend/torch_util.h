@@ -28,6 +28,12 @@ absl::StatusOr<torch::jit::IValue> RunForward(torch::jit::Module& module, std::v
 // what forward() returned, not the model: the instance that called it adds that.
 absl::StatusOr<std::vector<torch::Tensor>> FlattenOutputs(const torch::jit::IValue& value);
 
+// FlattenOutputs, each output made contiguous (a transposed or expanded view gets its own copy).
+// Called before the compute span ends, so the copy kernel of a strided output counts as compute,
+// not as d2h (TIMING.md: copies are host<->device transfers only); inside a CUDA graph's capture,
+// so the replay includes it.
+absl::StatusOr<std::vector<torch::Tensor>> ContiguousOutputs(const torch::jit::IValue& value);
+
 }  // namespace chronoserve::server
 
 #endif  // CHRONOSERVE_SERVER_BACKEND_TORCH_UTIL_H_
