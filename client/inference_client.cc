@@ -243,7 +243,13 @@ absl::StatusOr<InferResult> InferenceClient::DecodeResponse(const inference::Mod
     const auto& o = response.outputs(k);
     Tensor t;
     t.name = o.name();
-    ASSIGN_OR_RETURN(t.dtype, DataTypeFromName(o.datatype()));
+    absl::StatusOr<DataType> dtype = DataTypeFromName(o.datatype());
+    if (!dtype.ok()) {
+      // E.g. Triton's BYTES (strings), which no LibTorch model makes: say which output, not just what.
+      return absl::UnimplementedError(absl::StrCat("output '", o.name(), "' of model '", response.model_name(),
+                                                   "': this client does not decode ", dtype.status().message()));
+    }
+    t.dtype = *dtype;
     t.shape.assign(o.shape().begin(), o.shape().end());
     t.shared_memory = SharedMemoryOf(o.parameters());
     if (one_per_output) {

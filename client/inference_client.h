@@ -1,5 +1,6 @@
 // InferenceClient: a small synchronous KServe v2 client for chronoserve (and any KServe/Triton
-// server): health, metadata, statistics, Triton's system shared-memory registration, and Infer()
+// server whose tensors are numeric or BOOL: a response with a BYTES output is UNIMPLEMENTED, naming
+// it): health, metadata, statistics, Triton's system shared-memory registration, and Infer()
 // that returns outputs plus the server's per-request timing (timing.* parameters and the
 // server-timing trailer) and the client's own end-to-end time. Tensors may travel in registered
 // shared-memory regions (client/system_shared_memory.h) instead of the message. Thread-safe (gRPC

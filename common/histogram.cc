@@ -123,7 +123,9 @@ std::vector<std::pair<int64_t, double>> Histogram::Cdf(int max_points) const {
     seen += counts_[i];
     all.emplace_back(BucketMidpoint(i), static_cast<double>(seen) / static_cast<double>(count_));
   }
-  if (max_points <= 1 || static_cast<int>(all.size()) <= max_points) return all;
+  if (max_points <= 0) return {};
+  if (static_cast<int>(all.size()) <= max_points) return all;
+  if (max_points == 1) return {all.back()};  // the whole distribution's end: the maximum, 1.0
   std::vector<std::pair<int64_t, double>> thinned;
   const double step = static_cast<double>(all.size() - 1) / (max_points - 1);
   for (int k = 0; k < max_points; ++k) {

@@ -170,6 +170,12 @@ TEST(HistogramTest, CdfIsMonotoneAndEndsAtOne) {
     EXPECT_GE(cdf[i].second, cdf[i - 1].second);
   }
   EXPECT_DOUBLE_EQ(cdf.back().second, 1.0);
+  // Thinned to one point: the last; to none: nothing. Never more than asked for.
+  const auto one = h.Cdf(1);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0], cdf.back());
+  EXPECT_TRUE(h.Cdf(0).empty());
+  EXPECT_EQ(h.Cdf(2).size(), 2u);
 }
 
 }  // namespace

@@ -124,5 +124,35 @@ TEST(TypedContentsTest, AClientTensorShorterThanItsShapeSendsOnlyTheValuesItsDat
   EXPECT_THAT(full.inputs(0).contents().fp32_contents(), ::testing::ElementsAre(1.5f, -2.25f));
 }
 
+// A response from a Triton model with a string (BYTES) output beside a numeric one: the client
+// cannot decode it and says which output of which model, as UNIMPLEMENTED (not the server's fault).
+TEST(DecodeResponseTest, ABytesOutputIsUnimplementedNamingTheOutputAndModel) {
+  inference::ModelInferResponse response;
+  response.set_model_name("tokenizer");
+  auto* scores = response.add_outputs();
+  scores->set_name("SCORES");
+  scores->set_datatype("FP32");
+  scores->add_shape(1);
+  const float score = 0.75f;
+  response.add_raw_output_contents(std::string(reinterpret_cast<const char*>(&score), sizeof(score)));
+  auto* tokens = response.add_outputs();
+  tokens->set_name("TOKENS");
+  tokens->set_datatype("BYTES");
+  tokens->add_shape(1);
+  response.add_raw_output_contents(std::string("\x03\0\0\0abc", 7));
+  absl::StatusOr<client::InferResult> decoded = client::InferenceClient::DecodeResponse(response);
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kUnimplemented) << decoded.status();
+  EXPECT_THAT(std::string(decoded.status().message()),
+              HasSubstr("output 'TOKENS' of model 'tokenizer': this client does not decode unknown datatype 'BYTES'"));
+  // Without it the same response decodes.
+  response.mutable_outputs()->RemoveLast();
+  response.mutable_raw_output_contents()->RemoveLast();
+  decoded = client::InferenceClient::DecodeResponse(response);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_EQ(decoded->outputs.size(), 1u);
+  EXPECT_EQ(decoded->outputs[0].data.size(), sizeof(float));
+}
+
 }  // namespace
 }  // namespace chronoserve::server
