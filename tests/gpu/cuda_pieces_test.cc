@@ -27,6 +27,25 @@ TEST(CudaPiecesTest, PinnedBufferIsPageLockedAndGrows) {
   EXPECT_NE(moved.data(), nullptr);
 }
 
+// Growing never frees page-locked memory on the request path (cudaFreeHost synchronises the whole
+// device): the outgrown buffer stays registered until the PinnedBuffer goes.
+TEST(CudaPiecesTest, GrowingKeepsTheOutgrownBufferUntilDestroyed) {
+  const char* old = nullptr;
+  {
+    PinnedBuffer buffer;
+    ASSERT_TRUE(buffer.Reserve(1 << 20).ok());
+    old = buffer.data();
+    ASSERT_TRUE(buffer.Reserve(8 << 20).ok());
+    ASSERT_NE(buffer.data(), old);
+    cudaPointerAttributes attrs{};
+    ASSERT_EQ(cudaPointerGetAttributes(&attrs, old), cudaSuccess);
+    EXPECT_EQ(attrs.type, cudaMemoryTypeHost) << "still page-locked after the growth";
+  }
+  cudaPointerAttributes after{};
+  ASSERT_EQ(cudaPointerGetAttributes(&after, old), cudaSuccess);
+  EXPECT_EQ(after.type, cudaMemoryTypeUnregistered) << "freed with the buffer";
+}
+
 TEST(CudaPiecesTest, EventsTimeACopyOnAStream) {
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);

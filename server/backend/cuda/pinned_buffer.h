@@ -5,6 +5,7 @@
 #define CHRONOSERVE_SERVER_BACKEND_CUDA_PINNED_BUFFER_H_
 
 #include <cstddef>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -19,7 +20,9 @@ class PinnedBuffer {
   PinnedBuffer(PinnedBuffer&& other) noexcept;
   PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
 
-  // Ensures capacity() >= bytes; contents are not preserved when it grows.
+  // Ensures capacity() >= bytes; contents are not preserved when it grows. The smaller buffers it
+  // outgrew are kept until this one is destroyed: freeing page-locked memory synchronises the
+  // device, which must not happen on a request's path (TIMING.md lesson 7).
   absl::Status Reserve(size_t bytes);
   char* data() const { return data_; }
   size_t capacity() const { return capacity_; }
@@ -28,6 +31,7 @@ class PinnedBuffer {
   void Release();
   char* data_ = nullptr;
   size_t capacity_ = 0;
+  std::vector<char*> retired_;  // outgrown, freed by Release()
 };
 
 }  // namespace chronoserve::server::cuda
