@@ -61,10 +61,6 @@ namespace {
 // MempoolId_t has moved between LibTorch versions; take it from the API we call.
 using PoolId = decltype(std::declval<at::cuda::CUDAGraph&>().pool());
 
-std::vector<torch::jit::IValue> Args(const std::vector<torch::Tensor>& inputs) {
-  return std::vector<torch::jit::IValue>(inputs.begin(), inputs.end());
-}
-
 void BeginCapture(at::cuda::CUDAGraph& graph, PoolId pool) {
 #if TORCH_VERSION_MAJOR >= 2
   // Thread-local: other workers' threads may keep serving (allocating, synchronising events)
@@ -130,7 +126,7 @@ absl::Status EndCapture(at::cuda::CUDAGraph& graph, cudaStream_t stream, c10::De
 // forward() throws (the TorchScript interpreter rethrows an operator's failure, e.g. a synchronising
 // .item() under capture, as std::runtime_error, not c10::Error), the capture is ended, so neither
 // the stream nor the caching allocator is left capturing; forward()'s error is the one returned.
-absl::StatusOr<std::vector<torch::Tensor>> CaptureForward(torch::jit::Module& module,
+absl::StatusOr<std::vector<torch::Tensor>> CaptureForward(torch::jit::Module& module, const TensorBinding& binding,
                                                          const std::vector<torch::Tensor>& inputs,
                                                          at::cuda::CUDAGraph& graph, c10::DeviceIndex device,
                                                          PoolId pool) {
@@ -141,10 +137,10 @@ absl::StatusOr<std::vector<torch::Tensor>> CaptureForward(torch::jit::Module& mo
     AbandonCapture(stream, device, pool);
     return absl::FailedPreconditionError(e.what_without_backtrace());
   }
-  absl::StatusOr<torch::jit::IValue> forward = RunForward(module, Args(inputs));
+  absl::StatusOr<torch::jit::IValue> forward = RunForward(module, binding.Arrange(inputs));
   // Inside the capture: a strided output's copy into contiguous memory is part of every replay.
   absl::StatusOr<std::vector<torch::Tensor>> outputs =
-      forward.ok() ? ContiguousOutputs(*forward) : absl::StatusOr<std::vector<torch::Tensor>>(forward.status());
+      forward.ok() ? binding.Outputs(*forward) : absl::StatusOr<std::vector<torch::Tensor>>(forward.status());
   const absl::Status ended = EndCapture(graph, stream, device, pool);
   RETURN_IF_ERROR(outputs.status());
   RETURN_IF_ERROR(ended);
@@ -155,11 +151,12 @@ absl::StatusOr<std::vector<torch::Tensor>> CaptureForward(torch::jit::Module& mo
 #endif
 
 absl::StatusOr<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::Capture(
-    torch::jit::Module& module, const ModelSpec& spec, const std::vector<int>& buckets,
-    DevicePath& path) {
+    torch::jit::Module& module, const ModelSpec& spec, const TensorBinding& binding,
+    const std::vector<int>& buckets, DevicePath& path) {
 #ifndef CHRONOSERVE_WITH_CUDA
   (void)module;
   (void)spec;
+  (void)binding;
   (void)buckets;
   (void)path;
   return absl::FailedPreconditionError("CUDA graphs need a CUDA build of LibTorch");
@@ -183,7 +180,7 @@ absl::StatusOr<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::Capture(
     // Eager runs at this exact shape first: the TorchScript executor settles its plan (and any
     // fuser compiles) and lazily initialised libraries allocate, outside the capture.
     for (int i = 0; i < 3; ++i) {
-      absl::StatusOr<torch::jit::IValue> eager = RunForward(module, Args(g->inputs));
+      absl::StatusOr<torch::jit::IValue> eager = RunForward(module, binding.Arrange(g->inputs));
       if (!eager.ok()) {
         return absl::Status(eager.status().code(), absl::StrCat("eager run at batch size ", g->bucket,
                                                                 " before its CUDA graph capture: ",
@@ -191,7 +188,8 @@ absl::StatusOr<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::Capture(
       }
     }
     RETURN_IF_ERROR(path.Sync());
-    absl::StatusOr<std::vector<torch::Tensor>> result = CaptureForward(module, g->inputs, g->graph, device, pool);
+    absl::StatusOr<std::vector<torch::Tensor>> result =
+        CaptureForward(module, binding, g->inputs, g->graph, device, pool);
     if (!result.ok()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "CUDA graph capture at batch size ", g->bucket, " failed: ", result.status().message(),

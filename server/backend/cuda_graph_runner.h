@@ -7,7 +7,7 @@
 // replay's outputs are read before the next. Owned by one TorchInstance (which must outlive it: the
 // graphs read its weights in place); worker thread only. Captures only in CUDA builds.
 //
-//   runner = CudaGraphRunner::Capture(module, spec, {1, 2, 4, 8}, path);
+//   runner = CudaGraphRunner::Capture(module, spec, binding, {1, 2, 4, 8}, path);
 //   int g = runner->Find(items);                        // -1: no graph holds `items` rows -> eager
 //   path.ToDeviceInto(staged, bytes, runner->inputs(g)[i]);  runner->Replay(g);
 //   runner->outputs(g)[k].narrow(0, 0, items)           // the real rows
@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/backend/torch_device_path.h"
+#include "server/backend/torch_util.h"
 #include "server/core/model_spec.h"
 
 namespace chronoserve::server {
@@ -32,10 +33,12 @@ class CudaGraphRunner {
   CudaGraphRunner& operator=(const CudaGraphRunner&) = delete;
 
   // Captures module.forward at every bucket (ascending, each >= 1) on `path`'s stream, after three
-  // eager runs on the static inputs. `spec`'s inputs must have static dims (HasStaticInputShapes).
+  // eager runs on the static inputs, arranged and read by `binding`. `spec`'s inputs must have
+  // static dims (HasStaticInputShapes); inputs() and outputs() are in the config's order.
   // Errors name the model and the bucket; without CUDA, FAILED_PRECONDITION. May throw c10::Error.
   static absl::StatusOr<std::unique_ptr<CudaGraphRunner>> Capture(torch::jit::Module& module,
                                                                   const ModelSpec& spec,
+                                                                  const TensorBinding& binding,
                                                                   const std::vector<int>& buckets,
                                                                   DevicePath& path);
 

@@ -29,13 +29,14 @@ namespace {
 class TorchInstance final : public ModelInstance {
  public:
   TorchInstance(const ModelSpec& spec, const InstanceOptions& options,
-                std::unique_ptr<DevicePath> path, torch::jit::Module module,
+                std::unique_ptr<DevicePath> path, torch::jit::Module module, TensorBinding binding,
                 std::vector<int> graph_buckets, int pipeline_depth)
       : spec_(spec),
         options_(options),
         path_(std::move(path)),
         module_(std::move(module)),
         graph_buckets_(std::move(graph_buckets)),
+        binding_(std::move(binding)),
         holds_(path_->can_hold_stream() && options_.request_timing),
         pipeline_depth_(pipeline_depth) {}
   // Work this worker left on the device (a failed launch, say) completes before its graphs, its
@@ -287,18 +288,19 @@ class TorchInstance final : public ModelInstance {
   // H2D into fresh device tensors, then forward() (launch = host time of the call).
   absl::StatusOr<std::vector<torch::Tensor>> RunEager(const std::vector<Staged>& staged,
                                                       BatchTiming* timing) {
-    std::vector<torch::jit::IValue> args;
-    args.reserve(staged.size());
+    std::vector<torch::Tensor> inputs;
+    inputs.reserve(staged.size());
     for (size_t i = 0; i < staged.size(); ++i) {
       ASSIGN_OR_RETURN(torch::ScalarType type, ToTorchType(spec_.inputs[i].dtype));
       ASSIGN_OR_RETURN(torch::Tensor t, path_->ToDevice(static_cast<int>(i), staged[i].data, staged[i].shape, type));
-      args.emplace_back(std::move(t));
+      inputs.push_back(std::move(t));
     }
+    std::vector<torch::jit::IValue> args = binding_.Arrange(inputs);
     RETURN_IF_ERROR(InputsDone());
     absl::StatusOr<torch::jit::IValue> result;
     timing->launch_ns = TimeLaunch([&] { result = RunForward(module_, std::move(args)); });
     RETURN_IF_ERROR(result.status());
-    ASSIGN_OR_RETURN(std::vector<torch::Tensor> outputs, ContiguousOutputs(*result));  // compute, not d2h
+    ASSIGN_OR_RETURN(std::vector<torch::Tensor> outputs, binding_.Outputs(*result));  // compute, not d2h
     RETURN_IF_ERROR(MarkSpan(kAfterCompute));
     return outputs;
   }
@@ -331,7 +333,7 @@ class TorchInstance final : public ModelInstance {
                    << "; running eager";
       return absl::OkStatus();
     }
-    ASSIGN_OR_RETURN(graphs_, CudaGraphRunner::Capture(module_, spec_, graph_buckets_, *path_));
+    ASSIGN_OR_RETURN(graphs_, CudaGraphRunner::Capture(module_, spec_, binding_, graph_buckets_, *path_));
     CS_LOG(INFO) << "model '" << spec_.name << "' worker " << options_.worker << ": captured "
                  << graphs_->size() << " CUDA graphs (batch sizes up to "
                  << graphs_->bucket(graphs_->size() - 1) << ") on " << device_name();
@@ -346,14 +348,15 @@ class TorchInstance final : public ModelInstance {
       graphs_->Replay(0);
     } else {
       if (keep_warm_args_.empty()) {
+        std::vector<torch::Tensor> inputs;
         for (const TensorSpec& t : spec_.inputs) {
           ASSIGN_OR_RETURN(torch::ScalarType type, ToTorchType(t.dtype));
           // Variable dims as the warm-up's (the first model_warmup sample's, else 1).
           std::vector<int64_t> shape = SyntheticItemDims(t, spec_.SyntheticDims());
           if (spec_.max_batch_size > 0) shape.insert(shape.begin(), 1);
-          keep_warm_args_.emplace_back(
-              torch::zeros(shape, torch::TensorOptions().dtype(type).device(path_->device())));
+          inputs.push_back(torch::zeros(shape, torch::TensorOptions().dtype(type).device(path_->device())));
         }
+        keep_warm_args_ = binding_.Arrange(inputs);
       }
       RETURN_IF_ERROR(RunForward(module_, keep_warm_args_).status());
     }
@@ -366,6 +369,7 @@ class TorchInstance final : public ModelInstance {
   torch::jit::Module module_;
   const std::vector<int> graph_buckets_;      // empty: CUDA graphs off
   std::unique_ptr<CudaGraphRunner> graphs_;   // after PrepareForServing; destroyed before module_
+  const TensorBinding binding_;  // config tensors <-> forward()'s arguments and outputs
   std::vector<torch::jit::IValue> keep_warm_args_;  // made on the first eager keep-warm run
   HoldSchedule holds_;  // exact device timing: which batches hold the stream (off: none)
   const int pipeline_depth_;  // 1, or 2 on a GPU (batch_pipeline.h)
@@ -415,8 +419,20 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> CreateTorchInstance(const ModelSp
   try {
     torch::jit::Module module = torch::jit::load(spec.model_path, path->device());
     module.eval();
-    return std::unique_ptr<ModelInstance>(
-        new TorchInstance(spec, options, std::move(path), std::move(module), std::move(graph_buckets), pipeline_depth));
+    std::vector<std::string> input_names, output_names;
+    for (const TensorSpec& t : spec.inputs) input_names.push_back(t.name);
+    for (const TensorSpec& t : spec.outputs) output_names.push_back(t.name);
+    absl::StatusOr<TensorBinding> binding = BindTensors(input_names, output_names, module);
+    if (!binding.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("model '", spec.name, "': ", binding.status().message()));
+    }
+    if (options.worker == 0) {
+      CS_VLOG(1) << "model '" << spec.name << "': inputs bound to forward()'s arguments by " << binding->input_rule
+                 << ", outputs by " << binding->output_rule;
+    }
+    return std::unique_ptr<ModelInstance>(new TorchInstance(spec, options, std::move(path), std::move(module),
+                                                            *std::move(binding), std::move(graph_buckets),
+                                                            pipeline_depth));
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(absl::StrCat("model '", spec.name, "': cannot load ",
                                                    spec.model_path, ": ", e.what_without_backtrace()));

@@ -1,6 +1,6 @@
 // LibTorch helpers shared by the torch backend's pieces (TorchInstance, CudaGraphRunner): our
 // DataType -> torch::ScalarType, forward() with its exceptions as statuses, and forward()'s result
-// -> its output tensors. Internal to server/backend (includes LibTorch). Stateless; any thread.
+// -> its output tensors, and which config tensor is which of forward()'s. Internal to server/backend (includes LibTorch). Stateless; any thread.
 #ifndef CHRONOSERVE_SERVER_BACKEND_TORCH_UTIL_H_
 #define CHRONOSERVE_SERVER_BACKEND_TORCH_UTIL_H_
 
@@ -28,11 +28,33 @@ absl::StatusOr<torch::jit::IValue> RunForward(torch::jit::Module& module, std::v
 // what forward() returned, not the model: the instance that called it adds that.
 absl::StatusOr<std::vector<torch::Tensor>> FlattenOutputs(const torch::jit::IValue& value);
 
-// FlattenOutputs, each output made contiguous (a transposed or expanded view gets its own copy).
-// Called before the compute span ends, so the copy kernel of a strided output counts as compute,
-// not as d2h (TIMING.md: copies are host<->device transfers only); inside a CUDA graph's capture,
-// so the replay includes it.
-absl::StatusOr<std::vector<torch::Tensor>> ContiguousOutputs(const torch::jit::IValue& value);
+// Which forward() argument each config input is, and which of forward()'s outputs each config
+// output is, by the rules of Triton's pytorch_libtorch backend, checked in this order:
+// - inputs named as forward()'s arguments (all of them, any order): by name;
+// - every name `<anything>__<N>`: by N (inputs: 0..n-1 once each; outputs: any distinct N, so a
+//   config may list a subset of forward()'s outputs, in any order);
+// - otherwise: the config's order.
+struct TensorBinding {
+  std::vector<int> input_position;  // config input i -> forward() argument position
+  std::vector<int> output_index;    // config output k -> forward() output index
+  bool outputs_by_index = false;    // `__N` outputs: forward() may return more than the config lists
+  std::string input_rule, output_rule;  // for the load's log: "argument names", "__N suffixes", "config order"
+
+  // forward()'s arguments from tensors in config order.
+  std::vector<torch::jit::IValue> Arrange(const std::vector<torch::Tensor>& inputs) const;
+  // The config's outputs (in config order) from forward()'s result, each made contiguous (a
+  // transposed or sliced view gets its own copy). Called before the compute span ends, so a
+  // strided output's copy kernel counts as compute, not as d2h (TIMING.md: copies are host<->device
+  // transfers only); inside a CUDA graph's capture, so the replay includes it. Errors name what
+  // forward() returned, not the model.
+  absl::StatusOr<std::vector<torch::Tensor>> Outputs(const torch::jit::IValue& result) const;
+};
+
+// INVALID_ARGUMENT (naming the tensors, not the model) when `__N` names repeat an index, an input
+// index is out of range, or forward() takes another number of arguments than the config has inputs.
+absl::StatusOr<TensorBinding> BindTensors(const std::vector<std::string>& input_names,
+                                          const std::vector<std::string>& output_names,
+                                          torch::jit::Module& module);
 
 }  // namespace chronoserve::server
 
