@@ -83,7 +83,7 @@ absl::StatusOr<DataType> ConvertType(pb::DataType type, const std::string& where
     case pb::TYPE_FP32: return DataType::kFp32;
     case pb::TYPE_FP64: return DataType::kFp64;
     case pb::TYPE_STRING:
-      return absl::InvalidArgumentError(absl::StrCat(where, ": TYPE_STRING is not supported by the pytorch_libtorch backend"));
+      return absl::InvalidArgumentError(absl::StrCat(where, ": chronoserve does not serve TYPE_STRING (BYTES) tensors"));
     default:
       return absl::InvalidArgumentError(absl::StrCat(where, ": data_type is missing or TYPE_INVALID"));
   }
@@ -410,10 +410,16 @@ namespace {
 absl::StatusOr<int64_t> PickVersion(const fs::path& dir, const std::string& source,
                                     const std::vector<int64_t>& specific) {
   std::vector<int64_t> versions;
+  std::vector<std::string> not_canonical;  // "01", "+1": a number, but not as a version is written
   ASSIGN_OR_RETURN(std::vector<std::string> subdirectories, SubdirectoryNames(dir));
   for (const auto& name : subdirectories) {
     int64_t v = 0;
-    if (absl::SimpleAtoi(name, &v) && v >= 0) versions.push_back(v);
+    if (!absl::SimpleAtoi(name, &v) || v < 0) continue;
+    if (name == std::to_string(v)) {
+      versions.push_back(v);
+    } else {
+      not_canonical.push_back(name);
+    }
   }
   std::sort(versions.begin(), versions.end());
   std::vector<int64_t> wanted;
@@ -424,7 +430,11 @@ absl::StatusOr<int64_t> PickVersion(const fs::path& dir, const std::string& sour
     return absl::NotFoundError(absl::StrCat(
         source, ": no numeric version directory (e.g. ", dir.string(), "/1/model.pt) matches the version policy",
         specific.empty() ? "" : absl::StrCat(" (specific versions ", absl::StrJoin(specific, ", "), ")"), "; found ",
-        versions.empty() ? "none" : absl::StrJoin(versions, ", ")));
+        versions.empty() ? "none" : absl::StrJoin(versions, ", "),
+        not_canonical.empty()
+            ? ""
+            : absl::StrCat(" (ignored: ", absl::StrJoin(not_canonical, ", "),
+                           ", which must be written as plain decimal numbers, e.g. 1 for 01)")));
   }
   return wanted.back();
 }
@@ -461,6 +471,10 @@ absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir) {
   }
   std::vector<int64_t> specific;
   if (config.version_policy().has_specific()) {
+    if (config.version_policy().specific().versions().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(config_path.string(), ": model '", name,
+                                                     "': version_policy.specific lists no versions"));
+    }
     specific.assign(config.version_policy().specific().versions().begin(),
                     config.version_policy().specific().versions().end());
   } else if (config.version_policy().has_all() ||

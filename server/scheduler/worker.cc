@@ -74,7 +74,8 @@ absl::Status Worker::Warmup(const ModelSpec& spec, const WarmupOptions& options)
   // A config's warm-up may ask for 2^31 runs: a shutdown must not wait for them.
   auto stopped = [&options]() -> absl::Status {
     if (options.stop == nullptr || !options.stop->load(std::memory_order_relaxed)) return absl::OkStatus();
-    return absl::CancelledError("warm-up stopped: the server is shutting down");
+    // UNAVAILABLE, as a model skipped at shutdown: not a failed model (which answers NOT_FOUND).
+    return absl::UnavailableError("warm-up stopped: the server is shutting down");
   };
   for (const WarmupSpec& w : spec.warmups) {
     for (int i = 0; i < w.count; ++i) {

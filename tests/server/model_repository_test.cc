@@ -96,6 +96,34 @@ TEST_F(RepositoryTest, NoMatchingVersionNamesWantedAndFound) {
   EXPECT_THAT(std::string(spec.status().message()), HasSubstr("matches the version policy; found none"));
 }
 
+// A version directory written "01" or "+1" is a number but not a version's name: before, it was
+// read as version 1 and the load then looked for m/1/model.pt, which was never there.
+TEST_F(RepositoryTest, VersionDirectoriesMustBePlainNumbers) {
+  Write("m/config.pbtxt", kIo);
+  Write("m/01/model.pt", "x");
+  Write("m/+2/model.pt", "x");
+  auto spec = LoadModelDirectory((root_ / "m").string());
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(spec.status().message()),
+              HasSubstr("found none (ignored: +2, 01, which must be written as plain decimal numbers"));
+  Write("m/1/model.pt", "x");
+  spec = LoadModelDirectory((root_ / "m").string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->version, 1);
+  EXPECT_EQ(spec->model_path, (root_ / "m" / "1" / "model.pt").string());
+}
+
+// As Triton: a specific policy listing no version serves none, and says so (before: the latest).
+TEST_F(RepositoryTest, ASpecificPolicyWithNoVersionsFailsTheLoad) {
+  Write("m/config.pbtxt", std::string(kIo) + "version_policy { specific { } }\n");
+  Write("m/1/model.pt", "x");
+  auto spec = LoadModelDirectory((root_ / "m").string());
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("model 'm': version_policy.specific lists no versions"));
+}
+
 // The loader's list of the keys that do something is the subsystems' own keys, no more, no fewer.
 TEST(ModelParameterKeysTest, AreTheKeysTheSubsystemsRead) {
   std::set<std::string_view> read = {kGraphBatchSizesKey, kExactDeviceTimingKey, kPipelineDepthKey, kKeepWarmKey,
