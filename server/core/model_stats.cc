@@ -17,10 +17,11 @@ Duration ModelStats::Load(Field count) const {
 }
 
 void ModelStats::RecordSuccess(const RequestTiming& t, int64_t items, bool request_timing) {
-  // Stored only when it moves (once a millisecond): every thread reads the line, few write it.
+  // Stored only when it moves forward (once a millisecond): every thread reads the line, few write
+  // it, and a thread that read the clock earlier never stores an older value over a later one.
   const uint64_t now_ms = static_cast<uint64_t>(WallNowNs() / 1000000);
-  if (last_inference_ms_.load(std::memory_order_relaxed) != now_ms) {
-    last_inference_ms_.store(now_ms, std::memory_order_relaxed);
+  uint64_t seen = last_inference_ms_.load(std::memory_order_relaxed);
+  while (seen < now_ms && !last_inference_ms_.compare_exchange_weak(seen, now_ms, std::memory_order_relaxed)) {
   }
   per_request_.Add(kInferenceItems, static_cast<uint64_t>(items));
   Add(kSuccessCount, t.server_total_ns);

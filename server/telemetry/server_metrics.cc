@@ -12,10 +12,11 @@ namespace {
 using prometheus::BuildCounter;
 using prometheus::BuildGauge;
 
-// 10 us .. 10 s, in nanoseconds: GPU stages of small models sit at tens of microseconds.
+// 1 us .. 10 s, in nanoseconds: a CUDA graph's launch, a small d2h or an idle server's queue take
+// a few microseconds, GPU stages of small models tens of them.
 const std::vector<int64_t>& LatencyBucketsNs() {
   static const std::vector<int64_t> buckets = {
-      10'000, 25'000, 50'000, 100'000, 250'000, 500'000, 1'000'000, 2'500'000, 5'000'000, 10'000'000,
+      1'000, 2'500, 5'000, 10'000, 25'000, 50'000, 100'000, 250'000, 500'000, 1'000'000, 2'500'000, 5'000'000, 10'000'000,
       25'000'000, 50'000'000, 100'000'000, 250'000'000, 500'000'000, 1'000'000'000, 2'500'000'000,
       5'000'000'000, 10'000'000'000};
   return buckets;

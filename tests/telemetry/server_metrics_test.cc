@@ -221,7 +221,7 @@ TEST_F(ServerMetricsTest, LatencyBucketsAreTheDecimalBoundsTheyWere) {
   // Dashboards select buckets by their `le` label: the bounds must be the doubles that the decimal
   // literals (and prometheus-cpp's own histograms before) gave, not nanoseconds times 1e-9.
   Finish(100, 0, true);
-  const std::vector<double> expected = {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,
+  const std::vector<double> expected = {1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,
                                         2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0};
   for (const prometheus::MetricFamily& family : metrics_.Collect()) {
     if (family.type != prometheus::MetricType::Histogram || family.name == "chronoserve_batch_size") continue;
@@ -231,6 +231,17 @@ TEST_F(ServerMetricsTest, LatencyBucketsAreTheDecimalBoundsTheyWere) {
     for (size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(buckets[i].upper_bound, expected[i]) << family.name << " " << i;
   }
   EXPECT_TRUE(Has(Text(), R"(chronoserve_queue_duration_seconds_bucket{model="m",version="2",le="2.5e-05"} 1)")) << Text();
+}
+
+// Spans of a few microseconds (a CUDA graph's launch, a small d2h) land in buckets of their own:
+// with the first bucket at 10 us, 3 us and 8 us were one bucket and every quantile under it a guess.
+TEST_F(ServerMetricsTest, MicrosecondSpansAreResolved) {
+  Finish(20 + 3'000, 0, true);  // queued at 20 ns: queue 3 us
+  Finish(20 + 8'000, 0, true);  // queue 8 us
+  const std::string text = Text();
+  EXPECT_TRUE(Has(text, R"(chronoserve_queue_duration_seconds_bucket{model="m",version="2",le="2.5e-06"} 0)")) << text;
+  EXPECT_TRUE(Has(text, R"(chronoserve_queue_duration_seconds_bucket{model="m",version="2",le="5e-06"} 1)")) << text;
+  EXPECT_TRUE(Has(text, R"(chronoserve_queue_duration_seconds_bucket{model="m",version="2",le="1e-05"} 2)")) << text;
 }
 
 TEST_F(ServerMetricsTest, AFreshInstanceStartsFromNothing) {
