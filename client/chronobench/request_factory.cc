@@ -101,6 +101,15 @@ absl::StatusOr<RequestFactory> RequestFactory::Create(const inference::ModelMeta
   return f;
 }
 
+Tensor RequestFactory::EmptyTensor(const InputSpec& spec, int64_t batch_size) const {
+  Tensor t;
+  t.name = spec.name;
+  t.dtype = spec.dtype;
+  if (batched_) t.shape.push_back(batch_size);
+  t.shape.insert(t.shape.end(), spec.sample_shape.begin(), spec.sample_shape.end());
+  return t;
+}
+
 absl::Status RequestFactory::CheckRequestBytes(int64_t batch_size) const {
   int64_t total = 0;
   for (const auto& spec : inputs_) {
@@ -125,11 +134,7 @@ absl::Status RequestFactory::CheckRequestBytes(int64_t batch_size) const {
   std::vector<Tensor> skeleton;
   int64_t framed = 0;
   for (const auto& spec : inputs_) {
-    Tensor t;
-    t.name = spec.name;
-    t.dtype = spec.dtype;
-    if (batched_) t.shape.push_back(batch_size);
-    t.shape.insert(t.shape.end(), spec.sample_shape.begin(), spec.sample_shape.end());
+    Tensor t = EmptyTensor(spec, batch_size);
     const int64_t bytes = *ByteCount(ElementCount(t.shape), spec.dtype);  // checked above
     framed += bytes + static_cast<int64_t>(google::protobuf::io::CodedOutputStream::VarintSize64(bytes)) - 1;
     skeleton.push_back(std::move(t));
@@ -186,11 +191,7 @@ absl::StatusOr<inference::ModelInferRequest> RequestFactory::Build(const std::st
   std::mt19937_64 rng(seed_ * 1000003 + static_cast<uint64_t>(batch_size));
   std::vector<Tensor> tensors;
   for (const auto& spec : inputs_) {
-    Tensor t;
-    t.name = spec.name;
-    t.dtype = spec.dtype;
-    if (batched_) t.shape.push_back(batch_size);
-    t.shape.insert(t.shape.end(), spec.sample_shape.begin(), spec.sample_shape.end());
+    Tensor t = EmptyTensor(spec, batch_size);
     if (spec.sample_bytes.empty()) {
       t.data = RandomTensorBytes(spec.dtype, ElementCount(t.shape), rng);
     } else {

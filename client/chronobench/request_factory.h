@@ -46,6 +46,8 @@ class RequestFactory {
   // INVALID_ARGUMENT naming the input that passes it (with its --shape, when one gave it), its
   // datatype and shape, or the message's size, before any tensor byte is allocated.
   absl::Status CheckRequestBytes(int64_t batch_size) const;
+  // `spec`'s name, datatype and shape in a request of `batch_size` samples; no data.
+  Tensor EmptyTensor(const InputSpec& spec, int64_t batch_size) const;
   // Fills sample_bytes of each input from a JSON file {"NAME": [numbers...], ...}.
   absl::Status LoadInputFile(const std::string& path);
 
