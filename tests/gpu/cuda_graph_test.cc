@@ -55,7 +55,8 @@ double MaxRowError(const client::InferResult& a, const client::InferResult& b, i
       float x, y;
       std::memcpy(&x, a.outputs[k].data.data() + 4 * i, 4);
       std::memcpy(&y, b.outputs[k].data.data() + 4 * i, 4);
-      worst = std::max(worst, static_cast<double>(std::fabs(x - y)));
+      const double d = std::fabs(x - y);
+      if (!(d <= worst)) worst = d;  // not std::max: it would drop a NaN
     }
   }
   return worst;
