@@ -161,14 +161,22 @@ TEST(ModelQueueTest, WaitingWorkerWakesOnEnqueueAndOnClose) {
 }
 
 TEST(ModelQueueTest, DelayedBatchCollectsLaterArrivals) {
-  // A 200 ms batching window: two requests enqueued back to back land in one batch.
-  ModelQueue queue("m", Dynamic(8, 200'000'000), {}, SteadyClock::Get());
+  // A 200 ms batching window: the first request waits it out, a second one arriving within it
+  // joins, and the two leave together once the window has passed (a fake clock: no waits).
+  FakeClock clock;
+  ModelQueue queue("m", Dynamic(8, 200'000'000), {}, &clock);
   auto a = Request(), b = Request();
   ASSERT_TRUE(queue.Enqueue(a).ok());
-  ASSERT_TRUE(queue.Enqueue(b).ok());
   Batch batch, dropped;
-  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));
-  EXPECT_EQ(batch.size(), 2u);
+  EXPECT_EQ(queue.TryNextBatch(&batch, &dropped), ModelQueue::WaitResult::kTimeout) << "a waits for the window";
+  clock.AdvanceNs(150'000'000);
+  ASSERT_TRUE(queue.Enqueue(b).ok());
+  EXPECT_EQ(queue.TryNextBatch(&batch, &dropped), ModelQueue::WaitResult::kTimeout) << "150 ms into 200";
+  clock.AdvanceNs(60'000'000);
+  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch) << "a's window has passed";
+  EXPECT_EQ(batch.size(), 2u) << "b, arrived within the window, joined a";
+  EXPECT_TRUE(dropped.empty());
+  EXPECT_EQ(queue.size(), 0u);
 }
 
 TEST(ModelQueueTest, ARequestLargerThanTheWholeQueueLimitIsInvalidNotRetryable) {
