@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "client/infer_stream.h"
 #include "client/inference_client.h"
 #include "gtest/gtest.h"
@@ -45,7 +46,10 @@ TEST(InferStreamTest, CloseSendRacingACancellationEndsCleanly) {
     ASSERT_TRUE(stream->Send(request));
     absl::Notification go;
     std::thread canceller([&] {
-      go.WaitForNotification();
+      if (!go.WaitForNotificationWithTimeout(absl::Seconds(30))) {
+        ADD_FAILURE() << "stream " << i << ": the canceller was never let go";
+        return;
+      }
       stream->Cancel();
     });
     go.Notify();

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/time/time.h"
+#include "tests/fakes/finishes_within.h"
 #include "tests/server/model_queue_test_util.h"
 
 namespace chronoserve::server {
@@ -138,11 +140,19 @@ TEST(ModelQueueTest, EveryWayToTakeABatchReturnsDroppedRequestsWithTheirFinalSta
   enqueue_three_doomed();
   ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
   EXPECT_EQ(statuses(dropped), expected) << "TryNextBatch";
+  // Both return at once (requests were dropped); were one to block, FinishesWithin fails the test.
   enqueue_three_doomed();
-  ASSERT_EQ(queue.NextBatchUntil(&batch, &dropped, clock.NowNs() + 1'000'000), kBatch);
+  ModelQueue::WaitResult until = ModelQueue::WaitResult::kTimeout;
+  testing::FinishesWithin("NextBatchUntil with dropped requests", absl::Seconds(10), [&] {
+    until = queue.NextBatchUntil(&batch, &dropped, clock.NowNs() + 1'000'000);
+  });
+  ASSERT_EQ(until, kBatch);
   EXPECT_EQ(statuses(dropped), expected) << "NextBatchUntil";
   enqueue_three_doomed();
-  ASSERT_TRUE(queue.NextBatch(&batch, &dropped));  // returns at once: requests were dropped
+  bool taken = false;
+  testing::FinishesWithin("NextBatch with dropped requests", absl::Seconds(10),
+                          [&] { taken = queue.NextBatch(&batch, &dropped); });
+  ASSERT_TRUE(taken);
   EXPECT_EQ(statuses(dropped), expected) << "NextBatch";
   EXPECT_TRUE(batch.empty());
   EXPECT_EQ(queue.size(), 0u);

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -77,7 +78,18 @@ OtlpTestReceiver::~OtlpTestReceiver() {
   if (stdin_fd_ >= 0) close(stdin_fd_);  // the receiver exits when its stdin closes
   if (pid_ > 0) {
     kill(pid_, SIGTERM);  // the child we started; it exits on SIGTERM (and on stdin EOF)
-    waitpid(pid_, nullptr, 0);
+    // Never an unbounded wait: its stdout closes as it exits (the reader sees EOF); past 10 s, or if
+    // it is not yet reapable then (an exit still under way), SIGKILL it and reap, as Subprocess does.
+    bool closed;
+    {
+      absl::MutexLock lock(&mu_);
+      closed = mu_.AwaitWithTimeout(absl::Condition(&eof_), absl::Seconds(10));
+    }
+    if (!closed || waitpid(pid_, nullptr, WNOHANG) != pid_) {
+      kill(pid_, SIGKILL);
+      while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
   }
   if (reader_.joinable()) reader_.join();
   if (stdout_fd_ >= 0) close(stdout_fd_);
