@@ -65,6 +65,7 @@ class GpuServerTest : public ::testing::Test {
 TEST_F(GpuServerTest, ModelsAreResidentOnTheGpu) {
   auto model = server_->registry().Find("policy_net", "");
   ASSERT_TRUE(model.ok());
+  ASSERT_FALSE((*model)->workers().empty()) << "a served model has workers to check";
   for (const auto& w : (*model)->workers()) {
     EXPECT_GE(w->instance().gpu(), 0);
     EXPECT_LT(w->instance().gpu(), server::CudaDeviceCount());

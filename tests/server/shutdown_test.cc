@@ -231,9 +231,13 @@ TEST(ShutdownTest, BinaryAnswersEveryAcceptedRequestOnSigtermAndExitsZero) {
   testing::TempDir repo("cs_sigterm");
   examples::ModelOptions mlp;
   mlp.max_batch_size = 8;
-  mlp.max_queue_delay_us = 1'500'000;  // the three requests below wait here until the drain
+  // The three requests below wait here until after SIGTERM (checked), however slow the machine.
+  // The binary's drain does not close the models' queues until every accepted request is
+  // answered, so they leave when the window ends: shorter than kWait and the 30 s exit timeout.
+  mlp.max_queue_delay_us = 5'000'000;
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
-  auto binary = StartBinary(repo.path());
+  // No serving warm-up: its requests would wait out the window before READY.
+  auto binary = StartBinary(repo.path(), {"--serving-warmup-requests", "0"});
   ASSERT_TRUE(binary.ok()) << binary.status();
   auto& server = *binary->process;
 
@@ -247,10 +251,11 @@ TEST(ShutdownTest, BinaryAnswersEveryAcceptedRequestOnSigtermAndExitsZero) {
     calls.push_back(std::make_unique<PendingInfer>(c->stub(), "mlp", id, inputs.back()));
     ASSERT_TRUE(server.WaitForOutput("request '" + id + "' queued", kWait).ok()) << server.output();
   }
+  for (const auto& call : calls) EXPECT_FALSE(call->done()) << "answered before the drain";
   server.Signal(SIGTERM);
   for (size_t i = 0; i < calls.size(); ++i) {
     const auto status = calls[i]->Wait(kWait);
-    ASSERT_TRUE(status.has_value()) << "an accepted request was lost";
+    ASSERT_TRUE(status.has_value()) << "an accepted request was lost: " << server.output();
     ASSERT_TRUE(status->ok()) << status->error_message();
     auto decoded = client::InferenceClient::DecodeResponse(calls[i]->response());
     ASSERT_TRUE(decoded.ok()) << decoded.status();

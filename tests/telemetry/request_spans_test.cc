@@ -169,6 +169,7 @@ TEST_F(RequestSpansTest, ChildrenStayInsideTheServerSpan) {
   batch_.compute_ns = 5000;
   request_.timeline.SetBatch(batch_);
   auto spans = Build();
+  ASSERT_EQ(spans.size(), 7u) << "the server span and its six children, each checked below";
   const SpanData& server = spans.at("ModelInfer policy_net");
   for (const auto& [name, span] : spans) {
     EXPECT_GE(span.start_unix_ns, server.start_unix_ns) << name;
@@ -181,6 +182,7 @@ TEST_F(RequestSpansTest, ChildrenStayInsideTheServerSpan) {
 
 TEST_F(RequestSpansTest, BatchAttributesOnEverySpan) {
   auto spans = Build();
+  ASSERT_EQ(spans.size(), 7u) << "the server span and its six children, each checked below";
   for (const auto& [name, span] : spans) {
     ASSERT_NE(Find(span, "chronoserve.batch.size"), nullptr) << name;
     EXPECT_EQ(std::get<int64_t>(Find(span, "chronoserve.batch.size")->value), 5) << name;
