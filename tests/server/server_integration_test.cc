@@ -212,6 +212,7 @@ TEST_F(ServerIntegrationTest, TwoInputsWithVariableDims) {
   auto longer = client_->Infer("addsub", {c, d});
   ASSERT_TRUE(longer.ok()) << longer.status();
   EXPECT_THAT(longer->outputs[0].shape, ::testing::ElementsAre(1, 9));
+  EXPECT_EQ(testing::AddSubMismatch(c, d, longer->outputs), "");
 }
 
 TEST_F(ServerIntegrationTest, NonBatchingModelUsesTheFullShape) {
@@ -220,6 +221,7 @@ TEST_F(ServerIntegrationTest, NonBatchingModelUsesTheFullShape) {
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_THAT(result->outputs[0].shape, ::testing::ElementsAre(3));
   EXPECT_EQ(result->timing->batch_size, 1);
+  EXPECT_EQ(testing::OutputsMismatch(ModelPath("scale_nobatch"), {input}, result->outputs), "");
 }
 
 TEST_F(ServerIntegrationTest, TimingInvariantsHoldOverManyRequests) {
@@ -249,6 +251,7 @@ TEST_F(ServerIntegrationTest, ConcurrentRequestsAreBatchedAndEachGetsItsOwnRows)
   constexpr int kThreads = 12;
   constexpr int kPerThread = 10;
   std::atomic<int> batched{0}, failures{0};
+  std::vector<std::string> first_failure(kThreads);  // per thread: no lock
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
@@ -256,17 +259,23 @@ TEST_F(ServerIntegrationTest, ConcurrentRequestsAreBatchedAndEachGetsItsOwnRows)
       for (int i = 0; i < kPerThread; ++i) {
         const Tensor input = RandomInput("INPUT__0", DataType::kFp32, {1, 4, 20, 20}, 1000 + t * 100 + i);
         auto result = client->Infer("policy_net", {input});
-        if (!result.ok()) { ++failures; break; }  // one deadline per thread at most
+        if (!result.ok()) {  // one deadline per thread at most
+          ++failures;
+          first_failure[t] = result.status().ToString();
+          break;
+        }
         if (result->timing->batch_size > 1) ++batched;
-        const auto want = testing::TorchReference(ModelPath("policy_net"), {input});
-        float got;
-        std::memcpy(&got, result->outputs[0].data.data() + 4 * 17, 4);
-        if (std::fabs(got - want[0][17]) > 1e-4f) ++failures;
+        // Every element of every output, so rows of another request in any of them show.
+        const std::string mismatch = testing::OutputsMismatch(ModelPath("policy_net"), {input}, result->outputs);
+        if (!mismatch.empty()) {
+          ++failures;
+          if (first_failure[t].empty()) first_failure[t] = "request " + std::to_string(i) + ": " + mismatch;
+        }
       }
     });
   }
   for (auto& th : threads) th.join();
-  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(failures.load(), 0) << ::testing::PrintToString(first_failure);
   EXPECT_GT(batched.load(), 0) << "the dynamic batcher merged concurrent requests";
 }
 
