@@ -8,6 +8,7 @@
 #define CHRONOSERVE_TESTS_CLIENT_CHRONOBENCH_E2E_FIXTURE_H_
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -61,11 +62,14 @@ class ChronobenchE2eTest : public ::testing::Test {
     return o;
   }
 
-  static BenchReport Run(const BenchOptions& options) {
+  // `progress` (may be null) as RunnerContext says: called about every 200 ms on the calling
+  // thread while a point runs.
+  static BenchReport Run(const BenchOptions& options,
+                         const std::function<void(const std::string&)>& progress = nullptr) {
     auto bench = Benchmark::Create(options, SteadyClock::Get());
     EXPECT_TRUE(bench.ok()) << bench.status();
     if (!bench.ok()) return {};
-    auto report = (*bench)->Run(nullptr, nullptr);
+    auto report = (*bench)->Run(nullptr, progress);
     EXPECT_TRUE(report.ok()) << report.status();
     if (report.ok() && report->failed_point.has_value()) {
       ADD_FAILURE() << report->failed_point->label << ": " << report->failed_point->message;

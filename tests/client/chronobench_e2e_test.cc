@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -52,21 +54,38 @@ TEST_F(ChronobenchE2eTest, OpenLoopPoissonKeepsItsRateAndTimesFromTheSchedule) {
   o.load.rates = {150};
   o.load.distribution = Distribution::kPoisson;
   o.measurement.interval_ms = 1000;
-  const BenchReport report = Run(o);
+  // How long the workers and their wakers waited for a CPU while the point ran: sampled on each
+  // progress call (the workers' threads end with the point), first to last.
+  int64_t delay_first_ns = -1, delay_last_ns = 0;
+  const BenchReport report = Run(o, [&](const std::string&) {
+    delay_last_ns = chronoserve::testing::RunDelayNs("cb-load") + chronoserve::testing::RunDelayNs("cb-wake");
+    if (delay_first_ns < 0) delay_first_ns = delay_last_ns;
+  });
   ASSERT_EQ(report.points.size(), 1u);
   const PointResult& p = report.points[0];
   ExpectBreakdownConsistent(p);
   EXPECT_NEAR(p.throughput_rps, 150, 150 * 0.35);
   const LatencyRecorder& r = p.recorder;
   EXPECT_EQ(r.schedule_lag().count(), r.successes());
+  ASSERT_GT(r.successes(), 0);
+  ASSERT_GE(delay_first_ns, 0) << "no progress call while the point ran";
+  const int64_t delay_per_send_ns = std::max<int64_t>(0, delay_last_ns - delay_first_ns) / r.successes();
+  std::cout << "[ figures  ] lag p50 " << r.schedule_lag().ValueAtPercentile(50) / 1'000
+            << " us; workers and wakers waited for a CPU " << delay_per_send_ns / 1'000 << " us/send\n";
   // Sends keep their schedule to well under a millisecond: the worker's SendWaker ends its wait on
   // the queue a lead before a send time and the worker polls the rest, instead of a timed wait
   // alone, which gRPC rounds up to a whole millisecond (that made the median send ~0.5 ms late,
   // every send up to ~1 ms). At 150/s over two threads the median lag is the cost of a clock read
   // and a send (a few µs); 300 µs leaves room for a loaded 2-core machine taking the CPU away now
   // and then, while the millisecond rounding would put the median near 500 µs. A median: p99 may
-  // catch preemption. Run alone (RUN_SERIAL, run_serial.cmake).
-  EXPECT_LT(r.schedule_lag().ValueAtPercentile(50), 300'000) << "sends late to the millisecond";
+  // catch preemption. Run alone (RUN_SERIAL, run_serial.cmake). Judged, as LoadWorkerTest's
+  // open-loop tests judge theirs, only when the workers got a CPU when they needed one: past
+  // 500 µs of waiting for one a send, a late median says nothing of ours.
+  if (delay_per_send_ns < 500'000) {
+    EXPECT_LT(r.schedule_lag().ValueAtPercentile(50), 300'000) << "sends late to the millisecond";
+  } else {
+    std::cout << "[ note     ] the machine was short of CPU: the lag is not judged\n";
+  }
   // From the intended time is never shorter than from the actual send.
   for (double pc : {50.0, 99.0}) {
     EXPECT_GE(r.metric(Metric::kE2e).ValueAtPercentile(pc) * 1.002,

@@ -8,8 +8,6 @@
 // Against the real chronoserve binary on 127.0.0.1.
 #include <signal.h>
 
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -26,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "tests/client/mlp_target.h"
 #include "tests/client/test_server.h"
+#include "tests/server/proc_threads.h"
 #include "tools/example_models.h"
 
 namespace chronoserve::client::bench {
@@ -33,26 +32,12 @@ namespace {
 
 using chronoserve::testing::TestDir;
 using chronoserve::testing::MlpTarget;
+using chronoserve::testing::RunDelayNs;
 using chronoserve::testing::StartMlpTarget;
 using chronoserve::testing::StartTestServer;
 using chronoserve::testing::TestServer;
 
 constexpr absl::Duration kWait = absl::Seconds(30);
-
-// How long this process's threads named `name` have waited for a CPU while runnable, ns
-// (/proc/self/task/*/schedstat's second field; 0 where the kernel does not keep it).
-int64_t RunDelayNs(const std::string& name) {
-  int64_t total_ns = 0;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(task.path() / "comm");
-    std::string thread_name;
-    if (!std::getline(comm, thread_name) || thread_name != name) continue;
-    std::ifstream schedstat(task.path() / "schedstat");
-    int64_t cpu_ns = 0, delay_ns = 0;
-    if (schedstat >> cpu_ns >> delay_ns) total_ns += delay_ns;
-  }
-  return total_ns;
-}
 
 struct StopCase {
   const char* name;

@@ -1,10 +1,11 @@
 // This process's threads as /proc shows them, for tests that check what an operator would see
-// (a thread's name, CPU list, nice value, scheduling policy).
+// (a thread's name, CPU list, nice value, scheduling policy) or how long they waited for a CPU.
 #ifndef CHRONOSERVE_TESTS_SERVER_PROC_THREADS_H_
 #define CHRONOSERVE_TESTS_SERVER_PROC_THREADS_H_
 
 #include <dirent.h>
 
+#include <cstdint>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -45,6 +46,20 @@ inline std::string StatField(const std::string& task, int field) {
   std::string value;
   for (int i = 3; i <= field; ++i) rest >> value;
   return value;
+}
+
+// How long this process's threads named `name` have waited for a CPU while runnable, ns
+// (/proc/self/task/*/schedstat's second field; 0 where the kernel does not keep it). Tests that
+// bound how late something runs judge that only when this stayed small: else the machine was
+// short of CPU, and nothing of ours was late.
+inline int64_t RunDelayNs(const std::string& name) {
+  int64_t total_ns = 0;
+  for (const std::string& task : ThreadDirs(name)) {
+    std::istringstream schedstat(ReadFile(task + "/schedstat"));
+    int64_t cpu_ns = 0, delay_ns = 0;
+    if (schedstat >> cpu_ns >> delay_ns) total_ns += delay_ns;
+  }
+  return total_ns;
 }
 
 // A thread's Cpus_allowed_list ("0-3,8"), as /proc shows it; empty when the thread is gone.

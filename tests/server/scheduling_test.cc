@@ -81,7 +81,9 @@ TEST_P(SchedulingTest, DeadlinePassingWhileQueuedIsAnsweredAndNeverExecuted) {
   const client::Tensor a_in = GatedInput(4, 1);
   PendingInfer a(stub(), "deadline", "A", a_in);
   ASSERT_TRUE(gate_.WaitHeld(kWait)) << "the full batch reached a worker";
-  PendingInfer b(stub(), "deadline", "B", GatedInput(1, 2), absl::Milliseconds(300));
+  // 5 s, not less: a shorter deadline could pass on the way in on a loaded machine, before B is
+  // queued; the 60 s window keeps B queued until its deadline however long that is.
+  PendingInfer b(stub(), "deadline", "B", GatedInput(1, 2), absl::Seconds(5));
 
   const auto server_answer = harness_.observer().WaitFor("B", kWait);
   ASSERT_TRUE(server_answer.has_value()) << "the server answered B";
