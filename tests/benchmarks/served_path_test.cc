@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/client/subprocess.h"
+#include "tests/fakes/remove_tree.h"
 #include "tools/example_models.h"
 
 namespace chronoserve {
@@ -29,8 +30,8 @@ class ServedPathBenchmarkTest : public ::testing::Test {
     ASSERT_TRUE(examples::WriteMlp(dir_ + "/models", "mlp", examples::ModelOptions{}).ok());
   }
   void TearDown() override {
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
+    // RemoveTree, not std::filesystem::remove_all: see tests/fakes/remove_tree.h.
+    if (!dir_.empty()) testing::RemoveTree(dir_);
   }
 
   // Runs the benchmark on the mlp with `extra` flags; its exit code and output.
