@@ -269,6 +269,9 @@ void Server::Shutdown() {
                  << options_.exit_timeout_secs << " s)";
     if (health_ != nullptr) health_->SetServingStatus(false);
     service_->SetDraining();
+    // New requests are refused from here on; the ones queued need not wait for their batching
+    // window to close (it may be longer than the exit timeout): they run now.
+    registry_.CloseQueues();
     const auto deadline =
         std::chrono::system_clock::now() + std::chrono::seconds(options_.exit_timeout_secs);
     // Keep the port open while accepted requests finish: health answers NOT_SERVING and new

@@ -83,6 +83,10 @@ void ModelRegistry::AbandonQueued(const std::string& reason) {
   for (auto& r : Ready()) r->AbandonQueued(reason);
 }
 
+void ModelRegistry::CloseQueues() {
+  for (auto& r : Ready()) r->CloseQueue();
+}
+
 void ModelRegistry::StopAll() {
   for (auto& r : Ready()) r->Stop();
 }

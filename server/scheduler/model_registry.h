@@ -36,6 +36,8 @@ class ModelRegistry {
   void StopAll();
   // Every runtime's AbandonQueued(reason): queued requests are answered, not run (exit timeout).
   void AbandonQueued(const std::string& reason);
+  // Every runtime's CloseQueue(): the drain at shutdown runs queued requests at once.
+  void CloseQueues();
 
  private:
   mutable absl::Mutex mu_;

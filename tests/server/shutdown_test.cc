@@ -109,9 +109,10 @@ TEST_P(InProcessShutdownTest, InFlightRequestsFinishNewOnesAreRefusedAndHealthGo
   EXPECT_EQ(runtime->stats().Snapshot().inference_count, 4u) << "A (1) + B (2) + C (1) items";
 }
 
-// --exit-timeout-secs 0 with a request waiting in a long batch window: gRPC cancels the call, the
-// stopping model answers it, and Shutdown returns without losing track of the call (the async
-// queues' threads are joined only after the answer's tag came back).
+// --exit-timeout-secs 0 with a request queued behind a batch the worker is still running (a
+// request merely waiting in a batching window now runs at once when the drain starts): gRPC cancels
+// the call, the stopping model answers it, and Shutdown returns without losing track of the call
+// (the async queues' threads are joined only after the answer's tag came back).
 TEST_P(InProcessShutdownTest, ExitTimeoutEndsTheCallsStillQueuedAndShutdownReturns) {
   testing::TempDir repo("cs_shutdown_timeout");
   server::ServerOptions options = testing::TestServerOptions(repo.path());
@@ -125,8 +126,11 @@ TEST_P(InProcessShutdownTest, ExitTimeoutEndsTheCallsStillQueuedAndShutdownRetur
   ASSERT_NE(runtime, nullptr);
   server->registry().Add(runtime);
   auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+  gate.Arm();
+  PendingInfer running(c->stub(), "gated", "R", GatedInput(4, 40));  // a full batch: taken at once
+  ASSERT_TRUE(gate.WaitHeld(kWait)) << "the full batch reached the worker";
   PendingInfer queued(c->stub(), "gated", "Q", GatedInput(1, 41));
-  ASSERT_TRUE(runtime->queue().WaitForSize(1, kWait)) << "the request waits for a fuller batch";
+  ASSERT_TRUE(runtime->queue().WaitForSize(1, kWait)) << "the request waits behind the running batch";
 
   testing::BackgroundShutdown stopper(server, kWait);
   const auto status = queued.Wait(kWait);
@@ -134,8 +138,11 @@ TEST_P(InProcessShutdownTest, ExitTimeoutEndsTheCallsStillQueuedAndShutdownRetur
   EXPECT_FALSE(status->ok());
   EXPECT_THAT(status->error_code(), ::testing::AnyOf(grpc::StatusCode::CANCELLED, grpc::StatusCode::UNAVAILABLE))
       << status->error_message();
+  gate.Release();  // the running batch ends; the worker stops
+  ASSERT_TRUE(running.Wait(kWait).has_value()) << "the running call was ended";
   ASSERT_TRUE(stopper.WaitDone(kWait)) << "Shutdown returned";
-  EXPECT_EQ(runtime->stats().Snapshot().inference_count, 0u) << "the request never executed";
+  for (const auto& [id, worker] : gate.executed()) EXPECT_NE(id, "Q") << "the queued request never executed";
+  EXPECT_EQ(gate.executed().size(), 1u);
 }
 
 INSTANTIATE_TEST_SUITE_P(InferApis, InProcessShutdownTest, ::testing::Values(0, 3), testing::InferApiName);
@@ -232,9 +239,9 @@ TEST(ShutdownTest, BinaryAnswersEveryAcceptedRequestOnSigtermAndExitsZero) {
   examples::ModelOptions mlp;
   mlp.max_batch_size = 8;
   // The three requests below wait here until after SIGTERM (checked), however slow the machine.
-  // The binary's drain does not close the models' queues until every accepted request is
-  // answered, so they leave when the window ends: shorter than kWait and the 30 s exit timeout.
-  mlp.max_queue_delay_us = 5'000'000;
+  // The drain runs them at once: a window longer than kWait and the 30 s exit timeout shows it
+  // (before, they waited the window out, and past the exit timeout were answered UNAVAILABLE).
+  mlp.max_queue_delay_us = 60'000'000;
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
   // No serving warm-up: its requests would wait out the window before READY.
   auto binary = StartBinary(repo.path(), {"--serving-warmup-requests", "0"});

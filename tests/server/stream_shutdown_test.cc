@@ -264,10 +264,9 @@ TEST(StreamShutdownTest, BinaryAnswersEveryAcceptedStreamedRequestOnSigtermAndEx
   testing::TempDir repo("cs_stream_sigterm");
   examples::ModelOptions mlp;
   mlp.max_batch_size = 8;
-  // The requests below wait here until after SIGTERM, however slow the machine. The binary's drain
-  // does not close the models' queues until every accepted request is answered, so they leave
-  // when the window ends: shorter than kWait and the 30 s exit timeout.
-  mlp.max_queue_delay_us = 5'000'000;
+  // The requests below wait here until after SIGTERM, however slow the machine. The drain runs them
+  // at once: a window longer than kWait and the 30 s exit timeout shows it.
+  mlp.max_queue_delay_us = 60'000'000;
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
   // --log-verbose 2: each request's queueing is logged, for the test to wait on. No serving
   // warm-up: its requests would wait out the window before READY.
