@@ -294,6 +294,20 @@ absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpo
   }
   const EnvValue endpoint = FirstSet(env, {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"});
   if (endpoint.value.empty() || disabled) return config;
+  // OTEL_TRACES_EXPORTER lists the exporters wanted (default otlp): an environment that asks for
+  // others only (console, zipkin) did not ask for OTLP.
+  if (const std::string exporters = Get(env, "OTEL_TRACES_EXPORTER"); !exporters.empty()) {
+    bool otlp = false;
+    for (absl::string_view e : absl::StrSplit(exporters, ',', absl::SkipWhitespace())) {
+      otlp |= absl::AsciiStrToLower(absl::StripAsciiWhitespace(e)) == "otlp";
+    }
+    if (!otlp) {
+      config.warnings.push_back(absl::StrCat("tracing is off: OTEL_TRACES_EXPORTER='", exporters,
+                                             "' does not list otlp, the only exporter chronoserve has (or give "
+                                             "--otlp-endpoint HOST:PORT)"));
+      return config;
+    }
+  }
   // The environment may be set up for another exporter (http/protobuf on 4318 is the spec's default):
   // tracing is optional, so it goes off with a warning rather than keeping the server from starting.
   const EnvValue protocol = FirstSet(env, {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"});

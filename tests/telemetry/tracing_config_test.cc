@@ -229,6 +229,30 @@ TEST(TracingConfigTest, TimeoutIsTheExportAttemptsDeadline) {
   }
 }
 
+// OTEL_TRACES_EXPORTER names the exporters wanted: without otlp among them, an endpoint from the
+// environment is not used (it may be meant for another SDK's exporter); the flag still is.
+TEST(TracingConfigTest, TracesExporterWithoutOtlpTurnsEnvironmentTracingOff) {
+  for (const char* exporters : {"console", "zipkin,logging"}) {
+    auto c = ResolveTracingConfig("", "", Env({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://otel:4317"},
+                                               {"OTEL_TRACES_EXPORTER", exporters}}));
+    ASSERT_TRUE(c.ok());
+    EXPECT_FALSE(c->enabled) << exporters;
+    ASSERT_EQ(c->warnings.size(), 1u) << exporters;
+    EXPECT_THAT(c->warnings[0], ::testing::HasSubstr(absl::StrCat("OTEL_TRACES_EXPORTER='", exporters,
+                                                                  "' does not list otlp")));
+  }
+  for (const char* exporters : {"otlp", "console, OTLP"}) {
+    auto c = ResolveTracingConfig("", "", Env({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://otel:4317"},
+                                               {"OTEL_TRACES_EXPORTER", exporters}}));
+    ASSERT_TRUE(c.ok());
+    EXPECT_TRUE(c->enabled) << exporters;
+    EXPECT_TRUE(c->warnings.empty()) << exporters;
+  }
+  auto flag = ResolveTracingConfig("collector:4317", "", Env({{"OTEL_TRACES_EXPORTER", "console"}}));
+  ASSERT_TRUE(flag.ok());
+  EXPECT_TRUE(flag->enabled) << "--otlp-endpoint is always OTLP/gRPC";
+}
+
 TEST(TracingConfigTest, CertificateVariablesAreNamedInAWarningAndChangeNothing) {
   for (const char* name : {"OTEL_EXPORTER_OTLP_CERTIFICATE", "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
                            "OTEL_EXPORTER_OTLP_CLIENT_KEY", "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE"}) {
