@@ -1,5 +1,6 @@
 #include "server/model_manager.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -50,7 +51,19 @@ absl::StatusOr<std::vector<DevicePlacement>> PlaceInstances(const ModelSpec& spe
 
 absl::StatusOr<std::vector<DevicePlacement>> PlaceResolvedGroups(const std::string& model,
                                                                  const std::vector<InstanceGroupSpec>& groups) {
+  // Each group is bounded by the loader; several groups, or a GPU listed many times, are bounded
+  // here, counted before any placement is made (count 256 on a GPU listed 10^5 times is 2.56e7).
+  uint64_t workers = 0;
+  for (const InstanceGroupSpec& group : groups) {
+    const uint64_t devices = group.kind == InstanceKind::kCpu ? 1 : group.gpus.size();
+    workers += devices * static_cast<uint64_t>(std::max(group.count, 0));
+  }
+  if (workers > kMaxWorkersPerModel) {
+    return absl::InvalidArgumentError(absl::StrCat("model '", model, "': its instance groups ask for ", workers,
+                                                   " workers; at most ", kMaxWorkersPerModel, " per model"));
+  }
   std::vector<DevicePlacement> placements;
+  placements.reserve(workers);
   for (const InstanceGroupSpec& group : groups) {
     if (group.kind == InstanceKind::kCpu) {
       for (int i = 0; i < group.count; ++i) placements.push_back({-1, group.host_policy});
@@ -59,12 +72,6 @@ absl::StatusOr<std::vector<DevicePlacement>> PlaceResolvedGroups(const std::stri
     for (int g : group.gpus) {
       for (int i = 0; i < group.count; ++i) placements.push_back({g, group.host_policy});
     }
-  }
-  // Each group is bounded by the loader; several groups, or a GPU listed many times, are bounded here.
-  if (placements.size() > kMaxWorkersPerModel) {
-    return absl::InvalidArgumentError(absl::StrCat("model '", model, "': its instance groups ask for ",
-                                                   placements.size(), " workers; at most ", kMaxWorkersPerModel,
-                                                   " per model"));
   }
   return placements;
 }

@@ -63,6 +63,12 @@ TEST(PlaceInstancesTest, RefusesWhatCannotBePlacedNamingTheModel) {
               ::testing::HasSubstr("model 'm': its instance groups ask for 1280 workers; at most 1024 per model"));
   InstanceGroupSpec repeated{InstanceKind::kGpu, 256, {0, 0, 0, 0, 0}, ""};
   EXPECT_FALSE(PlaceInstances(WithGroups({repeated}), 1).ok()) << "a GPU listed five times";
+  // Counted before anything is placed: 256 workers on a GPU listed 10^6 times (2.56e8 placements,
+  // gigabytes) is refused at once, naming the count.
+  InstanceGroupSpec flood{InstanceKind::kGpu, 256, std::vector<int>(1'000'000, 0), ""};
+  placed = PlaceInstances(WithGroups({flood}), 1);
+  ASSERT_FALSE(placed.ok());
+  EXPECT_THAT(std::string(placed.status().message()), ::testing::HasSubstr("ask for 256000000 workers"));
   EXPECT_TRUE(PlaceInstances(WithGroups({big, big, big, big}), 0).ok()) << "1024 is allowed";
 }
 
