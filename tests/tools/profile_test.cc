@@ -208,6 +208,20 @@ TEST(ProfileTest, VariableDimsWithoutAShapeOrAWarmupSampleAreRefused) {
   EXPECT_THAT(message, HasSubstr("model_warmup"));
 }
 
+// A --shape whose batch passes what the host can build (or int64 itself) is refused before any
+// byte is allocated; before, 2^62 elements aborted the process and 2^59 wrapped to a 0-byte buffer.
+TEST(ProfileTest, AShapeTooLargeToBuildIsRefused) {
+  for (int64_t dim : {int64_t{1} << 62, int64_t{1} << 59, int64_t{1} << 32}) {
+    auto report = ProfileAddSub("", {{"INPUT__0", {dim}}, {"INPUT__1", {5}}});
+    ASSERT_FALSE(report.ok()) << dim;
+    EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument) << dim;
+    EXPECT_THAT(std::string(report.status().message()),
+                HasSubstr(absl::StrCat("model 'addsub': a batch of 8 with inputs INPUT__0:", dim, " INPUT__1:5 needs ")))
+        << dim;
+    EXPECT_THAT(std::string(report.status().message()), HasSubstr("lower --shape")) << dim;
+  }
+}
+
 TEST(ProfileTest, VariableDimsComeFromShapeFlags) {
   auto report = ProfileAddSub("", {{"INPUT__0", {5}}, {"INPUT__1", {5}}});
   ASSERT_TRUE(report.ok()) << report.status();

@@ -1,10 +1,12 @@
 #include "tools/profile/input_shapes.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/dtype.h"
+#include "server/core/synthetic_request.h"
 
 namespace chronoserve::profile {
 namespace {
@@ -57,6 +59,18 @@ absl::StatusOr<std::vector<InputShape>> ResolveInputShapes(const server::ModelSp
           " (the dims without the batch dim), or give config.pbtxt a model_warmup sample that lists it"));
     }
     out.push_back(std::move(in));
+  }
+  // The largest batch profiled must be one the host can build: as the server's warm-up, at most
+  // kMaxWarmupRequestBytes (a shape whose element count passes int64 included).
+  const int64_t largest = std::max(spec.max_batch_size, 1);
+  const std::optional<int64_t> bytes = server::SyntheticRequestBytes(spec, largest, DimsOf(out));
+  if (!bytes.has_value() || *bytes > server::kMaxWarmupRequestBytes) {
+    std::vector<std::string> given;
+    for (const InputShape& in : out) given.push_back(absl::StrCat(in.name, ":", absl::StrJoin(in.dims, ",")));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model '", spec.name, "': a batch of ", largest, " with inputs ", absl::StrJoin(given, " "), " needs ",
+        bytes.has_value() ? absl::StrCat(*bytes, " bytes") : std::string("more than 2^63 bytes"),
+        " of input; at most ", server::kMaxWarmupRequestBytes, " bytes (16 GiB) can be profiled: lower --shape"));
   }
   return out;
 }

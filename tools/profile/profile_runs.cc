@@ -22,6 +22,9 @@ absl::StatusOr<std::unique_ptr<SyntheticBatch>> MakeBatch(const server::ModelSpe
     // like the device's, reported the same way.
     return absl::ResourceExhaustedError(
         absl::StrCat("host memory for the inputs of a batch of ", items, " items: std::bad_alloc (out of memory)"));
+  } catch (const std::length_error&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the inputs of a batch of ", items, " items are larger than one buffer can hold"));
   }
 }
 
