@@ -35,7 +35,7 @@ TEST(ServerFlagsTest, BinaryRefusesOutOfRangeIntegersWithExitTwoNamingTheRange) 
   auto profile = testing::RunProgram({CHRONOSERVE_BIN, "profile", repo.path(), "--repetitions", "0"}, absl::Seconds(60));
   ASSERT_TRUE(profile.ok()) << profile.status();
   EXPECT_EQ(profile->first, 2);
-  EXPECT_THAT(profile->second, ::testing::HasSubstr("--repetitions: '0' is not an integer from 1 to 1000000"));
+  EXPECT_THAT(profile->second, ::testing::HasSubstr("--repetitions: '0' is not an integer from 10 to 1000000"));
   auto version = testing::RunProgram({CHRONOSERVE_BIN, "--version"}, absl::Seconds(60));
   ASSERT_TRUE(version.ok()) << version.status();
   EXPECT_EQ(version->first, 0);

@@ -22,7 +22,7 @@ TEST(ProfileCommandTest, ServerBinaryProfilesAModelDirectory) {
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", o).ok());
   const std::string json_path = repo.path() + "/profile.json";
   auto process = testing::Subprocess::Start(
-      {CHRONOSERVE_BIN, "profile", repo.path() + "/mlp", "--batch-sizes", "1,max", "--repetitions", "5",
+      {CHRONOSERVE_BIN, "profile", repo.path() + "/mlp", "--batch-sizes", "1,max", "--repetitions", "10",
        "--warmup-runs", "1", "--no-throughput-search", "--json", json_path});
   ASSERT_TRUE(process.ok()) << process.status();
   auto exit_code = (*process)->WaitForExit(absl::Seconds(120));
@@ -44,7 +44,7 @@ TEST(ProfileCommandTest, VariableDimsNeedShapeFlags) {
   examples::ModelOptions o;
   o.max_batch_size = 4;
   ASSERT_TRUE(examples::WriteAddSub(repo.path(), "addsub", o).ok());
-  const std::vector<std::string> base = {CHRONOSERVE_BIN, "profile", "--repetitions", "3", "--warmup-runs", "1",
+  const std::vector<std::string> base = {CHRONOSERVE_BIN, "profile", "--repetitions", "10", "--warmup-runs", "1",
                                          "--search-max-batch", "8"};
   std::vector<std::string> refused = base;
   refused.push_back(repo.path() + "/addsub");
@@ -68,6 +68,44 @@ TEST(ProfileCommandTest, VariableDimsNeedShapeFlags) {
   auto bad_shape = testing::RunProgram(bad, absl::Seconds(120));
   ASSERT_TRUE(bad_shape.ok()) << bad_shape.status();
   EXPECT_EQ(bad_shape->first, 2) << "a bad flag exits 2: " << bad_shape->second;
+}
+
+// The methodology's floor as flags: fewer than 10 measured runs (p10/p90 would be the extremes), no
+// warm-up run, or a --batch-sizes that is not a list of sizes exits 2 naming the flag; a size past
+// max_batch_size, even past int32, is clipped to it.
+TEST(ProfileCommandTest, FlagsBelowTheMethodologyOrMalformedExitTwo) {
+  testing::TempDir repo("cs_profile_cmd_flags");
+  examples::ModelOptions o;
+  o.max_batch_size = 4;
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", o).ok());
+  const std::string dir = repo.path() + "/mlp";
+  const struct {
+    std::vector<std::string> flags;
+    const char* says;
+  } cases[] = {
+      {{"--repetitions", "9"}, "--repetitions: '9' is not an integer from 10 to 1000000"},
+      {{"--warmup-runs", "0"}, "--warmup-runs: '0' is not an integer from 1 to 1000000"},
+      {{"--batch-sizes", "0"}, "--batch-sizes: '0' is not a positive integer or 'max'"},
+      {{"--batch-sizes", "1,x"}, "--batch-sizes: 'x' is not a positive integer or 'max'"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> argv = {CHRONOSERVE_BIN, "profile", dir};
+    argv.insert(argv.end(), c.flags.begin(), c.flags.end());
+    auto run = testing::RunProgram(argv, absl::Seconds(120));
+    ASSERT_TRUE(run.ok()) << run.status();
+    EXPECT_EQ(run->first, 2) << c.says << ": " << run->second;
+    EXPECT_NE(run->second.find(c.says), std::string::npos) << run->second;
+  }
+  const std::string json_path = repo.path() + "/clipped.json";
+  auto clipped = testing::RunProgram({CHRONOSERVE_BIN, "profile", dir, "--batch-sizes", "1,5000000000", "--repetitions",
+                                      "10", "--warmup-runs", "1", "--no-throughput-search", "--json", json_path},
+                                     absl::Seconds(120));
+  ASSERT_TRUE(clipped.ok()) << clipped.status();
+  ASSERT_EQ(clipped->first, 0) << clipped->second;
+  std::ifstream in(json_path);
+  const nlohmann::json report = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_TRUE(report.is_object());
+  EXPECT_EQ(report.at("batch_sizes"), nlohmann::json::parse("[1, 4]")) << report.dump();
 }
 
 }  // namespace

@@ -224,13 +224,13 @@ absl::StatusOr<std::vector<int>> ResolveBatchSizes(const std::string& list, int 
   std::vector<int> sizes;
   for (absl::string_view part : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
     part = absl::StripAsciiWhitespace(part);
-    int size = 0;
+    int64_t size = 0;
     if (part == "max") {
       size = max_batch_size;
     } else if (!absl::SimpleAtoi(part, &size) || size <= 0) {
       return absl::InvalidArgumentError(absl::StrCat("--batch-sizes: '", part, "' is not a positive integer or 'max'"));
     }
-    sizes.push_back(std::min(size, max_batch_size));
+    sizes.push_back(static_cast<int>(std::min<int64_t>(size, max_batch_size)));  // larger: clipped
   }
   if (sizes.empty()) return absl::InvalidArgumentError("--batch-sizes: empty list");
   if (max_batch_size <= 0) return std::vector<int>{1};  // a valid list, but the model has one shape

@@ -31,12 +31,14 @@ int RunProfileCommand(int argc, char** argv) {
       ->required();
   app.add_option("--batch-sizes", options.batch_sizes, "Comma-separated batch sizes; 'max' = max_batch_size")
       ->capture_default_str();
-  app.add_option("--repetitions", options.repetitions, "Measured runs per batch size")
+  // At least 10 measured runs, so p10 and p90 are more than the extremes, and one warm-up run, so the
+  // "no warm-up" row compares a cold run against warm ones: the methodology this command teaches.
+  app.add_option("--repetitions", options.repetitions, "Measured runs per batch size (at least 10: p10/p90)")
       ->capture_default_str()
-      ->transform(IntegerIn(1, 1000000));
+      ->transform(IntegerIn(10, 1000000));
   app.add_option("--warmup-runs", options.warmup_runs, "Warm-up runs per batch size before measuring")
       ->capture_default_str()
-      ->transform(IntegerIn(0, 1000000));
+      ->transform(IntegerIn(1, 1000000));
   app.add_option("--gpu", options.gpu, "CUDA device ordinal; -1 = CPU; default: GPU 0 when present")
       ->transform(IntegerIn(-1, 1023));
   app.add_option("--shape", shapes,
@@ -62,6 +64,11 @@ int RunProfileCommand(int argc, char** argv) {
   options.cuda_graphs = !no_graphs;
   options.exact_device_timing = !no_exact;
   options.throughput_search = !no_search;
+  // The list's syntax is a flag's: checked here (exit 2); sizes are clipped to the model's later.
+  if (absl::StatusOr<std::vector<int>> sizes = ResolveBatchSizes(options.batch_sizes, 1); !sizes.ok()) {
+    CS_LOG(ERROR) << sizes.status().message();
+    return 2;
+  }
   for (const std::string& shape : shapes) {
     if (absl::Status s = ParseShapeFlag(shape, &options.shapes); !s.ok()) {
       CS_LOG(ERROR) << s.message();
