@@ -69,6 +69,13 @@ TEST(GpuProfileTest, PolicyNetEagerGraphExactPageableCopyAndSearchPastMax) {
 
   EXPECT_EQ(report->mistakes_batch_size, 128);
   ASSERT_EQ(report->mistakes.size(), 4u);
+  // The host timer's correct figure is the device's own compute (eager_exact at the same size), not
+  // the idle stream's events, which count the launch the mistake is about.
+  const profile::TimingMistake& host_timer = report->mistakes[1];
+  EXPECT_EQ(host_timer.name, "host timer without synchronisation");
+  EXPECT_EQ(host_timer.correct_figure, "median compute with the stream held (device time only, eager_exact)");
+  ASSERT_EQ(exact.batches[1].batch_size, 128);
+  EXPECT_DOUBLE_EQ(host_timer.correct_us, exact.batches[1].compute_us.median);
   const profile::TimingMistake& copy = report->mistakes[2];
   EXPECT_EQ(copy.name, "includes the host-to-device copy");
   ASSERT_TRUE(copy.measured) << copy.note;

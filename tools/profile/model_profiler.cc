@@ -51,7 +51,7 @@ class Profiler {
     MistakeSamples mistakes;
     RETURN_IF_ERROR(ProfileEager(*eager, &report, &mistakes));
     report.modes.push_back(ProfileGraphs(report.batch_sizes));
-    report.modes.push_back(ProfileExact(report.batch_sizes));
+    report.modes.push_back(ProfileExact(report.batch_sizes, report.mistakes_batch_size, &mistakes.exact));
     // Last: it may end at the memory limit, after which nothing else should be measured.
     if (options_.throughput_search) {
       // On a GPU past max_batch_size (at least twice it), so max_batch_size itself is always tried.
@@ -183,7 +183,9 @@ class Profiler {
   }
 
   // Eager with the stream held until each batch is enqueued: h2d/compute/d2h are device time only.
-  ModeProfile ProfileExact(const std::vector<int>& sizes) {
+  // `*exact_at_mistakes` gets the samples at `mistakes_size`: device-only compute, the "host timer"
+  // mistake's correct figure.
+  ModeProfile ProfileExact(const std::vector<int>& sizes, int mistakes_size, std::vector<RunSample>* exact_at_mistakes) {
     ModeProfile mode;
     mode.mode = "eager_exact";
     if (gpu_ < 0) {
@@ -198,7 +200,8 @@ class Profiler {
     spec.parameters[server::kExactDeviceTimingKey] = "true";
     auto instance = CreateInstance(spec);
     absl::StatusOr<std::vector<BatchProfile>> batches =
-        instance.ok() ? ProfileSizes(**instance, sizes, 0, nullptr, Mode::kExact) : instance.status();
+        instance.ok() ? ProfileSizes(**instance, sizes, mistakes_size, exact_at_mistakes, Mode::kExact)
+                      : instance.status();
     if (!batches.ok()) {
       mode.note = absl::StrCat("not measured: ", batches.status().message());
       return mode;

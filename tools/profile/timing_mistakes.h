@@ -45,6 +45,7 @@ struct MistakeSamples {
   std::vector<RunSample> measured;  // after warm-up, inputs through the backend's pinned staging
   std::vector<RunSample> pageable;  // inputs copied from pageable memory; empty: not measured
   std::string pageable_note;        // why `pageable` is empty
+  std::vector<RunSample> exact;     // the same size with the stream held (eager_exact); empty: not measured
 };
 
 // Runs `warmup_runs` then `repetitions` batches of `items` rows whose inputs the instance copies to
