@@ -290,6 +290,11 @@ TEST(ProfileTest, FixedShapeModelsNeedNoShape) {
   ASSERT_EQ(report->throughput.points.size(), 1u);
   EXPECT_FALSE(report->throughput.points[0].above_max_batch_size);
   EXPECT_EQ(report->throughput.stopped_by, "the model does not batch (max_batch_size 0)");
+  EXPECT_EQ(report->throughput.search_max_batch, 1) << "batch 1 is all that ran";
+  std::ostringstream text;
+  profile::PrintReport(*report, text);
+  EXPECT_THAT(text.str(), HasSubstr("throughput search (eager; the model does not batch: batch 1 only)"));
+  EXPECT_THAT(text.str(), ::testing::Not(HasSubstr("past max_batch_size"))) << text.str();
 }
 
 TEST(ProfileTest, MissingModelDirectoryFailsWithItsName) {

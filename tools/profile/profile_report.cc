@@ -72,9 +72,13 @@ std::string InputsLine(const ProfileReport& r) {
 
 void PrintThroughput(const ProfileReport& r, std::ostream& out) {
   const ThroughputSearch& t = r.throughput;
-  const std::string reach = t.search_max_batch > r.max_batch_size ? "past max_batch_size up to" : "up to";
-  out << "\n== throughput search (eager, batch size doubled from 1 " << reach << " --search-max-batch "
-      << t.search_max_batch << "; stopped by " << t.stopped_by << ")\n";
+  if (r.max_batch_size <= 0) {
+    out << "\n== throughput search (eager; the model does not batch: batch 1 only)\n";
+  } else {
+    const std::string reach = t.search_max_batch > r.max_batch_size ? "past max_batch_size up to" : "up to";
+    out << "\n== throughput search (eager, batch size doubled from 1 " << reach << " --search-max-batch "
+        << t.search_max_batch << "; stopped by " << t.stopped_by << ")\n";
+  }
   out << absl::StrFormat("%6s  %14s %14s\n", "batch", "wall med us", "items/s");
   for (const ThroughputPoint& p : t.points) {
     std::string marks;

@@ -26,7 +26,8 @@ std::vector<int64_t> SearchSizes(int max_batch_size, int64_t max_batch) {
 ThroughputSearch SearchThroughput(server::ModelInstance& instance, const server::ModelSpec& spec,
                                   const InputDims& dims, const SearchOptions& options, std::mt19937_64& rng) {
   ThroughputSearch search;
-  search.search_max_batch = options.max_batch;
+  // A model that does not batch runs batch 1 only, whatever the limit asked for.
+  search.search_max_batch = spec.max_batch_size > 0 ? options.max_batch : 1;
   search.stopped_by = spec.max_batch_size > 0
                           ? absl::StrCat("search limit (--search-max-batch ", options.max_batch, ")")
                           : "the model does not batch (max_batch_size 0)";
