@@ -238,8 +238,8 @@ using FieldsByMessage = std::map<std::string, std::set<std::string>>;
 const FieldsByMessage& RefusedTritonFields() {
   static const FieldsByMessage kRefused = {
       {"ModelConfig", {"batch_input", "batch_output", "sequence_batching"}},
-      {"ModelInput", {"reshape", "is_shape_tensor", "allow_ragged_batch"}},
-      {"ModelOutput", {"reshape", "is_shape_tensor"}},
+      {"ModelInput", {"reshape"}},
+      {"ModelOutput", {"reshape"}},
   };
   return kRefused;
 }
@@ -265,15 +265,17 @@ bool Lists(const FieldsByMessage& fields, const std::string& message, const std:
   return it != fields.end() && it->second.count(field) > 0;
 }
 
+absl::Status RefusedField(const std::string& field, const std::string& source) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      source, ": field '", field, "' is not supported by chronoserve: the model would receive other tensors "
+      "(or requests) than under Triton; remove it and do the same inside the model"));
+}
+
 absl::Status CheckUnknownFields(const std::vector<std::string>& unknown, const std::vector<std::string>& in,
                                 const std::string& source) {
   for (size_t i = 0; i < unknown.size(); ++i) {
     const std::string& field = unknown[i];
-    if (Lists(RefusedTritonFields(), in[i], field)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          source, ": field '", field, "' is not supported by chronoserve: the model would receive other tensors "
-          "(or requests) than under Triton; remove it and do the same inside the model"));
-    }
+    if (Lists(RefusedTritonFields(), in[i], field)) return RefusedField(field, source);
     if (!Lists(IgnoredTritonFields(), in[i], field)) {
       return absl::InvalidArgumentError(absl::StrCat(source, ": unknown field '", field, "' in ", in[i],
                                                      ": Triton's model configuration has no such field there (a typo?)"));
@@ -311,6 +313,15 @@ absl::Status ParseConfigProto(const std::string& text, const std::string& source
                                 : absl::StrJoin(errors.errors(), "; "));
   }
   RETURN_IF_ERROR(CheckUnknownFields(errors.unknown(), errors.unknown_in(), source));
+  // Declared so that their default (false), which Triton's own configs often spell out, loads; set,
+  // they would change what the model receives.
+  for (const pb::ModelInput& in : config->input()) {
+    if (in.is_shape_tensor()) return RefusedField("is_shape_tensor", source);
+    if (in.allow_ragged_batch()) return RefusedField("allow_ragged_batch", source);
+  }
+  for (const pb::ModelOutput& out : config->output()) {
+    if (out.is_shape_tensor()) return RefusedField("is_shape_tensor", source);
+  }
   if (ignored_fields != nullptr) {
     // Each name once, in the order first seen (the parser reports every occurrence).
     std::vector<std::string> fields = errors.unknown();

@@ -110,6 +110,12 @@ TEST(ModelConfigTest, ATypoOrATritonFieldThatChangesTheTensorsFailsTheLoadNaming
       {"sequence_batching {}\n", "policy/config.pbtxt: field 'sequence_batching' is not supported by chronoserve"},
       {"input { name: \"extra\" data_type: TYPE_FP32 dims: [ 4 ] reshape { shape: [ 2, 2 ] } }\n",
        "field 'reshape' is not supported by chronoserve: the model would receive other tensors"},
+      {"input { name: \"extra\" data_type: TYPE_FP32 dims: [ 4 ] allow_ragged_batch: true }\n",
+       "field 'allow_ragged_batch' is not supported by chronoserve"},
+      {"input { name: \"extra\" data_type: TYPE_INT32 dims: [ 2 ] is_shape_tensor: true }\n",
+       "field 'is_shape_tensor' is not supported by chronoserve"},
+      {"output { name: \"extra\" data_type: TYPE_INT32 dims: [ 2 ] is_shape_tensor: true }\n",
+       "field 'is_shape_tensor' is not supported by chronoserve"},
   };
   for (const Case& c : cases) {
     auto spec = ParseModelConfig(WithoutOptimization() + c.extra, "policy/config.pbtxt", "policy", nullptr);
@@ -117,6 +123,18 @@ TEST(ModelConfigTest, ATypoOrATritonFieldThatChangesTheTensorsFailsTheLoadNaming
     EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(spec.status().message()), HasSubstr(c.message)) << c.extra;
   }
+}
+
+// Triton's configs often spell these out at their default: false changes nothing, so it loads.
+TEST(ModelConfigTest, TensorFieldsAtTheirDefaultLoad) {
+  auto spec = ParseModelConfig(WithoutOptimization() +
+                                   "input { name: \"extra\" data_type: TYPE_FP32 dims: [ 4 ] "
+                                   "allow_ragged_batch: false is_shape_tensor: false }\n"
+                                   "output { name: \"extra_out\" data_type: TYPE_FP32 dims: [ 4 ] is_shape_tensor: false }\n",
+                               "policy/config.pbtxt", "policy", nullptr);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->inputs.back().name, "extra");
+  EXPECT_EQ(spec->outputs.back().name, "extra_out");
 }
 
 TEST(ModelConfigTest, FieldsDeclaredButNotActedOnAreReportedOnceByName) {
