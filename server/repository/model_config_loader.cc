@@ -188,16 +188,18 @@ absl::Status ConvertBatching(const pb::ModelConfig& config, const std::string& s
                              ModelSpec* spec) {
   if (!config.has_dynamic_batching()) return absl::OkStatus();
   const auto& db = config.dynamic_batching();
-  if (spec->max_batch_size == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": dynamic_batching needs max_batch_size > 0"));
-  }
+  // With max_batch_size 0, as in Triton, every request runs alone but the queue policy (size,
+  // timeout) still applies.
   DynamicBatchingSpec& out = spec->dynamic_batching;
   out.enabled = true;
   RETURN_IF_ERROR(CheckMicroseconds(db.max_queue_delay_microseconds(),
                                     "dynamic_batching.max_queue_delay_microseconds", source));
   out.max_queue_delay_us = db.max_queue_delay_microseconds();
   for (int size : db.preferred_batch_size()) {
+    if (spec->max_batch_size == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": preferred_batch_size ", size,
+                                                     " on a model that does not batch (max_batch_size 0)"));
+    }
     if (size < 1 || size > spec->max_batch_size) {
       return absl::InvalidArgumentError(absl::StrCat(source, ": preferred_batch_size ", size,
                                                      " is outside 1..max_batch_size (",

@@ -44,6 +44,7 @@ TEST(BatchPolicyTest, Table) {
       {"empty queue waits for arrivals", Dynamic(8, 0), {}, 100, A::kWait, 0, 0},
       {"no dynamic batcher: one request at a time", NoBatcher(8), {Q(1, 0), Q(1, 0)}, 100, A::kExecute, 1, 0},
       {"max_batch_size 0: one request", Dynamic(0, 0), {Q(1, 0), Q(1, 0)}, 100, A::kExecute, 1, 0},
+      {"max_batch_size 0: one request at once, whatever the delay", Dynamic(0, 1000), {Q(1, 0), Q(1, 1)}, 2, A::kExecute, 1, 0},
       {"zero delay takes everything available", Dynamic(8, 0), {Q(1, 0), Q(2, 5), Q(1, 9)}, 10, A::kExecute, 3, 0},
       {"never exceeds max_batch_size", Dynamic(4, 0), {Q(2, 0), Q(1, 0), Q(2, 0)}, 10, A::kExecute, 2, 0},
       {"full batch goes at once despite delay", Dynamic(4, 1000), {Q(2, 0), Q(2, 1)}, 2, A::kExecute, 2, 0},

@@ -84,6 +84,21 @@ TEST(ModelConfigTest, DefaultsForAMinimalConfig) {
   EXPECT_FALSE(spec->dynamic_batching.enabled);
 }
 
+// As Triton: dynamic_batching on a model that does not batch loads; every request runs alone, and
+// the queue policy (how many may wait, for how long) still holds.
+TEST(ModelConfigTest, DynamicBatchingOnAModelThatDoesNotBatchKeepsItsQueuePolicy) {
+  auto spec = ParseModelConfig(
+      "input { name: \"x\" data_type: TYPE_FP32 dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\n"
+      "dynamic_batching { max_queue_delay_microseconds: 500 default_queue_policy { max_queue_size: 2 "
+      "default_timeout_microseconds: 7000 } }\n",
+      "m/config.pbtxt", "m", nullptr);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->max_batch_size, 0);
+  EXPECT_TRUE(spec->dynamic_batching.enabled);
+  EXPECT_EQ(spec->dynamic_batching.queue_policy.max_queue_size, 2u);
+  EXPECT_EQ(spec->dynamic_batching.queue_policy.default_timeout_microseconds, 7000u);
+}
+
 // kGood without its `optimization` block, so a test can add one.
 std::string WithoutOptimization() {
   return absl::StrReplaceAll(kGood, {{"optimization { cuda { graphs: true } }", ""}});

@@ -45,7 +45,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"input { name: \"x\" data_type: TYPE_FP32 dims: 0 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\n", "dims must be positive or -1"},
         BadCase{"input { name: \"x\" data_type: TYPE_FP32 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\n", "input 'x': dims are required"},
         BadCase{"input { name: \"x\" data_type: TYPE_FP32 dims: 3 }\ninput { name: \"x\" data_type: TYPE_FP32 dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\n", "declared twice"},
-        BadCase{"input { name: \"x\" data_type: TYPE_FP32 dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\ndynamic_batching {}\n", "needs max_batch_size > 0"},
+        BadCase{"input { name: \"x\" data_type: TYPE_FP32 dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\ndynamic_batching { preferred_batch_size: 1 }\n", "preferred_batch_size 1 on a model that does not batch"},
         BadCase{"max_batch_size: 4\ninput { name: \"x\" data_type: TYPE_FP32 dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\ndynamic_batching { preferred_batch_size: 8 }\n", "preferred_batch_size 8"},
         BadCase{"input { name: \"x\" data_type: TYPE_FP32 dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\ninstance_group { kind: KIND_CPU gpus: 0 }\n", "KIND_CPU instance_group lists gpus"},
         BadCase{"input { name: \"x\" data_type: TYPE_FP32 dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\ninstance_group { kind: KIND_MODEL }\n", "KIND_MODEL"},

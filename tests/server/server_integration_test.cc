@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -45,6 +46,11 @@ class ServerIntegrationTest : public ::testing::Test {
     plain.max_batch_size = 0;
     plain.dynamic_batching = false;
     ASSERT_TRUE(examples::WriteScaleModel(repo_->path(), "scale_nobatch", DataType::kFp32, plain).ok());
+    // As Triton: dynamic_batching on a model that does not batch keeps its queue policy and never
+    // holds a request for the delay (a minute here).
+    ASSERT_TRUE(examples::WriteScaleModel(repo_->path(), "scale_nobatch_queued", DataType::kFp32, plain).ok());
+    std::ofstream(repo_->path() + "/scale_nobatch_queued/config.pbtxt", std::ios::app)
+        << "dynamic_batching { max_queue_delay_microseconds: 60000000 default_queue_policy { max_queue_size: 4 } }\n";
     for (DataType t : kScaleTypes) {
       examples::ModelOptions o;
       o.max_batch_size = 4;
@@ -224,6 +230,16 @@ TEST_F(ServerIntegrationTest, NonBatchingModelUsesTheFullShape) {
   EXPECT_EQ(testing::OutputsMismatch(ModelPath("scale_nobatch"), {input}, result->outputs), "");
 }
 
+TEST_F(ServerIntegrationTest, NonBatchingModelWithDynamicBatchingRunsEachRequestAtOnce) {
+  const Tensor input = RandomInput("INPUT__0", DataType::kFp32, {3}, 23);
+  auto result = client_->Infer("scale_nobatch_queued", {input});
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_TRUE(result->timing.has_value());
+  EXPECT_EQ(result->timing->batch_size, 1);
+  EXPECT_LT(result->timing->queue_ns, 5'000'000'000) << "not held for the minute of max_queue_delay";
+  EXPECT_EQ(testing::OutputsMismatch(ModelPath("scale_nobatch_queued"), {input}, result->outputs), "");
+}
+
 TEST_F(ServerIntegrationTest, TimingInvariantsHoldOverManyRequests) {
   const Tensor input = RandomInput("INPUT__0", DataType::kFp32, {2, 64}, 20);
   for (int i = 0; i < 200; ++i) {
@@ -304,7 +320,7 @@ TEST_F(ServerIntegrationTest, StatisticsCountRequestsAndBatches) {
   EXPECT_TRUE(saw_batch3);
   auto all = client_->ModelStatistics("");
   ASSERT_TRUE(all.ok());
-  EXPECT_EQ(all->model_stats_size(), 4 + static_cast<int>(std::size(kScaleTypes)));
+  EXPECT_EQ(all->model_stats_size(), 5 + static_cast<int>(std::size(kScaleTypes)));
   EXPECT_EQ(client_->ModelStatistics("nope").status().code(), absl::StatusCode::kNotFound);
 }
 
