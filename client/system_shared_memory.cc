@@ -26,23 +26,18 @@ absl::StatusOr<std::unique_ptr<SystemSharedMemory>> SystemSharedMemory::Create(c
     return err == EEXIST ? absl::AlreadyExistsError(message) : absl::InternalError(message);
   }
   // From here on a failure must not leave the object behind.
-  auto fail = [&](const char* call) {
+  auto fail = [&](const char* call, absl::StatusCode code = absl::StatusCode::kInternal) {
     const int err = errno;
     ::close(fd);
     ::shm_unlink(name.c_str());
-    return absl::InternalError(absl::StrCat("shared-memory key '", name, "' (", byte_size, " bytes): ", call,
-                                            " failed: ", std::strerror(err)));
+    return absl::Status(code, absl::StrCat("shared-memory key '", name, "' (", byte_size, " bytes): ", call,
+                                           " failed: ", std::strerror(err)));
   };
   // fallocate, not ftruncate alone: an object larger than /dev/shm has room for would be created
   // without its pages, and the first copy into one of them would kill this process with SIGBUS.
   if (::fallocate(fd, 0, 0, static_cast<off_t>(byte_size)) != 0) {
     if (errno == ENOSPC || errno == ENOMEM) {
-      const int err = errno;
-      ::close(fd);
-      ::shm_unlink(name.c_str());
-      return absl::ResourceExhaustedError(absl::StrCat("shared-memory key '", name, "' (", byte_size,
-                                                       " bytes): /dev/shm has no room for it (fallocate: ",
-                                                       std::strerror(err), ")"));
+      return fail("/dev/shm has no room for it: fallocate", absl::StatusCode::kResourceExhausted);
     }
     if (errno != EOPNOTSUPP) return fail("fallocate");
     if (::ftruncate(fd, static_cast<off_t>(byte_size)) != 0) return fail("ftruncate");

@@ -275,8 +275,8 @@ absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpo
   ApplyBspEnv(env, &config.processor, &setting_warnings);
   ApplyExporterEnv(env, &config.exporter, &setting_warnings);
 
-  const bool disabled = absl::AsciiStrToLower(Get(env, "OTEL_SDK_DISABLED")) == "true" ||
-                        absl::AsciiStrToLower(Get(env, "OTEL_TRACES_EXPORTER")) == "none";
+  const std::string exporters = absl::AsciiStrToLower(Get(env, "OTEL_TRACES_EXPORTER"));
+  const bool disabled = absl::AsciiStrToLower(Get(env, "OTEL_SDK_DISABLED")) == "true" || exporters == "none";
   const EnvValue insecure = FirstSet(env, {"OTEL_EXPORTER_OTLP_TRACES_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE"});
   if (!flag_endpoint.empty()) {
     // Typed by the user for OTLP/gRPC: a malformed one is an error; the protocol and INSECURE
@@ -296,13 +296,13 @@ absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpo
   if (endpoint.value.empty() || disabled) return config;
   // OTEL_TRACES_EXPORTER lists the exporters wanted (default otlp): an environment that asks for
   // others only (console, zipkin) did not ask for OTLP.
-  if (const std::string exporters = Get(env, "OTEL_TRACES_EXPORTER"); !exporters.empty()) {
+  if (!exporters.empty()) {
     bool otlp = false;
     for (absl::string_view e : absl::StrSplit(exporters, ',', absl::SkipWhitespace())) {
-      otlp |= absl::AsciiStrToLower(absl::StripAsciiWhitespace(e)) == "otlp";
+      otlp |= absl::StripAsciiWhitespace(e) == "otlp";
     }
     if (!otlp) {
-      config.warnings.push_back(absl::StrCat("tracing is off: OTEL_TRACES_EXPORTER='", exporters,
+      config.warnings.push_back(absl::StrCat("tracing is off: OTEL_TRACES_EXPORTER='", Get(env, "OTEL_TRACES_EXPORTER"),
                                              "' does not list otlp, the only exporter chronoserve has (or give "
                                              "--otlp-endpoint HOST:PORT)"));
       return config;

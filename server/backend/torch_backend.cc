@@ -288,14 +288,12 @@ class TorchInstance final : public ModelInstance {
   // H2D into fresh device tensors, then forward() (launch = host time of the call).
   absl::StatusOr<std::vector<torch::Tensor>> RunEager(const std::vector<Staged>& staged,
                                                       BatchTiming* timing) {
-    std::vector<torch::Tensor> inputs;
-    inputs.reserve(staged.size());
+    std::vector<torch::jit::IValue> args(staged.size());
     for (size_t i = 0; i < staged.size(); ++i) {
       ASSIGN_OR_RETURN(torch::ScalarType type, ToTorchType(spec_.inputs[i].dtype));
-      ASSIGN_OR_RETURN(torch::Tensor t, path_->ToDevice(static_cast<int>(i), staged[i].data, staged[i].shape, type));
-      inputs.push_back(std::move(t));
+      ASSIGN_OR_RETURN(args[binding_.Position(i)],
+                       path_->ToDevice(static_cast<int>(i), staged[i].data, staged[i].shape, type));
     }
-    std::vector<torch::jit::IValue> args = binding_.Arrange(inputs);
     RETURN_IF_ERROR(InputsDone());
     absl::StatusOr<torch::jit::IValue> result;
     timing->launch_ns = TimeLaunch([&] { result = RunForward(module_, std::move(args)); });
@@ -428,7 +426,7 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> CreateTorchInstance(const ModelSp
     }
     if (options.worker == 0) {
       CS_VLOG(1) << "model '" << spec.name << "': inputs bound to forward()'s arguments by " << binding->input_rule
-                 << ", outputs by " << binding->output_rule;
+                 << ", outputs by " << (binding->outputs_by_index ? "__N suffixes" : "config order");
     }
     return std::unique_ptr<ModelInstance>(new TorchInstance(spec, options, std::move(path), std::move(module),
                                                             *std::move(binding), std::move(graph_buckets),

@@ -166,17 +166,15 @@ absl::StatusOr<TensorBinding> BindTensors(const std::vector<std::string>& input_
   if (out_indices.has_value()) {
     b.output_index = *std::move(out_indices);
     b.outputs_by_index = true;
-    b.output_rule = "__N suffixes";
   } else {
     b.output_index = Identity(output_names.size());
-    b.output_rule = "config order";
   }
   return b;
 }
 
 std::vector<torch::jit::IValue> TensorBinding::Arrange(const std::vector<torch::Tensor>& inputs) const {
   std::vector<torch::jit::IValue> args(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) args[static_cast<size_t>(input_position[i])] = inputs[i];
+  for (size_t i = 0; i < inputs.size(); ++i) args[Position(i)] = inputs[i];
   return args;
 }
 

@@ -1,6 +1,7 @@
 // LibTorch helpers shared by the torch backend's pieces (TorchInstance, CudaGraphRunner): our
-// DataType -> torch::ScalarType, forward() with its exceptions as statuses, and forward()'s result
-// -> its output tensors, and which config tensor is which of forward()'s. Internal to server/backend (includes LibTorch). Stateless; any thread.
+// DataType -> torch::ScalarType, forward() with its exceptions as statuses, forward()'s result -> its
+// output tensors, and which config tensor is which of forward()'s. Internal to server/backend
+// (includes LibTorch). Stateless; any thread.
 #ifndef CHRONOSERVE_SERVER_BACKEND_TORCH_UTIL_H_
 #define CHRONOSERVE_SERVER_BACKEND_TORCH_UTIL_H_
 
@@ -38,8 +39,10 @@ struct TensorBinding {
   std::vector<int> input_position;  // config input i -> forward() argument position
   std::vector<int> output_index;    // config output k -> forward() output index
   bool outputs_by_index = false;    // `__N` outputs: forward() may return more than the config lists
-  std::string input_rule, output_rule;  // for the load's log: "argument names", "__N suffixes", "config order"
+  std::string input_rule;           // for the load's log: "argument names", "__N suffixes", "config order"
 
+  // forward()'s argument position of config input i.
+  size_t Position(size_t i) const { return static_cast<size_t>(input_position[i]); }
   // forward()'s arguments from tensors in config order.
   std::vector<torch::jit::IValue> Arrange(const std::vector<torch::Tensor>& inputs) const;
   // The config's outputs (in config order) from forward()'s result, each made contiguous (a

@@ -77,20 +77,20 @@ std::vector<TimingMistake> BuildMistakes(const MistakeSamples& s, std::mt19937_6
   std::uniform_int_distribution<size_t> pick(0, s.measured.size() - 1);
   const RunSample& one = s.measured[pick(rng)];
   const std::string compute = s.first.timing.device_timed ? "median compute (CUDA events)" : "median compute (host)";
+  // Events on an idle stream also count the device waiting for the host's launches (TIMING.md,
+  // lesson 4): for a launch-bound model that "compute" is itself mostly launch. The device's own
+  // time, with the stream held until the batch was enqueued, is what the host timer is set against.
+  const bool device_only = !s.exact.empty();
+  constexpr char kDeviceOnly[] = "median compute with the stream held (device time only, eager_exact)";
+  const double exact_compute_us =
+      device_only ? MedianUs(s.exact, [](const RunSample& r) { return r.timing.compute_ns; }) : 0;
   return {
       Row("no warm-up", "host wall time of the very first run of a fresh instance", Us(s.first.wall_ns),
           "median host wall time after warm-up", p.wall_us.median),
-      // Events on an idle stream also count the device waiting for the host's launches (TIMING.md,
-      // lesson 4): for a launch-bound model that "compute" is itself mostly launch. The device's own
-      // time, with the stream held until the batch was enqueued, is the figure to compare with.
-      s.exact.empty()
-          ? Row("host timer without synchronisation",
-                s.first.timing.device_timed ? "host clock around the forward call only (= launch)"
-                                            : "host clock around the forward call (CPU runs synchronously: expect ~1)",
-                p.launch_us.median, compute, p.compute_us.median)
-          : Row("host timer without synchronisation", "host clock around the forward call only (= launch)",
-                p.launch_us.median, "median compute with the stream held (device time only, eager_exact)",
-                MedianUs(s.exact, [](const RunSample& r) { return r.timing.compute_ns; })),
+      Row("host timer without synchronisation",
+          s.first.timing.device_timed ? "host clock around the forward call only (= launch)"
+                                      : "host clock around the forward call (CPU runs synchronously: expect ~1)",
+          p.launch_us.median, device_only ? kDeviceOnly : compute, device_only ? exact_compute_us : p.compute_us.median),
       CopyRow(s, compute, p.compute_us.median),
       Row("a single sample", "compute of one randomly picked measured run", Us(one.timing.compute_ns), compute,
           p.compute_us.median),
