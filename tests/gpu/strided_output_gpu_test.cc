@@ -14,6 +14,7 @@
 
 #include "client/inference_client.h"
 #include "common/tensor_data.h"
+#include "tests/server/strided_model.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tests/server/torch_reference.h"
@@ -23,28 +24,8 @@ namespace {
 using client::Tensor;
 
 constexpr int kRows = 64, kCols = 128, kRepeat = 64, kMaxBatch = 4;
-
-std::string Config(const std::string& name, bool graphs) {
-  return "name: \"" + name + "\"\nmax_batch_size: " + std::to_string(kMaxBatch) + "\n"
-         "input { name: \"INPUT__0\" data_type: TYPE_FP32 dims: [" + std::to_string(kRows) + ", " +
-         std::to_string(kCols) + "] }\n"
-         "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: [" + std::to_string(kCols) + ", " +
-         std::to_string(kRows * kRepeat) + "] }\n"
-         "output { name: \"OUTPUT__1\" data_type: TYPE_FP32 dims: [" + std::to_string(kRows) + ", " +
-         std::to_string(kCols / 2) + "] }\ninstance_group { kind: KIND_GPU count: 1 gpus: [0] }\n" +
-         (graphs ? "optimization { cuda { graphs: true } }\n" : "");
-}
-
-std::string Source(const std::string& tail) {
-  return "def forward(self, x):\n"
-         "  y = (x * 2.0 + 1.0).repeat(1, " + std::to_string(kRepeat) + ", 1).transpose(1, 2)" + tail + "\n"
-         "  return (y, x[:, :, ::2])\n";
-}
-
-int64_t Median(std::vector<int64_t> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+constexpr testing::StridedDims kDims{kRows, kCols, kRepeat, kMaxBatch};
+using testing::Median;
 
 TEST(StridedOutputGpuTest, StridedOutputsAreRightEagerAndAsAGraph) {
   testing::TempDir repo("cs_gpu_strided");
@@ -54,9 +35,9 @@ TEST(StridedOutputGpuTest, StridedOutputsAreRightEagerAndAsAGraph) {
     const char* tail;
   } models[] = {{"strided_eager", false, ""}, {"strided_graph", true, ""}, {"copied_graph", true, ".contiguous()"}};
   for (const auto& m : models) {
-    repo.WriteFile(std::string(m.name) + "/config.pbtxt", Config(m.name, m.graphs));
-    std::filesystem::create_directories(repo.path() + "/" + m.name + "/1");
-    ASSERT_TRUE(testing::WriteScriptedModel(repo.path() + "/" + m.name + "/1/model.pt", Source(m.tail)));
+    const std::string extra = std::string("instance_group { kind: KIND_GPU count: 1 gpus: [0] }\n") +
+                              (m.graphs ? "optimization { cuda { graphs: true } }\n" : "");
+    ASSERT_TRUE(testing::WriteStridedModel(repo, m.name, kDims, extra, m.tail));
   }
   auto server = testing::StartServer(repo.path());
   ASSERT_NE(server, nullptr);

@@ -13,6 +13,7 @@
 
 #include "client/inference_client.h"
 #include "common/tensor_data.h"
+#include "tests/server/strided_model.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tests/server/torch_reference.h"
@@ -22,36 +23,13 @@ namespace {
 using client::Tensor;
 
 constexpr int kRows = 64, kCols = 128, kRepeat = 256;  // an output of 128 x 16384 floats: 8 MiB
-
-std::string Config(const std::string& name) {
-  return "name: \"" + name + "\"\nmax_batch_size: 1\n"
-         "input { name: \"INPUT__0\" data_type: TYPE_FP32 dims: [" + std::to_string(kRows) + ", " +
-         std::to_string(kCols) + "] }\n"
-         "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: [" + std::to_string(kCols) + ", " +
-         std::to_string(kRows * kRepeat) + "] }\n"
-         "output { name: \"OUTPUT__1\" data_type: TYPE_FP32 dims: [" + std::to_string(kRows) + ", " +
-         std::to_string(kCols / 2) + "] }\ninstance_group { kind: KIND_CPU }\n";
-}
-
-// OUTPUT__0 = (2x + 1) repeated kRepeat times along rows, transposed; OUTPUT__1 = x[:, :, ::2].
-// `tail` ends the first: "" leaves the transposed view, ".contiguous()" copies it in forward().
-std::string Source(const std::string& tail) {
-  return "def forward(self, x):\n"
-         "  y = (x * 2.0 + 1.0).repeat(1, " + std::to_string(kRepeat) + ", 1).transpose(1, 2)" + tail + "\n"
-         "  return (y, x[:, :, ::2])\n";
-}
-
-int64_t Median(std::vector<int64_t> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+constexpr testing::StridedDims kDims{kRows, kCols, kRepeat, /*max_batch=*/1};
+using testing::Median;
 
 TEST(StridedOutputTest, StridedOutputsAreRightAndTheirCopyIsComputeNotD2h) {
   testing::TempDir repo("cs_strided");
   for (const auto& [name, tail] : {std::pair<std::string, std::string>{"strided", ""}, {"copied", ".contiguous()"}}) {
-    repo.WriteFile(name + "/config.pbtxt", Config(name));
-    std::filesystem::create_directories(repo.path() + "/" + name + "/1");
-    ASSERT_TRUE(testing::WriteScriptedModel(repo.path() + "/" + name + "/1/model.pt", Source(tail)));
+    ASSERT_TRUE(testing::WriteStridedModel(repo, name, kDims, "instance_group { kind: KIND_CPU }\n", tail));
   }
   auto server = testing::StartServer(repo.path());
   ASSERT_NE(server, nullptr);
