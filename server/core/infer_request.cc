@@ -6,6 +6,17 @@
 
 namespace chronoserve::server {
 
+void InputTensor::CopyTo(char* dst) const {
+  if (data != nullptr) {
+    if (byte_size > 0) std::memcpy(dst, data, byte_size);
+    return;
+  }
+  for (absl::string_view piece : pieces) {
+    std::memcpy(dst, piece.data(), piece.size());
+    dst += piece.size();
+  }
+}
+
 absl::Status WriteOutputBytes(const std::string& model, const std::string& output_name,
                               const char* src, size_t bytes, OutputTensor& out) {
   if (out.data != nullptr) {

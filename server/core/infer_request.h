@@ -7,6 +7,11 @@
 // destination). Once the response is handed to gRPC, input and output bytes are no longer valid
 // (observers read metadata only).
 //
+// Input bytes that arrived split over several of gRPC's received slices are held as `pieces` with
+// `data` null, until ModelRuntime::StageInputs gathers them on the receiving thread (into the
+// arena, else into bytes the tensor owns): one copy, where parsing them into a message and then
+// staging them took two.
+//
 // Flow: the gRPC handler builds it and enqueues it; a worker fills `outputs` and the timeline; the
 // worker then calls Complete(), which moves the request into `on_complete` (the gRPC layer's
 // responder), exactly once.
@@ -21,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "common/dtype.h"
 #include "server/core/input_arena.h"
 #include "server/core/timeline.h"
@@ -48,8 +54,11 @@ struct InputTensor {
   int index = -1;  // position in ModelSpec::inputs (= forward() argument)
   DataType dtype = DataType::kInvalid;
   std::vector<int64_t> shape;  // full shape, batch dim first when the model batches
-  const char* data = nullptr;  // row-major bytes
+  const char* data = nullptr;  // row-major bytes; null while they are `pieces`
   size_t byte_size = 0;
+  // The bytes in order, when they arrived in several pieces and are not gathered yet (then `data` is
+  // null); views on what `InferRequest::received_bytes` holds.
+  std::vector<absl::string_view> pieces;
   // The bytes when the tensor owns them (typed contents converted, synthetic requests), set by
   // Own(). On the heap so that `data` stays valid when the tensor moves: a short string keeps its
   // bytes inside itself, and they would move without `data`.
@@ -63,7 +72,10 @@ struct InputTensor {
     owned_data = std::make_unique<const std::string>(std::move(bytes));
     data = owned_data->data();
     byte_size = owned_data->size();
+    pieces.clear();
   }
+  // Copies the tensor's `byte_size` bytes (from `data` or its pieces) to `dst`.
+  void CopyTo(char* dst) const;
 };
 
 struct OutputTensor {
@@ -105,6 +117,10 @@ class InferRequest {
   std::vector<std::shared_ptr<const void>> keep_alive;
   // The regions of the model's InputArena that the inputs marked in_arena point into.
   InputArena::Lease arena_lease;
+  // What inputs whose bytes came in the message point into (gRPC's received slices), when they were
+  // read apart from it: dropped once the inputs are staged into the arena, so a queued request holds
+  // its bytes once.
+  std::shared_ptr<const void> received_bytes;
 
   // Key under which requests may share a batch: the per-item shapes of every input.
   const std::string& shape_key() const { return shape_key_; }

@@ -112,6 +112,12 @@ bool InferDispatcher::IsServingWarmup(const std::multimap<grpc::string_ref, grpc
 
 absl::StatusOr<BuiltRequest> InferDispatcher::Build(const inference::ModelInferRequest& request,
                                                     inference::ModelInferResponse* response, CallInfo info) {
+  return Build(request, RawInputContents(request), response, std::move(info));
+}
+
+absl::StatusOr<BuiltRequest> InferDispatcher::Build(const inference::ModelInferRequest& request,
+                                                    const RawInputContents& raw,
+                                                    inference::ModelInferResponse* response, CallInfo info) {
   if (host_keep_warm_ != nullptr) host_keep_warm_->Touch(info.received_ns);
   if (draining_.load()) return absl::UnavailableError("the server is shutting down");
   if (absl::Status name_ok = ValidateModelName(request.model_name()); !name_ok.ok()) {
@@ -121,7 +127,7 @@ absl::StatusOr<BuiltRequest> InferDispatcher::Build(const inference::ModelInferR
   if (!model.ok()) return model.status();
   BuiltRequest built;
   built.model = *std::move(model);
-  auto infer = BuildInferRequest(built.model->spec(), request, response, shared_memory_);
+  auto infer = BuildInferRequest(built.model->spec(), request, raw, response, shared_memory_);
   // After the tensors: with shared memory off, a request naming a region is FAILED_PRECONDITION first.
   auto params = infer.ok() ? ParseRequestParameters(built.model->spec(), request)
                            : absl::StatusOr<RequestParameters>(infer.status());

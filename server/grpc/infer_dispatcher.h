@@ -36,6 +36,7 @@
 #include "server/core/host_keep_warm.h"
 #include "server/core/infer_request.h"
 #include "server/core/request_observer.h"
+#include "server/grpc/request_builder.h"
 #include "server/scheduler/model_registry.h"
 #include "server/shared_memory/shared_memory_registry.h"
 
@@ -76,6 +77,9 @@ class InferDispatcher {
   // "timeout" parameter's (ParseRequestParameters). The built request holds views into `request`
   // and writes into `response`: both must outlive it (until Respond returns).
   absl::StatusOr<BuiltRequest> Build(const inference::ModelInferRequest& request,
+                                     inference::ModelInferResponse* response, CallInfo info);
+  // The same for a request whose raw_input_contents were read apart from it (infer_wire.h): `raw`.
+  absl::StatusOr<BuiltRequest> Build(const inference::ModelInferRequest& request, const RawInputContents& raw,
                                      inference::ModelInferResponse* response, CallInfo info);
 
   // Queues `built`. OK: the request counts as in flight and `respond` will be called exactly once.

@@ -74,10 +74,9 @@ InferenceService::InferenceService(ModelRegistry* registry, const Clock* clock, 
   }
 }
 
-void InferenceService::RequestModelStreamInfer(
-    grpc::ServerContext* ctx,
-    grpc::ServerAsyncReaderWriter<inference::ModelStreamInferResponse, inference::ModelInferRequest>* stream,
-    grpc::ServerCompletionQueue* cq, void* tag) {
+void InferenceService::RequestModelStreamInfer(grpc::ServerContext* ctx,
+                                               grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream,
+                                               grpc::ServerCompletionQueue* cq, void* tag) {
   RequestAsyncBidiStreaming(model_stream_infer_method_, ctx, stream, cq, cq, tag);
 }
 
@@ -85,8 +84,8 @@ QueuedCall* InferenceService::NewQueuedStream() {
   return new StreamInferReactor<AsyncBidiCall>(&dispatcher_, &streams_, stream_options_, this);
 }
 
-void InferenceService::RequestModelInfer(grpc::ServerContext* ctx, inference::ModelInferRequest* request,
-                                         grpc::ServerAsyncResponseWriter<inference::ModelInferResponse>* responder,
+void InferenceService::RequestModelInfer(grpc::ServerContext* ctx, grpc::ByteBuffer* request,
+                                         grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>* responder,
                                          grpc::ServerCompletionQueue* cq, void* tag) {
   RequestAsyncUnary(model_infer_method_, ctx, request, responder, cq, cq, tag);
 }

@@ -48,13 +48,13 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   // For ModelInferQueues (async_inference only): ask gRPC for the next ModelInfer or
   // ModelStreamInfer call on `cq`; `tag` comes back on `cq` when one has arrived (ok) or the server
   // is shutting down (not ok).
-  void RequestModelInfer(grpc::ServerContext* ctx, inference::ModelInferRequest* request,
-                         grpc::ServerAsyncResponseWriter<inference::ModelInferResponse>* responder,
+  // The messages are byte buffers: the queues read and write them themselves (infer_wire.h).
+  void RequestModelInfer(grpc::ServerContext* ctx, grpc::ByteBuffer* request,
+                         grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>* responder,
                          grpc::ServerCompletionQueue* cq, void* tag);
-  void RequestModelStreamInfer(
-      grpc::ServerContext* ctx,
-      grpc::ServerAsyncReaderWriter<inference::ModelStreamInferResponse, inference::ModelInferRequest>* stream,
-      grpc::ServerCompletionQueue* cq, void* tag);
+  void RequestModelStreamInfer(grpc::ServerContext* ctx,
+                               grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream,
+                               grpc::ServerCompletionQueue* cq, void* tag);
   // A stream session for the queues, not yet requested (QueuedCall::RequestFrom).
   QueuedCall* NewQueuedStream();
   // For ModelInferQueues (async_inference only): the calls of every other RPC of the service, one

@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "common/thread_name.h"
 #include "server/grpc/grpc_status.h"
+#include "server/grpc/infer_wire.h"
 
 namespace chronoserve::server {
 
@@ -22,7 +23,7 @@ class ModelInferQueues::UnaryCall final : public QueuedCall {
 
   void RequestFrom(grpc::ServerCompletionQueue* cq) override {
     ctx_.AsyncNotifyWhenDone(&done_);
-    service_->RequestModelInfer(&ctx_, &request_, &responder_, cq, &arrived_);
+    service_->RequestModelInfer(&ctx_, &request_wire_, &responder_, cq, &arrived_);
   }
 
   void Proceed(Event event, bool ok) override {
@@ -60,7 +61,12 @@ class ModelInferQueues::UnaryCall final : public QueuedCall {
     // for the call that replaces this one (Poll).
     if (arrived_ns > 0) info.received_ns = arrived_ns;
     info.cancelled = cancelled_;
-    auto built = dispatcher.Build(request_, response_.get(), std::move(info));
+    // Read here, not by gRPC before the call arrived: the tensors' bytes stay in the received
+    // slices until Build stages them (infer_wire.h).
+    if (absl::Status parsed = ParseModelInferRequest(request_wire_, &request_); !parsed.ok()) return Finish(parsed);
+    request_wire_.Clear();  // the slices live on in request_.raw as long as the request needs them
+    auto built = dispatcher.Build(request_.message, RawInputContents(request_.raw), response_.get(), std::move(info));
+    request_.raw = {};  // the request holds the received bytes while it needs them, not the call
     if (!built.ok()) return Finish(built.status());
     {
       absl::MutexLock lock(&mu_);
@@ -76,7 +82,7 @@ class ModelInferQueues::UnaryCall final : public QueuedCall {
 
   void Finish(const absl::Status& status) {
     if (status.ok()) {
-      responder_.Finish(*response_, grpc::Status::OK, &finished_);
+      responder_.Finish(SerializeModelInferResponse(response_.get()), grpc::Status::OK, &finished_);
     } else {
       responder_.FinishWithError(ToGrpcStatus(status), &finished_);
     }
@@ -85,9 +91,10 @@ class ModelInferQueues::UnaryCall final : public QueuedCall {
   InferenceService* const service_;
   ResponsePool* const responses_;
   grpc::ServerContext ctx_;
-  inference::ModelInferRequest request_;
+  grpc::ByteBuffer request_wire_;  // the request as received
+  ReceivedInferRequest request_;    // and as read
   std::unique_ptr<inference::ModelInferResponse> response_;  // from `responses_`, given back at the end
-  grpc::ServerAsyncResponseWriter<inference::ModelInferResponse> responder_{&ctx_};
+  grpc::ServerAsyncResponseWriter<grpc::ByteBuffer> responder_{&ctx_};
   const std::shared_ptr<CancelFlag> cancelled_ = std::make_shared<CancelFlag>();
   absl::Mutex mu_;
   std::shared_ptr<ModelRuntime> model_ ABSL_GUARDED_BY(mu_);  // once built: a cancellation pokes its queue

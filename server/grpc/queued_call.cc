@@ -34,14 +34,15 @@ void AsyncBidiCall::RequestFrom(grpc::ServerCompletionQueue* cq) {
   service_->RequestModelStreamInfer(&ctx_, &stream_, cq, &arrived_);
 }
 
-void AsyncBidiCall::StartRead(Request* request) {
+void AsyncBidiCall::StartRead(ReceivedInferRequest* request) {
   outstanding_.fetch_add(1);
-  stream_.Read(request, &read_);
+  read_into_ = request;
+  stream_.Read(&read_wire_, &read_);
 }
 
-void AsyncBidiCall::StartWrite(const Response* response, grpc::WriteOptions options) {
+void AsyncBidiCall::StartWrite(Response* response, grpc::WriteOptions options) {
   outstanding_.fetch_add(1);
-  stream_.Write(*response, options, &written_);
+  stream_.Write(SerializeModelStreamInferResponse(response), options, &written_);
 }
 
 void AsyncBidiCall::Finish(const grpc::Status& status) {
@@ -59,6 +60,10 @@ void AsyncBidiCall::Proceed(Event event, bool ok) {
       Begin(ctx_);
       break;
     case Event::kRead:
+      if (ok) {
+        read_into_->status = ParseModelInferRequest(read_wire_, read_into_);
+        read_wire_.Clear();  // the slices live on in the request's raw entries
+      }
       OnReadDone(ok);
       break;
     case Event::kWritten:

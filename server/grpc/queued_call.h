@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/inference.grpc.pb.h"
+#include "server/grpc/infer_wire.h"
 
 namespace chronoserve::server {
 
@@ -77,13 +78,14 @@ using QueuedCallFactory = std::function<QueuedCall*()>;
 
 class AsyncBidiCall : public QueuedCall {
  public:
-  using Request = inference::ModelInferRequest;
   using Response = inference::ModelStreamInferResponse;
 
   // Operations, as on grpc::ServerBidiReactor: at most one read and one write outstanding; Finish
-  // once, with no write outstanding.
-  void StartRead(Request* request);
-  void StartWrite(const Response* response, grpc::WriteOptions options);
+  // once, with no write outstanding. The messages are read and written as byte buffers
+  // (infer_wire.h): a read fills `request` (its status says when the bytes were no
+  // ModelInferRequest) before OnReadDone; a write takes the response's raw_output_contents.
+  void StartRead(ReceivedInferRequest* request);
+  void StartWrite(Response* response, grpc::WriteOptions options);
   void Finish(const grpc::Status& status);
 
   // Reactions, on the queue's thread.
@@ -106,7 +108,9 @@ class AsyncBidiCall : public QueuedCall {
  private:
   InferenceService* const service_;
   grpc::ServerContext ctx_;
-  grpc::ServerAsyncReaderWriter<Response, Request> stream_{&ctx_};
+  grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer> stream_{&ctx_};
+  grpc::ByteBuffer read_wire_;                   // the message a read is under way into
+  ReceivedInferRequest* read_into_ = nullptr;    // where it goes once read
   // Tags not yet back: the arrival (until Begin returns) and the done tag, both counted when the
   // call is requested, and every read, write and Finish.
   std::atomic<int> outstanding_{0};

@@ -167,7 +167,7 @@ absl::Status RefuseSharedMemoryWhenOff(const ModelSpec& spec, const inference::M
 // Each input's shared-memory parameters (nullopt: the bytes travel in the message), and a check
 // that raw_input_contents has one entry per input not in shared memory, as Triton's clients send.
 absl::StatusOr<std::vector<std::optional<SharedMemoryParams>>> InputSharedMemory(
-    const ModelSpec& spec, const inference::ModelInferRequest& request) {
+    const ModelSpec& spec, const inference::ModelInferRequest& request, const RawInputContents& raw_contents) {
   std::vector<std::optional<SharedMemoryParams>> shm;
   int in_message = 0;
   for (const InputProto& proto : request.inputs()) {
@@ -176,7 +176,7 @@ absl::StatusOr<std::vector<std::optional<SharedMemoryParams>>> InputSharedMemory
     if (!p.has_value()) ++in_message;
     shm.push_back(std::move(p));
   }
-  const int raw = request.raw_input_contents_size();
+  const int raw = raw_contents.size();
   if (raw == 0 || raw == in_message) return shm;
   if (raw == request.inputs_size()) {
     for (int i = 0; i < request.inputs_size(); ++i) {
@@ -215,9 +215,9 @@ absl::Status InputFromSharedMemory(const ModelSpec& spec, const InputProto& prot
 }
 
 absl::Status BuildInputs(const ModelSpec& spec, const inference::ModelInferRequest& request,
-                         const SharedMemoryRegistry* shm, InferRequest* out) {
-  ASSIGN_OR_RETURN(std::vector<std::optional<SharedMemoryParams>> in_shm, InputSharedMemory(spec, request));
-  const bool raw = request.raw_input_contents_size() > 0;
+                         const RawInputContents& raw_contents, const SharedMemoryRegistry* shm, InferRequest* out) {
+  ASSIGN_OR_RETURN(std::vector<std::optional<SharedMemoryParams>> in_shm, InputSharedMemory(spec, request, raw_contents));
+  const bool raw = raw_contents.size() > 0;
   int next_raw = 0;  // raw_input_contents skips the inputs in shared memory
   std::vector<InputTensor> inputs(spec.inputs.size());
   std::vector<bool> seen(spec.inputs.size(), false);
@@ -258,14 +258,14 @@ absl::Status BuildInputs(const ModelSpec& spec, const inference::ModelInferReque
       RETURN_IF_ERROR(InputFromSharedMemory(spec, proto, *in_shm[i], expected_bytes, shm, in, out));
     } else if (raw) {
       if (proto.has_contents()) return Invalid(spec, proto.name(), "has typed contents and raw_input_contents; use one");
-      const std::string& bytes = request.raw_input_contents(next_raw++);
-      if (bytes.size() != expected_bytes) {
-        return Invalid(spec, proto.name(), absl::StrCat("raw contents hold ", bytes.size(), " bytes, ",
+      const int entry = next_raw++;
+      const size_t bytes = raw_contents.byte_size(entry);
+      if (bytes != expected_bytes) {
+        return Invalid(spec, proto.name(), absl::StrCat("raw contents hold ", bytes, " bytes, ",
                                                         DataTypeName(want.dtype), " ", ShapeString(in.shape),
                                                         " needs ", expected_bytes));
       }
-      in.data = bytes.data();
-      in.byte_size = bytes.size();
+      raw_contents.Assign(entry, in, out);
     } else {
       RETURN_IF_ERROR(ConvertTypedContents(spec, proto, elements, in));
     }
@@ -381,13 +381,45 @@ absl::Status BuildOutputs(const ModelSpec& spec, const inference::ModelInferRequ
 
 }  // namespace
 
+int RawInputContents::size() const {
+  return message_ != nullptr ? message_->raw_input_contents_size() : static_cast<int>(received_->entries.size());
+}
+
+size_t RawInputContents::byte_size(int i) const {
+  return message_ != nullptr ? message_->raw_input_contents(i).size() : received_->entries[i].size;
+}
+
+void RawInputContents::Assign(int i, InputTensor& in, InferRequest* request) const {
+  if (message_ != nullptr) {
+    const std::string& bytes = message_->raw_input_contents(i);
+    in.data = bytes.data();
+    in.byte_size = bytes.size();
+    return;
+  }
+  const wire::ReceivedBytes& entry = received_->entries[i];
+  in.byte_size = entry.size;
+  if (entry.contiguous()) {
+    in.data = entry.data();
+  } else {
+    in.data = nullptr;
+    in.pieces.assign(entry.pieces.begin(), entry.pieces.end());
+  }
+  request->received_bytes = received_->slices;
+}
+
 absl::StatusOr<std::unique_ptr<InferRequest>> BuildInferRequest(
     const ModelSpec& spec, const inference::ModelInferRequest& request,
+    inference::ModelInferResponse* response, const SharedMemoryRegistry* shared_memory) {
+  return BuildInferRequest(spec, request, RawInputContents(request), response, shared_memory);
+}
+
+absl::StatusOr<std::unique_ptr<InferRequest>> BuildInferRequest(
+    const ModelSpec& spec, const inference::ModelInferRequest& request, const RawInputContents& raw,
     inference::ModelInferResponse* response, const SharedMemoryRegistry* shared_memory) {
   auto out = std::make_unique<InferRequest>();
   out->id = request.id();
   RETURN_IF_ERROR(RefuseSharedMemoryWhenOff(spec, request, shared_memory));
-  RETURN_IF_ERROR(BuildInputs(spec, request, shared_memory, out.get()));
+  RETURN_IF_ERROR(BuildInputs(spec, request, raw, shared_memory, out.get()));
   RETURN_IF_ERROR(BuildOutputs(spec, request, shared_memory, out.get(), response));
   response->set_model_name(spec.name);
   response->set_model_version(std::to_string(spec.version));

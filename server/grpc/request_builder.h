@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "common/wire/bytes_field.h"
 #include "proto/inference.pb.h"
 #include "server/core/infer_request.h"
 #include "server/core/model_spec.h"
@@ -17,13 +18,38 @@
 
 namespace chronoserve::server {
 
+// Where a request's raw_input_contents are: in the message, or set apart from it as it was read
+// from gRPC's received bytes (wire::SplitBytesField; infer_wire.h), views into the received slices
+// that keep no copy. A message must outlive the built request's use of its entries; received
+// entries are kept alive by the request (InferRequest::received_bytes).
+class RawInputContents {
+ public:
+  explicit RawInputContents(const inference::ModelInferRequest& request) : message_(&request) {}
+  explicit RawInputContents(const wire::ReceivedMessage& received) : received_(&received) {}
+
+  int size() const;
+  size_t byte_size(int i) const;
+  // Points `in` at entry `i`: at its bytes when they lie in one piece, else at its pieces, which
+  // ModelRuntime::StageInputs gathers.
+  void Assign(int i, InputTensor& in, InferRequest* request) const;
+
+ private:
+  const inference::ModelInferRequest* message_ = nullptr;
+  const wire::ReceivedMessage* received_ = nullptr;
+};
+
 // INVALID_ARGUMENT with a message naming the model, the tensor and what was expected (NOT_FOUND
 // for an unregistered shared-memory region; FAILED_PRECONDITION, before any other check could
 // answer, when `shared_memory` is null and a tensor names a region). The returned request holds views into `request`, which must outlive it,
 // and into the shared-memory regions it pins (InferRequest::keep_alive); its outputs point into
 // `response` or those regions. Sets response model_name, model_version and id.
+// The request's raw_input_contents are `raw` (by default its own); inputs whose bytes arrived in
+// pieces must be staged (ModelRuntime::StageInputs) before they are read.
 absl::StatusOr<std::unique_ptr<InferRequest>> BuildInferRequest(
     const ModelSpec& spec, const inference::ModelInferRequest& request,
+    inference::ModelInferResponse* response, const SharedMemoryRegistry* shared_memory = nullptr);
+absl::StatusOr<std::unique_ptr<InferRequest>> BuildInferRequest(
+    const ModelSpec& spec, const inference::ModelInferRequest& request, const RawInputContents& raw,
     inference::ModelInferResponse* response, const SharedMemoryRegistry* shared_memory = nullptr);
 
 }  // namespace chronoserve::server

@@ -128,8 +128,17 @@ CallInfo StreamInferReactor<Call>::InfoFor(const inference::ModelInferRequest& r
 
 template <class Call>
 void StreamInferReactor<Call>::Admit(const SlotPtr& slot, int64_t received_ns) {
+  const ReceivedInferRequest& request = slot->request;
+  if (!request.status.ok()) {
+    Refuse(slot, request.status);
+    return;
+  }
   inference::ModelInferResponse* response = slot->response.mutable_infer_response();
-  auto built = dispatcher_->Build(slot->request, response, InfoFor(slot->request, received_ns));
+  CallInfo info = InfoFor(request.message, received_ns);
+  auto built = request.raw_apart()
+                   ? dispatcher_->Build(request.message, RawInputContents(request.raw), response, std::move(info))
+                   : dispatcher_->Build(request.message, response, std::move(info));
+  slot->request.raw = {};  // the request holds the received bytes while it needs them, not the slot
   if (!built.ok()) {
     Refuse(slot, built.status());
     return;
@@ -170,7 +179,7 @@ void StreamInferReactor<Call>::Answered(const SlotPtr& slot, const absl::Status&
 
 template <class Call>
 void StreamInferReactor<Call>::Refuse(const SlotPtr& slot, const absl::Status& status) {
-  const inference::ModelInferRequest& request = slot->request;
+  const inference::ModelInferRequest& request = slot->request.message;
   inference::ModelInferResponse* response = slot->response.mutable_infer_response();
   // Clear() would keep output buffers a failed request filled out of ReleaseLocked's sight (it
   // measures the strings in use): drop large ones here.
@@ -273,7 +282,9 @@ template <class Call>
 void StreamInferReactor<Call>::ReleaseLocked(SlotPtr slot) {
   if (slot == nullptr) return;
   --state_->live;
-  if (state_->spare.size() >= kSpareSlots || !KeepForReuse(slot->response.infer_response(), &slot->request)) return;
+  if (state_->spare.size() >= kSpareSlots || !KeepForReuse(slot->response.infer_response(), &slot->request.message)) {
+    return;
+  }
   slot->request.Clear();
   ClearKeepingTimingParams(&slot->response);  // see infer_dispatcher.h
   state_->spare.push_back(std::move(slot));
@@ -319,7 +330,13 @@ void StreamInferReactor<Call>::Act(const Action& action) {
     // soon as this one completes and flushes both, in one transport write instead of two.
     this->StartWrite(&action.write->response, action.more ? grpc::WriteOptions().set_buffer_hint() : grpc::WriteOptions());
   }
-  if (action.read != nullptr) this->StartRead(&action.read->request);
+  if (action.read != nullptr) {
+    if constexpr (std::is_same_v<Call, AsyncBidiCall>) {
+      this->StartRead(&action.read->request);  // read as bytes, parsed by the call
+    } else {
+      this->StartRead(&action.read->request.message);
+    }
+  }
   if (action.finish.has_value()) this->Finish(*action.finish);
 }
 

@@ -37,6 +37,7 @@
 #include "absl/synchronization/mutex.h"
 #include "proto/inference.pb.h"
 #include "server/grpc/infer_dispatcher.h"
+#include "server/grpc/infer_wire.h"
 #include "server/grpc/queued_call.h"
 
 namespace chronoserve::server {
@@ -106,7 +107,9 @@ class StreamInferReactor final : public Call, public DrainableStream {
  private:
   // One request's messages; reused for later requests of the stream.
   struct Slot {
-    inference::ModelInferRequest request;
+    // Read as a byte buffer on the asynchronous API (raw entries apart); by gRPC into the message on
+    // the callback API.
+    ReceivedInferRequest request;
     inference::ModelStreamInferResponse response;
   };
   using SlotPtr = std::shared_ptr<Slot>;
@@ -114,7 +117,7 @@ class StreamInferReactor final : public Call, public DrainableStream {
   struct Action {
     Slot* write = nullptr;            // StartWrite(&write->response)
     bool more = false;                // more answers wait: let gRPC buffer this write (coalesce)
-    Slot* read = nullptr;             // StartRead(&read->request): only from a reaction
+    Slot* read = nullptr;             // StartRead(the slot's request): only from a reaction
     std::optional<grpc::Status> finish;
   };
   // Everything completions on worker threads share with the reactor.

@@ -68,23 +68,39 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Create(
 }
 
 void ModelRuntime::StageInputs(InferRequest& request) const {
-  if (arena_ == nullptr || static_cast<int>(request.inputs.size()) != arena_->inputs()) return;
+  if (!StageInputsInArena(request)) {
+    // Without the arena, bytes that arrived in pieces become one buffer of the tensor's own.
+    for (InputTensor& in : request.inputs) {
+      if (in.data != nullptr || in.pieces.empty()) continue;
+      std::string bytes;
+      bytes.reserve(in.byte_size);
+      for (absl::string_view piece : in.pieces) bytes.append(piece.data(), piece.size());
+      in.Own(std::move(bytes));
+    }
+  }
+}
+
+bool ModelRuntime::StageInputsInArena(InferRequest& request) const {
+  if (arena_ == nullptr || static_cast<int>(request.inputs.size()) != arena_->inputs()) return false;
   absl::InlinedVector<size_t, 4> sizes;
   for (const InputTensor& in : request.inputs) {
-    if (in.shared_memory) return;  // the client's region: read from there, as before
+    if (in.shared_memory) return false;  // the client's region: read from there, as before
     sizes.push_back(in.byte_size);
   }
   absl::InlinedVector<char*, 4> regions(sizes.size(), nullptr);
   InputArena::Lease lease = arena_->Reserve(sizes.data(), regions.data());
-  if (!lease.held()) return;
+  if (!lease.held()) return false;
   for (size_t k = 0; k < sizes.size(); ++k) {
     InputTensor& in = request.inputs[k];
-    std::memcpy(regions[k], in.data, in.byte_size);
+    in.CopyTo(regions[k]);
     in.data = regions[k];
+    in.pieces.clear();
     in.in_arena = true;
     in.host_pinned = arena_->pinned();
   }
   request.arena_lease = std::move(lease);
+  request.received_bytes.reset();  // nothing views them any more
+  return true;
 }
 
 size_t InputArenaBytes(const ModelSpec& spec, int64_t requested_bytes) {

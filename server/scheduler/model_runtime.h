@@ -45,8 +45,10 @@ class ModelRuntime {
 
   // On the thread that received `request` (its input bytes still in that core's cache): copies
   // every input into the model's InputArena, points the inputs there and holds the regions in
-  // request.arena_lease. Leaves the request as it is when there is no arena, an input is in a
-  // shared-memory region, or the arena has no room now (the worker then gathers its bytes).
+  // request.arena_lease. When there is no arena, an input is in a shared-memory region, or the
+  // arena has no room now (the worker then gathers the inputs into its batch), the inputs stay
+  // where they are, but an input whose bytes arrived in pieces (InputTensor::pieces) is gathered
+  // into bytes of its own: after this, every input's `data` is set.
   void StageInputs(InferRequest& request) const;
   const InputArena* input_arena() const { return arena_.get(); }
 
@@ -62,6 +64,8 @@ class ModelRuntime {
 
  private:
   ModelRuntime(const ModelSpec& spec, const Clock* clock);
+  // StageInputs into the arena; false (the request untouched) when it cannot.
+  bool StageInputsInArena(InferRequest& request) const;
 
   const ModelSpec spec_;
   const Clock* const clock_;

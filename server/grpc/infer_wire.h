@@ -1,0 +1,49 @@
+// ModelInfer's messages as gRPC byte buffers, with the tensors' bytes never copied in user space
+// (common/wire/bytes_field.h): a request's raw_input_contents stay in the slices gRPC received them
+// in until the receiving thread stages them into the input arena, and a response's
+// raw_output_contents go to gRPC in the strings the backend wrote them into. gRPC's protobuf
+// serialization copied each of them once more (a parse into strings, a serialization into a fresh
+// buffer). Used by the unary ModelInfer and the streams of ModelStreamInfer on the asynchronous API
+// (model_infer_queues.h, queued_call.h); the callback API (--grpc-infer-threads 0) keeps gRPC's
+// protobuf serialization. Any thread.
+#ifndef CHRONOSERVE_SERVER_GRPC_INFER_WIRE_H_
+#define CHRONOSERVE_SERVER_GRPC_INFER_WIRE_H_
+
+#include <grpcpp/support/byte_buffer.h>
+
+#include "absl/status/status.h"
+#include "common/wire/bytes_field.h"
+#include "proto/inference.pb.h"
+
+namespace chronoserve::server {
+
+// A ModelInferRequest as read: the message without raw_input_contents, and those entries as views
+// into the received slices (a RawInputContents for BuildInferRequest).
+struct ReceivedInferRequest {
+  inference::ModelInferRequest message;
+  wire::ReceivedMessage raw;
+  // A streamed message's read: OK, or why its bytes were no ModelInferRequest (the stream answers
+  // it with that error and goes on).
+  absl::Status status;
+
+  // Whether the raw entries were read apart from the message (else they are in it, as gRPC's
+  // callback API parses them).
+  bool raw_apart() const { return raw.slices != nullptr; }
+  // Empty, keeping the message's capacity.
+  void Clear();
+};
+
+// Reads `wire` into `out` (reusing its capacity). INVALID_ARGUMENT, saying what is wrong, when the
+// bytes are not a ModelInferRequest.
+absl::Status ParseModelInferRequest(const grpc::ByteBuffer& wire, ReceivedInferRequest* out);
+
+// `response` as a message on the wire. Its raw_output_contents move into the message without a
+// copy: `response` keeps every other field and is left without raw_output_contents.
+grpc::ByteBuffer SerializeModelInferResponse(inference::ModelInferResponse* response);
+
+// The same for a streamed answer (ModelStreamInferResponse: error_message, infer_response).
+grpc::ByteBuffer SerializeModelStreamInferResponse(inference::ModelStreamInferResponse* response);
+
+}  // namespace chronoserve::server
+
+#endif  // CHRONOSERVE_SERVER_GRPC_INFER_WIRE_H_
