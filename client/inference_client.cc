@@ -1,16 +1,24 @@
 #include "client/inference_client.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/client_unary_call.h>
 
 #include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "client/infer_wire.h"
 #include "common/clock.h"
 #include "common/status_macros.h"
 #include "common/tensor_data.h"
 
 namespace chronoserve::client {
+namespace {
+
+// ModelInfer's full method name, as the generated stub calls it.
+constexpr char kModelInferMethod[] = "/inference.GRPCInferenceService/ModelInfer";
+
+}  // namespace
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
@@ -37,7 +45,8 @@ InferenceClient::InferenceClient(std::shared_ptr<grpc::Channel> channel,
                                  std::optional<std::chrono::milliseconds> default_timeout)
     : channel_(std::move(channel)),
       default_timeout_(default_timeout),
-      stub_(inference::GRPCInferenceService::NewStub(channel_)) {}
+      stub_(inference::GRPCInferenceService::NewStub(channel_)),
+      model_infer_(kModelInferMethod, grpc::internal::RpcMethod::NORMAL_RPC, channel_) {}
 
 void InferenceClient::ApplyDefaultTimeout(grpc::ClientContext* ctx) const {
   if (default_timeout_.has_value()) ctx->set_deadline(std::chrono::system_clock::now() + *default_timeout_);
@@ -195,6 +204,16 @@ void SetTypedContents(const Tensor& t, inference::InferTensorContents* c) {
 inference::ModelInferRequest InferenceClient::BuildRequest(const std::string& model,
                                                            const std::vector<Tensor>& inputs,
                                                            const InferOptions& options) {
+  std::vector<const Tensor*> raw;
+  inference::ModelInferRequest request = BuildRequestHead(model, inputs, options, &raw);
+  for (const Tensor* t : raw) request.add_raw_input_contents(t->data);
+  return request;
+}
+
+inference::ModelInferRequest InferenceClient::BuildRequestHead(const std::string& model,
+                                                               const std::vector<Tensor>& inputs,
+                                                               const InferOptions& options,
+                                                               std::vector<const Tensor*>* raw) {
   inference::ModelInferRequest request;
   request.set_model_name(model);
   request.set_id(options.id);
@@ -209,7 +228,7 @@ inference::ModelInferRequest InferenceClient::BuildRequest(const std::string& mo
     } else if (options.typed_contents) {
       SetTypedContents(t, in->mutable_contents());
     } else {
-      request.add_raw_input_contents(t.data);
+      raw->push_back(&t);
     }
   }
   auto add_output = [&](const std::string& name) {
@@ -226,13 +245,23 @@ inference::ModelInferRequest InferenceClient::BuildRequest(const std::string& mo
 }
 
 absl::StatusOr<InferResult> InferenceClient::DecodeResponse(const inference::ModelInferResponse& response) {
+  return DecodeResponse(response, nullptr);
+}
+
+absl::StatusOr<InferResult> InferenceClient::DecodeResponse(const inference::ModelInferResponse& response,
+                                                            const std::vector<wire::ReceivedBytes>* raw_apart) {
+  // The raw_output_contents: the message's own, or read apart from it (Infer).
+  const int raw = raw_apart != nullptr ? static_cast<int>(raw_apart->size()) : response.raw_output_contents_size();
+  auto raw_bytes = [&](int i) -> std::string {
+    if (raw_apart == nullptr) return response.raw_output_contents(i);
+    return (*raw_apart)[i].ToString();
+  };
   InferResult result;
   result.id = response.id();
   // Triton and chronoserve send one raw entry per output (empty for one in shared memory); accept
   // also a server that leaves those out, as long as the count says which convention it used.
   int in_message = 0;
   for (const auto& o : response.outputs()) in_message += SharedMemoryOf(o.parameters()).has_value() ? 0 : 1;
-  const int raw = response.raw_output_contents_size();
   const bool one_per_output = raw == response.outputs_size();
   if (!one_per_output && raw != in_message) {
     return absl::DataLossError(absl::StrCat("response has ", response.outputs_size(), " outputs (",
@@ -253,9 +282,9 @@ absl::StatusOr<InferResult> InferenceClient::DecodeResponse(const inference::Mod
     t.shape.assign(o.shape().begin(), o.shape().end());
     t.shared_memory = SharedMemoryOf(o.parameters());
     if (one_per_output) {
-      if (!t.shared_memory.has_value()) t.data = response.raw_output_contents(k);
+      if (!t.shared_memory.has_value()) t.data = raw_bytes(k);
     } else if (!t.shared_memory.has_value()) {
-      t.data = response.raw_output_contents(next_raw++);
+      t.data = raw_bytes(next_raw++);
     }
     result.outputs.push_back(std::move(t));
   }
@@ -279,17 +308,30 @@ std::optional<RequestTiming> InferenceClient::DecodeTiming(const inference::Mode
 absl::StatusOr<InferResult> InferenceClient::Infer(const std::string& model,
                                                    const std::vector<Tensor>& inputs,
                                                    const InferOptions& options) {
-  const inference::ModelInferRequest request = BuildRequest(model, inputs, options);
+  std::vector<const Tensor*> raw;
+  const inference::ModelInferRequest head = BuildRequestHead(model, inputs, options, &raw);
   grpc::ClientContext ctx;
   ApplyDefaultTimeout(&ctx);
   if (options.timeout.has_value()) ctx.set_deadline(std::chrono::system_clock::now() + *options.timeout);
   for (const auto& [key, value] : options.metadata) ctx.AddMetadata(key, value);
-  inference::ModelInferResponse response;
+  // The messages as byte buffers (common/wire/bytes_field.h): the inputs are copied once, into
+  // the request's slices, and the outputs once, out of the received slices into the result, where
+  // protobuf's serialization copied each twice. The clock covers what the generated stub's call
+  // covered: writing the request's bytes, the call, reading the response's fields.
   const int64_t start = SteadyClock::Now();
-  grpc::Status status = stub_->ModelInfer(&ctx, request, &response);
+  wire::MessageWriter writer(head.SerializeAsString());
+  for (const Tensor* t : raw) writer.AddCopy(kRawInputContentsField, t->data);
+  const grpc::ByteBuffer request = writer.Finish();
+  grpc::ByteBuffer response_wire;
+  grpc::Status status = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+      channel_.get(), model_infer_, &ctx, request, &response_wire);
+  wire::ReceivedMessage received;
+  inference::ModelInferResponse response;
+  const absl::Status read = status.ok() ? ReadInferResponse(response_wire, &response, &received) : absl::OkStatus();
   const int64_t end = SteadyClock::Now();
   RETURN_IF_ERROR(FromGrpcStatus(status));
-  ASSIGN_OR_RETURN(InferResult result, DecodeResponse(response));
+  RETURN_IF_ERROR(read);
+  ASSIGN_OR_RETURN(InferResult result, DecodeResponse(response, &received.entries));
   result.e2e_ns = end - start;
   const auto& trailers = ctx.GetServerTrailingMetadata();
   auto it = trailers.find(std::string(kServerTimingKey));

@@ -8,6 +8,7 @@
 #ifndef CHRONOSERVE_CLIENT_INFERENCE_CLIENT_H_
 #define CHRONOSERVE_CLIENT_INFERENCE_CLIENT_H_
 
+#include <grpcpp/impl/rpc_method.h>
 #include <grpcpp/support/channel_arguments.h>
 
 #include <chrono>
@@ -20,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "common/dtype.h"
 #include "common/timing.h"
+#include "common/wire/bytes_field.h"
 #include "proto/inference.grpc.pb.h"
 
 namespace chronoserve::client {
@@ -105,6 +107,10 @@ class InferenceClient {
   // Decodes a response message. An output the server wrote into shared memory comes back with
   // `shared_memory` set and no data (read it from the region).
   static absl::StatusOr<InferResult> DecodeResponse(const inference::ModelInferResponse& response);
+  // The same for a response whose raw_output_contents were read apart from it (`raw_apart`; the
+  // message's own when null), as Infer reads them.
+  static absl::StatusOr<InferResult> DecodeResponse(const inference::ModelInferResponse& response,
+                                                    const std::vector<wire::ReceivedBytes>* raw_apart);
   // Only the timing.* parameters of a response (no output copies); nullopt when it has none.
   static std::optional<RequestTiming> DecodeTiming(const inference::ModelInferResponse& response);
 
@@ -113,10 +119,14 @@ class InferenceClient {
  private:
   // Sets the default deadline on a fresh call's context, when there is one.
   void ApplyDefaultTimeout(grpc::ClientContext* ctx) const;
+  // BuildRequest without raw_input_contents: the inputs that travel as raw bytes go to `raw`, in order.
+  static inference::ModelInferRequest BuildRequestHead(const std::string& model, const std::vector<Tensor>& inputs,
+                                                       const InferOptions& options, std::vector<const Tensor*>* raw);
 
   std::shared_ptr<grpc::Channel> channel_;
   const std::optional<std::chrono::milliseconds> default_timeout_;
   std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
+  const grpc::internal::RpcMethod model_infer_;  // ModelInfer, called with byte buffers (Infer)
 };
 
 absl::Status FromGrpcStatus(const grpc::Status& status);

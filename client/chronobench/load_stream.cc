@@ -10,7 +10,7 @@ constexpr int kUnknown = static_cast<int>(grpc::StatusCode::UNKNOWN);
 }  // namespace
 
 LoadStream::LoadStream(ChannelStubs* stubs, grpc::CompletionQueue* cq, const inference::ModelInferRequest& base)
-    : base_(base) {
+    : base_(base), base_raw_(TakeRawInputs(&base_)) {
   stream_ = stubs->streaming.PrepareCall(&context_, ChannelStubs::kModelStreamInfer, cq);
   ++ops_;
   stream_->StartCall(&start_tag_);
@@ -42,7 +42,7 @@ void LoadStream::WriteNext() {
   // one completes, flushes both together.
   grpc::WriteOptions options;
   if (to_write_.size() > 1) options.set_buffer_hint();
-  stream_->Write(*m, options, &write_tag_);
+  stream_->Write(WriteInferRequest(*m, m == &base_ ? base_raw_ : nullptr), options, &write_tag_);
 }
 
 void LoadStream::StartFinish() {
@@ -80,9 +80,12 @@ void LoadStream::OnEvent(Op op, bool ok, const OnAnswer& on_answer) {
       uint64_t seq = 0;
       const view::ModelInferResponseView& r = answer_;
       // An answer that does not parse is matched to no request: that request fails when the stream ends.
-      if (answer_.ParseFromString(response_.infer_response()) && absl::SimpleAtoi(r.id(), &seq) && unanswered_.erase(seq) > 0) {
+      const bool read = ReadStreamInferResponse(response_, &error_, &answer_, &answer_raw_).ok();
+      response_.Clear();
+      answer_raw_.slices.reset();  // the outputs are not read: let gRPC's buffers go
+      if (read && absl::SimpleAtoi(r.id(), &seq) && unanswered_.erase(seq) > 0) {
         Answer answer{seq, 0, &r};
-        if (!response_.error_message().empty()) {
+        if (!error_.empty()) {
           const std::optional<int64_t> code = FindInt64Parameter(r.parameters(), "error_code");
           answer.grpc_code = code.has_value() && *code != 0 ? ValidGrpcCode(*code) : kUnknown;
         }

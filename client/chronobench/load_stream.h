@@ -22,6 +22,7 @@
 #include <unordered_set>
 
 #include "client/chronobench/channel_stubs.h"
+#include "client/infer_wire.h"
 #include "proto/inference.grpc.pb.h"
 
 namespace chronoserve::client::bench {
@@ -75,11 +76,13 @@ class LoadStream {
   void StartFinish();
 
   grpc::ClientContext context_;
-  inference::ModelInferRequest base_;
-  std::unique_ptr<grpc::ClientAsyncReaderWriter<inference::ModelInferRequest, view::ModelStreamInferResponseView>>
-      stream_;
-  view::ModelStreamInferResponseView response_;
-  view::ModelInferResponseView answer_;  // response_'s infer_response, reused: each read overwrites its entries
+  inference::ModelInferRequest base_;  // without its tensors' bytes: those are base_raw_
+  SharedRawInputs base_raw_;           // shared by every write of the base request
+  std::unique_ptr<grpc::ClientAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream_;
+  grpc::ByteBuffer response_;            // the answer a read is under way into
+  std::string error_;                    // its error_message
+  view::ModelInferResponseView answer_;  // its infer_response, reused: each read overwrites its entries
+  wire::ReceivedMessage answer_raw_;     // its outputs, as views
   grpc::Status status_;
   Tag start_tag_{this, Op::kStart}, read_tag_{this, Op::kRead}, write_tag_{this, Op::kWrite},
       finish_tag_{this, Op::kFinish};

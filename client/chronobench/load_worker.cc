@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "client/infer_wire.h"
 #include "client/inference_client.h"
 #include "client/response_view.h"
 #include "common/log.h"
@@ -50,6 +51,11 @@ LoadWorker::LoadWorker(int index, const WorkerPlan& plan, const WorkerShared& sh
       streams_(shared.stubs, &cq_, shared.request),
       waiter_(&cq_, shared.clock, &stop_),
       rng_(plan.seed * 7919 + index) {
+  if (shared.request != nullptr) {
+    inference::ModelInferRequest head = *shared.request;
+    const SharedRawInputs raw = TakeRawInputs(&head);
+    request_wire_ = WriteInferRequest(head, raw);
+  }
   absl::MutexLock lock(&mu_);
   recorder_.Allocate();
 }
@@ -232,16 +238,19 @@ void LoadWorker::Send(std::optional<int64_t> intended_ns) {
     SendStreamed(raw, channel, traceparent);
     return;
   }
-  const inference::ModelInferRequest* request = raw->slot != nullptr ? &raw->slot->request : shared_.request;
   if (spare_responses_.empty()) {
     raw->response = std::make_unique<view::ModelInferResponseView>();
   } else {
     raw->response = std::move(spare_responses_.back());
     spare_responses_.pop_back();
   }
-  raw->reader = stubs[channel].unary.PrepareUnaryCall(&raw->context, ChannelStubs::kModelInfer, *request, &cq_);
+  // The shared request's bytes are written once (its tensors shared by every send); a slot's
+  // request (its tensors in the slot's regions) is a small message of its own.
+  raw->reader = stubs[channel].unary.PrepareUnaryCall(
+      &raw->context, ChannelStubs::kModelInfer,
+      raw->slot != nullptr ? WriteInferRequest(raw->slot->request, nullptr) : request_wire_, &cq_);
   raw->reader->StartCall();
-  raw->reader->Finish(raw->response.get(), &raw->status, raw);
+  raw->reader->Finish(&raw->answer, &raw->status, raw);
 }
 
 void LoadWorker::SendStreamed(Call* call, size_t channel, const std::string& traceparent) {
@@ -287,8 +296,20 @@ void LoadWorker::Complete(Call* call, int64_t received_ns) {
   if (it == calls_.end()) return;
   std::unique_ptr<Call> owned = std::move(it->second);
   calls_.erase(it);
-  const int code = static_cast<int>(owned->status.error_code());
-  const view::ModelInferResponseView* response = owned->status.ok() ? owned->response.get() : nullptr;
+  int code = static_cast<int>(owned->status.error_code());
+  const view::ModelInferResponseView* response = nullptr;
+  if (owned->status.ok()) {
+    // Reading the answer is part of receiving it (gRPC's own parse was, before the event): timed.
+    const int64_t read_start_ns = shared_.clock->NowNs();
+    if (ReadInferResponse(owned->answer, owned->response.get(), &answer_raw_).ok()) {
+      response = owned->response.get();
+    } else {
+      code = static_cast<int>(grpc::StatusCode::DATA_LOSS);
+    }
+    owned->answer.Clear();
+    answer_raw_.slices.reset();  // the outputs are not read: let gRPC's buffers go
+    received_ns += shared_.clock->NowNs() - read_start_ns;
+  }
   Record(std::move(owned), code, response, received_ns);
 }
 

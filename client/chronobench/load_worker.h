@@ -46,6 +46,7 @@
 #include "client/chronobench/shm_slot_pool.h"
 #include "client/chronobench/channel_stubs.h"
 #include "common/clock.h"
+#include "common/wire/bytes_field.h"
 #include "proto/inference.grpc.pb.h"
 
 namespace chronoserve::client::bench {
@@ -139,11 +140,12 @@ class LoadWorker {
 
   struct Call {
     grpc::ClientContext context;
-    // Unary: the answer, a message of spare_responses_ (its entries' strings reused), given back
-    // once recorded.
+    // Unary: the answer as received, then read into `response`, a message of spare_responses_ (its
+    // entries' strings reused), given back once recorded.
+    grpc::ByteBuffer answer;
     std::unique_ptr<view::ModelInferResponseView> response;
     grpc::Status status;
-    std::unique_ptr<grpc::ClientAsyncResponseReader<view::ModelInferResponseView>> reader;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<grpc::ByteBuffer>> reader;
     int64_t intended_ns = 0;
     int64_t sent_ns = 0;
     // Traced requests only: the traceparent's ids and the send wall time (client span).
@@ -204,6 +206,9 @@ class LoadWorker {
   ChannelStreams streams_;                            // --streaming: one stream per channel
   std::unordered_map<uint64_t, Call*> by_seq_;        // --streaming: calls by request id
   std::vector<std::unique_ptr<view::ModelInferResponseView>> spare_responses_;  // unary answers to reuse
+  // The shared request on the wire, its tensors' bytes shared by every unary send.
+  grpc::ByteBuffer request_wire_;
+  wire::ReceivedMessage answer_raw_;  // a unary answer's outputs, as views, while it is read
   EventWaiter waiter_;  // takes cq_'s events; in open loop and idle gap with its SendWaker
   uint64_t next_seq_ = 1;
   uint64_t next_channel_ = 0;
