@@ -7,14 +7,16 @@
 # OUT/ab.tgz ($OUT, else /tmp/chronoserve-ab). MICRO_BENCH=TARGET (with MICRO_ARGS) also builds a
 # benchmark binary in both trees and runs it first, base / new / base / new, into OUT/micro.log
 # and OUT/micro_{base,new}_N.json (e.g. MICRO_BENCH=bench_request_accounting; the base tree must
-# have it too). SKIP_AB=1 runs only that.
+# have it too). SKIP_AB=1 runs only that. AB_SCRIPT (default benchmarks/run_ab.sh, throughput at
+# concurrency 256) picks the comparison: benchmarks/run_latency_ab.sh compares concurrency 1
+# (it needs AB_TARGETS=bench_serve_latency, built in both trees).
 set -uo pipefail
 out=${OUT:-/tmp/chronoserve-ab}
 mkdir -p "$out"
 source .gpu/env.sh
 [ -d .gpu/tools ] && source benchmarks/perf_env.sh
 SECONDS=0
-targets=(chronoserve chronoserve-examples chronobench bench_inprocess_throughput ${MICRO_BENCH:-})
+targets=(chronoserve chronoserve-examples chronobench bench_inprocess_throughput ${MICRO_BENCH:-} ${AB_TARGETS:-})
 build() {  # SRC BUILD
   cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release > "$2.cmake.log" 2>&1 || { tail -30 "$2.cmake.log"; return 1; }
   ninja -C "$2" "${targets[@]}" > "$2.build.log" 2>&1 || { grep error "$2.build.log" | head -30; return 1; }
@@ -37,8 +39,9 @@ if [ -n "${MICRO_BENCH:-}" ]; then
   done
 fi
 [ "${SKIP_AB:-0}" = 1 ] && exit $status
-BASE_BUILD=/tmp/ab-base bash benchmarks/run_ab.sh /tmp/ab-new "$out/ab" > "$out/ab.log" 2>&1 || status=1
-echo "run_ab.sh rc=$status, total ${SECONDS}s"
+ab_script=${AB_SCRIPT:-benchmarks/run_ab.sh}
+BASE_BUILD=/tmp/ab-base bash "$ab_script" /tmp/ab-new "$out/ab" > "$out/ab.log" 2>&1 || status=1
+echo "$ab_script rc=$status, total ${SECONDS}s"
 grep -A30 "^medians" "$out/ab.log"
 tar czf "$out/ab.tgz" -C "$out" ab ab.log && rm -rf "$out/ab"
 exit $status
