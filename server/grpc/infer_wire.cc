@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 
 namespace chronoserve::server {
@@ -13,14 +14,29 @@ constexpr int kRawInputContents = 7;          // ModelInferRequest.raw_input_con
 constexpr int kRawOutputContents = 6;         // ModelInferResponse.raw_output_contents
 constexpr int kStreamInferResponse = 2;       // ModelStreamInferResponse.infer_response
 
-// A writer holding `response` without its raw_output_contents, which it takes.
+// A writer holding `response` without its raw_output_contents, which it takes: a large entry's
+// bytes move into the message (no copy); a small one is copied beside the tags and its string,
+// cleared, keeps its capacity for the response's next use (ResponsePool, stream slots), so that the
+// receiving thread reserves nothing for it again.
 wire::MessageWriter TakeResponse(inference::ModelInferResponse* response) {
   auto* raw = response->mutable_raw_output_contents();
-  std::vector<std::string> outputs(static_cast<size_t>(raw->size()));
-  for (int k = 0; k < raw->size(); ++k) outputs[k].swap(*raw->Mutable(k));  // no copy
-  raw->Clear();
+  absl::InlinedVector<std::string, 4> large(static_cast<size_t>(raw->size()));  // empty: a small entry
+  for (int k = 0; k < raw->size(); ++k) {
+    if (raw->Get(k).size() >= wire::MessageWriter::kOwnSliceBytes) large[k].swap(*raw->Mutable(k));
+  }
+  // The head is serialized without the entries, which follow it in their order.
+  google::protobuf::RepeatedPtrField<std::string> entries;
+  entries.Swap(raw);
   wire::MessageWriter writer(response->SerializeAsString());
-  for (std::string& bytes : outputs) writer.AddOwned(kRawOutputContents, std::move(bytes));
+  entries.Swap(raw);
+  for (int k = 0; k < raw->size(); ++k) {
+    if (!large[k].empty()) {
+      writer.AddOwned(kRawOutputContents, std::move(large[k]));
+    } else {
+      writer.AddCopy(kRawOutputContents, raw->Get(k));
+    }
+  }
+  raw->Clear();  // keeps the strings, cleared, with their capacity
   return writer;
 }
 

@@ -1,0 +1,143 @@
+// ModelInfer's messages as byte buffers (server/grpc/infer_wire.h) against protobuf's own encoder
+// and parser: a request read in pieces is the request sent, its raw entries left in place; a
+// response written with its outputs apart parses as the response (unary and streamed, outputs of
+// every size and an empty one in shared memory's place); small outputs' strings keep their
+// capacity for the response's next use; bytes that are no request are refused by name.
+#include "server/grpc/infer_wire.h"
+
+#include <google/protobuf/util/message_differencer.h>
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+namespace chronoserve::server {
+namespace {
+
+using google::protobuf::util::MessageDifferencer;
+
+std::string Bytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string bytes(n, '\0');
+  for (char& c : bytes) c = static_cast<char>(1 + rng() % 255);
+  return bytes;
+}
+
+grpc::ByteBuffer Sliced(const std::string& bytes, size_t slice) {
+  std::vector<grpc::Slice> slices;
+  for (size_t at = 0; at < bytes.size(); at += slice) {
+    slices.emplace_back(bytes.data() + at, std::min(slice, bytes.size() - at));
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+std::string Flat(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(buffer.Dump(&slices).ok());
+  std::string bytes;
+  for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return bytes;
+}
+
+inference::ModelInferResponse SampleResponse() {
+  inference::ModelInferResponse r;
+  r.set_model_name("policy_net");
+  r.set_model_version("1");
+  r.set_id("r7");
+  (*r.mutable_parameters())["timing.server_total_ns"].set_int64_param(123456);
+  (*r.mutable_parameters())["timing.clock"].set_string_param("device");
+  for (int k = 0; k < 4; ++k) {
+    auto* out = r.add_outputs();
+    out->set_name("OUTPUT__" + std::to_string(k));
+    out->set_datatype("FP32");
+    out->add_shape(128);
+    out->add_shape(k == 1 ? 1 : 400);
+  }
+  r.add_raw_output_contents(Bytes(204800, 1));  // its own slice
+  r.add_raw_output_contents(Bytes(512, 2));     // copied beside the tags
+  r.add_raw_output_contents("");                // an output written into shared memory
+  r.add_raw_output_contents(Bytes(204800, 3));
+  return r;
+}
+
+TEST(InferWireTest, ARequestReadInPiecesIsTheRequestSent) {
+  inference::ModelInferRequest sent;
+  sent.set_model_name("policy_net");
+  sent.set_id("q1");
+  auto* in = sent.add_inputs();
+  in->set_name("INPUT__0");
+  in->set_datatype("FP32");
+  in->add_shape(128);
+  in->add_shape(400);
+  sent.add_raw_input_contents(Bytes(204800, 4));
+  ReceivedInferRequest received;
+  ASSERT_TRUE(ParseModelInferRequest(Sliced(sent.SerializeAsString(), 16384), &received).ok());
+  EXPECT_TRUE(received.raw_apart());
+  EXPECT_EQ(received.message.raw_input_contents_size(), 0);
+  inference::ModelInferRequest head = sent;
+  head.clear_raw_input_contents();
+  EXPECT_TRUE(MessageDifferencer::Equals(received.message, head));
+  ASSERT_EQ(received.raw.entries.size(), 1u);
+  EXPECT_EQ(received.raw.entries[0].ToString(), sent.raw_input_contents(0));
+  received.Clear();
+  EXPECT_FALSE(received.raw_apart());
+  EXPECT_TRUE(received.raw.entries.empty());
+}
+
+TEST(InferWireTest, BytesThatAreNoRequestAreRefusedSayingWhy) {
+  ReceivedInferRequest received;
+  // Field 1 (model_name) claims 300 bytes; 5 follow.
+  const std::string truncated("\x0a\xac\x02model", 8);
+  absl::Status status = ParseModelInferRequest(Sliced(truncated, 3), &received);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("not a ModelInferRequest"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("longer than the message"), std::string::npos) << status;
+  // Well-formed protobuf whose fields are not a ModelInferRequest's (inputs as a varint is unknown
+  // and kept; a model_name that is not UTF-8 is not a proto3 string).
+  const std::string bad_utf8("\x0a\x02\xff\xfe", 4);
+  status = ParseModelInferRequest(Sliced(bad_utf8, 1), &received);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+}
+
+TEST(InferWireTest, AResponseWrittenWithItsOutputsApartParsesAsTheResponse) {
+  const inference::ModelInferResponse want = SampleResponse();
+  inference::ModelInferResponse response = want;
+  const char* large_at = response.raw_output_contents(0).data();
+  const grpc::ByteBuffer wire = SerializeModelInferResponse(&response);
+  inference::ModelInferResponse parsed;
+  ASSERT_TRUE(parsed.ParseFromString(Flat(wire)));
+  EXPECT_TRUE(MessageDifferencer::Equals(parsed, want));
+  // The large output went as it was (its bytes are a slice of the buffer), and the response keeps
+  // every other field but no raw contents.
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(wire.Dump(&slices).ok());
+  bool found = false;
+  for (const grpc::Slice& s : slices) found |= reinterpret_cast<const char*>(s.begin()) == large_at;
+  EXPECT_TRUE(found);
+  EXPECT_EQ(response.raw_output_contents_size(), 0);
+  EXPECT_EQ(response.outputs_size(), 4);
+  EXPECT_EQ(response.id(), "r7");
+  // The small output's string (the second) is kept, cleared, with its capacity: the next use
+  // reserves nothing. The large ones left with theirs.
+  response.add_raw_output_contents();
+  std::string* reused = response.add_raw_output_contents();
+  EXPECT_TRUE(reused->empty());
+  EXPECT_GE(reused->capacity(), 512u);
+}
+
+TEST(InferWireTest, AStreamedAnswerParsesAsTheStreamResponse) {
+  for (const std::string& error : {std::string(""), std::string("model 'policy_net': queue full")}) {
+    inference::ModelStreamInferResponse want;
+    want.set_error_message(error);
+    *want.mutable_infer_response() = SampleResponse();
+    inference::ModelStreamInferResponse response = want;
+    const grpc::ByteBuffer wire = SerializeModelStreamInferResponse(&response);
+    inference::ModelStreamInferResponse parsed;
+    ASSERT_TRUE(parsed.ParseFromString(Flat(wire)));
+    EXPECT_TRUE(MessageDifferencer::Equals(parsed, want)) << error;
+  }
+}
+
+}  // namespace
+}  // namespace chronoserve::server
