@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
@@ -27,6 +28,7 @@
 #include "client/system_shared_memory.h"
 #include "common/cli_integer.h"
 #include "common/clock.h"
+#include "common/malloc_tuning.h"
 #include "common/tensor_data.h"
 
 namespace {
@@ -160,6 +162,13 @@ absl::StatusOr<std::vector<Tensor>> RandomInputs(const inference::ModelMetadataR
   return inputs;
 }
 
+// Minor page faults of this process so far.
+int64_t MinorFaults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
+
 // --warm-client-requests: this process's client path (code, allocator, protobuf) warmed on a
 // connection of its own, closed before the measured connection opens.
 absl::Status WarmClient(const std::string& url, const std::string& model, int batch, int requests) {
@@ -217,6 +226,7 @@ int main(int argc, char** argv) {
                  "Server for --warm-client-requests (default: --url); another server with the same model "
                  "leaves the measured server untouched until its first measured request");
   if (std::optional<int> code = chronoserve::ParseFlags(app, argc, argv)) return *code;
+  chronoserve::TuneMallocForLargeMessages();  // gRPC's read buffers stay in the heap (common/malloc_tuning.h)
 
   if (warm_client_requests > 0) {
     if (absl::Status s = WarmClient(warm_client_url.empty() ? url : warm_client_url, model, batch,
@@ -251,7 +261,9 @@ int main(int argc, char** argv) {
   }
   std::vector<Sample> results;
   int errors = 0;
+  int64_t measured_faults = 0;  // minor page faults of this process over the measured requests
   for (int i = 0; i < warmup + requests; ++i) {
+    const int64_t faults_before = i >= warmup ? MinorFaults() : 0;
     if (i >= warmup && gap_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
     chronoserve::client::InferOptions options;
     options.outputs = outputs;
@@ -262,6 +274,7 @@ int main(int argc, char** argv) {
       if (++errors <= 3) std::fprintf(stderr, "error: %s\n", std::string(r.status().message()).c_str());
       continue;
     }
+    if (i >= warmup) measured_faults += MinorFaults() - faults_before;
     r->outputs.clear();  // only the timing is kept
     if (shm == nullptr) call_ns = r->e2e_ns;
     if (i >= warmup) results.push_back({*std::move(r), call_ns});
@@ -300,7 +313,11 @@ int main(int argc, char** argv) {
                            {"requests", results.size()}, {"errors", errors}, {"idle_gap_ms", gap_ms},
                            {"warm_client_requests", warm_client_requests},
                            {"device_timed", device_timed}, {"server_timing", timed > 0},
-                           {"responses_without_timing", results.size() - timed}};
+                           {"responses_without_timing", results.size() - timed},
+                           {"client_minor_faults_per_request",
+                            results.empty() ? 0.0 : static_cast<double>(measured_faults) / results.size()}};
+  std::printf("client page faults per request: %.2f\n",
+              results.empty() ? 0.0 : static_cast<double>(measured_faults) / results.size());
   record["latency_us"] = nlohmann::json::object();
   for (const auto& s : series) {
     if (s.shared_memory_only && shm == nullptr) continue;

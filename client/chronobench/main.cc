@@ -15,6 +15,7 @@
 #include "client/chronobench/json_report.h"
 #include "common/cli_integer.h"
 #include "common/clock.h"
+#include "common/malloc_tuning.h"
 
 namespace {
 
@@ -56,6 +57,9 @@ void FlushClientSpans(ClientTracer& tracer) {
 int main(int argc, char** argv) {
   // As chronoserve's main: Debian's abseil checks every Mutex::Lock for deadlock cycles otherwise.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  // Answers of hundreds of KiB: gRPC's read buffers stay in the heap instead of being mapped and
+  // faulted in again for every answer (common/malloc_tuning.h).
+  chronoserve::TuneMallocForLargeMessages();
   CLI::App app{"chronobench: load-test a KServe v2 model; end-to-end latency against the server's "
                "queue / copy / compute spans, per request"};
   RawFlags raw;
