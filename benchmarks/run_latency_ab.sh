@@ -42,9 +42,12 @@ for round in $(seq 1 "${ROUNDS:-3}"); do
     echo "== round $round, $variant ($dir)"
     start_server "$dir" "$models" "$run/server.log" "$port" || { status=1; continue; }
     for batch in 128 1; do
+      faults_before=$(minor_faults "$server")
       "$dir/bin/bench_serve_latency" -u "127.0.0.1:$port" -m policy_net -b $batch -n "$requests" \
         --warmup-requests 100 --label "$variant round $round bs$batch" --json "$run/serve_bs$batch.json" |
-        grep -E "^(e2e|transport|server_total|outside_gpu_spans) " || status=1
+        grep -E "^(e2e|transport|server_total|outside_gpu_spans) |page faults" || status=1
+      awk -v a="$faults_before" -v b="$(minor_faults "$server")" -v n=$((requests + 100)) \
+        'BEGIN { printf "server page faults per request: %.2f (warm-up included)\n", (b - a) / n }'
       if [ "$python" = 1 ]; then
         python3 "$here/python_client_probe.py" "$out/inference.desc" "127.0.0.1:$port" policy_net $batch \
           "$requests" "$run/python_bs$batch.json" | tail -2 || status=1

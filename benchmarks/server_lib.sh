@@ -46,6 +46,9 @@ write_batching_repo() {
   [ -z "$delay_us" ] || echo "dynamic_batching { max_queue_delay_microseconds: $delay_us }" >> "$dir/$model/config.pbtxt"
 }
 
+# minor_faults PID: the minor page faults of a process so far.
+minor_faults() { awk '{print $10}' "/proc/$1/stat"; }
+
 # cpu_ticks PID: user + system CPU time of a process so far, in clock ticks (getconf CLK_TCK).
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
