@@ -4,8 +4,8 @@
 // the heap back to the kernel above its trim threshold. gRPC allocates a fresh buffer for every
 // read of a socket (up to megabytes once its read estimate has grown), so a client receiving a
 // 400 KiB answer mapped, faulted in and unmapped its read buffers on every request: about 30 page
-// faults a request on the development VM, where fixing both thresholds took them to 0.25 and the
-// answer's e2e p50 from 770-880 to 690-710 us (docs/BENCHMARKS.md §43).
+// faults a request on the development VM, where fixing both thresholds took them to 0.2 and the
+// answer's e2e p50 from 770-880 to 610-710 us (docs/BENCHMARKS.md §43).
 #ifndef CHRONOSERVE_COMMON_MALLOC_TUNING_H_
 #define CHRONOSERVE_COMMON_MALLOC_TUNING_H_
 
