@@ -174,27 +174,27 @@ absl::Status SplitBytesField(const grpc::ByteBuffer& wire, int field, ReceivedMe
 
 MessageWriter::MessageWriter(std::string head) : pending_(std::move(head)), size_(pending_.size()) {}
 
-void MessageWriter::AddTag(int field, size_t bytes) {
-  const size_t before = pending_.size();
-  AppendVarint(Tag(field, kLengthDelimited), &pending_);
-  AppendVarint(bytes, &pending_);
-  size_ += pending_.size() - before;
-}
-
 void MessageWriter::FlushPending() {
   if (pending_.empty()) return;
   slices_.emplace_back(pending_.data(), pending_.size());  // a copy of the small bytes
   pending_.clear();
 }
 
-void MessageWriter::AddOwned(int field, std::string bytes) {
-  AddTag(field, bytes.size());
-  size_ += bytes.size();
+bool MessageWriter::StartEntry(int field, absl::string_view bytes) {
+  const size_t before = pending_.size();
+  AppendVarint(Tag(field, kLengthDelimited), &pending_);
+  AppendVarint(bytes.size(), &pending_);
+  size_ += pending_.size() - before + bytes.size();
   if (bytes.size() < kOwnSliceBytes) {
-    pending_.append(bytes);
-    return;
+    pending_.append(bytes.data(), bytes.size());
+    return false;
   }
   FlushPending();
+  return true;
+}
+
+void MessageWriter::AddOwned(int field, std::string bytes) {
+  if (!StartEntry(field, bytes)) return;
   auto* owned = new std::string(std::move(bytes));
   grpc_slice slice = grpc_slice_new_with_user_data(
       owned->data(), owned->size(), [](void* p) { delete static_cast<std::string*>(p); }, owned);
@@ -202,13 +202,7 @@ void MessageWriter::AddOwned(int field, std::string bytes) {
 }
 
 void MessageWriter::AddShared(int field, absl::string_view bytes, std::shared_ptr<const void> keep) {
-  AddTag(field, bytes.size());
-  size_ += bytes.size();
-  if (bytes.size() < kOwnSliceBytes) {
-    pending_.append(bytes.data(), bytes.size());
-    return;
-  }
-  FlushPending();
+  if (!StartEntry(field, bytes)) return;
   auto* held = new std::shared_ptr<const void>(std::move(keep));
   grpc_slice slice = grpc_slice_new_with_user_data(
       const_cast<char*>(bytes.data()), bytes.size(),
@@ -217,14 +211,7 @@ void MessageWriter::AddShared(int field, absl::string_view bytes, std::shared_pt
 }
 
 void MessageWriter::AddCopy(int field, absl::string_view bytes) {
-  AddTag(field, bytes.size());
-  size_ += bytes.size();
-  if (bytes.size() < kOwnSliceBytes) {
-    pending_.append(bytes.data(), bytes.size());
-    return;
-  }
-  FlushPending();
-  slices_.emplace_back(bytes.data(), bytes.size());  // grpc::Slice copies
+  if (StartEntry(field, bytes)) slices_.emplace_back(bytes.data(), bytes.size());  // grpc::Slice copies
 }
 
 void MessageWriter::Nest(int field, absl::string_view outer_head) {

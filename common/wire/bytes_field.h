@@ -101,7 +101,9 @@ class MessageWriter {
   grpc::ByteBuffer Finish();
 
  private:
-  void AddTag(int field, size_t bytes);
+  // Writes an entry's tag and length, and its bytes too when it is small (then false); true when
+  // the caller is to add them as a slice of their own (the pending bytes went into one before).
+  bool StartEntry(int field, absl::string_view bytes);
   void FlushPending();
 
   std::vector<grpc::Slice> slices_;

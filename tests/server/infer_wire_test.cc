@@ -12,33 +12,17 @@
 #include <string>
 #include <vector>
 
+#include "tests/common/wire/test_buffers.h"
+
 namespace chronoserve::server {
 namespace {
 
 using google::protobuf::util::MessageDifferencer;
 
-std::string Bytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string bytes(n, '\0');
-  for (char& c : bytes) c = static_cast<char>(1 + rng() % 255);
-  return bytes;
-}
+using testing::Flat;
+using testing::Sliced;
 
-grpc::ByteBuffer Sliced(const std::string& bytes, size_t slice) {
-  std::vector<grpc::Slice> slices;
-  for (size_t at = 0; at < bytes.size(); at += slice) {
-    slices.emplace_back(bytes.data() + at, std::min(slice, bytes.size() - at));
-  }
-  return grpc::ByteBuffer(slices.data(), slices.size());
-}
-
-std::string Flat(const grpc::ByteBuffer& buffer) {
-  std::vector<grpc::Slice> slices;
-  EXPECT_TRUE(buffer.Dump(&slices).ok());
-  std::string bytes;
-  for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  return bytes;
-}
+std::string Bytes(size_t n, uint32_t seed) { return testing::NonZeroBytes(n, seed); }
 
 inference::ModelInferResponse SampleResponse() {
   inference::ModelInferResponse r;
