@@ -7,6 +7,10 @@
 namespace chronoserve::client {
 namespace {
 
+constexpr int kRawInputContentsField = inference::ModelInferRequest::kRawInputContentsFieldNumber;
+constexpr int kRawOutputContentsField = inference::ModelInferResponse::kRawOutputContentsFieldNumber;
+constexpr int kStreamInferResponseField = inference::ModelStreamInferResponse::kInferResponseFieldNumber;
+
 absl::Status NotA(absl::string_view type, absl::string_view why) {
   return absl::DataLossError(absl::StrCat("the answer is not a ", type, ": ", why));
 }

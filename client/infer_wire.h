@@ -21,11 +21,6 @@
 
 namespace chronoserve::client {
 
-// Field numbers in inference.proto.
-inline constexpr int kRawInputContentsField = 7;     // ModelInferRequest.raw_input_contents
-inline constexpr int kRawOutputContentsField = 6;    // ModelInferResponse.raw_output_contents
-inline constexpr int kStreamInferResponseField = 2;  // ModelStreamInferResponse.infer_response
-
 // A request's raw_input_contents, held once and shared by every message written with them.
 using SharedRawInputs = std::shared_ptr<const std::vector<std::string>>;
 

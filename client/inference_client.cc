@@ -320,7 +320,7 @@ absl::StatusOr<InferResult> InferenceClient::Infer(const std::string& model,
   // covered: writing the request's bytes, the call, reading the response's fields.
   const int64_t start = SteadyClock::Now();
   wire::MessageWriter writer(head.SerializeAsString());
-  for (const Tensor* t : raw) writer.AddCopy(kRawInputContentsField, t->data);
+  for (const Tensor* t : raw) writer.AddCopy(inference::ModelInferRequest::kRawInputContentsFieldNumber, t->data);
   const grpc::ByteBuffer request = writer.Finish();
   grpc::ByteBuffer response_wire;
   grpc::Status status = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(

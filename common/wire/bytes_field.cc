@@ -2,7 +2,6 @@
 
 #include <grpc/slice.h>
 
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -94,13 +93,6 @@ void AppendVarint(uint64_t value, std::string* out) {
     value >>= 7;
   }
   out->push_back(static_cast<char>(value));
-}
-
-void ReceivedBytes::CopyTo(char* dst) const {
-  for (absl::string_view piece : pieces) {
-    std::memcpy(dst, piece.data(), piece.size());
-    dst += piece.size();
-  }
 }
 
 std::string ReceivedBytes::ToString() const {

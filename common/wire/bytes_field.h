@@ -45,8 +45,6 @@ struct ReceivedBytes {
   // The bytes when they lie in one piece (or there are none); empty otherwise.
   bool contiguous() const { return pieces.size() <= 1; }
   const char* data() const { return pieces.empty() ? nullptr : pieces.front().data(); }
-  // Copies the `size` bytes to `dst`.
-  void CopyTo(char* dst) const;
   // The bytes, copied into one string.
   std::string ToString() const;
 };

@@ -9,11 +9,6 @@
 namespace chronoserve::server {
 namespace {
 
-// Field numbers in inference.proto.
-constexpr int kRawInputContents = 7;          // ModelInferRequest.raw_input_contents
-constexpr int kRawOutputContents = 6;         // ModelInferResponse.raw_output_contents
-constexpr int kStreamInferResponse = 2;       // ModelStreamInferResponse.infer_response
-
 // A writer holding `response` without its raw_output_contents, which it takes: a large entry's
 // bytes move into the message (no copy); a small one is copied beside the tags and its string,
 // cleared, keeps its capacity for the response's next use (ResponsePool, stream slots), so that the
@@ -31,9 +26,9 @@ wire::MessageWriter TakeResponse(inference::ModelInferResponse* response) {
   entries.Swap(raw);
   for (int k = 0; k < raw->size(); ++k) {
     if (!large[k].empty()) {
-      writer.AddOwned(kRawOutputContents, std::move(large[k]));
+      writer.AddOwned(inference::ModelInferResponse::kRawOutputContentsFieldNumber, std::move(large[k]));
     } else {
-      writer.AddCopy(kRawOutputContents, raw->Get(k));
+      writer.AddCopy(inference::ModelInferResponse::kRawOutputContentsFieldNumber, raw->Get(k));
     }
   }
   raw->Clear();  // keeps the strings, cleared, with their capacity
@@ -51,7 +46,8 @@ void ReceivedInferRequest::Clear() {
 }
 
 absl::Status ParseModelInferRequest(const grpc::ByteBuffer& wire, ReceivedInferRequest* out) {
-  if (absl::Status split = wire::SplitBytesField(wire, kRawInputContents, &out->raw); !split.ok()) {
+  if (absl::Status split = wire::SplitBytesField(wire, inference::ModelInferRequest::kRawInputContentsFieldNumber,
+                                                  &out->raw); !split.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("the request is not a ModelInferRequest: ", split.message()));
   }
   if (!out->message.ParseFromString(out->raw.rest)) {
@@ -68,7 +64,7 @@ grpc::ByteBuffer SerializeModelStreamInferResponse(inference::ModelStreamInferRe
   wire::MessageWriter writer = TakeResponse(response->mutable_infer_response());
   inference::ModelStreamInferResponse outer;
   outer.set_error_message(response->error_message());
-  writer.Nest(kStreamInferResponse, outer.SerializeAsString());
+  writer.Nest(inference::ModelStreamInferResponse::kInferResponseFieldNumber, outer.SerializeAsString());
   return writer.Finish();
 }
 

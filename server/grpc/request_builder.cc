@@ -404,7 +404,7 @@ void RawInputContents::Assign(int i, InputTensor& in, InferRequest* request) con
     in.data = nullptr;
     in.pieces.assign(entry.pieces.begin(), entry.pieces.end());
   }
-  request->received_bytes = received_->slices;
+  if (request->received_bytes == nullptr) request->received_bytes = received_->slices;  // every entry views them
 }
 
 absl::StatusOr<std::unique_ptr<InferRequest>> BuildInferRequest(
