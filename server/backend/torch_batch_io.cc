@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "server/backend/torch_util.h"
@@ -139,7 +140,10 @@ char* DirectOutputDestination(const Batch& batch, int k, const torch::Tensor& ou
 }
 
 void ScatterOutputs(const ModelSpec& spec, Batch& batch, const std::vector<torch::Tensor>& outputs,
-                    const std::vector<const char*>& host, int64_t total, const Clock* clock) {
+                    const std::vector<const char*>& host, int64_t total, DevicePath& path, const Clock* clock) {
+  // Per output: lent once for the whole batch (asked on the first request that can take it).
+  absl::InlinedVector<LentBytes, 4> lent(outputs.size());
+  absl::InlinedVector<bool, 4> asked(outputs.size(), false);
   int64_t row = 0;
   for (auto& r : batch) {
     for (OutputTensor& out : r->outputs) {
@@ -154,9 +158,21 @@ void ScatterOutputs(const ModelSpec& spec, Batch& batch, const std::vector<torch
         bytes = row_bytes * r->batch_items;
         offset = row_bytes * row;
       }
+      const char* src = host[out.index] + offset;
+      if (out.data != nullptr && out.lend_to != nullptr && bytes >= kMinLentOutputBytes) {
+        const size_t k = static_cast<size_t>(out.index);
+        if (!asked[k]) {
+          asked[k] = true;
+          lent[k] = path.LendHost(out.index, host[out.index], t.nbytes());
+        }
+        if (lent[k].owner != nullptr) {
+          out.data->clear();
+          *out.lend_to = LentBytes{lent[k].owner, lent[k].data + offset, bytes};
+          continue;
+        }
+      }
       // Into the response or a shared-memory region; a region too small fails this request alone.
-      absl::Status written =
-          WriteOutputBytes(spec.name, spec.outputs[out.index].name, host[out.index] + offset, bytes, out);
+      absl::Status written = WriteOutputBytes(spec.name, spec.outputs[out.index].name, src, bytes, out);
       if (!written.ok() && r->status.ok()) r->status = std::move(written);
     }
     row += r->batch_items;

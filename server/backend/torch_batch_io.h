@@ -1,7 +1,8 @@
 // Moving one batch's bytes between the requests and the device path: gathering every request's
 // inputs into the worker's staging (or, for one request in a page-locked shared-memory region,
 // pointing at it in place), checking what forward() returned against the config, and scattering
-// each request's rows of the outputs into its response or region. Internal to the torch backend
+// each request's rows of the outputs into its response (copied, or lent: sent from the path's
+// buffer) or region. Internal to the torch backend
 // (includes LibTorch); called from the worker thread that owns the DevicePath.
 #ifndef CHRONOSERVE_SERVER_BACKEND_TORCH_BATCH_IO_H_
 #define CHRONOSERVE_SERVER_BACKEND_TORCH_BATCH_IO_H_
@@ -52,10 +53,13 @@ absl::Status CheckForwardOutputs(const ModelSpec& spec, const std::vector<torch:
 char* DirectOutputDestination(const Batch& batch, int k, const torch::Tensor& output, const DevicePath& path);
 
 // Sets each request's output shapes and copies its rows from `host` (per output, valid bytes of the
-// whole batch) into its response or region; a region too small fails that request alone. Stamps
-// timeline.output_done_ns with `clock`.
+// whole batch) into its response or region; a region too small fails that request alone. Where a
+// response can send bytes it does not own (OutputTensor::lend_to) and its rows are at least
+// kMinLentOutputBytes, they are lent instead: `path` lends each such output's host bytes once
+// (DevicePath::LendHost), and every request views its rows of them; if it lends none, they are
+// copied. Stamps timeline.output_done_ns with `clock`.
 void ScatterOutputs(const ModelSpec& spec, Batch& batch, const std::vector<torch::Tensor>& outputs,
-                    const std::vector<const char*>& host, int64_t total, const Clock* clock);
+                    const std::vector<const char*>& host, int64_t total, DevicePath& path, const Clock* clock);
 
 }  // namespace chronoserve::server
 

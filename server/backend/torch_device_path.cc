@@ -1,12 +1,15 @@
 #include "server/backend/torch_device_path.h"
 
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/dtype.h"
 #include "common/status_macros.h"
+#include "server/backend/lent_buffer_pool.h"
 #include "server/core/input_arena.h"
 
 #ifdef CHRONOSERVE_WITH_CUDA
@@ -23,10 +26,31 @@
 namespace chronoserve::server {
 namespace {
 
+// `size` bytes copied into a buffer of `pool` and lent; empty when the pool lends no more.
+LentBytes LendCopy(LentBufferPool& pool, const char* bytes, size_t size) {
+  if (!pool.CanLend(size)) return {};
+  absl::StatusOr<LentBufferPool::Buffer> buffer = pool.Take(size);
+  if (!buffer.ok()) return {};
+  if (size > 0) std::memcpy(buffer->data, bytes, size);
+  std::shared_ptr<const void> owner = pool.Lend(*buffer);
+  if (owner == nullptr) {
+    pool.Put(*buffer);
+    return {};
+  }
+  return LentBytes{std::move(owner), buffer->data, size};
+}
+
 // ---- CPU: host buffers, no copies, host clock ----
 class CpuPath final : public DevicePath {
  public:
-  explicit CpuPath(const Clock* clock) : clock_(clock) {}
+  explicit CpuPath(const Clock* clock)
+      : clock_(clock),
+        lend_pool_(LentBufferPool::Create({[](size_t bytes) -> absl::StatusOr<char*> {
+                                             void* data = std::malloc(bytes);
+                                             if (data == nullptr) return absl::ResourceExhaustedError("malloc");
+                                             return static_cast<char*>(data);
+                                           },
+                                           [](char* data) { std::free(data); }})) {}
   torch::Device device() const override { return torch::kCPU; }
   bool device_timed() const override { return false; }
   bool direct_pinned_io() const override { return false; }
@@ -66,6 +90,7 @@ class CpuPath final : public DevicePath {
     std::memcpy(dst, tensor.data_ptr(), tensor.nbytes());
     return absl::OkStatus();
   }
+  LentBytes LendHost(int, const char* bytes, size_t size) override { return LendCopy(*lend_pool_, bytes, size); }
   absl::Status Mark(Marker marker) override {
     slot_->stamps[marker] = clock_->NowNs();
     return absl::OkStatus();
@@ -85,9 +110,30 @@ class CpuPath final : public DevicePath {
   const Clock* clock_;
   std::array<Slot, kPathSlots> slots_;
   Slot* slot_ = &slots_[0];
+  const std::shared_ptr<LentBufferPool> lend_pool_;  // copies of outputs, lent to responses
 };
 
 #ifdef CHRONOSERVE_WITH_CUDA
+// Makes `gpu` current for its lifetime, then restores the thread's device: for the landing pool's
+// allocations and frees, which may run on a gRPC thread (the last lent buffer back). No exceptions.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int gpu) {
+    int current = -1;
+    if (cudaGetDevice(&current) == cudaSuccess && current != gpu && cudaSetDevice(gpu) == cudaSuccess) {
+      previous_ = current;
+    }
+  }
+  ~DeviceScope() {
+    if (previous_ >= 0) (void)cudaSetDevice(previous_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = -1;  // the device to restore; -1: none was changed
+};
+
 // ---- CUDA: the worker's own stream (and a copy stream), pinned staging, CUDA events ----
 class CudaPath final : public DevicePath {
  public:
@@ -111,6 +157,10 @@ class CudaPath final : public DevicePath {
     for (Slot& slot : slots_) {
       slot.device_in.clear();
       slot.held.clear();
+      if (landing_pool_ != nullptr) {
+        for (const LentBufferPool::Buffer& landing : slot.landing) landing_pool_->Put(landing);
+      }
+      slot.landing.clear();
     }
     if (copy_stream_ != nullptr) (void)cudaStreamDestroy(copy_stream_);
     (void)cudaStreamDestroy(own_stream_);
@@ -119,6 +169,18 @@ class CudaPath final : public DevicePath {
 
   absl::Status Init(bool exact_device_timing) {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(gpu_));
+    landing_pool_ = LentBufferPool::Create({[gpu = gpu_](size_t bytes) -> absl::StatusOr<char*> {
+                                              DeviceScope scope(gpu);
+                                              void* ptr = nullptr;
+                                              RETURN_IF_ERROR(cuda::CudaStatus(
+                                                  cudaHostAlloc(&ptr, bytes, cudaHostAllocDefault),
+                                                  "cudaHostAlloc(output landing)"));
+                                              return static_cast<char*>(ptr);
+                                            },
+                                            [gpu = gpu_](char* data) {
+                                              DeviceScope scope(gpu);
+                                              (void)cudaFreeHost(data);
+                                            }});
     for (Slot& slot : slots_) {
       for (auto& e : slot.events) RETURN_IF_ERROR(e.Init());
       RETURN_IF_ERROR(slot.copied.Init());
@@ -231,18 +293,36 @@ class CudaPath final : public DevicePath {
     Slot& slot = *slot_;
     if (static_cast<size_t>(output) >= slot.landing.size()) slot.landing.resize(output + 1);
     Hold(output, src);  // the device tensor must live until the copy has run
-    RETURN_IF_ERROR(slot.landing[output].Reserve(src.nbytes()));
-    RETURN_IF_ERROR(cuda::CudaStatus(cudaMemcpyAsync(slot.landing[output].data(), src.data_ptr(),
-                                                     src.nbytes(), cudaMemcpyDeviceToHost,
-                                                     stream_.stream()),
-                                     "cudaMemcpyAsync(D2H)"));
-    return slot.landing[output].data();
+    LentBufferPool::Buffer& landing = slot.landing[output];
+    if (landing.capacity < src.nbytes()) {
+      // None yet (or lent with the last batch's response), or too small: one from the pool, whose
+      // buffers are back once gRPC has sent the responses that borrowed them.
+      landing_pool_->Put(std::exchange(landing, {}));
+      ASSIGN_OR_RETURN(landing, landing_pool_->Take(src.nbytes()));
+    }
+    RETURN_IF_ERROR(cuda::CudaStatus(
+        cudaMemcpyAsync(landing.data, src.data_ptr(), src.nbytes(), cudaMemcpyDeviceToHost, stream_.stream()),
+        "cudaMemcpyAsync(D2H)"));
+    return landing.data;
   }
   absl::Status ToHostInto(int output, const torch::Tensor& tensor, char* dst) override {
     Hold(output, tensor);  // the device tensor must live until the copy has run
     return cuda::CudaStatus(cudaMemcpyAsync(dst, tensor.data_ptr(), tensor.nbytes(), cudaMemcpyDeviceToHost,
                                             stream_.stream()),
                             "cudaMemcpyAsync(D2H into a pinned shared-memory region)");
+  }
+  LentBytes LendHost(int output, const char* bytes, size_t size) override {
+    Slot& slot = *slot_;
+    // Not with exact device timing: the slot's next batch might then allocate a landing buffer
+    // while its stream is held, and cudaHostAlloc can block the host behind the hold.
+    if (gate_ != nullptr || static_cast<size_t>(output) >= slot.landing.size() || bytes == nullptr ||
+        slot.landing[output].data != bytes) {
+      return {};
+    }
+    std::shared_ptr<const void> owner = landing_pool_->Lend(slot.landing[output]);
+    if (owner == nullptr) return {};
+    slot.landing[output] = {};  // the slot's next batch lands in another buffer
+    return LentBytes{std::move(owner), bytes, size};
   }
   absl::Status Mark(Marker marker) override {
     const bool input_span = marker == kBeforeH2D || marker == kAfterH2D;
@@ -289,7 +369,7 @@ class CudaPath final : public DevicePath {
     std::array<cuda::CudaEvent, kMarkerCount> events;
     cuda::CudaEvent copied;  // on the copy stream when kAfterH2D was not recorded (timing off)
     std::vector<cuda::PinnedBuffer> staging;
-    std::vector<cuda::PinnedBuffer> landing;
+    std::vector<LentBufferPool::Buffer> landing;  // from landing_pool_; empty once lent
     std::vector<torch::Tensor> device_in;  // bytes; grown to the largest batch during warm-up
     std::vector<torch::Tensor> held;
     std::vector<Move> moves;
@@ -349,6 +429,9 @@ class CudaPath final : public DevicePath {
   cudaStream_t copy_stream_ = nullptr;  // made on the first overlapped batch
   bool overlap_ = false;                // this batch's inputs go on the copy stream
   bool after_h2d_marked_ = false;       // this batch recorded kAfterH2D (after its last copy)
+  // Before the slots: their landing buffers go back to it when the path is destroyed. Lent ones keep
+  // it alive until gRPC has sent them.
+  std::shared_ptr<LentBufferPool> landing_pool_;
   std::array<Slot, kPathSlots> slots_;
   Slot* slot_ = &slots_[0];
   cuda::CudaEvent sync_event_;

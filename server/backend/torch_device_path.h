@@ -15,7 +15,7 @@
 //   path.SelectSlot(slot);  path.BeginInputs(plan);  Mark(kBeforeH2D);
 //   ToDevice(...) per input;  Mark(kAfterH2D);  InputsReady();  Mark(kBeforeCompute);
 //   forward;  Mark(kAfterCompute);  ToHost(...) per output;  Mark(kAfterD2H);
-//   ... later, same slot:  Wait();  SpanNs(...)
+//   ... later, same slot:  Wait();  SpanNs(...);  LendHost(...) per output sent from its buffer
 #ifndef CHRONOSERVE_SERVER_BACKEND_TORCH_DEVICE_PATH_H_
 #define CHRONOSERVE_SERVER_BACKEND_TORCH_DEVICE_PATH_H_
 
@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "server/backend/batch_pipeline.h"
+#include "server/core/infer_request.h"
 
 namespace chronoserve::server {
 
@@ -86,6 +87,14 @@ class DevicePath {
   virtual absl::StatusOr<const char*> ToHost(int output, const torch::Tensor& tensor) = 0;
   // Copies the contiguous `tensor` into `dst` (page-locked, >= tensor.nbytes()), valid after Wait().
   virtual absl::Status ToHostInto(int output, const torch::Tensor& tensor, char* dst) = 0;
+  // After Wait(): the `size` host bytes of output `output` that ToHost returned (`bytes`), lent for
+  // a response to be sent from (OutputTensor::lend_to), so they need no copy into it. On a GPU the
+  // slot's landing buffer itself is lent, and the slot lands its next batch in another; on the CPU,
+  // whose outputs are the model's own tensors (which may view its inputs or state), a copy of them
+  // in a buffer of the path's. Empty (no owner) when the path's lending bound is reached, `bytes`
+  // is not the slot's landing buffer, or the path holds its stream (exact device timing): then copy
+  // them as before.
+  virtual LentBytes LendHost(int output, const char* bytes, size_t size) = 0;
   virtual absl::Status Mark(Marker marker) = 0;
   // Blocks until the work up to the last Mark(kAfterD2H) has completed.
   virtual absl::Status Wait() = 0;

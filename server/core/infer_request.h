@@ -2,10 +2,10 @@
 // It moves by std::unique_ptr and is owned by exactly one stage at a time. Input bytes are views on
 // the received gRPC message (which outlives the request), on `owned_data` for typed contents, on
 // the model's InputArena (`arena_lease`), or on a client's shared-memory region that `keep_alive`
-// holds mapped; outputs are written by the
-// backend straight into strings the response owns, or into a shared-memory region (a raw
-// destination). Once the response is handed to gRPC, input and output bytes are no longer valid
-// (observers read metadata only).
+// holds mapped; outputs are written by the backend straight into strings the response owns, lent
+// to the transport (LentBytes: the backend's own buffer, sent from where it is), or into a
+// shared-memory region (a raw destination). Once the response is handed to gRPC, input and output
+// bytes are no longer valid (observers read metadata only).
 //
 // Input bytes that arrived split over several of gRPC's received slices are held as `pieces` with
 // `data` null, until ModelRuntime::StageInputs gathers them on the receiving thread (into the
@@ -78,10 +78,26 @@ struct InputTensor {
   void CopyTo(char* dst) const;
 };
 
+// Output bytes the backend lends the transport instead of copying them into the response: a view of
+// `size` bytes at `data`, valid while `owner` lives (the transport keeps it until gRPC has sent them).
+struct LentBytes {
+  std::shared_ptr<const void> owner;
+  const char* data = nullptr;
+  size_t size = 0;
+};
+
+// The smallest output a backend lends (OutputTensor::lend_to); smaller ones are copied. The same as
+// wire::MessageWriter::kOwnSliceBytes: a smaller entry is copied beside the message's tags anyway.
+inline constexpr size_t kMinLentOutputBytes = 4096;
+
 struct OutputTensor {
   int index = -1;              // position in ModelSpec::outputs
   std::vector<int64_t> shape;  // set by the backend
   std::string* data = nullptr;  // destination bytes, owned by the response; set by the backend
+  // Set with `data` when the transport can send bytes it does not own: the backend may lend it the
+  // output's bytes here (at least kMinLentOutputBytes) and leave `data` empty. Owned by the transport
+  // like `data`.
+  LentBytes* lend_to = nullptr;
   // Or a raw destination of fixed capacity (a client's shared-memory region, named `raw_name` in
   // errors), used when `data` is null. Neither set: the output is computed and dropped.
   char* raw = nullptr;

@@ -127,7 +127,7 @@ absl::StatusOr<BuiltRequest> InferDispatcher::Build(const inference::ModelInferR
   if (!model.ok()) return model.status();
   BuiltRequest built;
   built.model = *std::move(model);
-  auto infer = BuildInferRequest(built.model->spec(), request, raw, response, shared_memory_);
+  auto infer = BuildInferRequest(built.model->spec(), request, raw, response, shared_memory_, info.lent_outputs);
   // After the tensors: with shared memory off, a request naming a region is FAILED_PRECONDITION first.
   auto params = infer.ok() ? ParseRequestParameters(built.model->spec(), request)
                            : absl::StatusOr<RequestParameters>(infer.status());

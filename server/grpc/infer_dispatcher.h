@@ -51,6 +51,11 @@ struct CallInfo {
   std::shared_ptr<CancelFlag> cancelled;  // set by the transport when the client goes away
   bool synthetic = false;   // the server's own serving warm-up (serving_warmup.h): counted nowhere
   bool streamed = false;    // a message of a ModelStreamInfer stream, not a unary ModelInfer call
+  // Where the backend may lend the response's output bytes instead of copying them into it, when
+  // the transport sends bytes it does not own (infer_wire.h); null: every output is copied. Entry k
+  // is raw_output_contents k. Owned by the transport and, like the response, valid until Respond
+  // returns.
+  std::vector<LentBytes>* lent_outputs = nullptr;
 };
 
 // A request that passed validation, not yet queued.

@@ -1,7 +1,8 @@
 // ModelInfer's messages as gRPC byte buffers, with the tensors' bytes never copied in user space
 // (common/wire/bytes_field.h): a request's raw_input_contents stay in the slices gRPC received them
 // in until the receiving thread stages them into the input arena, and a response's
-// raw_output_contents go to gRPC in the strings the backend wrote them into. gRPC's protobuf
+// raw_output_contents go to gRPC in the strings the backend wrote them into, or straight from the
+// backend's buffer when it lent them (LentBytes: a GPU's page-locked landing buffer). gRPC's protobuf
 // serialization copied each of them once more (a parse into strings, a serialization into a fresh
 // buffer). Used by the unary ModelInfer and the streams of ModelStreamInfer on the asynchronous API
 // (model_infer_queues.h, queued_call.h); the callback API (--grpc-infer-threads 0) keeps gRPC's
@@ -11,9 +12,12 @@
 
 #include <grpcpp/support/byte_buffer.h>
 
+#include <vector>
+
 #include "absl/status/status.h"
 #include "common/wire/bytes_field.h"
 #include "proto/inference.pb.h"
+#include "server/core/infer_request.h"
 
 namespace chronoserve::server {
 
@@ -38,11 +42,16 @@ struct ReceivedInferRequest {
 absl::Status ParseModelInferRequest(const grpc::ByteBuffer& wire, ReceivedInferRequest* out);
 
 // `response` as a message on the wire. Its raw_output_contents move into the message without a
-// copy: `response` keeps every other field and is left without raw_output_contents.
-grpc::ByteBuffer SerializeModelInferResponse(inference::ModelInferResponse* response);
+// copy: `response` keeps every other field and is left without raw_output_contents. Where `lent`
+// (CallInfo::lent_outputs, may be null) has an entry with an owner, that entry's bytes stand for
+// raw_output_contents of the same index (the backend lent them, and left the string empty): the
+// message views them, and the owner goes with it until gRPC has sent them. `lent` is left empty.
+grpc::ByteBuffer SerializeModelInferResponse(inference::ModelInferResponse* response,
+                                             std::vector<LentBytes>* lent = nullptr);
 
 // The same for a streamed answer (ModelStreamInferResponse: error_message, infer_response).
-grpc::ByteBuffer SerializeModelStreamInferResponse(inference::ModelStreamInferResponse* response);
+grpc::ByteBuffer SerializeModelStreamInferResponse(inference::ModelStreamInferResponse* response,
+                                                   std::vector<LentBytes>* lent = nullptr);
 
 }  // namespace chronoserve::server
 

@@ -61,6 +61,7 @@ class ModelInferQueues::UnaryCall final : public QueuedCall {
     // for the call that replaces this one (Poll).
     if (arrived_ns > 0) info.received_ns = arrived_ns;
     info.cancelled = cancelled_;
+    info.lent_outputs = &lent_;
     // Read here, not by gRPC before the call arrived: the tensors' bytes stay in the received
     // slices until Build stages them (infer_wire.h).
     if (absl::Status parsed = ParseModelInferRequest(request_wire_, &request_); !parsed.ok()) return Finish(parsed);
@@ -82,8 +83,9 @@ class ModelInferQueues::UnaryCall final : public QueuedCall {
 
   void Finish(const absl::Status& status) {
     if (status.ok()) {
-      responder_.Finish(SerializeModelInferResponse(response_.get()), grpc::Status::OK, &finished_);
+      responder_.Finish(SerializeModelInferResponse(response_.get(), &lent_), grpc::Status::OK, &finished_);
     } else {
+      lent_.clear();  // the backend's buffers go back now, not with the call
       responder_.FinishWithError(ToGrpcStatus(status), &finished_);
     }
   }
@@ -94,6 +96,7 @@ class ModelInferQueues::UnaryCall final : public QueuedCall {
   grpc::ByteBuffer request_wire_;  // the request as received
   ReceivedInferRequest request_;    // and as read
   std::unique_ptr<inference::ModelInferResponse> response_;  // from `responses_`, given back at the end
+  std::vector<LentBytes> lent_;  // outputs the backend lent the response (CallInfo::lent_outputs)
   grpc::ServerAsyncResponseWriter<grpc::ByteBuffer> responder_{&ctx_};
   const std::shared_ptr<CancelFlag> cancelled_ = std::make_shared<CancelFlag>();
   absl::Mutex mu_;

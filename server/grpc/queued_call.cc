@@ -40,9 +40,9 @@ void AsyncBidiCall::StartRead(ReceivedInferRequest* request) {
   stream_.Read(&read_wire_, &read_);
 }
 
-void AsyncBidiCall::StartWrite(Response* response, grpc::WriteOptions options) {
+void AsyncBidiCall::StartWrite(Response* response, std::vector<LentBytes>* lent, grpc::WriteOptions options) {
   outstanding_.fetch_add(1);
-  stream_.Write(SerializeModelStreamInferResponse(response), options, &written_);
+  stream_.Write(SerializeModelStreamInferResponse(response, lent), options, &written_);
 }
 
 void AsyncBidiCall::Finish(const grpc::Status& status) {

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -83,9 +84,10 @@ class AsyncBidiCall : public QueuedCall {
   // Operations, as on grpc::ServerBidiReactor: at most one read and one write outstanding; Finish
   // once, with no write outstanding. The messages are read and written as byte buffers
   // (infer_wire.h): a read fills `request` (its status says when the bytes were no
-  // ModelInferRequest) before OnReadDone; a write takes the response's raw_output_contents.
+  // ModelInferRequest) before OnReadDone; a write takes the response's raw_output_contents and the
+  // outputs the backend lent it (`lent`, CallInfo::lent_outputs; may be null).
   void StartRead(ReceivedInferRequest* request);
-  void StartWrite(Response* response, grpc::WriteOptions options);
+  void StartWrite(Response* response, std::vector<LentBytes>* lent, grpc::WriteOptions options);
   void Finish(const grpc::Status& status);
 
   // Reactions, on the queue's thread.

@@ -329,7 +329,7 @@ absl::Status OutputToSharedMemory(const ModelSpec& spec, int index, int64_t batc
 
 absl::Status BuildOutputs(const ModelSpec& spec, const inference::ModelInferRequest& request,
                           const SharedMemoryRegistry* shm, InferRequest* out,
-                          inference::ModelInferResponse* response) {
+                          inference::ModelInferResponse* response, std::vector<LentBytes>* lent) {
   std::vector<int> wanted;
   std::vector<std::optional<SharedMemoryParams>> out_shm(spec.outputs.size());
   if (request.outputs_size() == 0) {
@@ -352,6 +352,10 @@ absl::Status BuildOutputs(const ModelSpec& spec, const inference::ModelInferRequ
     ASSIGN_OR_RETURN(out_shm[index], ParseSharedMemoryParams(o.parameters(), TensorWhat(spec, "output", o.name())));
     wanted.push_back(index);
   }
+  if (lent != nullptr) {
+    lent->clear();
+    lent->resize(wanted.size());  // never resized again: the outputs point into it
+  }
   for (int index : wanted) {
     auto* entry = response->add_outputs();
     entry->set_name(spec.outputs[index].name);
@@ -369,10 +373,13 @@ absl::Status BuildOutputs(const ModelSpec& spec, const inference::ModelInferRequ
       // them once the response is sent: the worker only copies into them (no allocation on the
       // worker, none freed across threads) when the size is known now. Not for large outputs: a
       // queued request would hold them for its whole wait, and their copy outweighs the malloc.
+      // Nor for those the backend will likely lend (they are sent from its buffer).
       const size_t bytes = StaticOutputBytes(spec, index, out->batch_items);
-      if (bytes <= kReservedOutputBytes) contents->reserve(bytes);
+      const size_t reserved_at_most = lent != nullptr ? kMinLentOutputBytes - 1 : kReservedOutputBytes;
+      if (bytes <= reserved_at_most) contents->reserve(bytes);
       t.shape.reserve(OutputRank(spec, index));
       t.data = contents;
+      if (lent != nullptr) t.lend_to = &(*lent)[out->outputs.size()];  // this output's place in the response
     }
     out->outputs.push_back(std::move(t));
   }
@@ -415,12 +422,13 @@ absl::StatusOr<std::unique_ptr<InferRequest>> BuildInferRequest(
 
 absl::StatusOr<std::unique_ptr<InferRequest>> BuildInferRequest(
     const ModelSpec& spec, const inference::ModelInferRequest& request, const RawInputContents& raw,
-    inference::ModelInferResponse* response, const SharedMemoryRegistry* shared_memory) {
+    inference::ModelInferResponse* response, const SharedMemoryRegistry* shared_memory,
+    std::vector<LentBytes>* lent) {
   auto out = std::make_unique<InferRequest>();
   out->id = request.id();
   RETURN_IF_ERROR(RefuseSharedMemoryWhenOff(spec, request, shared_memory));
   RETURN_IF_ERROR(BuildInputs(spec, request, raw, shared_memory, out.get()));
-  RETURN_IF_ERROR(BuildOutputs(spec, request, shared_memory, out.get(), response));
+  RETURN_IF_ERROR(BuildOutputs(spec, request, shared_memory, out.get(), response, lent));
   response->set_model_name(spec.name);
   response->set_model_version(std::to_string(spec.version));
   response->set_id(request.id());

@@ -45,12 +45,17 @@ class RawInputContents {
 // `response` or those regions. Sets response model_name, model_version and id.
 // The request's raw_input_contents are `raw` (by default its own); inputs whose bytes arrived in
 // pieces must be staged (ModelRuntime::StageInputs) before they are read.
+// With `lent` (a transport that sends bytes it does not own: infer_wire.h), it is sized to the
+// response's raw_output_contents, and the backend may lend an output's bytes into its entry
+// (OutputTensor::lend_to) instead of writing the response's string; `lent` must then outlive the
+// request like `response`.
 absl::StatusOr<std::unique_ptr<InferRequest>> BuildInferRequest(
     const ModelSpec& spec, const inference::ModelInferRequest& request,
     inference::ModelInferResponse* response, const SharedMemoryRegistry* shared_memory = nullptr);
 absl::StatusOr<std::unique_ptr<InferRequest>> BuildInferRequest(
     const ModelSpec& spec, const inference::ModelInferRequest& request, const RawInputContents& raw,
-    inference::ModelInferResponse* response, const SharedMemoryRegistry* shared_memory = nullptr);
+    inference::ModelInferResponse* response, const SharedMemoryRegistry* shared_memory = nullptr,
+    std::vector<LentBytes>* lent = nullptr);
 
 }  // namespace chronoserve::server
 

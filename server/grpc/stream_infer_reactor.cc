@@ -135,6 +135,7 @@ void StreamInferReactor<Call>::Admit(const SlotPtr& slot, int64_t received_ns) {
   }
   inference::ModelInferResponse* response = slot->response.mutable_infer_response();
   CallInfo info = InfoFor(request.message, received_ns);
+  if constexpr (std::is_same_v<Call, AsyncBidiCall>) info.lent_outputs = &slot->lent;  // sent as byte buffers
   auto built = request.raw_apart()
                    ? dispatcher_->Build(request.message, RawInputContents(request.raw), response, std::move(info))
                    : dispatcher_->Build(request.message, response, std::move(info));
@@ -185,6 +186,7 @@ void StreamInferReactor<Call>::Refuse(const SlotPtr& slot, const absl::Status& s
   // measures the strings in use): drop large ones here.
   if (!KeepForReuse(*response)) *response = inference::ModelInferResponse();
   response->Clear();
+  slot->lent.clear();  // the backend's buffers go back now
   response->set_model_name(request.model_name());
   response->set_model_version(request.model_version());
   response->set_id(request.id());
@@ -282,6 +284,7 @@ template <class Call>
 void StreamInferReactor<Call>::ReleaseLocked(SlotPtr slot) {
   if (slot == nullptr) return;
   --state_->live;
+  slot->lent.clear();  // not written (the stream was cancelled): the backend's buffers go back
   if (state_->spare.size() >= kSpareSlots || !KeepForReuse(slot->response.infer_response(), &slot->request.message)) {
     return;
   }
@@ -328,7 +331,12 @@ void StreamInferReactor<Call>::Act(const Action& action) {
   if (action.write != nullptr) {
     // Buffered only when another answer is already queued: its (unbuffered) write follows as
     // soon as this one completes and flushes both, in one transport write instead of two.
-    this->StartWrite(&action.write->response, action.more ? grpc::WriteOptions().set_buffer_hint() : grpc::WriteOptions());
+    const grpc::WriteOptions options = action.more ? grpc::WriteOptions().set_buffer_hint() : grpc::WriteOptions();
+    if constexpr (std::is_same_v<Call, AsyncBidiCall>) {
+      this->StartWrite(&action.write->response, &action.write->lent, options);
+    } else {
+      this->StartWrite(&action.write->response, options);
+    }
   }
   if (action.read != nullptr) {
     if constexpr (std::is_same_v<Call, AsyncBidiCall>) {

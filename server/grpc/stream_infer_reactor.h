@@ -111,6 +111,8 @@ class StreamInferReactor final : public Call, public DrainableStream {
     // the callback API.
     ReceivedInferRequest request;
     inference::ModelStreamInferResponse response;
+    // Outputs the backend lent the response (asynchronous API only; CallInfo::lent_outputs).
+    std::vector<LentBytes> lent;
   };
   using SlotPtr = std::shared_ptr<Slot>;
   // What a locked section decided; carried out after the lock is released.

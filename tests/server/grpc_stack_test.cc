@@ -27,11 +27,7 @@ using client::Tensor;
 constexpr absl::Duration kWait = absl::Seconds(30);
 
 // Random (not all-zero) FP32 inputs of the add/sub model: two [items, 6] tensors.
-std::vector<Tensor> AddSubInputs(int64_t items, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  return {Tensor{"INPUT__0", DataType::kFp32, {items, 6}, RandomTensorBytes(DataType::kFp32, items * 6, rng)},
-          Tensor{"INPUT__1", DataType::kFp32, {items, 6}, RandomTensorBytes(DataType::kFp32, items * 6, rng)}};
-}
+std::vector<Tensor> AddSubInputs(int64_t items, uint64_t seed) { return testing::AddSubInputs(items, 6, seed); }
 
 // Inputs gzip shrinks to a small part of their size: two [4, 4096] tensors of a short repeating,
 // non-zero pattern (gRPC sends a message uncompressed when compression would not make it smaller).

@@ -2,12 +2,15 @@
 // and parser: a request read in pieces is the request sent, its raw entries left in place; a
 // response written with its outputs apart parses as the response (unary and streamed, outputs of
 // every size and an empty one in shared memory's place); small outputs' strings keep their
-// capacity for the response's next use; bytes that are no request are refused by name.
+// capacity for the response's next use; outputs the backend lent go from its bytes and hold them
+// until the message is gone; bytes that are no request are refused by name.
 #include "server/grpc/infer_wire.h"
 
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -120,6 +123,48 @@ TEST(InferWireTest, AStreamedAnswerParsesAsTheStreamResponse) {
     inference::ModelStreamInferResponse parsed;
     ASSERT_TRUE(parsed.ParseFromString(Flat(wire)));
     EXPECT_TRUE(MessageDifferencer::Equals(parsed, want)) << error;
+  }
+}
+
+TEST(InferWireTest, LentOutputsAreSentFromTheLendersBytesUntilTheMessageIsGone) {
+  for (const bool streamed : {false, true}) {
+    inference::ModelStreamInferResponse want;
+    *want.mutable_infer_response() = SampleResponse();
+    inference::ModelStreamInferResponse response = want;
+    inference::ModelInferResponse* inner = response.mutable_infer_response();
+    // The backend lent outputs 0 and 3 (their strings left empty) and wrote 1 and 2 as before.
+    auto lender = std::make_shared<std::vector<std::string>>(
+        std::vector<std::string>{want.infer_response().raw_output_contents(0),
+                                 want.infer_response().raw_output_contents(3)});
+    std::weak_ptr<std::vector<std::string>> watch = lender;
+    std::vector<LentBytes> lent(4);
+    lent[0] = LentBytes{lender, (*lender)[0].data(), (*lender)[0].size()};
+    lent[3] = LentBytes{lender, (*lender)[1].data(), (*lender)[1].size()};
+    const char* lent_at = (*lender)[1].data();
+    inner->mutable_raw_output_contents(0)->clear();
+    inner->mutable_raw_output_contents(3)->clear();
+    lender.reset();  // the lent entries hold it now
+    std::optional<grpc::ByteBuffer> wire = streamed ? SerializeModelStreamInferResponse(&response, &lent)
+                                                    : SerializeModelInferResponse(inner, &lent);
+    EXPECT_TRUE(lent.empty()) << "the owners went into the message";
+    EXPECT_FALSE(watch.expired()) << "the message holds the lent bytes";
+    std::vector<grpc::Slice> slices;
+    ASSERT_TRUE(wire->Dump(&slices).ok());
+    bool viewed = false;
+    for (const grpc::Slice& slice : slices) viewed |= reinterpret_cast<const char*>(slice.begin()) == lent_at;
+    EXPECT_TRUE(viewed) << "sent from where the backend lent them, not copied";
+    if (streamed) {
+      inference::ModelStreamInferResponse parsed;
+      ASSERT_TRUE(parsed.ParseFromString(Flat(*wire)));
+      EXPECT_TRUE(MessageDifferencer::Equals(parsed, want));
+    } else {
+      inference::ModelInferResponse parsed;
+      ASSERT_TRUE(parsed.ParseFromString(Flat(*wire)));
+      EXPECT_TRUE(MessageDifferencer::Equals(parsed, want.infer_response()));
+    }
+    slices.clear();
+    wire.reset();
+    EXPECT_TRUE(watch.expired()) << "released with the message (gRPC has sent it)";
   }
 }
 

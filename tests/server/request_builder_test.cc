@@ -105,6 +105,30 @@ TEST(RequestBuilderTest, LargeStaticOutputsAreNotHeldWhileQueued) {
   EXPECT_GE(response.raw_output_contents(1).capacity(), 2000u) << "the small one still is";
 }
 
+// A transport that sends bytes it does not own gets a place per response output for the backend to
+// lend into; outputs it is likely to lend are not reserved in the response.
+TEST(RequestBuilderTest, OutputsInTheMessageMayBeLentIntoTheTransportsPlaces) {
+  ModelSpec spec = Spec(8);
+  spec.outputs[0].dims = {2048};  // FP32: 8 KiB per item
+  const inference::ModelInferRequest request = Good(/*batch=*/2);
+  inference::ModelInferResponse response;
+  std::vector<LentBytes> lent(7);  // a reused vector: sized again
+  auto built = BuildInferRequest(spec, request, RawInputContents(request), &response, nullptr, &lent);
+  ASSERT_TRUE(built.ok()) << built.status();
+  ASSERT_EQ(lent.size(), 2u) << "one place per response output";
+  ASSERT_EQ((*built)->outputs.size(), 2u);
+  EXPECT_EQ((*built)->outputs[0].lend_to, &lent[0]);
+  EXPECT_EQ((*built)->outputs[1].lend_to, &lent[1]);
+  EXPECT_EQ(response.raw_output_contents(0).capacity(), std::string().capacity()) << "16 KiB: lent, not reserved";
+  EXPECT_GE(response.raw_output_contents(1).capacity(), 2u * 2) << "4 bytes: copied, reserved";
+  // Without places (the callback API) every output is written into the response.
+  inference::ModelInferResponse copied;
+  auto plain = BuildInferRequest(spec, request, &copied);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  for (const OutputTensor& out : (*plain)->outputs) EXPECT_EQ(out.lend_to, nullptr);
+  EXPECT_GE(copied.raw_output_contents(0).capacity(), 2u * 8192);
+}
+
 TEST(RequestBuilderTest, InputsMayArriveInAnyOrderAndOutputsCanBeFiltered) {
   inference::ModelInferRequest request = Good();
   request.mutable_inputs()->SwapElements(0, 1);

@@ -7,6 +7,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <random>
+
+#include "common/tensor_data.h"
 
 namespace chronoserve::testing {
 
@@ -57,6 +60,16 @@ std::string OutputsMismatch(const std::string& model_path, const std::vector<cli
     if (!mismatch.empty()) return "output " + std::to_string(k) + " (" + outputs[k].name + "): " + mismatch;
   }
   return {};
+}
+
+std::vector<client::Tensor> AddSubInputs(int64_t items, int64_t length, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<client::Tensor> inputs;
+  for (const char* name : {"INPUT__0", "INPUT__1"}) {
+    inputs.push_back(
+        {name, DataType::kFp32, {items, length}, RandomTensorBytes(DataType::kFp32, items * length, rng)});
+  }
+  return inputs;
 }
 
 std::string AddSubMismatch(const client::Tensor& a, const client::Tensor& b, const std::vector<client::Tensor>& outputs) {

@@ -24,6 +24,10 @@ std::string ReferenceMismatch(const std::string& got, const std::vector<float>& 
 std::string OutputsMismatch(const std::string& model_path, const std::vector<client::Tensor>& inputs,
                             const std::vector<client::Tensor>& outputs, float tolerance = 1e-4f);
 
+// The add/sub example model's inputs: two [items, length] FP32 tensors of random values (never all
+// zero) from `seed`.
+std::vector<client::Tensor> AddSubInputs(int64_t items, int64_t length, uint64_t seed);
+
 // Empty when `outputs` are exactly a + b and a - b of the add/sub example model's inputs `a`, `b`;
 // else what is wrong.
 std::string AddSubMismatch(const client::Tensor& a, const client::Tensor& b, const std::vector<client::Tensor>& outputs);

@@ -30,19 +30,10 @@ namespace {
 
 using client::InferenceClient;
 using client::Tensor;
+using testing::AddSubInputs;
 
 constexpr char kModelInfer[] = "/inference.GRPCInferenceService/ModelInfer";
 constexpr char kModelStreamInfer[] = "/inference.GRPCInferenceService/ModelStreamInfer";
-
-// The add/sub model's inputs: `items` rows of `length` random FP32 values each, seeded.
-std::vector<Tensor> AddSubInputs(int64_t items, int64_t length, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<Tensor> inputs;
-  for (const char* name : {"INPUT__0", "INPUT__1"}) {
-    inputs.push_back({name, DataType::kFp32, {items, length}, RandomTensorBytes(DataType::kFp32, items * length, rng)});
-  }
-  return inputs;
-}
 
 // (--grpc-infer-threads, --input-arena-mib): the callback API or the queues, the arena auto or off.
 class WireIntegrationTest : public ::testing::TestWithParam<std::tuple<int, int64_t>> {
