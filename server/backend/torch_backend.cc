@@ -186,7 +186,7 @@ class TorchInstance final : public ModelInstance {
       // before a graph's pad rows were zeroed; traces place the h2d span by it (not at compute).
       ASSIGN_OR_RETURN(timing->h2d_end_to_done_ns, path_->SpanNs(kAfterH2D, kAfterD2H));
     }
-    ScatterOutputs(spec_, batch, state.outputs, state.host, state.total, *path_, options_.clock);
+    timing->outputs_lent = ScatterOutputs(spec_, batch, state.outputs, state.host, state.total, *path_, options_.clock);
     return absl::OkStatus();
   }
 

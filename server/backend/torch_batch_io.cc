@@ -139,11 +139,12 @@ char* DirectOutputDestination(const Batch& batch, int k, const torch::Tensor& ou
   return nullptr;
 }
 
-void ScatterOutputs(const ModelSpec& spec, Batch& batch, const std::vector<torch::Tensor>& outputs,
+bool ScatterOutputs(const ModelSpec& spec, Batch& batch, const std::vector<torch::Tensor>& outputs,
                     const std::vector<const char*>& host, int64_t total, DevicePath& path, const Clock* clock) {
   // Per output: lent once for the whole batch (asked on the first request that can take it).
   absl::InlinedVector<LentBytes, 4> lent(outputs.size());
   absl::InlinedVector<bool, 4> asked(outputs.size(), false);
+  bool any_lent = false;
   int64_t row = 0;
   for (auto& r : batch) {
     for (OutputTensor& out : r->outputs) {
@@ -168,6 +169,7 @@ void ScatterOutputs(const ModelSpec& spec, Batch& batch, const std::vector<torch
         if (lent[k].owner != nullptr) {
           out.data->clear();
           *out.lend_to = LentBytes{lent[k].owner, lent[k].data + offset, bytes};
+          any_lent = true;
           continue;
         }
       }
@@ -178,6 +180,7 @@ void ScatterOutputs(const ModelSpec& spec, Batch& batch, const std::vector<torch
     row += r->batch_items;
     r->timeline.output_done_ns = clock->NowNs();
   }
+  return any_lent;
 }
 
 }  // namespace chronoserve::server

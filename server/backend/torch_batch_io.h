@@ -57,8 +57,8 @@ char* DirectOutputDestination(const Batch& batch, int k, const torch::Tensor& ou
 // response can send bytes it does not own (OutputTensor::lend_to) and its rows are at least
 // kMinLentOutputBytes, they are lent instead: `path` lends each such output's host bytes once
 // (DevicePath::LendHost), and every request views its rows of them; if it lends none, they are
-// copied. Stamps timeline.output_done_ns with `clock`.
-void ScatterOutputs(const ModelSpec& spec, Batch& batch, const std::vector<torch::Tensor>& outputs,
+// copied. Stamps timeline.output_done_ns with `clock`. True when some output was lent.
+bool ScatterOutputs(const ModelSpec& spec, Batch& batch, const std::vector<torch::Tensor>& outputs,
                     const std::vector<const char*>& host, int64_t total, DevicePath& path, const Clock* clock);
 
 }  // namespace chronoserve::server

@@ -34,6 +34,9 @@ struct BatchTiming {
   bool cuda_graph = false;  // the forward was a CUDA graph replay
   bool exact_device_timing = false;  // the stream was held until the batch was enqueued
   bool inputs_in_place = false;  // every input went to the device from where it lay (no gather)
+  // At least one output went to its responses from the worker's own buffer, lent, not copied
+  // (OutputTensor::lend_to).
+  bool outputs_lent = false;
   // --request-timing: false = no span events, no launch timer, no device idle tracking; h2d,
   // compute, launch, d2h, sm_clock_mhz and idle_before_us stay 0 and the response carries no timing.
   bool request_timing = true;

@@ -65,6 +65,7 @@ struct ServerMetrics::PerModel {
   StripedHistogram* batch_size;
   prometheus::Counter* batches;
   prometheus::Counter* batches_in_place;
+  prometheus::Counter* batches_outputs_lent;
   StripedCounter* success;  // the outcome of nearly every request
   // By status code (absl::StatusCode 1-16), made on first use under mu_ and read without it.
   std::array<std::atomic<StripedCounter*>, kStatusCodes> failures{};
@@ -85,6 +86,11 @@ ServerMetrics::ServerMetrics(prometheus::Registry* r)
                                   "had put it (the model's input arena; --input-arena-mib), with no gather on the "
                                   "worker, by model and version")
                             .Register(*r)),
+      batches_outputs_lent_(BuildCounter().Name("chronoserve_batches_outputs_lent_total")
+                                .Help("Batches with at least one output sent to its responses from the worker's own "
+                                      "buffer (on a GPU the page-locked buffer it landed in), not copied into them, "
+                                      "by model and version")
+                                .Register(*r)),
       request_duration_(Latency("chronoserve_request_duration_seconds",
                                 "Server time per request: received by the handler -> response handed to gRPC")),
       queue_duration_(Latency("chronoserve_queue_duration_seconds",
@@ -147,6 +153,7 @@ ServerMetrics::PerModel& ServerMetrics::ModelMetrics(const ModelSpec& spec) {
     m.batch_size = &batch_size_->Add(m.labels);
     m.batches = &batches_.Add(m.labels);
     m.batches_in_place = &batches_in_place_.Add(m.labels);
+    m.batches_outputs_lent = &batches_outputs_lent_.Add(m.labels);
     prometheus::Labels labels = m.labels;
     labels["outcome"] = OutcomeLabel(absl::StatusCode::kOk);
     m.success = &requests_->Add(labels);
@@ -197,6 +204,7 @@ void ServerMetrics::OnRequestDone(const ModelSpec& spec, const InferRequest* req
   if (!t.batch_completed() || !t.counts_batch()) return;
   m.batches->Increment();
   if (batch.inputs_in_place) m.batches_in_place->Increment();
+  if (batch.outputs_lent) m.batches_outputs_lent->Increment();
   m.batch_size->Observe(timing.batch_size);
   if (!batch.request_timing) return;  // --request-timing off: the device spans were not measured
   m.h2d->Observe(timing.h2d_ns);

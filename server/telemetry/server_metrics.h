@@ -59,6 +59,7 @@ class ServerMetrics final : public RequestObserver, public prometheus::Collectab
   const std::unique_ptr<StripedFamily<StripedCounter>> requests_;
   prometheus::Family<prometheus::Counter>& batches_;
   prometheus::Family<prometheus::Counter>& batches_in_place_;
+  prometheus::Family<prometheus::Counter>& batches_outputs_lent_;
   const std::unique_ptr<StripedFamily<StripedHistogram>> request_duration_;
   const std::unique_ptr<StripedFamily<StripedHistogram>> queue_duration_;
   const std::unique_ptr<StripedFamily<StripedHistogram>> input_stage_duration_;

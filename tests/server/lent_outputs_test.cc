@@ -81,7 +81,7 @@ TEST(LentOutputsTest, EachOutputIsLentOnceAndEveryRequestViewsItsOwnRows) {
     ASSERT_TRUE(landed.ok()) << landed.status();
     host.push_back(*landed);
   }
-  server::ScatterOutputs(spec, batch, outputs, host, 6, *path, SteadyClock::Get());
+  EXPECT_TRUE(server::ScatterOutputs(spec, batch, outputs, host, 6, *path, SteadyClock::Get())) << "some lent";
   for (const auto& r : batch) EXPECT_TRUE(r->status.ok()) << r->status;
 
   const size_t row0 = 1024 * 4, row1 = 8 * 4;
@@ -109,14 +109,15 @@ TEST(LentOutputsTest, EachOutputIsLentOnceAndEveryRequestViewsItsOwnRows) {
 }
 
 // One request of one item through `path` into `answer`, which may take lent bytes; its output 0's
-// bytes.
+// bytes. The scatter says whether it lent, and that is whether `answer` holds lent bytes.
 std::string ScatterOne(server::DevicePath& path, Answer* answer) {
   Batch batch;
   batch.push_back(RequestFor(1, answer, true));
   std::vector<torch::Tensor> outputs = {torch::rand({1, 1024}) + 1.0f, torch::rand({1, 8}) + 1.0f};
   std::vector<const char*> host;
   for (const torch::Tensor& t : outputs) host.push_back(*path.ToHost(static_cast<int>(host.size()), t));
-  server::ScatterOutputs(TwoOutputSpec(), batch, outputs, host, 1, path, SteadyClock::Get());
+  const bool lent = server::ScatterOutputs(TwoOutputSpec(), batch, outputs, host, 1, path, SteadyClock::Get());
+  EXPECT_EQ(lent, answer->lent[0].owner != nullptr);
   return std::string(static_cast<const char*>(outputs[0].data_ptr()), outputs[0].nbytes());
 }
 

@@ -31,7 +31,7 @@ class ServerMetricsTest : public ::testing::Test {
   // One request of the batch a worker took at `dequeued_ns`; `counts_batch` as the worker marks
   // the batch's first request.
   void Finish(int64_t dequeued_ns, int64_t worker, bool counts_batch, const absl::Status& status = absl::OkStatus(),
-              bool request_timing = true) {
+              bool request_timing = true, bool outputs_lent = false) {
     InferRequest r;
     r.timeline.received_ns = 10;
     r.timeline.enqueued_ns = 20;
@@ -43,6 +43,7 @@ class ServerMetricsTest : public ::testing::Test {
     b.batch_size = 3;
     b.worker = worker;
     b.request_timing = request_timing;
+    b.outputs_lent = outputs_lent;
     r.timeline.SetBatch(b, counts_batch);
     r.timeline.output_done_ns = dequeued_ns + 110;
     metrics_.OnRequestDone(spec_, &r, r.timeline.Finalize(dequeued_ns + 120), status);
@@ -73,6 +74,17 @@ TEST_F(ServerMetricsTest, CountsOutcomesAndBatchesOnce) {
   EXPECT_TRUE(Has(text, R"(chronoserve_batches_total{model="m",version="2"} 3)")) << text;
   EXPECT_TRUE(Has(text, R"(chronoserve_compute_duration_seconds_count{model="m",version="2"} 3)")) << text;
   EXPECT_TRUE(Has(text, R"(chronoserve_batch_size_sum{model="m",version="2"} 9)")) << text;
+}
+
+// Batches that sent outputs from the worker's own buffer are counted once each, beside all batches.
+TEST_F(ServerMetricsTest, BatchesThatLentOutputsAreCountedOnce) {
+  Finish(100, 0, true, absl::OkStatus(), true, /*outputs_lent=*/true);  // batch A, two requests
+  Finish(100, 0, false, absl::OkStatus(), true, /*outputs_lent=*/true);
+  Finish(200, 0, true);  // batch B: copied
+  Finish(300, 0, true, absl::OkStatus(), /*request_timing=*/false, /*outputs_lent=*/true);  // batch C, untimed
+  const std::string text = Text();
+  EXPECT_TRUE(Has(text, R"(chronoserve_batches_total{model="m",version="2"} 3)")) << text;
+  EXPECT_TRUE(Has(text, R"(chronoserve_batches_outputs_lent_total{model="m",version="2"} 2)")) << text;
 }
 
 TEST_F(ServerMetricsTest, WithoutRequestTimingOnlyHostFiguresAndCounts) {
