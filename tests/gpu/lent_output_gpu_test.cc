@@ -17,6 +17,7 @@
 #include "client/inference_client.h"
 #include "common/tensor_data.h"
 #include "server/backend/torch_device_path.h"
+#include "tests/gpu/doubler_model.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tests/server/torch_reference.h"
@@ -84,19 +85,9 @@ TEST(LentOutputGpuTest, TheLandingBufferIsLentAndTheSlotLandsItsNextBatchesElsew
   lent_again = LentBytes();
 }
 
-// OUTPUT__0 = 2 * INPUT__0, 1024 floats (4 KiB) a row, up to 64 rows; CUDA graphs when `graphs`.
+// The doubler (doubler_model.h) at up to 64 rows, served by its name.
 std::string WriteDoubler(const testing::TempDir& repo, bool graphs) {
-  const std::string name = graphs ? "doubler_graphs" : "doubler";
-  repo.WriteFile(name + "/config.pbtxt",
-                 "max_batch_size: 64\n"
-                 "input { name: \"INPUT__0\" data_type: TYPE_FP32 dims: 1024 }\n"
-                 "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 1024 }\n"
-                 "instance_group { kind: KIND_GPU count: 1 }\ndynamic_batching { }\n" +
-                     std::string(graphs ? "optimization { cuda { graphs: true } }\n" : ""));
-  std::filesystem::create_directories(repo.path() + "/" + name + "/1");
-  EXPECT_TRUE(testing::WriteScriptedModel(repo.path() + "/" + name + "/1/model.pt",
-                                          "def forward(self, x):\n  return x * 2.0\n"));
-  return name;
+  return std::filesystem::path(testing::WriteDoubler(repo, graphs, 64)).filename().string();
 }
 
 // Answers that pile up: each client writes all its requests on a stream before reading any answer,

@@ -24,6 +24,7 @@
 #include "server/backend/torch_backend.h"
 #include "server/core/synthetic_request.h"
 #include "server/repository/model_config_loader.h"
+#include "tests/gpu/doubler_model.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tests/server/torch_reference.h"
@@ -211,20 +212,9 @@ TEST(PipelineServerTest, ConcurrentClientsEachGetTheirOwnRows) {
   EXPECT_EQ((*runtime)->input_arena()->live_regions(), 0u) << "every request gave its arena regions back";
 }
 
-// A model whose GPU and CPU outputs agree bit for bit (x * 2 is exact in FP32): OUTPUT__0 = 2 *
-// INPUT__0, 1024 floats a row, up to kMaxBatch rows; CUDA graphs when `graphs`.
+// The doubler (doubler_model.h) at up to kMaxBatch rows.
 std::string WriteDoubler(const testing::TempDir& repo, bool graphs) {
-  const std::string name = graphs ? "doubler_graphs" : "doubler";
-  repo.WriteFile(name + "/config.pbtxt",
-                 "max_batch_size: " + std::to_string(kMaxBatch) +
-                     "\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: 1024 }\n"
-                     "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 1024 }\n"
-                     "instance_group { kind: KIND_GPU count: 1 }\ndynamic_batching { }\n" +
-                     (graphs ? "optimization { cuda { graphs: true } }\n" : ""));
-  std::filesystem::create_directories(repo.path() + "/" + name + "/1");
-  EXPECT_TRUE(testing::WriteScriptedModel(repo.path() + "/" + name + "/1/model.pt",
-                                          "def forward(self, x):\n  return x * 2.0\n"));
-  return repo.path() + "/" + name;
+  return testing::WriteDoubler(repo, graphs, kMaxBatch);
 }
 
 // In process, with request timing off: batch i+1 is launched (its copies on the copy stream) before
