@@ -292,6 +292,9 @@ int main(int argc, char** argv) {
       {"launch", [](const Sample& s) { return s.r.timing->launch_ns; }},
       {"d2h", [](const Sample& s) { return s.r.timing->d2h_ns; }},
       {"output_stage", [](const Sample& s) { return s.r.timing->output_stage_ns; }},
+      {"admit", [](const Sample& s) { return s.r.timing->admit_ns; }},
+      {"handback", [](const Sample& s) { return s.r.timing->handback_ns; }},
+      {"device_gap", [](const Sample& s) { return s.r.timing->device_gap_ns(); }},
       {"outside_gpu_spans", [](const Sample& s) { return s.r.e2e_ns - s.r.timing->h2d_ns - s.r.timing->compute_ns - s.r.timing->d2h_ns; }},
   };
   size_t timed = 0;

@@ -23,6 +23,8 @@ constexpr IntField kIntFields[] = {
     {"d2h_ns", &RequestTiming::d2h_ns},
     {"output_stage_ns", &RequestTiming::output_stage_ns},
     {"server_total_ns", &RequestTiming::server_total_ns},
+    {"admit_ns", &RequestTiming::admit_ns},
+    {"handback_ns", &RequestTiming::handback_ns},
     {"batch_size", &RequestTiming::batch_size},
     {"worker", &RequestTiming::worker},
     {"gpu", &RequestTiming::gpu},
@@ -40,6 +42,7 @@ struct SpanField {
   int64_t RequestTiming::*member;
 };
 constexpr SpanField kSpans[] = {
+    {"admit", &RequestTiming::admit_ns},
     {"queue", &RequestTiming::queue_ns},
     {"input_stage", &RequestTiming::input_stage_ns},
     {"h2d", &RequestTiming::h2d_ns},
@@ -47,6 +50,7 @@ constexpr SpanField kSpans[] = {
     {"launch", &RequestTiming::launch_ns},
     {"d2h", &RequestTiming::d2h_ns},
     {"output_stage", &RequestTiming::output_stage_ns},
+    {"handback", &RequestTiming::handback_ns},
     {"total", &RequestTiming::server_total_ns},
 };
 
@@ -61,7 +65,7 @@ bool RequestTiming::IsConsistent() const {
   for (const auto& span : kSpans) {
     if (this->*span.member < 0) return false;
   }
-  return remainder_ns() >= 0;
+  return remainder_ns() >= 0 && device_gap_ns() >= 0;
 }
 
 const std::vector<TimingParamField>& TimingParamFields() {

@@ -26,6 +26,9 @@ struct RequestTiming {
   int64_t d2h_ns = 0;           // device->host copy
   int64_t output_stage_ns = 0;  // GPU work observed done -> response built
   int64_t server_total_ns = 0;  // request received by the handler -> response handed to gRPC
+  // Host spans around the stages (0 from servers before them, and where a request never got there):
+  int64_t admit_ns = 0;     // received by the handler -> enqueued (read, validated, inputs into the arena)
+  int64_t handback_ns = 0;  // outputs in the response (output_stage's end) -> timing finalised to answer
   // Attributes.
   int64_t batch_size = 0;       // executed batch size (items)
   int64_t worker = -1;          // worker (stream) index within the model
@@ -41,7 +44,11 @@ struct RequestTiming {
 
   // server_total minus the stages: handler + scheduling overhead; never negative when valid.
   int64_t remainder_ns() const;
-  // Every span >= 0 and the stages sum to at most server_total.
+  // What of the remainder neither admit nor handback holds: inputs staged -> device work observed
+  // done, less h2d + compute + d2h (enqueueing before the first event, waiting behind a batch ahead,
+  // noticing the last event). Meaningful only when the server reported admit (admit_ns > 0).
+  int64_t device_gap_ns() const { return remainder_ns() - admit_ns - handback_ns; }
+  // Every span >= 0 and the stages, admit and handback sum to at most server_total.
   bool IsConsistent() const;
 };
 

@@ -66,16 +66,18 @@ constexpr const char* kAppJs = R"js(
     }
     table.innerHTML = html;
 
-    const stages = ['queue', 'input_stage', 'h2d', 'compute', 'd2h', 'output_stage'];
+    // admit, device_gap and handback split what the stages leave of server_total (servers that report
+    // them); "server other" is what is still unnamed: nearly 0 then, all of it from older servers.
+    const stages = ['admit', 'queue', 'input_stage', 'h2d', 'compute', 'd2h', 'device_gap', 'output_stage', 'handback'];
     const mean = (r, k) => lat(r, k, 'mean') || 0;
     const sets = stages.map((s, i) => ({ label: s, data: runs.map(r => mean(r, s)), backgroundColor: color(i) }));
-    sets.push({ label: 'server other', backgroundColor: color(6),
+    sets.push({ label: 'server other', backgroundColor: '#000000',
                 data: runs.map(r => Math.max(0, mean(r, 'server_total') - stages.reduce((a, s) => a + mean(r, s), 0))) });
-    sets.push({ label: 'transport', data: runs.map(r => mean(r, 'transport')), backgroundColor: color(7) });
+    sets.push({ label: 'transport', data: runs.map(r => mean(r, 'transport')), backgroundColor: color(9) });
     // Open loop: e2e counts from the intended send, so the send's lag behind its schedule completes
     // the stack (the segments above add up to e2e from the actual send).
     if (runs.some(r => r.schedule_lag_us)) {
-      sets.push({ label: 'schedule lag', backgroundColor: color(8),
+      sets.push({ label: 'schedule lag', backgroundColor: '#7f7f7f',
                   data: runs.map(r => (r.schedule_lag_us && r.schedule_lag_us.mean) || 0) });
     }
     body.dataset.breakdown = sets.map(s => s.label).join(',');

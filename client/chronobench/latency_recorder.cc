@@ -13,7 +13,7 @@ namespace chronoserve::client::bench {
 const char* MetricName(Metric metric) {
   static constexpr const char* kNames[] = {
       "e2e", "e2e_actual_send", "transport", "server_total", "queue", "input_stage",
-      "h2d", "compute",         "launch",    "d2h",          "output_stage"};
+      "h2d", "compute",         "launch",    "d2h",          "output_stage", "admit", "handback", "device_gap"};
   static_assert(std::size(kNames) == kMetricCount);
   return kNames[static_cast<int>(metric)];
 }
@@ -78,6 +78,11 @@ void LatencyRecorder::RecordTiming(const RequestTiming& t, int64_t e2e_actual_ns
   rec(Metric::kLaunch, t.launch_ns);
   rec(Metric::kD2h, t.d2h_ns);
   rec(Metric::kOutputStage, t.output_stage_ns);
+  if (t.admit_ns > 0) {  // a server that reports the rest of server_total (0 from older ones)
+    rec(Metric::kAdmit, t.admit_ns);
+    rec(Metric::kHandback, t.handback_ns);
+    rec(Metric::kDeviceGap, t.device_gap_ns());
+  }
   batch_size_.Record(t.batch_size);
   if (t.batch_size > 0) ++responses_by_batch_size_[t.batch_size];
   idle_before_.Record(t.idle_before_us);

@@ -33,6 +33,11 @@ enum class Metric {
   kLaunch,
   kD2h,
   kOutputStage,
+  // The rest of server_total, from servers that report admit and handback (recorded only then):
+  kAdmit,      // received by the handler -> enqueued
+  kHandback,   // response built -> timing finalised to answer
+  kDeviceGap,  // server_total - every span above: inputs staged -> device work observed done, less h2d +
+               // compute + d2h (enqueueing, waiting behind a batch ahead, noticing completion)
   kCount,
 };
 inline constexpr int kMetricCount = static_cast<int>(Metric::kCount);

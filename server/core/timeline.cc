@@ -23,6 +23,8 @@ const RequestTiming& Timeline::Finalize(int64_t responded_ns) {
   t.launch_ns = std::max<int64_t>(0, batch_.launch_ns);
   t.d2h_ns = std::max<int64_t>(0, batch_.d2h_ns);
   t.output_stage_ns = Span(batch_.gpu_done_ns, output_done_ns);
+  t.admit_ns = Span(received_ns, enqueued_ns);
+  t.handback_ns = Span(output_done_ns, responded_ns);
   t.batch_size = batch_.batch_size;
   t.worker = batch_.worker;
   t.gpu = batch_.gpu;

@@ -44,7 +44,7 @@ struct RequestTraceIds {
   std::vector<SpanId> child_span_ids;  // at least kMaxChildSpans ids
 };
 
-inline constexpr size_t kMaxChildSpans = 6;
+inline constexpr size_t kMaxChildSpans = 8;  // admit, queue, input_stage, h2d, compute, d2h, output_stage, handback
 
 // `wall_offset_ns` converts the request's steady-clock stamps to Unix time (wall = steady + offset).
 std::vector<SpanData> BuildRequestSpans(const ModelSpec& spec, const InferRequest& request,

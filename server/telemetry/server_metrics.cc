@@ -55,9 +55,11 @@ struct ServerMetrics::PerModel {
   int64_t version = 0;
   prometheus::Labels labels;
   StripedHistogram* request_duration;
+  StripedHistogram* admit;
   StripedHistogram* queue;
   StripedHistogram* input_stage;
   StripedHistogram* output_stage;
+  StripedHistogram* handback;
   StripedHistogram* h2d;
   StripedHistogram* compute;
   StripedHistogram* launch;
@@ -93,12 +95,18 @@ ServerMetrics::ServerMetrics(prometheus::Registry* r)
                                 .Register(*r)),
       request_duration_(Latency("chronoserve_request_duration_seconds",
                                 "Server time per request: received by the handler -> response handed to gRPC")),
+      admit_duration_(Latency("chronoserve_admit_duration_seconds",
+                              "Per request: received by the handler -> enqueued (the message read, validated, its "
+                              "inputs copied into the model's input arena)")),
       queue_duration_(Latency("chronoserve_queue_duration_seconds",
                               "Per request: enqueued -> taken by a worker in a batch")),
       input_stage_duration_(Latency("chronoserve_input_stage_duration_seconds",
                                     "Per request: batch taken -> inputs gathered into staging")),
       output_stage_duration_(Latency("chronoserve_output_stage_duration_seconds",
                                      "Per request: device work observed done -> response built")),
+      handback_duration_(Latency("chronoserve_handback_duration_seconds",
+                                 "Per request: response built -> its timing finalised to be handed to gRPC (the "
+                                 "answer's way back to the thread that sends it)")),
       h2d_duration_(Latency("chronoserve_h2d_duration_seconds",
                             "Per batch: host->device input copy (CUDA events; host clock on CPU)")),
       compute_duration_(Latency("chronoserve_compute_duration_seconds",
@@ -143,9 +151,11 @@ ServerMetrics::PerModel& ServerMetrics::ModelMetrics(const ModelSpec& spec) {
     m.version = spec.version;
     m.labels = {{"model", spec.name}, {"version", absl::StrCat(spec.version)}};
     m.request_duration = &request_duration_->Add(m.labels);
+    m.admit = &admit_duration_->Add(m.labels);
     m.queue = &queue_duration_->Add(m.labels);
     m.input_stage = &input_stage_duration_->Add(m.labels);
     m.output_stage = &output_stage_duration_->Add(m.labels);
+    m.handback = &handback_duration_->Add(m.labels);
     m.h2d = &h2d_duration_->Add(m.labels);
     m.compute = &compute_duration_->Add(m.labels);
     m.launch = &launch_duration_->Add(m.labels);
@@ -194,9 +204,13 @@ void ServerMetrics::OnRequestDone(const ModelSpec& spec, const InferRequest* req
   // (inputs not gathered, device work or the scatter not finished) feeds no zero into a histogram,
   // and the metrics show the stages the trace shows (request_spans.cc leaves such spans out too).
   auto reached = [](int64_t start_ns, int64_t end_ns) { return start_ns > 0 && end_ns > 0; };
+  if (reached(t.received_ns, t.enqueued_ns)) m.admit->Observe(timing.admit_ns);
   if (reached(t.enqueued_ns, batch.dequeued_ns)) m.queue->Observe(timing.queue_ns);
   if (reached(batch.dequeued_ns, batch.staged_ns)) m.input_stage->Observe(timing.input_stage_ns);
-  if (t.batch_completed()) m.output_stage->Observe(timing.output_stage_ns);
+  if (t.batch_completed()) {
+    m.output_stage->Observe(timing.output_stage_ns);
+    m.handback->Observe(timing.handback_ns);
+  }
   // One request per executed batch carries the batch's figures (the worker marks it), and only
   // for a batch that succeeded: its device work was observed done and its outputs were scattered
   // (every request of a failed batch misses the scatter; a request that failed alone in a batch
@@ -215,8 +229,9 @@ void ServerMetrics::OnRequestDone(const ModelSpec& spec, const InferRequest* req
 
 std::vector<prometheus::MetricFamily> ServerMetrics::Collect() const {
   std::vector<prometheus::MetricFamily> families = {requests_->Collect()};
-  for (const auto* family : {&request_duration_, &queue_duration_, &input_stage_duration_, &output_stage_duration_,
-                             &h2d_duration_, &compute_duration_, &launch_duration_, &d2h_duration_, &batch_size_}) {
+  for (const auto* family : {&request_duration_, &admit_duration_, &queue_duration_, &input_stage_duration_,
+                             &output_stage_duration_, &handback_duration_, &h2d_duration_, &compute_duration_,
+                             &launch_duration_, &d2h_duration_, &batch_size_}) {
     families.push_back((*family)->Collect());
   }
   return families;

@@ -61,9 +61,11 @@ class ServerMetrics final : public RequestObserver, public prometheus::Collectab
   prometheus::Family<prometheus::Counter>& batches_in_place_;
   prometheus::Family<prometheus::Counter>& batches_outputs_lent_;
   const std::unique_ptr<StripedFamily<StripedHistogram>> request_duration_;
+  const std::unique_ptr<StripedFamily<StripedHistogram>> admit_duration_;
   const std::unique_ptr<StripedFamily<StripedHistogram>> queue_duration_;
   const std::unique_ptr<StripedFamily<StripedHistogram>> input_stage_duration_;
   const std::unique_ptr<StripedFamily<StripedHistogram>> output_stage_duration_;
+  const std::unique_ptr<StripedFamily<StripedHistogram>> handback_duration_;
   const std::unique_ptr<StripedFamily<StripedHistogram>> h2d_duration_;
   const std::unique_ptr<StripedFamily<StripedHistogram>> compute_duration_;
   const std::unique_ptr<StripedFamily<StripedHistogram>> launch_duration_;

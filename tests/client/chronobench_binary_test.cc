@@ -111,7 +111,8 @@ TEST_F(ChronobenchE2eTest, OpenLoopHtmlStacksTheScheduleLag) {
   auto dom = RunProgram(dump, absl::Seconds(90));
   ASSERT_TRUE(dom.ok()) << dom.status();
   EXPECT_EQ(dom->second.find("data-error"), std::string::npos) << dom->second.substr(0, 4000);
-  EXPECT_NE(dom->second.find("data-breakdown=\"queue,input_stage,h2d,compute,d2h,output_stage,server other,"
+  EXPECT_NE(dom->second.find("data-breakdown=\"admit,queue,input_stage,h2d,compute,d2h,device_gap,output_stage,"
+                             "handback,server other,"
                              "transport,schedule lag\""),
             std::string::npos)
       << dom->second.substr(0, 4000);

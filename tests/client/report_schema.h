@@ -63,7 +63,7 @@ inline void ExpectReportSchema(const nlohmann::json& report, bool with_server_sp
     const auto& latency = run["latency_us"];
     ExpectLatencySummary(latency["e2e"], "e2e", keys);
     for (const char* span : {"transport", "server_total", "queue", "input_stage", "h2d", "compute", "launch",
-                             "d2h", "output_stage"}) {
+                             "d2h", "output_stage", "admit", "handback", "device_gap"}) {
       ASSERT_TRUE(latency.contains(span)) << span;
       if (with_server_spans) ExpectLatencySummary(latency[span], span, keys);
     }

@@ -17,6 +17,8 @@ RequestTiming Sample() {
   t.d2h_ns = 4'000;
   t.output_stage_ns = 5'000;
   t.server_total_ns = 171'000;
+  t.admit_ns = 9'000;
+  t.handback_ns = 4'000;
   t.batch_size = 8;
   t.worker = 1;
   t.gpu = 0;
@@ -39,12 +41,40 @@ absl::StatusOr<RequestTiming> DecodeFrom(const std::map<std::string, TimingParam
 TEST(RequestTimingTest, RemainderAndConsistency) {
   RequestTiming t = Sample();
   EXPECT_EQ(t.remainder_ns(), 171'000 - (12'000 + 3'000 + 19'000 + 112'000 + 4'000 + 5'000));
+  EXPECT_EQ(t.device_gap_ns(), t.remainder_ns() - 9'000 - 4'000);
   EXPECT_TRUE(t.IsConsistent());
   t.server_total_ns = 100'000;  // stages exceed the total
   EXPECT_FALSE(t.IsConsistent());
   t = Sample();
   t.d2h_ns = -1;
   EXPECT_FALSE(t.IsConsistent());
+  t = Sample();
+  t.admit_ns = 14'000;  // the stages, admit and handback exceed the total by 1 us
+  EXPECT_EQ(t.device_gap_ns(), -1'000);
+  EXPECT_FALSE(t.IsConsistent());
+  t = Sample();
+  t.handback_ns = -1;
+  EXPECT_FALSE(t.IsConsistent());
+}
+
+TEST(RequestTimingTest, AdmitAndHandbackRoundTripAndAreZeroFromOlderServers) {
+  const RequestTiming t = Sample();
+  std::map<std::string, TimingParam> params;
+  for (auto& p : EncodeTimingParams(t)) params[p.key] = p;
+  EXPECT_EQ(params.at("timing.admit_ns").int_value, 9'000);
+  EXPECT_EQ(params.at("timing.handback_ns").int_value, 4'000);
+  auto decoded = DecodeFrom(params);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->admit_ns, 9'000);
+  EXPECT_EQ(decoded->handback_ns, 4'000);
+  EXPECT_EQ(decoded->device_gap_ns(), 3'000);
+  params.erase("timing.admit_ns");  // a response from a server without the fields
+  params.erase("timing.handback_ns");
+  decoded = DecodeFrom(params);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->admit_ns, 0);
+  EXPECT_EQ(decoded->handback_ns, 0);
+  EXPECT_TRUE(decoded->IsConsistent());
 }
 
 TEST(RequestTimingTest, ParamsRoundTrip) {
@@ -106,13 +136,13 @@ TEST(RequestTimingTest, DecodeWithoutTimingIsNotFound) {
 TEST(ServerTimingTest, EncodesMillisecondsInW3cSyntaxAndParsesBack) {
   const std::string header = EncodeServerTiming(Sample());
   EXPECT_EQ(header,
-            "queue;dur=0.012, input_stage;dur=0.003, h2d;dur=0.019, compute;dur=0.112, "
-            "launch;dur=0.040, d2h;dur=0.004, output_stage;dur=0.005, total;dur=0.171");
+            "admit;dur=0.009, queue;dur=0.012, input_stage;dur=0.003, h2d;dur=0.019, compute;dur=0.112, "
+            "launch;dur=0.040, d2h;dur=0.004, output_stage;dur=0.005, handback;dur=0.004, total;dur=0.171");
   auto metrics = ParseServerTiming(header);
   ASSERT_TRUE(metrics.ok());
-  ASSERT_EQ(metrics->size(), 8u);
-  EXPECT_EQ((*metrics)[3].name, "compute");
-  EXPECT_DOUBLE_EQ((*metrics)[3].dur_ms, 0.112);
+  ASSERT_EQ(metrics->size(), 10u);
+  EXPECT_EQ((*metrics)[4].name, "compute");
+  EXPECT_DOUBLE_EQ((*metrics)[4].dur_ms, 0.112);
   EXPECT_EQ(metrics->back().name, "total");
 }
 
@@ -124,11 +154,11 @@ TEST(ServerTimingTest, RoundsToTheMicrosecondAndPadsTheFraction) {
   t.server_total_ns = 1'050'000;  // 1.050
   const std::string header = EncodeServerTiming(t);
   EXPECT_EQ(header,
-            "queue;dur=0.001, input_stage;dur=0.002, h2d;dur=0.000, compute;dur=2345.679, "
-            "launch;dur=0.000, d2h;dur=0.000, output_stage;dur=0.000, total;dur=1.050");
+            "admit;dur=0.000, queue;dur=0.001, input_stage;dur=0.002, h2d;dur=0.000, compute;dur=2345.679, "
+            "launch;dur=0.000, d2h;dur=0.000, output_stage;dur=0.000, handback;dur=0.000, total;dur=1.050");
   auto metrics = ParseServerTiming(header);
   ASSERT_TRUE(metrics.ok());
-  EXPECT_DOUBLE_EQ((*metrics)[3].dur_ms, 2345.679);
+  EXPECT_DOUBLE_EQ((*metrics)[4].dur_ms, 2345.679);
 }
 
 TEST(ServerTimingTest, ParsesForeignHeadersAndRejectsGarbage) {

@@ -111,9 +111,17 @@ async function checkInfer(stub) {
   check('ModelInfer output bytes', raw && raw.length === batch * 16 * 4, raw && raw.length);
   const values = new Float32Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.length));
   check('ModelInfer outputs finite', values.every(Number.isFinite));
-  const total = parameterMap(response.parameters)['timing.server_total_ns'];
+  const params = parameterMap(response.parameters);
+  const total = params['timing.server_total_ns'];
   check('timing.server_total_ns present', total !== undefined && total.parameter_choice === 'int64_param' &&
         Number(total.int64_param) > 0, total);
+  // The host spans follow the request without a gap: with the device spans they fit in server_total.
+  const ns = key => (params[key] && params[key].parameter_choice === 'int64_param' ? Number(params[key].int64_param) : NaN);
+  const parts = ['admit', 'queue', 'input_stage', 'h2d', 'compute', 'd2h', 'output_stage', 'handback'].map(k => ns(`timing.${k}_ns`));
+  check('timing.admit_ns and timing.handback_ns present', ns('timing.admit_ns') > 0 && ns('timing.handback_ns') >= 0,
+        [params['timing.admit_ns'], params['timing.handback_ns']]);
+  check('every span fits in server_total', parts.every(v => v >= 0) &&
+        parts.reduce((a, v) => a + v, 0) <= Number(total && total.int64_param), parts);
 }
 
 async function checkInvalidArgument(stub) {

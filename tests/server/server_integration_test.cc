@@ -250,6 +250,11 @@ TEST_F(ServerIntegrationTest, TimingInvariantsHoldOverManyRequests) {
     ASSERT_TRUE(t.IsConsistent()) << "every span >= 0 and the parts <= server_total (request " << i << ")";
     ASSERT_GT(t.server_total_ns, 0);
     ASSERT_GT(t.compute_ns, 0);
+    ASSERT_GT(t.admit_ns, 0) << "the request was read, validated and queued";
+    ASSERT_GE(t.handback_ns, 0);
+    // Host stamps in order: admit + queue + input_stage + (staged -> done) + output_stage +
+    // handback is server_total, and the device spans fit inside staged -> done.
+    ASSERT_GE(t.device_gap_ns(), 0) << "h2d + compute + d2h within inputs staged -> observed done";
     ASSERT_LE(t.server_total_ns, result->e2e_ns) << "server_total <= client end-to-end";
     ASSERT_GE(t.batch_size, 2);
     ASSERT_GE(t.worker, 0);
@@ -258,6 +263,7 @@ TEST_F(ServerIntegrationTest, TimingInvariantsHoldOverManyRequests) {
     ASSERT_FALSE(t.device_timed) << "host-timed on the CPU, and said to be";
     auto trailer = ParseServerTiming(result->server_timing);
     ASSERT_TRUE(trailer.ok()) << result->server_timing;
+    ASSERT_EQ(trailer->front().name, "admit");
     ASSERT_EQ(trailer->back().name, "total");
     ASSERT_NEAR(trailer->back().dur_ms, t.server_total_ns / 1e6, 0.0006);
   }

@@ -41,6 +41,9 @@ void ExpectTimingConsistent(const client::InferResult& result, int64_t e2e_ns) {
   }
   EXPECT_GT(t.server_total_ns, 0);
   EXPECT_LE(t.queue_ns + t.input_stage_ns + t.h2d_ns + t.compute_ns + t.d2h_ns + t.output_stage_ns, t.server_total_ns);
+  EXPECT_GT(t.admit_ns, 0) << result.id;
+  EXPECT_GE(t.handback_ns, 0) << result.id;
+  EXPECT_GE(t.device_gap_ns(), 0) << "admit, the stages and handback fit in server_total: " << result.id;
   EXPECT_LE(t.server_total_ns, e2e_ns) << "server_total fits in the client's own e2e: " << result.id;
   EXPECT_GE(t.batch_size, 1);
 }

@@ -38,18 +38,24 @@ TEST(TimelineTest, SpansFromStampsAndBatch) {
   EXPECT_TRUE(r.cold);
   EXPECT_TRUE(r.IsConsistent());
   EXPECT_EQ(r.remainder_ns(), 8'000 - (3'000 + 500 + 300 + 2'000 + 200 + 600));
+  EXPECT_EQ(r.admit_ns, 500);
+  EXPECT_EQ(r.handback_ns, 400);
+  // Staged -> observed done (3'000) less h2d + compute + d2h (2'500): the rest of the remainder.
+  EXPECT_EQ(r.device_gap_ns(), 500);
   // Finalize happens once.
   EXPECT_EQ(t.Finalize(50'000).server_total_ns, 8'000);
 }
 
-TEST(TimelineTest, NeverExecutedRequestHasOnlyTotal) {
+TEST(TimelineTest, NeverExecutedRequestHasOnlyAdmitAndTotal) {
   Timeline t;
   t.received_ns = 1'000;
   t.enqueued_ns = 1'200;
   const RequestTiming& r = t.Finalize(3'000);
   EXPECT_EQ(r.server_total_ns, 2'000);
+  EXPECT_EQ(r.admit_ns, 200);
   EXPECT_EQ(r.queue_ns, 0);
   EXPECT_EQ(r.output_stage_ns, 0);
+  EXPECT_EQ(r.handback_ns, 0) << "no outputs were built";
   EXPECT_TRUE(r.IsConsistent());
 }
 

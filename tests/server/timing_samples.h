@@ -9,7 +9,7 @@
 
 namespace chronoserve::testing {
 
-// Spans base + 1 .. base + 7, server_total base + 100; the flags (and gpu, sm clock) set or not.
+// Spans base + 1 .. base + 9, server_total base + 100; the flags (and gpu, sm clock) set or not.
 inline RequestTiming SampleTiming(int64_t base, bool flags) {
   RequestTiming t;
   t.queue_ns = base + 1;
@@ -20,6 +20,8 @@ inline RequestTiming SampleTiming(int64_t base, bool flags) {
   t.d2h_ns = base + 6;
   t.output_stage_ns = base + 7;
   t.server_total_ns = base + 100;
+  t.admit_ns = base + 8;
+  t.handback_ns = base + 9;
   t.batch_size = 3;
   t.worker = 1;
   t.gpu = flags ? 0 : -1;

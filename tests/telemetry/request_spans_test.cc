@@ -70,7 +70,7 @@ class RequestSpansTest : public ::testing::Test {
 
 TEST_F(RequestSpansTest, ServerSpanIsTheCallersChild) {
   auto spans = Build();
-  ASSERT_EQ(spans.size(), 7u);
+  ASSERT_EQ(spans.size(), 9u);
   const SpanData& server = spans.at("ModelInfer policy_net");
   EXPECT_EQ(server.kind, SpanKind::kServer);
   EXPECT_EQ(server.trace_id, ids_.trace_id);
@@ -103,17 +103,21 @@ TEST_F(RequestSpansTest, FlagsCarryTheTraceFlagsAndWhetherTheParentIsRemote) {
 
 TEST_F(RequestSpansTest, HostSpansComeFromTheStamps) {
   auto spans = Build();
-  for (const char* name : {"queue", "input_stage", "h2d", "compute", "d2h", "output_stage"}) {
+  for (const char* name : {"admit", "queue", "input_stage", "h2d", "compute", "d2h", "output_stage", "handback"}) {
     ASSERT_EQ(spans.count(name), 1u) << name;
     EXPECT_EQ(spans[name].parent_span_id, ids_.server_span_id) << name;
     EXPECT_EQ(spans[name].kind, SpanKind::kInternal);
   }
+  EXPECT_EQ(spans["admit"].start_unix_ns - kOffset, 1000);
+  EXPECT_EQ(spans["admit"].end_unix_ns - kOffset, 1100);
   EXPECT_EQ(spans["queue"].start_unix_ns - kOffset, 1100);
   EXPECT_EQ(spans["queue"].end_unix_ns - kOffset, 1500);
   EXPECT_EQ(spans["input_stage"].start_unix_ns - kOffset, 1500);
   EXPECT_EQ(spans["input_stage"].end_unix_ns - kOffset, 1600);
   EXPECT_EQ(spans["output_stage"].start_unix_ns - kOffset, 2000);
   EXPECT_EQ(spans["output_stage"].end_unix_ns - kOffset, 2100);
+  EXPECT_EQ(spans["handback"].start_unix_ns - kOffset, 2100);
+  EXPECT_EQ(spans["handback"].end_unix_ns - kOffset, 2200) << "ends with the server span";
 }
 
 TEST_F(RequestSpansTest, GpuSpansAreLaidBackwardsFromTheObservedCompletion) {
@@ -169,7 +173,7 @@ TEST_F(RequestSpansTest, ChildrenStayInsideTheServerSpan) {
   batch_.compute_ns = 5000;
   request_.timeline.SetBatch(batch_);
   auto spans = Build();
-  ASSERT_EQ(spans.size(), 7u) << "the server span and its six children, each checked below";
+  ASSERT_EQ(spans.size(), 9u) << "the server span and its eight children, each checked below";
   const SpanData& server = spans.at("ModelInfer policy_net");
   for (const auto& [name, span] : spans) {
     EXPECT_GE(span.start_unix_ns, server.start_unix_ns) << name;
@@ -182,7 +186,7 @@ TEST_F(RequestSpansTest, ChildrenStayInsideTheServerSpan) {
 
 TEST_F(RequestSpansTest, BatchAttributesOnEverySpan) {
   auto spans = Build();
-  ASSERT_EQ(spans.size(), 7u) << "the server span and its six children, each checked below";
+  ASSERT_EQ(spans.size(), 9u) << "the server span and its eight children, each checked below";
   for (const auto& [name, span] : spans) {
     ASSERT_NE(Find(span, "chronoserve.batch.size"), nullptr) << name;
     EXPECT_EQ(std::get<int64_t>(Find(span, "chronoserve.batch.size")->value), 5) << name;
@@ -217,8 +221,9 @@ TEST_F(RequestSpansTest, FailedBeforeExecutionHasOnlyTheStagesItReached) {
   request_.timeline.received_ns = 1000;
   request_.timeline.enqueued_ns = 1100;
   auto spans = Build(absl::DeadlineExceededError("expired in queue"));
-  ASSERT_EQ(spans.size(), 1u);  // the queue span needs a dequeue stamp
-  const SpanData& server = spans.begin()->second;
+  ASSERT_EQ(spans.size(), 2u);  // the server span and admit; the queue span needs a dequeue stamp
+  ASSERT_EQ(spans.count("admit"), 1u);
+  const SpanData& server = spans.at("ModelInfer policy_net");
   EXPECT_EQ(server.status, SpanStatus::kError);
   EXPECT_EQ(server.status_message, "expired in queue");
   EXPECT_EQ(std::get<int64_t>(Find(server, "rpc.grpc.status_code")->value), 4);
@@ -232,7 +237,9 @@ TEST_F(RequestSpansTest, FailedAfterTheDeviceWorkHasNoDeviceSpans) {
   auto spans = Build(absl::InternalError("reading the batch's events"));
   EXPECT_EQ(spans.count("queue"), 1u);
   EXPECT_EQ(spans.count("input_stage"), 1u);
-  for (const char* name : {"h2d", "compute", "d2h", "output_stage"}) EXPECT_EQ(spans.count(name), 0u) << name;
+  for (const char* name : {"h2d", "compute", "d2h", "output_stage", "handback"}) {
+    EXPECT_EQ(spans.count(name), 0u) << name;
+  }
   EXPECT_EQ(spans.at("ModelInfer policy_net").status, SpanStatus::kError);
 }
 
@@ -260,7 +267,7 @@ TEST_F(RequestSpansTest, OnlyServerCausedCodesMakeTheServerSpanAnError) {
 TEST_F(RequestSpansTest, EverySpanCarriesTheCallersTraceState) {
   ids_.trace_state = "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7";
   auto spans = Build();
-  ASSERT_EQ(spans.size(), 7u);
+  ASSERT_EQ(spans.size(), 9u);
   for (const auto& [name, span] : spans) EXPECT_EQ(span.trace_state, ids_.trace_state) << name;
 }
 

@@ -103,7 +103,7 @@ class RequestTracerTest : public ::testing::Test {
 TEST_F(RequestTracerTest, SpansLandOnTheWallClockAtTheirSteadyStampsPlusTheOffsetAtCompletion) {
   constexpr int64_t kDoneNs = 7'000'011'450;  // the tracer runs 50 ns after the response went out
   const std::map<std::string, SpanData> spans = TraceAt(kDoneNs);
-  ASSERT_EQ(spans.size(), 7u);
+  ASSERT_EQ(spans.size(), 9u);
   const int64_t offset = kWallAtDone - kDoneNs;  // wall = steady + offset
   const Timeline& t = request_->timeline;
   const BatchTiming& b = t.batch();
@@ -116,12 +116,16 @@ TEST_F(RequestTracerTest, SpansLandOnTheWallClockAtTheirSteadyStampsPlusTheOffse
   EXPECT_EQ(ToHex(server.trace_id), "4bf92f3577b34da6a3ce929d0e0e4736");
 
   // Host spans: their own stamps, shifted.
+  EXPECT_EQ(spans.at("admit").start_unix_ns, t.received_ns + offset);
+  EXPECT_EQ(spans.at("admit").end_unix_ns, t.enqueued_ns + offset);
   EXPECT_EQ(spans.at("queue").start_unix_ns, t.enqueued_ns + offset);
   EXPECT_EQ(spans.at("queue").end_unix_ns, b.dequeued_ns + offset);
   EXPECT_EQ(spans.at("input_stage").start_unix_ns, b.dequeued_ns + offset);
   EXPECT_EQ(spans.at("input_stage").end_unix_ns, b.staged_ns + offset);
   EXPECT_EQ(spans.at("output_stage").start_unix_ns, b.gpu_done_ns + offset);
   EXPECT_EQ(spans.at("output_stage").end_unix_ns, t.output_done_ns + offset);
+  EXPECT_EQ(spans.at("handback").start_unix_ns, t.output_done_ns + offset);
+  EXPECT_EQ(spans.at("handback").end_unix_ns, server.end_unix_ns);
   // GPU spans: event deltas laid back from the observed completion.
   const int64_t done = b.gpu_done_ns + offset;
   EXPECT_EQ(spans.at("d2h").end_unix_ns, done);

@@ -94,6 +94,10 @@ TEST_F(ServerMetricsTest, WithoutRequestTimingOnlyHostFiguresAndCounts) {
   EXPECT_TRUE(Has(text, R"(chronoserve_requests_total{model="m",outcome="success",version="2"} 2)")) << text;
   EXPECT_TRUE(Has(text, R"(chronoserve_request_duration_seconds_count{model="m",version="2"} 2)")) << text;
   EXPECT_TRUE(Has(text, R"(chronoserve_queue_duration_seconds_count{model="m",version="2"} 2)")) << text;
+  // Host stamps, kept with request timing off like queue: received -> enqueued 10 ns, scattered ->
+  // finalised 10 ns.
+  EXPECT_TRUE(Has(text, R"(chronoserve_admit_duration_seconds_count{model="m",version="2"} 2)")) << text;
+  EXPECT_TRUE(Has(text, R"(chronoserve_handback_duration_seconds_sum{model="m",version="2"} 2e-08)")) << text;
   EXPECT_TRUE(Has(text, R"(chronoserve_batches_total{model="m",version="2"} 2)")) << text;
   EXPECT_TRUE(Has(text, R"(chronoserve_compute_duration_seconds_count{model="m",version="2"} 0)")) << text;
   EXPECT_TRUE(Has(text, R"(chronoserve_h2d_duration_seconds_count{model="m",version="2"} 0)")) << text;
@@ -133,6 +137,10 @@ TEST_F(ServerMetricsTest, AFailedBatchFeedsOnlyTheStagesItFinishedAndNoBatchFigu
       << text;
   // Only the success built a response.
   EXPECT_TRUE(Has(text, R"(chronoserve_output_stage_duration_seconds_count{model="m",version="2"} 1)")) << text;
+  EXPECT_TRUE(Has(text, R"(chronoserve_handback_duration_seconds_count{model="m",version="2"} 1)")) << text;
+  // Every request was admitted: the failures' 1 us each and the success's 10 ns.
+  EXPECT_TRUE(Has(text, R"(chronoserve_admit_duration_seconds_count{model="m",version="2"} 3)")) << text;
+  EXPECT_TRUE(Has(text, R"(chronoserve_admit_duration_seconds_sum{model="m",version="2"} 2.01e-06)")) << text;
   // Per-batch figures: the batch that succeeded only.
   EXPECT_TRUE(Has(text, R"(chronoserve_batches_total{model="m",version="2"} 1)")) << text;
   EXPECT_TRUE(Has(text, R"(chronoserve_batch_size_count{model="m",version="2"} 1)")) << text;

@@ -25,7 +25,8 @@
 
 namespace chronoserve::testing {
 
-inline constexpr size_t kSpansPerRequest = 7;  // server + queue, input_stage, h2d, compute, d2h, output_stage
+inline constexpr size_t kSpansPerRequest = 9;  // server + admit, queue, input_stage, h2d, compute, d2h, output_stage,
+                                               // handback
 
 // GET http://127.0.0.1:port/metrics; the body, or "" on failure (10 s receive timeout).
 std::string ScrapeMetrics(int port);

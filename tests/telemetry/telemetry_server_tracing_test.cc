@@ -71,12 +71,18 @@ TEST_F(TelemetryServerTest, SpansJoinTheCallersTraceAndNestInsideTheServerSpan) 
       EXPECT_LE(s.start_ns, s.end_ns) << s.name;
       EXPECT_EQ(s.attributes.at("chronoserve.batch.id"), root->attributes.at("chronoserve.batch.id"));
     }
-    EXPECT_EQ(names, (std::set<std::string>{"queue", "input_stage", "h2d", "compute", "d2h", "output_stage"}));
+    EXPECT_EQ(names, (std::set<std::string>{"admit", "queue", "input_stage", "h2d", "compute", "d2h", "output_stage",
+                                            "handback"}));
     for (const ReceivedSpan& s : spans) {
       if (s.name == "compute") {
         EXPECT_EQ(s.attributes.at("chronoserve.duration_ns"), std::to_string(result->timing->compute_ns));
       }
       if (s.name == "queue") EXPECT_EQ(s.end_ns - s.start_ns, result->timing->queue_ns);
+      if (s.name == "admit") EXPECT_EQ(s.end_ns - s.start_ns, result->timing->admit_ns);
+      if (s.name == "handback") {
+        EXPECT_EQ(s.end_ns - s.start_ns, result->timing->handback_ns);
+        EXPECT_EQ(s.end_ns, root->end_ns) << "the answer's way back ends the server span";
+      }
     }
   }
 }
