@@ -3,7 +3,7 @@
 # server flag: bench_serve_latency at batch 128 and batch 1 (REQUESTS closed-loop requests after
 # 100 warm-up ones, tensors in the messages), a fresh server per value, ROUNDS rounds with the order
 # of the values reversed every other round so drift favours none. Prints one row per run (p50 µs of
-# e2e, input_stage, launch, outside the GPU spans and server_total); then, on the same server,
+# e2e, admit, input_stage, launch, outside the GPU spans and server_total); then, on the same server,
 # chronobench closed loop at each CONCURRENCY:BATCH of LOADS (requests of BATCH items, unary, 4
 # connections) and its items/s and batch reached. JSON per run under OUT_DIR/VALUE/roundN.
 #
@@ -49,7 +49,7 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
     stop_server || status=1
   done
 done
-printf '%-16s %6s %6s %9s %12s %9s %14s %13s\n' "${flag#--}" round batch "e2e p50" "input_stage" launch "outside GPU" "server_total"
+printf '%-16s %6s %6s %9s %9s %12s %9s %14s %13s\n' "${flag#--}" round batch "e2e p50" admit "input_stage" launch "outside GPU" "server_total"
 for row in "${rows[@]}"; do
   IFS='|' read -r json value round batch <<< "$row"
   python3 - "$json" "$value" "$round" "$batch" <<'EOF' || status=1
@@ -57,7 +57,7 @@ import json, sys
 path, value, rnd, batch = sys.argv[1:]
 lat = json.load(open(path))["latency_us"]
 get = lambda k: lat.get(k, {}).get("p50", float("nan"))
-print(f"{value:<16} {rnd:>6} {batch:>6} {get('e2e'):9.1f} {get('input_stage'):12.1f} {get('launch'):9.1f} "
+print(f"{value:<16} {rnd:>6} {batch:>6} {get('e2e'):9.1f} {get('admit'):9.1f} {get('input_stage'):12.1f} {get('launch'):9.1f} "
       f"{get('outside_gpu_spans'):14.1f} {get('server_total'):13.1f}")
 EOF
 done

@@ -184,7 +184,8 @@ absl::Status Server::Listen(int infer_threads) {
                     "(UNIMPLEMENTED)";
   }
   if (infer_threads > 0) {
-    infer_queues_ = std::make_unique<ModelInferQueues>(service_.get(), &builder, infer_threads);
+    infer_queues_ = std::make_unique<ModelInferQueues>(service_.get(), &builder, infer_threads,
+                                                       options_.grpc_threads_per_queue);
     health_service_ = std::make_unique<HealthService>();
     builder.RegisterService(health_service_->service());
     for (QueuedCallFactory& calls : health_service_->Calls()) infer_queues_->AddCalls(std::move(calls));

@@ -55,6 +55,10 @@ struct ServerOptions {
   // health from server/grpc/health_service.h); 0 = every RPC on gRPC's callback API, health from
   // gRPC's own service; kAutoInferThreads = DefaultInferThreads().
   int grpc_infer_threads = kAutoInferThreads;
+  // --grpc-threads-per-queue: how many of those threads poll each completion queue (1-4; the queues
+  // are ceil(threads / this)). Two let one busy stream's reads and writes proceed at once; one gives
+  // more queues (BENCHMARKS §45: more requests a second at concurrency 256, slower at concurrency 1).
+  int grpc_threads_per_queue = ModelInferQueues::kDefaultThreadsPerQueue;
   // --grpc-minimal-stack: gRPC's minimal channel stack on the server: no compression or deadline
   // filter on any call (ConfigureServerChannel, docs/GPU_PERFORMANCE.md). Compressed requests are
   // then refused (UNIMPLEMENTED, "Compression algorithm 'gzip' is disabled") instead of reaching us

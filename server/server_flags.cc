@@ -81,6 +81,13 @@ void AddServingFlags(CLI::App* app, RawServerFlags* raw) {
                   "[auto or 0 - 64]")
       ->capture_default_str()
       ->check(CheckInferThreads);
+  app->add_option("--grpc-threads-per-queue", options.grpc_threads_per_queue,
+                  "How many of --grpc-infer-threads poll each completion queue (the queues are the threads / "
+                  "this, rounded up). 2 lets one busy stream's reads and writes proceed at once; 1 gives twice the "
+                  "queues (docs/GPU_PERFORMANCE.md: more requests a second at high concurrency, slower at "
+                  "concurrency 1, in one machine's runs)")
+      ->capture_default_str()
+      ->transform(IntegerIn(1, ModelInferQueues::kMaxThreadsPerQueue));
   app->add_option("--grpc-minimal-stack", options.grpc_minimal_stack,
                   "gRPC's minimal channel stack on the server: no compression or deadline filter on any call "
                   "(1-7 % more unary requests a second at concurrency 256 in our runs); compressed requests are "

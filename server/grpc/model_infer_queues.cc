@@ -107,9 +107,11 @@ class ModelInferQueues::UnaryCall final : public QueuedCall {
   Tag done_{this, Event::kDone};
 };
 
-ModelInferQueues::ModelInferQueues(InferenceService* service, grpc::ServerBuilder* builder, int threads)
+ModelInferQueues::ModelInferQueues(InferenceService* service, grpc::ServerBuilder* builder, int threads,
+                                   int threads_per_queue)
     : service_(service), threads_(std::max(threads, 1)), factories_(service->ControlCalls()) {
-  const int queues = (threads_ + kThreadsPerQueue - 1) / kThreadsPerQueue;
+  const int per_queue = std::clamp(threads_per_queue, 1, kMaxThreadsPerQueue);
+  const int queues = (threads_ + per_queue - 1) / per_queue;
   for (int i = 0; i < queues; ++i) {
     queues_.push_back(std::make_unique<Queue>(kPooledResponses / static_cast<size_t>(queues)));
     queues_.back()->cq = builder->AddCompletionQueue();

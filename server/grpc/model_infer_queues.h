@@ -1,5 +1,6 @@
 // ModelInferQueues: serves ModelInfer and ModelStreamInfer (and the service's other RPCs, below) on
-// gRPC's asynchronous API, on completion queues of its own, each polled by up to kThreadsPerQueue threads ("cs-grpc-cqK", K
+// gRPC's asynchronous API, on completion queues of its own, each polled by up to kDefaultThreadsPerQueue threads
+// (--grpc-threads-per-queue; "cs-grpc-cqK", K
 // counting every thread). On gRPC 1.51's callback API every operation of every call goes through
 // one shared completion queue that (cores / 2) threads poll under one mutex; at tens of thousands of
 // requests per second that queue was the busiest part of the server (docs/BENCHMARKS.md §19). Here
@@ -49,15 +50,19 @@ class ModelInferQueues {
   static constexpr int kUnaryCallsRequested = 16;
   static constexpr int kStreamsRequested = 4;
 
-  static constexpr int kThreadsPerQueue = 2;
+  // Threads polling each queue unless the caller says otherwise (--grpc-threads-per-queue).
+  static constexpr int kDefaultThreadsPerQueue = 2;
+  static constexpr int kMaxThreadsPerQueue = 4;
   // Unary responses kept for reuse (response_pool.h), in all, split evenly among the queues: above
   // the calls a loaded server has in flight (concurrency 256 in the benchmarks), plus the calls
   // requested ahead.
   static constexpr size_t kPooledResponses = 1024;
 
-  // `threads` (>= 1) over ceil(threads / kThreadsPerQueue) queues, serving every RPC of `service`,
-  // which was built with async_inference and must outlive this.
-  ModelInferQueues(InferenceService* service, grpc::ServerBuilder* builder, int threads);
+  // `threads` (>= 1) over ceil(threads / threads_per_queue) queues (threads_per_queue clamped to
+  // 1 .. kMaxThreadsPerQueue), serving every RPC of `service`, which was built with async_inference
+  // and must outlive this.
+  ModelInferQueues(InferenceService* service, grpc::ServerBuilder* builder, int threads,
+                   int threads_per_queue = kDefaultThreadsPerQueue);
   ~ModelInferQueues();  // Stop()s
 
   // Before Start: serve the calls `factory` makes too (e.g. HealthService::Calls), one kept

@@ -49,7 +49,7 @@ TEST(RequestTimingTest, RemainderAndConsistency) {
   t.d2h_ns = -1;
   EXPECT_FALSE(t.IsConsistent());
   t = Sample();
-  t.admit_ns = 14'000;  // the stages, admit and handback exceed the total by 1 us
+  t.admit_ns = 13'000;  // the stages, admit and handback exceed the total by 1 us
   EXPECT_EQ(t.device_gap_ns(), -1'000);
   EXPECT_FALSE(t.IsConsistent());
   t = Sample();

@@ -46,6 +46,7 @@ TEST(ServerFlagsResolveTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(options.host, "127.0.0.1");
   EXPECT_EQ(options.grpc_port, 8001);
   EXPECT_EQ(options.grpc_infer_threads, kAutoInferThreads);
+  EXPECT_EQ(options.grpc_threads_per_queue, 2);
   EXPECT_FALSE(options.grpc_minimal_stack);
   EXPECT_TRUE(options.request_timing);
   EXPECT_EQ(options.input_arena_bytes, -1) << "auto";
@@ -63,13 +64,14 @@ TEST(ServerFlagsResolveTest, DefaultsAreTheDocumentedOnes) {
 
 TEST(ServerFlagsResolveTest, ValuesBecomeOptionsInTheirUnits) {
   auto flags = Parse({"--model-repository", "/m", "--host", "0.0.0.0", "--grpc-infer-threads", "6",
-                      "--input-arena-mib", "24", "--max-queue-mib", "3", "--request-timing", "off",
+                      "--grpc-threads-per-queue", "1", "--input-arena-mib", "24", "--max-queue-mib", "3", "--request-timing", "off",
                       "--grpc-minimal-stack", "true", "--host-policy", "gpu_0,cpu-cores=2-3", "--host-policy",
                       "gpu_0,nice=5", "--gpu-monitor-interval-ms", "250", "--log-verbose", "2",
                       "--otlp-endpoint", "collector:4317", "--metrics-port", "9102"});
   ASSERT_TRUE(flags.ok()) << flags.status();
   const ServerOptions& options = flags->options;
   EXPECT_EQ(options.grpc_infer_threads, 6);
+  EXPECT_EQ(options.grpc_threads_per_queue, 1);
   EXPECT_EQ(options.input_arena_bytes, int64_t{24} << 20);
   EXPECT_EQ(options.max_queue_bytes, uint64_t{3} << 20);
   EXPECT_FALSE(options.request_timing);
@@ -125,6 +127,8 @@ TEST(ServerFlagsResolveTest, BadValuesAreRefusedWithTheParsersMessage) {
   const std::vector<Row> rows = {
       {{"--grpc-infer-threads", "0x10"}, "expected auto or a decimal number of threads from 0 to 64, got '0x10'"},
       {{"--grpc-infer-threads", "65"}, "from 0 to 64"},
+      {{"--grpc-threads-per-queue", "0"}, "--grpc-threads-per-queue: '0' is not an integer from 1 to 4"},
+      {{"--grpc-threads-per-queue", "5"}, "from 1 to 4"},
       {{"--input-arena-mib", "65537"}, "must be auto or a whole number of MiB from 0 to 65536, got '65537'"},
       {{"--input-arena-mib", "4MiB"}, "must be auto or a whole number of MiB from 0 to 65536"},
       {{"--request-timing", "maybe"}, "--request-timing"},

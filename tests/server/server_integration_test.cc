@@ -301,6 +301,45 @@ TEST_F(ServerIntegrationTest, ConcurrentRequestsAreBatchedAndEachGetsItsOwnRows)
   EXPECT_GT(batched.load(), 0) << "the dynamic batcher merged concurrent requests";
 }
 
+// --grpc-threads-per-queue 1: three completion queues with a thread each serve concurrent clients,
+// every answer its own rows, with the timing invariants.
+TEST_F(ServerIntegrationTest, OneThreadPerCompletionQueueServesConcurrentClients) {
+  server::ServerOptions options = testing::TestServerOptions(repo_->path());
+  options.grpc_infer_threads = 3;
+  options.grpc_threads_per_queue = 1;
+  std::unique_ptr<server::Server> server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  constexpr int kThreads = 6;
+  std::atomic<int> failures{0};
+  std::vector<std::string> first_failure(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto client = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+      for (int i = 0; i < 5; ++i) {
+        const Tensor input = RandomInput("INPUT__0", DataType::kFp32, {1, 4, 20, 20}, 5000 + t * 100 + i);
+        auto result = client->Infer("policy_net", {input});
+        std::string problem;
+        if (!result.ok()) {
+          problem = result.status().ToString();
+        } else if (!result->timing.has_value() || !result->timing->IsConsistent() || result->timing->admit_ns <= 0) {
+          problem = "timing missing or inconsistent";
+        } else {
+          problem = testing::OutputsMismatch(ModelPath("policy_net"), {input}, result->outputs);
+        }
+        if (!problem.empty()) {  // per thread: no lock; this thread stops at its first
+          ++failures;
+          first_failure[t] = "request " + std::to_string(i) + ": " + problem;
+          break;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0) << ::testing::PrintToString(first_failure);
+  server->Shutdown();
+}
+
 TEST_F(ServerIntegrationTest, StatisticsCountRequestsAndBatches) {
   auto before = client_->ModelStatistics("scale_int32");
   ASSERT_TRUE(before.ok()) << before.status();

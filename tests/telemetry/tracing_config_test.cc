@@ -351,7 +351,7 @@ TEST(TracingConfigTest, AQueueSmallerThanOneRequestsSpansIsRaisedWithAWarning) {
   const struct {
     size_t configured, want;
     bool warns;
-  } cases[] = {{1, 7, true}, {6, 7, true}, {7, 7, false}, {64, 64, false}};
+  } cases[] = {{1, 9, true}, {8, 9, true}, {9, 9, false}, {64, 64, false}};  // 1 + kMaxChildSpans = 9
   for (const auto& c : cases) {
     auto config = ResolveTracingConfig(
         "collector:4317", "", Env({{"OTEL_BSP_MAX_QUEUE_SIZE", std::to_string(c.configured)}}));
@@ -365,7 +365,7 @@ TEST(TracingConfigTest, AQueueSmallerThanOneRequestsSpansIsRaisedWithAWarning) {
     if (c.warns) {
       EXPECT_THAT(config->warnings[0],
                   ::testing::HasSubstr(absl::StrCat("OTEL_BSP_MAX_QUEUE_SIZE=", c.configured, " ")));
-      EXPECT_THAT(config->warnings[0], ::testing::HasSubstr("using 7"));
+      EXPECT_THAT(config->warnings[0], ::testing::HasSubstr("using 9"));
     }
   }
 }
