@@ -8,8 +8,10 @@
 namespace chronoserve::client::bench {
 namespace {
 
-constexpr Metric kColumns[] = {Metric::kE2e,     Metric::kTransport, Metric::kQueue,      Metric::kH2d,
-                               Metric::kCompute, Metric::kD2h,       Metric::kServerTotal};
+// admit (read, validated, inputs copied into the arena) beside the device spans: at large batches
+// it is the server's largest own part (docs/BENCHMARKS.md §45); "-" from servers without it.
+constexpr Metric kColumns[] = {Metric::kE2e, Metric::kTransport, Metric::kAdmit, Metric::kQueue, Metric::kH2d,
+                               Metric::kCompute, Metric::kD2h, Metric::kServerTotal};
 
 std::string P50P99(const Histogram& h) {
   if (h.count() == 0) return "-";

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "client/chronobench/bench_report.h"
 #include "client/chronobench/console_report.h"
@@ -309,6 +310,13 @@ TEST(ReportTest, ConsoleRowShowsErrorsAndWarnings) {
   p.warnings.push_back("1 requests failed (UNAVAILABLE 1)");
   const std::string row = TableRow(p);
   EXPECT_NE(row.find("concurrency 4"), std::string::npos);
+  // The fixture's admit (2.5 us) has its own column, after transport.
+  EXPECT_NE(TableHeader().find("transport           admit           queue"), std::string::npos) << TableHeader();
+  const Histogram& admit = p.recorder.metric(Metric::kAdmit);
+  ASSERT_GT(admit.count(), 0);
+  const std::string cell = absl::StrFormat(" %15s", absl::StrFormat("%.0f/%.0f", admit.ValueAtPercentile(50) / 1e3,
+                                                                     admit.ValueAtPercentile(99) / 1e3));
+  EXPECT_NE(row.find(cell), std::string::npos) << row;
   EXPECT_NE(row.find("warning: 1 requests failed (UNAVAILABLE 1)"), std::string::npos);
 }
 
