@@ -35,8 +35,8 @@ build/bin/chronobench -m "$model" -u "127.0.0.1:$port" -b "$batch" --warmup-requ
   --html build/demo-report.html
 echo
 echo "Columns are microseconds, p50/p99 per request: e2e = client end-to-end; transport = e2e - server_total"
-echo "(network + serialisation); queue, h2d, compute, d2h = the server's spans from each response;"
-echo "server_total also holds admit (message read, validated, inputs copied), input_stage, output_stage,"
+echo "(network + serialisation); admit (message read, validated, inputs copied), queue, h2d, compute,"
+echo "d2h = the server's spans from each response; server_total also holds input_stage, output_stage,"
 echo "handback and the device gap (every span: the JSON report and docs/TIMING.md)."
 echo "On a CPU-only machine the h2d/compute/d2h spans are host-timed (timing.clock=host)."
 echo "Reports: build/demo-report.json, build/demo-report.html"
