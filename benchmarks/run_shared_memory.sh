@@ -8,12 +8,16 @@
 # model (--warm-client-requests): that one pays only the server's and the new connection's costs.
 # A third "first" (first_no_sw) is from a server started with --serving-warmup-requests 0: the
 # first request without the server's serving warm-up, for comparison in the same run.
-# Prints e2e - GPU spans, first / steady and idle / back-to-back for both transports; JSON per run.
-# Usage: benchmarks/run_shared_memory.sh BUILD_DIR OUT_DIR [PORT]
+# Prints e2e - GPU spans, first / steady and idle / back-to-back for every transport; JSON per run.
+# Transports (TRANSPORTS, default "none system cuda"): the message, system shared memory, and CUDA
+# shared memory (the client's GPU memory through CUDA IPC: bench_serve_latency built with CUDA).
+# For the shared-memory ones, call - GPU spans (the gRPC call without the client's copies) too.
+# Usage: [TRANSPORTS="none system cuda"] benchmarks/run_shared_memory.sh BUILD_DIR OUT_DIR [PORT]
 set -uo pipefail
 build=${1:?build dir}
 out=${2:?output dir}
 port=${3:-8051}
+transports=${TRANSPORTS:-none system cuda}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 source "$here/server_lib.sh"
@@ -26,7 +30,7 @@ bench() {  # bench TRANSPORT LABEL ARGS...
   local transport=$1 label=$2
   shift 2
   "$build/bin/bench_serve_latency" -u "127.0.0.1:$port" -m policy_net --shared-memory "$transport" "$@" \
-    --label "$label" --json "$out/shm_${transport}_${label}.json" | grep -E "^(e2e|transport|server_total|input_stage|h2d|compute|d2h|output_stage|outside)" \
+    --label "$label" --json "$out/shm_${transport}_${label}.json" | grep -E "^(e2e|call|transport|server_total|admit|input_stage|h2d|compute|d2h|output_stage|outside)" \
     | sed "s/^/  [$transport $label] /" || status=1
 }
 # The server a client warms itself on before "first_warm_client" (never the measured one).
@@ -35,7 +39,7 @@ bench() {  # bench TRANSPORT LABEL ARGS...
 warmer=$!
 trap 'kill "$warmer" 2>/dev/null' EXIT
 for _ in $(seq 1 600); do grep -q "server READY" "$out/server-shm-warmer.log" && break; sleep 0.5; done
-for transport in none system; do
+for transport in $transports; do
   start_server "$build" "$models" "$out/server-shm-$transport-first-nosw.log" "$port" --serving-warmup-requests 0 \
     || { status=1; continue; }
   bench "$transport" first_no_sw -b 128 -n 1 --warmup-requests 0
@@ -48,29 +52,37 @@ for transport in none system; do
   bench "$transport" first -b 128 -n 1 --warmup-requests 0
   bench "$transport" bs128 -b 128 -n 1000 --warmup-requests 100
   bench "$transport" bs1 -b 1 -n 1000 --warmup-requests 100
+  if [ "$transport" != none ]; then  # tensors already in the region: no client copies per request
+    bench "$transport" bs128_pre -b 128 -n 1000 --warmup-requests 100 --preload-shared-memory
+    bench "$transport" bs1_pre -b 1 -n 1000 --warmup-requests 100 --preload-shared-memory
+  fi
   bench "$transport" gap1000 -b 128 -n 20 --warmup-requests 5 --idle-gap-ms 1000
   stop_server || status=1
 done
 kill -TERM "$warmer"; wait "$warmer"
 rm -rf "$models"
-python3 - "$out" <<'PY' || status=1
+python3 - "$out" $transports <<'PY' || status=1
 import json, sys
 out = sys.argv[1]
+transports = sys.argv[2:]
 def load(t, label):
     return json.load(open(f"{out}/shm_{t}_{label}.json"))["latency_us"]
 ref = {p["batch_size"]: p["compute_p50_us"] for p in json.load(open(f"{out}/shm_inprocess.json"))["points"]}
-print(f"\n{'transport':<10}{'run':<18}{'e2e p50':>9}{'transport':>10}{'server':>8}{'in_stage':>9}{'h2d':>6}{'compute':>8}{'d2h':>6}{'out_stage':>10}{'e2e-GPU':>9}")
+print(f"\n{'transport':<10}{'run':<18}{'e2e p50':>9}{'transport':>10}{'server':>8}{'admit':>6}{'in_stage':>9}{'h2d':>6}{'compute':>8}{'d2h':>6}{'dev_gap':>8}{'out_stage':>10}{'e2e-GPU':>9}")
 rows = {}
-for t in ("none", "system"):
-    for label in ("first", "first_warm_client", "first_no_sw", "bs128", "bs1", "gap1000"):
+for t in transports:
+    for label in ("first", "first_warm_client", "first_no_sw", "bs128", "bs1", "gap1000", "bs128_pre", "bs1_pre"):
+        if label.endswith("_pre") and t == "none":
+            continue
         s = load(t, label)
         p = {k: v["p50"] for k, v in s.items()}
         gpu = p["h2d"] + p["compute"] + p["d2h"]
         rows[(t, label)] = p
-        print(f"{t:<10}{label:<18}{p['e2e']:>9.0f}{p['transport']:>10.0f}{p['server_total']:>8.0f}{p['input_stage']:>9.0f}"
-              f"{p['h2d']:>6.0f}{p['compute']:>8.0f}{p['d2h']:>6.0f}{p['output_stage']:>10.0f}{p['e2e'] - gpu:>9.0f}")
+        print(f"{t:<10}{label:<18}{p['e2e']:>9.0f}{p['transport']:>10.0f}{p['server_total']:>8.0f}{p.get('admit', 0):>6.0f}"
+              f"{p['input_stage']:>9.0f}{p['h2d']:>6.0f}{p['compute']:>8.0f}{p['d2h']:>6.0f}{p.get('device_gap', 0):>8.0f}"
+              f"{p['output_stage']:>10.0f}{p['e2e'] - gpu:>9.0f}")
 summary = {}
-for t in ("none", "system"):
+for t in transports:
     b, f, g = rows[(t, "bs128")], rows[(t, "first")], rows[(t, "gap1000")]
     fw = rows[(t, "first_warm_client")]
     fn = rows[(t, "first_no_sw")]
@@ -82,12 +94,21 @@ for t in ("none", "system"):
         "idle_1s_over_back_to_back": g["e2e"] / b["e2e"],
         "server_compute_over_inprocess_graph": b["compute"] / ref[128],
     }
+    if "call" in b:
+        summary[t]["call_minus_gpu_spans_ms"] = (b["call"] - b["h2d"] - b["compute"] - b["d2h"]) / 1000
+    if (t, "bs128_pre") in rows:
+        pre = rows[(t, "bs128_pre")]
+        summary[t]["preloaded_e2e_minus_gpu_spans_ms"] = (pre["e2e"] - pre["h2d"] - pre["compute"] - pre["d2h"]) / 1000
+        summary[t]["preloaded_device_gap_us"] = {"bs128": pre["device_gap"], "bs1": rows[(t, "bs1_pre")]["device_gap"]}
     print(f"{t}: e2e - GPU spans p50 {summary[t]['e2e_minus_gpu_spans_ms']:.3f} ms (goal <= 0.10); "
           f"first/steady {summary[t]['first_over_steady']:.2f}, warm client "
           f"{summary[t]['first_warm_client_over_steady']:.2f}, without serving warm-up "
           f"{summary[t]['first_without_serving_warmup_over_steady']:.2f} (<= 1.5); 1 s idle/back-to-back "
           f"{summary[t]['idle_1s_over_back_to_back']:.2f} (<= 1.10); compute/in-process graph "
-          f"{summary[t]['server_compute_over_inprocess_graph']:.2f} (<= 1.15)")
+          f"{summary[t]['server_compute_over_inprocess_graph']:.2f} (<= 1.15)"
+          + (f"; call - GPU spans {summary[t]['call_minus_gpu_spans_ms']:.3f} ms" if "call_minus_gpu_spans_ms" in summary[t] else "")
+          + (f"; preloaded e2e - GPU spans {summary[t]['preloaded_e2e_minus_gpu_spans_ms']:.3f} ms"
+             if "preloaded_e2e_minus_gpu_spans_ms" in summary[t] else ""))
 json.dump(summary, open(f"{out}/shm_summary.json", "w"), indent=2)
 PY
 exit $status

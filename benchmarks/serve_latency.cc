@@ -6,12 +6,16 @@
 // With --shared-memory system the tensors travel through POSIX shared memory registered with the
 // server; e2e then also counts copying the inputs into the region and the outputs out of it, and
 // two more rows split it: `call` (the gRPC call alone) and `client_copies` (e2e - call). Both stay
-// inside `transport` (e2e - server_total), as they always have.
+// inside `transport` (e2e - server_total), as they always have. With --shared-memory cuda (a build
+// with CUDA) the regions are GPU memory of this process, shared through CUDA IPC handles: the client's
+// copies are then cudaMemcpy host -> its GPU memory and back, and `call_outside_gpu_spans` (call
+// less the GPU spans) is what a client whose tensors already live on the GPU would see.
 //
 //   bench_serve_latency --url 127.0.0.1:8001 --model policy_net --batch-size 128 --requests 1000
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <random>
@@ -31,24 +35,98 @@
 #include "common/malloc_tuning.h"
 #include "common/tensor_data.h"
 
+#ifdef CHRONOSERVE_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 namespace {
 using chronoserve::RequestTiming;
 using chronoserve::client::InferenceClient;
 using chronoserve::bench::PercentileUs;
 using chronoserve::client::Tensor;
 
-// --shared-memory system: one input and one output region, registered for the whole run.
+// The two regions' memory: POSIX shared memory, or (--shared-memory cuda) this process's GPU memory.
+class RegionMemory {
+ public:
+  virtual ~RegionMemory() = default;
+  virtual absl::Status Register(InferenceClient* client, const std::string& name) = 0;
+  virtual void Unregister(InferenceClient* client, const std::string& name) = 0;
+  virtual void CopyIn(size_t offset, const std::string& bytes) = 0;
+  virtual void CopyOut(size_t offset, size_t bytes, char* dst) = 0;
+  virtual size_t byte_size() const = 0;
+};
+
+class SystemMemory final : public RegionMemory {
+ public:
+  explicit SystemMemory(std::unique_ptr<chronoserve::client::SystemSharedMemory> shm) : shm_(std::move(shm)) {}
+  absl::Status Register(InferenceClient* client, const std::string& name) override {
+    return client->RegisterSystemSharedMemory(name, shm_->key(), shm_->byte_size());
+  }
+  void Unregister(InferenceClient* client, const std::string& name) override {
+    client->UnregisterSystemSharedMemory(name).IgnoreError();
+  }
+  void CopyIn(size_t offset, const std::string& bytes) override {
+    std::memcpy(shm_->data() + offset, bytes.data(), bytes.size());
+  }
+  void CopyOut(size_t offset, size_t bytes, char* dst) override { std::memcpy(dst, shm_->data() + offset, bytes); }
+  size_t byte_size() const override { return shm_->byte_size(); }
+
+ private:
+  std::unique_ptr<chronoserve::client::SystemSharedMemory> shm_;
+};
+
+#ifdef CHRONOSERVE_WITH_CUDA
+class CudaMemory final : public RegionMemory {
+ public:
+  static absl::StatusOr<std::unique_ptr<CudaMemory>> Create(size_t bytes) {
+    void* data = nullptr;
+    if (cudaError_t err = cudaMalloc(&data, bytes); err != cudaSuccess) {
+      return absl::ResourceExhaustedError(absl::StrCat("cudaMalloc(", bytes, "): ", cudaGetErrorString(err)));
+    }
+    return std::unique_ptr<CudaMemory>(new CudaMemory(static_cast<char*>(data), bytes));
+  }
+  ~CudaMemory() override { cudaFree(data_); }
+  absl::Status Register(InferenceClient* client, const std::string& name) override {
+    cudaIpcMemHandle_t handle;
+    if (cudaError_t err = cudaIpcGetMemHandle(&handle, data_); err != cudaSuccess) {
+      return absl::InternalError(absl::StrCat("cudaIpcGetMemHandle: ", cudaGetErrorString(err)));
+    }
+    return client->RegisterCudaSharedMemory(name, std::string(reinterpret_cast<const char*>(&handle), sizeof(handle)),
+                                            0, bytes_);
+  }
+  void Unregister(InferenceClient* client, const std::string& name) override {
+    client->UnregisterCudaSharedMemory(name).IgnoreError();
+  }
+  void CopyIn(size_t offset, const std::string& bytes) override {
+    (void)cudaMemcpy(data_ + offset, bytes.data(), bytes.size(), cudaMemcpyHostToDevice);
+  }
+  void CopyOut(size_t offset, size_t bytes, char* dst) override {
+    (void)cudaMemcpy(dst, data_ + offset, bytes, cudaMemcpyDeviceToHost);
+  }
+  size_t byte_size() const override { return bytes_; }
+
+ private:
+  CudaMemory(char* data, size_t bytes) : data_(data), bytes_(bytes) {}
+  char* data_;
+  size_t bytes_;
+};
+#endif
+
+// --shared-memory system|cuda: one input and one output region, registered for the whole run.
 class ShmTransport {
  public:
   static absl::StatusOr<std::unique_ptr<ShmTransport>> Create(
       InferenceClient* client, const inference::ModelMetadataResponse& meta,
-      const std::vector<std::vector<Tensor>>& variants, int batch, int64_t output_bytes) {
+      const std::vector<std::vector<Tensor>>& variants, int batch, int64_t output_bytes, bool cuda, bool preload) {
     auto t = std::unique_ptr<ShmTransport>(new ShmTransport(client));
+    t->preload_ = preload;
     size_t in_bytes = 1;
     for (const auto& inputs : variants) {
       size_t total = 0;
       for (const auto& in : inputs) total += Align(in.data.size());
-      in_bytes = std::max(in_bytes, total);
+      // Preloaded: every variant at its own offset; otherwise each request writes at offset 0.
+      t->variant_offsets_.push_back(preload ? in_bytes - 1 : 0);
+      in_bytes = preload ? in_bytes + total : std::max(in_bytes, total);
     }
     size_t out_total = 0;
     for (const auto& out : meta.outputs()) {
@@ -68,35 +146,61 @@ class ShmTransport {
       out_total += Align(bytes);
     }
     const std::string tag = absl::StrCat("bench_serve_latency_", getpid());
-    auto in = chronoserve::client::SystemSharedMemory::Create("/" + tag + "_in", in_bytes);
-    if (!in.ok()) return in.status();
-    auto out = chronoserve::client::SystemSharedMemory::Create("/" + tag + "_out", std::max<size_t>(out_total, 1));
-    if (!out.ok()) return out.status();
-    t->in_ = *std::move(in);
-    t->out_ = *std::move(out);
+    const size_t out_bytes = std::max<size_t>(out_total, 1);
+    if (cuda) {
+#ifdef CHRONOSERVE_WITH_CUDA
+      auto in = CudaMemory::Create(in_bytes);
+      if (!in.ok()) return in.status();
+      auto out = CudaMemory::Create(out_bytes);
+      if (!out.ok()) return out.status();
+      t->in_ = *std::move(in);
+      t->out_ = *std::move(out);
+#else
+      return absl::UnimplementedError("--shared-memory cuda needs a build with CUDA");
+#endif
+    } else {
+      auto in = chronoserve::client::SystemSharedMemory::Create("/" + tag + "_in", in_bytes);
+      if (!in.ok()) return in.status();
+      auto out = chronoserve::client::SystemSharedMemory::Create("/" + tag + "_out", out_bytes);
+      if (!out.ok()) return out.status();
+      t->in_ = std::make_unique<SystemMemory>(*std::move(in));
+      t->out_ = std::make_unique<SystemMemory>(*std::move(out));
+    }
     t->in_name_ = tag + "_in";
     t->out_name_ = tag + "_out";
     for (auto& [name, ref] : t->outputs_) ref.region = t->out_name_;
-    if (auto s = client->RegisterSystemSharedMemory(t->in_name_, t->in_->key(), t->in_->byte_size()); !s.ok()) return s;
+    if (auto s = t->in_->Register(client, t->in_name_); !s.ok()) return s;
     t->registered_ = true;
-    if (auto s = client->RegisterSystemSharedMemory(t->out_name_, t->out_->key(), t->out_->byte_size()); !s.ok()) return s;
+    if (auto s = t->out_->Register(client, t->out_name_); !s.ok()) return s;
     t->copied_out_.resize(t->out_->byte_size());
+    if (preload) {
+      for (size_t v = 0; v < variants.size(); ++v) {
+        size_t offset = t->variant_offsets_[v];
+        for (const Tensor& in : variants[v]) {
+          t->in_->CopyIn(offset, in.data);
+          offset += Align(in.data.size());
+        }
+      }
+    }
     return t;
   }
   ~ShmTransport() {
     if (!registered_) return;
-    client_->UnregisterSystemSharedMemory(in_name_).IgnoreError();
-    client_->UnregisterSystemSharedMemory(out_name_).IgnoreError();
+    in_->Unregister(client_, in_name_);
+    out_->Unregister(client_, out_name_);
   }
 
-  // Copies in, infers, copies out; e2e_ns covers all three, *call_ns the gRPC call alone.
-  absl::StatusOr<chronoserve::client::InferResult> Infer(const std::string& model, const std::vector<Tensor>& inputs,
+  // Copies input variant `variant` in, infers, copies out; e2e_ns covers all three, *call_ns the
+  // gRPC call alone. Preloaded: no copies (the inputs are in the region already, the outputs are
+  // left there), so e2e is the call.
+  absl::StatusOr<chronoserve::client::InferResult> Infer(const std::string& model, size_t variant,
+                                                         const std::vector<Tensor>& inputs,
                                                          chronoserve::client::InferOptions options, int64_t* call_ns) {
     const int64_t start = chronoserve::SteadyClock::Now();
     std::vector<Tensor> refs;
-    size_t offset = 0;
+    size_t offset = variant_offsets_[variant];
     for (const Tensor& in : inputs) {
-      std::memcpy(in_->data() + offset, in.data.data(), in.data.size());
+      if (!preload_) in_->CopyIn(offset, in.data);
       Tensor ref{in.name, in.dtype, in.shape, {}};
       ref.shared_memory = chronoserve::client::SharedMemoryRef{in_name_, in.data.size(), offset};
       refs.push_back(std::move(ref));
@@ -111,11 +215,11 @@ class ShmTransport {
     if (!result.ok()) return result;
     *call_ns = result->e2e_ns;
     for (const auto& out : result->outputs) {
-      if (!out.shared_memory.has_value()) continue;
+      if (preload_ || !out.shared_memory.has_value()) continue;
       const size_t bytes = std::min(out.shared_memory->byte_size,
                                     static_cast<size_t>(chronoserve::ElementCount(out.shape)) *
                                         chronoserve::DataTypeByteSize(out.dtype));
-      std::memcpy(copied_out_.data() + out.shared_memory->offset, out_->data() + out.shared_memory->offset, bytes);
+      out_->CopyOut(out.shared_memory->offset, bytes, copied_out_.data() + out.shared_memory->offset);
     }
     result->e2e_ns = chronoserve::SteadyClock::Now() - start;
     return result;
@@ -126,10 +230,12 @@ class ShmTransport {
   static size_t Align(size_t n) { return (n + 63) / 64 * 64; }
 
   InferenceClient* const client_;
-  std::unique_ptr<chronoserve::client::SystemSharedMemory> in_, out_;
+  std::unique_ptr<RegionMemory> in_, out_;
   std::string in_name_, out_name_;
   std::map<std::string, chronoserve::client::SharedMemoryRef> outputs_;
   std::string copied_out_;  // the client's copy of the outputs
+  std::vector<size_t> variant_offsets_;  // where each input variant starts in the input region
+  bool preload_ = false;
   bool registered_ = false;
 };
 
@@ -210,9 +316,15 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "Write the figures as JSON here");
   app.add_option("--label", label, "Label for the JSON record");
   app.add_option("--shared-memory", shared_memory,
-                 "none, or system: tensors through POSIX shared memory (e2e includes the copies in and out)")
-      ->check(CLI::IsMember({"none", "system"}))
+                 "none; system: tensors through POSIX shared memory; cuda: through this process's GPU memory "
+                 "(CUDA IPC; a build with CUDA). e2e includes the client's copies in and out")
+      ->check(CLI::IsMember({"none", "system", "cuda"}))
       ->capture_default_str();
+  bool preload = false;
+  app.add_flag("--preload-shared-memory", preload,
+               "With --shared-memory: write every input variant into the region once before the run and leave "
+               "the outputs there (no client copies per request: e2e is the call, as for a client whose tensors "
+               "already live in the region)");
   app.add_option("--output-shared-memory-size", output_shm_bytes,
                  "Bytes per output tensor in shared memory (default: from the output shapes and the batch size)")
       ->transform(chronoserve::IntegerIn(0, int64_t{1} << 40));
@@ -251,8 +363,9 @@ int main(int argc, char** argv) {
     inputs = *std::move(made);
   }
   std::unique_ptr<ShmTransport> shm;
-  if (shared_memory == "system") {
-    auto created = ShmTransport::Create(client.get(), *meta, variants, batch, output_shm_bytes);
+  if (shared_memory != "none") {
+    auto created =
+        ShmTransport::Create(client.get(), *meta, variants, batch, output_shm_bytes, shared_memory == "cuda", preload);
     if (!created.ok()) {
       std::fprintf(stderr, "bench_serve_latency: shared memory: %s\n", std::string(created.status().message()).c_str());
       return 1;
@@ -267,9 +380,10 @@ int main(int argc, char** argv) {
     if (i >= warmup && gap_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
     chronoserve::client::InferOptions options;
     options.outputs = outputs;
-    const auto& inputs = variants[i % variants.size()];
+    const size_t variant = i % variants.size();
+    const auto& inputs = variants[variant];
     int64_t call_ns = 0;
-    auto r = shm != nullptr ? shm->Infer(model, inputs, options, &call_ns) : client->Infer(model, inputs, options);
+    auto r = shm != nullptr ? shm->Infer(model, variant, inputs, options, &call_ns) : client->Infer(model, inputs, options);
     if (!r.ok()) {
       if (++errors <= 3) std::fprintf(stderr, "error: %s\n", std::string(r.status().message()).c_str());
       continue;
@@ -296,6 +410,9 @@ int main(int argc, char** argv) {
       {"handback", [](const Sample& s) { return s.r.timing->handback_ns; }},
       {"device_gap", [](const Sample& s) { return s.r.timing->device_gap_ns(); }},
       {"outside_gpu_spans", [](const Sample& s) { return s.r.e2e_ns - s.r.timing->h2d_ns - s.r.timing->compute_ns - s.r.timing->d2h_ns; }},
+      {"call_outside_gpu_spans",
+       [](const Sample& s) { return s.call_ns - s.r.timing->h2d_ns - s.r.timing->compute_ns - s.r.timing->d2h_ns; },
+       true, true},
   };
   size_t timed = 0;
   bool device_timed = false;
@@ -306,13 +423,18 @@ int main(int argc, char** argv) {
   std::printf("\n%s  batch %d  %zu requests (+%d warm-up, %d errors)  spans: %s  tensors: %s\n", model.c_str(),
               batch, results.size(), warmup, errors,
               timed == 0 ? "none (server timing off)" : device_timed ? "CUDA events" : "host clock (CPU)",
-              shm != nullptr ? "system shared memory (e2e includes the copies)" : "in the gRPC messages");
+              shm == nullptr                 ? "in the gRPC messages"
+              : preload                 ? (shared_memory == "cuda" ? "CUDA shared memory, preloaded (no client copies)"
+                                                               : "system shared memory, preloaded (no client copies)")
+              : shared_memory == "cuda" ? "CUDA shared memory (e2e includes the client's copies to and from its GPU)"
+                                        : "system shared memory (e2e includes the copies)");
   if (timed > 0 && timed < results.size()) {
     std::printf("%zu of %zu responses carried no timing: spans are over the others\n", results.size() - timed,
                 results.size());
   }
   std::printf("%-18s %12s %12s\n", "stage", "p50 (us)", "p99 (us)");
   nlohmann::json record = {{"label", label}, {"model", model}, {"batch_size", batch}, {"shared_memory", shared_memory},
+                           {"preloaded_shared_memory", shm != nullptr && preload},
                            {"requests", results.size()}, {"errors", errors}, {"idle_gap_ms", gap_ms},
                            {"warm_client_requests", warm_client_requests},
                            {"device_timed", device_timed}, {"server_timing", timed > 0},

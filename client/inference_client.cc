@@ -142,6 +142,39 @@ absl::StatusOr<inference::SystemSharedMemoryStatusResponse> InferenceClient::Sys
   return response;
 }
 
+absl::Status InferenceClient::RegisterCudaSharedMemory(const std::string& name, const std::string& raw_handle,
+                                                      int64_t device_id, size_t byte_size) {
+  grpc::ClientContext ctx;
+  ApplyDefaultTimeout(&ctx);
+  inference::CudaSharedMemoryRegisterRequest request;
+  request.set_name(name);
+  request.set_raw_handle(raw_handle);
+  request.set_device_id(device_id);
+  request.set_byte_size(byte_size);
+  inference::CudaSharedMemoryRegisterResponse response;
+  return FromGrpcStatus(stub_->CudaSharedMemoryRegister(&ctx, request, &response));
+}
+
+absl::Status InferenceClient::UnregisterCudaSharedMemory(const std::string& name) {
+  grpc::ClientContext ctx;
+  ApplyDefaultTimeout(&ctx);
+  inference::CudaSharedMemoryUnregisterRequest request;
+  request.set_name(name);
+  inference::CudaSharedMemoryUnregisterResponse response;
+  return FromGrpcStatus(stub_->CudaSharedMemoryUnregister(&ctx, request, &response));
+}
+
+absl::StatusOr<inference::CudaSharedMemoryStatusResponse> InferenceClient::CudaSharedMemoryStatus(
+    const std::string& name) {
+  grpc::ClientContext ctx;
+  ApplyDefaultTimeout(&ctx);
+  inference::CudaSharedMemoryStatusRequest request;
+  request.set_name(name);
+  inference::CudaSharedMemoryStatusResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(stub_->CudaSharedMemoryStatus(&ctx, request, &response)));
+  return response;
+}
+
 namespace {
 
 constexpr char kShmRegion[] = "shared_memory_region";

@@ -96,6 +96,14 @@ class InferenceClient {
   absl::Status UnregisterSystemSharedMemory(const std::string& name = "");
   absl::StatusOr<inference::SystemSharedMemoryStatusResponse> SystemSharedMemoryStatus(const std::string& name = "");
 
+  // Triton's cuda_shared_memory extension: `raw_handle` is the bytes of a cudaIpcMemHandle_t for
+  // `byte_size` bytes of memory on GPU `device_id` (cudaIpcGetMemHandle; the client keeps the
+  // memory allocated while it is registered). Empty names as above.
+  absl::Status RegisterCudaSharedMemory(const std::string& name, const std::string& raw_handle, int64_t device_id,
+                                        size_t byte_size);
+  absl::Status UnregisterCudaSharedMemory(const std::string& name = "");
+  absl::StatusOr<inference::CudaSharedMemoryStatusResponse> CudaSharedMemoryStatus(const std::string& name = "");
+
   // Runs one inference. Non-OK for transport or server errors (the server's code and message).
   absl::StatusOr<InferResult> Infer(const std::string& model, const std::vector<Tensor>& inputs,
                                     const InferOptions& options = {});

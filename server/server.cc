@@ -143,7 +143,9 @@ absl::Status Server::BuildService(int infer_threads) {
   if (options_.allow_shared_memory) {
     // On a GPU server the regions are page-locked at registration, so a single-request batch
     // copies straight between a client's region and the device (no staging copy).
-    shared_memory_ = std::make_unique<SharedMemoryRegistry>(HostMemoryPinner(MakeCudaHostPinner()));
+    // With a GPU, clients may also register GPU memory (CUDA IPC handles).
+    shared_memory_ = std::make_unique<SharedMemoryRegistry>(HostMemoryPinner(MakeCudaHostPinner()),
+                                                            DeviceMemoryOpener(MakeCudaIpcOpener()));
   }
   service_ = std::make_unique<InferenceService>(&registry_, clock_,
                                                 ServerInfo{"chronoserve", kChronoserveVersion, options_.request_timing}, telemetry,

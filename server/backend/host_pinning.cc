@@ -2,11 +2,14 @@
 
 #include "common/log.h"
 
+#include "absl/strings/str_cat.h"
+
 #ifdef CHRONOSERVE_WITH_CUDA
 #include <c10/cuda/CUDAGuard.h>
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <cstring>
 #include <optional>
 #endif
 
@@ -72,6 +75,59 @@ HostPinFunction MakeCudaHostPinner() {
       PinningGuard on_same_gpu(gpu);  // the token may die on any thread
       if (cudaHostUnregister(p) != cudaSuccess) cudaGetLastError();
     });
+  };
+#else
+  return nullptr;
+#endif
+}
+
+DeviceOpenFunction MakeCudaIpcOpener() {
+#ifdef CHRONOSERVE_WITH_CUDA
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return [devices](const std::string& raw_handle, int64_t device_id, uint64_t byte_size,
+                   char** data) -> absl::StatusOr<std::shared_ptr<void>> {
+    if (device_id < 0 || device_id >= devices) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("device_id ", device_id, " is not a GPU of this server (it sees ", devices, ")"));
+    }
+    cudaIpcMemHandle_t handle;
+    if (raw_handle.size() != sizeof(handle)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("raw_handle holds ", raw_handle.size(), " bytes, a cudaIpcMemHandle_t has ", sizeof(handle)));
+    }
+    std::memcpy(&handle, raw_handle.data(), sizeof(handle));
+    const int gpu = static_cast<int>(device_id);
+    PinningGuard on_gpu(gpu);
+    void* ptr = nullptr;
+    cudaError_t err = cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cudaIpcOpenMemHandle on GPU ", gpu, " failed (", cudaGetErrorName(err), ": ", cudaGetErrorString(err),
+          "); the handle must come from cudaIpcGetMemHandle in another process that still holds the memory"));
+    }
+    auto close = [gpu](void* p) {
+      PinningGuard on_same_gpu(gpu);  // the token may die on any thread
+      if (cudaIpcCloseMemHandle(p) != cudaSuccess) cudaGetLastError();
+    };
+    std::shared_ptr<void> token(ptr, close);
+    // The handle names a whole allocation: its size bounds every copy into or out of the region.
+    CUdeviceptr base = 0;
+    size_t allocated = 0;
+    if (cuMemGetAddressRange(&base, &allocated, reinterpret_cast<CUdeviceptr>(ptr)) != CUDA_SUCCESS) {
+      return absl::InvalidArgumentError("cuMemGetAddressRange of the opened memory failed");
+    }
+    const uint64_t usable = allocated - (reinterpret_cast<CUdeviceptr>(ptr) - base);
+    if (byte_size > usable) {
+      return absl::InvalidArgumentError(absl::StrCat("byte_size ", byte_size, " exceeds the ", usable,
+                                                     " bytes of the GPU allocation the handle names"));
+    }
+    *data = static_cast<char*>(ptr);
+    return token;
   };
 #else
   return nullptr;

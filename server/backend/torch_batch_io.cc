@@ -61,6 +61,28 @@ absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, con
     // input is that run as it is. Or one request whose input sits in a page-locked shared-memory
     // region: the H2D reads it in place (only single-request batches: a batch needs contiguous rows).
     const InputTensor& first = batch.front()->inputs[i];
+    // A client's GPU memory (CUDA shared memory): its request is batched alone (its shape key is its
+    // own) and the device copy reads it in place; the host must never touch it.
+    for (const auto& r : batch) {
+      if (!r->inputs[i].on_device) continue;
+      if (!path.direct_pinned_io()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "model '", spec.name, "' input '", spec.inputs[i].name,
+            "' is in CUDA shared memory, but this model instance runs on the CPU; send it in the message "
+            "or in system shared memory"));
+      }
+      if (batch.size() != 1) {
+        return absl::InternalError(absl::StrCat("model '", spec.name, "' input '", spec.inputs[i].name,
+                                                "': a tensor in CUDA shared memory reached a batch of ",
+                                                batch.size(), " requests (it must run alone)"));
+      }
+    }
+    if (first.on_device) {
+      in.data = const_cast<char*>(first.data);
+      in.in_place = true;
+      staged.push_back(std::move(in));
+      continue;
+    }
     if (ContiguousInArena(batch, i, path) ||
         (batch.size() == 1 && first.host_pinned && path.direct_pinned_io())) {
       in.data = const_cast<char*>(first.data);
@@ -129,12 +151,11 @@ absl::Status CheckForwardOutputs(const ModelSpec& spec, const std::vector<torch:
 }
 
 char* DirectOutputDestination(const Batch& batch, int k, const torch::Tensor& output, const DevicePath& path) {
-  if (batch.size() != 1 || !path.direct_pinned_io() || !output.is_contiguous()) return nullptr;
+  if (batch.size() != 1 || !path.direct_pinned_io()) return nullptr;
   for (const OutputTensor& out : batch.front()->outputs) {
-    if (out.index == k && out.data == nullptr && out.raw != nullptr && out.raw_pinned &&
-        out.raw_capacity >= output.nbytes()) {
-      return out.raw;
-    }
+    if (out.index != k || out.data != nullptr || out.raw == nullptr || out.raw_capacity < output.nbytes()) continue;
+    // GPU memory takes the output in any layout (ToHostInto makes it contiguous on the device).
+    if (out.raw_on_device || (out.raw_pinned && output.is_contiguous())) return out.raw;
   }
   return nullptr;
 }

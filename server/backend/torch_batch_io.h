@@ -48,8 +48,8 @@ absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, con
 absl::Status CheckForwardOutputs(const ModelSpec& spec, const std::vector<torch::Tensor>& outputs, int64_t total,
                                  const torch::Device& device);
 
-// The page-locked shared-memory destination of output `k` when the batch is one request that wants
-// it there, it fits and `path` can copy straight into it; otherwise null.
+// The page-locked (or GPU: CUDA shared memory) destination of output `k` when the batch is one
+// request that wants it there, it fits and `path` can copy straight into it; otherwise null.
 char* DirectOutputDestination(const Batch& batch, int k, const torch::Tensor& output, const DevicePath& path);
 
 // Sets each request's output shapes and copies its rows from `host` (per output, valid bytes of the

@@ -249,7 +249,7 @@ class CudaPath final : public DevicePath {
     const size_t bytes = static_cast<size_t>(ElementCount(shape)) * c10::elementSize(type);
     ASSIGN_OR_RETURN(torch::Tensor buffer, DeviceInput(input, bytes));
     RETURN_IF_ERROR(cuda::CudaStatus(
-        cudaMemcpyAsync(buffer.data_ptr(), staged, bytes, cudaMemcpyHostToDevice, input_stream()),
+        cudaMemcpyAsync(buffer.data_ptr(), staged, bytes, cudaMemcpyDefault, input_stream()),
         "cudaMemcpyAsync(H2D)"));
     return buffer.narrow(0, 0, static_cast<int64_t>(bytes)).view(type).view(shape);
   }
@@ -257,7 +257,7 @@ class CudaPath final : public DevicePath {
     if (bytes > dst.nbytes()) return absl::InternalError("staged input larger than its static tensor");
     if (!overlap_) {
       RETURN_IF_ERROR(cuda::CudaStatus(
-          cudaMemcpyAsync(dst.data_ptr(), staged, bytes, cudaMemcpyHostToDevice, stream_.stream()),
+          cudaMemcpyAsync(dst.data_ptr(), staged, bytes, cudaMemcpyDefault, stream_.stream()),
           "cudaMemcpyAsync(H2D into graph input)"));
       if (bytes < dst.nbytes()) slot_->moves.push_back(Move{dst.data_ptr(), nullptr, bytes, dst.nbytes()});
       return absl::OkStatus();
@@ -266,7 +266,7 @@ class CudaPath final : public DevicePath {
     // into `dst` on the worker's stream (after that batch) in InputsReady().
     ASSIGN_OR_RETURN(torch::Tensor buffer, DeviceInput(input, bytes));
     RETURN_IF_ERROR(cuda::CudaStatus(
-        cudaMemcpyAsync(buffer.data_ptr(), staged, bytes, cudaMemcpyHostToDevice, copy_stream_),
+        cudaMemcpyAsync(buffer.data_ptr(), staged, bytes, cudaMemcpyDefault, copy_stream_),
         "cudaMemcpyAsync(H2D on the copy stream)"));
     slot_->moves.push_back(Move{dst.data_ptr(), buffer.data_ptr(), bytes, dst.nbytes()});
     return absl::OkStatus();
@@ -306,10 +306,11 @@ class CudaPath final : public DevicePath {
     return landing.data;
   }
   absl::Status ToHostInto(int output, const torch::Tensor& tensor, char* dst) override {
-    Hold(output, tensor);  // the device tensor must live until the copy has run
-    return cuda::CudaStatus(cudaMemcpyAsync(dst, tensor.data_ptr(), tensor.nbytes(), cudaMemcpyDeviceToHost,
-                                            stream_.stream()),
-                            "cudaMemcpyAsync(D2H into a pinned shared-memory region)");
+    torch::Tensor src = tensor.contiguous();
+    Hold(output, src);  // the device tensor must live until the copy has run
+    // cudaMemcpyDefault: `dst` is a pinned region on the host or a client's GPU memory (CUDA IPC).
+    return cuda::CudaStatus(cudaMemcpyAsync(dst, src.data_ptr(), src.nbytes(), cudaMemcpyDefault, stream_.stream()),
+                            "cudaMemcpyAsync(output into a shared-memory region)");
   }
   LentBytes LendHost(int output, const char* bytes, size_t size) override {
     Slot& slot = *slot_;

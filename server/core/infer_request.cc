@@ -30,6 +30,12 @@ absl::Status WriteOutputBytes(const std::string& model, const std::string& outpu
         bytes, " bytes, ", out.raw_capacity, " available (shared_memory_byte_size)"));
   }
   // src == raw: the backend already copied the bytes into place (device -> pinned region).
+  if (out.raw_on_device && src != out.raw) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "model '", model, "' output '", output_name, "': ", out.raw_name,
+        " is GPU memory and this worker could not copy the output there (CUDA shared memory needs a model "
+        "instance on a GPU)"));
+  }
   if (bytes > 0 && src != out.raw) std::memcpy(out.raw, src, bytes);
   return absl::OkStatus();
 }

@@ -65,6 +65,9 @@ struct InputTensor {
   std::unique_ptr<const std::string> owned_data;
   bool host_pinned = false;  // `data` is page-locked (a pinned region or arena): DMA-able
   bool shared_memory = false;  // `data` is in a client's shared-memory region
+  // `data` is a device pointer (a client's CUDA shared-memory region): never read on the host. Such
+  // a request is batched alone (its shape key is its own) and only a GPU worker can run it.
+  bool on_device = false;
   bool in_arena = false;       // `data` is the request's region of its model's InputArena
 
   // Takes `bytes` as the tensor's own and points `data` / `byte_size` at them.
@@ -104,10 +107,14 @@ struct OutputTensor {
   size_t raw_capacity = 0;
   std::string raw_name;
   bool raw_pinned = false;  // `raw` is page-locked: the backend may copy device -> `raw` directly
+  // `raw` is a device pointer (a CUDA shared-memory region): only the backend's device copy may
+  // write it, never the host (WriteOutputBytes refuses).
+  bool raw_on_device = false;
 };
 
 // Writes `bytes` of output `out` to its destination. INVALID_ARGUMENT naming the model, the output,
-// the raw destination, the bytes needed and the bytes available when a raw destination is too small.
+// the raw destination, the bytes needed and the bytes available when a raw destination is too small;
+// FAILED_PRECONDITION when the destination is device memory the backend did not copy into.
 absl::Status WriteOutputBytes(const std::string& model, const std::string& output_name,
                               const char* src, size_t bytes, OutputTensor& out);
 

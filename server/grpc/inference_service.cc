@@ -44,7 +44,7 @@ int MethodIndex(const char* method) {
 
 absl::Status SharedMemoryDisabled() {
   return absl::FailedPreconditionError(
-      "system shared memory is disabled on this server (started with --allow-shared-memory=false)");
+      "shared memory (system and CUDA) is disabled on this server (started with --allow-shared-memory=false)");
 }
 
 void FillStatDuration(const Duration& d, inference::StatisticDuration* out) {
@@ -127,6 +127,7 @@ absl::Status InferenceService::AnswerServerMetadata(const inference::ServerMetad
   response->add_extensions("statistics");
   if (info_.request_timing) response->add_extensions("server_timing");
   if (shared_memory_ != nullptr) response->add_extensions("system_shared_memory");
+  if (shared_memory_ != nullptr && shared_memory_->cuda_enabled()) response->add_extensions("cuda_shared_memory");
   return absl::OkStatus();
 }
 
@@ -258,6 +259,43 @@ absl::Status InferenceService::AnswerSystemSharedMemoryUnregister(
   return absl::OkStatus();
 }
 
+// ---- cuda_shared_memory: a client's GPU memory opened from its CUDA IPC handle (a GPU server only;
+// elsewhere Register is FAILED_PRECONDITION and Status lists nothing). Same namespace as the system
+// regions ----
+
+absl::Status InferenceService::AnswerCudaSharedMemoryStatus(const inference::CudaSharedMemoryStatusRequest& request,
+                                                            inference::CudaSharedMemoryStatusResponse* response) {
+  if (shared_memory_ == nullptr) return SharedMemoryDisabled();
+  auto regions = shared_memory_->Status(request.name(), SharedMemoryKind::kCuda);
+  if (!regions.ok()) return regions.status();
+  for (const auto& region : *regions) {
+    auto& out = (*response->mutable_regions())[region->name()];
+    out.set_name(region->name());
+    out.set_device_id(static_cast<uint64_t>(region->device_id()));
+    out.set_byte_size(region->byte_size());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status InferenceService::AnswerCudaSharedMemoryRegister(const inference::CudaSharedMemoryRegisterRequest& request,
+                                                              inference::CudaSharedMemoryRegisterResponse*) {
+  if (shared_memory_ == nullptr) return SharedMemoryDisabled();
+  absl::Status status =
+      shared_memory_->RegisterCuda(request.name(), request.raw_handle(), request.device_id(), request.byte_size());
+  if (status.ok()) {
+    CS_VLOG(1) << "CUDA shared-memory region '" << request.name() << "' registered: GPU " << request.device_id()
+               << ", " << request.byte_size() << " bytes";
+  }
+  return status;
+}
+
+absl::Status InferenceService::AnswerCudaSharedMemoryUnregister(
+    const inference::CudaSharedMemoryUnregisterRequest& request, inference::CudaSharedMemoryUnregisterResponse*) {
+  if (shared_memory_ == nullptr) return SharedMemoryDisabled();
+  shared_memory_->Unregister(request.name(), SharedMemoryKind::kCuda);
+  return absl::OkStatus();
+}
+
 // The callback API's handlers of those RPCs (--grpc-infer-threads 0).
 #define CHRONOSERVE_CALLBACK_UNARY(Method)                                                                   \
   grpc::ServerUnaryReactor* InferenceService::Method(grpc::CallbackServerContext* ctx,                      \
@@ -275,6 +313,9 @@ CHRONOSERVE_CALLBACK_UNARY(ModelStatistics)
 CHRONOSERVE_CALLBACK_UNARY(SystemSharedMemoryStatus)
 CHRONOSERVE_CALLBACK_UNARY(SystemSharedMemoryRegister)
 CHRONOSERVE_CALLBACK_UNARY(SystemSharedMemoryUnregister)
+CHRONOSERVE_CALLBACK_UNARY(CudaSharedMemoryStatus)
+CHRONOSERVE_CALLBACK_UNARY(CudaSharedMemoryRegister)
+CHRONOSERVE_CALLBACK_UNARY(CudaSharedMemoryUnregister)
 #undef CHRONOSERVE_CALLBACK_UNARY
 
 template <typename Request, typename Response>
@@ -299,7 +340,10 @@ std::vector<QueuedCallFactory> InferenceService::ControlCalls() {
           QueuedUnary("ModelStatistics", &InferenceService::AnswerModelStatistics),
           QueuedUnary("SystemSharedMemoryStatus", &InferenceService::AnswerSystemSharedMemoryStatus),
           QueuedUnary("SystemSharedMemoryRegister", &InferenceService::AnswerSystemSharedMemoryRegister),
-          QueuedUnary("SystemSharedMemoryUnregister", &InferenceService::AnswerSystemSharedMemoryUnregister)};
+          QueuedUnary("SystemSharedMemoryUnregister", &InferenceService::AnswerSystemSharedMemoryUnregister),
+          QueuedUnary("CudaSharedMemoryStatus", &InferenceService::AnswerCudaSharedMemoryStatus),
+          QueuedUnary("CudaSharedMemoryRegister", &InferenceService::AnswerCudaSharedMemoryRegister),
+          QueuedUnary("CudaSharedMemoryUnregister", &InferenceService::AnswerCudaSharedMemoryUnregister)};
 }
 
 }  // namespace chronoserve::server

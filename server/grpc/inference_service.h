@@ -116,6 +116,15 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* SystemSharedMemoryUnregister(
       grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryUnregisterRequest* request,
       inference::SystemSharedMemoryUnregisterResponse* response) override;
+  grpc::ServerUnaryReactor* CudaSharedMemoryStatus(
+      grpc::CallbackServerContext* ctx, const inference::CudaSharedMemoryStatusRequest* request,
+      inference::CudaSharedMemoryStatusResponse* response) override;
+  grpc::ServerUnaryReactor* CudaSharedMemoryRegister(
+      grpc::CallbackServerContext* ctx, const inference::CudaSharedMemoryRegisterRequest* request,
+      inference::CudaSharedMemoryRegisterResponse* response) override;
+  grpc::ServerUnaryReactor* CudaSharedMemoryUnregister(
+      grpc::CallbackServerContext* ctx, const inference::CudaSharedMemoryUnregisterRequest* request,
+      inference::CudaSharedMemoryUnregisterResponse* response) override;
 
  private:
   // The answers of the RPCs that are not inference, on either API.
@@ -135,6 +144,12 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
                                                 inference::SystemSharedMemoryRegisterResponse* response);
   absl::Status AnswerSystemSharedMemoryUnregister(const inference::SystemSharedMemoryUnregisterRequest& request,
                                                   inference::SystemSharedMemoryUnregisterResponse* response);
+  absl::Status AnswerCudaSharedMemoryStatus(const inference::CudaSharedMemoryStatusRequest& request,
+                                            inference::CudaSharedMemoryStatusResponse* response);
+  absl::Status AnswerCudaSharedMemoryRegister(const inference::CudaSharedMemoryRegisterRequest& request,
+                                              inference::CudaSharedMemoryRegisterResponse* response);
+  absl::Status AnswerCudaSharedMemoryUnregister(const inference::CudaSharedMemoryUnregisterRequest& request,
+                                                inference::CudaSharedMemoryUnregisterResponse* response);
   template <typename Request, typename Response>
   using AnswerFn = absl::Status (InferenceService::*)(const Request&, Response*);
   // The factory of `method`'s calls on the asynchronous API, answered by `answer`.

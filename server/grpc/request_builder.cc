@@ -1,6 +1,7 @@
 #include "server/grpc/request_builder.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -210,6 +211,7 @@ absl::Status InputFromSharedMemory(const ModelSpec& spec, const InputProto& prot
   in.byte_size = span.byte_size;
   in.host_pinned = span.region->host_pinned();
   in.shared_memory = true;
+  in.on_device = span.region->on_device();
   out->keep_alive.push_back(std::move(span.region));
   return absl::OkStatus();
 }
@@ -323,6 +325,7 @@ absl::Status OutputToSharedMemory(const ModelSpec& spec, int index, int64_t batc
   t.raw_capacity = span.byte_size;
   t.raw_name = absl::StrCat("shared-memory region '", p.region, "'");
   t.raw_pinned = span.region->host_pinned();
+  t.raw_on_device = span.region->on_device();
   out->keep_alive.push_back(std::move(span.region));
   return absl::OkStatus();
 }
@@ -414,6 +417,23 @@ void RawInputContents::Assign(int i, InputTensor& in, InferRequest* request) con
   if (request->received_bytes == nullptr) request->received_bytes = received_->slices;  // every entry views them
 }
 
+namespace {
+
+// A request with a tensor in CUDA shared memory gets a shape key no other request has, so the
+// batcher never puts it beside another: its device bytes are read or written by the device copies
+// of a batch of one (the host never gathers or scatters them).
+void KeepDeviceTensorsAlone(InferRequest& request) {
+  bool on_device = std::any_of(request.inputs.begin(), request.inputs.end(),
+                               [](const InputTensor& in) { return in.on_device; });
+  on_device = on_device || std::any_of(request.outputs.begin(), request.outputs.end(),
+                                       [](const OutputTensor& o) { return o.raw_on_device; });
+  if (!on_device) return;
+  static std::atomic<uint64_t> next{0};
+  request.set_shape_key(absl::StrCat(request.shape_key(), "#device-", next.fetch_add(1, std::memory_order_relaxed)));
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<InferRequest>> BuildInferRequest(
     const ModelSpec& spec, const inference::ModelInferRequest& request,
     inference::ModelInferResponse* response, const SharedMemoryRegistry* shared_memory) {
@@ -429,6 +449,7 @@ absl::StatusOr<std::unique_ptr<InferRequest>> BuildInferRequest(
   RETURN_IF_ERROR(RefuseSharedMemoryWhenOff(spec, request, shared_memory));
   RETURN_IF_ERROR(BuildInputs(spec, request, raw, shared_memory, out.get()));
   RETURN_IF_ERROR(BuildOutputs(spec, request, shared_memory, out.get(), response, lent));
+  KeepDeviceTensorsAlone(*out);
   response->set_model_name(spec.name);
   response->set_model_version(std::to_string(spec.version));
   response->set_id(request.id());

@@ -97,6 +97,17 @@ absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> SharedMemoryRegion::Map(cons
   return region;
 }
 
+std::unique_ptr<SharedMemoryRegion> SharedMemoryRegion::Device(const std::string& name, int64_t device_id,
+                                                               uint64_t byte_size, char* data,
+                                                               std::shared_ptr<void> handle) {
+  std::unique_ptr<SharedMemoryRegion> region(
+      new SharedMemoryRegion(name, "", 0, byte_size, -1, nullptr, 0, data));
+  region->kind_ = SharedMemoryKind::kCuda;
+  region->device_id_ = device_id;
+  region->pin_ = std::move(handle);
+  return region;
+}
+
 SharedMemoryRegion::SharedMemoryRegion(std::string name, std::string key, uint64_t offset,
                                        uint64_t byte_size, int fd, void* mapping, size_t mapping_bytes,
                                        char* data)
@@ -110,7 +121,8 @@ SharedMemoryRegion::SharedMemoryRegion(std::string name, std::string key, uint64
       data_(data) {}
 
 SharedMemoryRegion::~SharedMemoryRegion() {
-  pin_.reset();  // unpin while the pages are still mapped
+  pin_.reset();  // unpin while the pages are still mapped (a kCuda region: close its IPC handle)
+  if (mapping_ == nullptr) return;
   if (::munmap(mapping_, mapping_bytes_) != 0) {
     CS_LOG(WARNING) << Describe(name_, key_) << ": munmap failed: " << std::strerror(errno);
   }
@@ -118,6 +130,7 @@ SharedMemoryRegion::~SharedMemoryRegion() {
 }
 
 absl::Status SharedMemoryRegion::CheckStillBacked() const {
+  if (fd_ < 0) return absl::OkStatus();  // GPU memory: the client's allocation, held by the handle
   struct stat st {};
   if (::fstat(fd_, &st) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(Describe(name_, key_), ": fstat failed: ", std::strerror(errno)));

@@ -7,10 +7,17 @@ namespace chronoserve::server {
 namespace {
 
 absl::Status AlreadyExists(const std::string& name, const SharedMemoryRegion& existing) {
-  return absl::AlreadyExistsError(absl::StrCat("shared-memory region '", name,
-                                               "' is already registered (key '", existing.key(),
-                                               "'); unregister it first or pick another name"));
+  const std::string what = existing.on_device()
+                               ? absl::StrCat("CUDA memory on GPU ", existing.device_id())
+                               : absl::StrCat("key '", existing.key(), "'");
+  return absl::AlreadyExistsError(absl::StrCat("shared-memory region '", name, "' is already registered (", what,
+                                               "); unregister it first or pick another name"));
 }
+
+const char* KindName(SharedMemoryKind kind) { return kind == SharedMemoryKind::kCuda ? "CUDA" : "system"; }
+
+// The size of a cudaIpcMemHandle_t (CUDA_IPC_HANDLE_SIZE), which Triton's clients send as raw_handle.
+constexpr size_t kCudaIpcHandleBytes = 64;
 
 }  // namespace
 
@@ -27,36 +34,74 @@ absl::Status SharedMemoryRegistry::Register(const std::string& name, const std::
   // The system calls run outside the lock; a concurrent Register of the same name is settled below.
   ASSIGN_OR_RETURN(std::unique_ptr<SharedMemoryRegion> region,
                    SharedMemoryRegion::Map(name, key, offset, byte_size, pinner_));
+  return Insert(name, std::move(region));
+}
+
+absl::Status SharedMemoryRegistry::RegisterCuda(const std::string& name, const std::string& raw_handle,
+                                                int64_t device_id, uint64_t byte_size) {
+  if (!opener_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "CUDA shared-memory region '", name,
+        "': this server has no GPU (or its build has no CUDA); use system shared memory or send tensors in the message"));
+  }
+  if (name.empty()) return absl::InvalidArgumentError("a CUDA shared-memory region needs a name");
+  const std::string what = absl::StrCat("CUDA shared-memory region '", name, "'");
+  if (raw_handle.size() != kCudaIpcHandleBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": raw_handle holds ", raw_handle.size(),
+                                                   " bytes, a cudaIpcMemHandle_t has ", kCudaIpcHandleBytes));
+  }
+  if (byte_size == 0) return absl::InvalidArgumentError(absl::StrCat(what, ": byte_size must be > 0"));
+  if (device_id < 0) return absl::InvalidArgumentError(absl::StrCat(what, ": device_id ", device_id, " is negative"));
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = regions_.find(name); it != regions_.end()) return AlreadyExists(name, *it->second);
+  }
+  char* data = nullptr;
+  absl::StatusOr<std::shared_ptr<void>> handle = opener_(raw_handle, device_id, byte_size, &data);
+  if (!handle.ok()) return absl::Status(handle.status().code(), absl::StrCat(what, ": ", handle.status().message()));
+  return Insert(name, SharedMemoryRegion::Device(name, device_id, byte_size, data, *std::move(handle)));
+}
+
+absl::Status SharedMemoryRegistry::Insert(const std::string& name, std::unique_ptr<SharedMemoryRegion> region) {
   absl::MutexLock lock(&mu_);
   auto [it, inserted] = regions_.emplace(name, std::move(region));
   if (!inserted) return AlreadyExists(name, *it->second);
   return absl::OkStatus();
 }
 
-void SharedMemoryRegistry::Unregister(const std::string& name) {
+void SharedMemoryRegistry::Unregister(const std::string& name, SharedMemoryKind kind) {
   // Released after the lock: the last reference unmaps, which need not block other callers.
   std::vector<std::shared_ptr<const SharedMemoryRegion>> released;
   absl::MutexLock lock(&mu_);
   if (name.empty()) {
-    for (auto& [n, region] : regions_) released.push_back(std::move(region));
-    regions_.clear();
-  } else if (auto it = regions_.find(name); it != regions_.end()) {
+    for (auto it = regions_.begin(); it != regions_.end();) {
+      if (it->second->kind() != kind) {
+        ++it;
+        continue;
+      }
+      released.push_back(std::move(it->second));
+      it = regions_.erase(it);
+    }
+  } else if (auto it = regions_.find(name); it != regions_.end() && it->second->kind() == kind) {
     released.push_back(std::move(it->second));
     regions_.erase(it);
   }
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<const SharedMemoryRegion>>> SharedMemoryRegistry::Status(
-    const std::string& name) const {
+    const std::string& name, SharedMemoryKind kind) const {
   absl::MutexLock lock(&mu_);
   std::vector<std::shared_ptr<const SharedMemoryRegion>> out;
   if (name.empty()) {
-    for (const auto& [n, region] : regions_) out.push_back(region);
+    for (const auto& [n, region] : regions_) {
+      if (region->kind() == kind) out.push_back(region);
+    }
     return out;
   }
   auto it = regions_.find(name);
-  if (it == regions_.end()) {
-    return absl::NotFoundError(absl::StrCat("no shared-memory region '", name, "' is registered"));
+  if (it == regions_.end() || it->second->kind() != kind) {
+    return absl::NotFoundError(absl::StrCat("no ", KindName(kind), " shared-memory region '", name, "' is registered",
+                                            it == regions_.end() ? "" : " (that name is a region of the other kind)"));
   }
   out.push_back(it->second);
   return out;
@@ -70,7 +115,8 @@ absl::StatusOr<SharedMemorySpan> SharedMemoryRegistry::Find(const std::string& n
     auto it = regions_.find(name);
     if (it == regions_.end()) {
       return absl::NotFoundError(absl::StrCat("shared-memory region '", name,
-                                              "' is not registered (SystemSharedMemoryRegister it first)"));
+                                              "' is not registered (SystemSharedMemoryRegister or "
+                                              "CudaSharedMemoryRegister it first)"));
     }
     region = it->second;
   }

@@ -1,5 +1,6 @@
-// SharedMemoryRegistry: the system shared-memory regions clients registered by name (Triton's
-// system_shared_memory extension). Owned by the Server, handed to the InferenceService; any gRPC
+// SharedMemoryRegistry: the shared-memory regions clients registered by name (Triton's
+// system_shared_memory and cuda_shared_memory extensions; one namespace for both kinds, as in
+// Triton). Owned by the Server, handed to the InferenceService; any gRPC
 // thread calls it. Regions are reference-counted: Find() returns a span that keeps its region
 // mapped, so a region unregistered while a request uses it is unmapped only when that request is
 // destroyed, and its name is free again at once.
@@ -37,7 +38,8 @@ class SharedMemoryRegistry {
  public:
   SharedMemoryRegistry() = default;
   // Every region registered from now on is also page-locked by `pinner` (see HostMemoryPinner).
-  explicit SharedMemoryRegistry(HostMemoryPinner pinner) : pinner_(std::move(pinner)) {}
+  explicit SharedMemoryRegistry(HostMemoryPinner pinner, DeviceMemoryOpener opener = nullptr)
+      : pinner_(std::move(pinner)), opener_(std::move(opener)) {}
   SharedMemoryRegistry(const SharedMemoryRegistry&) = delete;
   SharedMemoryRegistry& operator=(const SharedMemoryRegistry&) = delete;
 
@@ -45,19 +47,32 @@ class SharedMemoryRegistry {
   // the name is taken; otherwise SharedMemoryRegion::Map's errors.
   absl::Status Register(const std::string& name, const std::string& key, uint64_t offset,
                         uint64_t byte_size);
-  // Forgets `name` (every region when empty). Unknown names are not an error, as in Triton. The
-  // mapping goes away once no request holds it.
-  void Unregister(const std::string& name);
-  // The region called `name` (NOT_FOUND if none), or every region by name when `name` is empty.
-  absl::StatusOr<std::vector<std::shared_ptr<const SharedMemoryRegion>>> Status(const std::string& name) const;
-  // [offset, offset + byte_size) of region `name`: NOT_FOUND when it is not registered,
+  // Opens a client's GPU memory from its CUDA IPC handle under `name`. FAILED_PRECONDITION when
+  // the server has no GPU (no opener); ALREADY_EXISTS when the name is taken (by either kind);
+  // INVALID_ARGUMENT for an empty name, a handle of the wrong size, byte_size 0; the opener's errors.
+  absl::Status RegisterCuda(const std::string& name, const std::string& raw_handle, int64_t device_id,
+                            uint64_t byte_size);
+  // Whether RegisterCuda can succeed here (the server has a GPU).
+  bool cuda_enabled() const { return static_cast<bool>(opener_); }
+  // Forgets `name` if it is a region of `kind` (every region of that kind when empty). Unknown
+  // names, and names of the other kind, are not an error, as in Triton. The mapping goes away once
+  // no request holds it.
+  void Unregister(const std::string& name, SharedMemoryKind kind = SharedMemoryKind::kSystem);
+  // The region of `kind` called `name` (NOT_FOUND if none, or if that name is of the other kind),
+  // or every region of `kind` by name when `name` is empty.
+  absl::StatusOr<std::vector<std::shared_ptr<const SharedMemoryRegion>>> Status(
+      const std::string& name, SharedMemoryKind kind = SharedMemoryKind::kSystem) const;
+  // [offset, offset + byte_size) of region `name` (either kind): NOT_FOUND when it is not registered,
   // INVALID_ARGUMENT when the range does not fit in it or the object no longer covers the region
   // (SharedMemoryRegion::CheckStillBacked; the message names region and sizes).
   absl::StatusOr<SharedMemorySpan> Find(const std::string& name, uint64_t offset, uint64_t byte_size) const;
   size_t size() const;
 
  private:
+  absl::Status Insert(const std::string& name, std::unique_ptr<SharedMemoryRegion> region);
+
   const HostMemoryPinner pinner_;
+  const DeviceMemoryOpener opener_;
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<const SharedMemoryRegion>> regions_ ABSL_GUARDED_BY(mu_);
 };

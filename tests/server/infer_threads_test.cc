@@ -122,6 +122,10 @@ TEST_P(InferThreadsTest, EveryRpcIsAnsweredAndOnlyTheCallbackApiStartsGrpcsCallb
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->model_stats(0).name(), "mlp");
   EXPECT_TRUE(c->SystemSharedMemoryStatus().ok());
+  // The CUDA shared-memory RPCs are served on either API (a server without a GPU lists nothing).
+  auto cuda_regions = c->CudaSharedMemoryStatus();
+  ASSERT_TRUE(cuda_regions.ok()) << cuda_regions.status();
+  EXPECT_TRUE(c->UnregisterCudaSharedMemory("none_registered").ok());
   {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));

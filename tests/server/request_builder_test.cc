@@ -275,6 +275,65 @@ TEST(RequestBuilderTest, LargeSharedMemoryInputsPassTheSizeCheck) {
   EXPECT_THAT(std::string(built.status().message()), HasSubstr("region"));
 }
 
+// A tensor in a CUDA region: the input views device memory (marked so the host never reads it),
+// an output goes to device memory, and the request's shape key is its own, so the batcher never
+// puts it beside another request. Host memory stands in for the client's GPU memory.
+TEST(RequestBuilderTest, TensorsInCudaRegionsAreMarkedAndBatchedAlone) {
+  std::vector<char> fake_gpu(1 << 16, 3);
+  SharedMemoryRegistry registry(nullptr, [&fake_gpu](const std::string&, int64_t, uint64_t, char** data)
+                                             -> absl::StatusOr<std::shared_ptr<void>> {
+    *data = fake_gpu.data();
+    return std::shared_ptr<void>(fake_gpu.data(), [](void*) {});
+  });
+  ASSERT_TRUE(registry.RegisterCuda("gpu", std::string(64, 'h'), 0, fake_gpu.size()).ok());
+  auto device_request = [] {
+    inference::ModelInferRequest r = Good();
+    InSharedMemory(r, 0);
+    auto& params = *r.mutable_inputs(0)->mutable_parameters();
+    params[kShmRegionParam].set_string_param("gpu");
+    params[kShmByteSizeParam].set_int64_param(2 * 2 * 5 * 4);
+    params[kShmOffsetParam].set_int64_param(128);
+    return r;
+  };
+  inference::ModelInferResponse response;
+  auto first = BuildInferRequest(Spec(8), device_request(), &response, &registry);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const InputTensor& in = (*first)->inputs[0];
+  EXPECT_TRUE(in.on_device);
+  EXPECT_TRUE(in.shared_memory);
+  EXPECT_FALSE(in.host_pinned);
+  EXPECT_EQ(in.data, fake_gpu.data() + 128);
+  EXPECT_FALSE((*first)->inputs[1].on_device) << "the other input came in the message";
+  auto second = BuildInferRequest(Spec(8), device_request(), &response, &registry);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_NE((*first)->shape_key(), (*second)->shape_key()) << "two device requests never share a batch";
+
+  // An output into the region (inputs in the message): raw_on_device, and alone too.
+  inference::ModelInferRequest out_only = Good();
+  auto* out = out_only.add_outputs();
+  out->set_name("OUTPUT__0");
+  (*out->mutable_parameters())[kShmRegionParam].set_string_param("gpu");
+  (*out->mutable_parameters())[kShmByteSizeParam].set_int64_param(64);
+  auto built = BuildInferRequest(Spec(8), out_only, &response, &registry);
+  ASSERT_TRUE(built.ok()) << built.status();
+  ASSERT_EQ((*built)->outputs.size(), 1u);
+  EXPECT_TRUE((*built)->outputs[0].raw_on_device);
+  EXPECT_EQ((*built)->outputs[0].raw, fake_gpu.data());
+  auto plain_a = BuildInferRequest(Spec(8), Good(), &response, &registry);
+  auto plain_b = BuildInferRequest(Spec(8), Good(), &response, &registry);
+  ASSERT_TRUE(plain_a.ok() && plain_b.ok());
+  EXPECT_EQ((*plain_a)->shape_key(), (*plain_b)->shape_key()) << "requests in the message still batch together";
+  EXPECT_NE((*built)->shape_key(), (*plain_a)->shape_key());
+
+  // The host never writes device memory: a backend that did not copy there gets an error.
+  OutputTensor& device_out = (*built)->outputs[0];
+  const std::string bytes(16, 'x');
+  absl::Status written = WriteOutputBytes("net", "OUTPUT__0", bytes.data(), bytes.size(), device_out);
+  EXPECT_EQ(written.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(written.message()), HasSubstr("GPU memory"));
+  EXPECT_EQ(fake_gpu[0], 3) << "nothing was written";
+}
+
 // With shared memory off (no registry) a tensor that names a region is FAILED_PRECONDITION before
 // any other check, even one its size would fail.
 TEST(RequestBuilderTest, SharedMemoryOffRefusesARegionBeforeAnyOtherCheck) {

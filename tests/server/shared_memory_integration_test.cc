@@ -9,6 +9,7 @@
 
 #include "client/inference_client.h"
 #include "common/tensor_data.h"
+#include "server/backend/torch_backend.h"
 #include "tests/server/shm_test_util.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
@@ -235,7 +236,50 @@ TEST_F(SharedMemoryTest, DisabledServerRefusesRegionsAndSaysWhy) {
   auto output = c->Infer("mlp", {RandomInput("INPUT__0", {1, 64}, 36)}, to_region);
   EXPECT_EQ(output.status().code(), absl::StatusCode::kFailedPrecondition) << output.status();
   EXPECT_THAT(std::string(output.status().message()), HasSubstr("model 'mlp' output 'OUTPUT__0'"));
+  // CUDA shared memory is off with it.
+  absl::Status cuda = c->RegisterCudaSharedMemory("g", std::string(64, 'h'), 0, 4096);
+  EXPECT_EQ(cuda.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(cuda.message()), HasSubstr("--allow-shared-memory=false"));
+  EXPECT_EQ(c->CudaSharedMemoryStatus().status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(c->UnregisterCudaSharedMemory().code(), absl::StatusCode::kFailedPrecondition);
   (*server)->Shutdown();
+}
+
+// Triton's cuda_shared_memory RPCs on a server without a GPU (the GPU suite's
+// cuda_shared_memory_test serves them on one): not listed, Register says why, Status lists nothing,
+// Unregister of nothing is fine, and the system regions are not affected.
+TEST_F(SharedMemoryTest, CudaSharedMemoryOnAServerWithoutAGpuIsRefusedClearly) {
+  if (server::CudaDeviceCount() > 0) GTEST_SKIP() << "this server has a GPU (tests/gpu covers it)";
+  auto metadata = client_->ServerMetadata();
+  ASSERT_TRUE(metadata.ok());
+  EXPECT_THAT(metadata->extensions(), ::testing::Contains("system_shared_memory"));
+  EXPECT_THAT(metadata->extensions(), ::testing::Not(::testing::Contains("cuda_shared_memory")));
+  std::string handle(64, '\0');
+  for (size_t i = 0; i < handle.size(); ++i) handle[i] = static_cast<char>(i * 7 + 1);
+  absl::Status refused = client_->RegisterCudaSharedMemory("gpu_in", handle, 0, 1 << 20);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.message()), ::testing::AllOf(HasSubstr("'gpu_in'"), HasSubstr("no GPU")));
+  auto status = client_->CudaSharedMemoryStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->regions_size(), 0);
+  EXPECT_EQ(client_->CudaSharedMemoryStatus("gpu_in").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(client_->UnregisterCudaSharedMemory("gpu_in").ok());
+  EXPECT_TRUE(client_->UnregisterCudaSharedMemory().ok());
+  // A request naming the region that was never registered: NOT_FOUND, naming tensor and region.
+  Tensor x = RandomInput("INPUT__0", {1, 64}, 37);
+  x.data.clear();
+  x.shared_memory = SharedMemoryRef{"gpu_in", 256, 0};
+  auto infer = client_->Infer("mlp", {x});
+  EXPECT_EQ(infer.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(infer.status().message()),
+              ::testing::AllOf(HasSubstr("model 'mlp' input 'INPUT__0'"), HasSubstr("'gpu_in'")));
+  // A system region of the same name is unaffected by the CUDA calls.
+  auto shm = Shm("gpu_in", 4096);
+  ASSERT_NE(shm, nullptr);
+  EXPECT_TRUE(client_->UnregisterCudaSharedMemory("").ok());
+  auto system = client_->SystemSharedMemoryStatus("gpu_in");
+  ASSERT_TRUE(system.ok()) << system.status();
+  EXPECT_EQ(system->regions_size(), 1);
 }
 
 }  // namespace

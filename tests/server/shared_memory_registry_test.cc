@@ -280,5 +280,113 @@ TEST(SharedMemoryRegistryTest, RunningOutOfDescriptorsIsResourceExhaustedAndReco
   EXPECT_TRUE(registry.Register("again", obj->key(), 0, 4096).ok());
 }
 
+// ---- CUDA regions, opened by an opener a test supplies: host memory stands in for the client's
+// GPU memory (the registry never reads the bytes), and the opener records what it was asked ----
+
+struct FakeDevice {
+  std::vector<char> memory = std::vector<char>(1 << 16, 5);
+  int opened = 0;
+  std::shared_ptr<int> closed = std::make_shared<int>(0);
+  std::string last_handle;
+  int64_t last_device = -1;
+
+  DeviceMemoryOpener Opener() {
+    return [this](const std::string& handle, int64_t device, uint64_t byte_size,
+                  char** data) -> absl::StatusOr<std::shared_ptr<void>> {
+      if (byte_size > memory.size()) return absl::InvalidArgumentError("exceeds the allocation");
+      ++opened;
+      last_handle = handle;
+      last_device = device;
+      *data = memory.data();
+      auto closed_count = closed;
+      return std::shared_ptr<void>(memory.data(), [closed_count](void*) { ++*closed_count; });
+    };
+  }
+};
+
+std::string Handle(char seed) {
+  std::string h(64, '\0');
+  for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<char>(seed + 3 * i);
+  return h;
+}
+
+TEST(SharedMemoryRegistryTest, CudaRegionsNeedAGpu) {
+  SharedMemoryRegistry registry;
+  EXPECT_FALSE(registry.cuda_enabled());
+  absl::Status status = registry.RegisterCuda("c0", Handle(1), 0, 4096);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("'c0'"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("no GPU"));
+  auto none = registry.Status("", SharedMemoryKind::kCuda);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
+TEST(SharedMemoryRegistryTest, CudaRegionsRegisterFindAndClose) {
+  FakeDevice device;
+  SharedMemoryRegistry registry(nullptr, device.Opener());
+  EXPECT_TRUE(registry.cuda_enabled());
+  ASSERT_TRUE(registry.RegisterCuda("c0", Handle(1), 2, 8192).ok());
+  EXPECT_EQ(device.opened, 1);
+  EXPECT_EQ(device.last_handle, Handle(1)) << "the raw handle reaches the opener unchanged";
+  EXPECT_EQ(device.last_device, 2);
+
+  auto span = registry.Find("c0", 100, 200);
+  ASSERT_TRUE(span.ok()) << span.status();
+  EXPECT_EQ(span->data, device.memory.data() + 100);
+  EXPECT_TRUE(span->region->on_device());
+  EXPECT_FALSE(span->region->host_pinned()) << "device memory is not page-locked host memory";
+  EXPECT_EQ(span->region->device_id(), 2);
+  EXPECT_EQ(registry.Find("c0", 8000, 200).status().code(), absl::StatusCode::kInvalidArgument)
+      << "a range past the registered size";
+
+  {
+    auto cuda = registry.Status("c0", SharedMemoryKind::kCuda);
+    ASSERT_TRUE(cuda.ok()) << cuda.status();
+    ASSERT_EQ(cuda->size(), 1u);
+    EXPECT_EQ((*cuda)[0]->byte_size(), 8192u);
+  }
+  auto as_system = registry.Status("c0", SharedMemoryKind::kSystem);
+  EXPECT_EQ(as_system.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(as_system.status().message()), HasSubstr("other kind"));
+  ASSERT_TRUE(registry.Status("", SharedMemoryKind::kSystem).ok());
+  EXPECT_TRUE(registry.Status("", SharedMemoryKind::kSystem)->empty());
+
+  // One namespace for both kinds, as in Triton.
+  auto obj = MakeObject("cuda_names", 4096);
+  ASSERT_NE(obj, nullptr);
+  EXPECT_EQ(registry.Register("c0", obj->key(), 0, 4096).code(), absl::StatusCode::kAlreadyExists);
+  absl::Status twice = registry.RegisterCuda("c0", Handle(2), 0, 4096);
+  EXPECT_EQ(twice.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(std::string(twice.message()), HasSubstr("CUDA memory on GPU 2"));
+  ASSERT_TRUE(registry.Register("s0", obj->key(), 0, 4096).ok());
+
+  // Unregistering by the other kind leaves a region alone; "" drops every region of one kind.
+  registry.Unregister("c0", SharedMemoryKind::kSystem);
+  EXPECT_TRUE(registry.Find("c0", 0, 1).ok());
+  registry.Unregister("", SharedMemoryKind::kCuda);
+  EXPECT_EQ(registry.Find("c0", 0, 1).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(registry.Find("s0", 0, 1).ok()) << "the system region stays";
+  EXPECT_EQ(*device.closed, 0) << "a request's span still holds the handle open";
+  span = absl::NotFoundError("dropped");
+  EXPECT_EQ(*device.closed, 1) << "closed once the last holder let go";
+}
+
+TEST(SharedMemoryRegistryTest, CudaRegistrationRefusalsNameTheRegion) {
+  FakeDevice device;
+  SharedMemoryRegistry registry(nullptr, device.Opener());
+  absl::Status short_handle = registry.RegisterCuda("c1", "abc", 0, 4096);
+  EXPECT_EQ(short_handle.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(short_handle.message()), HasSubstr("'c1': raw_handle holds 3 bytes"));
+  EXPECT_EQ(registry.RegisterCuda("c1", Handle(1), 0, 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.RegisterCuda("c1", Handle(1), -1, 4096).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.RegisterCuda("", Handle(1), 0, 4096).code(), absl::StatusCode::kInvalidArgument);
+  absl::Status too_big = registry.RegisterCuda("c1", Handle(1), 0, 1 << 20);
+  EXPECT_EQ(too_big.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(too_big.message()), HasSubstr("CUDA shared-memory region 'c1': exceeds"));
+  EXPECT_EQ(device.opened, 0);
+  EXPECT_EQ(registry.size(), 0u);
+}
+
 }  // namespace
 }  // namespace chronoserve::server

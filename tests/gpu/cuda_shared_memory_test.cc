@@ -1,0 +1,270 @@
+// Triton's cuda_shared_memory extension on the real chronoserve binary (a separate process: CUDA
+// IPC opens a handle only in a process other than the one that made it). This test process is the
+// client: it allocates GPU memory, writes random inputs there, registers the memory by its IPC
+// handle, and checks the outputs the server wrote into GPU memory against a CPU LibTorch reference.
+#include <cuda_runtime_api.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "client/inference_client.h"
+#include "common/tensor_data.h"
+#include "tests/client/test_server.h"
+#include "tests/server/torch_reference.h"
+#include "tools/example_models.h"
+
+namespace chronoserve {
+namespace {
+using client::InferenceClient;
+using client::SharedMemoryRef;
+using client::Tensor;
+using ::testing::HasSubstr;
+
+constexpr char kGraphsOn[] = "optimization { cuda { graphs: true } }\n";
+constexpr int64_t kInputBytesPerItem = 4 * 20 * 20 * 4;
+const std::vector<std::string> kOutputs = {"OUTPUT__0", "OUTPUT__1", "OUTPUT__2"};
+const std::vector<size_t> kOutputBytesPerItem = {400 * 4, 4, 400 * 4};
+
+// cudaMalloc'd memory of this process, freed at the end of the test.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+    EXPECT_EQ(cudaMalloc(&data_, bytes), cudaSuccess);
+  }
+  ~DeviceBuffer() {
+    if (data_ != nullptr) cudaFree(data_);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  char* data() const { return static_cast<char*>(data_); }
+  size_t bytes() const { return bytes_; }
+  std::string IpcHandle() const {
+    cudaIpcMemHandle_t handle;
+    EXPECT_EQ(cudaIpcGetMemHandle(&handle, data_), cudaSuccess);
+    return std::string(reinterpret_cast<const char*>(&handle), sizeof(handle));
+  }
+  void Write(size_t offset, const std::string& bytes) const {
+    ASSERT_EQ(cudaMemcpy(data() + offset, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  std::string Read(size_t offset, size_t n) const {
+    std::string out(n, '\0');
+    EXPECT_EQ(cudaMemcpy(out.data(), data() + offset, n, cudaMemcpyDeviceToHost), cudaSuccess);
+    return out;
+  }
+  // Fills every byte with `value` (so a stale or missing write cannot pass as a result).
+  void Fill(int value) const { ASSERT_EQ(cudaMemset(data_, value, bytes_), cudaSuccess); }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_;
+};
+
+Tensor RandomInput(int64_t batch, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const std::vector<int64_t> shape = {batch, 4, 20, 20};
+  return Tensor{"INPUT__0", DataType::kFp32, shape, RandomTensorBytes(DataType::kFp32, ElementCount(shape), rng)};
+}
+
+class CudaSharedMemoryTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto dir = testing::TestDir::Create("cs_cuda_shm");
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    dir_ = new testing::TestDir(*std::move(dir));
+    examples::ModelOptions eager;
+    eager.max_batch_size = 128;
+    ASSERT_TRUE(examples::WritePolicyNet(dir_->path(), "policy_net", eager).ok());
+    examples::ModelOptions graphs = eager;
+    graphs.extra_config = kGraphsOn;
+    ASSERT_TRUE(examples::WritePolicyNet(dir_->path(), "policy_graphs", graphs).ok());
+    examples::ModelOptions cpu = eager;
+    cpu.instance_kind = "KIND_CPU";
+    ASSERT_TRUE(examples::WritePolicyNet(dir_->path(), "policy_cpu", cpu).ok());
+    auto server = testing::StartTestServer(dir_->path(), {}, absl::Seconds(180));
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = new testing::TestServer(*std::move(server));
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+    delete dir_;
+    dir_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_NE(server_, nullptr);
+    client_ = InferenceClient::Connect(server_->url, std::chrono::seconds(60));
+  }
+  // Declared after a test's DeviceBuffers: its regions are unregistered before their memory is freed.
+  struct UnregisterAtEnd {
+    InferenceClient* client;
+    ~UnregisterAtEnd() { EXPECT_TRUE(client->UnregisterCudaSharedMemory("").ok()); }
+  };
+  std::string ModelPath(const std::string& model) const { return dir_->path() + "/" + model + "/1/model.pt"; }
+
+  static inline testing::TestDir* dir_ = nullptr;
+  static inline testing::TestServer* server_ = nullptr;
+  std::unique_ptr<InferenceClient> client_;
+};
+
+TEST_F(CudaSharedMemoryTest, InputsAndOutputsInGpuMemoryMatchTheCpuReference) {
+  auto meta = client_->ServerMetadata();
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  EXPECT_THAT(meta->extensions(), ::testing::Contains("cuda_shared_memory"));
+
+  DeviceBuffer in(kInputBytesPerItem * 128 + 4096);
+  DeviceBuffer out((400 * 4 * 2 + 4) * 128 + 4096);
+  UnregisterAtEnd unregister{client_.get()};
+  ASSERT_TRUE(client_->RegisterCudaSharedMemory("cin", in.IpcHandle(), 0, in.bytes()).ok());
+  ASSERT_TRUE(client_->RegisterCudaSharedMemory("cout", out.IpcHandle(), 0, out.bytes()).ok());
+  auto status = client_->CudaSharedMemoryStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  ASSERT_EQ(status->regions_size(), 2);
+  EXPECT_EQ(status->regions().at("cin").device_id(), 0u);
+  EXPECT_EQ(status->regions().at("cin").byte_size(), in.bytes());
+  EXPECT_EQ(client_->SystemSharedMemoryStatus("cin").status().code(), absl::StatusCode::kNotFound)
+      << "a CUDA region is not a system one";
+
+  uint64_t seed = 100;
+  for (const std::string model : {"policy_net", "policy_graphs"}) {
+    for (int64_t batch : {1, 37, 128}) {
+      SCOPED_TRACE(model + " batch " + std::to_string(batch));
+      const Tensor input = RandomInput(batch, ++seed);
+      const size_t in_offset = 256;  // not at the allocation's start
+      in.Write(in_offset, input.data);
+      out.Fill(0x7f);
+      Tensor via_gpu = input;
+      via_gpu.data.clear();
+      via_gpu.shared_memory = SharedMemoryRef{"cin", input.data.size(), in_offset};
+      client::InferOptions options;
+      std::vector<size_t> offsets;
+      size_t next = 512;
+      for (size_t k = 0; k < kOutputs.size(); ++k) {
+        const size_t bytes = kOutputBytesPerItem[k] * batch;
+        options.output_shared_memory[kOutputs[k]] = SharedMemoryRef{"cout", bytes, next};
+        offsets.push_back(next);
+        next += bytes + 256;
+      }
+      auto result = client_->Infer(model, {via_gpu}, options);
+      ASSERT_TRUE(result.ok()) << result.status();
+      ASSERT_TRUE(result->timing.has_value());
+      EXPECT_TRUE(result->timing->device_timed);
+      EXPECT_GT(result->timing->h2d_ns, 0) << "the device-to-device copy of the input is the h2d span";
+      EXPECT_GT(result->timing->d2h_ns, 0);
+      EXPECT_TRUE(result->timing->IsConsistent());
+      EXPECT_EQ(result->timing->batch_size, batch) << "a request in GPU memory runs as a batch of its own";
+      const auto want = testing::TorchReference(ModelPath(model), {input});
+      ASSERT_EQ(want.size(), kOutputs.size());
+      for (size_t k = 0; k < kOutputs.size(); ++k) {
+        ASSERT_EQ(result->outputs[k].name, kOutputs[k]);
+        EXPECT_TRUE(result->outputs[k].data.empty()) << "the bytes are in GPU memory, not the message";
+        const std::string got = out.Read(offsets[k], kOutputBytesPerItem[k] * batch);
+        // cuDNN may use TF32 for convolutions: a TF32-sized tolerance.
+        EXPECT_EQ(testing::ReferenceMismatch(got, want[k], 5e-3f), "") << kOutputs[k];
+      }
+    }
+  }
+}
+
+TEST_F(CudaSharedMemoryTest, ConcurrentRequestsEachGetTheirOwnRows) {
+  constexpr int kThreads = 4;
+  constexpr int kRequests = 12;
+  constexpr int64_t kBatch = 8;
+  const size_t slot = kInputBytesPerItem * kBatch;
+  DeviceBuffer in(slot * kThreads);
+  UnregisterAtEnd unregister{client_.get()};
+  ASSERT_TRUE(client_->RegisterCudaSharedMemory("cin", in.IpcHandle(), 0, in.bytes()).ok());
+  std::vector<std::string> failures(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto client = InferenceClient::Connect(server_->url, std::chrono::seconds(60));
+      for (int i = 0; i < kRequests && failures[t].empty(); ++i) {
+        const Tensor input = RandomInput(kBatch, 1000 + t * 100 + i);
+        if (cudaMemcpy(in.data() + t * slot, input.data.data(), slot, cudaMemcpyHostToDevice) != cudaSuccess) {
+          failures[t] = "cudaMemcpy";
+          break;
+        }
+        Tensor via_gpu = input;
+        via_gpu.data.clear();
+        via_gpu.shared_memory = SharedMemoryRef{"cin", slot, t * slot};
+        // Outputs in the message: a mix the server must keep apart from the GPU-memory input.
+        const std::string model = i % 2 == 0 ? "policy_graphs" : "policy_net";
+        auto result = client->Infer(model, {via_gpu});
+        if (!result.ok()) {
+          failures[t] = result.status().ToString();
+          break;
+        }
+        std::vector<Tensor> outs = result->outputs;
+        failures[t] = testing::OutputsMismatch(ModelPath(model), {input}, outs, 5e-3f);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], "") << "thread " << t;
+}
+
+TEST_F(CudaSharedMemoryTest, RefusalsNameTheRegionAndWhatWasExpected) {
+  DeviceBuffer mem(1 << 20);
+  UnregisterAtEnd unregister{client_.get()};
+  const std::string handle = mem.IpcHandle();
+  auto too_big = client_->RegisterCudaSharedMemory("big", handle, 0, mem.bytes() * 4);
+  EXPECT_EQ(too_big.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(too_big.message(), HasSubstr("'big'"));
+  EXPECT_THAT(too_big.message(), HasSubstr("exceeds"));
+
+  auto short_handle = client_->RegisterCudaSharedMemory("short", handle.substr(0, 10), 0, 1024);
+  EXPECT_EQ(short_handle.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(short_handle.message(), HasSubstr("raw_handle holds 10 bytes"));
+
+  std::string garbage(64, '\0');
+  for (size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<char>(37 * i + 11);
+  auto bogus = client_->RegisterCudaSharedMemory("bogus", garbage, 0, 1024);
+  EXPECT_EQ(bogus.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bogus.message(), HasSubstr("cudaIpcOpenMemHandle"));
+
+  auto no_gpu = client_->RegisterCudaSharedMemory("far", handle, 4096, 1024);
+  EXPECT_EQ(no_gpu.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(no_gpu.message(), HasSubstr("device_id 4096"));
+
+  ASSERT_TRUE(client_->RegisterCudaSharedMemory("mem", handle, 0, mem.bytes()).ok());
+  EXPECT_EQ(client_->RegisterCudaSharedMemory("mem", handle, 0, mem.bytes()).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(client_->CudaSharedMemoryStatus("nope").status().code(), absl::StatusCode::kNotFound);
+
+  // A byte size that is not the shape's, and a range past the region's end.
+  const Tensor input = RandomInput(2, 7);
+  mem.Write(0, input.data);
+  Tensor wrong = input;
+  wrong.data.clear();
+  wrong.shared_memory = SharedMemoryRef{"mem", input.data.size() - 4, 0};
+  auto bad_size = client_->Infer("policy_net", {wrong});
+  EXPECT_EQ(bad_size.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad_size.status().message(), HasSubstr("needs " + std::to_string(input.data.size())));
+  wrong.shared_memory = SharedMemoryRef{"mem", input.data.size(), mem.bytes() - 100};
+  auto past_end = client_->Infer("policy_net", {wrong});
+  EXPECT_EQ(past_end.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(past_end.status().message(), HasSubstr("does not fit"));
+
+  // A model instance on the CPU cannot read GPU memory: refused by name, the server stays up.
+  Tensor on_gpu = input;
+  on_gpu.data.clear();
+  on_gpu.shared_memory = SharedMemoryRef{"mem", input.data.size(), 0};
+  auto cpu = client_->Infer("policy_cpu", {on_gpu});
+  EXPECT_EQ(cpu.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(cpu.status().message(), HasSubstr("runs on the CPU"));
+  auto fine = client_->Infer("policy_net", {on_gpu});
+  ASSERT_TRUE(fine.ok()) << fine.status();
+  EXPECT_EQ(testing::OutputsMismatch(ModelPath("policy_net"), {input}, fine->outputs, 5e-3f), "");
+
+  // Unregistered: the name is gone, requests naming it are NOT_FOUND.
+  ASSERT_TRUE(client_->UnregisterCudaSharedMemory("mem").ok());
+  EXPECT_EQ(client_->Infer("policy_net", {on_gpu}).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->CudaSharedMemoryStatus()->regions_size(), 0);
+}
+
+}  // namespace
+}  // namespace chronoserve
