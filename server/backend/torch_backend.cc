@@ -269,6 +269,9 @@ class TorchInstance final : public ModelInstance {
     }
     for (size_t k = 0; k < outputs.size(); ++k) {
       if (!wanted[k]) continue;
+      // Requests that gave a CUDA shared-memory region get their rows there, device to device.
+      RETURN_IF_ERROR(CopyOutputsToDevice(spec_, batch, static_cast<int>(k), outputs[k], *path_));
+      if (!WantedOnHost(batch, static_cast<int>(k))) continue;
       if (char* direct = DirectOutputDestination(batch, static_cast<int>(k), outputs[k], *path_); direct != nullptr) {
         RETURN_IF_ERROR(path_->ToHostInto(static_cast<int>(k), outputs[k], direct));
         host[k] = direct;  // Scatter sees the bytes already in place
@@ -292,7 +295,7 @@ class TorchInstance final : public ModelInstance {
     for (size_t i = 0; i < staged.size(); ++i) {
       ASSIGN_OR_RETURN(torch::ScalarType type, ToTorchType(spec_.inputs[i].dtype));
       ASSIGN_OR_RETURN(args[binding_.Position(i)],
-                       path_->ToDevice(static_cast<int>(i), staged[i].data, staged[i].shape, type));
+                       path_->ToDevice(static_cast<int>(i), staged[i].pieces(), staged[i].shape, type));
     }
     RETURN_IF_ERROR(InputsDone());
     absl::StatusOr<torch::jit::IValue> result;
@@ -309,7 +312,7 @@ class TorchInstance final : public ModelInstance {
                                                       int64_t total, BatchTiming* timing) {
     for (size_t i = 0; i < staged.size(); ++i) {
       RETURN_IF_ERROR(
-          path_->ToDeviceInto(static_cast<int>(i), staged[i].data, staged[i].bytes, graphs_->inputs(graph)[i]));
+          path_->ToDeviceInto(static_cast<int>(i), staged[i].pieces(), staged[i].bytes, graphs_->inputs(graph)[i]));
     }
     RETURN_IF_ERROR(InputsDone());
     timing->launch_ns = TimeLaunch([&] { graphs_->Replay(graph); });

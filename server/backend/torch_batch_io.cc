@@ -61,25 +61,30 @@ absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, con
     // input is that run as it is. Or one request whose input sits in a page-locked shared-memory
     // region: the H2D reads it in place (only single-request batches: a batch needs contiguous rows).
     const InputTensor& first = batch.front()->inputs[i];
-    // A client's GPU memory (CUDA shared memory): its request is batched alone (its shape key is its
-    // own) and the device copy reads it in place; the host must never touch it.
-    for (const auto& r : batch) {
-      if (!r->inputs[i].on_device) continue;
-      if (!path.direct_pinned_io()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "model '", spec.name, "' input '", spec.inputs[i].name,
-            "' is in CUDA shared memory, but this model instance runs on the CPU; send it in the message "
-            "or in system shared memory"));
-      }
-      if (batch.size() != 1) {
-        return absl::InternalError(absl::StrCat("model '", spec.name, "' input '", spec.inputs[i].name,
-                                                "': a tensor in CUDA shared memory reached a batch of ",
-                                                batch.size(), " requests (it must run alone)"));
-      }
+    // A client's GPU memory (CUDA shared memory): the device copies read it where it is (one piece a
+    // request); the host must never touch it. The request builder's shape key keeps a batch's
+    // requests all on the device or all on the host for each input.
+    size_t on_device = 0;
+    for (const auto& r : batch) on_device += r->inputs[i].on_device ? 1 : 0;
+    if (on_device > 0 && !path.direct_pinned_io()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "model '", spec.name, "' input '", spec.inputs[i].name,
+          "' is in CUDA shared memory, but this model instance runs on the CPU; send it in the message "
+          "or in system shared memory"));
     }
-    if (first.on_device) {
-      in.data = const_cast<char*>(first.data);
+    if (on_device > 0 && on_device != batch.size()) {
+      return absl::InternalError(absl::StrCat("model '", spec.name, "' input '", spec.inputs[i].name, "': ",
+                                              on_device, " of a batch's ", batch.size(),
+                                              " requests have it in CUDA shared memory (all or none must)"));
+    }
+    if (on_device > 0) {
       in.in_place = true;
+      if (batch.size() == 1) {
+        in.data = const_cast<char*>(first.data);
+      } else {
+        in.device_pieces.reserve(batch.size());
+        for (const auto& r : batch) in.device_pieces.push_back(BytePiece{r->inputs[i].data, r->inputs[i].byte_size});
+      }
       staged.push_back(std::move(in));
       continue;
     }
@@ -151,13 +156,53 @@ absl::Status CheckForwardOutputs(const ModelSpec& spec, const std::vector<torch:
 }
 
 char* DirectOutputDestination(const Batch& batch, int k, const torch::Tensor& output, const DevicePath& path) {
-  if (batch.size() != 1 || !path.direct_pinned_io()) return nullptr;
+  if (batch.size() != 1 || !path.direct_pinned_io() || !output.is_contiguous()) return nullptr;
   for (const OutputTensor& out : batch.front()->outputs) {
-    if (out.index != k || out.data != nullptr || out.raw == nullptr || out.raw_capacity < output.nbytes()) continue;
-    // GPU memory takes the output in any layout (ToHostInto makes it contiguous on the device).
-    if (out.raw_on_device || (out.raw_pinned && output.is_contiguous())) return out.raw;
+    if (out.index == k && out.data == nullptr && out.raw != nullptr && out.raw_pinned &&
+        out.raw_capacity >= output.nbytes()) {
+      return out.raw;
+    }
   }
   return nullptr;
+}
+
+bool WantedOnHost(const Batch& batch, int k) {
+  for (const auto& r : batch) {
+    for (const OutputTensor& out : r->outputs) {
+      if (out.index == k && !out.raw_on_device) return true;
+    }
+  }
+  return false;
+}
+
+absl::Status CopyOutputsToDevice(const ModelSpec& spec, const Batch& batch, int k, const torch::Tensor& output,
+                                 DevicePath& path) {
+  int64_t row = 0;
+  for (const auto& r : batch) {
+    for (OutputTensor& out : r->outputs) {
+      if (out.index != k || !out.raw_on_device) continue;
+      const std::string& name = spec.outputs[k].name;
+      if (!path.direct_pinned_io()) {
+        if (r->status.ok()) {
+          r->status = absl::FailedPreconditionError(absl::StrCat(
+              "model '", spec.name, "' output '", name, "': ", out.raw_name,
+              " is GPU memory, but this model instance runs on the CPU; take the output in the message or in "
+              "system shared memory"));
+        }
+        continue;
+      }
+      // This request's rows: a view of the batch's output (one copy a request, on the worker's stream).
+      const torch::Tensor rows = spec.max_batch_size > 0 ? output.narrow(0, row, r->batch_items) : output;
+      absl::Status fits = CheckOutputFits(spec.name, name, rows.nbytes(), out);
+      if (!fits.ok()) {
+        if (r->status.ok()) r->status = std::move(fits);
+        continue;
+      }
+      RETURN_IF_ERROR(path.ToHostInto(k, rows, out.raw));
+    }
+    row += r->batch_items;
+  }
+  return absl::OkStatus();
 }
 
 bool ScatterOutputs(const ModelSpec& spec, Batch& batch, const std::vector<torch::Tensor>& outputs,
@@ -180,6 +225,8 @@ bool ScatterOutputs(const ModelSpec& spec, Batch& batch, const std::vector<torch
         bytes = row_bytes * r->batch_items;
         offset = row_bytes * row;
       }
+      // In GPU memory: copied there on the device at launch (CopyOutputsToDevice), or failed then.
+      if (out.raw_on_device) continue;
       const char* src = host[out.index] + offset;
       if (out.data != nullptr && out.lend_to != nullptr && bytes >= kMinLentOutputBytes) {
         const size_t k = static_cast<size_t>(out.index);

@@ -25,6 +25,19 @@ struct StagedInput {
   size_t bytes = 0;
   std::vector<int64_t> shape;  // the batch's full shape
   bool in_place = false;       // `data` is the requests' own bytes (arena or pinned region): no gather
+  // Several requests' inputs in CUDA shared memory: their device bytes, in batch order, for the
+  // device copies to put back to back (then `data` is null). Empty otherwise.
+  std::vector<BytePiece> device_pieces;
+
+  // The bytes as the device path takes them: `device_pieces`, or the one run at `data`.
+  absl::Span<const BytePiece> pieces() const {
+    if (!device_pieces.empty()) return device_pieces;
+    whole_ = BytePiece{data, bytes};
+    return absl::Span<const BytePiece>(&whole_, 1);
+  }
+
+ private:
+  mutable BytePiece whole_;
 };
 
 // Items along dim 0 over the batch's requests.
@@ -39,7 +52,9 @@ void OrderByArena(Batch& batch);
 // later), except where the bytes can be used where they are: every request's input back to back
 // in the InputArena (in batch order, page-locked when `path` is a GPU's), or a one-request batch
 // whose input is page-locked and `path` reads such memory directly. Then `data` points at the
-// first request's bytes.
+// first request's bytes. Inputs in CUDA shared memory (a batch's requests have them all there or
+// none: their shape key says so) are never read on the host: one request's is `data`, several
+// requests' are `device_pieces`; FAILED_PRECONDITION when `path` is the CPU's.
 absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, const Batch& batch, DevicePath& path);
 
 // INTERNAL naming the output when forward() returned the wrong count, dtype, batch dim, dims
@@ -48,9 +63,19 @@ absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, con
 absl::Status CheckForwardOutputs(const ModelSpec& spec, const std::vector<torch::Tensor>& outputs, int64_t total,
                                  const torch::Device& device);
 
-// The page-locked (or GPU: CUDA shared memory) destination of output `k` when the batch is one
-// request that wants it there, it fits and `path` can copy straight into it; otherwise null.
+// The page-locked shared-memory destination of output `k` when the batch is one request that wants
+// it there, it fits and `path` can copy straight into it; otherwise null.
 char* DirectOutputDestination(const Batch& batch, int k, const torch::Tensor& output, const DevicePath& path);
+
+// Whether a request of the batch wants output `k` anywhere but GPU memory (so it must come to the host).
+bool WantedOnHost(const Batch& batch, int k);
+
+// Starts the device-to-device copy of each request's rows of output `k` into the CUDA shared-memory
+// region it asked for (one copy a request on the worker's stream, inside the d2h span). A region too
+// small, or a `path` on the CPU, fails that request alone (its `status`, naming model, output and
+// region); errors from the path fail the batch.
+absl::Status CopyOutputsToDevice(const ModelSpec& spec, const Batch& batch, int k, const torch::Tensor& output,
+                                 DevicePath& path);
 
 // Sets each request's output shapes and copies its rows from `host` (per output, valid bytes of the
 // whole batch) into its response or region; a region too small fails that request alone. Where a

@@ -68,14 +68,20 @@ class CpuPath final : public DevicePath {
     if (buf.size() < bytes) buf.resize(bytes + bytes / 2 + 64);
     return buf.data();
   }
-  absl::StatusOr<torch::Tensor> ToDevice(int, char* staged, const std::vector<int64_t>& shape,
+  absl::StatusOr<torch::Tensor> ToDevice(int, absl::Span<const BytePiece> pieces, const std::vector<int64_t>& shape,
                                          torch::ScalarType type) override {
-    return torch::from_blob(staged, shape, torch::TensorOptions().dtype(type));
+    // Host inputs are gathered into one piece on the CPU (only CUDA shared memory comes in several).
+    if (pieces.size() != 1) return absl::InternalError("the CPU path takes an input as one piece");
+    return torch::from_blob(const_cast<char*>(pieces[0].data), shape, torch::TensorOptions().dtype(type));
   }
-  absl::Status ToDeviceInto(int, const char* staged, size_t bytes, const torch::Tensor& dst) override {
+  absl::Status ToDeviceInto(int, absl::Span<const BytePiece> pieces, size_t bytes, const torch::Tensor& dst) override {
     if (bytes > dst.nbytes()) return absl::InternalError("staged input larger than its static tensor");
     char* out = static_cast<char*>(dst.data_ptr());
-    std::memcpy(out, staged, bytes);
+    size_t offset = 0;
+    for (const BytePiece& piece : pieces) {
+      std::memcpy(out + offset, piece.data, piece.bytes);
+      offset += piece.bytes;
+    }
     std::memset(out + bytes, 0, dst.nbytes() - bytes);
     return absl::OkStatus();
   }
@@ -244,30 +250,26 @@ class CudaPath final : public DevicePath {
     }
     return staging[input].data();
   }
-  absl::StatusOr<torch::Tensor> ToDevice(int input, char* staged, const std::vector<int64_t>& shape,
+  absl::StatusOr<torch::Tensor> ToDevice(int input, absl::Span<const BytePiece> pieces, const std::vector<int64_t>& shape,
                                          torch::ScalarType type) override {
     const size_t bytes = static_cast<size_t>(ElementCount(shape)) * c10::elementSize(type);
     ASSIGN_OR_RETURN(torch::Tensor buffer, DeviceInput(input, bytes));
-    RETURN_IF_ERROR(cuda::CudaStatus(
-        cudaMemcpyAsync(buffer.data_ptr(), staged, bytes, cudaMemcpyDefault, input_stream()),
-        "cudaMemcpyAsync(H2D)"));
+    RETURN_IF_ERROR(CopyPieces(static_cast<char*>(buffer.data_ptr()), pieces, bytes, input_stream(), "cudaMemcpyAsync(H2D)"));
     return buffer.narrow(0, 0, static_cast<int64_t>(bytes)).view(type).view(shape);
   }
-  absl::Status ToDeviceInto(int input, const char* staged, size_t bytes, const torch::Tensor& dst) override {
+  absl::Status ToDeviceInto(int input, absl::Span<const BytePiece> pieces, size_t bytes, const torch::Tensor& dst) override {
     if (bytes > dst.nbytes()) return absl::InternalError("staged input larger than its static tensor");
     if (!overlap_) {
-      RETURN_IF_ERROR(cuda::CudaStatus(
-          cudaMemcpyAsync(dst.data_ptr(), staged, bytes, cudaMemcpyDefault, stream_.stream()),
-          "cudaMemcpyAsync(H2D into graph input)"));
+      RETURN_IF_ERROR(CopyPieces(static_cast<char*>(dst.data_ptr()), pieces, bytes, stream_.stream(),
+                                 "cudaMemcpyAsync(H2D into graph input)"));
       if (bytes < dst.nbytes()) slot_->moves.push_back(Move{dst.data_ptr(), nullptr, bytes, dst.nbytes()});
       return absl::OkStatus();
     }
     // The batch ahead may still read `dst`: copy beside it into the slot's own buffer now, and
     // into `dst` on the worker's stream (after that batch) in InputsReady().
     ASSIGN_OR_RETURN(torch::Tensor buffer, DeviceInput(input, bytes));
-    RETURN_IF_ERROR(cuda::CudaStatus(
-        cudaMemcpyAsync(buffer.data_ptr(), staged, bytes, cudaMemcpyDefault, copy_stream_),
-        "cudaMemcpyAsync(H2D on the copy stream)"));
+    RETURN_IF_ERROR(CopyPieces(static_cast<char*>(buffer.data_ptr()), pieces, bytes, copy_stream_,
+                               "cudaMemcpyAsync(H2D on the copy stream)"));
     slot_->moves.push_back(Move{dst.data_ptr(), buffer.data_ptr(), bytes, dst.nbytes()});
     return absl::OkStatus();
   }
@@ -377,6 +379,20 @@ class CudaPath final : public DevicePath {
   };
 
   cudaStream_t input_stream() const { return overlap_ ? copy_stream_ : stream_.stream(); }
+
+  // `pieces` back to back into `dst` on `stream` (cudaMemcpyDefault: host memory, pinned or not, or a
+  // client's GPU memory); they must hold exactly `bytes`.
+  static absl::Status CopyPieces(char* dst, absl::Span<const BytePiece> pieces, size_t bytes, cudaStream_t stream,
+                                 const char* what) {
+    size_t offset = 0;
+    for (const BytePiece& piece : pieces) {
+      if (piece.bytes > bytes - offset) return absl::InternalError(absl::StrCat(what, ": pieces exceed ", bytes, " bytes"));
+      RETURN_IF_ERROR(cuda::CudaStatus(cudaMemcpyAsync(dst + offset, piece.data, piece.bytes, cudaMemcpyDefault, stream), what));
+      offset += piece.bytes;
+    }
+    if (offset != bytes) return absl::InternalError(absl::StrCat(what, ": pieces hold ", offset, " of ", bytes, " bytes"));
+    return absl::OkStatus();
+  }
 
   // The slot's device buffer for input `input`, at least `bytes` long. Growing it is safe: the
   // slot's previous batch has been waited for, so no copy or kernel still uses the old buffer. A

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/clock.h"
 #include "server/backend/batch_pipeline.h"
 #include "server/core/infer_request.h"
@@ -37,6 +38,14 @@ enum Marker { kBeforeH2D = 0, kAfterH2D, kBeforeCompute, kAfterCompute, kAfterD2
 
 // Per-batch resource sets of a path: one per batch a pipelined worker may have in flight.
 inline constexpr int kPathSlots = kMaxPipelineDepth;
+
+// A run of an input's bytes: host memory (staging, the arena, a pinned region) or device memory (a
+// client's CUDA shared-memory region). A batch's input is one run, or one run a request when its
+// requests' inputs are in CUDA shared memory (copied back to back on the device).
+struct BytePiece {
+  const char* data = nullptr;
+  size_t bytes = 0;
+};
 
 // How a batch's inputs will reach the device (DevicePath::BeginInputs).
 struct InputsPlan {
@@ -73,16 +82,18 @@ class DevicePath {
   virtual absl::Status BeginInputs(const InputsPlan& plan) = 0;
   // Host memory of at least `bytes` to gather input `input` into (pinned on GPU).
   virtual absl::StatusOr<char*> Staging(int input, size_t bytes) = 0;
-  // A device tensor holding the staged bytes of input `input` (async copy into the slot's device
-  // buffer on GPU; a view on CPU), valid until the slot is reused.
-  virtual absl::StatusOr<torch::Tensor> ToDevice(int input, char* staged, const std::vector<int64_t>& shape,
-                                                 torch::ScalarType type) = 0;
-  // Copies `bytes` staged bytes of input `input` into the start of the (contiguous) device tensor
+  // A device tensor holding the staged bytes of input `input`, `pieces` back to back (async copies
+  // into the slot's device buffer on GPU; on CPU a view of the one piece it takes), valid until the
+  // slot is reused.
+  virtual absl::StatusOr<torch::Tensor> ToDevice(int input, absl::Span<const BytePiece> pieces,
+                                                 const std::vector<int64_t>& shape, torch::ScalarType type) = 0;
+  // Copies the `bytes` staged bytes of input `input` (`pieces` back to back) into the start of the (contiguous) device tensor
   // `dst` and zeroes the rest of it: the static input of a CUDA graph, whose pad rows must hold no
   // stale data. On a GPU the pad rows are zeroed in InputsReady() (after kAfterH2D: in no span), and
   // when the inputs go on the copy stream, `dst` (read by the batch ahead) is filled there too, from
   // the slot's device buffer on the worker's stream.
-  virtual absl::Status ToDeviceInto(int input, const char* staged, size_t bytes, const torch::Tensor& dst) = 0;
+  virtual absl::Status ToDeviceInto(int input, absl::Span<const BytePiece> pieces, size_t bytes,
+                                    const torch::Tensor& dst) = 0;
   // After the last input: work enqueued on the worker's stream from now on sees the inputs.
   virtual absl::Status InputsReady() = 0;
   // Host bytes of `tensor` (contiguous), valid after Wait() (async copy on GPU).

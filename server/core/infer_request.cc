@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace chronoserve::server {
 
@@ -17,6 +18,14 @@ void InputTensor::CopyTo(char* dst) const {
   }
 }
 
+absl::Status CheckOutputFits(const std::string& model, const std::string& output_name, size_t bytes,
+                             const OutputTensor& out) {
+  if (out.raw == nullptr || bytes <= out.raw_capacity) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "model '", model, "' output '", output_name, "': ", out.raw_name, " is too small: the output needs ",
+      bytes, " bytes, ", out.raw_capacity, " available (shared_memory_byte_size)"));
+}
+
 absl::Status WriteOutputBytes(const std::string& model, const std::string& output_name,
                               const char* src, size_t bytes, OutputTensor& out) {
   if (out.data != nullptr) {
@@ -24,11 +33,7 @@ absl::Status WriteOutputBytes(const std::string& model, const std::string& outpu
     return absl::OkStatus();
   }
   if (out.raw == nullptr) return absl::OkStatus();
-  if (bytes > out.raw_capacity) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model '", model, "' output '", output_name, "': ", out.raw_name, " is too small: the output needs ",
-        bytes, " bytes, ", out.raw_capacity, " available (shared_memory_byte_size)"));
-  }
+  RETURN_IF_ERROR(CheckOutputFits(model, output_name, bytes, out));
   // src == raw: the backend already copied the bytes into place (device -> pinned region).
   if (out.raw_on_device && src != out.raw) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -112,6 +112,11 @@ struct OutputTensor {
   bool raw_on_device = false;
 };
 
+// INVALID_ARGUMENT naming the model, the output, the raw destination, the bytes needed and the bytes
+// available when `bytes` do not fit `out`'s raw destination; OK otherwise (or when it has none).
+absl::Status CheckOutputFits(const std::string& model, const std::string& output_name, size_t bytes,
+                             const OutputTensor& out);
+
 // Writes `bytes` of output `out` to its destination. INVALID_ARGUMENT naming the model, the output,
 // the raw destination, the bytes needed and the bytes available when a raw destination is too small;
 // FAILED_PRECONDITION when the destination is device memory the backend did not copy into.

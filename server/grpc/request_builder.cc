@@ -1,7 +1,6 @@
 #include "server/grpc/request_builder.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -419,17 +418,18 @@ void RawInputContents::Assign(int i, InputTensor& in, InferRequest* request) con
 
 namespace {
 
-// A request with a tensor in CUDA shared memory gets a shape key no other request has, so the
-// batcher never puts it beside another: its device bytes are read or written by the device copies
-// of a batch of one (the host never gathers or scatters them).
-void KeepDeviceTensorsAlone(InferRequest& request) {
-  bool on_device = std::any_of(request.inputs.begin(), request.inputs.end(),
-                               [](const InputTensor& in) { return in.on_device; });
-  on_device = on_device || std::any_of(request.outputs.begin(), request.outputs.end(),
-                                       [](const OutputTensor& o) { return o.raw_on_device; });
-  if (!on_device) return;
-  static std::atomic<uint64_t> next{0};
-  request.set_shape_key(absl::StrCat(request.shape_key(), "#device-", next.fetch_add(1, std::memory_order_relaxed)));
+// A request with inputs in CUDA shared memory says which in its shape key, so a batch's requests
+// have each input all in GPU memory (gathered there by device copies) or all on the host (gathered
+// into staging): the batcher never mixes the two. Outputs need no key: each request's rows go to its
+// own destination either way.
+void KeyDeviceInputs(InferRequest& request) {
+  if (std::none_of(request.inputs.begin(), request.inputs.end(), [](const InputTensor& in) { return in.on_device; })) {
+    return;
+  }
+  std::string key = request.shape_key();
+  key += "#gpu:";
+  for (const InputTensor& in : request.inputs) key += in.on_device ? '1' : '0';
+  request.set_shape_key(std::move(key));
 }
 
 }  // namespace
@@ -449,7 +449,7 @@ absl::StatusOr<std::unique_ptr<InferRequest>> BuildInferRequest(
   RETURN_IF_ERROR(RefuseSharedMemoryWhenOff(spec, request, shared_memory));
   RETURN_IF_ERROR(BuildInputs(spec, request, raw, shared_memory, out.get()));
   RETURN_IF_ERROR(BuildOutputs(spec, request, shared_memory, out.get(), response, lent));
-  KeepDeviceTensorsAlone(*out);
+  KeyDeviceInputs(*out);
   response->set_model_name(spec.name);
   response->set_model_version(std::to_string(spec.version));
   response->set_id(request.id());

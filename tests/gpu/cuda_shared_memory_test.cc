@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -82,6 +83,9 @@ class CudaSharedMemoryTest : public ::testing::Test {
     examples::ModelOptions graphs = eager;
     graphs.extra_config = kGraphsOn;
     ASSERT_TRUE(examples::WritePolicyNet(dir_->path(), "policy_graphs", graphs).ok());
+    examples::ModelOptions batched = eager;  // requests wait up to 5 ms for others to batch with
+    batched.max_queue_delay_us = 5000;
+    ASSERT_TRUE(examples::WritePolicyNet(dir_->path(), "policy_batched", batched).ok());
     examples::ModelOptions cpu = eager;
     cpu.instance_kind = "KIND_CPU";
     ASSERT_TRUE(examples::WritePolicyNet(dir_->path(), "policy_cpu", cpu).ok());
@@ -156,7 +160,7 @@ TEST_F(CudaSharedMemoryTest, InputsAndOutputsInGpuMemoryMatchTheCpuReference) {
       EXPECT_GT(result->timing->h2d_ns, 0) << "the device-to-device copy of the input is the h2d span";
       EXPECT_GT(result->timing->d2h_ns, 0);
       EXPECT_TRUE(result->timing->IsConsistent());
-      EXPECT_EQ(result->timing->batch_size, batch) << "a request in GPU memory runs as a batch of its own";
+      EXPECT_EQ(result->timing->batch_size, batch) << "one client, one request at a time";
       const auto want = testing::TorchReference(ModelPath(model), {input});
       ASSERT_EQ(want.size(), kOutputs.size());
       for (size_t k = 0; k < kOutputs.size(); ++k) {
@@ -206,6 +210,70 @@ TEST_F(CudaSharedMemoryTest, ConcurrentRequestsEachGetTheirOwnRows) {
   }
   for (auto& th : threads) th.join();
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], "") << "thread " << t;
+}
+
+// Requests whose tensors are all in GPU memory batch together: their inputs are gathered on the
+// device, and each request's rows of every output land in its own region.
+TEST_F(CudaSharedMemoryTest, RequestsInGpuMemoryBatchTogetherAndKeepTheirRows) {
+  constexpr int kThreads = 8;
+  constexpr int kRequests = 6;
+  constexpr int64_t kBatch = 4;
+  const size_t in_slot = kInputBytesPerItem * kBatch;
+  size_t out_slot = 0;
+  for (size_t bytes : kOutputBytesPerItem) out_slot += bytes * kBatch + 256;
+  DeviceBuffer in(in_slot * kThreads);
+  DeviceBuffer out(out_slot * kThreads);
+  out.Fill(0x7f);
+  UnregisterAtEnd unregister{client_.get()};
+  ASSERT_TRUE(client_->RegisterCudaSharedMemory("bin", in.IpcHandle(), 0, in.bytes()).ok());
+  ASSERT_TRUE(client_->RegisterCudaSharedMemory("bout", out.IpcHandle(), 0, out.bytes()).ok());
+  std::vector<std::string> failures(kThreads);
+  std::vector<int64_t> largest_batch(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto client = InferenceClient::Connect(server_->url, std::chrono::seconds(60));
+      for (int i = 0; i < kRequests && failures[t].empty(); ++i) {
+        const Tensor input = RandomInput(kBatch, 5000 + t * 100 + i);
+        if (cudaMemcpy(in.data() + t * in_slot, input.data.data(), in_slot, cudaMemcpyHostToDevice) != cudaSuccess) {
+          failures[t] = "cudaMemcpy in";
+          break;
+        }
+        Tensor via_gpu = input;
+        via_gpu.data.clear();
+        via_gpu.shared_memory = SharedMemoryRef{"bin", in_slot, t * in_slot};
+        client::InferOptions options;
+        std::vector<size_t> offsets;
+        size_t next = t * out_slot;
+        for (size_t k = 0; k < kOutputs.size(); ++k) {
+          options.output_shared_memory[kOutputs[k]] = SharedMemoryRef{"bout", kOutputBytesPerItem[k] * kBatch, next};
+          offsets.push_back(next);
+          next += kOutputBytesPerItem[k] * kBatch + 256;
+        }
+        auto result = client->Infer("policy_batched", {via_gpu}, options);
+        if (!result.ok()) {
+          failures[t] = result.status().ToString();
+          break;
+        }
+        if (result->timing.has_value()) largest_batch[t] = std::max(largest_batch[t], result->timing->batch_size);
+        std::vector<Tensor> outs;
+        for (size_t k = 0; k < kOutputs.size(); ++k) {
+          Tensor o{kOutputs[k], DataType::kFp32, {kBatch, static_cast<int64_t>(kOutputBytesPerItem[k] / 4)}, {}};
+          o.data.resize(kOutputBytesPerItem[k] * kBatch);
+          if (cudaMemcpy(o.data.data(), out.data() + offsets[k], o.data.size(), cudaMemcpyDeviceToHost) != cudaSuccess) {
+            failures[t] = "cudaMemcpy out";
+            break;
+          }
+          outs.push_back(std::move(o));
+        }
+        if (failures[t].empty()) failures[t] = testing::OutputsMismatch(ModelPath("policy_batched"), {input}, outs, 5e-3f);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], "") << "thread " << t;
+  EXPECT_GT(*std::max_element(largest_batch.begin(), largest_batch.end()), kBatch)
+      << "some requests ran in a batch with others (5 ms queue delay, 8 clients at once)";
 }
 
 TEST_F(CudaSharedMemoryTest, RefusalsNameTheRegionAndWhatWasExpected) {

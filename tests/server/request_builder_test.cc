@@ -275,10 +275,10 @@ TEST(RequestBuilderTest, LargeSharedMemoryInputsPassTheSizeCheck) {
   EXPECT_THAT(std::string(built.status().message()), HasSubstr("region"));
 }
 
-// A tensor in a CUDA region: the input views device memory (marked so the host never reads it),
-// an output goes to device memory, and the request's shape key is its own, so the batcher never
-// puts it beside another request. Host memory stands in for the client's GPU memory.
-TEST(RequestBuilderTest, TensorsInCudaRegionsAreMarkedAndBatchedAlone) {
+// A tensor in a CUDA region: the input views device memory (marked so the host never reads it), an
+// output goes to device memory, and the shape key says which inputs are on the device, so a batch
+// never mixes them with the same input on the host. Host memory stands in for the client's GPU memory.
+TEST(RequestBuilderTest, TensorsInCudaRegionsAreMarkedAndKeyedByWhereTheirInputsAre) {
   std::vector<char> fake_gpu(1 << 16, 3);
   SharedMemoryRegistry registry(nullptr, [&fake_gpu](const std::string&, int64_t, uint64_t, char** data)
                                              -> absl::StatusOr<std::shared_ptr<void>> {
@@ -306,9 +306,10 @@ TEST(RequestBuilderTest, TensorsInCudaRegionsAreMarkedAndBatchedAlone) {
   EXPECT_FALSE((*first)->inputs[1].on_device) << "the other input came in the message";
   auto second = BuildInferRequest(Spec(8), device_request(), &response, &registry);
   ASSERT_TRUE(second.ok()) << second.status();
-  EXPECT_NE((*first)->shape_key(), (*second)->shape_key()) << "two device requests never share a batch";
+  EXPECT_EQ((*first)->shape_key(), (*second)->shape_key()) << "device requests batch with each other";
+  EXPECT_THAT((*first)->shape_key(), HasSubstr("#gpu:10")) << "input 0 on the device, input 1 not";
 
-  // An output into the region (inputs in the message): raw_on_device, and alone too.
+  // An output into the region (inputs in the message): raw_on_device, and batched with the rest.
   inference::ModelInferRequest out_only = Good();
   auto* out = out_only.add_outputs();
   out->set_name("OUTPUT__0");
@@ -323,7 +324,8 @@ TEST(RequestBuilderTest, TensorsInCudaRegionsAreMarkedAndBatchedAlone) {
   auto plain_b = BuildInferRequest(Spec(8), Good(), &response, &registry);
   ASSERT_TRUE(plain_a.ok() && plain_b.ok());
   EXPECT_EQ((*plain_a)->shape_key(), (*plain_b)->shape_key()) << "requests in the message still batch together";
-  EXPECT_NE((*built)->shape_key(), (*plain_a)->shape_key());
+  EXPECT_EQ((*built)->shape_key(), (*plain_a)->shape_key()) << "an output's place does not split batches";
+  EXPECT_NE((*first)->shape_key(), (*plain_a)->shape_key()) << "inputs on the device and on the host do not mix";
 
   // The host never writes device memory: a backend that did not copy there gets an error.
   OutputTensor& device_out = (*built)->outputs[0];

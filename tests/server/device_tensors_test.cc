@@ -1,0 +1,232 @@
+// Tensors in CUDA shared memory through the backend's batch I/O, on the CPU: host memory stands in
+// for the client's GPU memory and a recording path for a GPU's (it copies as cudaMemcpyDefault
+// would). A batch of several requests hands the device path one piece a request, in batch order; each
+// request's rows of an output go to its own region, a region too small fails that request alone; the
+// host never reads or writes those bytes itself; the CPU's own path refuses them by name.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "server/backend/torch_batch_io.h"
+#include "server/backend/torch_device_path.h"
+
+namespace chronoserve {
+namespace {
+
+using server::Batch;
+using server::BytePiece;
+using server::InferRequest;
+using ::testing::HasSubstr;
+
+// A path that reads and writes "device" memory directly, as a GPU path does: it records the pieces
+// each input arrived in and copies outputs into their destinations.
+class RecordingDevicePath final : public server::DevicePath {
+ public:
+  torch::Device device() const override { return torch::kCPU; }
+  bool device_timed() const override { return false; }
+  bool direct_pinned_io() const override { return true; }
+  std::shared_ptr<void> Enter() override { return nullptr; }
+  absl::StatusOr<std::shared_ptr<char>> AllocateHost(size_t bytes) const override {
+    return std::shared_ptr<char>(new char[bytes], std::default_delete<char[]>());
+  }
+  void SelectSlot(int) override {}
+  absl::Status BeginInputs(const server::InputsPlan&) override { return absl::OkStatus(); }
+  absl::StatusOr<char*> Staging(int, size_t bytes) override {
+    staging_.resize(bytes);
+    ++staged_;
+    return staging_.data();
+  }
+  absl::StatusOr<torch::Tensor> ToDevice(int input, absl::Span<const BytePiece> pieces,
+                                         const std::vector<int64_t>& shape, torch::ScalarType type) override {
+    pieces_.assign(pieces.begin(), pieces.end());
+    gathered_.clear();
+    for (const BytePiece& p : pieces) gathered_.append(p.data, p.bytes);
+    return torch::from_blob(gathered_.data(), shape, torch::TensorOptions().dtype(type));
+  }
+  absl::Status ToDeviceInto(int, absl::Span<const BytePiece>, size_t, const torch::Tensor&) override {
+    return absl::UnimplementedError("not used here");
+  }
+  absl::Status InputsReady() override { return absl::OkStatus(); }
+  absl::StatusOr<const char*> ToHost(int, const torch::Tensor& tensor) override {
+    ++to_host_;
+    landed_ = tensor.contiguous();
+    return static_cast<const char*>(landed_.data_ptr());
+  }
+  absl::Status ToHostInto(int, const torch::Tensor& tensor, char* dst) override {
+    const torch::Tensor src = tensor.contiguous();
+    std::memcpy(dst, src.data_ptr(), src.nbytes());
+    copies_into_.push_back(dst);
+    return absl::OkStatus();
+  }
+  server::LentBytes LendHost(int, const char*, size_t) override { return {}; }
+  absl::Status Mark(server::Marker) override { return absl::OkStatus(); }
+  absl::Status Wait() override { return absl::OkStatus(); }
+  absl::Status Sync() override { return absl::OkStatus(); }
+  absl::StatusOr<int64_t> SpanNs(server::Marker, server::Marker) override { return 0; }
+
+  std::vector<BytePiece> pieces_;
+  std::string gathered_;
+  std::vector<char> staging_;
+  int staged_ = 0;
+  int to_host_ = 0;
+  torch::Tensor landed_;
+  std::vector<char*> copies_into_;
+};
+
+server::ModelSpec Spec() {
+  server::ModelSpec spec;
+  spec.name = "dev";
+  spec.max_batch_size = 8;
+  spec.inputs = {{"INPUT__0", DataType::kFp32, {3}}};
+  spec.outputs = {{"OUTPUT__0", DataType::kFp32, {2}}};
+  return spec;
+}
+
+// `items` rows of 3 floats (never zero) in `fake_gpu` at `offset`, marked as CUDA shared memory.
+std::unique_ptr<InferRequest> DeviceRequest(std::vector<float>& fake_gpu, size_t offset, int64_t items) {
+  for (int64_t i = 0; i < items * 3; ++i) fake_gpu[offset + i] = 1.5f + static_cast<float>(offset + i);
+  auto r = std::make_unique<InferRequest>();
+  r->batch_items = items;
+  server::InputTensor in;
+  in.index = 0;
+  in.dtype = DataType::kFp32;
+  in.shape = {items, 3};
+  in.data = reinterpret_cast<const char*>(fake_gpu.data() + offset);
+  in.byte_size = static_cast<size_t>(items) * 3 * sizeof(float);
+  in.shared_memory = true;
+  in.on_device = true;
+  r->inputs.push_back(std::move(in));
+  return r;
+}
+
+void OutputToRegion(InferRequest& r, char* region, size_t capacity) {
+  server::OutputTensor out;
+  out.index = 0;
+  out.raw = region;
+  out.raw_capacity = capacity;
+  out.raw_name = "CUDA shared-memory region 'out'";
+  out.raw_on_device = true;
+  out.shape = {r.batch_items, 2};
+  r.outputs.push_back(std::move(out));
+}
+
+TEST(DeviceTensorsTest, SeveralRequestsInputsReachThePathAsOnePieceEachInBatchOrder) {
+  std::vector<float> fake_gpu(64, 0.0f);
+  Batch batch;
+  batch.push_back(DeviceRequest(fake_gpu, 30, 2));
+  batch.push_back(DeviceRequest(fake_gpu, 0, 1));
+  batch.push_back(DeviceRequest(fake_gpu, 12, 3));
+  RecordingDevicePath path;
+  auto staged = server::GatherInputs(Spec(), batch, path);
+  ASSERT_TRUE(staged.ok()) << staged.status();
+  ASSERT_EQ(staged->size(), 1u);
+  const server::StagedInput& in = (*staged)[0];
+  EXPECT_TRUE(in.in_place) << "nothing gathered on the host";
+  EXPECT_EQ(path.staged_, 0) << "no staging buffer asked for";
+  EXPECT_EQ(in.bytes, 6u * 3 * sizeof(float));
+  EXPECT_EQ(in.shape, (std::vector<int64_t>{6, 3}));
+  auto tensor = path.ToDevice(0, in.pieces(), in.shape, torch::kFloat32);
+  ASSERT_TRUE(tensor.ok()) << tensor.status();
+  ASSERT_EQ(path.pieces_.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(path.pieces_[k].data, batch[k]->inputs[0].data) << "piece " << k << " is request " << k << "'s";
+    EXPECT_EQ(path.pieces_[k].bytes, batch[k]->inputs[0].byte_size);
+  }
+  EXPECT_FLOAT_EQ(tensor->index({0, 0}).item<float>(), 1.5f + 30) << "request 0's first row first";
+  EXPECT_FLOAT_EQ(tensor->index({2, 0}).item<float>(), 1.5f + 0) << "then request 1's";
+  EXPECT_FLOAT_EQ(tensor->index({5, 2}).item<float>(), 1.5f + 12 + 8) << "request 2's last value last";
+
+  // One request: its bytes as the one run, in place.
+  Batch one;
+  one.push_back(DeviceRequest(fake_gpu, 40, 2));
+  auto single = server::GatherInputs(Spec(), one, path);
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_TRUE((*single)[0].device_pieces.empty());
+  EXPECT_EQ((*single)[0].data, one[0]->inputs[0].data);
+}
+
+TEST(DeviceTensorsTest, EachRequestsRowsGoToItsOwnRegionAndATooSmallOneFailsAlone) {
+  std::vector<float> fake_gpu(64, 0.0f);
+  Batch batch;
+  batch.push_back(DeviceRequest(fake_gpu, 0, 2));
+  batch.push_back(DeviceRequest(fake_gpu, 6, 1));
+  batch.push_back(DeviceRequest(fake_gpu, 9, 3));
+  std::vector<std::vector<char>> regions = {std::vector<char>(64, 'x'), std::vector<char>(4, 'x'),
+                                            std::vector<char>(64, 'x')};
+  OutputToRegion(*batch[0], regions[0].data(), regions[0].size());
+  OutputToRegion(*batch[1], regions[1].data(), regions[1].size());  // needs 8 bytes: too small
+  std::string in_message;
+  server::OutputTensor host_out;  // request 2 takes the output in the message
+  host_out.index = 0;
+  host_out.data = &in_message;
+  host_out.shape = {3, 2};
+  batch[2]->outputs.push_back(std::move(host_out));
+
+  const torch::Tensor output = torch::arange(12, torch::kFloat32).view({6, 2}) + 0.5f;
+  RecordingDevicePath path;
+  ASSERT_TRUE(server::CopyOutputsToDevice(Spec(), batch, 0, output, path).ok());
+  ASSERT_EQ(path.copies_into_.size(), 1u) << "request 1's region was too small: no copy for it";
+  EXPECT_EQ(path.copies_into_[0], regions[0].data());
+  EXPECT_EQ(std::memcmp(regions[0].data(), output.data_ptr(), 2 * 2 * sizeof(float)), 0) << "rows 0-1";
+  EXPECT_EQ(regions[1], std::vector<char>(4, 'x')) << "nothing written past what the region holds";
+  EXPECT_TRUE(batch[0]->status.ok());
+  EXPECT_EQ(batch[1]->status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(batch[1]->status.message()),
+              HasSubstr("model 'dev' output 'OUTPUT__0': CUDA shared-memory region 'out' is too small: the output "
+                        "needs 8 bytes, 4 available"));
+  EXPECT_TRUE(batch[2]->status.ok());
+
+  // Request 2 wants it on the host: landed once, and the scatter copies its rows (4-5) and skips
+  // the device destinations.
+  ASSERT_TRUE(server::WantedOnHost(batch, 0));
+  auto landed = path.ToHost(0, output);
+  ASSERT_TRUE(landed.ok());
+  server::ScatterOutputs(Spec(), batch, {output}, {*landed}, 6, path, SteadyClock::Get());
+  EXPECT_EQ(in_message, std::string(static_cast<const char*>(output.data_ptr()) + 3 * 2 * sizeof(float),
+                                    3 * 2 * sizeof(float)));
+  EXPECT_EQ(batch[0]->outputs[0].shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(batch[1]->status.code(), absl::StatusCode::kInvalidArgument) << "its error is kept";
+
+  // All of them in GPU memory: nothing needs the host.
+  batch.pop_back();
+  EXPECT_FALSE(server::WantedOnHost(batch, 0));
+}
+
+TEST(DeviceTensorsTest, TheCpuPathRefusesGpuMemoryNamingModelTensorAndWhy) {
+  std::vector<float> fake_gpu(64, 0.0f);
+  Batch batch;
+  batch.push_back(DeviceRequest(fake_gpu, 0, 2));
+  auto cpu = server::MakeCpuPath(SteadyClock::Get());
+  cpu->SelectSlot(0);
+  auto staged = server::GatherInputs(Spec(), batch, *cpu);
+  ASSERT_EQ(staged.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(staged.status().message()),
+              HasSubstr("model 'dev' input 'INPUT__0' is in CUDA shared memory, but this model instance runs on the CPU"));
+
+  std::vector<char> region(64, 'x');
+  OutputToRegion(*batch[0], region.data(), region.size());
+  const torch::Tensor output = torch::ones({2, 2}, torch::kFloat32);
+  ASSERT_TRUE(server::CopyOutputsToDevice(Spec(), batch, 0, output, *cpu).ok());
+  EXPECT_EQ(batch[0]->status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(batch[0]->status.message()), HasSubstr("runs on the CPU"));
+  EXPECT_EQ(region, std::vector<char>(64, 'x')) << "the host never wrote it";
+}
+
+TEST(DeviceTensorsTest, ABatchMixingAnInputOnTheDeviceAndOnTheHostIsAnInternalError) {
+  std::vector<float> fake_gpu(64, 0.0f);
+  Batch batch;
+  batch.push_back(DeviceRequest(fake_gpu, 0, 1));
+  batch.push_back(DeviceRequest(fake_gpu, 3, 1));
+  batch[1]->inputs[0].on_device = false;  // what the shape key prevents
+  RecordingDevicePath path;
+  auto staged = server::GatherInputs(Spec(), batch, path);
+  ASSERT_EQ(staged.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(staged.status().message()), HasSubstr("1 of a batch's 2 requests"));
+}
+
+}  // namespace
+}  // namespace chronoserve
