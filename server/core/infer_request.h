@@ -65,8 +65,9 @@ struct InputTensor {
   std::unique_ptr<const std::string> owned_data;
   bool host_pinned = false;  // `data` is page-locked (a pinned region or arena): DMA-able
   bool shared_memory = false;  // `data` is in a client's shared-memory region
-  // `data` is a device pointer (a client's CUDA shared-memory region): never read on the host. Such
-  // a request is batched alone (its shape key is its own) and only a GPU worker can run it.
+  // `data` is a device pointer (a client's CUDA shared-memory region): never read on the host. Such a
+  // request batches only with requests that have the same inputs on the device (its shape key says
+  // which), and only a GPU worker can run it.
   bool on_device = false;
   bool in_arena = false;       // `data` is the request's region of its model's InputArena
 
