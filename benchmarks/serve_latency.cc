@@ -28,6 +28,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "benchmarks/percentile.h"
+#include "client/cuda_shared_memory.h"
 #include "client/inference_client.h"
 #include "client/system_shared_memory.h"
 #include "common/cli_integer.h"
@@ -35,9 +36,6 @@
 #include "common/malloc_tuning.h"
 #include "common/tensor_data.h"
 
-#ifdef CHRONOSERVE_WITH_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 namespace {
 using chronoserve::RequestTiming;
@@ -51,8 +49,8 @@ class RegionMemory {
   virtual ~RegionMemory() = default;
   virtual absl::Status Register(InferenceClient* client, const std::string& name) = 0;
   virtual void Unregister(InferenceClient* client, const std::string& name) = 0;
-  virtual void CopyIn(size_t offset, const std::string& bytes) = 0;
-  virtual void CopyOut(size_t offset, size_t bytes, char* dst) = 0;
+  virtual absl::Status CopyIn(size_t offset, const std::string& bytes) = 0;
+  virtual absl::Status CopyOut(size_t offset, size_t bytes, char* dst) = 0;
   virtual size_t byte_size() const = 0;
 };
 
@@ -65,52 +63,39 @@ class SystemMemory final : public RegionMemory {
   void Unregister(InferenceClient* client, const std::string& name) override {
     client->UnregisterSystemSharedMemory(name).IgnoreError();
   }
-  void CopyIn(size_t offset, const std::string& bytes) override {
+  absl::Status CopyIn(size_t offset, const std::string& bytes) override {
     std::memcpy(shm_->data() + offset, bytes.data(), bytes.size());
+    return absl::OkStatus();
   }
-  void CopyOut(size_t offset, size_t bytes, char* dst) override { std::memcpy(dst, shm_->data() + offset, bytes); }
+  absl::Status CopyOut(size_t offset, size_t bytes, char* dst) override {
+    std::memcpy(dst, shm_->data() + offset, bytes);
+    return absl::OkStatus();
+  }
   size_t byte_size() const override { return shm_->byte_size(); }
 
  private:
   std::unique_ptr<chronoserve::client::SystemSharedMemory> shm_;
 };
 
-#ifdef CHRONOSERVE_WITH_CUDA
+// --shared-memory cuda: client::CudaSharedMemory (a build with CUDA; elsewhere its Create refuses).
 class CudaMemory final : public RegionMemory {
  public:
-  static absl::StatusOr<std::unique_ptr<CudaMemory>> Create(size_t bytes) {
-    void* data = nullptr;
-    if (cudaError_t err = cudaMalloc(&data, bytes); err != cudaSuccess) {
-      return absl::ResourceExhaustedError(absl::StrCat("cudaMalloc(", bytes, "): ", cudaGetErrorString(err)));
-    }
-    return std::unique_ptr<CudaMemory>(new CudaMemory(static_cast<char*>(data), bytes));
-  }
-  ~CudaMemory() override { cudaFree(data_); }
+  explicit CudaMemory(std::unique_ptr<chronoserve::client::CudaSharedMemory> gpu) : gpu_(std::move(gpu)) {}
   absl::Status Register(InferenceClient* client, const std::string& name) override {
-    cudaIpcMemHandle_t handle;
-    if (cudaError_t err = cudaIpcGetMemHandle(&handle, data_); err != cudaSuccess) {
-      return absl::InternalError(absl::StrCat("cudaIpcGetMemHandle: ", cudaGetErrorString(err)));
-    }
-    return client->RegisterCudaSharedMemory(name, std::string(reinterpret_cast<const char*>(&handle), sizeof(handle)),
-                                            0, bytes_);
+    return client->RegisterCudaSharedMemory(name, gpu_->raw_handle(), gpu_->device_id(), gpu_->byte_size());
   }
   void Unregister(InferenceClient* client, const std::string& name) override {
     client->UnregisterCudaSharedMemory(name).IgnoreError();
   }
-  void CopyIn(size_t offset, const std::string& bytes) override {
-    (void)cudaMemcpy(data_ + offset, bytes.data(), bytes.size(), cudaMemcpyHostToDevice);
+  absl::Status CopyIn(size_t offset, const std::string& bytes) override {
+    return gpu_->Write(offset, bytes.data(), bytes.size());
   }
-  void CopyOut(size_t offset, size_t bytes, char* dst) override {
-    (void)cudaMemcpy(dst, data_ + offset, bytes, cudaMemcpyDeviceToHost);
-  }
-  size_t byte_size() const override { return bytes_; }
+  absl::Status CopyOut(size_t offset, size_t bytes, char* dst) override { return gpu_->Read(offset, bytes, dst); }
+  size_t byte_size() const override { return gpu_->byte_size(); }
 
  private:
-  CudaMemory(char* data, size_t bytes) : data_(data), bytes_(bytes) {}
-  char* data_;
-  size_t bytes_;
+  std::unique_ptr<chronoserve::client::CudaSharedMemory> gpu_;
 };
-#endif
 
 // --shared-memory system|cuda: one input and one output region, registered for the whole run.
 class ShmTransport {
@@ -148,16 +133,12 @@ class ShmTransport {
     const std::string tag = absl::StrCat("bench_serve_latency_", getpid());
     const size_t out_bytes = std::max<size_t>(out_total, 1);
     if (cuda) {
-#ifdef CHRONOSERVE_WITH_CUDA
-      auto in = CudaMemory::Create(in_bytes);
+      auto in = chronoserve::client::CudaSharedMemory::Create(0, in_bytes);
       if (!in.ok()) return in.status();
-      auto out = CudaMemory::Create(out_bytes);
+      auto out = chronoserve::client::CudaSharedMemory::Create(0, out_bytes);
       if (!out.ok()) return out.status();
-      t->in_ = *std::move(in);
-      t->out_ = *std::move(out);
-#else
-      return absl::UnimplementedError("--shared-memory cuda needs a build with CUDA");
-#endif
+      t->in_ = std::make_unique<CudaMemory>(*std::move(in));
+      t->out_ = std::make_unique<CudaMemory>(*std::move(out));
     } else {
       auto in = chronoserve::client::SystemSharedMemory::Create("/" + tag + "_in", in_bytes);
       if (!in.ok()) return in.status();
@@ -177,7 +158,7 @@ class ShmTransport {
       for (size_t v = 0; v < variants.size(); ++v) {
         size_t offset = t->variant_offsets_[v];
         for (const Tensor& in : variants[v]) {
-          t->in_->CopyIn(offset, in.data);
+          if (auto s = t->in_->CopyIn(offset, in.data); !s.ok()) return s;
           offset += Align(in.data.size());
         }
       }
@@ -200,7 +181,9 @@ class ShmTransport {
     std::vector<Tensor> refs;
     size_t offset = variant_offsets_[variant];
     for (const Tensor& in : inputs) {
-      if (!preload_) in_->CopyIn(offset, in.data);
+      if (!preload_) {
+        if (absl::Status s = in_->CopyIn(offset, in.data); !s.ok()) return s;
+      }
       Tensor ref{in.name, in.dtype, in.shape, {}};
       ref.shared_memory = chronoserve::client::SharedMemoryRef{in_name_, in.data.size(), offset};
       refs.push_back(std::move(ref));
@@ -219,7 +202,10 @@ class ShmTransport {
       const size_t bytes = std::min(out.shared_memory->byte_size,
                                     static_cast<size_t>(chronoserve::ElementCount(out.shape)) *
                                         chronoserve::DataTypeByteSize(out.dtype));
-      out_->CopyOut(out.shared_memory->offset, bytes, copied_out_.data() + out.shared_memory->offset);
+      if (absl::Status s = out_->CopyOut(out.shared_memory->offset, bytes, copied_out_.data() + out.shared_memory->offset);
+          !s.ok()) {
+        return s;
+      }
     }
     result->e2e_ns = chronoserve::SteadyClock::Now() - start;
     return result;
@@ -339,6 +325,11 @@ int main(int argc, char** argv) {
                  "leaves the measured server untouched until its first measured request");
   if (std::optional<int> code = chronoserve::ParseFlags(app, argc, argv)) return *code;
   chronoserve::TuneMallocForLargeMessages();  // gRPC's read buffers stay in the heap (common/malloc_tuning.h)
+  if (shared_memory == "cuda" && !chronoserve::client::CudaSharedMemory::Available()) {
+    std::fprintf(stderr, "bench_serve_latency: --shared-memory cuda needs a build with CUDA (this one was built against "
+                         "a LibTorch without it); use --shared-memory system\n");
+    return 1;
+  }
 
   if (warm_client_requests > 0) {
     if (absl::Status s = WarmClient(warm_client_url.empty() ? url : warm_client_url, model, batch,

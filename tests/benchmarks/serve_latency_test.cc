@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "client/cuda_shared_memory.h"
 #include "tests/client/subprocess.h"
 #include "tests/client/test_server.h"
 #include "tools/example_models.h"
@@ -92,9 +93,7 @@ TEST_F(ServeLatencyBenchmarkTest, SharedMemoryWithAndWithoutTheClientsCopies) {
 }
 
 TEST_F(ServeLatencyBenchmarkTest, CudaSharedMemoryWithoutCudaRefusesClearly) {
-#ifdef SERVE_LATENCY_HAS_CUDA
-  GTEST_SKIP() << "this bench_serve_latency has CUDA";
-#endif
+  if (client::CudaSharedMemory::Available()) GTEST_SKIP() << "this bench_serve_latency has CUDA";
   auto [code, output] = Run({"--shared-memory", "cuda"});
   EXPECT_EQ(code, 1) << output;
   EXPECT_NE(output.find("--shared-memory cuda needs a build with CUDA"), std::string::npos) << output;

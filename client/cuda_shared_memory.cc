@@ -1,0 +1,137 @@
+#include "client/cuda_shared_memory.h"
+
+#include "absl/strings/str_cat.h"
+
+#ifdef CHRONOSERVE_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace chronoserve::client {
+
+absl::Status CudaSharedMemory::CheckRange(const char* what, size_t offset, size_t bytes) const {
+  if (offset <= byte_size_ && bytes <= byte_size_ - offset) return absl::OkStatus();
+  return absl::OutOfRangeError(absl::StrCat("CUDA shared memory on GPU ", device_id_, ": ", what, " of ", bytes,
+                                            " bytes at offset ", offset, " is past its ", byte_size_, " bytes"));
+}
+
+#ifdef CHRONOSERVE_WITH_CUDA
+namespace {
+
+// "what on GPU n: CUDA's message", clearing the runtime's last error.
+absl::Status CudaError(cudaError_t err, int device_id, const std::string& what) {
+  (void)cudaGetLastError();
+  return absl::InternalError(absl::StrCat(what, " on GPU ", device_id, ": ", cudaGetErrorString(err)));
+}
+
+// Makes `device_id` current for the scope (cudaMalloc, cudaIpcGetMemHandle and cudaFree act on the
+// current device), restoring the caller's.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device_id) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    status_ = cudaSetDevice(device_id);
+  }
+  ~DeviceScope() {
+    if (previous_ >= 0) (void)cudaSetDevice(previous_);
+  }
+  cudaError_t status() const { return status_; }
+
+ private:
+  int previous_ = -1;
+  cudaError_t status_ = cudaSuccess;
+};
+
+}  // namespace
+
+bool CudaSharedMemory::Available() { return true; }
+
+absl::StatusOr<std::unique_ptr<CudaSharedMemory>> CudaSharedMemory::Create(int device_id, size_t byte_size) {
+  const std::string what = absl::StrCat("CUDA shared memory of ", byte_size, " bytes");
+  if (byte_size == 0) return absl::InvalidArgumentError(what + ": size 0");
+  int devices = 0;
+  if (cudaError_t err = cudaGetDeviceCount(&devices); err != cudaSuccess) {
+    return absl::FailedPreconditionError(absl::StrCat(what, ": no CUDA device here (", cudaGetErrorString(err), ")"));
+  }
+  if (device_id < 0 || device_id >= devices) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": GPU ", device_id, " does not exist (this machine has ",
+                                                   devices, ")"));
+  }
+  DeviceScope scope(device_id);
+  if (scope.status() != cudaSuccess) return CudaError(scope.status(), device_id, what + ": cudaSetDevice");
+  void* data = nullptr;
+  if (cudaError_t err = cudaMalloc(&data, byte_size); err != cudaSuccess) {
+    absl::Status status = CudaError(err, device_id, what + ": cudaMalloc");
+    if (err == cudaErrorMemoryAllocation) return absl::ResourceExhaustedError(status.message());
+    return status;
+  }
+  cudaIpcMemHandle_t handle;
+  if (cudaError_t err = cudaIpcGetMemHandle(&handle, data); err != cudaSuccess) {
+    (void)cudaFree(data);
+    return CudaError(err, device_id, what + ": cudaIpcGetMemHandle");
+  }
+  return std::unique_ptr<CudaSharedMemory>(new CudaSharedMemory(
+      device_id, byte_size, data, std::string(reinterpret_cast<const char*>(&handle), sizeof(handle))));
+}
+
+CudaSharedMemory::~CudaSharedMemory() {
+  DeviceScope scope(device_id_);
+  (void)cudaFree(data_);
+  (void)cudaGetLastError();
+}
+
+absl::Status CudaSharedMemory::Write(size_t offset, const void* src, size_t bytes) const {
+  if (absl::Status range = CheckRange("a write", offset, bytes); !range.ok()) return range;
+  if (cudaError_t err = cudaMemcpy(static_cast<char*>(data_) + offset, src, bytes, cudaMemcpyHostToDevice);
+      err != cudaSuccess) {
+    return CudaError(err, device_id_, absl::StrCat("copying ", bytes, " bytes into CUDA shared memory"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaSharedMemory::Read(size_t offset, size_t bytes, void* dst) const {
+  if (absl::Status range = CheckRange("a read", offset, bytes); !range.ok()) return range;
+  if (cudaError_t err = cudaMemcpy(dst, static_cast<const char*>(data_) + offset, bytes, cudaMemcpyDeviceToHost);
+      err != cudaSuccess) {
+    return CudaError(err, device_id_, absl::StrCat("copying ", bytes, " bytes out of CUDA shared memory"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaSharedMemory::Fill(int value) const {
+  if (cudaError_t err = cudaMemset(data_, value, byte_size_); err != cudaSuccess) {
+    return CudaError(err, device_id_, "filling CUDA shared memory");
+  }
+  if (cudaError_t err = cudaDeviceSynchronize(); err != cudaSuccess) {
+    return CudaError(err, device_id_, "filling CUDA shared memory");
+  }
+  return absl::OkStatus();
+}
+
+#else
+
+bool CudaSharedMemory::Available() { return false; }
+
+absl::StatusOr<std::unique_ptr<CudaSharedMemory>> CudaSharedMemory::Create(int device_id, size_t byte_size) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "CUDA shared memory (GPU ", device_id, ", ", byte_size,
+      " bytes) needs a build with CUDA: this one was built against a LibTorch without it; use system shared memory"));
+}
+
+CudaSharedMemory::~CudaSharedMemory() = default;
+
+// Unreachable: no object exists without CUDA (Create refuses).
+absl::Status CudaSharedMemory::Write(size_t, const void*, size_t) const {
+  return absl::FailedPreconditionError("CUDA shared memory needs a build with CUDA");
+}
+
+absl::Status CudaSharedMemory::Read(size_t, size_t, void*) const {
+  return absl::FailedPreconditionError("CUDA shared memory needs a build with CUDA");
+}
+
+absl::Status CudaSharedMemory::Fill(int) const {
+  return absl::FailedPreconditionError("CUDA shared memory needs a build with CUDA");
+}
+
+#endif
+
+}  // namespace chronoserve::client
