@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "client/cuda_shared_memory.h"
 #include "common/cli_integer.h"
 #include "common/shape_flag.h"
 #include "common/status_macros.h"
@@ -82,9 +83,14 @@ void AddBenchFlags(CLI::App* app, RawFlags* raw) {
   app->add_option("--input-data", o.input.input_data,
                   "random, or a JSON file {\"INPUT\": [one sample's values...]}")->capture_default_str();
   app->add_option("--shared-memory", raw->shared_memory,
-                  "none, or system: tensors through POSIX shared memory registered with the server (local "
-                  "servers only; the copies in and out are inside the timed interval)")
+                  "none, system (tensors through POSIX shared memory registered with the server) or cuda "
+                  "(through this process's GPU memory, which the server opens by its CUDA IPC handle; builds "
+                  "with CUDA only). Local servers only; the copies in and out are inside the timed interval")
       ->capture_default_str();
+  app->add_option("--shared-memory-device", o.shared_memory.cuda_device,
+                  "--shared-memory cuda: the GPU the regions are allocated on")
+      ->capture_default_str()
+      ->transform(IntegerIn(0, 1023));
   app->add_option("--output-shared-memory-size", o.shared_memory.output_byte_size,
                   "Bytes of shared memory per output tensor (default: from the model's output shapes and the "
                   "batch size; needed for variable-shaped outputs)")
@@ -132,9 +138,16 @@ absl::StatusOr<BenchOptions> ResolveFlags(const RawFlags& raw) {
     o.shared_memory.kind = SharedMemoryKind::kNone;
   } else if (raw.shared_memory == "system") {
     o.shared_memory.kind = SharedMemoryKind::kSystem;
+  } else if (raw.shared_memory == "cuda") {
+    if (!CudaSharedMemory::Available()) {
+      return absl::FailedPreconditionError(
+          "--shared-memory cuda: this chronobench was built without CUDA (against a LibTorch without it); use "
+          "--shared-memory system, or build on a machine whose LibTorch has CUDA");
+    }
+    o.shared_memory.kind = SharedMemoryKind::kCuda;
   } else {
     return absl::InvalidArgumentError(absl::StrCat("--shared-memory '", raw.shared_memory,
-                                                   "': expected none or system (cuda is not supported)"));
+                                                   "': expected none, system or cuda"));
   }
   ASSIGN_OR_RETURN(o.measurement.percentiles, ParsePercentiles(raw.percentiles));
   for (const auto& s : raw.shapes) RETURN_IF_ERROR(ParseShapeFlag(s, &o.input.shapes));

@@ -86,6 +86,15 @@ absl::StatusOr<std::vector<double>> ParsePercentiles(absl::string_view text) {
 
 std::string ExactNumber(double value) { return absl::StrFormat("%.15g", value); }
 
+const char* SharedMemoryKindName(SharedMemoryKind kind) {
+  switch (kind) {
+    case SharedMemoryKind::kNone: return "none";
+    case SharedMemoryKind::kSystem: return "system";
+    case SharedMemoryKind::kCuda: return "cuda";
+  }
+  return "none";
+}
+
 std::string PercentileKey(double percentile) {
   // 15 significant digits: two different --percentiles never share a key (%g's 6 made 99.99999
   // "p100" and 50.0000001 "p50").
@@ -158,7 +167,10 @@ absl::Status ValidateOptions(const BenchOptions& o) {
     return absl::InvalidArgumentError("--output-shared-memory-size must be >= 0");
   }
   if (o.shared_memory.output_byte_size > 0 && o.shared_memory.kind == SharedMemoryKind::kNone) {
-    return absl::InvalidArgumentError("--output-shared-memory-size needs --shared-memory system");
+    return absl::InvalidArgumentError("--output-shared-memory-size needs --shared-memory system or cuda");
+  }
+  if (o.shared_memory.cuda_device != 0 && o.shared_memory.kind != SharedMemoryKind::kCuda) {
+    return absl::InvalidArgumentError("--shared-memory-device needs --shared-memory cuda");
   }
   if (!(o.trace.traceparent_rate >= 0 && o.trace.traceparent_rate <= 1)) {  // NaN included
     return absl::InvalidArgumentError("--traceparent-rate must be a number in [0, 1]");

@@ -76,9 +76,12 @@ struct OutputOptions {
 };
 
 // How tensors travel (perf_analyzer's --shared-memory / --output-shared-memory-size).
-enum class SharedMemoryKind { kNone, kSystem };
+// kSystem: POSIX shared memory; kCuda: this process's GPU memory, by CUDA IPC handle (builds with
+// CUDA only). Either way one region pair per in-flight slot.
+enum class SharedMemoryKind { kNone, kSystem, kCuda };
 struct SharedMemoryOptions {
-  SharedMemoryKind kind = SharedMemoryKind::kNone;  // kSystem: POSIX shared memory, one region pair per in-flight slot
+  SharedMemoryKind kind = SharedMemoryKind::kNone;
+  int cuda_device = 0;           // kCuda: the GPU the regions are allocated on
   int64_t output_byte_size = 0;  // per output tensor; 0 = from the model's output shapes x batch size
 };
 
@@ -110,6 +113,8 @@ std::string PercentileKey(double percentile);
 // integer prints as one ("1000003", where %g's 6 digits gave "1e+06" for it and for 1000000). For
 // rates and idle gaps in labels and CSV fields.
 std::string ExactNumber(double value);
+// "none", "system" or "cuda": the --shared-memory value, and the word reports use.
+const char* SharedMemoryKindName(SharedMemoryKind kind);
 
 // The most bytes a request's input tensors may take together: protobuf serialises no message of
 // 2 GiB or more, so a larger request could never be sent.

@@ -131,6 +131,12 @@ absl::Status Benchmark::Connect() {
     return absl::FailedPreconditionError(absl::StrCat(
         url, " does not offer the system_shared_memory extension (chronoserve: --allow-shared-memory=true)"));
   }
+  if (options_.shared_memory.kind == SharedMemoryKind::kCuda &&
+      std::find(extensions.begin(), extensions.end(), "cuda_shared_memory") == extensions.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        url, " does not offer the cuda_shared_memory extension (chronoserve offers it with "
+        "--allow-shared-memory=true when it runs on a GPU)"));
+  }
   auto ready = client.ModelReady(options_.target.model, version);
   if (!ready.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(what, " is not ready on ", url, ": ", ready.status().message()));
@@ -199,27 +205,33 @@ absl::StatusOr<std::optional<ShmLayout>> Benchmark::LayoutFor(const inference::M
   auto layout = PlanShmLayout(request, model_metadata_, batch_size, factory_->batched(),
                               options_.shared_memory.output_byte_size);
   if (!layout.ok()) return layout.status();
+  layout->kind = options_.shared_memory.kind;
+  layout->cuda_device = options_.shared_memory.cuda_device;
   return std::optional<ShmLayout>(*std::move(layout));
 }
 
-// One request through a one-slot pool: a server on another machine (shm_open fails there) or an
-// output region too small fails here, before the run.
+// One request through a one-slot pool, its outputs copied back: a server on another machine (shm_open or
+// cudaIpcOpenMemHandle fails there) or an output region too small fails here, before the run.
 absl::Status Benchmark::ValidateSharedMemory(const inference::ModelInferRequest& request, const ShmLayout& layout,
                                              int64_t batch_size) {
   ShmSlotPool pool(stubs_[0].generated.get(), &request, &layout, absl::StrCat("chronobench_", getpid(), "_validate"));
   absl::Status status = pool.Grow(1);
   if (status.ok()) {
     ShmSlot* slot = pool.Acquire();
-    pool.CopyIn(*slot);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() +
-                     std::chrono::milliseconds(options_.target.timeout_ms > 0 ? options_.target.timeout_ms : 60'000));
-    inference::ModelInferResponse response;
-    status = FromGrpcStatus(stubs_[0].generated->ModelInfer(&ctx, slot->request, &response));
+    status = pool.CopyIn(*slot);
+    if (status.ok()) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::milliseconds(options_.target.timeout_ms > 0 ? options_.target.timeout_ms : 60'000));
+      inference::ModelInferResponse response;
+      status = FromGrpcStatus(stubs_[0].generated->ModelInfer(&ctx, slot->request, &response));
+      if (status.ok()) status = pool.CopyOut(*slot, response.outputs());
+    }
   }
   if (absl::Status unregistered = pool.UnregisterAll(); status.ok()) status = unregistered;
   if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat("validation request through system shared memory (batch ",
+  return absl::Status(status.code(), absl::StrCat("validation request through ",
+                                                  SharedMemoryKindName(layout.kind), " shared memory (batch ",
                                                   batch_size, ") failed: ", status.message()));
 }
 
@@ -249,8 +261,7 @@ absl::StatusOr<BenchReport> Benchmark::Run(const std::function<void(const PointR
                    {"streaming", options_.target.streaming},
                    {"connection_affinity", options_.target.connection_affinity},
                    {"threads", threads},
-                   {"shared_memory",
-                    options_.shared_memory.kind == SharedMemoryKind::kSystem ? "system" : "none"}};
+                   {"shared_memory", SharedMemoryKindName(options_.shared_memory.kind)}};
   report.model_info = ModelJson(model_metadata_, *factory_);
   report.percentiles = options_.measurement.percentiles;
   report.mode = options_.load.mode;

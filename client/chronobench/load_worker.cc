@@ -203,6 +203,13 @@ void LoadWorker::RecordClientSpan(const Call& call, int64_t done_unix_ns) {
   shared_.tracer->Record(span);  // dropped and counted by the processor when its queue is full
 }
 
+void LoadWorker::LogCopyError(const absl::Status& status) {
+  if (copy_error_logged_) return;
+  copy_error_logged_ = true;
+  CS_LOG(ERROR) << "worker " << index_ << ": " << status.message()
+                << " (counted as a failed request; later copy failures of this worker are not logged)";
+}
+
 bool LoadWorker::EnsureFreeSlot() {
   if (shm_ == nullptr || shm_->HasFree()) return true;
   absl::Status grown = shm_->Grow(1);
@@ -231,7 +238,15 @@ void LoadWorker::Send(std::optional<int64_t> intended_ns) {
   // Closed loop and idle gap: one stamp for both, so e2e and e2e_actual_send agree exactly.
   raw->intended_ns = intended_ns.value_or(raw->sent_ns);
   if (raw->traced && shared_.tracer != nullptr) raw->sent_unix_ns = WallNowNs();
-  if (raw->slot != nullptr) shm_->CopyIn(*raw->slot);  // the client's tensors into its region: timed
+  if (raw->slot != nullptr) {  // the client's tensors into its region: timed
+    if (absl::Status copied = shm_->CopyIn(*raw->slot); !copied.ok()) {
+      // Not sent, but counted as a request that failed (INTERNAL), so no send goes missing.
+      LogCopyError(copied);
+      sent_.fetch_add(1, std::memory_order_relaxed);
+      Record(std::move(call), grpc::StatusCode::INTERNAL, nullptr, shared_.clock->NowNs());
+      return;
+    }
+  }
   calls_.emplace(raw, std::move(call));
   sent_.fetch_add(1, std::memory_order_relaxed);
   if (plan_.streaming) {
@@ -330,7 +345,12 @@ void LoadWorker::Record(std::unique_ptr<Call> owned, int grpc_code, const view::
       // Out of the region: part of the timed interval, its own copy only (not those of the answers
       // handled before it in the same round).
       const int64_t copy_start_ns = shared_.clock->NowNs();
-      shm_->CopyOut(*owned->slot, response->outputs());
+      if (absl::Status copied = shm_->CopyOut(*owned->slot, response->outputs()); !copied.ok()) {
+        LogCopyError(copied);
+        grpc_code = grpc::StatusCode::INTERNAL;  // the outputs never reached this process: a failed request
+        response = nullptr;
+        owned->status = grpc::Status(grpc::StatusCode::INTERNAL, "");
+      }
       done_ns += shared_.clock->NowNs() - copy_start_ns;
     }
     // A failed call's slot is reused at once; should the server still write a late output into it,

@@ -11,7 +11,7 @@
 // worker's wait on its queue just before each send time, and the worker polls the queue for the
 // rest, up to the waker's lead (LeadNs: 20-100 µs by default, how late its recent wakes came), so sends are on
 // time without the worker spinning between them; its EventWaiter does this waiting.
-// With --shared-memory system each request in flight uses a slot of its ShmSlotPool (inputs copied
+// With --shared-memory system or cuda each request in flight uses a slot of its ShmSlotPool (inputs copied
 // in after the send time is stamped; the output copy's duration is added to the response time).
 // Owned by the TrialRunner: Prepare(), Start() and Stop() from its thread, TakeRecorder() from its
 // thread while the worker runs; everything else on the worker thread, which also starts and stops
@@ -153,7 +153,7 @@ class LoadWorker {
     TraceId trace_id{};
     SpanId span_id{};
     int64_t sent_unix_ns = 0;
-    ShmSlot* slot = nullptr;  // --shared-memory system: the regions this call's tensors are in
+    ShmSlot* slot = nullptr;  // --shared-memory system or cuda: the regions this call's tensors are in
     uint64_t seq = 0;         // --streaming: the request id on its stream
   };
 
@@ -166,6 +166,8 @@ class LoadWorker {
   // Shared memory in open loop: a free slot exists, growing the pool by one when all are in flight
   // (a registration on this thread; any delay shows as schedule lag). False if growing failed.
   bool EnsureFreeSlot();
+  // The first failed copy into or out of a slot's regions (CUDA only), logged once a worker.
+  void LogCopyError(const absl::Status& status);
   // Records a unary completion, reacts to a stream's event, or frees the SendWaker's alarm.
   void Handle(Event event);
   void Complete(Call* call, int64_t received_ns);
@@ -200,6 +202,7 @@ class LoadWorker {
   std::atomic<int64_t> discarded_{0};
   std::atomic<int64_t> oldest_unanswered_ns_{0};
   std::unique_ptr<ShmSlotPool> shm_;  // null without shared memory
+  bool copy_error_logged_ = false;
 
   // Worker-thread state.
   std::unordered_map<Call*, std::unique_ptr<Call>> calls_;

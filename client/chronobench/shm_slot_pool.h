@@ -1,15 +1,17 @@
-// ShmSlotPool: one load worker's system shared-memory slots (--shared-memory system). A slot is
-// one request in flight: an input region and an output region, both created by this process
-// (client/system_shared_memory.h) and registered with the server, and the ModelInferRequest that
-// refers to them. The worker copies each request's input bytes into its slot before sending and
-// the outputs back out after the response, inside the timed end-to-end interval, so a run with
-// shared memory is compared honestly with one without. Created, grown and unregistered on the
-// thread that owns the worker's lifecycle or on the worker thread; never shared between threads.
+// ShmSlotPool: one load worker's shared-memory slots (--shared-memory system or cuda). A slot is one
+// request in flight: an input region and an output region, both created by this process (POSIX
+// shared memory, client/system_shared_memory.h, or GPU memory, client/cuda_shared_memory.h, as the
+// layout's kind says) and registered with the server, and the ModelInferRequest that refers to
+// them. The worker copies each request's input bytes into its slot before sending and the outputs
+// back out after the response, inside the timed end-to-end interval, so a run with shared memory is
+// compared honestly with one without (for CUDA regions those copies cross PCIe: host to device and
+// back, as a client whose tensors start and end on the host would). Created, grown and unregistered
+// on the thread that owns the worker's lifecycle or on the worker thread; never shared between threads.
 //
 //   ShmSlotPool pool(stub, &request, &layout, "chronobench_123_7");
 //   RETURN_IF_ERROR(pool.Grow(in_flight));          // registers 2 regions per slot
-//   ShmSlot* slot = pool.Acquire();  pool.CopyIn(*slot);  send slot->request ...
-//   on the response: pool.CopyOut(*slot, response);  pool.Release(slot);
+//   ShmSlot* slot = pool.Acquire();  RETURN_IF_ERROR(pool.CopyIn(*slot));  send slot->request ...
+//   on the response: RETURN_IF_ERROR(pool.CopyOut(*slot, response));  pool.Release(slot);
 //   pool.UnregisterAll();                            // when the worker stopped (10 s for all at most)
 #ifndef CHRONOSERVE_CLIENT_CHRONOBENCH_SHM_SLOT_POOL_H_
 #define CHRONOSERVE_CLIENT_CHRONOBENCH_SHM_SLOT_POOL_H_
@@ -22,13 +24,15 @@
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "client/system_shared_memory.h"
+#include "client/chronobench/bench_options.h"
 #include "proto/inference.grpc.pb.h"
 
 namespace chronoserve::client::bench {
 
-// Where one request's tensors lie in a slot's two regions.
+// Where one request's tensors lie in a slot's two regions, and what memory the regions are.
 struct ShmLayout {
+  SharedMemoryKind kind = SharedMemoryKind::kSystem;  // kSystem or kCuda
+  int cuda_device = 0;                                 // kCuda: the GPU the regions are on
   struct Entry {
     std::string name;
     size_t offset = 0;
@@ -48,9 +52,28 @@ absl::StatusOr<ShmLayout> PlanShmLayout(const inference::ModelInferRequest& requ
                                         const inference::ModelMetadataResponse& metadata, int64_t batch_size,
                                         bool batched, int64_t output_byte_size);
 
+// One region of a slot: this process's memory of the layout's kind, and how the server is told of it.
+class SlotRegion {
+ public:
+  virtual ~SlotRegion() = default;
+  // Register...SharedMemory / Unregister...SharedMemory of the region's kind under `name`.
+  virtual absl::Status Register(inference::GRPCInferenceService::Stub* stub, const std::string& name,
+                                absl::Time deadline) const = 0;
+  virtual absl::Status Unregister(inference::GRPCInferenceService::Stub* stub, const std::string& name,
+                                  absl::Time deadline) const = 0;
+  // Host bytes into the region at `offset`, or out of it; done when they return.
+  virtual absl::Status Write(size_t offset, const char* src, size_t bytes) const = 0;
+  virtual absl::Status Read(size_t offset, size_t bytes, char* dst) const = 0;
+  virtual size_t byte_size() const = 0;
+};
+
+// A new region of `layout`'s kind, `bytes` long; `key` names a POSIX object (system only).
+absl::StatusOr<std::unique_ptr<SlotRegion>> MakeSlotRegion(const ShmLayout& layout, const std::string& key,
+                                                           size_t bytes);
+
 struct ShmSlot {
-  std::unique_ptr<SystemSharedMemory> input;
-  std::unique_ptr<SystemSharedMemory> output;
+  std::unique_ptr<SlotRegion> input;
+  std::unique_ptr<SlotRegion> output;
   std::string input_name;
   std::string output_name;
   bool registered = false;
@@ -75,11 +98,12 @@ class ShmSlotPool {
   void Release(ShmSlot* slot) { free_.push_back(slot); }
   bool HasFree() const { return !free_.empty(); }
   int size() const { return static_cast<int>(slots_.size()); }
-  // The request's input bytes into the slot's input region.
-  void CopyIn(ShmSlot& slot) const;
+  // The request's input bytes into the slot's input region (an error only from a CUDA copy).
+  absl::Status CopyIn(ShmSlot& slot) const;
   // Each output the response describes, out of the slot's output region into slot.outputs.
-  void CopyOut(ShmSlot& slot,
-               const google::protobuf::RepeatedPtrField<inference::ModelInferResponse::InferOutputTensor>& outputs) const;
+  absl::Status CopyOut(
+      ShmSlot& slot,
+      const google::protobuf::RepeatedPtrField<inference::ModelInferResponse::InferOutputTensor>& outputs) const;
   // How long UnregisterAll() may take, all calls together.
   static constexpr absl::Duration kUnregisterTimeout = absl::Seconds(10);
 
@@ -91,8 +115,7 @@ class ShmSlotPool {
   absl::Status UnregisterAll() { return UnregisterAll(absl::Now() + kUnregisterTimeout); }
 
  private:
-  absl::Status Register(const std::string& name, const SystemSharedMemory& shm);
-  absl::Status Unregister(const std::string& name, absl::Time deadline);
+  absl::Status Register(const std::string& name, const SlotRegion& region);
 
   inference::GRPCInferenceService::Stub* const stub_;
   const inference::ModelInferRequest* const raw_;

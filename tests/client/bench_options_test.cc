@@ -1,5 +1,6 @@
 #include "client/chronobench/bench_flags.h"
 #include "client/chronobench/bench_options.h"
+#include "client/cuda_shared_memory.h"
 
 #include "common/shape_flag.h"
 #include "gtest/gtest.h"
@@ -140,9 +141,33 @@ TEST(BenchFlagsTest, SharedMemoryFlagsUsePerfAnalyzersNames) {
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->shared_memory.kind, SharedMemoryKind::kSystem);
   EXPECT_EQ(o->shared_memory.output_byte_size, 4096);
-  auto cuda = ParseBenchFlags({"cb", "-m", "m", "--shared-memory", "cuda"});
-  ASSERT_FALSE(cuda.ok());
-  EXPECT_NE(cuda.status().message().find("--shared-memory 'cuda'"), std::string::npos) << cuda.status();
+  auto other = ParseBenchFlags({"cb", "-m", "m", "--shared-memory", "gpu"});
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("--shared-memory 'gpu': expected none, system or cuda"), std::string::npos)
+      << other.status();
+}
+
+// --shared-memory cuda needs a build with CUDA: there it is taken (with its device), elsewhere refused
+// saying why, before any connection.
+TEST(BenchFlagsTest, CudaSharedMemoryIsTakenOnlyWhereThisBuildHasCuda) {
+  auto cuda = ParseBenchFlags({"cb", "-m", "m", "--shared-memory", "cuda", "--shared-memory-device", "1",
+                               "--output-shared-memory-size", "4096"});
+  if (client::CudaSharedMemory::Available()) {
+    ASSERT_TRUE(cuda.ok()) << cuda.status();
+    EXPECT_EQ(cuda->shared_memory.kind, SharedMemoryKind::kCuda);
+    EXPECT_EQ(cuda->shared_memory.cuda_device, 1);
+    EXPECT_EQ(cuda->shared_memory.output_byte_size, 4096);
+    EXPECT_STREQ(SharedMemoryKindName(cuda->shared_memory.kind), "cuda");
+  } else {
+    ASSERT_EQ(cuda.status().code(), absl::StatusCode::kFailedPrecondition) << cuda.status();
+    EXPECT_NE(cuda.status().message().find("built without CUDA"), std::string::npos) << cuda.status();
+    EXPECT_NE(cuda.status().message().find("--shared-memory system"), std::string::npos) << cuda.status();
+  }
+  // A device without CUDA regions is a mistake, whatever the build.
+  auto device = ParseBenchFlags({"cb", "-m", "m", "--shared-memory", "system", "--shared-memory-device", "1"});
+  ASSERT_FALSE(device.ok());
+  EXPECT_NE(device.status().message().find("--shared-memory-device needs --shared-memory cuda"), std::string::npos)
+      << device.status();
 }
 
 TEST(BenchFlagsTest, PicksTheLoadModeFromTheRangeFlag) {
@@ -175,7 +200,7 @@ TEST(BenchFlagsTest, FailsFastOnBadCombinations) {
       {"cb", "-m", "m", "-b", "0"},
       {"cb", "-m", "m", "--max-trials", "0"},
       {"cb", "-m", "m", "--no-such-flag"},
-      {"cb", "-m", "m", "--output-shared-memory-size", "64"},  // without --shared-memory system
+      {"cb", "-m", "m", "--output-shared-memory-size", "64"},  // without --shared-memory system or cuda
       {"cb", "-m", "m", "--shared-memory", "system", "--output-shared-memory-size", "-1"},
   };
   for (const auto& args : bad) {

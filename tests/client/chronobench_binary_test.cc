@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_join.h"
 #include "client/chronobench/json_report.h"
+#include "client/cuda_shared_memory.h"
 #include "gtest/gtest.h"
 #include "tests/client/chronobench_e2e_fixture.h"
 #include "tests/client/csv_parse.h"
@@ -204,6 +205,14 @@ TEST_F(ChronobenchE2eTest, BinaryExitsTwoOnABadFlagAndZeroOnHelp) {
   ASSERT_TRUE(huge_shape.ok()) << huge_shape.status();
   EXPECT_EQ(huge_shape->first, 2) << huge_shape->second;
   EXPECT_NE(huge_shape->second.find("--shape INPUT__0:3037000500,3037000500"), std::string::npos) << huge_shape->second;
+  // A build without CUDA cannot allocate GPU regions: said before any connection.
+  if (!client::CudaSharedMemory::Available()) {
+    auto cuda = RunProgram({CHRONOBENCH_BIN, "-m", "mlp", "-u", *url_, "--shared-memory", "cuda"}, absl::Seconds(30));
+    ASSERT_TRUE(cuda.ok()) << cuda.status();
+    EXPECT_EQ(cuda->first, 2) << cuda->second;
+    EXPECT_NE(cuda->second.find("--shared-memory cuda: this chronobench was built without CUDA"), std::string::npos)
+        << cuda->second;
+  }
   auto help = RunProgram({CHRONOBENCH_BIN, "--help"}, absl::Seconds(30));
   ASSERT_TRUE(help.ok()) << help.status();
   EXPECT_EQ(help->first, 0) << help->second;

@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/chronobench/shm_slot_pool.h"
+#include "client/cuda_shared_memory.h"
 #include "client/inference_client.h"
 #include "gtest/gtest.h"
 #include "proto/inference.grpc.pb.h"
@@ -32,6 +33,35 @@ constexpr auto kWait = std::chrono::seconds(60);
 int RegisteredRegions(InferenceClient& client) {
   auto status = client.SystemSharedMemoryStatus();
   return status.ok() ? status->regions_size() : -1;
+}
+
+// A layout of CUDA regions makes the pool allocate GPU memory: a build without CUDA refuses at the
+// first slot, saying why, before anything is registered (tests/gpu covers the build with CUDA).
+TEST(ShmSlotPoolTest, CudaRegionsWithoutCudaFailTheFirstSlotSayingWhy) {
+  if (CudaSharedMemory::Available()) GTEST_SKIP() << "this build has CUDA: tests/gpu covers its regions";
+  inference::ModelInferRequest request;
+  auto* input = request.add_inputs();
+  input->set_name("INPUT__0");
+  input->set_datatype("FP32");
+  input->add_shape(1);
+  input->add_shape(4);
+  request.add_raw_input_contents()->assign("\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10", 16);
+  inference::ModelMetadataResponse metadata;
+  auto* output = metadata.add_outputs();
+  output->set_name("OUTPUT__0");
+  output->set_datatype("FP32");
+  output->add_shape(-1);
+  output->add_shape(2);
+  auto layout = PlanShmLayout(request, metadata, /*batch_size=*/1, /*batched=*/true, /*output_byte_size=*/0);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  layout->kind = SharedMemoryKind::kCuda;
+  // No server: the refusal comes before the first registration (a null stub would crash a call).
+  ShmSlotPool pool(/*stub=*/nullptr, &request, &*layout, "chronobench_test_no_cuda");
+  const absl::Status grown = pool.Grow(1);
+  EXPECT_EQ(grown.code(), absl::StatusCode::kFailedPrecondition) << grown;
+  EXPECT_NE(grown.message().find("needs a build with CUDA"), std::string::npos) << grown;
+  EXPECT_EQ(pool.size(), 0);
+  EXPECT_TRUE(pool.UnregisterAll().ok()) << "nothing was registered";
 }
 
 TEST(ShmSlotPoolTest, UnregisterAllAgainstAFrozenServerEndsAtOneDeadline) {

@@ -2,19 +2,28 @@
 // IPC opens a handle only in a process other than the one that made it). This test process is the
 // client: it allocates GPU memory, writes random inputs there, registers the memory by its IPC
 // handle, and checks the outputs the server wrote into GPU memory against a CPU LibTorch reference.
+// Also chronobench's --shared-memory cuda: its regions (client::CudaSharedMemory), its slots, and the
+// binary under load.
 #include <cuda_runtime_api.h>
 #include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "client/chronobench/shm_slot_pool.h"
+#include "client/cuda_shared_memory.h"
 #include "client/inference_client.h"
 #include "common/tensor_data.h"
+#include "tests/client/subprocess.h"
 #include "tests/client/test_server.h"
 #include "tests/server/torch_reference.h"
 #include "tools/example_models.h"
@@ -332,6 +341,117 @@ TEST_F(CudaSharedMemoryTest, RefusalsNameTheRegionAndWhatWasExpected) {
   ASSERT_TRUE(client_->UnregisterCudaSharedMemory("mem").ok());
   EXPECT_EQ(client_->Infer("policy_net", {on_gpu}).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(client_->CudaSharedMemoryStatus()->regions_size(), 0);
+}
+
+
+// client::CudaSharedMemory, the class chronobench and bench_serve_latency allocate their regions with.
+TEST(CudaSharedMemoryClassTest, RoundTripsAndRefusesWhatItCannotDo) {
+  ASSERT_TRUE(client::CudaSharedMemory::Available());
+  auto gpu = client::CudaSharedMemory::Create(0, 4096);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_EQ((*gpu)->raw_handle().size(), sizeof(cudaIpcMemHandle_t));
+  EXPECT_EQ((*gpu)->device_id(), 0);
+  EXPECT_EQ((*gpu)->byte_size(), 4096u);
+  std::mt19937_64 rng(7);
+  const std::string bytes = RandomTensorBytes(DataType::kFp32, 256, rng);  // 1 KiB
+  ASSERT_TRUE((*gpu)->Fill(0x5a).ok());
+  ASSERT_TRUE((*gpu)->Write(1000, bytes.data(), bytes.size()).ok());
+  std::string back(bytes.size() + 8, '\0');
+  ASSERT_TRUE((*gpu)->Read(996, back.size(), back.data()).ok());
+  EXPECT_EQ(back.substr(4, bytes.size()), bytes);
+  EXPECT_EQ(back.substr(0, 4), std::string(4, '\x5a')) << "bytes before the write kept the fill";
+  EXPECT_EQ(back.substr(4 + bytes.size()), std::string(4, '\x5a')) << "bytes after the write kept the fill";
+
+  const absl::Status past = (*gpu)->Write(4000, bytes.data(), bytes.size());
+  EXPECT_EQ(past.code(), absl::StatusCode::kOutOfRange) << past;
+  EXPECT_THAT(std::string(past.message()), HasSubstr("past its 4096 bytes"));
+  EXPECT_EQ((*gpu)->Read(4097, 0, back.data()).code(), absl::StatusCode::kOutOfRange);
+
+  int devices = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
+  auto missing = client::CudaSharedMemory::Create(devices, 64);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument) << missing.status();
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("does not exist"));
+  EXPECT_EQ(client::CudaSharedMemory::Create(0, 0).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// chronobench's slots in GPU memory (--shared-memory cuda): each slot's request, its inputs copied in
+// from the host and its outputs copied back out, gives the bytes the same request gives in the message.
+TEST_F(CudaSharedMemoryTest, ChronobenchSlotsInGpuMemoryGiveTheMessagesOutputs) {
+  auto meta = client_->ModelMetadata("policy_graphs");
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  auto channel = grpc::CreateChannel(server_->url, grpc::InsecureChannelCredentials());
+  auto stub = inference::GRPCInferenceService::NewStub(channel);
+  constexpr int64_t kBatch = 5;
+  inference::ModelInferRequest request;
+  request.set_model_name("policy_graphs");
+  auto* in = request.add_inputs();
+  in->set_name("INPUT__0");
+  in->set_datatype("FP32");
+  for (int64_t d : {kBatch, int64_t{4}, int64_t{20}, int64_t{20}}) in->add_shape(d);
+  std::mt19937_64 rng(31);
+  *request.add_raw_input_contents() = RandomTensorBytes(DataType::kFp32, kBatch * 4 * 20 * 20, rng);
+
+  auto layout = client::bench::PlanShmLayout(request, *meta, kBatch, /*batched=*/true, /*output_byte_size=*/0);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  layout->kind = client::bench::SharedMemoryKind::kCuda;
+  client::bench::ShmSlotPool pool(stub.get(), &request, &*layout, "cb_gpu_test");
+  ASSERT_TRUE(pool.Grow(2).ok());
+  auto listed = client_->CudaSharedMemoryStatus();
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->regions_size(), 4) << "two slots, an input and an output region each";
+
+  grpc::ClientContext message_ctx;
+  message_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  inference::ModelInferResponse expected;
+  ASSERT_TRUE(stub->ModelInfer(&message_ctx, request, &expected).ok());
+  ASSERT_EQ(expected.raw_output_contents_size(), static_cast<int>(kOutputs.size()));
+
+  std::vector<client::bench::ShmSlot*> slots = {pool.Acquire(), pool.Acquire()};
+  for (client::bench::ShmSlot* slot : slots) {
+    ASSERT_NE(slot, nullptr);
+    ASSERT_TRUE(pool.CopyIn(*slot).ok());
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    inference::ModelInferResponse response;
+    const grpc::Status status = stub->ModelInfer(&ctx, slot->request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    for (const std::string& bytes : response.raw_output_contents()) {
+      EXPECT_TRUE(bytes.empty()) << "outputs went to the region, not the message";
+    }
+    ASSERT_TRUE(pool.CopyOut(*slot, response.outputs()).ok());
+    for (size_t k = 0; k < kOutputs.size(); ++k) {
+      const auto& entry = layout->outputs[k];
+      ASSERT_EQ(entry.name, expected.outputs(static_cast<int>(k)).name());
+      const std::string& want = expected.raw_output_contents(static_cast<int>(k));
+      EXPECT_EQ(slot->outputs.substr(entry.offset, want.size()), want) << entry.name;
+    }
+  }
+  for (client::bench::ShmSlot* slot : slots) pool.Release(slot);
+  ASSERT_TRUE(pool.UnregisterAll().ok());
+  EXPECT_EQ(client_->CudaSharedMemoryStatus()->regions_size(), 0);
+}
+
+// The chronobench binary under load through GPU memory: every request answered, none failed, and its
+// regions unregistered when it exits.
+TEST_F(CudaSharedMemoryTest, ChronobenchBinaryLoadsThroughGpuMemory) {
+  const std::string json = dir_->path() + "/chronobench_cuda.json";
+  auto run = testing::RunProgram({CHRONOBENCH_BIN, "-m", "policy_batched", "-u", server_->url, "-b", "2",
+                                  "--concurrency-range", "6", "-p", "300", "--max-trials", "3", "--warmup-requests", "20",
+                                  "-s", "50", "--shared-memory", "cuda", "--json", json},
+                                 absl::Seconds(120));
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->first, 0) << run->second;
+  std::ifstream file(json);
+  const nlohmann::json report = nlohmann::json::parse(file, nullptr, false);
+  ASSERT_FALSE(report.is_discarded()) << json << " is not JSON";
+  EXPECT_EQ(report["server"]["shared_memory"], "cuda");
+  ASSERT_EQ(report["runs"].size(), 1u);
+  const nlohmann::json& point = report["runs"][0];
+  EXPECT_GT(point["requests"].get<int64_t>(), 0) << point.dump();
+  EXPECT_EQ(point["errors"], 0) << point.dump();
+  EXPECT_GT(point["device_timed_responses"].get<int64_t>(), 0) << point.dump();
+  EXPECT_EQ(client_->CudaSharedMemoryStatus()->regions_size(), 0) << "the binary unregistered its regions at exit";
 }
 
 }  // namespace
