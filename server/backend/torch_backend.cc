@@ -295,7 +295,7 @@ class TorchInstance final : public ModelInstance {
     for (size_t i = 0; i < staged.size(); ++i) {
       ASSIGN_OR_RETURN(torch::ScalarType type, ToTorchType(spec_.inputs[i].dtype));
       ASSIGN_OR_RETURN(args[binding_.Position(i)],
-                       path_->ToDevice(static_cast<int>(i), staged[i].pieces(), staged[i].shape, type));
+                       path_->ToDevice(static_cast<int>(i), staged[i].pieces, staged[i].shape, type));
     }
     RETURN_IF_ERROR(InputsDone());
     absl::StatusOr<torch::jit::IValue> result;
@@ -312,7 +312,7 @@ class TorchInstance final : public ModelInstance {
                                                       int64_t total, BatchTiming* timing) {
     for (size_t i = 0; i < staged.size(); ++i) {
       RETURN_IF_ERROR(
-          path_->ToDeviceInto(static_cast<int>(i), staged[i].pieces(), staged[i].bytes, graphs_->inputs(graph)[i]));
+          path_->ToDeviceInto(static_cast<int>(i), staged[i].pieces, staged[i].bytes, graphs_->inputs(graph)[i]));
     }
     RETURN_IF_ERROR(InputsDone());
     timing->launch_ns = TimeLaunch([&] { graphs_->Replay(graph); });

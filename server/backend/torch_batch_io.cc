@@ -81,9 +81,10 @@ absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, con
       in.in_place = true;
       if (batch.size() == 1) {
         in.data = const_cast<char*>(first.data);
+        in.pieces.push_back(BytePiece{in.data, in.bytes});
       } else {
-        in.device_pieces.reserve(batch.size());
-        for (const auto& r : batch) in.device_pieces.push_back(BytePiece{r->inputs[i].data, r->inputs[i].byte_size});
+        in.pieces.reserve(batch.size());
+        for (const auto& r : batch) in.pieces.push_back(BytePiece{r->inputs[i].data, r->inputs[i].byte_size});
       }
       staged.push_back(std::move(in));
       continue;
@@ -92,6 +93,7 @@ absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, con
         (batch.size() == 1 && first.host_pinned && path.direct_pinned_io())) {
       in.data = const_cast<char*>(first.data);
       in.in_place = true;
+      in.pieces.push_back(BytePiece{in.data, in.bytes});
       staged.push_back(std::move(in));
       continue;
     }
@@ -108,6 +110,7 @@ absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, con
       std::memcpy(in.data + offset, r->inputs[i].data, r->inputs[i].byte_size);
       offset += r->inputs[i].byte_size;
     }
+    in.pieces.push_back(BytePiece{in.data, in.bytes});
     staged.push_back(std::move(in));
   }
   return staged;

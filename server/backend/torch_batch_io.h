@@ -11,6 +11,7 @@
 
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "server/backend/torch_device_path.h"
@@ -21,23 +22,14 @@ namespace chronoserve::server {
 
 // One input's batch, ready for the device: the bytes of every request back to back.
 struct StagedInput {
-  char* data = nullptr;
+  char* data = nullptr;  // the batch's bytes in one run; null when they are several device pieces
   size_t bytes = 0;
   std::vector<int64_t> shape;  // the batch's full shape
-  bool in_place = false;       // `data` is the requests' own bytes (arena or pinned region): no gather
-  // Several requests' inputs in CUDA shared memory: their device bytes, in batch order, for the
-  // device copies to put back to back (then `data` is null). Empty otherwise.
-  std::vector<BytePiece> device_pieces;
-
-  // The bytes as the device path takes them: `device_pieces`, or the one run at `data`.
-  absl::Span<const BytePiece> pieces() const {
-    if (!device_pieces.empty()) return device_pieces;
-    whole_ = BytePiece{data, bytes};
-    return absl::Span<const BytePiece>(&whole_, 1);
-  }
-
- private:
-  mutable BytePiece whole_;
+  bool in_place = false;       // the requests' own bytes (arena, pinned or GPU region): no gather
+  // The bytes as the device path takes them, in batch order: the one run at `data`, or several
+  // requests' inputs in CUDA shared memory (device pointers; the host never reads them), for the
+  // device copies to put back to back. Inline: the one run costs the worker no allocation.
+  absl::InlinedVector<BytePiece, 1> pieces;
 };
 
 // Items along dim 0 over the batch's requests.
@@ -54,7 +46,7 @@ void OrderByArena(Batch& batch);
 // whose input is page-locked and `path` reads such memory directly. Then `data` points at the
 // first request's bytes. Inputs in CUDA shared memory (a batch's requests have them all there or
 // none: their shape key says so) are never read on the host: one request's is `data`, several
-// requests' are `device_pieces`; FAILED_PRECONDITION when `path` is the CPU's.
+// requests' are `pieces`; FAILED_PRECONDITION when `path` is the CPU's.
 absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, const Batch& batch, DevicePath& path);
 
 // INTERNAL naming the output when forward() returned the wrong count, dtype, batch dim, dims

@@ -129,7 +129,7 @@ TEST(DeviceTensorsTest, SeveralRequestsInputsReachThePathAsOnePieceEachInBatchOr
   EXPECT_EQ(path.staged_, 0) << "no staging buffer asked for";
   EXPECT_EQ(in.bytes, 6u * 3 * sizeof(float));
   EXPECT_EQ(in.shape, (std::vector<int64_t>{6, 3}));
-  auto tensor = path.ToDevice(0, in.pieces(), in.shape, torch::kFloat32);
+  auto tensor = path.ToDevice(0, in.pieces, in.shape, torch::kFloat32);
   ASSERT_TRUE(tensor.ok()) << tensor.status();
   ASSERT_EQ(path.pieces_.size(), 3u);
   for (size_t k = 0; k < 3; ++k) {
@@ -145,7 +145,9 @@ TEST(DeviceTensorsTest, SeveralRequestsInputsReachThePathAsOnePieceEachInBatchOr
   one.push_back(DeviceRequest(fake_gpu, 40, 2));
   auto single = server::GatherInputs(Spec(), one, path);
   ASSERT_TRUE(single.ok()) << single.status();
-  EXPECT_TRUE((*single)[0].device_pieces.empty());
+  ASSERT_EQ((*single)[0].pieces.size(), 1u);
+  EXPECT_EQ((*single)[0].pieces[0].data, one[0]->inputs[0].data);
+  EXPECT_EQ((*single)[0].pieces[0].bytes, one[0]->inputs[0].byte_size);
   EXPECT_EQ((*single)[0].data, one[0]->inputs[0].data);
 }
 
