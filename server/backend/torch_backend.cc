@@ -273,7 +273,7 @@ class TorchInstance final : public ModelInstance {
       RETURN_IF_ERROR(CopyOutputsToDevice(spec_, batch, static_cast<int>(k), outputs[k], *path_));
       if (!WantedOnHost(batch, static_cast<int>(k))) continue;
       if (char* direct = DirectOutputDestination(batch, static_cast<int>(k), outputs[k], *path_); direct != nullptr) {
-        RETURN_IF_ERROR(path_->ToHostInto(static_cast<int>(k), outputs[k], direct));
+        RETURN_IF_ERROR(path_->CopyOutInto(static_cast<int>(k), outputs[k], direct));
         host[k] = direct;  // Scatter sees the bytes already in place
         continue;
       }

@@ -201,7 +201,7 @@ absl::Status CopyOutputsToDevice(const ModelSpec& spec, const Batch& batch, int 
         if (r->status.ok()) r->status = std::move(fits);
         continue;
       }
-      RETURN_IF_ERROR(path.ToHostInto(k, rows, out.raw));
+      RETURN_IF_ERROR(path.CopyOutInto(k, rows, out.raw));
     }
     row += r->batch_items;
   }

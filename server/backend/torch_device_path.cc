@@ -92,7 +92,7 @@ class CpuPath final : public DevicePath {
     held[output] = tensor.contiguous();  // keeps the bytes alive until the slot's next batch
     return static_cast<const char*>(held[output].data_ptr());
   }
-  absl::Status ToHostInto(int, const torch::Tensor& tensor, char* dst) override {
+  absl::Status CopyOutInto(int, const torch::Tensor& tensor, char* dst) override {
     std::memcpy(dst, tensor.data_ptr(), tensor.nbytes());
     return absl::OkStatus();
   }
@@ -307,7 +307,7 @@ class CudaPath final : public DevicePath {
         "cudaMemcpyAsync(D2H)"));
     return landing.data;
   }
-  absl::Status ToHostInto(int output, const torch::Tensor& tensor, char* dst) override {
+  absl::Status CopyOutInto(int output, const torch::Tensor& tensor, char* dst) override {
     torch::Tensor src = tensor.contiguous();
     Hold(output, src);  // the device tensor must live until the copy has run
     // cudaMemcpyDefault: `dst` is a pinned region on the host or a client's GPU memory (CUDA IPC).

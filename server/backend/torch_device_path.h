@@ -64,7 +64,7 @@ class DevicePath {
   virtual torch::Device device() const = 0;
   virtual bool device_timed() const = 0;
   // Whether page-locked host memory the path did not allocate (a pinned shared-memory region) may
-  // be used directly as the source of ToDevice/ToDeviceInto and the destination of ToHostInto. A GPU
+  // be used directly as the source of ToDevice/ToDeviceInto and the destination of CopyOutInto. A GPU
   // path also takes device memory there (a client's CUDA shared memory: the copies are then
   // device-to-device, and still count as h2d and d2h).
   virtual bool direct_pinned_io() const = 0;
@@ -98,9 +98,10 @@ class DevicePath {
   virtual absl::Status InputsReady() = 0;
   // Host bytes of `tensor` (contiguous), valid after Wait() (async copy on GPU).
   virtual absl::StatusOr<const char*> ToHost(int output, const torch::Tensor& tensor) = 0;
-  // Copies `tensor` (made contiguous) into `dst` (page-locked host or device memory, >=
-  // tensor.nbytes()), valid after Wait().
-  virtual absl::Status ToHostInto(int output, const torch::Tensor& tensor, char* dst) = 0;
+  // Copies output `tensor` (made contiguous) into `dst`, memory the path did not allocate: a
+  // page-locked host region or (on a GPU) a client's device memory, >= tensor.nbytes(); valid after
+  // Wait().
+  virtual absl::Status CopyOutInto(int output, const torch::Tensor& tensor, char* dst) = 0;
   // After Wait(): the `size` host bytes of output `output` that ToHost returned (`bytes`), lent for
   // a response to be sent from (OutputTensor::lend_to), so they need no copy into it. On a GPU the
   // slot's landing buffer itself is lent, and the slot lands its next batch in another; on the CPU,

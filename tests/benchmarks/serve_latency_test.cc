@@ -23,38 +23,33 @@ constexpr absl::Duration kRunTimeout = absl::Seconds(120);
 class ServeLatencyBenchmarkTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto dir = testing::TestDir::Create("serve_latency_test");
-    ASSERT_TRUE(dir.ok()) << dir.status();
-    dir_ = new testing::TestDir(*std::move(dir));
-    examples::ModelOptions mlp;
-    mlp.max_batch_size = 8;
-    ASSERT_TRUE(examples::WriteMlp(dir_->path() + "/models", "mlp", mlp).ok());
-    auto server = testing::StartTestServer(dir_->path() + "/models");
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = new testing::TestServer(*std::move(server));
+    auto suite = testing::StartServerInNewDir("serve_latency_test", [](const std::string& repository) {
+      examples::ModelOptions mlp;
+      mlp.max_batch_size = 8;
+      return examples::WriteMlp(repository, "mlp", mlp);
+    });
+    ASSERT_TRUE(suite.ok()) << suite.status();
+    suite_ = suite->release();
   }
   static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-    delete dir_;
-    dir_ = nullptr;
+    delete suite_;
+    suite_ = nullptr;
   }
-  void SetUp() override { ASSERT_NE(server_, nullptr); }
+  void SetUp() override { ASSERT_NE(suite_, nullptr); }
 
   // Runs the benchmark on the mlp (batch 4, 30 requests) with `extra` flags; exit code and output.
   std::pair<int, std::string> Run(const std::vector<std::string>& extra) {
-    std::vector<std::string> argv = {SERVE_LATENCY_BIN, "-u", server_->url, "-m", "mlp", "-b", "4", "-n", "30",
+    std::vector<std::string> argv = {SERVE_LATENCY_BIN, "-u", suite_->server.url, "-m", "mlp", "-b", "4", "-n", "30",
                                      "--warmup-requests", "5", "--json", json_path()};
     argv.insert(argv.end(), extra.begin(), extra.end());
     auto run = testing::RunProgram(argv, kRunTimeout);
     EXPECT_TRUE(run.ok()) << run.status();
     return run.ok() ? *run : std::pair<int, std::string>{-1, ""};
   }
-  std::string json_path() const { return dir_->path() + "/serve_latency.json"; }
+  std::string json_path() const { return suite_->dir.path() + "/serve_latency.json"; }
   nlohmann::json Report() const { return nlohmann::json::parse(std::ifstream(json_path())); }
 
-  static inline testing::TestDir* dir_ = nullptr;
-  static inline testing::TestServer* server_ = nullptr;
+  static inline testing::ServerInDir* suite_ = nullptr;
 };
 
 TEST_F(ServeLatencyBenchmarkTest, TheMessagePathReportsEveryServerSpan) {

@@ -29,24 +29,22 @@ class ChronobenchE2eTest : public ::testing::Test {
   using Subprocess = chronoserve::testing::Subprocess;
 
   static void SetUpTestSuite() {
-    absl::StatusOr<TestDir> dir = TestDir::Create("chronobench");
-    ASSERT_TRUE(dir.ok()) << dir.status();
-    test_dir_ = new TestDir(*std::move(dir));
-    dir_ = new std::string(test_dir_->path());
-    const std::string repo = *dir_ + "/models";
-    examples::ModelOptions mlp;
-    mlp.max_batch_size = 64;
-    ASSERT_TRUE(examples::WriteMlp(repo, "mlp", mlp).ok());
-    auto server = chronoserve::testing::StartTestServer(repo);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = server->process.release();
-    url_ = new std::string(server->url);
+    auto suite = chronoserve::testing::StartServerInNewDir("chronobench", [](const std::string& repository) {
+      examples::ModelOptions mlp;
+      mlp.max_batch_size = 64;
+      return examples::WriteMlp(repository, "mlp", mlp);
+    });
+    ASSERT_TRUE(suite.ok()) << suite.status();
+    suite_ = suite->release();
+    dir_ = &suite_->dir.path();
+    url_ = &suite_->server.url;
+    server_ = suite_->server.process.get();
   }
   static void TearDownTestSuite() {
-    delete server_;  // before its repository goes
+    delete suite_;  // the server, then its directory
+    suite_ = nullptr;
+    dir_ = url_ = nullptr;
     server_ = nullptr;
-    delete test_dir_;
-    test_dir_ = nullptr;
   }
 
   BenchOptions Options() const {
@@ -92,9 +90,9 @@ class ChronobenchE2eTest : public ::testing::Test {
     EXPECT_GT(p.throughput_rps, 0);
   }
 
-  static inline TestDir* test_dir_ = nullptr;  // removed with everything in it at the end of the suite
-  static inline std::string* dir_ = nullptr;   // its path
-  static inline std::string* url_ = nullptr;
+  static inline chronoserve::testing::ServerInDir* suite_ = nullptr;  // removed at the end of the suite
+  static inline const std::string* dir_ = nullptr;  // suite_'s directory
+  static inline const std::string* url_ = nullptr;
   static inline Subprocess* server_ = nullptr;
 };
 

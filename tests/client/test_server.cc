@@ -53,4 +53,18 @@ absl::StatusOr<TestServer> StartTestServer(const std::string& repository,
   return TestServer{*std::move(process), log.substr(from, log.find(' ', from) - from)};
 }
 
+absl::StatusOr<std::unique_ptr<ServerInDir>> StartServerInNewDir(
+    const std::string& prefix, const std::function<absl::Status(const std::string& repository)>& write_models,
+    const std::vector<std::string>& extra_flags, absl::Duration ready_timeout) {
+  absl::StatusOr<TestDir> dir = TestDir::Create(prefix);
+  if (!dir.ok()) return dir.status();
+  const std::string repository = dir->path() + "/models";
+  if (absl::Status written = write_models(repository); !written.ok()) {
+    return absl::Status(written.code(), absl::StrCat("writing the models into ", repository, ": ", written.message()));
+  }
+  absl::StatusOr<TestServer> server = StartTestServer(repository, extra_flags, ready_timeout);
+  if (!server.ok()) return server.status();
+  return std::unique_ptr<ServerInDir>(new ServerInDir{*std::move(dir), *std::move(server)});
+}
+
 }  // namespace chronoserve::testing

@@ -4,9 +4,10 @@
 #ifndef CHRONOSERVE_TESTS_CLIENT_TEST_SERVER_H_
 #define CHRONOSERVE_TESTS_CLIENT_TEST_SERVER_H_
 
+#include <functional>
 #include <memory>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -45,6 +46,21 @@ class TestDir {
 absl::StatusOr<TestServer> StartTestServer(const std::string& repository,
                                            const std::vector<std::string>& extra_flags = {},
                                            absl::Duration ready_timeout = absl::Seconds(60));
+
+// A suite's server and the directory its repository is in: the server stops before the directory
+// goes (members are destroyed in reverse order). For SetUpTestSuite, with StartServerInNewDir.
+struct ServerInDir {
+  TestDir dir;
+  TestServer server;
+  std::string repository() const { return dir.path() + "/models"; }
+};
+
+// A new TestDir (`prefix`), a repository that `write_models` writes into DIR/models, and
+// chronoserve serving it (StartTestServer with `extra_flags` and `ready_timeout`). The first error
+// of the three, with what failed.
+absl::StatusOr<std::unique_ptr<ServerInDir>> StartServerInNewDir(
+    const std::string& prefix, const std::function<absl::Status(const std::string& repository)>& write_models,
+    const std::vector<std::string>& extra_flags = {}, absl::Duration ready_timeout = absl::Seconds(60));
 
 }  // namespace chronoserve::testing
 

@@ -22,6 +22,7 @@
 #include "client/chronobench/shm_slot_pool.h"
 #include "client/cuda_shared_memory.h"
 #include "client/inference_client.h"
+#include "common/status_macros.h"
 #include "common/tensor_data.h"
 #include "tests/client/subprocess.h"
 #include "tests/client/test_server.h"
@@ -83,30 +84,31 @@ Tensor RandomInput(int64_t batch, uint64_t seed) {
 class CudaSharedMemoryTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto dir = testing::TestDir::Create("cs_cuda_shm");
-    ASSERT_TRUE(dir.ok()) << dir.status();
-    dir_ = new testing::TestDir(*std::move(dir));
-    examples::ModelOptions eager;
-    eager.max_batch_size = 128;
-    ASSERT_TRUE(examples::WritePolicyNet(dir_->path(), "policy_net", eager).ok());
-    examples::ModelOptions graphs = eager;
-    graphs.extra_config = kGraphsOn;
-    ASSERT_TRUE(examples::WritePolicyNet(dir_->path(), "policy_graphs", graphs).ok());
-    examples::ModelOptions batched = eager;  // requests wait up to 5 ms for others to batch with
-    batched.max_queue_delay_us = 5000;
-    ASSERT_TRUE(examples::WritePolicyNet(dir_->path(), "policy_batched", batched).ok());
-    examples::ModelOptions cpu = eager;
-    cpu.instance_kind = "KIND_CPU";
-    ASSERT_TRUE(examples::WritePolicyNet(dir_->path(), "policy_cpu", cpu).ok());
-    auto server = testing::StartTestServer(dir_->path(), {}, absl::Seconds(180));
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = new testing::TestServer(*std::move(server));
+    auto suite = testing::StartServerInNewDir(
+        "cs_cuda_shm",
+        [](const std::string& repository) -> absl::Status {
+          examples::ModelOptions eager;
+          eager.max_batch_size = 128;
+          RETURN_IF_ERROR(examples::WritePolicyNet(repository, "policy_net", eager));
+          examples::ModelOptions graphs = eager;
+          graphs.extra_config = kGraphsOn;
+          RETURN_IF_ERROR(examples::WritePolicyNet(repository, "policy_graphs", graphs));
+          examples::ModelOptions batched = eager;  // requests wait up to 5 ms for others to batch with
+          batched.max_queue_delay_us = 5000;
+          RETURN_IF_ERROR(examples::WritePolicyNet(repository, "policy_batched", batched));
+          examples::ModelOptions cpu = eager;
+          cpu.instance_kind = "KIND_CPU";
+          return examples::WritePolicyNet(repository, "policy_cpu", cpu);
+        },
+        {}, absl::Seconds(180));
+    ASSERT_TRUE(suite.ok()) << suite.status();
+    suite_ = suite->release();
+    server_ = &suite_->server;
   }
   static void TearDownTestSuite() {
-    delete server_;
+    delete suite_;
+    suite_ = nullptr;
     server_ = nullptr;
-    delete dir_;
-    dir_ = nullptr;
   }
   void SetUp() override {
     ASSERT_NE(server_, nullptr);
@@ -117,10 +119,12 @@ class CudaSharedMemoryTest : public ::testing::Test {
     InferenceClient* client;
     ~UnregisterAtEnd() { EXPECT_TRUE(client->UnregisterCudaSharedMemory("").ok()); }
   };
-  std::string ModelPath(const std::string& model) const { return dir_->path() + "/" + model + "/1/model.pt"; }
+  std::string ModelPath(const std::string& model) const {
+    return suite_->repository() + "/" + model + "/1/model.pt";
+  }
 
-  static inline testing::TestDir* dir_ = nullptr;
-  static inline testing::TestServer* server_ = nullptr;
+  static inline testing::ServerInDir* suite_ = nullptr;
+  static inline testing::TestServer* server_ = nullptr;  // suite_'s
   std::unique_ptr<InferenceClient> client_;
 };
 
@@ -435,7 +439,7 @@ TEST_F(CudaSharedMemoryTest, ChronobenchSlotsInGpuMemoryGiveTheMessagesOutputs) 
 // The chronobench binary under load through GPU memory: every request answered, none failed, and its
 // regions unregistered when it exits.
 TEST_F(CudaSharedMemoryTest, ChronobenchBinaryLoadsThroughGpuMemory) {
-  const std::string json = dir_->path() + "/chronobench_cuda.json";
+  const std::string json = suite_->dir.path() + "/chronobench_cuda.json";
   auto run = testing::RunProgram({CHRONOBENCH_BIN, "-m", "policy_batched", "-u", server_->url, "-b", "2",
                                   "--concurrency-range", "6", "-p", "300", "--max-trials", "3", "--warmup-requests", "20",
                                   "-s", "50", "--shared-memory", "cuda", "--json", json},

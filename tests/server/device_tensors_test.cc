@@ -56,7 +56,7 @@ class RecordingDevicePath final : public server::DevicePath {
     landed_ = tensor.contiguous();
     return static_cast<const char*>(landed_.data_ptr());
   }
-  absl::Status ToHostInto(int, const torch::Tensor& tensor, char* dst) override {
+  absl::Status CopyOutInto(int, const torch::Tensor& tensor, char* dst) override {
     const torch::Tensor src = tensor.contiguous();
     std::memcpy(dst, src.data_ptr(), src.nbytes());
     copies_into_.push_back(dst);
