@@ -5,14 +5,15 @@
 # transport two closed-loop points: batch-1 requests at concurrency 64 (requests batch on the server:
 # with CUDA regions they are gathered on the device) and batch-128 requests at concurrency 2. Rounds
 # (ROUNDS, default 2) alternate the transports' order. Prints throughput, e2e and the server's spans
-# (p50) and the items per executed batch; JSON per point.
-# Usage: [ROUNDS=2] [TRANSPORTS="none system cuda"] benchmarks/run_chronobench_shm.sh BUILD_DIR OUT_DIR [PORT]
+# (p50) and the items per executed batch; JSON per point. Transports ending in "_pre" run with
+# --shared-memory-preload (inputs written once, outputs left in the regions: no client copies).
+# Usage: [ROUNDS=2] [TRANSPORTS="none system cuda system_pre cuda_pre"] benchmarks/run_chronobench_shm.sh BUILD_DIR OUT_DIR [PORT]
 set -uo pipefail
 build=${1:?build dir}
 out=${2:?output dir}
 port=${3:-8061}
 rounds=${ROUNDS:-2}
-transports=${TRANSPORTS:-none system cuda}
+transports=${TRANSPORTS:-none system cuda system_pre cuda_pre}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 source "$here/server_lib.sh"
@@ -24,7 +25,9 @@ status=0
 point() {  # point TRANSPORT ROUND LABEL ARGS...
   local transport=$1 round=$2 label=$3
   shift 3
-  "$build/bin/chronobench" -m policy_net -u "127.0.0.1:$port" --shared-memory "$transport" -p 2000 -r 4 -s 15 \
+  local preload=()
+  [ "${transport%_pre}" = "$transport" ] || preload=(--shared-memory-preload)
+  "$build/bin/chronobench" -m policy_net -u "127.0.0.1:$port" --shared-memory "${transport%_pre}" "${preload[@]}" -p 2000 -r 4 -s 15 \
     --warmup-requests 200 "$@" --json "$out/cb_shm_${transport}_${label}_r${round}.json" > "$out/cb_shm_${transport}_${label}_r${round}.log" 2>&1 \
     || { echo "chronobench $transport $label round $round failed:"; tail -5 "$out/cb_shm_${transport}_${label}_r${round}.log"; status=1; }
 }

@@ -91,6 +91,10 @@ void AddBenchFlags(CLI::App* app, RawFlags* raw) {
                   "--shared-memory cuda: the GPU the regions are allocated on")
       ->capture_default_str()
       ->transform(IntegerIn(0, 1023));
+  app->add_flag("--shared-memory-preload", o.shared_memory.preload,
+                "With --shared-memory: write each region's inputs once, when it is made, and leave the outputs in "
+                "it: no copies in or out per request, so e2e is what a client whose tensors already live in the "
+                "regions sees (the outputs are not read back)");
   app->add_option("--output-shared-memory-size", o.shared_memory.output_byte_size,
                   "Bytes of shared memory per output tensor (default: from the model's output shapes and the "
                   "batch size; needed for variable-shaped outputs)")

@@ -169,6 +169,9 @@ absl::Status ValidateOptions(const BenchOptions& o) {
   if (o.shared_memory.output_byte_size > 0 && o.shared_memory.kind == SharedMemoryKind::kNone) {
     return absl::InvalidArgumentError("--output-shared-memory-size needs --shared-memory system or cuda");
   }
+  if (o.shared_memory.preload && o.shared_memory.kind == SharedMemoryKind::kNone) {
+    return absl::InvalidArgumentError("--shared-memory-preload needs --shared-memory system or cuda");
+  }
   if (o.shared_memory.cuda_device != 0 && o.shared_memory.kind != SharedMemoryKind::kCuda) {
     return absl::InvalidArgumentError("--shared-memory-device needs --shared-memory cuda");
   }

@@ -82,6 +82,9 @@ enum class SharedMemoryKind { kNone, kSystem, kCuda };
 struct SharedMemoryOptions {
   SharedMemoryKind kind = SharedMemoryKind::kNone;
   int cuda_device = 0;           // kCuda: the GPU the regions are allocated on
+  // Each slot's inputs written once, when it is made, and outputs left in its region: no copies per
+  // request, so e2e is what a client whose tensors already live in the regions sees.
+  bool preload = false;
   int64_t output_byte_size = 0;  // per output tensor; 0 = from the model's output shapes x batch size
 };
 

@@ -207,6 +207,7 @@ absl::StatusOr<std::optional<ShmLayout>> Benchmark::LayoutFor(const inference::M
   if (!layout.ok()) return layout.status();
   layout->kind = options_.shared_memory.kind;
   layout->cuda_device = options_.shared_memory.cuda_device;
+  layout->preload = options_.shared_memory.preload;
   return std::optional<ShmLayout>(*std::move(layout));
 }
 
@@ -261,7 +262,8 @@ absl::StatusOr<BenchReport> Benchmark::Run(const std::function<void(const PointR
                    {"streaming", options_.target.streaming},
                    {"connection_affinity", options_.target.connection_affinity},
                    {"threads", threads},
-                   {"shared_memory", SharedMemoryKindName(options_.shared_memory.kind)}};
+                   {"shared_memory", SharedMemoryKindName(options_.shared_memory.kind)},
+                   {"shared_memory_preload", options_.shared_memory.preload}};
   report.model_info = ModelJson(model_metadata_, *factory_);
   report.percentiles = options_.measurement.percentiles;
   report.mode = options_.load.mode;

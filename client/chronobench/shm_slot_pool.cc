@@ -184,6 +184,7 @@ absl::Status ShmSlotPool::Grow(int count) {
       SetParams(s.output_name, e.offset, e.bytes, out->mutable_parameters());
     }
     s.outputs.assign(layout_->output_bytes, '\0');
+    if (layout_->preload) RETURN_IF_ERROR(WriteInputs(s));
     free_.push_back(&s);
   }
   return absl::OkStatus();
@@ -197,6 +198,10 @@ ShmSlot* ShmSlotPool::Acquire() {
 }
 
 absl::Status ShmSlotPool::CopyIn(ShmSlot& slot) const {
+  return layout_->preload ? absl::OkStatus() : WriteInputs(slot);
+}
+
+absl::Status ShmSlotPool::WriteInputs(ShmSlot& slot) const {
   for (size_t i = 0; i < layout_->inputs.size(); ++i) {
     const ShmLayout::Entry& e = layout_->inputs[i];
     RETURN_IF_ERROR(slot.input->Write(e.offset, raw_->raw_input_contents(static_cast<int>(i)).data(), e.bytes));
@@ -206,6 +211,7 @@ absl::Status ShmSlotPool::CopyIn(ShmSlot& slot) const {
 
 absl::Status ShmSlotPool::CopyOut(
     ShmSlot& slot, const google::protobuf::RepeatedPtrField<inference::ModelInferResponse::InferOutputTensor>& outputs) const {
+  if (layout_->preload) return absl::OkStatus();
   for (const auto& out : outputs) {
     for (const ShmLayout::Entry& e : layout_->outputs) {
       if (e.name != out.name()) continue;

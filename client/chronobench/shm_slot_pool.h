@@ -33,6 +33,7 @@ namespace chronoserve::client::bench {
 struct ShmLayout {
   SharedMemoryKind kind = SharedMemoryKind::kSystem;  // kSystem or kCuda
   int cuda_device = 0;                                 // kCuda: the GPU the regions are on
+  bool preload = false;  // inputs written when a slot is made; CopyIn and CopyOut then copy nothing
   struct Entry {
     std::string name;
     size_t offset = 0;
@@ -99,8 +100,10 @@ class ShmSlotPool {
   bool HasFree() const { return !free_.empty(); }
   int size() const { return static_cast<int>(slots_.size()); }
   // The request's input bytes into the slot's input region (an error only from a CUDA copy).
+  // Nothing when the layout preloads (Grow wrote them).
   absl::Status CopyIn(ShmSlot& slot) const;
-  // Each output the response describes, out of the slot's output region into slot.outputs.
+  // Each output the response describes, out of the slot's output region into slot.outputs; nothing
+  // when the layout preloads.
   absl::Status CopyOut(
       ShmSlot& slot,
       const google::protobuf::RepeatedPtrField<inference::ModelInferResponse::InferOutputTensor>& outputs) const;
@@ -116,6 +119,7 @@ class ShmSlotPool {
 
  private:
   absl::Status Register(const std::string& name, const SlotRegion& region);
+  absl::Status WriteInputs(ShmSlot& slot) const;
 
   inference::GRPCInferenceService::Stub* const stub_;
   const inference::ModelInferRequest* const raw_;

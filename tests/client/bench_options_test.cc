@@ -163,6 +163,14 @@ TEST(BenchFlagsTest, CudaSharedMemoryIsTakenOnlyWhereThisBuildHasCuda) {
     EXPECT_NE(cuda.status().message().find("built without CUDA"), std::string::npos) << cuda.status();
     EXPECT_NE(cuda.status().message().find("--shared-memory system"), std::string::npos) << cuda.status();
   }
+  auto preload = ParseBenchFlags({"cb", "-m", "m", "--shared-memory", "system", "--shared-memory-preload"});
+  ASSERT_TRUE(preload.ok()) << preload.status();
+  EXPECT_TRUE(preload->shared_memory.preload);
+  auto preload_alone = ParseBenchFlags({"cb", "-m", "m", "--shared-memory-preload"});
+  ASSERT_FALSE(preload_alone.ok());
+  EXPECT_NE(preload_alone.status().message().find("--shared-memory-preload needs --shared-memory system or cuda"),
+            std::string::npos)
+      << preload_alone.status();
   // A device without CUDA regions is a mistake, whatever the build.
   auto device = ParseBenchFlags({"cb", "-m", "m", "--shared-memory", "system", "--shared-memory-device", "1"});
   ASSERT_FALSE(device.ok());

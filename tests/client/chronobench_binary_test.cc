@@ -66,6 +66,17 @@ TEST_F(ChronobenchE2eTest, BinaryRunsThroughSharedMemory) {
       RunThroughSharedMemory(*url_, *dir_ + "/shm_report.json", {"-b", "4", "--concurrency-range", "2"});
   ASSERT_TRUE(report.is_object());
   EXPECT_EQ(report["server"]["shared_memory"], "system");
+  EXPECT_EQ(report["server"]["shared_memory_preload"], false);
+  EXPECT_EQ(report["runs"][0]["errors"], 0);
+  EXPECT_EQ(RegisteredRegions(*url_), 0) << "the binary unregistered its regions at exit";
+}
+
+TEST_F(ChronobenchE2eTest, BinaryPreloadsSharedMemory) {
+  const nlohmann::json report = RunThroughSharedMemory(*url_, *dir_ + "/shm_preload_report.json",
+                                                       {"-b", "2", "--concurrency-range", "2", "--shared-memory-preload"});
+  ASSERT_TRUE(report.is_object());
+  EXPECT_EQ(report["server"]["shared_memory"], "system");
+  EXPECT_EQ(report["server"]["shared_memory_preload"], true);
   EXPECT_EQ(report["runs"][0]["errors"], 0);
   EXPECT_EQ(RegisteredRegions(*url_), 0) << "the binary unregistered its regions at exit";
 }

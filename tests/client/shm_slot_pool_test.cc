@@ -64,6 +64,52 @@ TEST(ShmSlotPoolTest, CudaRegionsWithoutCudaFailTheFirstSlotSayingWhy) {
   EXPECT_TRUE(pool.UnregisterAll().ok()) << "nothing was registered";
 }
 
+// --shared-memory-preload: a slot's inputs are in its region once it is made; per request the pool
+// then copies nothing in (bytes written into the region since stay) and nothing out.
+TEST(ShmSlotPoolTest, PreloadWritesTheInputsOnceAndCopiesNothingPerRequest) {
+  absl::StatusOr<MlpTarget> target = StartMlpTarget("chronobench_shm_preload", /*seed=*/29);
+  ASSERT_TRUE(target.ok()) << target.status();
+  std::unique_ptr<InferenceClient> client = InferenceClient::Connect(target->server.url, std::chrono::seconds(30));
+  auto metadata = client->ModelMetadata("mlp");
+  ASSERT_TRUE(metadata.ok()) << metadata.status();
+  auto layout = PlanShmLayout(target->request, *metadata, /*batch_size=*/1, /*batched=*/true, /*output_byte_size=*/0);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  layout->preload = true;
+  auto channel = grpc::CreateChannel(target->server.url, grpc::InsecureChannelCredentials());
+  auto stub = inference::GRPCInferenceService::NewStub(channel);
+  ShmSlotPool pool(stub.get(), &target->request, &*layout, "chronobench_test_preload");
+  ASSERT_TRUE(pool.Grow(1).ok());
+  ShmSlot* slot = pool.Acquire();
+  ASSERT_NE(slot, nullptr);
+
+  const ShmLayout::Entry& in = layout->inputs[0];
+  const std::string& sent = target->request.raw_input_contents(0);
+  ASSERT_EQ(in.bytes, sent.size());
+  std::string held(in.bytes, '\0');
+  ASSERT_TRUE(slot->input->Read(in.offset, in.bytes, held.data()).ok());
+  EXPECT_EQ(held, sent) << "the inputs are in the region once the slot is made";
+
+  std::string other = sent;
+  for (char& c : other) c = static_cast<char>(c ^ 0x5a);
+  ASSERT_TRUE(slot->input->Write(in.offset, other.data(), other.size()).ok());
+  ASSERT_TRUE(pool.CopyIn(*slot).ok());
+  ASSERT_TRUE(slot->input->Read(in.offset, in.bytes, held.data()).ok());
+  EXPECT_EQ(held, other) << "CopyIn wrote nothing over the region";
+
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + kWait);
+  inference::ModelInferResponse response;
+  ASSERT_TRUE(stub->ModelInfer(&ctx, slot->request, &response).ok());
+  ASSERT_TRUE(pool.CopyOut(*slot, response.outputs()).ok());
+  EXPECT_EQ(slot->outputs, std::string(layout->output_bytes, '\0')) << "CopyOut read nothing back";
+  const ShmLayout::Entry& out = layout->outputs[0];
+  std::string written(out.bytes, '\0');
+  ASSERT_TRUE(slot->output->Read(out.offset, out.bytes, written.data()).ok());
+  EXPECT_NE(written, std::string(out.bytes, '\0')) << "the server wrote the output into the region";
+  pool.Release(slot);
+  EXPECT_TRUE(pool.UnregisterAll().ok());
+}
+
 TEST(ShmSlotPoolTest, UnregisterAllAgainstAFrozenServerEndsAtOneDeadline) {
   absl::StatusOr<MlpTarget> target = StartMlpTarget("chronobench_shm_frozen", /*seed=*/23);
   ASSERT_TRUE(target.ok()) << target.status();

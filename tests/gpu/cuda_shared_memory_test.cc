@@ -436,20 +436,25 @@ TEST_F(CudaSharedMemoryTest, ChronobenchSlotsInGpuMemoryGiveTheMessagesOutputs) 
   EXPECT_EQ(client_->CudaSharedMemoryStatus()->regions_size(), 0);
 }
 
-// The chronobench binary under load through GPU memory: every request answered, none failed, and its
-// regions unregistered when it exits.
-TEST_F(CudaSharedMemoryTest, ChronobenchBinaryLoadsThroughGpuMemory) {
-  const std::string json = suite_->dir.path() + "/chronobench_cuda.json";
-  auto run = testing::RunProgram({CHRONOBENCH_BIN, "-m", "policy_batched", "-u", server_->url, "-b", "2",
-                                  "--concurrency-range", "6", "-p", "300", "--max-trials", "3", "--warmup-requests", "20",
-                                  "-s", "50", "--shared-memory", "cuda", "--json", json},
-                                 absl::Seconds(120));
+// The chronobench binary under load through GPU memory, with copies per request and preloaded: every
+// request answered, none failed, and its regions unregistered when it exits.
+class ChronobenchCudaTest : public CudaSharedMemoryTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(ChronobenchCudaTest, BinaryLoadsThroughGpuMemory) {
+  const bool preload = GetParam();
+  const std::string json = suite_->dir.path() + (preload ? "/chronobench_cuda_pre.json" : "/chronobench_cuda.json");
+  std::vector<std::string> argv = {CHRONOBENCH_BIN, "-m", "policy_batched", "-u", server_->url, "-b", "2",
+                                   "--concurrency-range", "6", "-p", "300", "--max-trials", "3", "--warmup-requests",
+                                   "20", "-s", "50", "--shared-memory", "cuda", "--json", json};
+  if (preload) argv.push_back("--shared-memory-preload");
+  auto run = testing::RunProgram(argv, absl::Seconds(120));
   ASSERT_TRUE(run.ok()) << run.status();
   ASSERT_EQ(run->first, 0) << run->second;
   std::ifstream file(json);
   const nlohmann::json report = nlohmann::json::parse(file, nullptr, false);
   ASSERT_FALSE(report.is_discarded()) << json << " is not JSON";
   EXPECT_EQ(report["server"]["shared_memory"], "cuda");
+  EXPECT_EQ(report["server"]["shared_memory_preload"], preload);
   ASSERT_EQ(report["runs"].size(), 1u);
   const nlohmann::json& point = report["runs"][0];
   EXPECT_GT(point["requests"].get<int64_t>(), 0) << point.dump();
@@ -457,6 +462,9 @@ TEST_F(CudaSharedMemoryTest, ChronobenchBinaryLoadsThroughGpuMemory) {
   EXPECT_GT(point["device_timed_responses"].get<int64_t>(), 0) << point.dump();
   EXPECT_EQ(client_->CudaSharedMemoryStatus()->regions_size(), 0) << "the binary unregistered its regions at exit";
 }
+
+INSTANTIATE_TEST_SUITE_P(CopiesAndPreloaded, ChronobenchCudaTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Preloaded" : "Copies"; });
 
 }  // namespace
 }  // namespace chronoserve
