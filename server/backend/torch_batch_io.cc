@@ -81,10 +81,12 @@ absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, con
       in.in_place = true;
       if (batch.size() == 1) {
         in.data = const_cast<char*>(first.data);
-        in.pieces.push_back(BytePiece{in.data, in.bytes});
+        in.pieces.push_back(BytePiece{in.data, in.bytes, first.device_id});
       } else {
         in.pieces.reserve(batch.size());
-        for (const auto& r : batch) in.pieces.push_back(BytePiece{r->inputs[i].data, r->inputs[i].byte_size});
+        for (const auto& r : batch) {
+          in.pieces.push_back(BytePiece{r->inputs[i].data, r->inputs[i].byte_size, r->inputs[i].device_id});
+        }
       }
       staged.push_back(std::move(in));
       continue;
@@ -181,6 +183,7 @@ bool WantedOnHost(const Batch& batch, int k) {
 absl::Status CopyOutputsToDevice(const ModelSpec& spec, const Batch& batch, int k, const torch::Tensor& output,
                                  DevicePath& path) {
   int64_t row = 0;
+  absl::InlinedVector<RowsTarget, 8> targets;
   for (const auto& r : batch) {
     for (OutputTensor& out : r->outputs) {
       if (out.index != k || !out.raw_on_device) continue;
@@ -194,18 +197,19 @@ absl::Status CopyOutputsToDevice(const ModelSpec& spec, const Batch& batch, int 
         }
         continue;
       }
-      // This request's rows: a view of the batch's output (one copy a request, on the worker's stream).
+      // This request's rows: a view of the batch's output, into its own region (on the worker's stream).
       const torch::Tensor rows = spec.max_batch_size > 0 ? output.narrow(0, row, r->batch_items) : output;
       absl::Status fits = CheckOutputFits(spec.name, name, rows.nbytes(), out);
       if (!fits.ok()) {
         if (r->status.ok()) r->status = std::move(fits);
         continue;
       }
-      RETURN_IF_ERROR(path.CopyOutInto(k, rows, out.raw));
+      targets.push_back(RowsTarget{rows, out.raw, out.raw_device_id});
     }
     row += r->batch_items;
   }
-  return absl::OkStatus();
+  if (targets.empty()) return absl::OkStatus();
+  return path.CopyOutsInto(k, targets);
 }
 
 bool ScatterOutputs(const ModelSpec& spec, Batch& batch, const std::vector<torch::Tensor>& outputs,

@@ -45,6 +45,15 @@ inline constexpr int kPathSlots = kMaxPipelineDepth;
 struct BytePiece {
   const char* data = nullptr;
   size_t bytes = 0;
+  int device = -1;  // the GPU `data` is on; -1: host memory
+};
+
+// One destination of DevicePath::CopyOutsInto: `rows` (a view of an output) into `dst`, memory the
+// path did not allocate, on GPU `device` (-1: page-locked host memory), at least rows.nbytes().
+struct RowsTarget {
+  torch::Tensor rows;
+  char* dst = nullptr;
+  int device = -1;
 };
 
 // How a batch's inputs will reach the device (DevicePath::BeginInputs).
@@ -102,6 +111,15 @@ class DevicePath {
   // page-locked host region or (on a GPU) a client's device memory, >= tensor.nbytes(); valid after
   // Wait().
   virtual absl::Status CopyOutInto(int output, const torch::Tensor& tensor, char* dst) = 0;
+  // CopyOutInto for each target (several requests' rows of output `output`, each into its own
+  // region). A GPU path copies those on its own GPU with one multi-tensor copy instead of a copy
+  // call each.
+  virtual absl::Status CopyOutsInto(int output, absl::Span<const RowsTarget> targets) {
+    for (const RowsTarget& t : targets) {
+      if (absl::Status s = CopyOutInto(output, t.rows, t.dst); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
   // After Wait(): the `size` host bytes of output `output` that ToHost returned (`bytes`), lent for
   // a response to be sent from (OutputTensor::lend_to), so they need no copy into it. On a GPU the
   // slot's landing buffer itself is lent, and the slot lands its next batch in another; on the CPU,

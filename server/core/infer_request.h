@@ -69,6 +69,7 @@ struct InputTensor {
   // request batches only with requests that have the same inputs on the device (its shape key says
   // which), and only a GPU worker can run it.
   bool on_device = false;
+  int device_id = -1;          // on_device: the GPU the region is on
   bool in_arena = false;       // `data` is the request's region of its model's InputArena
 
   // Takes `bytes` as the tensor's own and points `data` / `byte_size` at them.
@@ -111,6 +112,7 @@ struct OutputTensor {
   // `raw` is a device pointer (a CUDA shared-memory region): only the backend's device copy may
   // write it, never the host (WriteOutputBytes refuses).
   bool raw_on_device = false;
+  int raw_device_id = -1;  // raw_on_device: the GPU the region is on
 };
 
 // INVALID_ARGUMENT naming the model, the output, the raw destination, the bytes needed and the bytes

@@ -211,6 +211,7 @@ absl::Status InputFromSharedMemory(const ModelSpec& spec, const InputProto& prot
   in.host_pinned = span.region->host_pinned();
   in.shared_memory = true;
   in.on_device = span.region->on_device();
+  if (in.on_device) in.device_id = static_cast<int>(span.region->device_id());
   out->keep_alive.push_back(std::move(span.region));
   return absl::OkStatus();
 }
@@ -325,6 +326,7 @@ absl::Status OutputToSharedMemory(const ModelSpec& spec, int index, int64_t batc
   t.raw_name = absl::StrCat("shared-memory region '", p.region, "'");
   t.raw_pinned = span.region->host_pinned();
   t.raw_on_device = span.region->on_device();
+  if (t.raw_on_device) t.raw_device_id = static_cast<int>(span.region->device_id());
   out->keep_alive.push_back(std::move(span.region));
   return absl::OkStatus();
 }

@@ -62,6 +62,11 @@ class RecordingDevicePath final : public server::DevicePath {
     copies_into_.push_back(dst);
     return absl::OkStatus();
   }
+  absl::Status CopyOutsInto(int output, absl::Span<const server::RowsTarget> targets) override {
+    outs_calls_.push_back({});
+    for (const server::RowsTarget& t : targets) outs_calls_.back().push_back(t.device);
+    return DevicePath::CopyOutsInto(output, targets);  // one CopyOutInto each
+  }
   server::LentBytes LendHost(int, const char*, size_t) override { return {}; }
   absl::Status Mark(server::Marker) override { return absl::OkStatus(); }
   absl::Status Wait() override { return absl::OkStatus(); }
@@ -75,6 +80,7 @@ class RecordingDevicePath final : public server::DevicePath {
   int to_host_ = 0;
   torch::Tensor landed_;
   std::vector<char*> copies_into_;
+  std::vector<std::vector<int>> outs_calls_;  // per CopyOutsInto call: its targets' GPUs
 };
 
 server::ModelSpec Spec() {
@@ -99,6 +105,7 @@ std::unique_ptr<InferRequest> DeviceRequest(std::vector<float>& fake_gpu, size_t
   in.byte_size = static_cast<size_t>(items) * 3 * sizeof(float);
   in.shared_memory = true;
   in.on_device = true;
+  in.device_id = 2;
   r->inputs.push_back(std::move(in));
   return r;
 }
@@ -110,6 +117,7 @@ void OutputToRegion(InferRequest& r, char* region, size_t capacity) {
   out.raw_capacity = capacity;
   out.raw_name = "CUDA shared-memory region 'out'";
   out.raw_on_device = true;
+  out.raw_device_id = 1;
   out.shape = {r.batch_items, 2};
   r.outputs.push_back(std::move(out));
 }
@@ -135,6 +143,7 @@ TEST(DeviceTensorsTest, SeveralRequestsInputsReachThePathAsOnePieceEachInBatchOr
   for (size_t k = 0; k < 3; ++k) {
     EXPECT_EQ(path.pieces_[k].data, batch[k]->inputs[0].data) << "piece " << k << " is request " << k << "'s";
     EXPECT_EQ(path.pieces_[k].bytes, batch[k]->inputs[0].byte_size);
+    EXPECT_EQ(path.pieces_[k].device, 2) << "each piece says its GPU";
   }
   EXPECT_FLOAT_EQ(tensor->index({0, 0}).item<float>(), 1.5f + 30) << "request 0's first row first";
   EXPECT_FLOAT_EQ(tensor->index({2, 0}).item<float>(), 1.5f + 0) << "then request 1's";
@@ -172,6 +181,8 @@ TEST(DeviceTensorsTest, EachRequestsRowsGoToItsOwnRegionAndATooSmallOneFailsAlon
   RecordingDevicePath path;
   ASSERT_TRUE(server::CopyOutputsToDevice(Spec(), batch, 0, output, path).ok());
   ASSERT_EQ(path.copies_into_.size(), 1u) << "request 1's region was too small: no copy for it";
+  ASSERT_EQ(path.outs_calls_.size(), 1u) << "the batch's rows for one output go to the path together";
+  EXPECT_EQ(path.outs_calls_[0], (std::vector<int>{1})) << "each target says its region's GPU";
   EXPECT_EQ(path.copies_into_[0], regions[0].data());
   EXPECT_EQ(std::memcmp(regions[0].data(), output.data_ptr(), 2 * 2 * sizeof(float)), 0) << "rows 0-1";
   EXPECT_EQ(regions[1], std::vector<char>(4, 'x')) << "nothing written past what the region holds";

@@ -285,7 +285,7 @@ TEST(RequestBuilderTest, TensorsInCudaRegionsAreMarkedAndKeyedByWhereTheirInputs
     *data = fake_gpu.data();
     return std::shared_ptr<void>(fake_gpu.data(), [](void*) {});
   });
-  ASSERT_TRUE(registry.RegisterCuda("gpu", std::string(64, 'h'), 0, fake_gpu.size()).ok());
+  ASSERT_TRUE(registry.RegisterCuda("gpu", std::string(64, 'h'), 3, fake_gpu.size()).ok());
   auto device_request = [] {
     inference::ModelInferRequest r = Good();
     InSharedMemory(r, 0);
@@ -303,7 +303,9 @@ TEST(RequestBuilderTest, TensorsInCudaRegionsAreMarkedAndKeyedByWhereTheirInputs
   EXPECT_TRUE(in.shared_memory);
   EXPECT_FALSE(in.host_pinned);
   EXPECT_EQ(in.data, fake_gpu.data() + 128);
+  EXPECT_EQ(in.device_id, 3) << "the region's GPU";
   EXPECT_FALSE((*first)->inputs[1].on_device) << "the other input came in the message";
+  EXPECT_EQ((*first)->inputs[1].device_id, -1);
   auto second = BuildInferRequest(Spec(8), device_request(), &response, &registry);
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ((*first)->shape_key(), (*second)->shape_key()) << "device requests batch with each other";
@@ -319,6 +321,7 @@ TEST(RequestBuilderTest, TensorsInCudaRegionsAreMarkedAndKeyedByWhereTheirInputs
   ASSERT_TRUE(built.ok()) << built.status();
   ASSERT_EQ((*built)->outputs.size(), 1u);
   EXPECT_TRUE((*built)->outputs[0].raw_on_device);
+  EXPECT_EQ((*built)->outputs[0].raw_device_id, 3);
   EXPECT_EQ((*built)->outputs[0].raw, fake_gpu.data());
   auto plain_a = BuildInferRequest(Spec(8), Good(), &response, &registry);
   auto plain_b = BuildInferRequest(Spec(8), Good(), &response, &registry);
