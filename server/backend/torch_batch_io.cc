@@ -65,7 +65,7 @@ absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, con
     // request); the host must never touch it. The request builder's shape key keeps a batch's
     // requests all on the device or all on the host for each input.
     size_t on_device = 0;
-    for (const auto& r : batch) on_device += r->inputs[i].on_device ? 1 : 0;
+    for (const auto& r : batch) on_device += r->inputs[i].on_device() ? 1 : 0;
     if (on_device > 0 && !path.direct_pinned_io()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "model '", spec.name, "' input '", spec.inputs[i].name,
@@ -174,7 +174,7 @@ char* DirectOutputDestination(const Batch& batch, int k, const torch::Tensor& ou
 bool WantedOnHost(const Batch& batch, int k) {
   for (const auto& r : batch) {
     for (const OutputTensor& out : r->outputs) {
-      if (out.index == k && !out.raw_on_device) return true;
+      if (out.index == k && !out.raw_on_device()) return true;
     }
   }
   return false;
@@ -186,7 +186,7 @@ absl::Status CopyOutputsToDevice(const ModelSpec& spec, const Batch& batch, int 
   absl::InlinedVector<RowsTarget, 8> targets;
   for (const auto& r : batch) {
     for (OutputTensor& out : r->outputs) {
-      if (out.index != k || !out.raw_on_device) continue;
+      if (out.index != k || !out.raw_on_device()) continue;
       const std::string& name = spec.outputs[k].name;
       if (!path.direct_pinned_io()) {
         if (r->status.ok()) {
@@ -233,7 +233,7 @@ bool ScatterOutputs(const ModelSpec& spec, Batch& batch, const std::vector<torch
         offset = row_bytes * row;
       }
       // In GPU memory: copied there on the device at launch (CopyOutputsToDevice), or failed then.
-      if (out.raw_on_device) continue;
+      if (out.raw_on_device()) continue;
       const char* src = host[out.index] + offset;
       if (out.data != nullptr && out.lend_to != nullptr && bytes >= kMinLentOutputBytes) {
         const size_t k = static_cast<size_t>(out.index);

@@ -35,7 +35,7 @@ absl::Status WriteOutputBytes(const std::string& model, const std::string& outpu
   if (out.raw == nullptr) return absl::OkStatus();
   RETURN_IF_ERROR(CheckOutputFits(model, output_name, bytes, out));
   // src == raw: the backend already copied the bytes into place (device -> pinned region).
-  if (out.raw_on_device && src != out.raw) {
+  if (out.raw_on_device() && src != out.raw) {
     return absl::FailedPreconditionError(absl::StrCat(
         "model '", model, "' output '", output_name, "': ", out.raw_name,
         " is GPU memory and this worker could not copy the output there (CUDA shared memory needs a model "

@@ -65,11 +65,11 @@ struct InputTensor {
   std::unique_ptr<const std::string> owned_data;
   bool host_pinned = false;  // `data` is page-locked (a pinned region or arena): DMA-able
   bool shared_memory = false;  // `data` is in a client's shared-memory region
-  // `data` is a device pointer (a client's CUDA shared-memory region): never read on the host. Such a
-  // request batches only with requests that have the same inputs on the device (its shape key says
-  // which), and only a GPU worker can run it.
-  bool on_device = false;
-  int device_id = -1;          // on_device: the GPU the region is on
+  // >= 0: `data` is a device pointer on this GPU (a client's CUDA shared-memory region), never read
+  // on the host. Such a request batches only with requests that have the same inputs on the device
+  // (its shape key says which), and only a GPU worker can run it.
+  int device_id = -1;
+  bool on_device() const { return device_id >= 0; }
   bool in_arena = false;       // `data` is the request's region of its model's InputArena
 
   // Takes `bytes` as the tensor's own and points `data` / `byte_size` at them.
@@ -109,10 +109,10 @@ struct OutputTensor {
   size_t raw_capacity = 0;
   std::string raw_name;
   bool raw_pinned = false;  // `raw` is page-locked: the backend may copy device -> `raw` directly
-  // `raw` is a device pointer (a CUDA shared-memory region): only the backend's device copy may
-  // write it, never the host (WriteOutputBytes refuses).
-  bool raw_on_device = false;
-  int raw_device_id = -1;  // raw_on_device: the GPU the region is on
+  // >= 0: `raw` is a device pointer on this GPU (a CUDA shared-memory region): only the backend's
+  // device copy may write it, never the host (WriteOutputBytes refuses).
+  int raw_device_id = -1;
+  bool raw_on_device() const { return raw_device_id >= 0; }
 };
 
 // INVALID_ARGUMENT naming the model, the output, the raw destination, the bytes needed and the bytes

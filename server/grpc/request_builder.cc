@@ -210,8 +210,7 @@ absl::Status InputFromSharedMemory(const ModelSpec& spec, const InputProto& prot
   in.byte_size = span.byte_size;
   in.host_pinned = span.region->host_pinned();
   in.shared_memory = true;
-  in.on_device = span.region->on_device();
-  if (in.on_device) in.device_id = static_cast<int>(span.region->device_id());
+  if (span.region->on_device()) in.device_id = static_cast<int>(span.region->device_id());
   out->keep_alive.push_back(std::move(span.region));
   return absl::OkStatus();
 }
@@ -325,8 +324,7 @@ absl::Status OutputToSharedMemory(const ModelSpec& spec, int index, int64_t batc
   t.raw_capacity = span.byte_size;
   t.raw_name = absl::StrCat("shared-memory region '", p.region, "'");
   t.raw_pinned = span.region->host_pinned();
-  t.raw_on_device = span.region->on_device();
-  if (t.raw_on_device) t.raw_device_id = static_cast<int>(span.region->device_id());
+  if (span.region->on_device()) t.raw_device_id = static_cast<int>(span.region->device_id());
   out->keep_alive.push_back(std::move(span.region));
   return absl::OkStatus();
 }
@@ -425,12 +423,12 @@ namespace {
 // into staging): the batcher never mixes the two. Outputs need no key: each request's rows go to its
 // own destination either way.
 void KeyDeviceInputs(InferRequest& request) {
-  if (std::none_of(request.inputs.begin(), request.inputs.end(), [](const InputTensor& in) { return in.on_device; })) {
+  if (std::none_of(request.inputs.begin(), request.inputs.end(), [](const InputTensor& in) { return in.on_device(); })) {
     return;
   }
   std::string key = request.shape_key();
   key += "#gpu:";
-  for (const InputTensor& in : request.inputs) key += in.on_device ? '1' : '0';
+  for (const InputTensor& in : request.inputs) key += in.on_device() ? '1' : '0';
   request.set_shape_key(std::move(key));
 }
 

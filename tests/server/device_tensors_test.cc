@@ -104,7 +104,6 @@ std::unique_ptr<InferRequest> DeviceRequest(std::vector<float>& fake_gpu, size_t
   in.data = reinterpret_cast<const char*>(fake_gpu.data() + offset);
   in.byte_size = static_cast<size_t>(items) * 3 * sizeof(float);
   in.shared_memory = true;
-  in.on_device = true;
   in.device_id = 2;
   r->inputs.push_back(std::move(in));
   return r;
@@ -116,7 +115,6 @@ void OutputToRegion(InferRequest& r, char* region, size_t capacity) {
   out.raw = region;
   out.raw_capacity = capacity;
   out.raw_name = "CUDA shared-memory region 'out'";
-  out.raw_on_device = true;
   out.raw_device_id = 1;
   out.shape = {r.batch_items, 2};
   r.outputs.push_back(std::move(out));
@@ -234,7 +232,7 @@ TEST(DeviceTensorsTest, ABatchMixingAnInputOnTheDeviceAndOnTheHostIsAnInternalEr
   Batch batch;
   batch.push_back(DeviceRequest(fake_gpu, 0, 1));
   batch.push_back(DeviceRequest(fake_gpu, 3, 1));
-  batch[1]->inputs[0].on_device = false;  // what the shape key prevents
+  batch[1]->inputs[0].device_id = -1;  // what the shape key prevents
   RecordingDevicePath path;
   auto staged = server::GatherInputs(Spec(), batch, path);
   ASSERT_EQ(staged.status().code(), absl::StatusCode::kInternal);

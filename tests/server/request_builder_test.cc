@@ -299,12 +299,12 @@ TEST(RequestBuilderTest, TensorsInCudaRegionsAreMarkedAndKeyedByWhereTheirInputs
   auto first = BuildInferRequest(Spec(8), device_request(), &response, &registry);
   ASSERT_TRUE(first.ok()) << first.status();
   const InputTensor& in = (*first)->inputs[0];
-  EXPECT_TRUE(in.on_device);
+  EXPECT_TRUE(in.on_device());
   EXPECT_TRUE(in.shared_memory);
   EXPECT_FALSE(in.host_pinned);
   EXPECT_EQ(in.data, fake_gpu.data() + 128);
   EXPECT_EQ(in.device_id, 3) << "the region's GPU";
-  EXPECT_FALSE((*first)->inputs[1].on_device) << "the other input came in the message";
+  EXPECT_FALSE((*first)->inputs[1].on_device()) << "the other input came in the message";
   EXPECT_EQ((*first)->inputs[1].device_id, -1);
   auto second = BuildInferRequest(Spec(8), device_request(), &response, &registry);
   ASSERT_TRUE(second.ok()) << second.status();
@@ -320,7 +320,7 @@ TEST(RequestBuilderTest, TensorsInCudaRegionsAreMarkedAndKeyedByWhereTheirInputs
   auto built = BuildInferRequest(Spec(8), out_only, &response, &registry);
   ASSERT_TRUE(built.ok()) << built.status();
   ASSERT_EQ((*built)->outputs.size(), 1u);
-  EXPECT_TRUE((*built)->outputs[0].raw_on_device);
+  EXPECT_TRUE((*built)->outputs[0].raw_on_device());
   EXPECT_EQ((*built)->outputs[0].raw_device_id, 3);
   EXPECT_EQ((*built)->outputs[0].raw, fake_gpu.data());
   auto plain_a = BuildInferRequest(Spec(8), Good(), &response, &registry);
