@@ -27,10 +27,11 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "benchmarks/percentile.h"
 #include "client/cuda_shared_memory.h"
 #include "client/inference_client.h"
-#include "client/system_shared_memory.h"
+#include "client/shm_region.h"
 #include "common/cli_integer.h"
 #include "common/clock.h"
 #include "common/malloc_tuning.h"
@@ -42,60 +43,6 @@ using chronoserve::RequestTiming;
 using chronoserve::client::InferenceClient;
 using chronoserve::bench::PercentileUs;
 using chronoserve::client::Tensor;
-
-// The two regions' memory: POSIX shared memory, or (--shared-memory cuda) this process's GPU memory.
-class RegionMemory {
- public:
-  virtual ~RegionMemory() = default;
-  virtual absl::Status Register(InferenceClient* client, const std::string& name) = 0;
-  virtual void Unregister(InferenceClient* client, const std::string& name) = 0;
-  virtual absl::Status CopyIn(size_t offset, const std::string& bytes) = 0;
-  virtual absl::Status CopyOut(size_t offset, size_t bytes, char* dst) = 0;
-  virtual size_t byte_size() const = 0;
-};
-
-class SystemMemory final : public RegionMemory {
- public:
-  explicit SystemMemory(std::unique_ptr<chronoserve::client::SystemSharedMemory> shm) : shm_(std::move(shm)) {}
-  absl::Status Register(InferenceClient* client, const std::string& name) override {
-    return client->RegisterSystemSharedMemory(name, shm_->key(), shm_->byte_size());
-  }
-  void Unregister(InferenceClient* client, const std::string& name) override {
-    client->UnregisterSystemSharedMemory(name).IgnoreError();
-  }
-  absl::Status CopyIn(size_t offset, const std::string& bytes) override {
-    std::memcpy(shm_->data() + offset, bytes.data(), bytes.size());
-    return absl::OkStatus();
-  }
-  absl::Status CopyOut(size_t offset, size_t bytes, char* dst) override {
-    std::memcpy(dst, shm_->data() + offset, bytes);
-    return absl::OkStatus();
-  }
-  size_t byte_size() const override { return shm_->byte_size(); }
-
- private:
-  std::unique_ptr<chronoserve::client::SystemSharedMemory> shm_;
-};
-
-// --shared-memory cuda: client::CudaSharedMemory (a build with CUDA; elsewhere its Create refuses).
-class CudaMemory final : public RegionMemory {
- public:
-  explicit CudaMemory(std::unique_ptr<chronoserve::client::CudaSharedMemory> gpu) : gpu_(std::move(gpu)) {}
-  absl::Status Register(InferenceClient* client, const std::string& name) override {
-    return client->RegisterCudaSharedMemory(name, gpu_->raw_handle(), gpu_->device_id(), gpu_->byte_size());
-  }
-  void Unregister(InferenceClient* client, const std::string& name) override {
-    client->UnregisterCudaSharedMemory(name).IgnoreError();
-  }
-  absl::Status CopyIn(size_t offset, const std::string& bytes) override {
-    return gpu_->Write(offset, bytes.data(), bytes.size());
-  }
-  absl::Status CopyOut(size_t offset, size_t bytes, char* dst) override { return gpu_->Read(offset, bytes, dst); }
-  size_t byte_size() const override { return gpu_->byte_size(); }
-
- private:
-  std::unique_ptr<chronoserve::client::CudaSharedMemory> gpu_;
-};
 
 // --shared-memory system|cuda: one input and one output region, registered for the whole run.
 class ShmTransport {
@@ -132,33 +79,26 @@ class ShmTransport {
     }
     const std::string tag = absl::StrCat("bench_serve_latency_", getpid());
     const size_t out_bytes = std::max<size_t>(out_total, 1);
-    if (cuda) {
-      auto in = chronoserve::client::CudaSharedMemory::Create(0, in_bytes);
-      if (!in.ok()) return in.status();
-      auto out = chronoserve::client::CudaSharedMemory::Create(0, out_bytes);
-      if (!out.ok()) return out.status();
-      t->in_ = std::make_unique<CudaMemory>(*std::move(in));
-      t->out_ = std::make_unique<CudaMemory>(*std::move(out));
-    } else {
-      auto in = chronoserve::client::SystemSharedMemory::Create("/" + tag + "_in", in_bytes);
-      if (!in.ok()) return in.status();
-      auto out = chronoserve::client::SystemSharedMemory::Create("/" + tag + "_out", out_bytes);
-      if (!out.ok()) return out.status();
-      t->in_ = std::make_unique<SystemMemory>(*std::move(in));
-      t->out_ = std::make_unique<SystemMemory>(*std::move(out));
-    }
+    // The regions' memory: POSIX shared memory, or (--shared-memory cuda) this process's GPU memory.
+    using chronoserve::client::ShmRegion;
+    auto in = cuda ? ShmRegion::Cuda(0, in_bytes) : ShmRegion::System("/" + tag + "_in", in_bytes);
+    if (!in.ok()) return in.status();
+    auto out = cuda ? ShmRegion::Cuda(0, out_bytes) : ShmRegion::System("/" + tag + "_out", out_bytes);
+    if (!out.ok()) return out.status();
+    t->in_ = *std::move(in);
+    t->out_ = *std::move(out);
     t->in_name_ = tag + "_in";
     t->out_name_ = tag + "_out";
     for (auto& [name, ref] : t->outputs_) ref.region = t->out_name_;
-    if (auto s = t->in_->Register(client, t->in_name_); !s.ok()) return s;
+    if (auto s = t->in_->Register(client->stub(), t->in_name_, RpcDeadline()); !s.ok()) return s;
     t->registered_ = true;
-    if (auto s = t->out_->Register(client, t->out_name_); !s.ok()) return s;
+    if (auto s = t->out_->Register(client->stub(), t->out_name_, RpcDeadline()); !s.ok()) return s;
     t->copied_out_.resize(t->out_->byte_size());
     if (preload) {
       for (size_t v = 0; v < variants.size(); ++v) {
         size_t offset = t->variant_offsets_[v];
         for (const Tensor& in : variants[v]) {
-          if (auto s = t->in_->CopyIn(offset, in.data); !s.ok()) return s;
+          if (auto s = t->in_->Write(offset, in.data.data(), in.data.size()); !s.ok()) return s;
           offset += Align(in.data.size());
         }
       }
@@ -167,8 +107,8 @@ class ShmTransport {
   }
   ~ShmTransport() {
     if (!registered_) return;
-    in_->Unregister(client_, in_name_);
-    out_->Unregister(client_, out_name_);
+    in_->Unregister(client_->stub(), in_name_, RpcDeadline()).IgnoreError();
+    out_->Unregister(client_->stub(), out_name_, RpcDeadline()).IgnoreError();
   }
 
   // Copies input variant `variant` in, infers, copies out; e2e_ns covers all three, *call_ns the
@@ -182,7 +122,7 @@ class ShmTransport {
     size_t offset = variant_offsets_[variant];
     for (const Tensor& in : inputs) {
       if (!preload_) {
-        if (absl::Status s = in_->CopyIn(offset, in.data); !s.ok()) return s;
+        if (absl::Status s = in_->Write(offset, in.data.data(), in.data.size()); !s.ok()) return s;
       }
       Tensor ref{in.name, in.dtype, in.shape, {}};
       ref.shared_memory = chronoserve::client::SharedMemoryRef{in_name_, in.data.size(), offset};
@@ -202,7 +142,7 @@ class ShmTransport {
       const size_t bytes = std::min(out.shared_memory->byte_size,
                                     static_cast<size_t>(chronoserve::ElementCount(out.shape)) *
                                         chronoserve::DataTypeByteSize(out.dtype));
-      if (absl::Status s = out_->CopyOut(out.shared_memory->offset, bytes, copied_out_.data() + out.shared_memory->offset);
+      if (absl::Status s = out_->Read(out.shared_memory->offset, bytes, copied_out_.data() + out.shared_memory->offset);
           !s.ok()) {
         return s;
       }
@@ -214,9 +154,10 @@ class ShmTransport {
  private:
   explicit ShmTransport(InferenceClient* client) : client_(client) {}
   static size_t Align(size_t n) { return (n + 63) / 64 * 64; }
+  static absl::Time RpcDeadline() { return absl::Now() + absl::Seconds(10); }
 
   InferenceClient* const client_;
-  std::unique_ptr<RegionMemory> in_, out_;
+  std::unique_ptr<chronoserve::client::ShmRegion> in_, out_;
   std::string in_name_, out_name_;
   std::map<std::string, chronoserve::client::SharedMemoryRef> outputs_;
   std::string copied_out_;  // the client's copy of the outputs

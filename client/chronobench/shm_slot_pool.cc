@@ -7,9 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "client/cuda_shared_memory.h"
 #include "client/inference_client.h"
-#include "client/system_shared_memory.h"
 #include "common/dtype.h"
 #include "common/status_macros.h"
 
@@ -28,86 +26,12 @@ void SetParams(const std::string& region, size_t offset, size_t bytes,
   (*params)["shared_memory_byte_size"].set_int64_param(static_cast<int64_t>(bytes));
 }
 
-// Unary calls to the shared-memory RPCs: `call` is the stub's method; the error names what was asked.
-template <typename Request, typename Response>
-absl::Status Call(grpc::Status (inference::GRPCInferenceService::Stub::*call)(grpc::ClientContext*, const Request&,
-                                                                               Response*),
-                  inference::GRPCInferenceService::Stub* stub, const Request& request, absl::Time deadline) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(deadline));
-  Response response;
-  return FromGrpcStatus((stub->*call)(&ctx, request, &response));
-}
-
-class SystemRegion final : public SlotRegion {
- public:
-  explicit SystemRegion(std::unique_ptr<SystemSharedMemory> shm) : shm_(std::move(shm)) {}
-  absl::Status Register(inference::GRPCInferenceService::Stub* stub, const std::string& name,
-                        absl::Time deadline) const override {
-    inference::SystemSharedMemoryRegisterRequest request;
-    request.set_name(name);
-    request.set_key(shm_->key());
-    request.set_byte_size(shm_->byte_size());
-    return Call(&inference::GRPCInferenceService::Stub::SystemSharedMemoryRegister, stub, request, deadline);
-  }
-  absl::Status Unregister(inference::GRPCInferenceService::Stub* stub, const std::string& name,
-                          absl::Time deadline) const override {
-    inference::SystemSharedMemoryUnregisterRequest request;
-    request.set_name(name);
-    return Call(&inference::GRPCInferenceService::Stub::SystemSharedMemoryUnregister, stub, request, deadline);
-  }
-  absl::Status Write(size_t offset, const char* src, size_t bytes) const override {
-    std::memcpy(shm_->data() + offset, src, bytes);
-    return absl::OkStatus();
-  }
-  absl::Status Read(size_t offset, size_t bytes, char* dst) const override {
-    std::memcpy(dst, shm_->data() + offset, bytes);
-    return absl::OkStatus();
-  }
-  size_t byte_size() const override { return shm_->byte_size(); }
-
- private:
-  std::unique_ptr<SystemSharedMemory> shm_;
-};
-
-class CudaRegion final : public SlotRegion {
- public:
-  explicit CudaRegion(std::unique_ptr<CudaSharedMemory> gpu) : gpu_(std::move(gpu)) {}
-  absl::Status Register(inference::GRPCInferenceService::Stub* stub, const std::string& name,
-                        absl::Time deadline) const override {
-    inference::CudaSharedMemoryRegisterRequest request;
-    request.set_name(name);
-    request.set_raw_handle(gpu_->raw_handle());
-    request.set_device_id(gpu_->device_id());
-    request.set_byte_size(gpu_->byte_size());
-    return Call(&inference::GRPCInferenceService::Stub::CudaSharedMemoryRegister, stub, request, deadline);
-  }
-  absl::Status Unregister(inference::GRPCInferenceService::Stub* stub, const std::string& name,
-                          absl::Time deadline) const override {
-    inference::CudaSharedMemoryUnregisterRequest request;
-    request.set_name(name);
-    return Call(&inference::GRPCInferenceService::Stub::CudaSharedMemoryUnregister, stub, request, deadline);
-  }
-  absl::Status Write(size_t offset, const char* src, size_t bytes) const override {
-    return gpu_->Write(offset, src, bytes);
-  }
-  absl::Status Read(size_t offset, size_t bytes, char* dst) const override { return gpu_->Read(offset, bytes, dst); }
-  size_t byte_size() const override { return gpu_->byte_size(); }
-
- private:
-  std::unique_ptr<CudaSharedMemory> gpu_;
-};
-
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<SlotRegion>> MakeSlotRegion(const ShmLayout& layout, const std::string& key,
-                                                           size_t bytes) {
-  if (layout.kind == SharedMemoryKind::kCuda) {
-    ASSIGN_OR_RETURN(std::unique_ptr<CudaSharedMemory> gpu, CudaSharedMemory::Create(layout.cuda_device, bytes));
-    return std::unique_ptr<SlotRegion>(new CudaRegion(std::move(gpu)));
-  }
-  ASSIGN_OR_RETURN(std::unique_ptr<SystemSharedMemory> shm, SystemSharedMemory::Create(key, bytes));
-  return std::unique_ptr<SlotRegion>(new SystemRegion(std::move(shm)));
+absl::StatusOr<std::unique_ptr<ShmRegion>> MakeShmRegion(const ShmLayout& layout, const std::string& key,
+                                                         size_t bytes) {
+  if (layout.kind == SharedMemoryKind::kCuda) return ShmRegion::Cuda(layout.cuda_device, bytes);
+  return ShmRegion::System(key, bytes);
 }
 
 absl::StatusOr<ShmLayout> PlanShmLayout(const inference::ModelInferRequest& request,
@@ -149,7 +73,7 @@ ShmSlotPool::ShmSlotPool(inference::GRPCInferenceService::Stub* stub, const infe
 
 ShmSlotPool::~ShmSlotPool() { UnregisterAll().IgnoreError(); }
 
-absl::Status ShmSlotPool::Register(const std::string& name, const SlotRegion& region) {
+absl::Status ShmSlotPool::Register(const std::string& name, const ShmRegion& region) {
   absl::Status status = region.Register(stub_, name, absl::Now() + absl::FromChrono(kRpcTimeout));
   if (status.ok()) return status;
   return absl::Status(status.code(),
@@ -163,8 +87,8 @@ absl::Status ShmSlotPool::Grow(int count) {
     const std::string base = absl::StrCat(tag_, "_", slots_.size());
     slot->input_name = base + "_in";
     slot->output_name = base + "_out";
-    ASSIGN_OR_RETURN(slot->input, MakeSlotRegion(*layout_, "/" + slot->input_name, layout_->input_bytes));
-    ASSIGN_OR_RETURN(slot->output, MakeSlotRegion(*layout_, "/" + slot->output_name, layout_->output_bytes));
+    ASSIGN_OR_RETURN(slot->input, MakeShmRegion(*layout_, "/" + slot->input_name, layout_->input_bytes));
+    ASSIGN_OR_RETURN(slot->output, MakeShmRegion(*layout_, "/" + slot->output_name, layout_->output_bytes));
     RETURN_IF_ERROR(Register(slot->input_name, *slot->input));
     slot->registered = true;  // from here on UnregisterAll() cleans up, even if the next call fails
     slots_.push_back(std::move(slot));
@@ -233,7 +157,7 @@ absl::Status ShmSlotPool::UnregisterAll(absl::Time deadline) {
   for (auto& slot : slots_) {
     if (!slot->registered) continue;
     slot->registered = false;  // tried once: the destructor must not wait for it again
-    const std::pair<const std::string*, const SlotRegion*> regions[] = {{&slot->input_name, slot->input.get()},
+    const std::pair<const std::string*, const ShmRegion*> regions[] = {{&slot->input_name, slot->input.get()},
                                                                         {&slot->output_name, slot->output.get()}};
     for (const auto& [name, region] : regions) {
       ++tried;

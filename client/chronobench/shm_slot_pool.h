@@ -25,6 +25,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/chronobench/bench_options.h"
+#include "client/shm_region.h"
 #include "proto/inference.grpc.pb.h"
 
 namespace chronoserve::client::bench {
@@ -53,28 +54,13 @@ absl::StatusOr<ShmLayout> PlanShmLayout(const inference::ModelInferRequest& requ
                                         const inference::ModelMetadataResponse& metadata, int64_t batch_size,
                                         bool batched, int64_t output_byte_size);
 
-// One region of a slot: this process's memory of the layout's kind, and how the server is told of it.
-class SlotRegion {
- public:
-  virtual ~SlotRegion() = default;
-  // Register...SharedMemory / Unregister...SharedMemory of the region's kind under `name`.
-  virtual absl::Status Register(inference::GRPCInferenceService::Stub* stub, const std::string& name,
-                                absl::Time deadline) const = 0;
-  virtual absl::Status Unregister(inference::GRPCInferenceService::Stub* stub, const std::string& name,
-                                  absl::Time deadline) const = 0;
-  // Host bytes into the region at `offset`, or out of it; done when they return.
-  virtual absl::Status Write(size_t offset, const char* src, size_t bytes) const = 0;
-  virtual absl::Status Read(size_t offset, size_t bytes, char* dst) const = 0;
-  virtual size_t byte_size() const = 0;
-};
-
 // A new region of `layout`'s kind, `bytes` long; `key` names a POSIX object (system only).
-absl::StatusOr<std::unique_ptr<SlotRegion>> MakeSlotRegion(const ShmLayout& layout, const std::string& key,
-                                                           size_t bytes);
+absl::StatusOr<std::unique_ptr<ShmRegion>> MakeShmRegion(const ShmLayout& layout, const std::string& key,
+                                                         size_t bytes);
 
 struct ShmSlot {
-  std::unique_ptr<SlotRegion> input;
-  std::unique_ptr<SlotRegion> output;
+  std::unique_ptr<ShmRegion> input;
+  std::unique_ptr<ShmRegion> output;
   std::string input_name;
   std::string output_name;
   bool registered = false;
@@ -118,7 +104,7 @@ class ShmSlotPool {
   absl::Status UnregisterAll() { return UnregisterAll(absl::Now() + kUnregisterTimeout); }
 
  private:
-  absl::Status Register(const std::string& name, const SlotRegion& region);
+  absl::Status Register(const std::string& name, const ShmRegion& region);
   absl::Status WriteInputs(ShmSlot& slot) const;
 
   inference::GRPCInferenceService::Stub* const stub_;
