@@ -39,20 +39,7 @@ for mode in default exact; do
     worker_share "$out/server-copies-$mode-$transport.log" "$took" | grep policy_net | sed 's/^/  /'
   done
 done
-python3 - "$out" <<'PY' || status=1
-import json, os, sys
-out = sys.argv[1]
-print(f"\n{'server':<9}{'transport':<10}{'req/s':>9}{'e2e':>7}{'server':>8}{'queue':>7}{'h2d':>6}{'compute':>8}{'d2h':>6}{'gap':>6}{'launch':>7}{'items/batch':>12}")
-for label in ("default_cuda", "default_system", "exact_cuda"):
-    path = f"{out}/copies_{label}.json"
-    if not os.path.exists(path):
-        continue
-    run = json.load(open(path))["runs"][0]
-    lat = {k: v.get("p50", 0) for k, v in run["latency_us"].items() if isinstance(v, dict)}
-    per_batch = run.get("batch_size_executed", {}).get("per_batch_mean") or 0
-    mode, transport = label.split("_")
-    print(f"{mode:<9}{transport:<10}{run['throughput_rps']:>9.0f}{lat.get('e2e', 0):>7.0f}{lat.get('server_total', 0):>8.0f}"
-          f"{lat.get('queue', 0):>7.0f}{lat.get('h2d', 0):>6.0f}{lat.get('compute', 0):>8.0f}{lat.get('d2h', 0):>6.0f}"
-          f"{lat.get('device_gap', 0):>6.0f}{lat.get('launch', 0):>7.0f}{per_batch:>12.1f}")
-PY
+echo
+chronobench_table "default cuda=$out/copies_default_cuda.json" "default system=$out/copies_default_system.json" \
+  "exact cuda=$out/copies_exact_cuda.json" || status=1
 exit $status

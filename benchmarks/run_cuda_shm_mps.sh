@@ -8,7 +8,7 @@
 # nothing about the GPU's settings changes), server and client both its clients. Each time: chronobench
 # at batch 1, concurrency 64, through system and CUDA shared memory, and bench_serve_latency through
 # CUDA shared memory at batch 128 (a check that its regions, now client::CudaSharedMemory, still serve).
-# Prints the points; JSON per point. Skips the MPS half when nvidia-cuda-mps-control is missing.
+# Prints the points (chronobench_table); JSON per point. Skips the MPS half when nvidia-cuda-mps-control is missing.
 # Usage: benchmarks/run_cuda_shm_mps.sh BUILD_DIR OUT_DIR [PORT]
 set -uo pipefail
 build=${1:?build dir}
@@ -17,9 +17,7 @@ port=${3:-8071}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 source "$here/server_lib.sh"
-scratch_dir work || exit 1
-models=$work/models
-write_warm_graph_repo "$build" "$models" || exit 1
+warm_graph_workspace "$build" || exit 1
 status=0
 mps_up=0
 stop_mps() {
@@ -57,22 +55,7 @@ if command -v nvidia-cuda-mps-control >/dev/null; then
 else
   echo "nvidia-cuda-mps-control not found: MPS half skipped"
 fi
-python3 - "$out" <<'PY' || status=1
-import json, os, sys
-out = sys.argv[1]
-print(f"\n{'gpu':<8}{'transport':<10}{'req/s':>9}{'e2e p50':>9}{'server':>8}{'h2d':>6}{'d2h':>6}{'items/batch':>12}{'errors':>7}")
-for label in ("as_is", "mps"):
-    for t in ("system", "cuda"):
-        path = f"{out}/mps_{label}_{t}.json"
-        if not os.path.exists(path):
-            continue
-        runs = json.load(open(path)).get("runs", [])
-        if not runs:
-            continue
-        run = runs[0]
-        lat = {k: v.get("p50", 0) for k, v in run["latency_us"].items() if isinstance(v, dict)}
-        per_batch = run.get("batch_size_executed", {}).get("per_batch_mean") or 0
-        print(f"{label:<8}{t:<10}{run['throughput_rps']:>9.0f}{lat.get('e2e', 0):>9.0f}{lat.get('server_total', 0):>8.0f}"
-              f"{lat.get('h2d', 0):>6.0f}{lat.get('d2h', 0):>6.0f}{per_batch:>12.1f}{run['errors']:>7}")
-PY
+echo
+chronobench_table "as_is system=$out/mps_as_is_system.json" "as_is cuda=$out/mps_as_is_cuda.json" \
+  "mps system=$out/mps_mps_system.json" "mps cuda=$out/mps_mps_cuda.json" || status=1
 exit $status

@@ -279,3 +279,27 @@ for x in rows:
 json.dump(rows, open(os.path.join(out, f"{name}_summary.json"), "w"), indent=2)
 PY
 }
+
+# chronobench_table LABEL=JSON...: one row a chronobench report (its first point), labelled: requests/s,
+# the p50 µs of e2e, transport, server_total, queue, h2d, compute, d2h, device gap and launch, the
+# items per executed batch and the errors. A missing file or a report without points is skipped.
+chronobench_table() {
+  python3 - "$@" <<'PY'
+import json, os, sys
+cols = ("e2e", "transport", "server_total", "queue", "h2d", "compute", "d2h", "device_gap", "launch")
+width = {c: max(len(c) + 1, 7) for c in cols}
+print(f"{'point':<22}{'req/s':>9}" + "".join(f"{c:>{width[c]}}" for c in cols) + f"{'items/batch':>12}{'errors':>7}")
+for arg in sys.argv[1:]:
+    label, path = arg.split("=", 1)
+    if not os.path.exists(path):
+        continue
+    runs = json.load(open(path)).get("runs", [])
+    if not runs:
+        continue
+    run = runs[0]
+    p50 = {k: v.get("p50") for k, v in run["latency_us"].items() if isinstance(v, dict)}
+    cells = "".join(f"{p50[c]:>{width[c]}.0f}" if p50.get(c) is not None else f"{'-':>{width[c]}}" for c in cols)
+    per_batch = run.get("batch_size_executed", {}).get("per_batch_mean") or 0
+    print(f"{label:<22}{run['throughput_rps']:>9.0f}{cells}{per_batch:>12.1f}{run['errors']:>7}")
+PY
+}
