@@ -41,39 +41,13 @@ constexpr int64_t kInputBytesPerItem = 4 * 20 * 20 * 4;
 const std::vector<std::string> kOutputs = {"OUTPUT__0", "OUTPUT__1", "OUTPUT__2"};
 const std::vector<size_t> kOutputBytesPerItem = {400 * 4, 4, 400 * 4};
 
-// cudaMalloc'd memory of this process, freed at the end of the test.
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    EXPECT_EQ(cudaMalloc(&data_, bytes), cudaSuccess);
-  }
-  ~DeviceBuffer() {
-    if (data_ != nullptr) cudaFree(data_);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  char* data() const { return static_cast<char*>(data_); }
-  size_t bytes() const { return bytes_; }
-  std::string IpcHandle() const {
-    cudaIpcMemHandle_t handle;
-    EXPECT_EQ(cudaIpcGetMemHandle(&handle, data_), cudaSuccess);
-    return std::string(reinterpret_cast<const char*>(&handle), sizeof(handle));
-  }
-  void Write(size_t offset, const std::string& bytes) const {
-    ASSERT_EQ(cudaMemcpy(data() + offset, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  std::string Read(size_t offset, size_t n) const {
-    std::string out(n, '\0');
-    EXPECT_EQ(cudaMemcpy(out.data(), data() + offset, n, cudaMemcpyDeviceToHost), cudaSuccess);
-    return out;
-  }
-  // Fills every byte with `value` (so a stale or missing write cannot pass as a result).
-  void Fill(int value) const { ASSERT_EQ(cudaMemset(data_, value, bytes_), cudaSuccess); }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_;
-};
+// GPU memory of this process (client::CudaSharedMemory on GPU 0), freed at the end of the test;
+// null, with the test failed, when it cannot be allocated.
+std::unique_ptr<client::CudaSharedMemory> GpuMemory(size_t bytes) {
+  auto memory = client::CudaSharedMemory::Create(0, bytes);
+  EXPECT_TRUE(memory.ok()) << memory.status();
+  return memory.ok() ? std::move(*memory) : nullptr;
+}
 
 Tensor RandomInput(int64_t batch, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -114,7 +88,7 @@ class CudaSharedMemoryTest : public ::testing::Test {
     ASSERT_NE(server_, nullptr);
     client_ = InferenceClient::Connect(server_->url, std::chrono::seconds(60));
   }
-  // Declared after a test's DeviceBuffers: its regions are unregistered before their memory is freed.
+  // Declared after a test's GPU memory: its regions are unregistered before their memory is freed.
   struct UnregisterAtEnd {
     InferenceClient* client;
     ~UnregisterAtEnd() { EXPECT_TRUE(client->UnregisterCudaSharedMemory("").ok()); }
@@ -133,16 +107,17 @@ TEST_F(CudaSharedMemoryTest, InputsAndOutputsInGpuMemoryMatchTheCpuReference) {
   ASSERT_TRUE(meta.ok()) << meta.status();
   EXPECT_THAT(meta->extensions(), ::testing::Contains("cuda_shared_memory"));
 
-  DeviceBuffer in(kInputBytesPerItem * 128 + 4096);
-  DeviceBuffer out((400 * 4 * 2 + 4) * 128 + 4096);
+  const auto in = GpuMemory(kInputBytesPerItem * 128 + 4096);
+  const auto out = GpuMemory((400 * 4 * 2 + 4) * 128 + 4096);
+  ASSERT_TRUE(in != nullptr && out != nullptr);
   UnregisterAtEnd unregister{client_.get()};
-  ASSERT_TRUE(client_->RegisterCudaSharedMemory("cin", in.IpcHandle(), 0, in.bytes()).ok());
-  ASSERT_TRUE(client_->RegisterCudaSharedMemory("cout", out.IpcHandle(), 0, out.bytes()).ok());
+  ASSERT_TRUE(client_->RegisterCudaSharedMemory("cin", in->raw_handle(), 0, in->byte_size()).ok());
+  ASSERT_TRUE(client_->RegisterCudaSharedMemory("cout", out->raw_handle(), 0, out->byte_size()).ok());
   auto status = client_->CudaSharedMemoryStatus();
   ASSERT_TRUE(status.ok()) << status.status();
   ASSERT_EQ(status->regions_size(), 2);
   EXPECT_EQ(status->regions().at("cin").device_id(), 0u);
-  EXPECT_EQ(status->regions().at("cin").byte_size(), in.bytes());
+  EXPECT_EQ(status->regions().at("cin").byte_size(), in->byte_size());
   EXPECT_EQ(client_->SystemSharedMemoryStatus("cin").status().code(), absl::StatusCode::kNotFound)
       << "a CUDA region is not a system one";
 
@@ -152,8 +127,8 @@ TEST_F(CudaSharedMemoryTest, InputsAndOutputsInGpuMemoryMatchTheCpuReference) {
       SCOPED_TRACE(model + " batch " + std::to_string(batch));
       const Tensor input = RandomInput(batch, ++seed);
       const size_t in_offset = 256;  // not at the allocation's start
-      in.Write(in_offset, input.data);
-      out.Fill(0x7f);
+      ASSERT_TRUE(in->Write(in_offset, input.data.data(), input.data.size()).ok());
+      ASSERT_TRUE(out->Fill(0x7f).ok());
       Tensor via_gpu = input;
       via_gpu.data.clear();
       via_gpu.shared_memory = SharedMemoryRef{"cin", input.data.size(), in_offset};
@@ -179,7 +154,8 @@ TEST_F(CudaSharedMemoryTest, InputsAndOutputsInGpuMemoryMatchTheCpuReference) {
       for (size_t k = 0; k < kOutputs.size(); ++k) {
         ASSERT_EQ(result->outputs[k].name, kOutputs[k]);
         EXPECT_TRUE(result->outputs[k].data.empty()) << "the bytes are in GPU memory, not the message";
-        const std::string got = out.Read(offsets[k], kOutputBytesPerItem[k] * batch);
+        std::string got(kOutputBytesPerItem[k] * batch, '\0');
+        ASSERT_TRUE(out->Read(offsets[k], got.size(), got.data()).ok());
         // cuDNN may use TF32 for convolutions: a TF32-sized tolerance.
         EXPECT_EQ(testing::ReferenceMismatch(got, want[k], 5e-3f), "") << kOutputs[k];
       }
@@ -192,9 +168,10 @@ TEST_F(CudaSharedMemoryTest, ConcurrentRequestsEachGetTheirOwnRows) {
   constexpr int kRequests = 12;
   constexpr int64_t kBatch = 8;
   const size_t slot = kInputBytesPerItem * kBatch;
-  DeviceBuffer in(slot * kThreads);
+  const auto in = GpuMemory(slot * kThreads);
+  ASSERT_NE(in, nullptr);
   UnregisterAtEnd unregister{client_.get()};
-  ASSERT_TRUE(client_->RegisterCudaSharedMemory("cin", in.IpcHandle(), 0, in.bytes()).ok());
+  ASSERT_TRUE(client_->RegisterCudaSharedMemory("cin", in->raw_handle(), 0, in->byte_size()).ok());
   std::vector<std::string> failures(kThreads);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
@@ -202,8 +179,8 @@ TEST_F(CudaSharedMemoryTest, ConcurrentRequestsEachGetTheirOwnRows) {
       auto client = InferenceClient::Connect(server_->url, std::chrono::seconds(60));
       for (int i = 0; i < kRequests && failures[t].empty(); ++i) {
         const Tensor input = RandomInput(kBatch, 1000 + t * 100 + i);
-        if (cudaMemcpy(in.data() + t * slot, input.data.data(), slot, cudaMemcpyHostToDevice) != cudaSuccess) {
-          failures[t] = "cudaMemcpy";
+        if (absl::Status written = in->Write(t * slot, input.data.data(), slot); !written.ok()) {
+          failures[t] = written.ToString();
           break;
         }
         Tensor via_gpu = input;
@@ -234,12 +211,13 @@ TEST_F(CudaSharedMemoryTest, RequestsInGpuMemoryBatchTogetherAndKeepTheirRows) {
   const size_t in_slot = kInputBytesPerItem * kBatch;
   size_t out_slot = 0;
   for (size_t bytes : kOutputBytesPerItem) out_slot += bytes * kBatch + 256;
-  DeviceBuffer in(in_slot * kThreads);
-  DeviceBuffer out(out_slot * kThreads);
-  out.Fill(0x7f);
+  const auto in = GpuMemory(in_slot * kThreads);
+  const auto out = GpuMemory(out_slot * kThreads);
+  ASSERT_TRUE(in != nullptr && out != nullptr);
+  ASSERT_TRUE(out->Fill(0x7f).ok());
   UnregisterAtEnd unregister{client_.get()};
-  ASSERT_TRUE(client_->RegisterCudaSharedMemory("bin", in.IpcHandle(), 0, in.bytes()).ok());
-  ASSERT_TRUE(client_->RegisterCudaSharedMemory("bout", out.IpcHandle(), 0, out.bytes()).ok());
+  ASSERT_TRUE(client_->RegisterCudaSharedMemory("bin", in->raw_handle(), 0, in->byte_size()).ok());
+  ASSERT_TRUE(client_->RegisterCudaSharedMemory("bout", out->raw_handle(), 0, out->byte_size()).ok());
   std::vector<std::string> failures(kThreads);
   std::vector<int64_t> largest_batch(kThreads, 0);
   std::vector<std::thread> threads;
@@ -248,8 +226,8 @@ TEST_F(CudaSharedMemoryTest, RequestsInGpuMemoryBatchTogetherAndKeepTheirRows) {
       auto client = InferenceClient::Connect(server_->url, std::chrono::seconds(60));
       for (int i = 0; i < kRequests && failures[t].empty(); ++i) {
         const Tensor input = RandomInput(kBatch, 5000 + t * 100 + i);
-        if (cudaMemcpy(in.data() + t * in_slot, input.data.data(), in_slot, cudaMemcpyHostToDevice) != cudaSuccess) {
-          failures[t] = "cudaMemcpy in";
+        if (absl::Status written = in->Write(t * in_slot, input.data.data(), in_slot); !written.ok()) {
+          failures[t] = written.ToString();
           break;
         }
         Tensor via_gpu = input;
@@ -273,8 +251,8 @@ TEST_F(CudaSharedMemoryTest, RequestsInGpuMemoryBatchTogetherAndKeepTheirRows) {
         for (size_t k = 0; k < kOutputs.size(); ++k) {
           Tensor o{kOutputs[k], DataType::kFp32, {kBatch, static_cast<int64_t>(kOutputBytesPerItem[k] / 4)}, {}};
           o.data.resize(kOutputBytesPerItem[k] * kBatch);
-          if (cudaMemcpy(o.data.data(), out.data() + offsets[k], o.data.size(), cudaMemcpyDeviceToHost) != cudaSuccess) {
-            failures[t] = "cudaMemcpy out";
+          if (absl::Status read = out->Read(offsets[k], o.data.size(), o.data.data()); !read.ok()) {
+            failures[t] = read.ToString();
             break;
           }
           outs.push_back(std::move(o));
@@ -290,10 +268,11 @@ TEST_F(CudaSharedMemoryTest, RequestsInGpuMemoryBatchTogetherAndKeepTheirRows) {
 }
 
 TEST_F(CudaSharedMemoryTest, RefusalsNameTheRegionAndWhatWasExpected) {
-  DeviceBuffer mem(1 << 20);
+  const auto mem = GpuMemory(1 << 20);
+  ASSERT_NE(mem, nullptr);
   UnregisterAtEnd unregister{client_.get()};
-  const std::string handle = mem.IpcHandle();
-  auto too_big = client_->RegisterCudaSharedMemory("big", handle, 0, mem.bytes() * 4);
+  const std::string handle = mem->raw_handle();
+  auto too_big = client_->RegisterCudaSharedMemory("big", handle, 0, mem->byte_size() * 4);
   EXPECT_EQ(too_big.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(too_big.message(), HasSubstr("'big'"));
   EXPECT_THAT(too_big.message(), HasSubstr("exceeds"));
@@ -312,20 +291,20 @@ TEST_F(CudaSharedMemoryTest, RefusalsNameTheRegionAndWhatWasExpected) {
   EXPECT_EQ(no_gpu.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(no_gpu.message(), HasSubstr("device_id 4096"));
 
-  ASSERT_TRUE(client_->RegisterCudaSharedMemory("mem", handle, 0, mem.bytes()).ok());
-  EXPECT_EQ(client_->RegisterCudaSharedMemory("mem", handle, 0, mem.bytes()).code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(client_->RegisterCudaSharedMemory("mem", handle, 0, mem->byte_size()).ok());
+  EXPECT_EQ(client_->RegisterCudaSharedMemory("mem", handle, 0, mem->byte_size()).code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(client_->CudaSharedMemoryStatus("nope").status().code(), absl::StatusCode::kNotFound);
 
   // A byte size that is not the shape's, and a range past the region's end.
   const Tensor input = RandomInput(2, 7);
-  mem.Write(0, input.data);
+  ASSERT_TRUE(mem->Write(0, input.data.data(), input.data.size()).ok());
   Tensor wrong = input;
   wrong.data.clear();
   wrong.shared_memory = SharedMemoryRef{"mem", input.data.size() - 4, 0};
   auto bad_size = client_->Infer("policy_net", {wrong});
   EXPECT_EQ(bad_size.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(bad_size.status().message(), HasSubstr("needs " + std::to_string(input.data.size())));
-  wrong.shared_memory = SharedMemoryRef{"mem", input.data.size(), mem.bytes() - 100};
+  wrong.shared_memory = SharedMemoryRef{"mem", input.data.size(), mem->byte_size() - 100};
   auto past_end = client_->Infer("policy_net", {wrong});
   EXPECT_EQ(past_end.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(past_end.status().message(), HasSubstr("does not fit"));
