@@ -1,12 +1,17 @@
 #include "client/chronobench/load_stream.h"
 
+#include <atomic>
+
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "client/chronobench/latency_recorder.h"
 #include "client/response_view.h"
+#include "common/log.h"
 
 namespace chronoserve::client::bench {
 namespace {
 constexpr int kUnknown = static_cast<int>(grpc::StatusCode::UNKNOWN);
+constexpr int kDataLoss = static_cast<int>(grpc::StatusCode::DATA_LOSS);
 }  // namespace
 
 LoadStream::LoadStream(ChannelStubs* stubs, grpc::CompletionQueue* cq, const inference::ModelInferRequest& base)
@@ -79,7 +84,6 @@ void LoadStream::OnEvent(Op op, bool ok, const OnAnswer& on_answer) {
       }
       uint64_t seq = 0;
       const view::ModelInferResponseView& r = answer_;
-      // An answer that does not parse is matched to no request: that request fails when the stream ends.
       const bool read = ReadStreamInferResponse(response_, &error_, &answer_, &answer_raw_).ok();
       response_.Clear();
       answer_raw_.slices.reset();  // the outputs are not read: let gRPC's buffers go
@@ -90,6 +94,20 @@ void LoadStream::OnEvent(Op op, bool ok, const OnAnswer& on_answer) {
           answer.grpc_code = code.has_value() && *code != 0 ? ValidGrpcCode(*code) : kUnknown;
         }
         on_answer(answer);
+      } else if (!unmatched_) {
+        // An answer that does not parse, or whose id names no request of this stream: the request it
+        // answers cannot be known, and would wait for ever. End the stream, failing what it holds
+        // with DATA_LOSS (as a unary answer that does not parse), and say why once.
+        unmatched_ = true;
+        broken_ = true;
+        static std::atomic<bool> logged{false};  // a server that does this does it to every stream
+        if (!logged.exchange(true)) {
+          CS_LOG(ERROR) << "a streamed answer "
+                        << (read ? absl::StrCat("with id '", r.id(), "'") : std::string("that does not parse"))
+                        << " matches no request in flight on its stream; ending the stream, its " << unanswered_.size()
+                        << " requests fail with DATA_LOSS (logged once; later streams end the same way)";
+        }
+        context_.TryCancel();
       }
       ++ops_;
       stream_->Read(&response_, &read_tag_);
@@ -98,7 +116,7 @@ void LoadStream::OnEvent(Op op, bool ok, const OnAnswer& on_answer) {
     case Op::kFinish: {
       finished_ = true;
       // The server ended the stream (or it broke): what it did not answer failed with its status.
-      const int code = status_.ok() ? kUnknown : static_cast<int>(status_.error_code());
+      const int code = unmatched_ ? kDataLoss : status_.ok() ? kUnknown : static_cast<int>(status_.error_code());
       for (uint64_t seq : unanswered_) on_answer(Answer{seq, code, nullptr});
       unanswered_.clear();
       to_write_.clear();

@@ -3,7 +3,8 @@
 // the others waiting in a queue; one read is always outstanding. Each request's id is its sequence
 // number, which matches a response (any order) to its request. When the stream ends (server status,
 // broken connection, cancellation) every request still unanswered is reported failed with the
-// stream's status. Used only on the worker thread.
+// stream's status (DATA_LOSS when the stream was ended because an answer matched no request: one
+// that does not parse or names an id not in flight). Used only on the worker thread.
 //
 //   LoadStream stream(&channel_stubs, &cq, base_request);
 //   stream.Send(seq, nullptr, "");                     // the base request with id = seq
@@ -91,7 +92,8 @@ class LoadStream {
   int ops_ = 0;                              // tags handed to gRPC and not yet returned
   bool started_ = false;
   bool writing_ = false;
-  bool broken_ = false;     // a write or the start failed: nothing more is written
+  bool broken_ = false;     // a write or the start failed, or unmatched_: nothing more is written
+  bool unmatched_ = false;  // an answer matched no request: the stream was cancelled
   bool finishing_ = false;  // Finish was called
   bool finished_ = false;
 };
