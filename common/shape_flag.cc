@@ -19,7 +19,10 @@ absl::Status ParseShapeFlag(absl::string_view text, std::map<std::string, std::v
     }
     dims.push_back(x);
   }
-  (*shapes)[std::string(text.substr(0, colon))] = std::move(dims);
+  auto [it, inserted] = shapes->emplace(std::string(text.substr(0, colon)), std::move(dims));
+  if (!inserted) {
+    return absl::InvalidArgumentError(absl::StrCat("--shape '", text, "': input '", it->first, "' was given a shape already"));
+  }
   return absl::OkStatus();
 }
 

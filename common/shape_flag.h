@@ -16,9 +16,9 @@
 
 namespace chronoserve {
 
-// Parses one `--shape NAME:d1,d2,...` into `shapes` (a later one for the same name wins; the last
-// colon splits, so a name may hold colons). INVALID_ARGUMENT quoting the flag when it is not
-// NAME:positive,integers.
+// Parses one `--shape NAME:d1,d2,...` into `shapes` (the last colon splits, so a name may hold
+// colons). INVALID_ARGUMENT quoting the flag when it is not NAME:positive,integers, or when NAME
+// already has a shape in `shapes` (a second --shape for one input is a mistake, not an override).
 absl::Status ParseShapeFlag(absl::string_view text, std::map<std::string, std::vector<int64_t>>* shapes);
 
 }  // namespace chronoserve

@@ -45,9 +45,10 @@ void AddBenchFlags(CLI::App* app, RawFlags* raw) {
       ->capture_default_str();
   app->add_option("--idle-gap-range", raw->idle_gap_range,
                   "Interval mode: START:END:STEP ms of idle time before each request (one at a time)");
-  app->add_option("-b,--batch-size", raw->batch_size, "Samples per request")
+  app->add_option("-b,--batch-size", raw->batch_size, "Samples per request (not with --batch-range)")
       ->capture_default_str()
-      ->transform(IntegerIn(1, kMaxItems));
+      ->transform(IntegerIn(1, kMaxItems))
+      ->each([raw](const std::string&) { raw->batch_size_given = true; });
   app->add_option("--batch-range", raw->batch_range, "Batch sweep: START:END:STEP samples per request");
   app->add_option("--threads", o.load.threads, "Client worker threads (0 = min(cores, 8))")
       ->capture_default_str()
@@ -79,7 +80,9 @@ void AddBenchFlags(CLI::App* app, RawFlags* raw) {
       ->capture_default_str()
       ->transform(IntegerIn(1, 1000000));
   app->add_option("--percentiles", raw->percentiles, "Percentiles to report")->capture_default_str();
-  app->add_option("--shape", raw->shapes, "NAME:d1,d2,... for an input's variable dims (without the batch dim)");
+  app->add_option("--shape", raw->shapes,
+                  "NAME:d1,d2,...: an input's whole shape without the batch dim (dims the model fixes must "
+                  "match; its -1 dims take these values); once per input");
   app->add_option("--input-data", o.input.input_data,
                   "random, or a JSON file {\"INPUT\": [one sample's values...]}")->capture_default_str();
   app->add_option("--shared-memory", raw->shared_memory,
@@ -132,7 +135,15 @@ absl::StatusOr<BenchOptions> ResolveFlags(const RawFlags& raw) {
     return absl::InvalidArgumentError(absl::StrCat("--request-distribution '", raw.request_distribution,
                                                    "': expected constant or poisson"));
   }
+  if (o.load.distribution == Distribution::kPoisson && o.load.mode != LoadMode::kRate) {
+    return absl::InvalidArgumentError(
+        "--request-distribution poisson: only open loop (--request-rate-range) has send times to draw; closed "
+        "loop sends on each completion and --idle-gap-range after its gap");
+  }
   if (raw.batch_size < 1) return absl::InvalidArgumentError("-b/--batch-size must be >= 1");
+  if (raw.batch_size_given && !raw.batch_range.empty()) {
+    return absl::InvalidArgumentError("give -b/--batch-size or --batch-range, not both");
+  }
   o.load.batch_sizes = {raw.batch_size};
   if (!raw.batch_range.empty()) {
     ASSIGN_OR_RETURN(o.load.batch_sizes, ParseIntRange("batch-range", raw.batch_range, kMaxItems));

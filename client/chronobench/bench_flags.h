@@ -21,6 +21,7 @@ struct RawFlags {
   std::string request_distribution = "constant";
   std::string idle_gap_range;
   int64_t batch_size = 1;
+  bool batch_size_given = false;  // -b was on the command line (it may not go with --batch-range)
   std::string batch_range;
   std::string percentiles = "50,90,95,99,99.9";
   std::vector<std::string> shapes;

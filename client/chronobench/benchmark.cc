@@ -115,6 +115,7 @@ absl::Status Benchmark::Connect() {
                                                     kConnectTimeout.count(), " s (a stuck server?)"));
   }
   if (!live.ok()) return absl::UnavailableError(absl::StrCat(url, " is not a KServe v2 server: ", live.status().message()));
+  if (!*live) return absl::UnavailableError(absl::StrCat(url, " answers ServerLive with live = false"));
   ASSIGN_OR_RETURN(server_metadata_, client.ServerMetadata());
   const std::string& version = options_.target.model_version;
   // "model 'm'" or "model 'm' version 'v'": the metadata and readiness asked for are those of -x.

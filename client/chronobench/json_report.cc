@@ -1,6 +1,11 @@
 #include "client/chronobench/json_report.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cmath>
 #include <fstream>
 
@@ -210,6 +215,28 @@ std::string ReportToCsv(const BenchReport& report) {
     absl::StrAppend(&csv, CsvRow(row));
   }
   return csv;
+}
+
+absl::Status CheckWritable(const std::string& flag, const std::string& path) {
+  const std::string what = absl::StrCat(flag, " '", path, "'");
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat(what, ": is a directory"));
+    if (::access(path.c_str(), W_OK) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": cannot be overwritten (", std::strerror(errno), ")"));
+    }
+    return absl::OkStatus();
+  }
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": directory '", dir, "' does not exist"));
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": cannot create a file in '", dir, "' (", std::strerror(errno), ")"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status WriteFile(const std::string& path, const std::string& contents) {

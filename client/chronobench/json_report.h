@@ -24,6 +24,10 @@ std::string ReportToCsv(const BenchReport& report);
 
 // Writes `contents` to `path`; INTERNAL with the path on failure.
 absl::Status WriteFile(const std::string& path, const std::string& contents);
+// Whether WriteFile(path, ...) could create or replace `path` now (its directory exists and is
+// writable; the path, if it exists, is a writable file), without touching it: checked before a run
+// that may take hours, not after. INVALID_ARGUMENT naming `flag`, the path and what is wrong.
+absl::Status CheckWritable(const std::string& flag, const std::string& path);
 
 }  // namespace chronoserve::client::bench
 

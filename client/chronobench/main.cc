@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -16,6 +17,7 @@
 #include "common/cli_integer.h"
 #include "common/clock.h"
 #include "common/malloc_tuning.h"
+#include "common/status_macros.h"
 
 namespace {
 
@@ -26,19 +28,32 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
+// Every report asked for: one that cannot be written does not keep the others from being written.
 absl::Status WriteOutputs(const BenchOptions& options, const BenchReport& report) {
   const nlohmann::json json = ReportToJson(report);
-  if (!options.output.json_path.empty()) {
-    if (auto s = WriteFile(options.output.json_path, json.dump(2) + "\n"); !s.ok()) return s;
-  }
-  if (!options.output.csv_path.empty()) {
-    if (auto s = WriteFile(options.output.csv_path, ReportToCsv(report)); !s.ok()) return s;
-  }
+  std::string failures;
+  auto note = [&failures](const absl::Status& s) {
+    if (!s.ok()) absl::StrAppend(&failures, failures.empty() ? "" : "; ", s.message());
+  };
+  if (!options.output.json_path.empty()) note(WriteFile(options.output.json_path, json.dump(2) + "\n"));
+  if (!options.output.csv_path.empty()) note(WriteFile(options.output.csv_path, ReportToCsv(report)));
   if (!options.output.html_path.empty()) {
     auto chart_js = LoadChartJs();
-    if (!chart_js.ok()) return chart_js.status();
-    if (auto s = WriteFile(options.output.html_path, RenderHtml(json, *chart_js)); !s.ok()) return s;
+    note(chart_js.ok() ? WriteFile(options.output.html_path, RenderHtml(json, *chart_js)) : chart_js.status());
   }
+  return failures.empty() ? absl::OkStatus() : absl::InternalError(failures);
+}
+
+// Flags that are bad only in this machine's state: a report path that cannot be written, Chart.js
+// missing for --html. Found before the run, not after it.
+absl::Status CheckOutputs(const BenchOptions& options) {
+  const std::pair<const char*, const std::string*> outputs[] = {{"--json", &options.output.json_path},
+                                                                {"--csv", &options.output.csv_path},
+                                                                {"--html", &options.output.html_path}};
+  for (const auto& [flag, path] : outputs) {
+    if (!path->empty()) RETURN_IF_ERROR(CheckWritable(flag, *path));
+  }
+  if (!options.output.html_path.empty()) RETURN_IF_ERROR(LoadChartJs().status());
   return absl::OkStatus();
 }
 
@@ -71,12 +86,18 @@ int main(int argc, char** argv) {
     return 2;
   }
   options->output.progress = isatty(STDERR_FILENO) != 0;
-  if (!options->output.html_path.empty()) {
-    if (auto js = LoadChartJs(); !js.ok()) return Fail(js.status());  // before a long run, not after
+  if (auto s = CheckOutputs(*options); !s.ok()) {
+    Fail(s);
+    return 2;
   }
 
   auto tracer = ClientTracer::Create(options->trace, chronoserve::otlp::ProcessEnv());
   if (!tracer.ok()) return Fail(tracer.status());
+  if (*tracer != nullptr && options->trace.traceparent_rate == 0) {  // an endpoint from the flag or OTEL_*
+    std::fprintf(stderr, "chronobench: warning: client spans go to %s, but --traceparent-rate is 0: spans are made "
+                         "only for requests that carry a traceparent, so none will be exported\n",
+                 (*tracer)->endpoint().c_str());
+  }
   auto bench = Benchmark::Create(*options, chronoserve::SteadyClock::Get(), tracer->get());
   if (!bench.ok()) return Fail(bench.status());
   ProgressLine progress(options->output.progress);

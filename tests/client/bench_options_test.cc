@@ -3,10 +3,13 @@
 #include "client/cuda_shared_memory.h"
 
 #include "common/shape_flag.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace chronoserve::client::bench {
 namespace {
+
+using ::testing::HasSubstr;
 
 TEST(BenchOptionsTest, ParsesRanges) {
   EXPECT_EQ(*ParseRange("r", "5"), (std::vector<double>{5}));
@@ -214,6 +217,22 @@ TEST(BenchFlagsTest, FailsFastOnBadCombinations) {
   for (const auto& args : bad) {
     EXPECT_FALSE(ParseBenchFlags(args).ok()) << args.back();
   }
+  // Flags that would be ignored are refused, saying which: Poisson gaps outside open loop, -b beside
+  // a batch sweep (even -b 1, the default), a second shape for one input.
+  for (const char* mode : {"--concurrency-range", "--idle-gap-range"}) {
+    auto poisson = ParseBenchFlags({"cb", "-m", "m", mode, "4", "--request-distribution", "poisson"});
+    ASSERT_FALSE(poisson.ok()) << mode;
+    EXPECT_THAT(std::string(poisson.status().message()), HasSubstr("only open loop (--request-rate-range)"));
+  }
+  EXPECT_TRUE(ParseBenchFlags({"cb", "-m", "m", "--concurrency-range", "4", "--request-distribution", "constant"}).ok());
+  for (const char* b : {"8", "1"}) {
+    auto both = ParseBenchFlags({"cb", "-m", "m", "-b", b, "--batch-range", "1:4"});
+    ASSERT_FALSE(both.ok()) << b;
+    EXPECT_THAT(std::string(both.status().message()), HasSubstr("-b/--batch-size or --batch-range, not both"));
+  }
+  auto twice = ParseBenchFlags({"cb", "-m", "m", "--shape", "IN:4,2", "--shape", "IN:8,2"});
+  ASSERT_FALSE(twice.ok());
+  EXPECT_THAT(std::string(twice.status().message()), HasSubstr("input 'IN' was given a shape already"));
 }
 
 // NaN compares false with every bound, so a check written as "x <= 0 is bad" let it through.

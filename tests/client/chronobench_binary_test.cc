@@ -224,6 +224,16 @@ TEST_F(ChronobenchE2eTest, BinaryExitsTwoOnABadFlagAndZeroOnHelp) {
     EXPECT_NE(cuda->second.find("--shared-memory cuda: this chronobench was built without CUDA"), std::string::npos)
         << cuda->second;
   }
+  // A report that could not be written is found before the run, not after it.
+  auto no_dir = RunProgram({CHRONOBENCH_BIN, "-m", "mlp", "-u", *url_, "--json", "/nonexistent-chronobench-dir/r.json"},
+                           absl::Seconds(30));
+  ASSERT_TRUE(no_dir.ok()) << no_dir.status();
+  EXPECT_EQ(no_dir->first, 2) << no_dir->second;
+  EXPECT_NE(no_dir->second.find("--json '/nonexistent-chronobench-dir/r.json': directory '/nonexistent-chronobench-dir' "
+                                "does not exist"),
+            std::string::npos)
+      << no_dir->second;
+  EXPECT_EQ(no_dir->second.find("p50"), std::string::npos) << "no point ran: " << no_dir->second;
   auto help = RunProgram({CHRONOBENCH_BIN, "--help"}, absl::Seconds(30));
   ASSERT_TRUE(help.ok()) << help.status();
   EXPECT_EQ(help->first, 0) << help->second;

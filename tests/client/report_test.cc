@@ -1,5 +1,8 @@
 // The JSON / CSV schema, the console rows and summary, the stability rule and the saturation rule,
 // on synthetic measurements (no server).
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -346,6 +349,35 @@ TEST(SaturationTest, FirstPointWhereThroughputStopsRisingByFivePercent) {
   EXPECT_EQ(SaturationIndex({200, 210}), 0u);
   EXPECT_EQ(SaturationIndex({100, 125}, 0.25), 0u);
   EXPECT_EQ(SaturationIndex({100, 126}, 0.25), std::nullopt);
+}
+
+// Report paths are checked before the run: a missing directory or a directory where a file should
+// go is named with its flag; an existing file or a new one in an existing directory is fine, and
+// checking creates nothing.
+TEST(ReportTest, CheckWritableNamesTheFlagAndWhatIsWrong) {
+  char dir_template[] = "/tmp/cb_writable_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  const std::string fresh = dir + "/report.json";
+  EXPECT_TRUE(CheckWritable("--json", fresh).ok());
+  struct stat st;
+  EXPECT_NE(::stat(fresh.c_str(), &st), 0) << "checking must not create the file";
+  ASSERT_TRUE(WriteFile(fresh, "{}\n").ok());
+  EXPECT_TRUE(CheckWritable("--json", fresh).ok()) << "an existing file is replaced";
+
+  const absl::Status missing = CheckWritable("--csv", dir + "/no/such/dir/r.csv");
+  EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(missing.message(), absl::StrCat("--csv '", dir, "/no/such/dir/r.csv': directory '", dir,
+                                            "/no/such/dir' does not exist"));
+  const absl::Status directory = CheckWritable("--html", dir);
+  EXPECT_EQ(directory.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(directory.message(), absl::StrCat("--html '", dir, "': is a directory"));
+  const absl::Status file_as_dir = CheckWritable("--json", fresh + "/r.json");
+  EXPECT_EQ(file_as_dir.code(), absl::StatusCode::kInvalidArgument) << "a file is no directory";
+  EXPECT_TRUE(CheckWritable("--json", "relative-report.json").ok()) << "the working directory";
+
+  ::unlink(fresh.c_str());
+  ::rmdir(dir.c_str());
 }
 
 }  // namespace
