@@ -128,6 +128,12 @@ absl::StatusOr<BuiltRequest> InferDispatcher::Build(const inference::ModelInferR
   BuiltRequest built;
   built.model = *std::move(model);
   auto infer = BuildInferRequest(built.model->spec(), request, raw, response, shared_memory_, info.lent_outputs);
+  if (infer.ok()) {
+    if (absl::Status on_cpu = RefuseGpuMemoryOnCpuInstances(built.model->spec(), **infer, built.model->has_cpu_instance());
+        !on_cpu.ok()) {
+      infer = on_cpu;
+    }
+  }
   // After the tensors: with shared memory off, a request naming a region is FAILED_PRECONDITION first.
   auto params = infer.ok() ? ParseRequestParameters(built.model->spec(), request)
                            : absl::StatusOr<RequestParameters>(infer.status());

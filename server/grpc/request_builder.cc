@@ -434,6 +434,28 @@ void KeyDeviceInputs(InferRequest& request) {
 
 }  // namespace
 
+absl::Status RefuseGpuMemoryOnCpuInstances(const ModelSpec& spec, const InferRequest& request, bool has_cpu_instance) {
+  if (!has_cpu_instance) return absl::OkStatus();
+  std::string tensor;
+  for (const InputTensor& in : request.inputs) {
+    if (!in.on_device()) continue;
+    tensor = absl::StrCat("input '", spec.inputs[in.index].name, "' is in CUDA shared memory");
+    break;
+  }
+  if (tensor.empty()) {
+    for (const OutputTensor& out : request.outputs) {
+      if (!out.raw_on_device()) continue;
+      tensor = absl::StrCat("output '", spec.outputs[out.index].name, "' goes to CUDA shared memory (", out.raw_name, ")");
+      break;
+    }
+  }
+  if (tensor.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("model '", spec.name, "' ", tensor,
+                   ", but an instance of this model runs on the CPU, which cannot use GPU memory; send it in the "
+                   "message or in system shared memory, or serve the model on GPUs only"));
+}
+
 absl::StatusOr<std::unique_ptr<InferRequest>> BuildInferRequest(
     const ModelSpec& spec, const inference::ModelInferRequest& request,
     inference::ModelInferResponse* response, const SharedMemoryRegistry* shared_memory) {

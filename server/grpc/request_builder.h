@@ -57,6 +57,12 @@ absl::StatusOr<std::unique_ptr<InferRequest>> BuildInferRequest(
     inference::ModelInferResponse* response, const SharedMemoryRegistry* shared_memory = nullptr,
     std::vector<LentBytes>* lent = nullptr);
 
+// FAILED_PRECONDITION naming the model and the first tensor of `request` in a client's GPU memory (a
+// CUDA shared-memory region), when the model has an instance on the CPU: the batcher hands a batch
+// to whichever worker is free, and a CPU worker cannot read or write GPU memory. OK otherwise, and
+// always when `has_cpu_instance` is false (ModelRuntime::has_cpu_instance).
+absl::Status RefuseGpuMemoryOnCpuInstances(const ModelSpec& spec, const InferRequest& request, bool has_cpu_instance);
+
 }  // namespace chronoserve::server
 
 #endif  // CHRONOSERVE_SERVER_GRPC_REQUEST_BUILDER_H_

@@ -56,6 +56,7 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Create(
                                            &runtime->queue_, &runtime->stats_, clock,
                                            &runtime->completions_);
     RETURN_IF_ERROR(worker->Warmup(spec, warmup));
+    if (worker->instance().gpu() < 0) runtime->has_cpu_instance_ = true;
     runtime->workers_.push_back(std::move(worker));
   }
   runtime->warmup_ns_ = clock->NowNs() - start;

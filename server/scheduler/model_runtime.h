@@ -42,6 +42,8 @@ class ModelRuntime {
   int64_t load_ns() const { return load_ns_; }
   void set_load_ns(int64_t ns) { load_ns_ = ns; }
   const std::vector<std::unique_ptr<Worker>>& workers() const { return workers_; }
+  // Some worker runs on the CPU: it may take any batch, so no request may hold GPU memory.
+  bool has_cpu_instance() const { return has_cpu_instance_; }
 
   // On the thread that received `request` (its input bytes still in that core's cache): copies
   // every input into the model's InputArena, points the inputs there and holds the regions in
@@ -77,6 +79,7 @@ class ModelRuntime {
   std::atomic<bool> ready_{false};
   int64_t warmup_ns_ = 0;
   int64_t load_ns_ = -1;
+  bool has_cpu_instance_ = false;  // set in Create, before the runtime is shared
 };
 
 // How the spec's batching config drives the policy.

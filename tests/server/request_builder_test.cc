@@ -397,5 +397,36 @@ TEST(RequestBuilderTest, NonBatchingModelTakesTheFullShape) {
   EXPECT_EQ((*built)->shape_key(), "[2,2,5];[2,3];");
 }
 
+// A model with an instance on the CPU refuses a request holding GPU memory before it is queued (a CPU
+// worker could take its batch), naming the model and the tensor; a request on the host, or a model
+// whose instances are all on GPUs, passes.
+TEST(RequestBuilderTest, GpuMemoryIsRefusedWhenAnInstanceRunsOnTheCpu) {
+  const ModelSpec spec = Spec(8);
+  InferRequest request;
+  request.inputs.resize(2);
+  request.inputs[0].index = 0;
+  request.inputs[1].index = 1;
+  request.outputs.resize(2);
+  request.outputs[0].index = 0;
+  request.outputs[1].index = 1;
+  EXPECT_TRUE(RefuseGpuMemoryOnCpuInstances(spec, request, /*has_cpu_instance=*/true).ok()) << "all on the host";
+
+  request.outputs[1].raw_device_id = 0;
+  request.outputs[1].raw_name = "shared-memory region 'gout'";
+  const absl::Status output = RefuseGpuMemoryOnCpuInstances(spec, request, true);
+  EXPECT_EQ(output.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(output.message(),
+            "model 'net' output 'OUTPUT__1' goes to CUDA shared memory (shared-memory region 'gout'), but an "
+            "instance of this model runs on the CPU, which cannot use GPU memory; send it in the message or in "
+            "system shared memory, or serve the model on GPUs only");
+
+  request.inputs[1].device_id = 0;
+  const absl::Status input = RefuseGpuMemoryOnCpuInstances(spec, request, true);
+  EXPECT_EQ(input.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(input.message()), HasSubstr("model 'net' input 'INPUT__1' is in CUDA shared memory, but an "
+                                                      "instance of this model runs on the CPU"));
+  EXPECT_TRUE(RefuseGpuMemoryOnCpuInstances(spec, request, /*has_cpu_instance=*/false).ok()) << "GPU instances only";
+}
+
 }  // namespace
 }  // namespace chronoserve::server
