@@ -1,8 +1,8 @@
 #!/bin/bash
-# From a fresh Debian/Ubuntu machine to a table that says where the time went: installs what is
+# From a fresh Debian 12 machine to a table that says where the time went: installs what is
 # missing, builds, writes the example model repository, starts chronoserve, loads it with
 # chronobench (closed loop, concurrency 1, a few hundred requests), prints the breakdown, stops.
-# Environment: PORT (default 8001), MODEL (policy_net), BATCH (8), REQUESTS (300).
+# Environment: PORT (default 8001; 0 is refused), MODEL (policy_net), BATCH (8), REQUESTS (300).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -10,6 +10,10 @@ port=${PORT:-8001}
 model=${MODEL:-policy_net}
 batch=${BATCH:-8}
 requests=${REQUESTS:-300}
+if [[ $port =~ ^0+$ ]]; then
+  echo "PORT=0 is not supported here: chronobench must know the port; set PORT to a free port (default 8001)" >&2
+  exit 2
+fi
 
 install_deps
 build_chronoserve chronoserve chronoserve-examples chronobench
@@ -22,7 +26,11 @@ trap 'kill -TERM $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
 echo "chronoserve starting (pid $server, log $log): loading and warming the models..."
 for _ in $(seq 1 600); do
   grep -q "server READY\|server up" "$log" && break
-  kill -0 $server 2>/dev/null || { cat "$log"; exit 1; }
+  kill -0 $server 2>/dev/null || {
+    cat "$log"
+    echo "chronoserve exited while starting; if port $port is in use, set PORT=... to use another port" >&2
+    exit 1
+  }
   sleep 0.5
 done
 grep -q "server READY" "$log" || { echo "the server did not become ready:"; cat "$log"; exit 1; }
