@@ -141,6 +141,12 @@ absl::Status Server::BuildService(int infer_threads) {
     telemetry->SetModelRegistry(&registry_);
   }
   if (options_.allow_shared_memory) {
+    if (!IsLoopbackHost(options_.host)) {
+      CS_LOG(WARNING) << "shared memory is on (--allow-shared-memory) while gRPC listens on " << options_.host
+                      << ": any client that reaches the port can have this server map the POSIX shared-memory "
+                         "objects its user can open, and open CUDA IPC handles; pass --allow-shared-memory=false "
+                         "unless every client is local and trusted";
+    }
     // On a GPU server the regions are page-locked at registration, so a single-request batch
     // copies straight between a client's region and the device (no staging copy).
     // With a GPU, clients may also register GPU memory (CUDA IPC handles).

@@ -101,8 +101,9 @@ void AddServingFlags(CLI::App* app, RawServerFlags* raw) {
       ->capture_default_str()
       ->transform(IntegerIn(0, 86400));
   app->add_option("--allow-shared-memory", options.allow_shared_memory,
-                  "Serve Triton's system shared-memory extension (local, trusted clients only: the server "
-                  "maps any POSIX shared-memory object a client names)")
+                  "Serve Triton's system shared-memory extension and, on a GPU server, its CUDA shared-memory "
+                  "extension (local, trusted clients only: the server maps any POSIX shared-memory object a "
+                  "client names; warned about when --host is not a loopback address)")
       ->capture_default_str();
   app->add_option("--warmup-runs", options.warmup.runs_per_batch_size,
                   "Warm-up runs per worker and batch size before a model reports READY")

@@ -1,6 +1,8 @@
 #include "server/grpc/serving_warmup.h"
 
+#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
 
 #include <chrono>
 #include <random>
@@ -112,6 +114,12 @@ std::string LoopbackTarget(const std::string& host, int port) {
   if (host == "::" || host == "[::]") return absl::StrCat("[::1]:", port);
   if (host.find(':') != std::string::npos && host.front() != '[') return absl::StrCat("[", host, "]:", port);
   return absl::StrCat(host, ":", port);
+}
+
+bool IsLoopbackHost(const std::string& host) {
+  if (host == "localhost" || host == "::1" || host == "[::1]") return true;
+  in_addr v4;
+  return ::inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
 }
 
 inference::ModelInferRequest SyntheticInferMessage(const ModelSpec& spec, int64_t items, uint64_t seed) {

@@ -35,6 +35,10 @@ std::string NewServingWarmupToken();
 // (0.0.0.0, ::, empty) becomes the loopback of its family; an IPv6 literal is bracketed.
 std::string LoopbackTarget(const std::string& host, int port);
 
+// Whether listening on `host` reaches only this machine: localhost, 127.0.0.0/8, ::1 (bracketed or
+// not). A wildcard (0.0.0.0, ::, empty), any other address or a host name is not.
+bool IsLoopbackHost(const std::string& host);
+
 // One synthetic ModelInferRequest of `items` items for `spec` (items ignored when the model does not
 // batch): random inputs (zeros where a model_warmup sample says zero_data), variable dims from the
 // model's first model_warmup entry where it names them, else 1; no outputs named, so all are

@@ -87,8 +87,17 @@ absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> SharedMemoryRegion::Map(cons
   void* mapping = ::mmap(nullptr, mapping_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd.fd,
                          static_cast<off_t>(aligned));
   if (mapping == MAP_FAILED) {
+    const int err = errno;
+    // Out of the process's mappings (vm.max_map_count) or of lockable memory: the server's limits,
+    // which unregistering other regions frees, not a bad request.
+    if (err == ENOMEM || err == EAGAIN) {
+      return absl::ResourceExhaustedError(absl::StrCat(what, ": mmap of ", mapping_bytes, " bytes failed: ",
+                                                       std::strerror(err),
+                                                       " (the server's memory or mapping limits; unregister "
+                                                       "regions no longer used)"));
+    }
     return absl::InvalidArgumentError(absl::StrCat(what, ": mmap of ", mapping_bytes, " bytes failed: ",
-                                                   std::strerror(errno)));
+                                                   std::strerror(err)));
   }
   char* data = static_cast<char*>(mapping) + (offset - aligned);
   std::unique_ptr<SharedMemoryRegion> region(

@@ -66,6 +66,16 @@ TEST(ServingWarmupMessageTest, LoopbackTargetOfEveryListenAddress) {
   EXPECT_EQ(LoopbackTarget("localhost", 7), "localhost:7");
 }
 
+// What --allow-shared-memory warns about: listening where other machines reach the port.
+TEST(ServingWarmupMessageTest, OnlyLoopbackHostsAreLoopback) {
+  for (const char* local : {"127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"}) {
+    EXPECT_TRUE(IsLoopbackHost(local)) << local;
+  }
+  for (const char* remote : {"0.0.0.0", "", "::", "[::]", "10.1.2.3", "128.0.0.1", "example.com", "127.0.0"}) {
+    EXPECT_FALSE(IsLoopbackHost(remote)) << remote;
+  }
+}
+
 TEST(ServingWarmupMessageTest, TokensAre32HexDigitsAndDiffer) {
   const std::string a = NewServingWarmupToken();
   const std::string b = NewServingWarmupToken();
