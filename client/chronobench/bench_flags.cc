@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "client/chronobench/request_factory.h"
 #include "client/cuda_shared_memory.h"
 #include "common/cli_integer.h"
 #include "common/shape_flag.h"
@@ -164,6 +165,7 @@ absl::StatusOr<BenchOptions> ResolveFlags(const RawFlags& raw) {
     return absl::InvalidArgumentError(absl::StrCat("--shared-memory '", raw.shared_memory,
                                                    "': expected none, system or cuda"));
   }
+  if (o.input.input_data != "random") RETURN_IF_ERROR(CheckInputDataFile(o.input.input_data));
   ASSIGN_OR_RETURN(o.measurement.percentiles, ParsePercentiles(raw.percentiles));
   for (const auto& s : raw.shapes) RETURN_IF_ERROR(ParseShapeFlag(s, &o.input.shapes));
   RETURN_IF_ERROR(ValidateOptions(o));

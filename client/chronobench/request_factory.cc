@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <random>
 
@@ -26,8 +27,32 @@ void Append(std::string* out, T v) {
   out->append(buf, sizeof(T));
 }
 
-// One element of `type` from a JSON number.
+// Whether `v` fits integer type T (a double's cast to an integer type it does not fit is undefined).
+template <typename T>
+bool FitsInteger(double v) {
+  // Both bounds as doubles: the lowest is exact (a power of two or 0); max() + 1 is a power of two.
+  const double lowest = static_cast<double>(std::numeric_limits<T>::lowest());
+  const double past_max = (static_cast<double>(std::numeric_limits<T>::max() / 2) + 1) * 2;
+  return v >= lowest && v < past_max;
+}
+
+// One element of `type` from a JSON number; INVALID_ARGUMENT when it does not fit an integer type.
 absl::Status AppendElement(DataType type, double v, std::string* out) {
+  bool fits = true;
+  switch (type) {
+    case DataType::kUint8: fits = FitsInteger<uint8_t>(v); break;
+    case DataType::kUint16: fits = FitsInteger<uint16_t>(v); break;
+    case DataType::kUint32: fits = FitsInteger<uint32_t>(v); break;
+    case DataType::kUint64: fits = FitsInteger<uint64_t>(v); break;
+    case DataType::kInt8: fits = FitsInteger<int8_t>(v); break;
+    case DataType::kInt16: fits = FitsInteger<int16_t>(v); break;
+    case DataType::kInt32: fits = FitsInteger<int32_t>(v); break;
+    case DataType::kInt64: fits = FitsInteger<int64_t>(v); break;
+    default: break;
+  }
+  if (!fits) {
+    return absl::InvalidArgumentError(absl::StrCat("value ", v, " does not fit ", DataTypeName(type)));
+  }
   switch (type) {
     case DataType::kBool: Append<uint8_t>(out, v != 0); break;
     case DataType::kUint8: Append<uint8_t>(out, static_cast<uint8_t>(v)); break;
@@ -48,6 +73,20 @@ absl::Status AppendElement(DataType type, double v, std::string* out) {
 }
 
 }  // namespace
+
+namespace {
+absl::StatusOr<nlohmann::json> ReadInputDataFile(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return absl::InvalidArgumentError(absl::StrCat("--input-data: cannot open '", path, "'"));
+  try {
+    return nlohmann::json::parse(file);
+  } catch (const nlohmann::json::parse_error& e) {
+    return absl::InvalidArgumentError(absl::StrCat("--input-data ", path, ": not JSON: ", e.what()));
+  }
+}
+}  // namespace
+
+absl::Status CheckInputDataFile(const std::string& path) { return ReadInputDataFile(path).status(); }
 
 absl::StatusOr<RequestFactory> RequestFactory::Create(const inference::ModelMetadataResponse& metadata,
                                                       const InputOptions& input, uint64_t seed) {
@@ -151,9 +190,7 @@ absl::Status RequestFactory::CheckRequestBytes(int64_t batch_size) const {
 }
 
 absl::Status RequestFactory::LoadInputFile(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) return absl::NotFoundError(absl::StrCat("--input-data: cannot open '", path, "'"));
-  nlohmann::json doc = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+  ASSIGN_OR_RETURN(const nlohmann::json doc, ReadInputDataFile(path));
   if (!doc.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--input-data ", path, ": expected a JSON object {\"INPUT_NAME\": [numbers...], ...}"));
@@ -169,12 +206,18 @@ absl::Status RequestFactory::LoadInputFile(const std::string& path) {
                                                      it->size(), " values, shape ",
                                                      ShapeString(spec.sample_shape), " needs ", want));
     }
-    for (const auto& v : *it) {
+    for (size_t i = 0; i < it->size(); ++i) {
+      const nlohmann::json& v = (*it)[i];
       if (!v.is_number() && !v.is_boolean()) {
-        return absl::InvalidArgumentError(absl::StrCat("--input-data ", path, ": non-numeric value in '", spec.name, "'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--input-data ", path, ": value ", i, " of input '", spec.name, "' is not a number"));
       }
-      RETURN_IF_ERROR(AppendElement(spec.dtype, v.is_boolean() ? (v.get<bool>() ? 1.0 : 0.0) : v.get<double>(),
-                                    &spec.sample_bytes));
+      absl::Status appended =
+          AppendElement(spec.dtype, v.is_boolean() ? (v.get<bool>() ? 1.0 : 0.0) : v.get<double>(), &spec.sample_bytes);
+      if (!appended.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--input-data ", path, ": value ", i, " of input '", spec.name, "': ", appended.message()));
+      }
     }
   }
   return absl::OkStatus();

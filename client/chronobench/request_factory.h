@@ -18,6 +18,10 @@
 
 namespace chronoserve::client::bench {
 
+// Whether `path` opens and holds JSON (the shapes and values are checked against the model later,
+// by RequestFactory::Create): INVALID_ARGUMENT naming --input-data, the path and the parser's error.
+absl::Status CheckInputDataFile(const std::string& path);
+
 class RequestFactory {
  public:
   // INVALID_ARGUMENT when a variable dim has no --shape, a --shape names no input, the inputs of

@@ -2,7 +2,10 @@
 // inputs pass what one request can carry (protobuf's 2 GiB), or int64 itself, is refused with
 // INVALID_ARGUMENT naming the flag, the input and the value, before any byte is allocated (it built
 // std::string(size_t(-1) * 4) and chronobench aborted).
+#include <unistd.h>
+
 #include <cstdint>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -97,6 +100,59 @@ TEST(RequestFactoryTest, ShapeFlagPastTheLimitIsABadFlag) {
     EXPECT_NE(options.status().message().find(std::string("--shape ") + shape), std::string::npos) << options.status();
   }
   EXPECT_TRUE(ParseBenchFlags({"chronobench", "-m", "m", "--shape", "INPUT__0:32768,65535"}).ok());
+}
+
+// --input-data FILE: one sample's values per input, repeated for each item; a value an integer input
+// cannot hold, a file that is not JSON and a file that does not open are refused, naming what.
+TEST(RequestFactoryTest, InputDataFileValuesAreCheckedAgainstTheInputsType) {
+  char path_template[] = "/tmp/cb_input_data_XXXXXX";
+  const int fd = ::mkstemp(path_template);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  const std::string path = path_template;
+  auto write = [&path](const std::string& text) {
+    std::ofstream(path, std::ios::trunc) << text;
+  };
+  inference::ModelMetadataResponse metadata;
+  metadata.set_name("m");
+  auto* input = metadata.add_inputs();
+  input->set_name("PIXELS");
+  input->set_datatype("UINT8");
+  input->add_shape(-1);
+  input->add_shape(3);
+  InputOptions options;
+  options.input_data = path;
+
+  write(R"({"PIXELS": [7, 255, true]})");
+  absl::StatusOr<RequestFactory> good = RequestFactory::Create(metadata, options, 3);
+  ASSERT_TRUE(good.ok()) << good.status();
+  absl::StatusOr<inference::ModelInferRequest> request = good->Build("", 2);
+  ASSERT_TRUE(request.ok()) << request.status();
+  ASSERT_EQ(request->raw_input_contents_size(), 1);
+  EXPECT_EQ(request->raw_input_contents(0), std::string("\x07\xff\x01\x07\xff\x01", 6)) << "the sample twice";
+
+  for (const char* bad : {R"({"PIXELS": [7, 256, 1]})", R"({"PIXELS": [7, -1, 1]})", R"({"PIXELS": [7, 1e300, 1]})"}) {
+    write(bad);
+    absl::StatusOr<RequestFactory> refused = RequestFactory::Create(metadata, options, 3);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find("value 1 of input 'PIXELS': value "), std::string::npos) << refused.status();
+    EXPECT_NE(refused.status().message().find("does not fit UINT8"), std::string::npos) << refused.status();
+  }
+
+  write("{\"PIXELS\": [7, 8,");
+  const absl::Status broken = CheckInputDataFile(path);
+  EXPECT_EQ(broken.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(broken.message().find("not JSON: "), std::string::npos) << broken;
+  EXPECT_NE(broken.message().find("parse error"), std::string::npos) << "the parser's own words: " << broken;
+  auto flags = ParseBenchFlags({"cb", "-m", "m", "--input-data", path});
+  EXPECT_FALSE(flags.ok()) << "a flag error, before any connection";
+
+  ::unlink(path.c_str());
+  auto missing = ParseBenchFlags({"cb", "-m", "m", "--input-data", path});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("--input-data: cannot open '" + path + "'"), std::string::npos)
+      << missing.status();
 }
 
 }  // namespace
