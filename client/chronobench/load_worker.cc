@@ -212,8 +212,16 @@ void LoadWorker::LogCopyError(const absl::Status& status) {
 
 bool LoadWorker::EnsureFreeSlot() {
   if (shm_ == nullptr || shm_->HasFree()) return true;
+  // A region that could not be added once (/dev/shm full, the server refusing) would fail again, each
+  // attempt a blocking registration: from then on the worker sends only as its slots free up.
+  if (slot_growth_failed_) return false;
   absl::Status grown = shm_->Grow(1);
-  if (!grown.ok()) CS_LOG(ERROR) << "worker " << index_ << ": " << grown.message();
+  if (!grown.ok()) {
+    slot_growth_failed_ = true;
+    CS_LOG(ERROR) << "worker " << index_ << ": " << grown.message()
+                  << " (this worker now keeps the shared-memory slots it has: its sends wait for a free one, "
+                     "so the offered rate may not be reached)";
+  }
   return grown.ok();
 }
 

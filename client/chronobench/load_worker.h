@@ -203,6 +203,7 @@ class LoadWorker {
   std::atomic<int64_t> oldest_unanswered_ns_{0};
   std::unique_ptr<ShmSlotPool> shm_;  // null without shared memory
   bool copy_error_logged_ = false;
+  bool slot_growth_failed_ = false;  // a shared-memory slot could not be added: no more are tried
 
   // Worker-thread state.
   std::unordered_map<Call*, std::unique_ptr<Call>> calls_;
