@@ -324,7 +324,7 @@ class CudaPath final : public DevicePath {
     to.reserve(targets.size());
     from.reserve(targets.size());
     for (const RowsTarget& t : targets) {
-      to.push_back(torch::from_blob(t.dst, t.rows.sizes(), t.rows.options()));
+      to.push_back(OnThisGpu(t.dst, t.rows.sizes(), t.rows.options()));
       from.push_back(t.rows);
     }
     CopyTogether(to, from, stream_.stream());
@@ -417,8 +417,8 @@ class CudaPath final : public DevicePath {
       size_t offset = 0;
       for (const BytePiece& piece : pieces) {
         const int64_t n = static_cast<int64_t>(piece.bytes);
-        to.push_back(torch::from_blob(dst + offset, {n}, options));
-        from.push_back(torch::from_blob(const_cast<char*>(piece.data), {n}, options));
+        to.push_back(OnThisGpu(dst + offset, {n}, options));
+        from.push_back(OnThisGpu(const_cast<char*>(piece.data), {n}, options));
         offset += piece.bytes;
       }
       CopyTogether(to, from, stream);
@@ -430,6 +430,13 @@ class CudaPath final : public DevicePath {
       offset += piece.bytes;
     }
     return absl::OkStatus();
+  }
+
+  // A tensor over `data`, which the caller knows is on this path's GPU (`options` names it). Plain
+  // from_blob would ask the driver where `data` lives (cudaPointerGetAttributes) once a tensor: for
+  // memory another process shared (CUDA IPC), a lookup as slow as the copy call it replaces.
+  torch::Tensor OnThisGpu(void* data, at::IntArrayRef sizes, const torch::TensorOptions& options) const {
+    return at::for_blob(data, sizes).options(options).target_device(device()).make_tensor();
   }
 
   // to[i] = from[i] for every i, on `stream`: one multi-tensor copy (LibTorch's _foreach_copy_, a
