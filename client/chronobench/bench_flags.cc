@@ -165,7 +165,9 @@ absl::StatusOr<BenchOptions> ResolveFlags(const RawFlags& raw) {
     return absl::InvalidArgumentError(absl::StrCat("--shared-memory '", raw.shared_memory,
                                                    "': expected none, system or cuda"));
   }
-  if (o.input.input_data != "random") RETURN_IF_ERROR(CheckInputDataFile(o.input.input_data));
+  if (o.input.input_data != "random") {
+    ASSIGN_OR_RETURN(o.input.input_document, ReadInputDataFile(o.input.input_data));
+  }
   ASSIGN_OR_RETURN(o.measurement.percentiles, ParsePercentiles(raw.percentiles));
   for (const auto& s : raw.shapes) RETURN_IF_ERROR(ParseShapeFlag(s, &o.input.shapes));
   RETURN_IF_ERROR(ValidateOptions(o));

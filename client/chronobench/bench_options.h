@@ -7,11 +7,13 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "nlohmann/json_fwd.hpp"
 
 namespace chronoserve::client::bench {
 
@@ -66,6 +68,8 @@ struct MeasurementOptions {
 struct InputOptions {
   std::map<std::string, std::vector<int64_t>> shapes;  // --shape NAME:d1,d2 (without batch dim)
   std::string input_data = "random";                   // "random" or a JSON file
+  // input_data's file as ParseBenchFlags parsed it (read once); null: RequestFactory reads the file.
+  std::shared_ptr<const nlohmann::json> input_document;
 };
 
 struct OutputOptions {

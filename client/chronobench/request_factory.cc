@@ -36,57 +36,47 @@ bool FitsInteger(double v) {
   return v >= lowest && v < past_max;
 }
 
-// One element of `type` from a JSON number; INVALID_ARGUMENT when it does not fit an integer type.
-absl::Status AppendElement(DataType type, double v, std::string* out) {
-  bool fits = true;
-  switch (type) {
-    case DataType::kUint8: fits = FitsInteger<uint8_t>(v); break;
-    case DataType::kUint16: fits = FitsInteger<uint16_t>(v); break;
-    case DataType::kUint32: fits = FitsInteger<uint32_t>(v); break;
-    case DataType::kUint64: fits = FitsInteger<uint64_t>(v); break;
-    case DataType::kInt8: fits = FitsInteger<int8_t>(v); break;
-    case DataType::kInt16: fits = FitsInteger<int16_t>(v); break;
-    case DataType::kInt32: fits = FitsInteger<int32_t>(v); break;
-    case DataType::kInt64: fits = FitsInteger<int64_t>(v); break;
-    default: break;
-  }
-  if (!fits) {
+// `v` appended as integer type T, the element of `type`; INVALID_ARGUMENT when T cannot hold it.
+template <typename T>
+absl::Status AppendInteger(DataType type, double v, std::string* out) {
+  if (!FitsInteger<T>(v)) {
     return absl::InvalidArgumentError(absl::StrCat("value ", v, " does not fit ", DataTypeName(type)));
   }
+  Append<T>(out, static_cast<T>(v));
+  return absl::OkStatus();
+}
+
+// One element of `type` from a JSON number; INVALID_ARGUMENT when it does not fit an integer type.
+absl::Status AppendElement(DataType type, double v, std::string* out) {
   switch (type) {
-    case DataType::kBool: Append<uint8_t>(out, v != 0); break;
-    case DataType::kUint8: Append<uint8_t>(out, static_cast<uint8_t>(v)); break;
-    case DataType::kUint16: Append<uint16_t>(out, static_cast<uint16_t>(v)); break;
-    case DataType::kUint32: Append<uint32_t>(out, static_cast<uint32_t>(v)); break;
-    case DataType::kUint64: Append<uint64_t>(out, static_cast<uint64_t>(v)); break;
-    case DataType::kInt8: Append<int8_t>(out, static_cast<int8_t>(v)); break;
-    case DataType::kInt16: Append<int16_t>(out, static_cast<int16_t>(v)); break;
-    case DataType::kInt32: Append<int32_t>(out, static_cast<int32_t>(v)); break;
-    case DataType::kInt64: Append<int64_t>(out, static_cast<int64_t>(v)); break;
-    case DataType::kFp16: Append<uint16_t>(out, FloatToHalf(static_cast<float>(v))); break;
-    case DataType::kBf16: Append<uint16_t>(out, FloatToBfloat16(static_cast<float>(v))); break;
-    case DataType::kFp32: Append<float>(out, static_cast<float>(v)); break;
-    case DataType::kFp64: Append<double>(out, v); break;
+    case DataType::kBool: Append<uint8_t>(out, v != 0); return absl::OkStatus();
+    case DataType::kUint8: return AppendInteger<uint8_t>(type, v, out);
+    case DataType::kUint16: return AppendInteger<uint16_t>(type, v, out);
+    case DataType::kUint32: return AppendInteger<uint32_t>(type, v, out);
+    case DataType::kUint64: return AppendInteger<uint64_t>(type, v, out);
+    case DataType::kInt8: return AppendInteger<int8_t>(type, v, out);
+    case DataType::kInt16: return AppendInteger<int16_t>(type, v, out);
+    case DataType::kInt32: return AppendInteger<int32_t>(type, v, out);
+    case DataType::kInt64: return AppendInteger<int64_t>(type, v, out);
+    case DataType::kFp16: Append<uint16_t>(out, FloatToHalf(static_cast<float>(v))); return absl::OkStatus();
+    case DataType::kBf16: Append<uint16_t>(out, FloatToBfloat16(static_cast<float>(v))); return absl::OkStatus();
+    case DataType::kFp32: Append<float>(out, static_cast<float>(v)); return absl::OkStatus();
+    case DataType::kFp64: Append<double>(out, v); return absl::OkStatus();
     default: return absl::InvalidArgumentError("input of invalid datatype");
   }
-  return absl::OkStatus();
 }
 
 }  // namespace
 
-namespace {
-absl::StatusOr<nlohmann::json> ReadInputDataFile(const std::string& path) {
+absl::StatusOr<std::shared_ptr<const nlohmann::json>> ReadInputDataFile(const std::string& path) {
   std::ifstream file(path);
   if (!file) return absl::InvalidArgumentError(absl::StrCat("--input-data: cannot open '", path, "'"));
   try {
-    return nlohmann::json::parse(file);
+    return std::make_shared<const nlohmann::json>(nlohmann::json::parse(file));
   } catch (const nlohmann::json::parse_error& e) {
     return absl::InvalidArgumentError(absl::StrCat("--input-data ", path, ": not JSON: ", e.what()));
   }
 }
-}  // namespace
-
-absl::Status CheckInputDataFile(const std::string& path) { return ReadInputDataFile(path).status(); }
 
 absl::StatusOr<RequestFactory> RequestFactory::Create(const inference::ModelMetadataResponse& metadata,
                                                       const InputOptions& input, uint64_t seed) {
@@ -136,7 +126,13 @@ absl::StatusOr<RequestFactory> RequestFactory::Create(const inference::ModelMeta
     if (!known) return absl::InvalidArgumentError(absl::StrCat("--shape names unknown input '", name, "'"));
   }
   RETURN_IF_ERROR(f.CheckRequestBytes(1));
-  if (input.input_data != "random") RETURN_IF_ERROR(f.LoadInputFile(input.input_data));
+  if (input.input_data != "random") {
+    std::shared_ptr<const nlohmann::json> doc = input.input_document;
+    if (doc == nullptr) {
+      ASSIGN_OR_RETURN(doc, ReadInputDataFile(input.input_data));
+    }
+    RETURN_IF_ERROR(f.LoadInputData(*doc, input.input_data));
+  }
   return f;
 }
 
@@ -189,8 +185,7 @@ absl::Status RequestFactory::CheckRequestBytes(int64_t batch_size) const {
   return absl::OkStatus();
 }
 
-absl::Status RequestFactory::LoadInputFile(const std::string& path) {
-  ASSIGN_OR_RETURN(const nlohmann::json doc, ReadInputDataFile(path));
+absl::Status RequestFactory::LoadInputData(const nlohmann::json& doc, const std::string& path) {
   if (!doc.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--input-data ", path, ": expected a JSON object {\"INPUT_NAME\": [numbers...], ...}"));

@@ -8,19 +8,22 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "client/chronobench/bench_options.h"
 #include "client/inference_client.h"
+#include "nlohmann/json_fwd.hpp"
 #include "proto/inference.pb.h"
 
 namespace chronoserve::client::bench {
 
-// Whether `path` opens and holds JSON (the shapes and values are checked against the model later,
-// by RequestFactory::Create): INVALID_ARGUMENT naming --input-data, the path and the parser's error.
-absl::Status CheckInputDataFile(const std::string& path);
+// The JSON document in --input-data's file `path` (its shapes and values are checked against the
+// model later, by RequestFactory::Create): INVALID_ARGUMENT naming --input-data, the path and, when
+// it is not JSON, the parser's error.
+absl::StatusOr<std::shared_ptr<const nlohmann::json>> ReadInputDataFile(const std::string& path);
 
 class RequestFactory {
  public:
@@ -52,8 +55,9 @@ class RequestFactory {
   absl::Status CheckRequestBytes(int64_t batch_size) const;
   // `spec`'s name, datatype and shape in a request of `batch_size` samples; no data.
   Tensor EmptyTensor(const InputSpec& spec, int64_t batch_size) const;
-  // Fills sample_bytes of each input from a JSON file {"NAME": [numbers...], ...}.
-  absl::Status LoadInputFile(const std::string& path);
+  // Fills sample_bytes of each input from `doc`, --input-data's file `path` parsed:
+  // {"NAME": [numbers...], ...}.
+  absl::Status LoadInputData(const nlohmann::json& doc, const std::string& path);
 
   std::string model_;
   bool batched_ = false;

@@ -140,8 +140,20 @@ TEST(RequestFactoryTest, InputDataFileValuesAreCheckedAgainstTheInputsType) {
     EXPECT_NE(refused.status().message().find("does not fit UINT8"), std::string::npos) << refused.status();
   }
 
+  // The flags read the file once; the factory builds from that document, not from the file again.
+  write(R"({"PIXELS": [9, 8, 7]})");
+  absl::StatusOr<BenchOptions> parsed = ParseBenchFlags({"cb", "-m", "m", "--input-data", path});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_NE(parsed->input.input_document, nullptr);
+  write(R"({"PIXELS": [1, 2, 3]})");
+  absl::StatusOr<RequestFactory> from_flags = RequestFactory::Create(metadata, parsed->input, 3);
+  ASSERT_TRUE(from_flags.ok()) << from_flags.status();
+  request = from_flags->Build("", 1);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->raw_input_contents(0), std::string("\x09\x08\x07", 3)) << "the values the flags read";
+
   write("{\"PIXELS\": [7, 8,");
-  const absl::Status broken = CheckInputDataFile(path);
+  const absl::Status broken = ReadInputDataFile(path).status();
   EXPECT_EQ(broken.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(broken.message().find("not JSON: "), std::string::npos) << broken;
   EXPECT_NE(broken.message().find("parse error"), std::string::npos) << "the parser's own words: " << broken;
