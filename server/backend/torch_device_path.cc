@@ -17,6 +17,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
+#include "server/backend/cuda/copy_ranges.h"
 #include "server/backend/cuda/cuda_check.h"
 #include "server/backend/cuda/cuda_event.h"
 #include "server/backend/cuda/pinned_buffer.h"
@@ -315,20 +316,15 @@ class CudaPath final : public DevicePath {
                             "cudaMemcpyAsync(output into a shared-memory region)");
   }
   absl::Status CopyOutsInto(int output, absl::Span<const RowsTarget> targets) override {
-    bool together = targets.size() > 1;
+    bool together = true;
     for (const RowsTarget& t : targets) together = together && t.device == gpu_ && t.rows.is_contiguous();
     if (!together) return DevicePath::CopyOutsInto(output, targets);
-    // Several requests' rows, each into its own region on this GPU: one multi-tensor copy. The rows
-    // are views of the batch's output, which the backend keeps until the batch is finished.
-    std::vector<torch::Tensor> to, from;
-    to.reserve(targets.size());
-    from.reserve(targets.size());
-    for (const RowsTarget& t : targets) {
-      to.push_back(OnThisGpu(t.dst, t.rows.sizes(), t.rows.options()));
-      from.push_back(t.rows);
-    }
-    CopyTogether(to, from, stream_.stream());
-    return absl::OkStatus();
+    // Requests' rows, each into its own region on this GPU: one kernel for them all. The rows are
+    // views of the batch's output, which the backend keeps until the batch is finished.
+    std::vector<cuda::CopyRange>& ranges = slot_->ranges;
+    ranges.clear();
+    for (const RowsTarget& t : targets) ranges.push_back(cuda::CopyRange{t.dst, t.rows.data_ptr(), t.rows.nbytes()});
+    return CopyRanges(ranges, stream_.stream(), "copying outputs into CUDA shared-memory regions");
   }
   LentBytes LendHost(int output, const char* bytes, size_t size) override {
     Slot& slot = *slot_;
@@ -392,39 +388,34 @@ class CudaPath final : public DevicePath {
     std::vector<torch::Tensor> device_in;  // bytes; grown to the largest batch during warm-up
     std::vector<torch::Tensor> held;
     std::vector<Move> moves;
+    std::vector<cuda::CopyRange> ranges;  // CopyRanges' argument, kept for its capacity
   };
 
   cudaStream_t input_stream() const { return overlap_ ? copy_stream_ : stream_.stream(); }
 
   // `pieces` back to back into `dst` on `stream` (cudaMemcpyDefault: host memory, pinned or not, or a
-  // client's GPU memory); they must hold exactly `bytes`. Several pieces all on this GPU (requests'
-  // inputs in CUDA shared memory) go in one multi-tensor copy: a cudaMemcpyAsync from a client's IPC
-  // memory cost the host about 9 us a call (BENCHMARKS §47), a batch of 12 such requests 4 calls each.
+  // client's GPU memory); they must hold exactly `bytes`. Pieces all on this GPU (requests' inputs in
+  // CUDA shared memory) go in one copy kernel: a cudaMemcpyAsync from a client's IPC memory cost the
+  // host about 9 us a call (BENCHMARKS §47), and a batch of 12 such requests takes 4 copies each.
   absl::Status CopyPieces(char* dst, absl::Span<const BytePiece> pieces, size_t bytes, cudaStream_t stream,
-                          const char* what) const {
+                          const char* what) {
     size_t total = 0;
-    bool together = pieces.size() > 1;
+    bool together = true;
     for (const BytePiece& piece : pieces) {
       total += piece.bytes;
       together = together && piece.device == gpu_;
     }
     if (total != bytes) return absl::InternalError(absl::StrCat(what, ": pieces hold ", total, " of ", bytes, " bytes"));
+    size_t offset = 0;
     if (together) {
-      std::vector<torch::Tensor> to, from;
-      to.reserve(pieces.size());
-      from.reserve(pieces.size());
-      const auto options = torch::TensorOptions().dtype(torch::kUInt8).device(device());
-      size_t offset = 0;
+      std::vector<cuda::CopyRange>& ranges = slot_->ranges;
+      ranges.clear();
       for (const BytePiece& piece : pieces) {
-        const int64_t n = static_cast<int64_t>(piece.bytes);
-        to.push_back(OnThisGpu(dst + offset, {n}, options));
-        from.push_back(OnThisGpu(const_cast<char*>(piece.data), {n}, options));
+        ranges.push_back(cuda::CopyRange{dst + offset, piece.data, piece.bytes});
         offset += piece.bytes;
       }
-      CopyTogether(to, from, stream);
-      return absl::OkStatus();
+      return CopyRanges(ranges, stream, "copying inputs out of CUDA shared-memory regions");
     }
-    size_t offset = 0;
     for (const BytePiece& piece : pieces) {
       RETURN_IF_ERROR(cuda::CudaStatus(cudaMemcpyAsync(dst + offset, piece.data, piece.bytes, cudaMemcpyDefault, stream), what));
       offset += piece.bytes;
@@ -432,20 +423,14 @@ class CudaPath final : public DevicePath {
     return absl::OkStatus();
   }
 
-  // A tensor over `data`, which the caller knows is on this path's GPU (`options` names it). Plain
-  // from_blob would ask the driver where `data` lives (cudaPointerGetAttributes) once a tensor: for
-  // memory another process shared (CUDA IPC), a lookup as slow as the copy call it replaces.
-  torch::Tensor OnThisGpu(void* data, at::IntArrayRef sizes, const torch::TensorOptions& options) const {
-    return at::for_blob(data, sizes).options(options).target_device(device()).make_tensor();
-  }
-
-  // to[i] = from[i] for every i, on `stream`: one multi-tensor copy (LibTorch's _foreach_copy_, a
-  // kernel for many small tensors), device to device on this GPU. May throw c10::Error.
-  void CopyTogether(const std::vector<torch::Tensor>& to, const std::vector<torch::Tensor>& from,
-                    cudaStream_t stream) const {
-    c10::cuda::CUDAStreamGuard on_stream(
-        c10::cuda::getStreamFromExternal(stream, static_cast<c10::DeviceIndex>(gpu_)));
-    at::_foreach_copy_(to, from);
+  // `ranges` copied on `stream` by cuda::CopyRangesAsync, with this path's GPU current (the kernel
+  // runs on the current device); `what` names the copies in an error.
+  absl::Status CopyRanges(const std::vector<cuda::CopyRange>& ranges, cudaStream_t stream, const char* what) const {
+    c10::cuda::CUDAGuard on_gpu(static_cast<c10::DeviceIndex>(gpu_));
+    const cudaError_t err = cuda::CopyRangesAsync(ranges.data(), ranges.size(), stream);
+    if (err == cudaSuccess) return absl::OkStatus();
+    return cuda::CudaStatus(err, absl::StrCat(what, " (", ranges.size(), " of them, one kernel per ",
+                                              cuda::kMaxCopyRanges, ")").c_str());
   }
 
   // The slot's device buffer for input `input`, at least `bytes` long. Growing it is safe: the

@@ -1,9 +1,13 @@
-// The CUDA building blocks on a real GPU: pinned staging is page-locked, events time device work.
+// The CUDA building blocks on a real GPU: pinned staging is page-locked, events time device work,
+// the copy kernel puts every byte of many ranges where it belongs.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <vector>
 
+#include "server/backend/cuda/copy_ranges.h"
 #include "server/backend/cuda/cuda_event.h"
 #include "server/backend/cuda/pinned_buffer.h"
 #include "server/backend/torch_backend.h"
@@ -68,6 +72,59 @@ TEST(CudaPiecesTest, EventsTimeACopyOnAStream) {
   EXPECT_GT(*ns, 100'000);
   EXPECT_LT(*ns, 1'000'000'000);
   cudaFree(device);
+  cudaStreamDestroy(stream);
+}
+
+// More ranges than one launch takes (three launches), their ends at every alignment from 1 to 16
+// bytes, lengths with and without a tail past the last whole word, and one range larger than a
+// launch's blocks cover in one pass: each byte lands where it belongs and the bytes between the
+// ranges keep their fill.
+TEST(CudaPiecesTest, CopyRangesPutsEveryByteWhereItBelongs) {
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  constexpr size_t kRanges = 2 * kMaxCopyRanges + 45;
+  constexpr size_t kSlot = 8192;               // each small range's room in the destination
+  constexpr size_t kLarge = (3 << 20) + 5;     // the last range: more than 1 MiB, odd length
+  constexpr size_t kSrcBytes = kLarge + 64;
+  constexpr size_t kDstBytes = kRanges * kSlot + kLarge + 64;
+  std::vector<unsigned char> src(kSrcBytes), expected(kDstBytes, 0xEE), got(kDstBytes, 0);
+  for (size_t i = 0; i < kSrcBytes; ++i) src[i] = static_cast<unsigned char>((i * 131 + 7) % 251 + 1);
+  void* src_allocation = nullptr;
+  void* dst_allocation = nullptr;
+  ASSERT_EQ(cudaMalloc(&src_allocation, kSrcBytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dst_allocation, kDstBytes), cudaSuccess);
+  char* device_src = static_cast<char*>(src_allocation);
+  char* device_dst = static_cast<char*>(dst_allocation);
+  ASSERT_EQ(cudaMemcpy(device_src, src.data(), kSrcBytes, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(device_dst, expected.data(), kDstBytes, cudaMemcpyHostToDevice), cudaSuccess);
+
+  std::vector<CopyRange> ranges;
+  for (size_t i = 0; i + 1 < kRanges; ++i) {
+    const size_t src_at = (i * 37) % 4096 + i % 17;
+    const size_t dst_at = i * kSlot + i % 16;
+    const size_t bytes = 1 + (i * 53) % 4000;
+    ranges.push_back(CopyRange{device_dst + dst_at, device_src + src_at, bytes});
+    std::memcpy(&expected[dst_at], &src[src_at], bytes);
+  }
+  const size_t large_at = kRanges * kSlot + 3;
+  ranges.push_back(CopyRange{device_dst + large_at, device_src + 3, kLarge});
+  std::memcpy(&expected[large_at], &src[3], kLarge);
+
+  ASSERT_EQ(CopyRangesAsync(ranges.data(), ranges.size(), stream), cudaSuccess);
+  ASSERT_EQ(CopyRangesAsync(ranges.data(), 0, stream), cudaSuccess) << "no ranges: nothing launched";
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(got.data(), device_dst, kDstBytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  size_t wrong = 0;
+  size_t first_wrong = kDstBytes;
+  for (size_t i = 0; i < kDstBytes; ++i) {
+    if (got[i] != expected[i]) {
+      ++wrong;
+      first_wrong = std::min(first_wrong, i);
+    }
+  }
+  EXPECT_EQ(wrong, 0u) << "first wrong byte at " << first_wrong;
+  cudaFree(device_src);
+  cudaFree(device_dst);
   cudaStreamDestroy(stream);
 }
 
