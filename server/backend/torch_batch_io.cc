@@ -184,6 +184,8 @@ absl::Status CopyOutputsToDevice(const ModelSpec& spec, const Batch& batch, int 
                                  DevicePath& path) {
   int64_t row = 0;
   absl::InlinedVector<RowsTarget, 8> targets;
+  const bool batched = spec.max_batch_size > 0;
+  const size_t row_bytes = batched && output.dim() > 0 && output.size(0) > 0 ? output.nbytes() / output.size(0) : 0;
   for (const auto& r : batch) {
     for (OutputTensor& out : r->outputs) {
       if (out.index != k || !out.raw_on_device()) continue;
@@ -197,19 +199,19 @@ absl::Status CopyOutputsToDevice(const ModelSpec& spec, const Batch& batch, int 
         }
         continue;
       }
-      // This request's rows: a view of the batch's output, into its own region (on the worker's stream).
-      const torch::Tensor rows = spec.max_batch_size > 0 ? output.narrow(0, row, r->batch_items) : output;
-      absl::Status fits = CheckOutputFits(spec.name, name, rows.nbytes(), out);
+      // This request's rows of the batch's output, into its own region (on the worker's stream).
+      const size_t bytes = batched ? row_bytes * static_cast<size_t>(r->batch_items) : output.nbytes();
+      absl::Status fits = CheckOutputFits(spec.name, name, bytes, out);
       if (!fits.ok()) {
         if (r->status.ok()) r->status = std::move(fits);
         continue;
       }
-      targets.push_back(RowsTarget{rows, out.raw, out.raw_device_id});
+      targets.push_back(RowsTarget{row, batched ? r->batch_items : -1, out.raw, out.raw_device_id});
     }
     row += r->batch_items;
   }
   if (targets.empty()) return absl::OkStatus();
-  return path.CopyOutsInto(k, targets);
+  return path.CopyOutsInto(k, output, targets);
 }
 
 bool ScatterOutputs(const ModelSpec& spec, Batch& batch, const std::vector<torch::Tensor>& outputs,

@@ -315,15 +315,25 @@ class CudaPath final : public DevicePath {
     return cuda::CudaStatus(cudaMemcpyAsync(dst, src.data_ptr(), src.nbytes(), cudaMemcpyDefault, stream_.stream()),
                             "cudaMemcpyAsync(output into a shared-memory region)");
   }
-  absl::Status CopyOutsInto(int output, absl::Span<const RowsTarget> targets) override {
-    bool together = true;
-    for (const RowsTarget& t : targets) together = together && t.device == gpu_ && t.rows.is_contiguous();
-    if (!together) return DevicePath::CopyOutsInto(output, targets);
-    // Requests' rows, each into its own region on this GPU: one kernel for them all. The rows are
-    // views of the batch's output, which the backend keeps until the batch is finished.
+  absl::Status CopyOutsInto(int output, const torch::Tensor& tensor, absl::Span<const RowsTarget> targets) override {
+    bool together = tensor.is_contiguous() && tensor.device() == device();
+    for (const RowsTarget& t : targets) together = together && t.device == gpu_;
+    if (!together) return DevicePath::CopyOutsInto(output, tensor, targets);
+    // Requests' rows, each into its own region on this GPU: one kernel for them all, its ranges
+    // reckoned from the output's rows (no view made). The backend keeps the output until the batch
+    // is finished.
+    const char* base = static_cast<const char*>(tensor.data_ptr());
+    const size_t row_bytes = tensor.dim() > 0 && tensor.size(0) > 0 ? tensor.nbytes() / tensor.size(0) : 0;
     std::vector<cuda::CopyRange>& ranges = slot_->ranges;
     ranges.clear();
-    for (const RowsTarget& t : targets) ranges.push_back(cuda::CopyRange{t.dst, t.rows.data_ptr(), t.rows.nbytes()});
+    for (const RowsTarget& t : targets) {
+      if (t.rows < 0) {
+        ranges.push_back(cuda::CopyRange{t.dst, base, tensor.nbytes()});
+      } else {
+        ranges.push_back(cuda::CopyRange{t.dst, base + static_cast<size_t>(t.first_row) * row_bytes,
+                                         static_cast<size_t>(t.rows) * row_bytes});
+      }
+    }
     return CopyRanges(ranges, stream_.stream(), "copying outputs into CUDA shared-memory regions");
   }
   LentBytes LendHost(int output, const char* bytes, size_t size) override {

@@ -48,13 +48,22 @@ struct BytePiece {
   int device = -1;  // the GPU `data` is on; -1: host memory
 };
 
-// One destination of DevicePath::CopyOutsInto: `rows` (a view of an output) into `dst`, memory the
-// path did not allocate, on GPU `device` (-1: page-locked host memory), at least rows.nbytes().
+// One destination of DevicePath::CopyOutsInto: rows [first_row, first_row + rows) of an output
+// along its first dim (all of it when `rows` is -1: a model without a batch dimension) into `dst`,
+// memory the path did not allocate, on GPU `device` (-1: page-locked host memory), large enough for
+// them. Rows, not a view: a view is a tensor to make, about a microsecond each, per request and
+// output of a batch.
 struct RowsTarget {
-  torch::Tensor rows;
+  int64_t first_row = 0;
+  int64_t rows = -1;
   char* dst = nullptr;
   int device = -1;
 };
+
+// `target`'s rows of `output`, as a view.
+inline torch::Tensor TargetRows(const torch::Tensor& output, const RowsTarget& target) {
+  return target.rows < 0 ? output : output.narrow(0, target.first_row, target.rows);
+}
 
 // How a batch's inputs will reach the device (DevicePath::BeginInputs).
 struct InputsPlan {
@@ -111,12 +120,12 @@ class DevicePath {
   // page-locked host region or (on a GPU) a client's device memory, >= tensor.nbytes(); valid after
   // Wait().
   virtual absl::Status CopyOutInto(int output, const torch::Tensor& tensor, char* dst) = 0;
-  // CopyOutInto for each target (several requests' rows of output `output`, each into its own
-  // region). A GPU path copies those on its own GPU with one multi-tensor copy instead of a copy
-  // call each.
-  virtual absl::Status CopyOutsInto(int output, absl::Span<const RowsTarget> targets) {
+  // CopyOutInto for each target (several requests' rows of output `output`, `tensor`, each into its
+  // own region). A GPU path copies those on its own GPU with one kernel launch instead of a copy call
+  // each. `tensor` must live until Wait() (the backend keeps a batch's outputs until then).
+  virtual absl::Status CopyOutsInto(int output, const torch::Tensor& tensor, absl::Span<const RowsTarget> targets) {
     for (const RowsTarget& t : targets) {
-      if (absl::Status s = CopyOutInto(output, t.rows, t.dst); !s.ok()) return s;
+      if (absl::Status s = CopyOutInto(output, TargetRows(tensor, t), t.dst); !s.ok()) return s;
     }
     return absl::OkStatus();
   }

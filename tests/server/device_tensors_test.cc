@@ -62,10 +62,11 @@ class RecordingDevicePath final : public server::DevicePath {
     copies_into_.push_back(dst);
     return absl::OkStatus();
   }
-  absl::Status CopyOutsInto(int output, absl::Span<const server::RowsTarget> targets) override {
+  absl::Status CopyOutsInto(int output, const torch::Tensor& tensor,
+                            absl::Span<const server::RowsTarget> targets) override {
     outs_calls_.push_back({});
     for (const server::RowsTarget& t : targets) outs_calls_.back().push_back(t.device);
-    return DevicePath::CopyOutsInto(output, targets);  // one CopyOutInto each
+    return DevicePath::CopyOutsInto(output, tensor, targets);  // one CopyOutInto each
   }
   server::LentBytes LendHost(int, const char*, size_t) override { return {}; }
   absl::Status Mark(server::Marker) override { return absl::OkStatus(); }
