@@ -89,10 +89,12 @@ void LoadWorker::Start(int64_t start_ns) {
 }
 
 void LoadWorker::Stop(absl::Time unregister_deadline) {
-  if (stopped_ || !started_) return;
+  if (stopped_) return;
   stopped_ = true;
-  stop_.store(true);
-  thread_.join();
+  if (started_) {
+    stop_.store(true);
+    thread_.join();
+  }
   if (shm_ != nullptr) {
     if (absl::Status s = shm_->UnregisterAll(unregister_deadline); !s.ok()) {
       CS_LOG(WARNING) << "worker " << index_ << ": unregistering shared memory: " << s.message();

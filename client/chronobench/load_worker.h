@@ -98,7 +98,8 @@ class LoadWorker {
   void Start(int64_t start_ns);
   // Stops sending, cancels what is in flight, joins, and unregisters the shared-memory slots, all
   // of them by `unregister_deadline` (a frozen server delays Stop that long, once: pass several
-  // workers one deadline). Idempotent.
+  // workers one deadline). Idempotent; on a worker never started (a Prepare failed) it only
+  // unregisters the slots Prepare made.
   void Stop(absl::Time unregister_deadline);
   void Stop() { Stop(absl::Now() + ShmSlotPool::kUnregisterTimeout); }
   // Returns what was recorded since the last call and starts a fresh window.

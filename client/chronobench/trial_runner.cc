@@ -308,7 +308,14 @@ absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::Mod
   std::vector<std::unique_ptr<LoadWorker>> workers;
   const std::vector<WorkerPlan> plans = PlanWorkers(spec, ctx);
   for (size_t w = 0; w < plans.size(); ++w) workers.push_back(std::make_unique<LoadWorker>(w, plans[w], shared));
-  for (auto& w : workers) RETURN_IF_ERROR(w->Prepare());  // shared-memory slots, before any load
+  for (auto& w : workers) {  // shared-memory slots, before any load
+    if (absl::Status prepared = w->Prepare(); !prepared.ok()) {
+      // The slots the others made unregistered by one deadline, as below.
+      const absl::Time deadline = absl::Now() + ShmSlotPool::kUnregisterTimeout;
+      for (auto& v : workers) v->Stop(deadline);
+      return prepared;
+    }
+  }
   const int64_t start_ns = ctx.clock->NowNs() + 1'000'000;
   for (auto& w : workers) w->Start(start_ns);
   absl::StatusOr<PointResult> result = Measure(spec, ctx, workers);

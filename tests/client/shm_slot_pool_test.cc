@@ -12,12 +12,15 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/chronobench/load_worker.h"
 #include "client/chronobench/shm_slot_pool.h"
 #include "client/cuda_shared_memory.h"
 #include "client/inference_client.h"
+#include "common/clock.h"
 #include "gtest/gtest.h"
 #include "proto/inference.grpc.pb.h"
 #include "tests/client/mlp_target.h"
@@ -108,6 +111,31 @@ TEST(ShmSlotPoolTest, PreloadWritesTheInputsOnceAndCopiesNothingPerRequest) {
   EXPECT_NE(written, std::string(out.bytes, '\0')) << "the server wrote the output into the region";
   pool.Release(slot);
   EXPECT_TRUE(pool.UnregisterAll().ok());
+}
+
+// A worker whose Prepare registered its slots but which never started (the point stopped because
+// another worker's Prepare failed): Stop unregisters them by the deadline it is given, as it does
+// for a worker that ran, so that every worker of the point shares one deadline.
+TEST(ShmSlotPoolTest, StoppingAWorkerThatNeverStartedUnregistersItsSlots) {
+  absl::StatusOr<MlpTarget> target = StartMlpTarget("chronobench_shm_unstarted", /*seed=*/37);
+  ASSERT_TRUE(target.ok()) << target.status();
+  std::unique_ptr<InferenceClient> client = InferenceClient::Connect(target->server.url, std::chrono::seconds(30));
+  auto metadata = client->ModelMetadata("mlp");
+  ASSERT_TRUE(metadata.ok()) << metadata.status();
+  auto layout = PlanShmLayout(target->request, *metadata, /*batch_size=*/1, /*batched=*/true, /*output_byte_size=*/0);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  std::vector<ChannelStubs> stubs;
+  stubs.emplace_back(grpc::CreateChannel(target->server.url, grpc::InsecureChannelCredentials()));
+  WorkerShared shared{&stubs, &target->request, SteadyClock::Get(), nullptr, 1, &*layout};
+  WorkerPlan plan;
+  plan.mode = LoadMode::kConcurrency;
+  plan.in_flight = 3;
+  plan.timeout_ms = 10'000;
+  LoadWorker worker(0, plan, shared);
+  ASSERT_TRUE(worker.Prepare().ok());
+  ASSERT_EQ(RegisteredRegions(*client), 6) << "an input and an output region a slot";
+  worker.Stop(absl::Now() + absl::Seconds(30));
+  EXPECT_EQ(RegisteredRegions(*client), 0) << "unregistered by Stop, not left to the destructor";
 }
 
 TEST(ShmSlotPoolTest, UnregisterAllAgainstAFrozenServerEndsAtOneDeadline) {
