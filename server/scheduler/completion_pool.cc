@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "common/thread_name.h"
+#include "common/thread_role.h"
 
 namespace chronoserve::server {
 
@@ -11,6 +12,7 @@ CompletionPool::CompletionPool(int threads) {
   for (int i = 0; i < threads; ++i) {
     threads_.emplace_back([this] {
       SetCurrentThreadName("cs-completion");
+      MarkThreadLatencyCritical();
       Loop();
     });
   }

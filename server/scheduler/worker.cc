@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "common/thread_name.h"
+#include "common/thread_role.h"
 #include "server/core/synthetic_request.h"
 
 namespace chronoserve::server {
@@ -147,6 +148,7 @@ absl::Status Worker::Start(const HostPolicy& policy) {
   absl::Status placed;
   thread_ = std::thread([this, &running, &placed, &policy] {
     SetCurrentThreadName("cs-worker");
+    MarkThreadLatencyCritical();  // a region a request held to the end is unmapped elsewhere
     if (!policy.cpu_cores.empty()) placed = PinCurrentThread(policy.cpu_cores);
     if (placed.ok() && policy.nice.has_value()) placed = SetCurrentThreadNice(*policy.nice);
     const bool serve = placed.ok();

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/shared_memory/region_releaser.h"
 
 namespace chronoserve::server {
 namespace {
@@ -64,7 +65,7 @@ absl::Status SharedMemoryRegistry::RegisterCuda(const std::string& name, const s
 
 absl::Status SharedMemoryRegistry::Insert(const std::string& name, std::unique_ptr<SharedMemoryRegion> region) {
   absl::MutexLock lock(&mu_);
-  auto [it, inserted] = regions_.emplace(name, std::move(region));
+  auto [it, inserted] = regions_.emplace(name, ShareRegion(std::move(region)));
   if (!inserted) return AlreadyExists(name, *it->second);
   return absl::OkStatus();
 }

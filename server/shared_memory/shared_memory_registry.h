@@ -3,7 +3,8 @@
 // Triton). Owned by the Server, handed to the InferenceService; any gRPC
 // thread calls it. Regions are reference-counted: Find() returns a span that keeps its region
 // mapped, so a region unregistered while a request uses it is unmapped only when that request is
-// destroyed, and its name is free again at once.
+// destroyed (then by RegionReleaser's thread when that is a worker's), and its name is free again
+// at once.
 //
 //   registry.Register("in0", "/client_shm", 0, 1 << 20);         // shm_open + mmap
 //   ASSIGN_OR_RETURN(SharedMemorySpan span, registry.Find("in0", 4096, 512));

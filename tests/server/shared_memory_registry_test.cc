@@ -18,7 +18,10 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "client/system_shared_memory.h"
+#include "common/thread_role.h"
+#include "server/shared_memory/region_releaser.h"
 
 namespace chronoserve::server {
 namespace {
@@ -370,6 +373,58 @@ TEST(SharedMemoryRegistryTest, CudaRegionsRegisterFindAndClose) {
   EXPECT_EQ(*device.closed, 0) << "a request's span still holds the handle open";
   span = absl::NotFoundError("dropped");
   EXPECT_EQ(*device.closed, 1) << "closed once the last holder let go";
+}
+
+// A region the client unregistered while a request held it goes when that request does. When the
+// request ends on a worker or completion thread (latency-critical), the region's release (its
+// cudaIpcCloseMemHandle here; munmap and cudaHostUnregister for a system region) runs on
+// RegionReleaser's thread instead; from any other thread it runs at once, on that thread.
+TEST(SharedMemoryRegistryTest, ARegionReleasedFromAWorkerThreadIsClosedOnAnotherThread) {
+  std::vector<char> memory(4096, 7);
+  absl::Mutex mu;
+  std::vector<std::thread::id> closed_on;  // guarded by mu
+  SharedMemoryRegistry registry(nullptr, [&](const std::string&, int64_t, uint64_t, char** data)
+                                             -> absl::StatusOr<std::shared_ptr<void>> {
+    *data = memory.data();
+    return std::shared_ptr<void>(memory.data(), [&](void*) {
+      absl::MutexLock lock(&mu);
+      closed_on.push_back(std::this_thread::get_id());
+    });
+  });
+  auto closed = [&]() {
+    absl::MutexLock lock(&mu);
+    return closed_on;
+  };
+
+  // Dropped on an ordinary thread (this one): closed at once, here.
+  ASSERT_TRUE(registry.RegisterCuda("plain", Handle(3), 0, 4096).ok());
+  auto span = registry.Find("plain", 0, 64);
+  ASSERT_TRUE(span.ok()) << span.status();
+  registry.Unregister("plain", SharedMemoryKind::kCuda);
+  const int64_t background_before = RegionReleaser::Get().released_in_background();
+  span = absl::NotFoundError("dropped");
+  ASSERT_EQ(closed().size(), 1u);
+  EXPECT_EQ(closed()[0], std::this_thread::get_id());
+  EXPECT_EQ(RegionReleaser::Get().released_in_background(), background_before);
+
+  // Dropped on a thread marked latency-critical, as a worker is: closed on another thread.
+  ASSERT_TRUE(registry.RegisterCuda("held", Handle(4), 0, 4096).ok());
+  span = registry.Find("held", 0, 64);
+  ASSERT_TRUE(span.ok()) << span.status();
+  registry.Unregister("held", SharedMemoryKind::kCuda);
+  std::thread::id worker_id;
+  std::thread worker([&] {
+    MarkThreadLatencyCritical();
+    worker_id = std::this_thread::get_id();
+    span = absl::NotFoundError("dropped by the worker");
+  });
+  worker.join();
+  ASSERT_TRUE(RegionReleaser::Get().WaitIdle(absl::Seconds(30))) << "the releaser never got to it";
+  ASSERT_EQ(closed().size(), 2u);
+  EXPECT_NE(closed()[1], worker_id) << "not on the worker";
+  EXPECT_NE(closed()[1], std::this_thread::get_id());
+  EXPECT_EQ(RegionReleaser::Get().released_in_background(), background_before + 1);
+  EXPECT_FALSE(IsThreadLatencyCritical()) << "the mark is the worker's own";
 }
 
 TEST(SharedMemoryRegistryTest, CudaRegistrationRefusalsNameTheRegion) {

@@ -1,0 +1,57 @@
+#include "server/shared_memory/region_releaser.h"
+
+#include "common/thread_name.h"
+#include "common/thread_role.h"
+
+namespace chronoserve::server {
+
+RegionReleaser& RegionReleaser::Get() {
+  static RegionReleaser* const releaser = new RegionReleaser();  // never destroyed (see the header)
+  return *releaser;
+}
+
+void RegionReleaser::Release(const SharedMemoryRegion* region) {
+  if (region == nullptr) return;
+  if (!IsThreadLatencyCritical()) {
+    delete region;
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(region);
+  if (thread_ == nullptr) thread_ = std::make_unique<std::thread>([this] { Run(); });
+}
+
+void RegionReleaser::Run() {
+  SetCurrentThreadName("cs-shm-release");
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    mu_.Await(absl::Condition(
+        +[](std::deque<const SharedMemoryRegion*>* queue) { return !queue->empty(); }, &queue_));
+    const SharedMemoryRegion* region = queue_.front();
+    queue_.pop_front();
+    busy_ = true;
+    mu_.Unlock();
+    delete region;  // munmap, cudaHostUnregister or cudaIpcCloseMemHandle: off the serving threads
+    mu_.Lock();
+    busy_ = false;
+    ++released_;
+  }
+}
+
+int64_t RegionReleaser::released_in_background() const {
+  absl::MutexLock lock(&mu_);
+  return released_;
+}
+
+bool RegionReleaser::WaitIdle(absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return queue_.empty() && !busy_; };
+  return mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
+}
+
+std::shared_ptr<const SharedMemoryRegion> ShareRegion(std::unique_ptr<SharedMemoryRegion> region) {
+  return std::shared_ptr<const SharedMemoryRegion>(
+      region.release(), [](const SharedMemoryRegion* r) { RegionReleaser::Get().Release(r); });
+}
+
+}  // namespace chronoserve::server
