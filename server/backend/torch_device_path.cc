@@ -194,6 +194,10 @@ class CudaPath final : public DevicePath {
     }
     RETURN_IF_ERROR(sync_event_.Init());
     RETURN_IF_ERROR(allocated_.Init());
+    // Loaded now, not at its first launch: CUDA loads a kernel lazily, and that first launch waits
+    // for the stream, which exact device timing holds until the batch is enqueued (the batch would
+    // then stall until the gate's watchdog broke the hold).
+    RETURN_IF_ERROR(cuda::CudaStatus(cuda::LoadCopyRangesKernel(), "loading the copy kernel"));
     if (!exact_device_timing) return absl::OkStatus();
     auto gate = cuda::StreamGate::Create(gpu_, stream_.stream(), kHoldWatchdog);
     if (!gate.ok()) {

@@ -8,6 +8,9 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <vector>
+
+#include "server/backend/cuda/copy_ranges.h"
 #include "server/backend/cuda/cuda_event.h"
 #include "server/backend/cuda/pinned_buffer.h"
 
@@ -59,6 +62,34 @@ TEST_F(StreamGateTest, NothingRunsBeforeTheRelease) {
   }
   EXPECT_EQ((*gate)->watchdog_releases(), 0);
   EXPECT_FALSE((*gate)->Release()) << "nothing held";
+}
+
+// CUDA loads a kernel at its first launch unless told earlier, and that launch waits for its
+// stream: behind a hold, until the release. The copy kernel is loaded when a GPU path starts
+// (LoadCopyRangesKernel), so a batch of CUDA shared-memory requests launching it behind a hold
+// returns at once. (Each test runs in a process of its own: nothing loaded the kernel before.)
+TEST_F(StreamGateTest, TheLoadedCopyKernelLaunchesBehindAHoldWithoutWaiting) {
+  ASSERT_EQ(LoadCopyRangesKernel(), cudaSuccess);
+  void* memory = nullptr;
+  ASSERT_EQ(cudaMalloc(&memory, 8192), cudaSuccess);
+  ASSERT_EQ(cudaMemset(memory, 0x5a, 4096), cudaSuccess);
+  auto gate = StreamGate::Create(0, stream_, absl::Seconds(10));
+  ASSERT_TRUE(gate.ok()) << gate.status();
+  ASSERT_TRUE((*gate)->Hold().ok());
+  char* bytes = static_cast<char*>(memory);
+  const CopyRange range{bytes + 4096, bytes, 4096};
+  const absl::Time start = absl::Now();
+  const cudaError_t launched = CopyRangesAsync(&range, 1, stream_);
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_TRUE((*gate)->Release());
+  ASSERT_EQ(launched, cudaSuccess);
+  EXPECT_LT(took, absl::Seconds(1)) << "the launch waited for the hold";
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  std::vector<unsigned char> copied(4096);
+  ASSERT_EQ(cudaMemcpy(copied.data(), bytes + 4096, 4096, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(copied, std::vector<unsigned char>(4096, 0x5a));
+  EXPECT_EQ((*gate)->watchdog_releases(), 0);
+  cudaFree(memory);
 }
 
 TEST_F(StreamGateTest, EventsBehindAHoldExcludeTheHostsStalls) {

@@ -7,8 +7,8 @@ namespace chronoserve::server::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-// Blocks a range at most: a range of up to kThreads * kMaxBlocks * 16 bytes (1 MiB) is copied in
-// one pass; larger ones loop.
+// Blocks a range at most: each thread copies a word a pass, so a range of up to kThreads *
+// kMaxBlocks words (1 MiB of 16-byte words, 64 KiB of bytes) is copied in one pass; larger ones loop.
 constexpr size_t kMaxBlocks = 256;
 
 struct RangeBatch {
@@ -50,7 +50,7 @@ __global__ void CopyRangesKernel(RangeBatch batch) {
 cudaError_t CopyRangesAsync(const CopyRange* ranges, size_t count, cudaStream_t stream) {
   for (size_t done = 0; done < count; done += kMaxCopyRanges) {
     const size_t n = std::min(kMaxCopyRanges, count - done);
-    RangeBatch batch;
+    RangeBatch batch{};  // the entries past `n` are never read, but are copied: initialised
     size_t largest = 0;
     for (size_t i = 0; i < n; ++i) {
       batch.ranges[i] = ranges[done + i];
@@ -58,11 +58,18 @@ cudaError_t CopyRangesAsync(const CopyRange* ranges, size_t count, cudaStream_t 
     }
     const size_t per_block = static_cast<size_t>(kThreads) * 16;
     const size_t blocks = std::clamp<size_t>((largest + per_block - 1) / per_block, 1, kMaxBlocks);
-    CopyRangesKernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(n)), kThreads, 0, stream>>>(batch);
-    const cudaError_t err = cudaGetLastError();
+    void* args[] = {&batch};
+    const cudaError_t err =
+        cudaLaunchKernel(reinterpret_cast<const void*>(&CopyRangesKernel),
+                         dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(n)), dim3(kThreads), args, 0, stream);
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;
+}
+
+cudaError_t LoadCopyRangesKernel() {
+  cudaFuncAttributes attributes;
+  return cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(&CopyRangesKernel));
 }
 
 }  // namespace chronoserve::server::cuda

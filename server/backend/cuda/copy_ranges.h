@@ -29,6 +29,11 @@ inline constexpr size_t kMaxCopyRanges = 128;
 // kMaxCopyRanges ranges. Returns the launch's error (cudaSuccess when `count` is 0).
 cudaError_t CopyRangesAsync(const CopyRange* ranges, size_t count, cudaStream_t stream);
 
+// Loads the kernel into the current device's context. CUDA otherwise loads it at its first launch,
+// and that launch waits for the stream it is made on: on a stream held by exact device timing's
+// gate, until the hold ends. Call once per device, before any hold.
+cudaError_t LoadCopyRangesKernel();
+
 }  // namespace chronoserve::server::cuda
 
 #endif  // CHRONOSERVE_SERVER_BACKEND_CUDA_COPY_RANGES_H_
