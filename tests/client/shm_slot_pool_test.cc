@@ -38,6 +38,13 @@ int RegisteredRegions(InferenceClient& client) {
   return status.ok() ? status->regions_size() : -1;
 }
 
+// The layout chronobench plans for batch-1 requests of `target`'s mlp, as the server describes it.
+absl::StatusOr<ShmLayout> LayoutFor(const MlpTarget& target, InferenceClient& client, int64_t output_byte_size) {
+  absl::StatusOr<inference::ModelMetadataResponse> metadata = client.ModelMetadata("mlp");
+  if (!metadata.ok()) return metadata.status();
+  return PlanShmLayout(target.request, *metadata, /*batch_size=*/1, /*batched=*/true, output_byte_size);
+}
+
 // A layout of CUDA regions makes the pool allocate GPU memory: a build without CUDA refuses at the
 // first slot, saying why, before anything is registered (tests/gpu covers the build with CUDA).
 TEST(ShmSlotPoolTest, CudaRegionsWithoutCudaFailTheFirstSlotSayingWhy) {
@@ -73,9 +80,7 @@ TEST(ShmSlotPoolTest, PreloadWritesTheInputsOnceAndCopiesNothingPerRequest) {
   absl::StatusOr<MlpTarget> target = StartMlpTarget("chronobench_shm_preload", /*seed=*/29);
   ASSERT_TRUE(target.ok()) << target.status();
   std::unique_ptr<InferenceClient> client = InferenceClient::Connect(target->server.url, std::chrono::seconds(30));
-  auto metadata = client->ModelMetadata("mlp");
-  ASSERT_TRUE(metadata.ok()) << metadata.status();
-  auto layout = PlanShmLayout(target->request, *metadata, /*batch_size=*/1, /*batched=*/true, /*output_byte_size=*/0);
+  auto layout = LayoutFor(*target, *client, /*output_byte_size=*/0);
   ASSERT_TRUE(layout.ok()) << layout.status();
   layout->preload = true;
   auto channel = grpc::CreateChannel(target->server.url, grpc::InsecureChannelCredentials());
@@ -120,9 +125,7 @@ TEST(ShmSlotPoolTest, StoppingAWorkerThatNeverStartedUnregistersItsSlots) {
   absl::StatusOr<MlpTarget> target = StartMlpTarget("chronobench_shm_unstarted", /*seed=*/37);
   ASSERT_TRUE(target.ok()) << target.status();
   std::unique_ptr<InferenceClient> client = InferenceClient::Connect(target->server.url, std::chrono::seconds(30));
-  auto metadata = client->ModelMetadata("mlp");
-  ASSERT_TRUE(metadata.ok()) << metadata.status();
-  auto layout = PlanShmLayout(target->request, *metadata, /*batch_size=*/1, /*batched=*/true, /*output_byte_size=*/0);
+  auto layout = LayoutFor(*target, *client, /*output_byte_size=*/0);
   ASSERT_TRUE(layout.ok()) << layout.status();
   std::vector<ChannelStubs> stubs;
   stubs.emplace_back(grpc::CreateChannel(target->server.url, grpc::InsecureChannelCredentials()));
@@ -142,10 +145,7 @@ TEST(ShmSlotPoolTest, UnregisterAllAgainstAFrozenServerEndsAtOneDeadline) {
   absl::StatusOr<MlpTarget> target = StartMlpTarget("chronobench_shm_frozen", /*seed=*/23);
   ASSERT_TRUE(target.ok()) << target.status();
   std::unique_ptr<InferenceClient> client = InferenceClient::Connect(target->server.url, std::chrono::seconds(30));
-  auto metadata = client->ModelMetadata("mlp");
-  ASSERT_TRUE(metadata.ok()) << metadata.status();
-  auto layout = PlanShmLayout(target->request, *metadata, /*batch_size=*/1, /*batched=*/true,
-                              /*output_byte_size=*/4096);
+  auto layout = LayoutFor(*target, *client, /*output_byte_size=*/4096);
   ASSERT_TRUE(layout.ok()) << layout.status();
   auto channel = grpc::CreateChannel(target->server.url, grpc::InsecureChannelCredentials());
   // Connected before the server freezes: the calls are stuck on a live connection, not a dial.
