@@ -21,6 +21,7 @@
 #include "server/grpc/server_channel.h"
 #include "server/grpc/serving_warmup.h"
 #include "server/model_manager.h"
+#include "server/shared_memory/region_releaser.h"
 #include "server/telemetry/telemetry.h"
 
 namespace chronoserve::server {
@@ -299,6 +300,11 @@ void Server::Shutdown() {
   if (grpc_server_ != nullptr) grpc_server_->Wait();
   // After Wait: every call is over, so the queues' threads have nothing left to answer.
   if (infer_queues_ != nullptr) infer_queues_->Stop();
+  // Regions the last requests held, handed off by the workers: unmapped before the process ends
+  // (and before CUDA's teardown, for page-locked ones).
+  if (!RegionReleaser::Get().WaitIdle(absl::Seconds(10))) {
+    CS_LOG(WARNING) << "shared-memory regions still being unmapped after 10 s; stopping without them";
+  }
   if (host_keep_warm_ != nullptr) {
     service_->dispatcher().set_host_keep_warm(nullptr);
     host_keep_warm_.reset();

@@ -1,5 +1,7 @@
 #include "server/shared_memory/region_releaser.h"
 
+#include <new>
+
 #include "common/thread_name.h"
 #include "common/thread_role.h"
 
@@ -10,15 +12,24 @@ RegionReleaser& RegionReleaser::Get() {
   return *releaser;
 }
 
+RegionReleaser::RegionReleaser() : thread_([this] { Run(); }) {}
+
 void RegionReleaser::Release(const SharedMemoryRegion* region) {
   if (region == nullptr) return;
-  if (!IsThreadLatencyCritical()) {
+  if (region->on_device() || !IsThreadLatencyCritical()) {
     delete region;
     return;
   }
-  absl::MutexLock lock(&mu_);
-  queue_.push_back(region);
-  if (thread_ == nullptr) thread_ = std::make_unique<std::thread>([this] { Run(); });
+  bool queued = false;
+  try {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(region);
+    queued = true;
+  } catch (const std::bad_alloc&) {
+    // Destroyed here after all: slower for this batch, but never lost (and a shared_ptr's deleter
+    // must not throw).
+  }
+  if (!queued) delete region;
 }
 
 void RegionReleaser::Run() {

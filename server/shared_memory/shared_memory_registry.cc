@@ -22,6 +22,13 @@ constexpr size_t kCudaIpcHandleBytes = 64;
 
 }  // namespace
 
+SharedMemoryRegistry::SharedMemoryRegistry() { RegionReleaser::Get(); }
+
+SharedMemoryRegistry::SharedMemoryRegistry(HostMemoryPinner pinner, DeviceMemoryOpener opener)
+    : pinner_(std::move(pinner)), opener_(std::move(opener)) {
+  RegionReleaser::Get();
+}
+
 absl::Status SharedMemoryRegistry::Register(const std::string& name, const std::string& key,
                                             uint64_t offset, uint64_t byte_size) {
   if (name.empty()) return absl::InvalidArgumentError("a shared-memory region needs a name");
@@ -64,8 +71,10 @@ absl::Status SharedMemoryRegistry::RegisterCuda(const std::string& name, const s
 }
 
 absl::Status SharedMemoryRegistry::Insert(const std::string& name, std::unique_ptr<SharedMemoryRegion> region) {
+  // Shared before the lock: a region that lost a race for its name is unmapped after it, not under it.
+  std::shared_ptr<const SharedMemoryRegion> shared = ShareRegion(std::move(region));
   absl::MutexLock lock(&mu_);
-  auto [it, inserted] = regions_.emplace(name, ShareRegion(std::move(region)));
+  auto [it, inserted] = regions_.try_emplace(name, std::move(shared));  // not moved from when taken
   if (!inserted) return AlreadyExists(name, *it->second);
   return absl::OkStatus();
 }

@@ -37,10 +37,10 @@ struct SharedMemorySpan {
 
 class SharedMemoryRegistry {
  public:
-  SharedMemoryRegistry() = default;
+  // Both start RegionReleaser's thread (on the constructing thread: see RegionReleaser::Get).
+  SharedMemoryRegistry();
   // Every region registered from now on is also page-locked by `pinner` (see HostMemoryPinner).
-  explicit SharedMemoryRegistry(HostMemoryPinner pinner, DeviceMemoryOpener opener = nullptr)
-      : pinner_(std::move(pinner)), opener_(std::move(opener)) {}
+  explicit SharedMemoryRegistry(HostMemoryPinner pinner, DeviceMemoryOpener opener = nullptr);
   SharedMemoryRegistry(const SharedMemoryRegistry&) = delete;
   SharedMemoryRegistry& operator=(const SharedMemoryRegistry&) = delete;
 

@@ -376,55 +376,74 @@ TEST(SharedMemoryRegistryTest, CudaRegionsRegisterFindAndClose) {
 }
 
 // A region the client unregistered while a request held it goes when that request does. When the
-// request ends on a worker or completion thread (latency-critical), the region's release (its
-// cudaIpcCloseMemHandle here; munmap and cudaHostUnregister for a system region) runs on
-// RegionReleaser's thread instead; from any other thread it runs at once, on that thread.
-TEST(SharedMemoryRegistryTest, ARegionReleasedFromAWorkerThreadIsClosedOnAnotherThread) {
+// request ends on a worker or completion thread (latency-critical), a system region's release
+// (munmap, and cudaHostUnregister when page-locked: here the fake pinner's token records where it
+// went) runs on RegionReleaser's thread instead; from any other thread it runs at once, on that
+// thread. A CUDA region is closed at once wherever it goes (the client may cudaFree next).
+TEST(SharedMemoryRegistryTest, ARegionReleasedFromAWorkerThreadIsUnmappedOnAnotherThread) {
   std::vector<char> memory(4096, 7);
   absl::Mutex mu;
-  std::vector<std::thread::id> closed_on;  // guarded by mu
-  SharedMemoryRegistry registry(nullptr, [&](const std::string&, int64_t, uint64_t, char** data)
-                                             -> absl::StatusOr<std::shared_ptr<void>> {
-    *data = memory.data();
-    return std::shared_ptr<void>(memory.data(), [&](void*) {
-      absl::MutexLock lock(&mu);
-      closed_on.push_back(std::this_thread::get_id());
-    });
-  });
-  auto closed = [&]() {
+  std::vector<std::thread::id> released_on;  // guarded by mu
+  auto record = [&](void*) {
     absl::MutexLock lock(&mu);
-    return closed_on;
+    released_on.push_back(std::this_thread::get_id());
+  };
+  SharedMemoryRegistry registry(
+      [&](void* data, size_t) { return std::shared_ptr<void>(data, record); },
+      [&](const std::string&, int64_t, uint64_t, char** data) -> absl::StatusOr<std::shared_ptr<void>> {
+        *data = memory.data();
+        return std::shared_ptr<void>(memory.data(), record);
+      });
+  auto released = [&]() {
+    absl::MutexLock lock(&mu);
+    return released_on;
+  };
+  auto obj = MakeObject("released", 8192);
+  ASSERT_NE(obj, nullptr);
+  const int64_t background_before = RegionReleaser::Get().released_in_background();
+  // Dropped by a thread marked latency-critical, as a worker is.
+  auto drop_on_a_worker = [](absl::StatusOr<SharedMemorySpan>& span) {
+    std::thread::id id;
+    std::thread worker([&] {
+      MarkThreadLatencyCritical();
+      id = std::this_thread::get_id();
+      span = absl::NotFoundError("dropped by the worker");
+    });
+    worker.join();
+    return id;
   };
 
-  // Dropped on an ordinary thread (this one): closed at once, here.
-  ASSERT_TRUE(registry.RegisterCuda("plain", Handle(3), 0, 4096).ok());
+  // A system region dropped on an ordinary thread (this one): unmapped at once, here.
+  ASSERT_TRUE(registry.Register("plain", obj->key(), 0, 4096).ok());
   auto span = registry.Find("plain", 0, 64);
   ASSERT_TRUE(span.ok()) << span.status();
-  registry.Unregister("plain", SharedMemoryKind::kCuda);
-  const int64_t background_before = RegionReleaser::Get().released_in_background();
+  registry.Unregister("plain");
   span = absl::NotFoundError("dropped");
-  ASSERT_EQ(closed().size(), 1u);
-  EXPECT_EQ(closed()[0], std::this_thread::get_id());
-  EXPECT_EQ(RegionReleaser::Get().released_in_background(), background_before);
+  ASSERT_EQ(released().size(), 1u);
+  EXPECT_EQ(released()[0], std::this_thread::get_id());
 
-  // Dropped on a thread marked latency-critical, as a worker is: closed on another thread.
-  ASSERT_TRUE(registry.RegisterCuda("held", Handle(4), 0, 4096).ok());
+  // A system region dropped on a worker: unmapped on another thread.
+  ASSERT_TRUE(registry.Register("held", obj->key(), 4096, 4096).ok());
   span = registry.Find("held", 0, 64);
   ASSERT_TRUE(span.ok()) << span.status();
-  registry.Unregister("held", SharedMemoryKind::kCuda);
-  std::thread::id worker_id;
-  std::thread worker([&] {
-    MarkThreadLatencyCritical();
-    worker_id = std::this_thread::get_id();
-    span = absl::NotFoundError("dropped by the worker");
-  });
-  worker.join();
+  registry.Unregister("held");
+  const std::thread::id worker_id = drop_on_a_worker(span);
   ASSERT_TRUE(RegionReleaser::Get().WaitIdle(absl::Seconds(30))) << "the releaser never got to it";
-  ASSERT_EQ(closed().size(), 2u);
-  EXPECT_NE(closed()[1], worker_id) << "not on the worker";
-  EXPECT_NE(closed()[1], std::this_thread::get_id());
+  ASSERT_EQ(released().size(), 2u);
+  EXPECT_NE(released()[1], worker_id) << "not on the worker";
+  EXPECT_NE(released()[1], std::this_thread::get_id());
   EXPECT_EQ(RegionReleaser::Get().released_in_background(), background_before + 1);
   EXPECT_FALSE(IsThreadLatencyCritical()) << "the mark is the worker's own";
+
+  // A CUDA region dropped on a worker: closed there, at once.
+  ASSERT_TRUE(registry.RegisterCuda("gpu", Handle(4), 0, 4096).ok());
+  span = registry.Find("gpu", 0, 64);
+  ASSERT_TRUE(span.ok()) << span.status();
+  registry.Unregister("gpu", SharedMemoryKind::kCuda);
+  const std::thread::id cuda_worker_id = drop_on_a_worker(span);
+  ASSERT_EQ(released().size(), 3u);
+  EXPECT_EQ(released()[2], cuda_worker_id);
+  EXPECT_EQ(RegionReleaser::Get().released_in_background(), background_before + 1);
 }
 
 TEST(SharedMemoryRegistryTest, CudaRegistrationRefusalsNameTheRegion) {
