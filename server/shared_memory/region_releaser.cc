@@ -54,6 +54,12 @@ int64_t RegionReleaser::released_in_background() const {
   return released_;
 }
 
+bool RegionReleaser::WaitReleased(int64_t count, absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto reached = [this, count]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return released_ >= count; };
+  return mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
+}
+
 bool RegionReleaser::WaitIdle(absl::Duration timeout) const {
   absl::MutexLock lock(&mu_);
   auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return queue_.empty() && !busy_; };

@@ -35,6 +35,8 @@ class RegionReleaser {
   void Release(const SharedMemoryRegion* region);
   // Regions the releaser's thread has destroyed so far.
   int64_t released_in_background() const;
+  // Waits until that count reaches `count`, at most `timeout`; whether it did.
+  bool WaitReleased(int64_t count, absl::Duration timeout) const;
   // Waits until nothing handed off is waiting or being destroyed (regions handed off meanwhile
   // included), at most `timeout`; whether that happened.
   bool WaitIdle(absl::Duration timeout) const;

@@ -8,6 +8,7 @@
 
 #include "client/inference_client.h"
 #include "common/tensor_data.h"
+#include "server/shared_memory/region_releaser.h"
 #include "tests/server/gated_instance.h"
 #include "tests/server/scheduling_harness.h"
 #include "tests/server/shm_test_util.h"
@@ -136,7 +137,10 @@ TEST_F(SharedMemoryErrorsTest, OutputRegionTooSmallNamesBytesNeededAndAvailable)
       << "range past the region";
 }
 
+// ... and its two regions, whose last holder was B, are unmapped by the releaser's thread, not on the
+// worker or completion thread that ended B (both are marked latency-critical).
 TEST_F(SharedMemoryErrorsTest, UnregisteredWhileQueuedTheRequestStillCompletes) {
+  const int64_t released_before = server::RegionReleaser::Get().released_in_background();
   // Worker parked on a full batch A; B (input and outputs in shared memory) waits in the queue.
   gate_.Arm();
   testing::PendingInfer a(client().stub(), "gated", "A", testing::GatedInput(4, 3));
@@ -178,6 +182,9 @@ TEST_F(SharedMemoryErrorsTest, UnregisteredWhileQueuedTheRequestStillCompletes) 
     }
   }
   EXPECT_EQ(other->Read(0, 64), std::string(64, '\0')) << "the region registered later was not written";
+  EXPECT_TRUE(server::RegionReleaser::Get().WaitReleased(released_before + 2, kWait))
+      << "released in the background: " << server::RegionReleaser::Get().released_in_background() - released_before
+      << " of B's 2 regions";
 }
 
 }  // namespace
