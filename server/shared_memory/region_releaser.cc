@@ -42,7 +42,7 @@ void RegionReleaser::Run() {
     queue_.pop_front();
     busy_ = true;
     mu_.Unlock();
-    delete region;  // munmap, cudaHostUnregister or cudaIpcCloseMemHandle: off the serving threads
+    delete region;  // munmap, and cudaHostUnregister when page-locked: off the serving threads
     mu_.Lock();
     busy_ = false;
     ++released_;
