@@ -75,48 +75,49 @@ TEST(CudaPiecesTest, EventsTimeACopyOnAStream) {
   cudaStreamDestroy(stream);
 }
 
-// More ranges than one launch takes (three launches), their ends at every alignment from 1 to 16
-// bytes, lengths with and without a tail past the last whole word, some empty, one larger than a
-// launch's blocks cover in one pass: each byte lands where it belongs and the bytes between the
-// ranges keep their fill.
-TEST(CudaPiecesTest, CopyRangesPutsEveryByteWhereItBelongs) {
+// `count` ranges (the last one larger than a launch's blocks cover in one pass), their ends at every
+// alignment from 1 to 16 bytes, a third of them misaligned alike at both ends (a head copied byte by
+// byte, then whole words), lengths with and without a tail past the last whole word, some empty:
+// each byte lands where it belongs and the bytes between the ranges keep their fill.
+void ExpectEveryByteWhereItBelongs(size_t count) {
+  SCOPED_TRACE(testing::Message() << count << " ranges");
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  constexpr size_t kRanges = 2 * kMaxCopyRanges + 45;
-  constexpr size_t kSlot = 8192;               // each small range's room in the destination
-  constexpr size_t kLarge = (3 << 20) + 5;     // the last range: more than 1 MiB, odd length
+  constexpr size_t kSlot = 8192;            // each small range's room in the destination
+  constexpr size_t kLarge = (3 << 20) + 5;  // the last range: more than 1 MiB, odd length
   constexpr size_t kSrcBytes = kLarge + 64;
-  constexpr size_t kDstBytes = kRanges * kSlot + kLarge + 64;
-  std::vector<unsigned char> src(kSrcBytes), expected(kDstBytes, 0xEE), got(kDstBytes, 0);
+  const size_t dst_bytes = count * kSlot + kLarge + 64;
+  std::vector<unsigned char> src(kSrcBytes), expected(dst_bytes, 0xEE), got(dst_bytes, 0);
   for (size_t i = 0; i < kSrcBytes; ++i) src[i] = static_cast<unsigned char>((i * 131 + 7) % 251 + 1);
   void* src_allocation = nullptr;
   void* dst_allocation = nullptr;
   ASSERT_EQ(cudaMalloc(&src_allocation, kSrcBytes), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dst_allocation, kDstBytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dst_allocation, dst_bytes), cudaSuccess);
   char* device_src = static_cast<char*>(src_allocation);
   char* device_dst = static_cast<char*>(dst_allocation);
   ASSERT_EQ(cudaMemcpy(device_src, src.data(), kSrcBytes, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(device_dst, expected.data(), kDstBytes, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(device_dst, expected.data(), dst_bytes, cudaMemcpyHostToDevice), cudaSuccess);
 
   std::vector<CopyRange> ranges;
-  for (size_t i = 0; i + 1 < kRanges; ++i) {
-    const size_t src_at = (i * 37) % 4096 + i % 17;
+  for (size_t i = 0; i + 1 < count; ++i) {
     const size_t dst_at = i * kSlot + i % 16;
+    const size_t src_at = i % 3 == 0 ? (i * 37) % 4096 / 16 * 16 + i % 16  // misaligned alike
+                                     : (i * 37) % 4096 + i % 17;
     const size_t bytes = i % 97 == 50 ? 0 : 1 + (i * 53) % 4000;  // a few empty ranges among them
     ranges.push_back(CopyRange{device_dst + dst_at, device_src + src_at, bytes});
     if (bytes > 0) std::memcpy(&expected[dst_at], &src[src_at], bytes);
   }
-  const size_t large_at = kRanges * kSlot + 3;
+  const size_t large_at = (count - 1) * kSlot + 3;
   ranges.push_back(CopyRange{device_dst + large_at, device_src + 3, kLarge});
   std::memcpy(&expected[large_at], &src[3], kLarge);
 
   ASSERT_EQ(CopyRangesAsync(ranges.data(), ranges.size(), stream), cudaSuccess);
   ASSERT_EQ(CopyRangesAsync(ranges.data(), 0, stream), cudaSuccess) << "no ranges: nothing launched";
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(got.data(), device_dst, kDstBytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(got.data(), device_dst, dst_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
   size_t wrong = 0;
-  size_t first_wrong = kDstBytes;
-  for (size_t i = 0; i < kDstBytes; ++i) {
+  size_t first_wrong = dst_bytes;
+  for (size_t i = 0; i < dst_bytes; ++i) {
     if (got[i] != expected[i]) {
       ++wrong;
       first_wrong = std::min(first_wrong, i);
@@ -126,6 +127,15 @@ TEST(CudaPiecesTest, CopyRangesPutsEveryByteWhereItBelongs) {
   cudaFree(device_src);
   cudaFree(device_dst);
   cudaStreamDestroy(stream);
+}
+
+// Every launch size the kernel has (a launch's argument holds up to 8, 32 or kMaxCopyRanges
+// ranges), at and past each edge, and more ranges than one launch takes (three launches).
+TEST(CudaPiecesTest, CopyRangesPutsEveryByteWhereItBelongs) {
+  for (size_t count : {size_t{1}, size_t{8}, size_t{9}, size_t{32}, size_t{33}, kMaxCopyRanges,
+                       2 * kMaxCopyRanges + 45}) {
+    ExpectEveryByteWhereItBelongs(count);
+  }
 }
 
 }  // namespace

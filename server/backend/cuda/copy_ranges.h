@@ -29,9 +29,9 @@ inline constexpr size_t kMaxCopyRanges = 128;
 // kMaxCopyRanges ranges. Returns the launch's error (cudaSuccess when `count` is 0).
 cudaError_t CopyRangesAsync(const CopyRange* ranges, size_t count, cudaStream_t stream);
 
-// Loads the kernel into the current device's context. CUDA otherwise loads it at its first launch,
-// and that launch waits for the stream it is made on: on a stream held by exact device timing's
-// gate, until the hold ends. Call once per device, before any hold.
+// Loads the kernel, in each of its launch sizes, into the current device's context. CUDA otherwise
+// loads it at its first launch, and that launch waits for the stream it is made on: on a stream
+// held by exact device timing's gate, until the hold ends. Call once per device, before any hold.
 cudaError_t LoadCopyRangesKernel();
 
 }  // namespace chronoserve::server::cuda
