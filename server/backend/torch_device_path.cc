@@ -320,24 +320,16 @@ class CudaPath final : public DevicePath {
                             "cudaMemcpyAsync(output into a shared-memory region)");
   }
   absl::Status CopyOutsInto(int output, const torch::Tensor& tensor, absl::Span<const RowsTarget> targets) override {
-    bool together = tensor.is_contiguous() && tensor.device() == device();
+    // The output is on this GPU (CheckForwardOutputs); contiguous, its rows are byte ranges.
+    bool together = tensor.is_contiguous();
     for (const RowsTarget& t : targets) together = together && t.device == gpu_;
     if (!together) return DevicePath::CopyOutsInto(output, tensor, targets);
-    // Requests' rows, each into its own region on this GPU: one kernel for them all, its ranges
-    // reckoned from the output's rows (no view made). The backend keeps the output until the batch
-    // is finished.
+    // Requests' rows, each into its own region on this GPU: one kernel for them all, its ranges the
+    // targets' bytes (no view made). The backend keeps the output until the batch is finished.
     const char* base = static_cast<const char*>(tensor.data_ptr());
-    const size_t row_bytes = tensor.dim() > 0 && tensor.size(0) > 0 ? tensor.nbytes() / tensor.size(0) : 0;
     std::vector<cuda::CopyRange>& ranges = slot_->ranges;
     ranges.clear();
-    for (const RowsTarget& t : targets) {
-      if (t.rows < 0) {
-        ranges.push_back(cuda::CopyRange{t.dst, base, tensor.nbytes()});
-      } else {
-        ranges.push_back(cuda::CopyRange{t.dst, base + static_cast<size_t>(t.first_row) * row_bytes,
-                                         static_cast<size_t>(t.rows) * row_bytes});
-      }
-    }
+    for (const RowsTarget& t : targets) ranges.push_back(cuda::CopyRange{t.dst, base + t.offset, t.bytes});
     return CopyRanges(ranges, stream_.stream(), "copying outputs into CUDA shared-memory regions");
   }
   LentBytes LendHost(int output, const char* bytes, size_t size) override {
@@ -443,8 +435,8 @@ class CudaPath final : public DevicePath {
     c10::cuda::CUDAGuard on_gpu(static_cast<c10::DeviceIndex>(gpu_));
     const cudaError_t err = cuda::CopyRangesAsync(ranges.data(), ranges.size(), stream);
     if (err == cudaSuccess) return absl::OkStatus();
-    return cuda::CudaStatus(err, absl::StrCat(what, " (", ranges.size(), " of them, one kernel per ",
-                                              cuda::kMaxCopyRanges, ")").c_str());
+    return cuda::CudaStatus(err, absl::StrCat(what, " (", ranges.size(), " of them, up to ", cuda::kMaxCopyRanges,
+                                              " a kernel launch)").c_str());
   }
 
   // The slot's device buffer for input `input`, at least `bytes` long. Growing it is safe: the

@@ -51,11 +51,14 @@ struct BytePiece {
 // One destination of DevicePath::CopyOutsInto: rows [first_row, first_row + rows) of an output
 // along its first dim (all of it when `rows` is -1: a model without a batch dimension) into `dst`,
 // memory the path did not allocate, on GPU `device` (-1: page-locked host memory), large enough for
-// them. Rows, not a view: a view is a tensor to make, about a microsecond each, per request and
-// output of a batch.
+// them. The same rows as bytes [offset, offset + bytes) of the (contiguous) output, which the caller
+// has already reckoned to check that they fit. Rows, not a view: a view is a tensor to make, about a
+// microsecond each, per request and output of a batch.
 struct RowsTarget {
   int64_t first_row = 0;
   int64_t rows = -1;
+  size_t offset = 0;
+  size_t bytes = 0;
   char* dst = nullptr;
   int device = -1;
 };

@@ -66,6 +66,7 @@ class RecordingDevicePath final : public server::DevicePath {
                             absl::Span<const server::RowsTarget> targets) override {
     outs_calls_.push_back({});
     for (const server::RowsTarget& t : targets) outs_calls_.back().push_back(t.device);
+    targets_.insert(targets_.end(), targets.begin(), targets.end());
     return DevicePath::CopyOutsInto(output, tensor, targets);  // one CopyOutInto each
   }
   server::LentBytes LendHost(int, const char*, size_t) override { return {}; }
@@ -82,6 +83,7 @@ class RecordingDevicePath final : public server::DevicePath {
   torch::Tensor landed_;
   std::vector<char*> copies_into_;
   std::vector<std::vector<int>> outs_calls_;  // per CopyOutsInto call: its targets' GPUs
+  std::vector<server::RowsTarget> targets_;   // every CopyOutsInto call's, in order
 };
 
 server::ModelSpec Spec() {
@@ -206,6 +208,39 @@ TEST(DeviceTensorsTest, EachRequestsRowsGoToItsOwnRegionAndATooSmallOneFailsAlon
   // All of them in GPU memory: nothing needs the host.
   batch.pop_back();
   EXPECT_FALSE(server::WantedOnHost(batch, 0));
+}
+
+// A GPU path copies each target as bytes [offset, offset + bytes) of the output (one kernel for
+// them all); the base path copies the rows as a view. Both say the same rows, for every request.
+TEST(DeviceTensorsTest, ATargetsBytesAreItsRows) {
+  std::vector<float> fake_gpu(64, 0.0f);
+  Batch batch;
+  const int64_t items[] = {2, 1, 3};
+  std::vector<std::vector<char>> regions;
+  for (size_t i = 0; i < 3; ++i) {
+    batch.push_back(DeviceRequest(fake_gpu, 10 * i, items[i]));
+    regions.emplace_back(64, 'x');
+  }
+  for (size_t i = 0; i < 3; ++i) OutputToRegion(*batch[i], regions[i].data(), regions[i].size());
+  const torch::Tensor output = torch::arange(12, torch::kFloat32).view({6, 2}) * 0.25f + 1.0f;
+  RecordingDevicePath path;
+  ASSERT_TRUE(server::CopyOutputsToDevice(Spec(), batch, 0, output, path).ok());
+  ASSERT_EQ(path.targets_.size(), 3u);
+  const size_t row_bytes = 2 * sizeof(float);
+  const size_t offsets[] = {0, 2 * row_bytes, 3 * row_bytes};
+  const char* base = static_cast<const char*>(output.data_ptr());
+  for (size_t i = 0; i < 3; ++i) {
+    SCOPED_TRACE(testing::Message() << "request " << i);
+    const server::RowsTarget& t = path.targets_[i];
+    EXPECT_EQ(t.rows, items[i]);
+    EXPECT_EQ(t.offset, offsets[i]);
+    EXPECT_EQ(t.offset, static_cast<size_t>(t.first_row) * row_bytes);
+    EXPECT_EQ(t.bytes, static_cast<size_t>(items[i]) * row_bytes);
+    EXPECT_EQ(t.dst, regions[i].data());
+    EXPECT_EQ(std::memcmp(regions[i].data(), base + t.offset, t.bytes), 0) << "the rows the view copied";
+    EXPECT_EQ(regions[i][t.bytes], 'x') << "nothing past them";
+    EXPECT_TRUE(batch[i]->status.ok()) << batch[i]->status;
+  }
 }
 
 TEST(DeviceTensorsTest, TheCpuPathRefusesGpuMemoryNamingModelTensorAndWhy) {
