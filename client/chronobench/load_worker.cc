@@ -131,6 +131,12 @@ bool LoadWorker::AwaitCompleted(int64_t n, absl::Duration timeout) {
   return mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
 }
 
+bool LoadWorker::AwaitSlotGrowthFailed(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto failed = [this] { return slot_growth_failed_.load(std::memory_order_relaxed); };
+  return mu_.AwaitWithTimeout(absl::Condition(&failed), timeout);
+}
+
 void LoadWorker::Run(int64_t start_ns) {
   std::optional<Pacer> pacer;
   if (plan_.mode == LoadMode::kRate) {
@@ -216,10 +222,13 @@ bool LoadWorker::EnsureFreeSlot() {
   if (shm_ == nullptr || shm_->HasFree()) return true;
   // A region that could not be added once (/dev/shm full, the server refusing) would fail again, each
   // attempt a blocking registration: from then on the worker sends only as its slots free up.
-  if (slot_growth_failed_) return false;
+  if (slot_growth_failed_.load(std::memory_order_relaxed)) return false;
   absl::Status grown = shm_->Grow(1);
   if (!grown.ok()) {
-    slot_growth_failed_ = true;
+    {
+      absl::MutexLock lock(&mu_);
+      slot_growth_failed_.store(true, std::memory_order_relaxed);
+    }
     CS_LOG(ERROR) << "worker " << index_ << ": " << grown.message()
                   << " (this worker now keeps the shared-memory slots it has: its sends wait for a free one, "
                      "so the offered rate may not be reached)";

@@ -122,6 +122,10 @@ class LoadWorker {
   int64_t oldest_unanswered_ns() const { return oldest_unanswered_ns_.load(std::memory_order_relaxed); }
   // Waits until completed() >= n; false when `timeout` passed first (tests).
   bool AwaitCompleted(int64_t n, absl::Duration timeout);
+  // Whether a shared-memory slot could not be added when every slot was in flight (/dev/shm full,
+  // the server refusing the region): the worker then sends only as its slots free up, so an open
+  // loop may fall behind its rate. Waits up to `timeout` for that; whether it happened (tests).
+  bool AwaitSlotGrowthFailed(absl::Duration timeout);
   // CPU time this worker thread has used, ns (for the client-saturation warning; the SendWaker's
   // thread is not counted).
   int64_t ThreadCpuNs() const;
@@ -204,7 +208,8 @@ class LoadWorker {
   std::atomic<int64_t> oldest_unanswered_ns_{0};
   std::unique_ptr<ShmSlotPool> shm_;  // null without shared memory
   bool copy_error_logged_ = false;
-  bool slot_growth_failed_ = false;  // a shared-memory slot could not be added: no more are tried
+  // A shared-memory slot could not be added: no more are tried. Set under mu_ (AwaitSlotGrowthFailed).
+  std::atomic<bool> slot_growth_failed_{false};
 
   // Worker-thread state.
   std::unordered_map<Call*, std::unique_ptr<Call>> calls_;

@@ -2,9 +2,13 @@
 // SIGSTOP: its socket open, nothing answered). It made two blocking calls a slot, each with a 10 s
 // deadline of its own, and kept going after a timeout, so stopping a worker with 64 slots took about
 // 21 minutes. Now every call shares one deadline and the first timeout ends it, saying how many
-// regions were left registered. Against the real chronoserve binary on 127.0.0.1.
+// regions were left registered. Also: an open-loop worker that cannot add a slot goes on with the
+// slots it has. Against the real chronoserve binary on 127.0.0.1.
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -14,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/chronobench/load_worker.h"
@@ -139,6 +144,70 @@ TEST(ShmSlotPoolTest, StoppingAWorkerThatNeverStartedUnregistersItsSlots) {
   ASSERT_EQ(RegisteredRegions(*client), 6) << "an input and an output region a slot";
   worker.Stop(absl::Now() + absl::Seconds(30));
   EXPECT_EQ(RegisteredRegions(*client), 0) << "unregistered by Stop, not left to the destructor";
+}
+
+// POSIX shared-memory objects this test made, unlinked when it ends however it ends.
+struct ShmKeys {
+  std::vector<std::string> names;
+  ~ShmKeys() {
+    for (const std::string& name : names) shm_unlink(name.c_str());
+  }
+};
+
+// An open-loop worker whose eight slots are all in flight (the server frozen) adds a ninth; when
+// that fails (here its POSIX object's name is taken, as a full /dev/shm or a refusing server would
+// fail it), the worker says so once, keeps the eight it has and sends only as they free up: nothing
+// more is sent while they are held, no other slot is tried, the load carries on once the server
+// answers, every request is accounted for, and the object it could not create is left alone.
+TEST(ShmSlotPoolTest, AnOpenLoopWorkerThatCannotAddASlotGoesOnWithTheSlotsItHas) {
+  absl::StatusOr<MlpTarget> target = StartMlpTarget("chronobench_shm_growth", /*seed=*/41);
+  ASSERT_TRUE(target.ok()) << target.status();
+  std::unique_ptr<InferenceClient> client = InferenceClient::Connect(target->server.url, std::chrono::seconds(30));
+  auto layout = LayoutFor(*target, *client, /*output_byte_size=*/0);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  // The ninth slot's input object of worker 0's pool ("chronobench_PID_POOL_w0_8_in"), for every pool
+  // number this process may have reached: its name is taken, so creating it fails.
+  ShmKeys taken;
+  for (int pool = 0; pool < 64; ++pool) {
+    std::string name = absl::StrCat("/chronobench_", getpid(), "_", pool, "_w0_8_in");
+    const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, S_IRUSR | S_IWUSR);
+    ASSERT_GE(fd, 0) << name;
+    close(fd);
+    taken.names.push_back(std::move(name));
+  }
+  std::vector<ChannelStubs> stubs;
+  stubs.emplace_back(grpc::CreateChannel(target->server.url, grpc::InsecureChannelCredentials()));
+  WorkerShared shared{&stubs, &target->request, SteadyClock::Get(), nullptr, 1, &*layout};
+  WorkerPlan plan;
+  plan.mode = LoadMode::kRate;
+  plan.total_rate_per_s = 20000;
+  plan.timeout_ms = 60'000;
+  LoadWorker worker(0, plan, shared);
+  ASSERT_TRUE(worker.Prepare().ok());
+  ASSERT_EQ(RegisteredRegions(*client), 16) << "an open loop starts with eight slots, two regions each";
+
+  target->server.process->Signal(SIGSTOP);
+  worker.Start(SteadyClock::Get()->NowNs());
+  const bool failed = worker.AwaitSlotGrowthFailed(absl::Seconds(60));
+  const int64_t sent_while_frozen = worker.sent();
+  target->server.process->Signal(SIGCONT);
+  ASSERT_TRUE(failed) << "the ninth slot was never asked for (sent " << sent_while_frozen << ")";
+  EXPECT_EQ(sent_while_frozen, 8) << "one request a slot, and no slot more";
+  EXPECT_TRUE(worker.AwaitCompleted(300, absl::Seconds(60))) << "completed " << worker.completed();
+  worker.Stop(absl::Now() + absl::Seconds(30));
+
+  EXPECT_EQ(worker.sent(), worker.completed() + worker.drained());
+  const LatencyRecorder recorded = worker.TakeRecorder();
+  EXPECT_GE(recorded.successes(), 300);
+  EXPECT_EQ(recorded.errors(), 0);
+  EXPECT_EQ(RegisteredRegions(*client), 0) << "the eight slots unregistered, and no ninth was registered";
+  int still_there = 0;
+  for (const std::string& name : taken.names) {
+    const int fd = shm_open(name.c_str(), O_RDONLY, 0);
+    if (fd >= 0) ++still_there;
+    if (fd >= 0) close(fd);
+  }
+  EXPECT_EQ(still_there, 64) << "the pool unlinks only the objects it made";
 }
 
 TEST(ShmSlotPoolTest, UnregisterAllAgainstAFrozenServerEndsAtOneDeadline) {
