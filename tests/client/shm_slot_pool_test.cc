@@ -50,6 +50,26 @@ absl::StatusOr<ShmLayout> LayoutFor(const MlpTarget& target, InferenceClient& cl
   return PlanShmLayout(target.request, *metadata, /*batch_size=*/1, /*batched=*/true, output_byte_size);
 }
 
+// A LoadWorker's surroundings against `target`: a client, chronobench's layout for the mlp (outputs
+// sized from their shapes) and one channel. Not movable: `shared` points into it.
+struct WorkerSetup {
+  std::unique_ptr<InferenceClient> client;
+  ShmLayout layout;
+  std::vector<ChannelStubs> stubs;
+  WorkerShared shared;
+};
+
+absl::StatusOr<std::unique_ptr<WorkerSetup>> SetUpWorker(const MlpTarget& target) {
+  auto setup = std::make_unique<WorkerSetup>();
+  setup->client = InferenceClient::Connect(target.server.url, std::chrono::seconds(30));
+  absl::StatusOr<ShmLayout> layout = LayoutFor(target, *setup->client, /*output_byte_size=*/0);
+  if (!layout.ok()) return layout.status();
+  setup->layout = *std::move(layout);
+  setup->stubs.emplace_back(grpc::CreateChannel(target.server.url, grpc::InsecureChannelCredentials()));
+  setup->shared = WorkerShared{&setup->stubs, &target.request, SteadyClock::Get(), nullptr, 1, &setup->layout};
+  return setup;
+}
+
 // A layout of CUDA regions makes the pool allocate GPU memory: a build without CUDA refuses at the
 // first slot, saying why, before anything is registered (tests/gpu covers the build with CUDA).
 TEST(ShmSlotPoolTest, CudaRegionsWithoutCudaFailTheFirstSlotSayingWhy) {
@@ -129,21 +149,18 @@ TEST(ShmSlotPoolTest, PreloadWritesTheInputsOnceAndCopiesNothingPerRequest) {
 TEST(ShmSlotPoolTest, StoppingAWorkerThatNeverStartedUnregistersItsSlots) {
   absl::StatusOr<MlpTarget> target = StartMlpTarget("chronobench_shm_unstarted", /*seed=*/37);
   ASSERT_TRUE(target.ok()) << target.status();
-  std::unique_ptr<InferenceClient> client = InferenceClient::Connect(target->server.url, std::chrono::seconds(30));
-  auto layout = LayoutFor(*target, *client, /*output_byte_size=*/0);
-  ASSERT_TRUE(layout.ok()) << layout.status();
-  std::vector<ChannelStubs> stubs;
-  stubs.emplace_back(grpc::CreateChannel(target->server.url, grpc::InsecureChannelCredentials()));
-  WorkerShared shared{&stubs, &target->request, SteadyClock::Get(), nullptr, 1, &*layout};
+  auto setup = SetUpWorker(*target);
+  ASSERT_TRUE(setup.ok()) << setup.status();
+  InferenceClient& client = *(*setup)->client;
   WorkerPlan plan;
   plan.mode = LoadMode::kConcurrency;
   plan.in_flight = 3;
   plan.timeout_ms = 10'000;
-  LoadWorker worker(0, plan, shared);
+  LoadWorker worker(0, plan, (*setup)->shared);
   ASSERT_TRUE(worker.Prepare().ok());
-  ASSERT_EQ(RegisteredRegions(*client), 6) << "an input and an output region a slot";
+  ASSERT_EQ(RegisteredRegions(client), 6) << "an input and an output region a slot";
   worker.Stop(absl::Now() + absl::Seconds(30));
-  EXPECT_EQ(RegisteredRegions(*client), 0) << "unregistered by Stop, not left to the destructor";
+  EXPECT_EQ(RegisteredRegions(client), 0) << "unregistered by Stop, not left to the destructor";
 }
 
 // POSIX shared-memory objects this test made, unlinked when it ends however it ends.
@@ -162,9 +179,9 @@ struct ShmKeys {
 TEST(ShmSlotPoolTest, AnOpenLoopWorkerThatCannotAddASlotGoesOnWithTheSlotsItHas) {
   absl::StatusOr<MlpTarget> target = StartMlpTarget("chronobench_shm_growth", /*seed=*/41);
   ASSERT_TRUE(target.ok()) << target.status();
-  std::unique_ptr<InferenceClient> client = InferenceClient::Connect(target->server.url, std::chrono::seconds(30));
-  auto layout = LayoutFor(*target, *client, /*output_byte_size=*/0);
-  ASSERT_TRUE(layout.ok()) << layout.status();
+  auto setup = SetUpWorker(*target);
+  ASSERT_TRUE(setup.ok()) << setup.status();
+  InferenceClient& client = *(*setup)->client;
   // The ninth slot's input object of worker 0's pool ("chronobench_PID_POOL_w0_8_in"), for every pool
   // number this process may have reached: its name is taken, so creating it fails.
   ShmKeys taken;
@@ -175,16 +192,13 @@ TEST(ShmSlotPoolTest, AnOpenLoopWorkerThatCannotAddASlotGoesOnWithTheSlotsItHas)
     close(fd);
     taken.names.push_back(std::move(name));
   }
-  std::vector<ChannelStubs> stubs;
-  stubs.emplace_back(grpc::CreateChannel(target->server.url, grpc::InsecureChannelCredentials()));
-  WorkerShared shared{&stubs, &target->request, SteadyClock::Get(), nullptr, 1, &*layout};
   WorkerPlan plan;
   plan.mode = LoadMode::kRate;
   plan.total_rate_per_s = 20000;
   plan.timeout_ms = 60'000;
-  LoadWorker worker(0, plan, shared);
+  LoadWorker worker(0, plan, (*setup)->shared);
   ASSERT_TRUE(worker.Prepare().ok());
-  ASSERT_EQ(RegisteredRegions(*client), 16) << "an open loop starts with eight slots, two regions each";
+  ASSERT_EQ(RegisteredRegions(client), 16) << "an open loop starts with eight slots, two regions each";
 
   target->server.process->Signal(SIGSTOP);
   worker.Start(SteadyClock::Get()->NowNs());
@@ -200,7 +214,7 @@ TEST(ShmSlotPoolTest, AnOpenLoopWorkerThatCannotAddASlotGoesOnWithTheSlotsItHas)
   const LatencyRecorder recorded = worker.TakeRecorder();
   EXPECT_GE(recorded.successes(), 300);
   EXPECT_EQ(recorded.errors(), 0);
-  EXPECT_EQ(RegisteredRegions(*client), 0) << "the eight slots unregistered, and no ninth was registered";
+  EXPECT_EQ(RegisteredRegions(client), 0) << "the eight slots unregistered, and no ninth was registered";
   int still_there = 0;
   for (const std::string& name : taken.names) {
     const int fd = shm_open(name.c_str(), O_RDONLY, 0);
