@@ -206,8 +206,7 @@ absl::Status CopyOutputsToDevice(const ModelSpec& spec, const Batch& batch, int 
         if (r->status.ok()) r->status = std::move(fits);
         continue;
       }
-      targets.push_back(RowsTarget{row, batched ? r->batch_items : -1, batched ? row_bytes * static_cast<size_t>(row) : 0,
-                                   bytes, out.raw, out.raw_device_id});
+      targets.push_back(RowsTarget{batched ? row_bytes * static_cast<size_t>(row) : 0, bytes, out.raw, out.raw_device_id});
     }
     row += r->batch_items;
   }

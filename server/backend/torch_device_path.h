@@ -48,24 +48,25 @@ struct BytePiece {
   int device = -1;  // the GPU `data` is on; -1: host memory
 };
 
-// One destination of DevicePath::CopyOutsInto: rows [first_row, first_row + rows) of an output
-// along its first dim (all of it when `rows` is -1: a model without a batch dimension) into `dst`,
-// memory the path did not allocate, on GPU `device` (-1: page-locked host memory), large enough for
-// them. The same rows as bytes [offset, offset + bytes) of the (contiguous) output, which the caller
-// has already reckoned to check that they fit. Rows, not a view: a view is a tensor to make, about a
-// microsecond each, per request and output of a batch.
+// One destination of DevicePath::CopyOutsInto: bytes [offset, offset + bytes) of an output, as it
+// lies contiguous, into `dst`, memory the path did not allocate, on GPU `device` (-1: page-locked
+// host memory), large enough for them. The bytes are whole rows along the output's first dim (the
+// whole output for a model without a batch dimension); the caller reckoned them to check that they
+// fit, so what is copied is what was checked. Bytes, not a view: a view is a tensor to make, about
+// a microsecond each, per request and output of a batch.
 struct RowsTarget {
-  int64_t first_row = 0;
-  int64_t rows = -1;
   size_t offset = 0;
   size_t bytes = 0;
   char* dst = nullptr;
   int device = -1;
 };
 
-// `target`'s rows of `output`, as a view.
+// `target`'s rows of `output`, as a view (the output itself when they are all of it).
 inline torch::Tensor TargetRows(const torch::Tensor& output, const RowsTarget& target) {
-  return target.rows < 0 ? output : output.narrow(0, target.first_row, target.rows);
+  const size_t total = output.nbytes();
+  if (target.offset == 0 && target.bytes == total) return output;
+  const size_t row_bytes = total / static_cast<size_t>(output.size(0));  // a part: batched, so rows
+  return output.narrow(0, static_cast<int64_t>(target.offset / row_bytes), static_cast<int64_t>(target.bytes / row_bytes));
 }
 
 // How a batch's inputs will reach the device (DevicePath::BeginInputs).

@@ -211,7 +211,8 @@ TEST(DeviceTensorsTest, EachRequestsRowsGoToItsOwnRegionAndATooSmallOneFailsAlon
 }
 
 // A GPU path copies each target as bytes [offset, offset + bytes) of the output (one kernel for
-// them all); the base path copies the rows as a view. Both say the same rows, for every request.
+// them all); the base path copies the rows as a view (TargetRows). Both are the same rows, for
+// every request.
 TEST(DeviceTensorsTest, ATargetsBytesAreItsRows) {
   std::vector<float> fake_gpu(64, 0.0f);
   Batch batch;
@@ -232,10 +233,11 @@ TEST(DeviceTensorsTest, ATargetsBytesAreItsRows) {
   for (size_t i = 0; i < 3; ++i) {
     SCOPED_TRACE(testing::Message() << "request " << i);
     const server::RowsTarget& t = path.targets_[i];
-    EXPECT_EQ(t.rows, items[i]);
     EXPECT_EQ(t.offset, offsets[i]);
-    EXPECT_EQ(t.offset, static_cast<size_t>(t.first_row) * row_bytes);
     EXPECT_EQ(t.bytes, static_cast<size_t>(items[i]) * row_bytes);
+    const torch::Tensor rows = server::TargetRows(output, t);
+    EXPECT_EQ(rows.size(0), items[i]);
+    EXPECT_EQ(static_cast<const char*>(rows.data_ptr()), base + t.offset) << "the view starts at the target's bytes";
     EXPECT_EQ(t.dst, regions[i].data());
     EXPECT_EQ(std::memcmp(regions[i].data(), base + t.offset, t.bytes), 0) << "the rows the view copied";
     EXPECT_EQ(regions[i][t.bytes], 'x') << "nothing past them";
