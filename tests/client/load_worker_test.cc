@@ -8,6 +8,7 @@
 // Against the real chronoserve binary on 127.0.0.1.
 #include <signal.h>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/chronobench/benchmark.h"
 #include "client/chronobench/load_worker.h"
 #include "client/chronobench/request_factory.h"
@@ -35,6 +37,7 @@ using chronoserve::testing::MlpTarget;
 using chronoserve::testing::RunDelayNs;
 using chronoserve::testing::StartMlpTarget;
 using chronoserve::testing::StartTestServer;
+using chronoserve::testing::StolenPerCpuNs;
 using chronoserve::testing::TestServer;
 
 constexpr absl::Duration kWait = absl::Seconds(30);
@@ -237,13 +240,95 @@ WorkerPlan RatePlan(double rate, int64_t max_send_poll_ns) {
   return plan;
 }
 
+// One measured window of an open-loop worker: what it sent, the time its thread polled and
+// otherwise spent on the CPU, how late its sends were, and how short of CPU the machine was.
+struct LagWindow {
+  int64_t sends = 0;
+  int64_t wall_ns = 0;
+  int64_t poll_ns = 0;
+  int64_t busy_ns = 0;
+  int64_t delay_ns = 0;   // the worker and its waker waiting for a CPU while runnable (schedstat)
+  int64_t stolen_ns = 0;  // the hypervisor holding the machine's CPUs (/proc/stat steal), a CPU
+  int64_t errors = 0;
+  LatencyRecorder recorded;
+
+  int64_t LagNs(double percentile) const { return recorded.schedule_lag().ValueAtPercentile(percentile); }
+  // Past 500 µs a send of waiting for a CPU (ours or the hypervisor's), a late median says nothing
+  // of ours: with four to six busy loops beside the test on the 2-core VM the median send was at
+  // times up to 0.8 ms late with nothing wrong but the machine.
+  bool ShortOfCpu() const { return (delay_ns + stolen_ns) / std::max<int64_t>(sends, 1) >= 500'000; }
+  std::string Figures() const {
+    const int64_t n = std::max<int64_t>(sends, 1);
+    return absl::StrCat(sends, " sends in ", wall_ns / 1'000'000, " ms: polls ", poll_ns / n / 1'000,
+                        " us/send, other CPU ", busy_ns / n / 1'000, " us/send (",
+                        100 * busy_ns / std::max<int64_t>(wall_ns, 1), " % of the wall time), lag p50 ",
+                        LagNs(50) / 1'000, " us, p90 ", LagNs(90) / 1'000, " us, p99 ", LagNs(99) / 1'000,
+                        " us; worker and waker waited for a CPU ", delay_ns / n / 1'000,
+                        " us/send, the hypervisor held each CPU ", stolen_ns / n / 1'000, " us/send");
+  }
+};
+
+// Runs `worker` until `completions` more requests complete and reports that window (the recorder
+// holds what finished in it: the caller takes the recorder before the first window).
+LagWindow MeasureWindow(LoadWorker& worker, int64_t completions) {
+  LagWindow w;
+  const int64_t wall_start_ns = SteadyClock::Get()->NowNs();
+  const int64_t sent_start = worker.sent();
+  const int64_t poll_start_ns = worker.PollNs();
+  const int64_t busy_start_ns = worker.BusyCpuNs();
+  const int64_t delay_start_ns = RunDelayNs("cb-load") + RunDelayNs("cb-wake");
+  const int64_t stolen_start_ns = StolenPerCpuNs();
+  const bool ran = worker.AwaitCompleted(worker.completed() + completions, kWait);
+  w.busy_ns = worker.BusyCpuNs() - busy_start_ns;
+  w.poll_ns = worker.PollNs() - poll_start_ns;
+  w.sends = worker.sent() - sent_start;
+  w.wall_ns = SteadyClock::Get()->NowNs() - wall_start_ns;
+  w.delay_ns = RunDelayNs("cb-load") + RunDelayNs("cb-wake") - delay_start_ns;
+  w.stolen_ns = StolenPerCpuNs() - stolen_start_ns;
+  w.recorded = worker.TakeRecorder();
+  EXPECT_TRUE(ran) << "completed " << worker.completed();
+  return w;
+}
+
+// The median send of an open loop is on time (under 300 µs late) in one of up to three windows
+// where the machine had CPU to give: a worker that waits for gRPC's millisecond-rounded deadline
+// instead of its waker's alarm is late in every window (about 0.5 ms at the median), while a
+// machine that takes the CPU away now and then (a shared CI VM: once the median send was 588 µs
+// late with its threads waiting only 201 µs a send for a CPU) spoils one window, seldom three.
+// `check` judges each window's other bounds; every window is printed.
+template <typename Check>
+void ExpectOnTimeInOneOfThreeWindows(LoadWorker& worker, int64_t completions, Check check) {
+  std::vector<std::string> late;
+  int judged = 0;
+  for (int window = 1; window <= 3; ++window) {
+    const LagWindow w = MeasureWindow(worker, completions);
+    std::cout << "[ figures  ] window " << window << ": " << w.Figures() << "\n";
+    ASSERT_GE(w.recorded.schedule_lag().count(), completions) << w.Figures();
+    EXPECT_EQ(w.recorded.errors(), 0) << w.Figures();
+    check(w);
+    if (w.ShortOfCpu()) {
+      std::cout << "[ note     ] the machine was short of CPU: the lag is not judged\n";
+      continue;
+    }
+    ++judged;
+    if (w.LagNs(50) < 300'000) return;
+    late.push_back(w.Figures());
+  }
+  if (judged > 0) {
+    ADD_FAILURE() << "sends late to the millisecond in every window the machine had CPU in:\n  "
+                  << absl::StrJoin(late, "\n  ");
+  } else {
+    std::cout << "[ note     ] short of CPU in every window: the lag was never judged\n";
+  }
+}
+
 // Open loop at 1000 requests/s, a period shorter than the old 1.1 ms poll window (with which the
 // worker thread was on the CPU all the time): the worker waits on its queue until its SendWaker
-// wakes it and polls only what is left of the lead, so over the measured window its polls take at
-// most WakeLead::kMaxNs per send (the design's bound, whatever the lead learnt on a loaded machine;
-// the old window took about 1 ms per send), the rest of its CPU time is a fraction of the wall time,
-// and sends are on time (a median lag well under the ~0.5 ms that a timed wait rounded up to the
-// millisecond would give). Run alone (run_serial.cmake).
+// wakes it and polls only what is left of the lead, so over each measured window its polls take
+// at most WakeLead::kMaxNs per send (the design's bound, whatever the lead learnt on a loaded
+// machine; the old window took about 1 ms per send), the rest of its CPU time is a fraction of the
+// wall time, and sends are on time (a median lag well under the ~0.5 ms that a timed wait rounded
+// up to the millisecond would give). Run alone (run_serial.cmake).
 TEST(LoadWorkerTest, OpenLoopSendsOnTimeWithoutSpinning) {
   absl::StatusOr<MlpTarget> target = StartMlpTarget("chronobench_nospin", /*seed=*/9);
   ASSERT_TRUE(target.ok()) << target.status();
@@ -255,47 +340,15 @@ TEST(LoadWorkerTest, OpenLoopSendsOnTimeWithoutSpinning) {
   worker.Start(SteadyClock::Get()->NowNs());
   ASSERT_TRUE(worker.AwaitCompleted(200, kWait)) << "the load never ran: " << worker.completed();
   worker.TakeRecorder();  // the warm-up, while the waker learns its lead
-  const int64_t wall_start_ns = SteadyClock::Get()->NowNs();
-  const int64_t sent_start = worker.sent();
-  const int64_t poll_start_ns = worker.PollNs();
-  const int64_t busy_start_ns = worker.BusyCpuNs();
-  const int64_t delay_start_ns = RunDelayNs("cb-load") + RunDelayNs("cb-wake");
-  const bool ran = worker.AwaitCompleted(worker.completed() + 1500, kWait);
-  const int64_t busy_ns = worker.BusyCpuNs() - busy_start_ns;
-  const int64_t poll_ns = worker.PollNs() - poll_start_ns;
-  const int64_t sends = worker.sent() - sent_start;
-  const int64_t wall_ns = SteadyClock::Get()->NowNs() - wall_start_ns;
-  const int64_t delay_ns = RunDelayNs("cb-load") + RunDelayNs("cb-wake") - delay_start_ns;
+  ExpectOnTimeInOneOfThreeWindows(worker, 1500, [](const LagWindow& w) {
+    ASSERT_GT(w.sends, 1000) << "1500 completed, less what was in flight at the start";
+    EXPECT_GT(w.poll_ns, 0) << "no send time was polled for";
+    EXPECT_LE(w.poll_ns, w.sends * WakeLead::kMaxNs * 12 / 10) << "polls longer than the lead allows: "
+                                                               << w.Figures();
+    // About 100-150 µs a send on a 2-core VM; a loop that spins outside its polls takes all of it.
+    EXPECT_LT(w.busy_ns, w.wall_ns / 2) << "the worker thread was busy, not waiting: " << w.Figures();
+  });
   worker.Stop();
-  ASSERT_TRUE(ran) << "completed " << worker.completed();
-  ASSERT_GT(sends, 1000) << "1500 completed, less what was in flight at the start";
-
-  const LatencyRecorder recorded = worker.TakeRecorder();
-  const int64_t lag_p50_ns = recorded.schedule_lag().ValueAtPercentile(50);
-  const std::string figures = absl::StrCat(sends, " sends in ", wall_ns / 1'000'000, " ms: polls ",
-                                           poll_ns / sends / 1'000, " us/send, other CPU ", busy_ns / sends / 1'000,
-                                           " us/send (", 100 * busy_ns / wall_ns, " % of the wall time), lag p50 ",
-                                           lag_p50_ns / 1'000, " us, p90 ",
-                                           recorded.schedule_lag().ValueAtPercentile(90) / 1'000, " us, p99 ",
-                                           recorded.schedule_lag().ValueAtPercentile(99) / 1'000,
-                                           " us; worker and waker waited for a CPU ", delay_ns / sends / 1'000,
-                                           " us/send");
-  std::cout << "[ figures  ] " << figures << "\n";
-  EXPECT_GT(poll_ns, 0) << "no send time was polled for";
-  EXPECT_LE(poll_ns, sends * WakeLead::kMaxNs * 12 / 10) << "polls longer than the lead allows: " << figures;
-  // About 100-150 µs a send on a 2-core VM; a loop that spins outside its polls takes all of it.
-  EXPECT_LT(busy_ns, wall_ns / 2) << "the worker thread was busy, not waiting: " << figures;
-  EXPECT_EQ(recorded.errors(), 0);
-  ASSERT_GE(recorded.schedule_lag().count(), 1500);
-  // The lag judges the wakes, so only when the worker and its waker got a CPU when they needed one:
-  // they waited for it 60-80 µs a send on an idle 2-core VM, 180-360 µs with two busy loops beside
-  // the test (median lag 2 µs either way); past 500 µs a send (four to six busy loops) the median
-  // send was at times up to 0.8 ms late with nothing wrong but the machine.
-  if (delay_ns / sends < 500'000) {
-    EXPECT_LT(lag_p50_ns, 300'000) << "sends late to the millisecond: " << figures;
-  } else {
-    std::cout << "[ note     ] the machine was short of CPU: the lag is not judged\n";
-  }
 }
 
 // --max-send-poll-us 0: the worker's wait ends with its waker's alarm and it sends at once, with no
@@ -310,26 +363,13 @@ TEST(LoadWorkerTest, OpenLoopWithoutPollingKeepsItsRate) {
   WorkerShared shared{&stubs, &target->request, SteadyClock::Get(), nullptr, 1, nullptr};
   LoadWorker worker(0, RatePlan(500, /*max_send_poll_ns=*/0), shared);
   ASSERT_TRUE(worker.Prepare().ok());
-  const int64_t delay_start_ns = RunDelayNs("cb-load") + RunDelayNs("cb-wake");
   worker.Start(SteadyClock::Get()->NowNs());
-  const bool ran = worker.AwaitCompleted(600, kWait);
-  const int64_t poll_ns = worker.PollNs();
-  const int64_t sends = worker.sent();
-  const int64_t delay_ns = RunDelayNs("cb-load") + RunDelayNs("cb-wake") - delay_start_ns;
+  ExpectOnTimeInOneOfThreeWindows(worker, 500, [](const LagWindow& w) {
+    // A send due at once still looks at the queue one time (a zero-deadline AsyncNext, a few µs);
+    // with the default lead the polls take 15-100 µs a send on the 2-core VM.
+    EXPECT_LT(w.poll_ns, w.sends * 10'000) << w.poll_ns / std::max<int64_t>(w.sends, 1) << " ns polled per send";
+  });
   worker.Stop();
-  ASSERT_TRUE(ran) << "completed " << worker.completed();
-  const LatencyRecorder recorded = worker.TakeRecorder();
-  EXPECT_EQ(recorded.errors(), 0);
-  ASSERT_GT(recorded.schedule_lag().count(), 500);
-  // A send due at once still looks at the queue one time (a zero-deadline AsyncNext, a few µs);
-  // with the default lead the polls take 15-100 µs a send on the 2-core VM.
-  EXPECT_LT(poll_ns, sends * 10'000) << poll_ns / sends << " ns polled per send";
-  const int64_t lag_p50_ns = recorded.schedule_lag().ValueAtPercentile(50);
-  if (delay_ns / sends < 500'000) {  // as OpenLoopSendsOnTimeWithoutSpinning: only with CPUs to run on
-    EXPECT_LT(lag_p50_ns, 300'000) << "sends waited for gRPC's rounded deadline, not the alarm";
-  } else {
-    std::cout << "[ note     ] the machine was short of CPU: the lag is not judged\n";
-  }
 }
 
 }  // namespace

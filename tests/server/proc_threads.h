@@ -4,6 +4,7 @@
 #define CHRONOSERVE_TESTS_SERVER_PROC_THREADS_H_
 
 #include <dirent.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <fstream>
@@ -60,6 +61,24 @@ inline int64_t RunDelayNs(const std::string& name) {
     if (schedstat >> cpu_ns >> delay_ns) total_ns += delay_ns;
   }
   return total_ns;
+}
+
+// How long the hypervisor has run something else while this machine's CPUs wanted to run, ns, on
+// average a CPU (/proc/stat's "cpu" line, its eighth value, in clock ticks, all CPUs together;
+// 0 where the kernel does not keep it). A thread that waits for that does not wait in RunDelayNs:
+// to the kernel it ran, or its timer fired late.
+inline int64_t StolenPerCpuNs() {
+  std::istringstream stat(ReadFile("/proc/stat"));
+  std::string cpu;
+  int64_t ticks[8] = {};
+  if (!(stat >> cpu) || cpu != "cpu") return 0;
+  for (int64_t& value : ticks) {
+    if (!(stat >> value)) return 0;
+  }
+  const long ticks_per_s = sysconf(_SC_CLK_TCK);
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  if (ticks_per_s <= 0 || cpus <= 0) return 0;
+  return ticks[7] * (1'000'000'000 / ticks_per_s) / cpus;
 }
 
 // A thread's Cpus_allowed_list ("0-3,8"), as /proc shows it; empty when the thread is gone.
