@@ -249,7 +249,6 @@ struct LagWindow {
   int64_t busy_ns = 0;
   int64_t delay_ns = 0;   // the worker and its waker waiting for a CPU while runnable (schedstat)
   int64_t stolen_ns = 0;  // the hypervisor holding the machine's CPUs (/proc/stat steal), a CPU
-  int64_t errors = 0;
   LatencyRecorder recorded;
 
   int64_t LagNs(double percentile) const { return recorded.schedule_lag().ValueAtPercentile(percentile); }
