@@ -252,18 +252,18 @@ struct LagWindow {
   LatencyRecorder recorded;
 
   int64_t LagNs(double percentile) const { return recorded.schedule_lag().ValueAtPercentile(percentile); }
+  int64_t PerSendNs(int64_t ns) const { return ns / std::max<int64_t>(sends, 1); }
   // Past 500 µs a send of waiting for a CPU (ours or the hypervisor's), a late median says nothing
   // of ours: with four to six busy loops beside the test on the 2-core VM the median send was at
   // times up to 0.8 ms late with nothing wrong but the machine.
-  bool ShortOfCpu() const { return (delay_ns + stolen_ns) / std::max<int64_t>(sends, 1) >= 500'000; }
+  bool ShortOfCpu() const { return PerSendNs(delay_ns + stolen_ns) >= 500'000; }
   std::string Figures() const {
-    const int64_t n = std::max<int64_t>(sends, 1);
-    return absl::StrCat(sends, " sends in ", wall_ns / 1'000'000, " ms: polls ", poll_ns / n / 1'000,
-                        " us/send, other CPU ", busy_ns / n / 1'000, " us/send (",
+    return absl::StrCat(sends, " sends in ", wall_ns / 1'000'000, " ms: polls ", PerSendNs(poll_ns) / 1'000,
+                        " us/send, other CPU ", PerSendNs(busy_ns) / 1'000, " us/send (",
                         100 * busy_ns / std::max<int64_t>(wall_ns, 1), " % of the wall time), lag p50 ",
                         LagNs(50) / 1'000, " us, p90 ", LagNs(90) / 1'000, " us, p99 ", LagNs(99) / 1'000,
-                        " us; worker and waker waited for a CPU ", delay_ns / n / 1'000,
-                        " us/send, the hypervisor held each CPU ", stolen_ns / n / 1'000, " us/send");
+                        " us; worker and waker waited for a CPU ", PerSendNs(delay_ns) / 1'000,
+                        " us/send, the hypervisor held each CPU ", PerSendNs(stolen_ns) / 1'000, " us/send");
   }
 };
 
@@ -366,7 +366,7 @@ TEST(LoadWorkerTest, OpenLoopWithoutPollingKeepsItsRate) {
   ExpectOnTimeInOneOfThreeWindows(worker, 500, [](const LagWindow& w) {
     // A send due at once still looks at the queue one time (a zero-deadline AsyncNext, a few µs);
     // with the default lead the polls take 15-100 µs a send on the 2-core VM.
-    EXPECT_LT(w.poll_ns, w.sends * 10'000) << w.poll_ns / std::max<int64_t>(w.sends, 1) << " ns polled per send";
+    EXPECT_LT(w.poll_ns, w.sends * 10'000) << w.PerSendNs(w.poll_ns) << " ns polled per send";
   });
   worker.Stop();
 }
