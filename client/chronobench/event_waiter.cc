@@ -75,10 +75,17 @@ bool EventWaiter::AwaitEvent(Wake wake) {
     wake_send_ns_ = wake.at_ns;
   }
   const gpr_timespec now = gpr_now(GPR_CLOCK_MONOTONIC);
-  if (!TakeEvent(gpr_time_add(now, gpr_time_from_nanos(wait_ns, GPR_TIMESPAN)))) return false;
+  if (wake.send) send_waits_.fetch_add(1, std::memory_order_relaxed);
+  if (!TakeEvent(gpr_time_add(now, gpr_time_from_nanos(wait_ns, GPR_TIMESPAN)))) {
+    if (wake.send) send_waits_past_deadline_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
   // The alarm's tag ended this wait: how late it came is the waker's own latency, not the worker's
   // (taken any other way, it may have waited on the queue while the worker was busy).
-  if (wake.send && IsWake(ready_.back().tag)) ready_.back().woke = true;
+  if (wake.send && IsWake(ready_.back().tag)) {
+    ready_.back().woke = true;
+    send_waits_woken_.fetch_add(1, std::memory_order_relaxed);
+  }
   return true;
 }
 

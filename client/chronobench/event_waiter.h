@@ -71,6 +71,13 @@ class EventWaiter {
   void OnWake(const Event& event);
   // The CPU time of the polls that found nothing just before a send time, ns (any thread).
   int64_t PollNs() const { return poll_ns_.load(std::memory_order_relaxed); }
+  // The blocking waits before a send time (each after a WakeAt), and how each ended: the waker's
+  // alarm (woken), the queue's own deadline, which gRPC rounds up to a whole millisecond (past
+  // deadline: no alarm by the send time, a starved or failed waker), or else a response. A working
+  // waker ends most of those a response does not; a failed one, none (any thread).
+  int64_t SendWaits() const { return send_waits_.load(std::memory_order_relaxed); }
+  int64_t SendWaitsWoken() const { return send_waits_woken_.load(std::memory_order_relaxed); }
+  int64_t SendWaitsPastDeadline() const { return send_waits_past_deadline_.load(std::memory_order_relaxed); }
 
  private:
   static constexpr int64_t kNoSend = std::numeric_limits<int64_t>::min();
@@ -89,6 +96,9 @@ class EventWaiter {
   const Clock* const clock_;
   const std::atomic<bool>* const stop_;
   std::atomic<int64_t> poll_ns_{0};
+  std::atomic<int64_t> send_waits_{0};
+  std::atomic<int64_t> send_waits_woken_{0};
+  std::atomic<int64_t> send_waits_past_deadline_{0};
   std::deque<Event> ready_;  // events taken off the queue (stamped), not yet handled, oldest first
   std::unique_ptr<SendWaker> waker_;  // open loop, idle gap: its thread ends a wait before a send time
   int64_t wake_send_ns_ = kNoSend;    // the send time of the last WakeAt

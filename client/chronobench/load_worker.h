@@ -135,6 +135,12 @@ class LoadWorker {
   int64_t PollNs() const { return waiter_.PollNs(); }
   // ThreadCpuNs() less PollNs(): the CPU time the saturation warning judges.
   int64_t BusyCpuNs() const { return ThreadCpuNs() - PollNs(); }
+  // The waits on the queue before a send time (open loop, idle gap), those its SendWaker's alarm
+  // ended, and those the queue's millisecond-rounded deadline ended (EventWaiter::SendWaits; a
+  // response ends the rest). Since Start().
+  int64_t SendWaits() const { return waiter_.SendWaits(); }
+  int64_t SendWaitsWoken() const { return waiter_.SendWaitsWoken(); }
+  int64_t SendWaitsPastDeadline() const { return waiter_.SendWaitsPastDeadline(); }
 
  private:
   // Hands the recorder back and puts a fresh one in its place, which discards requests sent before

@@ -249,21 +249,28 @@ struct LagWindow {
   int64_t busy_ns = 0;
   int64_t delay_ns = 0;   // the worker and its waker waiting for a CPU while runnable (schedstat)
   int64_t stolen_ns = 0;  // the hypervisor holding the machine's CPUs (/proc/stat steal), a CPU
+  int64_t waits = 0;      // blocking waits before a send time (LoadWorker::SendWaits)
+  int64_t woken = 0;      // of those, the ones the waker's alarm ended
+  int64_t past_deadline = 0;  // and the ones the queue's deadline ended (no alarm by the send time)
   LatencyRecorder recorded;
 
   int64_t LagNs(double percentile) const { return recorded.schedule_lag().ValueAtPercentile(percentile); }
   int64_t PerSendNs(int64_t ns) const { return ns / std::max<int64_t>(sends, 1); }
-  // Past 500 µs a send of waiting for a CPU (ours or the hypervisor's), a late median says nothing
-  // of ours: with four to six busy loops beside the test on the 2-core VM the median send was at
-  // times up to 0.8 ms late with nothing wrong but the machine.
-  bool ShortOfCpu() const { return PerSendNs(delay_ns + stolen_ns) >= 500'000; }
+  // Waiting for a CPU (ours or the hypervisor's) for a quarter of the wall time or more, a late
+  // median says nothing of ours: with four to six busy loops beside the test on the 2-core VM the
+  // median send was at times up to 0.8 ms late with nothing wrong but the machine, and on CI 590 µs
+  // late with the hypervisor holding each CPU 317 µs a send (32 % of the time) and our threads
+  // waiting 104 µs more.
+  bool ShortOfCpu() const { return 4 * (delay_ns + stolen_ns) >= wall_ns; }
   std::string Figures() const {
     return absl::StrCat(sends, " sends in ", wall_ns / 1'000'000, " ms: polls ", PerSendNs(poll_ns) / 1'000,
                         " us/send, other CPU ", PerSendNs(busy_ns) / 1'000, " us/send (",
                         100 * busy_ns / std::max<int64_t>(wall_ns, 1), " % of the wall time), lag p50 ",
                         LagNs(50) / 1'000, " us, p90 ", LagNs(90) / 1'000, " us, p99 ", LagNs(99) / 1'000,
                         " us; worker and waker waited for a CPU ", PerSendNs(delay_ns) / 1'000,
-                        " us/send, the hypervisor held each CPU ", PerSendNs(stolen_ns) / 1'000, " us/send");
+                        " us/send, the hypervisor held each CPU ", PerSendNs(stolen_ns) / 1'000,
+                        " us/send; of ", waits, " waits before a send the waker's alarm ended ", woken,
+                        ", the deadline ", past_deadline);
   }
 };
 
@@ -277,6 +284,9 @@ LagWindow MeasureWindow(LoadWorker& worker, int64_t completions) {
   const int64_t busy_start_ns = worker.BusyCpuNs();
   const int64_t delay_start_ns = RunDelayNs("cb-load") + RunDelayNs("cb-wake");
   const int64_t stolen_start_ns = StolenPerCpuNs();
+  const int64_t waits_start = worker.SendWaits();
+  const int64_t woken_start = worker.SendWaitsWoken();
+  const int64_t past_deadline_start = worker.SendWaitsPastDeadline();
   const bool ran = worker.AwaitCompleted(worker.completed() + completions, kWait);
   w.busy_ns = worker.BusyCpuNs() - busy_start_ns;
   w.poll_ns = worker.PollNs() - poll_start_ns;
@@ -284,15 +294,19 @@ LagWindow MeasureWindow(LoadWorker& worker, int64_t completions) {
   w.wall_ns = SteadyClock::Get()->NowNs() - wall_start_ns;
   w.delay_ns = RunDelayNs("cb-load") + RunDelayNs("cb-wake") - delay_start_ns;
   w.stolen_ns = StolenPerCpuNs() - stolen_start_ns;
+  w.waits = worker.SendWaits() - waits_start;
+  w.woken = worker.SendWaitsWoken() - woken_start;
+  w.past_deadline = worker.SendWaitsPastDeadline() - past_deadline_start;
   w.recorded = worker.TakeRecorder();
   EXPECT_TRUE(ran) << "completed " << worker.completed();
   return w;
 }
 
-// The median send of an open loop is on time (under 300 µs late) in one of up to three windows
-// where the machine had CPU to give: a worker that waits for gRPC's millisecond-rounded deadline
-// instead of its waker's alarm is late in every window (about 0.5 ms at the median), while a
-// machine that takes the CPU away now and then (a shared CI VM: once the median send was 588 µs
+// The waker's alarm, not the queue's deadline, ends most of the waits before a send time, in every
+// window; and the median send of an open loop is on time (under 300 µs late) in one of up to three
+// windows where the machine had CPU to give: a worker that waits for gRPC's millisecond-rounded
+// deadline instead of its waker's alarm is late in every window (about 0.5 ms at the median), while
+// a machine that takes the CPU away now and then (a shared CI VM: once the median send was 588 µs
 // late with its threads waiting only 201 µs a send for a CPU) spoils one window, seldom three.
 // `check` judges each window's other bounds; every window is printed.
 template <typename Check>
@@ -304,6 +318,12 @@ void ExpectOnTimeInOneOfThreeWindows(LoadWorker& worker, int64_t completions, Ch
     std::cout << "[ figures  ] window " << window << ": " << w.Figures() << "\n";
     ASSERT_GE(w.recorded.schedule_lag().count(), completions) << w.Figures();
     EXPECT_EQ(w.recorded.errors(), 0) << w.Figures();
+    // What the lag below judges, seen whatever the machine: a waker whose alarm never comes leaves
+    // the waits to the queue's deadline (19-37 % of them, the rest ended by responses, on the
+    // 2-core VM with 30-90 % steal), while a working one ended 5-10 times as many as the deadline
+    // did (2-10 %).
+    EXPECT_GE(w.woken, 2 * w.past_deadline)
+        << "the queue's deadline, not the waker's alarm, ended the waits: " << w.Figures();
     check(w);
     if (w.ShortOfCpu()) {
       std::cout << "[ note     ] the machine was short of CPU: the lag is not judged\n";

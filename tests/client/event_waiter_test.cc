@@ -1,0 +1,83 @@
+// EventWaiter's counts of how the waits before a send time ended: its SendWaker's alarm, or the
+// queue's millisecond-rounded deadline (mostly the alarm while the waker runs, never once it is gone).
+// The open-loop LoadWorker tests judge a whole worker by it.
+#include "client/chronobench/event_waiter.h"
+
+#include <grpc/support/time.h>
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+
+#include "common/clock.h"
+#include "gtest/gtest.h"
+
+namespace chronoserve::client::bench {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+class EventWaiterTest : public ::testing::Test {
+ protected:
+  ~EventWaiterTest() override {
+    waiter_.StopWaker();
+    cq_.Shutdown();
+    void* tag = nullptr;
+    bool ok = false;
+    while (cq_.Next(&tag, &ok)) {
+    }
+  }
+
+  // Waits for a send 20 ms ahead (20 polls of a lead at most, then the send's own poll): the
+  // waiter's event, or nullopt when the send time came with none. Fails if it took 10 s.
+  std::optional<EventWaiter::Event> WaitForASend() {
+    const int64_t send_ns = clock_->NowNs() + 20 * kMs;
+    std::optional<EventWaiter::Event> event;
+    for (int turn = 0; turn < 1000 && clock_->NowNs() < send_ns + 10'000 * kMs; ++turn) {
+      event = waiter_.Next({send_ns, /*send=*/true});
+      if (!event.has_value() || !waiter_.IsWake(event->tag)) return event;
+      waiter_.OnWake(*event);  // the lead before the send time has begun: poll for the rest
+    }
+    ADD_FAILURE() << "the send time never came";
+    return std::nullopt;
+  }
+
+  const Clock* clock_ = SteadyClock::Get();
+  grpc::CompletionQueue cq_;
+  std::atomic<bool> stop_{false};
+  EventWaiter waiter_{&cq_, clock_, &stop_};
+};
+
+TEST_F(EventWaiterTest, TheWakersAlarmEndsTheWaitsBeforeSendTimes) {
+  waiter_.StartWaker();
+  for (int i = 0; i < 5; ++i) {
+    SCOPED_TRACE(i);
+    const std::optional<EventWaiter::Event> event = WaitForASend();
+    EXPECT_FALSE(event.has_value()) << "an event that is not the waker's";
+  }
+  EXPECT_EQ(waiter_.SendWaits(), 5) << "one blocking wait a send";
+  // Nothing but the alarm or the deadline ends them here. The alarm comes a lead (at most 100 µs)
+  // before the send time, the deadline up to a millisecond after it: only a waker starved past the
+  // send time loses, and not five times.
+  EXPECT_EQ(waiter_.SendWaitsWoken() + waiter_.SendWaitsPastDeadline(), 5);
+  EXPECT_GE(waiter_.SendWaitsWoken(), 1);
+}
+
+// The waker's thread gone (as if starved for good): every wait before a send time ends at the
+// queue's deadline, and each is counted.
+TEST_F(EventWaiterTest, AWaitThatNoAlarmEndedIsCountedAsPastItsDeadline) {
+  waiter_.StartWaker();
+  waiter_.StopWaker();
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    const int64_t send_ns = clock_->NowNs() + 20 * kMs;
+    EXPECT_FALSE(WaitForASend().has_value());
+    EXPECT_GE(clock_->NowNs(), send_ns) << "the wait ended before the send time";
+  }
+  EXPECT_EQ(waiter_.SendWaits(), 3);
+  EXPECT_EQ(waiter_.SendWaitsWoken(), 0);
+  EXPECT_EQ(waiter_.SendWaitsPastDeadline(), 3);
+}
+
+}  // namespace
+}  // namespace chronoserve::client::bench
