@@ -203,6 +203,16 @@ std::optional<std::string> UnansweredWarning(const PointResult& point) {
       point.unanswered_at_end, point.oldest_unanswered_ns / 1e6, e2e.max() / 1e6);
 }
 
+std::optional<std::string> LateAlarmWarning(const PointResult& point) {
+  const int64_t past = point.send_waits_past_deadline;
+  if (past < 10 || past * 2 <= point.send_waits_woken) return std::nullopt;
+  return absl::StrFormat(
+      "the client's send-time alarms came late: %d of %d waits before a send ran to gRPC's deadline, rounded up to "
+      "the millisecond, so sends were up to 1 ms late (schedule_lag): the client's threads were short of CPU "
+      "(give chronobench more CPU, fewer --threads, or a machine of its own)",
+      past, past + point.send_waits_woken);
+}
+
 std::string PointSpec::Label() const {
   std::string s;
   switch (mode) {
@@ -327,10 +337,13 @@ absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::Mod
   for (const auto& w : workers) {
     result->unanswered_at_end += w->drained();
     result->oldest_unanswered_ns = std::max(result->oldest_unanswered_ns, w->oldest_unanswered_ns());
+    result->send_waits_woken += w->SendWaitsWoken();
+    result->send_waits_past_deadline += w->SendWaitsPastDeadline();
   }
   if (std::optional<std::string> unanswered = UnansweredWarning(*result)) {
     result->warnings.push_back(*std::move(unanswered));
   }
+  if (std::optional<std::string> late = LateAlarmWarning(*result)) result->warnings.push_back(*std::move(late));
   return result;
 }
 

@@ -64,6 +64,11 @@ struct PointResult {
   // always leaves its concurrency in flight), and how long the oldest of them had waited (as e2e).
   int64_t unanswered_at_end = 0;
   int64_t oldest_unanswered_ns = 0;
+  // Open loop and idle gap, over the whole point (warm-up included): of the workers' waits before a
+  // send time, those their SendWaker's alarm ended and those gRPC's millisecond-rounded deadline
+  // ended, the alarm not having come by the send time (LoadWorker::SendWaitsWoken). 0 in closed loop.
+  int64_t send_waits_woken = 0;
+  int64_t send_waits_past_deadline = 0;
   std::vector<std::string> warnings;
 };
 
@@ -102,6 +107,12 @@ bool WindowsAreStable(const std::vector<WindowSummary>& windows, double percenta
 // its latency, never recorded, lies beyond the reported tail. Nullopt otherwise (requests merely in
 // flight at the end, as closed loop always has, are no reason to warn).
 std::optional<std::string> UnansweredWarning(const PointResult& point);
+
+// A warning when the workers' send-time alarms lost to gRPC's millisecond-rounded deadline in more
+// than a third of the waits the two ended (at least 10 of them): the client's own threads got no
+// CPU in time, so sends were late by up to a millisecond (schedule_lag) through no fault of the
+// server. Nullopt otherwise (a working waker on a loaded 2-core VM lost 2-10 % of its waits).
+std::optional<std::string> LateAlarmWarning(const PointResult& point);
 
 // Runs `spec` sending `request` until stable or out of trials.
 absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::ModelInferRequest& request,

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,12 +55,19 @@ TEST_F(ChronobenchE2eTest, OpenLoopPoissonKeepsItsRateAndTimesFromTheSchedule) {
   o.load.rates = {150};
   o.load.distribution = Distribution::kPoisson;
   o.measurement.interval_ms = 1000;
-  // How long the workers and their wakers waited for a CPU while the point ran: sampled on each
-  // progress call (the workers' threads end with the point), first to last.
-  int64_t delay_first_ns = -1, delay_last_ns = 0;
+  // How long the workers and their wakers waited for a CPU, and the hypervisor held each CPU, while
+  // the point ran: sampled on each progress call (the workers' threads end with the point), first
+  // to last.
+  struct Sample {
+    int64_t wall_ns = 0, delay_ns = 0, stolen_ns = 0;
+  };
+  std::optional<Sample> first;
+  Sample last;
   const BenchReport report = Run(o, [&](const std::string&) {
-    delay_last_ns = chronoserve::testing::RunDelayNs("cb-load") + chronoserve::testing::RunDelayNs("cb-wake");
-    if (delay_first_ns < 0) delay_first_ns = delay_last_ns;
+    last.wall_ns = SteadyClock::Get()->NowNs();
+    last.delay_ns = chronoserve::testing::RunDelayNs("cb-load") + chronoserve::testing::RunDelayNs("cb-wake");
+    last.stolen_ns = chronoserve::testing::StolenPerCpuNs();
+    if (!first.has_value()) first = last;
   });
   ASSERT_EQ(report.points.size(), 1u);
   const PointResult& p = report.points[0];
@@ -68,10 +76,13 @@ TEST_F(ChronobenchE2eTest, OpenLoopPoissonKeepsItsRateAndTimesFromTheSchedule) {
   const LatencyRecorder& r = p.recorder;
   EXPECT_EQ(r.schedule_lag().count(), r.successes());
   ASSERT_GT(r.successes(), 0);
-  ASSERT_GE(delay_first_ns, 0) << "no progress call while the point ran";
-  const int64_t delay_per_send_ns = std::max<int64_t>(0, delay_last_ns - delay_first_ns) / r.successes();
-  std::cout << "[ figures  ] lag p50 " << r.schedule_lag().ValueAtPercentile(50) / 1'000
-            << " us; workers and wakers waited for a CPU " << delay_per_send_ns / 1'000 << " us/send\n";
+  ASSERT_TRUE(first.has_value()) << "no progress call while the point ran";
+  const int64_t wall_ns = last.wall_ns - first->wall_ns;
+  const int64_t delay_ns = last.delay_ns - first->delay_ns;
+  const int64_t stolen_ns = last.stolen_ns - first->stolen_ns;
+  std::cout << "[ figures  ] lag p50 " << r.schedule_lag().ValueAtPercentile(50) / 1'000 << " us; over "
+            << wall_ns / 1'000'000 << " ms workers and wakers waited for a CPU " << delay_ns / 1'000'000
+            << " ms, the hypervisor held each CPU " << stolen_ns / 1'000'000 << " ms\n";
   // Sends keep their schedule to well under a millisecond: the worker's SendWaker ends its wait on
   // the queue a lead before a send time and the worker polls the rest, instead of a timed wait
   // alone, which gRPC rounds up to a whole millisecond (that made the median send ~0.5 ms late,
@@ -79,13 +90,23 @@ TEST_F(ChronobenchE2eTest, OpenLoopPoissonKeepsItsRateAndTimesFromTheSchedule) {
   // and a send (a few µs); 300 µs leaves room for a loaded 2-core machine taking the CPU away now
   // and then, while the millisecond rounding would put the median near 500 µs. A median: p99 may
   // catch preemption. Run alone (RUN_SERIAL, run_serial.cmake). Judged, as LoadWorkerTest's
-  // open-loop tests judge theirs, only when the workers got a CPU when they needed one: past
-  // 500 µs of waiting for one a send, a late median says nothing of ours.
-  if (delay_per_send_ns < 500'000) {
+  // open-loop tests judge theirs, only when the machine gave the workers a CPU when they needed
+  // one: waiting for one (ours or the hypervisor's) a quarter of the time or more, a late median
+  // says nothing of ours.
+  if (4 * (delay_ns + stolen_ns) < wall_ns) {
     EXPECT_LT(r.schedule_lag().ValueAtPercentile(50), 300'000) << "sends late to the millisecond";
   } else {
     std::cout << "[ note     ] the machine was short of CPU: the lag is not judged\n";
   }
+  // What the lag judges, seen whatever the machine: the workers' send-time alarms ended their
+  // waits, not gRPC's millisecond deadline (an alarm that never came leaves every wait that no
+  // response ends to the deadline; a working one lost 2-10 % of them on the loaded 2-core VM).
+  std::cout << "[ figures  ] waits before a send: the alarm ended " << p.send_waits_woken << ", the deadline "
+            << p.send_waits_past_deadline << "\n";
+  EXPECT_GT(p.send_waits_woken, 0);
+  EXPECT_GE(p.send_waits_woken, 2 * p.send_waits_past_deadline);
+  const std::optional<std::string> late = LateAlarmWarning(p);
+  EXPECT_FALSE(late.has_value()) << late.value_or("");
   // From the intended time is never shorter than from the actual send.
   for (double pc : {50.0, 99.0}) {
     EXPECT_GE(r.metric(Metric::kE2e).ValueAtPercentile(pc) * 1.002,

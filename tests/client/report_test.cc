@@ -264,6 +264,29 @@ TEST(ReportTest, CsvParserRefusesWhatIsNotCsv) {
   }
 }
 
+// The send-time alarms losing to gRPC's millisecond deadline in more than a third of the waits
+// the two ended (at least 10) is the client's own shortage of CPU, and said so; fewer is not.
+TEST(ReportTest, LateSendAlarmsAreWarnedAboutPastAThirdOfTheWaits) {
+  PointResult p;
+  p.send_waits_woken = 900;
+  p.send_waits_past_deadline = 90;  // a loaded 2-core VM's working waker: 9 %
+  EXPECT_FALSE(LateAlarmWarning(p).has_value());
+  p.send_waits_woken = 20;
+  p.send_waits_past_deadline = 10;  // exactly a third
+  EXPECT_FALSE(LateAlarmWarning(p).has_value());
+  p.send_waits_past_deadline = 11;
+  const std::optional<std::string> warning = LateAlarmWarning(p);
+  ASSERT_TRUE(warning.has_value());
+  EXPECT_NE(warning->find("11 of 31 waits before a send ran to gRPC's deadline"), std::string::npos) << *warning;
+  EXPECT_NE(warning->find("short of CPU"), std::string::npos) << *warning;
+  p.send_waits_woken = 0;
+  p.send_waits_past_deadline = 9;  // too few to say anything
+  EXPECT_FALSE(LateAlarmWarning(p).has_value());
+  p.send_waits_past_deadline = 300;  // an alarm that never comes
+  EXPECT_TRUE(LateAlarmWarning(p).has_value());
+  EXPECT_FALSE(LateAlarmWarning(PointResult{}).has_value()) << "closed loop: no send times";
+}
+
 // Requests in flight when a point ends are in no window: counted in the JSON, the CSV and the
 // console summary; a warning only when one of them had waited past everything the point reports.
 TEST(ReportTest, UnansweredAtEndIsCountedAndWarnedAboutWhenPastTheTail) {
