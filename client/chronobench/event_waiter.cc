@@ -5,6 +5,14 @@
 #include <algorithm>
 
 namespace chronoserve::client::bench {
+namespace {
+
+// `ns` from now on gRPC's monotonic clock, a completion queue's deadline.
+gpr_timespec DeadlineIn(int64_t ns) {
+  return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_nanos(ns, GPR_TIMESPAN));
+}
+
+}  // namespace
 
 // A send time (open loop, idle gap) is kept by two waits. The worker waits on its completion queue
 // until its SendWaker's alarm ends the wait a lead before the send time (a timed wait alone wakes up
@@ -68,21 +76,19 @@ bool EventWaiter::AwaitEvent(Wake wake) {
     poll_ns_.fetch_add(cpu_before_ns - cpu_start_ns, std::memory_order_relaxed);
     return true;
   }
-  // Farther: the waker's alarm ends the wait where the poll window begins. The deadline, which gRPC
-  // rounds up to a whole millisecond, only bounds the wait.
-  if (wake.send) {
-    waker_->WakeAt(wake.at_ns - poll_window_ns);
-    wake_send_ns_ = wake.at_ns;
-  }
-  const gpr_timespec now = gpr_now(GPR_CLOCK_MONOTONIC);
-  if (wake.send) send_waits_.fetch_add(1, std::memory_order_relaxed);
-  if (!TakeEvent(gpr_time_add(now, gpr_time_from_nanos(wait_ns, GPR_TIMESPAN)))) {
-    if (wake.send) send_waits_past_deadline_.fetch_add(1, std::memory_order_relaxed);
+  if (!wake.send) return TakeEvent(DeadlineIn(wait_ns));
+  // A send time farther off: the waker's alarm ends the wait where the poll window begins. The
+  // deadline, which gRPC rounds up to a whole millisecond, only bounds the wait.
+  waker_->WakeAt(wake.at_ns - poll_window_ns);
+  wake_send_ns_ = wake.at_ns;
+  send_waits_.fetch_add(1, std::memory_order_relaxed);
+  if (!TakeEvent(DeadlineIn(wait_ns))) {
+    send_waits_past_deadline_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
   // The alarm's tag ended this wait: how late it came is the waker's own latency, not the worker's
   // (taken any other way, it may have waited on the queue while the worker was busy).
-  if (wake.send && IsWake(ready_.back().tag)) {
+  if (IsWake(ready_.back().tag)) {
     ready_.back().woke = true;
     send_waits_woken_.fetch_add(1, std::memory_order_relaxed);
   }
