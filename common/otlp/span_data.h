@@ -33,7 +33,7 @@ struct SpanData {
   TraceId trace_id{};
   SpanId span_id{};
   SpanId parent_span_id{};  // all zero: a root span
-  std::string trace_state;  // normalized W3C tracestate (server span only)
+  std::string trace_state;  // normalized W3C tracestate (every span of a request's trace)
   uint32_t flags = 0;       // OTLP Span.flags: W3C trace flags in bits 0-7, kSpanFlags* in bits 8-9
   std::string name;
   SpanKind kind = SpanKind::kInternal;

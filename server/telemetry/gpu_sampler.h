@@ -15,8 +15,8 @@ struct GpuSample {
   int64_t sm_clock_mhz = -1;
   int64_t memory_clock_mhz = -1;
   int64_t power_mw = -1;
-  int64_t utilization_gpu_pct = -1;     // % of the last sample period a kernel ran
-  int64_t utilization_memory_pct = -1;  // % of the period device memory was read or written
+  int64_t utilization_gpu_pct = -1;     // % of NVML's own sampling window (set by the driver) a kernel ran
+  int64_t utilization_memory_pct = -1;  // % of that window device memory was read or written
   int64_t memory_used_bytes = -1;
   int64_t memory_total_bytes = -1;
   int64_t temperature_c = -1;
