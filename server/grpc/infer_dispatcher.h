@@ -88,8 +88,9 @@ class InferDispatcher {
                                      inference::ModelInferResponse* response, CallInfo info);
 
   // Queues `built`. OK: the request counts as in flight and `respond` will be called exactly once.
-  // Otherwise (queue full: RESOURCE_EXHAUSTED; model stopping: UNAVAILABLE) the refusal was counted
-  // and `respond` is never called: answer with the returned error.
+  // Otherwise (queue full: RESOURCE_EXHAUSTED; model stopping: UNAVAILABLE) the refusal was counted,
+  // unless the server is draining (UNAVAILABLE, counted nowhere, as in Build), and `respond` is
+  // never called: answer with the returned error.
   absl::Status Enqueue(BuiltRequest built, inference::ModelInferResponse* response, Respond respond);
 
   // Every request's arrival (Build) touches `warm` (--host-keep-warm-ms; null = none), and it is

@@ -1,5 +1,6 @@
 // Scheduling over real gRPC: deadlines and cancellation while queued (answered, counted, never
-// executed), queue-full backpressure, and two workers serving at once. Workers are held inside
+// executed), queue-full backpressure, two workers serving at once, and refusals by a closed queue
+// (counted for an unload, not while the server drains). Workers are held inside
 // Execute() by a Gate (tests/server/gated_instance.h), so nothing here waits with a sleep: every
 // wait is a notification or a condition with a timeout that fails the test.
 #include <gmock/gmock.h>
@@ -205,6 +206,50 @@ TEST_P(SchedulingTest, TwoWorkersServeAtTheSameTime) {
   ASSERT_TRUE(a_status->ok()) << a_status->error_message();
   EXPECT_EQ(WorkerOf(a.response()), held);
   ExpectGatedOutputs(a.response(), a_in);
+}
+
+// A request built just before the server began draining meets its model's queue closed: refused
+// UNAVAILABLE like one Build refuses while draining, and like it neither counted nor seen by the
+// observer (no error span from a clean shutdown). A queue closed for the model alone (an unload,
+// the server still serving) counts its refusal.
+TEST(DrainRefusalTest, AQueueClosedByTheDrainRefusesUncountedAndOneClosedByAnUnloadCounts) {
+  testing::ServiceHarness harness;
+  ASSERT_TRUE(harness.ok());
+  Gate gate;
+  auto runtime = testing::StartGatedModel(testing::GatedSpec("closing", 4, 0), 1, &gate);
+  ASSERT_NE(runtime, nullptr);
+  harness.registry().Add(runtime);
+  server::InferDispatcher& dispatcher = harness.dispatcher();
+  const inference::ModelInferRequest unload_request = testing::GatedRequest("closing", "U", GatedInput(1, 41));
+  const inference::ModelInferRequest drain_request = testing::GatedRequest("closing", "D", GatedInput(2, 42));
+  inference::ModelInferResponse unload_response, drain_response;
+  server::CallInfo info;
+  info.received_ns = SteadyClock::Get()->NowNs();
+  auto unload_built = dispatcher.Build(unload_request, &unload_response, info);
+  ASSERT_TRUE(unload_built.ok()) << unload_built.status();
+  auto drain_built = dispatcher.Build(drain_request, &drain_response, info);
+  ASSERT_TRUE(drain_built.ok()) << drain_built.status();
+  bool responded = false;
+  auto respond = [&responded](const absl::Status&, const RequestTiming&, bool) { responded = true; };
+
+  runtime->CloseQueue();  // as an unload does, the server still serving
+  const absl::Status unloaded = dispatcher.Enqueue(*std::move(unload_built), &unload_response, respond);
+  EXPECT_EQ(unloaded.code(), absl::StatusCode::kUnavailable) << unloaded;
+  EXPECT_THAT(std::string(unloaded.message()), HasSubstr("model 'closing'"));
+  EXPECT_EQ(runtime->stats().Snapshot().fail.count, 1u);
+  ASSERT_TRUE(harness.observer().WaitFor("U", absl::ZeroDuration()).has_value())
+      << "the observer saw the refusal before Enqueue returned";
+
+  dispatcher.SetDraining();  // the server's drain began after the request was built
+  const absl::Status drained = dispatcher.Enqueue(*std::move(drain_built), &drain_response, respond);
+  EXPECT_EQ(drained.code(), absl::StatusCode::kUnavailable) << drained;
+  EXPECT_THAT(std::string(drained.message()), HasSubstr("shutting down"));
+  EXPECT_EQ(runtime->stats().Snapshot().fail.count, 1u) << "a refusal while draining is counted nowhere";
+  EXPECT_FALSE(harness.observer().WaitFor("D", absl::ZeroDuration()).has_value());
+  EXPECT_FALSE(responded) << "a refused request is answered by its caller, never through respond";
+  EXPECT_EQ(dispatcher.inflight(), 0);
+  EXPECT_FALSE(gate.Executed("U"));
+  EXPECT_FALSE(gate.Executed("D"));
 }
 
 INSTANTIATE_TEST_SUITE_P(InferApis, SchedulingTest, ::testing::Combine(::testing::Values(0, 2), ::testing::Bool()),
