@@ -220,6 +220,10 @@ void Worker::Loop() {
       } else if (std::optional<InFlight> launched = LaunchBatch(std::move(batch), in_flight, stamps)) {
         if (in_flight) idle_since_ns_ = FinishBatch(*std::move(in_flight));
         in_flight = std::move(launched);
+      } else if (!in_flight) {
+        // A failed launch alone ends the idle spell, as a run would: else the next batch read as
+        // cold and keep-warm, timed from the spell before, lapsed at once in the next.
+        idle_since_ns_ = clock_->NowNs();
       }
     }
     batch.clear();

@@ -355,6 +355,24 @@ TEST_F(PipelinedWorkerTest, OnlyTheFirstBatchAfterAKeepWarmLapseIsCold) {
   EXPECT_FALSE(b->cold) << "launched behind a batch on the device: no idle spell before it";
 }
 
+// A launch that fails with nothing else in flight ends the idle spell as a batch run would: the
+// batch right after it is not cold (it was, keep-warm's horizon measured from the idle spell before
+// the failed launch, and keep-warm then lapsed at once in the next idle spell).
+TEST_F(PipelinedWorkerTest, AFailedLaunchAloneEndsTheIdleSpell) {
+  Start("", 0, 0, {{"keep_warm_ms", "10"}, {"keep_warm_horizon_ms", "35"}});
+  Call* first = Send("first", 0.5f);
+  ExpectDoubled(first);
+  clock_.AdvanceNs(100'000'000);  // 100 ms idle: past the 35 ms horizon in one step
+  Call* bad = Send("bad", 1.0f);
+  ASSERT_TRUE(bad->done.WaitForNotificationWithTimeout(kTimeout));
+  EXPECT_EQ(bad->status.code(), absl::StatusCode::kInternal) << bad->status;
+  EXPECT_TRUE(bad->cold) << "the first batch after the keep-warm lapse";
+  Call* next = Send("next", -1.5f);  // at once: no idle time since the failed launch
+  ExpectDoubled(next);
+  EXPECT_FALSE(next->cold) << "the failed launch did not end the idle spell";
+  EXPECT_THAT(fake_->log(), ElementsAre("L:first@0", "F:first@0", "L:bad@0", "L:next@0", "F:next@0"));
+}
+
 // The worker's launch time is split at the instance's staged_ns: the gather before it, the enqueue
 // after it (chronoserve_worker_seconds_total's "gather" and "launch").
 TEST_F(PipelinedWorkerTest, LaunchTimeIsSplitIntoGatherAndEnqueue) {
