@@ -87,11 +87,9 @@ bool EventWaiter::AwaitEvent(Wake wake) {
     return false;
   }
   // The alarm's tag ended this wait: how late it came is the waker's own latency, not the worker's
-  // (taken any other way, it may have waited on the queue while the worker was busy).
-  if (IsWake(ready_.back().tag)) {
-    ready_.back().woke = true;
-    send_waits_woken_.fetch_add(1, std::memory_order_relaxed);
-  }
+  // (taken any other way, it may have waited on the queue while the worker was busy). OnWake
+  // counts it as woken if it was the alarm for this send time.
+  if (IsWake(ready_.back().tag)) ready_.back().woke = true;
   return true;
 }
 
@@ -123,7 +121,12 @@ std::optional<EventWaiter::Event> EventWaiter::TakeReady() {
 void EventWaiter::OnWake(const Event& event) {
   // A poll window has begun (or an earlier one asked for before): the worker's next turn looks at
   // the time. Once the wake for a send time has come, that send is polled for, whatever the lead.
-  if (waker_->OnAlarm(event.received_ns, event.woke)) woken_send_ns_ = wake_send_ns_;
+  if (!waker_->OnAlarm(event.received_ns, event.woke)) return;
+  woken_send_ns_ = wake_send_ns_;
+  // Only the alarm for the time asked counts as a win: one for an earlier time, which came after
+  // its send (a response ended that wait, or the deadline did), ends the next wait at once and
+  // says nothing of the waker keeping time.
+  if (event.woke) send_waits_woken_.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace chronoserve::client::bench

@@ -72,9 +72,10 @@ class EventWaiter {
   // The CPU time of the polls that found nothing just before a send time, ns (any thread).
   int64_t PollNs() const { return poll_ns_.load(std::memory_order_relaxed); }
   // The blocking waits before a send time (each after a WakeAt), and how each ended: the waker's
-  // alarm (woken), the queue's own deadline, which gRPC rounds up to a whole millisecond (past
-  // deadline: no alarm by the send time, a starved or failed waker), or else a response. A working
-  // waker ends most of those a response does not; a failed one, none (any thread).
+  // alarm for that time (woken, counted by OnWake), the queue's own deadline, which gRPC rounds up
+  // to a whole millisecond (past deadline: no alarm by the send time, a starved or failed waker), or
+  // else a response or an alarm for an earlier time that came late. A working waker ends most of
+  // those a response does not; a failed one, none (any thread).
   int64_t SendWaits() const { return send_waits_.load(std::memory_order_relaxed); }
   int64_t SendWaitsWoken() const { return send_waits_woken_.load(std::memory_order_relaxed); }
   int64_t SendWaitsPastDeadline() const { return send_waits_past_deadline_.load(std::memory_order_relaxed); }

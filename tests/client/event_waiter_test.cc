@@ -4,6 +4,7 @@
 #include "client/chronobench/event_waiter.h"
 
 #include <grpc/support/time.h>
+#include <grpcpp/alarm.h>
 
 #include <atomic>
 #include <cstdint>
@@ -61,6 +62,43 @@ TEST_F(EventWaiterTest, TheWakersAlarmEndsTheWaitsBeforeSendTimes) {
   // send time loses, and not five times.
   EXPECT_EQ(waiter_.SendWaitsWoken() + waiter_.SendWaitsPastDeadline(), 5);
   EXPECT_GE(waiter_.SendWaitsWoken(), 1);
+}
+
+// An alarm for an earlier send time that comes after that send (here: another event ended its wait,
+// and the alarm was taken only at the next one) ends the next wait at once. It is not the waker
+// keeping that time: it is not counted as woken; the alarm for the new time is.
+TEST_F(EventWaiterTest, ALateAlarmForAnEarlierSendIsNotCountedAsWoken) {
+  waiter_.StartWaker();
+  grpc::Alarm other;
+  int other_tag = 0;
+  other.Set(&cq_, gpr_now(GPR_CLOCK_MONOTONIC), &other_tag);  // due now: ends the first wait
+  const int64_t first_send_ns = clock_->NowNs() + 2 * kMs;
+  const std::optional<EventWaiter::Event> first = waiter_.Next({first_send_ns, /*send=*/true});
+  ASSERT_TRUE(first.has_value());
+  ASSERT_EQ(first->tag, &other_tag);
+  // The first send time passes unwatched: its alarm goes on the queue, not taken. The time itself is
+  // what is waited for (bounded: 5 ms).
+  while (clock_->NowNs() < first_send_ns + 5 * kMs) {
+  }
+  const int64_t second_send_ns = clock_->NowNs() + 50 * kMs;
+  const std::optional<EventWaiter::Event> stale = waiter_.Next({second_send_ns, /*send=*/true});
+  ASSERT_TRUE(stale.has_value());
+  ASSERT_TRUE(waiter_.IsWake(stale->tag));
+  if (stale->received_ns >= second_send_ns - 10 * kMs) {
+    GTEST_SKIP() << "the waker's thread did not run for the first send time within 5 ms of it";
+  }
+  waiter_.OnWake(*stale);
+  EXPECT_EQ(waiter_.SendWaitsWoken(), 0) << "the first send's late alarm was counted as the second's";
+  // The second send time's own wait, ended by its alarm (or, the waker starved, its deadline).
+  std::optional<EventWaiter::Event> event;
+  for (int turn = 0; turn < 1000 && clock_->NowNs() < second_send_ns + 10'000 * kMs; ++turn) {
+    event = waiter_.Next({second_send_ns, /*send=*/true});
+    if (!event.has_value() || !waiter_.IsWake(event->tag)) break;
+    waiter_.OnWake(*event);
+  }
+  EXPECT_FALSE(event.has_value()) << "an event that is not the waker's";
+  EXPECT_EQ(waiter_.SendWaits(), 3) << "the first wait, the one the late alarm ended, the second's own";
+  EXPECT_EQ(waiter_.SendWaitsWoken() + waiter_.SendWaitsPastDeadline(), 1);
 }
 
 // The waker's thread gone (as if starved for good): every wait before a send time ends at the
