@@ -52,6 +52,7 @@ void ReceivedInferRequest::Clear() {
   raw.entries.clear();
   raw.slices.reset();
   status = absl::OkStatus();
+  arrived_ns = 0;
 }
 
 absl::Status ParseModelInferRequest(const grpc::ByteBuffer& wire, ReceivedInferRequest* out) {

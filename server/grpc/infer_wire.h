@@ -29,6 +29,10 @@ struct ReceivedInferRequest {
   // A streamed message's read: OK, or why its bytes were no ModelInferRequest (the stream answers
   // it with that error and goes on).
   absl::Status status;
+  // Steady clock: the whole message was in the server's hands, before it was parsed (the
+  // asynchronous API, which parses it itself: the parse is then in `admit`, as for a unary call);
+  // 0 = not stamped (gRPC's callback API parses it before the reactor sees it).
+  int64_t arrived_ns = 0;
 
   // Whether the raw entries were read apart from the message (else they are in it, as gRPC's
   // callback API parses them).

@@ -61,6 +61,8 @@ void AsyncBidiCall::Proceed(Event event, bool ok) {
       break;
     case Event::kRead:
       if (ok) {
+        // Stamped before the parse, which is the request's admission (as a unary call's is).
+        read_into_->arrived_ns = service_->dispatcher().clock()->NowNs();
         read_into_->status = ParseModelInferRequest(read_wire_, read_into_);
         read_wire_.Clear();  // the slices live on in the request's raw entries
       }

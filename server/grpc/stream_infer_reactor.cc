@@ -76,7 +76,7 @@ void StreamInferReactor<Call>::Begin(const grpc::ServerContextBase& ctx) {
 
 template <class Call>
 void StreamInferReactor<Call>::OnReadDone(bool ok) {
-  const int64_t received_ns = dispatcher_->clock()->NowNs();
+  int64_t received_ns = dispatcher_->clock()->NowNs();
   SlotPtr slot;
   Action action;
   {
@@ -96,6 +96,8 @@ void StreamInferReactor<Call>::OnReadDone(bool ok) {
     Act(action);
     return;
   }
+  // On the asynchronous API the message arrived before this server parsed it: its parse is admission.
+  if (slot->request.arrived_ns > 0) received_ns = slot->request.arrived_ns;
   Admit(slot, received_ns);
   {
     absl::MutexLock lock(&state_->mu);
