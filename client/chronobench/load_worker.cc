@@ -300,7 +300,11 @@ void LoadWorker::SendStreamed(Call* call, size_t channel, const std::string& tra
 }
 
 void LoadWorker::OnStreamEvent(LoadStream::Tag* tag, bool ok, int64_t received_ns) {
-  streams_.OnEvent(tag, ok, [this, received_ns](const LoadStream::Answer& answer) {
+  // Reading the answer is part of receiving it, as for a unary answer (Complete): an answer is
+  // handed over once read, so the time from here to that is its read.
+  const int64_t read_start_ns = shared_.clock->NowNs();
+  streams_.OnEvent(tag, ok, [this, received_ns, read_start_ns](const LoadStream::Answer& answer) {
+    const int64_t answered_ns = received_ns + (shared_.clock->NowNs() - read_start_ns);
     auto it = by_seq_.find(answer.seq);
     if (it == by_seq_.end()) return;
     Call* call = it->second;
@@ -309,7 +313,7 @@ void LoadWorker::OnStreamEvent(LoadStream::Tag* tag, bool ok, int64_t received_n
     if (owned == calls_.end()) return;
     std::unique_ptr<Call> done = std::move(owned->second);
     calls_.erase(owned);
-    Record(std::move(done), answer.grpc_code, answer.response, received_ns);
+    Record(std::move(done), answer.grpc_code, answer.response, answered_ns);
   });
 }
 
