@@ -13,7 +13,7 @@ BatchDecision Execute(size_t count) {
 }  // namespace
 
 BatchDecision DecideBatch(const std::vector<QueuedView>& queue, int64_t now_ns,
-                          const BatchPolicyConfig& config) {
+                          const BatchPolicyConfig& config, bool draining) {
   if (queue.empty()) return BatchDecision{};
   if (!config.dynamic || config.max_batch_size <= 0) return Execute(1);
 
@@ -50,7 +50,7 @@ BatchDecision DecideBatch(const std::vector<QueuedView>& queue, int64_t now_ns,
   }
 
   const int64_t deadline = queue.front().enqueued_ns + config.max_queue_delay_ns;
-  const bool delay_passed = config.max_queue_delay_ns > 0 && now_ns >= deadline;
+  const bool delay_passed = draining || (config.max_queue_delay_ns > 0 && now_ns >= deadline);
   // Before the delay a preferred (or can-grow-no-further) prefix goes at once; after it, or with
   // no delay configured, or when the batch cannot grow, everything compatible goes.
   if (send_early > 0 && !delay_passed) return Execute(send_early);

@@ -38,8 +38,10 @@ struct BatchDecision {
   int64_t wake_ns = 0;     // kWait: decide again at this time (0 = only when a request arrives)
 };
 
+// `draining`: the queue is closed and runs what it holds now, deciding as if every delay had passed:
+// everything compatible goes (up to max_batch_size), past the preferred sizes, whatever the delay.
 BatchDecision DecideBatch(const std::vector<QueuedView>& queue, int64_t now_ns,
-                          const BatchPolicyConfig& config);
+                          const BatchPolicyConfig& config, bool draining = false);
 
 }  // namespace chronoserve::server
 

@@ -284,9 +284,8 @@ ModelQueue::WaitResult ModelQueue::NextBatchLocked(Batch* batch, Drops* drops,
       }
     }
     // A closed queue drains without waiting: deciding as if every delay had passed takes whole
-    // batches (up to max_batch_size), not one request at a time.
-    const int64_t decide_at = closed_ ? std::numeric_limits<int64_t>::max() : now;
-    const BatchDecision decision = DecideBatch(views, decide_at, policy_);
+    // batches (up to max_batch_size), not one request or one preferred size at a time.
+    const BatchDecision decision = DecideBatch(views, now, policy_, /*draining=*/closed_);
     if (decision.action == BatchDecision::Action::kExecute || closed_) {
       const size_t count = std::max<size_t>(1, decision.count);
       for (size_t i = 0; i < count; ++i) {

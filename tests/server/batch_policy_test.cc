@@ -75,5 +75,24 @@ TEST(BatchPolicyTest, Table) {
   }
 }
 
+// A closed queue's drain decides as if every delay had passed: everything compatible goes, up to
+// max_batch_size, past the preferred sizes, with a delay configured or none (with none, 32 queued
+// requests and a preferred size of 4 once drained as eight batches of 4).
+TEST(BatchPolicyTest, DrainingTakesEverythingCompatibleUpToMaxBatchSize) {
+  const std::vector<QueuedView> queue(40, Q(1, 0));
+  for (int64_t delay_ns : {int64_t{0}, int64_t{1000}}) {
+    SCOPED_TRACE(delay_ns);
+    const BatchPolicyConfig preferred = Dynamic(32, delay_ns, {4});
+    EXPECT_EQ(DecideBatch(queue, 1, preferred).count, 4u) << "serving: the preferred prefix";
+    const BatchDecision drained = DecideBatch(queue, 1, preferred, /*draining=*/true);
+    EXPECT_EQ(drained.action, A::kExecute);
+    EXPECT_EQ(drained.count, 32u);
+  }
+  const std::vector<QueuedView> mixed = {Q(1, 0), Q(2, 1), Q(1, 2, kB)};
+  const BatchDecision drained = DecideBatch(mixed, 3, Dynamic(8, 1000, {2}), /*draining=*/true);
+  EXPECT_EQ(drained.action, A::kExecute);
+  EXPECT_EQ(drained.count, 2u) << "never past a request of another shape";
+}
+
 }  // namespace
 }  // namespace chronoserve::server

@@ -78,6 +78,26 @@ TEST(ModelQueueTest, ClosedQueueDrainsWholeBatchesWithoutWaitingForTheDelay) {
   EXPECT_EQ(queue.TryNextBatch(&batch, &dropped), kClosed);
 }
 
+TEST(ModelQueueTest, ClosedQueueDrainsPastThePreferredSizeWithNoDelay) {
+  // Preferred size 4, no batching delay: serving takes 4 at a time; once closed, the other 12 leave
+  // as one batch (up to max_batch_size 32), not three of 4.
+  BatchPolicyConfig policy = Dynamic(32, 0);
+  policy.preferred_batch_sizes = {4};
+  ModelQueue queue("m", policy, {}, SteadyClock::Get());
+  for (int i = 0; i < 16; ++i) {
+    auto r = Request();
+    ASSERT_TRUE(queue.Enqueue(r).ok());
+  }
+  Batch batch, dropped;
+  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
+  EXPECT_EQ(batch.size(), 4u) << "serving: the preferred size";
+  batch.clear();
+  queue.Close();
+  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
+  EXPECT_EQ(batch.size(), 12u) << "draining: everything, in one batch";
+  EXPECT_EQ(queue.TryNextBatch(&batch, &dropped), kClosed);
+}
+
 TEST(ModelQueueTest, AbandonedQueueDropsEveryWaitingRequestUnavailableAndRefusesNewOnes) {
   // The server's exit timeout: requests still waiting (here in a long batch window) are answered,
   // never batched, even though the queue is closing and would otherwise drain them.
