@@ -68,12 +68,12 @@ absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, con
     for (const auto& r : batch) on_device += r->inputs[i].on_device() ? 1 : 0;
     if (on_device > 0 && !path.direct_pinned_io()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "model '", spec.name, "' input '", spec.inputs[i].name,
+          "input '", spec.inputs[i].name,
           "' is in CUDA shared memory, but this model instance runs on the CPU; send it in the message "
           "or in system shared memory"));
     }
     if (on_device > 0 && on_device != batch.size()) {
-      return absl::InternalError(absl::StrCat("model '", spec.name, "' input '", spec.inputs[i].name, "': ",
+      return absl::InternalError(absl::StrCat("input '", spec.inputs[i].name, "': ",
                                               on_device, " of a batch's ", batch.size(),
                                               " requests have it in CUDA shared memory (all or none must)"));
     }

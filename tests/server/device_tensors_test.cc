@@ -254,7 +254,7 @@ TEST(DeviceTensorsTest, TheCpuPathRefusesGpuMemoryNamingModelTensorAndWhy) {
   auto staged = server::GatherInputs(Spec(), batch, *cpu);
   ASSERT_EQ(staged.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(staged.status().message()),
-              HasSubstr("model 'dev' input 'INPUT__0' is in CUDA shared memory, but this model instance runs on the CPU"));
+              HasSubstr("input 'INPUT__0' is in CUDA shared memory, but this model instance runs on the CPU"));
 
   std::vector<char> region(64, 'x');
   OutputToRegion(*batch[0], region.data(), region.size());
