@@ -117,7 +117,7 @@ bool Within(double a, double b, double c, double percentage) {
   return std::abs(a - mean) <= limit && std::abs(b - mean) <= limit && std::abs(c - mean) <= limit;
 }
 
-void AddWarnings(const PointSpec& spec, const std::vector<WindowSummary>& windows, int max_trials,
+void AddWarnings(const PointSpec& spec, const std::vector<WindowSummary>& windows, int max_trials, int threads,
                  PointResult* result) {
   const LatencyRecorder& r = result->recorder;
   if (!result->stable && max_trials < kStableWindows) {
@@ -152,12 +152,7 @@ void AddWarnings(const PointSpec& spec, const std::vector<WindowSummary>& window
   }
   if (std::optional<std::string> launch_bound = LaunchBoundWarning(r)) result->warnings.push_back(*std::move(launch_bound));
   if (std::optional<std::string> clamped = ClampedValuesWarning(r)) result->warnings.push_back(*std::move(clamped));
-  double busiest = 0;
-  for (const auto& w : windows) busiest = std::max(busiest, w.client_cpu_busiest);
-  if (busiest > 0.9) {
-    result->warnings.push_back(absl::StrFormat(
-        "a client worker thread was %.0f%% busy: the client may be the bottleneck (raise --threads)", busiest * 100));
-  }
+  if (std::optional<std::string> busy = BusyClientWarning(*result, threads)) result->warnings.push_back(*std::move(busy));
 }
 
 }  // namespace
@@ -192,6 +187,26 @@ std::vector<WorkerPlan> PlanWorkers(const PointSpec& spec, const RunnerContext& 
     plans[w].in_flight = static_cast<int>(spec.concurrency / workers + (w < spec.concurrency % workers ? 1 : 0));
   }
   return plans;
+}
+
+std::optional<std::string> BusyClientWarning(const PointResult& point, int threads) {
+  // Over the windows the figures come from (the last reported_windows).
+  const std::vector<WindowSummary>& windows = point.windows;
+  const size_t reported = std::min<size_t>(windows.size(), static_cast<size_t>(std::max(point.reported_windows, 0)));
+  double busiest = 0;
+  for (size_t i = windows.size() - reported; i < windows.size(); ++i) {
+    busiest = std::max(busiest, windows[i].client_cpu_busiest);
+  }
+  if (busiest <= 0.9) return std::nullopt;
+  // More threads give more workers only in open loop and in a closed loop with more requests in
+  // flight than threads (PlanWorkers); else each worker's own work a request is the limit.
+  const PointSpec& spec = point.spec;
+  const bool threads_help =
+      spec.mode == LoadMode::kRate || (spec.mode == LoadMode::kConcurrency && spec.concurrency > threads);
+  return absl::StrFormat("a client worker thread was %.0f%% busy: the client may be the bottleneck (%s)",
+                         busiest * 100,
+                         threads_help ? "raise --threads"
+                                      : "more --threads would add no worker here: give the client faster or less busy CPUs");
 }
 
 std::optional<std::string> UnansweredWarning(const PointResult& point) {
@@ -306,7 +321,7 @@ absl::StatusOr<PointResult> Measure(const PointSpec& spec, const RunnerContext& 
   result.traced = result.recorder.traced();  // over the same windows as the requests
   result.throughput_rps = static_cast<double>(result.recorder.answered_ok()) / result.duration_s;
   result.items_per_s = result.throughput_rps * static_cast<double>(spec.batch_size);
-  AddWarnings(spec, result.windows, m.max_trials, &result);
+  AddWarnings(spec, result.windows, m.max_trials, ctx.threads, &result);
   return result;
 }
 

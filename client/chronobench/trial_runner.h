@@ -114,6 +114,11 @@ std::optional<std::string> UnansweredWarning(const PointResult& point);
 // server. Nullopt otherwise (a working waker on a loaded 2-core VM lost 2-10 % of its waits).
 std::optional<std::string> LateAlarmWarning(const PointResult& point);
 
+// A warning when a client worker thread was over 90 % busy in a reported window: the client may be
+// the limit. It says to raise --threads only where that adds workers (open loop; a closed loop with
+// more in flight than `threads`); else the client's CPUs are the limit. Nullopt otherwise.
+std::optional<std::string> BusyClientWarning(const PointResult& point, int threads);
+
 // Runs `spec` sending `request` until stable or out of trials.
 absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::ModelInferRequest& request,
                                      const RunnerContext& context);

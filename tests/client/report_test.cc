@@ -287,6 +287,33 @@ TEST(ReportTest, LateSendAlarmsAreWarnedAboutPastAThirdOfTheWaits) {
   EXPECT_FALSE(LateAlarmWarning(PointResult{}).has_value()) << "closed loop: no send times";
 }
 
+// A busy client thread is judged over the reported windows only, and --threads is advised only where
+// it adds workers.
+TEST(ReportTest, ABusyClientThreadIsWarnedAboutWithAdviceThatFitsTheMode) {
+  PointResult p;
+  p.spec.mode = LoadMode::kConcurrency;
+  p.spec.concurrency = 16;
+  p.windows = {WindowSummary{}, WindowSummary{}, WindowSummary{}};
+  p.windows[0].client_cpu_busiest = 0.99;  // an early window, not reported
+  p.windows[1].client_cpu_busiest = 0.5;
+  p.windows[2].client_cpu_busiest = 0.6;
+  p.reported_windows = 2;
+  EXPECT_FALSE(BusyClientWarning(p, 4).has_value()) << "only an unreported window was busy";
+  p.windows[2].client_cpu_busiest = 0.95;
+  std::optional<std::string> warning = BusyClientWarning(p, 4);
+  ASSERT_TRUE(warning.has_value());
+  EXPECT_NE(warning->find("95% busy"), std::string::npos) << *warning;
+  EXPECT_NE(warning->find("raise --threads"), std::string::npos) << "16 in flight over 4 threads: " << *warning;
+  warning = BusyClientWarning(p, 16);
+  ASSERT_TRUE(warning.has_value());
+  EXPECT_EQ(warning->find("raise --threads"), std::string::npos) << "a worker a request already: " << *warning;
+  EXPECT_NE(warning->find("would add no worker"), std::string::npos) << *warning;
+  p.spec.mode = LoadMode::kIdleGap;  // always one worker
+  EXPECT_EQ(BusyClientWarning(p, 4)->find("raise --threads"), std::string::npos);
+  p.spec.mode = LoadMode::kRate;  // one worker a thread
+  EXPECT_NE(BusyClientWarning(p, 16)->find("raise --threads"), std::string::npos);
+}
+
 // Requests in flight when a point ends are in no window: counted in the JSON, the CSV and the
 // console summary; a warning only when one of them had waited past everything the point reports.
 TEST(ReportTest, UnansweredAtEndIsCountedAndWarnedAboutWhenPastTheTail) {
@@ -316,6 +343,26 @@ TEST(ReportTest, UnansweredAtEndIsCountedAndWarnedAboutWhenPastTheTail) {
   EXPECT_EQ((*rows)[2][Column((*rows)[0], "unanswered_at_end")], "7");
   EXPECT_NE(Summary(report).find("7 requests were still in flight when their points ended"), std::string::npos)
       << Summary(report);
+}
+
+// The saturation line says what the rule saw (the next step's gain), and names a later batch size
+// that beat the point by more than 5 %, which the one-step rule does not look at.
+TEST(ReportTest, TheSaturationLineNamesTheNextStepAndALaterRise) {
+  BenchReport report;
+  report.batch_sweep = true;
+  for (auto [batch, items] : {std::pair{1, 100.0}, {2, 200.0}, {4, 205.0}, {8, 400.0}}) {
+    report.points.push_back(MakePoint(LoadMode::kConcurrency, batch, items));
+  }
+  report.saturation_index = SaturationIndex({100, 200, 205, 400});
+  ASSERT_EQ(report.saturation_index, 1u);
+  std::string summary = Summary(report);
+  EXPECT_NE(summary.find("saturation: batch 2 (200.0 items/s); the next batch size, 4, raised items/s by 2.5% (at most 5%)"),
+            std::string::npos) << summary;
+  EXPECT_NE(summary.find("but batch 8 reached 400.0 items/s (+100.0%): throughput rose again"), std::string::npos)
+      << summary;
+  report.points.back().items_per_s = 209;  // within 5 % of the point: nothing more to say
+  summary = Summary(report);
+  EXPECT_EQ(summary.find("rose again"), std::string::npos) << summary;
 }
 
 // A batch sweep cut short by a failed point does not claim throughput still rose "at the largest
