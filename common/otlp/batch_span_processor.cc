@@ -45,7 +45,7 @@ bool BatchSpanProcessor::OnEnd(std::vector<SpanData>&& spans) {
 }
 
 bool BatchSpanProcessor::ShouldWake() const {
-  return stop_ || flush_requested_ != flush_done_ || queue_.size() >= options_.max_export_batch_size;
+  return stop_ || taken_ < flush_target_ || queue_.size() >= options_.max_export_batch_size;
 }
 
 std::vector<SpanData> BatchSpanProcessor::TakeBatch() {
@@ -53,6 +53,7 @@ std::vector<SpanData> BatchSpanProcessor::TakeBatch() {
   std::vector<SpanData> batch(std::make_move_iterator(queue_.begin()),
                               std::make_move_iterator(queue_.begin() + static_cast<long>(n)));
   queue_.erase(queue_.begin(), queue_.begin() + static_cast<long>(n));
+  taken_ += n;
   return batch;
 }
 
@@ -69,20 +70,19 @@ void BatchSpanProcessor::Run() {
 }
 
 void BatchSpanProcessor::ExportDue() {
-  // Everything queued now is covered by the flushes requested so far.
-  uint64_t flush_target = flush_requested_;
   while (!queue_.empty() && !abandon_) {
     std::vector<SpanData> batch = TakeBatch();
+    const size_t size = batch.size();
     mu_.Unlock();
     ExportBatch(std::move(batch));
     mu_.Lock();
-    // A stop or flush requested while the lock was released (during the export) drains the queue
-    // too, so read both again: else a Shutdown that came then would leave a partial batch behind.
-    flush_target = flush_requested_;
-    const bool drain = stop_ || flush_target != flush_done_;
+    finished_ += size;
+    // A stop, or a flush whose spans are still queued, drains on; read both again after the export
+    // (the lock was released): else a Shutdown that came then would leave a partial batch behind. A
+    // flush drains only the spans accepted before it, so spans that keep arriving cannot hold it.
+    const bool drain = stop_ || taken_ < flush_target_;
     if (!drain && queue_.size() < options_.max_export_batch_size) break;
   }
-  if (!abandon_) flush_done_ = std::max(flush_done_, flush_target);
 }
 
 void BatchSpanProcessor::ExportBatch(std::vector<SpanData> batch) {
@@ -122,10 +122,13 @@ std::string BatchSpanProcessor::CountRejected(uint64_t rejected, const std::stri
 bool BatchSpanProcessor::ForceFlush(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   if (!running_ || thread_done_) return queue_.empty();
-  const uint64_t target = ++flush_requested_;
-  auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return flush_done_ >= target || thread_done_; };
+  // The queue is first in, first out: once as many spans as were accepted by now have been through
+  // an export, every one of them has.
+  const uint64_t target = stats_.accepted;
+  flush_target_ = std::max(flush_target_, target);
+  auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return finished_ >= target || thread_done_; };
   mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
-  return flush_done_ >= target;
+  return finished_ >= target;
 }
 
 void BatchSpanProcessor::Shutdown(absl::Time deadline) {

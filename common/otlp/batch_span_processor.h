@@ -53,7 +53,8 @@ class BatchSpanProcessor {
   // Queues all of `spans` (one request's spans stay together) or, if they do not fit, drops them
   // all and counts them. Never blocks beyond a short mutex hold. False when dropped.
   bool OnEnd(std::vector<SpanData>&& spans);
-  // Exports everything queued before the call; true when done by `deadline`.
+  // Exports everything queued before the call (not what arrives meanwhile); true when done by
+  // `deadline`.
   bool ForceFlush(absl::Time deadline);
   // Flushes the queue (bounded by `deadline`), cancels the exporter, joins the thread. Idempotent.
   // Spans still queued at the deadline are dropped (counted in stats().dropped).
@@ -66,8 +67,8 @@ class BatchSpanProcessor {
   bool ShouldWake() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves up to one batch out of the queue.
   std::vector<SpanData> TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Exports full batches, or the whole queue when a stop or flush is pending (also one requested
-  // during an export). Releases mu_ around each export.
+  // Exports full batches, or drains the queue while a stop is pending or a flush's spans are still
+  // queued (also one requested during an export). Releases mu_ around each export.
   void ExportDue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExportBatch(std::vector<SpanData> batch);
   // Counts one answered export's rejected spans; now and then returns a warning that gives the
@@ -85,8 +86,11 @@ class BatchSpanProcessor {
   bool abandon_ ABSL_GUARDED_BY(mu_) = false;  // Shutdown's deadline passed: export no more
   bool thread_done_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t flush_requested_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t flush_done_ ABSL_GUARDED_BY(mu_) = 0;
+  // Spans counted in order of acceptance: taken out of the queue for an export, and through one
+  // (whatever its outcome); a flush waits for finished_ to pass the spans accepted before it.
+  uint64_t taken_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t finished_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t flush_target_ ABSL_GUARDED_BY(mu_) = 0;  // the largest such count a flush waits for
   absl::Time next_export_ ABSL_GUARDED_BY(mu_);
   SpanProcessorStats stats_ ABSL_GUARDED_BY(mu_);
   uint64_t rejecting_exports_ ABSL_GUARDED_BY(mu_) = 0;  // answered exports that rejected spans

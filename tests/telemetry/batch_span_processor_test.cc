@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <map>
+#include <string>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
@@ -111,6 +114,39 @@ std::vector<SpanData> Spans(size_t n) {
   return spans;
 }
 
+// Every Export hands the processor `more` new spans before it returns (spans that keep arriving, as
+// under load), until Stop(); counts the spans exported by name.
+class FeedingExporter final : public SpanExporter {
+ public:
+  explicit FeedingExporter(size_t more) : more_(more) {}
+  void FeedInto(BatchSpanProcessor* processor) { processor_ = processor; }
+  absl::StatusOr<ExportResult> Export(const std::vector<SpanData>& spans, absl::Time) override {
+    {
+      absl::MutexLock lock(&mu_);
+      for (const SpanData& s : spans) ++exported_[s.name];
+    }
+    if (!stopped_.load()) {
+      std::vector<SpanData> arriving(more_);
+      for (SpanData& s : arriving) s.name = "later";
+      processor_->OnEnd(std::move(arriving));
+    }
+    return ExportResult{};
+  }
+  void Shutdown() override {}
+  void Stop() { stopped_.store(true); }
+  size_t exported(const std::string& name) {
+    absl::MutexLock lock(&mu_);
+    return exported_[name];
+  }
+
+ private:
+  const size_t more_;
+  BatchSpanProcessor* processor_ = nullptr;
+  std::atomic<bool> stopped_{false};
+  absl::Mutex mu_;
+  std::map<std::string, size_t> exported_ ABSL_GUARDED_BY(mu_);
+};
+
 TEST(BatchSpanProcessorTest, ExportsFullBatchesWithoutWaitingForTheDelay) {
   auto exporter = std::make_unique<RecordingExporter>();
   RecordingExporter* rec = exporter.get();
@@ -130,6 +166,34 @@ TEST(BatchSpanProcessorTest, ExportsFullBatchesWithoutWaitingForTheDelay) {
   EXPECT_EQ(total, 9u);
   EXPECT_EQ(p.stats().exported, 9u);
   p.Shutdown(absl::Now() + absl::Seconds(10));
+}
+
+// A flush waits for the spans queued before it, not for the queue to empty: with spans arriving
+// during every export (8 for each batch of 4 taken) the queue never empties, and the flush used to
+// run to its deadline.
+TEST(BatchSpanProcessorTest, AFlushEndsOnceTheSpansBeforeItAreExportedWhileMoreKeepArriving) {
+  auto exporter = std::make_unique<FeedingExporter>(8);
+  FeedingExporter* feeding = exporter.get();
+  BatchSpanProcessorOptions options;
+  options.max_export_batch_size = 4;
+  options.max_queue_size = 64;
+  options.schedule_delay = absl::Hours(1);
+  BatchSpanProcessor p(std::move(exporter), options);
+  feeding->FeedInto(&p);
+  std::vector<SpanData> before(10);
+  for (SpanData& s : before) s.name = "before";
+  ASSERT_TRUE(p.OnEnd(std::move(before)));
+  p.Start();
+  const absl::Time start = absl::Now();
+  EXPECT_TRUE(p.ForceFlush(start + absl::Seconds(20)));
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(feeding->exported("before"), 10u);
+  EXPECT_LT(took, absl::Seconds(10)) << "the flush waited for spans that came after it";
+  feeding->Stop();
+  p.Shutdown(absl::Now() + absl::Seconds(10));
+  const SpanProcessorStats stats = p.stats();
+  EXPECT_EQ(stats.accepted, stats.exported) << "what was queued was exported at shutdown";
+  EXPECT_GT(stats.accepted, 10u);
 }
 
 TEST(BatchSpanProcessorTest, SpansTheCollectorRejectsAreCountedAsRejectedNotExported) {
