@@ -81,9 +81,17 @@ CudaSharedMemory::~CudaSharedMemory() {
 
 absl::Status CudaSharedMemory::Write(size_t offset, const void* src, size_t bytes) const {
   if (absl::Status range = CheckRange("a write", offset, bytes); !range.ok()) return range;
+  const std::string what = absl::StrCat("copying ", bytes, " bytes into CUDA shared memory");
+  DeviceScope scope(device_id_);
+  if (scope.status() != cudaSuccess) return CudaError(scope.status(), device_id_, what + ": cudaSetDevice");
   if (cudaError_t err = cudaMemcpy(static_cast<char*>(data_) + offset, src, bytes, cudaMemcpyHostToDevice);
       err != cudaSuccess) {
-    return CudaError(err, device_id_, absl::StrCat("copying ", bytes, " bytes into CUDA shared memory"));
+    return CudaError(err, device_id_, what);
+  }
+  // From pageable memory cudaMemcpy may return once the bytes are staged, before the DMA has put them
+  // in the region; the server reads the region from its own context, ordered after nothing of ours.
+  if (cudaError_t err = cudaStreamSynchronize(0); err != cudaSuccess) {
+    return CudaError(err, device_id_, what + ": cudaStreamSynchronize");
   }
   return absl::OkStatus();
 }
@@ -98,6 +106,8 @@ absl::Status CudaSharedMemory::Read(size_t offset, size_t bytes, void* dst) cons
 }
 
 absl::Status CudaSharedMemory::Fill(int value) const {
+  DeviceScope scope(device_id_);  // cudaMemset and the synchronize below act on the current device
+  if (scope.status() != cudaSuccess) return CudaError(scope.status(), device_id_, "filling CUDA shared memory: cudaSetDevice");
   if (cudaError_t err = cudaMemset(data_, value, byte_size_); err != cudaSuccess) {
     return CudaError(err, device_id_, "filling CUDA shared memory");
   }

@@ -43,7 +43,8 @@ class CudaSharedMemory {
   size_t byte_size() const { return byte_size_; }
 
   // `bytes` bytes from host `src` to the region at `offset`, or from the region to host `dst`;
-  // both return when the copy is done. OUT_OF_RANGE past the end; CUDA's message on failure.
+  // both return when the copy is done: the bytes are in the region (Write synchronizes the copy,
+  // which from pageable memory may return once staged) or in `dst`. OUT_OF_RANGE past the end; CUDA's message on failure.
   absl::Status Write(size_t offset, const void* src, size_t bytes) const;
   absl::Status Read(size_t offset, size_t bytes, void* dst) const;
   // Every byte set to `value` (so a test can tell a stale region from a written one).
