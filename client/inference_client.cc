@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/infer_wire.h"
 #include "common/clock.h"
 #include "common/status_macros.h"
@@ -199,6 +200,20 @@ std::optional<SharedMemoryRef> SharedMemoryOf(
   return ref;
 }
 
+// The bytes a tensor of `shape` and `dtype` holds; nullopt for a negative dimension, a data type
+// without a size, or a size past 2^62.
+std::optional<uint64_t> ExpectedBytes(const std::vector<int64_t>& shape, DataType dtype) {
+  uint64_t bytes = DataTypeByteSize(dtype);
+  if (bytes == 0) return std::nullopt;
+  constexpr uint64_t kLimit = uint64_t{1} << 62;
+  for (int64_t d : shape) {
+    if (d < 0) return std::nullopt;
+    if (d > 0 && bytes > kLimit / static_cast<uint64_t>(d)) return std::nullopt;
+    bytes *= static_cast<uint64_t>(d);
+  }
+  return bytes;
+}
+
 // One timing.* parameter's value as DecodeTimingParams takes it.
 TimingParam ToTimingParam(const inference::InferParameter& value) {
   TimingParam p;
@@ -319,6 +334,18 @@ absl::StatusOr<InferResult> InferenceClient::DecodeResponse(const inference::Mod
     } else if (!t.shared_memory.has_value()) {
       t.data = raw_bytes(next_raw++);
     }
+    if (!t.shared_memory.has_value()) {
+      // An output in the message holds exactly what its shape and data type say: a short or empty
+      // entry is not a tensor (an output a server put in shared memory without saying so, unless
+      // Infer was told where it asked for it).
+      const std::optional<uint64_t> expected = ExpectedBytes(t.shape, t.dtype);
+      if (!expected.has_value() || *expected != t.data.size()) {
+        return absl::DataLossError(absl::StrCat(
+            "output '", o.name(), "' of model '", response.model_name(), "': ", t.data.size(),
+            " bytes in the response, but its shape [", absl::StrJoin(t.shape, ","), "] of ", o.datatype(), " needs ",
+            expected.has_value() ? absl::StrCat(*expected) : std::string("a valid size")));
+      }
+    }
     result.outputs.push_back(std::move(t));
   }
   result.timing = DecodeTiming(response);
@@ -364,6 +391,14 @@ absl::StatusOr<InferResult> InferenceClient::Infer(const std::string& model,
   const int64_t end = SteadyClock::Now();
   RETURN_IF_ERROR(FromGrpcStatus(status));
   RETURN_IF_ERROR(read);
+  // Triton does not echo an output's shared_memory_* parameters (chronoserve does): an output asked
+  // for in a region is there, whatever the response says.
+  for (auto& o : *response.mutable_outputs()) {
+    const auto asked = options.output_shared_memory.find(o.name());
+    if (asked != options.output_shared_memory.end() && !SharedMemoryOf(o.parameters()).has_value()) {
+      SetSharedMemoryParams(asked->second, o.mutable_parameters());
+    }
+  }
   ASSIGN_OR_RETURN(InferResult result, DecodeResponse(response, &received.entries));
   result.e2e_ns = end - start;
   const auto& trailers = ctx.GetServerTrailingMetadata();
