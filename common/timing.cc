@@ -127,11 +127,13 @@ absl::StatusOr<RequestTiming> DecodeTimingParamsByField(
     const TimingParamField& field = fields[i];
     auto p = lookup(i);
     if (!p.has_value()) continue;
+    if (p->kind != field.kind) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "timing parameter ", field.key, " is not ",
+          field.kind == TimingParam::Kind::kInt64 ? "an int64" : field.kind == TimingParam::Kind::kBool ? "a bool" : "a string"));
+    }
     switch (field.kind) {
       case TimingParam::Kind::kInt64:
-        if (p->kind != TimingParam::Kind::kInt64) {
-          return absl::InvalidArgumentError(absl::StrCat("timing parameter ", field.key, " is not an int64"));
-        }
         timing.*field.int_member = p->int_value;
         any = true;
         break;

@@ -86,6 +86,12 @@ TEST(ResponseViewTest, AMistypedSpanOrMalformedValueIsRefused) {
     if (entry.key() == "timing.queue_ns") entry.set_value("\x10");  // an int64 tag without its varint
   }
   EXPECT_FALSE(DecodeTiming(v).has_value());
+
+  // A flag of another type is refused, not read as false.
+  server::AddTimingParams(Timing(1000, true), &response);
+  (*response.mutable_parameters())["timing.cuda_graph"].set_int64_param(1);
+  ASSERT_TRUE(v.ParseFromString(response.SerializeAsString()));
+  EXPECT_FALSE(DecodeTiming(v).has_value());
 }
 
 TEST(ResponseViewTest, EveryParameterKindIsReadFromItsBytes) {

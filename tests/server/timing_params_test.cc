@@ -37,6 +37,14 @@ TEST(TimingParamsTest, ClientRejectsAMistypedSpanAndAResponseWithoutTiming) {
   AddTimingParams(Timing(1000, true), &response);
   (*response.mutable_parameters())["timing.compute_ns"].set_string_param("12");
   EXPECT_FALSE(client::InferenceClient::DecodeTiming(response).has_value());
+  // A flag or the clock of another type is refused too, not read as false or "host".
+  AddTimingParams(Timing(1000, true), &response);
+  ASSERT_TRUE(client::InferenceClient::DecodeTiming(response).has_value());
+  (*response.mutable_parameters())["timing.cold"].set_int64_param(1);
+  EXPECT_FALSE(client::InferenceClient::DecodeTiming(response).has_value());
+  AddTimingParams(Timing(1000, true), &response);
+  (*response.mutable_parameters())["timing.clock"].set_bool_param(true);
+  EXPECT_FALSE(client::InferenceClient::DecodeTiming(response).has_value());
 }
 
 TEST(TimingParamsTest, ReusedStreamResponseKeepsOnlyTimingEntriesAndTheyAreAllOverwritten) {
