@@ -355,7 +355,8 @@ absl::StatusOr<ModelSpec> SpecFromProto(const pb::ModelConfig& config, const std
   }
   spec.platform = "pytorch_libtorch";
   if (config.max_batch_size() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": max_batch_size must be >= 0"));
+    return absl::InvalidArgumentError(absl::StrCat(source, ": max_batch_size ", config.max_batch_size(),
+                                                   " must be >= 0 (0: the model does not batch)"));
   }
   if (config.max_batch_size() > kMaxMaxBatchSize) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -35,7 +35,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"input { name: \"x\" data_type: TYPE_FP33 dims: 3 }\n", "config.pbtxt:1:"},
         BadCase{"name: \"other\"\n", "does not match its directory"},
         BadCase{"platform: \"onnxruntime_onnx\"\n", "pytorch_libtorch"},
-        BadCase{"max_batch_size: -1\n", "max_batch_size must be >= 0"},
+        BadCase{"max_batch_size: -1\n", "max_batch_size -1 must be >= 0 (0: the model does not batch)"},
         BadCase{"platform: \"pytorch_libtorch\"\nbackend: \"onnxruntime\"\n", "backend 'onnxruntime' is not served"},
         BadCase{"max_batch_size: 1000000\ninput { name: \"x\" data_type: TYPE_FP32 dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\n",
                 "max_batch_size 1000000 is above 65536"},
