@@ -122,23 +122,24 @@ class CpuPath final : public DevicePath {
 
 #ifdef CHRONOSERVE_WITH_CUDA
 // Makes `gpu` current for its lifetime, then restores the thread's device: for the landing pool's
-// allocations and frees, which may run on a gRPC thread (the last lent buffer back). No exceptions.
+// and the input arena's allocations and frees, which may run on a gRPC or completion thread (the
+// last lent buffer or lease back). Through LibTorch's guard, whose restore makes no device current
+// that has no CUDA context yet: a plain cudaSetDevice back to a thread's default device 0 would
+// create a context there (hundreds of MiB) on a server that uses only GPU 1. No exceptions.
 class DeviceScope {
  public:
   explicit DeviceScope(int gpu) {
-    int current = -1;
-    if (cudaGetDevice(&current) == cudaSuccess && current != gpu && cudaSetDevice(gpu) == cudaSuccess) {
-      previous_ = current;
+    try {
+      guard_.emplace(static_cast<c10::DeviceIndex>(gpu));
+    } catch (const c10::Error&) {
+      // The call in scope then runs on the thread's current device.
     }
-  }
-  ~DeviceScope() {
-    if (previous_ >= 0) (void)cudaSetDevice(previous_);
   }
   DeviceScope(const DeviceScope&) = delete;
   DeviceScope& operator=(const DeviceScope&) = delete;
 
  private:
-  int previous_ = -1;  // the device to restore; -1: none was changed
+  std::optional<c10::cuda::CUDAGuard> guard_;
 };
 
 // ---- CUDA: the worker's own stream (and a copy stream), pinned staging, CUDA events ----
@@ -222,7 +223,10 @@ class CudaPath final : public DevicePath {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(gpu_));
     void* ptr = nullptr;
     RETURN_IF_ERROR(cuda::CudaStatus(cudaHostAlloc(&ptr, bytes, cudaHostAllocPortable), "cudaHostAlloc(input arena)"));
-    return std::shared_ptr<char>(static_cast<char*>(ptr), [](char* p) { cudaFreeHost(p); });
+    return std::shared_ptr<char>(static_cast<char*>(ptr), [gpu = gpu_](char* p) {
+      DeviceScope scope(gpu);  // the last lease may go on any thread
+      (void)cudaFreeHost(p);
+    });
   }
   void SelectSlot(int slot) override { slot_ = &slots_[slot]; }
   absl::Status BeginInputs(const InputsPlan& plan) override {
