@@ -20,12 +20,13 @@ build_chronoserve chronoserve chronoserve-examples chronobench
 build/bin/chronoserve-examples --out build/demo-models
 
 log=build/demo-server.log
+rm -f "$log"  # a READY line from an earlier run must not pass for this server's
 build/bin/chronoserve --model-repository build/demo-models --grpc-port "$port" --metrics-port 0 --warmup-runs 1 >"$log" 2>&1 &
 server=$!
 trap 'kill -TERM $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
 echo "chronoserve starting (pid $server, log $log): loading and warming the models..."
 for _ in $(seq 1 600); do
-  grep -q "server READY\|server up" "$log" && break
+  grep -qs "server READY\|server up" "$log" && break
   kill -0 $server 2>/dev/null || {
     cat "$log"
     echo "chronoserve exited while starting; if port $port is in use, set PORT=... to use another port" >&2
