@@ -34,7 +34,7 @@ std::pair<int64_t, int64_t> Histogram::BucketRange(int index) {
   const int64_t sub = offset % kSubBuckets;
   const int64_t width = int64_t{1} << (e - kSubBucketBits);
   const int64_t low = (kSubBuckets + sub) * width;
-  return {low, low + width - 1};
+  return {low, low + (width - 1)};  // the top bucket's high is INT64_MAX: low + width would overflow
 }
 
 void Histogram::Record(int64_t value, int64_t count) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -124,6 +125,16 @@ TEST(HistogramTest, SaturatedAndNegativeValuesAreCountedNotHidden) {
   EXPECT_EQ(h.saturated(), 1);
   EXPECT_EQ(h.count(), 2);
   EXPECT_EQ(h.max(), int64_t{1} << 20);
+}
+
+// The top bucket of the widest range ends at INT64_MAX (its high was low + width - 1, past it).
+TEST(HistogramTest, TheTopBucketOfTheWidestRangeEndsAtInt64Max) {
+  Histogram h(std::numeric_limits<int64_t>::max());
+  h.Record(std::numeric_limits<int64_t>::max());
+  h.Record(1);
+  EXPECT_EQ(h.saturated(), 0);
+  EXPECT_GT(h.ValueAtPercentile(100), std::numeric_limits<int64_t>::max() / 2);
+  EXPECT_EQ(h.ValueAtPercentile(50), 1);
 }
 
 // The rank is ceil(p/100 * n), exactly: in doubles p99.9 of 2e7 came out one too high.
