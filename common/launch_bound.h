@@ -11,7 +11,8 @@
 namespace chronoserve {
 
 inline bool IsLaunchBound(bool device_timed, int64_t launch_ns, int64_t compute_ns) {
-  return device_timed && compute_ns > 0 && launch_ns * 5 >= compute_ns * 4;
+  // In 128 bits: a client applies the rule to figures a server sent, whatever their size.
+  return device_timed && compute_ns > 0 && static_cast<__int128>(launch_ns) * 5 >= static_cast<__int128>(compute_ns) * 4;
 }
 
 }  // namespace chronoserve

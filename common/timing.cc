@@ -1,5 +1,7 @@
 #include "common/timing.h"
 
+#include <limits>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -56,16 +58,35 @@ constexpr SpanField kSpans[] = {
 
 }  // namespace
 
-int64_t RequestTiming::remainder_ns() const {
-  return server_total_ns -
-         (queue_ns + input_stage_ns + h2d_ns + compute_ns + d2h_ns + output_stage_ns);
+namespace {
+
+// The spans come from the network (a client decodes another process's figures): sums in 128 bits,
+// clamped back, so no value a server sends overflows them.
+int64_t ClampToInt64(__int128 value) {
+  if (value > std::numeric_limits<int64_t>::max()) return std::numeric_limits<int64_t>::max();
+  if (value < std::numeric_limits<int64_t>::min()) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(value);
+}
+
+__int128 Remainder(const RequestTiming& t) {
+  return static_cast<__int128>(t.server_total_ns) - t.queue_ns - t.input_stage_ns - t.h2d_ns - t.compute_ns -
+         t.d2h_ns - t.output_stage_ns;
+}
+
+}  // namespace
+
+int64_t RequestTiming::remainder_ns() const { return ClampToInt64(Remainder(*this)); }
+
+int64_t RequestTiming::device_gap_ns() const {
+  return ClampToInt64(Remainder(*this) - admit_ns - handback_ns);
 }
 
 bool RequestTiming::IsConsistent() const {
   for (const auto& span : kSpans) {
     if (this->*span.member < 0) return false;
   }
-  return remainder_ns() >= 0 && device_gap_ns() >= 0;
+  const __int128 remainder = Remainder(*this);
+  return remainder >= 0 && remainder - admit_ns - handback_ns >= 0;
 }
 
 const std::vector<TimingParamField>& TimingParamFields() {

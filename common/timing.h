@@ -42,12 +42,13 @@ struct RequestTiming {
   // only (exact_device_timing; false when absent: older servers).
   bool exact_device_timing = false;
 
-  // server_total minus the stages: handler + scheduling overhead; never negative when valid.
+  // server_total minus the stages: handler + scheduling overhead; never negative when valid. (These
+  // and IsConsistent sum in 128 bits: a client decodes spans a server sent, whatever their values.)
   int64_t remainder_ns() const;
   // What of the remainder neither admit nor handback holds: inputs staged -> device work observed
   // done, less h2d + compute + d2h (enqueueing before the first event, waiting behind a batch ahead,
   // noticing the last event). Meaningful only when the server reported admit (admit_ns > 0).
-  int64_t device_gap_ns() const { return remainder_ns() - admit_ns - handback_ns; }
+  int64_t device_gap_ns() const;
   // Every span >= 0 and the stages, admit and handback sum to at most server_total.
   bool IsConsistent() const;
 };

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
+
+#include "common/launch_bound.h"
 
 namespace chronoserve {
 namespace {
@@ -55,6 +58,20 @@ TEST(RequestTimingTest, RemainderAndConsistency) {
   t = Sample();
   t.handback_ns = -1;
   EXPECT_FALSE(t.IsConsistent());
+  // Spans a server sent that would wrap a 64-bit sum (to 100 here) are still inconsistent, and
+  // the remainder saturates instead of wrapping.
+  t = Sample();
+  t.server_total_ns = 100;
+  t.queue_ns = std::numeric_limits<int64_t>::max();
+  t.h2d_ns = std::numeric_limits<int64_t>::max();
+  t.compute_ns = 2;
+  t.input_stage_ns = t.d2h_ns = t.output_stage_ns = 0;
+  EXPECT_FALSE(t.IsConsistent());
+  EXPECT_EQ(t.remainder_ns(), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(t.device_gap_ns(), std::numeric_limits<int64_t>::min());
+  // The launch-bound rule on figures past 2^62 (launch * 5 would overflow): still 80 %.
+  EXPECT_TRUE(IsLaunchBound(true, std::numeric_limits<int64_t>::max() / 2, std::numeric_limits<int64_t>::max() / 2));
+  EXPECT_FALSE(IsLaunchBound(true, std::numeric_limits<int64_t>::max() / 4, std::numeric_limits<int64_t>::max() / 2));
 }
 
 TEST(RequestTimingTest, AdmitAndHandbackRoundTripAndAreZeroFromOlderServers) {
