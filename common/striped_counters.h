@@ -18,8 +18,8 @@ inline constexpr size_t kCacheLine = 64;
 
 // The calling thread's stripe, in [0, kStripes).
 inline int CurrentStripe() {
-  static std::atomic<int> next{0};
-  thread_local const int stripe = next.fetch_add(1, std::memory_order_relaxed) % kStripes;
+  static std::atomic<unsigned> next{0};  // unsigned: wraps to 0 after 2^32 threads, never negative
+  thread_local const int stripe = static_cast<int>(next.fetch_add(1, std::memory_order_relaxed) % kStripes);
   return stripe;
 }
 

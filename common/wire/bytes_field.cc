@@ -159,7 +159,12 @@ absl::Status SplitBytesField(const grpc::ByteBuffer& wire, int field, ReceivedMe
   for (const grpc::Slice& slice : *slices) {
     pieces.emplace_back(reinterpret_cast<const char*>(slice.begin()), slice.size());
   }
-  RETURN_IF_ERROR(SplitBytesField(pieces, field, &out->rest, &out->entries));
+  if (absl::Status split = SplitBytesField(pieces, field, &out->rest, &out->entries); !split.ok()) {
+    // The entries read so far view `slices`, which go with this call: none may outlive it.
+    out->entries.clear();
+    out->rest.clear();
+    return split;
+  }
   out->slices = std::move(slices);
   return absl::OkStatus();
 }

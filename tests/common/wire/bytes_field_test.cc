@@ -110,6 +110,12 @@ TEST(SplitBytesFieldTest, RefusesMalformedBytes) {
   absl::Status cut = SplitBytesField(Sliced(bytes.substr(0, bytes.size() - 1000), 4096), 7, &received);
   EXPECT_EQ(cut.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(cut.message().find("longer than the message"), std::string::npos) << cut.message();
+  // Cut inside the last, small entry, after the large one was read: no view of the slices the
+  // failed call read (gone with it) is left behind.
+  cut = SplitBytesField(Sliced(bytes.substr(0, bytes.size() - 100), 4096), 7, &received);
+  EXPECT_EQ(cut.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(received.entries.empty()) << received.entries.size() << " entries view freed slices";
+  EXPECT_TRUE(received.rest.empty());
   // Field number 0, a group's wire type, a varint that never ends.
   for (const std::string& bad : {std::string("\x02\x01x", 3), std::string("\x0b\x0c", 2),
                                  std::string("\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 12)}) {
