@@ -99,6 +99,33 @@ TEST(GpuProfileTest, PolicyNetEagerGraphExactPageableCopyAndSearchPastMax) {
   EXPECT_THAT(searched, ::testing::ElementsAre(1, 2, 4, 8, 16, 32, 64, 128, 256, 512)) << report->throughput.stopped_by;
 }
 
+// --mistakes-batch-size 8, not among the profiled sizes (1 and 128): eager_exact measures it on its
+// own, as eager does, so the host-timer row is still judged against device-only compute (it fell
+// back to the idle stream's events, which count the very launch the mistake is about).
+TEST(GpuProfileTest, AMistakesBatchSizeNotProfiledIsStillJudgedAgainstDeviceTime) {
+  testing::TempDir repo("cs_gpu_profile_mistakes");
+  examples::ModelOptions o;
+  o.max_batch_size = 128;
+  ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy_net", o).ok());
+  profile::ProfileOptions options;
+  options.gpu = 0;
+  options.batch_sizes = "1,128";
+  options.mistakes_batch_size = 8;
+  options.warmup_runs = 5;
+  options.repetitions = 20;
+  options.cuda_graphs = false;
+  options.throughput_search = false;
+  auto report = profile::ProfileModel(repo.path() + "/policy_net", options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_TRUE(Mode(*report, "eager_exact").measured) << Mode(*report, "eager_exact").note;
+  EXPECT_EQ(report->mistakes_batch_size, 8);
+  ASSERT_EQ(report->mistakes.size(), 4u);
+  const profile::TimingMistake& host_timer = report->mistakes[1];
+  EXPECT_EQ(host_timer.correct_figure, "median compute with the stream held (device time only, eager_exact)");
+  EXPECT_TRUE(host_timer.measured) << host_timer.note;
+  EXPECT_GT(host_timer.correct_us, 0);
+}
+
 // A model that needs 1 GiB of device memory per item: INPUT__0 [256] FP32 expanded 2^20 times and
 // summed back (OUTPUT__0 [256]). Its inputs are 1 KiB per item, so the device runs out long before
 // the host or the search's input-bytes bound: at batch 128 on an 80 GB H100, 256 on a 141 GB H200.

@@ -202,7 +202,15 @@ class Profiler {
     absl::StatusOr<std::vector<BatchProfile>> batches =
         instance.ok() ? ProfileSizes(**instance, sizes, mistakes_size, exact_at_mistakes, Mode::kExact)
                       : instance.status();
+    if (batches.ok() && std::find(sizes.begin(), sizes.end(), mistakes_size) == sizes.end()) {
+      // --mistakes-batch-size names a size not profiled: measured on its own (warmed and checked as
+      // the others), as eager's is; failing that, the row falls back and says why.
+      absl::StatusOr<std::vector<BatchProfile>> alone =
+          ProfileSizes(**instance, {mistakes_size}, mistakes_size, exact_at_mistakes, Mode::kExact);
+      if (!alone.ok()) exact_at_mistakes->clear();
+    }
     if (!batches.ok()) {
+      exact_at_mistakes->clear();  // a mode not measured lends the mistakes table nothing
       mode.note = absl::StrCat("not measured: ", batches.status().message());
       return mode;
     }
