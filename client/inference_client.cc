@@ -7,7 +7,6 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "client/infer_wire.h"
 #include "common/clock.h"
 #include "common/status_macros.h"
@@ -200,20 +199,6 @@ std::optional<SharedMemoryRef> SharedMemoryOf(
   return ref;
 }
 
-// The bytes a tensor of `shape` and `dtype` holds; nullopt for a negative dimension, a data type
-// without a size, or a size past 2^62.
-std::optional<uint64_t> ExpectedBytes(const std::vector<int64_t>& shape, DataType dtype) {
-  uint64_t bytes = DataTypeByteSize(dtype);
-  if (bytes == 0) return std::nullopt;
-  constexpr uint64_t kLimit = uint64_t{1} << 62;
-  for (int64_t d : shape) {
-    if (d < 0) return std::nullopt;
-    if (d > 0 && bytes > kLimit / static_cast<uint64_t>(d)) return std::nullopt;
-    bytes *= static_cast<uint64_t>(d);
-  }
-  return bytes;
-}
-
 // One timing.* parameter's value as DecodeTimingParams takes it.
 TimingParam ToTimingParam(const inference::InferParameter& value) {
   TimingParam p;
@@ -338,11 +323,11 @@ absl::StatusOr<InferResult> InferenceClient::DecodeResponse(const inference::Mod
       // An output in the message holds exactly what its shape and data type say: a short or empty
       // entry is not a tensor (an output a server put in shared memory without saying so, unless
       // Infer was told where it asked for it).
-      const std::optional<uint64_t> expected = ExpectedBytes(t.shape, t.dtype);
-      if (!expected.has_value() || *expected != t.data.size()) {
+      const std::optional<int64_t> expected = ByteCount(ElementCount(t.shape), t.dtype);
+      if (!expected.has_value() || static_cast<uint64_t>(*expected) != t.data.size()) {
         return absl::DataLossError(absl::StrCat(
             "output '", o.name(), "' of model '", response.model_name(), "': ", t.data.size(),
-            " bytes in the response, but its shape [", absl::StrJoin(t.shape, ","), "] of ", o.datatype(), " needs ",
+            " bytes in the response, but its shape ", ShapeString(t.shape), " of ", o.datatype(), " needs ",
             expected.has_value() ? absl::StrCat(*expected) : std::string("a valid size")));
       }
     }

@@ -1,13 +1,12 @@
 #include "common/timing.h"
 
-#include <limits>
-
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/saturating.h"
 
 namespace chronoserve {
 namespace {
@@ -61,13 +60,7 @@ constexpr SpanField kSpans[] = {
 namespace {
 
 // The spans come from the network (a client decodes another process's figures): sums in 128 bits,
-// clamped back, so no value a server sends overflows them.
-int64_t ClampToInt64(__int128 value) {
-  if (value > std::numeric_limits<int64_t>::max()) return std::numeric_limits<int64_t>::max();
-  if (value < std::numeric_limits<int64_t>::min()) return std::numeric_limits<int64_t>::min();
-  return static_cast<int64_t>(value);
-}
-
+// clamped back (ClampToInt64), so no value a server sends overflows them.
 __int128 Remainder(const RequestTiming& t) {
   return static_cast<__int128>(t.server_total_ns) - t.queue_ns - t.input_stage_ns - t.h2d_ns - t.compute_ns -
          t.d2h_ns - t.output_stage_ns;

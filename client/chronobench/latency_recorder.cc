@@ -2,12 +2,11 @@
 
 #include <grpcpp/support/status_code_enum.h>
 
-#include <limits>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/batch_sizes.h"
 #include "common/launch_bound.h"
+#include "common/saturating.h"
 #include "common/status_macros.h"
 
 namespace chronoserve::client::bench {
@@ -70,10 +69,7 @@ bool LatencyRecorder::Record(const RequestRecord& r) {
 void LatencyRecorder::RecordTiming(const RequestTiming& t, int64_t e2e_actual_ns) {
   auto rec = [this](Metric m, int64_t v) { metrics_[static_cast<int>(m)].Record(v); };
   // In 128 bits, clamped: server_total is the server's figure, whatever its value.
-  const __int128 wide_transport = static_cast<__int128>(e2e_actual_ns) - t.server_total_ns;
-  const int64_t transport = wide_transport > std::numeric_limits<int64_t>::max()   ? std::numeric_limits<int64_t>::max()
-                            : wide_transport < std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::min()
-                                                                                   : static_cast<int64_t>(wide_transport);
+  const int64_t transport = ClampToInt64(static_cast<__int128>(e2e_actual_ns) - t.server_total_ns);
   if (!t.IsConsistent() || transport < 0) ++timing_violations_;
   rec(Metric::kTransport, transport);  // a negative residual is clamped to 0 and counted there too
   rec(Metric::kServerTotal, t.server_total_ns);
