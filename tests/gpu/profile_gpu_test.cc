@@ -31,14 +31,21 @@ const profile::ModeProfile& Mode(const profile::ProfileReport& r, const std::str
   return r.modes.front();
 }
 
-TEST(GpuProfileTest, PolicyNetEagerGraphExactPageableCopyAndSearchPastMax) {
-  testing::TempDir repo("cs_gpu_profile");
+// Writes the policy net (max_batch_size 128) into `repo`; options to profile it on GPU 0 at batch 1
+// and 128.
+profile::ProfileOptions PolicyNetAt1And128(const testing::TempDir& repo) {
   examples::ModelOptions o;
   o.max_batch_size = 128;
-  ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy_net", o).ok());
+  EXPECT_TRUE(examples::WritePolicyNet(repo.path(), "policy_net", o).ok());
   profile::ProfileOptions options;
   options.gpu = 0;
   options.batch_sizes = "1,128";
+  return options;
+}
+
+TEST(GpuProfileTest, PolicyNetEagerGraphExactPageableCopyAndSearchPastMax) {
+  testing::TempDir repo("cs_gpu_profile");
+  profile::ProfileOptions options = PolicyNetAt1And128(repo);
   options.warmup_runs = 20;
   options.repetitions = 100;
   options.search_max_batch = 512;
@@ -104,12 +111,7 @@ TEST(GpuProfileTest, PolicyNetEagerGraphExactPageableCopyAndSearchPastMax) {
 // back to the idle stream's events, which count the very launch the mistake is about).
 TEST(GpuProfileTest, AMistakesBatchSizeNotProfiledIsStillJudgedAgainstDeviceTime) {
   testing::TempDir repo("cs_gpu_profile_mistakes");
-  examples::ModelOptions o;
-  o.max_batch_size = 128;
-  ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy_net", o).ok());
-  profile::ProfileOptions options;
-  options.gpu = 0;
-  options.batch_sizes = "1,128";
+  profile::ProfileOptions options = PolicyNetAt1And128(repo);
   options.mistakes_batch_size = 8;
   options.warmup_runs = 5;
   options.repetitions = 20;
