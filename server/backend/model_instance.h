@@ -15,6 +15,8 @@
 //           instance->Launch(batch2, &t2, slot 1);   // the queue had more: behind batch1
 //           instance->Finish(batch1, &t1, slot 0);   // wait for batch1's last event, scatter
 //           ...
+// Before it takes a batch, the worker asks LaunchedDone(slot) of the one in flight; a batch already
+// done on the device is finished first, and the next one launched on the idle stream.
 #ifndef CHRONOSERVE_SERVER_BACKEND_MODEL_INSTANCE_H_
 #define CHRONOSERVE_SERVER_BACKEND_MODEL_INSTANCE_H_
 
@@ -58,6 +60,16 @@ class ModelInstance {
   virtual absl::Status Finish(Batch& batch, BatchTiming* timing, int slot) {
     (void)batch, (void)timing, (void)slot;
     return absl::UnimplementedError("this instance does not pipeline batches");
+  }
+
+  // Whether the device work of the batch launched into `slot` has completed: a query that never
+  // waits (a CUDA event query). False when it has not, when nothing is in flight there, or when
+  // the instance cannot tell; an error is left for Finish to report. The pipelined worker asks
+  // before it takes its next batch, and finishes a batch already done first: its answer then does
+  // not wait for the host to launch the batch behind it. Default: false.
+  virtual bool LaunchedDone(int slot) {
+    (void)slot;
+    return false;
   }
 
   // Called once by the worker after its warm-up and before it serves: captures the model's CUDA

@@ -81,6 +81,11 @@ class TorchInstance final : public ModelInstance {
     ReleaseSlot(slot);
     return status;
   }
+  bool LaunchedDone(int slot) override {
+    if (slot < 0 || slot >= pipeline_depth_ || !slots_[slot].in_flight) return false;
+    path_->SelectSlot(slot);
+    return path_->Done();
+  }
   absl::Status PrepareForServing() override {
     return Guarded([&] { return CaptureGraphs(); });
   }

@@ -103,6 +103,7 @@ class CpuPath final : public DevicePath {
     return absl::OkStatus();
   }
   absl::Status Wait() override { return absl::OkStatus(); }
+  bool Done() override { return true; }
   absl::Status Sync() override { return absl::OkStatus(); }
   absl::StatusOr<int64_t> SpanNs(Marker from, Marker to) override {
     return slot_->stamps[to] - slot_->stamps[from];
@@ -356,6 +357,7 @@ class CudaPath final : public DevicePath {
     return absl::OkStatus();
   }
   absl::Status Wait() override { return slot_->events[kAfterD2H].Synchronize(); }
+  bool Done() override { return slot_->events[kAfterD2H].Query(); }
   const void* native_stream() const override { return own_stream_; }
   absl::Status Sync() override {
     if (copy_stream_ != nullptr) {

@@ -183,8 +183,16 @@ void Worker::Loop() {
   Batch batch;
   Batch dropped;
   while (true) {
-    // With a batch in flight never wait for requests: finish it instead when nothing is due.
     const int64_t asked_ns = in_flight ? clock_->NowNs() : 0;  // WaitForBatch accounts its own time
+    // A batch in flight whose device work is already done is finished before the next is taken:
+    // its answer then does not wait for the host to launch the batch behind it, and the next batch
+    // (with whatever arrived meanwhile) is launched on an idle stream.
+    if (in_flight && instance_->LaunchedDone(in_flight->slot)) {
+      idle_since_ns_ = FinishBatch(*std::move(in_flight), asked_ns);
+      in_flight.reset();
+      continue;
+    }
+    // With a batch in flight never wait for requests: finish it instead when nothing is due.
     const ModelQueue::WaitResult result =
         in_flight ? queue_->TryNextBatch(&batch, &dropped) : WaitForBatch(&batch, &dropped);
     const int64_t returned_ns = in_flight ? Account(WorkerPhase::kTake, asked_ns) : 0;
@@ -338,8 +346,8 @@ std::optional<Worker::InFlight> Worker::LaunchBatch(Batch batch, const std::opti
   return std::nullopt;
 }
 
-int64_t Worker::FinishBatch(InFlight flight) {
-  const int64_t start_ns = clock_->NowNs();
+int64_t Worker::FinishBatch(InFlight flight, int64_t start_ns) {
+  if (start_ns == 0) start_ns = clock_->NowNs();
   absl::Status status = instance_->Finish(flight.batch, &flight.timing, flight.slot);
   const int64_t done_ns = Account(WorkerPhase::kFinish, start_ns);
   EndBatch(std::move(flight.batch), flight.timing, status);

@@ -7,9 +7,16 @@
 // with its own rows, their inputs read from the page-locked input arena. And both again with
 // --request-timing off, where no span event marks the end of an overlapped batch's copies and the
 // path's own `copied` event orders the forward after them: outputs exactly the CPU reference's.
+// Also LaunchedDone, the question a pipelined worker asks of its batch in flight before it takes
+// the next: answered without waiting, and without an error left behind for the next launch.
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -140,6 +147,67 @@ TEST_P(PipelineInstanceTest, PipelinedBatchesEqualOneAtATime) {
       for (int k = 0; k < 3; ++k) {
         EXPECT_LE(MaxError(jobs[i]->outputs[r][k], reference->outputs[r][k]), 1e-4)
             << "batch " << i << " (" << jobs[i]->batch.size() << " items), request " << r << ", output " << k;
+      }
+    }
+  }
+}
+
+// LaunchedDone asks the slot's last event without waiting: false while the device is still busy
+// ahead of the batch (matrix products queued on the instance's own stream first, a few hundred ms),
+// true once the batch is done, false for a slot with nothing in flight. Its "not ready" leaves no
+// error behind: the next launch (LibTorch checks the thread's last CUDA error after its kernels)
+// still succeeds, and both batches' outputs equal one-at-a-time runs of the same inputs.
+TEST_P(PipelineInstanceTest, LaunchedDoneAnswersWithoutWaiting) {
+  const bool graphs = GetParam();
+  testing::TempDir repo("cs_gpu_pipeline_done");
+  examples::ModelOptions o;
+  o.max_batch_size = kMaxBatch;
+  if (graphs) o.extra_config = "optimization { cuda { graphs: true } }\n";
+  ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy", o).ok());
+  auto piped = Load(repo.path() + "/policy", "2");
+  auto serial = Load(repo.path() + "/policy", "1");
+  ASSERT_NE(piped, nullptr);
+  ASSERT_NE(serial, nullptr);
+  EXPECT_FALSE(piped->LaunchedDone(0)) << "nothing launched";
+  auto a = MakeJob(spec_, kMaxBatch, 41);
+  auto b = MakeJob(spec_, 5, 43);
+  {
+    auto* raw = static_cast<cudaStream_t>(const_cast<void*>(piped->native_stream()));
+    c10::cuda::CUDAStreamGuard on_stream(c10::cuda::getStreamFromExternal(raw, 0));
+    torch::Tensor m = torch::rand({4096, 4096}, torch::TensorOptions().device(torch::kCUDA, 0)) / 4096;
+    for (int i = 0; i < 100; ++i) m = torch::mm(m, m);  // about 2 ms each on an H100 or H200
+  }
+  a->timing.dequeued_ns = SteadyClock::Now();
+  ASSERT_TRUE(piped->Launch(a->batch, &a->timing, 0).ok());
+  EXPECT_FALSE(piped->LaunchedDone(0)) << "the products ahead of the batch were still running";
+  EXPECT_FALSE(piped->LaunchedDone(1)) << "nothing launched into slot 1";
+  b->timing.dequeued_ns = SteadyClock::Now();
+  absl::Status launched = piped->Launch(b->batch, &b->timing, 1);
+  ASSERT_TRUE(launched.ok()) << "a launch after a not-ready answer: " << launched;
+  const auto done_within = [&](int slot) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!piped->LaunchedDone(slot)) {
+      if (std::chrono::steady_clock::now() > give_up) return false;
+      std::this_thread::yield();
+    }
+    return true;
+  };
+  ASSERT_TRUE(done_within(0)) << "slot 0's batch never read as done";
+  ASSERT_TRUE(piped->Finish(a->batch, &a->timing, 0).ok());
+  EXPECT_FALSE(piped->LaunchedDone(0)) << "finished: nothing in flight";
+  ASSERT_TRUE(done_within(1)) << "slot 1's batch never read as done";
+  ASSERT_TRUE(piped->Finish(b->batch, &b->timing, 1).ok());
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+
+  for (const auto& [job, seed] : {std::pair{a.get(), 41}, std::pair{b.get(), 43}}) {
+    auto reference = MakeJob(spec_, static_cast<int>(job->batch.size()), seed);  // same inputs
+    ASSERT_TRUE(serial->Execute(reference->batch, &reference->timing).ok());
+    EXPECT_GT(job->timing.compute_ns, 0);
+    for (size_t r = 0; r < job->outputs.size(); ++r) {
+      ASSERT_EQ(job->outputs[r].size(), 3u);
+      for (int k = 0; k < 3; ++k) {
+        EXPECT_LE(MaxError(job->outputs[r][k], reference->outputs[r][k]), 1e-4)
+            << job->batch.size() << " items, request " << r << ", output " << k;
       }
     }
   }

@@ -72,6 +72,7 @@ class RecordingDevicePath final : public server::DevicePath {
   server::LentBytes LendHost(int, const char*, size_t) override { return {}; }
   absl::Status Mark(server::Marker) override { return absl::OkStatus(); }
   absl::Status Wait() override { return absl::OkStatus(); }
+  bool Done() override { return true; }
   absl::Status Sync() override { return absl::OkStatus(); }
   absl::StatusOr<int64_t> SpanNs(server::Marker, server::Marker) override { return 0; }
 

@@ -1,7 +1,8 @@
 // The pipelined worker (an instance with pipeline_depth() 2, as a GPU instance has): with a fake
 // instance that logs every Launch and Finish, the worker launches the next due batch before it
 // finishes the one in flight, alternates the two slots, never waits for requests while a batch is
-// in flight, answers a failed launch alone, and finishes what is in flight before it exits. Also
+// in flight, answers a failed launch alone, finishes what is in flight before it exits, and
+// finishes a batch already done on the device before it takes the next. Also
 // the pipeline_depth parameter and the queue's non-blocking TryNextBatch. No sleeps: the fake parks
 // a launch on a notification, and every wait has a timeout that fails the test.
 #include <gmock/gmock.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -76,6 +78,7 @@ class LoggingPipelinedInstance final : public ModelInstance {
     if (id == "bad") return absl::InternalError("model 'piped': launch of 'bad' failed");
     absl::MutexLock lock(&mu_);
     busy_[slot] = true;
+    in_slot_[slot] = id;
     timing->batch_size = static_cast<int64_t>(batch.size());
     // With a clock: the gather takes gather_ns, the enqueue after it enqueue_ns (client batches).
     const bool timed = clock_ != nullptr && !batch.front()->synthetic;
@@ -83,6 +86,14 @@ class LoggingPipelinedInstance final : public ModelInstance {
     timing->staged_ns = timed ? clock_->NowNs() : timing->dequeued_ns;
     if (timed) clock_->AdvanceNs(enqueue_ns_);
     return absl::OkStatus();
+  }
+  // Done on the "device" when its first request's id was named by ReadAsDone.
+  bool LaunchedDone(int slot) override {
+    absl::MutexLock lock(&mu_);
+    if (slot < 0 || slot > 1 || !busy_[slot]) return false;
+    const bool done = done_ids_.count(in_slot_[slot]) > 0;
+    if (done) log_.push_back(absl::StrCat("D:", in_slot_[slot], "@", slot));
+    return done;
   }
   absl::Status Finish(Batch& batch, BatchTiming* timing, int slot) override {
     {
@@ -114,6 +125,11 @@ class LoggingPipelinedInstance final : public ModelInstance {
   }
 
   void ParkLaunchOf(std::string id) { park_id_ = std::move(id); }
+  // A launched batch whose first request is `id` reads as done when the worker asks (logged "D:").
+  void ReadAsDone(std::string id) {
+    absl::MutexLock lock(&mu_);
+    done_ids_.insert(std::move(id));
+  }
   // Every client launch from now on moves `clock` by `gather_ns`, stamps staged_ns, then moves it by
   // `enqueue_ns`. Set before the worker serves.
   void TakeTimeOn(FakeClock* clock, int64_t gather_ns, int64_t enqueue_ns) {
@@ -146,6 +162,8 @@ class LoggingPipelinedInstance final : public ModelInstance {
   absl::Notification release_;
   absl::Mutex mu_;
   bool busy_[2] ABSL_GUARDED_BY(mu_) = {false, false};
+  std::string in_slot_[2] ABSL_GUARDED_BY(mu_);
+  std::set<std::string> done_ids_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> log_ ABSL_GUARDED_BY(mu_);
   std::string misuse_ ABSL_GUARDED_BY(mu_);
   int warmups_behind_another_[2] ABSL_GUARDED_BY(mu_) = {0, 0};
@@ -263,6 +281,33 @@ TEST_F(PipelinedWorkerTest, LaunchesTheNextBatchBeforeFinishingTheOneInFlight) {
   EXPECT_THAT(fake_->log(), ElementsAre("L:a@0", "L:b@1", "F:a@0", "L:c@0", "F:b@1", "F:c@0"));
   EXPECT_EQ(fake_->misuse(), "");
   EXPECT_EQ(runtime_->stats().Snapshot().execution_count, 3u);
+}
+
+// A batch in flight whose device work is already done (LaunchedDone) is finished before the next
+// batch is taken: its answer does not wait for the next launch, and the next batch goes into the
+// free slot on an idle stream. A batch not yet done is still pipelined behind.
+TEST_F(PipelinedWorkerTest, ABatchAlreadyDoneIsFinishedBeforeTheNextIsLaunched) {
+  Start(/*park_id=*/"a");
+  fake_->ReadAsDone("a");
+  fake_->ReadAsDone("c");
+  Call* a = Send("a", 0.75f);
+  ASSERT_TRUE(fake_->WaitParked());  // b, c and d queue while a is launched
+  Call* b = Send("b", -2.25f);
+  Call* c = Send("c", 3.5f);
+  Call* d = Send("d", -1.0f);
+  fake_->Release();
+  ExpectDoubled(a);
+  ExpectDoubled(b);
+  ExpectDoubled(c);
+  ExpectDoubled(d);
+  runtime_->queue().Close();
+  JoinWorkersWithin(*runtime_);
+  // a done: finished before b is launched. b not done: c goes behind it into slot 1. c done when
+  // asked next (b is finished after c's launch, as before): finished before d.
+  EXPECT_THAT(fake_->log(), ElementsAre("L:a@0", "D:a@0", "F:a@0", "L:b@0", "L:c@1", "F:b@0", "D:c@1", "F:c@1",
+                                        "L:d@0", "F:d@0"));
+  EXPECT_EQ(fake_->misuse(), "");
+  EXPECT_EQ(runtime_->stats().Snapshot().execution_count, 4u);
 }
 
 // A request whose deadline passed while queued comes out of the queue with the next batch; the

@@ -23,6 +23,15 @@ absl::Status CudaEvent::Synchronize() {
   return CudaStatus(cudaEventSynchronize(event_), "cudaEventSynchronize");
 }
 
+bool CudaEvent::Query() {
+  const cudaError_t err = cudaEventQuery(event_);
+  if (err == cudaSuccess) return true;
+  // "Not ready" is also left as the thread's last error, where LibTorch's next launch check would
+  // read it as its own failure: cleared. Any other error stays for Synchronize to report.
+  if (err == cudaErrorNotReady) (void)cudaGetLastError();
+  return false;
+}
+
 absl::StatusOr<int64_t> CudaEvent::ElapsedNs(const CudaEvent& start, const CudaEvent& end) {
   float ms = 0;
   absl::Status status =

@@ -24,6 +24,9 @@ class CudaEvent {
   absl::Status Record(cudaStream_t stream);
   // Blocks the calling thread until the event has completed.
   absl::Status Synchronize();
+  // Whether the event has completed, without waiting. False while it has not, and on an error
+  // (which Synchronize then reports).
+  bool Query();
   cudaEvent_t get() const { return event_; }
 
   // Nanoseconds from `start` to `end`; both recorded and `end` complete.
