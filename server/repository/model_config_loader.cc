@@ -424,12 +424,13 @@ namespace {
 absl::StatusOr<int64_t> PickVersion(const fs::path& dir, const std::string& source,
                                     const std::vector<int64_t>& specific) {
   std::vector<int64_t> versions;
-  std::vector<std::string> not_canonical;  // "01", "+1": a number, but not as a version is written
+  // "01", "+1", "0": a number, but not a version's name (Triton ignores names that start with "0")
+  std::vector<std::string> not_canonical;
   ASSIGN_OR_RETURN(std::vector<std::string> subdirectories, SubdirectoryNames(dir));
   for (const auto& name : subdirectories) {
     int64_t v = 0;
     if (!absl::SimpleAtoi(name, &v) || v < 0) continue;
-    if (name == std::to_string(v)) {
+    if (v > 0 && name == std::to_string(v)) {
       versions.push_back(v);
     } else {
       not_canonical.push_back(name);
@@ -448,7 +449,7 @@ absl::StatusOr<int64_t> PickVersion(const fs::path& dir, const std::string& sour
         not_canonical.empty()
             ? ""
             : absl::StrCat(" (ignored: ", absl::StrJoin(not_canonical, ", "),
-                           ", which must be written as plain decimal numbers, e.g. 1 for 01)")));
+                           ", which must be written as plain decimal numbers from 1, e.g. 1 for 01)")));
   }
   return wanted.back();
 }

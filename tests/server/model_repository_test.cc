@@ -97,16 +97,18 @@ TEST_F(RepositoryTest, NoMatchingVersionNamesWantedAndFound) {
 }
 
 // A version directory written "01" or "+1" is a number but not a version's name: before, it was
-// read as version 1 and the load then looked for m/1/model.pt, which was never there.
-TEST_F(RepositoryTest, VersionDirectoriesMustBePlainNumbers) {
+// read as version 1 and the load then looked for m/1/model.pt, which was never there. "0" is
+// ignored as Triton ignores it (names that start with "0"): before, it was served as version 0.
+TEST_F(RepositoryTest, VersionDirectoriesMustBePlainNumbersFromOne) {
   Write("m/config.pbtxt", kIo);
   Write("m/01/model.pt", "x");
   Write("m/+2/model.pt", "x");
+  Write("m/0/model.pt", "x");
   auto spec = LoadModelDirectory((root_ / "m").string());
   ASSERT_FALSE(spec.ok());
   EXPECT_EQ(spec.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(spec.status().message()),
-              HasSubstr("found none (ignored: +2, 01, which must be written as plain decimal numbers"));
+              HasSubstr("found none (ignored: +2, 0, 01, which must be written as plain decimal numbers from 1"));
   Write("m/1/model.pt", "x");
   spec = LoadModelDirectory((root_ / "m").string());
   ASSERT_TRUE(spec.ok()) << spec.status();
