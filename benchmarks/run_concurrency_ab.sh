@@ -25,15 +25,8 @@ write_batching_repo "$examples" "$models" policy_net 0 1
 [ "${GRAPHS:-1}" = 1 ] && printf '%s\n' 'optimization { cuda { graphs: true } }' >> "$models/policy_net/config.pbtxt"
 status=0
 for round in $(seq 1 "${ROUNDS:-2}"); do
-  order="base new"
-  [ $((round % 2)) = 0 ] && order="new base"
-  for variant in $order; do
-    dir=$build
-    [ "$variant" = base ] && dir=$base
-    run="$out/$variant/round$round"
-    mkdir -p "$run"
-    echo "== round $round, $variant ($dir)"
-    start_server "$dir" "$models" "$run/server.log" "$port" || { status=1; continue; }
+  for variant in $(round_order "$round" base new); do
+    ab_start "$round" "$variant" "$build" "$base" "$out" "$models" "$port" || { status=1; continue; }
     for c in ${CONCURRENCIES:-2 4 8 16 64}; do
       "$build/bin/chronobench" -m policy_net -u "127.0.0.1:$port" -b 1 --concurrency-range "$c" \
         -p "${WINDOW_MS:-2000}" -r 4 -s 25 --warmup-requests 500 --json "$run/c$c.json" |

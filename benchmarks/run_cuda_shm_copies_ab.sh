@@ -11,12 +11,11 @@ out=${2:?output dir}
 port=${3:-8081}
 base=${BASE_BUILD:?BASE_BUILD: the build to compare with}
 here=$(cd "$(dirname "$0")" && pwd)
+source "$here/server_lib.sh"  # round_order
 mkdir -p "$out"
 status=0
 for ((round = 1; round <= ${ROUNDS:-2}; round++)); do
-  order="base new"
-  ((round % 2 == 0)) && order="new base"
-  for variant in $order; do
+  for variant in $(round_order "$round" base new); do
     dir=$build
     [ "$variant" = base ] && dir=$base
     echo "== round $round: $variant"

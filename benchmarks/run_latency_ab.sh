@@ -32,15 +32,8 @@ if [ "$python" = 1 ]; then
 fi
 status=0
 for round in $(seq 1 "${ROUNDS:-3}"); do
-  order="base new"
-  [ $((round % 2)) = 0 ] && order="new base"
-  for variant in $order; do
-    dir=$build
-    [ "$variant" = base ] && dir=$base
-    run="$out/$variant/round$round"
-    mkdir -p "$run"
-    echo "== round $round, $variant ($dir)"
-    start_server "$dir" "$models" "$run/server.log" "$port" || { status=1; continue; }
+  for variant in $(round_order "$round" base new); do
+    ab_start "$round" "$variant" "$build" "$base" "$out" "$models" "$port" || { status=1; continue; }
     for batch in 128 1; do
       faults_before=$(minor_faults "$server")
       "$dir/bin/bench_serve_latency" -u "127.0.0.1:$port" -m policy_net -b $batch -n "$requests" \

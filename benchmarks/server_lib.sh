@@ -156,6 +156,19 @@ round_order() {
   if [ $((round % 2)) -eq 0 ]; then printf '%s\n' "$@" | tac | tr '\n' ' '; else echo "$*"; fi
 }
 
+# ab_start ROUND VARIANT NEW_BUILD BASE_BUILD OUT REPOSITORY PORT: one A/B run's server: VARIANT's
+# build (BASE_BUILD for "base", else NEW_BUILD, left in $dir) started on REPOSITORY, its log in
+# OUT/VARIANT/roundROUND/ (made, and left in $run).
+ab_start() {
+  local round=$1 variant=$2
+  dir=$3
+  [ "$variant" = base ] && dir=$4
+  run="$5/$variant/round$round"
+  mkdir -p "$run"
+  echo "== round $round, $variant ($dir)"
+  start_server "$dir" "$6" "$run/server.log" "$7"
+}
+
 # forward_config FORWARD: the config.pbtxt line that makes a model run FORWARD: "graphs" (CUDA
 # graphs); nothing for "eager".
 forward_config() {

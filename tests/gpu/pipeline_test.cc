@@ -97,23 +97,33 @@ class PipelineInstanceTest : public ::testing::TestWithParam<bool> {
     return *std::move(instance);
   }
 
+  // The policy net (graphs as the test's parameter says) written into `repo`, loaded twice: into
+  // piped_ (pipeline_depth 2) and serial_ (1).
+  void LoadPipedAndSerial(const testing::TempDir& repo) {
+    examples::ModelOptions o;
+    o.max_batch_size = kMaxBatch;
+    if (GetParam()) o.extra_config = "optimization { cuda { graphs: true } }\n";
+    ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy", o).ok());
+    piped_ = Load(repo.path() + "/policy", "2");
+    serial_ = Load(repo.path() + "/policy", "1");
+    ASSERT_NE(piped_, nullptr);
+    ASSERT_NE(serial_, nullptr);
+    ASSERT_EQ(piped_->pipeline_depth(), 2);
+    ASSERT_EQ(serial_->pipeline_depth(), 1);
+  }
+
   server::DeviceActivityRegistry devices_;
   server::ModelSpec spec_;
+  std::unique_ptr<server::ModelInstance> piped_;
+  std::unique_ptr<server::ModelInstance> serial_;
 };
 
 TEST_P(PipelineInstanceTest, PipelinedBatchesEqualOneAtATime) {
   const bool graphs = GetParam();
   testing::TempDir repo("cs_gpu_pipeline");
-  examples::ModelOptions o;
-  o.max_batch_size = kMaxBatch;
-  if (graphs) o.extra_config = "optimization { cuda { graphs: true } }\n";
-  ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy", o).ok());
-  auto piped = Load(repo.path() + "/policy", "2");
-  auto serial = Load(repo.path() + "/policy", "1");
-  ASSERT_NE(piped, nullptr);
-  ASSERT_NE(serial, nullptr);
-  ASSERT_EQ(piped->pipeline_depth(), 2);
-  ASSERT_EQ(serial->pipeline_depth(), 1);
+  ASSERT_NO_FATAL_FAILURE(LoadPipedAndSerial(repo));
+  server::ModelInstance* piped = piped_.get();
+  server::ModelInstance* serial = serial_.get();
 
   const int sizes[] = {16, 1, 7, 16, 3, 12, 5, 16, 2, 9, 16, 16, 4, 11};
   std::vector<std::unique_ptr<Job>> jobs;
@@ -158,16 +168,10 @@ TEST_P(PipelineInstanceTest, PipelinedBatchesEqualOneAtATime) {
 // error behind: the next launch (LibTorch checks the thread's last CUDA error after its kernels)
 // still succeeds, and both batches' outputs equal one-at-a-time runs of the same inputs.
 TEST_P(PipelineInstanceTest, LaunchedDoneAnswersWithoutWaiting) {
-  const bool graphs = GetParam();
   testing::TempDir repo("cs_gpu_pipeline_done");
-  examples::ModelOptions o;
-  o.max_batch_size = kMaxBatch;
-  if (graphs) o.extra_config = "optimization { cuda { graphs: true } }\n";
-  ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy", o).ok());
-  auto piped = Load(repo.path() + "/policy", "2");
-  auto serial = Load(repo.path() + "/policy", "1");
-  ASSERT_NE(piped, nullptr);
-  ASSERT_NE(serial, nullptr);
+  ASSERT_NO_FATAL_FAILURE(LoadPipedAndSerial(repo));
+  server::ModelInstance* piped = piped_.get();
+  server::ModelInstance* serial = serial_.get();
   EXPECT_FALSE(piped->LaunchedDone(0)) << "nothing launched";
   auto a = MakeJob(spec_, kMaxBatch, 41);
   auto b = MakeJob(spec_, 5, 43);
