@@ -233,6 +233,7 @@ class CudaPath final : public DevicePath {
   absl::Status BeginInputs(const InputsPlan& plan) override {
     slot_->moves.clear();
     after_h2d_marked_ = false;
+    between_h2d_and_compute_ = false;
     overlap_ = plan.behind_another;
     if (overlap_ && copy_stream_ == nullptr) {
       c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(gpu_));
@@ -296,6 +297,7 @@ class CudaPath final : public DevicePath {
     }
     // Graph inputs, on the worker's stream between kAfterH2D and kBeforeCompute (in neither span,
     // overlapped or not): rows copied beside the batch ahead move into place; pad rows are zeroed.
+    between_h2d_and_compute_ = overlap_ || !slot_->moves.empty();
     for (const Move& m : slot_->moves) RETURN_IF_ERROR(CompleteStatic(m));
     slot_->moves.clear();
     return absl::OkStatus();
@@ -351,6 +353,13 @@ class CudaPath final : public DevicePath {
     return LentBytes{std::move(owner), bytes, size};
   }
   absl::Status Mark(Marker marker) override {
+    if (marker == kBeforeCompute) {
+      // Nothing was enqueued since kAfterH2D, on this same stream: compute starts where the copies
+      // ended, and that event serves as both (a timed record costs the host about a microsecond,
+      // most of it the driver's locking: BENCHMARKS §37).
+      slot_->compute_starts_at_h2d_end = after_h2d_marked_ && !between_h2d_and_compute_;
+      if (slot_->compute_starts_at_h2d_end) return absl::OkStatus();
+    }
     const bool input_span = marker == kBeforeH2D || marker == kAfterH2D;
     RETURN_IF_ERROR(slot_->events[marker].Record(input_span ? input_stream() : stream_.stream()));
     if (marker == kAfterH2D) after_h2d_marked_ = true;
@@ -368,7 +377,7 @@ class CudaPath final : public DevicePath {
     return sync_event_.Synchronize();
   }
   absl::StatusOr<int64_t> SpanNs(Marker from, Marker to) override {
-    return cuda::CudaEvent::ElapsedNs(slot_->events[from], slot_->events[to]);
+    return cuda::CudaEvent::ElapsedNs(Event(from), Event(to));
   }
   bool can_hold_stream() const override { return gate_ != nullptr; }
   absl::Status HoldStream() override {
@@ -394,6 +403,7 @@ class CudaPath final : public DevicePath {
   };
   struct Slot {
     std::array<cuda::CudaEvent, kMarkerCount> events;
+    bool compute_starts_at_h2d_end = false;  // kBeforeCompute not recorded: kAfterH2D's event is it
     cuda::CudaEvent copied;  // on the copy stream when kAfterH2D was not recorded (timing off)
     std::vector<cuda::PinnedBuffer> staging;
     std::vector<LentBufferPool::Buffer> landing;  // from landing_pool_; empty once lent
@@ -404,6 +414,12 @@ class CudaPath final : public DevicePath {
   };
 
   cudaStream_t input_stream() const { return overlap_ ? copy_stream_ : stream_.stream(); }
+
+  // The slot's event for `marker` (kBeforeCompute's may be kAfterH2D's: Mark).
+  const cuda::CudaEvent& Event(Marker marker) const {
+    if (marker == kBeforeCompute && slot_->compute_starts_at_h2d_end) return slot_->events[kAfterH2D];
+    return slot_->events[marker];
+  }
 
   // `pieces` back to back into `dst` on `stream` (cudaMemcpyDefault: host memory, pinned or not, or a
   // client's GPU memory); they must hold exactly `bytes`. Pieces all on this GPU (requests' inputs in
@@ -497,6 +513,7 @@ class CudaPath final : public DevicePath {
   cudaStream_t copy_stream_ = nullptr;  // made on the first overlapped batch
   bool overlap_ = false;                // this batch's inputs go on the copy stream
   bool after_h2d_marked_ = false;       // this batch recorded kAfterH2D (after its last copy)
+  bool between_h2d_and_compute_ = false;  // InputsReady enqueued work (a wait, moves, pad zeroing)
   // Before the slots: their landing buffers go back to it when the path is destroyed. Lent ones keep
   // it alive until gRPC has sent them.
   std::shared_ptr<LentBufferPool> landing_pool_;

@@ -141,6 +141,8 @@ class DevicePath {
   // is not the slot's landing buffer, or the path holds its stream (exact device timing): then copy
   // them as before.
   virtual LentBytes LendHost(int output, const char* bytes, size_t size) = 0;
+  // Records `marker` where the stream now is. A GPU path may let kAfterH2D's event stand for
+  // kBeforeCompute when nothing was enqueued between them (SpanNs reads it so).
   virtual absl::Status Mark(Marker marker) = 0;
   // Blocks until the work up to the last Mark(kAfterD2H) has completed.
   virtual absl::Status Wait() = 0;
