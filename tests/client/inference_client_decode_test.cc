@@ -14,6 +14,7 @@
 #include "client/inference_client.h"
 #include "gtest/gtest.h"
 #include "proto/inference.grpc.pb.h"
+#include "tests/fakes/loopback_grpc_server.h"
 
 namespace chronoserve::client {
 namespace {
@@ -70,10 +71,7 @@ TEST(InferenceClientDecodeTest, AnOutputWhoseBytesDisagreeWithItsShapeIsDataLoss
 TEST(InferenceClientDecodeTest, AnOutputAskedForInARegionIsThereWhenTheServerDoesNotSaySo) {
   TritonLikeService service;
   int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  std::unique_ptr<grpc::Server> server = testing::StartLoopbackServer(&service, &port);
   ASSERT_NE(server, nullptr);
   auto client = InferenceClient::Connect(absl::StrCat("127.0.0.1:", port), std::chrono::seconds(30));
   const Tensor input{"INPUT__0", DataType::kFp32, {1, 2}, Floats({2.0f, -1.0f})};

@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "gtest/gtest.h"
 #include "proto/inference.grpc.pb.h"
+#include "tests/fakes/loopback_grpc_server.h"
 
 namespace chronoserve::client::bench {
 namespace {
@@ -70,10 +71,7 @@ class LoadStreamUnmatchedTest : public ::testing::TestWithParam<WrongAnswer> {};
 TEST_P(LoadStreamUnmatchedTest, AnswersMatchingNoRequestFailTheirStreamNotHangIt) {
   WrongIdStreams service(GetParam());
   int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  std::unique_ptr<grpc::Server> server = testing::StartLoopbackServer(&service, &port);
   ASSERT_NE(server, nullptr);
   const std::string url = absl::StrCat("127.0.0.1:", port);
 

@@ -19,6 +19,7 @@
 #include "client/inference_client.h"
 #include "common/otlp/batch_span_processor.h"
 #include "tests/fakes/capturing_exporter.h"
+#include "tests/fakes/loopback_grpc_server.h"
 #include "server/grpc/inference_service.h"
 #include "server/telemetry/request_tracer.h"
 #include "tests/server/gated_instance.h"
@@ -99,10 +100,7 @@ class RequestSpanTransportTest : public ::testing::Test {
     observer_ = std::make_unique<CountingTracer>(tracer_.get());
     service_ = std::make_unique<server::InferenceService>(&registry_, SteadyClock::Get(),
                                                           server::ServerInfo{"chronoserve-test", "0"}, observer_.get());
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    builder.RegisterService(service_.get());
-    server_ = builder.BuildAndStart();
+    server_ = testing::StartLoopbackServer(service_.get(), &port_);
     ASSERT_NE(server_, nullptr);
     client_ = client::InferenceClient::Connect("127.0.0.1:" + std::to_string(port_));
     runtime_ = testing::StartGatedModel(testing::GatedSpec("traced", 4, 0), 1, &gate_);
