@@ -146,8 +146,8 @@ class DevicePath {
   virtual absl::Status Mark(Marker marker) = 0;
   // Blocks until the work up to the last Mark(kAfterD2H) has completed.
   virtual absl::Status Wait() = 0;
-  // Whether the work up to the last Mark(kAfterD2H) has completed, without waiting (false on an
-  // error: Wait() reports it). The CPU's work is done when its calls return: true.
+  // Whether the work up to the last Mark(kAfterD2H) has completed, without waiting; also true on
+  // an error, which Wait() then reports. The CPU's work is done when its calls return: true.
   virtual bool Done() = 0;
   // Blocks until everything enqueued on this path's streams so far has completed (events on the
   // streams, never a device-wide sync). For capture, keep-warm and failed launches, not the

@@ -346,10 +346,10 @@ std::optional<Worker::InFlight> Worker::LaunchBatch(Batch batch, const std::opti
   return std::nullopt;
 }
 
-int64_t Worker::FinishBatch(InFlight flight, int64_t start_ns) {
-  if (start_ns == 0) start_ns = clock_->NowNs();
+int64_t Worker::FinishBatch(InFlight flight, std::optional<int64_t> start_ns) {
+  const int64_t from_ns = start_ns.has_value() ? *start_ns : clock_->NowNs();
   absl::Status status = instance_->Finish(flight.batch, &flight.timing, flight.slot);
-  const int64_t done_ns = Account(WorkerPhase::kFinish, start_ns);
+  const int64_t done_ns = Account(WorkerPhase::kFinish, from_ns);
   EndBatch(std::move(flight.batch), flight.timing, status);
   return done_ns;
 }

@@ -135,8 +135,8 @@ class Worker {
   // answered with the error and nullopt is returned.
   std::optional<InFlight> LaunchBatch(Batch batch, const std::optional<InFlight>& in_flight, Taken taken);
   // Pipelined: waits for a launched batch and completes it; returns when its device work ended.
-  // `start_ns`: when the worker turned to it (its finish phase), now when 0.
-  int64_t FinishBatch(InFlight flight, int64_t start_ns = 0);
+  // `start_ns`: when the worker turned to it (its finish phase), now when not given.
+  int64_t FinishBatch(InFlight flight, std::optional<int64_t> start_ns = std::nullopt);
   // Common to both: the batch's stamps before the instance runs it.
   void BeginBatch(BatchTiming* timing, bool behind_another, int64_t dequeued_ns);
   // Stamps the batch's dequeue time (`dequeued_ns`, or now) and this worker's index.

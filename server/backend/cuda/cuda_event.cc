@@ -26,10 +26,12 @@ absl::Status CudaEvent::Synchronize() {
 bool CudaEvent::Query() {
   const cudaError_t err = cudaEventQuery(event_);
   if (err == cudaSuccess) return true;
-  // "Not ready" is also left as the thread's last error, where LibTorch's next launch check would
-  // read it as its own failure: cleared. Any other error stays for Synchronize to report.
-  if (err == cudaErrorNotReady) (void)cudaGetLastError();
-  return false;
+  // Whatever the query returned is also left as the thread's last error, where LibTorch's next
+  // launch check would read it as that launch's failure: cleared. "Not ready" is the one answer
+  // that means pending; on any other error the caller is told to wait now, and Synchronize
+  // reports it (the same error: a failed event or a sticky context error) against its own batch.
+  (void)cudaGetLastError();
+  return err != cudaErrorNotReady;
 }
 
 absl::StatusOr<int64_t> CudaEvent::ElapsedNs(const CudaEvent& start, const CudaEvent& end) {

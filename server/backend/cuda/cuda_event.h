@@ -24,8 +24,9 @@ class CudaEvent {
   absl::Status Record(cudaStream_t stream);
   // Blocks the calling thread until the event has completed.
   absl::Status Synchronize();
-  // Whether the event has completed, without waiting. False while it has not, and on an error
-  // (which Synchronize then reports).
+  // Whether the caller may wait for the event now without blocking for long: true once it has
+  // completed, and on an error (which Synchronize then reports); false while it is pending. Leaves
+  // no error behind as the thread's last.
   bool Query();
   cudaEvent_t get() const { return event_; }
 
