@@ -87,14 +87,16 @@ TEST_F(ChronobenchE2eTest, OpenLoopPoissonKeepsItsRateAndTimesFromTheSchedule) {
   // the queue a lead before a send time and the worker polls the rest, instead of a timed wait
   // alone, which gRPC rounds up to a whole millisecond (that made the median send ~0.5 ms late,
   // every send up to ~1 ms). At 150/s over two threads the median lag is the cost of a clock read
-  // and a send (a few µs); 300 µs leaves room for a loaded 2-core machine taking the CPU away now
-  // and then, while the millisecond rounding would put the median near 500 µs. A median: p99 may
+  // and a send (a few µs); 400 µs leaves room for a loaded 2-core machine taking the CPU away now
+  // and then (here the server shares the two CPUs with the client: CI once saw a 313 µs median with
+  // the machine short of CPU a fifth of the time), while the millisecond rounding would put the
+  // median near 500 µs. LoadWorkerTest judges the worker alone to 300 µs. A median: p99 may
   // catch preemption. Run alone (RUN_SERIAL, run_serial.cmake). Judged, as LoadWorkerTest's
   // open-loop tests judge theirs, only when the machine gave the workers a CPU when they needed
   // one: waiting for one (ours or the hypervisor's) a quarter of the time or more, a late median
   // says nothing of ours.
   if (!chronoserve::testing::ShortOfCpu(delay_ns, stolen_ns, wall_ns)) {
-    EXPECT_LT(r.schedule_lag().ValueAtPercentile(50), 300'000) << "sends late to the millisecond";
+    EXPECT_LT(r.schedule_lag().ValueAtPercentile(50), 400'000) << "sends late to the millisecond";
   } else {
     std::cout << "[ note     ] the machine was short of CPU: the lag is not judged\n";
   }
