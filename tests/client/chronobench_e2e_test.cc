@@ -91,10 +91,10 @@ TEST_F(ChronobenchE2eTest, OpenLoopPoissonKeepsItsRateAndTimesFromTheSchedule) {
   // and then (here the server shares the two CPUs with the client: CI once saw a 313 µs median with
   // the machine short of CPU a fifth of the time), while the millisecond rounding would put the
   // median near 500 µs. LoadWorkerTest judges the worker alone to 300 µs. A median: p99 may
-  // catch preemption. Run alone (RUN_SERIAL, run_serial.cmake). Judged, as LoadWorkerTest's
-  // open-loop tests judge theirs, only when the machine gave the workers a CPU when they needed
-  // one: waiting for one (ours or the hypervisor's) a quarter of the time or more, a late median
-  // says nothing of ours.
+  // catch preemption. Run alone (ALONE in tests/client/CMakeLists.txt). Judged, as
+  // LoadWorkerTest's open-loop tests judge theirs, only when the machine gave the workers a CPU
+  // when they needed one: waiting for one (ours or the hypervisor's) a quarter of the time or more,
+  // a late median says nothing of ours.
   if (!chronoserve::testing::ShortOfCpu(delay_ns, stolen_ns, wall_ns)) {
     EXPECT_LT(r.schedule_lag().ValueAtPercentile(50), 400'000) << "sends late to the millisecond";
   } else {

@@ -3,8 +3,8 @@
 // answered, failed or cancelled at the end (sent == completed + drained), none is lost on a stream
 // that failed before its Finish arrived, and failures keep being counted after the server is gone;
 // streamed closed and open loop, and unary open loop. Also: one send-time stamp outside open loop,
-// an open-loop worker that keeps its times without spinning (run alone: run_serial.cmake), and the
-// requests sent in the warm-up kept out of the measurement.
+// an open-loop worker that keeps its times without spinning (run alone: ALONE in
+// tests/client/CMakeLists.txt), and the requests sent in the warm-up kept out of the measurement.
 // Against the real chronoserve binary on 127.0.0.1.
 #include <signal.h>
 
@@ -344,7 +344,7 @@ void ExpectOnTimeInOneOfThreeWindows(LoadWorker& worker, int64_t completions, Ch
 // at most WakeLead::kMaxNs per send (the design's bound, whatever the lead learnt on a loaded
 // machine; the old window took about 1 ms per send), the rest of its CPU time is a fraction of the
 // wall time, and sends are on time (a median lag well under the ~0.5 ms that a timed wait rounded
-// up to the millisecond would give). Run alone (run_serial.cmake).
+// up to the millisecond would give). Run alone (ALONE in tests/client/CMakeLists.txt).
 TEST(LoadWorkerTest, OpenLoopSendsOnTimeWithoutSpinning) {
   absl::StatusOr<MlpTarget> target = StartMlpTarget("chronobench_nospin", /*seed=*/9);
   ASSERT_TRUE(target.ok()) << target.status();
@@ -370,7 +370,7 @@ TEST(LoadWorkerTest, OpenLoopSendsOnTimeWithoutSpinning) {
 // --max-send-poll-us 0: the worker's wait ends with its waker's alarm and it sends at once, with no
 // polling before send times, and the sends are still near their times: the alarm's lateness (tens
 // of µs), not gRPC's millisecond-rounded deadline (about 0.5 ms late at the median). Run alone
-// (run_serial.cmake).
+// (ALONE in tests/client/CMakeLists.txt).
 TEST(LoadWorkerTest, OpenLoopWithoutPollingKeepsItsRate) {
   absl::StatusOr<MlpTarget> target = StartMlpTarget("chronobench_nopoll", /*seed=*/10);
   ASSERT_TRUE(target.ok()) << target.status();
