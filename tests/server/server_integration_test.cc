@@ -15,6 +15,7 @@
 #include "common/tensor_data.h"
 #include "common/timing.h"
 #include "server/backend/torch_backend.h"
+#include "tests/server/shared_server_test.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tests/server/torch_reference.h"
@@ -26,48 +27,39 @@ using ::testing::HasSubstr;
 using client::InferenceClient;
 using client::Tensor;
 
-class ServerIntegrationTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    repo_ = new testing::TempDir("cs_integration");
+class ServerIntegrationTest : public testing::SharedServerTest<ServerIntegrationTest> {
+ public:
+  static constexpr char kRepoName[] = "cs_integration";
+  static void WriteModels(const testing::TempDir& repo) {
     examples::ModelOptions policy;
     policy.max_batch_size = 8;
     policy.max_queue_delay_us = 2000;
-    ASSERT_TRUE(examples::WritePolicyNet(repo_->path(), "policy_net", policy).ok());
+    ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy_net", policy).ok());
     examples::ModelOptions mlp;
     mlp.max_batch_size = 16;
     mlp.instance_count = 2;
     mlp.instance_kind = "KIND_CPU";  // the timing test asserts two host-timed CPU workers, GPU or not
-    ASSERT_TRUE(examples::WriteMlp(repo_->path(), "mlp", mlp).ok());
+    ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
     examples::ModelOptions addsub;
     addsub.max_batch_size = 4;
-    ASSERT_TRUE(examples::WriteAddSub(repo_->path(), "addsub", addsub).ok());
+    ASSERT_TRUE(examples::WriteAddSub(repo.path(), "addsub", addsub).ok());
     examples::ModelOptions plain;
     plain.max_batch_size = 0;
     plain.dynamic_batching = false;
-    ASSERT_TRUE(examples::WriteScaleModel(repo_->path(), "scale_nobatch", DataType::kFp32, plain).ok());
+    ASSERT_TRUE(examples::WriteScaleModel(repo.path(), "scale_nobatch", DataType::kFp32, plain).ok());
     // As Triton: dynamic_batching on a model that does not batch keeps its queue policy and never
     // holds a request for the delay (a minute here).
-    ASSERT_TRUE(examples::WriteScaleModel(repo_->path(), "scale_nobatch_queued", DataType::kFp32, plain).ok());
-    std::ofstream(repo_->path() + "/scale_nobatch_queued/config.pbtxt", std::ios::app)
+    ASSERT_TRUE(examples::WriteScaleModel(repo.path(), "scale_nobatch_queued", DataType::kFp32, plain).ok());
+    std::ofstream(repo.path() + "/scale_nobatch_queued/config.pbtxt", std::ios::app)
         << "dynamic_batching { max_queue_delay_microseconds: 60000000 default_queue_policy { max_queue_size: 4 } }\n";
     for (DataType t : kScaleTypes) {
       examples::ModelOptions o;
       o.max_batch_size = 4;
-      ASSERT_TRUE(examples::WriteScaleModel(repo_->path(), ScaleName(t), t, o).ok());
+      ASSERT_TRUE(examples::WriteScaleModel(repo.path(), ScaleName(t), t, o).ok());
     }
-    server_ = testing::StartServer(repo_->path()).release();
-    ASSERT_NE(server_, nullptr);
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    delete repo_;
-  }
-  void SetUp() override {
-    ASSERT_NE(server_, nullptr);
-    client_ = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server_->port()));
   }
 
+ protected:
   static std::string ScaleName(DataType t) {
     std::string name = DataTypeName(t);
     for (auto& c : name) c = static_cast<char>(std::tolower(c));
@@ -85,9 +77,6 @@ class ServerIntegrationTest : public ::testing::Test {
   static inline const DataType kScaleTypes[] = {
       DataType::kFp32, DataType::kFp64, DataType::kFp16, DataType::kBf16, DataType::kInt8,
       DataType::kInt16, DataType::kInt32, DataType::kInt64, DataType::kUint8, DataType::kBool};
-  static inline testing::TempDir* repo_ = nullptr;
-  static inline server::Server* server_ = nullptr;
-  std::unique_ptr<InferenceClient> client_;
 };
 
 void ExpectClose(const std::string& bytes, const std::vector<float>& want, float tol) {

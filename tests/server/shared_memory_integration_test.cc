@@ -11,6 +11,7 @@
 #include "common/tensor_data.h"
 #include "server/backend/torch_backend.h"
 #include "tests/server/shm_test_util.h"
+#include "tests/server/shared_server_test.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tests/server/torch_reference.h"
@@ -30,28 +31,20 @@ Tensor RandomInput(const std::string& name, std::vector<int64_t> shape, uint64_t
   return Tensor{name, DataType::kFp32, shape, RandomTensorBytes(DataType::kFp32, ElementCount(shape), rng)};
 }
 
-class SharedMemoryTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    repo_ = new testing::TempDir("cs_shm");
+class SharedMemoryTest : public testing::SharedServerTest<SharedMemoryTest> {
+ public:
+  static constexpr char kRepoName[] = "cs_shm";
+  static void WriteModels(const testing::TempDir& repo) {
     examples::ModelOptions policy;
     policy.max_batch_size = 8;
-    ASSERT_TRUE(examples::WritePolicyNet(repo_->path(), "policy_net", policy).ok());
+    ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy_net", policy).ok());
     examples::ModelOptions small;
     small.max_batch_size = 4;
-    ASSERT_TRUE(examples::WriteMlp(repo_->path(), "mlp", small).ok());
-    ASSERT_TRUE(examples::WriteAddSub(repo_->path(), "addsub", small).ok());
-    server_ = testing::StartServer(repo_->path()).release();
-    ASSERT_NE(server_, nullptr);
+    ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", small).ok());
+    ASSERT_TRUE(examples::WriteAddSub(repo.path(), "addsub", small).ok());
   }
-  static void TearDownTestSuite() {
-    delete server_;
-    delete repo_;
-  }
-  void SetUp() override {
-    ASSERT_NE(server_, nullptr);
-    client_ = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server_->port()));
-  }
+
+ protected:
   void TearDown() override {
     auto left = client_->SystemSharedMemoryStatus();
     ASSERT_TRUE(left.ok()) << left.status();
@@ -63,10 +56,6 @@ class SharedMemoryTest : public ::testing::Test {
     EXPECT_NE(shm, nullptr) << error;
     return shm;
   }
-
-  static inline testing::TempDir* repo_ = nullptr;
-  static inline server::Server* server_ = nullptr;
-  std::unique_ptr<InferenceClient> client_;
 };
 
 TEST_F(SharedMemoryTest, RegisterStatusUnregisterRoundTrip) {

@@ -32,6 +32,7 @@
 namespace chronoserve {
 namespace {
 
+using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using client::InferStream;
 using testing::GatedInput;
@@ -107,7 +108,12 @@ TEST_P(StreamDrainTest, DrainingStopsReadingAnswersAcceptedRequestsAndThenFinish
   EXPECT_TRUE(stopper.WaitDone(kWait)) << "Shutdown returned";
   ASSERT_TRUE(busy_end.has_value()) << "the stream did not end";
   EXPECT_EQ(busy_end->error_code(), grpc::StatusCode::UNAVAILABLE) << busy_end->error_message();
-  EXPECT_THAT(busy_end->error_message(), HasSubstr("shutting down"));
+  // The stream's own end, or the connection's: the server stopped reading while the client kept
+  // sending, so once Shutdown closes the server's socket with those messages unread, TCP resets the
+  // connection, and the client's transport may fail on a write ("Broken pipe", once in CI) before it
+  // reads the status the server already sent. Both are UNAVAILABLE; lateness is judged above.
+  EXPECT_THAT(busy_end->error_message(), AnyOf(HasSubstr("shutting down"), HasSubstr("Broken pipe"),
+                                               HasSubstr("Connection reset")));
   EXPECT_EQ(answered, 1) << "an accepted streamed request was lost";
   EXPECT_LE(refused, 1) << "only a read outstanding when the drain began may bring a message in";
   EXPECT_EQ(runtime->stats().Snapshot().inference_count, 1u);

@@ -14,6 +14,7 @@
 
 #include "client/inference_client.h"
 #include "common/tensor_data.h"
+#include "tests/server/shared_server_test.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tests/server/torch_reference.h"
@@ -52,26 +53,23 @@ std::vector<float> Floats(const std::string& bytes) {
   return v;
 }
 
-class TensorBindingTest : public ::testing::Test {
+class TensorBindingTest : public testing::SharedServerTest<TensorBindingTest> {
+ public:
+  static constexpr char kRepoName[] = "cs_binding";
+  static void WriteModels(const testing::TempDir& repo) {
+    WriteModel(repo, "in_order", {"INPUT__0", "INPUT__1"}, {"OUTPUT__0", "OUTPUT__1"});
+    WriteModel(repo, "swapped_indices", {"INPUT__1", "INPUT__0"}, {"OUTPUT__1", "OUTPUT__0"});
+    WriteModel(repo, "by_argument_name", {"b", "a"}, {"difference", "combined"});
+    WriteModel(repo, "one_output", {"x__0", "y__1"}, {"combined__1"});
+    WriteModel(repo, "repeated_index", {"INPUT__0", "OTHER__0"}, {"OUTPUT__0", "OUTPUT__1"});
+    WriteModel(repo, "index_past_arguments", {"INPUT__0", "INPUT__5"}, {"OUTPUT__0", "OUTPUT__1"});
+    WriteModel(repo, "output_index_past_outputs", {"INPUT__0", "INPUT__1"}, {"OUTPUT__0", "OUTPUT__2"});
+  }
+
  protected:
-  static void SetUpTestSuite() {
-    repo_ = new testing::TempDir("cs_binding");
-    WriteModel(*repo_, "in_order", {"INPUT__0", "INPUT__1"}, {"OUTPUT__0", "OUTPUT__1"});
-    WriteModel(*repo_, "swapped_indices", {"INPUT__1", "INPUT__0"}, {"OUTPUT__1", "OUTPUT__0"});
-    WriteModel(*repo_, "by_argument_name", {"b", "a"}, {"difference", "combined"});
-    WriteModel(*repo_, "one_output", {"x__0", "y__1"}, {"combined__1"});
-    WriteModel(*repo_, "repeated_index", {"INPUT__0", "OTHER__0"}, {"OUTPUT__0", "OUTPUT__1"});
-    WriteModel(*repo_, "index_past_arguments", {"INPUT__0", "INPUT__5"}, {"OUTPUT__0", "OUTPUT__1"});
-    WriteModel(*repo_, "output_index_past_outputs", {"INPUT__0", "INPUT__1"}, {"OUTPUT__0", "OUTPUT__2"});
-    server_ = testing::StartServer(repo_->path()).release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    delete repo_;
-  }
   void SetUp() override {
-    ASSERT_NE(server_, nullptr);
-    client_ = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server_->port()));
+    SharedServerTest::SetUp();
+    if (HasFatalFailure()) return;
     std::mt19937_64 rng(91);
     a_ = RandomTensorBytes(DataType::kFp32, 2 * kWidth, rng);
     b_ = RandomTensorBytes(DataType::kFp32, 2 * kWidth, rng);
@@ -107,9 +105,6 @@ class TensorBindingTest : public ::testing::Test {
     return std::string(r.status().message());
   }
 
-  static inline testing::TempDir* repo_ = nullptr;
-  static inline server::Server* server_ = nullptr;
-  std::unique_ptr<client::InferenceClient> client_;
   std::string a_, b_;
 };
 
