@@ -6,7 +6,9 @@
 # 0.6-1 s of CPU on the 2-core CI machine before the first test runs, and a suite's fixture (a
 # server, a model repository) once per test. At a process per test that was about half of the
 # CPU suite's time. A suite's tests share their fixture by design (SetUpTestSuite) and each test
-# still gets its own fixture object; the whole binary passes in one process too.
+# still gets its own fixture object; the whole binary passes in one process too. A test that skips
+# (GTEST_SKIP) no longer makes a CTest test "skipped": its entry passes, the "[  SKIPPED ]" line
+# stays in the output, and a failure beside it still fails the entry.
 #
 # Inputs (-D): BINARY, CTEST_FILE, WORKING_DIR, LABELS (a list joined by ':'), ALONE (tests joined
 # by ':' that run in a process of their own, RUN_SERIAL: see tests/client/CMakeLists.txt).
