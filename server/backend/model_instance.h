@@ -65,9 +65,9 @@ class ModelInstance {
   // Whether the device work of the batch launched into `slot` has completed: a query that never
   // waits (a CUDA event query). False when it has not, when nothing is in flight there, or when
   // the instance cannot tell; true on a device error, which Finish then reports against that
-  // batch (not the next launch). The pipelined worker asks
-  // before it takes its next batch, and finishes a batch already done first: its answer then does
-  // not wait for the host to launch the batch behind it. Default: false.
+  // batch (not the next launch). The pipelined worker asks before it takes its next batch, and
+  // finishes a batch already done first: its answer then does not wait for the host to launch the
+  // batch behind it. Default: false.
   virtual bool LaunchedDone(int slot) {
     (void)slot;
     return false;
