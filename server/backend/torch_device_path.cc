@@ -233,7 +233,7 @@ class CudaPath final : public DevicePath {
   absl::Status BeginInputs(const InputsPlan& plan) override {
     slot_->moves.clear();
     after_h2d_marked_ = false;
-    between_h2d_and_compute_ = false;
+    slot_->compute_starts_at_h2d_end = false;
     overlap_ = plan.behind_another;
     if (overlap_ && copy_stream_ == nullptr) {
       c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(gpu_));
@@ -295,9 +295,12 @@ class CudaPath final : public DevicePath {
       RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamWaitEvent(stream_.stream(), copied->get(), 0),
                                        "cudaStreamWaitEvent(inputs copied)"));
     }
+    // Nothing enqueued on this stream after kAfterH2D: compute starts where the copies ended, and
+    // that event serves as both (a timed record costs the host about a microsecond, most of it the
+    // driver's locking: BENCHMARKS §37).
+    slot_->compute_starts_at_h2d_end = after_h2d_marked_ && !overlap_ && slot_->moves.empty();
     // Graph inputs, on the worker's stream between kAfterH2D and kBeforeCompute (in neither span,
     // overlapped or not): rows copied beside the batch ahead move into place; pad rows are zeroed.
-    between_h2d_and_compute_ = overlap_ || !slot_->moves.empty();
     for (const Move& m : slot_->moves) RETURN_IF_ERROR(CompleteStatic(m));
     slot_->moves.clear();
     return absl::OkStatus();
@@ -353,13 +356,8 @@ class CudaPath final : public DevicePath {
     return LentBytes{std::move(owner), bytes, size};
   }
   absl::Status Mark(Marker marker) override {
-    if (marker == kBeforeCompute) {
-      // Nothing was enqueued since kAfterH2D, on this same stream: compute starts where the copies
-      // ended, and that event serves as both (a timed record costs the host about a microsecond,
-      // most of it the driver's locking: BENCHMARKS §37).
-      slot_->compute_starts_at_h2d_end = after_h2d_marked_ && !between_h2d_and_compute_;
-      if (slot_->compute_starts_at_h2d_end) return absl::OkStatus();
-    }
+    // kAfterH2D's event stands for kBeforeCompute where InputsReady() enqueued nothing between.
+    if (marker == kBeforeCompute && slot_->compute_starts_at_h2d_end) return absl::OkStatus();
     const bool input_span = marker == kBeforeH2D || marker == kAfterH2D;
     RETURN_IF_ERROR(slot_->events[marker].Record(input_span ? input_stream() : stream_.stream()));
     if (marker == kAfterH2D) after_h2d_marked_ = true;
@@ -513,7 +511,6 @@ class CudaPath final : public DevicePath {
   cudaStream_t copy_stream_ = nullptr;  // made on the first overlapped batch
   bool overlap_ = false;                // this batch's inputs go on the copy stream
   bool after_h2d_marked_ = false;       // this batch recorded kAfterH2D (after its last copy)
-  bool between_h2d_and_compute_ = false;  // InputsReady enqueued work (a wait, moves, pad zeroing)
   // Before the slots: their landing buffers go back to it when the path is destroyed. Lent ones keep
   // it alive until gRPC has sent them.
   std::shared_ptr<LentBufferPool> landing_pool_;

@@ -20,6 +20,7 @@
 #include "server/repository/model_config_loader.h"
 #include "server/scheduler/model_runtime.h"
 #include "tests/gpu/counting_instance.h"
+#include "tests/server/shared_server_test.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tests/server/torch_reference.h"
@@ -62,39 +63,28 @@ double MaxRowError(const client::InferResult& a, const client::InferResult& b, i
   return worst;
 }
 
-class CudaGraphServerTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    repo_ = new testing::TempDir("cs_gpu_graphs");
+class CudaGraphServerTest : public testing::SharedServerTest<CudaGraphServerTest, 2> {
+ public:
+  static constexpr char kRepoName[] = "cs_gpu_graphs";
+  static void WriteModels(const testing::TempDir& repo) {
     examples::ModelOptions o;
     o.max_batch_size = kMaxBatch;  // same seed everywhere: same weights
     o.extra_config = kGraphsOn;
-    ASSERT_TRUE(examples::WritePolicyNet(repo_->path(), "policy_graph", o).ok());
+    ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy_graph", o).ok());
     o.extra_config = std::string(kGraphsOn) + Param("cuda_graph_batch_sizes", "1,4");
-    ASSERT_TRUE(examples::WritePolicyNet(repo_->path(), "policy_sparse", o).ok());
+    ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy_sparse", o).ok());
     o.extra_config = "";
-    ASSERT_TRUE(examples::WritePolicyNet(repo_->path(), "policy_eager", o).ok());
+    ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy_eager", o).ok());
     o.extra_config = kGraphsOn;
-    ASSERT_TRUE(examples::WriteAddSub(repo_->path(), "addsub_graph", o).ok());
-    server_ = testing::StartServer(repo_->path(), 2).release();
-    ASSERT_NE(server_, nullptr);
+    ASSERT_TRUE(examples::WriteAddSub(repo.path(), "addsub_graph", o).ok());
   }
-  static void TearDownTestSuite() {
-    delete server_;
-    delete repo_;
-  }
-  void SetUp() override {
-    ASSERT_NE(server_, nullptr);
-    client_ = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server_->port()));
-  }
+
+ protected:
   client::InferResult Infer(const std::string& model, const Tensor& input) {
     auto r = client_->Infer(model, {input});
     EXPECT_TRUE(r.ok()) << model << ": " << r.status();
     return r.ok() ? *std::move(r) : client::InferResult{};
   }
-  static inline testing::TempDir* repo_ = nullptr;
-  static inline server::Server* server_ = nullptr;
-  std::unique_ptr<InferenceClient> client_;
 };
 
 TEST_F(CudaGraphServerTest, GraphReplayEqualsEagerAtBucketAndPaddedBatchSizes) {

@@ -20,6 +20,7 @@
 #include "server/scheduler/model_runtime.h"
 #include "server/repository/model_config_loader.h"
 #include "tests/fakes/recording_instance.h"
+#include "tests/server/shared_server_test.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tests/server/torch_reference.h"
@@ -35,31 +36,18 @@ Tensor RandomInput(std::vector<int64_t> shape, uint64_t seed) {
   return Tensor{"INPUT__0", DataType::kFp32, shape, RandomTensorBytes(DataType::kFp32, ElementCount(shape), rng)};
 }
 
-class GpuServerTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    repo_ = new testing::TempDir("cs_gpu");
+class GpuServerTest : public testing::SharedServerTest<GpuServerTest, 2> {
+ public:
+  static constexpr char kRepoName[] = "cs_gpu";
+  static void WriteModels(const testing::TempDir& repo) {
     examples::ModelOptions policy;
     policy.max_batch_size = 128;
-    ASSERT_TRUE(examples::WritePolicyNet(repo_->path(), "policy_net", policy).ok());
+    ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy_net", policy).ok());
     examples::ModelOptions mlp;
     mlp.max_batch_size = 32;
     mlp.instance_count = 2;
-    ASSERT_TRUE(examples::WriteMlp(repo_->path(), "mlp", mlp).ok());
-    server_ = testing::StartServer(repo_->path(), 2).release();
-    ASSERT_NE(server_, nullptr);
+    ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
   }
-  static void TearDownTestSuite() {
-    delete server_;
-    delete repo_;
-  }
-  void SetUp() override {
-    ASSERT_NE(server_, nullptr);
-    client_ = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server_->port()));
-  }
-  static inline testing::TempDir* repo_ = nullptr;
-  static inline server::Server* server_ = nullptr;
-  std::unique_ptr<InferenceClient> client_;
 };
 
 TEST_F(GpuServerTest, ModelsAreResidentOnTheGpu) {

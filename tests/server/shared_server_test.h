@@ -4,6 +4,7 @@
 //
 // Derived (CRTP) provides `static constexpr char kRepoName[]` (the temporary directory's prefix)
 // and `static void WriteModels(const TempDir& repo)`. A Derived SetUp calls this one first.
+// kWarmupRuns: the warm-up runs each model instance makes before the server is READY.
 #ifndef CHRONOSERVE_TESTS_SERVER_SHARED_SERVER_TEST_H_
 #define CHRONOSERVE_TESTS_SERVER_SHARED_SERVER_TEST_H_
 
@@ -18,14 +19,14 @@
 
 namespace chronoserve::testing {
 
-template <typename Derived>
+template <typename Derived, int kWarmupRuns = 1>
 class SharedServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     repo_ = new TempDir(Derived::kRepoName);
     Derived::WriteModels(*repo_);
     if (HasFatalFailure()) return;  // a model not written: no server, every test fails in SetUp
-    server_ = StartServer(repo_->path()).release();
+    server_ = StartServer(repo_->path(), kWarmupRuns).release();
     ASSERT_NE(server_, nullptr);
   }
   static void TearDownTestSuite() {
