@@ -295,9 +295,10 @@ class CudaPath final : public DevicePath {
       RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamWaitEvent(stream_.stream(), copied->get(), 0),
                                        "cudaStreamWaitEvent(inputs copied)"));
     }
-    // Nothing enqueued on this stream after kAfterH2D: compute starts where the copies ended, and
-    // that event serves as both (a timed record costs the host about a microsecond, most of it the
-    // driver's locking: BENCHMARKS §37).
+    // With nothing enqueued below between kAfterH2D and the forward (no wait for the copy stream, no
+    // graph-input moves or pad zeroing), compute starts where the copies ended and kAfterH2D's event
+    // serves as kBeforeCompute too: one timed record fewer, about a microsecond of the host's time,
+    // most of it the driver's locking (BENCHMARKS §37).
     slot_->compute_starts_at_h2d_end = after_h2d_marked_ && !overlap_ && slot_->moves.empty();
     // Graph inputs, on the worker's stream between kAfterH2D and kBeforeCompute (in neither span,
     // overlapped or not): rows copied beside the batch ahead move into place; pad rows are zeroed.
