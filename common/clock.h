@@ -38,6 +38,30 @@ inline int64_t WallNowNs() {
       .count();
 }
 
+// Unix time minus steady time, in ns: what turns a steady-clock stamp into Unix time. The wall
+// clock is read between two steady readings, whose midpoint stands for the moment. A thread
+// preempted between the readings would put the offset off by as long as it waited (hundreds of µs on
+// a busy 2-core VM), so readings further apart than kCloseReadingsNs are taken again, up to three
+// times in all, and the closest pair is kept.
+inline constexpr int64_t kCloseReadingsNs = 5'000;
+
+template <typename WallFn>
+int64_t WallMinusSteadyNs(const Clock& steady, WallFn wall_now) {
+  int64_t offset = 0;
+  int64_t closest = -1;
+  for (int tries = 0; tries < 3; ++tries) {
+    const int64_t before = steady.NowNs();
+    const int64_t wall = wall_now();
+    const int64_t apart = steady.NowNs() - before;
+    if (closest < 0 || apart < closest) {
+      closest = apart;
+      offset = wall - (before + apart / 2);
+    }
+    if (apart <= kCloseReadingsNs) break;
+  }
+  return offset;
+}
+
 class FakeClock final : public Clock {
  public:
   explicit FakeClock(int64_t start_ns = 1'000'000'000) : now_ns_(start_ns) {}

@@ -256,7 +256,11 @@ void LoadWorker::Send(std::optional<int64_t> intended_ns) {
   raw->sent_ns = shared_.clock->NowNs();
   // Closed loop and idle gap: one stamp for both, so e2e and e2e_actual_send agree exactly.
   raw->intended_ns = intended_ns.value_or(raw->sent_ns);
-  if (raw->traced && shared_.tracer != nullptr) raw->sent_unix_ns = WallNowNs();
+  // The client span starts at the send's own stamp, in Unix time (chronoserve places its spans the
+  // same way: one offset, read with care, onto steady stamps).
+  if (raw->traced && shared_.tracer != nullptr) {
+    raw->sent_unix_ns = raw->sent_ns + WallMinusSteadyNs(*shared_.clock, WallNowNs);
+  }
   if (raw->slot != nullptr) {  // the client's tensors into its region: timed
     if (absl::Status copied = shm_->CopyIn(*raw->slot); !copied.ok()) {
       // Not sent, but counted as a request that failed (INTERNAL), so no send goes missing.

@@ -60,7 +60,7 @@ void RequestTracer::OnRequestDone(const ModelSpec& spec, const InferRequest* req
   ids.child_span_ids.reserve(kMaxChildSpans);
   for (size_t i = 0; i < kMaxChildSpans; ++i) ids.child_span_ids.push_back(NewSpanId());
   // Steady -> wall offset taken now, at completion, so the spans sit where the request just ran.
-  const int64_t offset = wall_now_() - steady_->NowNs();
+  const int64_t offset = WallMinusSteadyNs(*steady_, wall_now_);
   processor_->OnEnd(BuildRequestSpans(spec, *request, timing, status, ids, offset));
 }
 
