@@ -20,6 +20,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/clock.h"
 
 namespace chronoserve::testing {
 
@@ -56,32 +57,22 @@ class WallClockJumps {
     int64_t last_unix_ns;
     int64_t size_ns;
   };
-  static constexpr int64_t kJumpNs = 50'000;  // far above a reading's error (half of at most 20 µs)
-  static constexpr int64_t kReadingBoundNs = 20'000;  // a reading interrupted longer is not used
+  static constexpr int64_t kJumpNs = 50'000;  // far above an offset's error (WallMinusSteadyNs)
 
   void Watch() {
     bool have = false;
     int64_t last_offset = 0;
     int64_t last_unix = 0;
     while (!stop_.load()) {
-      const auto before = std::chrono::steady_clock::now();
-      const int64_t unix_ns =
-          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-              .count();
-      const auto after = std::chrono::steady_clock::now();
-      const int64_t reading_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(after - before).count();
-      if (reading_ns <= kReadingBoundNs) {
-        const int64_t steady_ns =
-            std::chrono::duration_cast<std::chrono::nanoseconds>(before.time_since_epoch()).count() + reading_ns / 2;
-        const int64_t offset = unix_ns - steady_ns;
-        if (have && std::llabs(offset - last_offset) > kJumpNs) {
-          absl::MutexLock lock(&mu_);
-          jumps_.push_back(Jump{last_unix, unix_ns, offset - last_offset});
-        }
-        have = true;
-        last_offset = offset;
-        last_unix = unix_ns;
+      const int64_t offset = WallMinusSteadyNs(*SteadyClock::Get(), WallNowNs);
+      const int64_t unix_ns = WallNowNs();
+      if (have && std::llabs(offset - last_offset) > kJumpNs) {
+        absl::MutexLock lock(&mu_);
+        jumps_.push_back(Jump{last_unix, unix_ns, offset - last_offset});
       }
+      have = true;
+      last_offset = offset;
+      last_unix = unix_ns;
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
