@@ -197,7 +197,7 @@ std::string LoadWorker::NextTraceparent(Call* call) {
   return FormatTraceparent(call->trace_id, call->span_id, kTraceFlagSampled);
 }
 
-void LoadWorker::RecordClientSpan(const Call& call, int64_t done_unix_ns) {
+void LoadWorker::RecordClientSpan(const Call& call, int64_t done_ns) {
   ClientSpan span;
   span.trace_id = call.trace_id;
   span.span_id = call.span_id;
@@ -205,7 +205,7 @@ void LoadWorker::RecordClientSpan(const Call& call, int64_t done_unix_ns) {
   span.model = shared_.request->model_name();
   span.batch_size = shared_.batch_size;
   span.start_unix_ns = call.sent_unix_ns;
-  span.end_unix_ns = done_unix_ns;
+  span.end_unix_ns = call.sent_unix_ns + (done_ns - call.sent_ns);
   span.grpc_code = static_cast<int>(call.status.error_code());
   span.streamed = plan_.streaming;
   shared_.tracer->Record(span);  // dropped and counted by the processor when its queue is full
@@ -386,7 +386,7 @@ void LoadWorker::Record(std::unique_ptr<Call> owned, int grpc_code, const view::
   }
   // The client span ends with e2e (at the response time, plus the output copy), not when handled.
   if (owned->traced && shared_.tracer != nullptr) {
-    RecordClientSpan(*owned, owned->sent_unix_ns + (done_ns - owned->sent_ns));
+    RecordClientSpan(*owned, done_ns);
   }
   RequestRecord record;
   record.intended_ns = owned->intended_ns;
@@ -423,7 +423,7 @@ void LoadWorker::Drain() {
     auto it = calls_.find(static_cast<Call*>(tag));
     if (it == calls_.end()) continue;
     // A traceparent went out, so the server may have a span under it: give it its parent.
-    if (it->second->traced && shared_.tracer != nullptr) RecordClientSpan(*it->second, WallNowNs());
+    if (it->second->traced && shared_.tracer != nullptr) RecordClientSpan(*it->second, shared_.clock->NowNs());
     if (it->second->slot != nullptr) shm_->Release(it->second->slot);
     calls_.erase(it);
     drained_.fetch_add(1, std::memory_order_relaxed);
@@ -450,7 +450,7 @@ void LoadWorker::DrainStreams() {
       // A traceparent went out, so the server may have a span under it: give it its parent, with
       // the answer's code (CANCELLED for what the cancellation failed), as Drain's unary calls.
       call->second->status = grpc::Status(static_cast<grpc::StatusCode>(answer.grpc_code), "");
-      if (call->second->traced && shared_.tracer != nullptr) RecordClientSpan(*call->second, WallNowNs());
+      if (call->second->traced && shared_.tracer != nullptr) RecordClientSpan(*call->second, shared_.clock->NowNs());
       if (call->second->slot != nullptr) shm_->Release(call->second->slot);
       calls_.erase(call);
       drained_.fetch_add(1, std::memory_order_relaxed);

@@ -195,8 +195,9 @@ class LoadWorker {
   void DrainStreams();
   // Draws fresh ids into `call` and returns its traceparent header value.
   std::string NextTraceparent(Call* call);
-  // Hands a finished traced call to the tracer (never blocks).
-  void RecordClientSpan(const Call& call, int64_t done_unix_ns);
+  // Hands a finished traced call to the tracer (never blocks); `done_ns` is a steady stamp, moved to
+  // Unix time by the offset the call's start was (sent_unix_ns - sent_ns).
+  void RecordClientSpan(const Call& call, int64_t done_ns);
 
   const int index_;
   const WorkerPlan plan_;

@@ -21,12 +21,12 @@
 namespace chronoserve::client::bench {
 namespace {
 
-using chronoserve::testing::TestDir;
-using chronoserve::testing::WallClockJumps;
 using chronoserve::testing::OtlpTestReceiver;
 using chronoserve::testing::ReceivedSpan;
 using chronoserve::testing::RunProgram;
 using chronoserve::testing::StartTestServer;
+using chronoserve::testing::TestDir;
+using chronoserve::testing::WallClockJumps;
 
 constexpr int kSpanKindServer = 2;
 constexpr int kSpanKindClient = 3;

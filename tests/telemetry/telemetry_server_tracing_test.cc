@@ -14,8 +14,8 @@
 #include "client/infer_stream.h"
 #include "client/inference_client.h"
 #include "server/telemetry/request_tracer.h"
-#include "tests/telemetry/otlp_test_receiver.h"
 #include "tests/fakes/wall_clock_jumps.h"
+#include "tests/telemetry/otlp_test_receiver.h"
 #include "tests/telemetry/telemetry_server_fixture.h"
 
 namespace chronoserve {
