@@ -1,7 +1,6 @@
 #include "tools/example_models.h"
 
 #include <torch/script.h>
-#include <torch/torch.h>
 
 #include <filesystem>
 #include <fstream>
@@ -66,7 +65,7 @@ std::string ConfigTypeName(DataType type) { return absl::StrCat("TYPE_", DataTyp
 
 absl::Status WritePolicyNet(const std::string& repository, const std::string& name,
                             const ModelOptions& options) {
-  torch::manual_seed(options.seed);
+  at::manual_seed(options.seed);
   torch::jit::Module m("PolicyNet");
   m.register_parameter("w1", Weight({32, 4, 3, 3}, 0.2), false);
   m.register_parameter("b1", Weight({32}, 0.1), false);
@@ -96,7 +95,7 @@ def forward(self, x):
 
 absl::Status WriteMlp(const std::string& repository, const std::string& name,
                       const ModelOptions& options) {
-  torch::manual_seed(options.seed);
+  at::manual_seed(options.seed);
   torch::jit::Module m("Mlp");
   m.register_parameter("w1", Weight({128, 64}, 0.1), false);
   m.register_parameter("b1", Weight({128}, 0.1), false);

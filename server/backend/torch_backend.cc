@@ -1,7 +1,7 @@
 #include "server/backend/torch_backend.h"
 
 #include <torch/script.h>
-#include <torch/torch.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <array>

@@ -7,7 +7,9 @@
 #ifndef CHRONOSERVE_SERVER_BACKEND_TORCH_BATCH_IO_H_
 #define CHRONOSERVE_SERVER_BACKEND_TORCH_BATCH_IO_H_
 
-#include <torch/torch.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
 
 #include <vector>
 
@@ -52,12 +54,12 @@ absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, con
 // INTERNAL naming the output when forward() returned the wrong count, dtype, batch dim, dims
 // (against the config's; -1 matches any) or device (not `device`). Like every helper here, its
 // errors do not name the model: the instance that called it adds the model, worker and device.
-absl::Status CheckForwardOutputs(const ModelSpec& spec, const std::vector<torch::Tensor>& outputs, int64_t total,
-                                 const torch::Device& device);
+absl::Status CheckForwardOutputs(const ModelSpec& spec, const std::vector<at::Tensor>& outputs, int64_t total,
+                                 const c10::Device& device);
 
 // The page-locked shared-memory destination of output `k` when the batch is one request that wants
 // it there, it fits and `path` can copy straight into it; otherwise null.
-char* DirectOutputDestination(const Batch& batch, int k, const torch::Tensor& output, const DevicePath& path);
+char* DirectOutputDestination(const Batch& batch, int k, const at::Tensor& output, const DevicePath& path);
 
 // Whether a request of the batch wants output `k` anywhere but GPU memory (so it must come to the host).
 bool WantedOnHost(const Batch& batch, int k);
@@ -66,7 +68,7 @@ bool WantedOnHost(const Batch& batch, int k);
 // region it asked for (one copy a request on the worker's stream, inside the d2h span). A region too
 // small, or a `path` on the CPU, fails that request alone (its `status`, naming model, output and
 // region); errors from the path fail the batch.
-absl::Status CopyOutputsToDevice(const ModelSpec& spec, const Batch& batch, int k, const torch::Tensor& output,
+absl::Status CopyOutputsToDevice(const ModelSpec& spec, const Batch& batch, int k, const at::Tensor& output,
                                  DevicePath& path);
 
 // Sets each request's output shapes and copies its rows from `host` (per output, valid bytes of the
@@ -75,7 +77,7 @@ absl::Status CopyOutputsToDevice(const ModelSpec& spec, const Batch& batch, int 
 // kMinLentOutputBytes, they are lent instead: `path` lends each such output's host bytes once
 // (DevicePath::LendHost), and every request views its rows of them; if it lends none, they are
 // copied. Stamps timeline.output_done_ns with `clock`. True when some output was lent.
-bool ScatterOutputs(const ModelSpec& spec, Batch& batch, const std::vector<torch::Tensor>& outputs,
+bool ScatterOutputs(const ModelSpec& spec, Batch& batch, const std::vector<at::Tensor>& outputs,
                     const std::vector<const char*>& host, int64_t total, DevicePath& path, const Clock* clock);
 
 }  // namespace chronoserve::server

@@ -1,5 +1,7 @@
 #include "server/backend/torch_device_path.h"
 
+#include <torch/types.h>
+
 #include <array>
 #include <cstdlib>
 #include <cstring>

@@ -19,7 +19,9 @@
 #ifndef CHRONOSERVE_SERVER_BACKEND_TORCH_DEVICE_PATH_H_
 #define CHRONOSERVE_SERVER_BACKEND_TORCH_DEVICE_PATH_H_
 
-#include <torch/torch.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
 
 #include <memory>
 #include <vector>
@@ -62,7 +64,7 @@ struct RowsTarget {
 };
 
 // `target`'s rows of `output`, as a view (the output itself when they are all of it).
-inline torch::Tensor TargetRows(const torch::Tensor& output, const RowsTarget& target) {
+inline at::Tensor TargetRows(const at::Tensor& output, const RowsTarget& target) {
   const size_t total = output.nbytes();
   if (target.offset == 0 && target.bytes == total) return output;
   const size_t row_bytes = total / static_cast<size_t>(output.size(0));  // a part: batched, so rows
@@ -83,7 +85,7 @@ struct InputsPlan {
 class DevicePath {
  public:
   virtual ~DevicePath() = default;
-  virtual torch::Device device() const = 0;
+  virtual c10::Device device() const = 0;
   virtual bool device_timed() const = 0;
   // Whether page-locked host memory the path did not allocate (a pinned shared-memory region) may
   // be used directly as the source of ToDevice/ToDeviceInto and the destination of CopyOutInto. A GPU
@@ -107,27 +109,27 @@ class DevicePath {
   // A device tensor holding the staged bytes of input `input`, `pieces` back to back (async copies
   // into the slot's device buffer on GPU; on CPU a view of the one piece it takes), valid until the
   // slot is reused.
-  virtual absl::StatusOr<torch::Tensor> ToDevice(int input, absl::Span<const BytePiece> pieces,
-                                                 const std::vector<int64_t>& shape, torch::ScalarType type) = 0;
+  virtual absl::StatusOr<at::Tensor> ToDevice(int input, absl::Span<const BytePiece> pieces,
+                                                 const std::vector<int64_t>& shape, c10::ScalarType type) = 0;
   // Copies the `bytes` staged bytes of input `input` (`pieces` back to back) into the start of the (contiguous) device tensor
   // `dst` and zeroes the rest of it: the static input of a CUDA graph, whose pad rows must hold no
   // stale data. On a GPU the pad rows are zeroed in InputsReady() (after kAfterH2D: in no span), and
   // when the inputs go on the copy stream, `dst` (read by the batch ahead) is filled there too, from
   // the slot's device buffer on the worker's stream.
   virtual absl::Status ToDeviceInto(int input, absl::Span<const BytePiece> pieces, size_t bytes,
-                                    const torch::Tensor& dst) = 0;
+                                    const at::Tensor& dst) = 0;
   // After the last input: work enqueued on the worker's stream from now on sees the inputs.
   virtual absl::Status InputsReady() = 0;
   // Host bytes of `tensor` (contiguous), valid after Wait() (async copy on GPU).
-  virtual absl::StatusOr<const char*> ToHost(int output, const torch::Tensor& tensor) = 0;
+  virtual absl::StatusOr<const char*> ToHost(int output, const at::Tensor& tensor) = 0;
   // Copies output `tensor` (made contiguous) into `dst`, memory the path did not allocate: a
   // page-locked host region or (on a GPU) a client's device memory, >= tensor.nbytes(); valid after
   // Wait().
-  virtual absl::Status CopyOutInto(int output, const torch::Tensor& tensor, char* dst) = 0;
+  virtual absl::Status CopyOutInto(int output, const at::Tensor& tensor, char* dst) = 0;
   // CopyOutInto for each target (several requests' rows of output `output`, `tensor`, each into its
   // own region). A GPU path copies those on its own GPU with one kernel launch instead of a copy call
   // each. `tensor` must live until Wait() (the backend keeps a batch's outputs until then).
-  virtual absl::Status CopyOutsInto(int output, const torch::Tensor& tensor, absl::Span<const RowsTarget> targets) {
+  virtual absl::Status CopyOutsInto(int output, const at::Tensor& tensor, absl::Span<const RowsTarget> targets) {
     for (const RowsTarget& t : targets) {
       if (absl::Status s = CopyOutInto(output, TargetRows(tensor, t), t.dst); !s.ok()) return s;
     }

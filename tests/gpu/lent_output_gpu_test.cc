@@ -5,7 +5,7 @@
 // eager, every element exactly the model's (x * 2 is exact in FP32).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstring>
 #include <filesystem>

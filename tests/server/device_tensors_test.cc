@@ -5,6 +5,7 @@
 // host never reads or writes those bytes itself; the CPU's own path refuses them by name.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <torch/types.h>
 
 #include <cstring>
 #include <string>

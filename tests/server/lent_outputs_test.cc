@@ -5,6 +5,7 @@
 // API: many clients at once, unary and streamed, batched together, every element checked.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <torch/types.h>
 
 #include <atomic>
 #include <cstring>
@@ -68,7 +69,7 @@ TEST(LentOutputsTest, EachOutputIsLentOnceAndEveryRequestViewsItsOwnRows) {
   batch.push_back(RequestFor(2, &a, /*may_lend=*/true));
   batch.push_back(RequestFor(1, &b, /*may_lend=*/false));  // the callback API's request
   batch.push_back(RequestFor(3, &c, /*may_lend=*/true));
-  torch::manual_seed(3);
+  at::manual_seed(3);
   std::vector<torch::Tensor> outputs = {torch::rand({6, 1024}) + 1.0f, torch::rand({6, 8}) + 1.0f};
   const std::vector<std::string> want = {
       std::string(static_cast<const char*>(outputs[0].data_ptr()), outputs[0].nbytes()),

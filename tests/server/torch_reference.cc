@@ -1,7 +1,6 @@
 #include "tests/server/torch_reference.h"
 
 #include <torch/script.h>
-#include <torch/torch.h>
 #include <torch/csrc/jit/frontend/resolver.h>
 #include <torch/csrc/jit/frontend/sugared_value.h>
 
@@ -17,7 +16,7 @@ std::vector<std::vector<float>> TorchReference(const std::string& model_path,
                                                const std::vector<client::Tensor>& inputs) {
   torch::jit::Module module = torch::jit::load(model_path);
   module.eval();
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   std::vector<torch::jit::IValue> args;
   for (const auto& t : inputs) {
     EXPECT_EQ(t.dtype, DataType::kFp32);
