@@ -168,7 +168,7 @@ class TorchInstance final : public ModelInstance {
     RETURN_IF_ERROR(path_->BeginInputs(inputs_plan_));
     RETURN_IF_ERROR(MarkSpan(kBeforeH2D));
     ASSIGN_OR_RETURN(state.outputs,
-                     graph >= 0 ? RunGraph(graph, staged, total, timing) : RunEager(staged, timing));
+                     graph >= 0 ? RunGraph(batch, graph, staged, total, timing) : RunEager(batch, staged, timing));
     RETURN_IF_ERROR(CheckForwardOutputs(spec_, state.outputs, total, path_->device()));
     ASSIGN_OR_RETURN(state.host, CopyOutputsToHost(batch, state.outputs));
     RETURN_IF_ERROR(path_->Mark(kAfterD2H));  // always: Wait() waits for it
@@ -293,14 +293,17 @@ class TorchInstance final : public ModelInstance {
     return host;
   }
 
-  // H2D into fresh device tensors, then forward() (launch = host time of the call).
-  absl::StatusOr<std::vector<torch::Tensor>> RunEager(const std::vector<Staged>& staged,
+  // H2D into fresh device tensors, then forward() (launch = host time of the call). A copy's error
+  // names the input and where it came from (InputCopyError).
+  absl::StatusOr<std::vector<torch::Tensor>> RunEager(const Batch& batch, const std::vector<Staged>& staged,
                                                       BatchTiming* timing) {
     std::vector<torch::jit::IValue> args(staged.size());
     for (size_t i = 0; i < staged.size(); ++i) {
       ASSIGN_OR_RETURN(torch::ScalarType type, ToTorchType(spec_.inputs[i].dtype));
-      ASSIGN_OR_RETURN(args[binding_.Position(i)],
-                       path_->ToDevice(static_cast<int>(i), staged[i].pieces, staged[i].shape, type));
+      absl::StatusOr<torch::Tensor> on_device =
+          path_->ToDevice(static_cast<int>(i), staged[i].pieces, staged[i].shape, type);
+      if (!on_device.ok()) return InputCopyError(spec_, batch, static_cast<int>(i), staged[i].bytes, on_device.status());
+      args[binding_.Position(i)] = *std::move(on_device);
     }
     RETURN_IF_ERROR(InputsDone());
     absl::StatusOr<torch::jit::IValue> result;
@@ -313,11 +316,13 @@ class TorchInstance final : public ModelInstance {
 
   // H2D into the graph's static inputs (pad rows zeroed), replay (launch = host time of replay()),
   // outputs sliced to the batch's rows.
-  absl::StatusOr<std::vector<torch::Tensor>> RunGraph(int graph, const std::vector<Staged>& staged,
-                                                      int64_t total, BatchTiming* timing) {
+  absl::StatusOr<std::vector<torch::Tensor>> RunGraph(const Batch& batch, int graph,
+                                                      const std::vector<Staged>& staged, int64_t total,
+                                                      BatchTiming* timing) {
     for (size_t i = 0; i < staged.size(); ++i) {
-      RETURN_IF_ERROR(
-          path_->ToDeviceInto(static_cast<int>(i), staged[i].pieces, staged[i].bytes, graphs_->inputs(graph)[i]));
+      absl::Status copied =
+          path_->ToDeviceInto(static_cast<int>(i), staged[i].pieces, staged[i].bytes, graphs_->inputs(graph)[i]);
+      if (!copied.ok()) return InputCopyError(spec_, batch, static_cast<int>(i), staged[i].bytes, copied);
     }
     RETURN_IF_ERROR(InputsDone());
     timing->launch_ns = TimeLaunch([&] { graphs_->Replay(graph); });

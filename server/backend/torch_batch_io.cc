@@ -118,6 +118,39 @@ absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, con
   return staged;
 }
 
+namespace {
+
+// The distinct `names`, in order, joined with ", ": the first kNamed, then how many more.
+std::string NameList(const std::vector<std::string>& names) {
+  constexpr size_t kNamed = 3;
+  std::vector<const std::string*> distinct;
+  for (const std::string& name : names) {
+    const bool seen = std::any_of(distinct.begin(), distinct.end(), [&](const std::string* d) { return *d == name; });
+    if (!seen) distinct.push_back(&name);
+  }
+  std::string out;
+  for (size_t i = 0; i < distinct.size() && i < kNamed; ++i) absl::StrAppend(&out, i == 0 ? "" : ", ", *distinct[i]);
+  if (distinct.size() > kNamed) absl::StrAppend(&out, " and ", distinct.size() - kNamed, " more");
+  return out;
+}
+
+}  // namespace
+
+absl::Status InputCopyError(const ModelSpec& spec, const Batch& batch, int input, size_t bytes,
+                            const absl::Status& error) {
+  std::vector<std::string> regions;
+  for (const auto& r : batch) {
+    const InputTensor& in = r->inputs[input];
+    if (in.shared_memory) regions.push_back(absl::StrCat("'", in.region, "'"));
+  }
+  std::string from;
+  if (!regions.empty()) {
+    from = absl::StrCat(" from shared-memory region", regions.size() > 1 ? "s " : " ", NameList(regions));
+  }
+  return absl::Status(error.code(), absl::StrCat("input '", spec.inputs[input].name, "' (", bytes,
+                                                 " bytes) to the device", from, ": ", error.message()));
+}
+
 absl::Status CheckForwardOutputs(const ModelSpec& spec, const std::vector<torch::Tensor>& outputs, int64_t total,
                                  const torch::Device& device) {
   if (outputs.size() != spec.outputs.size()) {
@@ -184,6 +217,7 @@ absl::Status CopyOutputsToDevice(const ModelSpec& spec, const Batch& batch, int 
                                  DevicePath& path) {
   int64_t row = 0;
   absl::InlinedVector<RowsTarget, 8> targets;
+  absl::InlinedVector<const std::string*, 8> target_names;  // their regions, for an error
   const bool batched = spec.max_batch_size > 0;
   const size_t row_bytes = batched && output.dim() > 0 && output.size(0) > 0 ? output.nbytes() / output.size(0) : 0;
   for (const auto& r : batch) {
@@ -207,11 +241,17 @@ absl::Status CopyOutputsToDevice(const ModelSpec& spec, const Batch& batch, int 
         continue;
       }
       targets.push_back(RowsTarget{batched ? row_bytes * static_cast<size_t>(row) : 0, bytes, out.raw, out.raw_device_id});
+      target_names.push_back(&out.raw_name);
     }
     row += r->batch_items;
   }
   if (targets.empty()) return absl::OkStatus();
-  return path.CopyOutsInto(k, output, targets);
+  absl::Status copied = path.CopyOutsInto(k, output, targets);
+  if (copied.ok()) return copied;
+  std::vector<std::string> regions;
+  for (const std::string* name : target_names) regions.push_back(*name);
+  return absl::Status(copied.code(), absl::StrCat("output '", spec.outputs[k].name, "' into ", NameList(regions), ": ",
+                                                  copied.message()));
 }
 
 bool ScatterOutputs(const ModelSpec& spec, Batch& batch, const std::vector<torch::Tensor>& outputs,

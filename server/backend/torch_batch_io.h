@@ -51,6 +51,12 @@ void OrderByArena(Batch& batch);
 // requests' are `pieces`; FAILED_PRECONDITION when `path` is the CPU's.
 absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, const Batch& batch, DevicePath& path);
 
+// `error`, from copying input `input` of `batch` to the device (DevicePath::ToDevice or
+// ToDeviceInto), with the input, its bytes and the shared-memory regions it came from named in front
+// (a few of them, then how many more). Its code is kept.
+absl::Status InputCopyError(const ModelSpec& spec, const Batch& batch, int input, size_t bytes,
+                            const absl::Status& error);
+
 // INTERNAL naming the output when forward() returned the wrong count, dtype, batch dim, dims
 // (against the config's; -1 matches any) or device (not `device`). Like every helper here, its
 // errors do not name the model: the instance that called it adds the model, worker and device.
@@ -67,7 +73,7 @@ bool WantedOnHost(const Batch& batch, int k);
 // Starts the device-to-device copy of each request's rows of output `k` into the CUDA shared-memory
 // region it asked for (one copy a request on the worker's stream, inside the d2h span). A region too
 // small, or a `path` on the CPU, fails that request alone (its `status`, naming model, output and
-// region); errors from the path fail the batch.
+// region); errors from the path fail the batch, naming the output and the regions it was going to.
 absl::Status CopyOutputsToDevice(const ModelSpec& spec, const Batch& batch, int k, const at::Tensor& output,
                                  DevicePath& path);
 

@@ -65,6 +65,7 @@ struct InputTensor {
   std::unique_ptr<const std::string> owned_data;
   bool host_pinned = false;  // `data` is page-locked (a pinned region or arena): DMA-able
   bool shared_memory = false;  // `data` is in a client's shared-memory region
+  absl::string_view region;    // that region's name (the region, in keep_alive, owns it); errors quote it
   // >= 0: `data` is a device pointer on this GPU (a client's CUDA shared-memory region), never read
   // on the host. Such a request batches only with requests that have the same inputs on the device
   // (its shape key says which), and only a GPU worker can run it.

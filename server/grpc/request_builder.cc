@@ -210,6 +210,7 @@ absl::Status InputFromSharedMemory(const ModelSpec& spec, const InputProto& prot
   in.byte_size = span.byte_size;
   in.host_pinned = span.region->host_pinned();
   in.shared_memory = true;
+  in.region = span.region->name();
   if (span.region->on_device()) in.device_id = static_cast<int>(span.region->device_id());
   out->keep_alive.push_back(std::move(span.region));
   return absl::OkStatus();

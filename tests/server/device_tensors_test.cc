@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "server/backend/torch_batch_io.h"
 #include "server/backend/torch_device_path.h"
@@ -43,6 +44,7 @@ class RecordingDevicePath final : public server::DevicePath {
   }
   absl::StatusOr<torch::Tensor> ToDevice(int input, absl::Span<const BytePiece> pieces,
                                          const std::vector<int64_t>& shape, torch::ScalarType type) override {
+    if (!fail_.ok()) return fail_;
     pieces_.assign(pieces.begin(), pieces.end());
     gathered_.clear();
     for (const BytePiece& p : pieces) gathered_.append(p.data, p.bytes);
@@ -65,6 +67,7 @@ class RecordingDevicePath final : public server::DevicePath {
   }
   absl::Status CopyOutsInto(int output, const torch::Tensor& tensor,
                             absl::Span<const server::RowsTarget> targets) override {
+    if (!fail_.ok()) return fail_;
     outs_calls_.push_back({});
     for (const server::RowsTarget& t : targets) outs_calls_.back().push_back(t.device);
     targets_.insert(targets_.end(), targets.begin(), targets.end());
@@ -77,6 +80,7 @@ class RecordingDevicePath final : public server::DevicePath {
   absl::Status Sync() override { return absl::OkStatus(); }
   absl::StatusOr<int64_t> SpanNs(server::Marker, server::Marker) override { return 0; }
 
+  absl::Status fail_;  // not OK: ToDevice and CopyOutsInto return it, as a failed copy would
   std::vector<BytePiece> pieces_;
   std::string gathered_;
   std::vector<char> staging_;
@@ -97,8 +101,10 @@ server::ModelSpec Spec() {
   return spec;
 }
 
-// `items` rows of 3 floats (never zero) in `fake_gpu` at `offset`, marked as CUDA shared memory.
-std::unique_ptr<InferRequest> DeviceRequest(std::vector<float>& fake_gpu, size_t offset, int64_t items) {
+// `items` rows of 3 floats (never zero) in `fake_gpu` at `offset`, marked as CUDA shared memory
+// (the region `region`).
+std::unique_ptr<InferRequest> DeviceRequest(std::vector<float>& fake_gpu, size_t offset, int64_t items,
+                                            absl::string_view region = "in") {
   for (int64_t i = 0; i < items * 3; ++i) fake_gpu[offset + i] = 1.5f + static_cast<float>(offset + i);
   auto r = std::make_unique<InferRequest>();
   r->batch_items = items;
@@ -109,17 +115,18 @@ std::unique_ptr<InferRequest> DeviceRequest(std::vector<float>& fake_gpu, size_t
   in.data = reinterpret_cast<const char*>(fake_gpu.data() + offset);
   in.byte_size = static_cast<size_t>(items) * 3 * sizeof(float);
   in.shared_memory = true;
+  in.region = region;
   in.device_id = 2;
   r->inputs.push_back(std::move(in));
   return r;
 }
 
-void OutputToRegion(InferRequest& r, char* region, size_t capacity) {
+void OutputToRegion(InferRequest& r, char* region, size_t capacity, absl::string_view name = "out") {
   server::OutputTensor out;
   out.index = 0;
   out.raw = region;
   out.raw_capacity = capacity;
-  out.raw_name = "CUDA shared-memory region 'out'";
+  out.raw_name = absl::StrCat("CUDA shared-memory region '", name, "'");
   out.raw_device_id = 1;
   out.shape = {r.batch_items, 2};
   r.outputs.push_back(std::move(out));
@@ -245,6 +252,53 @@ TEST(DeviceTensorsTest, ATargetsBytesAreItsRows) {
     EXPECT_EQ(regions[i][t.bytes], 'x') << "nothing past them";
     EXPECT_TRUE(batch[i]->status.ok()) << batch[i]->status;
   }
+}
+
+// A failed copy (a kernel launch, a cudaMemcpyAsync) fails the batch; its error says which tensor
+// and which regions, each once, a few of them then how many more, and keeps the path's code.
+TEST(DeviceTensorsTest, AFailedCopyNamesTheTensorAndTheRegionsItInvolved) {
+  std::vector<float> fake_gpu(64, 0.0f);
+  Batch batch;
+  const char* names[] = {"a", "b", "a", "c", "d"};
+  for (size_t i = 0; i < 5; ++i) batch.push_back(DeviceRequest(fake_gpu, 6 * i, 2, names[i]));
+  RecordingDevicePath path;
+  path.fail_ = absl::InternalError("copying inputs out of CUDA shared-memory regions: invalid argument");
+  auto staged = server::GatherInputs(Spec(), batch, path);
+  ASSERT_TRUE(staged.ok()) << staged.status();
+  const server::StagedInput& in = (*staged)[0];
+  const absl::Status copied = path.ToDevice(0, in.pieces, in.shape, torch::kFloat32).status();
+  ASSERT_FALSE(copied.ok());
+  const absl::Status named = server::InputCopyError(Spec(), batch, 0, in.bytes, copied);
+  EXPECT_EQ(named.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(named.message(),
+            "input 'INPUT__0' (120 bytes) to the device from shared-memory regions 'a', 'b', 'c' and 1 more: "
+            "copying inputs out of CUDA shared-memory regions: invalid argument");
+
+  // Bytes from the host (staging or the arena): no region to name.
+  Batch host;
+  host.push_back(DeviceRequest(fake_gpu, 0, 1));
+  host[0]->inputs[0].shared_memory = false;
+  host[0]->inputs[0].device_id = -1;
+  EXPECT_EQ(server::InputCopyError(Spec(), host, 0, 12, absl::UnavailableError("cudaMemcpyAsync(H2D): busy")).message(),
+            "input 'INPUT__0' (12 bytes) to the device: cudaMemcpyAsync(H2D): busy");
+
+  // Outputs: the regions the copy was writing, not one whose request already failed (too small).
+  std::vector<std::vector<char>> regions = {std::vector<char>(64, 'x'), std::vector<char>(4, 'x'),
+                                            std::vector<char>(64, 'x')};
+  Batch outs;
+  for (size_t i = 0; i < 3; ++i) {
+    outs.push_back(DeviceRequest(fake_gpu, 6 * i, 1));
+    OutputToRegion(*outs[i], regions[i].data(), regions[i].size(), std::string("o") + std::to_string(i));
+  }
+  path.fail_ = absl::InternalError("copying outputs into CUDA shared-memory regions: launch failed");
+  const torch::Tensor output = torch::arange(6, torch::kFloat32).view({3, 2}) + 0.5f;
+  const absl::Status out_status = server::CopyOutputsToDevice(Spec(), outs, 0, output, path);
+  EXPECT_EQ(out_status.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(out_status.message(),
+            "output 'OUTPUT__0' into CUDA shared-memory region 'o0', CUDA shared-memory region 'o2': "
+            "copying outputs into CUDA shared-memory regions: launch failed");
+  EXPECT_EQ(outs[1]->status.code(), absl::StatusCode::kInvalidArgument) << "o1 was too small: failed alone";
+  for (const auto& region : regions) EXPECT_EQ(region, std::vector<char>(region.size(), 'x')) << "nothing written";
 }
 
 TEST(DeviceTensorsTest, TheCpuPathRefusesGpuMemoryNamingModelTensorAndWhy) {

@@ -304,7 +304,9 @@ TEST(RequestBuilderTest, TensorsInCudaRegionsAreMarkedAndKeyedByWhereTheirInputs
   EXPECT_FALSE(in.host_pinned);
   EXPECT_EQ(in.data, fake_gpu.data() + 128);
   EXPECT_EQ(in.device_id, 3) << "the region's GPU";
+  EXPECT_EQ(in.region, "gpu") << "the region's name, for a copy's error";
   EXPECT_FALSE((*first)->inputs[1].on_device()) << "the other input came in the message";
+  EXPECT_TRUE((*first)->inputs[1].region.empty());
   EXPECT_EQ((*first)->inputs[1].device_id, -1);
   auto second = BuildInferRequest(Spec(8), device_request(), &response, &registry);
   ASSERT_TRUE(second.ok()) << second.status();
