@@ -120,16 +120,20 @@ absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, con
 
 namespace {
 
-// The distinct `names`, in order, joined with ", ": the first kNamed, then how many more.
-std::string NameList(const std::vector<std::string>& names) {
-  constexpr size_t kNamed = 3;
-  std::vector<const std::string*> distinct;
-  for (const std::string& name : names) {
-    const bool seen = std::any_of(distinct.begin(), distinct.end(), [&](const std::string* d) { return *d == name; });
-    if (!seen) distinct.push_back(&name);
+// `names` without repeats, in order.
+std::vector<std::string> Distinct(std::vector<std::string> names) {
+  std::vector<std::string> distinct;
+  for (std::string& name : names) {
+    if (std::find(distinct.begin(), distinct.end(), name) == distinct.end()) distinct.push_back(std::move(name));
   }
+  return distinct;
+}
+
+// `distinct` joined with ", ": the first kNamed, then how many more.
+std::string NameList(const std::vector<std::string>& distinct) {
+  constexpr size_t kNamed = 3;
   std::string out;
-  for (size_t i = 0; i < distinct.size() && i < kNamed; ++i) absl::StrAppend(&out, i == 0 ? "" : ", ", *distinct[i]);
+  for (size_t i = 0; i < distinct.size() && i < kNamed; ++i) absl::StrAppend(&out, i == 0 ? "" : ", ", distinct[i]);
   if (distinct.size() > kNamed) absl::StrAppend(&out, " and ", distinct.size() - kNamed, " more");
   return out;
 }
@@ -138,11 +142,12 @@ std::string NameList(const std::vector<std::string>& names) {
 
 absl::Status InputCopyError(const ModelSpec& spec, const Batch& batch, int input, size_t bytes,
                             const absl::Status& error) {
-  std::vector<std::string> regions;
+  std::vector<std::string> names;
   for (const auto& r : batch) {
     const InputTensor& in = r->inputs[input];
-    if (in.shared_memory) regions.push_back(absl::StrCat("'", in.region, "'"));
+    if (in.shared_memory) names.push_back(absl::StrCat("'", in.region, "'"));
   }
+  const std::vector<std::string> regions = Distinct(std::move(names));
   std::string from;
   if (!regions.empty()) {
     from = absl::StrCat(" from shared-memory region", regions.size() > 1 ? "s " : " ", NameList(regions));
@@ -250,8 +255,8 @@ absl::Status CopyOutputsToDevice(const ModelSpec& spec, const Batch& batch, int 
   if (copied.ok()) return copied;
   std::vector<std::string> regions;
   for (const std::string* name : target_names) regions.push_back(*name);
-  return absl::Status(copied.code(), absl::StrCat("output '", spec.outputs[k].name, "' into ", NameList(regions), ": ",
-                                                  copied.message()));
+  return absl::Status(copied.code(), absl::StrCat("output '", spec.outputs[k].name, "' into ",
+                                                  NameList(Distinct(std::move(regions))), ": ", copied.message()));
 }
 
 bool ScatterOutputs(const ModelSpec& spec, Batch& batch, const std::vector<torch::Tensor>& outputs,

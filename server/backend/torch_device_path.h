@@ -110,7 +110,7 @@ class DevicePath {
   // into the slot's device buffer on GPU; on CPU a view of the one piece it takes), valid until the
   // slot is reused.
   virtual absl::StatusOr<at::Tensor> ToDevice(int input, absl::Span<const BytePiece> pieces,
-                                                 const std::vector<int64_t>& shape, c10::ScalarType type) = 0;
+                                              const std::vector<int64_t>& shape, c10::ScalarType type) = 0;
   // Copies the `bytes` staged bytes of input `input` (`pieces` back to back) into the start of the (contiguous) device tensor
   // `dst` and zeroes the rest of it: the static input of a CUDA graph, whose pad rows must hold no
   // stale data. On a GPU the pad rows are zeroed in InputsReady() (after kAfterH2D: in no span), and

@@ -274,6 +274,13 @@ TEST(DeviceTensorsTest, AFailedCopyNamesTheTensorAndTheRegionsItInvolved) {
             "input 'INPUT__0' (120 bytes) to the device from shared-memory regions 'a', 'b', 'c' and 1 more: "
             "copying inputs out of CUDA shared-memory regions: invalid argument");
 
+  // Several requests' inputs in one region: named once.
+  Batch same;
+  for (size_t i = 0; i < 2; ++i) same.push_back(DeviceRequest(fake_gpu, 6 * i, 1, "shared"));
+  EXPECT_EQ(server::InputCopyError(Spec(), same, 0, 24, copied).message(),
+            "input 'INPUT__0' (24 bytes) to the device from shared-memory region 'shared': "
+            "copying inputs out of CUDA shared-memory regions: invalid argument");
+
   // Bytes from the host (staging or the arena): no region to name.
   Batch host;
   host.push_back(DeviceRequest(fake_gpu, 0, 1));
