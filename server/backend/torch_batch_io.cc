@@ -5,6 +5,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "server/backend/torch_util.h"
 
@@ -132,10 +133,9 @@ std::vector<std::string> Distinct(std::vector<std::string> names) {
 // `distinct` joined with ", ": the first kNamed, then how many more.
 std::string NameList(const std::vector<std::string>& distinct) {
   constexpr size_t kNamed = 3;
-  std::string out;
-  for (size_t i = 0; i < distinct.size() && i < kNamed; ++i) absl::StrAppend(&out, i == 0 ? "" : ", ", distinct[i]);
-  if (distinct.size() > kNamed) absl::StrAppend(&out, " and ", distinct.size() - kNamed, " more");
-  return out;
+  if (distinct.size() <= kNamed) return absl::StrJoin(distinct, ", ");
+  return absl::StrCat(absl::StrJoin(distinct.begin(), distinct.begin() + kNamed, ", "), " and ",
+                      distinct.size() - kNamed, " more");
 }
 
 }  // namespace
