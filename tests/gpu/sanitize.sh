@@ -23,7 +23,8 @@ if [ "$suite" = cpu ]; then
   export CUDA_VISIBLE_DEVICES=
 fi
 build=/tmp/chronoserve-build-$suite-asan
-if ! cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+# The same flags as scripts/sanitize.sh, CMAKE_CXX_FLAGS_DEBUG emptied so its -g does not override -g1.
+if ! cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="" \
     -DCMAKE_CXX_FLAGS="-O1 -g1 -fsanitize=$sanitizers -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=$sanitizers" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=$sanitizers" \
     > "$out/${suite}_asan_cmake.log" 2>&1; then
