@@ -48,7 +48,12 @@ absl::StatusOr<std::vector<double>> ParseRange(absl::string_view flag, absl::str
     const double x = v[0] + static_cast<double>(k) * v[2];
     if (x > v[1] * (1 + 1e-12) + 1e-12) break;
     if (values.size() >= 1000) return bad("more than 1000 points");
-    values.push_back(x);
+    // START + k × STEP gathers binary error (0 + 3 × 0.1 is 0.30000000000000004): each point is
+    // taken at the 15 significant digits the console and the CSV print, so the JSON and the pacer
+    // have the same value.
+    double point = x;
+    if (!absl::SimpleAtod(absl::StrFormat("%.15g", x), &point)) point = x;
+    values.push_back(point);
   }
   return values;
 }

@@ -177,9 +177,10 @@ LoadWorker::Wake LoadWorker::SendDue(int64_t now, Pacer* pacer) {
     }
     case LoadMode::kIdleGap:
       if (calls_.empty()) {
-        if (next_idle_send_ns_ <= now) {
-          Send(std::nullopt);
-        } else if (next_idle_send_ns_ < wake.at_ns) {
+        if (next_idle_send_ns_ <= now) Send(std::nullopt);
+        // A send that failed at once (a copy into a region) left nothing in flight and set the next
+        // send a gap from now: wake for it, not after the longest wait.
+        if (calls_.empty() && next_idle_send_ns_ > now && next_idle_send_ns_ < wake.at_ns) {
           wake = {next_idle_send_ns_, true};
         }
       }

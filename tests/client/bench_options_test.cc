@@ -16,6 +16,9 @@ TEST(BenchOptionsTest, ParsesRanges) {
   EXPECT_EQ(*ParseRange("r", "1:3"), (std::vector<double>{1, 2, 3}));
   EXPECT_EQ(*ParseRange("r", "0:1000:200"), (std::vector<double>{0, 200, 400, 600, 800, 1000}));
   EXPECT_EQ(*ParseRange("r", "0.5:1.5:0.5"), (std::vector<double>{0.5, 1.0, 1.5}));
+  // 3 × 0.1 is 0.30000000000000004 in binary; the point is the 0.3 the console and CSV print.
+  EXPECT_EQ(*ParseRange("r", "0.1:0.3:0.1"), (std::vector<double>{0.1, 0.2, 0.3}));
+  EXPECT_EQ(ParseRange("r", "0:0.7:0.1")->back(), 0.7);
   EXPECT_EQ(*ParseIntRange("c", "1:16:5"), (std::vector<int64_t>{1, 6, 11, 16}));
 }
 
