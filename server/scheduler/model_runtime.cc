@@ -107,17 +107,20 @@ bool ModelRuntime::StageInputsInArena(InferRequest& request) const {
 size_t InputArenaBytes(const ModelSpec& spec, int64_t requested_bytes) {
   if (requested_bytes >= 0) return static_cast<size_t>(requested_bytes);
   constexpr size_t kMiB = size_t{1} << 20;
+  constexpr size_t kCeiling = 64 * kMiB;
   const int64_t batch = spec.max_batch_size > 0 ? spec.max_batch_size : 1;
   size_t largest = 0;
   for (const TensorSpec& in : spec.inputs) {
-    int64_t items = 1;
+    // A batch's bytes, in 128 bits and capped at the ceiling after each factor: a config may give
+    // an item up to 2^63 bytes, whose batch would wrap a 64-bit product.
+    __int128 bytes = static_cast<__int128>(batch) * static_cast<__int128>(DataTypeByteSize(in.dtype));
     for (int64_t d : in.dims) {
       if (d < 0) return 16 * kMiB;  // a variable dim: no bound from the config
-      items *= d;
+      bytes = std::min<__int128>(bytes * d, kCeiling);
     }
-    largest = std::max(largest, static_cast<size_t>(items * batch) * DataTypeByteSize(in.dtype));
+    largest = std::max(largest, static_cast<size_t>(std::min<__int128>(bytes, kCeiling)));
   }
-  return std::clamp(8 * largest, 4 * kMiB, 64 * kMiB);
+  return std::clamp(8 * largest, 4 * kMiB, kCeiling);
 }
 
 void ModelRuntime::Stop() {

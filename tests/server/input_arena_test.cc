@@ -220,6 +220,13 @@ TEST(ModelRuntimeArenaTest, ArenaSizeFollowsTheConfig) {
   EXPECT_EQ(InputArenaBytes(spec, -1), 8u * 128 * 1600 * 4) << "8 batches of the largest input";
   spec.inputs[0].dims = {3, 224, 224};
   EXPECT_EQ(InputArenaBytes(spec, -1), 64 * kMiB) << "the 64 MiB ceiling";
+  // An item of 2^58 bytes (the loader takes items under 2^63 bytes): a batch of 64 is 2^64 bytes,
+  // past int64 and size_t; the ceiling, with no product wrapped on the way.
+  spec.max_batch_size = 64;
+  spec.inputs[0].dims = {int64_t{1} << 56};
+  EXPECT_EQ(InputArenaBytes(spec, -1), 64 * kMiB) << "a batch past 2^64 bytes";
+  spec.inputs[0].dims = {int64_t{1} << 20, int64_t{1} << 20, int64_t{1} << 20};
+  EXPECT_EQ(InputArenaBytes(spec, -1), 64 * kMiB) << "three dims whose batch is 2^68 bytes";
   spec.inputs[1].dims = {-1};
   EXPECT_EQ(InputArenaBytes(spec, -1), 16 * kMiB) << "a variable dim";
   EXPECT_EQ(InputArenaBytes(spec, 0), 0u);
