@@ -11,12 +11,21 @@ size_t Capacity(const google::protobuf::RepeatedPtrField<std::string>& contents)
   return bytes;
 }
 
+size_t KeptBytes(const inference::ModelInferResponse& response, const inference::ModelInferRequest* request) {
+  size_t bytes = Capacity(response.raw_output_contents());
+  if (request != nullptr) bytes += Capacity(request->raw_input_contents());
+  return bytes;
+}
+
 }  // namespace
 
 bool KeepForReuse(const inference::ModelInferResponse& response, const inference::ModelInferRequest* request) {
-  size_t bytes = Capacity(response.raw_output_contents());
-  if (request != nullptr) bytes += Capacity(request->raw_input_contents());
-  return bytes <= ResponsePool::kMaxKeptOutputBytes;
+  return KeptBytes(response, request) <= ResponsePool::kMaxKeptOutputBytes;
+}
+
+bool KeepSlotForReuse(const inference::ModelInferResponse& response, const ReceivedInferRequest& request) {
+  // The parsed message's typed contents need no count: Clear() deletes each input's `contents`.
+  return KeptBytes(response, &request.message) + request.raw.rest.capacity() <= ResponsePool::kMaxKeptOutputBytes;
 }
 
 std::unique_ptr<inference::ModelInferResponse> ResponsePool::Take() {

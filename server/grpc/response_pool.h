@@ -19,6 +19,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/inference.pb.h"
+#include "server/grpc/infer_wire.h"
 
 namespace chronoserve::server {
 
@@ -50,6 +51,12 @@ class ResponsePool {
 // the raw_input_contents of `request` when given, hold at most kMaxKeptOutputBytes of capacity.
 bool KeepForReuse(const inference::ModelInferResponse& response,
                   const inference::ModelInferRequest* request = nullptr);
+// A ModelStreamInfer slot's rule: KeepForReuse of its response and parsed request, with the capacity
+// of the request's wire form counted too. On the asynchronous API every field but
+// raw_input_contents is read into one string (ReceivedMessage::rest) that Clear() keeps, so a
+// request carrying its tensors in typed contents (fp32_contents...) would otherwise pin that many
+// bytes in the slot for the life of the stream.
+bool KeepSlotForReuse(const inference::ModelInferResponse& response, const ReceivedInferRequest& request);
 
 }  // namespace chronoserve::server
 

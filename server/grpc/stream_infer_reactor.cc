@@ -8,7 +8,7 @@ namespace chronoserve::server {
 namespace {
 
 // Released slots kept for the next requests (their messages keep their buffers); more are freed,
-// and so is a slot whose buffers grew large (KeepForReuse).
+// and so is a slot whose buffers grew large (KeepSlotForReuse).
 constexpr size_t kSpareSlots = 64;
 // The int64 parameter of an error response's infer_response: the gRPC code a unary call would get.
 constexpr char kErrorCodeParam[] = "error_code";
@@ -287,7 +287,7 @@ void StreamInferReactor<Call>::ReleaseLocked(SlotPtr slot) {
   if (slot == nullptr) return;
   --state_->live;
   slot->lent.clear();  // not written (the stream was cancelled): the backend's buffers go back
-  if (state_->spare.size() >= kSpareSlots || !KeepForReuse(slot->response.infer_response(), &slot->request.message)) {
+  if (state_->spare.size() >= kSpareSlots || !KeepSlotForReuse(slot->response.infer_response(), slot->request)) {
     return;
   }
   slot->request.Clear();

@@ -2,6 +2,8 @@
 // stream's spare slots decide whether a message is worth keeping for the next request. Clear()
 // keeps the capacity of raw contents strings, so a kept message of a large request would pin its
 // buffers for the life of the pool or the stream.
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/slice.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -57,6 +59,42 @@ TEST(KeepForReuseTest, AClearedMessageReadAgainKeepsItsLargeBuffer) {
   ASSERT_EQ(slot.raw_input_contents(0).size(), 64u);
   EXPECT_GE(slot.raw_input_contents(0).capacity(), 4 * kLimit) << "Clear() kept the large buffer";
   EXPECT_FALSE(KeepForReuse(inference::ModelInferResponse(), &slot)) << "so the slot is freed, not kept";
+}
+
+// A request whose tensors are in typed contents, read as the asynchronous API reads a stream's
+// messages: its fields other than raw_input_contents land in one string that Clear() keeps, so a
+// slot that carried a large one is freed, as one that carried large raw contents is.
+grpc::ByteBuffer WireOf(const inference::ModelInferRequest& request) {
+  std::string bytes;
+  EXPECT_TRUE(request.SerializeToString(&bytes));
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+TEST(KeepForReuseTest, AStreamSlotThatReadALargeTypedRequestIsFreed) {
+  inference::ModelInferRequest typed;
+  typed.set_model_name("m");
+  auto* input = typed.add_inputs();
+  input->set_name("INPUT__0");
+  input->set_datatype("FP32");
+  const int floats = static_cast<int>(kLimit);  // 4 × kLimit bytes
+  input->add_shape(floats);
+  for (int i = 0; i < floats; ++i) input->mutable_contents()->add_fp32_contents(0.25f * (i % 7) + 1.0f);
+  inference::ModelInferRequest small = RequestWithInput(64);
+
+  ReceivedInferRequest fresh;
+  ASSERT_TRUE(ParseModelInferRequest(WireOf(small), &fresh).ok());
+  EXPECT_TRUE(KeepSlotForReuse(ResponseWithOutput(256), fresh)) << "a small request's slot is kept";
+
+  ReceivedInferRequest slot;
+  ASSERT_TRUE(ParseModelInferRequest(WireOf(typed), &slot).ok());
+  ASSERT_EQ(slot.message.inputs(0).contents().fp32_contents_size(), floats);
+  EXPECT_TRUE(KeepForReuse(ResponseWithOutput(256), &slot.message)) << "no raw contents: the old rule kept it";
+  EXPECT_FALSE(KeepSlotForReuse(ResponseWithOutput(256), slot)) << "its wire form holds 4 x the limit";
+  slot.Clear();
+  ASSERT_TRUE(ParseModelInferRequest(WireOf(small), &slot).ok());
+  EXPECT_GE(slot.raw.rest.capacity(), 4 * kLimit) << "Clear() kept the large wire form";
+  EXPECT_FALSE(KeepSlotForReuse(ResponseWithOutput(256), slot)) << "so the slot is freed, not kept";
 }
 
 }  // namespace
