@@ -51,7 +51,7 @@ struct InferOptions {
   // `outputs` are requested too (so with `outputs` empty, only these are returned).
   std::map<std::string, SharedMemoryRef> output_shared_memory;
   std::optional<std::chrono::milliseconds> timeout;  // gRPC deadline
-  std::map<std::string, std::string> metadata;       // e.g. traceparent
+  std::multimap<std::string, std::string> metadata;  // e.g. traceparent; a key may repeat, as in gRPC
   // Send typed contents (InferTensorContents) instead of raw bytes: the shape's element count of
   // values, or as many whole values as `data` holds when it holds fewer (never read past it; the
   // server then refuses the count, naming the input). FP16/BF16 have no typed field.

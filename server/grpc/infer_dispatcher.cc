@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -88,7 +89,9 @@ CallInfo CallInfoOf(const grpc::ServerContextBase& ctx, const Clock* clock, cons
     info.deadline_ns = clock->NowNs() + *remaining;
   }
   const auto& metadata = ctx.client_metadata();
-  if (auto it = metadata.find("traceparent"); it != metadata.end()) {
+  // One traceparent header, or none counted: with two (a proxy added its own), W3C Trace Context
+  // says the request starts a new trace, as with an invalid one (its tracestate goes too).
+  if (auto [it, end] = metadata.equal_range("traceparent"); it != end && std::next(it) == end) {
     info.traceparent.assign(it->second.data(), it->second.size());
   }
   std::vector<absl::string_view> tracestate;

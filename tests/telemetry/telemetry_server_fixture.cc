@@ -127,7 +127,7 @@ void TelemetryServerTest::SetUp() {
   client_ = InferenceClient::Connect("127.0.0.1:" + std::to_string(server_->port()));
 }
 
-absl::StatusOr<client::InferResult> TelemetryServerTest::Infer(std::map<std::string, std::string> metadata,
+absl::StatusOr<client::InferResult> TelemetryServerTest::Infer(std::multimap<std::string, std::string> metadata,
                                                               const std::string& id) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> values(64);

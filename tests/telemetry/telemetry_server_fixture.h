@@ -44,7 +44,7 @@ class TelemetryServerTest : public ::testing::Test {
   void SetUp() override;
 
   // One MLP request with random (never all-zero) input and the given metadata.
-  absl::StatusOr<client::InferResult> Infer(std::map<std::string, std::string> metadata, const std::string& id = "");
+  absl::StatusOr<client::InferResult> Infer(std::multimap<std::string, std::string> metadata, const std::string& id = "");
 
   static std::vector<ReceivedSpan> SpansOfTrace(const std::string& trace_id);
 

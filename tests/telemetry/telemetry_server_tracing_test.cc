@@ -246,5 +246,35 @@ TEST_F(TelemetryServerTest, UnsampledCallerGetsNoSpansAndInvalidTraceparentStart
   EXPECT_TRUE(SpansOfTrace(unsampled).empty()) << "the caller said not sampled";
 }
 
+// W3C Trace Context: a request with two traceparent headers is treated as having an invalid one, so
+// it starts a trace of its own, and the tracestate that went with them is dropped.
+TEST_F(TelemetryServerTest, TwoTraceparentHeadersStartANewTrace) {
+  const std::string first = ToHex(server::telemetry::NewTraceId());
+  const std::string second = ToHex(server::telemetry::NewTraceId());
+  ASSERT_TRUE(Infer({{"traceparent", "00-" + first + "-00f067aa0ba902b7-01"},
+                     {"traceparent", "00-" + second + "-00f067aa0ba902b8-01"},
+                     {"tracestate", "congo=t61rcWkgMzE"}},
+                    "two-traceparents")
+                  .ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  std::optional<ReceivedSpan> root;
+  while (!root.has_value()) {
+    const std::vector<ReceivedSpan> all = receiver_->spans();
+    for (const ReceivedSpan& s : all) {
+      auto it = s.attributes.find("chronoserve.request.id");
+      if (it != s.attributes.end() && it->second == "two-traceparents" && s.kind == 2) root = s;
+    }
+    if (!root.has_value()) {
+      ASSERT_TRUE(receiver_->WaitForSpans(all.size() + 1, deadline - absl::Now())) << "no span arrived";
+    }
+  }
+  EXPECT_EQ(root->parent_span_id, "");  // rooted here
+  EXPECT_NE(root->trace_id, first);
+  EXPECT_NE(root->trace_id, second);
+  EXPECT_EQ(root->trace_id.size(), 32u);
+  EXPECT_EQ(root->trace_state, "") << "the tracestate went with the headers";
+  EXPECT_EQ(root->flags & 0x300u, 0x100u) << "has-is-remote, not remote: there is no caller";
+}
+
 }  // namespace
 }  // namespace chronoserve
