@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -303,18 +304,87 @@ void AppendUnimplementedFields(const pb::ModelConfig& config, std::vector<std::s
   if (cuda.output_copy_stream()) fields->push_back("optimization.cuda.output_copy_stream");
 }
 
+bool IdentifierChar(char c) { return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// Skips spaces and '#' comments from `i`.
+size_t SkipSpaceAndComments(absl::string_view text, size_t i) {
+  while (i < text.size()) {
+    if (absl::ascii_isspace(static_cast<unsigned char>(text[i]))) {
+      ++i;
+    } else if (text[i] == '#') {
+      while (i < text.size() && text[i] != '\n') ++i;
+    } else {
+      break;
+    }
+  }
+  return i;
+}
+
+}  // namespace
+
+std::string WithColonsBeforeLists(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 32);
+  bool after_colon = false;  // the last character outside spaces, comments and strings was ':'
+  size_t i = 0;
+  while (i < text.size()) {
+    const char c = text[i];
+    if (c == '#') {  // a comment, to the end of its line
+      const size_t end = std::min(text.find('\n', i), text.size());
+      out.append(text.data() + i, end - i);
+      i = end;
+    } else if (c == '"' || c == '\'') {  // a string, with its escapes
+      size_t j = i + 1;
+      while (j < text.size() && text[j] != c && text[j] != '\n') j += text[j] == '\\' ? 2 : 1;
+      j = std::min(j + 1, text.size());
+      out.append(text.data() + i, j - i);
+      i = j;
+      after_colon = false;
+    } else if (absl::ascii_isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      size_t j = i;
+      while (j < text.size() && IdentifierChar(text[j])) ++j;
+      out.append(text.data() + i, j - i);
+      // A field name (not a value after ':') followed by a list: `name [` becomes `name: [`.
+      const size_t next = SkipSpaceAndComments(text, j);
+      if (!after_colon && next < text.size() && text[next] == '[') out.push_back(':');
+      after_colon = false;
+      i = j;
+    } else {
+      if (!absl::ascii_isspace(static_cast<unsigned char>(c))) after_colon = c == ':';
+      out.push_back(c);
+      ++i;
+    }
+  }
+  return out;
+}
+
+namespace {
+
 absl::Status ParseConfigProto(const std::string& text, const std::string& source,
                               pb::ModelConfig* config, std::vector<std::string>* ignored_fields) {
   CollectErrors errors(source);
+  CollectErrors again(source);
+  const CollectErrors* read = &errors;  // the reading that parsed
   google::protobuf::TextFormat::Parser parser;
   parser.RecordErrorsTo(&errors);
   parser.AllowUnknownField(true);
   if (!parser.ParseFromString(text, config)) {
-    return absl::InvalidArgumentError(
-        errors.errors().empty() ? absl::StrCat(source, ": cannot parse")
-                                : absl::StrJoin(errors.errors(), "; "));
+    // Triton writes lists of messages without a colon (`resources [ { ... } ]`), and protobuf's text
+    // parser takes that form only for fields it knows: skipping one model_config.proto leaves out
+    // (rate_limiter's resources, batch_input...), it wants `resources: [`. Read again with the
+    // colons added; if that fails too, the first reading's errors are the ones to show.
+    google::protobuf::TextFormat::Parser retry;
+    retry.RecordErrorsTo(&again);
+    retry.AllowUnknownField(true);
+    config->Clear();
+    if (!retry.ParseFromString(WithColonsBeforeLists(text), config)) {
+      return absl::InvalidArgumentError(
+          errors.errors().empty() ? absl::StrCat(source, ": cannot parse")
+                                  : absl::StrJoin(errors.errors(), "; "));
+    }
+    read = &again;
   }
-  RETURN_IF_ERROR(CheckUnknownFields(errors.unknown(), errors.unknown_in(), source));
+  RETURN_IF_ERROR(CheckUnknownFields(read->unknown(), read->unknown_in(), source));
   // Declared so that their default (false), which Triton's own configs often spell out, loads; set,
   // they would change what the model receives.
   for (const pb::ModelInput& in : config->input()) {
@@ -326,7 +396,7 @@ absl::Status ParseConfigProto(const std::string& text, const std::string& source
   }
   if (ignored_fields != nullptr) {
     // Each name once, in the order first seen (the parser reports every occurrence).
-    std::vector<std::string> fields = errors.unknown();
+    std::vector<std::string> fields = read->unknown();
     AppendUnimplementedFields(*config, &fields);
     ignored_fields->clear();
     std::set<std::string> seen;

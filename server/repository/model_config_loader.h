@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "server/core/model_spec.h"
 
 namespace chronoserve::server {
@@ -18,6 +19,12 @@ namespace chronoserve::server {
 absl::StatusOr<ModelSpec> ParseModelConfig(const std::string& text, const std::string& source,
                                            const std::string& model_name,
                                            std::vector<std::string>* ignored_fields);
+
+// `text` with a colon after each field name that a list follows (`resources [ {...} ]` becomes
+// `resources: [ {...} ]`), outside strings and comments: the form in which protobuf's text parser
+// can skip a Triton field that model_config.proto leaves out. ParseModelConfig reads a config that
+// fails to parse again through it.
+std::string WithColonsBeforeLists(absl::string_view text);
 
 // Reads <model_dir>/config.pbtxt, picks the version by the version policy, and checks that the
 // model file exists. Logs ignored fields once, by name.

@@ -113,6 +113,48 @@ TEST(ModelConfigTest, TritonFieldsNotServedAreReportedByNameAndIgnored) {
   EXPECT_THAT(ignored, ::testing::ElementsAre("response_cache", "metric_tags", "model_metrics", "input_pinned_memory"));
 }
 
+// Triton's own examples write lists of messages without a colon; for a field model_config.proto
+// leaves out, protobuf's parser takes that only as `field: [`, which the loader falls back to.
+TEST(ModelConfigTest, TritonFieldsWrittenAsListsWithoutAColonAreIgnoredOrRefusedByName) {
+  std::vector<std::string> ignored;
+  auto spec = ParseModelConfig(
+      absl::StrReplaceAll(WithoutOptimization(),
+                          {{"{ name: \"cpu_pair\" count: 2 kind: KIND_CPU }",
+                            "{ name: \"cpu_pair\" count: 2 kind: KIND_CPU\n"
+                            "  rate_limiter { resources [ { name: \"R1\" count: 4 }, { name: \"R2\" global: true count: 2 } ] "
+                            "priority: 2 } }"}}) +
+          "cc_model_filenames [ { key: \"7.5.0\" value: \"model.pt\" } ]\n"
+          "model_metrics { metric_control [ { metric_identifier { family: \"x\" } } ] }  # a comment [\n",
+      "policy/config.pbtxt", "policy", &ignored);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(ignored, ::testing::ElementsAre("rate_limiter", "cc_model_filenames", "model_metrics"));
+  EXPECT_EQ(spec->max_batch_size, 64) << "the rest read as without the lists";
+  ASSERT_EQ(spec->instance_groups.size(), 2u);
+  EXPECT_EQ(spec->instance_groups[0].count, 2);
+
+  auto refused = ParseModelConfig(WithoutOptimization() +
+                                      "batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: \"N\" "
+                                      "data_type: TYPE_FP32 source_input: \"INPUT__0\" } ]\n",
+                                  "policy/config.pbtxt", "policy", nullptr);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("policy/config.pbtxt: field 'batch_input' is not supported by chronoserve"));
+
+  // Text that does not parse either way is reported as the file says it, at its line and column.
+  auto broken = ParseModelConfig(WithoutOptimization() + "max_batch_size: [ 8\n", "policy/config.pbtxt", "policy",
+                                 nullptr);
+  ASSERT_FALSE(broken.ok());
+  EXPECT_THAT(std::string(broken.status().message()), HasSubstr("policy/config.pbtxt:"));
+}
+
+TEST(ModelConfigTest, ColonsGoBeforeListsOnlyAfterFieldNamesOutsideStringsAndComments) {
+  EXPECT_EQ(WithColonsBeforeLists("a [ { b [ 1 ] } ]"), "a: [ { b: [ 1 ] } ]");
+  EXPECT_EQ(WithColonsBeforeLists("a: [ 1 ] b:[2]"), "a: [ 1 ] b:[2]") << "already there";
+  EXPECT_EQ(WithColonsBeforeLists("kind: KIND_GPU [x] {}"), "kind: KIND_GPU [x] {}") << "a value, not a name";
+  EXPECT_EQ(WithColonsBeforeLists("s: \"a [\" t: 'b\\' [' # c [\nd # e\n ["),
+            "s: \"a [\" t: 'b\\' [' # c [\nd: # e\n [");
+}
+
 TEST(ModelConfigTest, ATypoOrATritonFieldThatChangesTheTensorsFailsTheLoadNamingIt) {
   struct Case {
     std::string extra, message;
