@@ -98,9 +98,12 @@ absl::Status CudaSharedMemory::Write(size_t offset, const void* src, size_t byte
 
 absl::Status CudaSharedMemory::Read(size_t offset, size_t bytes, void* dst) const {
   if (absl::Status range = CheckRange("a read", offset, bytes); !range.ok()) return range;
+  const std::string what = absl::StrCat("copying ", bytes, " bytes out of CUDA shared memory");
+  DeviceScope scope(device_id_);  // as Write: no context made on GPU 0 by a thread that had none
+  if (scope.status() != cudaSuccess) return CudaError(scope.status(), device_id_, what + ": cudaSetDevice");
   if (cudaError_t err = cudaMemcpy(dst, static_cast<const char*>(data_) + offset, bytes, cudaMemcpyDeviceToHost);
       err != cudaSuccess) {
-    return CudaError(err, device_id_, absl::StrCat("copying ", bytes, " bytes out of CUDA shared memory"));
+    return CudaError(err, device_id_, what);
   }
   return absl::OkStatus();
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "client/cuda_shared_memory.h"
 #include "client/inference_client.h"
 #include "client/system_shared_memory.h"
@@ -42,16 +43,26 @@ class SystemRegion final : public ShmRegion {
     return Call(&inference::GRPCInferenceService::Stub::SystemSharedMemoryUnregister, stub, request, deadline);
   }
   absl::Status Write(size_t offset, const char* src, size_t bytes) const override {
+    RETURN_IF_ERROR(CheckRange("a write", offset, bytes));
     std::memcpy(shm_->data() + offset, src, bytes);
     return absl::OkStatus();
   }
   absl::Status Read(size_t offset, size_t bytes, char* dst) const override {
+    RETURN_IF_ERROR(CheckRange("a read", offset, bytes));
     std::memcpy(dst, shm_->data() + offset, bytes);
     return absl::OkStatus();
   }
   size_t byte_size() const override { return shm_->byte_size(); }
 
  private:
+  // As a GPU region's: a miscomputed offset is an error, not a write past the mapping.
+  absl::Status CheckRange(const char* what, size_t offset, size_t bytes) const {
+    const size_t size = shm_->byte_size();
+    if (offset <= size && bytes <= size - offset) return absl::OkStatus();
+    return absl::OutOfRangeError(absl::StrCat("system shared memory '", shm_->key(), "': ", what, " of ", bytes,
+                                              " bytes at offset ", offset, " is past its ", size, " bytes"));
+  }
+
   std::unique_ptr<SystemSharedMemory> shm_;
 };
 

@@ -38,7 +38,7 @@ class ShmRegion {
   virtual absl::Status Unregister(inference::GRPCInferenceService::Stub* stub, const std::string& name,
                                   absl::Time deadline) const = 0;
   // Host bytes into the region at `offset`, or out of it; done when they return (an error only
-  // from a CUDA copy or a range past the end of a GPU region).
+  // from a CUDA copy, or OUT_OF_RANGE for a range past the region's end).
   virtual absl::Status Write(size_t offset, const char* src, size_t bytes) const = 0;
   virtual absl::Status Read(size_t offset, size_t bytes, char* dst) const = 0;
   virtual size_t byte_size() const = 0;

@@ -11,11 +11,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -24,6 +26,7 @@
 #include "client/chronobench/load_worker.h"
 #include "client/chronobench/shm_slot_pool.h"
 #include "client/cuda_shared_memory.h"
+#include "client/shm_region.h"
 #include "client/inference_client.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"
@@ -97,6 +100,27 @@ TEST(ShmSlotPoolTest, CudaRegionsWithoutCudaFailTheFirstSlotSayingWhy) {
   EXPECT_NE(grown.message().find("needs a build with CUDA"), std::string::npos) << grown;
   EXPECT_EQ(pool.size(), 0);
   EXPECT_TRUE(pool.UnregisterAll().ok()) << "nothing was registered";
+}
+
+// A system region's Write and Read check their range as a GPU region's do: an offset past the end
+// is OUT_OF_RANGE naming the region, not a copy past the mapping.
+TEST(ShmRegionTest, SystemRegionRefusesARangePastItsEnd) {
+  const std::string key = absl::StrCat("/chronobench_range_", getpid());
+  auto region = ShmRegion::System(key, 64);
+  ASSERT_TRUE(region.ok()) << region.status();
+  const std::string bytes = "\x11\x22\x33\x44\x55\x66\x77\x88";
+  ASSERT_TRUE((*region)->Write(56, bytes.data(), bytes.size()).ok()) << "the last 8 bytes";
+  std::string back(128, '\0');
+  ASSERT_TRUE((*region)->Read(56, 8, back.data()).ok());
+  EXPECT_EQ(back.substr(0, 8), bytes);
+  const std::string source(128, '\x5a');  // longer than any size below: a refusal reads none of it
+  for (const auto& [offset, size] : std::vector<std::pair<size_t, size_t>>{{57, 8}, {65, 0}, {0, 65}, {SIZE_MAX, 2}}) {
+    const absl::Status wrote = (*region)->Write(offset, source.data(), size);
+    EXPECT_EQ(wrote.code(), absl::StatusCode::kOutOfRange) << offset << "+" << size << ": " << wrote;
+    EXPECT_NE(wrote.message().find(key), std::string::npos) << wrote;
+    EXPECT_EQ((*region)->Read(offset, size, back.data()).code(), absl::StatusCode::kOutOfRange) << offset;
+  }
+  EXPECT_TRUE((*region)->Write(64, bytes.data(), 0).ok()) << "nothing at the very end";
 }
 
 // --shared-memory-preload: a slot's inputs are in its region once it is made; per request the pool
