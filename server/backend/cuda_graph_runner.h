@@ -46,7 +46,8 @@ class CudaGraphRunner {
   int Find(int64_t items) const;
   int size() const { return static_cast<int>(graphs_.size()); }
   int64_t bucket(int graph) const;
-  // Static inputs, in forward() argument order: [bucket, dims...] (or [dims...] without batching).
+  // Static inputs, in the config's input order (the binding arranges them as forward() takes them):
+  // [bucket, dims...] (or [dims...] without batching).
   const std::vector<torch::Tensor>& inputs(int graph) const;
   // Static outputs, in OUTPUT__0.. order, valid once the stream has passed the replay.
   const std::vector<torch::Tensor>& outputs(int graph) const;
