@@ -1,7 +1,8 @@
 #!/bin/bash
 # From a fresh Debian 12 machine to a table that says where the time went: installs what is
 # missing, builds, writes the example model repository, starts chronoserve, loads it with
-# chronobench (closed loop, concurrency 1, a few hundred requests), prints the breakdown, stops.
+# chronobench (closed loop, concurrency 1, up to 3 windows of a few hundred requests), prints the
+# breakdown, stops.
 # Environment: PORT (default 8001; 0 is refused), MODEL (policy_net), BATCH (8), REQUESTS (300).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,19 @@ if [[ $port =~ ^0+$ ]]; then
   echo "PORT=0 is not supported here: chronobench must know the port; set PORT to a free port (default 8001)" >&2
   exit 2
 fi
+if ! [[ $port =~ ^[0-9]+$ ]] || ((10#$port > 65535)); then
+  echo "PORT=$port is not a port number (1-65535)" >&2
+  exit 2
+fi
+# Before a build that may take half an hour: a port already taken would only fail the server after it.
+if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+  echo "port $port on 127.0.0.1 is in use; set PORT=... to another port" >&2
+  exit 1
+fi
+# One demo at a time: two would share build/ and the server log.
+mkdir -p build
+exec 9>build/.demo.lock
+flock -n 9 || { echo "another scripts/demo.sh is running in this checkout" >&2; exit 1; }
 
 install_deps
 build_chronoserve chronoserve chronoserve-examples chronobench
@@ -38,7 +52,7 @@ grep -q "server READY" "$log" || { echo "the server did not become ready:"; cat 
 grep "READY on" "$log" | sed 's/^.*] /  /'
 
 echo
-echo "chronobench: $model, batch $batch, closed loop, concurrency 1, $requests measured requests"
+echo "chronobench: $model, batch $batch, closed loop, concurrency 1, up to 3 one-second windows of at least $requests requests each"
 build/bin/chronobench -m "$model" -u "127.0.0.1:$port" -b "$batch" --warmup-requests 50 \
   --measurement-request-count "$requests" -p 1000 -r 3 --json build/demo-report.json \
   --html build/demo-report.html
