@@ -1,7 +1,7 @@
 #!/bin/bash
 # From a fresh Debian 12 machine to a table that says where the time went: installs what is
 # missing, builds, writes the example model repository, starts chronoserve, loads it with
-# chronobench (closed loop, concurrency 1, up to 3 windows of a few hundred requests), prints the
+# chronobench (closed loop, concurrency 1, windows of a few hundred requests until 3 agree), prints the
 # breakdown, stops.
 # Environment: PORT (default 8001; 0 is refused), MODEL (policy_net), BATCH (8), REQUESTS (300).
 set -euo pipefail
@@ -52,9 +52,9 @@ grep -q "server READY" "$log" || { echo "the server did not become ready:"; cat 
 grep "READY on" "$log" | sed 's/^.*] /  /'
 
 echo
-echo "chronobench: $model, batch $batch, closed loop, concurrency 1, up to 3 one-second windows of at least $requests requests each"
+echo "chronobench: $model, batch $batch, closed loop, concurrency 1, one-second windows of at least $requests requests until 3 agree (6 at most)"
 build/bin/chronobench -m "$model" -u "127.0.0.1:$port" -b "$batch" --warmup-requests 50 \
-  --measurement-request-count "$requests" -p 1000 -r 3 --json build/demo-report.json \
+  --measurement-request-count "$requests" -p 1000 -r 6 --json build/demo-report.json \
   --html build/demo-report.html
 echo
 echo "Columns are microseconds, p50/p99 per request: e2e = client end-to-end; transport = e2e - server_total"
