@@ -37,7 +37,28 @@ ModelQueue::~ModelQueue() = default;
 
 absl::Status ModelQueue::Enqueue(std::unique_ptr<InferRequest>& request) {
   const uint64_t bytes = HeldBytes(*request);  // before the lock the workers share
-  absl::MutexLock lock(&mu_);
+  Batch dropped;
+  Drops drops{&dropped, {}};
+  absl::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    status = EnqueueLocked(request, bytes, &drops);
+  }
+  if (!dropped.empty()) {
+    // Requests already dead (cancelled, or past their deadline or queue timeout) that filled the
+    // queue: answered here, as a worker's next scan would have, so they hold no live one out.
+    SetDropStatuses(drops);
+    for (auto& r : dropped) InferRequest::Complete(std::move(r), absl::OkStatus());
+  }
+  return status;
+}
+
+bool ModelQueue::FullLocked(uint64_t bytes) const {
+  return (queue_policy_.max_queue_size > 0 && queue_.size() + delayed_.size() >= queue_policy_.max_queue_size) ||
+         (queue_policy_.max_queue_bytes > 0 && queued_bytes_ + bytes > queue_policy_.max_queue_bytes);
+}
+
+absl::Status ModelQueue::EnqueueLocked(std::unique_ptr<InferRequest>& request, uint64_t bytes, Drops* drops) {
   if (closed_) {
     return absl::UnavailableError(absl::StrCat("model '", model_, "' is shutting down"));
   }
@@ -46,6 +67,16 @@ absl::Status ModelQueue::Enqueue(std::unique_ptr<InferRequest>& request) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model '", model_, "': this request's inputs hold ", Mib(bytes), ", more than the model's queue may ever hold (",
         Mib(queue_policy_.max_queue_bytes), ", --max-queue-mib); send fewer items per request or raise the limit"));
+  }
+  // Full, but some of those waiting may be dead and not yet scanned for (the workers busy): the
+  // scan a worker would make, when a cancellation was announced or a request's time may have come
+  // (never under a steady overload of live requests, so a refusal stays cheap).
+  if (FullLocked(bytes)) {
+    const int64_t now_ns = clock_->NowNs();
+    if (cancel_pending_ || now_ns >= next_expiry_ns_) {
+      next_expiry_ns_ = ScanAllLocked(now_ns, drops);
+      cancel_pending_ = false;
+    }
   }
   const size_t waiting = queue_.size() + delayed_.size();
   if (queue_policy_.max_queue_size > 0 && waiting >= queue_policy_.max_queue_size) {

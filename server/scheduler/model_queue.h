@@ -40,7 +40,9 @@ class ModelQueue {
 
   // Takes ownership of `request` only when it returns OK (then `request` is null).
   // RESOURCE_EXHAUSTED when max_queue_size requests are waiting, or when the request's input bytes
-  // would take the queued requests' past max_queue_bytes; UNAVAILABLE once closed.
+  // would take the queued requests' past max_queue_bytes; UNAVAILABLE once closed. Before refusing,
+  // a full queue drops the requests a worker's scan would (cancelled, past their deadline or queue
+  // timeout) and answers them on this thread, so dead requests never hold a live one out.
   absl::Status Enqueue(std::unique_ptr<InferRequest>& request);
 
   // The input bytes a request holds while queued (its message's or its own; not those in a
@@ -106,6 +108,12 @@ class ModelQueue {
   absl::Status DropStatus(const InferRequest& r, DropCause cause) const;
   // Gives each dropped request its final status, from its cause; without mu_.
   void SetDropStatuses(const Drops& drops) const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Enqueue under mu_: a full queue is first rid of the requests a scan would drop (into `drops`).
+  absl::Status EnqueueLocked(std::unique_ptr<InferRequest>& request, uint64_t bytes, Drops* drops)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a request holding `bytes` of inputs would pass max_queue_size or max_queue_bytes.
+  bool FullLocked(uint64_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Moves the requests to drop into `drops` (and DELAY's expired ones into delayed_): all of
   // them when one may be due, else only cancelled ones among those the next batch could take.

@@ -196,6 +196,48 @@ TEST(ModelQueueTest, ACancellationDeepInTheQueueIsDroppedOncePoked) {
   EXPECT_EQ(queue.size(), 3u);
 }
 
+// A full queue whose requests died while the workers were busy (cancelled, or past a deadline)
+// takes a new one: it drops them first, answered on the enqueuing thread with their own statuses.
+TEST(ModelQueueTest, AFullQueueOfDeadRequestsTakesALiveOne) {
+  FakeClock clock;
+  QueuePolicySpec qp;
+  qp.max_queue_size = 3;
+  ModelQueue queue("m", Dynamic(2, 0), qp, &clock);
+  std::vector<absl::StatusCode> answered;
+  auto answer = [&answered](std::unique_ptr<InferRequest> r) { answered.push_back(r->status.code()); };
+  auto live = Request();
+  auto cancelled = Request();
+  auto expiring = Request();
+  expiring->deadline_ns = clock.NowNs() + 1000;
+  CancelFlag* flag = cancelled->cancelled.get();
+  for (auto* r : {&live, &cancelled, &expiring}) {
+    (*r)->on_complete = answer;
+    ASSERT_TRUE(queue.Enqueue(*r).ok());
+  }
+  auto refused = Request();
+  EXPECT_EQ(queue.Enqueue(refused).code(), absl::StatusCode::kResourceExhausted) << "three live: full";
+  EXPECT_TRUE(answered.empty());
+
+  flag->Set(clock.NowNs());
+  queue.Poke();  // as the transport does after setting it
+  auto fresh = Request();
+  ASSERT_TRUE(queue.Enqueue(fresh).ok()) << "the cancelled one made room";
+  EXPECT_EQ(answered, (std::vector<absl::StatusCode>{absl::StatusCode::kCancelled}));
+
+  clock.AdvanceNs(2000);  // the deadline passed, with nothing announced
+  auto another = Request();
+  ASSERT_TRUE(queue.Enqueue(another).ok()) << "the expired one made room";
+  EXPECT_EQ(answered, (std::vector<absl::StatusCode>{absl::StatusCode::kCancelled, absl::StatusCode::kDeadlineExceeded}));
+  EXPECT_EQ(queue.size(), 3u);
+  auto over = Request();
+  EXPECT_EQ(queue.Enqueue(over).code(), absl::StatusCode::kResourceExhausted) << "three live again";
+
+  Batch batch, dropped;
+  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
+  EXPECT_EQ(batch.size(), 2u);
+  EXPECT_TRUE(dropped.empty()) << "the dead were answered already, once";
+}
+
 TEST(ModelQueueTest, QueuePolicyDelayMovesTheRequestBehindFreshOnes) {
   // DELAY (Triton): a request past its timeout waits behind every request still within it.
   FakeClock clock;
