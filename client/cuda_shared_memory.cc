@@ -1,6 +1,7 @@
 #include "client/cuda_shared_memory.h"
 
 #include "absl/strings/str_cat.h"
+#include "client/region_range.h"
 
 #ifdef CHRONOSERVE_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -9,9 +10,8 @@
 namespace chronoserve::client {
 
 absl::Status CudaSharedMemory::CheckRange(const char* what, size_t offset, size_t bytes) const {
-  if (offset <= byte_size_ && bytes <= byte_size_ - offset) return absl::OkStatus();
-  return absl::OutOfRangeError(absl::StrCat("CUDA shared memory on GPU ", device_id_, ": ", what, " of ", bytes,
-                                            " bytes at offset ", offset, " is past its ", byte_size_, " bytes"));
+  if (RegionRangeFits(offset, bytes, byte_size_)) return absl::OkStatus();
+  return RegionRangeError(absl::StrCat("CUDA shared memory on GPU ", device_id_), what, offset, bytes, byte_size_);
 }
 
 #ifdef CHRONOSERVE_WITH_CUDA

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cuda_shared_memory.h"
 #include "client/inference_client.h"
+#include "client/region_range.h"
 #include "client/system_shared_memory.h"
 #include "common/status_macros.h"
 
@@ -57,10 +58,9 @@ class SystemRegion final : public ShmRegion {
  private:
   // As a GPU region's: a miscomputed offset is an error, not a write past the mapping.
   absl::Status CheckRange(const char* what, size_t offset, size_t bytes) const {
-    const size_t size = shm_->byte_size();
-    if (offset <= size && bytes <= size - offset) return absl::OkStatus();
-    return absl::OutOfRangeError(absl::StrCat("system shared memory '", shm_->key(), "': ", what, " of ", bytes,
-                                              " bytes at offset ", offset, " is past its ", size, " bytes"));
+    if (RegionRangeFits(offset, bytes, shm_->byte_size())) return absl::OkStatus();
+    return RegionRangeError(absl::StrCat("system shared memory '", shm_->key(), "'"), what, offset, bytes,
+                            shm_->byte_size());
   }
 
   std::unique_ptr<SystemSharedMemory> shm_;

@@ -71,13 +71,7 @@ absl::Status ModelQueue::EnqueueLocked(std::unique_ptr<InferRequest>& request, u
   // Full, but some of those waiting may be dead and not yet scanned for (the workers busy): the
   // scan a worker would make, when a cancellation was announced or a request's time may have come
   // (never under a steady overload of live requests, so a refusal stays cheap).
-  if (FullLocked(bytes)) {
-    const int64_t now_ns = clock_->NowNs();
-    if (cancel_pending_ || now_ns >= next_expiry_ns_) {
-      next_expiry_ns_ = ScanAllLocked(now_ns, drops);
-      cancel_pending_ = false;
-    }
-  }
+  if (FullLocked(bytes)) ScanAllIfDueLocked(clock_->NowNs(), drops);
   const size_t waiting = queue_.size() + delayed_.size();
   if (queue_policy_.max_queue_size > 0 && waiting >= queue_policy_.max_queue_size) {
     return absl::ResourceExhaustedError(absl::StrCat("model '", model_, "': queue is full (",
@@ -226,6 +220,13 @@ int64_t ModelQueue::ScanAllLocked(int64_t now_ns, Drops* drops) {
   return next;
 }
 
+bool ModelQueue::ScanAllIfDueLocked(int64_t now_ns, Drops* drops) {
+  if (!cancel_pending_ && now_ns < next_expiry_ns_) return false;
+  next_expiry_ns_ = ScanAllLocked(now_ns, drops);
+  cancel_pending_ = false;
+  return true;
+}
+
 void ModelQueue::DropCancelledWithinReachLocked(int64_t now_ns, Drops* drops) {
   size_t live = 0;
   for (auto* q : {&queue_, &delayed_}) {
@@ -249,10 +250,7 @@ int64_t ModelQueue::DropDeadLocked(int64_t now_ns, Drops* drops) {
     DropAllAbandonedLocked(drops);
     return 0;
   }
-  if (cancel_pending_ || now_ns >= next_expiry_ns_) {
-    next_expiry_ns_ = ScanAllLocked(now_ns, drops);
-    cancel_pending_ = false;
-  } else {
+  if (!ScanAllIfDueLocked(now_ns, drops)) {
     // Nothing is due, and a cancellation Poke() has not announced yet matters only to requests the
     // next batch could take (the queue's first, then the delayed ones).
     DropCancelledWithinReachLocked(now_ns, drops);

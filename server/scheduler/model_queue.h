@@ -123,6 +123,9 @@ class ModelQueue {
   // deques (returns the next due time, kNever = none); the cancelled ones within BatchReach().
   void DropAllAbandonedLocked(Drops* drops) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t ScanAllLocked(int64_t now_ns, Drops* drops) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The full scan, when a cancellation was announced (Poke) or a request's time may have come;
+  // false (nothing scanned) otherwise. Keeps next_expiry_ns_.
+  bool ScanAllIfDueLocked(int64_t now_ns, Drops* drops) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropCancelledWithinReachLocked(int64_t now_ns, Drops* drops) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Judges each request of `q` (delayed_ when `delayed`), dropping or delaying those whose time
   // came and sliding the rest forward in order; lowers `next` to the next due time of those kept.

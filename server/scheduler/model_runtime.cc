@@ -113,12 +113,12 @@ size_t InputArenaBytes(const ModelSpec& spec, int64_t requested_bytes) {
   for (const TensorSpec& in : spec.inputs) {
     // A batch's bytes, in 128 bits and capped at the ceiling after each factor: a config may give
     // an item up to 2^63 bytes, whose batch would wrap a 64-bit product.
-    __int128 bytes = static_cast<__int128>(batch) * static_cast<__int128>(DataTypeByteSize(in.dtype));
+    __int128 bytes = std::min<__int128>(static_cast<__int128>(batch) * DataTypeByteSize(in.dtype), kCeiling);
     for (int64_t d : in.dims) {
       if (d < 0) return 16 * kMiB;  // a variable dim: no bound from the config
       bytes = std::min<__int128>(bytes * d, kCeiling);
     }
-    largest = std::max(largest, static_cast<size_t>(std::min<__int128>(bytes, kCeiling)));
+    largest = std::max(largest, static_cast<size_t>(bytes));
   }
   return std::clamp(8 * largest, 4 * kMiB, kCeiling);
 }
