@@ -72,15 +72,20 @@ std::string Summary(const BenchReport& report) {
       absl::StrAppend(&out, "saturation: not reached; throughput still rose by more than 5% at the largest batch\n");
     }
   }
-  int64_t errors = 0, unstable = 0, unanswered = 0;
+  int64_t errors = 0, unstable = 0, unanswered = 0, unsent = 0;
   for (const auto& p : report.points) {
     errors += p.recorder.errors();
     unstable += p.stable ? 0 : 1;
     unanswered += p.unanswered_at_end;
+    unsent += p.unsent_at_end;
   }
   if (unanswered > 0) {
     absl::StrAppend(&out, unanswered, " requests were still in flight when their points ended: cancelled, in no "
                     "window (unanswered_at_end)\n");
+  }
+  if (unsent > 0) {
+    absl::StrAppend(&out, unsent, " requests were due by the open loop's schedule when their points ended but never "
+                    "sent: the client was behind it; in no window (unsent_at_end)\n");
   }
   if (errors > 0) absl::StrAppend(&out, errors, " requests failed in the reported windows (see errors_by_code)\n");
   if (unstable > 0) absl::StrAppend(&out, unstable, " point(s) did not stabilise; raise --max-trials or --measurement-interval\n");

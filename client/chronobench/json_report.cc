@@ -91,6 +91,7 @@ nlohmann::json RunToJson(const PointResult& p, const BenchReport& report, const 
   run["reported_windows"] = p.reported_windows;
   run["traced_requests"] = p.traced;
   run["unanswered_at_end"] = p.unanswered_at_end;  // in flight when the point ended: in no window
+  run["unsent_at_end"] = p.unsent_at_end;  // open loop: due by the schedule, never sent: in no window
   run["responses_without_timing"] = r.without_timing();
   run["timing_violations"] = r.timing_violations();
   run["cold_batches"] = r.cold_batches();
@@ -182,6 +183,7 @@ std::string ReportToCsv(const BenchReport& report) {
     header.push_back(absl::StrCat(MetricName(static_cast<Metric>(m)), "_mean_us"));
   }
   header.push_back("batch_size_executed_per_batch_mean");  // after the metrics, so theirs keep their places
+  header.push_back("unsent_at_end");                       // added later still, after it
   // Last, so every column before them keeps its place: which point, and whether it was measured.
   for (const char* column : {"point", "status", "message"}) header.push_back(column);
   std::string csv = CsvRow(header);
@@ -198,6 +200,7 @@ std::string ReportToCsv(const BenchReport& report) {
       row.push_back(h.count() > 0 ? Num(Us(h.mean())) : "");
     }
     row.push_back(r.batch_size_responses() > 0 ? Num(r.items_per_batch()) : "");
+    row.push_back(absl::StrCat(p.unsent_at_end));
     row.insert(row.end(), {p.spec.Label(), "ok", ""});
     absl::StrAppend(&csv, CsvRow(row));
   }

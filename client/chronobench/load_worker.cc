@@ -149,11 +149,19 @@ void LoadWorker::Run(int64_t start_ns) {
     const int64_t now = shared_.clock->NowNs();
     if (std::optional<Event> event = waiter_.Next(SendDue(now, pacer ? &*pacer : nullptr))) Handle(*event);
   }
+  const int64_t stop_ns = shared_.clock->NowNs();
+  // Open loop: the send times that had come and were not sent (a worker behind its schedule) are
+  // counted, not lost; the oldest of them had waited since the first.
+  int64_t unsent_wait_ns = 0;
+  if (pacer && pacer->Peek() <= stop_ns) {
+    unsent_wait_ns = stop_ns - pacer->Peek();
+    unsent_.store(pacer->SkipThrough(stop_ns), std::memory_order_relaxed);
+  }
   // No alarm is set from here on; one set before may still come off the queue (Handle, Drain).
   waiter_.StopWaker();
   // Events taken off the queue before the stop are answers that came before it: recorded as any.
   while (std::optional<Event> event = waiter_.TakeReady()) Handle(*event);
-  Drain();
+  Drain(stop_ns, unsent_wait_ns);
 }
 
 LoadWorker::Wake LoadWorker::SendDue(int64_t now, Pacer* pacer) {
@@ -406,10 +414,9 @@ void LoadWorker::Record(std::unique_ptr<Call> owned, int grpc_code, const view::
   if (plan_.mode == LoadMode::kIdleGap) next_idle_send_ns_ = done_ns + plan_.idle_gap_ns;
 }
 
-void LoadWorker::Drain() {
-  const int64_t now_ns = shared_.clock->NowNs();
-  int64_t oldest_ns = 0;
-  for (const auto& [raw, call] : calls_) oldest_ns = std::max(oldest_ns, now_ns - call->intended_ns);
+void LoadWorker::Drain(int64_t stop_ns, int64_t unsent_wait_ns) {
+  int64_t oldest_ns = unsent_wait_ns;
+  for (const auto& [raw, call] : calls_) oldest_ns = std::max(oldest_ns, stop_ns - call->intended_ns);
   oldest_unanswered_ns_.store(oldest_ns, std::memory_order_relaxed);
   if (plan_.streaming) {
     DrainStreams();

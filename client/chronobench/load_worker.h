@@ -117,8 +117,12 @@ class LoadWorker {
   int64_t discarded() const { return discarded_.load(std::memory_order_relaxed); }
   // Requests still in flight when Stop() cancelled the load: handed back, recorded in no window.
   int64_t drained() const { return drained_.load(std::memory_order_relaxed); }
-  // Once stopped: how long the oldest of those had waited when Stop() came, from its intended send
-  // time (as e2e); 0 when none was in flight.
+  // Open loop, once stopped: the send times of its schedule that had come when Stop() came but were
+  // never sent (the worker was behind: its outstanding limit, a shared-memory slot it could not add,
+  // or no CPU). Requests whose latency would have begun, recorded in no window; 0 in other modes.
+  int64_t unsent() const { return unsent_.load(std::memory_order_relaxed); }
+  // Once stopped: how long the oldest of the drained and unsent requests had waited when Stop()
+  // came, from its intended send time (as e2e); 0 when there were none.
   int64_t oldest_unanswered_ns() const { return oldest_unanswered_ns_.load(std::memory_order_relaxed); }
   // Waits until completed() >= n; false when `timeout` passed first (tests).
   bool AwaitCompleted(int64_t n, absl::Duration timeout);
@@ -187,9 +191,10 @@ class LoadWorker {
               int64_t received_ns);
   // Records `call`, still in calls_, as failed with `grpc_code` now.
   void FailNow(Call* call, int grpc_code);
-  // Notes how long the oldest call still in flight has waited, then cancels them all and counts
-  // each as drained as gRPC hands it back.
-  void Drain();
+  // Notes how long the oldest call still in flight, or the oldest send time that came unsent, had
+  // waited at `stop_ns` (unsent_wait_ns: 0 when none), then cancels the calls and counts each as
+  // drained as gRPC hands it back.
+  void Drain(int64_t stop_ns, int64_t unsent_wait_ns);
   void SendStreamed(Call* call, size_t channel, const std::string& traceparent);
   void OnStreamEvent(LoadStream::Tag* tag, bool ok, int64_t received_ns);
   void DrainStreams();
@@ -212,6 +217,7 @@ class LoadWorker {
   std::atomic<int64_t> completed_{0};  // written under mu_, so that AwaitCompleted sees it change
   std::atomic<int64_t> drained_{0};
   std::atomic<int64_t> discarded_{0};
+  std::atomic<int64_t> unsent_{0};
   std::atomic<int64_t> oldest_unanswered_ns_{0};
   std::unique_ptr<ShmSlotPool> shm_;  // null without shared memory
   bool copy_error_logged_ = false;

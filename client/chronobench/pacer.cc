@@ -33,4 +33,10 @@ int64_t Pacer::Next() {
   return current;
 }
 
+int64_t Pacer::SkipThrough(int64_t now_ns) {
+  int64_t skipped = 0;
+  for (; next_ns_ <= now_ns; ++skipped) Next();
+  return skipped;
+}
+
 }  // namespace chronoserve::client::bench

@@ -23,6 +23,9 @@ class Pacer {
   int64_t Next();
   // The next intended send time without advancing.
   int64_t Peek() const { return next_ns_; }
+  // Advances past every intended send time up to and including `now_ns`; how many there were (at
+  // the end of a point, the schedule's sends that had come but were never made).
+  int64_t SkipThrough(int64_t now_ns);
 
  private:
   int64_t Compute();

@@ -211,11 +211,18 @@ std::optional<std::string> BusyClientWarning(const PointResult& point, int threa
 
 std::optional<std::string> UnansweredWarning(const PointResult& point) {
   const Histogram& e2e = point.recorder.metric(Metric::kE2e);
-  if (point.unanswered_at_end == 0 || point.oldest_unanswered_ns <= e2e.max()) return std::nullopt;
+  const int64_t unanswered = point.unanswered_at_end + point.unsent_at_end;
+  if (unanswered == 0 || point.oldest_unanswered_ns <= e2e.max()) return std::nullopt;
+  const std::string which =
+      point.unsent_at_end == 0
+          ? "cancelled, in no window"
+          : absl::StrFormat("%d in flight, cancelled; %d due by the schedule but never sent, the client behind it; "
+                            "in no window",
+                            point.unanswered_at_end, point.unsent_at_end);
   return absl::StrFormat(
-      "%d requests were still unanswered when the point ended (cancelled, in no window); the oldest had waited "
-      "%.3f ms, longer than the reported e2e max %.3f ms: the reported tail is understated",
-      point.unanswered_at_end, point.oldest_unanswered_ns / 1e6, e2e.max() / 1e6);
+      "%d requests were still unanswered when the point ended (%s); the oldest had waited %.3f ms, longer than "
+      "the reported e2e max %.3f ms: the reported tail is understated",
+      unanswered, which, point.oldest_unanswered_ns / 1e6, e2e.max() / 1e6);
 }
 
 std::optional<std::string> LateAlarmWarning(const PointResult& point) {
@@ -351,6 +358,7 @@ absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::Mod
   if (!result.ok()) return result;
   for (const auto& w : workers) {
     result->unanswered_at_end += w->drained();
+    result->unsent_at_end += w->unsent();
     result->oldest_unanswered_ns = std::max(result->oldest_unanswered_ns, w->oldest_unanswered_ns());
     result->send_waits_woken += w->SendWaitsWoken();
     result->send_waits_past_deadline += w->SendWaitsPastDeadline();

@@ -63,6 +63,9 @@ struct PointResult {
   // Requests still in flight when the point ended: cancelled, recorded in no window (closed loop
   // always leaves its concurrency in flight), and how long the oldest of them had waited (as e2e).
   int64_t unanswered_at_end = 0;
+  // Open loop: send times of the schedule that had come when the point ended but were never sent
+  // (the client was behind it), in no window either. oldest_unanswered_ns covers them too.
+  int64_t unsent_at_end = 0;
   int64_t oldest_unanswered_ns = 0;
   // Open loop and idle gap, over the whole point (warm-up included): of the workers' waits before a
   // send time, those their SendWaker's alarm ended and those gRPC's millisecond-rounded deadline
@@ -103,9 +106,10 @@ std::vector<WorkerPlan> PlanWorkers(const PointSpec& spec, const RunnerContext& 
 // mean (and all three saw OK responses).
 bool WindowsAreStable(const std::vector<WindowSummary>& windows, double percentage);
 
-// A warning when a request unanswered at the end had waited longer than any e2e the point reports:
-// its latency, never recorded, lies beyond the reported tail. Nullopt otherwise (requests merely in
-// flight at the end, as closed loop always has, are no reason to warn).
+// A warning when a request unanswered at the end (in flight, or due by an open loop's schedule and
+// never sent) had waited longer than any e2e the point reports: its latency, never recorded, lies
+// beyond the reported tail. Nullopt otherwise (requests merely in flight at the end, as closed loop
+// always has, are no reason to warn).
 std::optional<std::string> UnansweredWarning(const PointResult& point);
 
 // A warning when the workers' send-time alarms lost to gRPC's millisecond-rounded deadline in more

@@ -36,6 +36,22 @@ TEST(PacerTest, PeekDoesNotAdvance) {
   EXPECT_GT(pacer.Peek(), peeked);
 }
 
+// SkipThrough counts the send times up to and including a moment and leaves the schedule after
+// it, as sending each of them would: the times that follow are the same.
+TEST(PacerTest, SkipThroughCountsTheTimesThatHadComeAndKeepsTheScheduleAfterThem) {
+  for (Distribution d : {Distribution::kConstant, Distribution::kPoisson}) {
+    Pacer sent(d, 3000.0, 1, 2, kStart, 17);
+    Pacer skipped(d, 3000.0, 1, 2, kStart, 17);
+    const auto t = Schedule(sent, 40);
+    EXPECT_EQ(skipped.SkipThrough(t.front() - 1), 0) << "nothing had come yet";
+    EXPECT_EQ(skipped.SkipThrough(t[24]), 25) << "t[0] .. t[24], the last one included";
+    EXPECT_EQ(skipped.Peek(), t[25]);
+    EXPECT_EQ(skipped.SkipThrough(t[25] - 1), 0);
+    EXPECT_EQ(skipped.SkipThrough(t[39] + 1), 15);
+    EXPECT_EQ(skipped.Next(), sent.Next()) << "the schedule after the skip is unchanged";
+  }
+}
+
 TEST(PacerTest, ConstantWorkersInterleaveToTheTotalRate) {
   const int kWorkers = 4;
   std::vector<int64_t> all;

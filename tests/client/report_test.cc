@@ -148,8 +148,9 @@ TEST(ReportTest, CsvEndsWithTheFailedPointsRow) {
   ASSERT_GT(header.size(), first.size());
   EXPECT_EQ(std::vector<std::string>(header.begin(), header.begin() + first.size()), first);
   for (const auto& row : *rows) ASSERT_EQ(row.size(), header.size());
-  EXPECT_EQ(Column(header, "batch_size_executed_per_batch_mean") + 1, Column(header, "point"))
-      << "added after the metrics, before the last three";
+  EXPECT_EQ(Column(header, "batch_size_executed_per_batch_mean") + 1, Column(header, "unsent_at_end"))
+      << "added after the metrics";
+  EXPECT_EQ(Column(header, "unsent_at_end") + 1, Column(header, "point")) << "added later, before the last three";
 
   const std::vector<std::string>& failed = rows->back();
   EXPECT_EQ(failed[Column(header, "status")], "failed");
@@ -342,6 +343,45 @@ TEST(ReportTest, UnansweredAtEndIsCountedAndWarnedAboutWhenPastTheTail) {
   ASSERT_EQ((*rows)[2].size(), (*rows)[0].size());
   EXPECT_EQ((*rows)[2][Column((*rows)[0], "unanswered_at_end")], "7");
   EXPECT_NE(Summary(report).find("7 requests were still in flight when their points ended"), std::string::npos)
+      << Summary(report);
+  EXPECT_EQ(Summary(report).find("unsent_at_end"), std::string::npos) << "none was unsent: " << Summary(report);
+  EXPECT_EQ(json["runs"][1]["unsent_at_end"], 0);
+  EXPECT_EQ((*rows)[2][Column((*rows)[0], "unsent_at_end")], "0");
+}
+
+// An open loop behind its schedule at the end of a point: the send times that had come but were
+// never sent are counted apart from those in flight (JSON, CSV, console), and the warning names
+// both when the oldest of them had waited past the reported tail, even with none in flight.
+TEST(ReportTest, UnsentAtEndIsCountedAndWarnedAboutWhenPastTheTail) {
+  BenchReport report = MakeReport(LoadMode::kRate);
+  PointResult& p = report.points[2];
+  const int64_t e2e_max = p.recorder.metric(Metric::kE2e).max();
+  ASSERT_GT(e2e_max, 0);
+  p.unanswered_at_end = 0;
+  p.unsent_at_end = 12;
+  p.oldest_unanswered_ns = e2e_max / 3;
+  EXPECT_FALSE(UnansweredWarning(p).has_value()) << "late, but within the reported tail";
+  p.oldest_unanswered_ns = e2e_max + 25'000'000;
+  std::optional<std::string> warning = UnansweredWarning(p);
+  ASSERT_TRUE(warning.has_value()) << "unsent requests alone are past the tail";
+  EXPECT_NE(warning->find("12 requests were still unanswered"), std::string::npos) << *warning;
+  EXPECT_NE(warning->find("12 due by the schedule but never sent"), std::string::npos) << *warning;
+  p.unanswered_at_end = 3;
+  warning = UnansweredWarning(p);
+  ASSERT_TRUE(warning.has_value());
+  EXPECT_NE(warning->find("15 requests were still unanswered when the point ended (3 in flight, cancelled; 12 due"), std::string::npos)
+      << *warning;
+
+  const nlohmann::json json = ReportToJson(report);
+  EXPECT_EQ(json["runs"][2]["unsent_at_end"], 12);
+  EXPECT_EQ(json["runs"][2]["unanswered_at_end"], 3);
+  const auto rows = ParseCsv(ReportToCsv(report));
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ((*rows)[3][Column((*rows)[0], "unsent_at_end")], "12");
+  EXPECT_EQ((*rows)[3][Column((*rows)[0], "unanswered_at_end")], "3");
+  EXPECT_NE(Summary(report).find("12 requests were due by the open loop's schedule when their points ended but "
+                                 "never sent"),
+            std::string::npos)
       << Summary(report);
 }
 

@@ -3,7 +3,7 @@
 // deadline of its own, and kept going after a timeout, so stopping a worker with 64 slots took about
 // 21 minutes. Now every call shares one deadline and the first timeout ends it, saying how many
 // regions were left registered. Also: an open-loop worker that cannot add a slot goes on with the
-// slots it has. Against the real chronoserve binary on 127.0.0.1.
+// slots it has, and one stopped behind its schedule counts the sends it never made. Against the real chronoserve binary on 127.0.0.1.
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
@@ -24,6 +24,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/chronobench/load_worker.h"
+#include "client/chronobench/pacer.h"
 #include "client/chronobench/shm_slot_pool.h"
 #include "client/cuda_shared_memory.h"
 #include "client/shm_region.h"
@@ -200,22 +201,26 @@ struct ShmKeys {
 // fail it), the worker says so once, keeps the eight it has and sends only as they free up: nothing
 // more is sent while they are held, no other slot is tried, the load carries on once the server
 // answers, every request is accounted for, and the object it could not create is left alone.
+// Takes the name of the ninth slot's input object of worker 0's pool ("chronobench_PID_POOL_w0_8_in"),
+// for every pool number this process may have reached, so that creating it fails.
+void TakeTheNinthSlotsName(ShmKeys* taken) {
+  for (int pool = 0; pool < 64; ++pool) {
+    std::string name = absl::StrCat("/chronobench_", getpid(), "_", pool, "_w0_8_in");
+    const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, S_IRUSR | S_IWUSR);
+    ASSERT_GE(fd, 0) << name;
+    close(fd);
+    taken->names.push_back(std::move(name));
+  }
+}
+
 TEST(ShmSlotPoolTest, AnOpenLoopWorkerThatCannotAddASlotGoesOnWithTheSlotsItHas) {
   absl::StatusOr<MlpTarget> target = StartMlpTarget("chronobench_shm_growth", /*seed=*/41);
   ASSERT_TRUE(target.ok()) << target.status();
   auto setup = SetUpWorker(*target);
   ASSERT_TRUE(setup.ok()) << setup.status();
   InferenceClient& client = *(*setup)->client;
-  // The ninth slot's input object of worker 0's pool ("chronobench_PID_POOL_w0_8_in"), for every pool
-  // number this process may have reached: its name is taken, so creating it fails.
   ShmKeys taken;
-  for (int pool = 0; pool < 64; ++pool) {
-    std::string name = absl::StrCat("/chronobench_", getpid(), "_", pool, "_w0_8_in");
-    const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, S_IRUSR | S_IWUSR);
-    ASSERT_GE(fd, 0) << name;
-    close(fd);
-    taken.names.push_back(std::move(name));
-  }
+  ASSERT_NO_FATAL_FAILURE(TakeTheNinthSlotsName(&taken));
   WorkerPlan plan;
   plan.mode = LoadMode::kRate;
   plan.total_rate_per_s = 20000;
@@ -246,6 +251,50 @@ TEST(ShmSlotPoolTest, AnOpenLoopWorkerThatCannotAddASlotGoesOnWithTheSlotsItHas)
     if (fd >= 0) close(fd);
   }
   EXPECT_EQ(still_there, 64) << "the pool unlinks only the objects it made";
+}
+
+// An open-loop worker stopped while it is behind its schedule (its eight slots held by a frozen
+// server, a ninth refused) counts the send times that had come but were never sent: with those it
+// sent, they are exactly the schedule's times up to the stop, and the oldest wait it reports covers
+// them. Nothing is lost from the accounting a point's report and warning are made of.
+TEST(ShmSlotPoolTest, AnOpenLoopWorkerStoppedBehindItsScheduleCountsTheSendsItNeverMade) {
+  absl::StatusOr<MlpTarget> target = StartMlpTarget("chronobench_shm_unsent", /*seed=*/43);
+  ASSERT_TRUE(target.ok()) << target.status();
+  auto setup = SetUpWorker(*target);
+  ASSERT_TRUE(setup.ok()) << setup.status();
+  ShmKeys taken;
+  ASSERT_NO_FATAL_FAILURE(TakeTheNinthSlotsName(&taken));
+  WorkerPlan plan;
+  plan.mode = LoadMode::kRate;
+  plan.total_rate_per_s = 20000;
+  plan.timeout_ms = 60'000;
+  plan.seed = 5;
+  LoadWorker worker(0, plan, (*setup)->shared);
+  ASSERT_TRUE(worker.Prepare().ok());
+
+  target->server.process->Signal(SIGSTOP);
+  const int64_t start_ns = SteadyClock::Get()->NowNs();
+  worker.Start(start_ns);
+  const bool failed = worker.AwaitSlotGrowthFailed(absl::Seconds(60));
+  const int64_t before_stop_ns = SteadyClock::Get()->NowNs();
+  // Still frozen: the eight in flight are cancelled, and unregistering gives up at the deadline.
+  worker.Stop(absl::Now() + absl::Seconds(1));
+  const int64_t after_stop_ns = SteadyClock::Get()->NowNs();
+  target->server.process->Signal(SIGCONT);
+  ASSERT_TRUE(failed) << "the ninth slot was never asked for (sent " << worker.sent() << ")";
+
+  EXPECT_EQ(worker.sent(), 8) << "one request a slot, and no slot more";
+  EXPECT_EQ(worker.drained(), 8) << "the eight in flight, cancelled";
+  EXPECT_GE(worker.unsent(), 1) << "the ninth send time had come: that is why a slot was asked for";
+  // The same schedule as the worker's (worker 0 of 1 at 20000/s from start_ns): the times up to the
+  // stop, which came between the two stamps, are the sent ones and the unsent ones.
+  Pacer schedule(Distribution::kConstant, 20000, 0, 1, start_ns, plan.seed);
+  const int64_t due_before = schedule.SkipThrough(before_stop_ns);
+  const int64_t due_after = due_before + schedule.SkipThrough(after_stop_ns);
+  EXPECT_GE(worker.sent() + worker.unsent(), due_before);
+  EXPECT_LE(worker.sent() + worker.unsent(), due_after);
+  EXPECT_GE(worker.oldest_unanswered_ns(), before_stop_ns - start_ns) << "the first request's wait, at least";
+  EXPECT_LE(worker.oldest_unanswered_ns(), after_stop_ns - start_ns);
 }
 
 TEST(ShmSlotPoolTest, UnregisterAllAgainstAFrozenServerEndsAtOneDeadline) {
