@@ -213,6 +213,17 @@ void TakeTheNinthSlotsName(ShmKeys* taken) {
   }
 }
 
+// One open-loop worker at 20000 requests/s: a send time every 50 µs, so its eight first slots are
+// all in flight at once against a frozen server.
+WorkerPlan FastOpenLoop() {
+  WorkerPlan plan;
+  plan.mode = LoadMode::kRate;
+  plan.total_rate_per_s = 20000;
+  plan.timeout_ms = 60'000;
+  plan.seed = 5;
+  return plan;
+}
+
 TEST(ShmSlotPoolTest, AnOpenLoopWorkerThatCannotAddASlotGoesOnWithTheSlotsItHas) {
   absl::StatusOr<MlpTarget> target = StartMlpTarget("chronobench_shm_growth", /*seed=*/41);
   ASSERT_TRUE(target.ok()) << target.status();
@@ -221,11 +232,7 @@ TEST(ShmSlotPoolTest, AnOpenLoopWorkerThatCannotAddASlotGoesOnWithTheSlotsItHas)
   InferenceClient& client = *(*setup)->client;
   ShmKeys taken;
   ASSERT_NO_FATAL_FAILURE(TakeTheNinthSlotsName(&taken));
-  WorkerPlan plan;
-  plan.mode = LoadMode::kRate;
-  plan.total_rate_per_s = 20000;
-  plan.timeout_ms = 60'000;
-  LoadWorker worker(0, plan, (*setup)->shared);
+  LoadWorker worker(0, FastOpenLoop(), (*setup)->shared);
   ASSERT_TRUE(worker.Prepare().ok());
   ASSERT_EQ(RegisteredRegions(client), 16) << "an open loop starts with eight slots, two regions each";
 
@@ -264,11 +271,7 @@ TEST(ShmSlotPoolTest, AnOpenLoopWorkerStoppedBehindItsScheduleCountsTheSendsItNe
   ASSERT_TRUE(setup.ok()) << setup.status();
   ShmKeys taken;
   ASSERT_NO_FATAL_FAILURE(TakeTheNinthSlotsName(&taken));
-  WorkerPlan plan;
-  plan.mode = LoadMode::kRate;
-  plan.total_rate_per_s = 20000;
-  plan.timeout_ms = 60'000;
-  plan.seed = 5;
+  const WorkerPlan plan = FastOpenLoop();
   LoadWorker worker(0, plan, (*setup)->shared);
   ASSERT_TRUE(worker.Prepare().ok());
 
