@@ -1,10 +1,12 @@
 #include "server/grpc/request_builder.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -132,7 +134,11 @@ absl::StatusOr<int64_t> CheckShape(const ModelSpec& spec, const TensorSpec& want
                                                  ", expected ", expected_text));
   }
   for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] < 1 || (expected[d] != -1 && shape[d] != expected[d])) {
+    if (shape[d] < 1) {
+      return Invalid(spec, want.name, absl::StrCat("shape ", ShapeString(shape), " has dim ", d, " = ", shape[d],
+                                                   "; every dim must be at least 1 (expected ", expected_text, ")"));
+    }
+    if (expected[d] != -1 && shape[d] != expected[d]) {
       return Invalid(spec, want.name, absl::StrCat("shape ", ShapeString(shape), " does not match ", expected_text));
     }
   }
@@ -178,6 +184,14 @@ absl::StatusOr<std::vector<std::optional<SharedMemoryParams>>> InputSharedMemory
   }
   const int raw = raw_contents.size();
   if (raw == 0 || raw == in_message) return shm;
+  // Some inputs in typed contents beside raw_input_contents: that, not the count, is the mistake.
+  for (int i = 0; i < request.inputs_size(); ++i) {
+    if (shm[i].has_value() || !request.inputs(i).has_contents()) continue;
+    return Invalid(spec, request.inputs(i).name(),
+                   absl::StrCat("has typed contents, but the request also has raw_input_contents (", raw,
+                                " entries); send every input not in shared memory one way: all in "
+                                "raw_input_contents, one entry each in order, or each in its typed contents"));
+  }
   if (raw == request.inputs_size()) {
     for (int i = 0; i < request.inputs_size(); ++i) {
       if (!shm[i].has_value()) continue;
@@ -214,6 +228,25 @@ absl::Status InputFromSharedMemory(const ModelSpec& spec, const InputProto& prot
   if (span.region->on_device()) in.device_id = static_cast<int>(span.region->device_id());
   out->keep_alive.push_back(std::move(span.region));
   return absl::OkStatus();
+}
+
+// The first byte of a BOOL tensor's host bytes (`data` or its pieces) that is neither 0 nor 1, and
+// where it is; nullopt when there is none. LibTorch reads such a byte as a bool it never makes.
+std::optional<std::pair<size_t, uint8_t>> FirstNonBoolByte(const InputTensor& in) {
+  auto scan = [](absl::string_view bytes, size_t base) -> std::optional<std::pair<size_t, uint8_t>> {
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      const auto b = static_cast<uint8_t>(bytes[i]);
+      if (b > 1) return std::make_pair(base + i, b);
+    }
+    return std::nullopt;
+  };
+  if (in.data != nullptr) return scan(absl::string_view(in.data, in.byte_size), 0);
+  size_t base = 0;
+  for (absl::string_view piece : in.pieces) {
+    if (auto found = scan(piece, base)) return found;
+    base += piece.size();
+  }
+  return std::nullopt;
 }
 
 absl::Status BuildInputs(const ModelSpec& spec, const inference::ModelInferRequest& request,
@@ -270,6 +303,13 @@ absl::Status BuildInputs(const ModelSpec& spec, const inference::ModelInferReque
       raw_contents.Assign(entry, in, out);
     } else {
       RETURN_IF_ERROR(ConvertTypedContents(spec, proto, elements, in));
+    }
+    // Raw bytes and a system region's are read here; a client's GPU memory is not (SHARED_MEMORY.md).
+    if (want.dtype == DataType::kBool && !in.on_device()) {
+      if (const auto bad = FirstNonBoolByte(in)) {
+        return Invalid(spec, proto.name(), absl::StrCat("BOOL element ", bad->first, " is byte ", static_cast<int>(bad->second),
+                                                        "; a BOOL element is one byte, 0 (false) or 1 (true)"));
+      }
     }
   }
   for (size_t i = 0; i < spec.inputs.size(); ++i) {

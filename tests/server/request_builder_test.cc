@@ -239,7 +239,11 @@ TEST(RequestBuilderTest, BadInputsAreInvalidArgumentNamingModelTensorAndExpectat
       {"typed count", [](auto& r) { r.clear_raw_input_contents(); r.mutable_inputs(0)->mutable_contents()->add_fp32_contents(1); }, "contents hold 1 elements"},
       {"unknown output", [](auto& r) { r.add_outputs()->set_name("OUT"); }, "unknown requested output 'OUT' (the model's outputs: OUTPUT__0, OUTPUT__1)"},
       {"output twice", [](auto& r) { r.add_outputs()->set_name("OUTPUT__0"); r.add_outputs()->set_name("OUTPUT__0"); }, "output 'OUTPUT__0' requested twice"},
-      {"zero dim", [](auto& r) { r.mutable_inputs(0)->set_shape(2, 0); }, "does not match"},
+      {"zero dim", [](auto& r) { r.mutable_inputs(0)->set_shape(2, 0); }, "shape [2,2,0] has dim 2 = 0; every dim must be at least 1 (expected [-1,2,-1]"},
+      {"negative dim", [](auto& r) { r.mutable_inputs(0)->set_shape(2, -1); }, "shape [2,2,-1] has dim 2 = -1; every dim must be at least 1"},
+      {"zero batch", [](auto& r) { r.mutable_inputs(0)->set_shape(0, 0); }, "has dim 0 = 0; every dim must be at least 1"},
+      // One input raw, the other typed: the mix is named, not the count it leaves.
+      {"mixed, one raw entry", [](auto& r) { r.mutable_raw_input_contents()->RemoveLast(); for (int v : {1, 2, 3, 4, 5, 6}) r.mutable_inputs(1)->mutable_contents()->add_int_contents(v); }, "input 'INPUT__1': has typed contents, but the request also has raw_input_contents (1 entries)"},
       // FP32 [1,2,2^61]: 2^62 elements, 2^64 bytes, which wrapped to 0 and let empty contents through.
       {"bytes wrap, raw", [](auto& r) { SetHugeInput(r); }, "FP32 [1,2,2305843009213693952] needs more than 9223372036854775807 bytes"},
       {"bytes wrap, shared memory", [](auto& r) { SetHugeInput(r); InSharedMemory(r, 0); }, "FP32 [1,2,2305843009213693952] needs more than 9223372036854775807 bytes"},
@@ -258,6 +262,75 @@ TEST(RequestBuilderTest, BadInputsAreInvalidArgumentNamingModelTensorAndExpectat
     EXPECT_THAT(std::string(built.status().message()), HasSubstr("model 'net'")) << c.name;
     EXPECT_THAT(std::string(built.status().message()), HasSubstr(c.expected)) << c.name;
   }
+}
+
+// A BOOL element is one byte, 0 or 1: any other byte is refused, naming the element, whether the
+// bytes came in the message, in pieces as gRPC received them, or typed (normalised there). Bytes in
+// a client's GPU memory are not read on the host (SHARED_MEMORY.md says so).
+TEST(RequestBuilderTest, BoolBytesOtherThanZeroAndOneAreRefused) {
+  ModelSpec spec;
+  spec.name = "masked";
+  spec.version = 1;
+  spec.max_batch_size = 8;
+  spec.inputs = {{"MASK", DataType::kBool, {4}}};
+  spec.outputs = {{"OUT", DataType::kFp32, {1}}};
+  auto request = [](const std::string& raw) {
+    inference::ModelInferRequest r;
+    r.set_model_name("masked");
+    auto* in = r.add_inputs();
+    in->set_name("MASK");
+    in->set_datatype("BOOL");
+    for (int64_t d : {2, 4}) in->add_shape(d);
+    if (!raw.empty()) r.add_raw_input_contents(raw);
+    return r;
+  };
+  const std::string good("\x01\x00\x01\x01\x00\x00\x01\x00", 8);
+  const std::string bad("\x01\x00\x01\x01\x00\x02\x01\x00", 8);  // element 5
+  inference::ModelInferResponse response;
+  EXPECT_TRUE(BuildInferRequest(spec, request(good), &response).ok());
+  auto refused = BuildInferRequest(spec, request(bad), &response);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("model 'masked' input 'MASK': BOOL element 5 is byte 2; a BOOL element is one byte, 0 (false) or 1 (true)"));
+
+  // As received from gRPC, in two pieces: the bad byte in the second.
+  for (const std::string* bytes : {&good, &bad}) {
+    const inference::ModelInferRequest head = request("");
+    wire::ReceivedMessage received;
+    wire::ReceivedBytes entry;
+    entry.pieces = {absl::string_view(bytes->data(), 3), absl::string_view(bytes->data() + 3, 5)};
+    entry.size = 8;
+    received.entries.push_back(entry);
+    auto built = BuildInferRequest(spec, head, RawInputContents(received), &response);
+    if (bytes == &good) {
+      EXPECT_TRUE(built.ok()) << built.status();
+    } else {
+      ASSERT_FALSE(built.ok());
+      EXPECT_THAT(std::string(built.status().message()), HasSubstr("BOOL element 5 is byte 2")) << "pieces";
+    }
+  }
+
+  // Typed bool_contents are 0 or 1 by construction.
+  inference::ModelInferRequest typed = request("");
+  for (bool v : {true, false, true, true, false, false, true, true}) typed.mutable_inputs(0)->mutable_contents()->add_bool_contents(v);
+  EXPECT_TRUE(BuildInferRequest(spec, typed, &response).ok());
+
+  // In a client's GPU memory (here a host stand-in filled with 3s): not read, so not refused.
+  std::vector<char> fake_gpu(256, 3);
+  SharedMemoryRegistry registry(nullptr, [&fake_gpu](const std::string&, int64_t, uint64_t, char** data)
+                                             -> absl::StatusOr<std::shared_ptr<void>> {
+    *data = fake_gpu.data();
+    return std::shared_ptr<void>(fake_gpu.data(), [](void*) {});
+  });
+  ASSERT_TRUE(registry.RegisterCuda("gpu", std::string(64, 'h'), 0, fake_gpu.size()).ok());
+  inference::ModelInferRequest on_gpu = request("");
+  auto& params = *on_gpu.mutable_inputs(0)->mutable_parameters();
+  params[kShmRegionParam].set_string_param("gpu");
+  params[kShmByteSizeParam].set_int64_param(8);
+  auto device_built = BuildInferRequest(spec, on_gpu, &response, &registry);
+  ASSERT_TRUE(device_built.ok()) << device_built.status();
+  EXPECT_TRUE((*device_built)->inputs[0].on_device());
 }
 
 // The byte-size cap is int64's, not a message's: a shared-memory input far larger than any gRPC
