@@ -35,6 +35,11 @@ absl::Status SharedMemoryRegistry::Register(const std::string& name, const std::
   if (key.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("shared-memory region '", name, "': the key is empty"));
   }
+  // shm_open would stop at the byte and map another object than the key names.
+  if (const size_t nul = key.find('\0'); nul != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("shared-memory region '", name, "': the key holds a NUL byte at ",
+                                                   nul, "; a POSIX shared-memory name cannot"));
+  }
   {
     absl::MutexLock lock(&mu_);
     if (auto it = regions_.find(name); it != regions_.end()) return AlreadyExists(name, *it->second);

@@ -118,6 +118,12 @@ TEST(SharedMemoryRegistryTest, ErrorsNameTheRegionKeyAndSizes) {
   EXPECT_EQ(too_big.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(too_big.message()), HasSubstr("4200 bytes exceeds the object's 4096 bytes"));
 
+  // The key up to a NUL byte names a real object: refused, not mapped as that object.
+  absl::Status nul = registry.Register("nul", obj->key() + std::string("\0x", 2), 0, 16);
+  EXPECT_EQ(nul.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(nul.message()), HasSubstr("'nul': the key holds a NUL byte at"));
+  EXPECT_FALSE(registry.Find("nul", 0, 1).ok()) << "nothing registered under it";
+
   EXPECT_EQ(registry.Register("zero", obj->key(), 0, 0).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(registry.Register("", obj->key(), 0, 16).code(), absl::StatusCode::kInvalidArgument);
 
