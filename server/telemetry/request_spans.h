@@ -44,6 +44,9 @@ struct RequestTraceIds {
   std::vector<SpanId> child_span_ids;  // at least kMaxChildSpans ids
 };
 
+// The most of a request's id its server span carries (chronoserve.request.id), cut at a character.
+inline constexpr size_t kMaxRequestIdAttributeBytes = 256;
+
 inline constexpr size_t kMaxChildSpans = 8;  // admit, queue, input_stage, h2d, compute, d2h, output_stage, handback
 
 // `wall_offset_ns` converts the request's steady-clock stamps to Unix time (wall = steady + offset).

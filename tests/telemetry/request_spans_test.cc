@@ -83,6 +83,21 @@ TEST_F(RequestSpansTest, ServerSpanIsTheCallersChild) {
   EXPECT_EQ(server.status, SpanStatus::kUnset);
 }
 
+// An id of any length is accepted; its span carries the first 256 bytes, cut where a character
+// begins (a span of megabytes would lose its whole export batch at the collector).
+TEST_F(RequestSpansTest, ALongRequestIdIsCutAtACharacterInItsSpan) {
+  const std::string euro = "\xE2\x82\xAC";  // 3 bytes
+  request_.id = std::string(254, 'a') + euro + std::string(1 << 20, 'b');
+  std::string carried = std::get<std::string>(Find(Build().at("ModelInfer policy_net"), "chronoserve.request.id")->value);
+  EXPECT_EQ(carried, std::string(254, 'a')) << "the euro sign would pass byte 256: left out whole";
+  request_.id = std::string(253, 'a') + euro + "tail";
+  carried = std::get<std::string>(Find(Build().at("ModelInfer policy_net"), "chronoserve.request.id")->value);
+  EXPECT_EQ(carried, std::string(253, 'a') + euro) << "ends exactly at 256";
+  request_.id = std::string(256, 'c');
+  carried = std::get<std::string>(Find(Build().at("ModelInfer policy_net"), "chronoserve.request.id")->value);
+  EXPECT_EQ(carried, request_.id) << "256 bytes fit";
+}
+
 TEST_F(RequestSpansTest, FlagsCarryTheTraceFlagsAndWhetherTheParentIsRemote) {
   for (const uint8_t trace_flags : {uint8_t{0x01}, uint8_t{0x03}}) {
     ids_.flags = trace_flags;
