@@ -76,7 +76,7 @@ void AddServingFlags(CLI::App* app, RawServerFlags* raw) {
   app->add_option("--grpc-infer-threads", raw->infer_threads,
                   "Every KServe and health RPC (inference, readiness, metadata, statistics, shared memory) is "
                   "served by this many threads on completion queues of gRPC's asynchronous API of their own "
-                  "(two threads a queue); 0 serves them on gRPC's callback API (one completion queue shared by "
+                  "(--grpc-threads-per-queue of them a queue); 0 serves them on gRPC's callback API (one completion queue shared by "
                   "all its threads) with gRPC's own health service. auto = half of the CPUs, 1 to 8 "
                   "[auto or 0 - 64]")
       ->capture_default_str()
@@ -127,8 +127,8 @@ void AddHostFlags(CLI::App* app, RawServerFlags* raw) {
                   "NAME,SETTING=VALUE[,...] (repeatable; Triton's form) for the workers of every instance "
                   "group whose host_policy is NAME, or by default those on GPU <id> for NAME gpu_<id> and on "
                   "the CPU for NAME cpu. cpu-cores=CPULIST pins them to those CPUs (e.g. gpu_0,cpu-cores=15), "
-                  "so the thread feeding a GPU keeps a core of its own; nice=N (-20..19, below 0 needs root "
-                  "or CAP_SYS_NICE) gives those threads that nice value, so other threads rarely preempt them "
+                  "so the thread feeding a GPU keeps a core of its own; nice=N (-20..19; below the server's own "
+                  "value needs root or CAP_SYS_NICE) gives those threads that nice value, so other threads rarely preempt them "
                   "(e.g. gpu_0,nice=-10)");
   app->add_option("--host-keep-warm-ms", raw->options.host_keep_warm_ms,
                   "While a request arrived within this many ms, one thread per CPU the server may run on "
@@ -147,7 +147,7 @@ void AddHostFlags(CLI::App* app, RawServerFlags* raw) {
   app->add_option("--max-queue-mib", raw->max_queue_mib,
                   "Per model, MiB of input bytes its queued requests may hold (tensors in client shared memory "
                   "not counted); a request that would pass it is answered RESOURCE_EXHAUSTED naming the model "
-                  "and the limit. 0 = unbounded")
+                  "and the limit, one whose inputs alone pass it INVALID_ARGUMENT. 0 = unbounded")
       ->capture_default_str()
       ->transform(IntegerIn(0, int64_t{1} << 30));
 }

@@ -279,15 +279,16 @@ absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpo
   const bool disabled = absl::AsciiStrToLower(Get(env, "OTEL_SDK_DISABLED")) == "true" || exporters == "none";
   const EnvValue insecure = FirstSet(env, {"OTEL_EXPORTER_OTLP_TRACES_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE"});
   if (!flag_endpoint.empty()) {
-    // Typed by the user for OTLP/gRPC: a malformed one is an error; the protocol and INSECURE
-    // variables do not apply (HOST:PORT is plaintext, as Jaeger's and the collector's are by default).
+    // Typed by the user for OTLP/gRPC: a malformed one is an error, even with tracing disabled; the
+    // protocol and INSECURE variables do not apply (HOST:PORT is plaintext, as Jaeger's and the
+    // collector's are by default).
+    if (absl::Status s = ParseEndpoint(flag_endpoint, /*schemeless_tls=*/false, &config.exporter); !s.ok()) return s;
     if (disabled) return config;
     if (!insecure.value.empty()) {
       setting_warnings.push_back(absl::StrCat(insecure.name, "='", insecure.value,
                                               "' has no effect on --otlp-endpoint, which is plaintext unless "
                                               "it starts with https://"));
     }
-    if (absl::Status s = ParseEndpoint(flag_endpoint, /*schemeless_tls=*/false, &config.exporter); !s.ok()) return s;
     config.enabled = true;
     config.warnings = std::move(setting_warnings);
     return config;

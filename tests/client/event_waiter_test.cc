@@ -12,6 +12,7 @@
 
 #include "common/clock.h"
 #include "gtest/gtest.h"
+#include "tests/client/cq_drain.h"
 
 namespace chronoserve::client::bench {
 namespace {
@@ -22,11 +23,7 @@ class EventWaiterTest : public ::testing::Test {
  protected:
   ~EventWaiterTest() override {
     waiter_.StopWaker();
-    cq_.Shutdown();
-    void* tag = nullptr;
-    bool ok = false;
-    while (cq_.Next(&tag, &ok)) {
-    }
+    testing::ShutDownAndDrain(cq_);  // fails, rather than waits, on an alarm left pending
   }
 
   // Waits for a send 20 ms ahead (20 polls of a lead at most, then the send's own poll): the

@@ -1,5 +1,6 @@
 #include "tests/client/subprocess.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
 
 namespace chronoserve::testing {
 
@@ -46,7 +48,14 @@ Subprocess::~Subprocess() {
   }
   if (running) {
     kill(-pid_, SIGTERM);
-    if (!WaitForExit(absl::Seconds(20)).ok()) kill(-pid_, SIGKILL);
+    if (!WaitForExit(absl::Seconds(20)).ok()) {
+      kill(-pid_, SIGKILL);
+      if (!WaitForExit(absl::Seconds(20)).ok()) {
+        ADD_FAILURE() << "pid " << pid_ << " killed, but its output had not ended 20 s later: a process "
+                      << "outside its group holds the pipe; no longer read";
+        abandon_output_.store(true);
+      }
+    }
   }
   reader_.join();
   close(fd_);
@@ -55,6 +64,14 @@ Subprocess::~Subprocess() {
 void Subprocess::ReadLoop() {
   char buf[4096];
   while (true) {
+    // Polled, so that the destructor can end a wait for output that will never end.
+    pollfd readable{fd_, POLLIN, 0};
+    const int ready = poll(&readable, 1, /*timeout_ms=*/100);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      if (abandon_output_.load()) break;
+      continue;
+    }
     const ssize_t n = read(fd_, buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,6 +42,9 @@ class Subprocess {
 
   pid_t pid_;
   int fd_;
+  // Set by the destructor when the child was killed and its output still had not ended: a process
+  // that left the child's group holds the pipe open, so the reader stops waiting for its end.
+  std::atomic<bool> abandon_output_{false};
   std::thread reader_;
   mutable absl::Mutex mu_;
   std::string output_ ABSL_GUARDED_BY(mu_);

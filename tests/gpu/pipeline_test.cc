@@ -290,7 +290,8 @@ TEST(PipelineServerTest, ConcurrentClientsEachGetTheirOwnRows) {
   for (int n : batched) total_batched += n;
   std::printf("pipelined worker: %d of %d answers came from batches of several requests\n", total_batched,
               kClients * kRequests);
-  server->Shutdown();
+  testing::BackgroundShutdown stopper(server, absl::Seconds(30));
+  ASSERT_TRUE(stopper.WaitDone(absl::Seconds(30))) << "Shutdown did not return within 30 s";
   EXPECT_EQ((*runtime)->input_arena()->live_regions(), 0u) << "every request gave its arena regions back";
 }
 

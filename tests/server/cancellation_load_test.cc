@@ -188,7 +188,8 @@ TEST_P(CancellationLoadTest, DeadlinesAndCancelledStreamsUnderLoadEndCleanlyAndT
   ASSERT_TRUE(end.has_value());
   EXPECT_TRUE(end->ok()) << end->error_message();
 
-  server->Shutdown();
+  testing::BackgroundShutdown stopper(server, kWait);
+  ASSERT_TRUE(stopper.WaitDone(kWait)) << "Shutdown did not return within " << kWait;
   const server::InputArena* arena = (*runtime)->input_arena();
   ASSERT_NE(arena, nullptr);
   EXPECT_EQ(arena->live_regions(), 0u) << "a cancelled request's region outlived it";

@@ -13,6 +13,7 @@
 #include "client/inference_client.h"
 #include "common/tensor_data.h"
 #include "server/backend/torch_backend.h"
+#include "server/core/synthetic_request.h"
 #include "server/repository/model_config_loader.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
@@ -99,6 +100,22 @@ TEST(GpuPerfOnCpuTest, TorchInstanceKeepsWarmWithAnEagerForward) {
   for (int i = 0; i < 3; ++i) {
     absl::Status status = (*instance)->KeepWarm();
     ASSERT_TRUE(status.ok()) << status;
+  }
+  // Keep-warm's forwards leave the instance serving as before: eager, and right.
+  std::mt19937_64 rng(5);
+  std::vector<std::string> outputs;
+  server::Batch batch;
+  batch.push_back(server::MakeSyntheticRequest(*spec, 3, &outputs, rng));
+  server::BatchTiming timing;
+  absl::Status executed = (*instance)->Execute(batch, &timing);
+  ASSERT_TRUE(executed.ok()) << executed;
+  EXPECT_FALSE(timing.cuda_graph);
+  const server::InputTensor& in = batch[0]->inputs[0];
+  const Tensor input{"INPUT__0", DataType::kFp32, in.shape, std::string(in.data, in.byte_size)};
+  const auto want = testing::TorchReference(repo.path() + "/policy_net/1/model.pt", {input});
+  ASSERT_EQ(outputs.size(), want.size());
+  for (size_t k = 0; k < want.size(); ++k) {
+    EXPECT_EQ(testing::ReferenceMismatch(outputs[k], want[k]), "") << "output " << k;
   }
 }
 

@@ -215,7 +215,9 @@ TEST_P(InputArenaServerTest, EveryRequestGetsItsOwnRowsAndNoRegionOutlivesItsReq
   }
   for (auto& th : threads) th.join();
   EXPECT_THAT(errors, ::testing::IsEmpty());
-  server->Shutdown();  // every accepted request answered and destroyed
+  // Every accepted request answered and destroyed; a failure, not a hang, if Shutdown does not return.
+  testing::BackgroundShutdown stopper(server, absl::Seconds(30));
+  ASSERT_TRUE(stopper.WaitDone(absl::Seconds(30))) << "Shutdown did not return within 30 s";
   for (const auto* runtime : {mlp_runtime->get(), addsub_runtime->get()}) {
     if (runtime->input_arena() != nullptr) EXPECT_EQ(runtime->input_arena()->live_regions(), 0u) << runtime->spec().name;
   }

@@ -254,9 +254,13 @@ TEST_P(ShutdownUnderLoadTest, CallsArrivingThroughShutdownAllEndAndTheServerStop
       });
     }
     const bool started = enough.WaitForNotificationWithTimeout(kWait);
-    server->Shutdown();  // with calls arriving: it must return, and the process must live
+    // With calls arriving, Shutdown must return (within kWait: a failure, not a hang, if it does not),
+    // and the process must live.
+    testing::BackgroundShutdown stopper(server, kWait);
+    const bool returned = stopper.WaitDone(kWait);
     stop.store(true);
     for (std::thread& client : clients) client.join();
+    ASSERT_TRUE(returned) << "round " << round << ": Shutdown did not return within " << kWait;
     ASSERT_TRUE(started) << "round " << round << ": only " << answered.load() << " answers before shutdown";
   }
   absl::MutexLock lock(&first_mu);

@@ -81,6 +81,12 @@ TEST(TracingConfigTest, SdkDisabledAndBadValues) {
   EXPECT_FALSE(ResolveTracingConfig("no-port", "", Env({})).ok());
   EXPECT_FALSE(ResolveTracingConfig("h:99999", "", Env({})).ok());
   EXPECT_FALSE(ResolveTracingConfig("http://h:4317/v1/traces", "", Env({})).ok());
+  // Even when the environment disables tracing: the flag is still wrong.
+  EXPECT_FALSE(ResolveTracingConfig("no-port", "", Env({{"OTEL_SDK_DISABLED", "true"}})).ok());
+  EXPECT_FALSE(ResolveTracingConfig("no-port", "", Env({{"OTEL_TRACES_EXPORTER", "none"}})).ok());
+  c = ResolveTracingConfig("collector:4317", "", Env({{"OTEL_SDK_DISABLED", "true"}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->enabled) << "a good flag with tracing disabled: off";
   // A bad OTEL_BSP_* value keeps its default, with a warning.
   c = ResolveTracingConfig("collector:4317", "", Env({{"OTEL_BSP_SCHEDULE_DELAY", "-5"}, {"OTEL_BSP_MAX_QUEUE_SIZE", "64"}}));
   ASSERT_TRUE(c.ok()) << c.status();

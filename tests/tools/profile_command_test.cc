@@ -87,6 +87,9 @@ TEST(ProfileCommandTest, FlagsBelowTheMethodologyOrMalformedExitTwo) {
       {{"--warmup-runs", "0"}, "--warmup-runs: '0' is not an integer from 1 to 1000000"},
       {{"--batch-sizes", "0"}, "--batch-sizes: '0' is not a positive integer or 'max'"},
       {{"--batch-sizes", "1,x"}, "--batch-sizes: 'x' is not a positive integer or 'max'"},
+      // Base 10 like every other flag: CLI11 alone would read 0x10 as 16.
+      {{"--seed", "0x10"}, "--seed: '0x10' is not an integer from 0 to 9223372036854775807"},
+      {{"--seed", "-1"}, "--seed: '-1' is not an integer from 0 to 9223372036854775807"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> argv = {CHRONOSERVE_BIN, "profile", dir};

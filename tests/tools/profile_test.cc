@@ -241,13 +241,15 @@ TEST(ProfileTest, VariableDimsDefaultToTheFirstWarmupSampleAndAShapeOverridesIt)
   const std::string warmup =
       R"(model_warmup [ { name: "seq7" batch_size: 1 )"
       R"(inputs { key: "INPUT__0" value { data_type: TYPE_FP32 dims: [ 7 ] random_data: true } } )"
-      R"(inputs { key: "INPUT__1" value { data_type: TYPE_FP32 dims: [ 7 ] zero_data: true } } } ])"
+      R"(inputs { key: "INPUT__1" value { data_type: TYPE_FP32 dims: [ 7 ] random_data: true } } } ])"
       "\n";
   auto report = ProfileAddSub(warmup, {});
   ASSERT_TRUE(report.ok()) << report.status();
   ASSERT_EQ(report->inputs.size(), 2u);
   EXPECT_THAT(report->inputs[0].dims, ElementsAre(7));
   EXPECT_EQ(report->inputs[0].source, "model_warmup 'seq7'");
+  EXPECT_THAT(report->inputs[1].dims, ElementsAre(7));
+  EXPECT_EQ(report->inputs[1].source, "model_warmup 'seq7'");
 
   // A --shape wins over the sample.
   auto both = ProfileAddSub(warmup, {{"INPUT__0", {3}}, {"INPUT__1", {3}}});

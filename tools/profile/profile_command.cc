@@ -1,6 +1,7 @@
 #include "tools/profile/profile_command.h"
 
 #include <iostream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -53,7 +54,9 @@ int RunProfileCommand(int argc, char** argv) {
   app.add_option("--mistakes-batch-size", options.mistakes_batch_size,
                  "Batch size of the timing-mistakes table, at most max_batch_size (default: the largest profiled)")
       ->transform(IntegerIn(1, 1 << 30));
-  app.add_option("--seed", options.seed, "Seed of the random inputs")->capture_default_str();
+  app.add_option("--seed", options.seed, "Seed of the random inputs")
+      ->capture_default_str()
+      ->transform(IntegerIn(0, std::numeric_limits<int64_t>::max()));  // base 10, as every other flag
   app.add_flag("--no-graphs", no_graphs, "Skip the CUDA-graph mode");
   app.add_flag("--no-exact-timing", no_exact,
                "Skip the eager_exact mode (exact device timing: stream held until each batch is enqueued)");
