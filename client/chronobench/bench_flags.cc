@@ -38,19 +38,26 @@ void AddBenchFlags(CLI::App* app, RawFlags* raw) {
   app->add_option("--timeout-ms", o.target.timeout_ms, "Per-request deadline in ms (0 = none)")
       ->capture_default_str()
       ->transform(IntegerIn(0, kDayMs));
-  app->add_option("--concurrency-range", raw->concurrency_range,
-                  "Closed loop: START:END:STEP requests in flight (default 1)");
-  app->add_option("--request-rate-range", raw->request_rate_range,
-                  "Open loop: START:END:STEP requests/s, timed from each request's intended send time");
+  // A range's value through each(): `raw` records that the flag was given, an empty value included.
+  auto range = [](std::optional<std::string>* field) {
+    return [field](const std::string& value) { *field = value; };
+  };
+  app->add_option_function<std::string>("--concurrency-range", range(&raw->concurrency_range),
+                                        "Closed loop: START:END:STEP requests in flight (default 1)");
+  app->add_option_function<std::string>("--request-rate-range", range(&raw->request_rate_range),
+                                        "Open loop: START:END:STEP requests/s, timed from each request's intended "
+                                        "send time");
   app->add_option("--request-distribution", raw->request_distribution, "Open-loop send times: constant|poisson")
       ->capture_default_str();
-  app->add_option("--idle-gap-range", raw->idle_gap_range,
-                  "Interval mode: START:END:STEP ms of idle time before each request (one at a time)");
+  app->add_option_function<std::string>("--idle-gap-range", range(&raw->idle_gap_range),
+                                        "Interval mode: START:END:STEP ms of idle time before each request (one "
+                                        "at a time)");
   app->add_option("-b,--batch-size", raw->batch_size, "Samples per request (not with --batch-range)")
       ->capture_default_str()
       ->transform(IntegerIn(1, kMaxItems))
       ->each([raw](const std::string&) { raw->batch_size_given = true; });
-  app->add_option("--batch-range", raw->batch_range, "Batch sweep: START:END:STEP samples per request");
+  app->add_option_function<std::string>("--batch-range", range(&raw->batch_range),
+                                        "Batch sweep: START:END:STEP samples per request");
   app->add_option("--threads", o.load.threads, "Client worker threads (0 = min(cores, 8))")
       ->capture_default_str()
       ->transform(IntegerIn(0, 1024));
@@ -114,19 +121,19 @@ void AddBenchFlags(CLI::App* app, RawFlags* raw) {
 
 absl::StatusOr<BenchOptions> ResolveFlags(const RawFlags& raw) {
   BenchOptions o = raw.options;
-  const int modes = !raw.concurrency_range.empty() + !raw.request_rate_range.empty() + !raw.idle_gap_range.empty();
+  const int modes = raw.concurrency_range.has_value() + raw.request_rate_range.has_value() + raw.idle_gap_range.has_value();
   if (modes > 1) {
     return absl::InvalidArgumentError(
         "give one of --concurrency-range, --request-rate-range, --idle-gap-range");
   }
-  if (!raw.request_rate_range.empty()) {
+  if (raw.request_rate_range.has_value()) {
     o.load.mode = LoadMode::kRate;
-    ASSIGN_OR_RETURN(o.load.rates, ParseRange("request-rate-range", raw.request_rate_range));
-  } else if (!raw.idle_gap_range.empty()) {
+    ASSIGN_OR_RETURN(o.load.rates, ParseRange("request-rate-range", *raw.request_rate_range));
+  } else if (raw.idle_gap_range.has_value()) {
     o.load.mode = LoadMode::kIdleGap;
-    ASSIGN_OR_RETURN(o.load.idle_gaps_ms, ParseRange("idle-gap-range", raw.idle_gap_range));
-  } else if (!raw.concurrency_range.empty()) {
-    ASSIGN_OR_RETURN(o.load.concurrency, ParseIntRange("concurrency-range", raw.concurrency_range));
+    ASSIGN_OR_RETURN(o.load.idle_gaps_ms, ParseRange("idle-gap-range", *raw.idle_gap_range));
+  } else if (raw.concurrency_range.has_value()) {
+    ASSIGN_OR_RETURN(o.load.concurrency, ParseIntRange("concurrency-range", *raw.concurrency_range));
   }
   if (raw.request_distribution == "constant") {
     o.load.distribution = Distribution::kConstant;
@@ -142,12 +149,12 @@ absl::StatusOr<BenchOptions> ResolveFlags(const RawFlags& raw) {
         "loop sends on each completion and --idle-gap-range after its gap");
   }
   if (raw.batch_size < 1) return absl::InvalidArgumentError("-b/--batch-size must be >= 1");
-  if (raw.batch_size_given && !raw.batch_range.empty()) {
+  if (raw.batch_size_given && raw.batch_range.has_value()) {
     return absl::InvalidArgumentError("give -b/--batch-size or --batch-range, not both");
   }
   o.load.batch_sizes = {raw.batch_size};
-  if (!raw.batch_range.empty()) {
-    ASSIGN_OR_RETURN(o.load.batch_sizes, ParseIntRange("batch-range", raw.batch_range, kMaxItems));
+  if (raw.batch_range.has_value()) {
+    ASSIGN_OR_RETURN(o.load.batch_sizes, ParseIntRange("batch-range", *raw.batch_range, kMaxItems));
     o.load.batch_sweep = true;
   }
   if (raw.shared_memory == "none") {

@@ -3,6 +3,7 @@
 #ifndef CHRONOSERVE_CLIENT_CHRONOBENCH_BENCH_FLAGS_H_
 #define CHRONOSERVE_CLIENT_CHRONOBENCH_BENCH_FLAGS_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,13 +17,15 @@ namespace chronoserve::client::bench {
 // The flags as typed, before range / shape parsing.
 struct RawFlags {
   BenchOptions options;  // plain-valued flags land here directly
-  std::string concurrency_range;
-  std::string request_rate_range;
+  // The ranges as typed; a range is given when its flag was on the command line, even with an empty
+  // value (a script's unset variable), which its parse then refuses.
+  std::optional<std::string> concurrency_range;
+  std::optional<std::string> request_rate_range;
   std::string request_distribution = "constant";
-  std::string idle_gap_range;
+  std::optional<std::string> idle_gap_range;
   int64_t batch_size = 1;
   bool batch_size_given = false;  // -b was on the command line (it may not go with --batch-range)
-  std::string batch_range;
+  std::optional<std::string> batch_range;
   std::string percentiles = "50,90,95,99,99.9";
   std::vector<std::string> shapes;
   std::string shared_memory = "none";

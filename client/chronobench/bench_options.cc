@@ -125,16 +125,18 @@ absl::Status ValidateOptions(const BenchOptions& o) {
   if (o.load.mode == LoadMode::kRate) {
     for (double r : o.load.rates) {
       if (!(r >= kMinRatePerS && r <= kMaxRatePerS)) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "--request-rate-range: %g is not a rate from %g to %g requests/s", r, kMinRatePerS, kMaxRatePerS));
+        return absl::InvalidArgumentError(absl::StrCat("--request-rate-range: ", ExactNumber(r),
+                                                       " is not a rate from ", ExactNumber(kMinRatePerS), " to ",
+                                                       ExactNumber(kMaxRatePerS), " requests/s"));
       }
     }
   }
   if (o.load.mode == LoadMode::kIdleGap) {
     for (double gap_ms : o.load.idle_gaps_ms) {
       if (!(gap_ms >= 0 && gap_ms <= kMaxIdleGapMs)) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "--idle-gap-range: %g ms is not an idle gap from 0 to %g ms (a day)", gap_ms, kMaxIdleGapMs));
+        return absl::InvalidArgumentError(absl::StrCat("--idle-gap-range: ", ExactNumber(gap_ms),
+                                                       " ms is not an idle gap from 0 to ", ExactNumber(kMaxIdleGapMs),
+                                                       " ms (a day)"));
       }
     }
   }

@@ -84,7 +84,9 @@ nlohmann::json RunToJson(const PointResult& p, const BenchReport& report, const 
   nlohmann::json windows = nlohmann::json::array();
   for (const auto& w : p.windows) {
     windows.push_back({{"duration_s", w.duration_s}, {"requests", w.successes + w.errors}, {"errors", w.errors},
-                       {"throughput_rps", w.throughput_rps}, {"e2e_p50_us", Us(w.p50_ns)},
+                       {"throughput_rps", w.throughput_rps},
+                       // A window that measured no request has no p50: null, never 0.
+                       {"e2e_p50_us", w.successes + w.errors > 0 ? nlohmann::json(Us(w.p50_ns)) : nlohmann::json()},
                        {"client_cpu_busiest", w.client_cpu_busiest}});
   }
   run["windows"] = windows;

@@ -1,6 +1,7 @@
 #include "client/chronobench/request_factory.h"
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <optional>
@@ -69,12 +70,19 @@ absl::Status AppendElement(DataType type, double v, std::string* out) {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const nlohmann::json>> ReadInputDataFile(const std::string& path) {
+  // An ifstream opens a directory without complaint and fails only on the first read.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat("--input-data '", path, "': is a directory, not a JSON file"));
+  }
   std::ifstream file(path);
   if (!file) return absl::InvalidArgumentError(absl::StrCat("--input-data: cannot open '", path, "'"));
   try {
     return std::make_shared<const nlohmann::json>(nlohmann::json::parse(file));
   } catch (const nlohmann::json::parse_error& e) {
     return absl::InvalidArgumentError(absl::StrCat("--input-data ", path, ": not JSON: ", e.what()));
+  } catch (const std::exception& e) {  // a read that failed (std::ios_base::failure)
+    return absl::InvalidArgumentError(absl::StrCat("--input-data '", path, "': cannot read it: ", e.what()));
   }
 }
 

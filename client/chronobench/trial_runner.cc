@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <tuple>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -198,6 +200,9 @@ std::optional<std::string> BusyClientWarning(const PointResult& point, int threa
     busiest = std::max(busiest, windows[i].client_cpu_busiest);
   }
   if (busiest <= 0.9) return std::nullopt;
+  // Failed calls return at once, so a client sending into errors is always busy: not the client's fault.
+  const LatencyRecorder& r = point.recorder;
+  if (r.errors() > 0 && r.errors() >= r.successes()) return std::nullopt;
   // More threads give more workers only in open loop and in a closed loop with more requests in
   // flight than threads (PlanWorkers); else each worker's own work a request is the limit.
   const PointSpec& spec = point.spec;
@@ -212,17 +217,57 @@ std::optional<std::string> BusyClientWarning(const PointResult& point, int threa
 std::optional<std::string> UnansweredWarning(const PointResult& point) {
   const Histogram& e2e = point.recorder.metric(Metric::kE2e);
   const int64_t unanswered = point.unanswered_at_end + point.unsent_at_end;
-  if (unanswered == 0 || point.oldest_unanswered_ns <= e2e.max()) return std::nullopt;
+  const bool none_measured = e2e.count() == 0;
+  if (unanswered == 0 || (!none_measured && point.oldest_unanswered_ns <= e2e.max())) return std::nullopt;
   const std::string which =
       point.unsent_at_end == 0
           ? "cancelled, in no window"
           : absl::StrFormat("%d in flight, cancelled; %d due by the schedule but never sent, the client behind it; "
                             "in no window",
                             point.unanswered_at_end, point.unsent_at_end);
-  return absl::StrFormat(
-      "%d requests were still unanswered when the point ended (%s); the oldest had waited %.3f ms, longer than "
-      "the reported e2e max %.3f ms: the reported tail is understated",
-      unanswered, which, point.oldest_unanswered_ns / 1e6, e2e.max() / 1e6);
+  const std::string against =
+      none_measured ? "and the point reports no e2e at all: its latency is unknown, not low"
+                    : absl::StrFormat("longer than the reported e2e max %.3f ms: the reported tail is understated",
+                                      e2e.max() / 1e6);
+  return absl::StrFormat("%d requests were still unanswered when the point ended (%s); the oldest had waited %.3f ms, %s",
+                         unanswered, which, point.oldest_unanswered_ns / 1e6, against);
+}
+
+std::optional<std::string> NothingMeasuredWarning(const PointResult& point) {
+  const LatencyRecorder& r = point.recorder;
+  if (r.successes() + r.errors() > 0) return std::nullopt;
+  std::string why;
+  switch (point.spec.mode) {
+    case LoadMode::kRate:
+      why = "no request whose send time came in them was answered: the client may be too far behind its schedule "
+            "(see unsent_at_end; lower the rate or give chronobench more CPU), or the server too slow";
+      break;
+    case LoadMode::kIdleGap:
+      why = "a window may be shorter than the gap and a response (raise --measurement-interval or "
+            "--measurement-request-count)";
+      break;
+    case LoadMode::kConcurrency:
+      why = "no request sent in them was answered (a server slower than the windows: raise "
+            "--measurement-interval or --measurement-request-count)";
+      break;
+  }
+  return absl::StrCat("no request was measured in the reported windows: ", why);
+}
+
+std::optional<absl::Status> EveryRequestFailed(const PointResult& point) {
+  const LatencyRecorder& r = point.recorder;
+  if (r.successes() > 0 || r.errors() == 0) return std::nullopt;
+  int code = 0;
+  int64_t most = 0;
+  std::string codes;
+  for (const auto& [c, n] : r.errors_by_code()) {
+    absl::StrAppend(&codes, codes.empty() ? "" : ", ", GrpcCodeName(c), " ", n);
+    if (n > most) std::tie(code, most) = std::make_pair(c, n);
+  }
+  return absl::Status(static_cast<absl::StatusCode>(code),
+                      absl::StrCat(point.spec.Label(), ": every one of the ", r.errors(),
+                                   " requests measured failed (", codes,
+                                   "): the server went away or refuses this load; the sweep stops here"));
 }
 
 std::optional<std::string> LateAlarmWarning(const PointResult& point) {
@@ -363,6 +408,8 @@ absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::Mod
     result->send_waits_woken += w->SendWaitsWoken();
     result->send_waits_past_deadline += w->SendWaitsPastDeadline();
   }
+  if (std::optional<absl::Status> failed = EveryRequestFailed(*result)) return *std::move(failed);
+  if (std::optional<std::string> nothing = NothingMeasuredWarning(*result)) result->warnings.push_back(*std::move(nothing));
   if (std::optional<std::string> unanswered = UnansweredWarning(*result)) {
     result->warnings.push_back(*std::move(unanswered));
   }

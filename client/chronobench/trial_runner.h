@@ -112,14 +112,24 @@ bool WindowsAreStable(const std::vector<WindowSummary>& windows, double percenta
 // always has, are no reason to warn).
 std::optional<std::string> UnansweredWarning(const PointResult& point);
 
+// A warning when the reported windows hold no request at all (every figure of the point is then
+// absent), saying what may have caused it for the point's load mode. Nullopt otherwise.
+std::optional<std::string> NothingMeasuredWarning(const PointResult& point);
+
+// A point whose every measured request failed (the server killed, refusing the load) is not a
+// measurement: the status (the most frequent failure's code, the point's label and the counts by
+// code) that fails the point and stops the sweep, so chronobench exits 1. Nullopt when any request
+// succeeded or none was measured.
+std::optional<absl::Status> EveryRequestFailed(const PointResult& point);
+
 // A warning when the workers' send-time alarms lost to gRPC's millisecond-rounded deadline in more
 // than a third of the waits the two ended (at least 10 of them): the client's own threads got no
 // CPU in time, so sends were late by up to a millisecond (schedule_lag) through no fault of the
 // server. Nullopt otherwise (a working waker on a loaded 2-core VM lost 2-10 % of its waits).
 std::optional<std::string> LateAlarmWarning(const PointResult& point);
 
-// A warning when a client worker thread was over 90 % busy in a reported window: the client may be
-// the limit. It says to raise --threads only where that adds workers (open loop; a closed loop with
+// A warning when a client worker thread was over 90 % busy in a reported window (and most requests
+// did not fail, which return at once and keep any client busy): the client may be the limit. It says to raise --threads only where that adds workers (open loop; a closed loop with
 // more in flight than `threads`); else the client's CPUs are the limit. Nullopt otherwise.
 std::optional<std::string> BusyClientWarning(const PointResult& point, int threads);
 

@@ -233,6 +233,16 @@ TEST(BenchFlagsTest, FailsFastOnBadCombinations) {
     ASSERT_FALSE(both.ok()) << b;
     EXPECT_THAT(std::string(both.status().message()), HasSubstr("-b/--batch-size or --batch-range, not both"));
   }
+  // A range flag given an empty value (a script's unset variable) is refused, naming it, not taken as
+  // absent: it would have measured another load mode.
+  for (const char* flag : {"--concurrency-range", "--request-rate-range", "--idle-gap-range", "--batch-range"}) {
+    auto empty = ParseBenchFlags({"cb", "-m", "m", flag, ""});
+    ASSERT_FALSE(empty.ok()) << flag;
+    EXPECT_THAT(std::string(empty.status().message()), HasSubstr(std::string(flag) + " '': ")) << flag;
+  }
+  auto empty_second = ParseBenchFlags({"cb", "-m", "m", "--concurrency-range", "4", "--request-rate-range", ""});
+  ASSERT_FALSE(empty_second.ok());
+  EXPECT_THAT(std::string(empty_second.status().message()), HasSubstr("give one of"));
   auto twice = ParseBenchFlags({"cb", "-m", "m", "--shape", "IN:4,2", "--shape", "IN:8,2"});
   ASSERT_FALSE(twice.ok());
   EXPECT_THAT(std::string(twice.status().message()), HasSubstr("input 'IN' was given a shape already"));
@@ -261,11 +271,14 @@ TEST(BenchFlagsTest, RejectsNonFiniteFractionsNamingTheFlag) {
 // the flag and the range; the bounds themselves are accepted.
 TEST(BenchFlagsTest, RatesAndIdleGapsAreBounded) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
-      {{"cb", "-m", "m", "--request-rate-range", "1e-11"}, "from 0.001 to 1e+09 requests/s"},
+      {{"cb", "-m", "m", "--request-rate-range", "1e-11"}, "from 0.001 to 1000000000 requests/s"},
+      // Just past a bound: the value as given, not rounded onto the bound it passes.
+      {{"cb", "-m", "m", "--request-rate-range", "1000000000.5"}, "1000000000.5 is not a rate from 0.001 to 1000000000"},
+      {{"cb", "-m", "m", "--idle-gap-range", "86400000.4"}, "86400000.4 ms is not an idle gap from 0 to 86400000 ms"},
       {{"cb", "-m", "m", "--request-rate-range", "0"}, "--request-rate-range"},
       {{"cb", "-m", "m", "--request-rate-range", "1e10"}, "--request-rate-range"},
       {{"cb", "-m", "m", "--request-rate-range", "100:2e9:1e9"}, "--request-rate-range"},
-      {{"cb", "-m", "m", "--idle-gap-range", "1e13"}, "from 0 to 8.64e+07 ms (a day)"},
+      {{"cb", "-m", "m", "--idle-gap-range", "1e13"}, "from 0 to 86400000 ms (a day)"},
       {{"cb", "-m", "m", "--idle-gap-range", "0:1e8:5e7"}, "--idle-gap-range"},
   };
   for (const auto& [args, text] : bad) {

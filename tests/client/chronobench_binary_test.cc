@@ -335,6 +335,36 @@ TEST_F(ChronobenchE2eTest, FailedPointKeepsThePointsBeforeItInTheReports) {
   EXPECT_NE(ReadAll(html).find("\"failed_point\""), std::string::npos) << "the HTML inlines the partial report";
 }
 
+// A server killed after the first point: the second point's requests all fail at once. That is not a
+// measurement: the point fails (its message counts the failures by code), the sweep stops, the
+// reports keep the first point, and chronobench exits 1, not 0 with a row of errors.
+TEST_F(ChronobenchE2eTest, AServerKilledBetweenPointsFailsTheNextPoint) {
+  auto started = StartTestServer(*dir_ + "/models");
+  ASSERT_TRUE(started.ok()) << started.status();
+  Subprocess& server = *started->process;
+  const std::string json = *dir_ + "/killed.json";
+  // 2000 warm-up requests take the second point a good part of a second at least: the kill lands in
+  // them, so that no request of its windows can have been answered.
+  auto bench = Subprocess::Start({CHRONOBENCH_BIN, "-m", "mlp", "-u", started->url, "--concurrency-range", "1:2",
+                                  "-p", "100", "--max-trials", "3", "--warmup-requests", "2000", "--json", json});
+  ASSERT_TRUE(bench.ok()) << bench.status();
+  const absl::Status first_point = (*bench)->WaitForOutput("concurrency 1, batch 1", absl::Seconds(120));
+  server.Signal(SIGKILL);
+  auto exited = (*bench)->WaitForExit(absl::Seconds(120));
+  ASSERT_TRUE(first_point.ok()) << first_point;
+  ASSERT_TRUE(exited.ok()) << exited.status();
+  const std::string output = (*bench)->output();
+  EXPECT_EQ(*exited, 1) << output;
+  const auto report = nlohmann::json::parse(ReadAll(json), nullptr, false);
+  ASSERT_FALSE(report.is_discarded()) << ReadAll(json);
+  ASSERT_EQ(report["runs"].size(), 1u);
+  ASSERT_TRUE(report.contains("failed_point")) << report.dump().substr(0, 2000);
+  EXPECT_EQ(report["failed_point"]["label"], "concurrency 2, batch 1");
+  const std::string message = report["failed_point"]["message"].get<std::string>();
+  EXPECT_NE(message.find("concurrency 2, batch 1: every one of the"), std::string::npos) << message;
+  EXPECT_NE(message.find("requests measured failed (UNAVAILABLE"), std::string::npos) << message;
+}
+
 // A server started with --request-timing off: e2e and throughput as usual, every server column
 // empty (null in the JSON, "-" on the console), and a warning that says why.
 TEST_F(ChronobenchE2eTest, ServerWithoutTimingLeavesServerColumnsEmpty) {

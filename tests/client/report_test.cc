@@ -19,6 +19,7 @@
 #include "client/chronobench/json_report.h"
 #include "client/chronobench/latency_recorder.h"
 #include "client/chronobench/trial_runner.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/client/csv_parse.h"
 #include "tests/client/report_fixtures.h"
@@ -27,6 +28,8 @@
 namespace chronoserve::client::bench {
 namespace {
 
+using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::Column;
 using testing::MakePoint;
 using testing::MakeReport;
@@ -347,6 +350,61 @@ TEST(ReportTest, UnansweredAtEndIsCountedAndWarnedAboutWhenPastTheTail) {
   EXPECT_EQ(Summary(report).find("unsent_at_end"), std::string::npos) << "none was unsent: " << Summary(report);
   EXPECT_EQ(json["runs"][1]["unsent_at_end"], 0);
   EXPECT_EQ((*rows)[2][Column((*rows)[0], "unsent_at_end")], "0");
+}
+
+// A point whose windows measured nothing: a warning that says so (and why it may be, by mode), the
+// unanswered warning without an e2e max it could be compared with, and null window p50s in the JSON.
+TEST(ReportTest, APointThatMeasuredNothingSaysSo) {
+  BenchReport report = MakeReport(LoadMode::kRate);
+  PointResult& p = report.points[0];
+  p.recorder = LatencyRecorder();
+  p.recorder.Allocate();
+  p.windows = {{0.5, 0, 0, 0, 0, 0.4}};
+  p.unsent_at_end = 171506;
+  p.oldest_unanswered_ns = 4'285'297'000;
+  const std::optional<std::string> nothing = NothingMeasuredWarning(p);
+  ASSERT_TRUE(nothing.has_value());
+  EXPECT_THAT(*nothing, HasSubstr("no request was measured in the reported windows"));
+  EXPECT_THAT(*nothing, HasSubstr("unsent_at_end")) << "open loop: the client behind its schedule";
+  const std::optional<std::string> unanswered = UnansweredWarning(p);
+  ASSERT_TRUE(unanswered.has_value());
+  EXPECT_THAT(*unanswered, HasSubstr("171506 requests were still unanswered"));
+  EXPECT_THAT(*unanswered, HasSubstr("the oldest had waited 4285.297 ms, and the point reports no e2e at all"));
+  EXPECT_THAT(*unanswered, Not(HasSubstr("e2e max 0.000")));
+  EXPECT_FALSE(EveryRequestFailed(p).has_value()) << "nothing failed either";
+  p.spec.mode = LoadMode::kIdleGap;
+  EXPECT_THAT(*NothingMeasuredWarning(p), HasSubstr("--measurement-interval"));
+  EXPECT_FALSE(NothingMeasuredWarning(report.points[1]).has_value());
+
+  const nlohmann::json json = ReportToJson(report);
+  EXPECT_TRUE(json["runs"][0]["windows"][0]["e2e_p50_us"].is_null()) << json["runs"][0]["windows"];
+  EXPECT_EQ(json["runs"][1]["windows"][0]["e2e_p50_us"], 150.0);
+}
+
+// Every request of a point failed (a server killed): the point fails with the most frequent code and
+// the counts by code, and the busy-client warning, which failed calls would trip, says nothing.
+TEST(ReportTest, APointWhoseEveryRequestFailedIsAFailure) {
+  PointResult p = MakePoint(LoadMode::kConcurrency, 1, 1000);
+  EXPECT_FALSE(EveryRequestFailed(p).has_value()) << "1000 OK beside one failure";
+  p.recorder = LatencyRecorder();
+  p.recorder.Allocate();
+  for (int code : {14, 14, 14, 4}) {
+    RequestRecord failed;
+    failed.intended_ns = failed.sent_ns = 1'000;
+    failed.done_ns = 8'000;
+    failed.grpc_code = code;
+    p.recorder.Record(failed);
+  }
+  const std::optional<absl::Status> status = EveryRequestFailed(p);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(status->code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(status->message()),
+              HasSubstr("concurrency 4, batch 1: every one of the 4 requests measured failed ("));
+  EXPECT_THAT(std::string(status->message()), HasSubstr("UNAVAILABLE 3"));
+  EXPECT_THAT(std::string(status->message()), HasSubstr("DEADLINE_EXCEEDED 1"));
+  p.reported_windows = 1;
+  p.windows[0].client_cpu_busiest = 0.99;
+  EXPECT_FALSE(BusyClientWarning(p, 4).has_value()) << "failed calls return at once: not the client's limit";
 }
 
 // An open loop behind its schedule at the end of a point: the send times that had come but were

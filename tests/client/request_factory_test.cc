@@ -165,6 +165,14 @@ TEST(RequestFactoryTest, InputDataFileValuesAreCheckedAgainstTheInputsType) {
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("--input-data: cannot open '" + path + "'"), std::string::npos)
       << missing.status();
+
+  // A directory opens as a stream and fails on its first read: a flag error too, not an abort.
+  const std::string dir = ::testing::TempDir();
+  auto directory = ParseBenchFlags({"cb", "-m", "m", "--input-data", dir});
+  ASSERT_FALSE(directory.ok());
+  EXPECT_EQ(directory.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(directory.status().message().find("is a directory, not a JSON file"), std::string::npos)
+      << directory.status();
 }
 
 }  // namespace
