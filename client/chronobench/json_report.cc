@@ -198,8 +198,10 @@ std::string ReportToCsv(const BenchReport& report) {
                            absl::StrCat(p.unanswered_at_end)});
     for (int m = 0; m < kMetricCount; ++m) {
       const Histogram& h = r.metric(static_cast<Metric>(m));
-      for (double pc : percentiles) row.push_back(h.count() > 0 ? Num(Us(h.ValueAtPercentile(pc))) : "");
-      row.push_back(h.count() > 0 ? Num(Us(h.mean())) : "");
+      // As the JSON: e2e_actual_send only in open loop (elsewhere it is e2e itself).
+      const bool present = h.count() > 0 && (static_cast<Metric>(m) != Metric::kE2eActualSend || p.spec.mode == LoadMode::kRate);
+      for (double pc : percentiles) row.push_back(present ? Num(Us(h.ValueAtPercentile(pc))) : "");
+      row.push_back(present ? Num(Us(h.mean())) : "");
     }
     row.push_back(r.batch_size_responses() > 0 ? Num(r.items_per_batch()) : "");
     row.push_back(absl::StrCat(p.unsent_at_end));
@@ -245,11 +247,18 @@ absl::Status CheckWritable(const std::string& flag, const std::string& path) {
 }
 
 absl::Status WriteFile(const std::string& path, const std::string& contents) {
+  errno = 0;
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  if (!file) return absl::InternalError(absl::StrCat("cannot open '", path, "' for writing"));
+  if (!file) {
+    return absl::InternalError(absl::StrCat("cannot open '", path, "' for writing",
+                                            errno != 0 ? absl::StrCat(" (", std::strerror(errno), ")") : ""));
+  }
   file << contents;
   file.close();
-  if (!file) return absl::InternalError(absl::StrCat("failed writing '", path, "'"));
+  if (!file) {
+    return absl::InternalError(absl::StrCat("failed writing '", path, "'",
+                                            errno != 0 ? absl::StrCat(" (", std::strerror(errno), ")") : ""));
+  }
   return absl::OkStatus();
 }
 

@@ -35,11 +35,19 @@ absl::Status WriteOutputs(const BenchOptions& options, const BenchReport& report
   auto note = [&failures](const absl::Status& s) {
     if (!s.ok()) absl::StrAppend(&failures, failures.empty() ? "" : "; ", s.message());
   };
-  if (!options.output.json_path.empty()) note(WriteFile(options.output.json_path, json.dump(2) + "\n"));
-  if (!options.output.csv_path.empty()) note(WriteFile(options.output.csv_path, ReportToCsv(report)));
+  auto write = [&note](const char* flag, const std::string& path, const std::string& contents) {
+    const absl::Status written = WriteFile(path, contents);
+    note(written.ok() ? written : absl::Status(written.code(), absl::StrCat(flag, ": ", written.message())));
+  };
+  if (!options.output.json_path.empty()) write("--json", options.output.json_path, json.dump(2) + "\n");
+  if (!options.output.csv_path.empty()) write("--csv", options.output.csv_path, ReportToCsv(report));
   if (!options.output.html_path.empty()) {
     auto chart_js = LoadChartJs();
-    note(chart_js.ok() ? WriteFile(options.output.html_path, RenderHtml(json, *chart_js)) : chart_js.status());
+    if (chart_js.ok()) {
+      write("--html", options.output.html_path, RenderHtml(json, *chart_js));
+    } else {
+      note(chart_js.status());
+    }
   }
   return failures.empty() ? absl::OkStatus() : absl::InternalError(failures);
 }

@@ -61,7 +61,7 @@ struct PointResult {
   double items_per_s = 0;     // throughput_rps * batch size
   int64_t traced = 0;         // of the reported windows' requests, those that carried a traceparent
   // Requests still in flight when the point ended: cancelled, recorded in no window (closed loop
-  // always leaves its concurrency in flight), and how long the oldest of them had waited (as e2e).
+  // leaves up to its concurrency in flight), and how long the oldest of them had waited (as e2e).
   int64_t unanswered_at_end = 0;
   // Open loop: send times of the schedule that had come when the point ended but were never sent
   // (the client was behind it), in no window either. oldest_unanswered_ns covers them too.

@@ -49,6 +49,11 @@ TEST(ReportTest, JsonFollowsTheSchema) {
     EXPECT_EQ(json["saturation"]["batch_size"], 2);
     // Open loop also reports latency from the actual send and the schedule lag.
     EXPECT_EQ(run["latency_us"].contains("e2e_actual_send"), mode == LoadMode::kRate);
+    // The CSV says the same: its e2e_actual_send columns are empty outside open loop.
+    const auto rows = ParseCsv(ReportToCsv(MakeReport(mode)));
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    EXPECT_EQ((*rows)[1][Column((*rows)[0], "e2e_actual_send_p50_us")].empty(), mode != LoadMode::kRate);
+    EXPECT_FALSE((*rows)[1][Column((*rows)[0], "e2e_p50_us")].empty());
     if (mode == LoadMode::kRate) {
       EXPECT_NEAR(run["schedule_lag_us"]["p50"].get<double>(), 20.0, 0.02);
       EXPECT_GT(run["latency_us"]["e2e"]["p50"].get<double>(), run["latency_us"]["e2e_actual_send"]["p50"].get<double>());
@@ -531,6 +536,10 @@ TEST(ReportTest, CheckWritableNamesTheFlagAndWhatIsWrong) {
   struct stat st;
   EXPECT_NE(::stat(fresh.c_str(), &st), 0) << "checking must not create the file";
   ASSERT_TRUE(WriteFile(fresh, "{}\n").ok());
+  // A write that fails says why (errno's text), beside the path.
+  const absl::Status unwritable = WriteFile(dir + "/no/such/dir/r.json", "{}\n");
+  EXPECT_FALSE(unwritable.ok());
+  EXPECT_NE(unwritable.message().find("No such file or directory"), std::string::npos) << unwritable;
   EXPECT_TRUE(CheckWritable("--json", fresh).ok()) << "an existing file is replaced";
 
   const absl::Status missing = CheckWritable("--csv", dir + "/no/such/dir/r.csv");
