@@ -322,7 +322,7 @@ size_t SkipSpaceAndComments(absl::string_view text, size_t i) {
 
 }  // namespace
 
-std::string WithColonsBeforeLists(absl::string_view text) {
+std::string NormalizeListsForSkipping(absl::string_view text) {
   std::string out;
   out.reserve(text.size() + 32);
   bool after_colon = false;  // the last character outside spaces, comments and strings was ':'
@@ -343,11 +343,22 @@ std::string WithColonsBeforeLists(absl::string_view text) {
     } else if (absl::ascii_isalpha(static_cast<unsigned char>(c)) || c == '_') {
       size_t j = i;
       while (j < text.size() && IdentifierChar(text[j])) ++j;
-      out.append(text.data() + i, j - i);
-      // A field name (not a value after ':') followed by a list: `name [` becomes `name: [`.
+      // A field name (not a value after ':') followed by a list, with or without its colon.
       const size_t next = SkipSpaceAndComments(text, j);
-      if (!after_colon && next < text.size() && text[next] == '[') out.push_back(':');
+      size_t list = next;
+      if (list < text.size() && text[list] == ':') list = SkipSpaceAndComments(text, list + 1);
+      const bool has_list = !after_colon && list < text.size() && text[list] == '[';
+      const size_t close = has_list ? SkipSpaceAndComments(text, list + 1) : text.size();
       after_colon = false;
+      if (has_list && close < text.size() && text[close] == ']') {
+        // An empty list, which the skipper cannot take (`shape: [ ]`): the same as no field at all,
+        // so the field goes, with a separator after it.
+        i = SkipSpaceAndComments(text, close + 1);
+        if (i < text.size() && (text[i] == ',' || text[i] == ';')) ++i;
+        continue;
+      }
+      out.append(text.data() + i, j - i);
+      if (has_list && list == next) out.push_back(':');  // `name [` becomes `name: [`
       i = j;
     } else {
       if (!absl::ascii_isspace(static_cast<unsigned char>(c))) after_colon = c == ':';
@@ -371,13 +382,14 @@ absl::Status ParseConfigProto(const std::string& text, const std::string& source
   if (!parser.ParseFromString(text, config)) {
     // Triton writes lists of messages without a colon (`resources [ { ... } ]`), and protobuf's text
     // parser takes that form only for fields it knows: skipping one model_config.proto leaves out
-    // (rate_limiter's resources, batch_input...), it wants `resources: [`. Read again with the
-    // colons added; if that fails too, the first reading's errors are the ones to show.
+    // (rate_limiter's resources, batch_input...), it wants `resources: [`, and it cannot skip an
+    // empty list (`reshape: { shape: [ ] }`) at all. Read again with the colons added and the empty
+    // lists dropped; if that fails too, the first reading's errors are the ones to show.
     google::protobuf::TextFormat::Parser retry;
     retry.RecordErrorsTo(&again);
     retry.AllowUnknownField(true);
     config->Clear();
-    if (!retry.ParseFromString(WithColonsBeforeLists(text), config)) {
+    if (!retry.ParseFromString(NormalizeListsForSkipping(text), config)) {
       return absl::InvalidArgumentError(
           errors.errors().empty() ? absl::StrCat(source, ": cannot parse")
                                   : absl::StrJoin(errors.errors(), "; "));

@@ -21,10 +21,11 @@ absl::StatusOr<ModelSpec> ParseModelConfig(const std::string& text, const std::s
                                            std::vector<std::string>* ignored_fields);
 
 // `text` with a colon after each field name that a list follows (`resources [ {...} ]` becomes
-// `resources: [ {...} ]`), outside strings and comments: the form in which protobuf's text parser
-// can skip a Triton field that model_config.proto leaves out. ParseModelConfig reads a config that
-// fails to parse again through it.
-std::string WithColonsBeforeLists(absl::string_view text);
+// `resources: [ {...} ]`) and without the fields whose list is empty (`shape: [ ]`, the same as no
+// such field), outside strings and comments: the form in which protobuf's text parser can skip a
+// Triton field that model_config.proto leaves out. ParseModelConfig reads a config that fails to
+// parse again through it.
+std::string NormalizeListsForSkipping(absl::string_view text);
 
 // Reads <model_dir>/config.pbtxt, picks the version by the version policy, and checks that the
 // model file exists. Logs ignored fields once, by name.

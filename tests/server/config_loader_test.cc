@@ -124,10 +124,12 @@ TEST(ModelConfigTest, TritonFieldsWrittenAsListsWithoutAColonAreIgnoredOrRefused
                             "  rate_limiter { resources [ { name: \"R1\" count: 4 }, { name: \"R2\" global: true count: 2 } ] "
                             "priority: 2 } }"}}) +
           "cc_model_filenames [ { key: \"7.5.0\" value: \"model.pt\" } ]\n"
-          "model_metrics { metric_control [ { metric_identifier { family: \"x\" } } ] }  # a comment [\n",
+          "model_metrics { metric_control [ { metric_identifier { family: \"x\" } } ] }  # a comment [\n"
+          "model_repository_agents { agents: [ ] }\n",
       "policy/config.pbtxt", "policy", &ignored);
   ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_THAT(ignored, ::testing::ElementsAre("rate_limiter", "cc_model_filenames", "model_metrics"));
+  EXPECT_THAT(ignored, ::testing::ElementsAre("rate_limiter", "cc_model_filenames", "model_metrics",
+                                              "model_repository_agents"));
   EXPECT_EQ(spec->max_batch_size, 64) << "the rest read as without the lists";
   ASSERT_EQ(spec->instance_groups.size(), 2u);
   EXPECT_EQ(spec->instance_groups[0].count, 2);
@@ -148,10 +150,14 @@ TEST(ModelConfigTest, TritonFieldsWrittenAsListsWithoutAColonAreIgnoredOrRefused
 }
 
 TEST(ModelConfigTest, ColonsGoBeforeListsOnlyAfterFieldNamesOutsideStringsAndComments) {
-  EXPECT_EQ(WithColonsBeforeLists("a [ { b [ 1 ] } ]"), "a: [ { b: [ 1 ] } ]");
-  EXPECT_EQ(WithColonsBeforeLists("a: [ 1 ] b:[2]"), "a: [ 1 ] b:[2]") << "already there";
-  EXPECT_EQ(WithColonsBeforeLists("kind: KIND_GPU [x] {}"), "kind: KIND_GPU [x] {}") << "a value, not a name";
-  EXPECT_EQ(WithColonsBeforeLists("s: \"a [\" t: 'b\\' [' # c [\nd # e\n ["),
+  // An empty list is dropped with its field (and a separator after it), colon or not.
+  EXPECT_EQ(NormalizeListsForSkipping("r: { shape: [ ] } a [ ] b:[  # c\n], d: 1"), "r: { }  d: 1");
+  EXPECT_EQ(NormalizeListsForSkipping("s: \"x: [ ]\" # y: [ ]\n"), "s: \"x: [ ]\" # y: [ ]\n") << "not in strings or comments";
+  EXPECT_EQ(NormalizeListsForSkipping("kind: KIND_GPU [ ]"), "kind: KIND_GPU [ ]") << "a value, not a name";
+  EXPECT_EQ(NormalizeListsForSkipping("a [ { b [ 1 ] } ]"), "a: [ { b: [ 1 ] } ]");
+  EXPECT_EQ(NormalizeListsForSkipping("a: [ 1 ] b:[2]"), "a: [ 1 ] b:[2]") << "already there";
+  EXPECT_EQ(NormalizeListsForSkipping("kind: KIND_GPU [x] {}"), "kind: KIND_GPU [x] {}") << "a value, not a name";
+  EXPECT_EQ(NormalizeListsForSkipping("s: \"a [\" t: 'b\\' [' # c [\nd # e\n ["),
             "s: \"a [\" t: 'b\\' [' # c [\nd: # e\n [");
 }
 
@@ -166,6 +172,9 @@ TEST(ModelConfigTest, ATypoOrATritonFieldThatChangesTheTensorsFailsTheLoadNaming
       {"optimization { cuda { graph: true } }\n", "unknown field 'graph' in ModelOptimizationPolicy.Cuda"},
       {"sequence_batching {}\n", "policy/config.pbtxt: field 'sequence_batching' is not supported by chronoserve"},
       {"input { name: \"extra\" data_type: TYPE_FP32 dims: [ 4 ] reshape { shape: [ 2, 2 ] } }\n",
+       "field 'reshape' is not supported by chronoserve: the model would receive other tensors"},
+      // Triton's reshape to a scalar: an empty list, which protobuf's skipper cannot take by itself.
+      {"input { name: \"extra\" data_type: TYPE_FP32 dims: [ 1 ] reshape: { shape: [ ] } }\n",
        "field 'reshape' is not supported by chronoserve: the model would receive other tensors"},
       {"input { name: \"extra\" data_type: TYPE_FP32 dims: [ 4 ] allow_ragged_batch: true }\n",
        "field 'allow_ragged_batch' is not supported by chronoserve"},
