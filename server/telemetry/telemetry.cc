@@ -86,25 +86,47 @@ void Telemetry::StartGpuMonitor() {
                << absl::FormatDuration(options_.gpu.period);
 }
 
+std::vector<std::string> MetricsListenAddresses(const std::string& host, int port) {
+  const bool ipv6 = host.find(':') != std::string::npos;
+  std::vector<std::string> addresses = {absl::StrCat(ipv6 ? absl::StrCat("[", host, "]") : host, ":", port)};
+  if (host == "::") addresses.push_back(absl::StrCat("0.0.0.0:", port));
+  if (host == "::1") addresses.push_back(absl::StrCat("127.0.0.1:", port));
+  return addresses;
+}
+
 void Telemetry::StartMetricsEndpoint() {
   if (!options_.metrics.enabled) return;
-  const std::string& host = options_.metrics.host;
-  const std::string address = absl::StrCat(host.find(':') != std::string::npos ? absl::StrCat("[", host, "]") : host,
-                                           ":", options_.metrics.port);
-  try {
-    exposer_ = std::make_unique<prometheus::Exposer>(address, 2);
-    exposer_->RegisterCollectable(registry_);
-    exposer_->RegisterCollectable(metrics_);
-    exposer_->RegisterCollectable(live_);
-    const std::vector<int> ports = exposer_->GetListeningPorts();
-    metrics_port_ = ports.empty() ? 0 : ports.front();
-    CS_LOG(INFO) << "Prometheus metrics on http://" << host << ":" << metrics_port_ << "/metrics";
-  } catch (const std::exception& e) {
-    // Metrics are not worth refusing inference for: serve without them, loudly.
-    exposer_.reset();
-    metrics_port_ = 0;
-    CS_LOG(ERROR) << "metrics endpoint disabled: cannot listen on " << address << ": " << e.what();
+  const std::vector<std::string> addresses = MetricsListenAddresses(options_.metrics.host, options_.metrics.port);
+  std::string failures;
+  for (const std::string& address : addresses) {
+    try {
+      exposer_ = std::make_unique<prometheus::Exposer>(address, 2);
+      exposer_->RegisterCollectable(registry_);
+      exposer_->RegisterCollectable(metrics_);
+      exposer_->RegisterCollectable(live_);
+      const std::vector<int> ports = exposer_->GetListeningPorts();
+      metrics_port_ = ports.empty() ? 0 : ports.front();
+      const std::string where = absl::StrCat(address.substr(0, address.rfind(':')), ":", metrics_port_);
+      if (failures.empty()) {
+        CS_LOG(INFO) << "Prometheus metrics on http://" << where << "/metrics";
+      } else {
+        CS_LOG(WARNING) << "Prometheus metrics on http://" << where << "/metrics, the IPv4 twin of --host "
+                        << options_.metrics.host << " (" << failures
+                        << "; the CivetWeb that serves /metrics here has no IPv6): gRPC listens on the IPv6 address";
+      }
+      return;
+    } catch (const std::exception& e) {
+      exposer_.reset();
+      metrics_port_ = 0;
+      absl::StrAppend(&failures, failures.empty() ? "" : "; ", "cannot listen on ", address, ": ", e.what());
+    }
   }
+  // Metrics are not worth refusing inference for: serve without them, loudly.
+  const bool ipv6 = options_.metrics.host.find(':') != std::string::npos;
+  CS_LOG(ERROR) << "metrics endpoint disabled: " << failures
+                << (ipv6 ? " (an IPv6 --host: the CivetWeb that serves /metrics may have no IPv6; --host :: or ::1 "
+                           "falls back to IPv4, another IPv6 address cannot)"
+                         : "");
 }
 
 void Telemetry::Shutdown(absl::Time deadline) {

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
@@ -61,6 +62,11 @@ struct TelemetryOptions {
   GpuMonitorOptions gpu;
   absl::Duration flush_timeout = absl::Seconds(5);  // how long shutdown may spend exporting spans
 };
+
+// The addresses /metrics tries on `host`, in order: the host itself ("[h]:port" for an IPv6 one),
+// then, for the IPv6 wildcard `::` or loopback `::1`, their IPv4 twins (0.0.0.0, 127.0.0.1): the
+// CivetWeb that serves /metrics may be built without IPv6, as Debian 12's is.
+std::vector<std::string> MetricsListenAddresses(const std::string& host, int port);
 
 class Telemetry final : public RequestObserver {
  public:

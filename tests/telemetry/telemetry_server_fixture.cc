@@ -36,17 +36,30 @@ class FakeGpu final : public server::telemetry::GpuSampler {
 
 }  // namespace
 
-std::string ScrapeMetrics(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+std::string ScrapeMetricsAt(const std::string& host, int port) {
+  const bool ipv6 = host.find(':') != std::string::npos;
+  const int fd = socket(ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
   timeval timeout{10, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  sockaddr_storage storage{};
+  socklen_t length = 0;
+  if (ipv6) {
+    auto* addr = reinterpret_cast<sockaddr_in6*>(&storage);
+    addr->sin6_family = AF_INET6;
+    addr->sin6_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET6, host.c_str(), &addr->sin6_addr);
+    length = sizeof(sockaddr_in6);
+  } else {
+    auto* addr = reinterpret_cast<sockaddr_in*>(&storage);
+    addr->sin_family = AF_INET;
+    addr->sin_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET, host.c_str(), &addr->sin_addr);
+    length = sizeof(sockaddr_in);
+  }
   std::string response;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  if (connect(fd, reinterpret_cast<sockaddr*>(&storage), length) == 0) {
+    const std::string request = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
     if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
       char buf[65536];
       ssize_t n;
@@ -57,6 +70,8 @@ std::string ScrapeMetrics(int port) {
   const size_t body = response.find("\r\n\r\n");
   return body == std::string::npos ? "" : response.substr(body + 4);
 }
+
+std::string ScrapeMetrics(int port) { return ScrapeMetricsAt("127.0.0.1", port); }
 
 std::map<std::string, double> ParseMetrics(const std::string& text) {
   std::map<std::string, double> out;

@@ -30,6 +30,8 @@ inline constexpr size_t kSpansPerRequest = 9;  // server + admit, queue, input_s
 
 // GET http://127.0.0.1:port/metrics; the body, or "" on failure (10 s receive timeout).
 std::string ScrapeMetrics(int port);
+// The same from `host`, an IPv4 or IPv6 address ("::1").
+std::string ScrapeMetricsAt(const std::string& host, int port);
 
 // Prometheus text format -> "name{k="v",...}" -> value (labels as the exposer wrote them).
 std::map<std::string, double> ParseMetrics(const std::string& text);

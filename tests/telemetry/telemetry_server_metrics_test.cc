@@ -197,5 +197,33 @@ TEST_F(TelemetryServerTest, ServesInferenceWhenTheMetricsPortIsTaken) {
   second.reset();
 }
 
+// /metrics on an IPv6 --host: tried there first; the wildcard and the loopback fall back to their
+// IPv4 twins, since the CivetWeb behind /metrics may lack IPv6 (Debian 12's does).
+TEST(MetricsListenAddressesTest, IPv6WildcardAndLoopbackFallBackToIPv4) {
+  using server::telemetry::MetricsListenAddresses;
+  EXPECT_THAT(MetricsListenAddresses("127.0.0.1", 9090), ::testing::ElementsAre("127.0.0.1:9090"));
+  EXPECT_THAT(MetricsListenAddresses("::1", 0), ::testing::ElementsAre("[::1]:0", "127.0.0.1:0"));
+  EXPECT_THAT(MetricsListenAddresses("::", 8002), ::testing::ElementsAre("[::]:8002", "0.0.0.0:8002"));
+  EXPECT_THAT(MetricsListenAddresses("fe80::1", 8002), ::testing::ElementsAre("[fe80::1]:8002"));
+}
+
+// With --host ::1 the endpoint is served (on [::1] or, without IPv6 in CivetWeb, on 127.0.0.1) and
+// answers a scrape on whichever it took.
+TEST(MetricsListenAddressesTest, AnIPv6LoopbackHostStillServesMetrics) {
+  TelemetryOptions options;
+  options.metrics.host = "::1";
+  options.metrics.port = 0;
+  options.gpu.enabled = false;
+  auto telemetry = Telemetry::Create(options);
+  ASSERT_TRUE(telemetry.ok()) << telemetry.status();
+  ASSERT_TRUE((*telemetry)->Start().ok());
+  const int port = (*telemetry)->metrics_port();
+  ASSERT_GT(port, 0) << "no /metrics on [::1] or 127.0.0.1";
+  const std::string text = ScrapeMetrics(port);  // 127.0.0.1
+  const std::string text6 = text.empty() ? testing::ScrapeMetricsAt("::1", port) : text;
+  EXPECT_NE(text6.find("# TYPE"), std::string::npos) << "a Prometheus text page";
+  (*telemetry)->Shutdown();
+}
+
 }  // namespace
 }  // namespace chronoserve
