@@ -50,7 +50,8 @@ BatchDecision DecideBatch(const std::vector<QueuedView>& queue, int64_t now_ns,
   }
 
   const int64_t deadline = queue.front().enqueued_ns + config.max_queue_delay_ns;
-  const bool delay_passed = draining || (config.max_queue_delay_ns > 0 && now_ns >= deadline);
+  const bool delay_passed =
+      draining || queue.front().synthetic || (config.max_queue_delay_ns > 0 && now_ns >= deadline);
   // Before the delay a preferred (or can-grow-no-further) prefix goes at once; after it, or with
   // no delay configured, or when the batch cannot grow, everything compatible goes.
   if (send_early > 0 && !delay_passed) return Execute(send_early);

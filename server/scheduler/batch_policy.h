@@ -29,6 +29,9 @@ struct QueuedView {
   int64_t items = 1;               // batch dim of the request
   int64_t enqueued_ns = 0;
   const std::string* shape_key = nullptr;  // requests batch together only if keys are equal
+  // The server's own (serving warm-up): at the head, it does not wait out max_queue_delay, which
+  // would hold READY back by the delay for each warm-up request that cannot fill a batch.
+  bool synthetic = false;
 };
 
 struct BatchDecision {

@@ -309,7 +309,7 @@ ModelQueue::WaitResult ModelQueue::NextBatchLocked(Batch* batch, Drops* drops,
     for (const auto* q : {&queue_, &delayed_}) {
       for (const auto& r : *q) {
         if (views.size() == BatchReach()) break;
-        views.push_back(QueuedView{r->batch_items, r->timeline.enqueued_ns, &r->shape_key()});
+        views.push_back(QueuedView{r->batch_items, r->timeline.enqueued_ns, &r->shape_key(), r->synthetic});
       }
     }
     // A closed queue drains without waiting: deciding as if every delay had passed takes whole

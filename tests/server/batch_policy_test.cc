@@ -94,5 +94,22 @@ TEST(BatchPolicyTest, DrainingTakesEverythingCompatibleUpToMaxBatchSize) {
   EXPECT_EQ(drained.count, 2u) << "never past a request of another shape";
 }
 
+// The serving warm-up's requests (synthetic) do not wait out the delay when they head the queue: each
+// of them would otherwise hold READY back by max_queue_delay. A real request at the head still waits.
+TEST(BatchPolicyTest, ASyntheticHeadGoesWithoutWaitingOutTheDelay) {
+  const BatchPolicyConfig long_window = Dynamic(8, 2'000'000'000);
+  QueuedView warmup = Q(1, 0);
+  warmup.synthetic = true;
+  const BatchDecision now = DecideBatch({warmup}, 1, long_window);
+  EXPECT_EQ(now.action, A::kExecute);
+  EXPECT_EQ(now.count, 1u);
+  const BatchDecision with_real = DecideBatch({warmup, Q(2, 1), Q(1, 2, kB)}, 3, long_window);
+  EXPECT_EQ(with_real.action, A::kExecute);
+  EXPECT_EQ(with_real.count, 2u) << "what is compatible goes with it";
+  const BatchDecision real_head = DecideBatch({Q(1, 0), warmup}, 1, long_window);
+  EXPECT_EQ(real_head.action, A::kWait);
+  EXPECT_EQ(real_head.wake_ns, 2'000'000'000);
+}
+
 }  // namespace
 }  // namespace chronoserve::server

@@ -68,6 +68,24 @@ TEST_F(ServingWarmupTest, ReachesEveryModelBeforeReadyAndIsCountedNowhere) {
   }
 }
 
+// A model with a long batching window: the warm-up's batch-1 requests cannot fill a batch, and each
+// used to wait the whole window, holding READY back 2 x 30 s here. They go at once now.
+TEST(ServingWarmupWindowTest, ALongBatchingWindowDoesNotHoldReadyBack) {
+  testing::TempDir repo("cs_serving_warmup_window");
+  examples::ModelOptions slow_window;
+  slow_window.max_batch_size = 8;
+  slow_window.max_queue_delay_us = 30'000'000;
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", slow_window).ok());
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.serving_warmup_requests = 2;
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  const server::ServingWarmupReport& report = server->serving_warmup_report();
+  EXPECT_EQ(report.sent, 6) << "2 unary at batch 1, 2 at batch 8, a stream of 2";
+  EXPECT_EQ(report.failed, 0) << report.first_error;
+  EXPECT_LT(report.elapsed_ns, int64_t{30'000'000'000}) << "a warm-up request waited out the 30 s window";
+}
+
 TEST_F(ServingWarmupTest, OffSendsNothing) {
   auto server = Start(0);
   ASSERT_NE(server, nullptr);
