@@ -20,6 +20,7 @@
 #include "server/backend/torch_backend.h"
 #include "server/grpc/server_channel.h"
 #include "server/grpc/serving_warmup.h"
+#include "server/listen_check.h"
 #include "server/model_manager.h"
 #include "server/shared_memory/region_releaser.h"
 #include "server/telemetry/telemetry.h"
@@ -205,11 +206,21 @@ absl::Status Server::Listen(int infer_threads) {
   grpc_server_ = builder.BuildAndStart();
   // BuildAndStart returns null unless every listener is bound.
   if (grpc_server_ == nullptr || port_ == 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot listen on ", address, " (in use by another process? gRPC logged the reason)",
-        unix_address.empty()
-            ? ""
-            : absl::StrCat(" and ", unix_address, " (a file that is not a socket at that path blocks the bind)")));
+    // gRPC gives no reason: probe each address for one.
+    std::string why;
+    if (const std::string tcp = WhyTcpListenFails(options_.host, options_.grpc_port); !tcp.empty()) {
+      why = absl::StrCat("cannot listen on ", address, ": ", tcp);
+    }
+    if (!unix_address.empty()) {
+      if (const std::string unix_why = WhyUnixListenFails(options_.unix_socket); !unix_why.empty()) {
+        absl::StrAppend(&why, why.empty() ? "" : "; ", "cannot listen on ", unix_address, ": ", unix_why);
+      }
+    }
+    if (why.empty()) {
+      why = absl::StrCat("cannot listen on ", address, unix_address.empty() ? "" : absl::StrCat(" and ", unix_address),
+                         " (gRPC logged the reason)");
+    }
+    return absl::UnavailableError(why);
   }
   if (!unix_address.empty()) {
     unix_socket_inode_ = SocketInode(options_.unix_socket);

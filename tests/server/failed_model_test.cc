@@ -174,7 +174,8 @@ TEST_F(FailedModelTest, APortInUseFailsTheStartNamingTheAddress) {
   const absl::Status started = (*second)->Start();
   EXPECT_EQ(started.code(), absl::StatusCode::kUnavailable) << started;
   EXPECT_THAT(std::string(started.message()),
-              HasSubstr("cannot listen on 127.0.0.1:" + std::to_string(first->port()) + " (in use by another process?"));
+              HasSubstr("cannot listen on 127.0.0.1:" + std::to_string(first->port()) +
+                        ": Address already in use (another process listens there)"));
   auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(first->port()));
   EXPECT_EQ(testing::Answer(c->ServerLive()), "true") << "the first server still serves";
   first->Shutdown();

@@ -1,0 +1,60 @@
+// Why a listener could not be bound (server/listen_check.h): each cause named, and nothing named
+// where a listener would bind. The server's own messages are tested in failed_model_test.cc and
+// unix_socket_test.cc.
+#include "server/listen_check.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/server/test_repository.h"
+
+namespace chronoserve::server {
+namespace {
+using ::testing::HasSubstr;
+
+// A listening TCP socket on 127.0.0.1 (any port), closed with the object.
+struct HeldPort {
+  int fd = -1;
+  int port = 0;
+  HeldPort() {
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 1) != 0) return;
+    socklen_t length = sizeof(addr);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length);
+    port = ntohs(addr.sin_port);
+  }
+  ~HeldPort() { close(fd); }
+};
+
+TEST(ListenCheckTest, NamesWhyATcpAddressCannotBeListenedOn) {
+  HeldPort held;
+  ASSERT_GT(held.port, 0);
+  EXPECT_THAT(WhyTcpListenFails("127.0.0.1", held.port), HasSubstr("Address already in use (another process listens there)"));
+  EXPECT_THAT(WhyTcpListenFails("nosuchhost.invalid", 8001), HasSubstr("cannot resolve 'nosuchhost.invalid'"));
+  EXPECT_THAT(WhyTcpListenFails("192.0.2.1", 8001), HasSubstr("not an address of this machine"))
+      << "TEST-NET-1, never a local address";
+  EXPECT_EQ(WhyTcpListenFails("127.0.0.1", 0), "") << "a free port binds";
+}
+
+TEST(ListenCheckTest, NamesWhyAUnixSocketCannotBeMade) {
+  testing::TempDir dir("cs_listen_check");
+  EXPECT_THAT(WhyUnixListenFails(dir.path() + "/no/such/dir/s.sock"), HasSubstr("No such file or directory"));
+  EXPECT_THAT(WhyUnixListenFails(dir.path() + "/no/such/dir/s.sock"), HasSubstr("directory '" + dir.path() + "/no/such/dir'"));
+  const std::string file = dir.path() + "/plain";
+  std::ofstream(file) << "not a socket";
+  EXPECT_THAT(WhyUnixListenFails(file), HasSubstr("a file that is not a socket is at that path"));
+  EXPECT_THAT(WhyUnixListenFails(file + "/s.sock"), HasSubstr("is not a directory"));
+  EXPECT_EQ(WhyUnixListenFails(dir.path() + "/fresh.sock"), "") << "nothing in the way";
+}
+
+}  // namespace
+}  // namespace chronoserve::server
