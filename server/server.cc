@@ -234,7 +234,9 @@ absl::Status Server::Listen(int infer_threads) {
   }
   health_ = health_service_ != nullptr ? health_service_.get() : grpc_server_->GetHealthCheckService();
   health_->SetServingStatus(false);
-  CS_LOG(INFO) << "gRPC listening on " << options_.host << ":" << port_
+  CS_LOG(INFO) << "gRPC listening on "
+               << (options_.host.find(':') != std::string::npos ? absl::StrCat("[", options_.host, "]") : options_.host)
+               << ":" << port_
                << " (KServe v2, grpc.health.v1, reflection)";
   return absl::OkStatus();
 }

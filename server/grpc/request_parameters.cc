@@ -9,14 +9,16 @@
 namespace chronoserve::server {
 namespace {
 
-const char* ParameterTypeName(const inference::InferParameter& p) {
+// What a parameter holds, for a message: "is a bool_param", or "has no value" (a map entry sent
+// without one).
+const char* ParameterGiven(const inference::InferParameter& p) {
   switch (p.parameter_choice_case()) {
-    case inference::InferParameter::kBoolParam: return "bool_param";
-    case inference::InferParameter::kInt64Param: return "int64_param";
-    case inference::InferParameter::kStringParam: return "string_param";
-    case inference::InferParameter::kDoubleParam: return "double_param";
-    case inference::InferParameter::kUint64Param: return "uint64_param";
-    default: return "no value";
+    case inference::InferParameter::kBoolParam: return "is a bool_param";
+    case inference::InferParameter::kInt64Param: return "is an int64_param";
+    case inference::InferParameter::kStringParam: return "is a string_param";
+    case inference::InferParameter::kDoubleParam: return "is a double_param";
+    case inference::InferParameter::kUint64Param: return "is a uint64_param";
+    default: return "has no value";
   }
 }
 
@@ -36,7 +38,7 @@ absl::StatusOr<int64_t> NonNegativeInteger(const ModelSpec& spec, const std::str
   }
   const std::string given = p.parameter_choice_case() == inference::InferParameter::kInt64Param
                                 ? absl::StrCat("is ", p.int64_param())
-                                : absl::StrCat("is a ", ParameterTypeName(p));
+                                : std::string(ParameterGiven(p));
   return BadParameter(spec, key, absl::StrCat(given, "; expected a non-negative int64_param or uint64_param (",
                                               meaning, ")"));
 }
@@ -48,11 +50,11 @@ absl::StatusOr<bool> AsksForSequence(const ModelSpec& spec, const std::string& k
     if (type == inference::InferParameter::kInt64Param) return p.int64_param() != 0;
     if (type == inference::InferParameter::kUint64Param) return p.uint64_param() != 0;
     if (type == inference::InferParameter::kStringParam) return !p.string_param().empty();
-    return BadParameter(spec, key, absl::StrCat("is a ", ParameterTypeName(p),
+    return BadParameter(spec, key, absl::StrCat(ParameterGiven(p),
                                                 "; expected int64_param, uint64_param or string_param (the correlation id)"));
   }
   if (type == inference::InferParameter::kBoolParam) return p.bool_param();
-  return BadParameter(spec, key, absl::StrCat("is a ", ParameterTypeName(p), "; expected bool_param"));
+  return BadParameter(spec, key, absl::StrCat(ParameterGiven(p), "; expected bool_param"));
 }
 
 }  // namespace

@@ -584,8 +584,21 @@ absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir) {
       config.default_model_filename().empty() ? "model.pt" : config.default_model_filename();
   const fs::path model_path = dir / std::to_string(spec.version) / filename;
   if (!fs::is_regular_file(model_path, ec)) {
-    return absl::NotFoundError(absl::StrCat("model '", name, "' version ", spec.version,
-                                            ": model file ", model_path.string(), " does not exist"));
+    // What is there instead, when something is: a directory, a link that leads nowhere or loops.
+    std::error_code what_ec;
+    const fs::file_status there = fs::symlink_status(model_path, what_ec);
+    std::string found = "does not exist";
+    if (fs::exists(there)) {
+      if (fs::is_directory(fs::status(model_path, what_ec))) {
+        found = "is a directory, not a TorchScript file";
+      } else if (fs::is_symlink(there)) {
+        found = absl::StrCat("is a symbolic link that leads to no file (", ec ? ec.message() : "not a regular file", ")");
+      } else {
+        found = "is not a regular file";
+      }
+    }
+    return absl::NotFoundError(absl::StrCat("model '", name, "' version ", spec.version, ": model file ",
+                                            model_path.string(), " ", found));
   }
   spec.model_path = model_path.string();
   return spec;

@@ -79,6 +79,22 @@ TEST_F(RepositoryTest, SpecificVersionPolicyAndMissingFile) {
   EXPECT_EQ(spec->version, 2);
 }
 
+// What stands where the model file should be is named: a directory, a link that loops or leads
+// nowhere, rather than "does not exist".
+TEST_F(RepositoryTest, AModelFileThatIsNoFileSaysWhatItIs) {
+  Write("m/config.pbtxt", kIo);
+  std::filesystem::create_directories(root_ / "m" / "1" / "model.pt");
+  auto spec = LoadModelDirectory((root_ / "m").string());
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("1/model.pt is a directory, not a TorchScript file"));
+  std::filesystem::remove(root_ / "m" / "1" / "model.pt");
+  std::filesystem::create_symlink(root_ / "m" / "1" / "model.pt", root_ / "m" / "1" / "model.pt");
+  spec = LoadModelDirectory((root_ / "m").string());
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("1/model.pt is a symbolic link that leads to no file"));
+}
+
 // A policy no directory matches names the versions it wanted and those that exist.
 TEST_F(RepositoryTest, NoMatchingVersionNamesWantedAndFound) {
   Write("m/config.pbtxt", std::string(kIo) + "version_policy { specific { versions: [3] } }\n");

@@ -157,6 +157,8 @@ TEST_P(RequestParametersTest, WrongTypesAndSequenceParametersAreInvalidArgumentN
       {"timeout as string", "timeout", param([](auto& p) { p.set_string_param("100"); }), "expected a non-negative int64_param"},
       {"negative timeout", "timeout", param([](auto& p) { p.set_int64_param(-5); }), "is -5"},
       {"priority as double", "priority", param([](auto& p) { p.set_double_param(1.5); }), "is a double_param"},
+      {"timeout without a value", "timeout", inference::InferParameter(), "'timeout' has no value; expected"},
+      {"sequence end as string", "sequence_end", param([](auto& p) { p.set_string_param("yes"); }), "is a string_param; expected bool_param"},
       {"sequence id", "sequence_id", param([](auto& p) { p.set_int64_param(42); }), "not a sequence model"},
       {"string sequence id", "sequence_id", param([](auto& p) { p.set_string_param("seq-7"); }), "not a sequence model"},
       {"sequence start", "sequence_start", param([](auto& p) { p.set_bool_param(true); }), "not a sequence model"},
