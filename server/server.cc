@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/cpu_set.h"
+#include "common/host_port.h"
 #include "common/log.h"
 #include "server/backend/host_pinning.h"
 #include "server/backend/torch_backend.h"
@@ -180,9 +181,7 @@ absl::Status Server::Listen(int infer_threads) {
   grpc::ServerBuilder builder;
   // With the asynchronous API, health is ours (on the queues; registered below).
   ChooseHealthService(/*async_api=*/infer_threads > 0, &builder);
-  const std::string address = absl::StrCat(
-      options_.host.find(':') != std::string::npos ? absl::StrCat("[", options_.host, "]") : options_.host,
-      ":", options_.grpc_port);
+  const std::string address = HostPort(options_.host, options_.grpc_port);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
   // gRPC replaces a stale socket file at the path; any other file there fails the bind.
   const std::string unix_address = UnixTarget(options_.unix_socket);
@@ -234,9 +233,7 @@ absl::Status Server::Listen(int infer_threads) {
   }
   health_ = health_service_ != nullptr ? health_service_.get() : grpc_server_->GetHealthCheckService();
   health_->SetServingStatus(false);
-  CS_LOG(INFO) << "gRPC listening on "
-               << (options_.host.find(':') != std::string::npos ? absl::StrCat("[", options_.host, "]") : options_.host)
-               << ":" << port_
+  CS_LOG(INFO) << "gRPC listening on " << HostPort(options_.host, port_)
                << " (KServe v2, grpc.health.v1, reflection)";
   return absl::OkStatus();
 }

@@ -88,11 +88,17 @@ void LoadWorker::Start(int64_t start_ns) {
   native_thread_ = thread_.native_handle();
 }
 
+void LoadWorker::RequestStop(int64_t stop_ns) {
+  int64_t unset = 0;
+  if (!stop_ns_.compare_exchange_strong(unset, stop_ns)) return;  // asked already
+  stop_.store(true);
+}
+
 void LoadWorker::Stop(absl::Time unregister_deadline) {
   if (stopped_) return;
   stopped_ = true;
   if (started_) {
-    stop_.store(true);
+    RequestStop(shared_.clock->NowNs());
     thread_.join();
   }
   if (shm_ != nullptr) {
@@ -149,7 +155,10 @@ void LoadWorker::Run(int64_t start_ns) {
     const int64_t now = shared_.clock->NowNs();
     if (std::optional<Event> event = waiter_.Next(SendDue(now, pacer ? &*pacer : nullptr))) Handle(*event);
   }
-  const int64_t stop_ns = shared_.clock->NowNs();
+  // The moment the stop was asked for, not when this loop noticed: a send time that came after it
+  // (while a response was handled, or an alarm came late) was not due.
+  (void)stop_.load(std::memory_order_acquire);  // pairs with RequestStop's store: stop_ns_ is set
+  const int64_t stop_ns = stop_ns_.load(std::memory_order_relaxed);
   // Open loop: the send times that had come and were not sent (a worker behind its schedule) are
   // counted, not lost; the oldest of them had waited since the first.
   int64_t unsent_wait_ns = 0;

@@ -96,10 +96,15 @@ class LoadWorker {
   absl::Status Prepare();
   // Starts the thread; load begins at `start_ns` (open-loop schedules are anchored there).
   void Start(int64_t start_ns);
-  // Stops sending, cancels what is in flight, joins, and unregisters the shared-memory slots, all
-  // of them by `unregister_deadline` (a frozen server delays Stop that long, once: pass several
-  // workers one deadline). Idempotent; on a worker never started (a Prepare failed) it only
-  // unregisters the slots Prepare made.
+  // Asks the worker to stop as of `stop_ns` (steady clock): it sends nothing more, and the send times
+  // up to that moment that it had not sent count as unsent(). Returns at once; Stop() joins. Give
+  // every worker of a point the same moment before stopping any, so that none counts the time the
+  // others take to stop. Only the first call counts.
+  void RequestStop(int64_t stop_ns);
+  // Stops sending (RequestStop now, unless asked already), cancels what is in flight, joins, and
+  // unregisters the shared-memory slots, all of them by `unregister_deadline` (a frozen server
+  // delays Stop that long, once: pass several workers one deadline). Idempotent; on a worker never
+  // started (a Prepare failed) it only unregisters the slots Prepare made.
   void Stop(absl::Time unregister_deadline);
   void Stop() { Stop(absl::Now() + ShmSlotPool::kUnregisterTimeout); }
   // Returns what was recorded since the last call and starts a fresh window.
@@ -117,12 +122,12 @@ class LoadWorker {
   int64_t discarded() const { return discarded_.load(std::memory_order_relaxed); }
   // Requests still in flight when Stop() cancelled the load: handed back, recorded in no window.
   int64_t drained() const { return drained_.load(std::memory_order_relaxed); }
-  // Open loop, once stopped: the send times of its schedule that had come when Stop() came but were
-  // never sent (the worker was behind: its outstanding limit, a shared-memory slot it could not add,
+  // Open loop, once stopped: the send times of its schedule that had come by the stop (RequestStop's
+  // moment, or Stop()'s) but were never sent (the worker was behind: its outstanding limit, a shared-memory slot it could not add,
   // or no CPU). Requests whose latency would have begun, recorded in no window; 0 in other modes.
   int64_t unsent() const { return unsent_.load(std::memory_order_relaxed); }
-  // Once stopped: how long the oldest of the drained and unsent requests had waited when Stop()
-  // came, from its intended send time (as e2e); 0 when there were none.
+  // Once stopped: how long the oldest of the drained and unsent requests had waited at the stop,
+  // from its intended send time (as e2e); 0 when there were none.
   int64_t oldest_unanswered_ns() const { return oldest_unanswered_ns_.load(std::memory_order_relaxed); }
   // Waits until completed() >= n; false when `timeout` passed first (tests).
   bool AwaitCompleted(int64_t n, absl::Duration timeout);
@@ -211,6 +216,7 @@ class LoadWorker {
   std::thread thread_;
   pthread_t native_thread_{};
   std::atomic<bool> stop_{false};
+  std::atomic<int64_t> stop_ns_{0};  // RequestStop's moment; set before stop_
   bool started_ = false;
   bool stopped_ = false;
   std::atomic<int64_t> sent_{0};

@@ -34,8 +34,35 @@ int64_t Pacer::Next() {
 }
 
 int64_t Pacer::SkipThrough(int64_t now_ns) {
+  if (next_ns_ > now_ns) return 0;
+  if (distribution_ == Distribution::kConstant) {
+    // The last index whose time is at most now, found from the period and settled against Compute's
+    // rounding: no step per send time (a worker far behind a high rate has billions of them).
+    auto time_of = [this](int64_t k) { return first_ns_ + static_cast<int64_t>(std::llround(static_cast<double>(k) * period_ns_)); };
+    int64_t last = static_cast<int64_t>(std::floor(static_cast<double>(now_ns - first_ns_) / period_ns_));
+    while (time_of(last + 1) <= now_ns) ++last;
+    while (last >= index_ && time_of(last) > now_ns) --last;
+    const int64_t skipped = last - index_ + 1;
+    index_ = last + 1;
+    next_ns_ = Compute();
+    return skipped;
+  }
+  // Poisson: one draw a send time, as sending them would, up to a bound; past it the rest of the
+  // interval's count is drawn at once (a Poisson count of the mean the time left holds) and the next
+  // time is an exponential gap after now (the process has no memory).
+  constexpr int64_t kMaxSteps = 1'000'000;
   int64_t skipped = 0;
-  for (; next_ns_ <= now_ns; ++skipped) Next();
+  for (; next_ns_ <= now_ns && skipped < kMaxSteps; ++skipped) Next();
+  if (next_ns_ <= now_ns) {
+    std::poisson_distribution<int64_t> more(static_cast<double>(now_ns - next_ns_) / period_ns_);
+    const int64_t count = 1 + more(rng_);  // the one at next_ns_, and those after it
+    skipped += count;
+    index_ += count;
+    poisson_ns_ = static_cast<double>(now_ns - first_ns_) + gap_(rng_);
+    next_ns_ = Compute();
+    // A gap under half a nanosecond rounds onto now: that time had come too.
+    for (; next_ns_ <= now_ns; ++skipped) Next();
+  }
   return skipped;
 }
 

@@ -24,7 +24,9 @@ class Pacer {
   // The next intended send time without advancing.
   int64_t Peek() const { return next_ns_; }
   // Advances past every intended send time up to and including `now_ns`; how many there were (at
-  // the end of a point, the schedule's sends that had come but were never made).
+  // the end of a point, the schedule's sends that had come but were never made). Constant: exact,
+  // without a step per time. Poisson: as Next() would, for the first million; beyond them the count
+  // is drawn at once from the Poisson distribution of the time left.
   int64_t SkipThrough(int64_t now_ns);
 
  private:

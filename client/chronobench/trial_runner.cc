@@ -202,7 +202,7 @@ std::optional<std::string> BusyClientWarning(const PointResult& point, int threa
   if (busiest <= 0.9) return std::nullopt;
   // Failed calls return at once, so a client sending into errors is always busy: not the client's fault.
   const LatencyRecorder& r = point.recorder;
-  if (r.errors() > 0 && r.errors() >= r.successes()) return std::nullopt;
+  if (r.errors() > r.successes()) return std::nullopt;
   // More threads give more workers only in open loop and in a closed loop with more requests in
   // flight than threads (PlanWorkers); else each worker's own work a request is the limit.
   const PointSpec& spec = point.spec;
@@ -399,6 +399,10 @@ absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::Mod
   // On failure too: what is stuck in flight is cancelled. One deadline for every worker's
   // shared-memory regions, so that a frozen server holds the point up 10 s, not 10 s a worker.
   const absl::Time unregister_deadline = absl::Now() + ShmSlotPool::kUnregisterTimeout;
+  // One moment for every worker, before any stops: a worker's teardown (its calls cancelled, its
+  // regions unregistered) must not count as the others' unsent time.
+  const int64_t stop_ns = ctx.clock->NowNs();
+  for (auto& w : workers) w->RequestStop(stop_ns);
   for (auto& w : workers) w->Stop(unregister_deadline);
   if (!result.ok()) return result;
   for (const auto& w : workers) {

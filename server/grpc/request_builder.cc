@@ -189,7 +189,7 @@ absl::StatusOr<std::vector<std::optional<SharedMemoryParams>>> InputSharedMemory
     if (shm[i].has_value() || !request.inputs(i).has_contents()) continue;
     return Invalid(spec, request.inputs(i).name(),
                    absl::StrCat("has typed contents, but the request also has raw_input_contents (", raw,
-                                " entries); send every input not in shared memory one way: all in "
+                                raw == 1 ? " entry" : " entries", "); send every input not in shared memory one way: all in "
                                 "raw_input_contents, one entry each in order, or each in its typed contents"));
   }
   if (raw == request.inputs_size()) {

@@ -586,16 +586,15 @@ absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir) {
   if (!fs::is_regular_file(model_path, ec)) {
     // What is there instead, when something is: a directory, a link that leads nowhere or loops.
     std::error_code what_ec;
-    const fs::file_status there = fs::symlink_status(model_path, what_ec);
+    const fs::file_status link = fs::symlink_status(model_path, what_ec);
+    const fs::file_status target = fs::status(model_path, what_ec);
     std::string found = "does not exist";
-    if (fs::exists(there)) {
-      if (fs::is_directory(fs::status(model_path, what_ec))) {
-        found = "is a directory, not a TorchScript file";
-      } else if (fs::is_symlink(there)) {
-        found = absl::StrCat("is a symbolic link that leads to no file (", ec ? ec.message() : "not a regular file", ")");
-      } else {
-        found = "is not a regular file";
-      }
+    if (fs::is_directory(target)) {
+      found = "is a directory, not a TorchScript file";
+    } else if (fs::exists(target)) {
+      found = "is not a regular file";
+    } else if (fs::is_symlink(link)) {
+      found = absl::StrCat("is a symbolic link that leads to no file (", what_ec.message(), ")");
     }
     return absl::NotFoundError(absl::StrCat("model '", name, "' version ", spec.version, ": model file ",
                                             model_path.string(), " ", found));

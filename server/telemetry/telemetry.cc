@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/host_port.h"
 #include "common/log.h"
 #include "common/otlp/batch_span_processor.h"
 #include "server/telemetry/gpu_monitor.h"
@@ -87,8 +88,7 @@ void Telemetry::StartGpuMonitor() {
 }
 
 std::vector<std::string> MetricsListenAddresses(const std::string& host, int port) {
-  const bool ipv6 = host.find(':') != std::string::npos;
-  std::vector<std::string> addresses = {absl::StrCat(ipv6 ? absl::StrCat("[", host, "]") : host, ":", port)};
+  std::vector<std::string> addresses = {HostPort(host, port)};
   if (host == "::") addresses.push_back(absl::StrCat("0.0.0.0:", port));
   if (host == "::1") addresses.push_back(absl::StrCat("127.0.0.1:", port));
   return addresses;
@@ -112,7 +112,8 @@ void Telemetry::StartMetricsEndpoint() {
       } else {
         CS_LOG(WARNING) << "Prometheus metrics on http://" << where << "/metrics, the IPv4 twin of --host "
                         << options_.metrics.host << " (" << failures
-                        << "; the CivetWeb that serves /metrics here has no IPv6): gRPC listens on the IPv6 address";
+                        << "; the CivetWeb that serves /metrics may lack IPv6, as Debian 12's does): gRPC listens on "
+                           "the IPv6 address";
       }
       return;
     } catch (const std::exception& e) {

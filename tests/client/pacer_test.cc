@@ -52,6 +52,28 @@ TEST(PacerTest, SkipThroughCountsTheTimesThatHadComeAndKeepsTheScheduleAfterThem
   }
 }
 
+// Far behind a high rate (1e9/s, 50 ms: 5e7 send times) the skip takes no step a time: exact for a
+// constant schedule, a Poisson count of the right mean otherwise; either way the next time is after now.
+TEST(PacerTest, SkipThroughFarBehindAHighRateIsQuickAndRight) {
+  Pacer constant(Distribution::kConstant, 1e9, 0, 1, kStart, 1);
+  EXPECT_EQ(constant.SkipThrough(kStart + 50'000'000), 50'000'001) << "t = 0, 1, ..., 50000000 ns";
+  EXPECT_EQ(constant.Peek(), kStart + 50'000'001);
+  Pacer split(Distribution::kConstant, 3000.0, 1, 2, kStart, 1);  // 666666.67 ns, phase 333333
+  Pacer stepped(Distribution::kConstant, 3000.0, 1, 2, kStart, 1);
+  const int64_t until = kStart + 1'000'000'000;
+  int64_t steps = 0;
+  while (stepped.Peek() <= until) {
+    stepped.Next();
+    ++steps;
+  }
+  EXPECT_EQ(split.SkipThrough(until), steps) << "the rounding of each time is the schedule's own";
+  EXPECT_EQ(split.Peek(), stepped.Peek());
+  Pacer poisson(Distribution::kPoisson, 1e9, 0, 1, kStart, 3);
+  const int64_t skipped = poisson.SkipThrough(kStart + 50'000'000);
+  EXPECT_NEAR(static_cast<double>(skipped), 5e7, 5e4) << "mean 5e7, standard deviation about 7e3";
+  EXPECT_GT(poisson.Peek(), kStart + 50'000'000);
+}
+
 TEST(PacerTest, ConstantWorkersInterleaveToTheTotalRate) {
   const int kWorkers = 4;
   std::vector<int64_t> all;

@@ -64,14 +64,13 @@ Subprocess::~Subprocess() {
 void Subprocess::ReadLoop() {
   char buf[4096];
   while (true) {
-    // Polled, so that the destructor can end a wait for output that will never end.
+    // Polled, so that the destructor can end a wait for output that will never end, or that a
+    // process outside the child's group keeps writing.
+    if (abandon_output_.load()) break;
     pollfd readable{fd_, POLLIN, 0};
     const int ready = poll(&readable, 1, /*timeout_ms=*/100);
     if (ready < 0 && errno == EINTR) continue;
-    if (ready == 0) {
-      if (abandon_output_.load()) break;
-      continue;
-    }
+    if (ready == 0) continue;
     const ssize_t n = read(fd_, buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;

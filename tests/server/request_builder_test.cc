@@ -243,7 +243,7 @@ TEST(RequestBuilderTest, BadInputsAreInvalidArgumentNamingModelTensorAndExpectat
       {"negative dim", [](auto& r) { r.mutable_inputs(0)->set_shape(2, -1); }, "shape [2,2,-1] has dim 2 = -1; every dim must be at least 1"},
       {"zero batch", [](auto& r) { r.mutable_inputs(0)->set_shape(0, 0); }, "has dim 0 = 0; every dim must be at least 1"},
       // One input raw, the other typed: the mix is named, not the count it leaves.
-      {"mixed, one raw entry", [](auto& r) { r.mutable_raw_input_contents()->RemoveLast(); for (int v : {1, 2, 3, 4, 5, 6}) r.mutable_inputs(1)->mutable_contents()->add_int_contents(v); }, "input 'INPUT__1': has typed contents, but the request also has raw_input_contents (1 entries)"},
+      {"mixed, one raw entry", [](auto& r) { r.mutable_raw_input_contents()->RemoveLast(); for (int v : {1, 2, 3, 4, 5, 6}) r.mutable_inputs(1)->mutable_contents()->add_int_contents(v); }, "input 'INPUT__1': has typed contents, but the request also has raw_input_contents (1 entry)"},
       // FP32 [1,2,2^61]: 2^62 elements, 2^64 bytes, which wrapped to 0 and let empty contents through.
       {"bytes wrap, raw", [](auto& r) { SetHugeInput(r); }, "FP32 [1,2,2305843009213693952] needs more than 9223372036854775807 bytes"},
       {"bytes wrap, shared memory", [](auto& r) { SetHugeInput(r); InSharedMemory(r, 0); }, "FP32 [1,2,2305843009213693952] needs more than 9223372036854775807 bytes"},

@@ -141,7 +141,6 @@ TEST_F(UnixSocketTest, AFileThatIsNotASocketFailsStartWithThePath) {
                                     ": a file that is not a socket is at that path"),
             std::string::npos)
       << started.message();
-  EXPECT_EQ(started.message().find("127.0.0.1"), std::string::npos) << "the TCP port was free: " << started.message();
   EXPECT_TRUE(std::filesystem::is_regular_file(options.unix_socket)) << "the user's file is not removed";
 }
 
