@@ -8,10 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/log.h"
+#include "server/grpc/model_lookup.h"
 #include "server/grpc/request_builder.h"
 #include "server/grpc/request_parameters.h"
 #include "server/grpc/serving_warmup.h"
-#include "server/repository/model_config_loader.h"
 
 namespace chronoserve::server {
 namespace {
@@ -123,10 +123,7 @@ absl::StatusOr<BuiltRequest> InferDispatcher::Build(const inference::ModelInferR
                                                     inference::ModelInferResponse* response, CallInfo info) {
   if (host_keep_warm_ != nullptr) host_keep_warm_->Touch(info.received_ns);
   if (draining_.load()) return absl::UnavailableError("the server is shutting down");
-  if (absl::Status name_ok = ValidateModelName(request.model_name()); !name_ok.ok()) {
-    return absl::InvalidArgumentError(name_ok.message());
-  }
-  auto model = registry_->Find(request.model_name(), request.model_version());
+  auto model = FindNamedModel(*registry_, request.model_name(), request.model_version());
   if (!model.ok()) return model.status();
   BuiltRequest built;
   built.model = *std::move(model);

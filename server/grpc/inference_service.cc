@@ -6,6 +6,7 @@
 #include "common/timing.h"
 #include "server/grpc/grpc_status.h"
 #include "server/grpc/model_config_rpc.h"
+#include "server/grpc/model_lookup.h"
 #include "server/grpc/unary_queued_call.h"
 
 namespace chronoserve::server {
@@ -133,7 +134,7 @@ absl::Status InferenceService::AnswerServerMetadata(const inference::ServerMetad
 
 absl::Status InferenceService::AnswerModelMetadata(const inference::ModelMetadataRequest& request,
                                                    inference::ModelMetadataResponse* response) {
-  auto model = registry_->Find(request.name(), request.version());
+  auto model = FindNamedModel(*registry_, request.name(), request.version());
   if (!model.ok()) return model.status();
   const ModelSpec& spec = (*model)->spec();
   response->set_name(spec.name);
@@ -190,7 +191,7 @@ absl::Status InferenceService::AnswerModelStatistics(const inference::ModelStati
   if (request.name().empty()) {
     models = registry_->Ready();
   } else {
-    auto model = registry_->Find(request.name(), request.version());
+    auto model = FindNamedModel(*registry_, request.name(), request.version());
     if (!model.ok()) return model.status();
     models.push_back(*model);
   }

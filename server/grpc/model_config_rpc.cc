@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/dtype.h"
+#include "server/grpc/model_lookup.h"
 
 namespace chronoserve::server {
 namespace {
@@ -92,7 +93,7 @@ config::ModelConfig ModelConfigFromSpec(const ModelSpec& spec) {
 
 absl::Status AnswerModelConfig(const ModelRegistry& registry, const inference::ModelConfigRequest& request,
                                inference::ModelConfigResponse* response) {
-  auto model = registry.Find(request.name(), request.version());
+  auto model = FindNamedModel(registry, request.name(), request.version());
   if (!model.ok()) return model.status();
   *response->mutable_config() = ModelConfigFromSpec((*model)->spec());
   return absl::OkStatus();

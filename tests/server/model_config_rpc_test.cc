@@ -206,6 +206,16 @@ TEST_P(ModelConfigRpcTest, UnknownModelOrVersionIsNotFound) {
   EXPECT_FALSE(response.has_config());
 }
 
+// A malformed model name is INVALID_ARGUMENT, as on ModelInfer, not NOT_FOUND.
+TEST_P(ModelConfigRpcTest, AMalformedModelNameIsInvalidArgument) {
+  inference::ModelConfigResponse response;
+  for (const std::string& name : {std::string(""), std::string("../mlp"), std::string(300, 'n')}) {
+    grpc::Status status = Call(name, "", &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << name;
+    EXPECT_THAT(status.error_message(), HasSubstr("model name")) << name;
+  }
+}
+
 TEST_P(ModelConfigRpcTest, VersionThatIsNoIntegerIsInvalidArgument) {
   inference::ModelConfigResponse response;
   for (const char* version : {"one", "-1", "1.5"}) {

@@ -366,6 +366,14 @@ TEST_F(ServerIntegrationTest, BadRequestsGetTheRightCodes) {
   };
   EXPECT_EQ(code("nope", {good}), absl::StatusCode::kNotFound);
   EXPECT_EQ(code("../mlp", {good}), absl::StatusCode::kInvalidArgument);
+  // Every RPC that names a model checks the name alike: malformed is INVALID_ARGUMENT, unknown NOT_FOUND
+  // (ModelConfig: model_config_rpc_test.cc).
+  for (const std::string& bad : {std::string("../mlp"), std::string("a/b"), std::string(256, 'm')}) {
+    EXPECT_EQ(client_->ModelMetadata(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(client_->ModelStatistics(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_EQ(client_->ModelMetadata("nope").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->ModelStatistics("").status().code(), absl::StatusCode::kOk) << "every model";
   Tensor wrong_type = good;
   wrong_type.dtype = DataType::kFp64;
   wrong_type.data += wrong_type.data;
