@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
 
 namespace chronoserve::client::bench {
 namespace {
@@ -247,18 +248,16 @@ absl::Status CheckWritable(const std::string& flag, const std::string& path) {
 }
 
 absl::Status WriteFile(const std::string& path, const std::string& contents) {
+  // errno's text when the stream's failure set one.
+  auto failed = [](absl::string_view what) {
+    return absl::InternalError(absl::StrCat(what, errno != 0 ? absl::StrCat(" (", std::strerror(errno), ")") : ""));
+  };
   errno = 0;
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  if (!file) {
-    return absl::InternalError(absl::StrCat("cannot open '", path, "' for writing",
-                                            errno != 0 ? absl::StrCat(" (", std::strerror(errno), ")") : ""));
-  }
+  if (!file) return failed(absl::StrCat("cannot open '", path, "' for writing"));
   file << contents;
   file.close();
-  if (!file) {
-    return absl::InternalError(absl::StrCat("failed writing '", path, "'",
-                                            errno != 0 ? absl::StrCat(" (", std::strerror(errno), ")") : ""));
-  }
+  if (!file) return failed(absl::StrCat("failed writing '", path, "'"));
   return absl::OkStatus();
 }
 

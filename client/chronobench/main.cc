@@ -37,7 +37,7 @@ absl::Status WriteOutputs(const BenchOptions& options, const BenchReport& report
   };
   auto write = [&note](const char* flag, const std::string& path, const std::string& contents) {
     const absl::Status written = WriteFile(path, contents);
-    note(written.ok() ? written : absl::Status(written.code(), absl::StrCat(flag, ": ", written.message())));
+    if (!written.ok()) note(absl::Status(written.code(), absl::StrCat(flag, ": ", written.message())));
   };
   if (!options.output.json_path.empty()) write("--json", options.output.json_path, json.dump(2) + "\n");
   if (!options.output.csv_path.empty()) write("--csv", options.output.csv_path, ReportToCsv(report));

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
-#include <tuple>
-#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -262,7 +260,10 @@ std::optional<absl::Status> EveryRequestFailed(const PointResult& point) {
   std::string codes;
   for (const auto& [c, n] : r.errors_by_code()) {
     absl::StrAppend(&codes, codes.empty() ? "" : ", ", GrpcCodeName(c), " ", n);
-    if (n > most) std::tie(code, most) = std::make_pair(c, n);
+    if (n > most) {
+      code = c;
+      most = n;
+    }
   }
   return absl::Status(static_cast<absl::StatusCode>(code),
                       absl::StrCat(point.spec.Label(), ": every one of the ", r.errors(),

@@ -129,8 +129,9 @@ std::optional<absl::Status> EveryRequestFailed(const PointResult& point);
 std::optional<std::string> LateAlarmWarning(const PointResult& point);
 
 // A warning when a client worker thread was over 90 % busy in a reported window (and most requests
-// did not fail, which return at once and keep any client busy): the client may be the limit. It says to raise --threads only where that adds workers (open loop; a closed loop with
-// more in flight than `threads`); else the client's CPUs are the limit. Nullopt otherwise.
+// did not fail, which return at once and keep any client busy): the client may be the limit. It
+// says to raise --threads only where that adds workers (open loop; a closed loop with more in
+// flight than `threads`); else the client's CPUs are the limit. Nullopt otherwise.
 std::optional<std::string> BusyClientWarning(const PointResult& point, int threads);
 
 // Runs `spec` sending `request` until stable or out of trials.

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/host_port.h"
 #include "common/dtype.h"
 #include "proto/inference.grpc.pb.h"
 #include "server/core/synthetic_request.h"
@@ -112,8 +113,8 @@ std::string NewServingWarmupToken() {
 std::string LoopbackTarget(const std::string& host, int port) {
   if (host.empty() || host == "0.0.0.0") return absl::StrCat("127.0.0.1:", port);
   if (host == "::" || host == "[::]") return absl::StrCat("[::1]:", port);
-  if (host.find(':') != std::string::npos && host.front() != '[') return absl::StrCat("[", host, "]:", port);
-  return absl::StrCat(host, ":", port);
+  if (host.front() == '[') return absl::StrCat(host, ":", port);  // bracketed already
+  return HostPort(host, port);
 }
 
 bool IsLoopbackHost(const std::string& host) {
