@@ -105,6 +105,10 @@ TEST_F(ServerIntegrationTest, HealthAndMetadata) {
     EXPECT_EQ(ready.status().code(), absl::StatusCode::kInvalidArgument) << version << ": " << testing::Answer(ready);
     EXPECT_THAT(std::string(ready.status().message()), HasSubstr("is not an integral value >= 0")) << version;
   }
+  // Read as a decimal integer, as Triton's std::stol reads it: "01" and "+1" name version 1.
+  for (const char* version : {"01", "+1"}) {
+    EXPECT_EQ(testing::Answer(client_->ModelReady("policy_net", version)), "true") << version;
+  }
   auto server = client_->ServerMetadata();
   ASSERT_TRUE(server.ok());
   EXPECT_EQ(server->name(), "chronoserve");
