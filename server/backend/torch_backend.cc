@@ -7,6 +7,7 @@
 #include <array>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -445,8 +446,15 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> CreateTorchInstance(const ModelSp
                                                             *std::move(binding), std::move(graph_buckets),
                                                             pipeline_depth));
   } catch (const c10::Error& e) {
-    return absl::InvalidArgumentError(absl::StrCat("model '", spec.name, "': cannot load ",
-                                                   spec.model_path, ": ", e.what_without_backtrace()));
+    // The archive reader's errors: not a zip at all, or a zip without TorchScript's code in it (a
+    // state_dict or a pickled module from torch.save).
+    const std::string what = e.what_without_backtrace();
+    const char* hint = absl::StrContains(what, "PytorchStreamReader")
+                           ? " (not a whole TorchScript file: save the model with torch.jit.save(torch.jit.script(model), "
+                             "path) or torch.jit.trace; torch.save's state_dict or pickled module cannot be served)"
+                           : "";
+    return absl::InvalidArgumentError(
+        absl::StrCat("model '", spec.name, "': cannot load ", spec.model_path, ": ", what, hint));
   } catch (const std::exception& e) {
     // TorchScript's compiler reports code it cannot compile (an operator this LibTorch lacks, e.g. a
     // custom or newer one) as torch::jit::ErrorReport, which is no c10::Error.

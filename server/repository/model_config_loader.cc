@@ -4,6 +4,8 @@
 #include <google/protobuf/text_format.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -16,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "common/dtype.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -84,7 +87,9 @@ absl::StatusOr<DataType> ConvertType(pb::DataType type, const std::string& where
     case pb::TYPE_FP32: return DataType::kFp32;
     case pb::TYPE_FP64: return DataType::kFp64;
     case pb::TYPE_STRING:
-      return absl::InvalidArgumentError(absl::StrCat(where, ": chronoserve does not serve TYPE_STRING (BYTES) tensors"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": chronoserve does not serve TYPE_STRING (BYTES) tensors; send text as token ids "
+          "(TYPE_INT64 or TYPE_INT32) or raw bytes (TYPE_UINT8)"));
     default:
       return absl::InvalidArgumentError(absl::StrCat(where, ": data_type is missing or TYPE_INVALID"));
   }
@@ -268,6 +273,24 @@ bool Lists(const FieldsByMessage& fields, const std::string& message, const std:
   return it != fields.end() && it->second.count(field) > 0;
 }
 
+// `field`'s path in config.pbtxt, from the message type it was found in (`dynamic_batching.priority_levels`).
+std::string FieldPath(const std::string& message, const std::string& field) {
+  static const std::map<std::string, std::string> kPrefix = {
+      {"ModelInstanceGroup", "instance_group."},
+      {"ModelInput", "input."},
+      {"ModelOutput", "output."},
+      {"ModelQueuePolicy", "dynamic_batching.default_queue_policy."},
+      {"ModelDynamicBatching", "dynamic_batching."},
+      {"ModelOptimizationPolicy", "optimization."},
+      {"ModelOptimizationPolicy.Cuda", "optimization.cuda."},
+      {"ModelWarmup", "model_warmup."},
+      {"ModelWarmup.Input", "model_warmup.inputs."},
+      {"ModelVersionPolicy", "version_policy."},
+  };
+  auto it = kPrefix.find(message);
+  return it == kPrefix.end() ? field : it->second + field;
+}
+
 absl::Status RefusedField(const std::string& field, const std::string& source) {
   return absl::InvalidArgumentError(absl::StrCat(
       source, ": field '", field, "' is not supported by chronoserve: the model would receive other tensors "
@@ -373,13 +396,17 @@ namespace {
 
 absl::Status ParseConfigProto(const std::string& text, const std::string& source,
                               pb::ModelConfig* config, std::vector<std::string>* ignored_fields) {
+  // A UTF-8 byte-order mark, which some Windows editors write, is not text the parser reads.
+  absl::string_view body = text;
+  absl::ConsumePrefix(&body, "\xEF\xBB\xBF");
+  const std::string text_without_bom(body);
   CollectErrors errors(source);
   CollectErrors again(source);
   const CollectErrors* read = &errors;  // the reading that parsed
   google::protobuf::TextFormat::Parser parser;
   parser.RecordErrorsTo(&errors);
   parser.AllowUnknownField(true);
-  if (!parser.ParseFromString(text, config)) {
+  if (!parser.ParseFromString(text_without_bom, config)) {
     // Triton writes lists of messages without a colon (`resources [ { ... } ]`), and protobuf's text
     // parser takes that form only for fields it knows: skipping one model_config.proto leaves out
     // (rate_limiter's resources, batch_input...), it wants `resources: [`, and it cannot skip an
@@ -389,7 +416,7 @@ absl::Status ParseConfigProto(const std::string& text, const std::string& source
     retry.RecordErrorsTo(&again);
     retry.AllowUnknownField(true);
     config->Clear();
-    if (!retry.ParseFromString(NormalizeListsForSkipping(text), config)) {
+    if (!retry.ParseFromString(NormalizeListsForSkipping(text_without_bom), config)) {
       return absl::InvalidArgumentError(
           errors.errors().empty() ? absl::StrCat(source, ": cannot parse")
                                   : absl::StrJoin(errors.errors(), "; "));
@@ -408,7 +435,10 @@ absl::Status ParseConfigProto(const std::string& text, const std::string& source
   }
   if (ignored_fields != nullptr) {
     // Each name once, in the order first seen (the parser reports every occurrence).
-    std::vector<std::string> fields = read->unknown();
+    std::vector<std::string> fields;
+    for (size_t i = 0; i < read->unknown().size(); ++i) {
+      fields.push_back(FieldPath(read->unknown_in()[i], read->unknown()[i]));
+    }
     AppendUnimplementedFields(*config, &fields);
     ignored_fields->clear();
     std::set<std::string> seen;
@@ -430,6 +460,11 @@ absl::StatusOr<ModelSpec> SpecFromProto(const pb::ModelConfig& config, const std
   // As Triton: the platform, the backend or both, and when both they agree.
   const bool torch = (config.platform() == "pytorch_libtorch" || config.platform().empty()) &&
                      (config.backend() == "pytorch" || config.backend().empty());
+  if (config.platform() == "ensemble") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": ensembles are not served by chronoserve; serve each step as a model of its own "
+        "(platform \"pytorch_libtorch\") and chain them in the client, or script the steps into one model"));
+  }
   if (!torch) {
     return absl::InvalidArgumentError(absl::StrCat(
         source, ": platform '", config.platform(), "' / backend '", config.backend(),
@@ -496,15 +531,17 @@ absl::StatusOr<std::vector<std::string>> ListModelDirectories(const std::string&
   ASSIGN_OR_RETURN(std::vector<std::string> subdirectories, SubdirectoryNames(repository));
   std::vector<std::string> names;
   for (auto& name : subdirectories) {
-    if (name[0] != '.') names.push_back(std::move(name));
+    // Hidden directories, and Python's byte-code cache beside a script that exported the models.
+    if (name[0] != '.' && name != "__pycache__") names.push_back(std::move(name));
   }
   std::sort(names.begin(), names.end());
   return names;
 }
 
 namespace {
-absl::StatusOr<int64_t> PickVersion(const fs::path& dir, const std::string& source,
-                                    const std::vector<int64_t>& specific) {
+// The version directories the policy picks (every one for `latest`), ascending; the last is served.
+absl::StatusOr<std::vector<int64_t>> PickVersions(const fs::path& dir, const std::string& source,
+                                                  const std::vector<int64_t>& specific) {
   std::vector<int64_t> versions;
   // "01", "+1", "0": a number, but not a version's name (Triton ignores names that start with "0")
   std::vector<std::string> not_canonical;
@@ -533,7 +570,7 @@ absl::StatusOr<int64_t> PickVersion(const fs::path& dir, const std::string& sour
             : absl::StrCat(" (ignored: ", absl::StrJoin(not_canonical, ", "),
                            ", which must be written as plain decimal numbers from 1, e.g. 1 for 01)")));
   }
-  return wanted.back();
+  return wanted;
 }
 }  // namespace
 
@@ -548,18 +585,27 @@ absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir) {
   RETURN_IF_ERROR(ValidateModelName(name));
   const fs::path config_path = dir / "config.pbtxt";
   std::ifstream in(config_path);
-  if (!in) return absl::NotFoundError(absl::StrCat(config_path.string(), ": cannot open"));
+  if (!in) {
+    std::error_code exists_ec;
+    if (!fs::exists(config_path, exists_ec)) {
+      return absl::NotFoundError(absl::StrCat(
+          "model '", name, "': ", config_path.string(), " does not exist; chronoserve needs a config.pbtxt in "
+          "every model directory (it does not derive one from the model, as Triton's auto-complete does)"));
+    }
+    return absl::NotFoundError(absl::StrCat(config_path.string(), ": cannot open (", std::strerror(errno), ")"));
+  }
   std::stringstream text;
   text << in.rdbuf();
 
   pb::ModelConfig config;
   std::vector<std::string> ignored;
   RETURN_IF_ERROR(ParseConfigProto(text.str(), config_path.string(), &config, &ignored));
+  // The fields ignored are worth a warning only for a config that loads.
+  ASSIGN_OR_RETURN(ModelSpec spec, SpecFromProto(config, config_path.string(), name));
   for (const auto& field : ignored) {
     CS_LOG(WARNING) << config_path.string() << ": model '" << name << "': field '" << field
                     << "' is not implemented by chronoserve and is ignored";
   }
-  ASSIGN_OR_RETURN(ModelSpec spec, SpecFromProto(config, config_path.string(), name));
   for (const auto& [key, value] : spec.parameters) {
     if (std::find(kModelParameterKeys.begin(), kModelParameterKeys.end(), key) != kModelParameterKeys.end()) continue;
     CS_LOG(WARNING) << config_path.string() << ": model '" << name << "': parameter '" << key
@@ -579,7 +625,13 @@ absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir) {
     CS_LOG(WARNING) << config_path.string()
                     << ": only the latest version is served (version_policy asks for more)";
   }
-  ASSIGN_OR_RETURN(spec.version, PickVersion(dir, config_path.string(), specific));
+  ASSIGN_OR_RETURN(const std::vector<int64_t> versions, PickVersions(dir, config_path.string(), specific));
+  spec.version = versions.back();
+  if (versions.size() > 1 && !specific.empty()) {
+    CS_LOG(WARNING) << config_path.string() << ": model '" << name << "': only version " << spec.version
+                    << " is served of the versions version_policy.specific names that exist ("
+                    << absl::StrJoin(versions, ", ") << "); chronoserve serves one version a model";
+  }
   const std::string filename =
       config.default_model_filename().empty() ? "model.pt" : config.default_model_filename();
   const fs::path model_path = dir / std::to_string(spec.version) / filename;

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <random>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "common/cpu_set.h"
@@ -112,7 +114,17 @@ absl::Status Worker::WarmupRun(const ModelSpec& spec, int items,
     status = instance_->Execute(*batch, &timing);
   }
   if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat("warm-up at batch size ", items, ": ", status.message()));
+  // A model that wants a size of its own for a variable dim fails here first: say how to give it one.
+  std::vector<std::string> filled;
+  for (const TensorSpec& input : spec.inputs) {
+    if (dims.count(input.name) == 0 && absl::c_linear_search(input.dims, int64_t{-1})) filled.push_back(input.name);
+  }
+  std::string hint;
+  if (!filled.empty()) {
+    hint = absl::StrCat(" with the -1 dims of ", absl::StrJoin(filled, ", "),
+                        " as 1 (if the model needs other sizes, add a model_warmup sample with dims it accepts)");
+  }
+  return absl::Status(status.code(), absl::StrCat("warm-up at batch size ", items, hint, ": ", status.message()));
 }
 
 absl::Status Worker::WarmupPipelinedPair(const ModelSpec& spec, int items, std::mt19937_64& rng) {

@@ -110,7 +110,7 @@ TEST(ModelConfigTest, TritonFieldsNotServedAreReportedByNameAndIgnored) {
                                "model_metrics { metric_control {} }\noptimization { input_pinned_memory { enable: true } }\n",
                                "policy/config.pbtxt", "policy", &ignored);
   ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_THAT(ignored, ::testing::ElementsAre("response_cache", "metric_tags", "model_metrics", "input_pinned_memory"));
+  EXPECT_THAT(ignored, ::testing::ElementsAre("response_cache", "metric_tags", "model_metrics", "optimization.input_pinned_memory"));
 }
 
 // Triton's own examples write lists of messages without a colon; for a field model_config.proto
@@ -128,7 +128,7 @@ TEST(ModelConfigTest, TritonFieldsWrittenAsListsWithoutAColonAreIgnoredOrRefused
           "model_repository_agents { agents: [ ] }\n",
       "policy/config.pbtxt", "policy", &ignored);
   ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_THAT(ignored, ::testing::ElementsAre("rate_limiter", "cc_model_filenames", "model_metrics",
+  EXPECT_THAT(ignored, ::testing::ElementsAre("instance_group.rate_limiter", "cc_model_filenames", "model_metrics",
                                               "model_repository_agents"));
   EXPECT_EQ(spec->max_batch_size, 64) << "the rest read as without the lists";
   ASSERT_EQ(spec->instance_groups.size(), 2u);
@@ -203,6 +203,16 @@ TEST(ModelConfigTest, TensorFieldsAtTheirDefaultLoad) {
   EXPECT_EQ(spec->outputs.back().name, "extra_out");
 }
 
+// Some Windows editors start a UTF-8 file with a byte-order mark; the parser would stop at it.
+TEST(ModelConfigTest, AUtf8ByteOrderMarkIsSkipped) {
+  auto spec = ParseModelConfig("\xEF\xBB\xBF" + std::string(kGood), "policy/config.pbtxt", "policy", nullptr);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->max_batch_size, 64);
+  // Anywhere else it is text the parser refuses, as before.
+  auto inside = ParseModelConfig("max_batch_size: 8\n\xEF\xBB\xBF", "policy/config.pbtxt", "policy", nullptr);
+  EXPECT_FALSE(inside.ok());
+}
+
 TEST(ModelConfigTest, FieldsDeclaredButNotActedOnAreReportedOnceByName) {
   std::vector<std::string> ignored;
   auto spec = ParseModelConfig(R"pb(
@@ -217,7 +227,7 @@ dynamic_batching {
 optimization { cuda { graphs: true busy_wait_events: true output_copy_stream: true } }
 )pb", "m/config.pbtxt", "m", &ignored);
   ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_THAT(ignored, ::testing::ElementsAre("format", "label_filename", "input.optional", "dynamic_batching.preserve_ordering",
+  EXPECT_THAT(ignored, ::testing::ElementsAre("input.format", "output.label_filename", "input.optional", "dynamic_batching.preserve_ordering",
                                               "dynamic_batching.default_queue_policy.allow_timeout_override",
                                               "optimization.cuda.busy_wait_events",
                                               "optimization.cuda.output_copy_stream"));

@@ -37,6 +37,19 @@ TEST_F(FailedModelTest, BrokenModelsFailAloneWithTheirReason) {
   repo.WriteFile("wrong_dims/config.pbtxt",
                  "max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: 64 }\n"
                  "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 8 }\ninstance_group { kind: KIND_CPU }\n");
+  // A variable dim the model needs at 64: the automatic warm-up's 1 fails it, and says how to mend it.
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "needs_64", o).ok());
+  repo.WriteFile("needs_64/config.pbtxt",
+                 "max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: -1 }\n"
+                 "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 16 }\ninstance_group { kind: KIND_CPU }\n");
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "needs_64_warmed", o).ok());
+  repo.WriteFile("needs_64_warmed/config.pbtxt",
+                 "max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: -1 }\n"
+                 "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 16 }\ninstance_group { kind: KIND_CPU }\n"
+                 "model_warmup { name: \"w\" batch_size: 1 inputs { key: \"INPUT__0\" value { dims: 64 random_data: true } } }\n");
+  // A file that is no TorchScript archive (e.g. a state_dict written with torch.save).
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "not_torchscript", o).ok());
+  repo.WriteFile("not_torchscript/1/model.pt", "PK\x03\x04 not a whole archive");
   repo.WriteFile("broken/config.pbtxt", "max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: [64 }\n");
   repo.WriteFile("broken/1/model.pt", "not a model");
   auto server = testing::StartServer(repo.path());
@@ -66,6 +79,16 @@ TEST_F(FailedModelTest, BrokenModelsFailAloneWithTheirReason) {
   EXPECT_THAT(std::string(wrong_dims.status().message()),
               HasSubstr("warm-up at batch size 1: model 'wrong_dims' worker 0 on cpu: output 'OUTPUT__0': produced "
                         "dims [16] after the batch dim, config declares [8]"));
+  auto needs_64 = c->Infer("needs_64", {input});
+  ASSERT_EQ(needs_64.status().code(), absl::StatusCode::kNotFound) << "its warm-up failed the load";
+  EXPECT_THAT(std::string(needs_64.status().message()),
+              HasSubstr("warm-up at batch size 1 with the -1 dims of INPUT__0 as 1 (if the model needs other sizes, "
+                        "add a model_warmup sample with dims it accepts): model 'needs_64' worker 0 on cpu: "));
+  EXPECT_TRUE(c->Infer("needs_64_warmed", {input}).ok()) << "its sample gave the warm-up 64";
+  auto not_torchscript = c->Infer("not_torchscript", {input});
+  ASSERT_EQ(not_torchscript.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(not_torchscript.status().message()),
+              HasSubstr("(not a whole TorchScript file: save the model with torch.jit.save"));
   server->Shutdown();
   EXPECT_FALSE(c->ServerLive().ok()) << "stopped";
 }

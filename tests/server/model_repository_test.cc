@@ -74,9 +74,14 @@ TEST_F(RepositoryTest, SpecificVersionPolicyAndMissingFile) {
   EXPECT_EQ(spec.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(spec.status().message()), HasSubstr("2/model.pt does not exist"));
   Write("m/config.pbtxt", std::string(kIo) + "version_policy { specific { versions: [1, 2] } }\ndefault_model_filename: \"other.pt\"\n");
+  ::testing::internal::CaptureStderr();
   spec = LoadModelDirectory((root_ / "m").string());
+  const std::string log = ::testing::internal::GetCapturedStderr();
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->version, 2);
+  // Triton would serve both; one is served here, and the log says which one of those named.
+  EXPECT_THAT(log, HasSubstr("model 'm': only version 2 is served of the versions version_policy.specific names "
+                             "that exist (1, 2)"));
 }
 
 // What stands where the model file should be is named: a directory, a link that loops or leads
@@ -174,14 +179,18 @@ TEST_F(RepositoryTest, NoVersionDirectoryAndNoConfig) {
   auto spec = LoadModelDirectory((root_ / "m").string());
   EXPECT_EQ(spec.status().code(), absl::StatusCode::kNotFound);
   std::filesystem::create_directories(root_ / "empty");
-  EXPECT_THAT(std::string(LoadModelDirectory((root_ / "empty").string()).status().message()),
-              HasSubstr("config.pbtxt: cannot open"));
+  const absl::Status no_config = LoadModelDirectory((root_ / "empty").string()).status();
+  EXPECT_EQ(no_config.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(no_config.message()),
+              HasSubstr("model 'empty': " + (root_ / "empty" / "config.pbtxt").string() +
+                        " does not exist; chronoserve needs a config.pbtxt in every model directory"));
 }
 
 TEST_F(RepositoryTest, ListsModelDirectoriesSorted) {
   Write("b/config.pbtxt", kIo);
   Write("a/config.pbtxt", kIo);
   Write(".hidden/config.pbtxt", kIo);
+  Write("__pycache__/export.cpython-311.pyc", "x");  // beside a script that exported the models
   Write("file.txt", "x");
   auto names = ListModelDirectories(root_.string());
   ASSERT_TRUE(names.ok());
