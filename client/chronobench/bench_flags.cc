@@ -110,10 +110,14 @@ void AddBenchFlags(CLI::App* app, RawFlags* raw) {
                   "Bytes of shared memory per output tensor (default: from the model's output shapes and the "
                   "batch size; needed for variable-shaped outputs)")
       ->transform(IntegerIn(0, int64_t{1} << 40));
-  app->add_option("--json", o.output.json_path, "Write the report as JSON");
+  // An empty path would write nothing, in silence.
+  const CLI::Validator path_given(
+      [](std::string& path) { return path.empty() ? std::string("a file path is needed") : std::string(); }, "PATH");
+  app->add_option("--json", o.output.json_path, "Write the report as JSON")->check(path_given);
   app->add_option("--csv", o.output.csv_path, "Write one CSV row per measured sweep point (status ok), then, when a "
-                  "point failed and stopped the sweep, one row for it (status failed, no figures)");
-  app->add_option("--html", o.output.html_path, "Write a self-contained HTML report with charts");
+                  "point failed and stopped the sweep, one row for it (status failed, no figures)")
+      ->check(path_given);
+  app->add_option("--html", o.output.html_path, "Write a self-contained HTML report with charts")->check(path_given);
   app->add_option("--traceparent-rate", o.trace.traceparent_rate,
                   "Fraction of requests sent with a W3C traceparent (0..1)")->capture_default_str();
   app->add_option("--otlp-endpoint", o.trace.otlp_endpoint, "OTLP/gRPC HOST:PORT: export a CLIENT span per traced request (parent of the server's span)");

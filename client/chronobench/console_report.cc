@@ -56,7 +56,7 @@ std::string Summary(const BenchReport& report) {
       const auto& p = report.points[at];
       const auto& next = report.points[at + 1];
       absl::StrAppend(&out, absl::StrFormat(
-          "saturation: batch %d (%.1f items/s); the next batch size, %d, raised items/s by %.1f%% (at most 5%%)",
+          "saturation: batch %d (%.1f items/s); the next batch size, %d, changed items/s by %+.1f%% (5%% or less)",
           p.spec.batch_size, p.items_per_s, next.spec.batch_size, 100 * (next.items_per_s / p.items_per_s - 1)));
       const auto best = std::max_element(report.points.begin() + at + 1, report.points.end(),
                                          [](const auto& a, const auto& b) { return a.items_per_s < b.items_per_s; });

@@ -61,8 +61,11 @@ constexpr const char* kAppJs = R"js(
       for (const w of r.warnings) html += '<tr><td class="warn" colspan="12">' + name(r) + ': ' + esc(w) + '</td></tr>';
     }
     if (report.failed_point) {
-      html += '<tr><td class="warn" colspan="12">FAILED: ' + esc(report.failed_point.label) + ': ' +
-          esc(report.failed_point.message) + ' (the sweep stopped here)</td></tr>';
+      // The runner's messages begin with the point's label already.
+      const fp = report.failed_point;
+      const text = fp.message.startsWith(fp.label + ': ') ? fp.message : fp.label + ': ' + fp.message;
+      html += '<tr><td class="warn" colspan="12">FAILED: ' + esc(text) +
+          (text.includes('the sweep stops here') ? '' : ' (the sweep stopped here)') + '</td></tr>';
     }
     table.innerHTML = html;
 

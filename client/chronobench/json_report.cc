@@ -7,7 +7,9 @@
 #include <cerrno>
 #include <cstring>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -237,14 +239,32 @@ absl::Status CheckWritable(const std::string& flag, const std::string& path) {
   }
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+  if (::stat(dir.c_str(), &st) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": directory '", dir, "' does not exist"));
   }
+  if (!S_ISDIR(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat(what, ": '", dir, "' is not a directory"));
   if (::access(dir.c_str(), W_OK | X_OK) != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": cannot create a file in '", dir, "' (", std::strerror(errno), ")"));
   }
   return absl::OkStatus();
+}
+
+bool SameFile(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0) {
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  }
+  auto resolved = [](const std::string& path) -> std::optional<std::filesystem::path> {
+    std::error_code ec;
+    const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+    if (ec) return std::nullopt;
+    std::filesystem::path canonical = std::filesystem::weakly_canonical(absolute, ec);
+    if (ec) return std::nullopt;
+    return canonical;
+  };
+  const std::optional<std::filesystem::path> pa = resolved(a), pb = resolved(b);
+  return pa.has_value() && pb.has_value() && *pa == *pb;
 }
 
 absl::Status WriteFile(const std::string& path, const std::string& contents) {

@@ -61,6 +61,16 @@ absl::Status CheckOutputs(const BenchOptions& options) {
   for (const auto& [flag, path] : outputs) {
     if (!path->empty()) RETURN_IF_ERROR(CheckWritable(flag, *path));
   }
+  // Two reports into one file: the last written would be the only one left.
+  for (size_t a = 0; a < std::size(outputs); ++a) {
+    for (size_t b = a + 1; b < std::size(outputs); ++b) {
+      if (outputs[a].second->empty() || outputs[b].second->empty()) continue;
+      if (SameFile(*outputs[a].second, *outputs[b].second)) {
+        return absl::InvalidArgumentError(absl::StrCat(outputs[a].first, " and ", outputs[b].first, " name the same file ('",
+                                                       *outputs[b].second, "'); give each report a path of its own"));
+      }
+    }
+  }
   if (!options.output.html_path.empty()) RETURN_IF_ERROR(LoadChartJs().status());
   return absl::OkStatus();
 }

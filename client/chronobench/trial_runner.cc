@@ -131,7 +131,13 @@ void AddWarnings(const PointSpec& spec, const std::vector<WindowSummary>& window
   if (r.errors() > 0) {
     std::string codes;
     for (const auto& [code, n] : r.errors_by_code()) absl::StrAppend(&codes, codes.empty() ? "" : ", ", GrpcCodeName(code), " ", n);
-    result->warnings.push_back(absl::StrCat(r.errors(), " requests failed (", codes, "); their latency is in e2e"));
+    // Failures answered at once pull e2e down; a majority of them makes it their figure, not the model's.
+    result->warnings.push_back(absl::StrCat(
+        r.errors(), " requests failed (", codes, "); their latency is in e2e",
+        r.errors() > r.successes() ? absl::StrCat(": they are most of the point (", r.successes(),
+                                                  " answered OK), so e2e is mostly the failures' latency, "
+                                                  "not the model's; the server columns are the OK answers'")
+                                   : ""));
   }
   if (r.without_timing() > 0) {
     result->warnings.push_back(absl::StrCat(
@@ -231,7 +237,7 @@ std::optional<std::string> UnansweredWarning(const PointResult& point) {
                          unanswered, which, point.oldest_unanswered_ns / 1e6, against);
 }
 
-std::optional<std::string> NothingMeasuredWarning(const PointResult& point) {
+std::optional<absl::Status> NothingMeasured(const PointResult& point) {
   const LatencyRecorder& r = point.recorder;
   if (r.successes() + r.errors() > 0) return std::nullopt;
   std::string why;
@@ -249,7 +255,12 @@ std::optional<std::string> NothingMeasuredWarning(const PointResult& point) {
             "--measurement-interval or --measurement-request-count)";
       break;
   }
-  return absl::StrCat("no request was measured in the reported windows: ", why);
+  std::string message = absl::StrCat(point.spec.Label(), ": no request was measured in the reported windows: ", why);
+  if (std::optional<std::string> unanswered = UnansweredWarning(point)) absl::StrAppend(&message, "; ", *unanswered);
+  absl::StrAppend(&message, "; the point has no figures, and the sweep stops here");
+  // A request still waiting is a server that did not answer in time; none at all, windows too short.
+  return point.unanswered_at_end + point.unsent_at_end > 0 ? absl::DeadlineExceededError(message)
+                                                            : absl::FailedPreconditionError(message);
 }
 
 std::optional<absl::Status> EveryRequestFailed(const PointResult& point) {
@@ -414,7 +425,7 @@ absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::Mod
     result->send_waits_past_deadline += w->SendWaitsPastDeadline();
   }
   if (std::optional<absl::Status> failed = EveryRequestFailed(*result)) return *std::move(failed);
-  if (std::optional<std::string> nothing = NothingMeasuredWarning(*result)) result->warnings.push_back(*std::move(nothing));
+  if (std::optional<absl::Status> nothing = NothingMeasured(*result)) return *std::move(nothing);
   if (std::optional<std::string> unanswered = UnansweredWarning(*result)) {
     result->warnings.push_back(*std::move(unanswered));
   }

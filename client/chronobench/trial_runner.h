@@ -112,9 +112,11 @@ bool WindowsAreStable(const std::vector<WindowSummary>& windows, double percenta
 // always has, are no reason to warn).
 std::optional<std::string> UnansweredWarning(const PointResult& point);
 
-// A warning when the reported windows hold no request at all (every figure of the point is then
-// absent), saying what may have caused it for the point's load mode. Nullopt otherwise.
-std::optional<std::string> NothingMeasuredWarning(const PointResult& point);
+// A point whose reported windows hold no request at all has no figures: the status that fails it
+// and stops the sweep (DEADLINE_EXCEEDED while requests were still unanswered, a frozen server or a
+// client behind its schedule; FAILED_PRECONDITION when none was, windows shorter than an idle gap),
+// saying what may have caused it for the point's load mode. Nullopt otherwise.
+std::optional<absl::Status> NothingMeasured(const PointResult& point);
 
 // A point whose every measured request failed (the server killed, refusing the load) is not a
 // measurement: the status (the most frequent failure's code, the point's label and the counts by

@@ -234,6 +234,20 @@ TEST_F(ChronobenchE2eTest, BinaryExitsTwoOnABadFlagAndZeroOnHelp) {
             std::string::npos)
       << no_dir->second;
   EXPECT_EQ(no_dir->second.find("p50"), std::string::npos) << "no point ran: " << no_dir->second;
+  // Two reports into one file (here through `..`): only the last written would be left.
+  const std::string same = *dir_ + "/same";
+  auto one_file = RunProgram({CHRONOBENCH_BIN, "-m", "mlp", "-u", *url_, "--json", same, "--csv",
+                              *dir_ + "/../" + std::filesystem::path(*dir_).filename().string() + "/same"},
+                             absl::Seconds(30));
+  ASSERT_TRUE(one_file.ok()) << one_file.status();
+  EXPECT_EQ(one_file->first, 2) << one_file->second;
+  EXPECT_NE(one_file->second.find("--json and --csv name the same file"), std::string::npos) << one_file->second;
+  EXPECT_FALSE(std::filesystem::exists(same)) << "refused before the run";
+  // An empty path would write nothing without a word.
+  auto empty = RunProgram({CHRONOBENCH_BIN, "-m", "mlp", "-u", *url_, "--html", ""}, absl::Seconds(30));
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(empty->first, 2) << empty->second;
+  EXPECT_NE(empty->second.find("a file path is needed"), std::string::npos) << empty->second;
   auto help = RunProgram({CHRONOBENCH_BIN, "--help"}, absl::Seconds(30));
   ASSERT_TRUE(help.ok()) << help.status();
   EXPECT_EQ(help->first, 0) << help->second;

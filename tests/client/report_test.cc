@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cmath>
 #include <set>
 #include <optional>
@@ -357,9 +358,10 @@ TEST(ReportTest, UnansweredAtEndIsCountedAndWarnedAboutWhenPastTheTail) {
   EXPECT_EQ((*rows)[2][Column((*rows)[0], "unsent_at_end")], "0");
 }
 
-// A point whose windows measured nothing: a warning that says so (and why it may be, by mode), the
-// unanswered warning without an e2e max it could be compared with, and null window p50s in the JSON.
-TEST(ReportTest, APointThatMeasuredNothingSaysSo) {
+// A point whose windows measured nothing fails, saying so (and why it may be, by mode) with the
+// unanswered requests, without an e2e max they could be compared with; a window that measured
+// nothing in a point that did has a null p50 in the JSON.
+TEST(ReportTest, APointThatMeasuredNothingFails) {
   BenchReport report = MakeReport(LoadMode::kRate);
   PointResult& p = report.points[0];
   p.recorder = LatencyRecorder();
@@ -367,10 +369,14 @@ TEST(ReportTest, APointThatMeasuredNothingSaysSo) {
   p.windows = {{0.5, 0, 0, 0, 0, 0.4}};
   p.unsent_at_end = 171506;
   p.oldest_unanswered_ns = 4'285'297'000;
-  const std::optional<std::string> nothing = NothingMeasuredWarning(p);
+  const std::optional<absl::Status> nothing = NothingMeasured(p);
   ASSERT_TRUE(nothing.has_value());
-  EXPECT_THAT(*nothing, HasSubstr("no request was measured in the reported windows"));
-  EXPECT_THAT(*nothing, HasSubstr("unsent_at_end")) << "open loop: the client behind its schedule";
+  EXPECT_EQ(nothing->code(), absl::StatusCode::kDeadlineExceeded) << "requests were left unanswered";
+  const std::string message(nothing->message());
+  EXPECT_THAT(message, HasSubstr("rate 500/s, batch 1: no request was measured in the reported windows"));
+  EXPECT_THAT(message, HasSubstr("unsent_at_end")) << "open loop: the client behind its schedule";
+  EXPECT_THAT(message, HasSubstr("171506 requests were still unanswered"));
+  EXPECT_THAT(message, HasSubstr("the point has no figures, and the sweep stops here"));
   const std::optional<std::string> unanswered = UnansweredWarning(p);
   ASSERT_TRUE(unanswered.has_value());
   EXPECT_THAT(*unanswered, HasSubstr("171506 requests were still unanswered"));
@@ -378,12 +384,19 @@ TEST(ReportTest, APointThatMeasuredNothingSaysSo) {
   EXPECT_THAT(*unanswered, Not(HasSubstr("e2e max 0.000")));
   EXPECT_FALSE(EveryRequestFailed(p).has_value()) << "nothing failed either";
   p.spec.mode = LoadMode::kIdleGap;
-  EXPECT_THAT(*NothingMeasuredWarning(p), HasSubstr("--measurement-interval"));
-  EXPECT_FALSE(NothingMeasuredWarning(report.points[1]).has_value());
+  p.unsent_at_end = 0;
+  const std::optional<absl::Status> gap = NothingMeasured(p);
+  ASSERT_TRUE(gap.has_value());
+  EXPECT_EQ(gap->code(), absl::StatusCode::kFailedPrecondition) << "nothing left unanswered: windows too short";
+  EXPECT_THAT(std::string(gap->message()), HasSubstr("--measurement-interval"));
+  EXPECT_FALSE(NothingMeasured(report.points[1]).has_value());
 
+  // A point that measured something may still have a window that did not.
+  PointResult& partly = report.points[1];
+  partly.windows.insert(partly.windows.begin(), {0.5, 0, 0, 0, 0, 0.4});
   const nlohmann::json json = ReportToJson(report);
-  EXPECT_TRUE(json["runs"][0]["windows"][0]["e2e_p50_us"].is_null()) << json["runs"][0]["windows"];
-  EXPECT_EQ(json["runs"][1]["windows"][0]["e2e_p50_us"], 150.0);
+  EXPECT_TRUE(json["runs"][1]["windows"][0]["e2e_p50_us"].is_null()) << json["runs"][1]["windows"];
+  EXPECT_EQ(json["runs"][1]["windows"][1]["e2e_p50_us"], 150.0);
 }
 
 // Every request of a point failed (a server killed): the point fails with the most frequent code and
@@ -459,7 +472,7 @@ TEST(ReportTest, TheSaturationLineNamesTheNextStepAndALaterRise) {
   report.saturation_index = SaturationIndex({100, 200, 205, 400});
   ASSERT_EQ(report.saturation_index, 1u);
   std::string summary = Summary(report);
-  EXPECT_NE(summary.find("saturation: batch 2 (200.0 items/s); the next batch size, 4, raised items/s by 2.5% (at most 5%)"),
+  EXPECT_NE(summary.find("saturation: batch 2 (200.0 items/s); the next batch size, 4, changed items/s by +2.5% (5% or less)"),
             std::string::npos) << summary;
   EXPECT_NE(summary.find("but batch 8 reached 400.0 items/s (+100.0%): throughput rose again"), std::string::npos)
       << summary;
@@ -551,8 +564,19 @@ TEST(ReportTest, CheckWritableNamesTheFlagAndWhatIsWrong) {
   EXPECT_EQ(directory.message(), absl::StrCat("--html '", dir, "': is a directory"));
   const absl::Status file_as_dir = CheckWritable("--json", fresh + "/r.json");
   EXPECT_EQ(file_as_dir.code(), absl::StatusCode::kInvalidArgument) << "a file is no directory";
+  EXPECT_EQ(file_as_dir.message(), absl::StrCat("--json '", fresh, "/r.json': '", fresh, "' is not a directory"));
   EXPECT_TRUE(CheckWritable("--json", "relative-report.json").ok()) << "the working directory";
 
+  // One file by two names: existing (a link to it), or not yet (`..` in the path).
+  const std::string link = dir + "/link.json";
+  ASSERT_EQ(::symlink(fresh.c_str(), link.c_str()), 0);
+  EXPECT_TRUE(SameFile(fresh, link));
+  const std::string leaf = std::filesystem::path(dir).filename().string();
+  EXPECT_TRUE(SameFile(dir + "/new.csv", dir + "/../" + leaf + "/./new.csv"));
+  EXPECT_FALSE(SameFile(dir + "/new.csv", dir + "/new.html"));
+  EXPECT_FALSE(SameFile(fresh, dir + "/new.html"));
+
+  ::unlink(link.c_str());
   ::unlink(fresh.c_str());
   ::rmdir(dir.c_str());
 }
