@@ -1,15 +1,7 @@
 #include "client/chronobench/json_report.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
-#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -225,60 +217,6 @@ std::string ReportToCsv(const BenchReport& report) {
     absl::StrAppend(&csv, CsvRow(row));
   }
   return csv;
-}
-
-absl::Status CheckWritable(const std::string& flag, const std::string& path) {
-  const std::string what = absl::StrCat(flag, " '", path, "'");
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat(what, ": is a directory"));
-    if (::access(path.c_str(), W_OK) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": cannot be overwritten (", std::strerror(errno), ")"));
-    }
-    return absl::OkStatus();
-  }
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  if (::stat(dir.c_str(), &st) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": directory '", dir, "' does not exist"));
-  }
-  if (!S_ISDIR(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat(what, ": '", dir, "' is not a directory"));
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": cannot create a file in '", dir, "' (", std::strerror(errno), ")"));
-  }
-  return absl::OkStatus();
-}
-
-bool SameFile(const std::string& a, const std::string& b) {
-  struct stat sa, sb;
-  if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0) {
-    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-  }
-  auto resolved = [](const std::string& path) -> std::optional<std::filesystem::path> {
-    std::error_code ec;
-    const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
-    if (ec) return std::nullopt;
-    std::filesystem::path canonical = std::filesystem::weakly_canonical(absolute, ec);
-    if (ec) return std::nullopt;
-    return canonical;
-  };
-  const std::optional<std::filesystem::path> pa = resolved(a), pb = resolved(b);
-  return pa.has_value() && pb.has_value() && *pa == *pb;
-}
-
-absl::Status WriteFile(const std::string& path, const std::string& contents) {
-  // errno's text when the stream's failure set one.
-  auto failed = [](absl::string_view what) {
-    return absl::InternalError(absl::StrCat(what, errno != 0 ? absl::StrCat(" (", std::strerror(errno), ")") : ""));
-  };
-  errno = 0;
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  if (!file) return failed(absl::StrCat("cannot open '", path, "' for writing"));
-  file << contents;
-  file.close();
-  if (!file) return failed(absl::StrCat("failed writing '", path, "'"));
-  return absl::OkStatus();
 }
 
 }  // namespace chronoserve::client::bench

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "client/chronobench/bench_report.h"
+#include "common/output_file.h"  // WriteFile, CheckWritable, SameFile: the reports' files
 #include "nlohmann/json.hpp"
 
 namespace chronoserve::client::bench {
@@ -21,16 +22,6 @@ nlohmann::json ReportToJson(const BenchReport& report);
 // One header line, then one row per sweep point (status "ok"), then, when a point failed, one row
 // for it (status "failed", its label and message, no figures). RFC 4180 quoting.
 std::string ReportToCsv(const BenchReport& report);
-
-// Writes `contents` to `path`; INTERNAL with the path on failure.
-absl::Status WriteFile(const std::string& path, const std::string& contents);
-// Whether WriteFile(path, ...) could create or replace `path` now (its directory exists and is
-// writable; the path, if it exists, is a writable file), without touching it: checked before a run
-// that may take hours, not after. INVALID_ARGUMENT naming `flag`, the path and what is wrong.
-absl::Status CheckWritable(const std::string& flag, const std::string& path);
-// Whether two report paths lead to one file: the same file when both exist (links followed), else
-// the same path once `.`, `..` and the links in its existing part are resolved.
-bool SameFile(const std::string& a, const std::string& b);
 
 }  // namespace chronoserve::client::bench
 

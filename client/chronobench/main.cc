@@ -17,11 +17,15 @@
 #include "common/cli_integer.h"
 #include "common/clock.h"
 #include "common/malloc_tuning.h"
+#include "common/output_file.h"
 #include "common/status_macros.h"
 
 namespace {
 
 using namespace chronoserve::client::bench;  // NOLINT: main only
+using chronoserve::CheckWritable;
+using chronoserve::SameFile;
+using chronoserve::WriteFile;
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "chronobench: %s\n", std::string(status.message()).c_str());

@@ -587,10 +587,27 @@ absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir) {
   std::ifstream in(config_path);
   if (!in) {
     std::error_code exists_ec;
+    if (!fs::exists(dir, exists_ec)) {
+      return absl::NotFoundError(absl::StrCat("model directory '", model_dir, "' does not exist"));
+    }
+    if (!fs::is_directory(dir, exists_ec)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", model_dir, "' is not a directory (a model directory holds config.pbtxt and numbered version "
+          "directories)"));
+    }
     if (!fs::exists(config_path, exists_ec)) {
+      // A model repository given where one of its models was meant (`profile models`).
+      std::string models;
+      if (absl::StatusOr<std::vector<std::string>> subdirectories = SubdirectoryNames(dir); subdirectories.ok()) {
+        for (const std::string& sub : *subdirectories) {
+          if (fs::exists(dir / sub / "config.pbtxt", exists_ec)) absl::StrAppend(&models, models.empty() ? "" : ", ", sub);
+        }
+      }
       return absl::NotFoundError(absl::StrCat(
           "model '", name, "': ", config_path.string(), " does not exist; chronoserve needs a config.pbtxt in "
-          "every model directory (it does not derive one from the model, as Triton's auto-complete does)"));
+          "every model directory (it does not derive one from the model, as Triton's auto-complete does)",
+          models.empty() ? "" : absl::StrCat("; '", model_dir, "' looks like a model repository, whose models are "
+                                             "its subdirectories (", models, ")")));
     }
     return absl::NotFoundError(absl::StrCat(config_path.string(), ": cannot open (", std::strerror(errno), ")"));
   }

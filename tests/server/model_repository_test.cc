@@ -186,6 +186,23 @@ TEST_F(RepositoryTest, NoVersionDirectoryAndNoConfig) {
                         " does not exist; chronoserve needs a config.pbtxt in every model directory"));
 }
 
+// What was given instead of a model directory is named: nothing, a file, or the repository above.
+TEST_F(RepositoryTest, APathThatIsNoModelDirectorySaysWhatItIs) {
+  const absl::Status missing = LoadModelDirectory((root_ / "missing").string()).status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(missing.message(), "model directory '" + (root_ / "missing").string() + "' does not exist");
+  Write("m/config.pbtxt", kIo);
+  Write("m/1/model.pt", "x");
+  const absl::Status file = LoadModelDirectory((root_ / "m" / "1" / "model.pt").string()).status();
+  EXPECT_EQ(file.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(file.message()), HasSubstr("model.pt' is not a directory"));
+  Write("n/config.pbtxt", kIo);
+  const absl::Status repository = LoadModelDirectory(root_.string()).status();
+  EXPECT_EQ(repository.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(repository.message()),
+              HasSubstr("looks like a model repository, whose models are its subdirectories (m, n)"));
+}
+
 TEST_F(RepositoryTest, ListsModelDirectoriesSorted) {
   Write("b/config.pbtxt", kIo);
   Write("a/config.pbtxt", kIo);

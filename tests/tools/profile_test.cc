@@ -35,6 +35,11 @@ TEST(ProfileTest, ResolvesBatchSizesAgainstTheModelMaximum) {
   // A model that does not batch still has its list checked, not silently replaced.
   EXPECT_THAT(std::string(profile::ResolveBatchSizes("garbage", 0).status().message()), HasSubstr("'garbage'"));
   EXPECT_FALSE(profile::ResolveBatchSizes("", 0).ok());
+  for (const char* typo : {"1,,2", "1,2,", ",1", " , "}) {
+    EXPECT_THAT(std::string(profile::ResolveBatchSizes(typo, 8).status().message()),
+                HasSubstr("an empty entry between commas"))
+        << typo;
+  }
 }
 
 // The mlp example batching up to 8, as "mlp" in `repo`.

@@ -233,9 +233,15 @@ class Profiler {
 
 absl::StatusOr<std::vector<int>> ResolveBatchSizes(const std::string& list, int max_batch_size) {
   std::vector<int> sizes;
-  for (absl::string_view part : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
+  // An empty entry ("1,,2", a trailing comma) is a typo, not a list of two.
+  const bool blank = absl::StripAsciiWhitespace(list).empty();
+  for (absl::string_view part : absl::StrSplit(list, ',')) {
     part = absl::StripAsciiWhitespace(part);
+    if (blank) break;
     int64_t size = 0;
+    if (part.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--batch-sizes '", list, "': an empty entry between commas"));
+    }
     if (part == "max") {
       size = max_batch_size;
     } else if (!absl::SimpleAtoi(part, &size) || size <= 0) {

@@ -9,6 +9,7 @@
 
 #include "common/cli_integer.h"
 #include "common/log.h"
+#include "common/output_file.h"
 #include "common/shape_flag.h"
 #include "tools/profile/input_shapes.h"
 #include "tools/profile/model_profiler.h"
@@ -28,6 +29,8 @@ int RunProfileCommand(int argc, char** argv) {
                "per batch size, median and p10/p90 of h2d/compute/launch/d2h and host wall time, eager, CUDA-graph "
                "and exact-device-timing "
                "modes, a throughput search up to the memory limit and the four classic timing mistakes"};
+  // As invoked: `chronoserve profile` (argv[0] is then "profile") or chronoserve-profile.
+  app.name(std::string(argv[0]) == "profile" ? "chronoserve profile" : argv[0]);
   app.add_option("model_dir", model_dir, "Model directory in Triton's layout: DIR/config.pbtxt, DIR/<version>/model.pt")
       ->required();
   app.add_option("--batch-sizes", options.batch_sizes, "Comma-separated batch sizes; 'max' = max_batch_size")
@@ -76,6 +79,13 @@ int RunProfileCommand(int argc, char** argv) {
     if (absl::Status s = ParseShapeFlag(shape, &options.shapes); !s.ok()) {
       CS_LOG(ERROR) << s.message();
       return 2;  // a bad flag, as CLI11's own
+    }
+  }
+  // Before a profile that may take minutes, not after it.
+  if (!json_path.empty()) {
+    if (absl::Status s = CheckWritable("--json", json_path); !s.ok()) {
+      CS_LOG(ERROR) << s.message();
+      return 2;
     }
   }
 

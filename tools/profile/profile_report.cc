@@ -1,13 +1,12 @@
 #include "tools/profile/profile_report.h"
 
-#include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/dtype.h"
+#include "common/output_file.h"
 
 namespace chronoserve::profile {
 namespace {
@@ -179,11 +178,7 @@ std::string ReportToJson(const ProfileReport& r) {
 }
 
 absl::Status WriteJson(const ProfileReport& report, const std::string& path) {
-  std::ofstream file(path);
-  if (!file) return absl::InternalError(absl::StrCat("cannot open '", path, "' for writing"));
-  file << ReportToJson(report) << "\n";
-  if (!file.good()) return absl::InternalError(absl::StrCat("writing '", path, "' failed"));
-  return absl::OkStatus();
+  return WriteFile(path, ReportToJson(report) + "\n");
 }
 
 }  // namespace chronoserve::profile

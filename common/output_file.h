@@ -1,0 +1,23 @@
+// A report file that a long run writes at its end: checked before the run, written after it.
+#ifndef CHRONOSERVE_COMMON_OUTPUT_FILE_H_
+#define CHRONOSERVE_COMMON_OUTPUT_FILE_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace chronoserve {
+
+// Writes `contents` to `path`; INTERNAL with the path (and errno's text) on failure.
+absl::Status WriteFile(const std::string& path, const std::string& contents);
+// Whether WriteFile(path, ...) could create or replace `path` now (its directory exists and is
+// writable; the path, if it exists, is a writable file), without touching it: checked before a run
+// that may take hours, not after. INVALID_ARGUMENT naming `flag`, the path and what is wrong.
+absl::Status CheckWritable(const std::string& flag, const std::string& path);
+// Whether two report paths lead to one file: the same file when both exist (links followed), else
+// the same path once `.`, `..` and the links in its existing part are resolved.
+bool SameFile(const std::string& a, const std::string& b);
+
+}  // namespace chronoserve
+
+#endif  // CHRONOSERVE_COMMON_OUTPUT_FILE_H_
