@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/connect_probe.h"
 #include "client/infer_stream.h"
 #include "client/inference_client.h"
 #include "common/status_macros.h"
@@ -16,6 +17,7 @@ namespace chronoserve::client::bench {
 namespace {
 
 constexpr auto kConnectTimeout = std::chrono::seconds(10);
+constexpr auto kConnectStep = std::chrono::milliseconds(100);  // between looks at why the channel failed
 
 nlohmann::json ModelJson(const inference::ModelMetadataResponse& m, const RequestFactory& factory) {
   auto tensors = [](const auto& list) {
@@ -102,8 +104,24 @@ absl::Status Benchmark::Connect() {
   const std::string& url = options_.target.url;
   channels_ = MakeDistinctChannels(url, options_.target.connections);
   for (const auto& ch : channels_) {
-    if (!ch->WaitForConnected(std::chrono::system_clock::now() + kConnectTimeout)) {
-      return absl::UnavailableError(absl::StrCat("cannot connect to ", url, " within 10 s"));
+    const auto deadline = std::chrono::system_clock::now() + kConnectTimeout;
+    bool connected = false;
+    while (!connected && std::chrono::system_clock::now() < deadline) {
+      connected = ch->WaitForConnected(std::min(deadline, std::chrono::system_clock::now() + kConnectStep));
+      // gRPC tells only that the connection failed: one plain connect tells why, and nothing
+      // listening there will not start listening by waiting out the 10 s.
+      if (!connected && ch->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+        const ConnectProbe probe = ProbeConnect(url, 1000);
+        if (probe.refused) {
+          return absl::UnavailableError(absl::StrCat("cannot connect to ", url, ": ", probe.reason,
+                                                     " (is chronoserve running and listening there?)"));
+        }
+      }
+    }
+    if (!connected) {
+      const ConnectProbe probe = ProbeConnect(url, 1000);
+      return absl::UnavailableError(absl::StrCat("cannot connect to ", url, " within 10 s",
+                                                 probe.reason.empty() ? "" : absl::StrCat(" (", probe.reason, ")")));
     }
     stubs_.emplace_back(ch);
   }

@@ -1,0 +1,101 @@
+#include "client/connect_probe.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/strip.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace chronoserve::client {
+namespace {
+
+ConnectProbe FromErrno(int err) {
+  ConnectProbe p;
+  p.refused = err == ECONNREFUSED || err == ENOENT;
+  p.reason = std::strerror(err);
+  return p;
+}
+
+ConnectProbe ProbeUnix(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) return ConnectProbe{false, "the socket path is too long"};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return FromErrno(errno);
+  const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+  const int err = errno;
+  ::close(fd);
+  return rc == 0 ? ConnectProbe{} : FromErrno(err);
+}
+
+// One address: 0 when connected within the timeout, else the errno (ETIMEDOUT past it).
+int ConnectWithin(const addrinfo& ai, int timeout_ms) {
+  const int fd = ::socket(ai.ai_family, ai.ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai.ai_protocol);
+  if (fd < 0) return errno;
+  int err = 0;
+  if (::connect(fd, ai.ai_addr, ai.ai_addrlen) != 0) {
+    err = errno;
+    if (err == EINPROGRESS) {
+      pollfd pfd{fd, POLLOUT, 0};
+      const int ready = ::poll(&pfd, 1, timeout_ms);
+      socklen_t len = sizeof(err);
+      if (ready <= 0) {
+        err = ready == 0 ? ETIMEDOUT : errno;
+      } else if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
+        err = errno;
+      }
+    }
+  }
+  ::close(fd);
+  return err;
+}
+
+ConnectProbe ProbeTcp(absl::string_view target, int timeout_ms) {
+  const size_t colon = target.rfind(':');
+  if (colon == absl::string_view::npos) return ConnectProbe{false, "no port in the target (HOST:PORT)"};
+  std::string host(target.substr(0, colon));
+  const std::string port(target.substr(colon + 1));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) {
+    return ConnectProbe{false, absl::StrCat("cannot resolve '", host, "': ", ::gai_strerror(rc))};
+  }
+  // As gRPC: every address the name resolves to; refused only when each one refused.
+  bool all_refused = true;
+  int last = 0;
+  for (const addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
+    last = ConnectWithin(*ai, timeout_ms);
+    if (last == 0) {
+      ::freeaddrinfo(found);
+      return ConnectProbe{};
+    }
+    all_refused = all_refused && last == ECONNREFUSED;
+  }
+  ::freeaddrinfo(found);
+  ConnectProbe result = FromErrno(last);
+  result.refused = all_refused;
+  return result;
+}
+
+}  // namespace
+
+ConnectProbe ProbeConnect(const std::string& target, int timeout_ms) {
+  absl::string_view t = target;
+  if (absl::ConsumePrefix(&t, "unix://") || absl::ConsumePrefix(&t, "unix:")) return ProbeUnix(std::string(t));
+  absl::ConsumePrefix(&t, "dns:///");
+  return ProbeTcp(t, timeout_ms);
+}
+
+}  // namespace chronoserve::client

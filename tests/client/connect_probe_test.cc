@@ -1,0 +1,90 @@
+// ProbeConnect against real sockets on 127.0.0.1: a port bound but not listening refuses, a
+// listening one connects, a Unix path with no socket refuses; and chronobench, given a port where
+// nothing listens, fails at once saying so instead of waiting out its 10 s.
+#include "client/connect_probe.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "absl/time/clock.h"
+#include "tests/client/subprocess.h"
+
+namespace chronoserve::client {
+namespace {
+using ::testing::HasSubstr;
+
+// A TCP socket bound to a free port on 127.0.0.1 (listening when asked); closed with the object.
+class BoundPort {
+ public:
+  explicit BoundPort(bool listening) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0 || (listening && ::listen(fd_, 4) != 0)) {
+      return;
+    }
+    port_ = ntohs(addr.sin_port);
+  }
+  ~BoundPort() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+TEST(ConnectProbeTest, TellsARefusalFromAListener) {
+  BoundPort closed(/*listening=*/false);
+  ASSERT_GT(closed.port(), 0);
+  const ConnectProbe refused = ProbeConnect("127.0.0.1:" + std::to_string(closed.port()), 1000);
+  EXPECT_TRUE(refused.refused);
+  EXPECT_EQ(refused.reason, "Connection refused");
+
+  BoundPort open(/*listening=*/true);
+  ASSERT_GT(open.port(), 0);
+  for (const std::string& target : {"127.0.0.1:" + std::to_string(open.port()),
+                                    "dns:///127.0.0.1:" + std::to_string(open.port())}) {
+    const ConnectProbe ok = ProbeConnect(target, 1000);
+    EXPECT_FALSE(ok.refused) << target;
+    EXPECT_EQ(ok.reason, "") << target;
+  }
+}
+
+TEST(ConnectProbeTest, AUnixPathWithNoSocketIsRefused) {
+  for (const std::string& target : {"unix:/nonexistent-chronoserve-dir/s.sock", "unix:///nonexistent-chronoserve-dir/s.sock"}) {
+    const ConnectProbe probe = ProbeConnect(target, 1000);
+    EXPECT_TRUE(probe.refused) << target;
+    EXPECT_EQ(probe.reason, "No such file or directory") << target;
+  }
+}
+
+TEST(ConnectProbeTest, NoPortIsNoRefusal) {
+  const ConnectProbe no_port = ProbeConnect("localhost", 1000);
+  EXPECT_FALSE(no_port.refused);
+  EXPECT_THAT(no_port.reason, HasSubstr("no port"));
+}
+
+TEST(ConnectProbeTest, ChronobenchFailsAtOnceWhereNothingListens) {
+  BoundPort closed(/*listening=*/false);
+  ASSERT_GT(closed.port(), 0);
+  const absl::Time start = absl::Now();
+  auto run = testing::RunProgram({CHRONOBENCH_BIN, "-m", "mlp", "-u", "127.0.0.1:" + std::to_string(closed.port())},
+                                 absl::Seconds(30));
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->first, 1) << run->second;
+  EXPECT_THAT(run->second, HasSubstr(": Connection refused (is chronoserve running and listening there?)"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(8)) << "not the 10 s a slow server is given";
+}
+
+}  // namespace
+}  // namespace chronoserve::client
