@@ -30,8 +30,7 @@ void AddBenchFlags(CLI::App* app, RawFlags* raw) {
   app->add_flag("--connection-affinity,!--no-connection-affinity", o.target.connection_affinity,
                "On by default: each worker thread sends on connections of its own (of W threads in use, thread t "
                "on t, t + W, ...; with fewer connections N than W, each thread on connection t mod N, shared); "
-               "--no-connection-affinity: every thread round-robin over every connection")
-      ->capture_default_str();
+               "--no-connection-affinity: every thread round-robin over every connection");
   app->add_flag("--streaming", o.target.streaming,
                "Send requests on bidirectional ModelStreamInfer streams (one per worker thread and connection it sends on) "
                "instead of one unary call each");
