@@ -29,6 +29,9 @@
 namespace chronoserve::server {
 namespace {
 constexpr const char* kServiceName = "inference.GRPCInferenceService";
+// After the exit timeout: how long the UNAVAILABLE answers of the requests still queued get to reach
+// their callers before gRPC cancels every call left.
+constexpr auto kAbandonedAnswersGrace = std::chrono::seconds(1);
 
 // The gRPC target of --grpc-unix-socket PATH ("unix:PATH"); empty when there is none.
 std::string UnixTarget(const std::string& path) { return path.empty() ? "" : absl::StrCat("unix:", path); }
@@ -292,8 +295,7 @@ void Server::Shutdown() {
     // New requests are refused from here on; the ones queued need not wait for their batching
     // window to close (it may be longer than the exit timeout): they run now.
     registry_.CloseQueues();
-    const auto deadline =
-        std::chrono::system_clock::now() + std::chrono::seconds(options_.exit_timeout_secs);
+    auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(options_.exit_timeout_secs);
     // Keep the port open while accepted requests finish: health answers NOT_SERVING and new
     // requests UNAVAILABLE (gRPC's own shutdown would cancel calls that arrive meanwhile).
     if (!service_->WaitForAnswered(absl::FromChrono(deadline))) {
@@ -301,6 +303,11 @@ void Server::Shutdown() {
       // Before gRPC cancels the calls: a queued request must not start on a worker while its
       // cancellation is on its way (the models' queues would otherwise drain it when they stop).
       registry_.AbandonQueued("the server's exit timeout passed while the request was queued");
+      // Those answers (UNAVAILABLE, which a client may retry elsewhere) are only queued on their
+      // calls: gRPC's shutdown at a deadline already past would reset the streams first, and the
+      // callers would read INTERNAL or CANCELLED. A moment for them to go out; what is left after it,
+      // a running batch's answer or a slow reader's, is cancelled.
+      deadline = std::chrono::system_clock::now() + kAbandonedAnswersGrace;
     }
     // Ours ends its Watch calls, which would otherwise hold gRPC's shutdown up to the deadline.
     if (health_service_ != nullptr) health_service_->Shutdown();

@@ -347,10 +347,16 @@ void ModelQueue::Close() {
 void ModelQueue::CloseAbandoningQueued(const std::string& reason) {
   absl::Status abandoned =
       absl::UnavailableError(absl::StrCat("model '", model_, "': ", reason, "; the request was not executed"));
-  absl::MutexLock lock(&mu_);
-  closed_ = true;
-  abandoned_ = std::move(abandoned);
-  cv_.SignalAll();
+  Batch dropped;
+  Drops drops{&dropped, {}};
+  {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+    abandoned_ = std::move(abandoned);
+    DropAllAbandonedLocked(&drops);
+    cv_.SignalAll();
+  }
+  for (auto& r : dropped) InferRequest::Complete(std::move(r), absl::OkStatus());
 }
 
 void ModelQueue::Poke() {

@@ -69,9 +69,10 @@ class ModelQueue {
 
   // Stops accepting; waiting workers drain what is queued, then NextBatch returns false. Idempotent.
   void Close();
-  // Close, and give up on every request still waiting: workers hand each back as `dropped` with
-  // UNAVAILABLE ("model 'M': <reason>; the request was not executed"), never batched; a batch a
-  // worker already took runs to its end. For the server's exit timeout.
+  // Close, and give up on every request still waiting: each is answered here, on the caller's
+  // thread, with UNAVAILABLE ("model 'M': <reason>; the request was not executed"), never batched,
+  // without waiting for a worker that is busy with a batch (which runs to its end). For the
+  // server's exit timeout: its answers must go out before gRPC cancels the calls.
   void CloseAbandoningQueued(const std::string& reason);
 
   // A client cancelled a request (its CancelFlag is set): the next batch taken first drops every
