@@ -75,12 +75,14 @@ absl::Status ModelQueue::EnqueueLocked(std::unique_ptr<InferRequest>& request, u
   const size_t waiting = queue_.size() + delayed_.size();
   if (queue_policy_.max_queue_size > 0 && waiting >= queue_policy_.max_queue_size) {
     return absl::ResourceExhaustedError(absl::StrCat("model '", model_, "': queue is full (",
-                                                     waiting, " requests waiting, max_queue_size ",
+                                                     waiting, waiting == 1 ? " request" : " requests",
+                                                     " waiting, max_queue_size ",
                                                      queue_policy_.max_queue_size, ")"));
   }
   if (queue_policy_.max_queue_bytes > 0 && queued_bytes_ + bytes > queue_policy_.max_queue_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "model '", model_, "': queue is full (", waiting, " requests waiting hold ", Mib(queued_bytes_),
+        "model '", model_, "': queue is full (", waiting, waiting == 1 ? " request waiting holds " : " requests waiting hold ",
+        Mib(queued_bytes_),
         " of inputs; this request's ", Mib(bytes), " would pass the limit of ", Mib(queue_policy_.max_queue_bytes),
         ", --max-queue-mib)"));
   }
