@@ -11,11 +11,18 @@
 #include <cstring>
 
 #include "absl/strings/strip.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
 namespace chronoserve::client {
 namespace {
+
+ConnectProbe Connected() {
+  ConnectProbe p;
+  p.connected = true;
+  return p;
+}
 
 ConnectProbe FromErrno(int err) {
   ConnectProbe p;
@@ -26,15 +33,17 @@ ConnectProbe FromErrno(int err) {
 
 ConnectProbe ProbeUnix(const std::string& path) {
   sockaddr_un addr{};
-  if (path.size() >= sizeof(addr.sun_path)) return ConnectProbe{false, "the socket path is too long"};
+  if (path.size() >= sizeof(addr.sun_path)) return ConnectProbe{false, false, "the socket path is too long"};
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.data(), path.size());
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Non-blocking: a frozen server's full backlog answers EAGAIN at once instead of holding the probe.
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return FromErrno(errno);
   const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
   const int err = errno;
   ::close(fd);
-  return rc == 0 ? ConnectProbe{} : FromErrno(err);
+  if (rc == 0 || err == EAGAIN || err == EINPROGRESS) return Connected();  // someone listens
+  return FromErrno(err);
 }
 
 // One address: 0 when connected within the timeout, else the errno (ETIMEDOUT past it).
@@ -61,16 +70,20 @@ int ConnectWithin(const addrinfo& ai, int timeout_ms) {
 
 ConnectProbe ProbeTcp(absl::string_view target, int timeout_ms) {
   const size_t colon = target.rfind(':');
-  if (colon == absl::string_view::npos) return ConnectProbe{false, "no port in the target (HOST:PORT)"};
+  if (colon == absl::string_view::npos) return ConnectProbe{false, false, "no port in the target (HOST:PORT)"};
   std::string host(target.substr(0, colon));
   const std::string port(target.substr(colon + 1));
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string::npos) {
+    return ConnectProbe{};  // an IPv6 address without brackets: gRPC reads it otherwise; not probed
+  }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   if (const int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) {
-    return ConnectProbe{false, absl::StrCat("cannot resolve '", host, "': ", ::gai_strerror(rc))};
+    return ConnectProbe{false, false, absl::StrCat("cannot resolve '", host, "': ", ::gai_strerror(rc))};
   }
   // As gRPC: every address the name resolves to; refused only when each one refused.
   bool all_refused = true;
@@ -79,9 +92,11 @@ ConnectProbe ProbeTcp(absl::string_view target, int timeout_ms) {
     last = ConnectWithin(*ai, timeout_ms);
     if (last == 0) {
       ::freeaddrinfo(found);
-      return ConnectProbe{};
+      return Connected();
     }
-    all_refused = all_refused && last == ECONNREFUSED;
+    // An address of a family this host cannot reach (::1 without IPv6) refuses nothing.
+    const bool unreachable = last == EAFNOSUPPORT || last == EADDRNOTAVAIL || last == ENETUNREACH;
+    if (!unreachable) all_refused = all_refused && last == ECONNREFUSED;
   }
   ::freeaddrinfo(found);
   ConnectProbe result = FromErrno(last);
@@ -95,6 +110,13 @@ ConnectProbe ProbeConnect(const std::string& target, int timeout_ms) {
   absl::string_view t = target;
   if (absl::ConsumePrefix(&t, "unix://") || absl::ConsumePrefix(&t, "unix:")) return ProbeUnix(std::string(t));
   absl::ConsumePrefix(&t, "dns:///");
+  if (t.empty()) return ConnectProbe{};
+  // Another of gRPC's schemes (ipv4:, ipv6:, unix-abstract:, dns://AUTHORITY/): not probed.
+  if (absl::StrContains(t, "/") || (t.find(':') != t.rfind(':') && t.front() != '[') ||
+      absl::StartsWith(t, "ipv4:") || absl::StartsWith(t, "ipv6:") || absl::StartsWith(t, "unix-abstract:") ||
+      absl::StartsWith(t, "dns:")) {
+    return ConnectProbe{};
+  }
   return ProbeTcp(t, timeout_ms);
 }
 

@@ -10,12 +10,15 @@
 namespace chronoserve::client {
 
 struct ConnectProbe {
-  bool refused = false;  // nothing listens there (ECONNREFUSED; ENOENT for a Unix socket path)
-  std::string reason;    // errno's text or the resolver's; empty when the connect succeeded
+  bool refused = false;    // nothing listens there (ECONNREFUSED; ENOENT for a Unix socket path)
+  bool connected = false;  // a plain connect succeeded: something listens there
+  std::string reason;    // errno's text or the resolver's; empty when it connected or was not probed
 };
 
-// `target`: "HOST:PORT", "[V6]:PORT", "unix:PATH" or "unix://PATH" (the forms chronobench's -u
-// takes). Gives up on a TCP connect after `timeout_ms`.
+// `target`: "HOST:PORT", "[V6]:PORT", "dns:///HOST:PORT", "unix:PATH" or "unix://PATH". Any
+// other of gRPC's forms (ipv4:, ipv6:, unix-abstract:, an unbracketed IPv6 address) is not probed:
+// an empty reason, not refused. Gives up on a TCP connect after `timeout_ms`; resolving a name
+// is the system resolver's, unbounded here.
 ConnectProbe ProbeConnect(const std::string& target, int timeout_ms);
 
 }  // namespace chronoserve::client

@@ -40,7 +40,8 @@ absl::Status CheckWritable(const std::string& flag, const std::string& path) {
 bool SameFile(const std::string& a, const std::string& b) {
   struct stat sa, sb;
   if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0) {
-    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    // Only files: two reports into /dev/null (discarded on purpose) collide with nothing.
+    return S_ISREG(sa.st_mode) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
   }
   auto resolved = [](const std::string& path) -> std::optional<std::filesystem::path> {
     std::error_code ec;
@@ -56,15 +57,22 @@ bool SameFile(const std::string& a, const std::string& b) {
 
 absl::Status WriteFile(const std::string& path, const std::string& contents) {
   // errno's text when the stream's failure set one.
-  auto failed = [](absl::string_view what) {
-    return absl::InternalError(absl::StrCat(what, errno != 0 ? absl::StrCat(" (", std::strerror(errno), ")") : ""));
+  // errno read at once, before building the message could change it.
+  auto failed = [](int err, absl::string_view what) {
+    return absl::InternalError(absl::StrCat(what, err != 0 ? absl::StrCat(" (", std::strerror(err), ")") : ""));
   };
   errno = 0;
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  if (!file) return failed(absl::StrCat("cannot open '", path, "' for writing"));
+  if (!file) {
+    const int err = errno;
+    return failed(err, absl::StrCat("cannot open '", path, "' for writing"));
+  }
   file << contents;
   file.close();
-  if (!file) return failed(absl::StrCat("failed writing '", path, "'"));
+  if (!file) {
+    const int err = errno;
+    return failed(err, absl::StrCat("failed writing '", path, "'"));
+  }
   return absl::OkStatus();
 }
 

@@ -14,8 +14,9 @@ absl::Status WriteFile(const std::string& path, const std::string& contents);
 // writable; the path, if it exists, is a writable file), without touching it: checked before a run
 // that may take hours, not after. INVALID_ARGUMENT naming `flag`, the path and what is wrong.
 absl::Status CheckWritable(const std::string& flag, const std::string& path);
-// Whether two report paths lead to one file: the same file when both exist (links followed), else
-// the same path once `.`, `..` and the links in its existing part are resolved.
+// Whether two report paths lead to one file: the same regular file when both exist (links
+// followed; /dev/null twice is no collision), else the same path once `.`, `..` and the links in
+// its existing part are resolved.
 bool SameFile(const std::string& a, const std::string& b);
 
 }  // namespace chronoserve

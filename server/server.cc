@@ -302,12 +302,18 @@ void Server::Shutdown() {
       CS_LOG(WARNING) << "exit timeout: cancelling the requests still in flight";
       // Before gRPC cancels the calls: a queued request must not start on a worker while its
       // cancellation is on its way (the models' queues would otherwise drain it when they stop).
-      registry_.AbandonQueued("the server's exit timeout passed while the request was queued");
+      const size_t abandoned =
+          registry_.AbandonQueued("the server's exit timeout passed while the request was queued");
       // Those answers (UNAVAILABLE, which a client may retry elsewhere) are only queued on their
       // calls: gRPC's shutdown at a deadline already past would reset the streams first, and the
       // callers would read INTERNAL or CANCELLED. A moment for them to go out; what is left after it,
-      // a running batch's answer or a slow reader's, is cancelled.
-      deadline = std::chrono::system_clock::now() + kAbandonedAnswersGrace;
+      // a running batch's answer or a slow reader's, is cancelled. Without such answers, none.
+      if (abandoned > 0) {
+        CS_LOG(WARNING) << "exit timeout: " << abandoned << " queued request(s) answered UNAVAILABLE; up to "
+                        << std::chrono::duration_cast<std::chrono::seconds>(kAbandonedAnswersGrace).count()
+                        << " s for those answers to go out";
+        deadline = std::chrono::system_clock::now() + kAbandonedAnswersGrace;
+      }
     }
     // Ours ends its Watch calls, which would otherwise hold gRPC's shutdown up to the deadline.
     if (health_service_ != nullptr) health_service_->Shutdown();

@@ -111,7 +111,7 @@ void AddBenchFlags(CLI::App* app, RawFlags* raw) {
       ->transform(IntegerIn(0, int64_t{1} << 40));
   // An empty path would write nothing, in silence.
   const CLI::Validator path_given(
-      [](std::string& path) { return path.empty() ? std::string("a file path is needed") : std::string(); }, "PATH");
+      [](std::string& path) { return path.empty() ? std::string("a file path is needed") : std::string(); }, "");
   app->add_option("--json", o.output.json_path, "Write the report as JSON")->check(path_given);
   app->add_option("--csv", o.output.csv_path, "Write one CSV row per measured sweep point (status ok), then, when a "
                   "point failed and stopped the sweep, one row for it (status failed, no figures)")

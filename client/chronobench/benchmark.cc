@@ -17,7 +17,8 @@ namespace chronoserve::client::bench {
 namespace {
 
 constexpr auto kConnectTimeout = std::chrono::seconds(10);
-constexpr auto kConnectStep = std::chrono::milliseconds(100);  // between looks at why the channel failed
+constexpr auto kConnectStep = std::chrono::milliseconds(100);  // between looks at the channel's state
+constexpr auto kProbeEvery = std::chrono::seconds(1);           // plain connects to learn why it failed
 
 nlohmann::json ModelJson(const inference::ModelMetadataResponse& m, const RequestFactory& factory) {
   auto tensors = [](const auto& list) {
@@ -105,13 +106,17 @@ absl::Status Benchmark::Connect() {
   channels_ = MakeDistinctChannels(url, options_.target.connections);
   for (const auto& ch : channels_) {
     const auto deadline = std::chrono::system_clock::now() + kConnectTimeout;
+    auto next_probe = std::chrono::system_clock::now();
     bool connected = false;
+    ConnectProbe probe;
     while (!connected && std::chrono::system_clock::now() < deadline) {
       connected = ch->WaitForConnected(std::min(deadline, std::chrono::system_clock::now() + kConnectStep));
-      // gRPC tells only that the connection failed: one plain connect tells why, and nothing
-      // listening there will not start listening by waiting out the 10 s.
-      if (!connected && ch->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
-        const ConnectProbe probe = ProbeConnect(url, 1000);
+      // gRPC tells only that the connection failed: a plain connect (at most one a second) tells
+      // why, and a port where nothing listens will not start listening by waiting out the 10 s.
+      if (!connected && ch->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE &&
+          std::chrono::system_clock::now() >= next_probe) {
+        next_probe = std::chrono::system_clock::now() + kProbeEvery;
+        probe = ProbeConnect(url, 1000);
         if (probe.refused) {
           return absl::UnavailableError(absl::StrCat("cannot connect to ", url, ": ", probe.reason,
                                                      " (is chronoserve running and listening there?)"));
@@ -119,9 +124,14 @@ absl::Status Benchmark::Connect() {
       }
     }
     if (!connected) {
-      const ConnectProbe probe = ProbeConnect(url, 1000);
-      return absl::UnavailableError(absl::StrCat("cannot connect to ", url, " within 10 s",
-                                                 probe.reason.empty() ? "" : absl::StrCat(" (", probe.reason, ")")));
+      std::string why;
+      if (probe.connected) {
+        why = " (a plain connect there succeeds, but gRPC does not: not a gRPC port, or one that wants TLS? "
+              "chronoserve's port is plaintext)";
+      } else if (!probe.reason.empty()) {
+        why = absl::StrCat(" (", probe.reason, ")");
+      }
+      return absl::UnavailableError(absl::StrCat("cannot connect to ", url, " within 10 s", why));
     }
     stubs_.emplace_back(ch);
   }

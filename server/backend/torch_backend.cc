@@ -450,8 +450,9 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> CreateTorchInstance(const ModelSp
     // state_dict or a pickled module from torch.save).
     const std::string what = e.what_without_backtrace();
     const char* hint = absl::StrContains(what, "PytorchStreamReader")
-                           ? " (not a whole TorchScript file: save the model with torch.jit.save(torch.jit.script(model), "
-                             "path) or torch.jit.trace; torch.save's state_dict or pickled module cannot be served)"
+                           ? " (not a whole TorchScript file: a truncated copy, a git-lfs pointer not pulled, or not "
+                             "TorchScript at all; save the model with torch.jit.save(torch.jit.script(model), path) or "
+                             "torch.jit.trace: torch.save's state_dict or pickled module cannot be served)"
                            : "";
     return absl::InvalidArgumentError(
         absl::StrCat("model '", spec.name, "': cannot load ", spec.model_path, ": ", what, hint));

@@ -13,8 +13,9 @@
 // staging them took two.
 //
 // Flow: the gRPC handler builds it and enqueues it; a worker fills `outputs` and the timeline; the
-// worker then calls Complete(), which moves the request into `on_complete` (the gRPC layer's
-// responder), exactly once.
+// worker then calls Complete() (or the queue does, for one it drops unrun: dead when a full queue
+// is scanned, abandoned at the exit timeout), which moves the request into `on_complete` (the gRPC
+// layer's responder), exactly once.
 #ifndef CHRONOSERVE_SERVER_CORE_INFER_REQUEST_H_
 #define CHRONOSERVE_SERVER_CORE_INFER_REQUEST_H_
 

@@ -574,6 +574,43 @@ absl::StatusOr<std::vector<int64_t>> PickVersions(const fs::path& dir, const std
 }
 }  // namespace
 
+namespace {
+// Why `model_dir`'s config.pbtxt could not be opened (`open_errno`: errno right after the attempt):
+// the directory is missing or no directory, it is a model repository given for one of its models,
+// or it has no config.pbtxt (chronoserve reads one; it derives none from the model).
+absl::Status WhyNoConfig(const std::string& model_dir, const std::string& name, int open_errno) {
+  const fs::path dir(model_dir);
+  const fs::path config_path = dir / "config.pbtxt";
+  std::error_code ec;
+  const fs::file_status dir_status = fs::status(dir, ec);
+  if (dir_status.type() == fs::file_type::not_found) {
+    return absl::NotFoundError(absl::StrCat("model directory '", model_dir, "' does not exist"));
+  }
+  if (!ec && !fs::is_directory(dir_status)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", model_dir, "' is not a directory (a model directory holds config.pbtxt and numbered version directories)"));
+  }
+  if (open_errno != ENOENT) {
+    return absl::NotFoundError(absl::StrCat(config_path.string(), ": cannot open (", std::strerror(open_errno), ")"));
+  }
+  // A model repository given where one of its models was meant (`chronoserve profile models`).
+  std::vector<std::string> models;
+  if (absl::StatusOr<std::vector<std::string>> names = ListModelDirectories(model_dir); names.ok()) {
+    for (const std::string& sub : *names) {
+      std::error_code sub_ec;
+      if (fs::exists(dir / sub / "config.pbtxt", sub_ec)) models.push_back(sub);
+    }
+  }
+  if (!models.empty()) {
+    return absl::NotFoundError(absl::StrCat("'", model_dir, "' is a model repository, not a model directory: pass one of "
+                                            "its models (", absl::StrJoin(models, ", "), ")"));
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "model '", name, "': ", config_path.string(), " does not exist; chronoserve needs a config.pbtxt in every "
+      "model directory (it does not derive one from the model, as Triton's auto-complete does)"));
+}
+}  // namespace
+
 absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir) {
   const fs::path dir(model_dir);
   // The model is named after its directory, also when that is given as `models/mlp/` or `.`.
@@ -585,32 +622,7 @@ absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir) {
   RETURN_IF_ERROR(ValidateModelName(name));
   const fs::path config_path = dir / "config.pbtxt";
   std::ifstream in(config_path);
-  if (!in) {
-    std::error_code exists_ec;
-    if (!fs::exists(dir, exists_ec)) {
-      return absl::NotFoundError(absl::StrCat("model directory '", model_dir, "' does not exist"));
-    }
-    if (!fs::is_directory(dir, exists_ec)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'", model_dir, "' is not a directory (a model directory holds config.pbtxt and numbered version "
-          "directories)"));
-    }
-    if (!fs::exists(config_path, exists_ec)) {
-      // A model repository given where one of its models was meant (`profile models`).
-      std::string models;
-      if (absl::StatusOr<std::vector<std::string>> subdirectories = SubdirectoryNames(dir); subdirectories.ok()) {
-        for (const std::string& sub : *subdirectories) {
-          if (fs::exists(dir / sub / "config.pbtxt", exists_ec)) absl::StrAppend(&models, models.empty() ? "" : ", ", sub);
-        }
-      }
-      return absl::NotFoundError(absl::StrCat(
-          "model '", name, "': ", config_path.string(), " does not exist; chronoserve needs a config.pbtxt in "
-          "every model directory (it does not derive one from the model, as Triton's auto-complete does)",
-          models.empty() ? "" : absl::StrCat("; '", model_dir, "' looks like a model repository, whose models are "
-                                             "its subdirectories (", models, ")")));
-    }
-    return absl::NotFoundError(absl::StrCat(config_path.string(), ": cannot open (", std::strerror(errno), ")"));
-  }
+  if (!in) return WhyNoConfig(model_dir, name, errno);
   std::stringstream text;
   text << in.rdbuf();
 

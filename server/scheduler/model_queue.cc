@@ -346,7 +346,7 @@ void ModelQueue::Close() {
   cv_.SignalAll();
 }
 
-void ModelQueue::CloseAbandoningQueued(const std::string& reason) {
+size_t ModelQueue::CloseAbandoningQueued(const std::string& reason) {
   absl::Status abandoned =
       absl::UnavailableError(absl::StrCat("model '", model_, "': ", reason, "; the request was not executed"));
   Batch dropped;
@@ -358,7 +358,9 @@ void ModelQueue::CloseAbandoningQueued(const std::string& reason) {
     DropAllAbandonedLocked(&drops);
     cv_.SignalAll();
   }
+  const size_t answered = dropped.size();
   for (auto& r : dropped) InferRequest::Complete(std::move(r), absl::OkStatus());
+  return answered;
 }
 
 void ModelQueue::Poke() {

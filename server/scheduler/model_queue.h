@@ -73,7 +73,8 @@ class ModelQueue {
   // thread, with UNAVAILABLE ("model 'M': <reason>; the request was not executed"), never batched,
   // without waiting for a worker that is busy with a batch (which runs to its end). For the
   // server's exit timeout: its answers must go out before gRPC cancels the calls.
-  void CloseAbandoningQueued(const std::string& reason);
+  // Returns how many requests it answered.
+  size_t CloseAbandoningQueued(const std::string& reason);
 
   // A client cancelled a request (its CancelFlag is set): the next batch taken first drops every
   // cancelled request, and waiting workers wake to do so.

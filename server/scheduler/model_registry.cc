@@ -79,8 +79,10 @@ bool ModelRegistry::AllReady() const {
   return true;
 }
 
-void ModelRegistry::AbandonQueued(const std::string& reason) {
-  for (auto& r : Ready()) r->AbandonQueued(reason);
+size_t ModelRegistry::AbandonQueued(const std::string& reason) {
+  size_t answered = 0;
+  for (auto& r : Ready()) answered += r->AbandonQueued(reason);
+  return answered;
 }
 
 void ModelRegistry::CloseQueues() {

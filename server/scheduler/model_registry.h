@@ -35,7 +35,8 @@ class ModelRegistry {
   // Stops every runtime (closes queues, joins workers). Idempotent.
   void StopAll();
   // Every runtime's AbandonQueued(reason): queued requests are answered, not run (exit timeout).
-  void AbandonQueued(const std::string& reason);
+  // Returns how many were answered.
+  size_t AbandonQueued(const std::string& reason);
   // Every runtime's CloseQueue(): the drain at shutdown runs queued requests at once.
   void CloseQueues();
 

@@ -58,7 +58,7 @@ class ModelRuntime {
   void Stop();
   // Stops accepting and answers the requests still queued UNAVAILABLE (`reason`) instead of running
   // them (ModelQueue::CloseAbandoningQueued); batches already taken finish. Stop() still joins.
-  void AbandonQueued(const std::string& reason) { queue_.CloseAbandoningQueued(reason); }
+  size_t AbandonQueued(const std::string& reason) { return queue_.CloseAbandoningQueued(reason); }
   // Stops accepting; the requests still queued run now, in batches as full as they can be, without
   // waiting out the batching window (a closed queue decides as if every delay had passed). The
   // workers go on until the queue is empty; Stop() joins them.

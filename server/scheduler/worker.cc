@@ -115,8 +115,9 @@ absl::Status Worker::WarmupRun(const ModelSpec& spec, int items,
   }
   if (status.ok()) return status;
   // A model that wants a size of its own for a variable dim fails here first: say how to give it one.
+  // At batch size 1 only: a failure at a larger size (out of memory) is no matter of dims.
   std::vector<std::string> filled;
-  for (const TensorSpec& input : spec.inputs) {
+  for (const TensorSpec& input : items == 1 ? spec.inputs : std::vector<TensorSpec>{}) {
     if (dims.count(input.name) == 0 && absl::c_linear_search(input.dims, int64_t{-1})) filled.push_back(input.name);
   }
   std::string hint;

@@ -56,6 +56,7 @@ TEST(ConnectProbeTest, TellsARefusalFromAListener) {
                                     "dns:///127.0.0.1:" + std::to_string(open.port())}) {
     const ConnectProbe ok = ProbeConnect(target, 1000);
     EXPECT_FALSE(ok.refused) << target;
+    EXPECT_TRUE(ok.connected) << target;
     EXPECT_EQ(ok.reason, "") << target;
   }
 }
@@ -65,6 +66,16 @@ TEST(ConnectProbeTest, AUnixPathWithNoSocketIsRefused) {
     const ConnectProbe probe = ProbeConnect(target, 1000);
     EXPECT_TRUE(probe.refused) << target;
     EXPECT_EQ(probe.reason, "No such file or directory") << target;
+  }
+}
+
+TEST(ConnectProbeTest, GrpcsOtherFormsAreNotProbed) {
+  for (const char* target : {"ipv4:127.0.0.1:1", "ipv6:[::1]:1", "unix-abstract:x", "dns://8.8.8.8/localhost:1", "::1",
+                             "dns:///"}) {
+    const ConnectProbe probe = ProbeConnect(target, 1000);
+    EXPECT_FALSE(probe.refused) << target;
+    EXPECT_FALSE(probe.connected) << target;
+    EXPECT_EQ(probe.reason, "") << target;
   }
 }
 

@@ -88,7 +88,8 @@ TEST_F(FailedModelTest, BrokenModelsFailAloneWithTheirReason) {
   auto not_torchscript = c->Infer("not_torchscript", {input});
   ASSERT_EQ(not_torchscript.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(not_torchscript.status().message()),
-              HasSubstr("(not a whole TorchScript file: save the model with torch.jit.save"));
+              HasSubstr("(not a whole TorchScript file: a truncated copy, a git-lfs pointer not pulled, or not TorchScript at "
+                        "all; save the model with torch.jit.save"));
   server->Shutdown();
   EXPECT_FALSE(c->ServerLive().ok()) << "stopped";
 }

@@ -110,7 +110,7 @@ TEST(ModelQueueTest, AbandonedQueueDropsEveryWaitingRequestUnavailableAndRefuses
     (*r)->on_complete = [&answers](std::unique_ptr<InferRequest> done) { answers.push_back(done->status); };
     ASSERT_TRUE(queue.Enqueue(*r).ok());
   }
-  queue.CloseAbandoningQueued("the server's exit timeout passed");
+  EXPECT_EQ(queue.CloseAbandoningQueued("the server's exit timeout passed"), 2u);
   ASSERT_EQ(answers.size(), 2u) << "answered by the call itself";
   for (const absl::Status& status : answers) {
     EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);

@@ -197,10 +197,11 @@ TEST_F(RepositoryTest, APathThatIsNoModelDirectorySaysWhatItIs) {
   EXPECT_EQ(file.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(file.message()), HasSubstr("model.pt' is not a directory"));
   Write("n/config.pbtxt", kIo);
+  Write(".ipynb_checkpoints/config.pbtxt", kIo);  // no model, as when the server lists the repository
   const absl::Status repository = LoadModelDirectory(root_.string()).status();
   EXPECT_EQ(repository.code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(repository.message()),
-              HasSubstr("looks like a model repository, whose models are its subdirectories (m, n)"));
+  EXPECT_EQ(repository.message(), "'" + root_.string() + "' is a model repository, not a model directory: pass one "
+                                  "of its models (m, n)");
 }
 
 TEST_F(RepositoryTest, ListsModelDirectoriesSorted) {

@@ -90,6 +90,11 @@ TEST(ProfileCommandTest, FlagsBelowTheMethodologyOrMalformedExitTwo) {
       // Base 10 like every other flag: CLI11 alone would read 0x10 as 16.
       {{"--seed", "0x10"}, "--seed: '0x10' is not an integer from 0 to 9223372036854775807"},
       {{"--seed", "-1"}, "--seed: '-1' is not an integer from 0 to 9223372036854775807"},
+      {{"--batch-sizes", "1,,8"}, "--batch-sizes '1,,8': an empty entry"},
+      // The report's path is checked before the profile runs, not after it.
+      {{"--json", "/nonexistent-chronoserve-dir/p.json"},
+       "--json '/nonexistent-chronoserve-dir/p.json': directory '/nonexistent-chronoserve-dir' does not exist"},
+      {{"--json", ""}, "--json: a file path is needed"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> argv = {CHRONOSERVE_BIN, "profile", dir};
@@ -98,6 +103,7 @@ TEST(ProfileCommandTest, FlagsBelowTheMethodologyOrMalformedExitTwo) {
     ASSERT_TRUE(run.ok()) << run.status();
     EXPECT_EQ(run->first, 2) << c.says << ": " << run->second;
     EXPECT_NE(run->second.find(c.says), std::string::npos) << run->second;
+    EXPECT_EQ(run->second.find("measured runs per batch size"), std::string::npos) << "refused before profiling: " << run->second;
   }
   const std::string json_path = repo.path() + "/clipped.json";
   auto clipped = testing::RunProgram({CHRONOSERVE_BIN, "profile", dir, "--batch-sizes", "1,5000000000", "--repetitions",

@@ -37,7 +37,7 @@ TEST(ProfileTest, ResolvesBatchSizesAgainstTheModelMaximum) {
   EXPECT_FALSE(profile::ResolveBatchSizes("", 0).ok());
   for (const char* typo : {"1,,2", "1,2,", ",1", " , "}) {
     EXPECT_THAT(std::string(profile::ResolveBatchSizes(typo, 8).status().message()),
-                HasSubstr("an empty entry between commas"))
+                HasSubstr("an empty entry"))
         << typo;
   }
 }

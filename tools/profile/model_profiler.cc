@@ -233,15 +233,12 @@ class Profiler {
 
 absl::StatusOr<std::vector<int>> ResolveBatchSizes(const std::string& list, int max_batch_size) {
   std::vector<int> sizes;
-  // An empty entry ("1,,2", a trailing comma) is a typo, not a list of two.
-  const bool blank = absl::StripAsciiWhitespace(list).empty();
+  if (absl::StripAsciiWhitespace(list).empty()) return absl::InvalidArgumentError("--batch-sizes: empty list");
+  // An empty entry ("1,,2", a trailing comma) is a typo, not a shorter list.
   for (absl::string_view part : absl::StrSplit(list, ',')) {
     part = absl::StripAsciiWhitespace(part);
-    if (blank) break;
     int64_t size = 0;
-    if (part.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("--batch-sizes '", list, "': an empty entry between commas"));
-    }
+    if (part.empty()) return absl::InvalidArgumentError(absl::StrCat("--batch-sizes '", list, "': an empty entry"));
     if (part == "max") {
       size = max_batch_size;
     } else if (!absl::SimpleAtoi(part, &size) || size <= 0) {
@@ -249,7 +246,6 @@ absl::StatusOr<std::vector<int>> ResolveBatchSizes(const std::string& list, int 
     }
     sizes.push_back(static_cast<int>(std::min<int64_t>(size, max_batch_size)));  // larger: clipped
   }
-  if (sizes.empty()) return absl::InvalidArgumentError("--batch-sizes: empty list");
   if (max_batch_size <= 0) return std::vector<int>{1};  // a valid list, but the model has one shape
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());

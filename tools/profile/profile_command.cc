@@ -64,7 +64,7 @@ int RunProfileCommand(int argc, char** argv) {
   app.add_flag("--no-exact-timing", no_exact,
                "Skip the eager_exact mode (exact device timing: stream held until each batch is enqueued)");
   app.add_flag("--no-throughput-search", no_search, "Skip the throughput search");
-  app.add_option("--json", json_path, "Also write the whole report as JSON to this file");
+  CLI::Option* json_flag = app.add_option("--json", json_path, "Also write the whole report as JSON to this file");
   // --help and --version exit 0; a bad flag exits 2, as every other start-up error of a flag does.
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
   options.cuda_graphs = !no_graphs;
@@ -82,6 +82,10 @@ int RunProfileCommand(int argc, char** argv) {
     }
   }
   // Before a profile that may take minutes, not after it.
+  if (json_flag->count() > 0 && json_path.empty()) {
+    CS_LOG(ERROR) << "--json: a file path is needed";
+    return 2;
+  }
   if (!json_path.empty()) {
     if (absl::Status s = CheckWritable("--json", json_path); !s.ok()) {
       CS_LOG(ERROR) << s.message();
