@@ -24,17 +24,25 @@ absl::Status CheckWritable(const std::string& flag, const std::string& path) {
     }
     return absl::OkStatus();
   }
+  const std::string why = WhyCannotCreateIn(path, "file");
+  return why.empty() ? absl::OkStatus() : absl::InvalidArgumentError(absl::StrCat(what, ": ", why));
+}
+
+std::string WhyCannotCreateIn(const std::string& path, const std::string& kind) {
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  struct stat st;
   if (::stat(dir.c_str(), &st) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": directory '", dir, "' does not exist"));
+    const int err = errno;
+    return err == ENOENT ? absl::StrCat("directory '", dir, "' does not exist")
+                         : absl::StrCat("directory '", dir, "': ", std::strerror(err));
   }
-  if (!S_ISDIR(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat(what, ": '", dir, "' is not a directory"));
+  if (!S_ISDIR(st.st_mode)) return absl::StrCat("'", dir, "' is not a directory");
   if (::access(dir.c_str(), W_OK | X_OK) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": cannot create a file in '", dir, "' (", std::strerror(errno), ")"));
+    const int err = errno;
+    return absl::StrCat("cannot create a ", kind, " in '", dir, "' (", std::strerror(err), ")");
   }
-  return absl::OkStatus();
+  return "";
 }
 
 bool SameFile(const std::string& a, const std::string& b) {

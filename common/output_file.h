@@ -14,6 +14,10 @@ absl::Status WriteFile(const std::string& path, const std::string& contents);
 // writable; the path, if it exists, is a writable file), without touching it: checked before a run
 // that may take hours, not after. INVALID_ARGUMENT naming `flag`, the path and what is wrong.
 absl::Status CheckWritable(const std::string& flag, const std::string& path);
+// Why a `kind` ("file", "socket") cannot be created at `path` now, from its parent directory: missing
+// ("directory 'D' does not exist"), no directory, or not writable and searchable; "" when nothing
+// there stands in the way.
+std::string WhyCannotCreateIn(const std::string& path, const std::string& kind);
 // Whether two report paths lead to one file: the same regular file when both exist (links
 // followed; /dev/null twice is no collision), else the same path once `.`, `..` and the links in
 // its existing part are resolved.

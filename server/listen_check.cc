@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/output_file.h"
 
 namespace chronoserve::server {
 
@@ -48,14 +49,8 @@ std::string WhyTcpListenFails(const std::string& host, int port) {
 }
 
 std::string WhyUnixListenFails(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  if (std::string why = WhyCannotCreateIn(path, "socket"); !why.empty()) return why;
   struct stat st {};
-  if (stat(dir.c_str(), &st) != 0) return absl::StrCat("directory '", dir, "': ", std::strerror(errno));
-  if (!S_ISDIR(st.st_mode)) return absl::StrCat("'", dir, "' is not a directory");
-  if (access(dir.c_str(), W_OK | X_OK) != 0) {
-    return absl::StrCat("cannot create a socket in '", dir, "' (", std::strerror(errno), ")");
-  }
   if (lstat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
     return "a file that is not a socket is at that path (it is left alone: remove it or choose another path)";
   }

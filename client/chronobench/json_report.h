@@ -8,7 +8,6 @@
 
 #include "absl/status/status.h"
 #include "client/chronobench/bench_report.h"
-#include "common/output_file.h"  // WriteFile, CheckWritable, SameFile: the reports' files
 #include "nlohmann/json.hpp"
 
 namespace chronoserve::client::bench {

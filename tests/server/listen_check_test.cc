@@ -52,8 +52,8 @@ TEST(ListenCheckTest, NamesWhyATcpAddressCannotBeListenedOn) {
 
 TEST(ListenCheckTest, NamesWhyAUnixSocketCannotBeMade) {
   testing::TempDir dir("cs_listen_check");
-  EXPECT_THAT(WhyUnixListenFails(dir.path() + "/no/such/dir/s.sock"), HasSubstr("No such file or directory"));
-  EXPECT_THAT(WhyUnixListenFails(dir.path() + "/no/such/dir/s.sock"), HasSubstr("directory '" + dir.path() + "/no/such/dir'"));
+  EXPECT_EQ(WhyUnixListenFails(dir.path() + "/no/such/dir/s.sock"),
+            "directory '" + dir.path() + "/no/such/dir' does not exist");
   const std::string file = dir.path() + "/plain";
   std::ofstream(file) << "not a socket";
   EXPECT_THAT(WhyUnixListenFails(file), HasSubstr("a file that is not a socket is at that path"));
