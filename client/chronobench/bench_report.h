@@ -20,6 +20,10 @@ struct FailedPoint {
   std::string message;  // the failure's message
   // The point itself: the CSV's row gives its load and batch size (unset: only the sweep's mode).
   std::optional<PointSpec> spec;
+  // The failure's kind, as absl names it ("DEADLINE_EXCEEDED": a server that stopped answering, or
+  // a point that measured nothing with requests left unanswered; "UNAVAILABLE": every request
+  // refused...). Empty: not known.
+  std::string code;
 };
 
 struct BenchReport {

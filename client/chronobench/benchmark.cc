@@ -317,7 +317,8 @@ absl::StatusOr<BenchReport> Benchmark::Run(const std::function<void(const PointR
   for (const PointSpec& spec : PlanSweep(options_.load)) {
     absl::StatusOr<PointResult> point = RunOnePoint(spec, &ctx);
     if (!point.ok()) {  // the points measured so far are kept, and the report says where it stopped
-      report.failed_point = FailedPoint{spec.Label(), std::string(point.status().message()), spec};
+      report.failed_point = FailedPoint{spec.Label(), std::string(point.status().message()), spec,
+                                        absl::StatusCodeToString(point.status().code())};
       break;
     }
     if (on_point) on_point(*point);

@@ -164,6 +164,7 @@ nlohmann::json ReportToJson(const BenchReport& report) {
   }
   if (report.failed_point.has_value()) {  // the sweep stopped there: `runs` are the points before it
     out["failed_point"] = {{"label", report.failed_point->label}, {"message", report.failed_point->message}};
+    if (!report.failed_point->code.empty()) out["failed_point"]["code"] = report.failed_point->code;
   }
   out["started_unix_ms"] = report.started_unix_ms;
   out["tool"] = "chronobench";

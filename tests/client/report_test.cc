@@ -141,7 +141,9 @@ TEST(ReportTest, CsvEndsWithTheFailedPointsRow) {
   spec.mode = LoadMode::kRate;
   spec.rate = 750;
   spec.batch_size = 8;
-  report.failed_point = FailedPoint{spec.Label(), "no response for 2.5 s (\"stuck\", 3 of 9 completed)\nretry", spec};
+  report.failed_point =
+      FailedPoint{spec.Label(), "no response for 2.5 s (\"stuck\", 3 of 9 completed)\nretry", spec, "DEADLINE_EXCEEDED"};
+  EXPECT_EQ(ReportToJson(report)["failed_point"]["code"], "DEADLINE_EXCEEDED");
   const std::string csv = ReportToCsv(report);
   const auto rows = ParseCsv(csv);
   ASSERT_TRUE(rows.ok()) << rows.status() << "\n" << csv;
@@ -485,6 +487,7 @@ TEST(ReportTest, ASweepStoppedByAFailedPointSaysSoInsteadOfNoSaturation) {
   report.points.push_back(MakePoint(LoadMode::kConcurrency, 1, 1000));
   EXPECT_NE(Summary(report).find("throughput still rose by more than 5% at the largest batch"), std::string::npos);
   report.failed_point = FailedPoint{"batch 2", "DEADLINE_EXCEEDED"};
+  EXPECT_FALSE(ReportToJson(report)["failed_point"].contains("code")) << "not known";
   const std::string summary = Summary(report);
   EXPECT_NE(summary.find("not reached before the sweep stopped at its failed point"), std::string::npos) << summary;
   EXPECT_EQ(summary.find("at the largest batch"), std::string::npos) << summary;
