@@ -1,9 +1,17 @@
 #include "server/telemetry/telemetry.h"
 
+#include <netdb.h>
+#include <poll.h>
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <exception>
+#include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -87,6 +95,46 @@ void Telemetry::StartGpuMonitor() {
                << absl::FormatDuration(options_.gpu.period);
 }
 
+namespace {
+// One connection to host:port, closed at once (a listener's poll wakes on it); errors ignored.
+void Knock(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return;
+  for (const addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
+    const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) continue;
+    ::connect(fd, ai->ai_addr, ai->ai_addrlen);  // non-blocking: the SYN is enough to wake the poll
+    pollfd pfd{fd, POLLOUT, 0};
+    ::poll(&pfd, 1, 50);
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+}
+}  // namespace
+
+void Telemetry::StopExposer() {
+  if (exposer_ == nullptr) return;
+  // CivetWeb's listening thread polls in steps of up to 2 s and looks at its stop flag between
+  // them, so a stop would take that long (every exit, and a start that failed); a connection ends
+  // the step. Knock until the stop is done (the first knocks may come before the flag is set).
+  std::string host = metrics_bound_host_;
+  if (host == "0.0.0.0") host = "127.0.0.1";
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  std::atomic<bool> stopped{false};
+  std::thread knocker([&stopped, host, port = metrics_port_] {
+    while (!stopped.load(std::memory_order_acquire)) {
+      Knock(host, port);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  exposer_.reset();
+  stopped.store(true, std::memory_order_release);
+  knocker.join();
+}
+
 std::vector<std::string> MetricsListenAddresses(const std::string& host, int port) {
   std::vector<std::string> addresses = {HostPort(host, port)};
   if (host == "::") addresses.push_back(absl::StrCat("0.0.0.0:", port));
@@ -106,7 +154,8 @@ void Telemetry::StartMetricsEndpoint() {
       exposer_->RegisterCollectable(live_);
       const std::vector<int> ports = exposer_->GetListeningPorts();
       metrics_port_ = ports.empty() ? 0 : ports.front();
-      const std::string where = absl::StrCat(address.substr(0, address.rfind(':')), ":", metrics_port_);
+      metrics_bound_host_ = address.substr(0, address.rfind(':'));
+      const std::string where = absl::StrCat(metrics_bound_host_, ":", metrics_port_);
       if (failures.empty()) {
         CS_LOG(INFO) << "Prometheus metrics on http://" << where << "/metrics";
       } else {
@@ -117,8 +166,9 @@ void Telemetry::StartMetricsEndpoint() {
       }
       return;
     } catch (const std::exception& e) {
-      exposer_.reset();
+      exposer_.reset();  // never started: nothing to stop
       metrics_port_ = 0;
+      metrics_bound_host_.clear();
       absl::StrAppend(&failures, failures.empty() ? "" : "; ", "cannot listen on ", address, ": ", e.what());
     }
   }
@@ -141,7 +191,7 @@ void Telemetry::Shutdown(absl::Time deadline) {
                  << " lost to failed exports";
   }
   if (gpu_monitor_ != nullptr) gpu_monitor_->Stop();
-  exposer_.reset();
+  StopExposer();
   live_->SetModelRegistry(nullptr);
   live_->SetInflightSource(nullptr);
 }

@@ -105,6 +105,8 @@ class Telemetry final : public RequestObserver {
   explicit Telemetry(TelemetryOptions options);
   void StartGpuMonitor();
   void StartMetricsEndpoint();
+  // Stops /metrics without waiting out CivetWeb's 2 s poll step.
+  void StopExposer();
 
   TelemetryOptions options_;
   std::shared_ptr<prometheus::Registry> registry_;
@@ -115,6 +117,7 @@ class Telemetry final : public RequestObserver {
   std::unique_ptr<RequestTracer> tracer_;
   std::unique_ptr<GpuMonitor> gpu_monitor_;
   int metrics_port_ = 0;
+  std::string metrics_bound_host_;  // the host part of the address /metrics bound (for StopExposer)
   bool started_ = false;
   bool shut_down_ = false;
 };

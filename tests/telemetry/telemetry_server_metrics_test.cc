@@ -225,5 +225,26 @@ TEST(MetricsListenAddressesTest, AnIPv6LoopbackHostStillServesMetrics) {
   (*telemetry)->Shutdown();
 }
 
+// Stopping /metrics does not wait out CivetWeb's poll step (up to 2 s, at every exit and after a
+// start that failed): the shutdown wakes its listener, and the port is free after it.
+TEST(MetricsEndpointTest, StopsWithoutWaitingOutCivetWebsPollStep) {
+  for (const char* host : {"127.0.0.1", "0.0.0.0"}) {
+    TelemetryOptions options;
+    options.metrics.host = host;
+    options.metrics.port = 0;
+    options.gpu.enabled = false;
+    auto telemetry = Telemetry::Create(options);
+    ASSERT_TRUE(telemetry.ok()) << telemetry.status();
+    ASSERT_TRUE((*telemetry)->Start().ok());
+    const int port = (*telemetry)->metrics_port();
+    ASSERT_GT(port, 0) << host;
+    EXPECT_NE(ScrapeMetrics(port).find("# TYPE"), std::string::npos) << host;
+    const absl::Time start = absl::Now();
+    (*telemetry)->Shutdown();
+    EXPECT_LT(absl::Now() - start, absl::Milliseconds(1500)) << host << ": it took CivetWeb's 2 s step";
+    EXPECT_EQ(ScrapeMetrics(port), "") << host << ": stopped";
+  }
+}
+
 }  // namespace
 }  // namespace chronoserve
