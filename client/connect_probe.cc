@@ -1,8 +1,6 @@
 #include "client/connect_probe.h"
 
-#include <fcntl.h>
 #include <netdb.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -14,6 +12,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/host_port.h"
+#include "common/tcp_connect.h"
 
 namespace chronoserve::client {
 namespace {
@@ -46,38 +46,12 @@ ConnectProbe ProbeUnix(const std::string& path) {
   return FromErrno(err);
 }
 
-// One address: 0 when connected within the timeout, else the errno (ETIMEDOUT past it).
-int ConnectWithin(const addrinfo& ai, int timeout_ms) {
-  const int fd = ::socket(ai.ai_family, ai.ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai.ai_protocol);
-  if (fd < 0) return errno;
-  int err = 0;
-  if (::connect(fd, ai.ai_addr, ai.ai_addrlen) != 0) {
-    err = errno;
-    if (err == EINPROGRESS) {
-      pollfd pfd{fd, POLLOUT, 0};
-      const int ready = ::poll(&pfd, 1, timeout_ms);
-      socklen_t len = sizeof(err);
-      if (ready <= 0) {
-        err = ready == 0 ? ETIMEDOUT : errno;
-      } else if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
-        err = errno;
-      }
-    }
-  }
-  ::close(fd);
-  return err;
-}
-
 ConnectProbe ProbeTcp(absl::string_view target, int timeout_ms) {
   const size_t colon = target.rfind(':');
   if (colon == absl::string_view::npos) return ConnectProbe{false, false, "no port in the target (HOST:PORT)"};
-  std::string host(target.substr(0, colon));
+  // (ProbeConnect has left out an IPv6 address without brackets, which gRPC reads otherwise.)
+  const std::string host = UnbracketedHost(std::string(target.substr(0, colon)));
   const std::string port(target.substr(colon + 1));
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  } else if (host.find(':') != std::string::npos) {
-    return ConnectProbe{};  // an IPv6 address without brackets: gRPC reads it otherwise; not probed
-  }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;

@@ -9,6 +9,11 @@
 
 namespace chronoserve {
 
+// "[::1]" -> "::1": a host as HostPort wrote it, for a resolver; any other host unchanged.
+inline std::string UnbracketedHost(const std::string& host) {
+  return host.size() >= 2 && host.front() == '[' && host.back() == ']' ? host.substr(1, host.size() - 2) : host;
+}
+
 inline std::string HostPort(const std::string& host, int port) {
   return host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port) : absl::StrCat(host, ":", port);
 }

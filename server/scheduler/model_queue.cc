@@ -161,7 +161,7 @@ absl::Status ModelQueue::DropStatus(const InferRequest& r, DropCause cause) cons
     case DropCause::kAbandoned:
       break;
   }
-  return r.status;  // abandoned_, already set by the scan
+  return r.status;  // set when CloseAbandoningQueued dropped it
 }
 
 void ModelQueue::SetDropStatuses(const Drops& drops) const {
@@ -178,10 +178,10 @@ void ModelQueue::DropLocked(std::unique_ptr<InferRequest>& r, DropCause cause, D
   drops->causes.push_back(cause);
 }
 
-void ModelQueue::DropAllAbandonedLocked(Drops* drops) {
+void ModelQueue::DropAllAbandonedLocked(const absl::Status& abandoned, Drops* drops) {
   for (auto* q : {&queue_, &delayed_}) {
     for (auto& r : *q) {
-      r->status = abandoned_;  // built once, by CloseAbandoningQueued: a copy, no formatting
+      r->status = abandoned;  // built once, by CloseAbandoningQueued: a copy, no formatting
       DropLocked(r, DropCause::kAbandoned, drops);
     }
     q->clear();
@@ -248,10 +248,6 @@ void ModelQueue::DropCancelledWithinReachLocked(int64_t now_ns, Drops* drops) {
 }
 
 int64_t ModelQueue::DropDeadLocked(int64_t now_ns, Drops* drops) {
-  if (!abandoned_.ok()) {
-    DropAllAbandonedLocked(drops);
-    return 0;
-  }
   if (!ScanAllIfDueLocked(now_ns, drops)) {
     // Nothing is due, and a cancellation Poke() has not announced yet matters only to requests the
     // next batch could take (the queue's first, then the delayed ones).
@@ -347,15 +343,14 @@ void ModelQueue::Close() {
 }
 
 size_t ModelQueue::CloseAbandoningQueued(const std::string& reason) {
-  absl::Status abandoned =
+  const absl::Status abandoned =
       absl::UnavailableError(absl::StrCat("model '", model_, "': ", reason, "; the request was not executed"));
   Batch dropped;
   Drops drops{&dropped, {}};
   {
     absl::MutexLock lock(&mu_);
-    closed_ = true;
-    abandoned_ = std::move(abandoned);
-    DropAllAbandonedLocked(&drops);
+    closed_ = true;  // nothing joins the queue it empties
+    DropAllAbandonedLocked(abandoned, &drops);
     cv_.SignalAll();
   }
   const size_t answered = dropped.size();

@@ -105,8 +105,8 @@ class ModelQueue {
   // What becomes of a queued request at `now_ns` (a dropped one's `cause` is set); `delayed`: it
   // is in delayed_ already. Updates `next_expiry` with the request's next due time if it stays.
   Fate Judge(const InferRequest& r, int64_t now_ns, bool delayed, int64_t* next_expiry, DropCause* cause) const;
-  // The final status of a request dropped for `cause` other than kAbandoned (whose status is
-  // abandoned_, set by the scan). Builds the message: call it without mu_.
+  // The final status of a request dropped for `cause` other than kAbandoned (whose status
+  // CloseAbandoningQueued set). Builds the message: call it without mu_.
   absl::Status DropStatus(const InferRequest& r, DropCause cause) const;
   // Gives each dropped request its final status, from its cause; without mu_.
   void SetDropStatuses(const Drops& drops) const ABSL_LOCKS_EXCLUDED(mu_);
@@ -121,9 +121,10 @@ class ModelQueue {
   // them when one may be due, else only cancelled ones among those the next batch could take.
   // Returns when the next one may be due (0 = none).
   int64_t DropDeadLocked(int64_t now_ns, Drops* drops) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The steps of DropDeadLocked: every waiting request, with abandoned_; the full scan of both
-  // deques (returns the next due time, kNever = none); the cancelled ones within BatchReach().
-  void DropAllAbandonedLocked(Drops* drops) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every waiting request, with status `abandoned` (CloseAbandoningQueued). Then the steps of
+  // DropDeadLocked: the full scan of both deques (returns the next due time, kNever = none); the
+  // cancelled ones within BatchReach().
+  void DropAllAbandonedLocked(const absl::Status& abandoned, Drops* drops) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t ScanAllLocked(int64_t now_ns, Drops* drops) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The full scan, when a cancellation was announced (Poke) or a request's time may have come;
   // false (nothing scanned) otherwise. Keeps next_expiry_ns_.
@@ -162,7 +163,6 @@ class ModelQueue {
   bool cancel_pending_ ABSL_GUARDED_BY(mu_) = false;  // Poke() since the last full scan
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Status abandoned_ ABSL_GUARDED_BY(mu_);  // not OK: every queued request is dropped with it
 };
 
 }  // namespace chronoserve::server

@@ -1,11 +1,8 @@
 #include "server/telemetry/telemetry.h"
 
 #include <netdb.h>
-#include <poll.h>
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -17,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/host_port.h"
 #include "common/log.h"
+#include "common/tcp_connect.h"
 #include "common/otlp/batch_span_processor.h"
 #include "server/telemetry/gpu_monitor.h"
 #include "server/telemetry/live_state_collector.h"
@@ -103,14 +101,7 @@ void Knock(const std::string& host, int port) {
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return;
-  for (const addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
-    const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) continue;
-    ::connect(fd, ai->ai_addr, ai->ai_addrlen);  // non-blocking: the SYN is enough to wake the poll
-    pollfd pfd{fd, POLLOUT, 0};
-    ::poll(&pfd, 1, 50);
-    ::close(fd);
-  }
+  for (const addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) ConnectWithin(*ai, 50);
   ::freeaddrinfo(found);
 }
 }  // namespace
@@ -120,9 +111,9 @@ void Telemetry::StopExposer() {
   // CivetWeb's listening thread polls in steps of up to 2 s and looks at its stop flag between
   // them, so a stop would take that long (every exit, and a start that failed); a connection ends
   // the step. Knock until the stop is done (the first knocks may come before the flag is set).
-  std::string host = metrics_bound_host_;
+  std::string host = UnbracketedHost(metrics_bound_host_);
   if (host == "0.0.0.0") host = "127.0.0.1";
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host == "::") host = "::1";
   std::atomic<bool> stopped{false};
   std::thread knocker([&stopped, host, port = metrics_port_] {
     while (!stopped.load(std::memory_order_acquire)) {

@@ -207,40 +207,41 @@ TEST(MetricsListenAddressesTest, IPv6WildcardAndLoopbackFallBackToIPv4) {
   EXPECT_THAT(MetricsListenAddresses("fe80::1", 8002), ::testing::ElementsAre("[fe80::1]:8002"));
 }
 
-// With --host ::1 the endpoint is served (on [::1] or, without IPv6 in CivetWeb, on 127.0.0.1) and
-// answers a scrape on whichever it took.
-TEST(MetricsListenAddressesTest, AnIPv6LoopbackHostStillServesMetrics) {
+// A Telemetry serving only /metrics, on `host` and a free port, started; null on failure.
+std::unique_ptr<Telemetry> StartedMetricsOnly(const std::string& host) {
   TelemetryOptions options;
-  options.metrics.host = "::1";
+  options.metrics.host = host;
   options.metrics.port = 0;
   options.gpu.enabled = false;
   auto telemetry = Telemetry::Create(options);
-  ASSERT_TRUE(telemetry.ok()) << telemetry.status();
-  ASSERT_TRUE((*telemetry)->Start().ok());
-  const int port = (*telemetry)->metrics_port();
+  if (!telemetry.ok() || !(*telemetry)->Start().ok()) return nullptr;
+  return *std::move(telemetry);
+}
+
+// With --host ::1 the endpoint is served (on [::1] or, without IPv6 in CivetWeb, on 127.0.0.1) and
+// answers a scrape on whichever it took.
+TEST(MetricsListenAddressesTest, AnIPv6LoopbackHostStillServesMetrics) {
+  const std::unique_ptr<Telemetry> telemetry = StartedMetricsOnly("::1");
+  ASSERT_NE(telemetry, nullptr);
+  const int port = telemetry->metrics_port();
   ASSERT_GT(port, 0) << "no /metrics on [::1] or 127.0.0.1";
   const std::string text = ScrapeMetrics(port);  // 127.0.0.1
   const std::string text6 = text.empty() ? testing::ScrapeMetricsAt("::1", port) : text;
   EXPECT_NE(text6.find("# TYPE"), std::string::npos) << "a Prometheus text page";
-  (*telemetry)->Shutdown();
+  telemetry->Shutdown();
 }
 
 // Stopping /metrics does not wait out CivetWeb's poll step (up to 2 s, at every exit and after a
 // start that failed): the shutdown wakes its listener, and the port is free after it.
 TEST(MetricsEndpointTest, StopsWithoutWaitingOutCivetWebsPollStep) {
   for (const char* host : {"127.0.0.1", "0.0.0.0"}) {
-    TelemetryOptions options;
-    options.metrics.host = host;
-    options.metrics.port = 0;
-    options.gpu.enabled = false;
-    auto telemetry = Telemetry::Create(options);
-    ASSERT_TRUE(telemetry.ok()) << telemetry.status();
-    ASSERT_TRUE((*telemetry)->Start().ok());
-    const int port = (*telemetry)->metrics_port();
+    const std::unique_ptr<Telemetry> telemetry = StartedMetricsOnly(host);
+    ASSERT_NE(telemetry, nullptr) << host;
+    const int port = telemetry->metrics_port();
     ASSERT_GT(port, 0) << host;
     EXPECT_NE(ScrapeMetrics(port).find("# TYPE"), std::string::npos) << host;
     const absl::Time start = absl::Now();
-    (*telemetry)->Shutdown();
+    telemetry->Shutdown();
     EXPECT_LT(absl::Now() - start, absl::Milliseconds(1500)) << host << ": it took CivetWeb's 2 s step";
     EXPECT_EQ(ScrapeMetrics(port), "") << host << ": stopped";
   }
