@@ -24,6 +24,10 @@ struct FailedPoint {
   // a point that measured nothing with requests left unanswered; "UNAVAILABLE": every request
   // refused...). Empty: not known.
   std::string code;
+  // What the point's workers left when it ended (PointResult's fields of the same names); unset when
+  // it failed before any load ran.
+  std::optional<int64_t> unanswered_at_end;
+  std::optional<int64_t> unsent_at_end;
 };
 
 struct BenchReport {

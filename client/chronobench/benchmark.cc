@@ -316,9 +316,14 @@ absl::StatusOr<BenchReport> Benchmark::Run(const std::function<void(const PointR
   ctx.progress = progress;
   for (const PointSpec& spec : PlanSweep(options_.load)) {
     absl::StatusOr<PointResult> point = RunOnePoint(spec, &ctx);
-    if (!point.ok()) {  // the points measured so far are kept, and the report says where it stopped
-      report.failed_point = FailedPoint{spec.Label(), std::string(point.status().message()), spec,
-                                        absl::StatusCodeToString(point.status().code())};
+    const absl::Status failure = point.ok() ? point->failure : point.status();
+    if (!failure.ok()) {  // the points measured so far are kept, and the report says where it stopped
+      report.failed_point = FailedPoint{spec.Label(), std::string(failure.message()), spec,
+                                        absl::StatusCodeToString(failure.code())};
+      if (point.ok()) {
+        report.failed_point->unanswered_at_end = point->unanswered_at_end;
+        report.failed_point->unsent_at_end = point->unsent_at_end;
+      }
       break;
     }
     if (on_point) on_point(*point);

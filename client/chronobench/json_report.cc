@@ -165,6 +165,12 @@ nlohmann::json ReportToJson(const BenchReport& report) {
   if (report.failed_point.has_value()) {  // the sweep stopped there: `runs` are the points before it
     out["failed_point"] = {{"label", report.failed_point->label}, {"message", report.failed_point->message}};
     if (!report.failed_point->code.empty()) out["failed_point"]["code"] = report.failed_point->code;
+    if (report.failed_point->unanswered_at_end.has_value()) {
+      out["failed_point"]["unanswered_at_end"] = *report.failed_point->unanswered_at_end;
+    }
+    if (report.failed_point->unsent_at_end.has_value()) {
+      out["failed_point"]["unsent_at_end"] = *report.failed_point->unsent_at_end;
+    }
   }
   out["started_unix_ms"] = report.started_unix_ms;
   out["tool"] = "chronobench";
@@ -211,6 +217,16 @@ std::string ReportToCsv(const BenchReport& report) {
       std::copy(point.begin(), point.end(), row.begin());
     } else {
       row[0] = LoadModeName(report.mode);  // every point of a sweep has its mode
+    }
+    // The two counts are no figure of the point's latency: what it left unanswered and unsent.
+    const auto column = [&](absl::string_view name) {
+      return static_cast<size_t>(std::find(header.begin(), header.end(), name) - header.begin());
+    };
+    if (report.failed_point->unanswered_at_end.has_value()) {
+      row[column("unanswered_at_end")] = absl::StrCat(*report.failed_point->unanswered_at_end);
+    }
+    if (report.failed_point->unsent_at_end.has_value()) {
+      row[column("unsent_at_end")] = absl::StrCat(*report.failed_point->unsent_at_end);
     }
     row[header.size() - 3] = report.failed_point->label;
     row[header.size() - 2] = "failed";

@@ -407,7 +407,7 @@ absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::Mod
   }
   const int64_t start_ns = ctx.clock->NowNs() + 1'000'000;
   for (auto& w : workers) w->Start(start_ns);
-  absl::StatusOr<PointResult> result = Measure(spec, ctx, workers);
+  absl::StatusOr<PointResult> measured = Measure(spec, ctx, workers);
   // On failure too: what is stuck in flight is cancelled. One deadline for every worker's
   // shared-memory regions, so that a frozen server holds the point up 10 s, not 10 s a worker.
   const absl::Time unregister_deadline = absl::Now() + ShmSlotPool::kUnregisterTimeout;
@@ -416,20 +416,31 @@ absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::Mod
   const int64_t stop_ns = ctx.clock->NowNs();
   for (auto& w : workers) w->RequestStop(stop_ns);
   for (auto& w : workers) w->Stop(unregister_deadline);
-  if (!result.ok()) return result;
+  PointResult result;
+  if (measured.ok()) {
+    result = *std::move(measured);
+  } else {  // what the workers left is still worth reporting (a frozen server: all it did not answer)
+    result.spec = spec;
+    result.failure = measured.status();
+  }
   for (const auto& w : workers) {
-    result->unanswered_at_end += w->drained();
-    result->unsent_at_end += w->unsent();
-    result->oldest_unanswered_ns = std::max(result->oldest_unanswered_ns, w->oldest_unanswered_ns());
-    result->send_waits_woken += w->SendWaitsWoken();
-    result->send_waits_past_deadline += w->SendWaitsPastDeadline();
+    result.unanswered_at_end += w->drained();
+    result.unsent_at_end += w->unsent();
+    result.oldest_unanswered_ns = std::max(result.oldest_unanswered_ns, w->oldest_unanswered_ns());
+    result.send_waits_woken += w->SendWaitsWoken();
+    result.send_waits_past_deadline += w->SendWaitsPastDeadline();
   }
-  if (std::optional<absl::Status> failed = EveryRequestFailed(*result)) return *std::move(failed);
-  if (std::optional<absl::Status> nothing = NothingMeasured(*result)) return *std::move(nothing);
-  if (std::optional<std::string> unanswered = UnansweredWarning(*result)) {
-    result->warnings.push_back(*std::move(unanswered));
+  if (!result.failure.ok()) return result;
+  if (std::optional<absl::Status> failed = EveryRequestFailed(result)) {
+    result.failure = *std::move(failed);
+  } else if (std::optional<absl::Status> nothing = NothingMeasured(result)) {
+    result.failure = *std::move(nothing);
+  } else {
+    if (std::optional<std::string> unanswered = UnansweredWarning(result)) {
+      result.warnings.push_back(*std::move(unanswered));
+    }
+    if (std::optional<std::string> late = LateAlarmWarning(result)) result.warnings.push_back(*std::move(late));
   }
-  if (std::optional<std::string> late = LateAlarmWarning(*result)) result->warnings.push_back(*std::move(late));
   return result;
 }
 

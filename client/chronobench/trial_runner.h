@@ -73,6 +73,9 @@ struct PointResult {
   int64_t send_waits_woken = 0;
   int64_t send_waits_past_deadline = 0;
   std::vector<std::string> warnings;
+  // Not OK: the point failed after its workers ran (no request measured, every one failed, a
+  // server that stopped answering); the counts above that were gathered are kept, the figures not.
+  absl::Status failure;
 };
 
 // What every point shares.
@@ -136,7 +139,9 @@ std::optional<std::string> LateAlarmWarning(const PointResult& point);
 // flight than `threads`); else the client's CPUs are the limit. Nullopt otherwise.
 std::optional<std::string> BusyClientWarning(const PointResult& point, int threads);
 
-// Runs `spec` sending `request` until stable or out of trials.
+// Runs `spec` sending `request` until stable or out of trials. An error: the point could not start
+// (shared-memory slots). A point that failed once its workers ran comes back with `failure` set and
+// what its workers left unanswered and unsent (the figures are not to be used).
 absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::ModelInferRequest& request,
                                      const RunnerContext& context);
 

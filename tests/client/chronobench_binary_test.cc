@@ -327,6 +327,9 @@ TEST_F(ChronobenchE2eTest, FailedPointKeepsThePointsBeforeItInTheReports) {
   // Frozen in its warm-up or in a window, whichever the SIGSTOP met: the stall's message either way.
   EXPECT_NE(report["failed_point"]["message"].get<std::string>().find("no response for"), std::string::npos)
       << report["failed_point"];
+  // The frozen server holds both requests of the closed loop: counted, none dropped in silence.
+  EXPECT_EQ(report["failed_point"]["unanswered_at_end"], 2) << report["failed_point"];
+  EXPECT_EQ(report["failed_point"]["unsent_at_end"], 0) << report["failed_point"];
   const auto rows = testing::ParseCsv(ReadAll(csv));
   ASSERT_TRUE(rows.ok()) << rows.status() << "\n" << ReadAll(csv);
   ASSERT_EQ(rows->size(), 3u) << "header, the first point and the failed one";
@@ -343,6 +346,7 @@ TEST_F(ChronobenchE2eTest, FailedPointKeepsThePointsBeforeItInTheReports) {
   EXPECT_EQ(failed[testing::Column(header, "point")], "concurrency 2, batch 1");
   EXPECT_EQ(failed[testing::Column(header, "status")], "failed");
   EXPECT_EQ(failed[testing::Column(header, "message")], report["failed_point"]["message"]);
+  EXPECT_EQ(failed[testing::Column(header, "unanswered_at_end")], "2");
   for (const char* figure : {"requests", "throughput_rps", "e2e_p50_us"}) {
     EXPECT_EQ(failed[testing::Column(header, figure)], "") << figure << ": nothing was measured";
   }

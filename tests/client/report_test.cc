@@ -200,6 +200,43 @@ TEST(ReportTest, CsvEndsWithTheFailedPointsRow) {
   EXPECT_EQ(bare->back()[Column(header, "status")], "failed");
 }
 
+// A failed point whose load ran says, in numbers a script can read, what it left: the requests its
+// server never answered and, open loop, the sends it never made. In the JSON's failed_point and in
+// the CSV's failed row, in the columns measured rows use for them; every figure stays empty.
+TEST(ReportTest, FailedPointCarriesWhatItLeftUnansweredAndUnsent) {
+  BenchReport report = MakeReport(LoadMode::kRate);
+  PointSpec spec;
+  spec.mode = LoadMode::kRate;
+  spec.rate = 900;
+  report.failed_point = FailedPoint{spec.Label(), "no response for 2 s", spec, "DEADLINE_EXCEEDED"};
+  report.failed_point->unanswered_at_end = 37;
+  report.failed_point->unsent_at_end = 5;
+  const nlohmann::json json = ReportToJson(report);
+  EXPECT_EQ(json["failed_point"]["unanswered_at_end"], 37);
+  EXPECT_EQ(json["failed_point"]["unsent_at_end"], 5);
+  const auto rows = ParseCsv(ReportToCsv(report));
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  const std::vector<std::string>& header = rows->front();
+  const std::vector<std::string>& failed = rows->back();
+  EXPECT_EQ(failed[Column(header, "status")], "failed");
+  EXPECT_EQ(failed[Column(header, "unanswered_at_end")], "37");
+  EXPECT_EQ(failed[Column(header, "unsent_at_end")], "5");
+  for (size_t i = Column(header, "requests"); i + 3 < header.size(); ++i) {
+    if (header[i] == "unanswered_at_end" || header[i] == "unsent_at_end") continue;
+    EXPECT_EQ(failed[i], "") << header[i] << ": nothing was measured";
+  }
+
+  // A point that failed before its load ran (no counts): the keys are absent, the cells empty.
+  report.failed_point->unanswered_at_end.reset();
+  report.failed_point->unsent_at_end.reset();
+  EXPECT_FALSE(ReportToJson(report)["failed_point"].contains("unanswered_at_end"));
+  EXPECT_FALSE(ReportToJson(report)["failed_point"].contains("unsent_at_end"));
+  const auto bare = ParseCsv(ReportToCsv(report));
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  EXPECT_EQ(bare->back()[Column(header, "unanswered_at_end")], "");
+  EXPECT_EQ(bare->back()[Column(header, "unsent_at_end")], "");
+}
+
 // Rates and idle gaps keep every digit in the CSV and the labels: with %g's 6 significant digits
 // 1000000 and 1000003 requests/s both read "1e+06", two points one could not tell apart.
 TEST(ReportTest, CsvAndLabelsKeepEveryDigitOfRatesAndIdleGaps) {
