@@ -166,6 +166,18 @@ absl::Status ValidateOptions(const BenchOptions& o) {
   }
   if (o.measurement.interval_ms < 1) return absl::InvalidArgumentError("--measurement-interval must be >= 1");
   if (o.measurement.max_trials < 1) return absl::InvalidArgumentError("--max-trials must be >= 1");
+  // One request an idle gap apart from the last answer: a window no longer than the gap holds one
+  // request at best and often none, so the point ran its whole warm-up to fail with no figures.
+  if (o.load.mode == LoadMode::kIdleGap && !o.load.idle_gaps_ms.empty() && o.measurement.window_min_requests == 0) {
+    const double longest_ms = *std::max_element(o.load.idle_gaps_ms.begin(), o.load.idle_gaps_ms.end());
+    if (longest_ms >= static_cast<double>(o.measurement.interval_ms)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--idle-gap-range: a gap of ", ExactNumber(longest_ms), " ms is no shorter than the windows of ",
+          o.measurement.interval_ms, " ms (-p/--measurement-interval): a window would hold one request at "
+          "most, often none; give --measurement-request-count N (each window then waits for N requests, "
+          "e.g. 10) or a -p well above the longest gap"));
+    }
+  }
   // Written as !(x > 0): NaN compares false with everything, so it fails here too.
   if (!(o.measurement.stability_percentage > 0) || !std::isfinite(o.measurement.stability_percentage)) {
     return absl::InvalidArgumentError("-s/--stability-percentage must be a finite number > 0");

@@ -1,3 +1,4 @@
+#include "absl/strings/str_join.h"
 #include "client/chronobench/bench_flags.h"
 #include "client/chronobench/bench_options.h"
 #include "client/cuda_shared_memory.h"
@@ -289,8 +290,29 @@ TEST(BenchFlagsTest, RatesAndIdleGapsAreBounded) {
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
            {"cb", "-m", "m", "--request-rate-range", "0.001"},
            {"cb", "-m", "m", "--request-rate-range", "1e9"},
-           {"cb", "-m", "m", "--idle-gap-range", "86400000"}}) {
+           {"cb", "-m", "m", "--idle-gap-range", "86400000", "--measurement-request-count", "3"}}) {
     EXPECT_TRUE(ParseBenchFlags(args).ok()) << args[4];
+  }
+}
+
+// An idle gap no shorter than the windows leaves them empty: refused before any request, naming both
+// flags and the way out, unless each window waits for a count of requests.
+TEST(BenchFlagsTest, AnIdleGapAsLongAsTheWindowsNeedsARequestCount) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"cb", "-m", "m", "--idle-gap-range", "0:6000:3000"},  // the default windows: 5000 ms
+           {"cb", "-m", "m", "--idle-gap-range", "250", "-p", "250"}}) {
+    auto options = ParseBenchFlags(args);
+    ASSERT_FALSE(options.ok()) << absl::StrJoin(args, " ");
+    EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
+    for (const char* text : {"--idle-gap-range", "--measurement-interval", "--measurement-request-count"}) {
+      EXPECT_NE(options.status().message().find(text), std::string::npos) << options.status();
+    }
+  }
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"cb", "-m", "m", "--idle-gap-range", "0:4000:2000"},
+           {"cb", "-m", "m", "--idle-gap-range", "250", "-p", "251"},
+           {"cb", "-m", "m", "--idle-gap-range", "250", "-p", "250", "--measurement-request-count", "5"}}) {
+    EXPECT_TRUE(ParseBenchFlags(args).ok()) << absl::StrJoin(args, " ");
   }
 }
 
