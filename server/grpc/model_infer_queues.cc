@@ -123,6 +123,7 @@ ModelInferQueues::~ModelInferQueues() { Stop(); }
 void ModelInferQueues::AddCalls(QueuedCallFactory factory) { factories_.push_back(std::move(factory)); }
 
 void ModelInferQueues::Start() {
+  started_ = true;
   for (auto& queue : queues_) {
     for (int k = 0; k < kUnaryCallsRequested; ++k) RequestCall(kUnary, *queue);
     for (int k = 0; k < kStreamsRequested; ++k) RequestCall(kStream, *queue);
@@ -164,6 +165,11 @@ void ModelInferQueues::Poll(Queue& queue, int index) {
 }
 
 void ModelInferQueues::Stop() {
+  // A server that never started (a listener BuildAndStart could not bind) requested no call: its
+  // queues hold nothing, and their destructor shuts them down. Shutting them down here would log
+  // gRPC's "CompletionQueue shutdown being shutdown before its server" (the failed builder left
+  // them registered with a server that no longer exists) under the reason the start failed.
+  if (!started_) return;
   // Every call must end before its queue shuts down: a call's reaction may still start an
   // operation (a stream's Finish once its last write is back), and gRPC aborts on one started on a
   // queue that is shut down. After grpc::Server::Shutdown every call ends by itself: calls

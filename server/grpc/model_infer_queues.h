@@ -73,7 +73,8 @@ class ModelInferQueues {
   // Requests the first calls and starts the threads.
   void Start();
   // Waits (up to kCallsEndWithin) for every call to end, shuts the queues down, lets their threads
-  // take what is left in them, joins them. Idempotent.
+  // take what is left in them, joins them. Idempotent; nothing before Start() (the queues, holding
+  // nothing, are shut down as they are destroyed).
   void Stop();
 
   // After grpc::Server::Shutdown the calls end as their last tags come back: milliseconds.
@@ -108,6 +109,7 @@ class ModelInferQueues {
 
   InferenceService* const service_;
   const int threads_;
+  bool started_ = false;  // Start() ran (both it and Stop() are called by the Server's thread)
   std::vector<QueuedCallFactory> factories_;  // the other RPCs' calls (AddCalls)
   std::vector<std::unique_ptr<Queue>> queues_;
 };

@@ -3,37 +3,18 @@
 // unix_socket_test.cc.
 #include "server/listen_check.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <fstream>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/server/held_port.h"
 #include "tests/server/test_repository.h"
 
 namespace chronoserve::server {
 namespace {
 using ::testing::HasSubstr;
-
-// A listening TCP socket on 127.0.0.1 (any port), closed with the object.
-struct HeldPort {
-  int fd = -1;
-  int port = 0;
-  HeldPort() {
-    fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 1) != 0) return;
-    socklen_t length = sizeof(addr);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length);
-    port = ntohs(addr.sin_port);
-  }
-  ~HeldPort() { close(fd); }
-};
+using testing::HeldPort;
 
 TEST(ListenCheckTest, NamesWhyATcpAddressCannotBeListenedOn) {
   HeldPort held;

@@ -1,12 +1,14 @@
 // The real binary refuses out-of-range integer flags at start, with exit code 2 (as its other flag
 // errors) and a message naming the flag, the value and the range; profile's flags too. --help and
-// --version exit 0.
+// --version exit 0. A start that cannot bind its port exits 1, naming the address, without gRPC's
+// noise about completion queues.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "tests/client/subprocess.h"
+#include "tests/server/held_port.h"
 #include "tests/server/test_repository.h"
 
 namespace chronoserve {
@@ -44,6 +46,23 @@ TEST(ServerFlagsTest, BinaryRefusesOutOfRangeIntegersWithExitTwoNamingTheRange) 
   ASSERT_TRUE(help.ok()) << help.status();
   EXPECT_EQ(help->first, 0);
   EXPECT_THAT(help->second, ::testing::HasSubstr("--exit-timeout-secs"));
+}
+
+// The log of a start that failed says why and nothing misleading: gRPC logged "CompletionQueue
+// shutdown being shutdown before its server" as the server stopped, as if the shutdown had been
+// done in the wrong order.
+TEST(ServerFlagsTest, APortInUseExitsOneNamingItWithoutCompletionQueueNoise) {
+  testing::TempDir repo("cs_taken");
+  testing::HeldPort held;
+  ASSERT_GT(held.port, 0);
+  auto refused = testing::RunProgram({CHRONOSERVE_BIN, "--model-repository", repo.path(), "--grpc-port",
+                                      std::to_string(held.port), "--metrics-port", "0"},
+                                     absl::Seconds(60));
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->first, 1) << refused->second;
+  EXPECT_THAT(refused->second, ::testing::HasSubstr("cannot listen on 127.0.0.1:" + std::to_string(held.port) +
+                                                    ": Address already in use"));
+  EXPECT_THAT(refused->second, ::testing::Not(::testing::HasSubstr("CompletionQueue"))) << refused->second;
 }
 
 }  // namespace
