@@ -118,7 +118,8 @@ absl::Status Server::Start() {
   }
   if (absl::Status s = LoadModels(); !s.ok()) return s;
   const bool ready = registry_.AllReady();
-  if (ready && options_.serving_warmup_requests > 0 && !stop_loading_) WarmServingPath();
+  // The models that loaded serve even when another failed: their first requests are warmed too.
+  if (options_.serving_warmup_requests > 0 && !stop_loading_ && !registry_.Ready().empty()) WarmServingPath();
   absl::MutexLock lock(&ready_mu_);  // a StopLoading now waits: it comes before READY or after
   if (stop_loading_) {
     // Health stays NOT_SERVING and ServerReady / ModelReady false (still "warming up") until the

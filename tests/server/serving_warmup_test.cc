@@ -3,6 +3,8 @@
 // the server's own token hides a request.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "client/inference_client.h"
 #include "server/grpc/serving_warmup.h"
 #include "server/repository/model_config_loader.h"
@@ -84,6 +86,28 @@ TEST(ServingWarmupWindowTest, ALongBatchingWindowDoesNotHoldReadyBack) {
   EXPECT_EQ(report.sent, 6) << "2 unary at batch 1, 2 at batch 8, a stream of 2";
   EXPECT_EQ(report.failed, 0) << report.first_error;
   EXPECT_LT(report.elapsed_ns, int64_t{30'000'000'000}) << "a warm-up request waited out the 30 s window";
+}
+
+// A server that comes up with a model that failed to load still serves the others: their serving
+// path is warmed as on a server whose every model loaded (it used to be skipped, so the good
+// models' first requests were cold).
+TEST(ServingWarmupFailedModelTest, WarmsTheModelsThatLoadedBesideOneThatFailed) {
+  testing::TempDir repo("cs_serving_warmup_failed");
+  examples::ModelOptions mlp;
+  mlp.max_batch_size = 4;
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "broken", mlp).ok());
+  ASSERT_TRUE(std::filesystem::remove(repo.path() + "/broken/1/model.pt"));
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.serving_warmup_requests = 2;
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto client = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+  EXPECT_EQ(testing::Answer(client->ServerReady()), "false") << "not every model loaded";
+  EXPECT_EQ(testing::Answer(client->ModelReady("mlp")), "true");
+  const server::ServingWarmupReport& report = server->serving_warmup_report();
+  EXPECT_EQ(report.sent, 6) << "mlp only: 2 unary at batch 1, 2 at batch 4, a stream of 2";
+  EXPECT_EQ(report.failed, 0) << report.first_error;
 }
 
 TEST_F(ServingWarmupTest, OffSendsNothing) {
