@@ -255,7 +255,7 @@ const FieldsByMessage& IgnoredTritonFields() {
   static const FieldsByMessage kIgnored = {
       {"ModelConfig",
        {"runtime", "ensemble_scheduling", "cc_model_filenames", "metric_tags", "model_operations",
-        "model_transaction_policy", "model_repository_agents", "response_cache", "model_metrics"}},
+        "model_repository_agents", "response_cache", "model_metrics"}},
       {"ModelInstanceGroup", {"rate_limiter", "secondary_devices", "profile", "passive"}},
       {"ModelInput", {"format", "is_non_linear_format_io"}},
       {"ModelOutput", {"label_filename", "is_non_linear_format_io"}},
@@ -464,6 +464,12 @@ absl::StatusOr<ModelSpec> SpecFromProto(const pb::ModelConfig& config, const std
     return absl::InvalidArgumentError(absl::StrCat(
         source, ": ensembles are not served by chronoserve; serve each step as a model of its own "
         "(platform \"pytorch_libtorch\") and chain them in the client, or script the steps into one model"));
+  }
+  if (config.model_transaction_policy().decoupled()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": model_transaction_policy.decoupled is true: chronoserve answers every request with exactly "
+        "one response and serves no decoupled model; remove it, or set it false, for a model that returns one "
+        "result a request"));
   }
   if (!torch) {
     return absl::InvalidArgumentError(absl::StrCat(

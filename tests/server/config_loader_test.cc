@@ -113,6 +113,25 @@ TEST(ModelConfigTest, TritonFieldsNotServedAreReportedByNameAndIgnored) {
   EXPECT_THAT(ignored, ::testing::ElementsAre("response_cache", "metric_tags", "model_metrics", "optimization.input_pinned_memory"));
 }
 
+// A decoupled model sends any number of responses a request: not served, so the load fails saying
+// so. Its default, `decoupled: false`, is what chronoserve does: it loads without a warning.
+TEST(ModelConfigTest, ADecoupledModelFailsItsLoadAndDecoupledFalseLoadsQuietly) {
+  std::vector<std::string> ignored;
+  auto decoupled = ParseModelConfig(WithoutOptimization() + "\nmodel_transaction_policy { decoupled: true }\n",
+                                    "policy/config.pbtxt", "policy", &ignored);
+  ASSERT_FALSE(decoupled.ok());
+  EXPECT_EQ(decoupled.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(decoupled.status().message()),
+              ::testing::HasSubstr("policy/config.pbtxt: model_transaction_policy.decoupled is true: chronoserve "
+                                   "answers every request with exactly one response"));
+  for (const char* off : {"model_transaction_policy { decoupled: false }", "model_transaction_policy { }"}) {
+    ignored.clear();
+    auto spec = ParseModelConfig(WithoutOptimization() + "\n" + off + "\n", "policy/config.pbtxt", "policy", &ignored);
+    ASSERT_TRUE(spec.ok()) << off << ": " << spec.status();
+    EXPECT_TRUE(ignored.empty()) << off << ": " << ::testing::PrintToString(ignored);
+  }
+}
+
 // Triton's own examples write lists of messages without a colon; for a field model_config.proto
 // leaves out, protobuf's parser takes that only as `field: [`, which the loader falls back to.
 TEST(ModelConfigTest, TritonFieldsWrittenAsListsWithoutAColonAreIgnoredOrRefusedByName) {
