@@ -554,7 +554,15 @@ absl::StatusOr<std::vector<int64_t>> PickVersions(const fs::path& dir, const std
   ASSIGN_OR_RETURN(std::vector<std::string> subdirectories, SubdirectoryNames(dir));
   for (const auto& name : subdirectories) {
     int64_t v = 0;
-    if (!absl::SimpleAtoi(name, &v) || v < 0) continue;
+    if (!absl::SimpleAtoi(name, &v)) {
+      // Digits past int64: a version nobody can name in a request (Triton's too are int64).
+      if (!name.empty() && std::all_of(name.begin(), name.end(), [](char c) { return absl::ascii_isdigit(c); })) {
+        CS_LOG(WARNING) << source << ": version directory '" << name << "' is ignored: versions are at most "
+                        << std::numeric_limits<int64_t>::max();
+      }
+      continue;
+    }
+    if (v < 0) continue;
     if (v > 0 && name == std::to_string(v)) {
       versions.push_back(v);
     } else {
@@ -655,17 +663,23 @@ absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir) {
     }
     specific.assign(config.version_policy().specific().versions().begin(),
                     config.version_policy().specific().versions().end());
-  } else if (config.version_policy().has_all() ||
-             config.version_policy().latest().num_versions() > 1) {
-    CS_LOG(WARNING) << config_path.string()
-                    << ": only the latest version is served (version_policy asks for more)";
   }
-  ASSIGN_OR_RETURN(const std::vector<int64_t> versions, PickVersions(dir, config_path.string(), specific));
+  ASSIGN_OR_RETURN(std::vector<int64_t> versions, PickVersions(dir, config_path.string(), specific));
   spec.version = versions.back();
-  if (versions.size() > 1 && !specific.empty()) {
+  // The versions the policy would serve under Triton; chronoserve serves the highest, and says so
+  // only when that leaves one out.
+  std::string policy = "version_policy.specific names that exist";
+  if (config.version_policy().has_all()) {
+    policy = "version_policy.all serves";
+  } else if (specific.empty()) {
+    const size_t latest = std::max<int64_t>(1, config.version_policy().latest().num_versions());
+    if (versions.size() > latest) versions.erase(versions.begin(), versions.end() - static_cast<ptrdiff_t>(latest));
+    policy = absl::StrCat("version_policy.latest { num_versions: ", latest, " } serves");
+  }
+  if (versions.size() > 1) {
     CS_LOG(WARNING) << config_path.string() << ": model '" << name << "': only version " << spec.version
-                    << " is served of the versions version_policy.specific names that exist ("
-                    << absl::StrJoin(versions, ", ") << "); chronoserve serves one version a model";
+                    << " is served of the versions " << policy << " (" << absl::StrJoin(versions, ", ")
+                    << "); chronoserve serves one version a model";
   }
   const std::string filename =
       config.default_model_filename().empty() ? "model.pt" : config.default_model_filename();

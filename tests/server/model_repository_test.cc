@@ -11,6 +11,7 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "server/backend/batch_pipeline.h"
@@ -22,6 +23,7 @@
 namespace chronoserve::server {
 namespace {
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kIo[] = "input { name: \"x\" data_type: TYPE_FP32 dims: 3 }\noutput { name: \"y\" data_type: TYPE_FP32 dims: 3 }\n";
 
@@ -82,6 +84,63 @@ TEST_F(RepositoryTest, SpecificVersionPolicyAndMissingFile) {
   // Triton would serve both; one is served here, and the log says which one of those named.
   EXPECT_THAT(log, HasSubstr("model 'm': only version 2 is served of the versions version_policy.specific names "
                              "that exist (1, 2)"));
+}
+
+// `all` and `latest { num_versions: N }` name the version served and those left out, with the model,
+// as `specific` does; nothing is said when no version is left out (one directory, or latest 1).
+TEST_F(RepositoryTest, PolicyWarningsNameTheVersionsLeftOutAndOnlyWhenOneIs) {
+  Write("m/1/model.pt", "x");
+  Write("m/2/model.pt", "x");
+  Write("m/3/model.pt", "x");
+  struct Row {
+    std::string policy;
+    std::string warning;  // empty: none
+  };
+  const std::vector<Row> rows = {
+      {"version_policy { all { } }", "model 'm': only version 3 is served of the versions version_policy.all serves (1, 2, 3)"},
+      {"version_policy { latest { num_versions: 2 } }",
+       "model 'm': only version 3 is served of the versions version_policy.latest { num_versions: 2 } serves (2, 3)"},
+      {"version_policy { latest { num_versions: 1 } }", ""},
+      {"", ""},
+  };
+  for (const Row& row : rows) {
+    Write("m/config.pbtxt", std::string(kIo) + row.policy + "\n");
+    ::testing::internal::CaptureStderr();
+    auto spec = LoadModelDirectory((root_ / "m").string());
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(spec.ok()) << row.policy << ": " << spec.status();
+    EXPECT_EQ(spec->version, 3) << row.policy;
+    if (row.warning.empty()) {
+      EXPECT_THAT(log, Not(HasSubstr("only version"))) << row.policy;
+    } else {
+      EXPECT_THAT(log, HasSubstr(row.warning)) << row.policy;
+    }
+  }
+  // One directory: `all` and `latest 2` leave nothing out.
+  Write("one/1/model.pt", "x");
+  for (const std::string policy : {"version_policy { all { } }", "version_policy { latest { num_versions: 2 } }"}) {
+    Write("one/config.pbtxt", std::string(kIo) + policy + "\n");
+    ::testing::internal::CaptureStderr();
+    auto spec = LoadModelDirectory((root_ / "one").string());
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(spec.ok()) << policy << ": " << spec.status();
+    EXPECT_THAT(log, Not(HasSubstr("only version"))) << policy;
+  }
+}
+
+// A version directory whose number is past int64 cannot be named by any request: it is left out
+// with a warning, not in silence (the model served 2 of `2` and `99999999999999999999`, saying nothing).
+TEST_F(RepositoryTest, AVersionDirectoryPastInt64IsIgnoredWithAWarning) {
+  Write("m/config.pbtxt", kIo);
+  Write("m/2/model.pt", "x");
+  Write("m/99999999999999999999/model.pt", "x");
+  ::testing::internal::CaptureStderr();
+  auto spec = LoadModelDirectory((root_ / "m").string());
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->version, 2);
+  EXPECT_THAT(log, HasSubstr("version directory '99999999999999999999' is ignored: versions are at most "
+                             "9223372036854775807"));
 }
 
 // What stands where the model file should be is named: a directory, a link that loops or leads
