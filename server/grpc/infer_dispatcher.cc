@@ -53,7 +53,8 @@ void ClearKeepingTimingParams(inference::ModelInferResponse* response) {
   kept.swap(*response->mutable_parameters());
   response->Clear();
   for (const auto& [key, value] : kept) {
-    if (!absl::StartsWith(key, kTimingParamPrefix)) return;  // `kept` and its entries go
+    // `kept` and its entries go
+    if (!absl::StartsWith(key, kTimingParamPrefix) && key != kTritonFinalResponseParam) return;
   }
   kept.swap(*response->mutable_parameters());
 }

@@ -163,8 +163,13 @@ void AddServerTimingTrailer(const absl::Status& status, const RequestTiming& tim
 // The timing.* response parameters (docs/TIMING.md) of `timing`.
 void AddTimingParams(const RequestTiming& timing, inference::ModelInferResponse* response);
 
+// The bool parameter every streamed response carries, true: its request's last response (Triton's
+// name; a model that is not decoupled answers each request once).
+inline constexpr char kTritonFinalResponseParam[] = "triton_final_response";
+
 // Clears a response for its next request, but keeps its map entries when they are all timing.*
-// parameters: the next successful response overwrites every one of them (AddTimingParams) and an
+// parameters or triton_final_response: the next successful response overwrites every one of them
+// (AddTimingParams; a stream sets the flag on each response) and an
 // error response clears the message first (a unary error sends no message at all), so no stale
 // value is ever sent, and a busy server allocates and frees no map node per response (17 per
 // response otherwise; benchmarks/timing_encoding.cc measures it). A map holding anything else (an

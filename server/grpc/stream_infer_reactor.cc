@@ -13,6 +13,13 @@ constexpr size_t kSpareSlots = 64;
 // The int64 parameter of an error response's infer_response: the gRPC code a unary call would get.
 constexpr char kErrorCodeParam[] = "error_code";
 
+// Marks a streamed response as its request's last (and only) one, as Triton marks every response of
+// a model that is not decoupled, errors included: clients that read a stream until this flag (Triton's
+// streaming examples, PyTriton) would otherwise wait for ever.
+void MarkFinal(inference::ModelInferResponse* response) {
+  (*response->mutable_parameters())[kTritonFinalResponseParam].set_bool_param(true);
+}
+
 std::string StringParam(const inference::ModelInferRequest& request, const char* key) {
   auto it = request.parameters().find(key);
   if (it == request.parameters().end() ||
@@ -172,6 +179,7 @@ void StreamInferReactor<Call>::Answered(const SlotPtr& slot, const absl::Status&
     Refuse(slot, status);
     return;
   }
+  MarkFinal(slot->response.mutable_infer_response());
   Action action;
   {
     absl::MutexLock lock(&state_->mu);
@@ -193,6 +201,7 @@ void StreamInferReactor<Call>::Refuse(const SlotPtr& slot, const absl::Status& s
   response->set_model_version(request.model_version());
   response->set_id(request.id());
   (*response->mutable_parameters())[kErrorCodeParam].set_int64_param(static_cast<int64_t>(status.code()));
+  MarkFinal(response);
   slot->response.set_error_message(ToGrpcStatus(status).error_message());
   Action action;
   {

@@ -48,6 +48,16 @@ void ExpectTimingConsistent(const client::InferResult& result, int64_t e2e_ns) {
   EXPECT_GE(t.batch_size, 1);
 }
 
+// Every streamed response, an error's too, says it is its request's last: Triton's
+// triton_final_response, which clients that read a stream until it is true wait for.
+void ExpectFinal(const inference::ModelStreamInferResponse& message, const std::string& id) {
+  const auto& params = message.infer_response().parameters();
+  auto it = params.find("triton_final_response");
+  ASSERT_NE(it, params.end()) << "no triton_final_response on " << id;
+  EXPECT_EQ(it->second.parameter_choice_case(), inference::InferParameter::kBoolParam) << id;
+  EXPECT_TRUE(it->second.bool_param()) << id;
+}
+
 // Every test runs with streams on gRPC's callback API (0) and on two ModelInferQueues threads (2: one queue).
 class StreamInferTest : public ::testing::TestWithParam<int> {
  protected:
@@ -100,6 +110,7 @@ TEST_P(StreamInferTest, ManyRequestsOnOneStreamAreAnsweredPerRequestWithTiming) 
     ASSERT_EQ(inputs.count(result->id), 1u) << "unknown id '" << result->id << "'";
     EXPECT_TRUE(seen.insert(result->id).second) << "answered twice: " << result->id;
     EXPECT_EQ(answer->message.infer_response().model_name(), "many");
+    ExpectFinal(answer->message, result->id);
     ExpectGatedOutputs(*result, inputs[result->id]);
     ExpectTimingConsistent(*result, answer->received_ns - sent_ns[result->id]);
   }
@@ -146,10 +157,11 @@ TEST_P(StreamInferTest, InvalidRequestsGetErrorResponsesAndTheStreamGoesOn) {
   stream->CloseSend();
   std::map<std::string, absl::StatusOr<client::InferResult>> results;
   for (int i = 0; i < 4; ++i) {
-    std::string id;
-    auto r = NextResult(*stream, &id);
-    if (!r.ok() && r.status().code() == absl::StatusCode::kDeadlineExceeded) FAIL() << r.status();
-    results.emplace(id, std::move(r));
+    std::optional<StreamAnswer> answer = stream->Next(kWait);
+    ASSERT_TRUE(answer.has_value()) << "response " << i << " of 4";
+    const std::string id = answer->message.infer_response().id();
+    ExpectFinal(answer->message, id);
+    results.emplace(id, InferStream::Decode(answer->message));
   }
   ASSERT_TRUE(results.at("good-1").ok()) << results.at("good-1").status();
   ASSERT_TRUE(results.at("good-2").ok()) << results.at("good-2").status();
