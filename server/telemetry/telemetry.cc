@@ -174,6 +174,11 @@ void Telemetry::StartMetricsEndpoint() {
 void Telemetry::Shutdown(absl::Time deadline) {
   if (shut_down_) return;
   shut_down_ = true;
+  // /metrics first: the flush below may take until `deadline` (a collector down), and a server
+  // started meanwhile on the same ports (a restart) would find the metrics port taken and serve
+  // without /metrics for its whole life. With gRPC already closed there is nothing left to scrape.
+  if (gpu_monitor_ != nullptr) gpu_monitor_->Stop();
+  StopExposer();
   if (processor_ != nullptr) {
     processor_->Shutdown(deadline);
     const SpanProcessorStats s = processor_->stats();
@@ -181,8 +186,6 @@ void Telemetry::Shutdown(absl::Time deadline) {
                  << " rejected by the collector, " << s.dropped << " dropped, " << s.export_failed
                  << " lost to failed exports";
   }
-  if (gpu_monitor_ != nullptr) gpu_monitor_->Stop();
-  StopExposer();
   live_->SetModelRegistry(nullptr);
   live_->SetInflightSource(nullptr);
 }

@@ -76,7 +76,8 @@ class Telemetry final : public RequestObserver {
   // Starts the export thread, the GPU monitor (NVML missing: logged, disabled) and the metrics
   // endpoint (cannot bind: logged error, the server keeps serving). Idempotent.
   absl::Status Start();
-  // Flushes queued spans (bounded by `deadline`), stops the monitor and the endpoint. Idempotent.
+  // Stops the monitor and the metrics endpoint, then flushes queued spans (bounded by `deadline`).
+  // Idempotent.
   void Shutdown(absl::Time deadline);
   // Shutdown with the configured flush_timeout.
   void Shutdown() { Shutdown(absl::Now() + options_.flush_timeout); }

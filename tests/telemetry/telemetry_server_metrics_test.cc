@@ -5,13 +5,18 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <future>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "client/inference_client.h"
+#include "common/clock.h"
+#include "common/otlp/tracing_config.h"
 #include "server/grpc/serving_warmup.h"
 #include "server/repository/model_config_loader.h"
 #include "server/telemetry/request_tracer.h"
@@ -245,6 +250,41 @@ TEST(MetricsEndpointTest, StopsWithoutWaitingOutCivetWebsPollStep) {
     EXPECT_LT(absl::Now() - start, absl::Milliseconds(1500)) << host << ": it took CivetWeb's 2 s step";
     EXPECT_EQ(ScrapeMetrics(port), "") << host << ": stopped";
   }
+}
+
+// At shutdown /metrics closes before the spans are flushed: with the collector down the flush
+// takes until its deadline, and the metrics port used to stay bound all that time, so a server
+// restarted on the same ports came up without /metrics for its whole life.
+TEST(MetricsEndpointTest, ClosesBeforeTheSpanFlushWaitsForADeadCollector) {
+  auto tracing = otlp::ResolveTracingConfig("127.0.0.1:1", "0.1.0", [](const char*) { return std::optional<std::string>(); });
+  ASSERT_TRUE(tracing.ok()) << tracing.status();
+  TelemetryOptions options;
+  options.metrics.host = "127.0.0.1";
+  options.metrics.port = 0;
+  options.gpu.enabled = false;
+  options.tracing = *tracing;
+  auto telemetry = Telemetry::Create(options);
+  ASSERT_TRUE(telemetry.ok()) << telemetry.status();
+  ASSERT_TRUE((*telemetry)->Start().ok());
+  const int port = (*telemetry)->metrics_port();
+  ASSERT_GT(port, 0);
+  server::ModelSpec spec;
+  spec.name = "m";
+  spec.version = 1;
+  server::InferRequest request;  // one queued request's spans, which no collector will take
+  const int64_t now = SteadyClock::Get()->NowNs();
+  request.timeline.received_ns = now - 50'000;
+  request.timeline.enqueued_ns = now - 40'000;
+  (*telemetry)->OnRequestDone(spec, &request, request.timeline.Finalize(now), absl::InvalidArgumentError("bad input"));
+  const absl::Time start = absl::Now();
+  auto shutdown = std::async(std::launch::async, [&] { (*telemetry)->Shutdown(absl::Now() + absl::Seconds(4)); });
+  // Polled, not slept: each scrape is a connect that is refused once the port is closed.
+  while (!ScrapeMetrics(port).empty() && absl::Now() - start < absl::Seconds(3)) {
+  }
+  const absl::Duration closed_after = absl::Now() - start;
+  EXPECT_EQ(ScrapeMetrics(port), "") << "the metrics port is still open";
+  EXPECT_LT(closed_after, absl::Milliseconds(1500)) << "the metrics port waited for the span flush";
+  EXPECT_EQ(shutdown.wait_for(std::chrono::seconds(30)), std::future_status::ready) << "Shutdown returned";
 }
 
 }  // namespace
