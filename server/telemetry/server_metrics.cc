@@ -142,14 +142,20 @@ ServerMetrics::PerModel& ServerMetrics::ModelMetrics(const ModelSpec& spec) {
       cached.model->name == spec.name) {
     return *cached.model;
   }
+  PerModel& m = Series(spec.name, spec.version);
+  cached = Cached{instance_, &spec, &m};
+  return m;
+}
+
+ServerMetrics::PerModel& ServerMetrics::Series(const std::string& name, int64_t version) {
   absl::MutexLock lock(&mu_);
-  auto& slot = models_[{spec.name, spec.version}];
+  auto& slot = models_[{name, version}];
   if (slot == nullptr) {
     slot = std::make_unique<PerModel>();
     PerModel& m = *slot;
-    m.name = spec.name;
-    m.version = spec.version;
-    m.labels = {{"model", spec.name}, {"version", absl::StrCat(spec.version)}};
+    m.name = name;
+    m.version = version;
+    m.labels = {{"model", name}, {"version", absl::StrCat(version)}};
     m.request_duration = &request_duration_->Add(m.labels);
     m.admit = &admit_duration_->Add(m.labels);
     m.queue = &queue_duration_->Add(m.labels);
@@ -168,7 +174,6 @@ ServerMetrics::PerModel& ServerMetrics::ModelMetrics(const ModelSpec& spec) {
     labels["outcome"] = OutcomeLabel(absl::StatusCode::kOk);
     m.success = &requests_->Add(labels);
   }
-  cached = Cached{instance_, &spec, slot.get()};
   return *slot;
 }
 
@@ -239,6 +244,9 @@ std::vector<prometheus::MetricFamily> ServerMetrics::Collect() const {
 
 void ServerMetrics::RecordModelLoad(const std::string& model, int64_t version, int64_t load_ns,
                                     int64_t warmup_ns) {
+  // The model's request series exist from its load, at 0: rate() and increase() then see its first
+  // requests, and a dashboard shows 0 rather than no data.
+  Series(model, version);
   const prometheus::Labels labels = {{"model", model}, {"version", absl::StrCat(version)}};
   if (load_ns >= 0) load_duration_.Add(labels).Set(Seconds(load_ns));
   warmup_duration_.Add(labels).Set(Seconds(warmup_ns));

@@ -53,6 +53,9 @@ class ServerMetrics final : public RequestObserver, public prometheus::Collectab
   struct PerModel;
   // The model's metrics, made on first use; a thread's last answer is kept in a thread_local.
   PerModel& ModelMetrics(const ModelSpec& spec) ABSL_LOCKS_EXCLUDED(mu_);
+  // The model's series (request outcome success, the histograms, the batch counters), made at 0 on
+  // first use.
+  PerModel& Series(const std::string& name, int64_t version) ABSL_LOCKS_EXCLUDED(mu_);
 
   const uint64_t instance_;  // unique per ServerMetrics in this process
 

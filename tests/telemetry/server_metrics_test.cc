@@ -169,6 +169,11 @@ TEST_F(ServerMetricsTest, ModelLoadGauges) {
   const std::string text = Text();
   EXPECT_TRUE(Has(text, R"(chronoserve_model_load_duration_seconds{model="m",version="2"} 1.5)")) << text;
   EXPECT_TRUE(Has(text, R"(chronoserve_model_warmup_duration_seconds{model="m",version="2"} 0.25)")) << text;
+  // The request series exist from the load, at 0, before any request: rate() sees the first ones.
+  EXPECT_TRUE(Has(text, R"(chronoserve_requests_total{model="m",outcome="success",version="2"} 0)")) << text;
+  EXPECT_TRUE(Has(text, R"(chronoserve_request_duration_seconds_count{model="m",version="2"} 0)")) << text;
+  EXPECT_TRUE(Has(text, R"(chronoserve_batches_total{model="m",version="2"} 0)")) << text;
+  EXPECT_TRUE(Has(text, R"(chronoserve_batch_size_count{model="m",version="2"} 0)")) << text;
 }
 
 TEST_F(ServerMetricsTest, AStragglerOfAnEarlierBatchDoesNotCountItAgain) {

@@ -125,8 +125,13 @@ TEST_F(TelemetryServerTest, KeepWarmRunsAreCounted) {
   EXPECT_GE(after.at(kRuns), 2);
   EXPECT_GT(after.at(R"(chronoserve_worker_seconds_total{model="warm_mlp",phase="keep_warm",version="1",worker="0"})"),
             0);
-  EXPECT_EQ(after.count(R"(chronoserve_requests_total{model="warm_mlp",outcome="success",version="1"})"), 0u)
-      << "keep-warm runs are no requests";
+  // The series exists from the load, at 0 (TELEMETRY.md), and stays there.
+  const std::string kRequests = R"(chronoserve_requests_total{model="warm_mlp",outcome="success",version="1"})";
+  ASSERT_EQ(after.count(kRequests), 1u) << text;
+  EXPECT_EQ(after.at(kRequests), 0) << "keep-warm runs are no requests";
+  const std::string kBatches = R"(chronoserve_batches_total{model="warm_mlp",version="1"})";
+  ASSERT_EQ(after.count(kBatches), 1u) << text;
+  EXPECT_EQ(after.at(kBatches), 0) << "nor batches of requests";
 }
 
 // The server's serving warm-up (its own token) leaves no metric and no span: after one client
