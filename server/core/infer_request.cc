@@ -1,11 +1,25 @@
 #include "server/core/infer_request.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
 namespace chronoserve::server {
+
+absl::StatusCode InferRequest::CancellationCode() const {
+  // The upper bound covers a client's own deadline cancellation that reached the server before the
+  // server's copy of that deadline, on a loaded host.
+  constexpr int64_t kMinDeadlineSlackNs = 1'000'000;
+  constexpr int64_t kMaxDeadlineSlackNs = 50'000'000;
+  const int64_t cancelled_ns = cancelled != nullptr ? cancelled->at_ns() : 0;
+  if (cancelled_ns == 0) return absl::StatusCode::kOk;
+  if (deadline_ns == 0) return absl::StatusCode::kCancelled;
+  const int64_t since_ns = timeline.enqueued_ns != 0 ? timeline.enqueued_ns : timeline.received_ns;
+  const int64_t slack = std::clamp((deadline_ns - since_ns) / 4, kMinDeadlineSlackNs, kMaxDeadlineSlackNs);
+  return cancelled_ns >= deadline_ns - slack ? absl::StatusCode::kDeadlineExceeded : absl::StatusCode::kCancelled;
+}
 
 void InputTensor::CopyTo(char* dst) const {
   if (data != nullptr) {

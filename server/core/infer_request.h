@@ -160,6 +160,12 @@ class InferRequest {
   void set_shape_key(std::string key) { shape_key_ = std::move(key); }
 
   bool IsCancelled() const { return cancelled != nullptr && cancelled->IsSet(); }
+  // Why the request's call went away: kOk while it has not; kDeadlineExceeded when the cancellation
+  // came near the request's deadline (gRPC ends a call whose deadline passed, by timers that run a
+  // little ahead of our copy of it, and the client's gRPC at the client's own copy, which ours
+  // trails by the call's way to the server: the last quarter of the request's time, 1-50 ms, counts
+  // as the deadline's); kCancelled otherwise (the client's own cancellation, or a stream it ended).
+  absl::StatusCode CancellationCode() const;
 
   // Hands the request to its completion callback with `status`, or with the request's own error
   // when `status` is OK and the backend already failed this request alone (`status` field). Once.

@@ -43,8 +43,8 @@ struct ModelStatsSnapshot {
   Duration compute_input;
   Duration compute_infer;
   Duration compute_output;
-  uint64_t cancelled = 0;          // answered CANCELLED before execution
-  uint64_t deadline_exceeded = 0;  // answered DEADLINE_EXCEEDED before execution
+  uint64_t cancelled = 0;          // answered CANCELLED: before execution, or executed for a caller gone
+  uint64_t deadline_exceeded = 0;  // answered DEADLINE_EXCEEDED: the same for a deadline passed
   uint64_t rejected = 0;           // refused at enqueue (queue full)
   std::map<int64_t, BatchSizeStats> by_batch_size;
 };

@@ -207,6 +207,18 @@ void InferDispatcher::Complete(ModelRuntime* model, inference::ModelInferRespons
   const RequestTiming& timing = r->timeline.Finalize(clock_->NowNs());
   // The batch says whether it was timed (--request-timing): untimed spans are never sent as zeros.
   const bool timed = r->timeline.batch().request_timing;
+  if (r->status.ok()) {
+    // Executed, but its caller went away meanwhile (cancelled, or its deadline passed while the batch
+    // ran): the answer reaches nobody, so it is no success. Counted and traced as the status the
+    // caller got (a cancellation after this point, while the answer is on its way, is not seen).
+    if (const absl::StatusCode gone = r->CancellationCode(); gone != absl::StatusCode::kOk) {
+      r->status = absl::Status(
+          gone, absl::StrCat("model '", model->spec().name, "': ",
+                             gone == absl::StatusCode::kCancelled ? "the client cancelled the request"
+                                                                  : "the request's deadline passed",
+                             " while it executed; its answer was not delivered"));
+    }
+  }
   if (!r->status.ok()) {
     if (!r->synthetic) model->stats().RecordFailure(timing.server_total_ns, FailureKind(r->status.code()));
     respond(r->status, timing, timed);

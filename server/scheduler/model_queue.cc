@@ -9,12 +9,6 @@
 
 namespace chronoserve::server {
 namespace {
-// How close to its deadline a cancellation counts as the deadline's: a quarter of the time the
-// request had, within these bounds (Judge). The upper one covers a client's own deadline cancel
-// that reached the server before the server's copy of that deadline, on a loaded host.
-constexpr int64_t kMinDeadlineSlackNs = 1'000'000;
-constexpr int64_t kMaxDeadlineSlackNs = 50'000'000;
-
 std::string Mib(uint64_t bytes) { return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20)); }
 }  // namespace
 
@@ -110,24 +104,15 @@ size_t ModelQueue::BatchReach() const {
 
 ModelQueue::Fate ModelQueue::Judge(const InferRequest& r, int64_t now_ns, bool delayed, int64_t* next_expiry,
                                    DropCause* cause) const {
-  const int64_t cancelled_ns = r.cancelled != nullptr ? r.cancelled->at_ns() : 0;
-  bool deadline_passed = r.deadline_ns != 0 && now_ns >= r.deadline_ns;
-  if (cancelled_ns != 0) {
-    // gRPC also cancels a call whose deadline passed, and that is not the client's cancellation.
-    // Its timer (millisecond resolution, its own clock) may fire a little before our steady-clock
-    // copy of the deadline, and a client's gRPC cancels the call at the client's own copy, which
-    // ours trails by the time the call took to reach the server (tens of ms on a loaded host). So a
-    // cancellation in the last quarter of the request's time, up to kMaxDeadlineSlackNs before its
-    // deadline, counts as the deadline's; an earlier one is the client's, however late a worker
-    // notices it.
-    const int64_t slack =
-        r.deadline_ns == 0 ? 0 : std::clamp((r.deadline_ns - r.timeline.enqueued_ns) / 4, kMinDeadlineSlackNs, kMaxDeadlineSlackNs);
-    deadline_passed = r.deadline_ns != 0 && cancelled_ns >= r.deadline_ns - slack;
-    if (!deadline_passed) {
-      *cause = DropCause::kCancelled;
-      return Fate::kDropped;
-    }
+  // A cancellation is the client's or the deadline's (InferRequest::CancellationCode), however late
+  // a worker notices it; without one, the deadline has passed when now is past it.
+  const absl::StatusCode cancelled = r.CancellationCode();
+  if (cancelled == absl::StatusCode::kCancelled) {
+    *cause = DropCause::kCancelled;
+    return Fate::kDropped;
   }
+  const bool deadline_passed =
+      cancelled == absl::StatusCode::kDeadlineExceeded || (r.deadline_ns != 0 && now_ns >= r.deadline_ns);
   if (deadline_passed) {
     *cause = DropCause::kDeadlinePassed;
     return Fate::kDropped;

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -51,6 +52,23 @@ class Gate {
     absl::MutexLock lock(&mu_);
     return held_worker_;
   }
+  // Waits until the transport has marked the parked batch's first request cancelled (its client
+  // cancelled it, or its deadline passed); false on timeout or when no batch is parked. Polled: the
+  // flag is an atomic that no lock guards.
+  bool WaitHeldCancelled(absl::Duration timeout) {
+    std::shared_ptr<server::CancelFlag> flag;
+    {
+      absl::MutexLock lock(&mu_);
+      flag = held_cancelled_;
+    }
+    if (flag == nullptr) return false;
+    const absl::Time deadline = absl::Now() + timeout;
+    while (!flag->IsSet()) {
+      if (absl::Now() > deadline) return false;
+      std::this_thread::yield();
+    }
+    return true;
+  }
   // Every client request id executed so far, with the worker that ran it.
   std::vector<std::pair<std::string, int>> executed() const {
     absl::MutexLock lock(&mu_);
@@ -72,6 +90,7 @@ class Gate {
     if (!armed_) return;
     armed_ = false;
     held_worker_ = worker;
+    held_cancelled_ = batch.empty() ? nullptr : batch.front()->cancelled;
     auto released = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return released_; };
     mu_.AwaitWithTimeout(absl::Condition(&released), absl::Seconds(60));
   }
@@ -81,6 +100,7 @@ class Gate {
   bool armed_ ABSL_GUARDED_BY(mu_) = false;
   bool released_ ABSL_GUARDED_BY(mu_) = false;
   int held_worker_ ABSL_GUARDED_BY(mu_) = -1;
+  std::shared_ptr<server::CancelFlag> held_cancelled_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<std::string, int>> executed_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -1,5 +1,5 @@
 // Scheduling over real gRPC: deadlines and cancellation while queued (answered, counted, never
-// executed), queue-full backpressure, two workers serving at once, and refusals by a closed queue
+// executed) or while executing (counted as the caller saw it), queue-full backpressure, two workers serving at once, and refusals by a closed queue
 // (counted for an unload, not while the server drains). Workers are held inside
 // Execute() by a Gate (tests/server/gated_instance.h), so nothing here waits with a sleep: every
 // wait is a notification or a condition with a timeout that fails the test.
@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -145,6 +146,48 @@ TEST_P(SchedulingTest, ClientCancellationWhileQueuedIsNeverExecutedAndCounted) {
   EXPECT_EQ(s.deadline_exceeded, 0u);
   EXPECT_EQ(s.fail.count, 1u);
   EXPECT_EQ(s.execution_count, 1u);
+}
+
+// A call whose client cancels it, or whose deadline passes, while its batch runs gets no answer: it
+// is counted (statistics, metrics, traces) as the status its caller got, not as a success, and its
+// batch still counts as executed.
+TEST_P(SchedulingTest, ACallThatEndsWhileItsBatchRunsIsCountedAsItsCallerSawIt) {
+  auto runtime = Serve(testing::GatedSpec("gone", 4, 0), 1);
+  ASSERT_NE(runtime, nullptr);
+  struct Case {
+    const char* id;
+    std::optional<absl::Duration> deadline;  // none: the client cancels
+    grpc::StatusCode client_code;
+    absl::StatusCode server_code;
+    const char* why;
+  };
+  for (const Case& c : {Case{"cancelled", std::nullopt, grpc::StatusCode::CANCELLED, absl::StatusCode::kCancelled,
+                             "the client cancelled the request while it executed"},
+                        Case{"late", absl::Milliseconds(300), grpc::StatusCode::DEADLINE_EXCEEDED,
+                             absl::StatusCode::kDeadlineExceeded, "the request's deadline passed while it executed"}}) {
+    SCOPED_TRACE(c.id);
+    gate_.Arm();
+    const client::Tensor in = GatedInput(1, 31);
+    PendingInfer call(stub(), "gone", c.id, in, c.deadline);
+    ASSERT_TRUE(gate_.WaitHeld(kWait)) << "the call's batch is executing";
+    if (!c.deadline.has_value()) call.Cancel();
+    const auto client_status = call.Wait(kWait);
+    ASSERT_TRUE(client_status.has_value());
+    EXPECT_EQ(client_status->error_code(), c.client_code) << client_status->error_message();
+    ASSERT_TRUE(gate_.WaitHeldCancelled(kWait)) << "the server learnt that the call ended";
+    gate_.Release();
+    const auto server_answer = harness_.observer().WaitFor(c.id, kWait);
+    ASSERT_TRUE(server_answer.has_value());
+    EXPECT_EQ(server_answer->code(), c.server_code) << *server_answer;
+    EXPECT_THAT(std::string(server_answer->message()), HasSubstr(std::string("model 'gone': ") + c.why));
+    EXPECT_TRUE(gate_.Executed(c.id));
+  }
+  const server::ModelStatsSnapshot s = runtime->stats().Snapshot();
+  EXPECT_EQ(s.success.count, 0u) << "no caller got an answer";
+  EXPECT_EQ(s.fail.count, 2u);
+  EXPECT_EQ(s.cancelled, 1u);
+  EXPECT_EQ(s.deadline_exceeded, 1u);
+  EXPECT_EQ(s.execution_count, 2u) << "both batches ran";
 }
 
 TEST_P(SchedulingTest, FullQueueAnswersResourceExhaustedAtOnceNamingModelAndLimit) {
