@@ -441,6 +441,7 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> CreateTorchInstance(const ModelSp
     if (options.worker == 0) {
       CS_VLOG(1) << "model '" << spec.name << "': inputs bound to forward()'s arguments by " << binding->input_rule
                  << ", outputs by " << (binding->outputs_by_index ? "__N suffixes" : "config order");
+      for (const std::string& warning : binding->warnings) CS_LOG(WARNING) << "model '" << spec.name << "': " << warning;
     }
     return std::unique_ptr<ModelInstance>(new TorchInstance(spec, options, std::move(path), std::move(module),
                                                             *std::move(binding), std::move(graph_buckets),

@@ -148,6 +148,24 @@ absl::StatusOr<TensorBinding> BindTensors(const std::vector<std::string>& input_
       b.input_rule = "config order";
     }
   }
+  if (b.input_rule != "argument names") {
+    std::vector<std::string> unnamed;  // config inputs no argument is named as
+    for (const std::string& name : input_names) {
+      if (std::find(arguments.begin(), arguments.end(), name) == arguments.end()) unnamed.push_back(name);
+    }
+    for (size_t i = 0; i < input_names.size(); ++i) {
+      const auto at = std::find(arguments.begin(), arguments.end(), input_names[i]);
+      const int bound = b.input_position[i];
+      if (at == arguments.end() || at - arguments.begin() == bound || bound >= static_cast<int>(arguments.size())) {
+        continue;
+      }
+      b.warnings.push_back(absl::StrCat(
+          "input '", input_names[i], "' is bound to forward()'s argument ", bound, " ('",
+          arguments[static_cast<size_t>(bound)], "') by ", b.input_rule, ", though forward() has an argument named '",
+          input_names[i], "' (", at - arguments.begin(), "): inputs bind by name only when every one is named as an "
+          "argument, and ", absl::StrJoin(unnamed, ", "), unnamed.size() == 1 ? " is" : " are", " not"));
+    }
+  }
   // Arguments after the config's inputs keep their defaults: the inputs are forward()'s first ones.
   for (size_t i = 0; i < input_names.size(); ++i) {
     if (b.input_position[i] >= static_cast<int>(arguments.size())) {

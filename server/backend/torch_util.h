@@ -40,6 +40,9 @@ struct TensorBinding {
   std::vector<int> output_index;    // config output k -> forward() output index
   bool outputs_by_index = false;    // `__N` outputs: forward() may return more than the config lists
   std::string input_rule;           // for the load's log: "argument names", "__N suffixes", "config order"
+  // For the load's log at WARNING: inputs named as one of forward()'s arguments but bound to another
+  // (names bind only when every input is named as an argument), almost always a mistake.
+  std::vector<std::string> warnings;
 
   // forward()'s argument position of config input i.
   size_t Position(size_t i) const { return static_cast<size_t>(input_position[i]); }

@@ -43,7 +43,12 @@ absl::Status PackValues(const ModelSpec& spec, const std::string& tensor,
     if constexpr (std::is_integral_v<To> && !std::is_same_v<To, bool>) {
       if (v < static_cast<From>(std::numeric_limits<To>::min()) ||
           v > static_cast<From>(std::numeric_limits<To>::max())) {
-        return Invalid(spec, tensor, absl::StrCat("value ", v, " at index ", i, " does not fit the datatype"));
+        // int64 for the bounds: int8_t would print as a character.
+        return Invalid(spec, tensor,
+                       absl::StrCat("value ", v, " at index ", i, " does not fit the datatype (", sizeof(To) * 8,
+                                    "-bit ", std::is_signed_v<To> ? "signed" : "unsigned", ": ",
+                                    static_cast<int64_t>(std::numeric_limits<To>::min()), " to ",
+                                    static_cast<uint64_t>(std::numeric_limits<To>::max()), ")"));
       }
     }
     const To converted = static_cast<To>(v);

@@ -141,5 +141,32 @@ TEST_F(TensorBindingTest, ImpossibleBindingsFailTheLoadNamingTheTensors) {
               HasSubstr("forward() returned 2 outputs, config declares 2 of which the highest __N needs 3"));
 }
 
+// Inputs `b` and `zz` on forward(a, b): not every input is named as an argument, so they bind in the
+// config's order and `b` feeds argument `a`, as Triton's backend does. The load says so at WARNING,
+// naming both (it was seen only with --log-verbose 1), and the model serves by that rule.
+TEST(TensorBindingWarningTest, AnInputNamedAsAnotherArgumentIsWarnedAbout) {
+  testing::TempDir repo("cs_binding_warning");
+  WriteModel(repo, "partly_named", {"b", "zz"}, {"difference", "combined"});
+  ::testing::internal::CaptureStderr();
+  auto server = testing::StartServer(repo.path());
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_NE(server, nullptr) << log;
+  EXPECT_THAT(log, HasSubstr("model 'partly_named': input 'b' is bound to forward()'s argument 0 ('a') by config "
+                             "order, though forward() has an argument named 'b' (1): inputs bind by name only when "
+                             "every one is named as an argument, and zz is not"));
+  EXPECT_THAT(log, ::testing::Not(HasSubstr("input 'zz' is bound"))) << "zz names no argument";
+  // And the model is served by that rule: b is forward()'s a.
+  std::mt19937_64 rng(17);
+  const std::string b = RandomTensorBytes(DataType::kFp32, kWidth, rng);
+  const std::string zz = RandomTensorBytes(DataType::kFp32, kWidth, rng);
+  auto client = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+  auto r = client->Infer("partly_named", {Tensor{"b", DataType::kFp32, {1, kWidth}, b},
+                                          Tensor{"zz", DataType::kFp32, {1, kWidth}, zz}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::vector<float> fb = Floats(b), fz = Floats(zz), got = Floats(r->outputs[0].data);
+  ASSERT_EQ(got.size(), fb.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], fb[i] - fz[i]) << "difference = b - zz at " << i;
+}
+
 }  // namespace
 }  // namespace chronoserve

@@ -73,6 +73,41 @@ TEST(TypedContentsTest, AnInputInTheWrongFieldNamesTheFieldItsDatatypeTakes) {
   EXPECT_THAT(status.message(), HasSubstr("FP32 takes fp32_contents, but int_contents holds 2 values"));
 }
 
+// A typed value out of its datatype's range names the value, its index and the range.
+TEST(TypedContentsTest, AValueOutOfItsDatatypesRangeNamesTheRange) {
+  struct Row {
+    DataType dtype;
+    const char* name;
+    int64_t bad;
+    const char* expected;
+  };
+  for (const Row& row : {Row{DataType::kInt8, "INT8", 300, "value 300 at index 1 does not fit the datatype (8-bit signed: -128 to 127)"},
+                         Row{DataType::kUint8, "UINT8", 300, "value 300 at index 1 does not fit the datatype (8-bit unsigned: 0 to 255)"},
+                         Row{DataType::kInt16, "INT16", -40000,
+                             "value -40000 at index 1 does not fit the datatype (16-bit signed: -32768 to 32767)"}}) {
+    ModelSpec spec = Spec();
+    spec.inputs[1] = {"INPUT__1", row.dtype, {2}};
+    inference::ModelInferRequest request = Request();
+    auto* in = request.mutable_inputs(1);
+    in->set_datatype(row.name);
+    in->clear_shape();
+    in->add_shape(1);
+    in->add_shape(2);
+    in->clear_contents();
+    if (row.dtype == DataType::kUint8) {
+      in->mutable_contents()->add_uint_contents(7);
+      in->mutable_contents()->add_uint_contents(static_cast<uint32_t>(row.bad));
+    } else {
+      in->mutable_contents()->add_int_contents(7);
+      in->mutable_contents()->add_int_contents(static_cast<int32_t>(row.bad));
+    }
+    inference::ModelInferResponse response;
+    const absl::Status status = BuildInferRequest(spec, request, &response).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << row.name << ": " << status;
+    EXPECT_THAT(status.message(), HasSubstr(std::string("model 'typed' input 'INPUT__1': ") + row.expected)) << row.name;
+  }
+}
+
 TEST(TypedContentsTest, ValuesInASecondFieldBesideTheRightOneAreRefusedNotDropped) {
   inference::ModelInferRequest request = Request();
   request.mutable_inputs(1)->mutable_contents()->add_fp64_contents(9.5);
