@@ -10,7 +10,7 @@
 namespace chronoserve::wire {
 namespace {
 
-enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
+enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kStartGroup = 3, kEndGroup = 4, kFixed32 = 5 };
 
 uint64_t Tag(int field, WireType type) { return (static_cast<uint64_t>(field) << 3) | type; }
 
@@ -107,13 +107,16 @@ absl::Status SplitBytesField(absl::Span<const absl::string_view> bytes, int fiel
   rest->clear();
   entries->clear();
   PieceCursor cursor(bytes);
+  // Inside an (unknown, proto2) group every field stays in the rest, `field` too: it is the group's.
+  // Protobuf skips the group, and checks that its end matches its start.
+  int group_depth = 0;
   while (!cursor.AtEnd()) {
     uint64_t tag = 0;
     if (!cursor.ReadVarint(&tag)) return Malformed(cursor, "a truncated field tag");
     const uint64_t number = tag >> 3;
     const auto type = static_cast<uint32_t>(tag & 7);
     if (number == 0 || number > (uint64_t{1} << 29) - 1) return Malformed(cursor, "an invalid field number");
-    if (number == static_cast<uint64_t>(field) && type == kLengthDelimited) {
+    if (number == static_cast<uint64_t>(field) && type == kLengthDelimited && group_depth == 0) {
       uint64_t length = 0;
       ReceivedBytes entry;
       if (!cursor.ReadVarint(&length) || !cursor.Take(length, &entry, nullptr)) {
@@ -139,12 +142,21 @@ absl::Status SplitBytesField(absl::Span<const absl::string_view> bytes, int fiel
           read = cursor.Take(value, nullptr, rest);
         }
         break;
+      case kStartGroup:
+        ++group_depth;
+        read = true;
+        break;
+      case kEndGroup:
+        if (group_depth == 0) return Malformed(cursor, absl::StrCat("the end of a group (field ", number, ") never begun"));
+        --group_depth;
+        read = true;
+        break;
       default:
-        return Malformed(cursor, absl::StrCat("field ", number, " of wire type ", type,
-                                              " (groups and unknown types are not read)"));
+        return Malformed(cursor, absl::StrCat("field ", number, " of wire type ", type, " (no such wire type)"));
     }
     if (!read) return Malformed(cursor, absl::StrCat("field ", number, " longer than the message"));
   }
+  if (group_depth != 0) return Malformed(cursor, "a group that never ends");
   return absl::OkStatus();
 }
 

@@ -103,6 +103,33 @@ TEST(SplitBytesFieldTest, OtherWireTypesAndTheFieldWithAnotherTypeStayInTheRest)
   EXPECT_EQ(parsed.model_name(), "abc");
 }
 
+// An unknown proto2 group (wire types 3 and 4), which protobuf skips, stays in the rest whole, the
+// field being split included when it is inside the group; the entries outside it are split as ever.
+TEST(SplitBytesFieldTest, AnUnknownGroupStaysInTheRestWithWhatItHolds) {
+  inference::ModelInferRequest request = SampleRequest();
+  std::string bytes = request.SerializeAsString();
+  std::string group;
+  AppendVarint((60 << 3) | 3, &group);  // start of group 60
+  AppendVarint((7 << 3) | 2, &group);   // a field 7 inside it: the group's, no raw_input_contents
+  AppendVarint(2, &group);
+  group += "zz";
+  AppendVarint((61 << 3) | 3, &group);  // a nested group
+  AppendVarint((1 << 3) | 0, &group);
+  AppendVarint(5, &group);
+  AppendVarint((61 << 3) | 4, &group);
+  AppendVarint((60 << 3) | 4, &group);  // its end
+  bytes += group;
+  ReceivedMessage received;
+  ASSERT_TRUE(SplitBytesField(Sliced(bytes, 4096), 7, &received).ok());
+  ASSERT_EQ(received.entries.size(), 2u) << "the two raw_input_contents outside the group";
+  EXPECT_EQ(received.entries[1].ToString(), request.raw_input_contents(1));
+  EXPECT_NE(received.rest.find(group), std::string::npos) << "the group stays whole in the rest";
+  inference::ModelInferRequest parsed;
+  ASSERT_TRUE(parsed.ParseFromString(received.rest)) << "protobuf skips the group";
+  EXPECT_EQ(parsed.id(), "request-17");
+  EXPECT_EQ(parsed.raw_input_contents_size(), 0);
+}
+
 TEST(SplitBytesFieldTest, RefusesMalformedBytes) {
   const std::string bytes = SampleRequest().SerializeAsString();
   ReceivedMessage received;
@@ -116,8 +143,9 @@ TEST(SplitBytesFieldTest, RefusesMalformedBytes) {
   EXPECT_EQ(cut.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(received.entries.empty()) << received.entries.size() << " entries view freed slices";
   EXPECT_TRUE(received.rest.empty());
-  // Field number 0, a group's wire type, a varint that never ends.
-  for (const std::string& bad : {std::string("\x02\x01x", 3), std::string("\x0b\x0c", 2),
+  // Field number 0, a group never ended, a group's end never begun, wire type 6, a varint that never ends.
+  for (const std::string& bad : {std::string("\x02\x01x", 3), std::string("\x0b\x08\x01", 3), std::string("\x0c", 1),
+                                 std::string("\x0e\x01", 2),
                                  std::string("\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 12)}) {
     absl::Status status = SplitBytesField(Sliced(bad, 1), 7, &received);
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
