@@ -297,6 +297,45 @@ absl::Status InferenceService::AnswerCudaSharedMemoryUnregister(
   return absl::OkStatus();
 }
 
+absl::Status InferenceService::AnswerRepositoryIndex(const inference::RepositoryIndexRequest& request,
+                                                     inference::RepositoryIndexResponse* response) {
+  // READY as ModelReady reads it: not while the server warms its serving path up.
+  const bool warming_up = warming_up_.load();
+  for (const ModelRegistry::IndexEntry& entry : registry_->Index()) {
+    using State = ModelRegistry::IndexEntry::State;
+    const State state = entry.state == State::kReady && warming_up ? State::kLoading : entry.state;
+    if (request.ready() && state != State::kReady) continue;
+    auto* model = response->add_models();
+    model->set_name(entry.name);
+    if (entry.version > 0) model->set_version(absl::StrCat(entry.version));
+    model->set_state(state == State::kReady ? "READY" : state == State::kLoading ? "LOADING" : "UNAVAILABLE");
+    if (state == State::kLoading && entry.state == State::kReady) {
+      model->set_reason("the server is warming up its serving path before READY");
+    } else {
+      model->set_reason(entry.reason);
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+absl::Status NoModelControl(const char* what, const std::string& model) {
+  return absl::UnimplementedError(absl::StrCat(
+      "cannot ", what, " model '", model, "': chronoserve reads its model repository once, at start, and serves "
+      "no model control (Triton's --model-control-mode explicit); restart the server to load a changed repository"));
+}
+}  // namespace
+
+absl::Status InferenceService::AnswerRepositoryModelLoad(const inference::RepositoryModelLoadRequest& request,
+                                                         inference::RepositoryModelLoadResponse*) {
+  return NoModelControl("load", request.model_name());
+}
+
+absl::Status InferenceService::AnswerRepositoryModelUnload(const inference::RepositoryModelUnloadRequest& request,
+                                                           inference::RepositoryModelUnloadResponse*) {
+  return NoModelControl("unload", request.model_name());
+}
+
 // The callback API's handlers of those RPCs (--grpc-infer-threads 0).
 #define CHRONOSERVE_CALLBACK_UNARY(Method)                                                                   \
   grpc::ServerUnaryReactor* InferenceService::Method(grpc::CallbackServerContext* ctx,                      \
@@ -317,6 +356,9 @@ CHRONOSERVE_CALLBACK_UNARY(SystemSharedMemoryUnregister)
 CHRONOSERVE_CALLBACK_UNARY(CudaSharedMemoryStatus)
 CHRONOSERVE_CALLBACK_UNARY(CudaSharedMemoryRegister)
 CHRONOSERVE_CALLBACK_UNARY(CudaSharedMemoryUnregister)
+CHRONOSERVE_CALLBACK_UNARY(RepositoryIndex)
+CHRONOSERVE_CALLBACK_UNARY(RepositoryModelLoad)
+CHRONOSERVE_CALLBACK_UNARY(RepositoryModelUnload)
 #undef CHRONOSERVE_CALLBACK_UNARY
 
 template <typename Request, typename Response>
@@ -344,7 +386,10 @@ std::vector<QueuedCallFactory> InferenceService::ControlCalls() {
           QueuedUnary("SystemSharedMemoryUnregister", &InferenceService::AnswerSystemSharedMemoryUnregister),
           QueuedUnary("CudaSharedMemoryStatus", &InferenceService::AnswerCudaSharedMemoryStatus),
           QueuedUnary("CudaSharedMemoryRegister", &InferenceService::AnswerCudaSharedMemoryRegister),
-          QueuedUnary("CudaSharedMemoryUnregister", &InferenceService::AnswerCudaSharedMemoryUnregister)};
+          QueuedUnary("CudaSharedMemoryUnregister", &InferenceService::AnswerCudaSharedMemoryUnregister),
+          QueuedUnary("RepositoryIndex", &InferenceService::AnswerRepositoryIndex),
+          QueuedUnary("RepositoryModelLoad", &InferenceService::AnswerRepositoryModelLoad),
+          QueuedUnary("RepositoryModelUnload", &InferenceService::AnswerRepositoryModelUnload)};
 }
 
 }  // namespace chronoserve::server

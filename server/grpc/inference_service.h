@@ -125,6 +125,15 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* CudaSharedMemoryUnregister(
       grpc::CallbackServerContext* ctx, const inference::CudaSharedMemoryUnregisterRequest* request,
       inference::CudaSharedMemoryUnregisterResponse* response) override;
+  grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* ctx,
+                                            const inference::RepositoryIndexRequest* request,
+                                            inference::RepositoryIndexResponse* response) override;
+  grpc::ServerUnaryReactor* RepositoryModelLoad(grpc::CallbackServerContext* ctx,
+                                                const inference::RepositoryModelLoadRequest* request,
+                                                inference::RepositoryModelLoadResponse* response) override;
+  grpc::ServerUnaryReactor* RepositoryModelUnload(grpc::CallbackServerContext* ctx,
+                                                  const inference::RepositoryModelUnloadRequest* request,
+                                                  inference::RepositoryModelUnloadResponse* response) override;
 
  private:
   // The answers of the RPCs that are not inference, on either API.
@@ -150,6 +159,15 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
                                               inference::CudaSharedMemoryRegisterResponse* response);
   absl::Status AnswerCudaSharedMemoryUnregister(const inference::CudaSharedMemoryUnregisterRequest& request,
                                                 inference::CudaSharedMemoryUnregisterResponse* response);
+  // Triton's repository index: every model, its served version and state (READY, LOADING while it
+  // loads or the server warms up, UNAVAILABLE with the load's error), `ready` keeping READY ones.
+  absl::Status AnswerRepositoryIndex(const inference::RepositoryIndexRequest& request,
+                                     inference::RepositoryIndexResponse* response);
+  // UNIMPLEMENTED, saying why: the repository is read once, at start (no model control).
+  absl::Status AnswerRepositoryModelLoad(const inference::RepositoryModelLoadRequest& request,
+                                         inference::RepositoryModelLoadResponse* response);
+  absl::Status AnswerRepositoryModelUnload(const inference::RepositoryModelUnloadRequest& request,
+                                           inference::RepositoryModelUnloadResponse* response);
   template <typename Request, typename Response>
   using AnswerFn = absl::Status (InferenceService::*)(const Request&, Response*);
   // The factory of `method`'s calls on the asynchronous API, answered by `answer`.

@@ -8,6 +8,7 @@ namespace chronoserve::server {
 void ModelRegistry::MarkLoading(const std::string& name) {
   absl::MutexLock lock(&mu_);
   not_ready_[name] = absl::UnavailableError(absl::StrCat("model '", name, "' is loading"));
+  loading_.insert(name);
 }
 
 void ModelRegistry::MarkFailed(const std::string& name, const absl::Status& reason) {
@@ -15,6 +16,7 @@ void ModelRegistry::MarkFailed(const std::string& name, const absl::Status& reas
   // NOT_FOUND as Triton answers a model with no version to serve; a named version is UNAVAILABLE
   // (Find). Loading is UNAVAILABLE either way: it is worth retrying, a load error is not. A load
   // skipped or stopped because the server is shutting down (UNAVAILABLE) stays UNAVAILABLE.
+  loading_.erase(name);
   std::string message = absl::StrCat("model '", name, "' failed to load: ", reason.message());
   not_ready_[name] = reason.code() == absl::StatusCode::kUnavailable ? absl::UnavailableError(std::move(message))
                                                                     : absl::NotFoundError(std::move(message));
@@ -33,7 +35,29 @@ void ModelRegistry::Add(std::shared_ptr<ModelRuntime> runtime) {
   absl::MutexLock lock(&mu_);
   const std::string name = runtime->spec().name;
   not_ready_.erase(name);
+  loading_.erase(name);
   ready_[name] = std::move(runtime);
+}
+
+std::vector<ModelRegistry::IndexEntry> ModelRegistry::Index() const {
+  absl::MutexLock lock(&mu_);
+  std::map<std::string, IndexEntry> by_name;
+  for (const auto& [name, runtime] : ready_) {
+    IndexEntry& e = by_name[name];
+    e.name = name;
+    e.version = runtime->spec().version;
+    e.state = runtime->ready() ? IndexEntry::State::kReady : IndexEntry::State::kUnavailable;
+    if (!runtime->ready()) e.reason = absl::StrCat("model '", name, "' is not ready");
+  }
+  for (const auto& [name, status] : not_ready_) {
+    IndexEntry& e = by_name[name];
+    e.name = name;
+    e.state = loading_.count(name) > 0 ? IndexEntry::State::kLoading : IndexEntry::State::kUnavailable;
+    e.reason = std::string(status.message());
+  }
+  std::vector<IndexEntry> out;
+  for (auto& [name, entry] : by_name) out.push_back(std::move(entry));
+  return out;
 }
 
 absl::StatusOr<std::shared_ptr<ModelRuntime>> ModelRegistry::Find(const std::string& name,

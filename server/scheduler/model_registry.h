@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,16 @@ class ModelRegistry {
   absl::StatusOr<std::shared_ptr<ModelRuntime>> Find(const std::string& name,
                                                      const std::string& version) const;
   std::vector<std::shared_ptr<ModelRuntime>> Ready() const;
+
+  // One model of the index (Triton's RepositoryIndex): loaded, loading, or failed with the reason.
+  struct IndexEntry {
+    std::string name;
+    int64_t version = 0;  // the version served; 0 while loading or after a failed load
+    enum class State { kReady, kLoading, kUnavailable } state = State::kUnavailable;
+    std::string reason;   // why it is not ready ("" when ready)
+  };
+  // Every model the server knows, by name.
+  std::vector<IndexEntry> Index() const;
   // True when every known model is ready (and there is at least one model or none failed).
   bool AllReady() const;
 
@@ -44,6 +55,7 @@ class ModelRegistry {
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<ModelRuntime>> ready_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, absl::Status> not_ready_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> loading_ ABSL_GUARDED_BY(mu_);  // of not_ready_, those MarkLoading named last
 };
 
 }  // namespace chronoserve::server

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -179,6 +180,70 @@ TEST(ServerStartTest, AModelRepositoryThatIsNotADirectoryIsRefusedBeforeAnyPortO
     ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << path;
     EXPECT_THAT(std::string(refused.status().message()),
                 HasSubstr("--model-repository '" + path + "' is not a directory"));
+  }
+}
+
+// Triton's RepositoryIndex lists every model with its served version and state, a failed one with
+// its load error; `ready` keeps the READY ones. Load and unload are refused saying why (they were
+// gRPC's bare UNIMPLEMENTED, as for a method that does not exist). On both gRPC APIs.
+TEST_F(FailedModelTest, RepositoryIndexListsEveryModelAndLoadSaysWhyItIsNotServed) {
+  testing::TempDir repo("cs_index");
+  examples::ModelOptions o;
+  o.max_batch_size = 4;
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "good", o).ok());
+  repo.WriteFile("broken/config.pbtxt", "max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: [64 }\n");
+  repo.WriteFile("broken/1/model.pt", "not a model");
+  for (int threads : {0, 2}) {
+    SCOPED_TRACE(threads == 0 ? "callback API" : "asynchronous API");
+    server::ServerOptions options = testing::TestServerOptions(repo.path());
+    options.grpc_infer_threads = threads;
+    auto server = testing::StartServer(options);
+    ASSERT_NE(server, nullptr);
+    auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+    auto index = [&](bool ready) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+      inference::RepositoryIndexRequest request;
+      request.set_ready(ready);
+      inference::RepositoryIndexResponse response;
+      const grpc::Status status = c->stub()->RepositoryIndex(&ctx, request, &response);
+      EXPECT_TRUE(status.ok()) << status.error_message();
+      return response;
+    };
+    const inference::RepositoryIndexResponse all = index(false);
+    ASSERT_EQ(all.models_size(), 2);
+    EXPECT_EQ(all.models(0).name(), "broken");
+    EXPECT_EQ(all.models(0).version(), "");
+    EXPECT_EQ(all.models(0).state(), "UNAVAILABLE");
+    EXPECT_THAT(all.models(0).reason(), HasSubstr("model 'broken' failed to load: "));
+    EXPECT_THAT(all.models(0).reason(), HasSubstr("broken/config.pbtxt:2:"));
+    EXPECT_EQ(all.models(1).name(), "good");
+    EXPECT_EQ(all.models(1).version(), "1");
+    EXPECT_EQ(all.models(1).state(), "READY");
+    EXPECT_EQ(all.models(1).reason(), "");
+    const inference::RepositoryIndexResponse ready = index(true);
+    ASSERT_EQ(ready.models_size(), 1);
+    EXPECT_EQ(ready.models(0).name(), "good");
+
+    grpc::ClientContext load_ctx;
+    load_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    inference::RepositoryModelLoadRequest load;
+    load.set_model_name("good");
+    inference::RepositoryModelLoadResponse loaded;
+    const grpc::Status load_status = c->stub()->RepositoryModelLoad(&load_ctx, load, &loaded);
+    EXPECT_EQ(load_status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+    EXPECT_THAT(load_status.error_message(),
+                HasSubstr("cannot load model 'good': chronoserve reads its model repository once, at start"));
+    grpc::ClientContext unload_ctx;
+    unload_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    inference::RepositoryModelUnloadRequest unload;
+    unload.set_model_name("good");
+    inference::RepositoryModelUnloadResponse unloaded;
+    const grpc::Status unload_status = c->stub()->RepositoryModelUnload(&unload_ctx, unload, &unloaded);
+    EXPECT_EQ(unload_status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+    EXPECT_THAT(unload_status.error_message(), HasSubstr("cannot unload model 'good'"));
+    EXPECT_EQ(testing::Answer(c->ModelReady("good")), "true") << "and the model still serves";
+    server->Shutdown();
   }
 }
 
