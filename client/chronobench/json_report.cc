@@ -89,6 +89,7 @@ nlohmann::json RunToJson(const PointResult& p, const BenchReport& report, const 
   run["traced_requests"] = p.traced;
   run["unanswered_at_end"] = p.unanswered_at_end;  // in flight when the point ended: in no window
   run["unsent_at_end"] = p.unsent_at_end;  // open loop: due by the schedule, never sent: in no window
+  run["sent_total"] = p.sent_total;  // every request sent, warm-up included: what the server counted
   run["responses_without_timing"] = r.without_timing();
   run["timing_violations"] = r.timing_violations();
   run["cold_batches"] = r.cold_batches();

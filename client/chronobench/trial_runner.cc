@@ -426,6 +426,7 @@ absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::Mod
   for (const auto& w : workers) {
     result.unanswered_at_end += w->drained();
     result.unsent_at_end += w->unsent();
+    result.sent_total += w->sent();
     result.oldest_unanswered_ns = std::max(result.oldest_unanswered_ns, w->oldest_unanswered_ns());
     result.send_waits_woken += w->SendWaitsWoken();
     result.send_waits_past_deadline += w->SendWaitsPastDeadline();

@@ -67,6 +67,9 @@ struct PointResult {
   // (the client was behind it), in no window either. oldest_unanswered_ns covers them too.
   int64_t unsent_at_end = 0;
   int64_t oldest_unanswered_ns = 0;
+  // Every request the point sent, its warm-up's and those answered between windows included: the
+  // count a server's counters moved by for the point (each answered, or cancelled at the end).
+  int64_t sent_total = 0;
   // Open loop and idle gap, over the whole point (warm-up included): of the workers' waits before a
   // send time, those their SendWaker's alarm ended and those gRPC's millisecond-rounded deadline
   // ended, the alarm not having come by the send time (LoadWorker::SendWaitsWoken). 0 in closed loop.

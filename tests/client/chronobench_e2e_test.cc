@@ -17,8 +17,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "client/chronobench/benchmark.h"
 #include "client/infer_stream.h"
+#include "client/inference_client.h"
 #include "gtest/gtest.h"
 #include "tests/client/chronobench_e2e_fixture.h"
 #include "tests/server/proc_threads.h"
@@ -29,12 +31,40 @@ namespace {
 using testing::ChronobenchE2eTest;
 using testing::RegisteredRegions;
 
+// The requests of `model` the server counted (ModelStatistics' success + fail); -1 when unread.
+int64_t ServerCounted(const std::string& url, const std::string& model) {
+  InferenceClient client(MakeDistinctChannels(url, 1)[0], std::chrono::seconds(10));
+  auto stats = client.ModelStatistics(model);
+  if (!stats.ok() || stats->model_stats_size() != 1) return -1;
+  const auto& s = stats->model_stats(0).inference_stats();
+  return static_cast<int64_t>(s.success().count() + s.fail().count());
+}
+
 TEST_F(ChronobenchE2eTest, ClosedLoopSweep) {
   BenchOptions o = Options();
   o.load.concurrency = {1, 3};
   o.trace.traceparent_rate = 1.0;
+  const int64_t counted_before = ServerCounted(*url_, o.target.model);
+  ASSERT_GE(counted_before, 0);
   const BenchReport report = Run(o);
   ASSERT_EQ(report.points.size(), 2u);
+  // sent_total reconciles with the server's counters: every request answered was counted there, and
+  // the server counted no more than were sent (one cancelled at the end before the server read it is
+  // in no counter of the server's), beside the validation request chronobench sends per batch size
+  // before the sweep. Counting ends as the last cancelled ones complete: polled.
+  int64_t sent = static_cast<int64_t>(o.load.batch_sizes.size()), unanswered = 0;
+  for (const auto& p : report.points) {
+    EXPECT_GE(p.sent_total, p.recorder.successes() + p.recorder.errors() + p.unanswered_at_end) << p.spec.Label();
+    sent += p.sent_total;
+    unanswered += p.unanswered_at_end;
+  }
+  int64_t counted = 0;
+  for (const absl::Time deadline = absl::Now() + absl::Seconds(10); absl::Now() < deadline;) {
+    counted = ServerCounted(*url_, o.target.model) - counted_before;
+    if (counted >= sent - unanswered && counted <= sent) break;
+  }
+  EXPECT_GE(counted, sent - unanswered) << "sent " << sent << ", unanswered at the ends " << unanswered;
+  EXPECT_LE(counted, sent);
   for (const auto& p : report.points) {
     ExpectBreakdownConsistent(p);
     // Every request carried a traceparent, and traced counts over the requests' own windows (not

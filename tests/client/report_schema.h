@@ -55,6 +55,8 @@ inline void ExpectReportSchema(const nlohmann::json& report, bool with_server_sp
     EXPECT_GE(run["unanswered_at_end"].get<int64_t>(), 0);
     ASSERT_TRUE(run.contains("unsent_at_end") && run["unsent_at_end"].is_number_integer()) << mode;
     EXPECT_GE(run["unsent_at_end"].get<int64_t>(), 0);
+    ASSERT_TRUE(run.contains("sent_total") && run["sent_total"].is_number_integer()) << mode;
+    EXPECT_GE(run["sent_total"].get<int64_t>(), 0);
     ASSERT_TRUE(run.contains("launch_bound_responses") && run["launch_bound_responses"].is_number_integer());
     ASSERT_TRUE(run.contains("device_timed_responses") && run["device_timed_responses"].is_number_integer());
     EXPECT_LE(run["launch_bound_responses"].get<int64_t>(), run["device_timed_responses"].get<int64_t>());
