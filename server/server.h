@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
+#include "common/version.h"
 #include "server/backend/device_activity.h"
 #include "server/core/host_keep_warm.h"
 #include "server/core/host_policy.h"
@@ -89,7 +90,7 @@ struct ServerOptions {
   telemetry::Telemetry* telemetry = nullptr;
 };
 
-inline constexpr const char* kChronoserveVersion = "0.1.0";
+using ::chronoserve::kChronoserveVersion;  // common/version.h
 
 class Server {
  public:

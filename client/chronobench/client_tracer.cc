@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/version.h"
 #include "common/otlp/otlp_grpc_exporter.h"
 
 namespace chronoserve::client::bench {
@@ -12,7 +13,7 @@ namespace chronoserve::client::bench {
 absl::StatusOr<std::unique_ptr<ClientTracer>> ClientTracer::Create(const TraceOptions& options,
                                                                    const otlp::EnvLookup& env) {
   absl::StatusOr<otlp::TracingConfig> config =
-      otlp::ResolveTracingConfig(options.otlp_endpoint, /*service_version=*/"", env, kClientServiceName);
+      otlp::ResolveTracingConfig(options.otlp_endpoint, kChronoserveVersion, env, kClientServiceName);
   if (!config.ok()) return absl::InvalidArgumentError(absl::StrCat("--otlp-endpoint: ", config.status().message()));
   for (const std::string& warning : config->warnings) CS_LOG(WARNING) << warning;  // e.g. tracing turned off
   if (!config->enabled) return std::unique_ptr<ClientTracer>();
@@ -37,7 +38,9 @@ otlp::SpanData MakeClientSpanData(const ClientSpan& span) {
   otlp::SpanData out;
   out.trace_id = span.trace_id;
   out.span_id = span.span_id;  // parent_span_id stays zero: the client span is the trace's root
-  out.flags = span.flags;
+  // The W3C flags, and, as the server marks its own root spans, "the parent is known not to be
+  // remote" (a client span is its trace's root).
+  out.flags = (span.flags & 0xffu) | otlp::kSpanFlagsContextHasIsRemote;
   const std::string method = span.streamed ? "ModelStreamInfer" : "ModelInfer";
   out.name = absl::StrCat(method, " ", span.model);
   out.kind = otlp::SpanKind::kClient;

@@ -98,13 +98,21 @@ void BatchSpanProcessor::ExportBatch(std::vector<SpanData> batch) {
           std::min<uint64_t>(static_cast<uint64_t>(std::max<int64_t>(0, result->rejected_spans)), batch.size());
       stats_.exported += batch.size() - rejected;
       if (rejected > 0) warning = CountRejected(rejected, result->error_message);
+      if (failing_ && warning.empty()) {
+        warning = absl::StrCat("trace export works again; ", stats_.export_failed, " span(s) lost to failed exports so far");
+      }
+      failing_ = false;
     } else {
       stats_.export_failed += batch.size();
-      // The first failure and then one in 100, so a collector that is down does not flood the log.
-      if (stats_.export_failed == batch.size() || stats_.export_calls % 100 == 0) {
-        warning = absl::StrCat("trace export failed, ", stats_.export_failed,
+      // The first failure of a kind (a collector down, then one refusing the data, are two stories),
+      // and then one in 100 exports, so a collector that stays down does not flood the log.
+      const absl::StatusCode code = result.status().code();
+      if (!failing_ || code != last_failure_ || stats_.export_calls % 100 == 0) {
+        warning = absl::StrCat("trace export failed (", absl::StatusCodeToString(code), "), ", stats_.export_failed,
                                " span(s) lost so far: ", result.status().message());
       }
+      failing_ = true;
+      last_failure_ = code;
     }
   }
   if (!warning.empty()) CS_LOG(WARNING) << warning;

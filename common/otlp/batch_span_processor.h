@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/otlp/span_exporter.h"
@@ -94,6 +95,10 @@ class BatchSpanProcessor {
   absl::Time next_export_ ABSL_GUARDED_BY(mu_);
   SpanProcessorStats stats_ ABSL_GUARDED_BY(mu_);
   uint64_t rejecting_exports_ ABSL_GUARDED_BY(mu_) = 0;  // answered exports that rejected spans
+  // The last export failed (with last_failure_): a failure of another kind, and the first success
+  // after failures, are logged.
+  bool failing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::StatusCode last_failure_ ABSL_GUARDED_BY(mu_) = absl::StatusCode::kOk;
 };
 
 }  // namespace chronoserve::otlp

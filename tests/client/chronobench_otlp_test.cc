@@ -120,6 +120,8 @@ TEST(ChronobenchOtlpTest, ClientSpansParentTheServerSpans) {
     EXPECT_EQ(c.trace_id.size(), 32u);
     EXPECT_EQ(c.span_id.size(), 16u);
     EXPECT_EQ(c.resource.at("service.name"), "chronobench");
+    EXPECT_EQ(c.resource.count("service.version"), 1u) << "as the server's resource has";
+    EXPECT_EQ(c.flags, 0x101u) << "sampled, and a root: its parent known not to be remote";
     EXPECT_EQ(c.attributes.at("rpc.system"), "grpc");
     EXPECT_EQ(c.attributes.count("rpc.grpc.status_code"), 1u);  // CANCELLED for calls in flight at the end
     EXPECT_EQ(c.attributes.at("chronoserve.model.name"), "mlp");

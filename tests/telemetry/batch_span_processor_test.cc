@@ -225,6 +225,57 @@ TEST(BatchSpanProcessorTest, ARejectedCountAboveTheBatchRejectsTheBatchOnly) {
   EXPECT_EQ(p.stats().exported, 0u);
 }
 
+// Answers each Export with the next of its scripted results (OK once they run out).
+class ScriptedExporter final : public SpanExporter {
+ public:
+  explicit ScriptedExporter(std::vector<absl::Status> results) : results_(std::move(results)) {}
+  absl::StatusOr<ExportResult> Export(const std::vector<SpanData>&, absl::Time) override {
+    absl::MutexLock lock(&mu_);
+    if (next_ >= results_.size() || results_[next_].ok()) {
+      ++next_;
+      return ExportResult{};
+    }
+    return results_[next_++];
+  }
+  void Shutdown() override {}
+
+ private:
+  absl::Mutex mu_;
+  const std::vector<absl::Status> results_;
+  size_t next_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// A failing collector is logged at its first failure, again when the failure changes kind (a
+// collector down, then one refusing the data: only the first used to be logged), and once when
+// exports work again; not at every failure of the same kind.
+TEST(BatchSpanProcessorTest, ExportFailuresAreLoggedByKindAndTheRecoveryToo) {
+  BatchSpanProcessorOptions options;
+  options.schedule_delay = absl::Hours(1);
+  BatchSpanProcessor p(std::make_unique<ScriptedExporter>(std::vector<absl::Status>{
+                           absl::UnavailableError("connection refused"), absl::UnavailableError("connection refused"),
+                           absl::InvalidArgumentError("bad span"), absl::OkStatus()}),
+                       options);
+  p.Start();
+  ::testing::internal::CaptureStderr();
+  for (int k = 0; k < 4; ++k) {
+    ASSERT_TRUE(p.OnEnd(Spans(2)));
+    ASSERT_TRUE(p.ForceFlush(absl::Now() + absl::Seconds(10))) << "export " << k;
+  }
+  p.Shutdown(absl::Now() + absl::Seconds(10));
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(p.stats().export_failed, 6u);
+  EXPECT_EQ(p.stats().exported, 2u);
+  auto count = [&](const std::string& text) {
+    size_t n = 0;
+    for (size_t at = log.find(text); at != std::string::npos; at = log.find(text, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("trace export failed (UNAVAILABLE), 2 span(s) lost so far: connection refused"), 1u) << log;
+  EXPECT_EQ(count("trace export failed (UNAVAILABLE)"), 1u) << "the same kind again is not logged: " << log;
+  EXPECT_EQ(count("trace export failed (INVALID_ARGUMENT), 6 span(s) lost so far: bad span"), 1u) << log;
+  EXPECT_EQ(count("trace export works again; 6 span(s) lost to failed exports so far"), 1u) << log;
+}
+
 TEST(BatchSpanProcessorTest, ShutdownFlushesWhatIsQueued) {
   auto exporter = std::make_unique<RecordingExporter>();
   BatchSpanProcessorOptions options;
