@@ -85,7 +85,42 @@ absl::Status ModelQueue::EnqueueLocked(std::unique_ptr<InferRequest>& request, u
   next_expiry_ns_ = std::min(next_expiry_ns_, DueAt(*request, /*delayed=*/false));
   queue_.push_back(std::move(request));
   cv_.Signal();
+  WakeReaperIfDueSoonerLocked();
   return absl::OkStatus();
+}
+
+void ModelQueue::WakeReaperIfDueSoonerLocked() {
+  if (waiting_workers_ > 0) return;
+  const int64_t due = cancel_pending_ ? 0 : next_expiry_ns_;
+  if (due >= reaper_due_ns_) return;
+  reaper_due_ns_ = due;  // no second signal before the reaper has slept again
+  reaper_cv_.Signal();
+}
+
+bool ModelQueue::AwaitDueWhileWorkersBusy(Batch* dropped) {
+  dropped->clear();
+  Drops drops{dropped, {}};
+  {
+    absl::MutexLock lock(&mu_);
+    while (true) {
+      if (closed_) return false;  // its workers drain it, dropping what is due as they go
+      const int64_t now = clock_->NowNs();
+      if (waiting_workers_ == 0) {
+        ScanAllIfDueLocked(now, &drops);
+        if (!dropped->empty()) break;
+      }
+      // A waiting worker wakes by itself for what comes due; the reaper sleeps until woken.
+      reaper_due_ns_ = waiting_workers_ > 0 ? kNever : next_expiry_ns_;
+      if (reaper_due_ns_ == kNever) {
+        reaper_cv_.Wait(&mu_);
+      } else {
+        reaper_cv_.WaitWithTimeout(&mu_, absl::Nanoseconds(std::max<int64_t>(reaper_due_ns_ - now, 1000)));
+      }
+    }
+    reaper_due_ns_ = kNever;  // awake: WakeReaperIfDueSoonerLocked need not signal until it sleeps
+  }
+  SetDropStatuses(drops);
+  return true;
 }
 
 int64_t ModelQueue::TimeoutAt(const InferRequest& r) const {
@@ -276,13 +311,14 @@ ModelQueue::WaitResult ModelQueue::NextBatchLocked(Batch* batch, Drops* drops,
       if (!drops->requests->empty()) return WaitResult::kBatch;
       if (closed_) return WaitResult::kClosed;
       if (!block) return WaitResult::kTimeout;
+      if (idle_deadline_ns != 0 && now >= idle_deadline_ns) return WaitResult::kTimeout;
+      ++waiting_workers_;
       if (idle_deadline_ns == 0) {
         cv_.Wait(&mu_);
-      } else if (now >= idle_deadline_ns) {
-        return WaitResult::kTimeout;
       } else {
         cv_.WaitWithTimeout(&mu_, absl::Nanoseconds(idle_deadline_ns - now));
       }
+      --waiting_workers_;
       continue;
     }
     // Only the requests that can join the next batch: at most max_batch_size, and one more to see
@@ -307,17 +343,20 @@ ModelQueue::WaitResult ModelQueue::NextBatchLocked(Batch* batch, Drops* drops,
         source.pop_front();
       }
       if (!EmptyLocked()) cv_.Signal();  // another idle worker may take the rest
+      WakeReaperIfDueSoonerLocked();       // this worker is busy now: what stays queued is the reaper's
       return WaitResult::kBatch;
     }
     if (!drops->requests->empty()) return WaitResult::kBatch;
     if (!block) return WaitResult::kTimeout;
     int64_t wake = decision.wake_ns;
     if (earliest_deadline != 0) wake = wake == 0 ? earliest_deadline : std::min(wake, earliest_deadline);
+    ++waiting_workers_;
     if (wake == 0) {
       cv_.Wait(&mu_);
     } else {
       cv_.WaitWithTimeout(&mu_, absl::Nanoseconds(std::max<int64_t>(wake - now, 1000)));
     }
+    --waiting_workers_;
   }
 }
 
@@ -325,6 +364,7 @@ void ModelQueue::Close() {
   absl::MutexLock lock(&mu_);
   closed_ = true;
   cv_.SignalAll();
+  reaper_cv_.SignalAll();
 }
 
 size_t ModelQueue::CloseAbandoningQueued(const std::string& reason) {
@@ -337,6 +377,7 @@ size_t ModelQueue::CloseAbandoningQueued(const std::string& reason) {
     closed_ = true;  // nothing joins the queue it empties
     DropAllAbandonedLocked(abandoned, &drops);
     cv_.SignalAll();
+    reaper_cv_.SignalAll();
   }
   const size_t answered = dropped.size();
   for (auto& r : dropped) InferRequest::Complete(std::move(r), absl::OkStatus());
@@ -347,6 +388,7 @@ void ModelQueue::Poke() {
   absl::MutexLock lock(&mu_);
   cancel_pending_ = true;
   cv_.SignalAll();
+  WakeReaperIfDueSoonerLocked();
 }
 
 size_t ModelQueue::size() const {

@@ -77,8 +77,16 @@ class ModelQueue {
   size_t CloseAbandoningQueued(const std::string& reason);
 
   // A client cancelled a request (its CancelFlag is set): the next batch taken first drops every
-  // cancelled request, and waiting workers wake to do so.
+  // cancelled request, and waiting workers wake to do so (or, every worker busy, the reaper).
   void Poke();
+
+  // For the queue's reaper thread (ModelRuntime's): a worker notices that a queued request's time
+  // has come (its deadline, its queue timeout, its client's cancellation) only when it takes a
+  // batch, so with every worker busy the request would be answered when a batch ends, not when its
+  // time comes. This blocks while some worker waits on the queue or no request is due, then drops
+  // the requests due into `dropped` (each with its final status set) for the caller to answer, and
+  // returns true; false once the queue is closed (its workers drain it).
+  bool AwaitDueWhileWorkersBusy(Batch* dropped);
 
   size_t size() const;
 
@@ -138,6 +146,9 @@ class ModelQueue {
   void DropLocked(std::unique_ptr<InferRequest>& r, DropCause cause, Drops* drops) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   bool EmptyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return queue_.empty() && delayed_.empty(); }
+  // Wakes the reaper when no worker waits on the queue and a request is due before the reaper's
+  // wake-up (or a cancellation was announced): it would otherwise sleep past it.
+  void WakeReaperIfDueSoonerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // NextBatch, NextBatchUntil and TryNextBatch: takes mu_ for NextBatchLocked, then, released,
   // sets the dropped requests' statuses.
   WaitResult Take(Batch* batch, Batch* dropped, int64_t idle_deadline_ns, bool block) ABSL_LOCKS_EXCLUDED(mu_);
@@ -163,6 +174,12 @@ class ModelQueue {
   bool cancel_pending_ ABSL_GUARDED_BY(mu_) = false;  // Poke() since the last full scan
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Workers waiting in NextBatch / NextBatchUntil: while one is, it notices what comes due itself.
+  int waiting_workers_ ABSL_GUARDED_BY(mu_) = 0;
+  // When the reaper next wakes by itself (kNever: only when woken); its own condition variable, so
+  // that a request's arrival never wakes it in passing.
+  int64_t reaper_due_ns_ ABSL_GUARDED_BY(mu_) = kNever;
+  absl::CondVar reaper_cv_;
 };
 
 }  // namespace chronoserve::server

@@ -8,6 +8,7 @@
 #include "common/dtype.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "common/thread_name.h"
 
 namespace chronoserve::server {
 
@@ -63,6 +64,17 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Create(
   for (size_t i = 0; i < runtime->workers_.size(); ++i) {
     // On failure the runtime's destructor closes the queue and joins the workers started so far.
     RETURN_IF_ERROR(runtime->workers_[i]->Start(i < worker_policies.size() ? worker_policies[i] : HostPolicy{}));
+  }
+  // The reaper waits in real time for what comes due, so it runs on the steady clock only: a test's
+  // FakeClock moves when the test moves it, and its tests see expiry through the workers.
+  if (clock == SteadyClock::Get()) {
+    runtime->reaper_ = std::thread([queue = &runtime->queue_] {
+      SetCurrentThreadName("cs-reaper");
+      Batch dropped;
+      while (queue->AwaitDueWhileWorkersBusy(&dropped)) {
+        for (auto& r : dropped) InferRequest::Complete(std::move(r), absl::OkStatus());
+      }
+    });
   }
   runtime->ready_.store(true);
   return runtime;
@@ -126,6 +138,7 @@ size_t InputArenaBytes(const ModelSpec& spec, int64_t requested_bytes) {
 void ModelRuntime::Stop() {
   ready_.store(false);
   queue_.Close();
+  if (reaper_.joinable()) reaper_.join();
   for (auto& w : workers_) w->Join();
   completions_.Stop();
 }

@@ -1,12 +1,14 @@
 // ModelRuntime: a loaded model being served — its spec, queue, workers and statistics. Created by
 // the server's ModelManager; READY only after every worker has warmed up. Shared (shared_ptr) with
-// the gRPC handlers through the ModelRegistry; Stop() closes the queue and joins the workers.
+// the gRPC handlers through the ModelRegistry; Stop() closes the queue and joins the workers and
+// the queue's reaper (a thread that answers requests whose time came while every worker was busy).
 #ifndef CHRONOSERVE_SERVER_SCHEDULER_MODEL_RUNTIME_H_
 #define CHRONOSERVE_SERVER_SCHEDULER_MODEL_RUNTIME_H_
 
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -76,6 +78,9 @@ class ModelRuntime {
   std::shared_ptr<InputArena> arena_;  // null: off
   CompletionPool completions_;  // before workers_: outlives them
   std::vector<std::unique_ptr<Worker>> workers_;
+  // Answers queued requests whose time came while every worker was busy
+  // (ModelQueue::AwaitDueWhileWorkersBusy); started with the workers, joined by Stop().
+  std::thread reaper_;
   std::atomic<bool> ready_{false};
   int64_t warmup_ns_ = 0;
   int64_t load_ns_ = -1;

@@ -148,6 +148,49 @@ TEST_P(SchedulingTest, ClientCancellationWhileQueuedIsNeverExecutedAndCounted) {
   EXPECT_EQ(s.execution_count, 1u);
 }
 
+// With every worker busy, a queued request whose time comes (its queue timeout; its client's
+// cancellation) is answered then, by the queue's reaper, not when the batch ahead of it ends: a
+// 30 ms timeout behind a 140 ms batch used to be answered at 140 ms.
+TEST_P(SchedulingTest, ARequestWhoseTimeComesWhileEveryWorkerIsBusyIsAnsweredThen) {
+  server::ModelSpec spec = testing::GatedSpec("busy", 4, 0);
+  spec.dynamic_batching.queue_policy.default_timeout_microseconds = 200'000;  // REJECT
+  auto runtime = Serve(spec, 1);
+  ASSERT_NE(runtime, nullptr);
+  gate_.Arm();
+  const client::Tensor a_in = GatedInput(4, 41);
+  PendingInfer a(stub(), "busy", "A", a_in);  // a full batch: taken at once, then held
+  ASSERT_TRUE(gate_.WaitHeld(kWait)) << "the only worker is busy";
+  PendingInfer b(stub(), "busy", "B", GatedInput(1, 42));
+  const auto b_answer = harness_.observer().WaitFor("B", kWait);
+  ASSERT_TRUE(b_answer.has_value()) << "B's queue timeout passed with the worker still busy";
+  EXPECT_EQ(b_answer->code(), absl::StatusCode::kDeadlineExceeded) << *b_answer;
+  EXPECT_THAT(std::string(b_answer->message()), HasSubstr("default_timeout_microseconds 200000"));
+  EXPECT_FALSE(a.done()) << "B was answered while the batch ahead of it still ran";
+  const auto b_status = b.Wait(kWait);
+  ASSERT_TRUE(b_status.has_value());
+  EXPECT_EQ(b_status->error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << b_status->error_message();
+
+  PendingInfer c(stub(), "busy", "C", GatedInput(1, 43));
+  ASSERT_TRUE(runtime->queue().WaitForSize(1, kWait)) << "C was accepted and queued";
+  c.Cancel();
+  const auto c_answer = harness_.observer().WaitFor("C", kWait);
+  ASSERT_TRUE(c_answer.has_value()) << "C's cancellation was noticed with the worker still busy";
+  EXPECT_EQ(c_answer->code(), absl::StatusCode::kCancelled) << *c_answer;
+  EXPECT_FALSE(a.done());
+
+  gate_.Release();
+  const auto a_status = a.Wait(kWait);
+  ASSERT_TRUE(a_status.has_value());
+  ASSERT_TRUE(a_status->ok()) << a_status->error_message();
+  ExpectGatedOutputs(a.response(), a_in);
+  EXPECT_FALSE(gate_.Executed("B"));
+  EXPECT_FALSE(gate_.Executed("C"));
+  const server::ModelStatsSnapshot s = runtime->stats().Snapshot();
+  EXPECT_EQ(s.deadline_exceeded, 1u);
+  EXPECT_EQ(s.cancelled, 1u);
+  EXPECT_EQ(s.execution_count, 1u);
+}
+
 // A call whose client cancels it, or whose deadline passes, while its batch runs gets no answer: it
 // is counted (statistics, metrics, traces) as the status its caller got, not as a success, and its
 // batch still counts as executed.
