@@ -37,6 +37,26 @@ void Tag(grpc::ClientContext* ctx, const std::string& token, absl::Duration time
 // StreamOptions::max_in_flight (1024), at which it stops reading the stream.
 constexpr int kStreamWindow = 256;
 
+// The input bytes of a warm-up request of `items` (what the model's queue holds for it).
+uint64_t MessageBytes(const inference::ModelInferRequest& message) {
+  uint64_t bytes = 0;
+  for (const std::string& raw : message.raw_input_contents()) bytes += raw.size();
+  return bytes;
+}
+
+// How many messages the warm-up stream may have unanswered within the model's own queue limits, so
+// that a correct config never fails its warm-up: one when a queue timeout could expire behind the
+// others, else at most max_queue_size and as many of the largest as max_queue_bytes holds.
+int StreamWindow(const QueuePolicySpec& q, uint64_t largest_bytes) {
+  if (q.default_timeout_microseconds > 0) return 1;
+  int64_t window = kStreamWindow;
+  if (q.max_queue_size > 0) window = std::min<int64_t>(window, q.max_queue_size);
+  if (q.max_queue_bytes > 0 && largest_bytes > 0) {
+    window = std::min<int64_t>(window, std::max<uint64_t>(1, q.max_queue_bytes / largest_bytes));
+  }
+  return static_cast<int>(window);
+}
+
 class Warmer {
  public:
   Warmer(inference::GRPCInferenceService::Stub* stub, const std::string& token, absl::Duration timeout,
@@ -52,7 +72,7 @@ class Warmer {
     if (!status.ok()) Fail(spec, absl::StrCat("ModelInfer at batch size ", items, ": ", status.error_message()));
   }
 
-  void Stream(const ModelSpec& spec, const std::vector<int64_t>& sizes, int messages, uint64_t seed) {
+  void Stream(const ModelSpec& spec, const std::vector<int64_t>& sizes, int messages, uint64_t seed, int window) {
     grpc::ClientContext ctx;
     Tag(&ctx, token_, timeout_);
     auto stream = stub_->ModelStreamInfer(&ctx);
@@ -70,7 +90,7 @@ class Warmer {
     // StreamOptions::max_in_flight (1024) unanswered, and responses the client does not read fill
     // its receive window; writing everything before reading would block both ends until the deadline.
     for (int i = 0; i < messages; ++i) {
-      if (written - answered >= kStreamWindow && !read_one()) {
+      if (written - answered >= window && !read_one()) {
         reads_over = true;  // the stream ended: what is left is never answered
         break;
       }
@@ -151,14 +171,26 @@ ServingWarmupReport RunServingWarmup(const std::string& target, const std::vecto
   Warmer warmer(stub.get(), token, call_timeout, &report);
   uint64_t seed = 0x5e7e;
   for (const ModelSpec& spec : models) {
-    std::vector<int64_t> sizes = {1};
-    if (spec.max_batch_size > 1) sizes.push_back(spec.max_batch_size);
+    const QueuePolicySpec& queue = spec.dynamic_batching.queue_policy;
     // A warm-up that cannot build its messages (the host out of memory) only loses its benefit.
     try {
+      // Only sizes the model's queue can ever hold (--max-queue-mib): a larger one is refused.
+      std::vector<int64_t> sizes;
+      uint64_t largest_bytes = 0;
+      for (int64_t items : {int64_t{1}, static_cast<int64_t>(spec.max_batch_size)}) {
+        if (items < 1 || (!sizes.empty() && items <= sizes.back())) continue;
+        const uint64_t bytes = MessageBytes(SyntheticInferMessage(spec, items, seed));
+        if (queue.max_queue_bytes > 0 && bytes > queue.max_queue_bytes) continue;
+        sizes.push_back(items);
+        largest_bytes = std::max(largest_bytes, bytes);
+      }
+      if (sizes.empty()) continue;
       for (int64_t items : sizes) {
         for (int i = 0; i < requests && !stopped(); ++i) warmer.Unary(spec, items, ++seed);
       }
-      if (requests > 0 && !stopped()) warmer.Stream(spec, sizes, requests, seed += requests);
+      if (requests > 0 && !stopped()) {
+        warmer.Stream(spec, sizes, requests, seed += requests, StreamWindow(queue, largest_bytes));
+      }
     } catch (const std::exception& e) {
       warmer.Fail(spec, absl::StrCat("could not build its requests: ", e.what()));
     }

@@ -55,7 +55,10 @@ struct ServingWarmupReport {
 // For every model in `models`: `requests` unary ModelInfer calls at batch size 1 and `requests` at
 // max_batch_size (one size when the model does not batch), then one ModelStreamInfer stream with
 // `requests` messages alternating those sizes; all over one fresh channel to `target`, tagged with
-// `token`, each call bounded by `call_timeout`. Failures are counted, never fatal: the server is
+// `token`, each call bounded by `call_timeout`. Within the model's own queue limits: a size whose
+// request the queue could never hold (max_queue_bytes) is left out, and the stream keeps no more
+// messages unanswered than max_queue_size and max_queue_bytes allow (one with a queue timeout), so
+// a correct config never fails its warm-up. Failures are counted, never fatal: the server is
 // usable without this warm-up, only its first requests are slower. Once `stop` (may be null) is
 // set, nothing more is sent.
 ServingWarmupReport RunServingWarmup(const std::string& target, const std::vector<ModelSpec>& models,

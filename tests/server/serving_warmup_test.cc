@@ -110,6 +110,36 @@ TEST(ServingWarmupFailedModelTest, WarmsTheModelsThatLoadedBesideOneThatFailed) 
   EXPECT_EQ(report.failed, 0) << report.first_error;
 }
 
+// The warm-up keeps within each model's own queue limits, so a correct config does not fail it (a
+// stream of 256 in flight overflowed max_queue_size 2, a batch larger than --max-queue-mib was
+// refused, and messages queued behind each other passed a short queue timeout: a warning at every
+// start).
+TEST(ServingWarmupLimitsTest, KeepsWithinTheModelsQueueLimits) {
+  testing::TempDir repo("cs_serving_warmup_limits");
+  examples::ModelOptions small_queue;
+  small_queue.max_batch_size = 4;
+  small_queue.extra_config = "dynamic_batching { default_queue_policy { max_queue_size: 2 } }\n";
+  small_queue.dynamic_batching = false;  // the extra block is the model's dynamic_batching
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "small_queue", small_queue).ok());
+  examples::ModelOptions short_timeout = small_queue;
+  short_timeout.extra_config = "dynamic_batching { default_queue_policy { default_timeout_microseconds: 50000 } }\n";
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "short_timeout", short_timeout).ok());
+  examples::ModelOptions big = small_queue;
+  big.max_batch_size = 32;  // 32 x 64 FP32 = 8 KiB a request at the max batch
+  big.extra_config = "";
+  big.dynamic_batching = true;
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "big_batches", big).ok());
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.serving_warmup_requests = 12;
+  options.max_queue_bytes = 4096;  // big_batches' max batch never fits; the others' (1 KiB) do
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  const server::ServingWarmupReport& report = server->serving_warmup_report();
+  EXPECT_EQ(report.failed, 0) << report.first_error;
+  // small_queue and short_timeout: 12 + 12 unary and a stream of 12; big_batches: batch 1 only.
+  EXPECT_EQ(report.sent, 2 * 36 + 24);
+}
+
 TEST_F(ServingWarmupTest, OffSendsNothing) {
   auto server = Start(0);
   ASSERT_NE(server, nullptr);
