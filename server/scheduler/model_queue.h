@@ -3,7 +3,8 @@
 // or whose queue timeout expired with timeout_action REJECT are handed back as `dropped` (never
 // batched) for the worker to answer; with DELAY a request whose timeout expired waits behind every
 // request whose timeout has not (Triton's semantics): a batch takes the queue's requests first,
-// then delayed ones. Thread-safe: the gRPC handlers call Enqueue, workers call NextBatch.
+// then delayed ones. Thread-safe: the gRPC handlers call Enqueue, workers call NextBatch, and the
+// model's reaper thread AwaitDueWhileWorkersBusy (what comes due while no worker waits).
 //
 // Taking a batch costs time in the batch's size, not the queue's: the policy sees only the
 // requests that can join the next batch, and the whole queue is scanned for requests to drop only
