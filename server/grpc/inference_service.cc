@@ -299,21 +299,26 @@ absl::Status InferenceService::AnswerCudaSharedMemoryUnregister(
 
 absl::Status InferenceService::AnswerRepositoryIndex(const inference::RepositoryIndexRequest& request,
                                                      inference::RepositoryIndexResponse* response) {
-  // READY as ModelReady reads it: not while the server warms its serving path up.
+  // READY as ModelReady reads it: not while the server warms its serving path up, nor while it drains.
   const bool warming_up = warming_up_.load();
+  const bool draining = dispatcher_.draining();
   for (const ModelRegistry::IndexEntry& entry : registry_->Index()) {
     using State = ModelRegistry::IndexEntry::State;
-    const State state = entry.state == State::kReady && warming_up ? State::kLoading : entry.state;
+    State state = entry.state;
+    std::string reason = entry.reason;
+    if (state == State::kReady && draining) {
+      state = State::kUnavailable;
+      reason = "the server is shutting down";
+    } else if (state == State::kReady && warming_up) {
+      state = State::kLoading;
+      reason = "the server is warming up its serving path before READY";
+    }
     if (request.ready() && state != State::kReady) continue;
     auto* model = response->add_models();
     model->set_name(entry.name);
     if (entry.version > 0) model->set_version(absl::StrCat(entry.version));
     model->set_state(state == State::kReady ? "READY" : state == State::kLoading ? "LOADING" : "UNAVAILABLE");
-    if (state == State::kLoading && entry.state == State::kReady) {
-      model->set_reason("the server is warming up its serving path before READY");
-    } else {
-      model->set_reason(entry.reason);
-    }
+    model->set_reason(reason);
   }
   return absl::OkStatus();
 }

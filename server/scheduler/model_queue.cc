@@ -103,7 +103,9 @@ bool ModelQueue::AwaitDueWhileWorkersBusy(Batch* dropped) {
   {
     absl::MutexLock lock(&mu_);
     while (true) {
-      if (closed_) return false;  // its workers drain it, dropping what is due as they go
+      // A closed queue still holds requests while its workers drain it, every one of them busy:
+      // what comes due meanwhile is answered then too. Empty and closed, nothing more can come.
+      if (closed_ && EmptyLocked()) return false;
       const int64_t now = clock_->NowNs();
       if (waiting_workers_ == 0) {
         ScanAllIfDueLocked(now, &drops);
@@ -308,6 +310,7 @@ ModelQueue::WaitResult ModelQueue::NextBatchLocked(Batch* batch, Drops* drops,
     const int64_t now = clock_->NowNs();
     const int64_t earliest_deadline = DropDeadLocked(now, drops);
     if (EmptyLocked()) {
+      if (closed_) reaper_cv_.SignalAll();  // drained: the reaper may end
       if (!drops->requests->empty()) return WaitResult::kBatch;
       if (closed_) return WaitResult::kClosed;
       if (!block) return WaitResult::kTimeout;
@@ -344,9 +347,13 @@ ModelQueue::WaitResult ModelQueue::NextBatchLocked(Batch* batch, Drops* drops,
       }
       if (!EmptyLocked()) cv_.Signal();  // another idle worker may take the rest
       WakeReaperIfDueSoonerLocked();       // this worker is busy now: what stays queued is the reaper's
+      if (closed_ && EmptyLocked()) reaper_cv_.SignalAll();  // drained: the reaper may end
       return WaitResult::kBatch;
     }
-    if (!drops->requests->empty()) return WaitResult::kBatch;
+    if (!drops->requests->empty()) {
+      if (closed_ && EmptyLocked()) reaper_cv_.SignalAll();
+      return WaitResult::kBatch;
+    }
     if (!block) return WaitResult::kTimeout;
     int64_t wake = decision.wake_ns;
     if (earliest_deadline != 0) wake = wake == 0 ? earliest_deadline : std::min(wake, earliest_deadline);

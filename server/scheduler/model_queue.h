@@ -86,7 +86,8 @@ class ModelQueue {
   // batch, so with every worker busy the request would be answered when a batch ends, not when its
   // time comes. This blocks while some worker waits on the queue or no request is due, then drops
   // the requests due into `dropped` (each with its final status set) for the caller to answer, and
-  // returns true; false once the queue is closed (its workers drain it).
+  // returns true; false once the queue is closed and empty (a closed queue is drained by its workers,
+  // and what comes due meanwhile is still answered on time).
   bool AwaitDueWhileWorkersBusy(Batch* dropped);
 
   size_t size() const;

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -189,6 +190,56 @@ TEST_P(SchedulingTest, ARequestWhoseTimeComesWhileEveryWorkerIsBusyIsAnsweredThe
   EXPECT_EQ(s.deadline_exceeded, 1u);
   EXPECT_EQ(s.cancelled, 1u);
   EXPECT_EQ(s.execution_count, 1u);
+}
+
+// While the queue drains (closed at shutdown, its workers busy with what it holds), a queued
+// request whose time comes is still answered then, not when the batch ahead ends.
+TEST_P(SchedulingTest, ARequestWhoseTimeComesWhileAClosedQueueDrainsIsAnsweredThen) {
+  server::ModelSpec spec = testing::GatedSpec("draining", 4, 0);
+  spec.dynamic_batching.queue_policy.default_timeout_microseconds = 200'000;  // REJECT
+  auto runtime = Serve(spec, 1);
+  ASSERT_NE(runtime, nullptr);
+  gate_.Arm();
+  PendingInfer a(stub(), "draining", "A", GatedInput(4, 51));
+  ASSERT_TRUE(gate_.WaitHeld(kWait)) << "the only worker is busy";
+  PendingInfer b(stub(), "draining", "B", GatedInput(1, 52));
+  ASSERT_TRUE(runtime->queue().WaitForSize(1, kWait)) << "B was accepted and queued";
+  runtime->CloseQueue();  // the shutdown's drain: B would run after A, but its timeout comes first
+  const auto b_answer = harness_.observer().WaitFor("B", kWait);
+  ASSERT_TRUE(b_answer.has_value());
+  EXPECT_EQ(b_answer->code(), absl::StatusCode::kDeadlineExceeded) << *b_answer;
+  EXPECT_FALSE(a.done()) << "B was answered while the batch ahead of it still ran";
+  gate_.Release();
+  const auto a_status = a.Wait(kWait);
+  ASSERT_TRUE(a_status.has_value());
+  EXPECT_TRUE(a_status->ok()) << a_status->error_message();
+  EXPECT_FALSE(gate_.Executed("B"));
+}
+
+// RepositoryIndex reads readiness as ModelReady does: a model is READY while the server serves,
+// UNAVAILABLE ("the server is shutting down") once it drains, and `ready: true` then keeps none.
+TEST_P(SchedulingTest, RepositoryIndexSaysUnavailableWhileTheServerDrains) {
+  ASSERT_NE(Serve(testing::GatedSpec("indexed", 4, 0), 1), nullptr);
+  auto index = [&](bool ready) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    inference::RepositoryIndexRequest request;
+    request.set_ready(ready);
+    inference::RepositoryIndexResponse response;
+    const grpc::Status status = stub()->RepositoryIndex(&ctx, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  };
+  inference::RepositoryIndexResponse serving = index(false);
+  ASSERT_EQ(serving.models_size(), 1);
+  EXPECT_EQ(serving.models(0).state(), "READY");
+  harness_.dispatcher().SetDraining();
+  inference::RepositoryIndexResponse draining = index(false);
+  ASSERT_EQ(draining.models_size(), 1);
+  EXPECT_EQ(draining.models(0).name(), "indexed");
+  EXPECT_EQ(draining.models(0).state(), "UNAVAILABLE");
+  EXPECT_EQ(draining.models(0).reason(), "the server is shutting down");
+  EXPECT_EQ(index(true).models_size(), 0);
 }
 
 // A call whose client cancels it, or whose deadline passes, while its batch runs gets no answer: it
