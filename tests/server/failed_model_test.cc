@@ -3,7 +3,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -200,33 +199,25 @@ TEST_F(FailedModelTest, RepositoryIndexListsEveryModelAndLoadSaysWhyItIsNotServe
     auto server = testing::StartServer(options);
     ASSERT_NE(server, nullptr);
     auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
-    auto index = [&](bool ready) {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-      inference::RepositoryIndexRequest request;
-      request.set_ready(ready);
-      inference::RepositoryIndexResponse response;
-      const grpc::Status status = c->stub()->RepositoryIndex(&ctx, request, &response);
-      EXPECT_TRUE(status.ok()) << status.error_message();
-      return response;
-    };
-    const inference::RepositoryIndexResponse all = index(false);
-    ASSERT_EQ(all.models_size(), 2);
-    EXPECT_EQ(all.models(0).name(), "broken");
-    EXPECT_EQ(all.models(0).version(), "");
-    EXPECT_EQ(all.models(0).state(), "UNAVAILABLE");
-    EXPECT_THAT(all.models(0).reason(), HasSubstr("model 'broken' failed to load: "));
-    EXPECT_THAT(all.models(0).reason(), HasSubstr("broken/config.pbtxt:2:"));
-    EXPECT_EQ(all.models(1).name(), "good");
-    EXPECT_EQ(all.models(1).version(), "1");
-    EXPECT_EQ(all.models(1).state(), "READY");
-    EXPECT_EQ(all.models(1).reason(), "");
-    const inference::RepositoryIndexResponse ready = index(true);
-    ASSERT_EQ(ready.models_size(), 1);
-    EXPECT_EQ(ready.models(0).name(), "good");
+    const auto all = testing::RepositoryIndex(c->stub());
+    ASSERT_TRUE(all.ok()) << all.status();
+    ASSERT_EQ(all->models_size(), 2);
+    EXPECT_EQ(all->models(0).name(), "broken");
+    EXPECT_EQ(all->models(0).version(), "");
+    EXPECT_EQ(all->models(0).state(), "UNAVAILABLE");
+    EXPECT_THAT(all->models(0).reason(), HasSubstr("model 'broken' failed to load: "));
+    EXPECT_THAT(all->models(0).reason(), HasSubstr("broken/config.pbtxt:2:"));
+    EXPECT_EQ(all->models(1).name(), "good");
+    EXPECT_EQ(all->models(1).version(), "1");
+    EXPECT_EQ(all->models(1).state(), "READY");
+    EXPECT_EQ(all->models(1).reason(), "");
+    const auto ready = testing::RepositoryIndex(c->stub(), /*ready=*/true);
+    ASSERT_TRUE(ready.ok()) << ready.status();
+    ASSERT_EQ(ready->models_size(), 1);
+    EXPECT_EQ(ready->models(0).name(), "good");
 
     grpc::ClientContext load_ctx;
-    load_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    load_ctx.set_deadline(testing::TestDeadline());
     inference::RepositoryModelLoadRequest load;
     load.set_model_name("good");
     inference::RepositoryModelLoadResponse loaded;
@@ -235,7 +226,7 @@ TEST_F(FailedModelTest, RepositoryIndexListsEveryModelAndLoadSaysWhyItIsNotServe
     EXPECT_THAT(load_status.error_message(),
                 HasSubstr("cannot load model 'good': chronoserve reads its model repository once, at start"));
     grpc::ClientContext unload_ctx;
-    unload_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    unload_ctx.set_deadline(testing::TestDeadline());
     inference::RepositoryModelUnloadRequest unload;
     unload.set_model_name("good");
     inference::RepositoryModelUnloadResponse unloaded;

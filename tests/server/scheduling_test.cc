@@ -6,7 +6,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -220,26 +219,20 @@ TEST_P(SchedulingTest, ARequestWhoseTimeComesWhileAClosedQueueDrainsIsAnsweredTh
 // UNAVAILABLE ("the server is shutting down") once it drains, and `ready: true` then keeps none.
 TEST_P(SchedulingTest, RepositoryIndexSaysUnavailableWhileTheServerDrains) {
   ASSERT_NE(Serve(testing::GatedSpec("indexed", 4, 0), 1), nullptr);
-  auto index = [&](bool ready) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    inference::RepositoryIndexRequest request;
-    request.set_ready(ready);
-    inference::RepositoryIndexResponse response;
-    const grpc::Status status = stub()->RepositoryIndex(&ctx, request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    return response;
-  };
-  inference::RepositoryIndexResponse serving = index(false);
-  ASSERT_EQ(serving.models_size(), 1);
-  EXPECT_EQ(serving.models(0).state(), "READY");
+  const auto serving = testing::RepositoryIndex(stub());
+  ASSERT_TRUE(serving.ok()) << serving.status();
+  ASSERT_EQ(serving->models_size(), 1);
+  EXPECT_EQ(serving->models(0).state(), "READY");
   harness_.dispatcher().SetDraining();
-  inference::RepositoryIndexResponse draining = index(false);
-  ASSERT_EQ(draining.models_size(), 1);
-  EXPECT_EQ(draining.models(0).name(), "indexed");
-  EXPECT_EQ(draining.models(0).state(), "UNAVAILABLE");
-  EXPECT_EQ(draining.models(0).reason(), "the server is shutting down");
-  EXPECT_EQ(index(true).models_size(), 0);
+  const auto draining = testing::RepositoryIndex(stub());
+  ASSERT_TRUE(draining.ok()) << draining.status();
+  ASSERT_EQ(draining->models_size(), 1);
+  EXPECT_EQ(draining->models(0).name(), "indexed");
+  EXPECT_EQ(draining->models(0).state(), "UNAVAILABLE");
+  EXPECT_EQ(draining->models(0).reason(), "the server is shutting down");
+  const auto ready = testing::RepositoryIndex(stub(), /*ready=*/true);
+  ASSERT_TRUE(ready.ok()) << ready.status();
+  EXPECT_EQ(ready->models_size(), 0);
 }
 
 // A call whose client cancels it, or whose deadline passes, while its batch runs gets no answer: it

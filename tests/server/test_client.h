@@ -42,6 +42,20 @@ inline std::chrono::system_clock::time_point TestDeadline(absl::Duration timeout
   return absl::ToChronoTime(absl::Now() + timeout);
 }
 
+// Triton's RepositoryIndex through `stub`, every model or (`ready`) the READY ones; the call's error
+// as a status.
+inline absl::StatusOr<inference::RepositoryIndexResponse> RepositoryIndex(inference::GRPCInferenceService::Stub* stub,
+                                                                          bool ready = false) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(TestDeadline());
+  inference::RepositoryIndexRequest request;
+  request.set_ready(ready);
+  inference::RepositoryIndexResponse response;
+  const grpc::Status status = stub->RepositoryIndex(&ctx, request, &response);
+  if (!status.ok()) return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+  return response;
+}
+
 // A health answer (ServerLive, ServerReady, ModelReady) as "true", "false" or the call's error, so
 // that EXPECT_EQ(Answer(c->ServerLive()), "true") checks the call succeeded before reading it.
 inline std::string Answer(const absl::StatusOr<bool>& answer) {
