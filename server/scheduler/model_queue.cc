@@ -97,6 +97,10 @@ void ModelQueue::WakeReaperIfDueSoonerLocked() {
   reaper_cv_.Signal();
 }
 
+void ModelQueue::SignalReaperIfDrainedLocked() {
+  if (closed_ && EmptyLocked()) reaper_cv_.SignalAll();  // nothing more can come due: the reaper may end
+}
+
 bool ModelQueue::AwaitDueWhileWorkersBusy(Batch* dropped) {
   dropped->clear();
   Drops drops{dropped, {}};
@@ -310,7 +314,7 @@ ModelQueue::WaitResult ModelQueue::NextBatchLocked(Batch* batch, Drops* drops,
     const int64_t now = clock_->NowNs();
     const int64_t earliest_deadline = DropDeadLocked(now, drops);
     if (EmptyLocked()) {
-      if (closed_) reaper_cv_.SignalAll();  // drained: the reaper may end
+      SignalReaperIfDrainedLocked();
       if (!drops->requests->empty()) return WaitResult::kBatch;
       if (closed_) return WaitResult::kClosed;
       if (!block) return WaitResult::kTimeout;
@@ -347,11 +351,11 @@ ModelQueue::WaitResult ModelQueue::NextBatchLocked(Batch* batch, Drops* drops,
       }
       if (!EmptyLocked()) cv_.Signal();  // another idle worker may take the rest
       WakeReaperIfDueSoonerLocked();       // this worker is busy now: what stays queued is the reaper's
-      if (closed_ && EmptyLocked()) reaper_cv_.SignalAll();  // drained: the reaper may end
+      SignalReaperIfDrainedLocked();
       return WaitResult::kBatch;
     }
     if (!drops->requests->empty()) {
-      if (closed_ && EmptyLocked()) reaper_cv_.SignalAll();
+      SignalReaperIfDrainedLocked();
       return WaitResult::kBatch;
     }
     if (!block) return WaitResult::kTimeout;

@@ -151,6 +151,8 @@ class ModelQueue {
   // Wakes the reaper when no worker waits on the queue and a request is due before the reaper's
   // wake-up (or a cancellation was announced): it would otherwise sleep past it.
   void WakeReaperIfDueSoonerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Wakes the reaper to end once the queue is closed and empty.
+  void SignalReaperIfDrainedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // NextBatch, NextBatchUntil and TryNextBatch: takes mu_ for NextBatchLocked, then, released,
   // sets the dropped requests' statuses.
   WaitResult Take(Batch* batch, Batch* dropped, int64_t idle_deadline_ns, bool block) ABSL_LOCKS_EXCLUDED(mu_);
