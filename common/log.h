@@ -1,17 +1,32 @@
 // Minimal leveled logging to stderr: CS_LOG(INFO) << "..."; CS_VLOG(1) << "...".
-// INFO, WARNING and ERROR always print; CS_VLOG(n) prints when n <= SetLogVerbosity's level
-// (the server's --log-verbose). Thread-safe: each message is written with one call.
+// INFO, WARNING and ERROR print unless turned off (SetLogLevelEnabled: the server's --log-info,
+// --log-warning, --log-error and Triton's LogSettings RPC); CS_VLOG(n) prints when n <= the
+// verbosity (--log-verbose). Two line formats (SetLogFormat, --log-format):
+//   default  I1205 02:48:39.123456 file.cc:42] message        (UTC, microseconds)
+//   ISO8601  2026-12-05T02:48:39Z I 4242 file.cc:42] message  (UTC, seconds, process id)
+// Every setting may change while other threads log (relaxed atomics); each message is written
+// with one call.
 #ifndef CHRONOSERVE_COMMON_LOG_H_
 #define CHRONOSERVE_COMMON_LOG_H_
 
 #include <sstream>
+#include <string>
 
 namespace chronoserve {
 
 enum class LogLevel { kInfo, kWarning, kError, kVerbose };
+enum class LogFormat { kDefault, kIso8601 };
 
 void SetLogVerbosity(int level);
 int LogVerbosity();
+// kInfo, kWarning or kError (kVerbose is governed by the verbosity alone; setting it is ignored).
+void SetLogLevelEnabled(LogLevel level, bool enabled);
+bool LogLevelEnabled(LogLevel level);
+void SetLogFormat(LogFormat format);
+LogFormat GetLogFormat();
+// "default" / "ISO8601" (Triton's spellings); ParseLogFormat is false for anything else.
+const char* LogFormatName(LogFormat format);
+bool ParseLogFormat(const std::string& name, LogFormat* format);
 
 class LogMessage {
  public:
@@ -20,6 +35,7 @@ class LogMessage {
   std::ostream& stream() { return stream_; }
 
  private:
+  const bool enabled_;
   std::ostringstream stream_;
 };
 

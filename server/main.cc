@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/otlp/tracing_config.h"
 #include "server/backend/torch_backend.h"
+#include "server/grpc/grpc_log.h"
 #include "server/server.h"
 #include "server/server_flags.h"
 #include "server/shutdown_signals.h"
@@ -70,7 +71,8 @@ int main(int argc, char** argv) {
     CS_LOG(ERROR) << flags.status().message();
     return 2;
   }
-  chronoserve::SetLogVerbosity(flags->log_verbose);
+  chronoserve::server::ApplyLogFlags(*flags);
+  chronoserve::server::RouteGrpcLogThroughOurs();
   RaiseOpenFileLimit();
   namespace telemetry = chronoserve::server::telemetry;
   auto telemetry_or = telemetry::Telemetry::Create(std::move(flags->telemetry));

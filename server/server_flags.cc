@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "common/cli_integer.h"
+#include "server/grpc/log_settings_rpc.h"
 
 namespace chronoserve::server {
 namespace {
@@ -95,7 +96,15 @@ void AddServingFlags(CLI::App* app, RawServerFlags* raw) {
       ->capture_default_str();
   app->add_option("--log-verbose", raw->log_verbose, "Verbose logging level (0 = off)")
       ->capture_default_str()
-      ->transform(IntegerIn(0, 10));
+      ->transform(IntegerIn(0, kMaxLogVerbosity));
+  app->add_option("--log-info", raw->log_info, "Log INFO messages")->capture_default_str();
+  app->add_option("--log-warning", raw->log_warning, "Log WARNING messages")->capture_default_str();
+  app->add_option("--log-error", raw->log_error, "Log ERROR messages")->capture_default_str();
+  app->add_option("--log-format", raw->log_format,
+                  "Log line format: default (I1205 02:48:39.123456 file:line]) or ISO8601 "
+                  "(2026-12-05T02:48:39Z I PID file:line]); LogSettings can change it and the levels while the server runs")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"default", "ISO8601"}));
   app->add_option("--exit-timeout-secs", options.exit_timeout_secs,
                   "On SIGTERM/SIGINT, how long in-flight requests may take to finish")
       ->capture_default_str()
@@ -177,6 +186,10 @@ void AddServerFlags(CLI::App* app, RawServerFlags* raw) {
 absl::StatusOr<ServerFlags> ResolveServerFlags(RawServerFlags raw, const otlp::EnvLookup& env) {
   ServerFlags flags;
   flags.log_verbose = raw.log_verbose;
+  flags.log_info = raw.log_info;
+  flags.log_warning = raw.log_warning;
+  flags.log_error = raw.log_error;
+  ParseLogFormat(raw.log_format, &flags.log_format);  // checked at parse
   flags.options = std::move(raw.options);
   ServerOptions& options = flags.options;
   absl::StatusOr<std::string> host = ListeningHost(options.host);
@@ -200,6 +213,14 @@ absl::StatusOr<ServerFlags> ResolveServerFlags(RawServerFlags raw, const otlp::E
   flags.telemetry.gpu.enabled = raw.gpu_monitor_interval_ms > 0;
   flags.telemetry.gpu.period = absl::Milliseconds(std::max(raw.gpu_monitor_interval_ms, 1));
   return flags;
+}
+
+void ApplyLogFlags(const ServerFlags& flags) {
+  SetLogVerbosity(flags.log_verbose);
+  SetLogLevelEnabled(LogLevel::kInfo, flags.log_info);
+  SetLogLevelEnabled(LogLevel::kWarning, flags.log_warning);
+  SetLogLevelEnabled(LogLevel::kError, flags.log_error);
+  SetLogFormat(flags.log_format);
 }
 
 }  // namespace chronoserve::server

@@ -17,6 +17,7 @@
 #include <CLI/CLI.hpp>
 
 #include "absl/status/statusor.h"
+#include "common/log.h"
 #include "common/otlp/tracing_config.h"
 #include "server/server.h"
 #include "server/telemetry/telemetry.h"
@@ -28,6 +29,10 @@ struct RawServerFlags {
   ServerOptions options;
   telemetry::TelemetryOptions telemetry;
   int log_verbose = 0;
+  bool log_info = true;
+  bool log_warning = true;
+  bool log_error = true;
+  std::string log_format = "default";
   std::string infer_threads = "auto";
   std::string request_timing = "on";
   std::vector<std::string> host_policies;
@@ -43,7 +48,14 @@ struct ServerFlags {
   ServerOptions options;
   telemetry::TelemetryOptions telemetry;
   int log_verbose = 0;
+  bool log_info = true;
+  bool log_warning = true;
+  bool log_error = true;
+  LogFormat log_format = LogFormat::kDefault;
 };
+
+// Sets the process's logging (common/log.h) as `flags` say; main calls it before anything logs.
+void ApplyLogFlags(const ServerFlags& flags);
 
 // Registers every flag of the server (not `profile`'s) on `app`, writing into `raw`.
 void AddServerFlags(CLI::App* app, RawServerFlags* raw);

@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "common/timing.h"
 #include "server/grpc/grpc_status.h"
+#include "server/grpc/log_settings_rpc.h"
 #include "server/grpc/model_config_rpc.h"
 #include "server/grpc/model_lookup.h"
 #include "server/grpc/unary_queued_call.h"
@@ -126,6 +127,7 @@ absl::Status InferenceService::AnswerServerMetadata(const inference::ServerMetad
   response->add_extensions("schedule_policy");
   response->add_extensions("parameters");
   response->add_extensions("statistics");
+  response->add_extensions("logging");
   if (info_.request_timing) response->add_extensions("server_timing");
   if (shared_memory_ != nullptr) response->add_extensions("system_shared_memory");
   if (shared_memory_ != nullptr && shared_memory_->cuda_enabled()) response->add_extensions("cuda_shared_memory");
@@ -341,6 +343,11 @@ absl::Status InferenceService::AnswerRepositoryModelUnload(const inference::Repo
   return NoModelControl("unload", request.model_name());
 }
 
+absl::Status InferenceService::AnswerLogSettings(const inference::LogSettingsRequest& request,
+                                                 inference::LogSettingsResponse* response) {
+  return server::AnswerLogSettings(request, response);
+}
+
 // The callback API's handlers of those RPCs (--grpc-infer-threads 0).
 #define CHRONOSERVE_CALLBACK_UNARY(Method)                                                                   \
   grpc::ServerUnaryReactor* InferenceService::Method(grpc::CallbackServerContext* ctx,                      \
@@ -364,6 +371,7 @@ CHRONOSERVE_CALLBACK_UNARY(CudaSharedMemoryUnregister)
 CHRONOSERVE_CALLBACK_UNARY(RepositoryIndex)
 CHRONOSERVE_CALLBACK_UNARY(RepositoryModelLoad)
 CHRONOSERVE_CALLBACK_UNARY(RepositoryModelUnload)
+CHRONOSERVE_CALLBACK_UNARY(LogSettings)
 #undef CHRONOSERVE_CALLBACK_UNARY
 
 template <typename Request, typename Response>
@@ -394,7 +402,8 @@ std::vector<QueuedCallFactory> InferenceService::ControlCalls() {
           QueuedUnary("CudaSharedMemoryUnregister", &InferenceService::AnswerCudaSharedMemoryUnregister),
           QueuedUnary("RepositoryIndex", &InferenceService::AnswerRepositoryIndex),
           QueuedUnary("RepositoryModelLoad", &InferenceService::AnswerRepositoryModelLoad),
-          QueuedUnary("RepositoryModelUnload", &InferenceService::AnswerRepositoryModelUnload)};
+          QueuedUnary("RepositoryModelUnload", &InferenceService::AnswerRepositoryModelUnload),
+          QueuedUnary("LogSettings", &InferenceService::AnswerLogSettings)};
 }
 
 }  // namespace chronoserve::server

@@ -134,6 +134,8 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* RepositoryModelUnload(grpc::CallbackServerContext* ctx,
                                                   const inference::RepositoryModelUnloadRequest* request,
                                                   inference::RepositoryModelUnloadResponse* response) override;
+  grpc::ServerUnaryReactor* LogSettings(grpc::CallbackServerContext* ctx, const inference::LogSettingsRequest* request,
+                                        inference::LogSettingsResponse* response) override;
 
  private:
   // The answers of the RPCs that are not inference, on either API.
@@ -168,6 +170,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
                                          inference::RepositoryModelLoadResponse* response);
   absl::Status AnswerRepositoryModelUnload(const inference::RepositoryModelUnloadRequest& request,
                                            inference::RepositoryModelUnloadResponse* response);
+  absl::Status AnswerLogSettings(const inference::LogSettingsRequest& request, inference::LogSettingsResponse* response);
   template <typename Request, typename Response>
   using AnswerFn = absl::Status (InferenceService::*)(const Request&, Response*);
   // The factory of `method`'s calls on the asynchronous API, answered by `answer`.

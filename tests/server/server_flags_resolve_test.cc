@@ -56,6 +56,10 @@ TEST(ServerFlagsResolveTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_TRUE(options.host_policies.empty());
   EXPECT_EQ(options.telemetry, nullptr) << "main sets it once the Telemetry exists";
   EXPECT_EQ(flags->log_verbose, 0);
+  EXPECT_TRUE(flags->log_info);
+  EXPECT_TRUE(flags->log_warning);
+  EXPECT_TRUE(flags->log_error);
+  EXPECT_EQ(flags->log_format, LogFormat::kDefault);
   EXPECT_FALSE(flags->telemetry.tracing.enabled);
   EXPECT_TRUE(flags->telemetry.gpu.enabled);
   EXPECT_EQ(flags->telemetry.gpu.period, absl::Milliseconds(100));
@@ -67,6 +71,7 @@ TEST(ServerFlagsResolveTest, ValuesBecomeOptionsInTheirUnits) {
                       "--grpc-threads-per-queue", "1", "--input-arena-mib", "24", "--max-queue-mib", "3", "--request-timing", "off",
                       "--grpc-minimal-stack", "true", "--host-policy", "gpu_0,cpu-cores=2-3", "--host-policy",
                       "gpu_0,nice=5", "--gpu-monitor-interval-ms", "250", "--log-verbose", "2",
+                      "--log-info", "false", "--log-warning", "false", "--log-format", "ISO8601",
                       "--otlp-endpoint", "collector:4317", "--metrics-port", "9102"});
   ASSERT_TRUE(flags.ok()) << flags.status();
   const ServerOptions& options = flags->options;
@@ -80,6 +85,10 @@ TEST(ServerFlagsResolveTest, ValuesBecomeOptionsInTheirUnits) {
   EXPECT_THAT(options.host_policies.at("gpu_0").cpu_cores, ElementsAre(2, 3));
   EXPECT_EQ(options.host_policies.at("gpu_0").nice, 5);
   EXPECT_EQ(flags->log_verbose, 2);
+  EXPECT_FALSE(flags->log_info);
+  EXPECT_FALSE(flags->log_warning);
+  EXPECT_TRUE(flags->log_error);
+  EXPECT_EQ(flags->log_format, LogFormat::kIso8601);
   EXPECT_TRUE(flags->telemetry.tracing.enabled);
   EXPECT_EQ(flags->telemetry.tracing.exporter.endpoint, "collector:4317");
   EXPECT_EQ(flags->telemetry.metrics.port, 9102);
@@ -138,6 +147,8 @@ TEST(ServerFlagsResolveTest, BadValuesAreRefusedWithTheParsersMessage) {
       {{"--host", "[::1]:9000"}, "got '[::1]:9000'; the port is --grpc-port"},
       {{"--host", "[localhost]"}, "--host: expected an IPv4 address, a host name or an IPv6 address"},
       {{"--host", ""}, "got ''"},
+      {{"--log-format", "json"}, "--log-format: json not in {default,ISO8601}"},
+      {{"--log-verbose", "11"}, "--log-verbose"},
   };
   for (const Row& row : rows) {
     std::vector<std::string> args = {"--model-repository", "/m"};

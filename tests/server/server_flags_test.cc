@@ -65,5 +65,27 @@ TEST(ServerFlagsTest, APortInUseExitsOneNamingItWithoutCompletionQueueNoise) {
   EXPECT_THAT(refused->second, ::testing::Not(::testing::HasSubstr("CompletionQueue"))) << refused->second;
 }
 
+// --log-format and --log-info reach the binary's whole log, gRPC's own lines included: the same
+// failed start, in ISO8601 and without its INFO lines, says only why it failed, every line Triton's
+// ISO8601 line (gRPC's bind error was its own format before).
+TEST(ServerFlagsTest, LogFlagsShapeTheBinarysLog) {
+  testing::TempDir repo("cs_logflags");
+  testing::HeldPort held;
+  ASSERT_GT(held.port, 0);
+  auto refused = testing::RunProgram({CHRONOSERVE_BIN, "--model-repository", repo.path(), "--grpc-port",
+                                      std::to_string(held.port), "--metrics-port", "0", "--log-format", "ISO8601",
+                                      "--log-info", "false"},
+                                     absl::Seconds(60));
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->first, 1) << refused->second;
+  EXPECT_THAT(refused->second,
+              ::testing::MatchesRegex("([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z [WE] [0-9]+ [a-z0-9_]+\\.cc:[0-9]+\\] "
+                                      "[^\n]*\n)+"));
+  EXPECT_THAT(refused->second, ::testing::HasSubstr("cannot listen on 127.0.0.1:" + std::to_string(held.port)));
+  EXPECT_THAT(refused->second, ::testing::HasSubstr("Z E ")) << "an error line";
+  EXPECT_THAT(refused->second, ::testing::HasSubstr(" chttp2_server.cc:")) << "gRPC's, in our format";
+  EXPECT_THAT(refused->second, ::testing::Not(::testing::HasSubstr("Z I "))) << "no INFO line";
+}
+
 }  // namespace
 }  // namespace chronoserve

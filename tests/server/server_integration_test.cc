@@ -113,7 +113,7 @@ TEST_F(ServerIntegrationTest, HealthAndMetadata) {
   ASSERT_TRUE(server.ok());
   EXPECT_EQ(server->name(), "chronoserve");
   EXPECT_FALSE(server->version().empty());
-  for (const char* extension : {"model_configuration", "schedule_policy", "parameters", "statistics"}) {
+  for (const char* extension : {"model_configuration", "schedule_policy", "parameters", "statistics", "logging"}) {
     EXPECT_THAT(server->extensions(), ::testing::Contains(extension)) << "Triton's name for what is served";
   }
   auto meta = client_->ModelMetadata("policy_net");
