@@ -128,6 +128,7 @@ absl::Status InferenceService::AnswerServerMetadata(const inference::ServerMetad
   response->add_extensions("parameters");
   response->add_extensions("statistics");
   response->add_extensions("logging");
+  if (trace_settings_ != nullptr) response->add_extensions("trace");
   if (info_.request_timing) response->add_extensions("server_timing");
   if (shared_memory_ != nullptr) response->add_extensions("system_shared_memory");
   if (shared_memory_ != nullptr && shared_memory_->cuda_enabled()) response->add_extensions("cuda_shared_memory");
@@ -348,6 +349,38 @@ absl::Status InferenceService::AnswerLogSettings(const inference::LogSettingsReq
   return server::AnswerLogSettings(request, response);
 }
 
+absl::Status InferenceService::AnswerTraceSetting(const inference::TraceSettingRequest& request,
+                                                  inference::TraceSettingResponse* response) {
+  if (trace_settings_ == nullptr) {
+    return absl::FailedPreconditionError("this server has no telemetry, so no trace settings");
+  }
+  const std::string& model = request.model_name();
+  if (!model.empty()) {
+    bool known = false;
+    for (const ModelRegistry::IndexEntry& entry : registry_->Index()) known = known || entry.name == model;
+    if (!known) {
+      return absl::NotFoundError(absl::StrCat("no trace settings for model '", model,
+                                              "': the model repository has no such model"));
+    }
+  }
+  TraceSettingsMap changes;
+  for (const auto& [key, value] : request.settings()) {
+    changes[key] = std::vector<std::string>(value.value().begin(), value.value().end());
+  }
+  absl::StatusOr<TraceSettingsMap> settings = trace_settings_->Update(model, changes);
+  if (!settings.ok()) return settings.status();
+  if (!changes.empty()) {
+    CS_LOG(INFO) << "TraceSetting: " << (model.empty() ? std::string("server-wide") : "model '" + model + "'")
+                 << " trace_level " << settings->at("trace_level")[0] << ", trace_rate " << settings->at("trace_rate")[0]
+                 << ", trace_count " << settings->at("trace_count")[0];
+  }
+  for (const auto& [key, values] : *settings) {
+    auto& out = (*response->mutable_settings())[key];
+    for (const std::string& v : values) out.add_value(v);
+  }
+  return absl::OkStatus();
+}
+
 // The callback API's handlers of those RPCs (--grpc-infer-threads 0).
 #define CHRONOSERVE_CALLBACK_UNARY(Method)                                                                   \
   grpc::ServerUnaryReactor* InferenceService::Method(grpc::CallbackServerContext* ctx,                      \
@@ -372,6 +405,7 @@ CHRONOSERVE_CALLBACK_UNARY(RepositoryIndex)
 CHRONOSERVE_CALLBACK_UNARY(RepositoryModelLoad)
 CHRONOSERVE_CALLBACK_UNARY(RepositoryModelUnload)
 CHRONOSERVE_CALLBACK_UNARY(LogSettings)
+CHRONOSERVE_CALLBACK_UNARY(TraceSetting)
 #undef CHRONOSERVE_CALLBACK_UNARY
 
 template <typename Request, typename Response>
@@ -403,7 +437,8 @@ std::vector<QueuedCallFactory> InferenceService::ControlCalls() {
           QueuedUnary("RepositoryIndex", &InferenceService::AnswerRepositoryIndex),
           QueuedUnary("RepositoryModelLoad", &InferenceService::AnswerRepositoryModelLoad),
           QueuedUnary("RepositoryModelUnload", &InferenceService::AnswerRepositoryModelUnload),
-          QueuedUnary("LogSettings", &InferenceService::AnswerLogSettings)};
+          QueuedUnary("LogSettings", &InferenceService::AnswerLogSettings),
+          QueuedUnary("TraceSetting", &InferenceService::AnswerTraceSetting)};
 }
 
 }  // namespace chronoserve::server

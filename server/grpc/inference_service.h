@@ -18,6 +18,7 @@
 #include "common/clock.h"
 #include "proto/inference.grpc.pb.h"
 #include "server/core/request_observer.h"
+#include "server/core/trace_settings.h"
 #include "server/grpc/infer_dispatcher.h"
 #include "server/grpc/queued_call.h"
 #include "server/grpc/stream_infer_reactor.h"
@@ -61,6 +62,9 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   // factory per method, each call answered at once on the queue's thread.
   std::vector<QueuedCallFactory> ControlCalls();
   InferDispatcher& dispatcher() { return dispatcher_; }
+  // The trace settings TraceSetting reads and changes (telemetry's); must outlive the service. Set
+  // before the server starts; unset, TraceSetting answers FAILED_PRECONDITION.
+  void SetTraceSettings(TraceSettings* settings) { trace_settings_ = settings; }
 
   // While draining for shutdown, ServerReady is false and ModelInfer answers UNAVAILABLE. A stream
   // with nothing in flight ends at once (UNAVAILABLE); a busy one stops reading (only a read already
@@ -136,6 +140,8 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
                                                   inference::RepositoryModelUnloadResponse* response) override;
   grpc::ServerUnaryReactor* LogSettings(grpc::CallbackServerContext* ctx, const inference::LogSettingsRequest* request,
                                         inference::LogSettingsResponse* response) override;
+  grpc::ServerUnaryReactor* TraceSetting(grpc::CallbackServerContext* ctx, const inference::TraceSettingRequest* request,
+                                         inference::TraceSettingResponse* response) override;
 
  private:
   // The answers of the RPCs that are not inference, on either API.
@@ -171,6 +177,8 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   absl::Status AnswerRepositoryModelUnload(const inference::RepositoryModelUnloadRequest& request,
                                            inference::RepositoryModelUnloadResponse* response);
   absl::Status AnswerLogSettings(const inference::LogSettingsRequest& request, inference::LogSettingsResponse* response);
+  absl::Status AnswerTraceSetting(const inference::TraceSettingRequest& request,
+                                  inference::TraceSettingResponse* response);
   template <typename Request, typename Response>
   using AnswerFn = absl::Status (InferenceService::*)(const Request&, Response*);
   // The factory of `method`'s calls on the asynchronous API, answered by `answer`.
@@ -181,6 +189,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   const Clock* const clock_;
   const ServerInfo info_;
   SharedMemoryRegistry* const shared_memory_;
+  TraceSettings* trace_settings_ = nullptr;
   const StreamOptions stream_options_;
   const int model_infer_method_;         // ModelInfer's index among the service's methods
   const int model_stream_infer_method_;  // ModelStreamInfer's

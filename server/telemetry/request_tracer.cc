@@ -47,7 +47,7 @@ void RequestTracer::OnRequestDone(const ModelSpec& spec, const InferRequest* req
   }
   RequestTraceIds ids;
   ids.trace_id = parent ? parent->trace_id : NewTraceId();
-  if (!sampler_.ShouldSample(parent ? &*parent : nullptr, ids.trace_id)) return;
+  if (!control_->ShouldTrace(spec.name, parent ? &*parent : nullptr, ids.trace_id)) return;
   if (parent) {
     ids.parent_span_id = parent->parent_id;
     ids.flags = kTraceFlagSampled | (parent->flags & kTraceFlagRandom);

@@ -1,16 +1,19 @@
 // RequestTracer: the tracing RequestObserver. For each finished request it joins the caller's W3C
-// trace (or starts one), asks the sampler, builds the request's spans (request_spans.h) and hands
+// trace (or starts one), asks the trace settings (TraceControl: trace_level, the sampler and its
+// trace_rate, trace_count) whether to trace it, builds the request's spans (request_spans.h) and hands
 // them to the BatchSpanProcessor, which never blocks. Runs on the worker thread that finished the
 // request, after the response went to gRPC. Owned by Telemetry; the processor must outlive it.
 #ifndef CHRONOSERVE_SERVER_TELEMETRY_REQUEST_TRACER_H_
 #define CHRONOSERVE_SERVER_TELEMETRY_REQUEST_TRACER_H_
 
 #include <cstdint>
+#include <memory>
 
 #include "common/clock.h"
 #include "server/core/request_observer.h"
 #include "common/otlp/batch_span_processor.h"
 #include "server/telemetry/sampler.h"
+#include "server/telemetry/trace_control.h"
 
 namespace chronoserve::server::telemetry {
 
@@ -20,15 +23,25 @@ class RequestTracer final : public RequestObserver {
  public:
   using WallClockFn = int64_t (*)();
   // `steady` must be the clock the server stamps timelines with; `wall_now` gives Unix ns.
+  // `control` (the server's trace settings) must outlive the tracer.
+  RequestTracer(TraceControl* control, BatchSpanProcessor* processor, const Clock* steady = SteadyClock::Get(),
+                WallClockFn wall_now = &WallNowNs)
+      : control_(control), processor_(processor), steady_(steady), wall_now_(wall_now) {}
+  // With trace settings of its own: `sampler`'s, unchanged (tests).
   RequestTracer(Sampler sampler, BatchSpanProcessor* processor, const Clock* steady = SteadyClock::Get(),
                 WallClockFn wall_now = &WallNowNs)
-      : sampler_(sampler), processor_(processor), steady_(steady), wall_now_(wall_now) {}
+      : owned_control_(std::make_unique<TraceControl>(sampler, /*collector=*/true)),
+        control_(owned_control_.get()),
+        processor_(processor),
+        steady_(steady),
+        wall_now_(wall_now) {}
 
   void OnRequestDone(const ModelSpec& spec, const InferRequest* request, const RequestTiming& timing,
                      const absl::Status& status) override;
 
  private:
-  const Sampler sampler_;
+  const std::unique_ptr<TraceControl> owned_control_;
+  TraceControl* const control_;
   BatchSpanProcessor* const processor_;
   const Clock* const steady_;
   const WallClockFn wall_now_;

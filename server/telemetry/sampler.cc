@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -77,6 +78,26 @@ std::string Sampler::Description() const {
   std::string out = absl::StrCat(parent_based_ ? "parentbased_" : "", root);
   if (root_ == Root::kRatio) absl::StrAppend(&out, "{", ratio_, "}");
   return out;
+}
+
+Sampler Sampler::WithRootRate(int64_t n) const {
+  if (n == 1) return Sampler(Root::kAlwaysOn, parent_based_, 1.0);
+  if (n <= 0) return Sampler(Root::kAlwaysOff, parent_based_, 0.0);
+  return Sampler(Root::kRatio, parent_based_, 1.0 / static_cast<double>(n));
+}
+
+int64_t Sampler::RootRate() const {
+  switch (root_) {
+    case Root::kAlwaysOn:
+      return 1;
+    case Root::kAlwaysOff:
+      return 0;
+    case Root::kRatio:
+      break;
+  }
+  if (ratio_ <= 0.0) return 0;
+  const double n = 1.0 / ratio_;
+  return n >= 9.0e18 ? std::numeric_limits<int64_t>::max() : std::llround(n);
 }
 
 }  // namespace chronoserve::server::telemetry

@@ -5,6 +5,7 @@
 #ifndef CHRONOSERVE_SERVER_TELEMETRY_SAMPLER_H_
 #define CHRONOSERVE_SERVER_TELEMETRY_SAMPLER_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,13 @@ class Sampler {
   bool ShouldSample(const TraceParent* parent, const TraceId& trace_id) const;
   // "parentbased_traceidratio{0.25}" etc., for the startup log.
   std::string Description() const;
+
+  // Triton's trace_rate: one new trace in N. WithRootRate keeps whether the sampler follows a
+  // caller's sampled flag and starts traces of its own by N: 1 = always_on, 0 = always_off (no new
+  // trace), else traceidratio 1/N. RootRate reads it back: always_on 1, always_off 0, a ratio r
+  // the nearest whole 1/r (0 for r = 0).
+  Sampler WithRootRate(int64_t n) const;
+  int64_t RootRate() const;
 
  private:
   enum class Root { kAlwaysOn, kAlwaysOff, kRatio };

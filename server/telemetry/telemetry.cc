@@ -21,6 +21,7 @@
 #include "server/telemetry/nvml_sampler.h"
 #include "server/telemetry/request_spans.h"
 #include "server/telemetry/request_tracer.h"
+#include "server/telemetry/trace_control.h"
 #include "server/telemetry/server_metrics.h"
 
 namespace chronoserve::server::telemetry {
@@ -33,6 +34,8 @@ absl::StatusOr<std::unique_ptr<Telemetry>> Telemetry::Create(TelemetryOptions op
     return absl::InvalidArgumentError("GPU monitor period must be positive");
   }
   std::unique_ptr<Telemetry> t(new Telemetry(std::move(options)));
+  // Without a collector, TraceSetting reads OFF and refuses changes.
+  t->trace_control_ = std::make_unique<TraceControl>(*Sampler::Create("", ""), /*collector=*/false);
   if (t->options_.tracing.enabled) {
     TracingConfig& tracing = t->options_.tracing;
     const Sampler sampler = Sampler::FromEnvironment(tracing.sampler, tracing.sampler_arg, &tracing.warnings);
@@ -42,7 +45,8 @@ absl::StatusOr<std::unique_ptr<Telemetry>> Telemetry::Create(TelemetryOptions op
     auto exporter = OtlpGrpcExporter::Create(t->options_.tracing.exporter);
     if (!exporter.ok()) return exporter.status();
     t->processor_ = std::make_unique<BatchSpanProcessor>(*std::move(exporter), t->options_.tracing.processor);
-    t->tracer_ = std::make_unique<RequestTracer>(sampler, t->processor_.get());
+    t->trace_control_ = std::make_unique<TraceControl>(sampler, /*collector=*/true);
+    t->tracer_ = std::make_unique<RequestTracer>(t->trace_control_.get(), t->processor_.get());
     t->live_->SetSpanProcessor(t->processor_.get());
   }
   return t;
@@ -203,6 +207,8 @@ void Telemetry::RecordModelLoad(const std::string& model, int64_t version, int64
 }
 
 const GpuClockSource* Telemetry::gpu_clock() const { return gpu_monitor_.get(); }
+
+TraceSettings* Telemetry::trace_settings() { return trace_control_.get(); }
 
 void Telemetry::SetInflightSource(std::function<int64_t()> source) { live_->SetInflightSource(std::move(source)); }
 

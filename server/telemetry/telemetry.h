@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "server/core/gpu_clock_source.h"
 #include "server/core/request_observer.h"
+#include "server/core/trace_settings.h"
 #include "server/scheduler/model_registry.h"
 #include "common/otlp/tracing_config.h"
 
@@ -40,6 +41,7 @@ class GpuMonitor;
 class GpuSampler;
 class LiveStateCollector;
 class RequestTracer;
+class TraceControl;
 class ServerMetrics;
 
 struct MetricsOptions {
@@ -101,6 +103,8 @@ class Telemetry final : public RequestObserver {
   // the `warnings` Start logs.
   const TracingConfig& tracing() const { return options_.tracing; }
   const BatchSpanProcessor* span_processor() const { return processor_.get(); }
+  // Triton's trace settings (the TraceSetting RPC); OFF and fixed without a trace collector.
+  TraceSettings* trace_settings();
 
  private:
   explicit Telemetry(TelemetryOptions options);
@@ -115,7 +119,8 @@ class Telemetry final : public RequestObserver {
   std::shared_ptr<LiveStateCollector> live_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::unique_ptr<BatchSpanProcessor> processor_;
-  std::unique_ptr<RequestTracer> tracer_;
+  std::unique_ptr<TraceControl> trace_control_;
+  std::unique_ptr<RequestTracer> tracer_;  // uses trace_control_
   std::unique_ptr<GpuMonitor> gpu_monitor_;
   int metrics_port_ = 0;
   std::string metrics_bound_host_;  // the host part of the address /metrics bound (for StopExposer)

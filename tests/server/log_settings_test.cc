@@ -1,6 +1,7 @@
 // Triton's LogSettings RPC on the real server, real gRPC, on both gRPC APIs: it reads and changes
 // the running server's log settings (this process's: the server runs in it), refuses a bad one with
-// INVALID_ARGUMENT, and ServerMetadata lists the "logging" extension.
+// INVALID_ARGUMENT, and ServerMetadata lists the "logging" extension. TraceSetting reaches its
+// handler on both APIs (its effect on spans: tests/telemetry/telemetry_server_tracing_test.cc).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -69,6 +70,14 @@ TEST_P(LogSettingsTest, ReadsAndChangesTheRunningServersLogging) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), HasSubstr("unknown log setting 'log_errors'"));
   EXPECT_EQ(LogVerbosity(), 1) << "a refused request changes nothing";
+
+  // TraceSetting is served on this API too; a server built without telemetry has no trace settings.
+  grpc::ClientContext trace_ctx;
+  trace_ctx.set_deadline(testing::TestDeadline());
+  inference::TraceSettingResponse trace;
+  status = c->stub()->TraceSetting(&trace_ctx, {}, &trace);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), HasSubstr("this server has no telemetry, so no trace settings"));
   EXPECT_EQ(testing::Answer(c->ModelReady("mlp")), "true");
   server->Shutdown();
 }

@@ -276,5 +276,77 @@ TEST_F(TelemetryServerTest, TwoTraceparentHeadersStartANewTrace) {
   EXPECT_EQ(root->flags & 0x300u, 0x100u) << "has-is-remote, not remote: there is no caller";
 }
 
+// Triton's TraceSetting through real gRPC, its effect seen in the spans the receiver decodes:
+// trace_level OFF for one model stops its traces, a trace_count records that many, clearing a
+// model's settings gives it the server-wide ones back. A model's requests finish on its one worker
+// in order and spans leave in order, so once a later request's spans are in, an earlier one's
+// would be too.
+class TraceSettingServerTest : public TelemetryServerTest {
+ protected:
+  void TearDown() override {  // the shared server's mlp back to the server-wide settings
+    Setting("mlp", {{"trace_level", {}}, {"trace_count", {}}, {"trace_rate", {}}}).IgnoreError();
+  }
+  absl::StatusOr<inference::TraceSettingResponse> Setting(const std::string& model, const server::TraceSettingsMap& changes) {
+    inference::TraceSettingRequest request;
+    request.set_model_name(model);
+    for (const auto& [key, values] : changes) {
+      auto& value = (*request.mutable_settings())[key];
+      for (const std::string& v : values) value.add_value(v);
+    }
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    inference::TraceSettingResponse response;
+    const grpc::Status status = client_->stub()->TraceSetting(&ctx, request, &response);
+    if (!status.ok()) return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+    return response;
+  }
+  static std::string Value(const absl::StatusOr<inference::TraceSettingResponse>& r, const std::string& key) {
+    if (!r.ok() || r->settings().count(key) == 0 || r->settings().at(key).value_size() != 1) return "?";
+    return r->settings().at(key).value(0);
+  }
+  // A sampled request to mlp in trace `trace_id`.
+  void Send(const std::string& trace_id) {
+    ASSERT_TRUE(Infer({{"traceparent", "00-" + trace_id + "-00f067aa0ba902b7-01"}}).ok());
+  }
+};
+
+TEST_F(TraceSettingServerTest, AModelsTraceLevelAndCountShapeItsSpans) {
+  auto metadata = client_->ServerMetadata();
+  ASSERT_TRUE(metadata.ok()) << metadata.status();
+  EXPECT_THAT(metadata->extensions(), ::testing::Contains("trace"));
+  const auto global = Setting("", {});
+  ASSERT_TRUE(global.ok()) << global.status();
+  EXPECT_EQ(global->settings().size(), 6u);
+  EXPECT_EQ(Value(global, "trace_level"), "TIMESTAMPS");
+  EXPECT_EQ(Value(global, "trace_rate"), "1");
+  EXPECT_EQ(Value(global, "trace_count"), "-1");
+  EXPECT_EQ(Value(global, "trace_mode"), "opentelemetry");
+
+  EXPECT_EQ(Value(Setting("mlp", {{"trace_level", {"OFF"}}}), "trace_level"), "OFF");
+  EXPECT_EQ(Value(Setting("", {}), "trace_level"), "TIMESTAMPS") << "the server-wide level is untouched";
+  const std::string off = ToHex(server::telemetry::NewTraceId());
+  Send(off);
+  EXPECT_EQ(Value(Setting("mlp", {{"trace_level", {}}, {"trace_count", {"1"}}}), "trace_count"), "1");
+  const std::string counted = ToHex(server::telemetry::NewTraceId());
+  const std::string past_count = ToHex(server::telemetry::NewTraceId());
+  Send(counted);
+  Send(past_count);
+  EXPECT_EQ(Value(Setting("mlp", {}), "trace_count"), "0");
+  EXPECT_EQ(Value(Setting("mlp", {{"trace_count", {}}}), "trace_count"), "-1") << "the server-wide count again";
+  const std::string after = ToHex(server::telemetry::NewTraceId());
+  Send(after);
+  ASSERT_TRUE(WaitForTrace(after, kSpansPerRequest)) << "the last request's spans never arrived";
+  ASSERT_TRUE(WaitForTrace(counted, kSpansPerRequest));
+  EXPECT_TRUE(SpansOfTrace(off).empty()) << "trace_level OFF for mlp";
+  EXPECT_TRUE(SpansOfTrace(past_count).empty()) << "past mlp's trace_count";
+
+  const auto unknown = Setting("no_such_model", {});
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(unknown.status().message()), ::testing::HasSubstr("no trace settings for model 'no_such_model'"));
+  const auto tensors = Setting("mlp", {{"trace_level", {"TENSORS"}}});
+  EXPECT_EQ(tensors.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(tensors.status().message()), ::testing::HasSubstr("TENSORS is not served"));
+}
+
 }  // namespace
 }  // namespace chronoserve

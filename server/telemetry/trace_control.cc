@@ -1,0 +1,182 @@
+#include "server/telemetry/trace_control.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace chronoserve::server::telemetry {
+namespace {
+
+constexpr const char* kKeys[] = {"trace_level", "trace_rate", "trace_count", "trace_mode", "trace_file", "log_frequency"};
+
+// One key's change: absent (not named), cleared (named with no values) or set.
+template <typename T>
+struct Change {
+  bool named = false;
+  std::optional<T> value;  // named and empty: cleared
+};
+
+struct Changes {
+  Change<bool> level;
+  Change<int64_t> rate;
+  Change<int64_t> count;
+};
+
+std::string Quoted(const std::vector<std::string>& values) {
+  return absl::StrCat("[", absl::StrJoin(values, ", ", [](std::string* out, const std::string& v) {
+                        absl::StrAppend(out, "'", v, "'");
+                      }),
+                      "]");
+}
+
+absl::Status CheckLevel(const std::vector<std::string>& values, Change<bool>* change) {
+  change->named = true;
+  if (values.empty()) return absl::OkStatus();
+  bool off = false, timestamps = false;
+  for (const std::string& v : values) {
+    if (v == "OFF") {
+      off = true;
+    } else if (v == "TIMESTAMPS") {
+      timestamps = true;
+    } else if (v == "TENSORS") {
+      return absl::InvalidArgumentError(
+          "trace setting 'trace_level' TENSORS is not served: chronoserve's spans carry each request's timestamps "
+          "and sizes, not its tensors' contents; use TIMESTAMPS or OFF");
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("trace setting 'trace_level' is ", Quoted(values),
+                                                     "; it takes OFF or TIMESTAMPS"));
+    }
+  }
+  if (off && timestamps) {
+    return absl::InvalidArgumentError(absl::StrCat("trace setting 'trace_level' is ", Quoted(values),
+                                                   "; it takes OFF or TIMESTAMPS, not both"));
+  }
+  change->value = timestamps;
+  return absl::OkStatus();
+}
+
+absl::Status CheckNumber(const char* key, const std::vector<std::string>& values, int64_t min, const char* meaning,
+                         Change<int64_t>* change) {
+  change->named = true;
+  if (values.empty()) return absl::OkStatus();
+  int64_t n = 0;
+  if (values.size() != 1 || !absl::SimpleAtoi(values[0], &n) || n < min) {
+    return absl::InvalidArgumentError(absl::StrCat("trace setting '", key, "' is ", Quoted(values),
+                                                   "; it takes one whole number >= ", min, " (", meaning, ")"));
+  }
+  change->value = n;
+  return absl::OkStatus();
+}
+
+// The read-only keys: accepted when they name the value they have (or no value).
+absl::Status CheckFixed(const std::string& key, const std::vector<std::string>& values, const std::string& value,
+                        const char* why) {
+  if (values.empty() || (values.size() == 1 && values[0] == value)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("trace setting '", key, "' is ", Quoted(values), "; it can only be '",
+                                                 value, "': ", why));
+}
+
+absl::Status Check(const std::string& key, const std::vector<std::string>& values, Changes* changes) {
+  if (key == "trace_level") return CheckLevel(values, &changes->level);
+  if (key == "trace_rate") return CheckNumber("trace_rate", values, 0, "one new trace in N; 0: none", &changes->rate);
+  if (key == "trace_count") {
+    return CheckNumber("trace_count", values, -1, "traces left to record; -1: no limit", &changes->count);
+  }
+  if (key == "trace_mode") return CheckFixed(key, values, "opentelemetry", "chronoserve sends OpenTelemetry spans");
+  if (key == "trace_file") {
+    return CheckFixed(key, values, "", "chronoserve sends its spans to the OTLP collector, not to a file");
+  }
+  if (key == "log_frequency") {
+    return CheckFixed(key, values, "0", "chronoserve sends its spans to the OTLP collector, not to files");
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown trace setting '", key, "'; the settings are ",
+                                                 absl::StrJoin(kKeys, ", ")));
+}
+
+}  // namespace
+
+TraceControl::TraceControl(Sampler sampler, bool collector) : collector_(collector), start_sampler_(sampler) {
+  global_.on = collector;
+  global_.sampler = sampler;
+  global_.remaining = std::make_shared<std::atomic<int64_t>>(-1);
+}
+
+bool TraceControl::TakeOne(std::atomic<int64_t>* remaining) {
+  int64_t left = remaining->load(std::memory_order_relaxed);
+  while (left != -1) {
+    if (left <= 0) return false;
+    if (remaining->compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) return true;
+  }
+  return true;
+}
+
+bool TraceControl::ShouldTrace(const std::string& model, const TraceParent* parent, const TraceId& trace_id) {
+  absl::ReaderMutexLock lock(&mu_);
+  const Settings* own = nullptr;
+  if (!models_.empty()) {
+    auto it = models_.find(model);
+    if (it != models_.end()) own = &it->second;
+  }
+  if (!(own != nullptr && own->on ? *own->on : *global_.on)) return false;
+  const Sampler& sampler = own != nullptr && own->sampler ? *own->sampler : *global_.sampler;
+  if (!sampler.ShouldSample(parent, trace_id)) return false;
+  return TakeOne(own != nullptr && own->remaining ? own->remaining.get() : global_.remaining.get());
+}
+
+TraceSettingsMap TraceControl::Describe(const std::string& model) const {
+  const Settings* own = nullptr;
+  if (auto it = models_.find(model); !model.empty() && it != models_.end()) own = &it->second;
+  const bool on = own != nullptr && own->on ? *own->on : *global_.on;
+  const Sampler& sampler = own != nullptr && own->sampler ? *own->sampler : *global_.sampler;
+  const Remaining& remaining = own != nullptr && own->remaining ? own->remaining : global_.remaining;
+  return {{"trace_level", {on && collector_ ? "TIMESTAMPS" : "OFF"}},
+          {"trace_rate", {absl::StrCat(sampler.RootRate())}},
+          {"trace_count", {absl::StrCat(remaining->load(std::memory_order_relaxed))}},
+          {"trace_mode", {"opentelemetry"}},
+          {"trace_file", {""}},
+          {"log_frequency", {"0"}}};
+}
+
+absl::StatusOr<TraceSettingsMap> TraceControl::Update(const std::string& model, const TraceSettingsMap& changes) {
+  if (!collector_ && !changes.empty()) {
+    return absl::FailedPreconditionError(
+        "tracing is off: the server was started without a trace collector (--otlp-endpoint, or "
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT), so its trace settings can be read, "
+        "not changed");
+  }
+  Changes parsed;
+  for (const auto& [key, values] : changes) {
+    if (absl::Status s = Check(key, values, &parsed); !s.ok()) return s;
+  }
+  absl::MutexLock lock(&mu_);
+  const bool server_wide = model.empty();
+  Settings& target = server_wide ? global_ : models_[model];
+  if (parsed.level.named) {
+    if (parsed.level.value) {
+      target.on = *parsed.level.value;
+    } else {
+      target.on = server_wide ? std::optional<bool>(collector_) : std::nullopt;
+    }
+  }
+  if (parsed.rate.named) {
+    if (parsed.rate.value) {
+      target.sampler = start_sampler_.WithRootRate(*parsed.rate.value);
+    } else {
+      target.sampler = server_wide ? std::optional<Sampler>(start_sampler_) : std::nullopt;
+    }
+  }
+  if (parsed.count.named) {
+    if (parsed.count.value) {
+      target.remaining = std::make_shared<std::atomic<int64_t>>(*parsed.count.value);
+    } else {
+      target.remaining = server_wide ? std::make_shared<std::atomic<int64_t>>(-1) : nullptr;
+    }
+  }
+  if (!server_wide && !target.on && !target.sampler && !target.remaining) models_.erase(model);
+  return Describe(model);
+}
+
+}  // namespace chronoserve::server::telemetry

@@ -1,0 +1,184 @@
+// TraceControl: Triton's trace settings over the start sampler. What each key reads at start, what a
+// change does to the decision (trace_level, trace_rate, trace_count; server-wide and per model),
+// clearing, all-or-nothing refusals, and trace_count under concurrent requests.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/telemetry/request_tracer.h"
+#include "server/telemetry/trace_control.h"
+
+namespace chronoserve::server::telemetry {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+Sampler Make(const std::string& name, const std::string& arg = "") {
+  auto s = Sampler::Create(name, arg);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return *s;
+}
+
+// A trace id whose random low 8 bytes are `low` (the ratio rule reads them, top bit cleared).
+TraceId IdWithLow(uint64_t low) {
+  TraceId id{};
+  id[0] = 0x4b;
+  for (int i = 0; i < 8; ++i) id[15 - i] = static_cast<uint8_t>(low >> (8 * i));
+  return id;
+}
+
+TraceParent Parent(bool sampled) {
+  return *ParseTraceparent(sampled ? "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+                                   : "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00");
+}
+
+std::string Get(const absl::StatusOr<TraceSettingsMap>& m, const std::string& key) {
+  EXPECT_TRUE(m.ok()) << m.status();
+  if (!m.ok()) return "?";
+  EXPECT_EQ(m->at(key).size(), 1u) << key;
+  return m->at(key)[0];
+}
+
+TEST(TraceControlTest, StartSettingsReadAsTritonsFromTheSampler) {
+  TraceControl c(Make("parentbased_traceidratio", "0.25"), /*collector=*/true);
+  const auto s = c.Update("", {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->size(), 6u);
+  EXPECT_THAT(s->at("trace_level"), ElementsAre("TIMESTAMPS"));
+  EXPECT_THAT(s->at("trace_rate"), ElementsAre("4"));
+  EXPECT_THAT(s->at("trace_count"), ElementsAre("-1"));
+  EXPECT_THAT(s->at("trace_mode"), ElementsAre("opentelemetry"));
+  EXPECT_THAT(s->at("trace_file"), ElementsAre(""));
+  EXPECT_THAT(s->at("log_frequency"), ElementsAre("0"));
+  EXPECT_EQ(Get(TraceControl(Make("always_on"), true).Update("", {}), "trace_rate"), "1");
+  EXPECT_EQ(Get(TraceControl(Make("parentbased_always_off"), true).Update("", {}), "trace_rate"), "0");
+  EXPECT_EQ(Get(TraceControl(Make("traceidratio", "0.3"), true).Update("", {}), "trace_rate"), "3") << "nearest";
+}
+
+TEST(TraceControlTest, WithoutACollectorEverythingReadsOffAndNothingChanges) {
+  TraceControl c(Make(""), /*collector=*/false);
+  EXPECT_EQ(Get(c.Update("", {}), "trace_level"), "OFF");
+  EXPECT_EQ(Get(c.Update("mlp", {}), "trace_level"), "OFF");
+  const auto refused = c.Update("", {{"trace_level", {"TIMESTAMPS"}}});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("tracing is off: the server was started without a trace collector (--otlp-endpoint"));
+}
+
+TEST(TraceControlTest, TraceRateSetsNewTracesAndKeepsFollowingSampledCallers) {
+  TraceControl c(Make(""), true);  // parentbased_always_on
+  const TraceId low = IdWithLow(1), high = IdWithLow(0x7fffffffffffff00ULL);
+  EXPECT_TRUE(c.ShouldTrace("mlp", nullptr, high));
+  EXPECT_EQ(Get(c.Update("", {{"trace_rate", {"2"}}}), "trace_rate"), "2");
+  EXPECT_TRUE(c.ShouldTrace("mlp", nullptr, low)) << "below half of 2^63: one in two";
+  EXPECT_FALSE(c.ShouldTrace("mlp", nullptr, high));
+  ASSERT_TRUE(c.Update("", {{"trace_rate", {"0"}}}).ok());
+  EXPECT_FALSE(c.ShouldTrace("mlp", nullptr, low)) << "0: no new trace";
+  const TraceParent yes = Parent(true), no = Parent(false);
+  EXPECT_TRUE(c.ShouldTrace("mlp", &yes, yes.trace_id)) << "a sampled caller is still followed";
+  EXPECT_FALSE(c.ShouldTrace("mlp", &no, no.trace_id));
+  EXPECT_EQ(Get(c.Update("", {{"trace_rate", {}}}), "trace_rate"), "1") << "cleared: the start value";
+  EXPECT_TRUE(c.ShouldTrace("mlp", nullptr, high));
+}
+
+TEST(TraceControlTest, TraceLevelOffStopsEveryTraceSampledCallersToo) {
+  TraceControl c(Make(""), true);
+  const TraceParent yes = Parent(true);
+  EXPECT_EQ(Get(c.Update("", {{"trace_level", {"OFF"}}}), "trace_level"), "OFF");
+  EXPECT_FALSE(c.ShouldTrace("mlp", &yes, yes.trace_id));
+  EXPECT_FALSE(c.ShouldTrace("mlp", nullptr, NewTraceId()));
+  EXPECT_EQ(Get(c.Update("", {{"trace_level", {"TIMESTAMPS"}}}), "trace_level"), "TIMESTAMPS");
+  EXPECT_TRUE(c.ShouldTrace("mlp", &yes, yes.trace_id));
+}
+
+TEST(TraceControlTest, TraceCountRecordsThatManyTracesThenNone) {
+  TraceControl c(Make(""), true);
+  EXPECT_EQ(Get(c.Update("", {{"trace_count", {"2"}}}), "trace_count"), "2");
+  EXPECT_TRUE(c.ShouldTrace("mlp", nullptr, NewTraceId()));
+  EXPECT_EQ(Get(c.Update("", {}), "trace_count"), "1") << "reads what is left";
+  EXPECT_TRUE(c.ShouldTrace("other", nullptr, NewTraceId()));
+  EXPECT_FALSE(c.ShouldTrace("mlp", nullptr, NewTraceId()));
+  EXPECT_EQ(Get(c.Update("", {}), "trace_count"), "0");
+  EXPECT_EQ(Get(c.Update("", {{"trace_count", {"-1"}}}), "trace_count"), "-1");
+  EXPECT_TRUE(c.ShouldTrace("mlp", nullptr, NewTraceId()));
+}
+
+TEST(TraceControlTest, AModelsSettingsOverrideOnlyWhatTheyNameAndClearBackToTheServerWide) {
+  TraceControl c(Make(""), true);
+  const auto mlp = c.Update("mlp", {{"trace_level", {"OFF"}}});
+  EXPECT_EQ(Get(mlp, "trace_level"), "OFF");
+  EXPECT_EQ(Get(mlp, "trace_rate"), "1") << "the server-wide value";
+  EXPECT_FALSE(c.ShouldTrace("mlp", nullptr, NewTraceId()));
+  EXPECT_TRUE(c.ShouldTrace("resnet", nullptr, NewTraceId())) << "other models keep the server-wide settings";
+  EXPECT_EQ(Get(c.Update("", {}), "trace_level"), "TIMESTAMPS");
+  ASSERT_TRUE(c.Update("", {{"trace_rate", {"1000"}}}).ok());
+  EXPECT_EQ(Get(c.Update("mlp", {}), "trace_rate"), "1000") << "follows a later server-wide change";
+  ASSERT_TRUE(c.Update("mlp", {{"trace_count", {"1"}}, {"trace_level", {"TIMESTAMPS"}}, {"trace_rate", {"1"}}}).ok());
+  EXPECT_TRUE(c.ShouldTrace("mlp", nullptr, NewTraceId()));
+  EXPECT_FALSE(c.ShouldTrace("mlp", nullptr, NewTraceId())) << "its own count ran out";
+  EXPECT_EQ(Get(c.Update("", {}), "trace_count"), "-1") << "the server-wide count untouched";
+  const auto cleared = c.Update("mlp", {{"trace_count", {}}, {"trace_level", {}}, {"trace_rate", {}}});
+  EXPECT_EQ(Get(cleared, "trace_count"), "-1");
+  EXPECT_EQ(Get(cleared, "trace_rate"), "1000");
+}
+
+TEST(TraceControlTest, ABadSettingIsRefusedNamingItAndNothingChanges) {
+  struct Row {
+    std::string key;
+    std::vector<std::string> values;
+    std::string message;
+  };
+  const Row rows[] = {
+      {"trace_level", {"TENSORS"}, "trace setting 'trace_level' TENSORS is not served"},
+      {"trace_level", {"OFF", "TIMESTAMPS"}, "is ['OFF', 'TIMESTAMPS']; it takes OFF or TIMESTAMPS, not both"},
+      {"trace_level", {"timestamps"}, "is ['timestamps']; it takes OFF or TIMESTAMPS"},
+      {"trace_rate", {"1.5"}, "trace setting 'trace_rate' is ['1.5']; it takes one whole number >= 0 (one new trace in N"},
+      {"trace_rate", {"-1"}, "trace setting 'trace_rate' is ['-1']"},
+      {"trace_rate", {"2", "3"}, "is ['2', '3']; it takes one whole number"},
+      {"trace_count", {"-2"}, "trace setting 'trace_count' is ['-2']; it takes one whole number >= -1"},
+      {"trace_file", {"/tmp/trace.json"}, "it can only be '': chronoserve sends its spans to the OTLP collector"},
+      {"log_frequency", {"100"}, "trace setting 'log_frequency' is ['100']; it can only be '0'"},
+      {"trace_mode", {"triton"}, "it can only be 'opentelemetry'"},
+      {"trace_rat", {"2"},
+       "unknown trace setting 'trace_rat'; the settings are trace_level, trace_rate, trace_count, trace_mode, "
+       "trace_file, log_frequency"},
+  };
+  TraceControl c(Make(""), true);
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.key);
+    TraceSettingsMap changes = {{"trace_count", {"5"}}, {"trace_level", {"OFF"}}};  // valid, not to apply either
+    changes[row.key] = row.values;
+    const auto refused = c.Update("mlp", changes);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(refused.status().message()), HasSubstr(row.message));
+    EXPECT_EQ(Get(c.Update("mlp", {}), "trace_count"), "-1") << "nothing applied";
+    EXPECT_EQ(Get(c.Update("mlp", {}), "trace_level"), "TIMESTAMPS");
+  }
+  // The read-only keys accept the values they have.
+  EXPECT_TRUE(c.Update("", {{"trace_file", {""}}, {"log_frequency", {"0"}}, {"trace_mode", {"opentelemetry"}}}).ok());
+}
+
+TEST(TraceControlTest, ConcurrentRequestsNeverTakeMoreThanTheCount) {
+  TraceControl c(Make(""), true);
+  ASSERT_TRUE(c.Update("", {{"trace_count", {"1000"}}}).ok());
+  std::atomic<int> traced{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 600; ++i) {
+        if (c.ShouldTrace("mlp", nullptr, NewTraceId())) traced.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(traced.load(), 1000);
+  EXPECT_EQ(Get(c.Update("", {}), "trace_count"), "0");
+}
+
+}  // namespace
+}  // namespace chronoserve::server::telemetry
