@@ -99,13 +99,15 @@ absl::Status ModelManager::LoadRepository(const std::string& repository) {
 
 absl::Status ModelManager::LoadModel(const std::string& model_dir) {
   const std::string name = std::filesystem::path(model_dir).filename().string();
+  int64_t version = 0;  // known once the config and the version directory are read
   auto fail = [&](const absl::Status& status) {
     CS_LOG(ERROR) << "model '" << name << "' not loaded: " << status.message();
-    registry_->MarkFailed(name, status);
+    registry_->MarkFailed(name, status, version);
     return status;
   };
   auto spec = LoadModelDirectory(model_dir);
   if (!spec.ok()) return fail(spec.status());
+  version = spec->version;
   spec->dynamic_batching.queue_policy.max_queue_bytes = options_.max_queue_bytes;
   const int gpu_count = CudaDeviceCount();
   auto groups = ResolveInstanceGroups(*spec, gpu_count);

@@ -9,10 +9,16 @@ void ModelRegistry::MarkLoading(const std::string& name) {
   absl::MutexLock lock(&mu_);
   not_ready_[name] = absl::UnavailableError(absl::StrCat("model '", name, "' is loading"));
   loading_.insert(name);
+  failed_versions_.erase(name);
 }
 
-void ModelRegistry::MarkFailed(const std::string& name, const absl::Status& reason) {
+void ModelRegistry::MarkFailed(const std::string& name, const absl::Status& reason, int64_t version) {
   absl::MutexLock lock(&mu_);
+  if (version > 0) {
+    failed_versions_[name] = version;
+  } else {
+    failed_versions_.erase(name);
+  }
   // NOT_FOUND as Triton answers a model with no version to serve; a named version is UNAVAILABLE
   // (Find). Loading is UNAVAILABLE either way: it is worth retrying, a load error is not. A load
   // skipped or stopped because the server is shutting down (UNAVAILABLE) stays UNAVAILABLE.
@@ -36,6 +42,7 @@ void ModelRegistry::Add(std::shared_ptr<ModelRuntime> runtime) {
   const std::string name = runtime->spec().name;
   not_ready_.erase(name);
   loading_.erase(name);
+  failed_versions_.erase(name);
   ready_[name] = std::move(runtime);
 }
 
@@ -54,6 +61,7 @@ std::vector<ModelRegistry::IndexEntry> ModelRegistry::Index() const {
     e.name = name;
     e.state = loading_.count(name) > 0 ? IndexEntry::State::kLoading : IndexEntry::State::kUnavailable;
     e.reason = std::string(status.message());
+    if (auto v = failed_versions_.find(name); v != failed_versions_.end()) e.version = v->second;
   }
   std::vector<IndexEntry> out;
   for (auto& [name, entry] : by_name) out.push_back(std::move(entry));

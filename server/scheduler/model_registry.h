@@ -20,7 +20,8 @@ namespace chronoserve::server {
 class ModelRegistry {
  public:
   void MarkLoading(const std::string& name);
-  void MarkFailed(const std::string& name, const absl::Status& reason);
+  // `version`: the version the load tried, when it got that far (0: not known).
+  void MarkFailed(const std::string& name, const absl::Status& reason, int64_t version = 0);
   void Add(std::shared_ptr<ModelRuntime> runtime);
 
   // The runtime for `name` at `version` ("" = the served version), as Triton answers: INVALID_ARGUMENT
@@ -34,7 +35,7 @@ class ModelRegistry {
   // One model of the index (Triton's RepositoryIndex): loaded, loading, or failed with the reason.
   struct IndexEntry {
     std::string name;
-    int64_t version = 0;  // the version served; 0 while loading or after a failed load
+    int64_t version = 0;  // the version served, or the one a failed load tried; 0 while loading or not known
     enum class State { kReady, kLoading, kUnavailable } state = State::kUnavailable;
     std::string reason;   // why it is not ready ("" when ready)
   };
@@ -56,6 +57,7 @@ class ModelRegistry {
   std::map<std::string, std::shared_ptr<ModelRuntime>> ready_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, absl::Status> not_ready_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> loading_ ABSL_GUARDED_BY(mu_);  // of not_ready_, those MarkLoading named last
+  std::map<std::string, int64_t> failed_versions_ ABSL_GUARDED_BY(mu_);  // of not_ready_, MarkFailed's version
 };
 
 }  // namespace chronoserve::server

@@ -183,7 +183,7 @@ TEST(ServerStartTest, AModelRepositoryThatIsNotADirectoryIsRefusedBeforeAnyPortO
 }
 
 // Triton's RepositoryIndex lists every model with its served version and state, a failed one with
-// its load error; `ready` keeps the READY ones. Load and unload are refused saying why (they were
+// its load error and the version it tried when its config read; `ready` keeps the READY ones. Load and unload are refused saying why (they were
 // gRPC's bare UNIMPLEMENTED, as for a method that does not exist). On both gRPC APIs.
 TEST_F(FailedModelTest, RepositoryIndexListsEveryModelAndLoadSaysWhyItIsNotServed) {
   testing::TempDir repo("cs_index");
@@ -192,6 +192,9 @@ TEST_F(FailedModelTest, RepositoryIndexListsEveryModelAndLoadSaysWhyItIsNotServe
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "good", o).ok());
   repo.WriteFile("broken/config.pbtxt", "max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: [64 }\n");
   repo.WriteFile("broken/1/model.pt", "not a model");
+  // A config that reads, a model file that does not: the index names the version the load tried.
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "bad_file", o).ok());
+  repo.WriteFile("bad_file/1/model.pt", "not a model either");
   for (int threads : {0, 2}) {
     SCOPED_TRACE(threads == 0 ? "callback API" : "asynchronous API");
     server::ServerOptions options = testing::TestServerOptions(repo.path());
@@ -201,16 +204,20 @@ TEST_F(FailedModelTest, RepositoryIndexListsEveryModelAndLoadSaysWhyItIsNotServe
     auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
     const auto all = testing::RepositoryIndex(c->stub());
     ASSERT_TRUE(all.ok()) << all.status();
-    ASSERT_EQ(all->models_size(), 2);
-    EXPECT_EQ(all->models(0).name(), "broken");
-    EXPECT_EQ(all->models(0).version(), "");
+    ASSERT_EQ(all->models_size(), 3);
+    EXPECT_EQ(all->models(0).name(), "bad_file");
+    EXPECT_EQ(all->models(0).version(), "1");
     EXPECT_EQ(all->models(0).state(), "UNAVAILABLE");
-    EXPECT_THAT(all->models(0).reason(), HasSubstr("model 'broken' failed to load: "));
-    EXPECT_THAT(all->models(0).reason(), HasSubstr("broken/config.pbtxt:2:"));
-    EXPECT_EQ(all->models(1).name(), "good");
-    EXPECT_EQ(all->models(1).version(), "1");
-    EXPECT_EQ(all->models(1).state(), "READY");
-    EXPECT_EQ(all->models(1).reason(), "");
+    EXPECT_THAT(all->models(0).reason(), HasSubstr("model 'bad_file' failed to load: "));
+    EXPECT_EQ(all->models(1).name(), "broken");
+    EXPECT_EQ(all->models(1).version(), "") << "its config does not read: no version known";
+    EXPECT_EQ(all->models(1).state(), "UNAVAILABLE");
+    EXPECT_THAT(all->models(1).reason(), HasSubstr("model 'broken' failed to load: "));
+    EXPECT_THAT(all->models(1).reason(), HasSubstr("broken/config.pbtxt:2:"));
+    EXPECT_EQ(all->models(2).name(), "good");
+    EXPECT_EQ(all->models(2).version(), "1");
+    EXPECT_EQ(all->models(2).state(), "READY");
+    EXPECT_EQ(all->models(2).reason(), "");
     const auto ready = testing::RepositoryIndex(c->stub(), /*ready=*/true);
     ASSERT_TRUE(ready.ok()) << ready.status();
     ASSERT_EQ(ready->models_size(), 1);
