@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/text_excerpt.h"
 #include "common/timing.h"
 #include "server/grpc/grpc_status.h"
 #include "server/grpc/log_settings_rpc.h"
@@ -359,7 +360,7 @@ absl::Status InferenceService::AnswerTraceSetting(const inference::TraceSettingR
     bool known = false;
     for (const ModelRegistry::IndexEntry& entry : registry_->Index()) known = known || entry.name == model;
     if (!known) {
-      return absl::NotFoundError(absl::StrCat("no trace settings for model '", model,
+      return absl::NotFoundError(absl::StrCat("no trace settings for model '", Excerpt(model),
                                               "': the model repository has no such model"));
     }
   }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/log.h"
+#include "common/text_excerpt.h"
 
 namespace chronoserve::server {
 namespace {
@@ -75,7 +76,7 @@ absl::Status Check(const std::string& key, const Value& value, Wanted* wanted) {
   }
   if (setting == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat("unknown log setting '", key, "'; the settings are ", KnownKeys()));
+        absl::StrCat("unknown log setting '", Excerpt(key), "'; the settings are ", KnownKeys()));
   }
   if (!Matches(setting->kind, value)) {
     return absl::InvalidArgumentError(absl::StrCat("log setting '", key, "' takes ", KindName(setting->kind),
@@ -84,7 +85,7 @@ absl::Status Check(const std::string& key, const Value& value, Wanted* wanted) {
   if (key == "log_file") {
     if (!value.string_param().empty()) {
       return absl::InvalidArgumentError(absl::StrCat("log setting 'log_file' cannot be set (asked for '",
-                                                     value.string_param(),
+                                                     Excerpt(value.string_param()),
                                                      "'): chronoserve logs to stderr; redirect it to write a file"));
     }
   } else if (key == "log_info") {
@@ -101,7 +102,7 @@ absl::Status Check(const std::string& key, const Value& value, Wanted* wanted) {
     wanted->verbosity = static_cast<int>(value.uint32_param());
   } else if (key == "log_format") {
     if (!ParseLogFormat(value.string_param(), &wanted->format)) {
-      return absl::InvalidArgumentError(absl::StrCat("log setting 'log_format' is '", value.string_param(),
+      return absl::InvalidArgumentError(absl::StrCat("log setting 'log_format' is '", Excerpt(value.string_param()),
                                                      "'; it takes \"default\" or \"ISO8601\""));
     }
   }

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/text_excerpt.h"
 
 namespace chronoserve::server::telemetry {
 namespace {
@@ -25,11 +26,24 @@ struct Changes {
   Change<int64_t> count;
 };
 
+// The values as a client sent them, for an error message: the first 4, each cut to 64 bytes.
 std::string Quoted(const std::vector<std::string>& values) {
-  return absl::StrCat("[", absl::StrJoin(values, ", ", [](std::string* out, const std::string& v) {
-                        absl::StrAppend(out, "'", v, "'");
-                      }),
-                      "]");
+  constexpr size_t kShown = 4;
+  std::vector<std::string> shown;
+  for (size_t i = 0; i < values.size() && i < kShown; ++i) shown.push_back(absl::StrCat("'", Excerpt(values[i]), "'"));
+  if (values.size() > kShown) shown.push_back(absl::StrCat("... (", values.size(), " values)"));
+  return absl::StrCat("[", absl::StrJoin(shown, ", "), "]");
+}
+
+// A whole number of decimal digits (a leading '-' when `min` < 0), within [min, max]: no sign,
+// space or base prefix that SimpleAtoi would take.
+bool ParseWhole(const std::string& text, int64_t min, int64_t max, int64_t* n) {
+  const size_t digits_from = !text.empty() && text[0] == '-' && min < 0 ? 1 : 0;
+  if (text.size() == digits_from || text.size() > 20) return false;
+  for (size_t i = digits_from; i < text.size(); ++i) {
+    if (text[i] < '0' || text[i] > '9') return false;
+  }
+  return absl::SimpleAtoi(text, n) && *n >= min && *n <= max;
 }
 
 absl::Status CheckLevel(const std::vector<std::string>& values, Change<bool>* change) {
@@ -58,14 +72,18 @@ absl::Status CheckLevel(const std::vector<std::string>& values, Change<bool>* ch
   return absl::OkStatus();
 }
 
+// Triton's trace_rate and trace_count are uint32: the same bound here.
+constexpr int64_t kMaxTraceNumber = 4294967295;
+
 absl::Status CheckNumber(const char* key, const std::vector<std::string>& values, int64_t min, const char* meaning,
                          Change<int64_t>* change) {
   change->named = true;
   if (values.empty()) return absl::OkStatus();
   int64_t n = 0;
-  if (values.size() != 1 || !absl::SimpleAtoi(values[0], &n) || n < min) {
+  if (values.size() != 1 || !ParseWhole(values[0], min, kMaxTraceNumber, &n)) {
     return absl::InvalidArgumentError(absl::StrCat("trace setting '", key, "' is ", Quoted(values),
-                                                   "; it takes one whole number >= ", min, " (", meaning, ")"));
+                                                   "; it takes one whole number from ", min, " to ", kMaxTraceNumber,
+                                                   " (", meaning, ")"));
   }
   change->value = n;
   return absl::OkStatus();
@@ -92,7 +110,7 @@ absl::Status Check(const std::string& key, const std::vector<std::string>& value
   if (key == "log_frequency") {
     return CheckFixed(key, values, "0", "chronoserve sends its spans to the OTLP collector, not to files");
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown trace setting '", key, "'; the settings are ",
+  return absl::InvalidArgumentError(absl::StrCat("unknown trace setting '", Excerpt(key), "'; the settings are ",
                                                  absl::StrJoin(kKeys, ", ")));
 }
 

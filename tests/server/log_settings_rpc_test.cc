@@ -77,6 +77,8 @@ TEST_F(LogSettingsRpcTest, ABadSettingIsRefusedNamingItAndNothingChanges) {
   json.set_string_param("json");
   Value file;
   file.set_string_param("/var/log/cs.log");
+  Value long_format;
+  long_format.set_string_param(std::string(5000, 'x'));
   const Row rows[] = {
       {"log_level", number,
        "unknown log setting 'log_level'; the settings are log_file, log_info, log_warning, log_error, "
@@ -87,6 +89,9 @@ TEST_F(LogSettingsRpcTest, ABadSettingIsRefusedNamingItAndNothingChanges) {
       {"log_verbose_level", eleven, "log setting 'log_verbose_level' is 11; it takes 0 (off) to 10"},
       {"log_format", json, "log setting 'log_format' is 'json'; it takes \"default\" or \"ISO8601\""},
       {"log_file", file, "log setting 'log_file' cannot be set (asked for '/var/log/cs.log'): chronoserve logs to stderr"},
+      // A long value is cut, so that what the setting takes survives gRPC's cut of long messages.
+      {"log_format", long_format,
+       "log setting 'log_format' is '" + std::string(64, 'x') + "... (5000 bytes)'; it takes \"default\" or \"ISO8601\""},
   };
   for (const Row& row : rows) {
     SCOPED_TRACE(row.key);
