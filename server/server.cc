@@ -164,8 +164,8 @@ absl::Status Server::BuildService(int infer_threads) {
                                                 ServerInfo{"chronoserve", kChronoserveVersion, options_.request_timing}, telemetry,
                                                 shared_memory_.get(), StreamOptions{}, infer_threads > 0);
   service_->SetWarmingUp(true);  // until the models are loaded and the serving path is warm
-  if (telemetry != nullptr) service_->SetTraceSettings(telemetry->trace_settings());
   if (telemetry != nullptr) {
+    service_->SetTraceSettings(telemetry->trace_settings());
     telemetry->SetInflightSource([dispatcher = &service_->dispatcher()] { return dispatcher->inflight(); });
   }
   if (options_.host_keep_warm_ms > 0) {

@@ -14,44 +14,28 @@ namespace {
 
 using Value = inference::LogSettingsRequest::SettingValue;
 
-enum class Kind { kBool, kUint32, kString };
+using Case = Value::ParameterChoiceCase;
 
 struct Setting {
   const char* key;
-  Kind kind;
+  Case takes;
 };
 
 constexpr Setting kSettings[] = {
-    {"log_file", Kind::kString},        {"log_info", Kind::kBool},   {"log_warning", Kind::kBool},
-    {"log_error", Kind::kBool},         {"log_verbose_level", Kind::kUint32}, {"log_format", Kind::kString},
+    {"log_file", Value::kStringParam},          {"log_info", Value::kBoolParam},
+    {"log_warning", Value::kBoolParam},         {"log_error", Value::kBoolParam},
+    {"log_verbose_level", Value::kUint32Param}, {"log_format", Value::kStringParam},
 };
 
-const char* KindName(Kind kind) {
-  switch (kind) {
-    case Kind::kBool: return "a bool (bool_param)";
-    case Kind::kUint32: return "an unsigned integer (uint32_param)";
-    case Kind::kString: return "a string (string_param)";
-  }
-  return "?";
-}
-
-const char* GivenName(const Value& value) {
-  switch (value.parameter_choice_case()) {
-    case Value::kBoolParam: return "a bool";
-    case Value::kUint32Param: return "an unsigned integer";
-    case Value::kStringParam: return "a string";
+// "a bool (bool_param)", or "no value".
+std::string CaseName(Case c) {
+  switch (c) {
+    case Value::kBoolParam: return "a bool (bool_param)";
+    case Value::kUint32Param: return "an unsigned integer (uint32_param)";
+    case Value::kStringParam: return "a string (string_param)";
     case Value::PARAMETER_CHOICE_NOT_SET: return "no value";
   }
   return "?";
-}
-
-bool Matches(Kind kind, const Value& value) {
-  switch (kind) {
-    case Kind::kBool: return value.parameter_choice_case() == Value::kBoolParam;
-    case Kind::kUint32: return value.parameter_choice_case() == Value::kUint32Param;
-    case Kind::kString: return value.parameter_choice_case() == Value::kStringParam;
-  }
-  return false;
 }
 
 std::string KnownKeys() {
@@ -78,9 +62,9 @@ absl::Status Check(const std::string& key, const Value& value, Wanted* wanted) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown log setting '", Excerpt(key), "'; the settings are ", KnownKeys()));
   }
-  if (!Matches(setting->kind, value)) {
-    return absl::InvalidArgumentError(absl::StrCat("log setting '", key, "' takes ", KindName(setting->kind),
-                                                   ", got ", GivenName(value)));
+  if (value.parameter_choice_case() != setting->takes) {
+    return absl::InvalidArgumentError(absl::StrCat("log setting '", key, "' takes ", CaseName(setting->takes),
+                                                   ", got ", CaseName(value.parameter_choice_case())));
   }
   if (key == "log_file") {
     if (!value.string_param().empty()) {

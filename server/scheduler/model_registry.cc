@@ -7,25 +7,20 @@ namespace chronoserve::server {
 
 void ModelRegistry::MarkLoading(const std::string& name) {
   absl::MutexLock lock(&mu_);
-  not_ready_[name] = absl::UnavailableError(absl::StrCat("model '", name, "' is loading"));
+  not_ready_[name] = NotReady{absl::UnavailableError(absl::StrCat("model '", name, "' is loading"))};
   loading_.insert(name);
-  failed_versions_.erase(name);
 }
 
 void ModelRegistry::MarkFailed(const std::string& name, const absl::Status& reason, int64_t version) {
   absl::MutexLock lock(&mu_);
-  if (version > 0) {
-    failed_versions_[name] = version;
-  } else {
-    failed_versions_.erase(name);
-  }
   // NOT_FOUND as Triton answers a model with no version to serve; a named version is UNAVAILABLE
   // (Find). Loading is UNAVAILABLE either way: it is worth retrying, a load error is not. A load
   // skipped or stopped because the server is shutting down (UNAVAILABLE) stays UNAVAILABLE.
   loading_.erase(name);
   std::string message = absl::StrCat("model '", name, "' failed to load: ", reason.message());
-  not_ready_[name] = reason.code() == absl::StatusCode::kUnavailable ? absl::UnavailableError(std::move(message))
-                                                                    : absl::NotFoundError(std::move(message));
+  not_ready_[name] = NotReady{reason.code() == absl::StatusCode::kUnavailable ? absl::UnavailableError(std::move(message))
+                                                                     : absl::NotFoundError(std::move(message)),
+                      version};
 }
 
 namespace {
@@ -42,7 +37,6 @@ void ModelRegistry::Add(std::shared_ptr<ModelRuntime> runtime) {
   const std::string name = runtime->spec().name;
   not_ready_.erase(name);
   loading_.erase(name);
-  failed_versions_.erase(name);
   ready_[name] = std::move(runtime);
 }
 
@@ -56,12 +50,12 @@ std::vector<ModelRegistry::IndexEntry> ModelRegistry::Index() const {
     e.state = runtime->ready() ? IndexEntry::State::kReady : IndexEntry::State::kUnavailable;
     if (!runtime->ready()) e.reason = absl::StrCat("model '", name, "' is not ready");
   }
-  for (const auto& [name, status] : not_ready_) {
+  for (const auto& [name, not_ready] : not_ready_) {
     IndexEntry& e = by_name[name];
     e.name = name;
+    e.version = not_ready.version;
     e.state = loading_.count(name) > 0 ? IndexEntry::State::kLoading : IndexEntry::State::kUnavailable;
-    e.reason = std::string(status.message());
-    if (auto v = failed_versions_.find(name); v != failed_versions_.end()) e.version = v->second;
+    e.reason = std::string(not_ready.reason.message());
   }
   std::vector<IndexEntry> out;
   for (auto& [name, entry] : by_name) out.push_back(std::move(entry));
@@ -78,10 +72,11 @@ absl::StatusOr<std::shared_ptr<ModelRuntime>> ModelRegistry::Find(const std::str
     auto nr = not_ready_.find(name);
     if (nr == not_ready_.end()) return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
     // A failed model: NOT_FOUND without a version (none to serve), a named version UNAVAILABLE.
-    if (nr->second.code() == absl::StatusCode::kNotFound && !version.empty()) {
-      return absl::UnavailableError(nr->second.message());
+    const absl::Status& reason = nr->second.reason;
+    if (reason.code() == absl::StatusCode::kNotFound && !version.empty()) {
+      return absl::UnavailableError(reason.message());
     }
-    return nr->second;
+    return reason;
   }
   if (!version.empty()) {
     if (v != it->second->spec().version) {

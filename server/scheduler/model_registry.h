@@ -55,9 +55,12 @@ class ModelRegistry {
  private:
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<ModelRuntime>> ready_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, absl::Status> not_ready_ ABSL_GUARDED_BY(mu_);
+  struct NotReady {
+    absl::Status reason;
+    int64_t version = 0;  // MarkFailed's: the version the load tried (0: not known, or loading)
+  };
+  std::map<std::string, NotReady> not_ready_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> loading_ ABSL_GUARDED_BY(mu_);  // of not_ready_, those MarkLoading named last
-  std::map<std::string, int64_t> failed_versions_ ABSL_GUARDED_BY(mu_);  // of not_ready_, MarkFailed's version
 };
 
 }  // namespace chronoserve::server

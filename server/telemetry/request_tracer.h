@@ -7,12 +7,10 @@
 #define CHRONOSERVE_SERVER_TELEMETRY_REQUEST_TRACER_H_
 
 #include <cstdint>
-#include <memory>
 
 #include "common/clock.h"
 #include "server/core/request_observer.h"
 #include "common/otlp/batch_span_processor.h"
-#include "server/telemetry/sampler.h"
 #include "server/telemetry/trace_control.h"
 
 namespace chronoserve::server::telemetry {
@@ -27,20 +25,11 @@ class RequestTracer final : public RequestObserver {
   RequestTracer(TraceControl* control, BatchSpanProcessor* processor, const Clock* steady = SteadyClock::Get(),
                 WallClockFn wall_now = &WallNowNs)
       : control_(control), processor_(processor), steady_(steady), wall_now_(wall_now) {}
-  // With trace settings of its own: `sampler`'s, unchanged (tests).
-  RequestTracer(Sampler sampler, BatchSpanProcessor* processor, const Clock* steady = SteadyClock::Get(),
-                WallClockFn wall_now = &WallNowNs)
-      : owned_control_(std::make_unique<TraceControl>(sampler, /*collector=*/true)),
-        control_(owned_control_.get()),
-        processor_(processor),
-        steady_(steady),
-        wall_now_(wall_now) {}
 
   void OnRequestDone(const ModelSpec& spec, const InferRequest* request, const RequestTiming& timing,
                      const absl::Status& status) override;
 
  private:
-  const std::unique_ptr<TraceControl> owned_control_;
   TraceControl* const control_;
   BatchSpanProcessor* const processor_;
   const Clock* const steady_;

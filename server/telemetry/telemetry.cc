@@ -34,9 +34,10 @@ absl::StatusOr<std::unique_ptr<Telemetry>> Telemetry::Create(TelemetryOptions op
     return absl::InvalidArgumentError("GPU monitor period must be positive");
   }
   std::unique_ptr<Telemetry> t(new Telemetry(std::move(options)));
-  // Without a collector, TraceSetting reads OFF and refuses changes.
-  t->trace_control_ = std::make_unique<TraceControl>(*Sampler::Create("", ""), /*collector=*/false);
-  if (t->options_.tracing.enabled) {
+  if (!t->options_.tracing.enabled) {
+    // Without a collector, TraceSetting reads OFF and refuses changes.
+    t->trace_control_ = std::make_unique<TraceControl>(*Sampler::Create("", ""), /*collector=*/false);
+  } else {
     TracingConfig& tracing = t->options_.tracing;
     const Sampler sampler = Sampler::FromEnvironment(tracing.sampler, tracing.sampler_arg, &tracing.warnings);
     tracing.sampler = sampler.Description();

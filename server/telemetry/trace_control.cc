@@ -119,7 +119,7 @@ absl::Status Check(const std::string& key, const std::vector<std::string>& value
 TraceControl::TraceControl(Sampler sampler, bool collector) : collector_(collector), start_sampler_(sampler) {
   global_.on = collector;
   global_.sampler = sampler;
-  global_.remaining = std::make_shared<std::atomic<int64_t>>(-1);
+  global_.remaining = std::make_unique<std::atomic<int64_t>>(-1);
 }
 
 bool TraceControl::TakeOne(std::atomic<int64_t>* remaining) {
@@ -131,28 +131,28 @@ bool TraceControl::TakeOne(std::atomic<int64_t>* remaining) {
   return true;
 }
 
-bool TraceControl::ShouldTrace(const std::string& model, const TraceParent* parent, const TraceId& trace_id) {
-  absl::ReaderMutexLock lock(&mu_);
+TraceControl::Effective TraceControl::EffectiveFor(const std::string& model) const {
   const Settings* own = nullptr;
-  if (!models_.empty()) {
+  if (!model.empty() && !models_.empty()) {
     auto it = models_.find(model);
     if (it != models_.end()) own = &it->second;
   }
-  if (!(own != nullptr && own->on ? *own->on : *global_.on)) return false;
-  const Sampler& sampler = own != nullptr && own->sampler ? *own->sampler : *global_.sampler;
-  if (!sampler.ShouldSample(parent, trace_id)) return false;
-  return TakeOne(own != nullptr && own->remaining ? own->remaining.get() : global_.remaining.get());
+  if (own == nullptr) return {*global_.on, &*global_.sampler, global_.remaining.get()};
+  return {own->on ? *own->on : *global_.on, own->sampler ? &*own->sampler : &*global_.sampler,
+          (own->remaining ? own->remaining : global_.remaining).get()};
+}
+
+bool TraceControl::ShouldTrace(const std::string& model, const TraceParent* parent, const TraceId& trace_id) {
+  absl::ReaderMutexLock lock(&mu_);
+  const Effective e = EffectiveFor(model);
+  return e.on && e.sampler->ShouldSample(parent, trace_id) && TakeOne(e.remaining);
 }
 
 TraceSettingsMap TraceControl::Describe(const std::string& model) const {
-  const Settings* own = nullptr;
-  if (auto it = models_.find(model); !model.empty() && it != models_.end()) own = &it->second;
-  const bool on = own != nullptr && own->on ? *own->on : *global_.on;
-  const Sampler& sampler = own != nullptr && own->sampler ? *own->sampler : *global_.sampler;
-  const Remaining& remaining = own != nullptr && own->remaining ? own->remaining : global_.remaining;
-  return {{"trace_level", {on && collector_ ? "TIMESTAMPS" : "OFF"}},
-          {"trace_rate", {absl::StrCat(sampler.RootRate())}},
-          {"trace_count", {absl::StrCat(remaining->load(std::memory_order_relaxed))}},
+  const Effective e = EffectiveFor(model);
+  return {{"trace_level", {e.on && collector_ ? "TIMESTAMPS" : "OFF"}},
+          {"trace_rate", {absl::StrCat(e.sampler->RootRate())}},
+          {"trace_count", {absl::StrCat(e.remaining->load(std::memory_order_relaxed))}},
           {"trace_mode", {"opentelemetry"}},
           {"trace_file", {""}},
           {"log_frequency", {"0"}}};
@@ -188,9 +188,9 @@ absl::StatusOr<TraceSettingsMap> TraceControl::Update(const std::string& model, 
   }
   if (parsed.count.named) {
     if (parsed.count.value) {
-      target.remaining = std::make_shared<std::atomic<int64_t>>(*parsed.count.value);
+      target.remaining = std::make_unique<std::atomic<int64_t>>(*parsed.count.value);
     } else {
-      target.remaining = server_wide ? std::make_shared<std::atomic<int64_t>>(-1) : nullptr;
+      target.remaining = server_wide ? std::make_unique<std::atomic<int64_t>>(-1) : nullptr;
     }
   }
   if (!server_wide && !target.on && !target.sampler && !target.remaining) models_.erase(model);

@@ -37,14 +37,21 @@ class TraceControl final : public TraceSettings {
   absl::StatusOr<TraceSettingsMap> Update(const std::string& model, const TraceSettingsMap& changes) override;
 
  private:
-  // Traces left to record; -1 = no limit. Shared so that a setting outlives a change under way.
-  using Remaining = std::shared_ptr<std::atomic<int64_t>>;
+  // Traces left to record; -1 = no limit. Taken under the reader lock, replaced under the writer's.
+  using Remaining = std::unique_ptr<std::atomic<int64_t>>;
   struct Settings {
     std::optional<bool> on;
     std::optional<Sampler> sampler;
     Remaining remaining;  // null: not set
   };
+  // What applies to a model: its own settings where set, else the server-wide ones.
+  struct Effective {
+    bool on;
+    const Sampler* sampler;
+    std::atomic<int64_t>* remaining;
+  };
 
+  Effective EffectiveFor(const std::string& model) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   TraceSettingsMap Describe(const std::string& model) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   static bool TakeOne(std::atomic<int64_t>* remaining);
 

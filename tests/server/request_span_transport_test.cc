@@ -96,7 +96,8 @@ class RequestSpanTransportTest : public ::testing::Test {
     processor_->Start();
     auto sampler = server::telemetry::Sampler::Create("always_on", "");
     ASSERT_TRUE(sampler.ok()) << sampler.status();
-    tracer_ = std::make_unique<RequestTracer>(*sampler, processor_.get());
+    control_ = std::make_unique<server::telemetry::TraceControl>(*sampler, /*collector=*/true);
+    tracer_ = std::make_unique<RequestTracer>(control_.get(), processor_.get());
     observer_ = std::make_unique<CountingTracer>(tracer_.get());
     service_ = std::make_unique<server::InferenceService>(&registry_, SteadyClock::Get(),
                                                           server::ServerInfo{"chronoserve-test", "0"}, observer_.get());
@@ -138,6 +139,7 @@ class RequestSpanTransportTest : public ::testing::Test {
   server::ModelRegistry registry_;
   CapturingExporter* exporter_ = nullptr;
   std::unique_ptr<otlp::BatchSpanProcessor> processor_;
+  std::unique_ptr<server::telemetry::TraceControl> control_;
   std::unique_ptr<RequestTracer> tracer_;
   std::unique_ptr<CountingTracer> observer_;
   std::unique_ptr<server::InferenceService> service_;

@@ -47,7 +47,8 @@ class RequestTracerTest : public ::testing::Test {
     processor_->Start();
     auto sampler = Sampler::Create("always_on", "");
     ASSERT_TRUE(sampler.ok()) << sampler.status();
-    tracer_ = std::make_unique<RequestTracer>(*sampler, processor_.get(), &steady_, &TestWallNs);
+    control_ = std::make_unique<TraceControl>(*sampler, /*collector=*/true);
+    tracer_ = std::make_unique<RequestTracer>(control_.get(), processor_.get(), &steady_, &TestWallNs);
 
     spec_.name = "mlp";
     spec_.version = 1;
@@ -95,6 +96,7 @@ class RequestTracerTest : public ::testing::Test {
   FakeClock steady_{7'000'000'000};
   CapturingExporter* exporter_ = nullptr;
   std::unique_ptr<otlp::BatchSpanProcessor> processor_;
+  std::unique_ptr<TraceControl> control_;
   std::unique_ptr<RequestTracer> tracer_;
   ModelSpec spec_;
   std::unique_ptr<InferRequest> request_;
