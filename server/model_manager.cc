@@ -84,11 +84,22 @@ ModelManager::ModelManager(ModelRegistry* registry, DeviceActivityRegistry* devi
 absl::Status ModelManager::LoadRepository(const std::string& repository) {
   ASSIGN_OR_RETURN(std::vector<std::string> names, ListModelDirectories(repository));
   if (names.empty()) CS_LOG(WARNING) << "model repository " << repository << " holds no model directory";
+  return LoadModels(repository, names);
+}
+
+absl::Status ModelManager::LoadModels(const std::string& repository, const std::vector<std::string>& names) {
+  ASSIGN_OR_RETURN(std::vector<std::string> present, ListModelDirectories(repository));
   for (const auto& name : names) registry_->MarkLoading(name);
   for (const auto& name : names) {
     if (options_.warmup.stop != nullptr && options_.warmup.stop->load()) {
       CS_LOG(WARNING) << "model '" << name << "' not loaded: the server is shutting down";
       registry_->MarkFailed(name, absl::UnavailableError("not loaded: the server is shutting down"));
+      continue;
+    }
+    if (std::find(present.begin(), present.end(), name) == present.end()) {
+      const absl::Status missing = NoSuchModelDirectory(repository, name, present);
+      CS_LOG(ERROR) << "model '" << name << "' not loaded: " << missing.message();
+      registry_->MarkFailed(name, missing);
       continue;
     }
     CS_LOG(INFO) << "loading model '" << name << "'";
@@ -97,17 +108,35 @@ absl::Status ModelManager::LoadRepository(const std::string& repository) {
   return absl::OkStatus();
 }
 
+absl::Status NoSuchModelDirectory(const std::string& repository, const std::string& name,
+                                  const std::vector<std::string>& present) {
+  return absl::NotFoundError(absl::StrCat(
+      "model repository '", repository, "' has no model directory '", name, "' (it has ",
+      present.empty() ? std::string("none") : absl::StrJoin(present, ", "), ")"));
+}
+
 absl::Status ModelManager::LoadModel(const std::string& model_dir) {
   const std::string name = std::filesystem::path(model_dir).filename().string();
   int64_t version = 0;  // known once the config and the version directory are read
+  absl::StatusOr<std::unique_ptr<ModelRuntime>> runtime = BuildRuntime(model_dir, &version);
+  if (!runtime.ok()) {
+    registry_->MarkFailed(name, runtime.status(), version);
+    return runtime.status();
+  }
+  registry_->Add(std::shared_ptr<ModelRuntime>(*std::move(runtime)));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelManager::BuildRuntime(const std::string& model_dir,
+                                                                          int64_t* version) {
+  const std::string name = std::filesystem::path(model_dir).filename().string();
   auto fail = [&](const absl::Status& status) {
     CS_LOG(ERROR) << "model '" << name << "' not loaded: " << status.message();
-    registry_->MarkFailed(name, status, version);
     return status;
   };
   auto spec = LoadModelDirectory(model_dir);
   if (!spec.ok()) return fail(spec.status());
-  version = spec->version;
+  if (version != nullptr) *version = spec->version;
   spec->dynamic_batching.queue_policy.max_queue_bytes = options_.max_queue_bytes;
   const int gpu_count = CudaDeviceCount();
   auto groups = ResolveInstanceGroups(*spec, gpu_count);
@@ -154,8 +183,7 @@ absl::Status ModelManager::LoadModel(const std::string& model_dir) {
                                     : absl::StrCat(arena_bytes >> 20, " MiB per input",
                                                    (*runtime)->input_arena()->pinned() ? ", page-locked" : ""))
                << ")";
-  registry_->Add(std::shared_ptr<ModelRuntime>(std::move(*runtime)));
-  return absl::OkStatus();
+  return *std::move(runtime);
 }
 
 }  // namespace chronoserve::server

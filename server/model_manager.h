@@ -36,6 +36,10 @@ absl::StatusOr<std::vector<DevicePlacement>> PlaceInstances(const ModelSpec& spe
 absl::StatusOr<std::vector<DevicePlacement>> PlaceResolvedGroups(const std::string& model,
                                                                  const std::vector<InstanceGroupSpec>& groups);
 
+// NOT_FOUND: `repository` has no model directory `name`; lists the ones it has (`present`).
+absl::Status NoSuchModelDirectory(const std::string& repository, const std::string& name,
+                                  const std::vector<std::string>& present);
+
 // How every model of the repository is loaded.
 struct ModelLoadOptions {
   WarmupOptions warmup;
@@ -53,8 +57,15 @@ class ModelManager {
 
   // Loads every model directory under `repository`. Fails only if the repository is unreadable.
   absl::Status LoadRepository(const std::string& repository);
+  // Loads the named model directories of `repository` (--load-model), in order; a name with no
+  // directory there is registered as failed (NOT_FOUND, listing the repository's models).
+  absl::Status LoadModels(const std::string& repository, const std::vector<std::string>& names);
   // Loads one model directory; on failure the model is registered as failed.
   absl::Status LoadModel(const std::string& model_dir);
+  // Loads one model directory into a runtime, READY, without touching the registry (a reload: the
+  // runtime serving the model goes on serving meanwhile). `version` (may be null) is set to the
+  // version the load tried once its config reads. The error names the model.
+  absl::StatusOr<std::unique_ptr<ModelRuntime>> BuildRuntime(const std::string& model_dir, int64_t* version);
 
  private:
   ModelRegistry* const registry_;

@@ -23,6 +23,7 @@
 #include "server/grpc/serving_warmup.h"
 #include "server/listen_check.h"
 #include "server/model_manager.h"
+#include "server/repository/model_config_loader.h"
 #include "server/shared_memory/region_releaser.h"
 #include "server/telemetry/telemetry.h"
 
@@ -88,6 +89,22 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
                                                    options.unix_socket.size(), " bytes long; a Unix socket path has at most ",
                                                    sizeof(sockaddr_un{}.sun_path) - 1));
   }
+  if (options.model_control_mode == ModelControlMode::kNone && !options.load_models.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--load-model '", options.load_models.front(),
+                                                   "' needs --model-control-mode explicit (mode none loads every model "
+                                                   "of the repository)"));
+  }
+  for (const std::string& name : options.load_models) {
+    if (name == "*") {
+      if (options.load_models.size() > 1) {
+        return absl::InvalidArgumentError("--load-model '*' (every model) must be the only --load-model");
+      }
+      continue;
+    }
+    if (absl::Status valid = ValidateModelName(name); !valid.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--load-model: ", valid.message()));
+    }
+  }
   if (options.exit_timeout_secs < 0) {
     return absl::InvalidArgumentError("--exit-timeout-secs must be >= 0");
   }
@@ -131,8 +148,22 @@ absl::Status Server::Start() {
   health_->SetServingStatus(kServiceName, ready);
   health_->SetServingStatus(ready);
   readied_ = true;
+  if (model_controller_ != nullptr) {
+    model_controller_->Open();
+    CS_LOG(INFO) << "model control on (--model-control-mode explicit): RepositoryModelLoad / Unload load, reload "
+                    "and unload the models of "
+                 << options_.model_repository;
+  }
   CS_LOG(INFO) << (ready ? "server READY" : "server up, but not every model loaded (see errors above)");
   return absl::OkStatus();
+}
+
+void Server::RefreshHealth() {
+  absl::MutexLock lock(&ready_mu_);
+  if (!readied_ || health_frozen_ || health_ == nullptr) return;
+  const bool ready = registry_.AllReady();
+  health_->SetServingStatus(kServiceName, ready);
+  health_->SetServingStatus(ready);
 }
 
 bool Server::StopLoading() {
@@ -160,10 +191,23 @@ absl::Status Server::BuildService(int infer_threads) {
     shared_memory_ = std::make_unique<SharedMemoryRegistry>(HostMemoryPinner(MakeCudaHostPinner()),
                                                             DeviceMemoryOpener(MakeCudaIpcOpener()));
   }
+  if (options_.model_control_mode == ModelControlMode::kExplicit) {
+    ModelController::Hooks hooks;
+    if (telemetry != nullptr) {
+      hooks.loaded = [telemetry](const ModelRuntime& runtime) {
+        telemetry->RecordModelLoad(runtime.spec().name, runtime.spec().version, runtime.load_ns(), runtime.warmup_ns());
+      };
+    }
+    hooks.changed = [this] { RefreshHealth(); };
+    model_controller_ = std::make_unique<ModelController>(
+        &registry_, &devices_, options_.model_repository, LoadOptions(), clock_,
+        telemetry != nullptr ? telemetry->gpu_clock() : nullptr, std::move(hooks));
+  }
   service_ = std::make_unique<InferenceService>(&registry_, clock_,
                                                 ServerInfo{"chronoserve", kChronoserveVersion, options_.request_timing}, telemetry,
                                                 shared_memory_.get(), StreamOptions{}, infer_threads > 0);
   service_->SetWarmingUp(true);  // until the models are loaded and the serving path is warm
+  service_->SetModelControl(model_controller_.get());
   if (telemetry != nullptr) {
     service_->SetTraceSettings(telemetry->trace_settings());
     telemetry->SetInflightSource([dispatcher = &service_->dispatcher()] { return dispatcher->inflight(); });
@@ -243,16 +287,27 @@ absl::Status Server::Listen(int infer_threads) {
   return absl::OkStatus();
 }
 
+ModelLoadOptions Server::LoadOptions() const {
+  return ModelLoadOptions{options_.warmup, options_.request_timing, options_.host_policies, options_.input_arena_bytes,
+                          options_.max_queue_bytes};
+}
+
 absl::Status Server::LoadModels() {
   telemetry::Telemetry* telemetry = options_.telemetry;
-  WarmupOptions warmup = options_.warmup;
-  warmup.stop = &stop_loading_;
-  ModelManager manager(&registry_, &devices_,
-                       ModelLoadOptions{warmup, options_.request_timing, options_.host_policies,
-                                        options_.input_arena_bytes, options_.max_queue_bytes},
-                       clock_,
+  ModelLoadOptions load_options = LoadOptions();
+  load_options.warmup.stop = &stop_loading_;
+  ModelManager manager(&registry_, &devices_, load_options, clock_,
                        telemetry != nullptr ? telemetry->gpu_clock() : nullptr);
-  if (absl::Status s = manager.LoadRepository(options_.model_repository); !s.ok()) return s;
+  const std::vector<std::string>& named = options_.load_models;
+  if (options_.model_control_mode == ModelControlMode::kNone || (named.size() == 1 && named[0] == "*")) {
+    if (absl::Status s = manager.LoadRepository(options_.model_repository); !s.ok()) return s;
+  } else {
+    if (named.empty()) {
+      CS_LOG(INFO) << "--model-control-mode explicit without --load-model: no model loaded at start "
+                      "(RepositoryModelLoad loads them)";
+    }
+    if (absl::Status s = manager.LoadModels(options_.model_repository, named); !s.ok()) return s;
+  }
   if (telemetry != nullptr) {
     for (const auto& runtime : registry_.Ready()) {
       telemetry->RecordModelLoad(runtime->spec().name, runtime->spec().version, runtime->load_ns(),
@@ -289,6 +344,13 @@ void Server::WarmServingPath() {
 void Server::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  // First: no load or unload may change the models (or health) while they drain; the calls still
+  // waiting are answered UNAVAILABLE while gRPC still carries answers.
+  {
+    absl::MutexLock lock(&ready_mu_);
+    health_frozen_ = true;
+  }
+  if (model_controller_ != nullptr) model_controller_->Stop();
   if (grpc_server_ != nullptr) {
     CS_LOG(INFO) << "shutting down: NOT_SERVING, finishing in-flight requests (up to "
                  << options_.exit_timeout_secs << " s)";

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -28,6 +29,7 @@
 #include "server/grpc/inference_service.h"
 #include "server/grpc/model_infer_queues.h"
 #include "server/grpc/serving_warmup.h"
+#include "server/model_controller.h"
 #include "server/scheduler/model_registry.h"
 #include "server/scheduler/worker.h"
 #include "server/shared_memory/shared_memory_registry.h"
@@ -39,11 +41,18 @@ class Telemetry;
 }  // namespace telemetry
 
 inline constexpr int kAutoInferThreads = -1;
+
+// --model-control-mode: Triton's none (every model of the repository loaded at start, no model
+// control) or explicit (the --load-model models at start, then RepositoryModelLoad / Unload).
+enum class ModelControlMode { kNone, kExplicit };
 // --grpc-infer-threads' default: half of the host's CPUs, 1 to 8 (on 16 CPUs: 4 queues, 2 threads each).
 int DefaultInferThreads();
 
 struct ServerOptions {
   std::string model_repository;
+  ModelControlMode model_control_mode = ModelControlMode::kNone;
+  // --load-model (explicit mode only): the models loaded at start; {"*"} = every one; empty = none.
+  std::vector<std::string> load_models;
   std::string host = "127.0.0.1";
   int grpc_port = 8001;  // 0 picks a free port (tests)
   // --grpc-unix-socket: also listen on this Unix domain socket (clients on the same host dial
@@ -127,14 +136,21 @@ class Server {
   absl::Status BuildService(int infer_threads);
   absl::Status Listen(int infer_threads);
   absl::Status LoadModels();
+  // How a model is loaded, as the options say (at start and by the model control).
+  ModelLoadOptions LoadOptions() const;
   // Sends the serving warm-up (ServerOptions::serving_warmup_requests) to every ready model; logs
   // what failed, never fails the start.
   void WarmServingPath();
+  // Health as the models now stand (after a model control change), once the server went READY and
+  // until it drains.
+  void RefreshHealth();
 
   const ServerOptions options_;
   const Clock* const clock_;
   ModelRegistry registry_;
   DeviceActivityRegistry devices_;
+  // --model-control-mode explicit (null otherwise); stopped first at shutdown, destroyed after the service.
+  std::unique_ptr<ModelController> model_controller_;
   std::unique_ptr<SharedMemoryRegistry> shared_memory_;  // null when shared memory is disallowed
   std::unique_ptr<HostKeepWarm> host_keep_warm_;         // null when --host-keep-warm-ms is 0
   std::unique_ptr<InferenceService> service_;
@@ -152,6 +168,7 @@ class Server {
   // Orders StopLoading against Start's READY: a stop either comes first (never ready) or after.
   absl::Mutex ready_mu_;
   bool readied_ ABSL_GUARDED_BY(ready_mu_) = false;  // Start went READY (or up, not every model ready)
+  bool health_frozen_ ABSL_GUARDED_BY(ready_mu_) = false;  // Shutdown began: RefreshHealth changes nothing
 };
 
 // The (st_dev, st_ino) of the Unix socket file at `path`; nullopt when there is none (or no socket).

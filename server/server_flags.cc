@@ -67,6 +67,16 @@ void AddServingFlags(CLI::App* app, RawServerFlags* raw) {
   app->add_option("--model-repository", options.model_repository,
                   "Model repository in Triton's layout: DIR/<model>/config.pbtxt and DIR/<model>/<version>/model.pt")
       ->required();
+  app->add_option("--model-control-mode", raw->model_control_mode,
+                  "none: every model of the repository is loaded at start, and RepositoryModelLoad / Unload are "
+                  "refused; explicit: only the --load-model models are loaded at start, then RepositoryModelLoad "
+                  "loads or reloads a model (the loaded version serving until the new one is READY) and "
+                  "RepositoryModelUnload unloads one (its queued requests run first)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "explicit"}));
+  app->add_option("--load-model", options.load_models,
+                  "With --model-control-mode explicit: a model to load at start (repeatable); '*' alone loads "
+                  "every model of the repository");
   app->add_option("--grpc-port", options.grpc_port, "gRPC port (KServe v2, health, reflection); 0 picks a free one")
       ->capture_default_str()
       ->transform(IntegerIn(0, 65535));
@@ -196,6 +206,8 @@ absl::StatusOr<ServerFlags> ResolveServerFlags(RawServerFlags raw, const otlp::E
   if (!host.ok()) return host.status();
   options.host = *std::move(host);
   options.request_timing = raw.request_timing == "on";
+  options.model_control_mode = raw.model_control_mode == "explicit" ? ModelControlMode::kExplicit
+                                                                    : ModelControlMode::kNone;  // checked at parse
   const std::optional<int64_t> arena_mib = ArenaMib(raw.input_arena);  // checked at parse: else auto
   options.input_arena_bytes = arena_mib.has_value() ? *arena_mib << 20 : -1;
   options.max_queue_bytes = raw.max_queue_mib << 20;

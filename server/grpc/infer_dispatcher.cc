@@ -124,9 +124,9 @@ absl::StatusOr<BuiltRequest> InferDispatcher::Build(const inference::ModelInferR
                                                     inference::ModelInferResponse* response, CallInfo info) {
   if (host_keep_warm_ != nullptr) host_keep_warm_->Touch(info.received_ns);
   if (draining_.load()) return absl::UnavailableError("the server is shutting down");
-  auto model = FindNamedModel(*registry_, request.model_name(), request.model_version());
-  if (!model.ok()) return model.status();
   BuiltRequest built;
+  auto model = FindNamedModel(*registry_, request.model_name(), request.model_version(), &built.ticket);
+  if (!model.ok()) return model.status();
   built.model = *std::move(model);
   auto infer = BuildInferRequest(built.model->spec(), request, raw, response, shared_memory_, info.lent_outputs);
   if (infer.ok()) {

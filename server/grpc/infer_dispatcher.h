@@ -62,6 +62,9 @@ struct CallInfo {
 struct BuiltRequest {
   std::shared_ptr<ModelRuntime> model;
   std::unique_ptr<InferRequest> request;
+  // Held from the lookup until Enqueue has queued or refused the request (after `model`: released
+  // first).
+  AdmissionTicket ticket;
 };
 
 class InferDispatcher {

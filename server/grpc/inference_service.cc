@@ -1,8 +1,12 @@
 #include "server/grpc/inference_service.h"
 
+#include <algorithm>
+#include <set>
+
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/status_macros.h"
 #include "common/text_excerpt.h"
 #include "common/timing.h"
 #include "server/grpc/grpc_status.h"
@@ -129,6 +133,10 @@ absl::Status InferenceService::AnswerServerMetadata(const inference::ServerMetad
   response->add_extensions("parameters");
   response->add_extensions("statistics");
   response->add_extensions("logging");
+  if (model_control_ != nullptr) {
+    response->add_extensions("model_repository");
+    response->add_extensions("model_repository(unload_dependents)");
+  }
   if (trace_settings_ != nullptr) response->add_extensions("trace");
   if (info_.request_timing) response->add_extensions("server_timing");
   if (shared_memory_ != nullptr) response->add_extensions("system_shared_memory");
@@ -306,7 +314,25 @@ absl::Status InferenceService::AnswerRepositoryIndex(const inference::Repository
   // READY as ModelReady reads it: not while the server warms its serving path up, nor while it drains.
   const bool warming_up = warming_up_.load();
   const bool draining = dispatcher_.draining();
-  for (const ModelRegistry::IndexEntry& entry : registry_->Index()) {
+  std::vector<ModelRegistry::IndexEntry> entries = registry_->Index();
+  std::set<std::string> never_loaded;
+  if (model_control_ != nullptr && !request.ready()) {
+    // As Triton in explicit mode: the repository's models never loaded are listed too, with no
+    // state or version.
+    std::set<std::string> known;
+    for (const auto& entry : entries) known.insert(entry.name);
+    for (const std::string& name : model_control_->RepositoryModels()) {
+      if (known.count(name) > 0) continue;
+      never_loaded.insert(name);
+      entries.push_back(ModelRegistry::IndexEntry{name});
+    }
+    std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  }
+  for (const ModelRegistry::IndexEntry& entry : entries) {
+    if (never_loaded.count(entry.name) > 0) {
+      response->add_models()->set_name(entry.name);
+      continue;
+    }
     using State = ModelRegistry::IndexEntry::State;
     State state = entry.state;
     std::string reason = entry.reason;
@@ -330,19 +356,68 @@ absl::Status InferenceService::AnswerRepositoryIndex(const inference::Repository
 namespace {
 absl::Status NoModelControl(const char* what, const std::string& model) {
   return absl::UnimplementedError(absl::StrCat(
-      "cannot ", what, " model '", model, "': chronoserve reads its model repository once, at start, and serves "
-      "no model control (Triton's --model-control-mode explicit); restart the server to load a changed repository"));
+      "cannot ", what, " model '", Excerpt(model), "': this server runs with --model-control-mode none (the default), "
+      "which reads the model repository once, at start; start it with --model-control-mode explicit to load and "
+      "unload models while it runs"));
+}
+
+// Triton's load parameters ("config", "file:...") override what the repository holds; an unload's
+// "unload_dependents" concerns ensembles, which chronoserve does not serve (so it has no effect).
+absl::Status CheckControlParameters(const char* what, const std::string& model,
+                                    const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& params,
+                                    bool unload) {
+  for (const auto& [key, value] : params) {
+    if (unload && key == "unload_dependents") {
+      if (value.parameter_choice_case() != inference::ModelRepositoryParameter::kBoolParam) {
+        return absl::InvalidArgumentError(absl::StrCat("cannot unload model '", Excerpt(model),
+                                                       "': parameter 'unload_dependents' takes a bool_param"));
+      }
+      continue;
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot ", what, " model '", Excerpt(model), "': parameter '", Excerpt(key), "' is not supported (",
+        unload ? "an unload takes only 'unload_dependents'"
+               : "chronoserve loads a model only from its model repository: no 'config' or 'file:' overrides",
+        ")"));
+  }
+  return absl::OkStatus();
 }
 }  // namespace
 
-absl::Status InferenceService::AnswerRepositoryModelLoad(const inference::RepositoryModelLoadRequest& request,
-                                                         inference::RepositoryModelLoadResponse*) {
-  return NoModelControl("load", request.model_name());
+absl::Status InferenceService::CheckModelControl(
+    const char* what, const std::string& model, const std::string& repository,
+    const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& params, bool unload) const {
+  if (model_control_ == nullptr) return NoModelControl(what, model);
+  RETURN_IF_ERROR(CheckControlParameters(what, model, params, unload));
+  if (!repository.empty() && repository != model_control_->Repository()) {
+    return absl::NotFoundError(absl::StrCat("cannot ", what, " model '", Excerpt(model), "': no repository named '",
+                                            Excerpt(repository), "' (this server's is '", model_control_->Repository(),
+                                            "'; an empty name means it)"));
+  }
+  if (dispatcher_.draining()) {
+    return absl::UnavailableError(absl::StrCat("cannot ", what, " model '", Excerpt(model), "': the server is shutting down"));
+  }
+  return absl::OkStatus();
 }
 
-absl::Status InferenceService::AnswerRepositoryModelUnload(const inference::RepositoryModelUnloadRequest& request,
-                                                           inference::RepositoryModelUnloadResponse*) {
-  return NoModelControl("unload", request.model_name());
+void InferenceService::AnswerRepositoryModelLoad(const inference::RepositoryModelLoadRequest& request,
+                                                 inference::RepositoryModelLoadResponse*, ModelControl::Done done) {
+  if (absl::Status refused = CheckModelControl("load", request.model_name(), request.repository_name(),
+                                               request.parameters(), /*unload=*/false);
+      !refused.ok()) {
+    return done(refused);
+  }
+  model_control_->Load(request.model_name(), std::move(done));
+}
+
+void InferenceService::AnswerRepositoryModelUnload(const inference::RepositoryModelUnloadRequest& request,
+                                                   inference::RepositoryModelUnloadResponse*, ModelControl::Done done) {
+  if (absl::Status refused = CheckModelControl("unload", request.model_name(), request.repository_name(),
+                                               request.parameters(), /*unload=*/true);
+      !refused.ok()) {
+    return done(refused);
+  }
+  model_control_->Unload(request.model_name(), std::move(done));
 }
 
 absl::Status InferenceService::AnswerLogSettings(const inference::LogSettingsRequest& request,
@@ -403,11 +478,22 @@ CHRONOSERVE_CALLBACK_UNARY(CudaSharedMemoryStatus)
 CHRONOSERVE_CALLBACK_UNARY(CudaSharedMemoryRegister)
 CHRONOSERVE_CALLBACK_UNARY(CudaSharedMemoryUnregister)
 CHRONOSERVE_CALLBACK_UNARY(RepositoryIndex)
-CHRONOSERVE_CALLBACK_UNARY(RepositoryModelLoad)
-CHRONOSERVE_CALLBACK_UNARY(RepositoryModelUnload)
 CHRONOSERVE_CALLBACK_UNARY(LogSettings)
 CHRONOSERVE_CALLBACK_UNARY(TraceSetting)
 #undef CHRONOSERVE_CALLBACK_UNARY
+
+// Model control's, answered when the load or unload is done (on the controller's thread).
+#define CHRONOSERVE_CALLBACK_LATER_UNARY(Method)                                                             \
+  grpc::ServerUnaryReactor* InferenceService::Method(grpc::CallbackServerContext* ctx,                      \
+                                                     const inference::Method##Request* request,             \
+                                                     inference::Method##Response* response) {               \
+    auto* reactor = ctx->DefaultReactor();                                                                   \
+    Answer##Method(*request, response, [reactor](const absl::Status& status) { reactor->Finish(ToGrpcStatus(status)); }); \
+    return reactor;                                                                                          \
+  }
+CHRONOSERVE_CALLBACK_LATER_UNARY(RepositoryModelLoad)
+CHRONOSERVE_CALLBACK_LATER_UNARY(RepositoryModelUnload)
+#undef CHRONOSERVE_CALLBACK_LATER_UNARY
 
 template <typename Request, typename Response>
 QueuedCallFactory InferenceService::QueuedUnary(const char* method,
@@ -419,6 +505,19 @@ QueuedCallFactory InferenceService::QueuedUnary(const char* method,
         RequestAsyncUnary(index, ctx, request, responder, cq, cq, tag);
       },
       [this, answer](const Request& request, Response* response) { return (this->*answer)(request, response); });
+}
+
+template <typename Request, typename Response>
+QueuedCallFactory InferenceService::QueuedLaterUnary(const char* method, LaterAnswerFn<Request, Response> answer) {
+  const int index = MethodIndex(method);
+  return UnaryQueuedCall<Request, Response>::LaterFactory(
+      [this, index](grpc::ServerContext* ctx, Request* request, grpc::ServerAsyncResponseWriter<Response>* responder,
+                    grpc::ServerCompletionQueue* cq, void* tag) {
+        RequestAsyncUnary(index, ctx, request, responder, cq, cq, tag);
+      },
+      [this, answer](const Request& request, Response* response, ModelControl::Done done) {
+        (this->*answer)(request, response, std::move(done));
+      });
 }
 
 std::vector<QueuedCallFactory> InferenceService::ControlCalls() {
@@ -436,8 +535,8 @@ std::vector<QueuedCallFactory> InferenceService::ControlCalls() {
           QueuedUnary("CudaSharedMemoryRegister", &InferenceService::AnswerCudaSharedMemoryRegister),
           QueuedUnary("CudaSharedMemoryUnregister", &InferenceService::AnswerCudaSharedMemoryUnregister),
           QueuedUnary("RepositoryIndex", &InferenceService::AnswerRepositoryIndex),
-          QueuedUnary("RepositoryModelLoad", &InferenceService::AnswerRepositoryModelLoad),
-          QueuedUnary("RepositoryModelUnload", &InferenceService::AnswerRepositoryModelUnload),
+          QueuedLaterUnary("RepositoryModelLoad", &InferenceService::AnswerRepositoryModelLoad),
+          QueuedLaterUnary("RepositoryModelUnload", &InferenceService::AnswerRepositoryModelUnload),
           QueuedUnary("LogSettings", &InferenceService::AnswerLogSettings),
           QueuedUnary("TraceSetting", &InferenceService::AnswerTraceSetting)};
 }

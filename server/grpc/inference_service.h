@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "proto/inference.grpc.pb.h"
+#include "server/core/model_control.h"
 #include "server/core/request_observer.h"
 #include "server/core/trace_settings.h"
 #include "server/grpc/infer_dispatcher.h"
@@ -65,6 +66,10 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   // The trace settings TraceSetting reads and changes (telemetry's); must outlive the service. Set
   // before the server starts; unset, TraceSetting answers FAILED_PRECONDITION.
   void SetTraceSettings(TraceSettings* settings) { trace_settings_ = settings; }
+  // The model control RepositoryModelLoad / Unload go through (--model-control-mode explicit); must
+  // outlive the service and answer every call before the gRPC server shuts down. Set before the
+  // server starts; unset, both answer UNIMPLEMENTED saying how to turn it on.
+  void SetModelControl(ModelControl* control) { model_control_ = control; }
 
   // While draining for shutdown, ServerReady is false and ModelInfer answers UNAVAILABLE. A stream
   // with nothing in flight ends at once (UNAVAILABLE); a busy one stops reading (only a read already
@@ -171,11 +176,18 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   // loads or the server warms up, UNAVAILABLE with the load's error), `ready` keeping READY ones.
   absl::Status AnswerRepositoryIndex(const inference::RepositoryIndexRequest& request,
                                      inference::RepositoryIndexResponse* response);
-  // UNIMPLEMENTED, saying why: the repository is read once, at start (no model control).
-  absl::Status AnswerRepositoryModelLoad(const inference::RepositoryModelLoadRequest& request,
-                                         inference::RepositoryModelLoadResponse* response);
-  absl::Status AnswerRepositoryModelUnload(const inference::RepositoryModelUnloadRequest& request,
-                                           inference::RepositoryModelUnloadResponse* response);
+  // Through the model control, answered through `done` (once, maybe on another thread); without one,
+  // UNIMPLEMENTED saying why. A request the control cannot take is refused at once: INVALID_ARGUMENT
+  // for a parameter (Triton's config and file overrides: models load from the repository only),
+  // NOT_FOUND for a repository_name that is not the repository, UNAVAILABLE while draining.
+  void AnswerRepositoryModelLoad(const inference::RepositoryModelLoadRequest& request,
+                                 inference::RepositoryModelLoadResponse* response, ModelControl::Done done);
+  void AnswerRepositoryModelUnload(const inference::RepositoryModelUnloadRequest& request,
+                                   inference::RepositoryModelUnloadResponse* response, ModelControl::Done done);
+  // Why a load or unload (`what`) of `model` cannot go to the model control; OK when it can.
+  absl::Status CheckModelControl(const char* what, const std::string& model, const std::string& repository,
+                                 const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& params,
+                                 bool unload) const;
   absl::Status AnswerLogSettings(const inference::LogSettingsRequest& request, inference::LogSettingsResponse* response);
   absl::Status AnswerTraceSetting(const inference::TraceSettingRequest& request,
                                   inference::TraceSettingResponse* response);
@@ -184,12 +196,18 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   // The factory of `method`'s calls on the asynchronous API, answered by `answer`.
   template <typename Request, typename Response>
   QueuedCallFactory QueuedUnary(const char* method, AnswerFn<Request, Response> answer);
+  template <typename Request, typename Response>
+  using LaterAnswerFn = void (InferenceService::*)(const Request&, Response*, ModelControl::Done);
+  // The same for a method answered later (model control).
+  template <typename Request, typename Response>
+  QueuedCallFactory QueuedLaterUnary(const char* method, LaterAnswerFn<Request, Response> answer);
 
   ModelRegistry* const registry_;
   const Clock* const clock_;
   const ServerInfo info_;
   SharedMemoryRegistry* const shared_memory_;
   TraceSettings* trace_settings_ = nullptr;
+  ModelControl* model_control_ = nullptr;
   const StreamOptions stream_options_;
   const int model_infer_method_;         // ModelInfer's index among the service's methods
   const int model_stream_infer_method_;  // ModelStreamInfer's

@@ -15,12 +15,13 @@
 namespace chronoserve::server {
 
 // INVALID_ARGUMENT for a name that is empty, longer than 255 bytes or not a single path component
-// (ValidateModelName); otherwise registry.Find(name, version).
+// (ValidateModelName); otherwise registry.Find(name, version, ticket).
 inline absl::StatusOr<std::shared_ptr<ModelRuntime>> FindNamedModel(const ModelRegistry& registry,
                                                                     const std::string& name,
-                                                                    const std::string& version) {
+                                                                    const std::string& version,
+                                                                    AdmissionTicket* ticket = nullptr) {
   if (absl::Status valid = ValidateModelName(name); !valid.ok()) return valid;
-  return registry.Find(name, version);
+  return registry.Find(name, version, ticket);
 }
 
 }  // namespace chronoserve::server

@@ -1,5 +1,7 @@
 #include "server/grpc/stream_infer_reactor.h"
 
+#include <algorithm>
+
 #include "common/clock.h"
 #include "server/grpc/grpc_status.h"
 #include "server/grpc/response_pool.h"
@@ -167,10 +169,12 @@ void StreamInferReactor<Call>::Admit(const SlotPtr& slot, int64_t received_ns) {
 
 template <class Call>
 void StreamInferReactor<Call>::NoteModelLocked(const std::shared_ptr<ModelRuntime>& model) {
-  for (const auto& m : state_->models) {
-    if (m == model) return;
+  auto& models = state_->models;
+  models.erase(std::remove_if(models.begin(), models.end(), [](const auto& m) { return m.expired(); }), models.end());
+  for (const auto& m : models) {
+    if (!m.owner_before(model) && !model.owner_before(m)) return;
   }
-  state_->models.push_back(model);
+  models.push_back(model);
 }
 
 template <class Call>
@@ -268,7 +272,11 @@ template <class Call>
 std::vector<std::shared_ptr<ModelRuntime>> StreamInferReactor<Call>::CancelLocked() {
   state_->cancelled = true;
   cancelled_flag_->Set(dispatcher_->clock()->NowNs());
-  return state_->models;
+  std::vector<std::shared_ptr<ModelRuntime>> live;
+  for (const auto& m : state_->models) {
+    if (auto model = m.lock()) live.push_back(std::move(model));
+  }
+  return live;
 }
 
 template <class Call>

@@ -130,7 +130,9 @@ class StreamInferReactor final : public Call, public DrainableStream {
     SlotPtr writing ABSL_GUARDED_BY(mu);  // the slot whose write is outstanding
     std::deque<SlotPtr> pending ABSL_GUARDED_BY(mu);  // answers waiting for the write
     std::vector<SlotPtr> spare ABSL_GUARDED_BY(mu);   // released slots kept for reuse
-    std::vector<std::shared_ptr<ModelRuntime>> models ABSL_GUARDED_BY(mu);  // poked on cancel
+    // Poked on cancel. Weak: a long stream keeps no model it once used alive after an unload or a
+    // reload (a runtime with requests queued is held by the registry or by whoever stops it).
+    std::vector<std::weak_ptr<ModelRuntime>> models ABSL_GUARDED_BY(mu);
     bool read_closed ABSL_GUARDED_BY(mu) = false;  // the client half-closed
     bool cancelled ABSL_GUARDED_BY(mu) = false;    // cancelled, or a write failed
     bool draining ABSL_GUARDED_BY(mu) = false;

@@ -1,6 +1,7 @@
 // UnaryQueuedCall: one call of a unary RPC that is not inference (health, readiness, metadata,
 // configuration, statistics, shared-memory registration), served on ModelInferQueues' completion
-// queues and answered at once on the queue's thread that sees it arrive. With inference on the
+// queues and answered at once on the queue's thread that sees it arrive (or, for a method given a
+// LaterAnswer such as a model load, by whichever thread that answer ends on). With inference on the
 // asynchronous API, these calls are there too, so that no RPC of the server is on gRPC's callback
 // API: in gRPC 1.51 a single callback method starts the process's shared callback queue, polled by
 // cores / 2 threads ("nexting_thread") that read every connection of the process, the inference
@@ -35,10 +36,19 @@ class UnaryQueuedCall final : public QueuedCall {
   using Ask = std::function<void(grpc::ServerContext*, Request*, Responder*, grpc::ServerCompletionQueue*, void*)>;
   // The call's answer: the response, or the error it ends with.
   using Answer = std::function<absl::Status(const Request&, Response*)>;
+  // An answer that comes later (model control: a load takes seconds): it fills the response, then
+  // calls `done` once, from any thread, with the status the call ends with.
+  using Done = std::function<void(absl::Status)>;
+  using LaterAnswer = std::function<void(const Request&, Response*, Done done)>;
 
   // The method's calls, each sharing its one Ask and Answer.
   static QueuedCallFactory Factory(Ask ask, Answer answer) {
-    auto method = std::make_shared<const Method>(Method{std::move(ask), std::move(answer)});
+    auto method = std::make_shared<const Method>(Method{std::move(ask), std::move(answer), nullptr});
+    return [method]() -> QueuedCall* { return new UnaryQueuedCall(method); };
+  }
+  // The same for a method answered later: the queue's thread hands the call on and goes back to polling.
+  static QueuedCallFactory LaterFactory(Ask ask, LaterAnswer answer) {
+    auto method = std::make_shared<const Method>(Method{std::move(ask), nullptr, std::move(answer)});
     return [method]() -> QueuedCall* { return new UnaryQueuedCall(method); };
   }
 
@@ -48,11 +58,10 @@ class UnaryQueuedCall final : public QueuedCall {
 
   void Proceed(Event event, bool ok) override {
     if (event == Event::kArrived && ok) {
-      const absl::Status status = method_->answer(request_, &response_);
-      if (status.ok()) {
-        responder_.Finish(response_, grpc::Status::OK, &finished_);
+      if (method_->later) {
+        method_->later(request_, &response_, [this](const absl::Status& status) { FinishWith(status); });
       } else {
-        responder_.FinishWithError(ToGrpcStatus(status), &finished_);
+        FinishWith(method_->answer(request_, &response_));
       }
       return;
     }
@@ -64,9 +73,18 @@ class UnaryQueuedCall final : public QueuedCall {
  private:
   struct Method {
     Ask ask;
-    Answer answer;
+    Answer answer;     // one of these two
+    LaterAnswer later;
   };
   explicit UnaryQueuedCall(std::shared_ptr<const Method> method) : method_(std::move(method)) {}
+
+  void FinishWith(const absl::Status& status) {
+    if (status.ok()) {
+      responder_.Finish(response_, grpc::Status::OK, &finished_);
+    } else {
+      responder_.FinishWithError(ToGrpcStatus(status), &finished_);
+    }
+  }
 
   const std::shared_ptr<const Method> method_;
   grpc::ServerContext ctx_;

@@ -5,13 +5,19 @@
 
 namespace chronoserve::server {
 
-void ModelRegistry::MarkLoading(const std::string& name) {
+bool ModelRegistry::StrictLocked(const std::string& name, bool strict) const {
+  auto it = not_ready_.find(name);
+  return strict || (it != not_ready_.end() && it->second.strict);
+}
+
+void ModelRegistry::MarkLoading(const std::string& name, bool strict) {
   absl::MutexLock lock(&mu_);
-  not_ready_[name] = NotReady{absl::UnavailableError(absl::StrCat("model '", name, "' is loading"))};
+  not_ready_[name] =
+      NotReady{absl::UnavailableError(absl::StrCat("model '", name, "' is loading")), 0, StrictLocked(name, strict)};
   loading_.insert(name);
 }
 
-void ModelRegistry::MarkFailed(const std::string& name, const absl::Status& reason, int64_t version) {
+void ModelRegistry::MarkFailed(const std::string& name, const absl::Status& reason, int64_t version, bool strict) {
   absl::MutexLock lock(&mu_);
   // NOT_FOUND as Triton answers a model with no version to serve; a named version is UNAVAILABLE
   // (Find). Loading is UNAVAILABLE either way: it is worth retrying, a load error is not. A load
@@ -20,7 +26,7 @@ void ModelRegistry::MarkFailed(const std::string& name, const absl::Status& reas
   std::string message = absl::StrCat("model '", name, "' failed to load: ", reason.message());
   not_ready_[name] = NotReady{reason.code() == absl::StatusCode::kUnavailable ? absl::UnavailableError(std::move(message))
                                                                      : absl::NotFoundError(std::move(message)),
-                      version};
+                      version, StrictLocked(name, strict)};
 }
 
 namespace {
@@ -32,12 +38,44 @@ absl::Status CheckVersion(const std::string& name, const std::string& version, i
 }
 }  // namespace
 
-void ModelRegistry::Add(std::shared_ptr<ModelRuntime> runtime) {
+std::shared_ptr<ModelRuntime> ModelRegistry::Add(std::shared_ptr<ModelRuntime> runtime) {
   absl::MutexLock lock(&mu_);
   const std::string name = runtime->spec().name;
   not_ready_.erase(name);
   loading_.erase(name);
-  ready_[name] = std::move(runtime);
+  std::shared_ptr<ModelRuntime>& slot = ready_[name];
+  std::swap(slot, runtime);
+  return runtime;
+}
+
+std::shared_ptr<ModelRuntime> ModelRegistry::Unload(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  std::shared_ptr<ModelRuntime> runtime;
+  int64_t version = 0;
+  if (auto it = ready_.find(name); it != ready_.end()) {
+    runtime = std::move(it->second);
+    version = runtime->spec().version;
+    ready_.erase(it);
+  } else if (auto nr = not_ready_.find(name); nr != not_ready_.end() && loading_.count(name) == 0) {
+    version = nr->second.version;  // a failed model: unloaded, it no longer counts against READY
+  } else {
+    return nullptr;  // unknown, or loading (its load decides)
+  }
+  // NOT_FOUND as a model with no version to serve (Find: a named version is UNAVAILABLE).
+  not_ready_[name] = NotReady{absl::NotFoundError(absl::StrCat("model '", name, "' is unloaded (RepositoryModelUnload); "
+                                                               "RepositoryModelLoad serves it again")),
+                              version, /*strict=*/false};
+  return runtime;
+}
+
+bool ModelRegistry::Knows(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  return ready_.count(name) > 0 || not_ready_.count(name) > 0;
+}
+
+bool ModelRegistry::Serves(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  return ready_.count(name) > 0;
 }
 
 std::vector<ModelRegistry::IndexEntry> ModelRegistry::Index() const {
@@ -63,7 +101,8 @@ std::vector<ModelRegistry::IndexEntry> ModelRegistry::Index() const {
 }
 
 absl::StatusOr<std::shared_ptr<ModelRuntime>> ModelRegistry::Find(const std::string& name,
-                                                                  const std::string& version) const {
+                                                                  const std::string& version,
+                                                                  AdmissionTicket* ticket) const {
   int64_t v = -1;
   if (absl::Status checked = CheckVersion(name, version, &v); !checked.ok()) return checked;
   absl::MutexLock lock(&mu_);
@@ -87,6 +126,7 @@ absl::StatusOr<std::shared_ptr<ModelRuntime>> ModelRegistry::Find(const std::str
   if (!it->second->ready()) {
     return absl::UnavailableError(absl::StrCat("model '", name, "' is not ready"));
   }
+  if (ticket != nullptr) *ticket = it->second->Admit();
   return it->second;
 }
 
@@ -99,7 +139,9 @@ std::vector<std::shared_ptr<ModelRuntime>> ModelRegistry::Ready() const {
 
 bool ModelRegistry::AllReady() const {
   absl::MutexLock lock(&mu_);
-  if (!not_ready_.empty()) return false;
+  for (const auto& [name, not_ready] : not_ready_) {
+    if (not_ready.strict) return false;
+  }
   for (const auto& [name, runtime] : ready_) {
     if (!runtime->ready()) return false;
   }

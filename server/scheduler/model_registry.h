@@ -1,6 +1,6 @@
 // ModelRegistry: the models the server knows, by name — ready runtimes, and models that are still
-// loading or failed to load (with the reason). Thread-safe; the gRPC handlers look models up on
-// every request (one mutex, held only to copy a shared_ptr).
+// loading, failed to load (with the reason) or were unloaded (model control). Thread-safe; the gRPC
+// handlers look models up on every request (one mutex, held only to copy a shared_ptr).
 #ifndef CHRONOSERVE_SERVER_SCHEDULER_MODEL_REGISTRY_H_
 #define CHRONOSERVE_SERVER_SCHEDULER_MODEL_REGISTRY_H_
 
@@ -19,17 +19,33 @@ namespace chronoserve::server {
 
 class ModelRegistry {
  public:
-  void MarkLoading(const std::string& name);
-  // `version`: the version the load tried, when it got that far (0: not known).
-  void MarkFailed(const std::string& name, const absl::Status& reason, int64_t version = 0);
-  void Add(std::shared_ptr<ModelRuntime> runtime);
+  // `strict`: as MarkFailed's (a model-control load leaves the server READY while it loads).
+  void MarkLoading(const std::string& name, bool strict = true);
+  // `version`: the version the load tried, when it got that far (0: not known). `strict`: the failure
+  // keeps the server from READY (AllReady), as a model the server was started with does; a load asked
+  // for by RepositoryModelLoad fails only for its caller (false).
+  void MarkFailed(const std::string& name, const absl::Status& reason, int64_t version = 0, bool strict = true);
+  // Serves `runtime` under its name; returns the runtime it replaces (a reload), null when none.
+  std::shared_ptr<ModelRuntime> Add(std::shared_ptr<ModelRuntime> runtime);
+  // Takes `name` out of service (RepositoryModelUnload): new lookups find it unloaded (NOT_FOUND, or
+  // UNAVAILABLE for a named version, as a failed model), the index lists it UNAVAILABLE, unloaded,
+  // and it no longer counts for AllReady (a model that failed to load too). Returns the runtime that
+  // served it, for the caller to drain and stop; null when none did (unknown names and models still
+  // loading are left as they are).
+  std::shared_ptr<ModelRuntime> Unload(const std::string& name);
+  // The state of `name`: whether it is known at all, and whether a runtime serves it (ready or not).
+  bool Knows(const std::string& name) const;
+  bool Serves(const std::string& name) const;
 
   // The runtime for `name` at `version` ("" = the served version), as Triton answers: INVALID_ARGUMENT
   // for a version that is not an integer >= 0 (checked first); NOT_FOUND for an unknown model or
   // version, and for a model that failed to load when no version is named; UNAVAILABLE (with the
   // reason) for one loading, a named version of one that failed, or one skipped at shutdown.
-  absl::StatusOr<std::shared_ptr<ModelRuntime>> Find(const std::string& name,
-                                                     const std::string& version) const;
+  // With `ticket` (a request to queue): on success it holds the runtime's AdmissionTicket, taken
+  // under the registry's lock, so a reload or unload that swaps the runtime out after this lookup
+  // waits for the request to be queued.
+  absl::StatusOr<std::shared_ptr<ModelRuntime>> Find(const std::string& name, const std::string& version,
+                                                     AdmissionTicket* ticket = nullptr) const;
   std::vector<std::shared_ptr<ModelRuntime>> Ready() const;
 
   // One model of the index (Triton's RepositoryIndex): loaded, loading, or failed with the reason.
@@ -58,9 +74,13 @@ class ModelRegistry {
   struct NotReady {
     absl::Status reason;
     int64_t version = 0;  // MarkFailed's: the version the load tried (0: not known, or loading)
+    bool strict = true;   // counts against AllReady (false: unloaded, or a model-control load failed)
   };
   std::map<std::string, NotReady> not_ready_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> loading_ ABSL_GUARDED_BY(mu_);  // of not_ready_, those MarkLoading named last
+  // `strict`, or the strictness of `name`'s entry already there: a model the server started with
+  // counts against READY until it serves or is unloaded, whatever a later load of it says.
+  bool StrictLocked(const std::string& name, bool strict) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
 
 }  // namespace chronoserve::server

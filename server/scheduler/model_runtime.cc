@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
@@ -133,6 +134,20 @@ size_t InputArenaBytes(const ModelSpec& spec, int64_t requested_bytes) {
     largest = std::max(largest, static_cast<size_t>(bytes));
   }
   return std::clamp(8 * largest, 4 * kMiB, kCeiling);
+}
+
+bool ModelRuntime::AwaitAdmitted(absl::Duration timeout) const {
+  // A ticket lives from the registry's lookup to the queue: a request's validation, microseconds.
+  const absl::Time deadline = absl::Now() + timeout;
+  for (int spins = 0; admissions_.load(std::memory_order_acquire) > 0; ++spins) {
+    if (absl::Now() >= deadline) return false;
+    if (spins < 1000) {
+      std::this_thread::yield();
+    } else {
+      absl::SleepFor(absl::Microseconds(50));
+    }
+  }
+  return true;
 }
 
 void ModelRuntime::Stop() {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/clock.h"
 #include "server/backend/model_instance.h"
 #include "server/core/input_arena.h"
@@ -21,6 +22,39 @@
 #include "server/scheduler/worker.h"
 
 namespace chronoserve::server {
+
+// A request on its way into a runtime's queue: taken by ModelRegistry::Find (under the registry's
+// lock) and released once the request is queued or refused (the dispatcher's Enqueue, or Build's
+// error). A runtime taken out of service (a reload or an unload) waits for its tickets before it
+// closes its queue, so a request that found it is queued and run, never refused for the swap.
+// Move-only; releases on destruction.
+class AdmissionTicket {
+ public:
+  AdmissionTicket() = default;
+  AdmissionTicket(AdmissionTicket&& other) noexcept : pending_(other.pending_) { other.pending_ = nullptr; }
+  AdmissionTicket& operator=(AdmissionTicket&& other) noexcept {
+    if (this != &other) {
+      Release();
+      pending_ = other.pending_;
+      other.pending_ = nullptr;
+    }
+    return *this;
+  }
+  AdmissionTicket(const AdmissionTicket&) = delete;
+  AdmissionTicket& operator=(const AdmissionTicket&) = delete;
+  ~AdmissionTicket() { Release(); }
+  void Release() {
+    if (pending_ != nullptr) pending_->fetch_sub(1, std::memory_order_release);
+    pending_ = nullptr;
+  }
+
+ private:
+  friend class ModelRuntime;
+  explicit AdmissionTicket(std::atomic<int64_t>* pending) : pending_(pending) {
+    pending_->fetch_add(1, std::memory_order_relaxed);
+  }
+  std::atomic<int64_t>* pending_ = nullptr;
+};
 
 class ModelRuntime {
  public:
@@ -56,6 +90,13 @@ class ModelRuntime {
   void StageInputs(InferRequest& request) const;
   const InputArena* input_arena() const { return arena_.get(); }
 
+  // A ticket for a request on its way to this runtime's queue (ModelRegistry::Find takes it under
+  // the registry's lock); it must be released before the runtime is destroyed.
+  AdmissionTicket Admit() { return AdmissionTicket(&admissions_); }
+  // Once the runtime is out of the registry (no ticket can be taken any more): waits until every
+  // ticket taken is released, up to `timeout`; whether they all were.
+  bool AwaitAdmitted(absl::Duration timeout) const;
+
   // Stops accepting, finishes queued requests, joins the workers. Idempotent.
   void Stop();
   // Stops accepting and answers the requests still queued UNAVAILABLE (`reason`) instead of running
@@ -82,6 +123,7 @@ class ModelRuntime {
   // (ModelQueue::AwaitDueWhileWorkersBusy); started with the workers, joined by Stop().
   std::thread reaper_;
   std::atomic<bool> ready_{false};
+  std::atomic<int64_t> admissions_{0};  // AdmissionTickets not yet released
   int64_t warmup_ns_ = 0;
   int64_t load_ns_ = -1;
   bool has_cpu_instance_ = false;  // set in Create, before the runtime is shared

@@ -183,8 +183,9 @@ TEST(ServerStartTest, AModelRepositoryThatIsNotADirectoryIsRefusedBeforeAnyPortO
 }
 
 // Triton's RepositoryIndex lists every model with its served version and state, a failed one with
-// its load error and the version it tried when its config read; `ready` keeps the READY ones. Load and unload are refused saying why (they were
-// gRPC's bare UNIMPLEMENTED, as for a method that does not exist). On both gRPC APIs.
+// its load error and the version it tried when its config read; `ready` keeps the READY ones. In
+// --model-control-mode none (the default), load and unload are refused saying how to turn model
+// control on. On both gRPC APIs.
 TEST_F(FailedModelTest, RepositoryIndexListsEveryModelAndLoadSaysWhyItIsNotServed) {
   testing::TempDir repo("cs_index");
   examples::ModelOptions o;
@@ -231,7 +232,8 @@ TEST_F(FailedModelTest, RepositoryIndexListsEveryModelAndLoadSaysWhyItIsNotServe
     const grpc::Status load_status = c->stub()->RepositoryModelLoad(&load_ctx, load, &loaded);
     EXPECT_EQ(load_status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
     EXPECT_THAT(load_status.error_message(),
-                HasSubstr("cannot load model 'good': chronoserve reads its model repository once, at start"));
+                HasSubstr("cannot load model 'good': this server runs with --model-control-mode none (the default)"));
+    EXPECT_THAT(load_status.error_message(), HasSubstr("start it with --model-control-mode explicit"));
     grpc::ClientContext unload_ctx;
     unload_ctx.set_deadline(testing::TestDeadline());
     inference::RepositoryModelUnloadRequest unload;

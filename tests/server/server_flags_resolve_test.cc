@@ -53,6 +53,8 @@ TEST(ServerFlagsResolveTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(options.max_queue_bytes, uint64_t{1024} << 20);
   EXPECT_EQ(options.serving_warmup_requests, 4);
   EXPECT_EQ(options.host_keep_warm_ms, 0);
+  EXPECT_EQ(options.model_control_mode, ModelControlMode::kNone);
+  EXPECT_TRUE(options.load_models.empty());
   EXPECT_TRUE(options.host_policies.empty());
   EXPECT_EQ(options.telemetry, nullptr) << "main sets it once the Telemetry exists";
   EXPECT_EQ(flags->log_verbose, 0);
@@ -94,6 +96,17 @@ TEST(ServerFlagsResolveTest, ValuesBecomeOptionsInTheirUnits) {
   EXPECT_EQ(flags->telemetry.metrics.port, 9102);
   EXPECT_EQ(flags->telemetry.metrics.host, "0.0.0.0") << "metrics listen on --host";
   EXPECT_EQ(flags->telemetry.gpu.period, absl::Milliseconds(250));
+}
+
+TEST(ServerFlagsResolveTest, ModelControlModeAndTheModelsToLoad) {
+  auto flags = Parse({"--model-repository", "/models", "--model-control-mode", "explicit", "--load-model", "a",
+                      "--load-model", "b"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->options.model_control_mode, ModelControlMode::kExplicit);
+  EXPECT_THAT(flags->options.load_models, ElementsAre("a", "b"));
+  auto bad = Parse({"--model-repository", "/models", "--model-control-mode", "poll"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("--model-control-mode"));
 }
 
 TEST(ServerFlagsResolveTest, ZeroMeansOffWhereDocumented) {

@@ -1,0 +1,38 @@
+// ModelControl: loading and unloading models while the server runs (Triton's model control,
+// --model-control-mode explicit). The gRPC service answers RepositoryModelLoad / Unload through this
+// interface; the server's ModelController (server/model_controller.h) implements it. A load or an
+// unload takes seconds (weights, warm-up, a drain), so each is answered through `done`, called once,
+// from the implementation's own thread (or at once, for a request refused outright).
+#ifndef CHRONOSERVE_SERVER_CORE_MODEL_CONTROL_H_
+#define CHRONOSERVE_SERVER_CORE_MODEL_CONTROL_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace chronoserve::server {
+
+class ModelControl {
+ public:
+  using Done = std::function<void(absl::Status)>;
+  virtual ~ModelControl() = default;
+
+  // Loads `model` from the repository, or reloads it when it is loaded: the runtime serving it goes
+  // on serving until the new one is READY, then the new one takes its requests; a failed reload
+  // leaves the old one serving (`done` gets the error).
+  virtual void Load(const std::string& model, Done done) = 0;
+  // Takes `model` out of service, runs the requests it had queued, stops its workers, then `done`.
+  // OK for a model that is not loaded (nothing to do); NOT_FOUND for a name the server has never
+  // known and the repository does not hold.
+  virtual void Unload(const std::string& model, Done done) = 0;
+  // The model directories of the repository, sorted (RepositoryIndex lists those not loaded too).
+  virtual std::vector<std::string> RepositoryModels() const = 0;
+  // The repository's path (--model-repository), the one repository_name a request may give.
+  virtual const std::string& Repository() const = 0;
+};
+
+}  // namespace chronoserve::server
+
+#endif  // CHRONOSERVE_SERVER_CORE_MODEL_CONTROL_H_

@@ -1,0 +1,158 @@
+// Model control on a real GPU (--model-control-mode explicit): reloads of a CUDA-graph model while
+// clients keep sending (the new version captures its graphs on its own workers' streams while the
+// old version replays its own), every answer matching the reference taken before, each replaced
+// version freed, then an unload and a load that serves the same outputs again.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "client/inference_client.h"
+#include "common/tensor_data.h"
+#include "server/backend/torch_backend.h"
+#include "server/scheduler/model_runtime.h"
+#include "tests/server/test_client.h"
+#include "tests/server/test_repository.h"
+#include "tools/example_models.h"
+
+namespace chronoserve {
+namespace {
+using client::Tensor;
+
+Tensor PolicyRows(int rows, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  return Tensor{"INPUT__0", DataType::kFp32, {rows, 4, 20, 20}, RandomTensorBytes(DataType::kFp32, rows * 4 * 20 * 20, rng)};
+}
+
+// Largest |a - b| over every output element (HUGE_VAL when the outputs differ in count or size).
+double MaxError(const client::InferResult& a, const client::InferResult& b) {
+  if (a.outputs.size() != b.outputs.size()) return HUGE_VAL;
+  double worst = 0;
+  for (size_t k = 0; k < a.outputs.size(); ++k) {
+    const std::string& x = a.outputs[k].data;
+    const std::string& y = b.outputs[k].data;
+    if (x.size() != y.size()) return HUGE_VAL;
+    for (size_t i = 0; i + 4 <= x.size(); i += 4) {
+      float p, q;
+      std::memcpy(&p, x.data() + i, 4);
+      std::memcpy(&q, y.data() + i, 4);
+      const double d = std::fabs(p - q);
+      if (!(d <= worst)) worst = d;  // not std::max: it would drop a NaN
+    }
+  }
+  return worst;
+}
+
+grpc::Status Control(client::InferenceClient& c, bool load, const std::string& model) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(testing::TestDeadline());
+  if (load) {
+    inference::RepositoryModelLoadRequest request;
+    request.set_model_name(model);
+    inference::RepositoryModelLoadResponse response;
+    return c.stub()->RepositoryModelLoad(&ctx, request, &response);
+  }
+  inference::RepositoryModelUnloadRequest request;
+  request.set_model_name(model);
+  inference::RepositoryModelUnloadResponse response;
+  return c.stub()->RepositoryModelUnload(&ctx, request, &response);
+}
+
+TEST(GpuModelControlTest, ReloadsWhileServingKeepTheOutputsAndFreeTheOldVersion) {
+  if (server::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA GPU";
+  testing::TempDir repo("cs_gpu_control");
+  examples::ModelOptions o;
+  o.max_batch_size = 16;
+  o.instance_count = 2;
+  o.instance_kind = "KIND_GPU";
+  o.extra_config = "optimization { cuda { graphs: true } }\n";
+  ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy", o).ok());
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.model_control_mode = server::ModelControlMode::kExplicit;
+  options.load_models = {"policy"};
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  const std::string address = "127.0.0.1:" + std::to_string(server->port());
+  auto c = testing::ConnectTestClient(address);
+
+  constexpr int kClients = 4;
+  std::vector<Tensor> inputs;
+  std::vector<client::InferResult> references;
+  for (int t = 0; t < kClients; ++t) {
+    inputs.push_back(PolicyRows(1 + t, 40 + t));
+    auto reference = c->Infer("policy", {inputs.back()});
+    ASSERT_TRUE(reference.ok()) << reference.status();
+    references.push_back(*std::move(reference));
+  }
+  std::weak_ptr<server::ModelRuntime> first;
+  {
+    auto loaded = server->registry().Find("policy", "");
+    ASSERT_TRUE(loaded.ok());
+    first = *loaded;
+  }
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> sent{0};
+  std::atomic<int> failed{0};
+  std::atomic<int> mismatched{0};
+  absl::Mutex mu;
+  std::string first_problem;
+  std::vector<std::thread> clients;
+  for (int t = 0; t < kClients; ++t) {
+    clients.emplace_back([&, t] {
+      auto own = testing::ConnectTestClient(address);
+      while (!stop.load()) {
+        auto r = own->Infer("policy", {inputs[t]});
+        sent.fetch_add(1);
+        std::string problem;
+        if (!r.ok()) {
+          failed.fetch_add(1);
+          problem = r.status().ToString();
+        } else if (const double error = MaxError(*r, references[t]); !(error <= 1e-3)) {
+          mismatched.fetch_add(1);
+          problem = "output off by " + std::to_string(error);
+        }
+        if (!problem.empty()) {
+          absl::MutexLock lock(&mu);
+          if (first_problem.empty()) first_problem = problem;
+        }
+      }
+    });
+  }
+  constexpr int kReloads = 5;
+  for (int reload = 0; reload < kReloads; ++reload) {
+    const int floor = sent.load() + 16;  // requests in flight across every swap
+    while (sent.load() < floor && failed.load() == 0) std::this_thread::yield();
+    const grpc::Status reloaded = Control(*c, /*load=*/true, "policy");
+    EXPECT_TRUE(reloaded.ok()) << reloaded.error_message();
+  }
+  stop = true;
+  for (auto& thread : clients) thread.join();
+  EXPECT_GE(sent.load(), 16 * kReloads);
+  EXPECT_EQ(failed.load(), 0) << "of " << sent.load() << "; first: " << first_problem;
+  EXPECT_EQ(mismatched.load(), 0) << "of " << sent.load() << "; first: " << first_problem;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!first.expired() && absl::Now() < deadline) std::this_thread::yield();
+  EXPECT_TRUE(first.expired()) << "a replaced version (its GPU memory) is freed, not leaked";
+
+  const grpc::Status unloaded = Control(*c, /*load=*/false, "policy");
+  ASSERT_TRUE(unloaded.ok()) << unloaded.error_message();
+  EXPECT_EQ(testing::Answer(c->ModelReady("policy")), "false");
+  const grpc::Status loaded = Control(*c, /*load=*/true, "policy");
+  ASSERT_TRUE(loaded.ok()) << loaded.error_message();
+  auto again = c->Infer("policy", {inputs[0]});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_LE(MaxError(*again, references[0]), 1e-3);
+  server->Shutdown();
+}
+
+}  // namespace
+}  // namespace chronoserve

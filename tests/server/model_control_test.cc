@@ -1,0 +1,422 @@
+// --model-control-mode explicit on the real server, through real gRPC, on both gRPC APIs: the
+// --load-model models at start, RepositoryModelLoad loading, reloading (with no request lost while it
+// swaps) and failing with the loaded version still serving, RepositoryModelUnload running the queued
+// requests first, and the errors that name what was wrong.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/infer_stream.h"
+#include "client/inference_client.h"
+#include "common/tensor_data.h"
+#include "tests/fakes/finishes_within.h"
+#include "tests/server/test_client.h"
+#include "tests/server/test_repository.h"
+#include "tools/example_models.h"
+
+namespace chronoserve {
+namespace {
+using ::testing::HasSubstr;
+using client::Tensor;
+
+// MLP "name" on the CPU (max_batch_size 4) with weights from `seed`.
+void WriteCpuMlp(const std::string& repository, const std::string& name, uint64_t seed = 7) {
+  examples::ModelOptions o;
+  o.max_batch_size = 4;
+  o.instance_kind = "KIND_CPU";
+  o.seed = seed;
+  ASSERT_TRUE(examples::WriteMlp(repository, name, o).ok());
+}
+
+// RepositoryModelLoad of `model`, with a string `parameter` ("{}") and a `repository_name` when given.
+grpc::Status Load(client::InferenceClient& c, const std::string& model, const std::string& parameter = "",
+                  const std::string& repository = "") {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(testing::TestDeadline());
+  inference::RepositoryModelLoadRequest request;
+  request.set_model_name(model);
+  request.set_repository_name(repository);
+  if (!parameter.empty()) (*request.mutable_parameters())[parameter].set_string_param("{}");
+  inference::RepositoryModelLoadResponse response;
+  return c.stub()->RepositoryModelLoad(&ctx, request, &response);
+}
+
+// RepositoryModelUnload of `model`, with a bool `parameter` (true) when given.
+grpc::Status Unload(client::InferenceClient& c, const std::string& model, const std::string& parameter = "") {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(testing::TestDeadline());
+  inference::RepositoryModelUnloadRequest request;
+  request.set_model_name(model);
+  if (!parameter.empty()) (*request.mutable_parameters())[parameter].set_bool_param(true);
+  inference::RepositoryModelUnloadResponse response;
+  return c.stub()->RepositoryModelUnload(&ctx, request, &response);
+}
+
+class ModelControlTest : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    repo_ = std::make_unique<testing::TempDir>("cs_control");
+    WriteCpuMlp(repo_->path(), "a");
+    WriteCpuMlp(repo_->path(), "b", 11);
+  }
+
+  // Explicit mode with `load` at start, on the test's gRPC API.
+  std::unique_ptr<server::Server> Start(std::vector<std::string> load) {
+    server::ServerOptions options = testing::TestServerOptions(repo_->path());
+    options.grpc_infer_threads = GetParam();
+    options.model_control_mode = server::ModelControlMode::kExplicit;
+    options.load_models = std::move(load);
+    return testing::StartServer(options);
+  }
+
+  Tensor Input(uint64_t seed) const {
+    std::mt19937_64 rng(seed);
+    return Tensor{"INPUT__0", DataType::kFp32, {1, 64}, RandomTensorBytes(DataType::kFp32, 64, rng)};
+  }
+
+  std::unique_ptr<testing::TempDir> repo_;
+};
+
+// Whether `runtime` is destroyed within `timeout`: the last call that used it drops it on a gRPC
+// thread just after its answer went out, so a moment after the caller has it.
+bool FreedWithin(const std::weak_ptr<server::ModelRuntime>& runtime, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!runtime.expired() && absl::Now() < deadline) std::this_thread::yield();
+  return runtime.expired();
+}
+
+TEST_P(ModelControlTest, LoadsOnlyWhatItIsAskedAndListsTheRest) {
+  auto server = Start({"a"});
+  ASSERT_NE(server, nullptr);
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+  EXPECT_EQ(testing::Answer(c->ServerReady()), "true");
+  EXPECT_EQ(testing::Answer(c->ModelReady("a")), "true");
+  EXPECT_EQ(testing::Answer(c->ModelReady("b")), "false");
+  auto not_loaded = c->Infer("b", {Input(1)});
+  ASSERT_EQ(not_loaded.status().code(), absl::StatusCode::kNotFound);
+  auto index = testing::RepositoryIndex(c->stub());
+  ASSERT_TRUE(index.ok()) << index.status();
+  ASSERT_EQ(index->models_size(), 2) << "the repository's models never loaded are listed too";
+  EXPECT_EQ(index->models(0).name(), "a");
+  EXPECT_EQ(index->models(0).state(), "READY");
+  EXPECT_EQ(index->models(1).name(), "b");
+  EXPECT_EQ(index->models(1).state(), "") << "never loaded: no state, as Triton";
+  EXPECT_EQ(index->models(1).version(), "");
+  auto ready_only = testing::RepositoryIndex(c->stub(), /*ready=*/true);
+  ASSERT_TRUE(ready_only.ok());
+  ASSERT_EQ(ready_only->models_size(), 1);
+  auto metadata = c->ServerMetadata();
+  ASSERT_TRUE(metadata.ok());
+  EXPECT_THAT(std::vector<std::string>(metadata->extensions().begin(), metadata->extensions().end()),
+              ::testing::Contains("model_repository"));
+
+  const grpc::Status loaded = Load(*c, "b");
+  ASSERT_TRUE(loaded.ok()) << loaded.error_message();
+  EXPECT_EQ(testing::Answer(c->ModelReady("b")), "true") << "READY when the load is answered";
+  auto inferred = c->Infer("b", {Input(2)});
+  ASSERT_TRUE(inferred.ok()) << inferred.status();
+  EXPECT_EQ(inferred->outputs.at(0).shape, (std::vector<int64_t>{1, 16}));
+  index = testing::RepositoryIndex(c->stub());
+  ASSERT_TRUE(index.ok());
+  EXPECT_EQ(index->models(1).state(), "READY");
+  EXPECT_EQ(index->models(1).version(), "1");
+  server->Shutdown();
+}
+
+TEST_P(ModelControlTest, UnloadRefusesNewRequestsAndLoadServesAgain) {
+  auto server = Start({"*"});
+  ASSERT_NE(server, nullptr);
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+  EXPECT_EQ(testing::Answer(c->ModelReady("b")), "true") << "'*' loads every model";
+  const grpc::Status unloaded = Unload(*c, "a", "unload_dependents");
+  ASSERT_TRUE(unloaded.ok()) << unloaded.error_message();
+  EXPECT_EQ(testing::Answer(c->ModelReady("a")), "false");
+  EXPECT_EQ(testing::Answer(c->ServerReady()), "true") << "an unloaded model does not count against READY";
+  auto refused = c->Infer("a", {Input(3)});
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("model 'a' is unloaded"));
+  auto named = c->ModelMetadata("a", "1");
+  EXPECT_EQ(named.status().code(), absl::StatusCode::kUnavailable) << "a named version, as a failed model";
+  auto index = testing::RepositoryIndex(c->stub());
+  ASSERT_TRUE(index.ok());
+  EXPECT_EQ(index->models(0).name(), "a");
+  EXPECT_EQ(index->models(0).state(), "UNAVAILABLE");
+  EXPECT_EQ(index->models(0).version(), "1");
+  EXPECT_THAT(index->models(0).reason(), HasSubstr("unloaded"));
+  EXPECT_TRUE(c->Infer("b", {Input(4)}).ok()) << "the other model serves on";
+
+  EXPECT_TRUE(Unload(*c, "a").ok()) << "unloading a model not loaded does nothing, as Triton";
+  const grpc::Status unknown = Unload(*c, "nosuch");
+  EXPECT_EQ(unknown.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(unknown.error_message(), HasSubstr("has no model directory 'nosuch' (it has a, b)"));
+
+  ASSERT_TRUE(Load(*c, "a").ok());
+  EXPECT_EQ(testing::Answer(c->ModelReady("a")), "true");
+  EXPECT_TRUE(c->Infer("a", {Input(5)}).ok());
+  server->Shutdown();
+}
+
+// A request queued in the model when the unload comes runs (at once: no batching window), then the
+// unload is answered.
+TEST_P(ModelControlTest, UnloadRunsTheQueuedRequestsFirst) {
+  WriteCpuMlp(repo_->path(), "slow");  // a minute's batching window: the requests wait for a batch of 8
+  repo_->WriteFile("slow/config.pbtxt",
+                   "max_batch_size: 8\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: 64 }\n"
+                   "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 16 }\ninstance_group { kind: KIND_CPU }\n"
+                   "dynamic_batching { preferred_batch_size: 8 max_queue_delay_microseconds: 60000000 }\n");
+  auto server = Start({"slow"});
+  ASSERT_NE(server, nullptr);
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+  auto runtime = server->registry().Find("slow", "");
+  ASSERT_TRUE(runtime.ok());
+  constexpr int kQueued = 3;
+  std::vector<absl::Status> results(kQueued);
+  std::vector<std::thread> callers;
+  for (int i = 0; i < kQueued; ++i) {
+    callers.emplace_back([&, i] { results[i] = c->Infer("slow", {Input(10 + i)}).status(); });
+  }
+  ASSERT_TRUE((*runtime)->queue().WaitForSize(kQueued, absl::Seconds(30))) << "the requests never queued";
+  const absl::Time start = absl::Now();
+  const grpc::Status unloaded = Unload(*c, "slow");
+  EXPECT_TRUE(unloaded.ok()) << unloaded.error_message();
+  for (auto& t : callers) t.join();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30)) << "the queued requests waited out their batching window";
+  for (int i = 0; i < kQueued; ++i) EXPECT_TRUE(results[i].ok()) << i << ": " << results[i];
+  EXPECT_EQ((*runtime)->queue().size(), 0u);
+  const std::weak_ptr<server::ModelRuntime> unloaded_runtime = *runtime;
+  runtime = absl::NotFoundError("released");
+  EXPECT_TRUE(FreedWithin(unloaded_runtime, absl::Seconds(10))) << "an unloaded model is freed, not leaked";
+  server->Shutdown();
+}
+
+// A reload while clients keep sending: the loaded version serves until the new one is READY, then
+// the new one does; no request fails. The new version directory is the one served after it.
+TEST_P(ModelControlTest, ReloadLosesNoRequestAndServesTheNewVersion) {
+  testing::TempDir other("cs_control_v2");
+  WriteCpuMlp(other.path(), "a", 99);
+  auto server = Start({"a"});
+  ASSERT_NE(server, nullptr);
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+  const Tensor input = Input(6);
+  auto before = c->Infer("a", {input});
+  ASSERT_TRUE(before.ok()) << before.status();
+  auto first = server->registry().Find("a", "");
+  ASSERT_TRUE(first.ok());
+  const std::weak_ptr<server::ModelRuntime> first_runtime = *first;
+  first = absl::NotFoundError("released");
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> sent{0};
+  std::atomic<int> failed{0};
+  std::string first_failure;
+  absl::Mutex failure_mu;
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 4; ++t) {
+    clients.emplace_back([&, t] {
+      auto own = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+      for (int i = 0; !stop.load(); ++i) {
+        auto r = own->Infer("a", {Input(100 * t + i)});
+        sent.fetch_add(1);
+        if (!r.ok()) {
+          failed.fetch_add(1);
+          absl::MutexLock lock(&failure_mu);
+          if (first_failure.empty()) first_failure = r.status().ToString();
+        }
+      }
+    });
+  }
+  // Each reload waits until the clients have sent a few requests more, so requests arrive while
+  // every reload swaps (a reload of this model takes milliseconds).
+  constexpr int kReloads = 20;
+  for (int reload = 0; reload < kReloads; ++reload) {
+    const int floor = sent.load() + 8;
+    while (sent.load() < floor && failed.load() == 0) std::this_thread::yield();
+    if (reload == kReloads - 1) {  // the last reload finds version 2
+      std::filesystem::create_directories(std::filesystem::path(repo_->path()) / "a" / "2");
+      std::filesystem::copy_file(std::filesystem::path(other.path()) / "a" / "1" / "model.pt",
+                                 std::filesystem::path(repo_->path()) / "a" / "2" / "model.pt");
+    }
+    const grpc::Status reloaded = Load(*c, "a");
+    EXPECT_TRUE(reloaded.ok()) << reloaded.error_message();
+  }
+  stop = true;
+  for (auto& t : clients) t.join();
+  EXPECT_GE(sent.load(), 8 * kReloads);
+  EXPECT_EQ(failed.load(), 0) << "of " << sent.load() << "; first: " << first_failure;
+
+  auto metadata = c->ModelMetadata("a");
+  ASSERT_TRUE(metadata.ok());
+  ASSERT_EQ(metadata->versions_size(), 1);
+  EXPECT_EQ(metadata->versions(0), "2");
+  auto after = c->Infer("a", {input});
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_NE(after->outputs.at(0).data, before->outputs.at(0).data) << "version 2 has other weights";
+  EXPECT_TRUE(FreedWithin(first_runtime, absl::Seconds(10))) << "a replaced version is freed, not leaked";
+  server->Shutdown();
+}
+
+// A stream that used a model goes on across its reload, served by the new version, and does not
+// keep the replaced one alive.
+TEST_P(ModelControlTest, AStreamGoesOnAcrossAReloadWithoutHoldingTheOldVersion) {
+  auto server = Start({"a"});
+  ASSERT_NE(server, nullptr);
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+  auto stream = client::InferStream::Open(c->stub());
+  ASSERT_NE(stream, nullptr);
+  ASSERT_TRUE(stream->Send(client::InferenceClient::BuildRequest("a", {Input(20)}, {.id = "before"})));
+  auto first = stream->Next(absl::Seconds(30));
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->message.error_message(), "");
+  auto loaded = server->registry().Find("a", "");
+  ASSERT_TRUE(loaded.ok());
+  const std::weak_ptr<server::ModelRuntime> old_runtime = *loaded;
+  loaded = absl::NotFoundError("released");
+  ASSERT_TRUE(Load(*c, "a").ok());
+  EXPECT_TRUE(FreedWithin(old_runtime, absl::Seconds(10))) << "the open stream holds the replaced version";
+  ASSERT_TRUE(stream->Send(client::InferenceClient::BuildRequest("a", {Input(21)}, {.id = "after"})));
+  auto second = stream->Next(absl::Seconds(30));
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->message.error_message(), "");
+  EXPECT_EQ(second->message.infer_response().id(), "after");
+  stream->CloseSend();
+  auto finished = stream->Finish(absl::Seconds(30));
+  ASSERT_TRUE(finished.has_value());
+  EXPECT_TRUE(finished->ok()) << finished->error_message();
+  server->Shutdown();
+}
+
+// A reload that fails leaves the loaded version serving; a first load that fails marks the model
+// failed without taking the server out of READY.
+TEST_P(ModelControlTest, AFailedLoadSaysWhyAndAFailedReloadKeepsTheLoadedVersion) {
+  auto server = Start({"a"});
+  ASSERT_NE(server, nullptr);
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+  repo_->WriteFile("a/config.pbtxt", "max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: [64 }\n");
+  const grpc::Status reload = Load(*c, "a");
+  EXPECT_FALSE(reload.ok());
+  EXPECT_THAT(reload.error_message(), HasSubstr("model 'a' not reloaded (the version loaded before goes on serving)"));
+  EXPECT_THAT(reload.error_message(), HasSubstr("a/config.pbtxt:2:"));
+  EXPECT_EQ(testing::Answer(c->ModelReady("a")), "true");
+  EXPECT_TRUE(c->Infer("a", {Input(7)}).ok());
+
+  repo_->WriteFile("broken/config.pbtxt", "max_batch_size: 4\n");
+  repo_->WriteFile("broken/1/model.pt", "not a model");
+  const grpc::Status broken = Load(*c, "broken");
+  EXPECT_FALSE(broken.ok());
+  EXPECT_THAT(broken.error_message(), HasSubstr("broken"));
+  EXPECT_EQ(testing::Answer(c->ServerReady()), "true") << "the caller was told; the server serves on";
+  auto index = testing::RepositoryIndex(c->stub());
+  ASSERT_TRUE(index.ok());
+  ASSERT_EQ(index->models_size(), 3);
+  EXPECT_EQ(index->models(2).name(), "broken");
+  EXPECT_EQ(index->models(2).state(), "UNAVAILABLE");
+  EXPECT_THAT(index->models(2).reason(), HasSubstr("model 'broken' failed to load"));
+  server->Shutdown();
+}
+
+TEST_P(ModelControlTest, RequestsItCannotTakeAreRefusedSayingWhy) {
+  auto server = Start({});
+  ASSERT_NE(server, nullptr);
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+  EXPECT_EQ(testing::Answer(c->ServerReady()), "true") << "no model asked for, none failed";
+  const grpc::Status empty = Load(*c, "");
+  EXPECT_EQ(empty.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  const grpc::Status outside = Load(*c, "..");
+  EXPECT_EQ(outside.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(outside.error_message(), HasSubstr("not a single path component"));
+  const grpc::Status slash = Load(*c, "a/../b");
+  EXPECT_EQ(slash.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  const grpc::Status missing = Load(*c, "nosuch");
+  EXPECT_EQ(missing.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(missing.error_message(), HasSubstr("has no model directory 'nosuch' (it has a, b)"));
+  const grpc::Status config = Load(*c, "a", "config");
+  EXPECT_EQ(config.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(config.error_message(), HasSubstr("parameter 'config' is not supported"));
+  const grpc::Status repository = Load(*c, "a", "", "elsewhere");
+  EXPECT_EQ(repository.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(repository.error_message(), HasSubstr("no repository named 'elsewhere'"));
+  EXPECT_TRUE(Load(*c, "a", "", repo_->path()).ok()) << "the repository's own path names it";
+  const grpc::Status unload_param = Unload(*c, "a", "force");
+  EXPECT_EQ(unload_param.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(unload_param.error_message(), HasSubstr("parameter 'force' is not supported"));
+  EXPECT_EQ(testing::Answer(c->ModelReady("a")), "true") << "a refused unload changes nothing";
+  server->Shutdown();
+}
+
+INSTANTIATE_TEST_SUITE_P(Apis, ModelControlTest, ::testing::Values(0, 2), testing::InferApiName);
+
+// Flags the start refuses: --load-model without explicit mode, '*' beside another name, a bad name.
+TEST(ModelControlOptionsTest, TheStartRefusesLoadModelsItCannotServe) {
+  testing::TempDir repo("cs_control_opts");
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.load_models = {"a"};
+  auto none = server::Server::Create(options);
+  ASSERT_FALSE(none.ok());
+  EXPECT_THAT(std::string(none.status().message()), HasSubstr("needs --model-control-mode explicit"));
+  options.model_control_mode = server::ModelControlMode::kExplicit;
+  options.load_models = {"*", "a"};
+  auto star = server::Server::Create(options);
+  ASSERT_FALSE(star.ok());
+  EXPECT_THAT(std::string(star.status().message()), HasSubstr("must be the only --load-model"));
+  options.load_models = {"../a"};
+  auto bad = server::Server::Create(options);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("not a single path component"));
+}
+
+// A --load-model the repository lacks fails that model (NOT_FOUND, naming what the repository has)
+// and keeps the server from READY, as any model it was started with that did not load.
+TEST(ModelControlOptionsTest, AMissingLoadModelFailsLikeAModelThatDidNotLoad) {
+  testing::TempDir repo("cs_control_missing");
+  WriteCpuMlp(repo.path(), "a");
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.model_control_mode = server::ModelControlMode::kExplicit;
+  options.load_models = {"a", "nosuch"};
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+  EXPECT_EQ(testing::Answer(c->ServerReady()), "false");
+  auto missing = c->Infer("nosuch", {client::Tensor{"INPUT__0", DataType::kFp32, {1, 64}, std::string(256, '\1')}});
+  ASSERT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("has no model directory 'nosuch' (it has a)"));
+  // Unloading the model that failed takes it out of the count: the server is READY again.
+  ASSERT_TRUE(Unload(*c, "nosuch").ok());
+  EXPECT_EQ(testing::Answer(c->ServerReady()), "true");
+  server->Shutdown();
+}
+
+// Shutdown while a load warms up: the load stops at its next warm-up run and is answered
+// UNAVAILABLE (worth retrying elsewhere), and Shutdown returns.
+TEST(ModelControlShutdownTest, ShutdownAnswersTheLoadInProgressUnavailable) {
+  testing::TempDir repo("cs_control_stop");
+  WriteCpuMlp(repo.path(), "a");
+  server::ServerOptions options = testing::TestServerOptions(repo.path(), /*warmup_runs=*/100000000);
+  options.model_control_mode = server::ModelControlMode::kExplicit;
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+  grpc::Status loaded;
+  std::thread loader([&] { loaded = Load(*c, "a"); });
+  // The warm-up of 10^8 runs per batch size would take hours: the load is LOADING until stopped.
+  bool loading = false;
+  for (const absl::Time deadline = absl::Now() + absl::Seconds(30); !loading && absl::Now() < deadline;) {
+    auto index = testing::RepositoryIndex(c->stub());
+    ASSERT_TRUE(index.ok()) << index.status();
+    loading = index->models_size() == 1 && index->models(0).state() == "LOADING";
+    if (!loading) std::this_thread::yield();
+  }
+  ASSERT_TRUE(loading) << "the load never began";
+  testing::FinishesWithin("Shutdown during a load", absl::Seconds(60), [&] { server->Shutdown(); });
+  loader.join();
+  EXPECT_EQ(loaded.error_code(), grpc::StatusCode::UNAVAILABLE) << loaded.error_message();
+  EXPECT_THAT(loaded.error_message(), HasSubstr("shutting down"));
+}
+
+}  // namespace
+}  // namespace chronoserve
