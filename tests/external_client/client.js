@@ -1,7 +1,8 @@
 // A KServe v2 client that chronoserve did not write: @grpc/grpc-js, with the service definition
 // discovered at run time through gRPC server reflection (grpc-js-reflection-client) — no .proto
-// file from this repository is read. Usage: node client.js HOST:PORT [MODEL]
-// MODEL is the example MLP (FP32 INPUT__0 [-1,64] -> OUTPUT__0 [-1,16]).
+// file from this repository is read. Usage: node client.js HOST:PORT [MODEL] [--model-control]
+// MODEL is the example MLP (FP32 INPUT__0 [-1,64] -> OUTPUT__0 [-1,16]). --model-control (a server in
+// --model-control-mode explicit): also unloads MODEL, checks it is refused, and loads it again.
 // Prints one line per check and ends with "N passed, N failed"; exits 1 on any failure.
 'use strict';
 
@@ -12,6 +13,7 @@ const { GrpcReflection } = require('grpc-js-reflection-client');
 const SERVICE = 'inference.GRPCInferenceService';
 const address = process.argv[2];
 const model = process.argv[3] || 'mlp';
+const modelControl = process.argv.includes('--model-control');
 let passed = 0;
 let failed = 0;
 
@@ -135,6 +137,36 @@ async function checkInvalidArgument(stub) {
   check('error names the tensor', err && /INPUT__0/.test(err.details), err && err.details);
 }
 
+// Triton's model control, as tritonclient's unload_model / load_model / get_model_repository_index.
+async function checkModelControl(stub) {
+  const unload = await call(stub, 'RepositoryModelUnload', { model_name: model });
+  check('RepositoryModelUnload', !unload.err, unload.err && unload.err.details);
+  const notReady = await call(stub, 'ModelReady', { name: model });
+  check('ModelReady false once unloaded', !notReady.err && notReady.response.ready === false,
+        notReady.err || notReady.response);
+  const refused = await call(stub, 'ModelInfer', {
+    model_name: model,
+    inputs: [{ name: 'INPUT__0', datatype: 'FP32', shape: [1, 64] }],
+    raw_input_contents: [randomFp32(64)],
+  });
+  check('ModelInfer of an unloaded model is NOT_FOUND saying so',
+        refused.err && refused.err.code === grpc.status.NOT_FOUND && /unloaded/.test(refused.err.details),
+        refused.err && { code: refused.err.code, details: refused.err.details });
+  const index = await call(stub, 'RepositoryIndex', {});
+  const entry = !index.err && index.response.models.find((m) => m.name === model);
+  check('RepositoryIndex lists it UNAVAILABLE', entry && entry.state === 'UNAVAILABLE', index.err || index.response);
+  const load = await call(stub, 'RepositoryModelLoad', { model_name: model });
+  check('RepositoryModelLoad', !load.err, load.err && load.err.details);
+  const ready = await call(stub, 'ModelReady', { name: model });
+  check('ModelReady true once loaded', !ready.err && ready.response.ready === true, ready.err || ready.response);
+  const badParameter = await call(stub, 'RepositoryModelLoad', {
+    model_name: model,
+    parameters: [{ key: 'config', value: { string_param: '{}' } }],  // a map, as reflection's descriptors give it
+  });
+  check('a config override is INVALID_ARGUMENT', badParameter.err && badParameter.err.code === grpc.status.INVALID_ARGUMENT,
+        badParameter.err && { code: badParameter.err.code, details: badParameter.err.details });
+}
+
 async function main() {
   if (!address) {
     console.error('usage: node client.js HOST:PORT [MODEL]');
@@ -146,6 +178,10 @@ async function main() {
     await checkModelConfig(stub);
     await checkInfer(stub);
     await checkInvalidArgument(stub);
+    if (modelControl) {
+      await checkModelControl(stub);
+      await checkInfer(stub);  // served again
+    }
     stub.close();
   } catch (e) {
     check('no exception', false, String(e && e.stack ? e.stack : e));

@@ -1,6 +1,7 @@
 // A KServe v2 client that nobody here wrote uses the server: tests/external_client/client.js
 // (@grpc/grpc-js, the service discovered through gRPC server reflection) runs against the real
-// server on 127.0.0.1 and checks health, metadata, an inference with timing, and an error code.
+// server on 127.0.0.1 and checks health, metadata, an inference with timing, and an error code; and
+// with the server in --model-control-mode explicit, an unload and a load (Triton's model control).
 // Skipped when node or the npm packages are missing (`npm ci --prefix tests/external_client`).
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -38,14 +39,26 @@ TEST(ExternalClientTest, NodeGrpcJsClientDiscoversTheServiceByReflectionAndInfer
   examples::ModelOptions mlp;
   mlp.max_batch_size = 8;
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", mlp).ok());
-  auto server = testing::StartServer(repo.path());
-  ASSERT_NE(server, nullptr);
-  const std::string address = "127.0.0.1:" + std::to_string(server->port());
-  auto run = testing::RunProgram({node, dir + "/client.js", address, "mlp"}, absl::Seconds(60));
-  ASSERT_TRUE(run.ok()) << run.status();
-  EXPECT_EQ(run->first, 0) << run->second;
-  EXPECT_NE(run->second.find(" passed, 0 failed"), std::string::npos) << run->second;
-  EXPECT_EQ(run->second.find("not ok"), std::string::npos) << run->second;
+  for (const bool control : {false, true}) {
+    SCOPED_TRACE(control ? "--model-control-mode explicit" : "--model-control-mode none");
+    server::ServerOptions options = testing::TestServerOptions(repo.path());
+    if (control) {
+      options.model_control_mode = server::ModelControlMode::kExplicit;
+      options.load_models = {"mlp"};
+    }
+    auto server = testing::StartServer(options);
+    ASSERT_NE(server, nullptr);
+    const std::string address = "127.0.0.1:" + std::to_string(server->port());
+    std::vector<std::string> args = {node, dir + "/client.js", address, "mlp"};
+    if (control) args.push_back("--model-control");
+    auto run = testing::RunProgram(args, absl::Seconds(60));
+    ASSERT_TRUE(run.ok()) << run.status();
+    EXPECT_EQ(run->first, 0) << run->second;
+    EXPECT_NE(run->second.find(" passed, 0 failed"), std::string::npos) << run->second;
+    EXPECT_EQ(run->second.find("not ok"), std::string::npos) << run->second;
+    if (control) EXPECT_NE(run->second.find("ok - RepositoryModelLoad"), std::string::npos) << run->second;
+    server->Shutdown();
+  }
 }
 
 }  // namespace
