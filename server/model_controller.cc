@@ -134,6 +134,8 @@ absl::Status ModelController::DoLoad(const std::string& model) {
     CS_LOG(INFO) << "model '" << model << "': version " << replaced->spec().version << " replaced by version "
                  << runtime->spec().version;
   }
+  // Like the server's start: the first requests after the answer find the serving path warm.
+  if (hooks_.warm_serving_path) hooks_.warm_serving_path(runtime->spec(), &stopping_);
   return absl::OkStatus();
 }
 

@@ -32,6 +32,9 @@ class ModelController final : public ModelControl {
   struct Hooks {
     std::function<void(const ModelRuntime&)> loaded;  // a runtime is READY and about to serve (metrics)
     std::function<void()> changed;                    // the registry changed (the server's health)
+    // A model just loaded and serving: its serving path warmed before the load is answered (the
+    // server's serving warm-up; may be empty). Stops sending once `stop` is set.
+    std::function<void(const ModelSpec&, const std::atomic<bool>* stop)> warm_serving_path;
   };
   // `load_options.warmup.stop` is replaced by the controller's own (Stop ends a warm-up early).
   ModelController(ModelRegistry* registry, DeviceActivityRegistry* devices, std::string repository,

@@ -136,7 +136,11 @@ absl::Status Server::Start() {
   if (absl::Status s = LoadModels(); !s.ok()) return s;
   const bool ready = registry_.AllReady();
   // The models that loaded serve even when another failed: their first requests are warmed too.
-  if (options_.serving_warmup_requests > 0 && !stop_loading_ && !registry_.Ready().empty()) WarmServingPath();
+  if (options_.serving_warmup_requests > 0 && !stop_loading_ && !registry_.Ready().empty()) {
+    std::vector<ModelSpec> specs;
+    for (const auto& runtime : registry_.Ready()) specs.push_back(runtime->spec());
+    WarmServingPath(specs, &stop_loading_);
+  }
   absl::MutexLock lock(&ready_mu_);  // a StopLoading now waits: it comes before READY or after
   if (stop_loading_) {
     // Health stays NOT_SERVING and ServerReady / ModelReady false (still "warming up") until the
@@ -199,6 +203,11 @@ absl::Status Server::BuildService(int infer_threads) {
       };
     }
     hooks.changed = [this] { RefreshHealth(); };
+    if (options_.serving_warmup_requests > 0) {
+      hooks.warm_serving_path = [this](const ModelSpec& spec, const std::atomic<bool>* stop) {
+        WarmServingPath({spec}, stop);
+      };
+    }
     model_controller_ = std::make_unique<ModelController>(
         &registry_, &devices_, options_.model_repository, LoadOptions(), clock_,
         telemetry != nullptr ? telemetry->gpu_clock() : nullptr, std::move(hooks));
@@ -317,28 +326,36 @@ absl::Status Server::LoadModels() {
   return absl::OkStatus();
 }
 
-void Server::WarmServingPath() {
-  std::vector<ModelSpec> specs;
-  for (const auto& runtime : registry_.Ready()) specs.push_back(runtime->spec());
+ServingWarmupReport Server::WarmServingPath(const std::vector<ModelSpec>& specs, const std::atomic<bool>* stop) {
   // Through every listener a client may use: each has its own connection-level state to warm.
   std::vector<std::string> targets = {LoopbackTarget(options_.host, port_)};
   if (!options_.unix_socket.empty()) targets.push_back(UnixTarget(options_.unix_socket));
-  serving_warmup_ = ServingWarmupReport{};
+  ServingWarmupReport total;
   for (const std::string& target : targets) {
     const ServingWarmupReport report = RunServingWarmup(target, specs, service_->serving_warmup_token(),
-                                                        options_.serving_warmup_requests, absl::Seconds(60),
-                                                        &stop_loading_);
+                                                        options_.serving_warmup_requests, absl::Seconds(60), stop);
     CS_LOG(INFO) << "serving warm-up: " << report.sent << " requests to " << specs.size() << " model(s) through "
                  << target << " in " << report.elapsed_ns / 1000000 << " ms";
     if (report.failed > 0) {
       CS_LOG(WARNING) << "serving warm-up: " << report.failed << " of " << report.sent << " requests through "
                       << target << " failed (the first requests may be slower); first: " << report.first_error;
     }
-    serving_warmup_.sent += report.sent;
-    serving_warmup_.failed += report.failed;
-    serving_warmup_.elapsed_ns += report.elapsed_ns;
-    if (serving_warmup_.first_error.empty()) serving_warmup_.first_error = report.first_error;
+    total.sent += report.sent;
+    total.failed += report.failed;
+    total.elapsed_ns += report.elapsed_ns;
+    if (total.first_error.empty()) total.first_error = report.first_error;
   }
+  absl::MutexLock lock(&warmup_mu_);
+  serving_warmup_.sent += total.sent;
+  serving_warmup_.failed += total.failed;
+  serving_warmup_.elapsed_ns += total.elapsed_ns;
+  if (serving_warmup_.first_error.empty()) serving_warmup_.first_error = total.first_error;
+  return total;
+}
+
+ServingWarmupReport Server::serving_warmup_report() const {
+  absl::MutexLock lock(&warmup_mu_);
+  return serving_warmup_;
 }
 
 void Server::Shutdown() {

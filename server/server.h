@@ -110,8 +110,9 @@ class Server {
   absl::Status Start();
   // The bound port (after Start).
   int port() const { return port_; }
-  // What the serving warm-up sent and what failed (after Start; all zero when it was off).
-  const ServingWarmupReport& serving_warmup_report() const { return serving_warmup_; }
+  // What the serving warm-up sent and what failed: at Start, plus each model-control load's (all
+  // zero when it was off).
+  ServingWarmupReport serving_warmup_report() const;
   // The spinners of --host-keep-warm-ms (null when off, and after Shutdown).
   const HostKeepWarm* host_keep_warm() const { return host_keep_warm_.get(); }
   // The token that marks the serving warm-up's requests (for tests and in-process tools).
@@ -138,9 +139,10 @@ class Server {
   absl::Status LoadModels();
   // How a model is loaded, as the options say (at start and by the model control).
   ModelLoadOptions LoadOptions() const;
-  // Sends the serving warm-up (ServerOptions::serving_warmup_requests) to every ready model; logs
-  // what failed, never fails the start.
-  void WarmServingPath();
+  // Sends the serving warm-up (ServerOptions::serving_warmup_requests) to `specs` through every
+  // listener until `stop`; logs what failed (never fatal), adds to serving_warmup_report() and
+  // returns what it sent.
+  ServingWarmupReport WarmServingPath(const std::vector<ModelSpec>& specs, const std::atomic<bool>* stop);
   // Health as the models now stand (after a model control change), once the server went READY and
   // until it drains.
   void RefreshHealth();
@@ -162,7 +164,8 @@ class Server {
   int port_ = 0;
   // The --grpc-unix-socket file this server bound (st_dev, st_ino); shutdown removes only that file.
   std::optional<std::pair<dev_t, ino_t>> unix_socket_inode_;
-  ServingWarmupReport serving_warmup_;
+  mutable absl::Mutex warmup_mu_;
+  ServingWarmupReport serving_warmup_ ABSL_GUARDED_BY(warmup_mu_);
   bool shut_down_ = false;
   std::atomic<bool> stop_loading_{false};
   // Orders StopLoading against Start's READY: a stop either comes first (never ready) or after.

@@ -116,9 +116,18 @@ TEST_P(ModelControlTest, LoadsOnlyWhatItIsAskedAndListsTheRest) {
   EXPECT_THAT(std::vector<std::string>(metadata->extensions().begin(), metadata->extensions().end()),
               ::testing::Contains("model_repository"));
 
+  const int warmed_at_start = server->serving_warmup_report().sent;
   const grpc::Status loaded = Load(*c, "b");
   ASSERT_TRUE(loaded.ok()) << loaded.error_message();
   EXPECT_EQ(testing::Answer(c->ModelReady("b")), "true") << "READY when the load is answered";
+  // Its serving path was warmed before the answer, as at start: 4 unary calls at batch 1, 4 at 4, a
+  // stream of 4; counted in no statistics.
+  EXPECT_EQ(server->serving_warmup_report().sent - warmed_at_start, 12);
+  EXPECT_EQ(server->serving_warmup_report().failed, 0) << server->serving_warmup_report().first_error;
+  auto stats = c->ModelStatistics("b");
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  ASSERT_EQ(stats->model_stats_size(), 1);
+  EXPECT_EQ(stats->model_stats(0).inference_count(), 0u) << "the warm-up is counted nowhere";
   auto inferred = c->Infer("b", {Input(2)});
   ASSERT_TRUE(inferred.ok()) << inferred.status();
   EXPECT_EQ(inferred->outputs.at(0).shape, (std::vector<int64_t>{1, 16}));
