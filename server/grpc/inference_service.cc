@@ -432,8 +432,10 @@ absl::Status InferenceService::AnswerTraceSetting(const inference::TraceSettingR
   }
   const std::string& model = request.model_name();
   if (!model.empty()) {
-    bool known = false;
-    for (const ModelRegistry::IndexEntry& entry : registry_->Index()) known = known || entry.name == model;
+    bool known = registry_->Knows(model);
+    if (!known && model_control_ != nullptr) {  // a model of the repository not loaded yet
+      for (const std::string& name : model_control_->RepositoryModels()) known = known || name == model;
+    }
     if (!known) {
       return absl::NotFoundError(absl::StrCat("no trace settings for model '", Excerpt(model),
                                               "': the model repository has no such model"));

@@ -1,0 +1,113 @@
+// Telemetry beside model control (--model-control-mode explicit), real server and real gRPC: a
+// model loaded by RepositoryModelLoad gets its load and warm-up gauges and request series on
+// /metrics (scraped over HTTP, read as text), per version across a reload to a new version; its
+// queue gauge follows the models loaded; and TraceSetting takes a model of the repository not
+// loaded yet.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <random>
+#include <string>
+
+#include "client/inference_client.h"
+#include "common/tensor_data.h"
+#include "server/server.h"
+#include "server/telemetry/telemetry.h"
+#include "tests/server/test_client.h"
+#include "tests/server/test_repository.h"
+#include "tests/telemetry/telemetry_server_fixture.h"
+#include "tools/example_models.h"
+
+namespace chronoserve {
+namespace {
+using ::testing::HasSubstr;
+
+grpc::Status LoadModel(client::InferenceClient& c, const std::string& model, bool load = true) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(testing::TestDeadline());
+  if (load) {
+    inference::RepositoryModelLoadRequest request;
+    request.set_model_name(model);
+    inference::RepositoryModelLoadResponse response;
+    return c.stub()->RepositoryModelLoad(&ctx, request, &response);
+  }
+  inference::RepositoryModelUnloadRequest request;
+  request.set_model_name(model);
+  inference::RepositoryModelUnloadResponse response;
+  return c.stub()->RepositoryModelUnload(&ctx, request, &response);
+}
+
+grpc::Status TraceSettingOf(client::InferenceClient& c, const std::string& model) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(testing::TestDeadline());
+  inference::TraceSettingRequest request;
+  request.set_model_name(model);
+  inference::TraceSettingResponse response;
+  return c.stub()->TraceSetting(&ctx, request, &response);
+}
+
+TEST(ModelControlTelemetryTest, LoadedModelsGetTheirSeriesAndTraceSettingsTakeTheRepositorysModels) {
+  testing::TempDir repo("cs_control_telemetry");
+  examples::ModelOptions o;
+  o.max_batch_size = 4;
+  o.instance_kind = "KIND_CPU";
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "a", o).ok());
+  server::telemetry::TelemetryOptions telemetry_options;
+  telemetry_options.metrics.host = "127.0.0.1";
+  telemetry_options.metrics.port = 0;
+  telemetry_options.gpu.enabled = false;
+  auto telemetry = server::telemetry::Telemetry::Create(telemetry_options);
+  ASSERT_TRUE(telemetry.ok()) << telemetry.status();
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.model_control_mode = server::ModelControlMode::kExplicit;
+  options.telemetry = telemetry->get();
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  const int port = (*telemetry)->metrics_port();
+  ASSERT_GT(port, 0);
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+
+  const grpc::Status not_loaded = TraceSettingOf(*c, "a");
+  EXPECT_TRUE(not_loaded.ok()) << "a model of the repository, not loaded yet: " << not_loaded.error_message();
+  const grpc::Status unknown = TraceSettingOf(*c, "nosuch");
+  EXPECT_EQ(unknown.error_code(), grpc::StatusCode::NOT_FOUND);
+
+  auto metrics = testing::ParseMetrics(testing::ScrapeMetrics(port));
+  EXPECT_EQ(metrics.count(R"(chronoserve_model_load_duration_seconds{model="a",version="1"})"), 0u);
+  ASSERT_TRUE(LoadModel(*c, "a").ok());
+  std::mt19937_64 rng(3);
+  const client::Tensor input{"INPUT__0", DataType::kFp32, {1, 64}, RandomTensorBytes(DataType::kFp32, 64, rng)};
+  ASSERT_TRUE(c->Infer("a", {input}).ok());
+  metrics = testing::ParseMetrics(testing::ScrapeMetrics(port));
+  EXPECT_EQ(metrics.count(R"(chronoserve_model_load_duration_seconds{model="a",version="1"})"), 1u);
+  EXPECT_EQ(metrics.count(R"(chronoserve_model_warmup_duration_seconds{model="a",version="1"})"), 1u);
+  bool queue_gauge = false;
+  for (const auto& [series, value] : metrics) {
+    queue_gauge = queue_gauge || (series.rfind("chronoserve_queue_depth{", 0) == 0 &&
+                                  series.find(R"(model="a")") != std::string::npos);
+  }
+  EXPECT_TRUE(queue_gauge) << "the loaded model's queue is on /metrics";
+
+  // Version 2 appears and is loaded: its own series; version 1's stay.
+  std::filesystem::create_directories(std::filesystem::path(repo.path()) / "a" / "2");
+  std::filesystem::copy_file(std::filesystem::path(repo.path()) / "a" / "1" / "model.pt",
+                             std::filesystem::path(repo.path()) / "a" / "2" / "model.pt");
+  ASSERT_TRUE(LoadModel(*c, "a").ok());
+  metrics = testing::ParseMetrics(testing::ScrapeMetrics(port));
+  EXPECT_EQ(metrics.count(R"(chronoserve_model_load_duration_seconds{model="a",version="2"})"), 1u);
+  EXPECT_EQ(metrics.count(R"(chronoserve_model_load_duration_seconds{model="a",version="1"})"), 1u);
+
+  ASSERT_TRUE(LoadModel(*c, "a", /*load=*/false).ok());
+  metrics = testing::ParseMetrics(testing::ScrapeMetrics(port));
+  for (const auto& [series, value] : metrics) {
+    EXPECT_FALSE(series.rfind("chronoserve_queue_depth{", 0) == 0 && series.find(R"(model="a")") != std::string::npos)
+        << "an unloaded model has no queue: " << series;
+  }
+  server->Shutdown();
+  (*telemetry)->Shutdown();
+}
+
+}  // namespace
+}  // namespace chronoserve
