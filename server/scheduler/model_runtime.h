@@ -123,7 +123,8 @@ class ModelRuntime {
   // (ModelQueue::AwaitDueWhileWorkersBusy); started with the workers, joined by Stop().
   std::thread reaper_;
   std::atomic<bool> ready_{false};
-  std::atomic<int64_t> admissions_{0};  // AdmissionTickets not yet released
+  // AdmissionTickets not yet released: every request writes it, so a cache line of its own.
+  alignas(64) std::atomic<int64_t> admissions_{0};
   int64_t warmup_ns_ = 0;
   int64_t load_ns_ = -1;
   bool has_cpu_instance_ = false;  // set in Create, before the runtime is shared
