@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "server/repository/model_config_loader.h"
 
@@ -41,21 +42,25 @@ void ModelController::Stop() {
     stopped_ = true;
     refused.swap(jobs_);
     wake_.Signal();
+    poll_wake_.Signal();
   }
   stopping_ = true;
   for (Job& job : refused) {
-    job.done(absl::UnavailableError(absl::StrCat("model '", job.model, "' not ", job.load ? "loaded" : "unloaded",
+    if (job.kind == Job::Kind::kPoll) continue;
+    job.done(absl::UnavailableError(absl::StrCat("model '", job.model, "' not ",
+                                                 job.kind == Job::Kind::kLoad ? "loaded" : "unloaded",
                                                  ": the server is shutting down")));
   }
+  if (poller_.joinable()) poller_.join();
   if (thread_.joinable()) thread_.join();
 }
 
 void ModelController::Load(const std::string& model, Done done) {
-  Submit(Job{true, model, std::move(done)});
+  Submit(Job{Job::Kind::kLoad, model, std::move(done)});
 }
 
 void ModelController::Unload(const std::string& model, Done done) {
-  Submit(Job{false, model, std::move(done)});
+  Submit(Job{Job::Kind::kUnload, model, std::move(done)});
 }
 
 void ModelController::Submit(Job job) {
@@ -63,14 +68,15 @@ void ModelController::Submit(Job job) {
     job.done(named);
     return;
   }
+  const bool load = job.kind == Job::Kind::kLoad;
   absl::Status refused;
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) {
-      refused = absl::UnavailableError(absl::StrCat("model '", job.model, "' not ", job.load ? "loaded" : "unloaded",
+      refused = absl::UnavailableError(absl::StrCat("model '", job.model, "' not ", load ? "loaded" : "unloaded",
                                                     ": the server is shutting down"));
     } else if (!open_) {
-      refused = absl::UnavailableError(absl::StrCat("model '", job.model, "' not ", job.load ? "loaded" : "unloaded",
+      refused = absl::UnavailableError(absl::StrCat("model '", job.model, "' not ", load ? "loaded" : "unloaded",
                                                     ": the server is still loading its models at start"));
     } else {
       jobs_.push_back(std::move(job));
@@ -96,7 +102,15 @@ void ModelController::Run() {
       job = std::move(jobs_.front());
       jobs_.pop_front();
     }
-    const absl::Status status = job.load ? DoLoad(job.model) : DoUnload(job.model);
+    if (job.kind == Job::Kind::kPoll) {
+      Poll();
+      if (hooks_.changed) hooks_.changed();
+      absl::MutexLock lock(&mu_);
+      poll_queued_ = false;
+      ++polls_;
+      continue;
+    }
+    const absl::Status status = job.kind == Job::Kind::kLoad ? DoLoad(job.model) : DoUnload(job.model);
     if (hooks_.changed) hooks_.changed();
     job.done(status);
   }
@@ -155,6 +169,90 @@ absl::Status ModelController::DoUnload(const std::string& model) {
   Retire(*runtime);
   CS_LOG(INFO) << "model '" << model << "' version " << runtime->spec().version << " unloaded (RepositoryModelUnload)";
   return absl::OkStatus();
+}
+
+std::string ModelController::Fingerprint(const std::string& model_dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> entries;
+  std::error_code ec;
+  constexpr size_t kMaxFiles = 100000;  // a directory that large is no model: its changes go unseen
+  for (auto it = fs::recursive_directory_iterator(model_dir, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator() && entries.size() < kMaxFiles; it.increment(ec)) {
+    std::error_code file_ec;
+    if (!it->is_regular_file(file_ec) || file_ec) continue;
+    const auto size = it->file_size(file_ec);
+    const auto mtime = it->last_write_time(file_ec);
+    if (file_ec) continue;
+    entries.push_back(absl::StrCat(fs::relative(it->path(), model_dir, file_ec).string(), " ", size, " ",
+                                   mtime.time_since_epoch().count()));
+  }
+  if (ec) return "";
+  std::sort(entries.begin(), entries.end());
+  return absl::StrJoin(entries, "\n");
+}
+
+void ModelController::NoteRepository() {
+  fingerprints_.clear();
+  for (const std::string& model : RepositoryModels()) {
+    fingerprints_[model] = Fingerprint((std::filesystem::path(repository_) / model).string());
+  }
+}
+
+void ModelController::StartPolling(absl::Duration interval) {
+  poller_ = std::thread([this, interval] { RunPolls(interval); });
+}
+
+void ModelController::RunPolls(absl::Duration interval) {
+  absl::MutexLock lock(&mu_);
+  while (!stopped_) {
+    // Every interval, unless the last scan is still waiting or running (a slow load): scans never
+    // pile up. Stop wakes it.
+    poll_wake_.WaitWithTimeout(&mu_, interval);
+    if (stopped_) break;
+    if (!open_ || poll_queued_) continue;
+    poll_queued_ = true;
+    jobs_.push_back(Job{Job::Kind::kPoll, "", nullptr});
+    wake_.Signal();
+  }
+}
+
+int64_t ModelController::polls() const {
+  absl::MutexLock lock(&mu_);
+  return polls_;
+}
+
+bool ModelController::AwaitPolls(int64_t n, absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto done = [this, n]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return polls_ >= n || stopped_; };
+  return mu_.AwaitWithTimeout(absl::Condition(&done), timeout) && polls_ >= n;
+}
+
+void ModelController::Poll() {
+  absl::StatusOr<std::vector<std::string>> present = ListModelDirectories(repository_);
+  if (!present.ok()) {
+    CS_LOG(WARNING) << "repository poll: " << present.status().message() << "; the models loaded go on serving";
+    return;
+  }
+  for (const std::string& model : *present) {
+    if (stopping_) return;
+    const std::string fingerprint = Fingerprint((std::filesystem::path(repository_) / model).string());
+    auto known = fingerprints_.find(model);
+    if (known != fingerprints_.end() && known->second == fingerprint) continue;
+    const bool added = known == fingerprints_.end();
+    fingerprints_[model] = fingerprint;  // a load that fails is tried again once its files change
+    CS_LOG(INFO) << "repository poll: model directory '" << model << "' " << (added ? "added" : "changed");
+    (void)DoLoad(model);
+  }
+  for (auto it = fingerprints_.begin(); it != fingerprints_.end();) {
+    if (std::find(present->begin(), present->end(), it->first) != present->end()) {
+      ++it;
+      continue;
+    }
+    if (stopping_) return;
+    CS_LOG(INFO) << "repository poll: model directory '" << it->first << "' removed";
+    (void)DoUnload(it->first);
+    it = fingerprints_.erase(it);
+  }
 }
 
 void ModelController::Retire(ModelRuntime& runtime) {

@@ -1,8 +1,10 @@
-// ModelController: --model-control-mode explicit. Loads, reloads and unloads models of the
-// repository while the server runs (RepositoryModelLoad / RepositoryModelUnload), one at a time, in
-// the order asked, on a thread of its own: a load takes seconds (weights, warm-up) and must hold no
-// gRPC thread. Closed until the server's own start has loaded its models (Open); Stop refuses what
-// is still waiting and ends the thread.
+// ModelController: --model-control-mode explicit and poll. Loads, reloads and unloads models of the
+// repository while the server runs, one at a time, in the order asked, on a thread of its own: a
+// load takes seconds (weights, warm-up) and must hold no gRPC thread. In explicit mode the requests
+// come from RepositoryModelLoad / RepositoryModelUnload; in poll mode from the controller's own
+// scans of the repository (StartPolling): a new model directory is loaded, one whose files changed
+// is reloaded, one removed is unloaded. Closed until the server's own start has loaded its models
+// (Open); Stop refuses what is still waiting and ends the threads.
 //
 //   ModelController control(&registry, &devices, repository, load_options, clock, gpu_clock, hooks);
 //   control.Open();                                     // once the server is READY
@@ -13,6 +15,7 @@
 
 #include <atomic>
 #include <deque>
+#include <map>
 #include <functional>
 #include <memory>
 #include <string>
@@ -22,6 +25,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "server/core/model_control.h"
 #include "server/model_manager.h"
 
@@ -43,6 +47,15 @@ class ModelController final : public ModelControl {
 
   // Takes requests from now on; before, each is answered UNAVAILABLE (the server is still starting).
   void Open();
+  // Poll mode: notes what every model directory holds now (call before the start loads them), so
+  // the first scan reloads only what changed after this.
+  void NoteRepository();
+  // Poll mode: from now on, scans the repository every `interval` (after Open) and loads, reloads
+  // and unloads what changed since the last scan (NoteRepository's, for the first).
+  void StartPolling(absl::Duration interval);
+  // Scans finished so far (poll mode); waits until `n` have, up to `timeout`: whether they did.
+  int64_t polls() const;
+  bool AwaitPolls(int64_t n, absl::Duration timeout) const;
   // Answers the requests still waiting UNAVAILABLE (the server is shutting down), stops the running
   // load at its next warm-up run, and joins the thread. Idempotent; later requests are refused.
   void Stop();
@@ -54,10 +67,15 @@ class ModelController final : public ModelControl {
 
  private:
   struct Job {
-    bool load = true;  // false: unload
-    std::string model;
+    enum class Kind { kLoad, kUnload, kPoll } kind = Kind::kLoad;
+    std::string model;  // "" for kPoll
     Done done;
   };
+  // What a model directory holds: each file's path, size and modification time; "" when unreadable.
+  static std::string Fingerprint(const std::string& model_dir);
+  // One scan: loads the new model directories, reloads those changed, unloads those gone.
+  void Poll();
+  void RunPolls(absl::Duration interval);
   void Submit(Job job);
   void Run();
   absl::Status DoLoad(const std::string& model);
@@ -72,11 +90,18 @@ class ModelController final : public ModelControl {
   std::atomic<bool> stopping_{false};  // the loads' warm-up stop
   ModelManager manager_;
 
-  absl::Mutex mu_;
-  absl::CondVar wake_;
+  mutable absl::Mutex mu_;
+  absl::CondVar wake_;       // the controller's thread: a job, or Stop
+  absl::CondVar poll_wake_;  // the poller: Stop
   std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);
   bool open_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t polls_ ABSL_GUARDED_BY(mu_) = 0;
+  bool poll_queued_ ABSL_GUARDED_BY(mu_) = false;  // a scan is waiting or running
+  // Poll mode: the model directories as the last scan saw them (NoteRepository's before the first);
+  // the controller's thread's only, once polling starts.
+  std::map<std::string, std::string> fingerprints_;
+  std::thread poller_;  // poll mode: submits a scan every interval
   std::thread thread_;  // started last
 };
 

@@ -89,10 +89,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
                                                    options.unix_socket.size(), " bytes long; a Unix socket path has at most ",
                                                    sizeof(sockaddr_un{}.sun_path) - 1));
   }
-  if (options.model_control_mode == ModelControlMode::kNone && !options.load_models.empty()) {
+  if (options.model_control_mode != ModelControlMode::kExplicit && !options.load_models.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--load-model '", options.load_models.front(),
-                                                   "' needs --model-control-mode explicit (mode none loads every model "
-                                                   "of the repository)"));
+                                                   "' needs --model-control-mode explicit (modes none and poll load "
+                                                   "every model of the repository)"));
+  }
+  if (options.repository_poll_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--repository-poll-secs must be above 0");
   }
   for (const std::string& name : options.load_models) {
     if (name == "*") {
@@ -154,12 +157,27 @@ absl::Status Server::Start() {
   readied_ = true;
   if (model_controller_ != nullptr) {
     model_controller_->Open();
-    CS_LOG(INFO) << "model control on (--model-control-mode explicit): RepositoryModelLoad / Unload load, reload "
-                    "and unload the models of "
-                 << options_.model_repository;
+    if (options_.model_control_mode == ModelControlMode::kPoll) {
+      model_controller_->StartPolling(options_.repository_poll_interval);
+      CS_LOG(INFO) << "model control on (--model-control-mode poll): " << options_.model_repository
+                   << " is scanned every " << options_.repository_poll_interval
+                   << "; model directories added are loaded, changed ones reloaded, removed ones unloaded";
+    } else {
+      CS_LOG(INFO) << "model control on (--model-control-mode explicit): RepositoryModelLoad / Unload load, reload "
+                      "and unload the models of "
+                   << options_.model_repository;
+    }
   }
   CS_LOG(INFO) << (ready ? "server READY" : "server up, but not every model loaded (see errors above)");
   return absl::OkStatus();
+}
+
+int64_t Server::repository_polls() const {
+  return model_controller_ != nullptr ? model_controller_->polls() : 0;
+}
+
+bool Server::AwaitRepositoryPolls(int64_t n, absl::Duration timeout) const {
+  return model_controller_ != nullptr && model_controller_->AwaitPolls(n, timeout);
 }
 
 void Server::RefreshHealth() {
@@ -195,7 +213,7 @@ absl::Status Server::BuildService(int infer_threads) {
     shared_memory_ = std::make_unique<SharedMemoryRegistry>(HostMemoryPinner(MakeCudaHostPinner()),
                                                             DeviceMemoryOpener(MakeCudaIpcOpener()));
   }
-  if (options_.model_control_mode == ModelControlMode::kExplicit) {
+  if (options_.model_control_mode != ModelControlMode::kNone) {
     ModelController::Hooks hooks;
     if (telemetry != nullptr) {
       hooks.loaded = [telemetry](const ModelRuntime& runtime) {
@@ -216,7 +234,13 @@ absl::Status Server::BuildService(int infer_threads) {
                                                 ServerInfo{"chronoserve", kChronoserveVersion, options_.request_timing}, telemetry,
                                                 shared_memory_.get(), StreamOptions{}, infer_threads > 0);
   service_->SetWarmingUp(true);  // until the models are loaded and the serving path is warm
-  service_->SetModelControl(model_controller_.get());
+  if (options_.model_control_mode == ModelControlMode::kExplicit) {
+    service_->SetModelControl(model_controller_.get());
+  } else if (options_.model_control_mode == ModelControlMode::kPoll) {
+    service_->SetNoModelControlReason(
+        "this server runs with --model-control-mode poll: it loads, reloads and unloads models as their "
+        "directories in the repository change (Triton refuses explicit loads while polling too)");
+  }
   if (telemetry != nullptr) {
     service_->SetTraceSettings(telemetry->trace_settings());
     telemetry->SetInflightSource([dispatcher = &service_->dispatcher()] { return dispatcher->inflight(); });
@@ -308,7 +332,10 @@ absl::Status Server::LoadModels() {
   ModelManager manager(&registry_, &devices_, load_options, clock_,
                        telemetry != nullptr ? telemetry->gpu_clock() : nullptr);
   const std::vector<std::string>& named = options_.load_models;
-  if (options_.model_control_mode == ModelControlMode::kNone || (named.size() == 1 && named[0] == "*")) {
+  // Poll mode: what the directories hold before they load, so that the first scan reloads only
+  // what changes from here on.
+  if (options_.model_control_mode == ModelControlMode::kPoll) model_controller_->NoteRepository();
+  if (options_.model_control_mode != ModelControlMode::kExplicit || (named.size() == 1 && named[0] == "*")) {
     if (absl::Status s = manager.LoadRepository(options_.model_repository); !s.ok()) return s;
   } else {
     if (named.empty()) {

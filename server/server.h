@@ -43,8 +43,9 @@ class Telemetry;
 inline constexpr int kAutoInferThreads = -1;
 
 // --model-control-mode: Triton's none (every model of the repository loaded at start, no model
-// control) or explicit (the --load-model models at start, then RepositoryModelLoad / Unload).
-enum class ModelControlMode { kNone, kExplicit };
+// control), explicit (the --load-model models at start, then RepositoryModelLoad / Unload) or poll
+// (every model at start, then the repository scanned every --repository-poll-secs).
+enum class ModelControlMode { kNone, kExplicit, kPoll };
 // --grpc-infer-threads' default: half of the host's CPUs, 1 to 8 (on 16 CPUs: 4 queues, 2 threads each).
 int DefaultInferThreads();
 
@@ -53,6 +54,8 @@ struct ServerOptions {
   ModelControlMode model_control_mode = ModelControlMode::kNone;
   // --load-model (explicit mode only): the models loaded at start; {"*"} = every one; empty = none.
   std::vector<std::string> load_models;
+  // --repository-poll-secs (poll mode): how often the repository is scanned for changes.
+  absl::Duration repository_poll_interval = absl::Seconds(15);
   std::string host = "127.0.0.1";
   int grpc_port = 8001;  // 0 picks a free port (tests)
   // --grpc-unix-socket: also listen on this Unix domain socket (clients on the same host dial
@@ -128,6 +131,10 @@ class Server {
   bool StopLoading();
 
   ModelRegistry& registry() { return registry_; }
+  // Poll mode: the repository scans finished so far, and a wait until `n` have (up to `timeout`;
+  // whether they did). 0 and false in the other modes.
+  int64_t repository_polls() const;
+  bool AwaitRepositoryPolls(int64_t n, absl::Duration timeout) const;
 
  private:
   explicit Server(const ServerOptions& options);

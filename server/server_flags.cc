@@ -71,9 +71,15 @@ void AddServingFlags(CLI::App* app, RawServerFlags* raw) {
                   "none: every model of the repository is loaded at start, and RepositoryModelLoad / Unload are "
                   "refused; explicit: only the --load-model models are loaded at start, then RepositoryModelLoad "
                   "loads or reloads a model (the loaded version serving until the new one is READY) and "
-                  "RepositoryModelUnload unloads one (its queued requests run first)")
+                  "RepositoryModelUnload unloads one (its queued requests run first); poll: every model is loaded "
+                  "at start, then the repository is scanned every --repository-poll-secs: a model directory added "
+                  "is loaded, one whose files changed reloaded, one removed unloaded")
       ->capture_default_str()
-      ->check(CLI::IsMember({"none", "explicit"}));
+      ->check(CLI::IsMember({"none", "explicit", "poll"}));
+  app->add_option("--repository-poll-secs", raw->repository_poll_secs,
+                  "With --model-control-mode poll: seconds between two scans of the repository")
+      ->capture_default_str()
+      ->transform(IntegerIn(1, 86400));
   app->add_option("--load-model", options.load_models,
                   "With --model-control-mode explicit: a model to load at start (repeatable); '*' alone loads "
                   "every model of the repository");
@@ -207,7 +213,9 @@ absl::StatusOr<ServerFlags> ResolveServerFlags(RawServerFlags raw, const otlp::E
   options.host = *std::move(host);
   options.request_timing = raw.request_timing == "on";
   options.model_control_mode = raw.model_control_mode == "explicit" ? ModelControlMode::kExplicit
-                                                                    : ModelControlMode::kNone;  // checked at parse
+                                : raw.model_control_mode == "poll"   ? ModelControlMode::kPoll
+                                                                     : ModelControlMode::kNone;  // checked at parse
+  options.repository_poll_interval = absl::Seconds(raw.repository_poll_secs);
   const std::optional<int64_t> arena_mib = ArenaMib(raw.input_arena);  // checked at parse: else auto
   options.input_arena_bytes = arena_mib.has_value() ? *arena_mib << 20 : -1;
   options.max_queue_bytes = raw.max_queue_mib << 20;

@@ -36,6 +36,7 @@ struct RawServerFlags {
   std::string infer_threads = "auto";
   std::string request_timing = "on";
   std::string model_control_mode = "none";
+  int repository_poll_secs = 15;
   std::vector<std::string> host_policies;
   std::string input_arena = "auto";
   uint64_t max_queue_mib = ServerOptions{}.max_queue_bytes >> 20;

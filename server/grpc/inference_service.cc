@@ -354,11 +354,13 @@ absl::Status InferenceService::AnswerRepositoryIndex(const inference::Repository
 }
 
 namespace {
-absl::Status NoModelControl(const char* what, const std::string& model) {
+absl::Status NoModelControl(const char* what, const std::string& model, const std::string& why) {
   return absl::UnimplementedError(absl::StrCat(
-      "cannot ", what, " model '", Excerpt(model), "': this server runs with --model-control-mode none (the default), "
-      "which reads the model repository once, at start; start it with --model-control-mode explicit to load and "
-      "unload models while it runs"));
+      "cannot ", what, " model '", Excerpt(model), "': ",
+      why.empty() ? "this server runs with --model-control-mode none (the default), which reads the model repository "
+                    "once, at start"
+                  : why,
+      "; start it with --model-control-mode explicit to load and unload models by request"));
 }
 
 // Triton's load parameters ("config", "file:...") override what the repository holds; an unload's
@@ -387,7 +389,7 @@ absl::Status CheckControlParameters(const char* what, const std::string& model,
 absl::Status InferenceService::CheckModelControl(
     const char* what, const std::string& model, const std::string& repository,
     const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& params, bool unload) const {
-  if (model_control_ == nullptr) return NoModelControl(what, model);
+  if (model_control_ == nullptr) return NoModelControl(what, model, no_model_control_why_);
   RETURN_IF_ERROR(CheckControlParameters(what, model, params, unload));
   if (!repository.empty() && repository != model_control_->Repository()) {
     return absl::NotFoundError(absl::StrCat("cannot ", what, " model '", Excerpt(model), "': no repository named '",

@@ -70,6 +70,9 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   // outlive the service and answer every call before the gRPC server shuts down. Set before the
   // server starts; unset, both answer UNIMPLEMENTED saying how to turn it on.
   void SetModelControl(ModelControl* control) { model_control_ = control; }
+  // Without a model control: why RepositoryModelLoad / Unload are refused (UNIMPLEMENTED), if not
+  // for --model-control-mode none (the default). Set before the server starts.
+  void SetNoModelControlReason(std::string why) { no_model_control_why_ = std::move(why); }
 
   // While draining for shutdown, ServerReady is false and ModelInfer answers UNAVAILABLE. A stream
   // with nothing in flight ends at once (UNAVAILABLE); a busy one stops reading (only a read already
@@ -208,6 +211,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   SharedMemoryRegistry* const shared_memory_;
   TraceSettings* trace_settings_ = nullptr;
   ModelControl* model_control_ = nullptr;
+  std::string no_model_control_why_;  // empty: mode none's reason
   const StreamOptions stream_options_;
   const int model_infer_method_;         // ModelInfer's index among the service's methods
   const int model_stream_infer_method_;  // ModelStreamInfer's

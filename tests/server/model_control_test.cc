@@ -16,6 +16,7 @@
 #include "client/inference_client.h"
 #include "common/tensor_data.h"
 #include "tests/fakes/finishes_within.h"
+#include "tests/fakes/remove_tree.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tools/example_models.h"
@@ -368,6 +369,10 @@ TEST(ModelControlOptionsTest, TheStartRefusesLoadModelsItCannotServe) {
   auto none = server::Server::Create(options);
   ASSERT_FALSE(none.ok());
   EXPECT_THAT(std::string(none.status().message()), HasSubstr("needs --model-control-mode explicit"));
+  options.model_control_mode = server::ModelControlMode::kPoll;
+  auto poll = server::Server::Create(options);
+  ASSERT_FALSE(poll.ok());
+  EXPECT_THAT(std::string(poll.status().message()), HasSubstr("needs --model-control-mode explicit"));
   options.model_control_mode = server::ModelControlMode::kExplicit;
   options.load_models = {"*", "a"};
   auto star = server::Server::Create(options);
@@ -396,6 +401,61 @@ TEST(ModelControlOptionsTest, AMissingLoadModelFailsLikeAModelThatDidNotLoad) {
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("has no model directory 'nosuch' (it has a)"));
   // Unloading the model that failed takes it out of the count: the server is READY again.
   ASSERT_TRUE(Unload(*c, "nosuch").ok());
+  EXPECT_EQ(testing::Answer(c->ServerReady()), "true");
+  server->Shutdown();
+}
+
+// --model-control-mode poll: the repository scanned every 50 ms; a model directory added is loaded,
+// a new version directory is served after its reload, a config broken by a change leaves the loaded
+// version serving, and a directory removed unloads its model. Explicit loads are refused.
+TEST(ModelControlPollTest, ScansLoadWhatIsAddedReloadWhatChangedAndUnloadWhatIsGone) {
+  testing::TempDir repo("cs_control_poll");
+  WriteCpuMlp(repo.path(), "a");
+  WriteCpuMlp(repo.path(), "b", 11);
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.model_control_mode = server::ModelControlMode::kPoll;
+  options.repository_poll_interval = absl::Milliseconds(50);
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+  EXPECT_EQ(testing::Answer(c->ModelReady("a")), "true");
+  EXPECT_EQ(testing::Answer(c->ModelReady("b")), "true");
+  const grpc::Status refused = Load(*c, "a");
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("--model-control-mode poll"));
+  // A change is seen by the second scan to finish after it: the first may have begun before it.
+  auto two_more_scans = [&] {
+    return server->AwaitRepositoryPolls(server->repository_polls() + 2, absl::Seconds(60));
+  };
+  ASSERT_TRUE(two_more_scans()) << "the repository is scanned";
+  EXPECT_EQ(testing::Answer(c->ModelReady("a")), "true") << "nothing changed: nothing reloaded";
+
+  WriteCpuMlp(repo.path(), "c", 13);
+  ASSERT_TRUE(two_more_scans());
+  EXPECT_EQ(testing::Answer(c->ModelReady("c")), "true") << "a directory added is loaded";
+  std::mt19937_64 rng(8);
+  const Tensor input{"INPUT__0", DataType::kFp32, {1, 64}, RandomTensorBytes(DataType::kFp32, 64, rng)};
+  EXPECT_TRUE(c->Infer("c", {input}).ok());
+
+  std::filesystem::create_directories(std::filesystem::path(repo.path()) / "a" / "2");
+  std::filesystem::copy_file(std::filesystem::path(repo.path()) / "a" / "1" / "model.pt",
+                             std::filesystem::path(repo.path()) / "a" / "2" / "model.pt");
+  ASSERT_TRUE(two_more_scans());
+  auto metadata = c->ModelMetadata("a");
+  ASSERT_TRUE(metadata.ok()) << metadata.status();
+  ASSERT_EQ(metadata->versions_size(), 1);
+  EXPECT_EQ(metadata->versions(0), "2") << "a new version directory is served after its reload";
+
+  repo.WriteFile("b/config.pbtxt", "max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: [64 }\n");
+  ASSERT_TRUE(two_more_scans());
+  EXPECT_EQ(testing::Answer(c->ModelReady("b")), "true") << "a failed reload keeps the loaded version";
+  EXPECT_TRUE(c->Infer("b", {input}).ok());
+
+  testing::RemoveTree((std::filesystem::path(repo.path()) / "a").string());
+  ASSERT_TRUE(two_more_scans());
+  EXPECT_EQ(testing::Answer(c->ModelReady("a")), "false") << "a directory removed is unloaded";
+  auto gone = c->Infer("a", {input});
+  EXPECT_EQ(gone.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(testing::Answer(c->ServerReady()), "true");
   server->Shutdown();
 }
