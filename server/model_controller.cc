@@ -19,12 +19,12 @@ ModelLoadOptions WithStop(ModelLoadOptions options, const std::atomic<bool>* sto
 
 ModelController::ModelController(ModelRegistry* registry, DeviceActivityRegistry* devices, std::string repository,
                                  ModelLoadOptions load_options, const Clock* clock,
-                                 const GpuClockSource* gpu_clock, Hooks hooks)
+                                 const GpuClockSource* gpu_clock, Hooks hooks, int threads)
     : registry_(registry),
       repository_(std::move(repository)),
       hooks_(std::move(hooks)),
       manager_(registry, devices, WithStop(std::move(load_options), &stopping_), clock, gpu_clock) {
-  thread_ = std::thread([this] { Run(); });
+  for (int i = 0; i < std::max(threads, 1); ++i) threads_.emplace_back([this] { Run(); });
 }
 
 ModelController::~ModelController() { Stop(); }
@@ -41,50 +41,64 @@ void ModelController::Stop() {
     if (stopped_) return;
     stopped_ = true;
     refused.swap(jobs_);
-    wake_.Signal();
     poll_wake_.Signal();
   }
   stopping_ = true;
   for (Job& job : refused) {
-    if (job.kind == Job::Kind::kPoll) continue;
-    job.done(absl::UnavailableError(absl::StrCat("model '", job.model, "' not ",
-                                                 job.kind == Job::Kind::kLoad ? "loaded" : "unloaded",
-                                                 ": the server is shutting down")));
+    job.Finish(absl::UnavailableError(absl::StrCat("model '", job.model, "' not ",
+                                                   job.kind == Job::Kind::kLoad ? "loaded" : "unloaded",
+                                                   ": the server is shutting down")));
   }
   if (poller_.joinable()) poller_.join();
-  if (thread_.joinable()) thread_.join();
+  for (std::thread& thread : threads_) thread.join();
+  threads_.clear();
 }
 
-void ModelController::Load(const std::string& model, Done done) {
-  Submit(Job{Job::Kind::kLoad, model, std::move(done)});
-}
+void ModelController::Load(const std::string& model, Done done) { Submit(Job::Kind::kLoad, model, std::move(done)); }
 
 void ModelController::Unload(const std::string& model, Done done) {
-  Submit(Job{Job::Kind::kUnload, model, std::move(done)});
+  Submit(Job::Kind::kUnload, model, std::move(done));
 }
 
-void ModelController::Submit(Job job) {
-  if (absl::Status named = ValidateModelName(job.model); !named.ok()) {
-    job.done(named);
-    return;
+void ModelController::Submit(Job::Kind kind, const std::string& model, Done done) {
+  if (absl::Status named = ValidateModelName(model); !named.ok()) return done(named);
+  const bool load = kind == Job::Kind::kLoad;
+  // A model the repository does not hold is refused before it waits for anything.
+  std::vector<std::string> present;
+  if (load) {
+    absl::StatusOr<std::vector<std::string>> listed = ListModelDirectories(repository_);
+    if (!listed.ok()) return done(listed.status());
+    if (std::find(listed->begin(), listed->end(), model) == listed->end()) {
+      return done(NoSuchModelDirectory(repository_, model, *listed));
+    }
   }
-  const bool load = job.kind == Job::Kind::kLoad;
   absl::Status refused;
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) {
-      refused = absl::UnavailableError(absl::StrCat("model '", job.model, "' not ", load ? "loaded" : "unloaded",
+      refused = absl::UnavailableError(absl::StrCat("model '", model, "' not ", load ? "loaded" : "unloaded",
                                                     ": the server is shutting down"));
     } else if (!open_) {
-      refused = absl::UnavailableError(absl::StrCat("model '", job.model, "' not ", load ? "loaded" : "unloaded",
+      refused = absl::UnavailableError(absl::StrCat("model '", model, "' not ", load ? "loaded" : "unloaded",
                                                     ": the server is still loading its models at start"));
     } else {
-      jobs_.push_back(std::move(job));
-      wake_.Signal();
+      // The same request as the last one still waiting for this model: answered by the same run.
+      for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
+        if (it->model != model) continue;
+        if (it->kind == kind) {
+          it->done.push_back(std::move(done));
+          return;
+        }
+        break;
+      }
+      // A model not served shows LOADING from now, not what it was, while its load waits its turn.
+      if (load && !registry_->Serves(model)) registry_->MarkLoading(model, /*strict=*/false);
+      jobs_.push_back(Job{kind, model, {}});
+      jobs_.back().done.push_back(std::move(done));
       return;
     }
   }
-  job.done(refused);
+  done(refused);
 }
 
 std::vector<std::string> ModelController::RepositoryModels() const {
@@ -92,27 +106,57 @@ std::vector<std::string> ModelController::RepositoryModels() const {
   return names.ok() ? *std::move(names) : std::vector<std::string>{};
 }
 
+bool ModelController::RunnableLocked(const Job& job) const {
+  // A scan touches every model: it runs alone, as a job for a model runs alone for that model.
+  if (job.kind == Job::Kind::kPoll) return running_.empty() && !poll_running_;
+  return !poll_running_ && running_.count(job.model) == 0;
+}
+
+size_t ModelController::NextRunnableLocked() const {
+  std::set<std::string> waiting;  // models with an earlier job still waiting: theirs go in order
+  for (size_t i = 0; i < jobs_.size(); ++i) {
+    const Job& job = jobs_[i];
+    if (job.kind != Job::Kind::kPoll && waiting.count(job.model) > 0) continue;
+    if (RunnableLocked(job)) return i;
+    if (job.kind != Job::Kind::kPoll) waiting.insert(job.model);
+  }
+  return jobs_.size();
+}
+
+bool ModelController::HasWorkLocked() const { return stopped_ || NextRunnableLocked() < jobs_.size(); }
+
 void ModelController::Run() {
   while (true) {
     Job job;
     {
       absl::MutexLock lock(&mu_);
-      while (jobs_.empty() && !stopped_) wake_.Wait(&mu_);
-      if (jobs_.empty()) return;  // stopped
-      job = std::move(jobs_.front());
-      jobs_.pop_front();
+      mu_.Await(absl::Condition(this, &ModelController::HasWorkLocked));
+      if (stopped_) return;  // Stop answers what waits
+      const size_t next = NextRunnableLocked();
+      job = std::move(jobs_[next]);
+      jobs_.erase(jobs_.begin() + static_cast<std::ptrdiff_t>(next));
+      if (job.kind == Job::Kind::kPoll) {
+        poll_running_ = true;
+      } else {
+        running_.insert(job.model);
+      }
     }
+    absl::Status status;
     if (job.kind == Job::Kind::kPoll) {
       Poll();
-      if (hooks_.changed) hooks_.changed();
-      absl::MutexLock lock(&mu_);
+    } else {
+      status = job.kind == Job::Kind::kLoad ? DoLoad(job.model) : DoUnload(job.model);
+    }
+    if (hooks_.changed) hooks_.changed();
+    job.Finish(status);  // before the model's next request may start: its answers go in order
+    absl::MutexLock lock(&mu_);
+    if (job.kind == Job::Kind::kPoll) {
+      poll_running_ = false;
       poll_queued_ = false;
       ++polls_;
-      continue;
+    } else {
+      running_.erase(job.model);
     }
-    const absl::Status status = job.kind == Job::Kind::kLoad ? DoLoad(job.model) : DoUnload(job.model);
-    if (hooks_.changed) hooks_.changed();
-    job.done(status);
   }
 }
 
@@ -154,21 +198,20 @@ absl::Status ModelController::DoLoad(const std::string& model) {
 }
 
 absl::Status ModelController::DoUnload(const std::string& model) {
+  const std::vector<std::string> present = RepositoryModels();
+  const bool in_repository = std::find(present.begin(), present.end(), model) != present.end();
   std::shared_ptr<ModelRuntime> runtime = registry_->Unload(model);
-  if (runtime == nullptr) {
-    if (registry_->Knows(model)) {
-      CS_LOG(INFO) << "model '" << model << "' unloaded (RepositoryModelUnload; it was not serving)";
-      return absl::OkStatus();
-    }
-    const std::vector<std::string> present = RepositoryModels();
-    if (std::find(present.begin(), present.end(), model) != present.end()) return absl::OkStatus();  // never loaded
-    return absl::NotFoundError(absl::StrCat("no model '", model, "' to unload: the server has never loaded it and ",
-                                            NoSuchModelDirectory(repository_, model, present).message()));
+  if (runtime != nullptr) {
+    if (hooks_.changed) hooks_.changed();  // not ready from here on, while its queue drains
+    Retire(*runtime);
+    CS_LOG(INFO) << "model '" << model << "' version " << runtime->spec().version << " unloaded";
   }
-  if (hooks_.changed) hooks_.changed();  // not ready from here on, while its queue drains
-  Retire(*runtime);
-  CS_LOG(INFO) << "model '" << model << "' version " << runtime->spec().version << " unloaded (RepositoryModelUnload)";
-  return absl::OkStatus();
+  // A model whose directory is gone leaves the index (it could not be loaded again).
+  const bool forgotten = !in_repository && registry_->Forget(model);
+  if (runtime != nullptr || forgotten) return absl::OkStatus();
+  if (in_repository) return absl::OkStatus();  // not loaded: nothing to do, as Triton
+  return absl::NotFoundError(absl::StrCat("no model '", model, "' to unload: the server has never loaded it and ",
+                                          NoSuchModelDirectory(repository_, model, present).message()));
 }
 
 std::string ModelController::Fingerprint(const std::string& model_dir) {
@@ -211,8 +254,7 @@ void ModelController::RunPolls(absl::Duration interval) {
     if (stopped_) break;
     if (!open_ || poll_queued_) continue;
     poll_queued_ = true;
-    jobs_.push_back(Job{Job::Kind::kPoll, "", nullptr});
-    wake_.Signal();
+    jobs_.push_back(Job{Job::Kind::kPoll, "", {}});
   }
 }
 

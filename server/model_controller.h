@@ -16,6 +16,7 @@
 #include <atomic>
 #include <deque>
 #include <map>
+#include <set>
 #include <functional>
 #include <memory>
 #include <string>
@@ -41,8 +42,12 @@ class ModelController final : public ModelControl {
     std::function<void(const ModelSpec&, const std::atomic<bool>* stop)> warm_serving_path;
   };
   // `load_options.warmup.stop` is replaced by the controller's own (Stop ends a warm-up early).
+  // `threads`: how many loads or unloads of different models may run at once
+  // (--model-load-thread-count); requests for one model always run one after another, in order.
   ModelController(ModelRegistry* registry, DeviceActivityRegistry* devices, std::string repository,
-                  ModelLoadOptions load_options, const Clock* clock, const GpuClockSource* gpu_clock, Hooks hooks);
+                  ModelLoadOptions load_options, const Clock* clock, const GpuClockSource* gpu_clock, Hooks hooks,
+                  int threads = kDefaultThreads);
+  static constexpr int kDefaultThreads = 4;  // Triton's --model-load-thread-count default
   ~ModelController() override;
 
   // Takes requests from now on; before, each is answered UNAVAILABLE (the server is still starting).
@@ -68,15 +73,25 @@ class ModelController final : public ModelControl {
  private:
   struct Job {
     enum class Kind { kLoad, kUnload, kPoll } kind = Kind::kLoad;
-    std::string model;  // "" for kPoll
-    Done done;
+    std::string model;        // "" for kPoll
+    std::vector<Done> done;   // the same request made again while this one waited shares its answer
+    void Finish(const absl::Status& status) {
+      for (Done& d : done) d(status);
+    }
   };
+  void Submit(Job::Kind kind, const std::string& model, Done done);
+  // Whether `job` may start now: no other job for its model runs (a scan: nothing else runs).
+  bool RunnableLocked(const Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The first waiting job that may start (a model's jobs start in the order they came); jobs_.size()
+  // when none may.
+  size_t NextRunnableLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stopped, or a waiting job may start.
+  bool HasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What a model directory holds: each file's path, size and modification time; "" when unreadable.
   static std::string Fingerprint(const std::string& model_dir);
   // One scan: loads the new model directories, reloads those changed, unloads those gone.
   void Poll();
   void RunPolls(absl::Duration interval);
-  void Submit(Job job);
   void Run();
   absl::Status DoLoad(const std::string& model);
   absl::Status DoUnload(const std::string& model);
@@ -91,18 +106,19 @@ class ModelController final : public ModelControl {
   ModelManager manager_;
 
   mutable absl::Mutex mu_;
-  absl::CondVar wake_;       // the controller's thread: a job, or Stop
   absl::CondVar poll_wake_;  // the poller: Stop
-  std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);
+  std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);  // waiting, in the order they came
+  std::set<std::string> running_ ABSL_GUARDED_BY(mu_);  // the models a job runs for
+  bool poll_running_ ABSL_GUARDED_BY(mu_) = false;
   bool open_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   int64_t polls_ ABSL_GUARDED_BY(mu_) = 0;
   bool poll_queued_ ABSL_GUARDED_BY(mu_) = false;  // a scan is waiting or running
   // Poll mode: the model directories as the last scan saw them (NoteRepository's before the first);
-  // the controller's thread's only, once polling starts.
+  // only the scan that runs (scans run alone) touches it once polling starts.
   std::map<std::string, std::string> fingerprints_;
   std::thread poller_;  // poll mode: submits a scan every interval
-  std::thread thread_;  // started last
+  std::vector<std::thread> threads_;  // run the jobs; started last
 };
 
 }  // namespace chronoserve::server

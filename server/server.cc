@@ -94,6 +94,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
                                                    "' needs --model-control-mode explicit (modes none and poll load "
                                                    "every model of the repository)"));
   }
+  if (options.model_load_threads < 1) {
+    return absl::InvalidArgumentError("--model-load-thread-count must be at least 1");
+  }
   if (options.repository_poll_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--repository-poll-secs must be above 0");
   }
@@ -228,7 +231,7 @@ absl::Status Server::BuildService(int infer_threads) {
     }
     model_controller_ = std::make_unique<ModelController>(
         &registry_, &devices_, options_.model_repository, LoadOptions(), clock_,
-        telemetry != nullptr ? telemetry->gpu_clock() : nullptr, std::move(hooks));
+        telemetry != nullptr ? telemetry->gpu_clock() : nullptr, std::move(hooks), options_.model_load_threads);
   }
   service_ = std::make_unique<InferenceService>(&registry_, clock_,
                                                 ServerInfo{"chronoserve", kChronoserveVersion, options_.request_timing}, telemetry,

@@ -56,6 +56,9 @@ struct ServerOptions {
   std::vector<std::string> load_models;
   // --repository-poll-secs (poll mode): how often the repository is scanned for changes.
   absl::Duration repository_poll_interval = absl::Seconds(15);
+  // --model-load-thread-count (explicit and poll modes): loads and unloads of different models that
+  // may run at once; one model's run one after another.
+  int model_load_threads = ModelController::kDefaultThreads;
   std::string host = "127.0.0.1";
   int grpc_port = 8001;  // 0 picks a free port (tests)
   // --grpc-unix-socket: also listen on this Unix domain socket (clients on the same host dial

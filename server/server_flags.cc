@@ -76,6 +76,11 @@ void AddServingFlags(CLI::App* app, RawServerFlags* raw) {
                   "is loaded, one whose files changed reloaded, one removed unloaded")
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "explicit", "poll"}));
+  app->add_option("--model-load-thread-count", options.model_load_threads,
+                  "With --model-control-mode explicit or poll: loads and unloads of different models that may run "
+                  "at once (one model's run one after another, in the order asked)")
+      ->capture_default_str()
+      ->transform(IntegerIn(1, 64));
   app->add_option("--repository-poll-secs", raw->repository_poll_secs,
                   "With --model-control-mode poll: seconds between two scans of the repository")
       ->capture_default_str()

@@ -1,6 +1,7 @@
 #include "server/grpc/inference_service.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,18 @@
 
 namespace chronoserve::server {
 namespace {
+// Whether a request's repository_name names `repository` (the --model-repository path): empty, or
+// that path, with or without a trailing '/' or "." parts.
+bool NamesRepository(const std::string& name, const std::string& repository) {
+  if (name.empty()) return true;
+  auto normal = [](const std::string& path) {
+    std::string p = std::filesystem::path(path).lexically_normal().string();
+    while (p.size() > 1 && p.back() == '/') p.pop_back();
+    return p;
+  };
+  return normal(name) == normal(repository);
+}
+
 
 grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl::Status& status) {
   auto* reactor = ctx->DefaultReactor();
@@ -312,6 +325,11 @@ absl::Status InferenceService::AnswerCudaSharedMemoryUnregister(
 absl::Status InferenceService::AnswerRepositoryIndex(const inference::RepositoryIndexRequest& request,
                                                      inference::RepositoryIndexResponse* response) {
   // READY as ModelReady reads it: not while the server warms its serving path up, nor while it drains.
+  if (model_control_ != nullptr && !NamesRepository(request.repository_name(), model_control_->Repository())) {
+    return absl::NotFoundError(absl::StrCat("no repository named '", Excerpt(request.repository_name()),
+                                            "' (this server's is '", model_control_->Repository(),
+                                            "'; an empty name means it)"));
+  }
   const bool warming_up = warming_up_.load();
   const bool draining = dispatcher_.draining();
   std::vector<ModelRegistry::IndexEntry> entries = registry_->Index();
@@ -391,7 +409,7 @@ absl::Status InferenceService::CheckModelControl(
     const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& params, bool unload) const {
   if (model_control_ == nullptr) return NoModelControl(what, model, no_model_control_why_);
   RETURN_IF_ERROR(CheckControlParameters(what, model, params, unload));
-  if (!repository.empty() && repository != model_control_->Repository()) {
+  if (!NamesRepository(repository, model_control_->Repository())) {
     return absl::NotFoundError(absl::StrCat("cannot ", what, " model '", Excerpt(model), "': no repository named '",
                                             Excerpt(repository), "' (this server's is '", model_control_->Repository(),
                                             "'; an empty name means it)"));

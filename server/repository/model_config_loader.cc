@@ -16,6 +16,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -228,8 +229,10 @@ absl::Status ConvertBatching(const pb::ModelConfig& config, const std::string& s
 absl::Status ValidateModelName(const std::string& name) {
   if (name.empty()) return absl::InvalidArgumentError("model name is empty");
   if (name.size() > 255) return absl::InvalidArgumentError("model name is longer than 255 bytes");
-  if (name == "." || name == ".." ||
-      name.find_first_of(std::string("/\\\0", 3)) != std::string::npos) {
+  if (name.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("model name '", absl::CEscape(name), "' holds a NUL byte"));
+  }
+  if (name == "." || name == ".." || name.find_first_of("/\\") != std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model name '", name, "' is not a single path component (no '/', '\\', '.' or '..')"));
   }

@@ -68,6 +68,12 @@ std::shared_ptr<ModelRuntime> ModelRegistry::Unload(const std::string& name) {
   return runtime;
 }
 
+bool ModelRegistry::Forget(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  if (ready_.count(name) > 0 || loading_.count(name) > 0) return false;
+  return not_ready_.erase(name) > 0;
+}
+
 bool ModelRegistry::Knows(const std::string& name) const {
   absl::MutexLock lock(&mu_);
   return ready_.count(name) > 0 || not_ready_.count(name) > 0;

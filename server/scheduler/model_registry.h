@@ -33,6 +33,9 @@ class ModelRegistry {
   // served it, for the caller to drain and stop; null when none did (unknown names and models still
   // loading are left as they are).
   std::shared_ptr<ModelRuntime> Unload(const std::string& name);
+  // Drops `name`'s entry when no runtime serves it and it is not loading (a model whose directory is
+  // gone: the index no longer lists it); whether there was one.
+  bool Forget(const std::string& name);
   // The state of `name`: whether it is known at all, and whether a runtime serves it (ready or not).
   bool Knows(const std::string& name) const;
   bool Serves(const std::string& name) const;

@@ -352,6 +352,17 @@ TEST_P(ModelControlTest, RequestsItCannotTakeAreRefusedSayingWhy) {
   EXPECT_EQ(repository.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_THAT(repository.error_message(), HasSubstr("no repository named 'elsewhere'"));
   EXPECT_TRUE(Load(*c, "a", "", repo_->path()).ok()) << "the repository's own path names it";
+  EXPECT_TRUE(Load(*c, "a", "", repo_->path() + "/").ok()) << "with a trailing '/' too";
+  grpc::ClientContext index_ctx;
+  index_ctx.set_deadline(testing::TestDeadline());
+  inference::RepositoryIndexRequest index_request;
+  index_request.set_repository_name("elsewhere");
+  inference::RepositoryIndexResponse index_response;
+  EXPECT_EQ(c->stub()->RepositoryIndex(&index_ctx, index_request, &index_response).error_code(),
+            grpc::StatusCode::NOT_FOUND) << "the index names the same repositories as load and unload";
+  const grpc::Status nul = Load(*c, std::string("a\0b", 3));
+  EXPECT_EQ(nul.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(nul.error_message(), HasSubstr("holds a NUL byte"));
   const grpc::Status unload_param = Unload(*c, "a", "force");
   EXPECT_EQ(unload_param.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(unload_param.error_message(), HasSubstr("parameter 'force' is not supported"));
@@ -402,6 +413,11 @@ TEST(ModelControlOptionsTest, AMissingLoadModelFailsLikeAModelThatDidNotLoad) {
   // Unloading the model that failed takes it out of the count: the server is READY again.
   ASSERT_TRUE(Unload(*c, "nosuch").ok());
   EXPECT_EQ(testing::Answer(c->ServerReady()), "true");
+  auto index = testing::RepositoryIndex(c->stub());
+  ASSERT_TRUE(index.ok());
+  ASSERT_EQ(index->models_size(), 1) << "a model with no directory leaves the index once unloaded";
+  EXPECT_EQ(index->models(0).name(), "a");
+  EXPECT_EQ(Unload(*c, "nosuch").error_code(), grpc::StatusCode::NOT_FOUND) << "and is then unknown";
   server->Shutdown();
 }
 
@@ -456,6 +472,9 @@ TEST(ModelControlPollTest, ScansLoadWhatIsAddedReloadWhatChangedAndUnloadWhatIsG
   EXPECT_EQ(testing::Answer(c->ModelReady("a")), "false") << "a directory removed is unloaded";
   auto gone = c->Infer("a", {input});
   EXPECT_EQ(gone.status().code(), absl::StatusCode::kNotFound);
+  auto index = testing::RepositoryIndex(c->stub());
+  ASSERT_TRUE(index.ok());
+  for (const auto& model : index->models()) EXPECT_NE(model.name(), "a") << "and leaves the index";
   EXPECT_EQ(testing::Answer(c->ServerReady()), "true");
   server->Shutdown();
 }

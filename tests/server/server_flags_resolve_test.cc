@@ -56,6 +56,7 @@ TEST(ServerFlagsResolveTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(options.model_control_mode, ModelControlMode::kNone);
   EXPECT_TRUE(options.load_models.empty());
   EXPECT_EQ(options.repository_poll_interval, absl::Seconds(15));
+  EXPECT_EQ(options.model_load_threads, 4);
   EXPECT_TRUE(options.host_policies.empty());
   EXPECT_EQ(options.telemetry, nullptr) << "main sets it once the Telemetry exists";
   EXPECT_EQ(flags->log_verbose, 0);
@@ -105,8 +106,10 @@ TEST(ServerFlagsResolveTest, ModelControlModeAndTheModelsToLoad) {
   ASSERT_TRUE(flags.ok()) << flags.status();
   EXPECT_EQ(flags->options.model_control_mode, ModelControlMode::kExplicit);
   EXPECT_THAT(flags->options.load_models, ElementsAre("a", "b"));
-  auto poll = Parse({"--model-repository", "/models", "--model-control-mode", "poll", "--repository-poll-secs", "3"});
+  auto poll = Parse({"--model-repository", "/models", "--model-control-mode", "poll", "--repository-poll-secs", "3",
+                     "--model-load-thread-count", "2"});
   ASSERT_TRUE(poll.ok()) << poll.status();
+  EXPECT_EQ(poll->options.model_load_threads, 2);
   EXPECT_EQ(poll->options.model_control_mode, ModelControlMode::kPoll);
   EXPECT_EQ(poll->options.repository_poll_interval, absl::Seconds(3));
   auto bad = Parse({"--model-repository", "/models", "--model-control-mode", "watch"});

@@ -1,0 +1,121 @@
+// ModelController on its own (no gRPC), real models: loads of different models run side by side,
+// one model's requests run one after another in order, and the same request made again while the
+// first still waits shares its run.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "common/clock.h"
+#include "server/backend/device_activity.h"
+#include "server/model_controller.h"
+#include "server/scheduler/model_registry.h"
+#include "tests/server/test_repository.h"
+#include "tools/example_models.h"
+
+namespace chronoserve {
+namespace {
+
+// A done callback that keeps its status and notifies.
+struct Answer {
+  absl::Notification answered;
+  absl::Status status;
+  server::ModelControl::Done Callback() {
+    return [this](absl::Status s) {
+      status = std::move(s);
+      answered.Notify();
+    };
+  }
+};
+
+class ModelControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    examples::ModelOptions o;
+    o.max_batch_size = 4;
+    o.instance_kind = "KIND_CPU";
+    ASSERT_TRUE(examples::WriteMlp(repo_.path(), "a", o).ok());
+    ASSERT_TRUE(examples::WriteMlp(repo_.path(), "b", o).ok());
+    // Its warm-up runs 10^9 times: a load that lasts until the controller stops it.
+    o.extra_config =
+        "model_warmup { name: \"long\" batch_size: 1 count: 1000000000 "
+        "inputs { key: \"INPUT__0\" value { data_type: TYPE_FP32 dims: 64 random_data: true } } }\n";
+    ASSERT_TRUE(examples::WriteMlp(repo_.path(), "endless", o).ok());
+  }
+
+  std::unique_ptr<server::ModelController> Controller(int threads) {
+    server::ModelLoadOptions options;
+    options.warmup.runs_per_batch_size = 1;
+    server::ModelController::Hooks hooks;
+    hooks.loaded = [this](const server::ModelRuntime&) { loads_.fetch_add(1); };
+    auto controller = std::make_unique<server::ModelController>(&registry_, &devices_, repo_.path(), options,
+                                                                SteadyClock::Get(), nullptr, hooks, threads);
+    controller->Open();
+    return controller;
+  }
+
+  testing::TempDir repo_{"cs_controller"};
+  server::ModelRegistry registry_;
+  server::DeviceActivityRegistry devices_;
+  std::atomic<int> loads_{0};
+};
+
+TEST_F(ModelControllerTest, AnotherModelLoadsWhileOneLoadsForever) {
+  auto controller = Controller(2);
+  Answer endless;
+  controller->Load("endless", endless.Callback());
+  Answer a;
+  controller->Load("a", a.Callback());
+  ASSERT_TRUE(a.answered.WaitForNotificationWithTimeout(absl::Seconds(60))) << "'a' waited for 'endless'";
+  EXPECT_TRUE(a.status.ok()) << a.status;
+  EXPECT_FALSE(endless.answered.HasBeenNotified());
+  EXPECT_TRUE(registry_.Find("a", "").ok());
+  auto loading = registry_.Find("endless", "");
+  EXPECT_EQ(loading.status().code(), absl::StatusCode::kUnavailable) << "LOADING";
+  // A request for the model that loads waits its turn, in order: answered once Stop ends that load.
+  Answer queued;
+  controller->Unload("endless", queued.Callback());
+  controller->Stop();
+  ASSERT_TRUE(endless.answered.HasBeenNotified());
+  EXPECT_EQ(endless.status.code(), absl::StatusCode::kUnavailable) << endless.status;
+  ASSERT_TRUE(queued.answered.HasBeenNotified());
+  EXPECT_EQ(queued.status.code(), absl::StatusCode::kUnavailable) << queued.status;
+  EXPECT_EQ(loads_.load(), 1);
+}
+
+TEST_F(ModelControllerTest, TheSameLoadAskedAgainWhileItWaitsSharesItsRun) {
+  auto controller = Controller(1);
+  std::vector<std::unique_ptr<Answer>> answers;
+  for (int i = 0; i < 3; ++i) {
+    answers.push_back(std::make_unique<Answer>());
+    controller->Load("b", answers.back()->Callback());
+  }
+  for (auto& answer : answers) {
+    ASSERT_TRUE(answer->answered.WaitForNotificationWithTimeout(absl::Seconds(60)));
+    EXPECT_TRUE(answer->status.ok()) << answer->status;
+  }
+  // The first may have started before the others came (then they share the second run), or not.
+  EXPECT_LE(loads_.load(), 2) << "three loads asked together, each run on its own";
+  EXPECT_GE(loads_.load(), 1);
+  controller->Stop();
+}
+
+TEST_F(ModelControllerTest, AModelsRequestsRunInTheOrderTheyCame) {
+  auto controller = Controller(4);
+  Answer load, unload, again;
+  controller->Load("a", load.Callback());
+  controller->Unload("a", unload.Callback());
+  controller->Load("a", again.Callback());
+  ASSERT_TRUE(again.answered.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  ASSERT_TRUE(load.answered.HasBeenNotified() && unload.answered.HasBeenNotified()) << "answered in order";
+  EXPECT_TRUE(load.status.ok() && unload.status.ok() && again.status.ok());
+  EXPECT_TRUE(registry_.Find("a", "").ok()) << "the last request (a load) decides";
+  EXPECT_EQ(loads_.load(), 2);
+  controller->Stop();
+}
+
+}  // namespace
+}  // namespace chronoserve
