@@ -64,7 +64,6 @@ void ModelController::Submit(Job::Kind kind, const std::string& model, Done done
   if (absl::Status named = ValidateModelName(model); !named.ok()) return done(named);
   const bool load = kind == Job::Kind::kLoad;
   // A model the repository does not hold is refused before it waits for anything.
-  std::vector<std::string> present;
   if (load) {
     absl::StatusOr<std::vector<std::string>> listed = ListModelDirectories(repository_);
     if (!listed.ok()) return done(listed.status());
@@ -167,7 +166,7 @@ absl::Status ModelController::DoLoad(const std::string& model) {
     return NoSuchModelDirectory(repository_, model, *present);
   }
   const bool reload = registry_->Serves(model);
-  CS_LOG(INFO) << (reload ? "reloading" : "loading") << " model '" << model << "' (RepositoryModelLoad)";
+  CS_LOG(INFO) << (reload ? "reloading" : "loading") << " model '" << model << "'";
   if (!reload) registry_->MarkLoading(model, /*strict=*/false);
   int64_t version = 0;
   absl::StatusOr<std::unique_ptr<ModelRuntime>> built =
