@@ -144,7 +144,9 @@ void ModelController::Run() {
     if (job.kind == Job::Kind::kPoll) {
       Poll();
     } else {
-      status = job.kind == Job::Kind::kLoad ? DoLoad(job.model) : DoUnload(job.model);
+      status = job.kind == Job::Kind::kLoad
+                   ? DoLoad(job.model)
+                   : DoUnload(job.model, " (RepositoryModelUnload); RepositoryModelLoad serves it again");
     }
     if (hooks_.changed) hooks_.changed();
     job.Finish(status);  // before the model's next request may start: its answers go in order
@@ -171,6 +173,10 @@ absl::Status ModelController::DoLoad(const std::string& model) {
   int64_t version = 0;
   absl::StatusOr<std::unique_ptr<ModelRuntime>> built =
       manager_.BuildRuntime((std::filesystem::path(repository_) / model).string(), &version);
+  if (!built.ok() && stopping_) {  // the warm-up stopped at shutdown: say which model
+    built = absl::UnavailableError(absl::StrCat("model '", model, "' not ", reload ? "reloaded" : "loaded",
+                                                ": the server is shutting down"));
+  }
   if (!built.ok()) {
     if (reload) {
       CS_LOG(WARNING) << "model '" << model << "': the reload failed; the version loaded before goes on serving";
@@ -196,10 +202,10 @@ absl::Status ModelController::DoLoad(const std::string& model) {
   return absl::OkStatus();
 }
 
-absl::Status ModelController::DoUnload(const std::string& model) {
+absl::Status ModelController::DoUnload(const std::string& model, const std::string& why) {
   const std::vector<std::string> present = RepositoryModels();
   const bool in_repository = std::find(present.begin(), present.end(), model) != present.end();
-  std::shared_ptr<ModelRuntime> runtime = registry_->Unload(model);
+  std::shared_ptr<ModelRuntime> runtime = registry_->Unload(model, why);
   if (runtime != nullptr) {
     if (hooks_.changed) hooks_.changed();  // not ready from here on, while its queue drains
     Retire(*runtime);
@@ -209,7 +215,7 @@ absl::Status ModelController::DoUnload(const std::string& model) {
   const bool forgotten = !in_repository && registry_->Forget(model);
   if (runtime != nullptr || forgotten) return absl::OkStatus();
   if (in_repository) return absl::OkStatus();  // not loaded: nothing to do, as Triton
-  return absl::NotFoundError(absl::StrCat("no model '", model, "' to unload: the server has never loaded it and ",
+  return absl::NotFoundError(absl::StrCat("no model '", model, "' to unload: it is not loaded and ",
                                           NoSuchModelDirectory(repository_, model, present).message()));
 }
 
@@ -291,7 +297,7 @@ void ModelController::Poll() {
     }
     if (stopping_) return;
     CS_LOG(INFO) << "repository poll: model directory '" << it->first << "' removed";
-    (void)DoUnload(it->first);
+    (void)DoUnload(it->first, ": its directory left the model repository (--model-control-mode poll)");
     it = fingerprints_.erase(it);
   }
 }

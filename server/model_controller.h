@@ -94,7 +94,8 @@ class ModelController final : public ModelControl {
   void RunPolls(absl::Duration interval);
   void Run();
   absl::Status DoLoad(const std::string& model);
-  absl::Status DoUnload(const std::string& model);
+  // `why`: what the unloaded model's lookups say after "model 'm' is unloaded".
+  absl::Status DoUnload(const std::string& model, const std::string& why);
   // Stops a runtime taken out of service: once the requests that found it are queued, they run at
   // once (no batching window), then its workers are joined.
   static void Retire(ModelRuntime& runtime);

@@ -48,7 +48,7 @@ std::shared_ptr<ModelRuntime> ModelRegistry::Add(std::shared_ptr<ModelRuntime> r
   return runtime;
 }
 
-std::shared_ptr<ModelRuntime> ModelRegistry::Unload(const std::string& name) {
+std::shared_ptr<ModelRuntime> ModelRegistry::Unload(const std::string& name, const std::string& why) {
   absl::MutexLock lock(&mu_);
   std::shared_ptr<ModelRuntime> runtime;
   int64_t version = 0;
@@ -62,9 +62,8 @@ std::shared_ptr<ModelRuntime> ModelRegistry::Unload(const std::string& name) {
     return nullptr;  // unknown, or loading (its load decides)
   }
   // NOT_FOUND as a model with no version to serve (Find: a named version is UNAVAILABLE).
-  not_ready_[name] = NotReady{absl::NotFoundError(absl::StrCat("model '", name, "' is unloaded (RepositoryModelUnload); "
-                                                               "RepositoryModelLoad serves it again")),
-                              version, /*strict=*/false};
+  not_ready_[name] = NotReady{absl::NotFoundError(absl::StrCat("model '", name, "' is unloaded", why)), version,
+                              /*strict=*/false};
   return runtime;
 }
 

@@ -32,7 +32,8 @@ class ModelRegistry {
   // and it no longer counts for AllReady (a model that failed to load too). Returns the runtime that
   // served it, for the caller to drain and stop; null when none did (unknown names and models still
   // loading are left as they are).
-  std::shared_ptr<ModelRuntime> Unload(const std::string& name);
+  // `why` ends the reason lookups and the index give ("model 'm' is unloaded" + why).
+  std::shared_ptr<ModelRuntime> Unload(const std::string& name, const std::string& why);
   // Drops `name`'s entry when no runtime serves it and it is not loading (a model whose directory is
   // gone: the index no longer lists it); whether there was one.
   bool Forget(const std::string& name);

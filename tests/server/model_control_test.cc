@@ -503,7 +503,7 @@ TEST(ModelControlShutdownTest, ShutdownAnswersTheLoadInProgressUnavailable) {
   testing::FinishesWithin("Shutdown during a load", absl::Seconds(60), [&] { server->Shutdown(); });
   loader.join();
   EXPECT_EQ(loaded.error_code(), grpc::StatusCode::UNAVAILABLE) << loaded.error_message();
-  EXPECT_THAT(loaded.error_message(), HasSubstr("shutting down"));
+  EXPECT_THAT(loaded.error_message(), HasSubstr("model 'a' not loaded: the server is shutting down"));
 }
 
 }  // namespace
