@@ -80,11 +80,13 @@ void AddServingFlags(CLI::App* app, RawServerFlags* raw) {
                   "With --model-control-mode explicit or poll: loads and unloads of different models that may run "
                   "at once (one model's run one after another, in the order asked)")
       ->capture_default_str()
-      ->transform(IntegerIn(1, 64));
+      ->transform(IntegerIn(1, 64))
+      ->each([raw](const std::string&) { raw->model_load_threads_given = true; });
   app->add_option("--repository-poll-secs", raw->repository_poll_secs,
                   "With --model-control-mode poll: seconds between two scans of the repository")
       ->capture_default_str()
-      ->transform(IntegerIn(1, 86400));
+      ->transform(IntegerIn(1, 86400))
+      ->each([raw](const std::string&) { raw->repository_poll_secs_given = true; });
   app->add_option("--load-model", options.load_models,
                   "With --model-control-mode explicit: a model to load at start (repeatable); '*' alone loads "
                   "every model of the repository");
@@ -221,6 +223,15 @@ absl::StatusOr<ServerFlags> ResolveServerFlags(RawServerFlags raw, const otlp::E
                                 : raw.model_control_mode == "poll"   ? ModelControlMode::kPoll
                                                                      : ModelControlMode::kNone;  // checked at parse
   options.repository_poll_interval = absl::Seconds(raw.repository_poll_secs);
+  // As --load-model outside explicit mode (Server::Create): a flag that would do nothing is refused.
+  if (raw.repository_poll_secs_given && options.model_control_mode != ModelControlMode::kPoll) {
+    return absl::InvalidArgumentError("--repository-poll-secs needs --model-control-mode poll");
+  }
+  if (raw.model_load_threads_given && options.model_control_mode == ModelControlMode::kNone) {
+    return absl::InvalidArgumentError(
+        "--model-load-thread-count needs --model-control-mode explicit or poll (mode none loads at start, one "
+        "model after another)");
+  }
   const std::optional<int64_t> arena_mib = ArenaMib(raw.input_arena);  // checked at parse: else auto
   options.input_arena_bytes = arena_mib.has_value() ? *arena_mib << 20 : -1;
   options.max_queue_bytes = raw.max_queue_mib << 20;

@@ -112,6 +112,12 @@ TEST(ServerFlagsResolveTest, ModelControlModeAndTheModelsToLoad) {
   EXPECT_EQ(poll->options.model_load_threads, 2);
   EXPECT_EQ(poll->options.model_control_mode, ModelControlMode::kPoll);
   EXPECT_EQ(poll->options.repository_poll_interval, absl::Seconds(3));
+  auto ignored = Parse({"--model-repository", "/models", "--model-control-mode", "explicit", "--repository-poll-secs", "3"});
+  ASSERT_FALSE(ignored.ok()) << "a flag that would do nothing";
+  EXPECT_THAT(std::string(ignored.status().message()), HasSubstr("--repository-poll-secs needs --model-control-mode poll"));
+  auto threads = Parse({"--model-repository", "/models", "--model-load-thread-count", "2"});
+  ASSERT_FALSE(threads.ok());
+  EXPECT_THAT(std::string(threads.status().message()), HasSubstr("--model-load-thread-count needs"));
   auto bad = Parse({"--model-repository", "/models", "--model-control-mode", "watch"});
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("--model-control-mode"));
