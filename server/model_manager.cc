@@ -84,11 +84,18 @@ ModelManager::ModelManager(ModelRegistry* registry, DeviceActivityRegistry* devi
 absl::Status ModelManager::LoadRepository(const std::string& repository) {
   ASSIGN_OR_RETURN(std::vector<std::string> names, ListModelDirectories(repository));
   if (names.empty()) CS_LOG(WARNING) << "model repository " << repository << " holds no model directory";
-  return LoadModels(repository, names);
+  LoadNamed(repository, names, names);
+  return absl::OkStatus();
 }
 
 absl::Status ModelManager::LoadModels(const std::string& repository, const std::vector<std::string>& names) {
   ASSIGN_OR_RETURN(std::vector<std::string> present, ListModelDirectories(repository));
+  LoadNamed(repository, names, present);
+  return absl::OkStatus();
+}
+
+void ModelManager::LoadNamed(const std::string& repository, const std::vector<std::string>& names,
+                             const std::vector<std::string>& present) {
   for (const auto& name : names) registry_->MarkLoading(name);
   for (const auto& name : names) {
     if (options_.warmup.stop != nullptr && options_.warmup.stop->load()) {
@@ -105,7 +112,6 @@ absl::Status ModelManager::LoadModels(const std::string& repository, const std::
     CS_LOG(INFO) << "loading model '" << name << "'";
     (void)LoadModel((std::filesystem::path(repository) / name).string());
   }
-  return absl::OkStatus();
 }
 
 absl::Status NoSuchModelDirectory(const std::string& repository, const std::string& name,

@@ -68,6 +68,10 @@ class ModelManager {
   absl::StatusOr<std::unique_ptr<ModelRuntime>> BuildRuntime(const std::string& model_dir, int64_t* version);
 
  private:
+  // LoadModels' work, `present` being the repository's model directories (listed once).
+  void LoadNamed(const std::string& repository, const std::vector<std::string>& names,
+                 const std::vector<std::string>& present);
+
   ModelRegistry* const registry_;
   DeviceActivityRegistry* const devices_;
   const ModelLoadOptions options_;

@@ -61,6 +61,11 @@ absl::Status CheckUnixSocketFree(const std::string& path) {
       "; stop it or choose another --grpc-unix-socket"));
 }
 
+// A loaded model's load and warm-up times, for /metrics.
+void RecordLoad(telemetry::Telemetry* telemetry, const ModelRuntime& runtime) {
+  telemetry->RecordModelLoad(runtime.spec().name, runtime.spec().version, runtime.load_ns(), runtime.warmup_ns());
+}
+
 }  // namespace
 
 std::optional<std::pair<dev_t, ino_t>> SocketInode(const std::string& path) {
@@ -155,8 +160,7 @@ absl::Status Server::Start() {
     return absl::OkStatus();
   }
   service_->SetWarmingUp(false);
-  health_->SetServingStatus(kServiceName, ready);
-  health_->SetServingStatus(ready);
+  SetHealth(ready);
   readied_ = true;
   if (model_controller_ != nullptr) {
     model_controller_->Open();
@@ -186,9 +190,12 @@ bool Server::AwaitRepositoryPolls(int64_t n, absl::Duration timeout) const {
 void Server::RefreshHealth() {
   absl::MutexLock lock(&ready_mu_);
   if (!readied_ || health_frozen_ || health_ == nullptr) return;
-  const bool ready = registry_.AllReady();
-  health_->SetServingStatus(kServiceName, ready);
-  health_->SetServingStatus(ready);
+  SetHealth(registry_.AllReady());
+}
+
+void Server::SetHealth(bool serving) {
+  health_->SetServingStatus(kServiceName, serving);
+  health_->SetServingStatus(serving);
 }
 
 bool Server::StopLoading() {
@@ -219,9 +226,7 @@ absl::Status Server::BuildService(int infer_threads) {
   if (options_.model_control_mode != ModelControlMode::kNone) {
     ModelController::Hooks hooks;
     if (telemetry != nullptr) {
-      hooks.loaded = [telemetry](const ModelRuntime& runtime) {
-        telemetry->RecordModelLoad(runtime.spec().name, runtime.spec().version, runtime.load_ns(), runtime.warmup_ns());
-      };
+      hooks.loaded = [telemetry](const ModelRuntime& runtime) { RecordLoad(telemetry, runtime); };
     }
     hooks.changed = [this] { RefreshHealth(); };
     if (options_.serving_warmup_requests > 0) {
@@ -349,8 +354,7 @@ absl::Status Server::LoadModels() {
   }
   if (telemetry != nullptr) {
     for (const auto& runtime : registry_.Ready()) {
-      telemetry->RecordModelLoad(runtime->spec().name, runtime->spec().version, runtime->load_ns(),
-                                 runtime->warmup_ns());
+      RecordLoad(telemetry, *runtime);
     }
   }
   return absl::OkStatus();

@@ -156,6 +156,8 @@ class Server {
   // Health as the models now stand (after a model control change), once the server went READY and
   // until it drains.
   void RefreshHealth();
+  // grpc.health.v1 for both services the server answers ("" and the inference service).
+  void SetHealth(bool serving) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ready_mu_);
 
   const ServerOptions options_;
   const Clock* const clock_;

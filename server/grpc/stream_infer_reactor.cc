@@ -170,10 +170,11 @@ void StreamInferReactor<Call>::Admit(const SlotPtr& slot, int64_t received_ns) {
 template <class Call>
 void StreamInferReactor<Call>::NoteModelLocked(const std::shared_ptr<ModelRuntime>& model) {
   auto& models = state_->models;
-  models.erase(std::remove_if(models.begin(), models.end(), [](const auto& m) { return m.expired(); }), models.end());
   for (const auto& m : models) {
-    if (!m.owner_before(model) && !model.owner_before(m)) return;
+    if (!m.owner_before(model) && !model.owner_before(m)) return;  // the usual case: a model it used
   }
+  // A model new to the stream: the ones unloaded or replaced since go first.
+  models.erase(std::remove_if(models.begin(), models.end(), [](const auto& m) { return m.expired(); }), models.end());
   models.push_back(model);
 }
 

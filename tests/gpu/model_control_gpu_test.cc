@@ -19,6 +19,7 @@
 #include "common/tensor_data.h"
 #include "server/backend/torch_backend.h"
 #include "server/scheduler/model_runtime.h"
+#include "tests/server/model_control_rpc.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tools/example_models.h"
@@ -49,21 +50,6 @@ double MaxError(const client::InferResult& a, const client::InferResult& b) {
     }
   }
   return worst;
-}
-
-grpc::Status Control(client::InferenceClient& c, bool load, const std::string& model) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(testing::TestDeadline());
-  if (load) {
-    inference::RepositoryModelLoadRequest request;
-    request.set_model_name(model);
-    inference::RepositoryModelLoadResponse response;
-    return c.stub()->RepositoryModelLoad(&ctx, request, &response);
-  }
-  inference::RepositoryModelUnloadRequest request;
-  request.set_model_name(model);
-  inference::RepositoryModelUnloadResponse response;
-  return c.stub()->RepositoryModelUnload(&ctx, request, &response);
 }
 
 TEST(GpuModelControlTest, ReloadsWhileServingKeepTheOutputsAndFreeTheOldVersion) {
@@ -131,7 +117,7 @@ TEST(GpuModelControlTest, ReloadsWhileServingKeepTheOutputsAndFreeTheOldVersion)
   for (int reload = 0; reload < kReloads; ++reload) {
     const int floor = sent.load() + 16;  // requests in flight across every swap
     while (sent.load() < floor && failed.load() == 0) std::this_thread::yield();
-    const grpc::Status reloaded = Control(*c, /*load=*/true, "policy");
+    const grpc::Status reloaded = testing::LoadModel(c->stub(), "policy");
     EXPECT_TRUE(reloaded.ok()) << reloaded.error_message();
   }
   stop = true;
@@ -143,10 +129,10 @@ TEST(GpuModelControlTest, ReloadsWhileServingKeepTheOutputsAndFreeTheOldVersion)
   while (!first.expired() && absl::Now() < deadline) std::this_thread::yield();
   EXPECT_TRUE(first.expired()) << "a replaced version (its GPU memory) is freed, not leaked";
 
-  const grpc::Status unloaded = Control(*c, /*load=*/false, "policy");
+  const grpc::Status unloaded = testing::UnloadModel(c->stub(), "policy");
   ASSERT_TRUE(unloaded.ok()) << unloaded.error_message();
   EXPECT_EQ(testing::Answer(c->ModelReady("policy")), "false");
-  const grpc::Status loaded = Control(*c, /*load=*/true, "policy");
+  const grpc::Status loaded = testing::LoadModel(c->stub(), "policy");
   ASSERT_TRUE(loaded.ok()) << loaded.error_message();
   auto again = c->Infer("policy", {inputs[0]});
   ASSERT_TRUE(again.ok()) << again.status();

@@ -17,6 +17,7 @@
 #include "common/tensor_data.h"
 #include "tests/fakes/finishes_within.h"
 #include "tests/fakes/remove_tree.h"
+#include "tests/server/model_control_rpc.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tools/example_models.h"
@@ -33,30 +34,6 @@ void WriteCpuMlp(const std::string& repository, const std::string& name, uint64_
   o.instance_kind = "KIND_CPU";
   o.seed = seed;
   ASSERT_TRUE(examples::WriteMlp(repository, name, o).ok());
-}
-
-// RepositoryModelLoad of `model`, with a string `parameter` ("{}") and a `repository_name` when given.
-grpc::Status Load(client::InferenceClient& c, const std::string& model, const std::string& parameter = "",
-                  const std::string& repository = "") {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(testing::TestDeadline());
-  inference::RepositoryModelLoadRequest request;
-  request.set_model_name(model);
-  request.set_repository_name(repository);
-  if (!parameter.empty()) (*request.mutable_parameters())[parameter].set_string_param("{}");
-  inference::RepositoryModelLoadResponse response;
-  return c.stub()->RepositoryModelLoad(&ctx, request, &response);
-}
-
-// RepositoryModelUnload of `model`, with a bool `parameter` (true) when given.
-grpc::Status Unload(client::InferenceClient& c, const std::string& model, const std::string& parameter = "") {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(testing::TestDeadline());
-  inference::RepositoryModelUnloadRequest request;
-  request.set_model_name(model);
-  if (!parameter.empty()) (*request.mutable_parameters())[parameter].set_bool_param(true);
-  inference::RepositoryModelUnloadResponse response;
-  return c.stub()->RepositoryModelUnload(&ctx, request, &response);
 }
 
 class ModelControlTest : public ::testing::TestWithParam<int> {
@@ -118,7 +95,7 @@ TEST_P(ModelControlTest, LoadsOnlyWhatItIsAskedAndListsTheRest) {
               ::testing::Contains("model_repository"));
 
   const int warmed_at_start = server->serving_warmup_report().sent;
-  const grpc::Status loaded = Load(*c, "b");
+  const grpc::Status loaded = testing::LoadModel(c->stub(), "b");
   ASSERT_TRUE(loaded.ok()) << loaded.error_message();
   EXPECT_EQ(testing::Answer(c->ModelReady("b")), "true") << "READY when the load is answered";
   // Its serving path was warmed before the answer, as at start: 4 unary calls at batch 1, 4 at 4, a
@@ -144,7 +121,7 @@ TEST_P(ModelControlTest, UnloadRefusesNewRequestsAndLoadServesAgain) {
   ASSERT_NE(server, nullptr);
   auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
   EXPECT_EQ(testing::Answer(c->ModelReady("b")), "true") << "'*' loads every model";
-  const grpc::Status unloaded = Unload(*c, "a", "unload_dependents");
+  const grpc::Status unloaded = testing::UnloadModel(c->stub(), "a", "unload_dependents");
   ASSERT_TRUE(unloaded.ok()) << unloaded.error_message();
   EXPECT_EQ(testing::Answer(c->ModelReady("a")), "false");
   EXPECT_EQ(testing::Answer(c->ServerReady()), "true") << "an unloaded model does not count against READY";
@@ -161,12 +138,12 @@ TEST_P(ModelControlTest, UnloadRefusesNewRequestsAndLoadServesAgain) {
   EXPECT_THAT(index->models(0).reason(), HasSubstr("unloaded"));
   EXPECT_TRUE(c->Infer("b", {Input(4)}).ok()) << "the other model serves on";
 
-  EXPECT_TRUE(Unload(*c, "a").ok()) << "unloading a model not loaded does nothing, as Triton";
-  const grpc::Status unknown = Unload(*c, "nosuch");
+  EXPECT_TRUE(testing::UnloadModel(c->stub(), "a").ok()) << "unloading a model not loaded does nothing, as Triton";
+  const grpc::Status unknown = testing::UnloadModel(c->stub(), "nosuch");
   EXPECT_EQ(unknown.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_THAT(unknown.error_message(), HasSubstr("has no model directory 'nosuch' (it has a, b)"));
 
-  ASSERT_TRUE(Load(*c, "a").ok());
+  ASSERT_TRUE(testing::LoadModel(c->stub(), "a").ok());
   EXPECT_EQ(testing::Answer(c->ModelReady("a")), "true");
   EXPECT_TRUE(c->Infer("a", {Input(5)}).ok());
   server->Shutdown();
@@ -193,7 +170,7 @@ TEST_P(ModelControlTest, UnloadRunsTheQueuedRequestsFirst) {
   }
   ASSERT_TRUE((*runtime)->queue().WaitForSize(kQueued, absl::Seconds(30))) << "the requests never queued";
   const absl::Time start = absl::Now();
-  const grpc::Status unloaded = Unload(*c, "slow");
+  const grpc::Status unloaded = testing::UnloadModel(c->stub(), "slow");
   EXPECT_TRUE(unloaded.ok()) << unloaded.error_message();
   for (auto& t : callers) t.join();
   EXPECT_LT(absl::Now() - start, absl::Seconds(30)) << "the queued requests waited out their batching window";
@@ -252,7 +229,7 @@ TEST_P(ModelControlTest, ReloadLosesNoRequestAndServesTheNewVersion) {
       std::filesystem::copy_file(std::filesystem::path(other.path()) / "a" / "1" / "model.pt",
                                  std::filesystem::path(repo_->path()) / "a" / "2" / "model.pt");
     }
-    const grpc::Status reloaded = Load(*c, "a");
+    const grpc::Status reloaded = testing::LoadModel(c->stub(), "a");
     EXPECT_TRUE(reloaded.ok()) << reloaded.error_message();
   }
   stop = true;
@@ -287,7 +264,7 @@ TEST_P(ModelControlTest, AStreamGoesOnAcrossAReloadWithoutHoldingTheOldVersion) 
   ASSERT_TRUE(loaded.ok());
   const std::weak_ptr<server::ModelRuntime> old_runtime = *loaded;
   loaded = absl::NotFoundError("released");
-  ASSERT_TRUE(Load(*c, "a").ok());
+  ASSERT_TRUE(testing::LoadModel(c->stub(), "a").ok());
   EXPECT_TRUE(FreedWithin(old_runtime, absl::Seconds(10))) << "the open stream holds the replaced version";
   ASSERT_TRUE(stream->Send(client::InferenceClient::BuildRequest("a", {Input(21)}, {.id = "after"})));
   auto second = stream->Next(absl::Seconds(30));
@@ -308,7 +285,7 @@ TEST_P(ModelControlTest, AFailedLoadSaysWhyAndAFailedReloadKeepsTheLoadedVersion
   ASSERT_NE(server, nullptr);
   auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
   repo_->WriteFile("a/config.pbtxt", "max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: [64 }\n");
-  const grpc::Status reload = Load(*c, "a");
+  const grpc::Status reload = testing::LoadModel(c->stub(), "a");
   EXPECT_FALSE(reload.ok());
   EXPECT_THAT(reload.error_message(), HasSubstr("model 'a' not reloaded (the version loaded before goes on serving)"));
   EXPECT_THAT(reload.error_message(), HasSubstr("a/config.pbtxt:2:"));
@@ -317,7 +294,7 @@ TEST_P(ModelControlTest, AFailedLoadSaysWhyAndAFailedReloadKeepsTheLoadedVersion
 
   repo_->WriteFile("broken/config.pbtxt", "max_batch_size: 4\n");
   repo_->WriteFile("broken/1/model.pt", "not a model");
-  const grpc::Status broken = Load(*c, "broken");
+  const grpc::Status broken = testing::LoadModel(c->stub(), "broken");
   EXPECT_FALSE(broken.ok());
   EXPECT_THAT(broken.error_message(), HasSubstr("broken"));
   EXPECT_EQ(testing::Answer(c->ServerReady()), "true") << "the caller was told; the server serves on";
@@ -335,24 +312,24 @@ TEST_P(ModelControlTest, RequestsItCannotTakeAreRefusedSayingWhy) {
   ASSERT_NE(server, nullptr);
   auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
   EXPECT_EQ(testing::Answer(c->ServerReady()), "true") << "no model asked for, none failed";
-  const grpc::Status empty = Load(*c, "");
+  const grpc::Status empty = testing::LoadModel(c->stub(), "");
   EXPECT_EQ(empty.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  const grpc::Status outside = Load(*c, "..");
+  const grpc::Status outside = testing::LoadModel(c->stub(), "..");
   EXPECT_EQ(outside.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(outside.error_message(), HasSubstr("not a single path component"));
-  const grpc::Status slash = Load(*c, "a/../b");
+  const grpc::Status slash = testing::LoadModel(c->stub(), "a/../b");
   EXPECT_EQ(slash.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  const grpc::Status missing = Load(*c, "nosuch");
+  const grpc::Status missing = testing::LoadModel(c->stub(), "nosuch");
   EXPECT_EQ(missing.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_THAT(missing.error_message(), HasSubstr("has no model directory 'nosuch' (it has a, b)"));
-  const grpc::Status config = Load(*c, "a", "config");
+  const grpc::Status config = testing::LoadModel(c->stub(), "a", "config");
   EXPECT_EQ(config.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(config.error_message(), HasSubstr("parameter 'config' is not supported"));
-  const grpc::Status repository = Load(*c, "a", "", "elsewhere");
+  const grpc::Status repository = testing::LoadModel(c->stub(), "a", "", "elsewhere");
   EXPECT_EQ(repository.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_THAT(repository.error_message(), HasSubstr("no repository named 'elsewhere'"));
-  EXPECT_TRUE(Load(*c, "a", "", repo_->path()).ok()) << "the repository's own path names it";
-  EXPECT_TRUE(Load(*c, "a", "", repo_->path() + "/").ok()) << "with a trailing '/' too";
+  EXPECT_TRUE(testing::LoadModel(c->stub(), "a", "", repo_->path()).ok()) << "the repository's own path names it";
+  EXPECT_TRUE(testing::LoadModel(c->stub(), "a", "", repo_->path() + "/").ok()) << "with a trailing '/' too";
   grpc::ClientContext index_ctx;
   index_ctx.set_deadline(testing::TestDeadline());
   inference::RepositoryIndexRequest index_request;
@@ -360,10 +337,10 @@ TEST_P(ModelControlTest, RequestsItCannotTakeAreRefusedSayingWhy) {
   inference::RepositoryIndexResponse index_response;
   EXPECT_EQ(c->stub()->RepositoryIndex(&index_ctx, index_request, &index_response).error_code(),
             grpc::StatusCode::NOT_FOUND) << "the index names the same repositories as load and unload";
-  const grpc::Status nul = Load(*c, std::string("a\0b", 3));
+  const grpc::Status nul = testing::LoadModel(c->stub(), std::string("a\0b", 3));
   EXPECT_EQ(nul.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(nul.error_message(), HasSubstr("holds a NUL byte"));
-  const grpc::Status unload_param = Unload(*c, "a", "force");
+  const grpc::Status unload_param = testing::UnloadModel(c->stub(), "a", "force");
   EXPECT_EQ(unload_param.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(unload_param.error_message(), HasSubstr("parameter 'force' is not supported"));
   EXPECT_EQ(testing::Answer(c->ModelReady("a")), "true") << "a refused unload changes nothing";
@@ -411,13 +388,13 @@ TEST(ModelControlOptionsTest, AMissingLoadModelFailsLikeAModelThatDidNotLoad) {
   ASSERT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("has no model directory 'nosuch' (it has a)"));
   // Unloading the model that failed takes it out of the count: the server is READY again.
-  ASSERT_TRUE(Unload(*c, "nosuch").ok());
+  ASSERT_TRUE(testing::UnloadModel(c->stub(), "nosuch").ok());
   EXPECT_EQ(testing::Answer(c->ServerReady()), "true");
   auto index = testing::RepositoryIndex(c->stub());
   ASSERT_TRUE(index.ok());
   ASSERT_EQ(index->models_size(), 1) << "a model with no directory leaves the index once unloaded";
   EXPECT_EQ(index->models(0).name(), "a");
-  EXPECT_EQ(Unload(*c, "nosuch").error_code(), grpc::StatusCode::NOT_FOUND) << "and is then unknown";
+  EXPECT_EQ(testing::UnloadModel(c->stub(), "nosuch").error_code(), grpc::StatusCode::NOT_FOUND) << "and is then unknown";
   server->Shutdown();
 }
 
@@ -436,7 +413,7 @@ TEST(ModelControlPollTest, ScansLoadWhatIsAddedReloadWhatChangedAndUnloadWhatIsG
   auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
   EXPECT_EQ(testing::Answer(c->ModelReady("a")), "true");
   EXPECT_EQ(testing::Answer(c->ModelReady("b")), "true");
-  const grpc::Status refused = Load(*c, "a");
+  const grpc::Status refused = testing::LoadModel(c->stub(), "a");
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNIMPLEMENTED);
   EXPECT_THAT(refused.error_message(), HasSubstr("--model-control-mode poll"));
   // A change is seen by the second scan to finish after it: the first may have begun before it.
@@ -490,7 +467,7 @@ TEST(ModelControlShutdownTest, ShutdownAnswersTheLoadInProgressUnavailable) {
   ASSERT_NE(server, nullptr);
   auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
   grpc::Status loaded;
-  std::thread loader([&] { loaded = Load(*c, "a"); });
+  std::thread loader([&] { loaded = testing::LoadModel(c->stub(), "a"); });
   // The warm-up of 10^8 runs per batch size would take hours: the load is LOADING until stopped.
   bool loading = false;
   for (const absl::Time deadline = absl::Now() + absl::Seconds(30); !loading && absl::Now() < deadline;) {

@@ -15,6 +15,7 @@
 #include "common/tensor_data.h"
 #include "server/server.h"
 #include "server/telemetry/telemetry.h"
+#include "tests/server/model_control_rpc.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tests/telemetry/telemetry_server_fixture.h"
@@ -23,21 +24,6 @@
 namespace chronoserve {
 namespace {
 using ::testing::HasSubstr;
-
-grpc::Status LoadModel(client::InferenceClient& c, const std::string& model, bool load = true) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(testing::TestDeadline());
-  if (load) {
-    inference::RepositoryModelLoadRequest request;
-    request.set_model_name(model);
-    inference::RepositoryModelLoadResponse response;
-    return c.stub()->RepositoryModelLoad(&ctx, request, &response);
-  }
-  inference::RepositoryModelUnloadRequest request;
-  request.set_model_name(model);
-  inference::RepositoryModelUnloadResponse response;
-  return c.stub()->RepositoryModelUnload(&ctx, request, &response);
-}
 
 grpc::Status TraceSettingOf(client::InferenceClient& c, const std::string& model) {
   grpc::ClientContext ctx;
@@ -76,7 +62,7 @@ TEST(ModelControlTelemetryTest, LoadedModelsGetTheirSeriesAndTraceSettingsTakeTh
 
   auto metrics = testing::ParseMetrics(testing::ScrapeMetrics(port));
   EXPECT_EQ(metrics.count(R"(chronoserve_model_load_duration_seconds{model="a",version="1"})"), 0u);
-  ASSERT_TRUE(LoadModel(*c, "a").ok());
+  ASSERT_TRUE(testing::LoadModel(c->stub(), "a").ok());
   std::mt19937_64 rng(3);
   const client::Tensor input{"INPUT__0", DataType::kFp32, {1, 64}, RandomTensorBytes(DataType::kFp32, 64, rng)};
   ASSERT_TRUE(c->Infer("a", {input}).ok());
@@ -94,12 +80,12 @@ TEST(ModelControlTelemetryTest, LoadedModelsGetTheirSeriesAndTraceSettingsTakeTh
   std::filesystem::create_directories(std::filesystem::path(repo.path()) / "a" / "2");
   std::filesystem::copy_file(std::filesystem::path(repo.path()) / "a" / "1" / "model.pt",
                              std::filesystem::path(repo.path()) / "a" / "2" / "model.pt");
-  ASSERT_TRUE(LoadModel(*c, "a").ok());
+  ASSERT_TRUE(testing::LoadModel(c->stub(), "a").ok());
   metrics = testing::ParseMetrics(testing::ScrapeMetrics(port));
   EXPECT_EQ(metrics.count(R"(chronoserve_model_load_duration_seconds{model="a",version="2"})"), 1u);
   EXPECT_EQ(metrics.count(R"(chronoserve_model_load_duration_seconds{model="a",version="1"})"), 1u);
 
-  ASSERT_TRUE(LoadModel(*c, "a", /*load=*/false).ok());
+  ASSERT_TRUE(testing::UnloadModel(c->stub(), "a").ok());
   metrics = testing::ParseMetrics(testing::ScrapeMetrics(port));
   for (const auto& [series, value] : metrics) {
     EXPECT_FALSE(series.rfind("chronoserve_queue_depth{", 0) == 0 && series.find(R"(model="a")") != std::string::npos)
