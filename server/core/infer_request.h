@@ -23,12 +23,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "common/dtype.h"
+#include "common/traceparent.h"
 #include "server/core/input_arena.h"
 #include "server/core/timeline.h"
 
@@ -128,6 +130,12 @@ absl::Status CheckOutputFits(const std::string& model, const std::string& output
 absl::Status WriteOutputBytes(const std::string& model, const std::string& output_name,
                               const char* src, size_t bytes, OutputTensor& out);
 
+// Telemetry's decision for one request: whether it is traced, and the trace it joins or starts.
+struct TraceDecision {
+  bool traced = false;
+  TraceId trace_id{};
+};
+
 class InferRequest {
  public:
   using Completion = std::function<void(std::unique_ptr<InferRequest>)>;
@@ -140,6 +148,9 @@ class InferRequest {
   std::shared_ptr<CancelFlag> cancelled;  // set by the transport when the client goes away
   std::string traceparent;  // W3C trace context from the request metadata (raw, unvalidated)
   std::string tracestate;
+  // Whether telemetry traces it, decided when it was received (RequestObserver::DecideTrace), so a
+  // trace setting changed after that never reaches it; unset: decided when it finishes.
+  std::optional<TraceDecision> trace;
   Timeline timeline;
   absl::Status status;  // final status, set before Complete()
   Completion on_complete;

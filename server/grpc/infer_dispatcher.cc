@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <iterator>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -128,6 +129,9 @@ absl::StatusOr<BuiltRequest> InferDispatcher::Build(const inference::ModelInferR
   auto model = FindNamedModel(*registry_, request.model_name(), request.model_version(), &built.ticket);
   if (!model.ok()) return model.status();
   built.model = *std::move(model);
+  // Before validation: a refused request's trace is decided as an accepted one's.
+  std::optional<TraceDecision> trace;
+  if (observer_ != nullptr && !info.synthetic) trace = observer_->DecideTrace(built.model->spec(), info.traceparent);
   auto infer = BuildInferRequest(built.model->spec(), request, raw, response, shared_memory_, info.lent_outputs);
   if (infer.ok()) {
     if (absl::Status on_cpu = RefuseGpuMemoryOnCpuInstances(built.model->spec(), **infer, built.model->has_cpu_instance());
@@ -145,6 +149,7 @@ absl::StatusOr<BuiltRequest> InferDispatcher::Build(const inference::ModelInferR
     refused.timeline.received_ns = info.received_ns;
     refused.traceparent = std::move(info.traceparent);
     refused.tracestate = std::move(info.tracestate);
+    refused.trace = trace;
     refused.synthetic = info.synthetic;
     refused.streamed = info.streamed;
     RefuseBeforeQueue(*built.model, &refused, info.synthetic, info.received_ns, params.status(),
@@ -157,6 +162,7 @@ absl::StatusOr<BuiltRequest> InferDispatcher::Build(const inference::ModelInferR
   r.deadline_ns = DeadlineWithTimeout(info.deadline_ns, info.received_ns, params->timeout_us);
   r.traceparent = std::move(info.traceparent);
   r.tracestate = std::move(info.tracestate);
+  r.trace = trace;
   r.cancelled = info.cancelled != nullptr ? std::move(info.cancelled) : std::make_shared<CancelFlag>();
   r.synthetic = info.synthetic;
   r.streamed = info.streamed;

@@ -31,23 +31,35 @@ Id RandomNonZeroId() {
 TraceId NewTraceId() { return RandomNonZeroId<TraceId>(); }
 SpanId NewSpanId() { return RandomNonZeroId<SpanId>(); }
 
+// The caller's trace context, when its traceparent is valid; `say_why` logs why one is not.
+static std::optional<TraceParent> CallerContext(const std::string& traceparent, bool say_why) {
+  if (traceparent.empty()) return std::nullopt;
+  auto parsed = ParseTraceparent(traceparent);
+  if (!parsed.ok()) {
+    if (say_why) CS_VLOG(2) << "ignoring traceparent (" << parsed.status().message() << "); new trace";
+    return std::nullopt;
+  }
+  return *parsed;
+}
+
+std::optional<TraceDecision> RequestTracer::DecideTrace(const ModelSpec& spec, const std::string& traceparent) {
+  const std::optional<TraceParent> parent = CallerContext(traceparent, /*say_why=*/true);
+  TraceDecision decision;
+  decision.trace_id = parent ? parent->trace_id : NewTraceId();
+  decision.traced = control_->ShouldTrace(spec.name, parent ? &*parent : nullptr, decision.trace_id);
+  return decision;
+}
+
 void RequestTracer::OnRequestDone(const ModelSpec& spec, const InferRequest* request,
                                   const RequestTiming& timing, const absl::Status& status) {
   // A request refused before validation (no known model) has no request; one refused while being
   // validated has its receipt stamp and trace context; warm-up traffic is not a request.
   if (request == nullptr || request->synthetic || request->timeline.received_ns <= 0) return;
-  std::optional<TraceParent> parent;
-  if (!request->traceparent.empty()) {
-    auto parsed = ParseTraceparent(request->traceparent);
-    if (parsed.ok()) {
-      parent = *parsed;
-    } else {
-      CS_VLOG(2) << "ignoring traceparent (" << parsed.status().message() << "); new trace";
-    }
-  }
+  const TraceDecision decision = request->trace ? *request->trace : *DecideTrace(spec, request->traceparent);
+  if (!decision.traced) return;
+  const std::optional<TraceParent> parent = CallerContext(request->traceparent, /*say_why=*/false);
   RequestTraceIds ids;
-  ids.trace_id = parent ? parent->trace_id : NewTraceId();
-  if (!control_->ShouldTrace(spec.name, parent ? &*parent : nullptr, ids.trace_id)) return;
+  ids.trace_id = decision.trace_id;
   if (parent) {
     ids.parent_span_id = parent->parent_id;
     ids.flags = kTraceFlagSampled | (parent->flags & kTraceFlagRandom);

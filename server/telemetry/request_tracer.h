@@ -1,12 +1,16 @@
-// RequestTracer: the tracing RequestObserver. For each finished request it joins the caller's W3C
-// trace (or starts one), asks the trace settings (TraceControl: trace_level, the sampler and its
-// trace_rate, trace_count) whether to trace it, builds the request's spans (request_spans.h) and hands
-// them to the BatchSpanProcessor, which never blocks. Runs on the worker thread that finished the
-// request, after the response went to gRPC. Owned by Telemetry; the processor must outlive it.
+// RequestTracer: the tracing RequestObserver. When a request is received it joins the caller's W3C
+// trace (or starts one) and asks the trace settings (TraceControl: trace_level, the sampler and its
+// trace_rate, trace_count) whether to trace it (DecideTrace, on the handler's thread). When it has
+// finished, a traced request's spans are built (request_spans.h) and handed to the
+// BatchSpanProcessor, which never blocks (OnRequestDone, on the worker thread that finished it,
+// after the response went to gRPC; a request with no decision taken is decided there). Owned by
+// Telemetry; the processor must outlive it.
 #ifndef CHRONOSERVE_SERVER_TELEMETRY_REQUEST_TRACER_H_
 #define CHRONOSERVE_SERVER_TELEMETRY_REQUEST_TRACER_H_
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "common/clock.h"
 #include "server/core/request_observer.h"
@@ -26,6 +30,7 @@ class RequestTracer final : public RequestObserver {
                 WallClockFn wall_now = &WallNowNs)
       : control_(control), processor_(processor), steady_(steady), wall_now_(wall_now) {}
 
+  std::optional<TraceDecision> DecideTrace(const ModelSpec& spec, const std::string& traceparent) override;
   void OnRequestDone(const ModelSpec& spec, const InferRequest* request, const RequestTiming& timing,
                      const absl::Status& status) override;
 

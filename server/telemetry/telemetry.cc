@@ -195,6 +195,11 @@ void Telemetry::Shutdown(absl::Time deadline) {
   live_->SetInflightSource(nullptr);
 }
 
+std::optional<TraceDecision> Telemetry::DecideTrace(const ModelSpec& spec, const std::string& traceparent) {
+  if (tracer_ == nullptr) return std::nullopt;
+  return tracer_->DecideTrace(spec, traceparent);
+}
+
 void Telemetry::OnRequestDone(const ModelSpec& spec, const InferRequest* request, const RequestTiming& timing,
                               const absl::Status& status) {
   metrics_->OnRequestDone(spec, request, timing, status);

@@ -84,6 +84,7 @@ class Telemetry final : public RequestObserver {
   // Shutdown with the configured flush_timeout.
   void Shutdown() { Shutdown(absl::Now() + options_.flush_timeout); }
 
+  std::optional<TraceDecision> DecideTrace(const ModelSpec& spec, const std::string& traceparent) override;
   void OnRequestDone(const ModelSpec& spec, const InferRequest* request, const RequestTiming& timing,
                      const absl::Status& status) override;
 

@@ -169,5 +169,52 @@ TEST_F(RequestTracerTest, AWallClockStepShiftsTheWholeRequestAndKeepsItsShape) {
   EXPECT_EQ(spans.at("d2h").end_unix_ns, kWallAtDone + kStepNs - 280);
 }
 
+// The trace settings are read once, when the request is received (DecideTrace): a request received
+// under trace_count 1 keeps its trace when the count runs out before it finishes, and one received
+// past the count stays untraced when the count is cleared before it finishes.
+TEST_F(RequestTracerTest, ARequestIsTracedAsTheSettingsStoodWhenItWasReceived) {
+  ASSERT_TRUE(control_->Update("mlp", {{"trace_count", {"1"}}}).ok());
+  request_->trace = tracer_->DecideTrace(spec_, request_->traceparent);
+  ASSERT_TRUE(request_->trace.has_value());
+  EXPECT_TRUE(request_->trace->traced);
+  EXPECT_EQ(ToHex(request_->trace->trace_id), "4bf92f3577b34da6a3ce929d0e0e4736") << "the caller's trace";
+  auto past = MakeRequest();
+  past->traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  past->trace = tracer_->DecideTrace(spec_, past->traceparent);
+  ASSERT_TRUE(past->trace.has_value());
+  EXPECT_FALSE(past->trace->traced) << "the count was taken by the first";
+  ASSERT_TRUE(control_->Update("mlp", {{"trace_level", {"OFF"}}, {"trace_count", {}}}).ok());
+
+  const std::map<std::string, SpanData> spans = TraceAt(7'000'011'450);
+  EXPECT_EQ(spans.size(), 9u) << "decided at receipt, before trace_level went OFF";
+  const size_t exported = exporter_->spans().size();
+  ASSERT_TRUE(control_->Update("mlp", {{"trace_level", {}}}).ok());
+  const RequestTiming& timing = past->timeline.Finalize(kRespondedNs);
+  tracer_->OnRequestDone(spec_, past.get(), timing, absl::OkStatus());
+  EXPECT_TRUE(processor_->ForceFlush(absl::Now() + absl::Seconds(30)));
+  EXPECT_EQ(exporter_->spans().size(), exported) << "not traced at receipt: clearing the count later changes nothing";
+}
+
+// A new trace's id is drawn at receipt and is the one its spans carry; a request no decision was
+// taken for (RequestTracer used alone) is decided when it finishes.
+TEST_F(RequestTracerTest, ANewTracesIdIsDrawnAtReceiptAndKept) {
+  request_->traceparent.clear();
+  request_->trace = tracer_->DecideTrace(spec_, "");
+  ASSERT_TRUE(request_->trace.has_value());
+  ASSERT_TRUE(request_->trace->traced);
+  const std::map<std::string, SpanData> spans = TraceAt(7'000'011'450);
+  ASSERT_EQ(spans.count("ModelInfer mlp"), 1u);
+  EXPECT_EQ(spans.at("ModelInfer mlp").trace_id, request_->trace->trace_id);
+  EXPECT_EQ(spans.at("ModelInfer mlp").parent_span_id, SpanId{}) << "a root";
+
+  const size_t exported = exporter_->spans().size();
+  auto undecided = MakeRequest();
+  ASSERT_TRUE(control_->Update("mlp", {{"trace_level", {"OFF"}}}).ok());
+  const RequestTiming& timing = undecided->timeline.Finalize(kRespondedNs);
+  tracer_->OnRequestDone(spec_, undecided.get(), timing, absl::OkStatus());
+  EXPECT_TRUE(processor_->ForceFlush(absl::Now() + absl::Seconds(30)));
+  EXPECT_EQ(exporter_->spans().size(), exported) << "undecided: the settings at completion (OFF) apply";
+}
+
 }  // namespace
 }  // namespace chronoserve::server::telemetry
