@@ -11,6 +11,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,10 @@ using testing::CapturingExporter;
 class CountingTracer final : public server::RequestObserver {
  public:
   explicit CountingTracer(RequestTracer* tracer) : tracer_(tracer) {}
+  std::optional<server::TraceDecision> DecideTrace(const server::ModelSpec& spec,
+                                                   const std::string& traceparent) override {
+    return tracer_->DecideTrace(spec, traceparent);
+  }
   void OnRequestDone(const server::ModelSpec& spec, const server::InferRequest* request, const RequestTiming& timing,
                      const absl::Status& status) override {
     tracer_->OnRequestDone(spec, request, timing, status);
