@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -22,9 +24,10 @@ ModelController::ModelController(ModelRegistry* registry, DeviceActivityRegistry
                                  const GpuClockSource* gpu_clock, Hooks hooks, int threads)
     : registry_(registry),
       repository_(std::move(repository)),
+      load_threads_(std::max(threads, 1)),
       hooks_(std::move(hooks)),
       manager_(registry, devices, WithStop(std::move(load_options), &stopping_), clock, gpu_clock) {
-  for (int i = 0; i < std::max(threads, 1); ++i) threads_.emplace_back([this] { Run(); });
+  for (int i = 0; i < load_threads_; ++i) threads_.emplace_back([this] { Run(); });
 }
 
 ModelController::~ModelController() { Stop(); }
@@ -280,26 +283,41 @@ void ModelController::Poll() {
     CS_LOG(WARNING) << "repository poll: " << present.status().message() << "; the models loaded go on serving";
     return;
   }
+  std::vector<std::function<void()>> changes;
   for (const std::string& model : *present) {
-    if (stopping_) return;
     const std::string fingerprint = Fingerprint((std::filesystem::path(repository_) / model).string());
     auto known = fingerprints_.find(model);
     if (known != fingerprints_.end() && known->second == fingerprint) continue;
     const bool added = known == fingerprints_.end();
     fingerprints_[model] = fingerprint;  // a load that fails is tried again once its files change
     CS_LOG(INFO) << "repository poll: model directory '" << model << "' " << (added ? "added" : "changed");
-    (void)DoLoad(model);
+    changes.push_back([this, model] { (void)DoLoad(model); });
   }
   for (auto it = fingerprints_.begin(); it != fingerprints_.end();) {
     if (std::find(present->begin(), present->end(), it->first) != present->end()) {
       ++it;
       continue;
     }
-    if (stopping_) return;
     CS_LOG(INFO) << "repository poll: model directory '" << it->first << "' removed";
-    (void)DoUnload(it->first, ": its directory left the model repository (--model-control-mode poll)");
+    changes.push_back([this, model = it->first] {
+      (void)DoUnload(model, ": its directory left the model repository (--model-control-mode poll)");
+    });
     it = fingerprints_.erase(it);
   }
+  // Each change is one model's: they run side by side, as the jobs of different models do. The
+  // scan still runs alone (no other job meanwhile), so no job of these models runs beside them.
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < changes.size();) {
+      if (!stopping_) changes[i]();
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (size_t i = 1; i < std::min(changes.size(), static_cast<size_t>(load_threads_)); ++i) {
+    helpers.emplace_back(work);
+  }
+  work();
+  for (std::thread& helper : helpers) helper.join();
 }
 
 void ModelController::Retire(ModelRuntime& runtime) {

@@ -1,10 +1,11 @@
 // ModelController: --model-control-mode explicit and poll. Loads, reloads and unloads models of the
-// repository while the server runs, one at a time, in the order asked, on a thread of its own: a
-// load takes seconds (weights, warm-up) and must hold no gRPC thread. In explicit mode the requests
-// come from RepositoryModelLoad / RepositoryModelUnload; in poll mode from the controller's own
-// scans of the repository (StartPolling): a new model directory is loaded, one whose files changed
-// is reloaded, one removed is unloaded. Closed until the server's own start has loaded its models
-// (Open); Stop refuses what is still waiting and ends the threads.
+// repository while the server runs, on threads of its own (--model-load-thread-count): different
+// models side by side, one model's requests one after another in the order asked. A load takes
+// seconds (weights, warm-up) and must hold no gRPC thread. In explicit mode the requests come from
+// RepositoryModelLoad / RepositoryModelUnload; in poll mode from the controller's own scans of the
+// repository (StartPolling): a new model directory is loaded, one whose files changed is reloaded,
+// one removed is unloaded. Closed until the server's own start has loaded its models (Open); Stop
+// refuses what is still waiting and ends the threads.
 //
 //   ModelController control(&registry, &devices, repository, load_options, clock, gpu_clock, hooks);
 //   control.Open();                                     // once the server is READY
@@ -89,7 +90,8 @@ class ModelController final : public ModelControl {
   bool HasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What a model directory holds: each file's path, size and modification time; "" when unreadable.
   static std::string Fingerprint(const std::string& model_dir);
-  // One scan: loads the new model directories, reloads those changed, unloads those gone.
+  // One scan: loads the new model directories, reloads those changed, unloads those gone, up to
+  // load_threads_ models at once (one slow load holds up no other model of the scan).
   void Poll();
   void RunPolls(absl::Duration interval);
   void Run();
@@ -102,6 +104,7 @@ class ModelController final : public ModelControl {
 
   ModelRegistry* const registry_;
   const std::string repository_;
+  const int load_threads_;  // --model-load-thread-count
   const Hooks hooks_;
   std::atomic<bool> stopping_{false};  // the loads' warm-up stop
   ModelManager manager_;

@@ -50,17 +50,34 @@ class ModelControllerTest : public ::testing::Test {
     server::ModelLoadOptions options;
     options.warmup.runs_per_batch_size = 1;
     server::ModelController::Hooks hooks;
-    hooks.loaded = [this](const server::ModelRuntime&) { loads_.fetch_add(1); };
+    hooks.loaded = [this](const server::ModelRuntime& runtime) {
+      loads_.fetch_add(1);
+      absl::MutexLock lock(&mu_);
+      loaded_.push_back(runtime.spec().name);
+    };
     auto controller = std::make_unique<server::ModelController>(&registry_, &devices_, repo_.path(), options,
                                                                 SteadyClock::Get(), nullptr, hooks, threads);
     controller->Open();
     return controller;
   }
 
+  // Whether `n` models became READY within `timeout`.
+  bool AwaitLoads(size_t n, absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    auto reached = [this, n]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return loaded_.size() >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
+  }
+  std::vector<std::string> Loaded() {
+    absl::MutexLock lock(&mu_);
+    return loaded_;
+  }
+
   testing::TempDir repo_{"cs_controller"};
   server::ModelRegistry registry_;
   server::DeviceActivityRegistry devices_;
   std::atomic<int> loads_{0};
+  absl::Mutex mu_;
+  std::vector<std::string> loaded_ ABSL_GUARDED_BY(mu_);  // the models that became READY, in order
 };
 
 TEST_F(ModelControllerTest, AnotherModelLoadsWhileOneLoadsForever) {
@@ -115,6 +132,32 @@ TEST_F(ModelControllerTest, AModelsRequestsRunInTheOrderTheyCame) {
   EXPECT_TRUE(registry_.Find("a", "").ok()) << "the last request (a load) decides";
   EXPECT_EQ(loads_.load(), 2);
   controller->Stop();
+}
+
+// A scan loads the model directories it finds side by side: a model whose load never ends holds
+// up no other new model of the same scan (a scan that loaded one model after another would reach
+// "z_new" only after "new_endless", never).
+TEST_F(ModelControllerTest, AScansLoadsRunSideBySide) {
+  auto controller = Controller(2);
+  controller->NoteRepository();  // a, b and endless are there before the scans start
+  examples::ModelOptions o;
+  o.max_batch_size = 4;
+  o.instance_kind = "KIND_CPU";
+  o.extra_config =
+      "model_warmup { name: \"long\" batch_size: 1 count: 1000000000 "
+      "inputs { key: \"INPUT__0\" value { data_type: TYPE_FP32 dims: 64 random_data: true } } }\n";
+  ASSERT_TRUE(examples::WriteMlp(repo_.path(), "new_endless", o).ok());
+  o.extra_config.clear();
+  ASSERT_TRUE(examples::WriteMlp(repo_.path(), "z_new", o).ok());
+  controller->StartPolling(absl::Milliseconds(20));
+  ASSERT_TRUE(AwaitLoads(1, absl::Seconds(60))) << "'z_new' never loaded";
+  EXPECT_EQ(Loaded(), std::vector<std::string>{"z_new"});
+  EXPECT_TRUE(registry_.Find("z_new", "").ok());
+  EXPECT_EQ(registry_.Find("new_endless", "").status().code(), absl::StatusCode::kUnavailable) << "LOADING";
+  EXPECT_FALSE(registry_.Knows("a")) << "known before the scans: not loaded by them";
+  EXPECT_EQ(controller->polls(), 0) << "the first scan runs until Stop ends its endless load";
+  controller->Stop();
+  EXPECT_EQ(Loaded(), std::vector<std::string>{"z_new"});
 }
 
 }  // namespace
