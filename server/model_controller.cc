@@ -57,13 +57,15 @@ void ModelController::Stop() {
   threads_.clear();
 }
 
-void ModelController::Load(const std::string& model, Done done) { Submit(Job::Kind::kLoad, model, std::move(done)); }
-
-void ModelController::Unload(const std::string& model, Done done) {
-  Submit(Job::Kind::kUnload, model, std::move(done));
+void ModelController::Load(const std::string& model, const LoadOverrides& overrides, Done done) {
+  Submit(Job::Kind::kLoad, model, overrides, std::move(done));
 }
 
-void ModelController::Submit(Job::Kind kind, const std::string& model, Done done) {
+void ModelController::Unload(const std::string& model, Done done) {
+  Submit(Job::Kind::kUnload, model, {}, std::move(done));
+}
+
+void ModelController::Submit(Job::Kind kind, const std::string& model, LoadOverrides overrides, Done done) {
   if (absl::Status named = ValidateModelName(model); !named.ok()) return done(named);
   const bool load = kind == Job::Kind::kLoad;
   // A model the repository does not hold is refused before it waits for anything.
@@ -87,7 +89,7 @@ void ModelController::Submit(Job::Kind kind, const std::string& model, Done done
       // The same request as the last one still waiting for this model: answered by the same run.
       for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
         if (it->model != model) continue;
-        if (it->kind == kind) {
+        if (it->kind == kind && it->overrides == overrides) {
           it->done.push_back(std::move(done));
           return;
         }
@@ -95,7 +97,7 @@ void ModelController::Submit(Job::Kind kind, const std::string& model, Done done
       }
       // A model not served shows LOADING from now, not what it was, while its load waits its turn.
       if (load && !registry_->Serves(model)) registry_->MarkLoading(model, /*strict=*/false);
-      jobs_.push_back(Job{kind, model, {}});
+      jobs_.push_back(Job{kind, model, std::move(overrides), {}});
       jobs_.back().done.push_back(std::move(done));
       return;
     }
@@ -148,7 +150,7 @@ void ModelController::Run() {
       Poll();
     } else {
       status = job.kind == Job::Kind::kLoad
-                   ? DoLoad(job.model)
+                   ? DoLoad(job.model, job.overrides)
                    : DoUnload(job.model, " (RepositoryModelUnload); RepositoryModelLoad serves it again");
     }
     if (hooks_.changed) hooks_.changed();
@@ -164,7 +166,7 @@ void ModelController::Run() {
   }
 }
 
-absl::Status ModelController::DoLoad(const std::string& model) {
+absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrides& overrides) {
   absl::StatusOr<std::vector<std::string>> present = ListModelDirectories(repository_);
   if (!present.ok()) return present.status();
   if (std::find(present->begin(), present->end(), model) == present->end()) {
@@ -175,7 +177,8 @@ absl::Status ModelController::DoLoad(const std::string& model) {
   if (!reload) registry_->MarkLoading(model, /*strict=*/false);
   int64_t version = 0;
   absl::StatusOr<std::unique_ptr<ModelRuntime>> built =
-      manager_.BuildRuntime((std::filesystem::path(repository_) / model).string(), &version);
+      manager_.BuildRuntime((std::filesystem::path(repository_) / model).string(), &version,
+                            overrides.config ? &*overrides.config : nullptr);
   if (!built.ok() && stopping_) {  // the warm-up stopped at shutdown: say which model
     built = absl::UnavailableError(absl::StrCat("model '", model, "' not ", reload ? "reloaded" : "loaded",
                                                 ": the server is shutting down"));
@@ -262,7 +265,7 @@ void ModelController::RunPolls(absl::Duration interval) {
     if (stopped_) break;
     if (!open_ || poll_queued_) continue;
     poll_queued_ = true;
-    jobs_.push_back(Job{Job::Kind::kPoll, "", {}});
+    jobs_.push_back(Job{Job::Kind::kPoll, "", {}, {}});
   }
 }
 
@@ -291,6 +294,8 @@ void ModelController::Poll() {
     const bool added = known == fingerprints_.end();
     fingerprints_[model] = fingerprint;  // a load that fails is tried again once its files change
     CS_LOG(INFO) << "repository poll: model directory '" << model << "' " << (added ? "added" : "changed");
+    // LOADING from now, as a load asked for by request: it may wait for a thread of the scan.
+    if (!registry_->Serves(model)) registry_->MarkLoading(model, /*strict=*/false);
     changes.push_back([this, model] { (void)DoLoad(model); });
   }
   for (auto it = fingerprints_.begin(); it != fingerprints_.end();) {

@@ -66,7 +66,8 @@ class ModelController final : public ModelControl {
   // load at its next warm-up run, and joins the thread. Idempotent; later requests are refused.
   void Stop();
 
-  void Load(const std::string& model, Done done) override;
+  using ModelControl::Load;
+  void Load(const std::string& model, const LoadOverrides& overrides, Done done) override;
   void Unload(const std::string& model, Done done) override;
   std::vector<std::string> RepositoryModels() const override;
   const std::string& Repository() const override { return repository_; }
@@ -75,12 +76,13 @@ class ModelController final : public ModelControl {
   struct Job {
     enum class Kind { kLoad, kUnload, kPoll } kind = Kind::kLoad;
     std::string model;        // "" for kPoll
+    LoadOverrides overrides;  // kLoad's
     std::vector<Done> done;   // the same request made again while this one waited shares its answer
     void Finish(const absl::Status& status) {
       for (Done& d : done) d(status);
     }
   };
-  void Submit(Job::Kind kind, const std::string& model, Done done);
+  void Submit(Job::Kind kind, const std::string& model, LoadOverrides overrides, Done done);
   // Whether `job` may start now: no other job for its model runs (a scan: nothing else runs).
   bool RunnableLocked(const Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The first waiting job that may start (a model's jobs start in the order they came); jobs_.size()
@@ -95,7 +97,7 @@ class ModelController final : public ModelControl {
   void Poll();
   void RunPolls(absl::Duration interval);
   void Run();
-  absl::Status DoLoad(const std::string& model);
+  absl::Status DoLoad(const std::string& model, const LoadOverrides& overrides = {});
   // `why`: what the unloaded model's lookups say after "model 'm' is unloaded".
   absl::Status DoUnload(const std::string& model, const std::string& why);
   // Stops a runtime taken out of service: once the requests that found it are queued, they run at

@@ -134,13 +134,14 @@ absl::Status ModelManager::LoadModel(const std::string& model_dir) {
 }
 
 absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelManager::BuildRuntime(const std::string& model_dir,
-                                                                          int64_t* version) {
+                                                                          int64_t* version,
+                                                                          const std::string* config_json) {
   const std::string name = std::filesystem::path(model_dir).filename().string();
   auto fail = [&](const absl::Status& status) {
     CS_LOG(ERROR) << "model '" << name << "' not loaded: " << status.message();
     return status;
   };
-  auto spec = LoadModelDirectory(model_dir);
+  auto spec = LoadModelDirectory(model_dir, config_json);
   if (!spec.ok()) return fail(spec.status());
   if (version != nullptr) *version = spec->version;
   spec->dynamic_batching.queue_policy.max_queue_bytes = options_.max_queue_bytes;

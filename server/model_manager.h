@@ -64,8 +64,10 @@ class ModelManager {
   absl::Status LoadModel(const std::string& model_dir);
   // Loads one model directory into a runtime, READY, without touching the registry (a reload: the
   // runtime serving the model goes on serving meanwhile). `version` (may be null) is set to the
-  // version the load tried once its config reads. The error names the model.
-  absl::StatusOr<std::unique_ptr<ModelRuntime>> BuildRuntime(const std::string& model_dir, int64_t* version);
+  // version the load tried once its config reads. `config_json`: the configuration to use in place
+  // of config.pbtxt (LoadModelDirectory's). The error names the model.
+  absl::StatusOr<std::unique_ptr<ModelRuntime>> BuildRuntime(const std::string& model_dir, int64_t* version,
+                                                             const std::string* config_json = nullptr);
 
  private:
   // LoadModels' work, `present` being the repository's model directories (listed once).

@@ -7,12 +7,21 @@
 #define CHRONOSERVE_SERVER_CORE_MODEL_CONTROL_H_
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 
 namespace chronoserve::server {
+
+// What a load request replaces of what the repository holds (Triton's load parameters).
+struct LoadOverrides {
+  // The model's configuration, as Triton's model_config.proto in protobuf's JSON form, used in place
+  // of its config.pbtxt for this load (a later load without it reads config.pbtxt again).
+  std::optional<std::string> config;
+  bool operator==(const LoadOverrides& other) const { return config == other.config; }
+};
 
 class ModelControl {
  public:
@@ -22,7 +31,8 @@ class ModelControl {
   // Loads `model` from the repository, or reloads it when it is loaded: the runtime serving it goes
   // on serving until the new one is READY, then the new one takes its requests; a failed reload
   // leaves the old one serving (`done` gets the error).
-  virtual void Load(const std::string& model, Done done) = 0;
+  virtual void Load(const std::string& model, const LoadOverrides& overrides, Done done) = 0;
+  void Load(const std::string& model, Done done) { Load(model, LoadOverrides{}, std::move(done)); }
   // Takes `model` out of service, runs the requests it had queued, stops its workers, then `done`.
   // OK for a model that is not loaded (nothing to do); NOT_FOUND for a name the server has never
   // known and the repository does not hold.

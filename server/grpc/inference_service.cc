@@ -381,8 +381,10 @@ absl::Status NoModelControl(const char* what, const std::string& model, const st
       "; start it with --model-control-mode explicit to load and unload models by request"));
 }
 
-// Triton's load parameters ("config", "file:...") override what the repository holds; an unload's
-// "unload_dependents" concerns ensembles, which chronoserve does not serve (so it has no effect).
+// Triton's load parameters: "config" (a string: the model configuration as JSON) is taken;
+// "file:..." (model files sent in the request) is refused: chronoserve loads a model's files only
+// from its repository. An unload's "unload_dependents" concerns ensembles, which chronoserve does
+// not serve (so it has no effect).
 absl::Status CheckControlParameters(const char* what, const std::string& model,
                                     const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& params,
                                     bool unload) {
@@ -394,10 +396,19 @@ absl::Status CheckControlParameters(const char* what, const std::string& model,
       }
       continue;
     }
+    if (!unload && key == "config") {
+      if (value.parameter_choice_case() != inference::ModelRepositoryParameter::kStringParam) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "cannot load model '", Excerpt(model), "': parameter 'config' takes a string_param (the model "
+            "configuration as JSON)"));
+      }
+      continue;
+    }
     return absl::InvalidArgumentError(absl::StrCat(
         "cannot ", what, " model '", Excerpt(model), "': parameter '", Excerpt(key), "' is not supported (",
         unload ? "an unload takes only 'unload_dependents'"
-               : "chronoserve loads a model only from its model repository: no 'config' or 'file:' overrides",
+               : "a load takes only 'config'; chronoserve loads a model's files only from its model repository, "
+                 "so no 'file:' overrides",
         ")"));
   }
   return absl::OkStatus();
@@ -427,7 +438,11 @@ void InferenceService::AnswerRepositoryModelLoad(const inference::RepositoryMode
       !refused.ok()) {
     return done(refused);
   }
-  model_control_->Load(request.model_name(), std::move(done));
+  LoadOverrides overrides;
+  if (auto config = request.parameters().find("config"); config != request.parameters().end()) {
+    overrides.config = config->second.string_param();
+  }
+  model_control_->Load(request.model_name(), overrides, std::move(done));
 }
 
 void InferenceService::AnswerRepositoryModelUnload(const inference::RepositoryModelUnloadRequest& request,

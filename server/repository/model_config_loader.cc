@@ -1,7 +1,9 @@
 #include "server/repository/model_config_loader.h"
 
 #include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/struct.pb.h>
 #include <google/protobuf/text_format.h>
+#include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -19,6 +21,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/dtype.h"
 #include "common/log.h"
@@ -397,6 +401,10 @@ std::string NormalizeListsForSkipping(absl::string_view text) {
 
 namespace {
 
+absl::Status CheckParsedConfig(const pb::ModelConfig& config, const std::string& source,
+                               const std::vector<std::string>& unknown, const std::vector<std::string>& unknown_in,
+                               std::vector<std::string>* ignored_fields);
+
 absl::Status ParseConfigProto(const std::string& text, const std::string& source,
                               pb::ModelConfig* config, std::vector<std::string>* ignored_fields) {
   // A UTF-8 byte-order mark, which some Windows editors write, is not text the parser reads.
@@ -426,23 +434,30 @@ absl::Status ParseConfigProto(const std::string& text, const std::string& source
     }
     read = &again;
   }
-  RETURN_IF_ERROR(CheckUnknownFields(read->unknown(), read->unknown_in(), source));
+  return CheckParsedConfig(*config, source, read->unknown(), read->unknown_in(), ignored_fields);
+}
+
+// What every configuration read goes through, text or JSON: the fields model_config.proto lacks
+// (`unknown`, found in the message types `unknown_in`) refused or ignored as Triton's, those that
+// change what the model receives refused, and `ignored_fields` listed.
+absl::Status CheckParsedConfig(const pb::ModelConfig& config, const std::string& source,
+                               const std::vector<std::string>& unknown, const std::vector<std::string>& unknown_in,
+                               std::vector<std::string>* ignored_fields) {
+  RETURN_IF_ERROR(CheckUnknownFields(unknown, unknown_in, source));
   // Declared so that their default (false), which Triton's own configs often spell out, loads; set,
   // they would change what the model receives.
-  for (const pb::ModelInput& in : config->input()) {
+  for (const pb::ModelInput& in : config.input()) {
     if (in.is_shape_tensor()) return RefusedField("is_shape_tensor", source);
     if (in.allow_ragged_batch()) return RefusedField("allow_ragged_batch", source);
   }
-  for (const pb::ModelOutput& out : config->output()) {
+  for (const pb::ModelOutput& out : config.output()) {
     if (out.is_shape_tensor()) return RefusedField("is_shape_tensor", source);
   }
   if (ignored_fields != nullptr) {
     // Each name once, in the order first seen (the parser reports every occurrence).
     std::vector<std::string> fields;
-    for (size_t i = 0; i < read->unknown().size(); ++i) {
-      fields.push_back(FieldPath(read->unknown_in()[i], read->unknown()[i]));
-    }
-    AppendUnimplementedFields(*config, &fields);
+    for (size_t i = 0; i < unknown.size(); ++i) fields.push_back(FieldPath(unknown_in[i], unknown[i]));
+    AppendUnimplementedFields(config, &fields);
     ignored_fields->clear();
     std::set<std::string> seen;
     for (auto& field : fields) {
@@ -450,6 +465,89 @@ absl::Status ParseConfigProto(const std::string& text, const std::string& source
     }
   }
   return absl::OkStatus();
+}
+
+// "maxBatchSize" -> "max_batch_size": how config.pbtxt and the lists of Triton's fields name a field.
+std::string SnakeCase(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    if (absl::ascii_isupper(c)) {
+      out.push_back('_');
+      out.push_back(absl::ascii_tolower(c));
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+// The keys of a JSON configuration (parsed as google.protobuf.Value) that `type` has no field for,
+// at any depth, each with the message type it was found in (without the package), as the text
+// parser reports them.
+void CollectUnknownJsonFields(const google::protobuf::Value& value, const google::protobuf::Descriptor* type,
+                              std::vector<std::string>* unknown, std::vector<std::string>* unknown_in) {
+  if (!value.has_struct_value()) return;
+  constexpr absl::string_view kPackage = "chronoserve.config.";
+  for (const auto& [key, child] : value.struct_value().fields()) {
+    const google::protobuf::FieldDescriptor* field = type->FindFieldByName(key);
+    if (field == nullptr) field = type->FindFieldByCamelcaseName(key);
+    if (field == nullptr) {
+      unknown->push_back(SnakeCase(key));
+      unknown_in->push_back(std::string(absl::StripPrefix(type->full_name(), kPackage)));
+      continue;
+    }
+    if (field->type() != google::protobuf::FieldDescriptor::TYPE_MESSAGE) continue;
+    if (field->is_map()) {
+      const google::protobuf::FieldDescriptor* mapped = field->message_type()->map_value();
+      if (mapped->type() != google::protobuf::FieldDescriptor::TYPE_MESSAGE || !child.has_struct_value()) continue;
+      for (const auto& [entry_key, entry] : child.struct_value().fields()) {
+        CollectUnknownJsonFields(entry, mapped->message_type(), unknown, unknown_in);
+      }
+    } else if (field->is_repeated()) {
+      if (!child.has_list_value()) continue;
+      for (const google::protobuf::Value& element : child.list_value().values()) {
+        CollectUnknownJsonFields(element, field->message_type(), unknown, unknown_in);
+      }
+    } else {
+      CollectUnknownJsonFields(child, field->message_type(), unknown, unknown_in);
+    }
+  }
+}
+
+// protobuf's JSON error on one line: a message it follows with the text around the error and a
+// line with a caret under the spot becomes "message at '<the text from the spot on>'".
+std::string JsonErrorLine(absl::string_view message) {
+  const std::vector<absl::string_view> lines = absl::StrSplit(message, '\n');
+  if (lines.size() == 3 && absl::EndsWith(absl::StripTrailingAsciiWhitespace(lines[2]), "^")) {
+    const size_t at = std::min(lines[2].find('^'), lines[1].size());
+    return absl::StrCat(absl::StripSuffix(lines[0], "."), " at '", lines[1].substr(at, 40), "'");
+  }
+  return absl::StrReplaceAll(message, {{"\n", " "}});
+}
+
+// Triton's model configuration as JSON (RepositoryModelLoad's "config" parameter): protobuf's JSON
+// form of model_config.proto, field names as in config.pbtxt or in lowerCamelCase. Triton's fields
+// that model_config.proto leaves out are refused or ignored as in a config.pbtxt, any other unknown
+// key is refused naming it; then the checks a config.pbtxt gets.
+absl::Status ParseConfigJson(const std::string& json, const std::string& source, pb::ModelConfig* config,
+                             std::vector<std::string>* ignored_fields) {
+  google::protobuf::Value tree;
+  if (const auto read = google::protobuf::util::JsonStringToMessage(json, &tree); !read.ok() || !tree.has_struct_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": not a model configuration in JSON (",
+        read.ok() ? "a JSON object was expected" : JsonErrorLine(std::string(read.message())), ")"));
+  }
+  std::vector<std::string> unknown;
+  std::vector<std::string> unknown_in;
+  CollectUnknownJsonFields(tree, pb::ModelConfig::descriptor(), &unknown, &unknown_in);
+  RETURN_IF_ERROR(CheckUnknownFields(unknown, unknown_in, source));  // before a value's error in such a field
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;  // those just checked
+  if (const auto parsed = google::protobuf::util::JsonStringToMessage(json, config, options); !parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": not a model configuration in JSON (",
+                                                   JsonErrorLine(std::string(parsed.message())), ")"));
+  }
+  return CheckParsedConfig(*config, source, unknown, unknown_in, ignored_fields);
 }
 
 absl::StatusOr<ModelSpec> SpecFromProto(const pb::ModelConfig& config, const std::string& source,
@@ -628,7 +726,7 @@ absl::Status WhyNoConfig(const std::string& model_dir, const std::string& name, 
 }
 }  // namespace
 
-absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir) {
+absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir, const std::string* config_json) {
   const fs::path dir(model_dir);
   // The model is named after its directory, also when that is given as `models/mlp/` or `.`.
   std::error_code ec;
@@ -637,37 +735,42 @@ absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir) {
   if (named.filename().empty()) named = named.parent_path();
   const std::string name = named.filename().string();
   RETURN_IF_ERROR(ValidateModelName(name));
-  const fs::path config_path = dir / "config.pbtxt";
-  std::ifstream in(config_path);
-  if (!in) return WhyNoConfig(model_dir, name, errno);
-  std::stringstream text;
-  text << in.rdbuf();
-
+  // Where the configuration comes from, as messages name it.
+  const std::string config_source =
+      config_json != nullptr ? std::string("RepositoryModelLoad's 'config'") : (dir / "config.pbtxt").string();
   pb::ModelConfig config;
   std::vector<std::string> ignored;
-  RETURN_IF_ERROR(ParseConfigProto(text.str(), config_path.string(), &config, &ignored));
+  if (config_json != nullptr) {
+    RETURN_IF_ERROR(ParseConfigJson(*config_json, config_source, &config, &ignored));
+  } else {
+    std::ifstream in(config_source);
+    if (!in) return WhyNoConfig(model_dir, name, errno);
+    std::stringstream text;
+    text << in.rdbuf();
+    RETURN_IF_ERROR(ParseConfigProto(text.str(), config_source, &config, &ignored));
+  }
   // The fields ignored are worth a warning only for a config that loads.
-  ASSIGN_OR_RETURN(ModelSpec spec, SpecFromProto(config, config_path.string(), name));
+  ASSIGN_OR_RETURN(ModelSpec spec, SpecFromProto(config, config_source, name));
   for (const auto& field : ignored) {
-    CS_LOG(WARNING) << config_path.string() << ": model '" << name << "': field '" << field
+    CS_LOG(WARNING) << config_source << ": model '" << name << "': field '" << field
                     << "' is not implemented by chronoserve and is ignored";
   }
   for (const auto& [key, value] : spec.parameters) {
     if (std::find(kModelParameterKeys.begin(), kModelParameterKeys.end(), key) != kModelParameterKeys.end()) continue;
-    CS_LOG(WARNING) << config_path.string() << ": model '" << name << "': parameter '" << key
+    CS_LOG(WARNING) << config_source << ": model '" << name << "': parameter '" << key
                     << "' is not one of chronoserve's (" << absl::StrJoin(kModelParameterKeys, ", ")
                     << ") and is ignored";
   }
   std::vector<int64_t> specific;
   if (config.version_policy().has_specific()) {
     if (config.version_policy().specific().versions().empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(config_path.string(), ": model '", name,
+      return absl::InvalidArgumentError(absl::StrCat(config_source, ": model '", name,
                                                      "': version_policy.specific lists no versions"));
     }
     specific.assign(config.version_policy().specific().versions().begin(),
                     config.version_policy().specific().versions().end());
   }
-  ASSIGN_OR_RETURN(std::vector<int64_t> versions, PickVersions(dir, config_path.string(), specific));
+  ASSIGN_OR_RETURN(std::vector<int64_t> versions, PickVersions(dir, config_source, specific));
   spec.version = versions.back();
   // The versions the policy would serve under Triton; chronoserve serves the highest, and says so
   // only when that leaves one out.
@@ -680,7 +783,7 @@ absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir) {
     policy = absl::StrCat("version_policy.latest { num_versions: ", latest, " } serves");
   }
   if (versions.size() > 1) {
-    CS_LOG(WARNING) << config_path.string() << ": model '" << name << "': only version " << spec.version
+    CS_LOG(WARNING) << config_source << ": model '" << name << "': only version " << spec.version
                     << " is served of the versions " << policy << " (" << absl::StrJoin(versions, ", ")
                     << "); chronoserve serves one version a model";
   }

@@ -28,8 +28,10 @@ absl::StatusOr<ModelSpec> ParseModelConfig(const std::string& text, const std::s
 std::string NormalizeListsForSkipping(absl::string_view text);
 
 // Reads <model_dir>/config.pbtxt, picks the version by the version policy, and checks that the
-// model file exists. Logs ignored fields once, by name.
-absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir);
+// model file exists. Logs ignored fields once, by name. With `config_json` (RepositoryModelLoad's
+// "config" parameter, Triton's model configuration in protobuf's JSON form) that configuration is
+// used instead of config.pbtxt, which need not exist; its errors name "RepositoryModelLoad's 'config'".
+absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir, const std::string* config_json = nullptr);
 
 // Names of the model directories under `repository` (sorted). Fails if it is not a directory.
 absl::StatusOr<std::vector<std::string>> ListModelDirectories(const std::string& repository);

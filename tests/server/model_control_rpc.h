@@ -25,6 +25,18 @@ inline grpc::Status LoadModel(inference::GRPCInferenceService::Stub* stub, const
   return stub->RepositoryModelLoad(&ctx, request, &response);
 }
 
+// RepositoryModelLoad of `model` with Triton's "config" parameter: `config_json` as its string_param.
+inline grpc::Status LoadModelWithConfig(inference::GRPCInferenceService::Stub* stub, const std::string& model,
+                                        const std::string& config_json) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(TestDeadline());
+  inference::RepositoryModelLoadRequest request;
+  request.set_model_name(model);
+  (*request.mutable_parameters())["config"].set_string_param(config_json);
+  inference::RepositoryModelLoadResponse response;
+  return stub->RepositoryModelLoad(&ctx, request, &response);
+}
+
 // RepositoryModelUnload of `model`, with a bool `parameter` (true) when given.
 inline grpc::Status UnloadModel(inference::GRPCInferenceService::Stub* stub, const std::string& model,
                                 const std::string& parameter = "") {

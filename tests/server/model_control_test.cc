@@ -322,9 +322,20 @@ TEST_P(ModelControlTest, RequestsItCannotTakeAreRefusedSayingWhy) {
   const grpc::Status missing = testing::LoadModel(c->stub(), "nosuch");
   EXPECT_EQ(missing.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_THAT(missing.error_message(), HasSubstr("has no model directory 'nosuch' (it has a, b)"));
-  const grpc::Status config = testing::LoadModel(c->stub(), "a", "config");
-  EXPECT_EQ(config.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(config.error_message(), HasSubstr("parameter 'config' is not supported"));
+  const grpc::Status file = testing::LoadModel(c->stub(), "a", "file:1/model.pt");
+  EXPECT_EQ(file.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(file.error_message(), HasSubstr("parameter 'file:1/model.pt' is not supported (a load takes only 'config'"));
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(testing::TestDeadline());
+    inference::RepositoryModelLoadRequest request;
+    request.set_model_name("a");
+    (*request.mutable_parameters())["config"].set_bool_param(true);
+    inference::RepositoryModelLoadResponse response;
+    const grpc::Status not_string = c->stub()->RepositoryModelLoad(&ctx, request, &response);
+    EXPECT_EQ(not_string.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(not_string.error_message(), HasSubstr("parameter 'config' takes a string_param"));
+  }
   const grpc::Status repository = testing::LoadModel(c->stub(), "a", "", "elsewhere");
   EXPECT_EQ(repository.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_THAT(repository.error_message(), HasSubstr("no repository named 'elsewhere'"));
@@ -344,6 +355,54 @@ TEST_P(ModelControlTest, RequestsItCannotTakeAreRefusedSayingWhy) {
   EXPECT_EQ(unload_param.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(unload_param.error_message(), HasSubstr("parameter 'force' is not supported"));
   EXPECT_EQ(testing::Answer(c->ModelReady("a")), "true") << "a refused unload changes nothing";
+  server->Shutdown();
+}
+
+// Triton's "config" load parameter: the model configuration as JSON serves this load in place of
+// config.pbtxt (ModelConfig reports it, requests are checked against it); a load without it reads
+// config.pbtxt again; a bad one is refused naming what is wrong, and the version loaded goes on.
+TEST_P(ModelControlTest, ALoadsConfigServesInPlaceOfConfigPbtxt) {
+  auto server = Start({"a"});
+  ASSERT_NE(server, nullptr);
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+  auto max_batch = [&]() -> int64_t {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(testing::TestDeadline());
+    inference::ModelConfigRequest request;
+    request.set_name("a");
+    inference::ModelConfigResponse response;
+    const grpc::Status status = c->stub()->ModelConfig(&ctx, request, &response);
+    return status.ok() ? response.config().max_batch_size() : -1;
+  };
+  auto infer = [&](int64_t batch) {
+    std::mt19937_64 rng(static_cast<uint64_t>(batch) + 3);
+    return c->Infer("a", {Tensor{"INPUT__0", DataType::kFp32, {batch, 64},
+                                 RandomTensorBytes(DataType::kFp32, static_cast<size_t>(64 * batch), rng)}});
+  };
+  ASSERT_EQ(max_batch(), 4);
+  const std::string io = R"("input": [{"name": "INPUT__0", "data_type": "TYPE_FP32", "dims": [64]}],
+                            "output": [{"name": "OUTPUT__0", "data_type": "TYPE_FP32", "dims": [16]}],
+                            "instance_group": [{"kind": "KIND_CPU"}])";
+  const grpc::Status loaded = testing::LoadModelWithConfig(c->stub(), "a", "{\"max_batch_size\": 2, " + io + "}");
+  ASSERT_TRUE(loaded.ok()) << loaded.error_message();
+  EXPECT_EQ(max_batch(), 2);
+  EXPECT_TRUE(infer(2).ok());
+  const auto too_big = infer(3);
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(too_big.status().message()), HasSubstr("exceeds max_batch_size 2"));
+
+  const grpc::Status typo = testing::LoadModelWithConfig(c->stub(), "a", "{\"max_batch\": 8, " + io + "}");
+  EXPECT_EQ(typo.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(typo.error_message(), HasSubstr("model 'a' not reloaded (the version loaded before goes on serving)"));
+  EXPECT_THAT(typo.error_message(), HasSubstr("RepositoryModelLoad's 'config': unknown field 'max_batch' in ModelConfig"));
+  const grpc::Status not_json = testing::LoadModelWithConfig(c->stub(), "a", "max_batch_size: 8");
+  EXPECT_EQ(not_json.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(not_json.error_message(), HasSubstr("not a model configuration in JSON"));
+  EXPECT_EQ(max_batch(), 2) << "the loaded version serves on";
+
+  ASSERT_TRUE(testing::LoadModel(c->stub(), "a").ok());
+  EXPECT_EQ(max_batch(), 4) << "a load without 'config' reads config.pbtxt again";
+  EXPECT_TRUE(infer(3).ok());
   server->Shutdown();
 }
 

@@ -50,10 +50,11 @@ class ModelControllerTest : public ::testing::Test {
     server::ModelLoadOptions options;
     options.warmup.runs_per_batch_size = 1;
     server::ModelController::Hooks hooks;
-    hooks.loaded = [this](const server::ModelRuntime& runtime) {
-      loads_.fetch_add(1);
+    hooks.loaded = [this](const server::ModelRuntime&) { loads_.fetch_add(1); };
+    // Called once the new runtime is in the registry (the serving warm-up's turn).
+    hooks.warm_serving_path = [this](const server::ModelSpec& spec, const std::atomic<bool>*) {
       absl::MutexLock lock(&mu_);
-      loaded_.push_back(runtime.spec().name);
+      loaded_.push_back(spec.name);
     };
     auto controller = std::make_unique<server::ModelController>(&registry_, &devices_, repo_.path(), options,
                                                                 SteadyClock::Get(), nullptr, hooks, threads);
@@ -61,7 +62,7 @@ class ModelControllerTest : public ::testing::Test {
     return controller;
   }
 
-  // Whether `n` models became READY within `timeout`.
+  // Whether `n` models began to serve (in the registry, READY) within `timeout`.
   bool AwaitLoads(size_t n, absl::Duration timeout) {
     absl::MutexLock lock(&mu_);
     auto reached = [this, n]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return loaded_.size() >= n; };
@@ -77,7 +78,7 @@ class ModelControllerTest : public ::testing::Test {
   server::DeviceActivityRegistry devices_;
   std::atomic<int> loads_{0};
   absl::Mutex mu_;
-  std::vector<std::string> loaded_ ABSL_GUARDED_BY(mu_);  // the models that became READY, in order
+  std::vector<std::string> loaded_ ABSL_GUARDED_BY(mu_);  // the models that began to serve, in order
 };
 
 TEST_F(ModelControllerTest, AnotherModelLoadsWhileOneLoadsForever) {

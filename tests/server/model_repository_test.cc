@@ -301,5 +301,81 @@ TEST_F(RepositoryTest, AModelDirectoryWithATrailingSlashOrDotIsNamedAfterItself)
   EXPECT_EQ(spec->name, "mlp");
 }
 
+// RepositoryModelLoad's "config": Triton's model configuration as JSON in place of config.pbtxt
+// (which need not exist), field names as in config.pbtxt or in lowerCamelCase; Triton's fields that
+// model_config.proto leaves out ignored or refused as in config.pbtxt, anything else refused by name.
+TEST_F(RepositoryTest, AJsonConfigReplacesConfigPbtxt) {
+  Write("m/config.pbtxt", std::string(kIo) + "max_batch_size: 4\n");
+  Write("m/1/model.pt", "x");
+  Write("m/2/model.pt", "x");
+  const std::string json = R"({"name": "m", "max_batch_size": 2,
+    "input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [5]}],
+    "output": [{"name": "y", "dataType": "TYPE_FP32", "dims": ["5"]}],
+    "version_policy": {"specific": {"versions": [1]}},
+    "dynamicBatching": {"maxQueueDelayMicroseconds": 300},
+    "parameters": {"keep_warm_ms": {"string_value": "20"}}})";
+  auto spec = LoadModelDirectory((root_ / "m").string(), &json);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->max_batch_size, 2);
+  EXPECT_EQ(spec->version, 1) << "the JSON's version policy";
+  ASSERT_EQ(spec->inputs.size(), 1u);
+  EXPECT_EQ(spec->inputs[0].dims, std::vector<int64_t>{5});
+  ASSERT_EQ(spec->outputs.size(), 1u);
+  EXPECT_EQ(spec->outputs[0].dims, std::vector<int64_t>{5});
+  ASSERT_TRUE(spec->dynamic_batching.enabled);
+  EXPECT_EQ(spec->dynamic_batching.max_queue_delay_us, 300);
+  EXPECT_EQ(spec->parameters.at("keep_warm_ms"), "20");
+  auto from_file = LoadModelDirectory((root_ / "m").string());
+  ASSERT_TRUE(from_file.ok()) << from_file.status();
+  EXPECT_EQ(from_file->max_batch_size, 4) << "config.pbtxt is untouched";
+  EXPECT_EQ(from_file->version, 2);
+
+  Write("bare/1/model.pt", "x");  // no config.pbtxt
+  const std::string bare = R"({"input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [3]}],
+                               "output": [{"name": "y", "data_type": "TYPE_FP32", "dims": [3]}]})";
+  spec = LoadModelDirectory((root_ / "bare").string(), &bare);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->name, "bare");
+
+  // Triton's response_cache is ignored, with the warning config.pbtxt gets.
+  const std::string cached = R"({"input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [3]}],
+    "output": [{"name": "y", "data_type": "TYPE_FP32", "dims": [3]}], "response_cache": {"enable": true}})";
+  ::testing::internal::CaptureStderr();
+  spec = LoadModelDirectory((root_ / "bare").string(), &cached);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(log, HasSubstr("RepositoryModelLoad's 'config': model 'bare': field 'response_cache' is not implemented"));
+}
+
+TEST_F(RepositoryTest, AJsonConfigsErrorsNameTheRequestsConfigAndTheField) {
+  Write("m/1/model.pt", "x");
+  const std::string dir = (root_ / "m").string();
+  auto load = [&](const std::string& json) { return LoadModelDirectory(dir, &json).status(); };
+  const absl::Status not_json = load("max_batch_size: 4");
+  EXPECT_EQ(not_json.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(not_json.message()), HasSubstr("RepositoryModelLoad's 'config': not a model configuration in JSON"));
+  EXPECT_THAT(std::string(not_json.message()), HasSubstr("at 'max_batch_size: 4'")) << "where, on one line";
+  EXPECT_THAT(std::string(not_json.message()), Not(HasSubstr("\n")));
+  const absl::Status array = load("[1, 2]");
+  EXPECT_THAT(std::string(array.message()), HasSubstr("a JSON object was expected"));
+  const absl::Status typo = load(R"({"max_batch": 4})");
+  EXPECT_EQ(typo.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(typo.message()), HasSubstr("unknown field 'max_batch' in ModelConfig"));
+  const absl::Status nested = load(R"({"input": [{"name": "x", "dataType": "TYPE_FP32", "dims": [3], "shape": [3]}]})");
+  EXPECT_THAT(std::string(nested.message()), HasSubstr("unknown field 'shape' in ModelInput"));
+  const absl::Status camel = load(R"({"instanceGroup": [{"kind": "KIND_CPU", "rateLimiter": {}}], "maxBatchSizes": 1})");
+  EXPECT_THAT(std::string(camel.message()), HasSubstr("unknown field 'max_batch_sizes' in ModelConfig"))
+      << "an unknown lowerCamelCase key is named as config.pbtxt would name it";
+  const absl::Status bad_value = load(R"({"max_batch_size": "many"})");
+  EXPECT_EQ(bad_value.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad_value.message()), HasSubstr("max_batch_size"));
+  EXPECT_THAT(std::string(bad_value.message()), Not(HasSubstr("\n")));
+  const absl::Status renamed = load(R"({"name": "other", "input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [3]}],
+                                       "output": [{"name": "y", "data_type": "TYPE_FP32", "dims": [3]}]})");
+  EXPECT_THAT(std::string(renamed.message()), HasSubstr("name 'other' does not match its directory 'm'"));
+  const absl::Status ragged = load(R"({"input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [3], "allow_ragged_batch": true}]})");
+  EXPECT_THAT(std::string(ragged.message()), HasSubstr("field 'allow_ragged_batch' is not supported"));
+}
+
 }  // namespace
 }  // namespace chronoserve::server
