@@ -159,12 +159,36 @@ async function checkModelControl(stub) {
   check('RepositoryModelLoad', !load.err, load.err && load.err.details);
   const ready = await call(stub, 'ModelReady', { name: model });
   check('ModelReady true once loaded', !ready.err && ready.response.ready === true, ready.err || ready.response);
-  const badParameter = await call(stub, 'RepositoryModelLoad', {
+  // Triton's 'config' load parameter: the model configuration as JSON, in place of config.pbtxt.
+  const config = {
+    max_batch_size: 2,
+    input: [{ name: 'INPUT__0', data_type: 'TYPE_FP32', dims: [64] }],
+    output: [{ name: 'OUTPUT__0', data_type: 'TYPE_FP32', dims: [16] }],
+    instance_group: [{ kind: 'KIND_CPU' }],
+  };
+  const withConfig = await call(stub, 'RepositoryModelLoad', {
     model_name: model,
-    parameters: [{ key: 'config', value: { string_param: '{}' } }],  // a map, as reflection's descriptors give it
+    parameters: [{ key: 'config', value: { string_param: JSON.stringify(config) } }],  // a map, as reflection's descriptors give it
   });
-  check('a config override is INVALID_ARGUMENT', badParameter.err && badParameter.err.code === grpc.status.INVALID_ARGUMENT,
-        badParameter.err && { code: badParameter.err.code, details: badParameter.err.details });
+  check('RepositoryModelLoad with a config', !withConfig.err, withConfig.err && withConfig.err.details);
+  const served = await call(stub, 'ModelConfig', { name: model });
+  check('ModelConfig reports the config loaded', !served.err && Number(served.response.config.max_batch_size) === 2,
+        served.err || served.response.config.max_batch_size);
+  const typo = await call(stub, 'RepositoryModelLoad', {
+    model_name: model,
+    parameters: [{ key: 'config', value: { string_param: JSON.stringify({ ...config, max_batch: 4 }) } }],
+  });
+  check('a config with an unknown key is INVALID_ARGUMENT naming it',
+        typo.err && typo.err.code === grpc.status.INVALID_ARGUMENT && /unknown field 'max_batch'/.test(typo.err.details),
+        typo.err && { code: typo.err.code, details: typo.err.details });
+  const file = await call(stub, 'RepositoryModelLoad', {
+    model_name: model,
+    parameters: [{ key: 'file:1/model.pt', value: { bytes_param: Buffer.from('x') } }],
+  });
+  check('a file: override is INVALID_ARGUMENT', file.err && file.err.code === grpc.status.INVALID_ARGUMENT,
+        file.err && { code: file.err.code, details: file.err.details });
+  const again = await call(stub, 'RepositoryModelLoad', { model_name: model });
+  check('RepositoryModelLoad without a config reads config.pbtxt again', !again.err, again.err && again.err.details);
 }
 
 async function main() {

@@ -1,7 +1,8 @@
 // A KServe v2 client that nobody here wrote uses the server: tests/external_client/client.js
 // (@grpc/grpc-js, the service discovered through gRPC server reflection) runs against the real
 // server on 127.0.0.1 and checks health, metadata, an inference with timing, and an error code; and
-// with the server in --model-control-mode explicit, an unload and a load (Triton's model control).
+// with the server in --model-control-mode explicit, an unload and a load (Triton's model control),
+// one with Triton's 'config' parameter.
 // Skipped when node or the npm packages are missing (`npm ci --prefix tests/external_client`).
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -56,7 +57,10 @@ TEST(ExternalClientTest, NodeGrpcJsClientDiscoversTheServiceByReflectionAndInfer
     EXPECT_EQ(run->first, 0) << run->second;
     EXPECT_NE(run->second.find(" passed, 0 failed"), std::string::npos) << run->second;
     EXPECT_EQ(run->second.find("not ok"), std::string::npos) << run->second;
-    if (control) EXPECT_NE(run->second.find("ok - RepositoryModelLoad"), std::string::npos) << run->second;
+    if (control) {
+      EXPECT_NE(run->second.find("ok - RepositoryModelLoad"), std::string::npos) << run->second;
+      EXPECT_NE(run->second.find("ok - ModelConfig reports the config loaded"), std::string::npos) << run->second;
+    }
     server->Shutdown();
   }
 }
