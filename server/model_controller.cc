@@ -58,14 +58,15 @@ void ModelController::Stop() {
 }
 
 void ModelController::Load(const std::string& model, const LoadOverrides& overrides, Done done) {
-  Submit(Job::Kind::kLoad, model, overrides, std::move(done));
+  Submit(Job::Kind::kLoad, model, overrides, std::move(done), /*scan=*/false);
 }
 
 void ModelController::Unload(const std::string& model, Done done) {
-  Submit(Job::Kind::kUnload, model, {}, std::move(done));
+  Submit(Job::Kind::kUnload, model, {}, std::move(done), /*scan=*/false);
 }
 
-void ModelController::Submit(Job::Kind kind, const std::string& model, LoadOverrides overrides, Done done) {
+void ModelController::Submit(Job::Kind kind, const std::string& model, LoadOverrides overrides, Done done,
+                             bool scan) {
   if (absl::Status named = ValidateModelName(model); !named.ok()) return done(named);
   const bool load = kind == Job::Kind::kLoad;
   // A model the repository does not hold is refused before it waits for anything.
@@ -89,7 +90,7 @@ void ModelController::Submit(Job::Kind kind, const std::string& model, LoadOverr
       // The same request as the last one still waiting for this model: answered by the same run.
       for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
         if (it->model != model) continue;
-        if (it->kind == kind && it->overrides == overrides) {
+        if (it->kind == kind && it->overrides == overrides && it->scan == scan) {
           it->done.push_back(std::move(done));
           return;
         }
@@ -97,7 +98,7 @@ void ModelController::Submit(Job::Kind kind, const std::string& model, LoadOverr
       }
       // A model not served shows LOADING from now, not what it was, while its load waits its turn.
       if (load && !registry_->Serves(model)) registry_->MarkLoading(model, /*strict=*/false);
-      jobs_.push_back(Job{kind, model, std::move(overrides), {}});
+      jobs_.push_back(Job{kind, model, std::move(overrides), scan, {}});
       jobs_.back().done.push_back(std::move(done));
       return;
     }
@@ -111,9 +112,9 @@ std::vector<std::string> ModelController::RepositoryModels() const {
 }
 
 bool ModelController::RunnableLocked(const Job& job) const {
-  // A scan touches every model: it runs alone, as a job for a model runs alone for that model.
-  if (job.kind == Job::Kind::kPoll) return running_.empty() && !poll_running_;
-  return !poll_running_ && running_.count(job.model) == 0;
+  // A scan only reads the repository and submits jobs: it runs beside them, one scan at a time.
+  if (job.kind == Job::Kind::kPoll) return !poll_running_;
+  return running_.count(job.model) == 0;
 }
 
 size_t ModelController::NextRunnableLocked() const {
@@ -151,7 +152,8 @@ void ModelController::Run() {
     } else {
       status = job.kind == Job::Kind::kLoad
                    ? DoLoad(job.model, job.overrides)
-                   : DoUnload(job.model, " (RepositoryModelUnload); RepositoryModelLoad serves it again");
+                   : DoUnload(job.model, job.scan ? ": its directory left the model repository (--model-control-mode poll)"
+                                                  : " (RepositoryModelUnload); RepositoryModelLoad serves it again");
     }
     if (hooks_.changed) hooks_.changed();
     job.Finish(status);  // before the model's next request may start: its answers go in order
@@ -159,7 +161,6 @@ void ModelController::Run() {
     if (job.kind == Job::Kind::kPoll) {
       poll_running_ = false;
       poll_queued_ = false;
-      ++polls_;
     } else {
       running_.erase(job.model);
     }
@@ -170,7 +171,13 @@ absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrid
   absl::StatusOr<std::vector<std::string>> present = ListModelDirectories(repository_);
   if (!present.ok()) return present.status();
   if (std::find(present->begin(), present->end(), model) == present->end()) {
-    return NoSuchModelDirectory(repository_, model, *present);
+    // Gone while the load waited its turn: a model not served leaves LOADING, and the index.
+    absl::Status gone = NoSuchModelDirectory(repository_, model, *present);
+    if (!registry_->Serves(model)) {
+      registry_->MarkFailed(model, gone, 0, /*strict=*/false);
+      registry_->Forget(model);
+    }
+    return gone;
   }
   const bool reload = registry_->Serves(model);
   CS_LOG(INFO) << (reload ? "reloading" : "loading") << " model '" << model << "'";
@@ -265,7 +272,7 @@ void ModelController::RunPolls(absl::Duration interval) {
     if (stopped_) break;
     if (!open_ || poll_queued_) continue;
     poll_queued_ = true;
-    jobs_.push_back(Job{Job::Kind::kPoll, "", {}, {}});
+    jobs_.push_back(Job{Job::Kind::kPoll, "", {}, true, {}});
   }
 }
 
@@ -281,48 +288,51 @@ bool ModelController::AwaitPolls(int64_t n, absl::Duration timeout) const {
 }
 
 void ModelController::Poll() {
+  int64_t scan = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    scan = ++scans_started_;
+  }
+  // The scan is done once every job it submitted is: `pending` counts them, and the scan itself.
+  auto pending = std::make_shared<std::atomic<int>>(1);
+  auto one_done = [this, pending, scan] {
+    if (pending->fetch_sub(1) == 1) ScanDone(scan);
+  };
+  auto submit = [&](Job::Kind kind, const std::string& model) {
+    pending->fetch_add(1);
+    Submit(kind, model, {}, [one_done](const absl::Status&) { one_done(); }, /*scan=*/true);
+  };
   absl::StatusOr<std::vector<std::string>> present = ListModelDirectories(repository_);
   if (!present.ok()) {
     CS_LOG(WARNING) << "repository poll: " << present.status().message() << "; the models loaded go on serving";
-    return;
-  }
-  std::vector<std::function<void()>> changes;
-  for (const std::string& model : *present) {
-    const std::string fingerprint = Fingerprint((std::filesystem::path(repository_) / model).string());
-    auto known = fingerprints_.find(model);
-    if (known != fingerprints_.end() && known->second == fingerprint) continue;
-    const bool added = known == fingerprints_.end();
-    fingerprints_[model] = fingerprint;  // a load that fails is tried again once its files change
-    CS_LOG(INFO) << "repository poll: model directory '" << model << "' " << (added ? "added" : "changed");
-    // LOADING from now, as a load asked for by request: it may wait for a thread of the scan.
-    if (!registry_->Serves(model)) registry_->MarkLoading(model, /*strict=*/false);
-    changes.push_back([this, model] { (void)DoLoad(model); });
-  }
-  for (auto it = fingerprints_.begin(); it != fingerprints_.end();) {
-    if (std::find(present->begin(), present->end(), it->first) != present->end()) {
-      ++it;
-      continue;
+  } else if (!stopping_) {
+    for (const std::string& model : *present) {
+      const std::string fingerprint = Fingerprint((std::filesystem::path(repository_) / model).string());
+      auto known = fingerprints_.find(model);
+      if (known != fingerprints_.end() && known->second == fingerprint) continue;
+      const bool added = known == fingerprints_.end();
+      fingerprints_[model] = fingerprint;  // a load that fails is tried again once its files change
+      CS_LOG(INFO) << "repository poll: model directory '" << model << "' " << (added ? "added" : "changed");
+      submit(Job::Kind::kLoad, model);  // LOADING from now, if not served, while it waits for a thread
     }
-    CS_LOG(INFO) << "repository poll: model directory '" << it->first << "' removed";
-    changes.push_back([this, model = it->first] {
-      (void)DoUnload(model, ": its directory left the model repository (--model-control-mode poll)");
-    });
-    it = fingerprints_.erase(it);
-  }
-  // Each change is one model's: they run side by side, as the jobs of different models do. The
-  // scan still runs alone (no other job meanwhile), so no job of these models runs beside them.
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < changes.size();) {
-      if (!stopping_) changes[i]();
+    for (auto it = fingerprints_.begin(); it != fingerprints_.end();) {
+      if (std::find(present->begin(), present->end(), it->first) != present->end()) {
+        ++it;
+        continue;
+      }
+      CS_LOG(INFO) << "repository poll: model directory '" << it->first << "' removed";
+      submit(Job::Kind::kUnload, it->first);
+      it = fingerprints_.erase(it);
     }
-  };
-  std::vector<std::thread> helpers;
-  for (size_t i = 1; i < std::min(changes.size(), static_cast<size_t>(load_threads_)); ++i) {
-    helpers.emplace_back(work);
   }
-  work();
-  for (std::thread& helper : helpers) helper.join();
+  one_done();
+}
+
+void ModelController::ScanDone(int64_t scan) {
+  absl::MutexLock lock(&mu_);
+  scans_done_.insert(scan);
+  // polls_ counts scans done in order: once it reads n, the changes of every scan up to n are made.
+  while (scans_done_.erase(polls_ + 1) > 0) ++polls_;
 }
 
 void ModelController::Retire(ModelRuntime& runtime) {

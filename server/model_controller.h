@@ -59,7 +59,8 @@ class ModelController final : public ModelControl {
   // Poll mode: from now on, scans the repository every `interval` (after Open) and loads, reloads
   // and unloads what changed since the last scan (NoteRepository's, for the first).
   void StartPolling(absl::Duration interval);
-  // Scans finished so far (poll mode); waits until `n` have, up to `timeout`: whether they did.
+  // Scans done so far, in order (poll mode): a scan is done once the loads and unloads it asked for
+  // are; waits until `n` are, up to `timeout`: whether they were.
   int64_t polls() const;
   bool AwaitPolls(int64_t n, absl::Duration timeout) const;
   // Answers the requests still waiting UNAVAILABLE (the server is shutting down), stops the running
@@ -77,12 +78,13 @@ class ModelController final : public ModelControl {
     enum class Kind { kLoad, kUnload, kPoll } kind = Kind::kLoad;
     std::string model;        // "" for kPoll
     LoadOverrides overrides;  // kLoad's
+    bool scan = false;        // submitted by a repository scan (poll mode)
     std::vector<Done> done;   // the same request made again while this one waited shares its answer
     void Finish(const absl::Status& status) {
       for (Done& d : done) d(status);
     }
   };
-  void Submit(Job::Kind kind, const std::string& model, LoadOverrides overrides, Done done);
+  void Submit(Job::Kind kind, const std::string& model, LoadOverrides overrides, Done done, bool scan);
   // Whether `job` may start now: no other job for its model runs (a scan: nothing else runs).
   bool RunnableLocked(const Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The first waiting job that may start (a model's jobs start in the order they came); jobs_.size()
@@ -92,9 +94,12 @@ class ModelController final : public ModelControl {
   bool HasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What a model directory holds: each file's path, size and modification time; "" when unreadable.
   static std::string Fingerprint(const std::string& model_dir);
-  // One scan: loads the new model directories, reloads those changed, unloads those gone, up to
-  // load_threads_ models at once (one slow load holds up no other model of the scan).
+  // One scan: submits a load for each model directory new or changed and an unload for each one
+  // gone, as jobs like RepositoryModelLoad's (they run up to load_threads_ at once, one model's in
+  // order), and returns: a slow load holds up neither the other models nor the next scans.
   void Poll();
+  // Scan `scan`'s jobs are all done.
+  void ScanDone(int64_t scan);
   void RunPolls(absl::Duration interval);
   void Run();
   absl::Status DoLoad(const std::string& model, const LoadOverrides& overrides = {});
@@ -118,10 +123,12 @@ class ModelController final : public ModelControl {
   bool poll_running_ ABSL_GUARDED_BY(mu_) = false;
   bool open_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t polls_ ABSL_GUARDED_BY(mu_) = 0;
-  bool poll_queued_ ABSL_GUARDED_BY(mu_) = false;  // a scan is waiting or running
+  int64_t polls_ ABSL_GUARDED_BY(mu_) = 0;  // scans 1..polls_ are done
+  int64_t scans_started_ ABSL_GUARDED_BY(mu_) = 0;
+  std::set<int64_t> scans_done_ ABSL_GUARDED_BY(mu_);  // done, after polls_ (a scan before them is not)
+  bool poll_queued_ ABSL_GUARDED_BY(mu_) = false;  // a scan is waiting or running (not its jobs)
   // Poll mode: the model directories as the last scan saw them (NoteRepository's before the first);
-  // only the scan that runs (scans run alone) touches it once polling starts.
+  // only the scan that runs (one at a time) touches it once polling starts.
   std::map<std::string, std::string> fingerprints_;
   std::thread poller_;  // poll mode: submits a scan every interval
   std::vector<std::thread> threads_;  // run the jobs; started last

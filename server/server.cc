@@ -242,6 +242,9 @@ absl::Status Server::BuildService(int infer_threads) {
                                                 ServerInfo{"chronoserve", kChronoserveVersion, options_.request_timing}, telemetry,
                                                 shared_memory_.get(), StreamOptions{}, infer_threads > 0);
   service_->SetWarmingUp(true);  // until the models are loaded and the serving path is warm
+  if (model_controller_ != nullptr) {
+    service_->SetRepositoryModels([controller = model_controller_.get()] { return controller->RepositoryModels(); });
+  }
   if (options_.model_control_mode == ModelControlMode::kExplicit) {
     service_->SetModelControl(model_controller_.get());
   } else if (options_.model_control_mode == ModelControlMode::kPoll) {

@@ -468,8 +468,8 @@ absl::Status InferenceService::AnswerTraceSetting(const inference::TraceSettingR
   const std::string& model = request.model_name();
   if (!model.empty()) {
     bool known = registry_->Knows(model);
-    if (!known && model_control_ != nullptr) {  // a model of the repository not loaded yet
-      for (const std::string& name : model_control_->RepositoryModels()) known = known || name == model;
+    if (!known && repository_models_) {  // a model of the repository not loaded yet
+      for (const std::string& name : repository_models_()) known = known || name == model;
     }
     if (!known) {
       return absl::NotFoundError(absl::StrCat("no trace settings for model '", Excerpt(model),

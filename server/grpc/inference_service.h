@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <string>
+#include <functional>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -73,6 +74,10 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   // Without a model control: why RepositoryModelLoad / Unload are refused (UNIMPLEMENTED), if not
   // for --model-control-mode none (the default). Set before the server starts.
   void SetNoModelControlReason(std::string why) { no_model_control_why_ = std::move(why); }
+  // The model directories of the repository, listed when asked (explicit and poll modes, where a
+  // model may be in the repository and not yet loaded): TraceSetting takes such a model's name.
+  // Set before the server starts.
+  void SetRepositoryModels(std::function<std::vector<std::string>()> list) { repository_models_ = std::move(list); }
 
   // While draining for shutdown, ServerReady is false and ModelInfer answers UNAVAILABLE. A stream
   // with nothing in flight ends at once (UNAVAILABLE); a busy one stops reading (only a read already
@@ -211,6 +216,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   SharedMemoryRegistry* const shared_memory_;
   TraceSettings* trace_settings_ = nullptr;
   ModelControl* model_control_ = nullptr;
+  std::function<std::vector<std::string>()> repository_models_;  // empty: none but the registry's
   std::string no_model_control_why_;  // empty: mode none's reason
   const StreamOptions stream_options_;
   const int model_infer_method_;         // ModelInfer's index among the service's methods

@@ -3,8 +3,10 @@
 // first still waits shares its run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -34,16 +36,9 @@ struct Answer {
 class ModelControllerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    examples::ModelOptions o;
-    o.max_batch_size = 4;
-    o.instance_kind = "KIND_CPU";
-    ASSERT_TRUE(examples::WriteMlp(repo_.path(), "a", o).ok());
-    ASSERT_TRUE(examples::WriteMlp(repo_.path(), "b", o).ok());
-    // Its warm-up runs 10^9 times: a load that lasts until the controller stops it.
-    o.extra_config =
-        "model_warmup { name: \"long\" batch_size: 1 count: 1000000000 "
-        "inputs { key: \"INPUT__0\" value { data_type: TYPE_FP32 dims: 64 random_data: true } } }\n";
-    ASSERT_TRUE(examples::WriteMlp(repo_.path(), "endless", o).ok());
+    WriteMlpNamed("a");
+    WriteMlpNamed("b");
+    WriteEndless("endless");
   }
 
   std::unique_ptr<server::ModelController> Controller(int threads) {
@@ -60,6 +55,22 @@ class ModelControllerTest : public ::testing::Test {
                                                                 SteadyClock::Get(), nullptr, hooks, threads);
     controller->Open();
     return controller;
+  }
+
+  // An MLP "name" whose warm-up runs 10^9 times: a load that lasts until the controller stops it.
+  void WriteEndless(const std::string& name) {
+    examples::ModelOptions o = Cpu();
+    o.extra_config =
+        "model_warmup { name: \"long\" batch_size: 1 count: 1000000000 "
+        "inputs { key: \"INPUT__0\" value { data_type: TYPE_FP32 dims: 64 random_data: true } } }\n";
+    ASSERT_TRUE(examples::WriteMlp(repo_.path(), name, o).ok());
+  }
+  void WriteMlpNamed(const std::string& name) { ASSERT_TRUE(examples::WriteMlp(repo_.path(), name, Cpu()).ok()); }
+  static examples::ModelOptions Cpu() {
+    examples::ModelOptions o;
+    o.max_batch_size = 4;
+    o.instance_kind = "KIND_CPU";
+    return o;
   }
 
   // Whether `n` models began to serve (in the registry, READY) within `timeout`.
@@ -135,30 +146,50 @@ TEST_F(ModelControllerTest, AModelsRequestsRunInTheOrderTheyCame) {
   controller->Stop();
 }
 
-// A scan loads the model directories it finds side by side: a model whose load never ends holds
-// up no other new model of the same scan (a scan that loaded one model after another would reach
-// "z_new" only after "new_endless", never).
+// A scan's loads run side by side, and beside later scans: a model whose load never ends holds up
+// neither another new model of the same scan ("z_new", which a scan loading one model after another
+// would reach only after "new_endless", never) nor a model added after it ("zz_later", found by a
+// later scan).
 TEST_F(ModelControllerTest, AScansLoadsRunSideBySide) {
   auto controller = Controller(2);
   controller->NoteRepository();  // a, b and endless are there before the scans start
-  examples::ModelOptions o;
-  o.max_batch_size = 4;
-  o.instance_kind = "KIND_CPU";
-  o.extra_config =
-      "model_warmup { name: \"long\" batch_size: 1 count: 1000000000 "
-      "inputs { key: \"INPUT__0\" value { data_type: TYPE_FP32 dims: 64 random_data: true } } }\n";
-  ASSERT_TRUE(examples::WriteMlp(repo_.path(), "new_endless", o).ok());
-  o.extra_config.clear();
-  ASSERT_TRUE(examples::WriteMlp(repo_.path(), "z_new", o).ok());
+  WriteEndless("new_endless");
+  WriteMlpNamed("z_new");
   controller->StartPolling(absl::Milliseconds(20));
   ASSERT_TRUE(AwaitLoads(1, absl::Seconds(60))) << "'z_new' never loaded";
   EXPECT_EQ(Loaded(), std::vector<std::string>{"z_new"});
   EXPECT_TRUE(registry_.Find("z_new", "").ok());
   EXPECT_EQ(registry_.Find("new_endless", "").status().code(), absl::StatusCode::kUnavailable) << "LOADING";
   EXPECT_FALSE(registry_.Knows("a")) << "known before the scans: not loaded by them";
-  EXPECT_EQ(controller->polls(), 0) << "the first scan runs until Stop ends its endless load";
+  WriteMlpNamed("zz_later");
+  ASSERT_TRUE(AwaitLoads(2, absl::Seconds(60))) << "a later scan waited for the endless load";
+  EXPECT_EQ(Loaded(), (std::vector<std::string>{"z_new", "zz_later"}));
+  EXPECT_EQ(controller->polls(), 0) << "the first scan is done once its endless load is: at Stop";
   controller->Stop();
-  EXPECT_EQ(Loaded(), std::vector<std::string>{"z_new"});
+  EXPECT_EQ(Loaded(), (std::vector<std::string>{"z_new", "zz_later"}));
+}
+
+// With one thread busy loading forever, the models a scan found wait for it, and show LOADING
+// meanwhile (RepositoryIndex, and UNAVAILABLE to requests), not unknown.
+TEST_F(ModelControllerTest, ModelsAScanFoundShowLoadingWhileTheyWaitForAThread) {
+  auto controller = Controller(1);
+  controller->NoteRepository();
+  WriteEndless("new_endless");
+  WriteMlpNamed("waiting");
+  controller->StartPolling(absl::Milliseconds(20));
+  // The scan marks both before either load starts; the first scan finds both (written before it).
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (!registry_.Knows("waiting") && absl::Now() < deadline) std::this_thread::yield();
+  ASSERT_TRUE(registry_.Knows("waiting")) << "the scan never found it";
+  auto index = registry_.Index();
+  for (const char* name : {"new_endless", "waiting"}) {
+    auto it = std::find_if(index.begin(), index.end(), [&](const auto& e) { return e.name == name; });
+    ASSERT_NE(it, index.end()) << name;
+    EXPECT_EQ(it->state, server::ModelRegistry::IndexEntry::State::kLoading) << name;
+  }
+  EXPECT_EQ(registry_.Find("waiting", "").status().code(), absl::StatusCode::kUnavailable);
+  controller->Stop();
+  EXPECT_TRUE(Loaded().empty());
 }
 
 }  // namespace

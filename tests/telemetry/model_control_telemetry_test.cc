@@ -2,7 +2,7 @@
 // model loaded by RepositoryModelLoad gets its load and warm-up gauges and request series on
 // /metrics (scraped over HTTP, read as text), per version across a reload to a new version; its
 // queue gauge follows the models loaded; and TraceSetting takes a model of the repository not
-// loaded yet.
+// loaded yet (in poll mode too, before a scan has found it).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -91,6 +91,35 @@ TEST(ModelControlTelemetryTest, LoadedModelsGetTheirSeriesAndTraceSettingsTakeTh
     EXPECT_FALSE(series.rfind("chronoserve_queue_depth{", 0) == 0 && series.find(R"(model="a")") != std::string::npos)
         << "an unloaded model has no queue: " << series;
   }
+  server->Shutdown();
+  (*telemetry)->Shutdown();
+}
+
+// Poll mode: a model directory added to the repository is taken by TraceSetting before a scan has
+// found it (here: no scan for an hour), so its settings can be made ready before it serves.
+TEST(ModelControlTelemetryTest, InPollModeTraceSettingTakesADirectoryNoScanHasFoundYet) {
+  testing::TempDir repo("cs_control_telemetry_poll");
+  examples::ModelOptions o;
+  o.max_batch_size = 4;
+  o.instance_kind = "KIND_CPU";
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "a", o).ok());
+  server::telemetry::TelemetryOptions telemetry_options;
+  telemetry_options.metrics.enabled = false;
+  telemetry_options.gpu.enabled = false;
+  auto telemetry = server::telemetry::Telemetry::Create(telemetry_options);
+  ASSERT_TRUE(telemetry.ok()) << telemetry.status();
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.model_control_mode = server::ModelControlMode::kPoll;
+  options.repository_poll_interval = absl::Hours(1);
+  options.telemetry = telemetry->get();
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "late", o).ok());
+  const grpc::Status late = TraceSettingOf(*c, "late");
+  EXPECT_TRUE(late.ok()) << late.error_message();
+  EXPECT_EQ(TraceSettingOf(*c, "nosuch").error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(testing::Answer(c->ModelReady("late")), "false") << "not found by a scan yet";
   server->Shutdown();
   (*telemetry)->Shutdown();
 }
