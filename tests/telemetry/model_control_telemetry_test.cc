@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 
@@ -34,17 +35,28 @@ grpc::Status TraceSettingOf(client::InferenceClient& c, const std::string& model
   return c.stub()->TraceSetting(&ctx, request, &response);
 }
 
-TEST(ModelControlTelemetryTest, LoadedModelsGetTheirSeriesAndTraceSettingsTakeTheRepositorysModels) {
-  testing::TempDir repo("cs_control_telemetry");
+// The example MLP "name" on the CPU.
+void WriteCpuMlp(const std::string& repository, const std::string& name) {
   examples::ModelOptions o;
   o.max_batch_size = 4;
   o.instance_kind = "KIND_CPU";
-  ASSERT_TRUE(examples::WriteMlp(repo.path(), "a", o).ok());
-  server::telemetry::TelemetryOptions telemetry_options;
-  telemetry_options.metrics.host = "127.0.0.1";
-  telemetry_options.metrics.port = 0;
-  telemetry_options.gpu.enabled = false;
-  auto telemetry = server::telemetry::Telemetry::Create(telemetry_options);
+  ASSERT_TRUE(examples::WriteMlp(repository, name, o).ok());
+}
+
+// Telemetry without a GPU monitor; /metrics on a free port of 127.0.0.1 when `metrics`.
+absl::StatusOr<std::unique_ptr<server::telemetry::Telemetry>> TestTelemetry(bool metrics) {
+  server::telemetry::TelemetryOptions options;
+  options.metrics.enabled = metrics;
+  options.metrics.host = "127.0.0.1";
+  options.metrics.port = 0;
+  options.gpu.enabled = false;
+  return server::telemetry::Telemetry::Create(options);
+}
+
+TEST(ModelControlTelemetryTest, LoadedModelsGetTheirSeriesAndTraceSettingsTakeTheRepositorysModels) {
+  testing::TempDir repo("cs_control_telemetry");
+  WriteCpuMlp(repo.path(), "a");
+  auto telemetry = TestTelemetry(/*metrics=*/true);
   ASSERT_TRUE(telemetry.ok()) << telemetry.status();
   server::ServerOptions options = testing::TestServerOptions(repo.path());
   options.model_control_mode = server::ModelControlMode::kExplicit;
@@ -99,14 +111,8 @@ TEST(ModelControlTelemetryTest, LoadedModelsGetTheirSeriesAndTraceSettingsTakeTh
 // found it (here: no scan for an hour), so its settings can be made ready before it serves.
 TEST(ModelControlTelemetryTest, InPollModeTraceSettingTakesADirectoryNoScanHasFoundYet) {
   testing::TempDir repo("cs_control_telemetry_poll");
-  examples::ModelOptions o;
-  o.max_batch_size = 4;
-  o.instance_kind = "KIND_CPU";
-  ASSERT_TRUE(examples::WriteMlp(repo.path(), "a", o).ok());
-  server::telemetry::TelemetryOptions telemetry_options;
-  telemetry_options.metrics.enabled = false;
-  telemetry_options.gpu.enabled = false;
-  auto telemetry = server::telemetry::Telemetry::Create(telemetry_options);
+  WriteCpuMlp(repo.path(), "a");
+  auto telemetry = TestTelemetry(/*metrics=*/false);
   ASSERT_TRUE(telemetry.ok()) << telemetry.status();
   server::ServerOptions options = testing::TestServerOptions(repo.path());
   options.model_control_mode = server::ModelControlMode::kPoll;
@@ -115,7 +121,7 @@ TEST(ModelControlTelemetryTest, InPollModeTraceSettingTakesADirectoryNoScanHasFo
   auto server = testing::StartServer(options);
   ASSERT_NE(server, nullptr);
   auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
-  ASSERT_TRUE(examples::WriteMlp(repo.path(), "late", o).ok());
+  WriteCpuMlp(repo.path(), "late");
   const grpc::Status late = TraceSettingOf(*c, "late");
   EXPECT_TRUE(late.ok()) << late.error_message();
   EXPECT_EQ(TraceSettingOf(*c, "nosuch").error_code(), grpc::StatusCode::NOT_FOUND);
