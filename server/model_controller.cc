@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <functional>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -24,10 +22,9 @@ ModelController::ModelController(ModelRegistry* registry, DeviceActivityRegistry
                                  const GpuClockSource* gpu_clock, Hooks hooks, int threads)
     : registry_(registry),
       repository_(std::move(repository)),
-      load_threads_(std::max(threads, 1)),
       hooks_(std::move(hooks)),
       manager_(registry, devices, WithStop(std::move(load_options), &stopping_), clock, gpu_clock) {
-  for (int i = 0; i < load_threads_; ++i) threads_.emplace_back([this] { Run(); });
+  for (int i = 0; i < std::max(threads, 1); ++i) threads_.emplace_back([this] { Run(); });
 }
 
 ModelController::~ModelController() { Stop(); }

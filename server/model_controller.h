@@ -95,8 +95,8 @@ class ModelController final : public ModelControl {
   // What a model directory holds: each file's path, size and modification time; "" when unreadable.
   static std::string Fingerprint(const std::string& model_dir);
   // One scan: submits a load for each model directory new or changed and an unload for each one
-  // gone, as jobs like RepositoryModelLoad's (they run up to load_threads_ at once, one model's in
-  // order), and returns: a slow load holds up neither the other models nor the next scans.
+  // gone, as jobs like RepositoryModelLoad's (they run up to --model-load-thread-count at once, one
+  // model's in order), and returns: a slow load holds up neither the other models nor the next scans.
   void Poll();
   // Scan `scan`'s jobs are all done.
   void ScanDone(int64_t scan);
@@ -111,7 +111,6 @@ class ModelController final : public ModelControl {
 
   ModelRegistry* const registry_;
   const std::string repository_;
-  const int load_threads_;  // --model-load-thread-count
   const Hooks hooks_;
   std::atomic<bool> stopping_{false};  // the loads' warm-up stop
   ModelManager manager_;
