@@ -108,19 +108,15 @@ std::vector<std::string> ModelController::RepositoryModels() const {
   return names.ok() ? *std::move(names) : std::vector<std::string>{};
 }
 
-bool ModelController::RunnableLocked(const Job& job) const {
-  // A scan only reads the repository and submits jobs: it runs beside them, one scan at a time.
-  if (job.kind == Job::Kind::kPoll) return !poll_running_;
-  return running_.count(job.model) == 0;
-}
+bool ModelController::RunnableLocked(const Job& job) const { return running_.count(job.model) == 0; }
 
 size_t ModelController::NextRunnableLocked() const {
   std::set<std::string> waiting;  // models with an earlier job still waiting: theirs go in order
   for (size_t i = 0; i < jobs_.size(); ++i) {
     const Job& job = jobs_[i];
-    if (job.kind != Job::Kind::kPoll && waiting.count(job.model) > 0) continue;
+    if (waiting.count(job.model) > 0) continue;
     if (RunnableLocked(job)) return i;
-    if (job.kind != Job::Kind::kPoll) waiting.insert(job.model);
+    waiting.insert(job.model);
   }
   return jobs_.size();
 }
@@ -137,30 +133,17 @@ void ModelController::Run() {
       const size_t next = NextRunnableLocked();
       job = std::move(jobs_[next]);
       jobs_.erase(jobs_.begin() + static_cast<std::ptrdiff_t>(next));
-      if (job.kind == Job::Kind::kPoll) {
-        poll_running_ = true;
-      } else {
-        running_.insert(job.model);
-      }
+      running_.insert(job.model);
     }
-    absl::Status status;
-    if (job.kind == Job::Kind::kPoll) {
-      Poll();
-    } else {
-      status = job.kind == Job::Kind::kLoad
-                   ? DoLoad(job.model, job.overrides)
-                   : DoUnload(job.model, job.scan ? ": its directory left the model repository (--model-control-mode poll)"
-                                                  : " (RepositoryModelUnload); RepositoryModelLoad serves it again");
-    }
+    const absl::Status status =
+        job.kind == Job::Kind::kLoad
+            ? DoLoad(job.model, job.overrides)
+            : DoUnload(job.model, job.scan ? ": its directory left the model repository (--model-control-mode poll)"
+                                           : " (RepositoryModelUnload); RepositoryModelLoad serves it again");
     if (hooks_.changed) hooks_.changed();
     job.Finish(status);  // before the model's next request may start: its answers go in order
     absl::MutexLock lock(&mu_);
-    if (job.kind == Job::Kind::kPoll) {
-      poll_running_ = false;
-      poll_queued_ = false;
-    } else {
-      running_.erase(job.model);
-    }
+    running_.erase(job.model);
   }
 }
 
@@ -188,7 +171,7 @@ absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrid
                                                 ": the server is shutting down"));
   }
   if (!built.ok()) {
-    if (reload) {
+    if (reload && !stopping_) {
       CS_LOG(WARNING) << "model '" << model << "': the reload failed; the version loaded before goes on serving";
       return absl::Status(built.status().code(),
                           absl::StrCat("model '", model, "' not reloaded (the version loaded before goes on serving): ",
@@ -261,15 +244,16 @@ void ModelController::StartPolling(absl::Duration interval) {
 }
 
 void ModelController::RunPolls(absl::Duration interval) {
-  absl::MutexLock lock(&mu_);
-  while (!stopped_) {
-    // Every interval, unless the last scan is still waiting or running (a slow load): scans never
-    // pile up. Stop wakes it.
-    poll_wake_.WaitWithTimeout(&mu_, interval);
-    if (stopped_) break;
-    if (!open_ || poll_queued_) continue;
-    poll_queued_ = true;
-    jobs_.push_back(Job{Job::Kind::kPoll, "", {}, true, {}});
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      // Every interval; Stop wakes it. The scan runs here, on the poller's own thread, so it never
+      // waits for a load thread: with every one busy it still finds the changes and queues them.
+      poll_wake_.WaitWithTimeout(&mu_, interval);
+      if (stopped_) return;
+      if (!open_) continue;
+    }
+    Poll();
   }
 }
 

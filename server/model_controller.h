@@ -75,8 +75,8 @@ class ModelController final : public ModelControl {
 
  private:
   struct Job {
-    enum class Kind { kLoad, kUnload, kPoll } kind = Kind::kLoad;
-    std::string model;        // "" for kPoll
+    enum class Kind { kLoad, kUnload } kind = Kind::kLoad;
+    std::string model;
     LoadOverrides overrides;  // kLoad's
     bool scan = false;        // submitted by a repository scan (poll mode)
     std::vector<Done> done;   // the same request made again while this one waited shares its answer
@@ -85,7 +85,7 @@ class ModelController final : public ModelControl {
     }
   };
   void Submit(Job::Kind kind, const std::string& model, LoadOverrides overrides, Done done, bool scan);
-  // Whether `job` may start now: no other job for its model runs (a scan: nothing else runs).
+  // Whether `job` may start now: no other job for its model runs.
   bool RunnableLocked(const Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The first waiting job that may start (a model's jobs start in the order they came); jobs_.size()
   // when none may.
@@ -119,17 +119,15 @@ class ModelController final : public ModelControl {
   absl::CondVar poll_wake_;  // the poller: Stop
   std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);  // waiting, in the order they came
   std::set<std::string> running_ ABSL_GUARDED_BY(mu_);  // the models a job runs for
-  bool poll_running_ ABSL_GUARDED_BY(mu_) = false;
   bool open_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   int64_t polls_ ABSL_GUARDED_BY(mu_) = 0;  // scans 1..polls_ are done
   int64_t scans_started_ ABSL_GUARDED_BY(mu_) = 0;
   std::set<int64_t> scans_done_ ABSL_GUARDED_BY(mu_);  // done, after polls_ (a scan before them is not)
-  bool poll_queued_ ABSL_GUARDED_BY(mu_) = false;  // a scan is waiting or running (not its jobs)
   // Poll mode: the model directories as the last scan saw them (NoteRepository's before the first);
-  // only the scan that runs (one at a time) touches it once polling starts.
+  // only the poller's thread touches it once polling starts (scans run there, one at a time).
   std::map<std::string, std::string> fingerprints_;
-  std::thread poller_;  // poll mode: submits a scan every interval
+  std::thread poller_;  // poll mode: scans the repository every interval
   std::vector<std::thread> threads_;  // run the jobs; started last
 };
 

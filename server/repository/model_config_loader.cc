@@ -481,37 +481,69 @@ std::string SnakeCase(const std::string& name) {
   return out;
 }
 
-// The keys of a JSON configuration (parsed as google.protobuf.Value) that `type` has no field for,
-// at any depth, each with the message type it was found in (without the package), as the text
-// parser reports them.
-void CollectUnknownJsonFields(const google::protobuf::Value& value, const google::protobuf::Descriptor* type,
-                              std::vector<std::string>* unknown, std::vector<std::string>* unknown_in) {
-  if (!value.has_struct_value()) return;
+// Takes out of a JSON configuration (parsed as google.protobuf.Value) the keys that `type` has no
+// field for, at any depth, and lists each with the message type it was found in (without the
+// package), as the text parser reports them.
+void TakeUnknownJsonFields(google::protobuf::Value* value, const google::protobuf::Descriptor* type,
+                           std::vector<std::string>* unknown, std::vector<std::string>* unknown_in) {
+  if (!value->has_struct_value()) return;
   constexpr absl::string_view kPackage = "chronoserve.config.";
-  for (const auto& [key, child] : value.struct_value().fields()) {
+  auto* fields = value->mutable_struct_value()->mutable_fields();
+  for (auto it = fields->begin(); it != fields->end();) {
+    const std::string& key = it->first;
+    google::protobuf::Value& child = it->second;
     const google::protobuf::FieldDescriptor* field = type->FindFieldByName(key);
     if (field == nullptr) field = type->FindFieldByCamelcaseName(key);
     if (field == nullptr) {
       unknown->push_back(SnakeCase(key));
       unknown_in->push_back(std::string(absl::StripPrefix(type->full_name(), kPackage)));
+      it = fields->erase(it);
       continue;
     }
-    if (field->type() != google::protobuf::FieldDescriptor::TYPE_MESSAGE) continue;
-    if (field->is_map()) {
-      const google::protobuf::FieldDescriptor* mapped = field->message_type()->map_value();
-      if (mapped->type() != google::protobuf::FieldDescriptor::TYPE_MESSAGE || !child.has_struct_value()) continue;
-      for (const auto& [entry_key, entry] : child.struct_value().fields()) {
-        CollectUnknownJsonFields(entry, mapped->message_type(), unknown, unknown_in);
+    if (field->type() == google::protobuf::FieldDescriptor::TYPE_MESSAGE) {
+      if (field->is_map()) {
+        const google::protobuf::FieldDescriptor* mapped = field->message_type()->map_value();
+        if (mapped->type() == google::protobuf::FieldDescriptor::TYPE_MESSAGE && child.has_struct_value()) {
+          for (auto& [entry_key, entry] : *child.mutable_struct_value()->mutable_fields()) {
+            TakeUnknownJsonFields(&entry, mapped->message_type(), unknown, unknown_in);
+          }
+        }
+      } else if (field->is_repeated()) {
+        if (child.has_list_value()) {
+          for (google::protobuf::Value& element : *child.mutable_list_value()->mutable_values()) {
+            TakeUnknownJsonFields(&element, field->message_type(), unknown, unknown_in);
+          }
+        }
+      } else {
+        TakeUnknownJsonFields(&child, field->message_type(), unknown, unknown_in);
       }
-    } else if (field->is_repeated()) {
-      if (!child.has_list_value()) continue;
-      for (const google::protobuf::Value& element : child.list_value().values()) {
-        CollectUnknownJsonFields(element, field->message_type(), unknown, unknown_in);
+    }
+    ++it;
+  }
+}
+
+// How deep `json`'s arrays and objects nest (outside strings); stops counting past `limit`.
+int JsonDepth(absl::string_view json, int limit) {
+  int depth = 0;
+  int deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < json.size() && deepest <= limit; ++i) {
+    const char c = json[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character
+      } else if (c == '"') {
+        in_string = false;
       }
-    } else {
-      CollectUnknownJsonFields(child, field->message_type(), unknown, unknown_in);
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
     }
   }
+  return deepest;
 }
 
 // protobuf's JSON error on one line: a message it follows with the text around the error and a
@@ -531,6 +563,14 @@ std::string JsonErrorLine(absl::string_view message) {
 // key is refused naming it; then the checks a config.pbtxt gets.
 absl::Status ParseConfigJson(const std::string& json, const std::string& source, pb::ModelConfig* config,
                              std::vector<std::string>* ignored_fields) {
+  // Triton's configuration nests 6 levels at most (model_warmup.inputs.value.dims); protobuf's JSON
+  // parser takes time in the square of the depth (200,000 levels: minutes of a CPU), so a deeper
+  // text is refused before it is parsed.
+  constexpr int kMaxDepth = 32;
+  if (const int depth = JsonDepth(json, kMaxDepth); depth > kMaxDepth) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": not a model configuration in JSON (its arrays and objects "
+                                                   "nest more than ", kMaxDepth, " levels deep)"));
+  }
   google::protobuf::Value tree;
   if (const auto read = google::protobuf::util::JsonStringToMessage(json, &tree); !read.ok() || !tree.has_struct_value()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -539,11 +579,15 @@ absl::Status ParseConfigJson(const std::string& json, const std::string& source,
   }
   std::vector<std::string> unknown;
   std::vector<std::string> unknown_in;
-  CollectUnknownJsonFields(tree, pb::ModelConfig::descriptor(), &unknown, &unknown_in);
+  TakeUnknownJsonFields(&tree, pb::ModelConfig::descriptor(), &unknown, &unknown_in);
   RETURN_IF_ERROR(CheckUnknownFields(unknown, unknown_in, source));  // before a value's error in such a field
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = true;  // those just checked
-  if (const auto parsed = google::protobuf::util::JsonStringToMessage(json, config, options); !parsed.ok()) {
+  // The rest strictly: an enum name the proto lacks (`"kind": "KIND_FOO"`) is refused, as in config.pbtxt.
+  std::string known;
+  if (const auto written = google::protobuf::util::MessageToJsonString(tree, &known); !written.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": not a model configuration in JSON (",
+                                                   JsonErrorLine(std::string(written.message())), ")"));
+  }
+  if (const auto parsed = google::protobuf::util::JsonStringToMessage(known, config); !parsed.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": not a model configuration in JSON (",
                                                    JsonErrorLine(std::string(parsed.message())), ")"));
   }

@@ -170,7 +170,7 @@ TEST_F(ModelControllerTest, AScansLoadsRunSideBySide) {
 }
 
 // With one thread busy loading forever, the models a scan found wait for it, and show LOADING
-// meanwhile (RepositoryIndex, and UNAVAILABLE to requests), not unknown.
+// meanwhile (RepositoryIndex, and UNAVAILABLE to requests), not unknown; later scans go on.
 TEST_F(ModelControllerTest, ModelsAScanFoundShowLoadingWhileTheyWaitForAThread) {
   auto controller = Controller(1);
   controller->NoteRepository();
@@ -188,6 +188,13 @@ TEST_F(ModelControllerTest, ModelsAScanFoundShowLoadingWhileTheyWaitForAThread) 
     EXPECT_EQ(it->state, server::ModelRegistry::IndexEntry::State::kLoading) << name;
   }
   EXPECT_EQ(registry_.Find("waiting", "").status().code(), absl::StatusCode::kUnavailable);
+  // The only thread loads forever, and a later scan still finds what is added after: scans do not
+  // wait for a load thread.
+  WriteMlpNamed("later");
+  const absl::Time later_deadline = absl::Now() + absl::Seconds(60);
+  while (!registry_.Knows("later") && absl::Now() < later_deadline) std::this_thread::yield();
+  EXPECT_TRUE(registry_.Knows("later")) << "no scan found it while the thread was busy";
+  EXPECT_EQ(registry_.Find("later", "").status().code(), absl::StatusCode::kUnavailable) << "LOADING";
   controller->Stop();
   EXPECT_TRUE(Loaded().empty());
 }

@@ -14,6 +14,8 @@
 #include <vector>
 #include <string_view>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "server/backend/batch_pipeline.h"
 #include "server/backend/cuda_graph_buckets.h"
 #include "server/backend/exact_device_timing.h"
@@ -373,6 +375,21 @@ TEST_F(RepositoryTest, AJsonConfigsErrorsNameTheRequestsConfigAndTheField) {
   const absl::Status renamed = load(R"({"name": "other", "input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [3]}],
                                        "output": [{"name": "y", "data_type": "TYPE_FP32", "dims": [3]}]})");
   EXPECT_THAT(std::string(renamed.message()), HasSubstr("name 'other' does not match its directory 'm'"));
+  const absl::Status enum_typo = load(R"({"input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [3]}],
+    "output": [{"name": "y", "data_type": "TYPE_FP32", "dims": [3]}], "instance_group": [{"kind": "KIND_FOO"}]})");
+  EXPECT_EQ(enum_typo.code(), absl::StatusCode::kInvalidArgument) << "as config.pbtxt refuses it";
+  EXPECT_THAT(std::string(enum_typo.message()), HasSubstr("KIND_FOO"));
+  // Nesting past any configuration's is refused before protobuf's parser, whose time grows with the
+  // square of the depth, spends it.
+  std::string deep = R"({"input": )";
+  deep += std::string(100000, '[') + std::string(100000, ']') + "}";
+  const absl::Time start = absl::Now();
+  const absl::Status too_deep = load(deep);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  EXPECT_EQ(too_deep.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(too_deep.message()), HasSubstr("nest more than 32 levels deep"));
+  const absl::Status in_string = load(R"({"name": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["})");
+  EXPECT_THAT(std::string(in_string.message()), Not(HasSubstr("levels deep"))) << "brackets inside a string do not count";
   const absl::Status ragged = load(R"({"input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [3], "allow_ragged_batch": true}]})");
   EXPECT_THAT(std::string(ragged.message()), HasSubstr("field 'allow_ragged_batch' is not supported"));
 }
