@@ -108,14 +108,12 @@ std::vector<std::string> ModelController::RepositoryModels() const {
   return names.ok() ? *std::move(names) : std::vector<std::string>{};
 }
 
-bool ModelController::RunnableLocked(const Job& job) const { return running_.count(job.model) == 0; }
-
 size_t ModelController::NextRunnableLocked() const {
   std::set<std::string> waiting;  // models with an earlier job still waiting: theirs go in order
   for (size_t i = 0; i < jobs_.size(); ++i) {
     const Job& job = jobs_[i];
     if (waiting.count(job.model) > 0) continue;
-    if (RunnableLocked(job)) return i;
+    if (running_.count(job.model) == 0) return i;  // no other job for its model runs
     waiting.insert(job.model);
   }
   return jobs_.size();
@@ -249,6 +247,9 @@ void ModelController::RunPolls(absl::Duration interval) {
       absl::MutexLock lock(&mu_);
       // Every interval; Stop wakes it. The scan runs here, on the poller's own thread, so it never
       // waits for a load thread: with every one busy it still finds the changes and queues them.
+      // Stopped is checked before the wait too: Stop's signal finds no waiter while this thread is
+      // starting or scanning, and would be lost.
+      if (stopped_) return;
       poll_wake_.WaitWithTimeout(&mu_, interval);
       if (stopped_) return;
       if (!open_) continue;
