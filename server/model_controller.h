@@ -85,8 +85,6 @@ class ModelController final : public ModelControl {
     }
   };
   void Submit(Job::Kind kind, const std::string& model, LoadOverrides overrides, Done done, bool scan);
-  // Whether `job` may start now: no other job for its model runs.
-  bool RunnableLocked(const Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The first waiting job that may start (a model's jobs start in the order they came); jobs_.size()
   // when none may.
   size_t NextRunnableLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -134,6 +134,7 @@ absl::Status WriteOutputBytes(const std::string& model, const std::string& outpu
 struct TraceDecision {
   bool traced = false;
   TraceId trace_id{};
+  std::optional<TraceParent> parent;  // the caller's context, when its traceparent was valid
 };
 
 class InferRequest {

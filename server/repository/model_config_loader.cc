@@ -567,16 +567,17 @@ absl::Status ParseConfigJson(const std::string& json, const std::string& source,
   // parser takes time in the square of the depth (200,000 levels: minutes of a CPU), so a deeper
   // text is refused before it is parsed.
   constexpr int kMaxDepth = 32;
-  if (const int depth = JsonDepth(json, kMaxDepth); depth > kMaxDepth) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": not a model configuration in JSON (its arrays and objects "
-                                                   "nest more than ", kMaxDepth, " levels deep)"));
+  auto not_config = [&source](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": not a model configuration in JSON (", why, ")"));
+  };
+  if (JsonDepth(json, kMaxDepth) > kMaxDepth) {
+    return not_config(absl::StrCat("its arrays and objects nest more than ", kMaxDepth, " levels deep"));
   }
   google::protobuf::Value tree;
-  if (const auto read = google::protobuf::util::JsonStringToMessage(json, &tree); !read.ok() || !tree.has_struct_value()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": not a model configuration in JSON (",
-        read.ok() ? "a JSON object was expected" : JsonErrorLine(std::string(read.message())), ")"));
+  if (const auto read = google::protobuf::util::JsonStringToMessage(json, &tree); !read.ok()) {
+    return not_config(JsonErrorLine(std::string(read.message())));
   }
+  if (!tree.has_struct_value()) return not_config("a JSON object was expected");
   std::vector<std::string> unknown;
   std::vector<std::string> unknown_in;
   TakeUnknownJsonFields(&tree, pb::ModelConfig::descriptor(), &unknown, &unknown_in);
@@ -584,12 +585,10 @@ absl::Status ParseConfigJson(const std::string& json, const std::string& source,
   // The rest strictly: an enum name the proto lacks (`"kind": "KIND_FOO"`) is refused, as in config.pbtxt.
   std::string known;
   if (const auto written = google::protobuf::util::MessageToJsonString(tree, &known); !written.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": not a model configuration in JSON (",
-                                                   JsonErrorLine(std::string(written.message())), ")"));
+    return not_config(JsonErrorLine(std::string(written.message())));
   }
   if (const auto parsed = google::protobuf::util::JsonStringToMessage(known, config); !parsed.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": not a model configuration in JSON (",
-                                                   JsonErrorLine(std::string(parsed.message())), ")"));
+    return not_config(JsonErrorLine(std::string(parsed.message())));
   }
   return CheckParsedConfig(*config, source, unknown, unknown_in, ignored_fields);
 }

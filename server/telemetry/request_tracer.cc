@@ -31,20 +31,17 @@ Id RandomNonZeroId() {
 TraceId NewTraceId() { return RandomNonZeroId<TraceId>(); }
 SpanId NewSpanId() { return RandomNonZeroId<SpanId>(); }
 
-// The caller's trace context, when its traceparent is valid; `say_why` logs why one is not.
-static std::optional<TraceParent> CallerContext(const std::string& traceparent, bool say_why) {
-  if (traceparent.empty()) return std::nullopt;
-  auto parsed = ParseTraceparent(traceparent);
-  if (!parsed.ok()) {
-    if (say_why) CS_VLOG(2) << "ignoring traceparent (" << parsed.status().message() << "); new trace";
-    return std::nullopt;
-  }
-  return *parsed;
-}
-
 std::optional<TraceDecision> RequestTracer::DecideTrace(const ModelSpec& spec, const std::string& traceparent) {
-  const std::optional<TraceParent> parent = CallerContext(traceparent, /*say_why=*/true);
   TraceDecision decision;
+  if (!traceparent.empty()) {
+    auto parsed = ParseTraceparent(traceparent);
+    if (parsed.ok()) {
+      decision.parent = *parsed;
+    } else {
+      CS_VLOG(2) << "ignoring traceparent (" << parsed.status().message() << "); new trace";
+    }
+  }
+  const std::optional<TraceParent>& parent = decision.parent;
   decision.trace_id = parent ? parent->trace_id : NewTraceId();
   decision.traced = control_->ShouldTrace(spec.name, parent ? &*parent : nullptr, decision.trace_id);
   return decision;
@@ -57,7 +54,7 @@ void RequestTracer::OnRequestDone(const ModelSpec& spec, const InferRequest* req
   if (request == nullptr || request->synthetic || request->timeline.received_ns <= 0) return;
   const TraceDecision decision = request->trace ? *request->trace : *DecideTrace(spec, request->traceparent);
   if (!decision.traced) return;
-  const std::optional<TraceParent> parent = CallerContext(request->traceparent, /*say_why=*/false);
+  const std::optional<TraceParent>& parent = decision.parent;  // parsed once, at the decision
   RequestTraceIds ids;
   ids.trace_id = decision.trace_id;
   if (parent) {
