@@ -5,6 +5,8 @@
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -481,13 +483,23 @@ std::string SnakeCase(const std::string& name) {
   return out;
 }
 
-// Takes out of a JSON configuration (parsed as google.protobuf.Value) the keys that `type` has no
-// field for, at any depth, and lists each with the message type it was found in (without the
-// package), as the text parser reports them.
+// What a walk over a JSON configuration (parsed as google.protobuf.Value) finds: the keys a message
+// type has no field for, each with the type it was found in (without the package), as the text
+// parser reports them; and the list fields given something other than a list, which protobuf's JSON
+// parser would take as a list of one.
+struct JsonFieldFindings {
+  std::vector<std::string> unknown;
+  std::vector<std::string> unknown_in;
+  std::vector<std::string> not_lists;
+};
+
+// Takes out of a JSON configuration the keys that `type` has no field for, at any depth, and notes
+// the list fields whose value is not a list.
 void TakeUnknownJsonFields(google::protobuf::Value* value, const google::protobuf::Descriptor* type,
-                           std::vector<std::string>* unknown, std::vector<std::string>* unknown_in) {
+                           JsonFieldFindings* found) {
   if (!value->has_struct_value()) return;
   constexpr absl::string_view kPackage = "chronoserve.config.";
+  const std::string type_name(absl::StripPrefix(type->full_name(), kPackage));
   auto* fields = value->mutable_struct_value()->mutable_fields();
   for (auto it = fields->begin(); it != fields->end();) {
     const std::string& key = it->first;
@@ -495,32 +507,80 @@ void TakeUnknownJsonFields(google::protobuf::Value* value, const google::protobu
     const google::protobuf::FieldDescriptor* field = type->FindFieldByName(key);
     if (field == nullptr) field = type->FindFieldByCamelcaseName(key);
     if (field == nullptr) {
-      unknown->push_back(SnakeCase(key));
-      unknown_in->push_back(std::string(absl::StripPrefix(type->full_name(), kPackage)));
+      found->unknown.push_back(SnakeCase(key));
+      found->unknown_in.push_back(type_name);
       it = fields->erase(it);
       continue;
+    }
+    if (field->is_repeated() && !field->is_map() && !child.has_list_value() && !child.has_null_value()) {
+      found->not_lists.push_back(absl::StrCat("'", field->name(), "' in ", type_name));
     }
     if (field->type() == google::protobuf::FieldDescriptor::TYPE_MESSAGE) {
       if (field->is_map()) {
         const google::protobuf::FieldDescriptor* mapped = field->message_type()->map_value();
         if (mapped->type() == google::protobuf::FieldDescriptor::TYPE_MESSAGE && child.has_struct_value()) {
           for (auto& [entry_key, entry] : *child.mutable_struct_value()->mutable_fields()) {
-            TakeUnknownJsonFields(&entry, mapped->message_type(), unknown, unknown_in);
+            TakeUnknownJsonFields(&entry, mapped->message_type(), found);
           }
         }
       } else if (field->is_repeated()) {
         if (child.has_list_value()) {
           for (google::protobuf::Value& element : *child.mutable_list_value()->mutable_values()) {
-            TakeUnknownJsonFields(&element, field->message_type(), unknown, unknown_in);
+            TakeUnknownJsonFields(&element, field->message_type(), found);
           }
         }
       } else {
-        TakeUnknownJsonFields(&child, field->message_type(), unknown, unknown_in);
+        TakeUnknownJsonFields(&child, field->message_type(), found);
       }
     }
     ++it;
   }
 }
+
+// Reads `json` as strict JSON (RFC 8259, which protobuf's parser is not: it takes trailing commas)
+// and refuses a key given twice in one object, which protobuf would refuse naming its own internals
+// or, for a map, keep the last of. Builds nothing; the first fault found, on one line.
+class StrictJsonCheck : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  const std::string& fault() const { return fault_; }
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    keys_.emplace_back();
+    return true;
+  }
+  bool key(string_t& key) override {
+    if (keys_.back().insert(key).second) return true;
+    fault_ = absl::StrCat("key '", key, "' is given twice in one object");
+    return false;
+  }
+  bool end_object() override {
+    keys_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception& error) override {
+    // "[json.exception.parse_error.101] parse error at line 1, column 5: syntax error ..." without
+    // the library's tag.
+    absl::string_view what = error.what();
+    if (const size_t tag_end = what.find("] "); absl::StartsWith(what, "[json.exception.") && tag_end != what.npos) {
+      what.remove_prefix(tag_end + 2);
+    }
+    fault_ = std::string(what);
+    return false;
+  }
+
+ private:
+  std::vector<std::set<std::string>> keys_;
+  std::string fault_;
+};
 
 // How deep `json`'s arrays and objects nest (outside strings); stops counting past `limit`.
 int JsonDepth(absl::string_view json, int limit) {
@@ -573,15 +633,21 @@ absl::Status ParseConfigJson(const std::string& json, const std::string& source,
   if (JsonDepth(json, kMaxDepth) > kMaxDepth) {
     return not_config(absl::StrCat("its arrays and objects nest more than ", kMaxDepth, " levels deep"));
   }
+  StrictJsonCheck strict;
+  if (!nlohmann::json::sax_parse(json, &strict) && !strict.fault().empty()) return not_config(strict.fault());
   google::protobuf::Value tree;
   if (const auto read = google::protobuf::util::JsonStringToMessage(json, &tree); !read.ok()) {
     return not_config(JsonErrorLine(std::string(read.message())));
   }
   if (!tree.has_struct_value()) return not_config("a JSON object was expected");
-  std::vector<std::string> unknown;
-  std::vector<std::string> unknown_in;
-  TakeUnknownJsonFields(&tree, pb::ModelConfig::descriptor(), &unknown, &unknown_in);
+  JsonFieldFindings found;
+  TakeUnknownJsonFields(&tree, pb::ModelConfig::descriptor(), &found);
+  const std::vector<std::string>& unknown = found.unknown;
+  const std::vector<std::string>& unknown_in = found.unknown_in;
   RETURN_IF_ERROR(CheckUnknownFields(unknown, unknown_in, source));  // before a value's error in such a field
+  if (!found.not_lists.empty()) {
+    return not_config(absl::StrCat("field ", found.not_lists.front(), " takes a list (in [ ])"));
+  }
   // The rest strictly: an enum name the proto lacks (`"kind": "KIND_FOO"`) is refused, as in config.pbtxt.
   std::string known;
   if (const auto written = google::protobuf::util::MessageToJsonString(tree, &known); !written.ok()) {

@@ -356,7 +356,7 @@ TEST_F(RepositoryTest, AJsonConfigsErrorsNameTheRequestsConfigAndTheField) {
   const absl::Status not_json = load("max_batch_size: 4");
   EXPECT_EQ(not_json.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(not_json.message()), HasSubstr("RepositoryModelLoad's 'config': not a model configuration in JSON"));
-  EXPECT_THAT(std::string(not_json.message()), HasSubstr("at 'max_batch_size: 4'")) << "where, on one line";
+  EXPECT_THAT(std::string(not_json.message()), HasSubstr("at line 1, column 1: syntax error")) << "where, on one line";
   EXPECT_THAT(std::string(not_json.message()), Not(HasSubstr("\n")));
   const absl::Status array = load("[1, 2]");
   EXPECT_THAT(std::string(array.message()), HasSubstr("a JSON object was expected"));
@@ -390,6 +390,30 @@ TEST_F(RepositoryTest, AJsonConfigsErrorsNameTheRequestsConfigAndTheField) {
   EXPECT_THAT(std::string(too_deep.message()), HasSubstr("nest more than 32 levels deep"));
   const absl::Status in_string = load(R"({"name": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["})");
   EXPECT_THAT(std::string(in_string.message()), Not(HasSubstr("levels deep"))) << "brackets inside a string do not count";
+  // Strict JSON, where protobuf's parser is lenient: no trailing comma, no key twice in an object
+  // (protobuf names its own internals for a field, keeps the last of a map's), a list field a list.
+  const absl::Status trailing = load(R"({"max_batch_size": 4,})");
+  EXPECT_EQ(trailing.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(trailing.message()), HasSubstr("not a model configuration in JSON (parse error at line 1, column 22: syntax error"));
+  EXPECT_THAT(std::string(trailing.message()), Not(HasSubstr("json.exception")));
+  const absl::Status trailing_in_list = load(R"({"input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [3,]}]})");
+  EXPECT_THAT(std::string(trailing_in_list.message()), HasSubstr("parse error"));
+  const absl::Status twice = load(R"({"max_batch_size": 4, "input": [], "max_batch_size": 8})");
+  EXPECT_EQ(twice.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(twice.message()), HasSubstr("key 'max_batch_size' is given twice in one object"));
+  const absl::Status twice_in_map = load(R"({"parameters": {"keep_warm_ms": {"string_value": "20"},
+                                                           "keep_warm_ms": {"string_value": "30"}}})");
+  EXPECT_THAT(std::string(twice_in_map.message()), HasSubstr("key 'keep_warm_ms' is given twice"));
+  const absl::Status same_key_elsewhere = load(R"({"input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [3]}],
+    "output": [{"name": "y", "data_type": "TYPE_FP32", "dims": [3]}]})");
+  EXPECT_TRUE(same_key_elsewhere.ok()) << "a key once in each of two objects: " << same_key_elsewhere;
+  const absl::Status object_for_list = load(R"({"input": {"name": "x", "data_type": "TYPE_FP32", "dims": [3]},
+    "output": [{"name": "y", "data_type": "TYPE_FP32", "dims": [3]}]})");
+  EXPECT_EQ(object_for_list.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(object_for_list.message()), HasSubstr("field 'input' in ModelConfig takes a list"));
+  const absl::Status number_for_list = load(R"({"input": [{"name": "x", "data_type": "TYPE_FP32", "dims": 3}],
+    "output": [{"name": "y", "data_type": "TYPE_FP32", "dims": [3]}]})");
+  EXPECT_THAT(std::string(number_for_list.message()), HasSubstr("field 'dims' in ModelInput takes a list"));
   const absl::Status ragged = load(R"({"input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [3], "allow_ragged_batch": true}]})");
   EXPECT_THAT(std::string(ragged.message()), HasSubstr("field 'allow_ragged_batch' is not supported"));
 }
