@@ -15,6 +15,7 @@
 #include "server/backend/cuda_graph_buckets.h"
 #include "server/backend/cuda_graph_runner.h"
 #include "server/backend/exact_device_timing.h"
+#include "server/backend/script_error.h"
 #include "server/backend/torch_batch_io.h"
 #include "server/backend/torch_device_path.h"
 #include "server/backend/torch_util.h"
@@ -105,9 +106,9 @@ class TorchInstance final : public ModelInstance {
     try {
       status = body();
     } catch (const c10::Error& e) {
-      status = absl::InternalError(absl::StrCat("LibTorch error: ", e.what_without_backtrace()));
+      status = absl::InternalError(absl::StrCat("LibTorch error: ", OneLineScriptError(e.what_without_backtrace())));
     } catch (const std::exception& e) {
-      status = absl::InternalError(e.what());
+      status = absl::InternalError(OneLineScriptError(e.what()));
     }
     if (status.ok()) return status;
     return absl::Status(status.code(), absl::StrCat(Context(), status.message()));
@@ -449,7 +450,7 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> CreateTorchInstance(const ModelSp
   } catch (const c10::Error& e) {
     // The archive reader's errors: not a zip at all, or a zip without TorchScript's code in it (a
     // state_dict or a pickled module from torch.save).
-    const std::string what = e.what_without_backtrace();
+    const std::string what = OneLineScriptError(e.what_without_backtrace());
     const char* hint = absl::StrContains(what, "PytorchStreamReader")
                            ? " (not a whole TorchScript file: a truncated copy, a git-lfs pointer not pulled, or not "
                              "TorchScript at all; save the model with torch.jit.save(torch.jit.script(model), path) or "
@@ -461,7 +462,7 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> CreateTorchInstance(const ModelSp
     // TorchScript's compiler reports code it cannot compile (an operator this LibTorch lacks, e.g. a
     // custom or newer one) as torch::jit::ErrorReport, which is no c10::Error.
     return absl::InvalidArgumentError(
-        absl::StrCat("model '", spec.name, "': cannot load ", spec.model_path, ": ", e.what()));
+        absl::StrCat("model '", spec.name, "': cannot load ", spec.model_path, ": ", OneLineScriptError(e.what())));
   }
 }
 

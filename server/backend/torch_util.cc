@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "server/backend/script_error.h"
 
 namespace chronoserve::server {
 
@@ -33,9 +34,9 @@ absl::StatusOr<torch::jit::IValue> RunForward(torch::jit::Module& module, std::v
   try {
     return module.forward(std::move(args));
   } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("LibTorch error: ", e.what_without_backtrace()));
+    return absl::InternalError(absl::StrCat("LibTorch error: ", OneLineScriptError(e.what_without_backtrace())));
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("TorchScript error: ", e.what()));
+    return absl::InternalError(absl::StrCat("TorchScript error: ", OneLineScriptError(e.what())));
   } catch (...) {
     return absl::InternalError("forward() threw an exception that is not a std::exception");
   }

@@ -20,6 +20,7 @@
 namespace chronoserve {
 namespace {
 using ::testing::HasSubstr;
+using ::testing::Not;
 using client::Tensor;
 
 class FailedModelTest : public ::testing::Test {};
@@ -118,13 +119,16 @@ TEST_F(FailedModelTest, AModelWhoseCodeCannotCompileFailsAloneNamingTheOperator)
   ASSERT_EQ(refused.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("model 'vanished': cannot load "));
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("chronoserve_test::vanished"));
+  EXPECT_THAT(std::string(refused.status().message()), Not(HasSubstr("\n"))) << "the compiler's page on one line";
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr(": return ops.chronoserve_test.vanished(x))"))
+      << "the line it could not compile";
   const Tensor good_input{"INPUT__0", DataType::kFp32, {1, 64}, RandomTensorBytes(DataType::kFp32, 64, rng)};
   EXPECT_TRUE(c->Infer("good", {good_input}).ok());
   server->Shutdown();
 }
 
 // A forward() that throws fails only its batch: INTERNAL, with the model, worker and device named
-// once before TorchScript's own message, whether the model raised or an operator in it failed (the
+// once before TorchScript's own message (on one line), whether the model raised or an operator in it failed (the
 // interpreter rethrows that as std::runtime_error); the next request is answered.
 TEST_F(FailedModelTest, AForwardThatThrowsFailsItsRequestNamingTheModelOnce) {
   testing::TempDir repo("cs_throws");
@@ -154,13 +158,20 @@ TEST_F(FailedModelTest, AForwardThatThrowsFailsItsRequestNamingTheModelOnce) {
   EXPECT_THAT(message, HasSubstr("model 'throws' worker 0 on cpu: TorchScript error: "));
   EXPECT_THAT(message, HasSubstr("first value out of range"));
   EXPECT_EQ(message.find("model 'throws'"), message.rfind("model 'throws'")) << "named once: " << message;
+  // The interpreter's page (two tracebacks with context) as one line: the error, then where in the
+  // model's own source.
+  EXPECT_THAT(message, Not(HasSubstr("\n")));
+  EXPECT_THAT(message, HasSubstr("TorchScript error: RuntimeError: AssertionError: first value out of range (in forward, "
+                                 "\"<string>\" line 2: assert bool(x[0, 0] < 100.0), 'first value out of range')"));
   Tensor bad_operator = input;
   std::memcpy(bad_operator.data.data() + sizeof big, &big, sizeof big);  // x[0, 1]: a matmul of wrong shapes
   auto operator_failed = c->Infer("throws", {bad_operator});
   ASSERT_EQ(operator_failed.status().code(), absl::StatusCode::kInternal);
   const std::string operator_message(operator_failed.status().message());
   EXPECT_THAT(operator_message, HasSubstr("model 'throws' worker 0 on cpu: TorchScript error: "));
-  EXPECT_THAT(operator_message, HasSubstr("cannot be multiplied"));
+  EXPECT_THAT(operator_message, HasSubstr("TorchScript error: RuntimeError: mat1 and mat2 shapes cannot be multiplied "
+                                          "(1x8 and 3x3) (in forward, \"<string>\" line 4: "
+                                          "return torch.matmul(x, torch.ones([3, 3])))"));
   auto ok = c->Infer("throws", {input});
   ASSERT_TRUE(ok.ok()) << ok.status();
   float first = 0;
