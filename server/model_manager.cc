@@ -9,6 +9,7 @@
 #include "common/status_macros.h"
 #include "server/backend/torch_backend.h"
 #include "server/repository/model_config_loader.h"
+#include "server/scheduler/warmup_sizes.h"
 
 namespace chronoserve::server {
 
@@ -185,6 +186,9 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelManager::BuildRuntime(const s
   CS_LOG(INFO) << "model '" << name << "' version " << spec->version << " READY on [" << devices
                << "]: load " << (loaded - load_start) / 1000000 << " ms, warm-up "
                << (*runtime)->warmup_ns() / 1000000 << " ms (max_batch_size " << spec->max_batch_size
+               << (spec->parameters.count(kWarmupBatchSizesKey) != 0
+                       ? absl::StrCat(", warm-up batch sizes ", spec->parameters.at(kWarmupBatchSizesKey))
+                       : std::string())
                << ", " << (*runtime)->workers().size() << " worker(s), input arena "
                << ((*runtime)->input_arena() == nullptr ? std::string("off")
                                     : absl::StrCat(arena_bytes >> 20, " MiB per input",

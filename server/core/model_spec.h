@@ -60,10 +60,11 @@ struct WarmupSpec {
 
 // The keys of config.pbtxt's `parameters` that chronoserve reads, each parsed (and defined as a
 // constant) by its own subsystem: cuda_graph_buckets.h, exact_device_timing.h, batch_pipeline.h,
-// keep_warm.h. Any other key is kept (ModelConfig answers it) but does nothing; the repository
+// keep_warm.h, warmup_sizes.h. Any other key is kept (ModelConfig answers it) but does nothing; the repository
 // loader warns of it.
-inline constexpr std::array<const char*, 5> kModelParameterKeys = {
-    "cuda_graph_batch_sizes", "exact_device_timing", "keep_warm_horizon_ms", "keep_warm_ms", "pipeline_depth"};
+inline constexpr std::array<const char*, 6> kModelParameterKeys = {
+    "cuda_graph_batch_sizes", "exact_device_timing", "keep_warm_horizon_ms", "keep_warm_ms", "pipeline_depth",
+    "warmup_batch_sizes"};
 
 struct ModelSpec {
   std::string name;

@@ -146,9 +146,9 @@ absl::StatusOr<std::vector<TensorSpec>> ConvertTensors(
 }
 
 constexpr int kMaxInstanceCount = 256;
-// The warm-up before READY runs every batch size up to max_batch_size (twice each), so its work grows
-// with the square of the setting: beyond this a typo (an extra zero) would hold the model in LOADING
-// for hours.
+// The warm-up before READY runs every batch size up to max_batch_size (twice each) unless the model's
+// warmup_batch_sizes names fewer, so its work grows with the square of the setting: beyond this a
+// typo (an extra zero) would hold the model in LOADING for hours.
 constexpr int kMaxMaxBatchSize = 65536;
 
 absl::StatusOr<std::vector<InstanceGroupSpec>> ConvertInstanceGroups(const pb::ModelConfig& config,

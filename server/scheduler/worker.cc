@@ -1,5 +1,7 @@
 #include "server/scheduler/worker.h"
 
+#include "server/scheduler/warmup_sizes.h"
+
 #include <algorithm>
 #include <random>
 
@@ -15,6 +17,7 @@
 #include "common/thread_name.h"
 #include "common/thread_role.h"
 #include "server/core/synthetic_request.h"
+#include "server/scheduler/warmup_sizes.h"
 
 namespace chronoserve::server {
 
@@ -86,15 +89,15 @@ absl::Status Worker::Warmup(const ModelSpec& spec, const WarmupOptions& options)
       RETURN_IF_ERROR(WarmupRun(spec, w.batch_size, w.input_dims, rng));
     }
   }
-  const int max_items = spec.max_batch_size > 0 ? spec.max_batch_size : 1;
-  for (int items = 1; items <= max_items; ++items) {
+  ASSIGN_OR_RETURN(const std::vector<int> sizes, WarmupBatchSizesFromSpec(spec));
+  for (int items : sizes) {
     for (int i = 0; i < options.runs_per_batch_size; ++i) {
       RETURN_IF_ERROR(stopped());
       RETURN_IF_ERROR(WarmupRun(spec, items, spec.SyntheticDims(), rng));
     }
   }
-  if (instance_->pipeline_depth() > 1 && options.runs_per_batch_size > 0) {
-    RETURN_IF_ERROR(WarmupPipelinedPair(spec, max_items, rng));
+  if (instance_->pipeline_depth() > 1 && options.runs_per_batch_size > 0 && !sizes.empty()) {
+    RETURN_IF_ERROR(WarmupPipelinedPair(spec, sizes.back(), rng));
   }
   if (absl::Status status = instance_->PrepareForServing(); !status.ok()) {
     return absl::Status(status.code(), absl::StrCat("preparing to serve: ", status.message()));

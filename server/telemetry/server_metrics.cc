@@ -120,7 +120,7 @@ ServerMetrics::ServerMetrics(prometheus::Registry* r)
                          .Help("Time to load the model onto its devices (all instances)")
                          .Register(*r)),
       warmup_duration_(BuildGauge().Name("chronoserve_model_warmup_duration_seconds")
-                           .Help("Time spent warming the model (every worker, every batch size) before READY")
+                           .Help("Time spent warming the model (every worker, every warm-up batch size) before READY")
                            .Register(*r)) {}
 
 ServerMetrics::~ServerMetrics() = default;

@@ -182,6 +182,36 @@ TEST_F(FailedModelTest, AForwardThatThrowsFailsItsRequestNamingTheModelOnce) {
   server->Shutdown();
 }
 
+// parameters { warmup_batch_sizes } on the real backend: a model that names two sizes is READY
+// and serves the sizes it did not warm; one that names a size past max_batch_size fails its load
+// alone, naming the model, the key and the value.
+TEST_F(FailedModelTest, WarmupBatchSizesServesEverySizeAndABadOneFailsItsModelAlone) {
+  testing::TempDir repo("cs_warmup_sizes");
+  examples::ModelOptions o;
+  o.max_batch_size = 16;
+  o.instance_kind = "KIND_CPU";
+  o.extra_config = "parameters { key: \"warmup_batch_sizes\" value { string_value: \"1,16\" } }\n";
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "few", o).ok());
+  o.extra_config = "parameters { key: \"warmup_batch_sizes\" value { string_value: \"1,17\" } }\n";
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "past", o).ok());
+  auto server = testing::StartServer(repo.path());
+  ASSERT_NE(server, nullptr);
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+  EXPECT_EQ(testing::Answer(c->ModelReady("few")), "true");
+  EXPECT_EQ(testing::Answer(c->ModelReady("past")), "false");
+  std::mt19937_64 rng(17);
+  const Tensor input{"INPUT__0", DataType::kFp32, {5, 64}, RandomTensorBytes(DataType::kFp32, 5 * 64, rng)};
+  auto answer = c->Infer("few", {input});
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  ASSERT_EQ(answer->outputs.size(), 1u);
+  EXPECT_EQ(answer->outputs[0].shape, (std::vector<int64_t>{5, 16})) << "a batch size the warm-up left out";
+  auto refused = c->Infer("past", {input});
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("model 'past': parameter warmup_batch_sizes = \"1,17\": 17 exceeds max_batch_size 16"));
+  server->Shutdown();
+}
+
 TEST(ServerStartTest, AModelRepositoryThatIsNotADirectoryIsRefusedBeforeAnyPortOpens) {
   testing::TempDir dir("cs_no_repo");
   std::ofstream(dir.path() + "/file") << "not a repository";

@@ -20,6 +20,7 @@
 #include "server/backend/cuda_graph_buckets.h"
 #include "server/backend/exact_device_timing.h"
 #include "server/scheduler/keep_warm.h"
+#include "server/scheduler/warmup_sizes.h"
 #include "tests/fakes/remove_tree.h"
 
 namespace chronoserve::server {
@@ -211,7 +212,7 @@ TEST_F(RepositoryTest, ASpecificPolicyWithNoVersionsFailsTheLoad) {
 // The loader's list of the keys that do something is the subsystems' own keys, no more, no fewer.
 TEST(ModelParameterKeysTest, AreTheKeysTheSubsystemsRead) {
   std::set<std::string_view> read = {kGraphBatchSizesKey, kExactDeviceTimingKey, kPipelineDepthKey, kKeepWarmKey,
-                                     kKeepWarmHorizonKey};
+                                     kKeepWarmHorizonKey, kWarmupBatchSizesKey};
   EXPECT_EQ(std::set<std::string_view>(kModelParameterKeys.begin(), kModelParameterKeys.end()), read);
   EXPECT_TRUE(std::is_sorted(kModelParameterKeys.begin(), kModelParameterKeys.end(),
                              [](std::string_view a, std::string_view b) { return a < b; }))
@@ -231,7 +232,7 @@ TEST_F(RepositoryTest, AnUnknownParameterKeyIsLoggedWithTheKnownOnes) {
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->parameters.at("keep_warm"), "10") << "kept: ModelConfig answers it";
   EXPECT_THAT(log, HasSubstr("model 'm': parameter 'keep_warm' is not one of chronoserve's (cuda_graph_batch_sizes, "
-                             "exact_device_timing, keep_warm_horizon_ms, keep_warm_ms, pipeline_depth) and is ignored"));
+                             "exact_device_timing, keep_warm_horizon_ms, keep_warm_ms, pipeline_depth, warmup_batch_sizes) and is ignored"));
   EXPECT_THAT(log, ::testing::Not(HasSubstr("parameter 'keep_warm_ms'")));
 }
 

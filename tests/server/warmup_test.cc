@@ -5,6 +5,7 @@
 #include <set>
 
 #include "server/scheduler/model_runtime.h"
+#include "server/scheduler/warmup_sizes.h"
 #include "tests/fakes/recording_instance.h"
 
 namespace chronoserve::server {
@@ -106,6 +107,69 @@ TEST(WarmupTest, NonBatchingModelWarmsOnce) {
   auto runtime = ModelRuntime::Create(spec, std::move(instances), WarmupOptions{}, SteadyClock::Get());
   ASSERT_TRUE(runtime.ok());
   EXPECT_EQ(raw->sizes(), (std::vector<int64_t>{1, 1}));
+}
+
+// parameters { warmup_batch_sizes }: the sizes named (sorted, once each), "none" or "all"; the
+// config's model_warmup samples run whatever it says.
+TEST(WarmupTest, WarmupBatchSizesNamesTheSizesTheWarmupRuns) {
+  struct Case {
+    const char* value;
+    std::vector<int64_t> sizes;  // after the 3 model_warmup runs at batch 2
+  };
+  const Case cases[] = {
+      {"all", {1, 1, 2, 2, 3, 3, 4, 4, 5, 5}},
+      {" 4, 1,4 ", {1, 1, 4, 4}},
+      {"5", {5, 5}},
+      {"None", {}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.value);
+    ModelSpec spec = Spec(5);
+    spec.parameters[kWarmupBatchSizesKey] = c.value;
+    auto fake = std::make_unique<testing::RecordingInstance>(spec, nullptr);
+    auto* raw = fake.get();
+    std::vector<std::unique_ptr<ModelInstance>> instances;
+    instances.push_back(std::move(fake));
+    auto runtime = ModelRuntime::Create(spec, std::move(instances), WarmupOptions{}, SteadyClock::Get());
+    ASSERT_TRUE(runtime.ok()) << runtime.status();
+    std::vector<int64_t> want = {2, 2, 2};
+    want.insert(want.end(), c.sizes.begin(), c.sizes.end());
+    EXPECT_EQ(raw->sizes(), want);
+    EXPECT_TRUE((*runtime)->ready());
+  }
+}
+
+TEST(WarmupTest, ABadWarmupBatchSizesFailsTheLoadNamingTheModelKeyAndValue) {
+  struct Case {
+    int max_batch_size;
+    const char* value;
+    const char* why;
+  };
+  const Case cases[] = {
+      {5, "1,6", "model 'm': parameter warmup_batch_sizes = \"1,6\": 6 exceeds max_batch_size 5"},
+      {5, "1,,2", "'' is not a positive integer"},
+      {5, "0", "'0' is not a positive integer (give sizes as \"1,8,32\", or \"all\" or \"none\")"},
+      {5, "some", "'some' is not a positive integer"},
+      {0, "2", "2: the model does not batch (max_batch_size 0), so 1 is its only size"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.value);
+    ModelSpec spec = Spec(c.max_batch_size);
+    spec.warmups.clear();
+    spec.parameters[kWarmupBatchSizesKey] = c.value;
+    std::vector<std::unique_ptr<ModelInstance>> instances;
+    instances.push_back(std::make_unique<testing::RecordingInstance>(spec, nullptr));
+    auto runtime = ModelRuntime::Create(spec, std::move(instances), WarmupOptions{}, SteadyClock::Get());
+    ASSERT_FALSE(runtime.ok());
+    EXPECT_EQ(runtime.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(runtime.status().message()), ::testing::HasSubstr(c.why));
+  }
+  ModelSpec one = Spec(0);
+  one.warmups.clear();
+  one.parameters[kWarmupBatchSizesKey] = "1";
+  auto sizes = WarmupBatchSizesFromSpec(one);
+  ASSERT_TRUE(sizes.ok()) << sizes.status();
+  EXPECT_EQ(*sizes, std::vector<int>{1});
 }
 
 }  // namespace
