@@ -1,5 +1,7 @@
 #include "server/scheduler/worker.h"
 
+#include "server/scheduler/warmup_sizes.h"
+
 #include <algorithm>
 #include <random>
 
@@ -87,8 +89,7 @@ absl::Status Worker::Warmup(const ModelSpec& spec, const WarmupOptions& options)
       RETURN_IF_ERROR(WarmupRun(spec, w.batch_size, w.input_dims, rng));
     }
   }
-  ASSIGN_OR_RETURN(const std::vector<int> sizes, WarmupBatchSizesFromSpec(spec, instance_->graph_buckets()));
-  warmup_sizes_ = sizes;
+  ASSIGN_OR_RETURN(const std::vector<int> sizes, WarmupBatchSizesFromSpec(spec));
   for (int items : sizes) {
     for (int i = 0; i < options.runs_per_batch_size; ++i) {
       RETURN_IF_ERROR(stopped());
