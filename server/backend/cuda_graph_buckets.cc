@@ -3,10 +3,8 @@
 #include <algorithm>
 #include <string>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
+#include "server/core/batch_size_list.h"
 
 namespace chronoserve::server {
 
@@ -30,21 +28,10 @@ absl::StatusOr<std::vector<int>> GraphBucketsFromSpec(const ModelSpec& spec) {
   if (spec.max_batch_size == 0) {
     return error("the model does not batch (max_batch_size 0); its one shape is captured as is");
   }
-  std::vector<int> buckets;
-  for (absl::string_view part : absl::StrSplit(it->second, ',')) {
-    part = absl::StripAsciiWhitespace(part);
-    int size = 0;
-    if (!absl::SimpleAtoi(part, &size) || size <= 0) {
-      return error(absl::StrCat("'", part, "' is not a positive integer"));
-    }
-    if (size > spec.max_batch_size) {
-      return error(absl::StrCat(size, " exceeds max_batch_size ", spec.max_batch_size));
-    }
-    buckets.push_back(size);
-  }
+  absl::StatusOr<std::vector<int>> buckets =
+      ParseBatchSizeList(it->second, spec.max_batch_size, absl::StrCat(" exceeds max_batch_size ", spec.max_batch_size));
+  if (!buckets.ok()) return error(std::string(buckets.status().message()));
   if (!spec.cuda_graphs) return std::vector<int>{};  // a valid setting, kept for when graphs are on
-  std::sort(buckets.begin(), buckets.end());
-  buckets.erase(std::unique(buckets.begin(), buckets.end()), buckets.end());
   return buckets;
 }
 

@@ -642,9 +642,7 @@ absl::Status ParseConfigJson(const std::string& json, const std::string& source,
   if (!tree.has_struct_value()) return not_config("a JSON object was expected");
   JsonFieldFindings found;
   TakeUnknownJsonFields(&tree, pb::ModelConfig::descriptor(), &found);
-  const std::vector<std::string>& unknown = found.unknown;
-  const std::vector<std::string>& unknown_in = found.unknown_in;
-  RETURN_IF_ERROR(CheckUnknownFields(unknown, unknown_in, source));  // before a value's error in such a field
+  RETURN_IF_ERROR(CheckUnknownFields(found.unknown, found.unknown_in, source));  // before a value's error in such a field
   if (!found.not_lists.empty()) {
     return not_config(absl::StrCat("field ", found.not_lists.front(), " takes a list (in [ ])"));
   }
@@ -656,7 +654,7 @@ absl::Status ParseConfigJson(const std::string& json, const std::string& source,
   if (const auto parsed = google::protobuf::util::JsonStringToMessage(known, config); !parsed.ok()) {
     return not_config(JsonErrorLine(std::string(parsed.message())));
   }
-  return CheckParsedConfig(*config, source, unknown, unknown_in, ignored_fields);
+  return CheckParsedConfig(*config, source, found.unknown, found.unknown_in, ignored_fields);
 }
 
 absl::StatusOr<ModelSpec> SpecFromProto(const pb::ModelConfig& config, const std::string& source,

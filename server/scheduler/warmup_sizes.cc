@@ -1,12 +1,10 @@
 #include "server/scheduler/warmup_sizes.h"
 
-#include <algorithm>
 #include <string>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
+#include "server/core/batch_size_list.h"
 
 namespace chronoserve::server {
 
@@ -20,26 +18,16 @@ absl::StatusOr<std::vector<int>> WarmupBatchSizesFromSpec(const ModelSpec& spec)
     return sizes;
   }
   if (value == "none") return sizes;
-  auto error = [&](const std::string& why) {
+  absl::StatusOr<std::vector<int>> listed = ParseBatchSizeList(
+      value, max_items,
+      spec.max_batch_size > 0 ? absl::StrCat(" exceeds max_batch_size ", spec.max_batch_size)
+                              : std::string(": the model does not batch (max_batch_size 0), so 1 is its only size"),
+      " (give sizes as \"1,8,32\", or \"all\" or \"none\")");
+  if (!listed.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("model '", spec.name, "': parameter ", kWarmupBatchSizesKey,
-                                                   " = \"", it->second, "\": ", why));
-  };
-  for (absl::string_view part : absl::StrSplit(value, ',')) {
-    part = absl::StripAsciiWhitespace(part);
-    int size = 0;
-    if (!absl::SimpleAtoi(part, &size) || size <= 0) {
-      return error(absl::StrCat("'", part, "' is not a positive integer (give sizes as \"1,8,32\", or \"all\" or \"none\")"));
-    }
-    if (size > max_items) {
-      return error(spec.max_batch_size > 0
-                       ? absl::StrCat(size, " exceeds max_batch_size ", spec.max_batch_size)
-                       : absl::StrCat(size, ": the model does not batch (max_batch_size 0), so 1 is its only size"));
-    }
-    sizes.push_back(size);
+                                                   " = \"", it->second, "\": ", listed.status().message()));
   }
-  std::sort(sizes.begin(), sizes.end());
-  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-  return sizes;
+  return listed;
 }
 
 }  // namespace chronoserve::server

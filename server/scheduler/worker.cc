@@ -1,7 +1,5 @@
 #include "server/scheduler/worker.h"
 
-#include "server/scheduler/warmup_sizes.h"
-
 #include <algorithm>
 #include <random>
 
