@@ -115,6 +115,21 @@ void ModelManager::LoadNamed(const std::string& repository, const std::vector<st
   }
 }
 
+// ", warm-up batch sizes 1,2,4,8" when the warm-up ran other sizes than every one up to the
+// model's largest (a parameter named them, or a worker replays CUDA graphs); per worker where they
+// differ. Empty otherwise.
+static std::string WarmupSizesNote(const ModelRuntime& runtime) {
+  const size_t max_items = std::max(1, runtime.spec().max_batch_size);
+  std::vector<std::string> notes;
+  for (const auto& worker : runtime.workers()) {
+    const std::vector<int>& sizes = worker->warmup_sizes();  // sorted, distinct, within 1..max_items
+    std::string note = sizes.size() == max_items ? "every one" : (sizes.empty() ? "none" : FormatBatchSizes(sizes));
+    if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(std::move(note));
+  }
+  if (notes.empty() || (notes.size() == 1 && notes[0] == "every one")) return "";
+  return absl::StrCat(", warm-up batch sizes ", absl::StrJoin(notes, " / "));
+}
+
 absl::Status NoSuchModelDirectory(const std::string& repository, const std::string& name,
                                   const std::vector<std::string>& present) {
   return absl::NotFoundError(absl::StrCat(
@@ -186,9 +201,7 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelManager::BuildRuntime(const s
   CS_LOG(INFO) << "model '" << name << "' version " << spec->version << " READY on [" << devices
                << "]: load " << (loaded - load_start) / 1000000 << " ms, warm-up "
                << (*runtime)->warmup_ns() / 1000000 << " ms (max_batch_size " << spec->max_batch_size
-               << (spec->parameters.count(kWarmupBatchSizesKey) != 0
-                       ? absl::StrCat(", warm-up batch sizes ", spec->parameters.at(kWarmupBatchSizesKey))
-                       : std::string())
+               << WarmupSizesNote(**runtime)
                << ", " << (*runtime)->workers().size() << " worker(s), input arena "
                << ((*runtime)->input_arena() == nullptr ? std::string("off")
                                     : absl::StrCat(arena_bytes >> 20, " MiB per input",

@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -72,6 +73,12 @@ class ModelInstance {
     (void)slot;
     return false;
   }
+
+  // The batch sizes this instance will replay as CUDA graphs once PrepareForServing has captured
+  // them (a batch up to the largest is padded to the next one, so no other size up to it runs
+  // eagerly); empty when every batch runs eagerly. The warm-up then skips the sizes the graphs
+  // cover (warmup_sizes.h). Default: empty.
+  virtual std::vector<int> graph_buckets() const { return {}; }
 
   // Called once by the worker after its warm-up and before it serves: captures the model's CUDA
   // graphs where the config asks for them and makes keep-warm's resident input. Default: nothing.

@@ -56,6 +56,10 @@ class TorchInstance final : public ModelInstance {
   }
 
   int gpu() const override { return options_.gpu; }
+  std::vector<int> graph_buckets() const override {
+    // As CaptureGraphs decides: on a GPU, for inputs without variable dims.
+    return options_.gpu >= 0 && HasStaticInputShapes(spec_) ? graph_buckets_ : std::vector<int>{};
+  }
   const void* native_stream() const override { return path_->native_stream(); }
   std::string device_name() const override { return path_->device().str(); }
   int pipeline_depth() const override { return pipeline_depth_; }

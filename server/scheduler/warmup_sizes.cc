@@ -8,10 +8,21 @@
 
 namespace chronoserve::server {
 
-absl::StatusOr<std::vector<int>> WarmupBatchSizesFromSpec(const ModelSpec& spec) {
+absl::StatusOr<std::vector<int>> WarmupBatchSizesFromSpec(const ModelSpec& spec,
+                                                          const std::vector<int>& graph_buckets) {
   const int max_items = spec.max_batch_size > 0 ? spec.max_batch_size : 1;
   std::vector<int> sizes;
   auto it = spec.parameters.find(kWarmupBatchSizesKey);
+  if (it == spec.parameters.end() && !graph_buckets.empty()) {
+    // A batch up to the largest bucket is padded to a bucket and replayed: no other size runs eagerly.
+    for (int bucket : graph_buckets) {
+      if (bucket >= 1 && bucket <= max_items) sizes.push_back(bucket);
+    }
+    std::sort(sizes.begin(), sizes.end());
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    for (int items = sizes.empty() ? 1 : sizes.back() + 1; items <= max_items; ++items) sizes.push_back(items);
+    return sizes;
+  }
   const std::string value = it == spec.parameters.end() ? "all" : absl::AsciiStrToLower(absl::StripAsciiWhitespace(it->second));
   if (value == "all") {
     for (int items = 1; items <= max_items; ++items) sizes.push_back(items);
@@ -28,6 +39,23 @@ absl::StatusOr<std::vector<int>> WarmupBatchSizesFromSpec(const ModelSpec& spec)
                                                    " = \"", it->second, "\": ", listed.status().message()));
   }
   return listed;
+}
+
+std::string FormatBatchSizes(const std::vector<int>& sizes) {
+  std::string out;
+  for (size_t i = 0; i < sizes.size();) {
+    size_t end = i;  // the last of a run of consecutive sizes from i
+    while (end + 1 < sizes.size() && sizes[end + 1] == sizes[end] + 1) ++end;
+    if (!out.empty()) out.push_back(',');
+    if (end - i >= 2) {
+      absl::StrAppend(&out, sizes[i], "-", sizes[end]);
+      i = end + 1;
+    } else {
+      absl::StrAppend(&out, sizes[i]);
+      ++i;
+    }
+  }
+  return out;
 }
 
 }  // namespace chronoserve::server

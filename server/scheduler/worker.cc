@@ -87,7 +87,8 @@ absl::Status Worker::Warmup(const ModelSpec& spec, const WarmupOptions& options)
       RETURN_IF_ERROR(WarmupRun(spec, w.batch_size, w.input_dims, rng));
     }
   }
-  ASSIGN_OR_RETURN(const std::vector<int> sizes, WarmupBatchSizesFromSpec(spec));
+  ASSIGN_OR_RETURN(const std::vector<int> sizes, WarmupBatchSizesFromSpec(spec, instance_->graph_buckets()));
+  warmup_sizes_ = sizes;
   for (int items : sizes) {
     for (int i = 0; i < options.runs_per_batch_size; ++i) {
       RETURN_IF_ERROR(stopped());

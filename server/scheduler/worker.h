@@ -90,6 +90,8 @@ class Worker {
   void Join();
 
   int index() const { return index_; }
+  // The batch sizes its warm-up ran (warmup_sizes.h), sorted; set by Warmup.
+  const std::vector<int>& warmup_sizes() const { return warmup_sizes_; }
   const ModelInstance& instance() const { return *instance_; }
 
   // Batches the thread took from its queue and ended since Start(), whatever their outcome: the
@@ -174,6 +176,7 @@ class Worker {
   int64_t last_keep_warm_ns_ = 0;  // start of the last keep-warm run
   std::atomic<int64_t> batches_{0};
   std::atomic<int64_t> keep_warm_runs_{0};
+  std::vector<int> warmup_sizes_;
   std::atomic<int64_t> launch_bound_batches_{0};
   std::atomic<bool> last_launch_bound_{false};
   std::array<std::atomic<int64_t>, kWorkerPhaseCount> phase_ns_{};

@@ -39,6 +39,9 @@ class RecordingInstance final : public server::ModelInstance {
     return status;
   }
   int gpu() const override { return inner_ ? inner_->gpu() : -1; }
+  std::vector<int> graph_buckets() const override { return inner_ ? inner_->graph_buckets() : graph_buckets_; }
+  // What a fake (no inner instance) says it will replay as CUDA graphs.
+  void set_graph_buckets(std::vector<int> buckets) { graph_buckets_ = std::move(buckets); }
   std::string device_name() const override { return inner_ ? inner_->device_name() : "fake"; }
 
   // Batch sizes of every Execute call, warm-up included, in order.
@@ -77,6 +80,7 @@ class RecordingInstance final : public server::ModelInstance {
 
   const server::ModelSpec spec_;
   std::unique_ptr<server::ModelInstance> inner_;
+  std::vector<int> graph_buckets_;
   mutable absl::Mutex mu_;
   std::vector<int64_t> sizes_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> shape_keys_ ABSL_GUARDED_BY(mu_);

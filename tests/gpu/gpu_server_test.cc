@@ -189,6 +189,45 @@ TEST(GpuWarmupTest, ReadyOnlyAfterEveryBatchSizeRanOnTheGpu) {
   EXPECT_EQ(sizes.size(), 16u) << "every batch size 1..16 ran on the GPU before READY";
 }
 
+// A worker that replays CUDA graphs warms up only what runs eagerly: its buckets (the captures run
+// them too) and the sizes above the largest; `warmup_batch_sizes: "all"` warms every size.
+TEST(GpuWarmupTest, AGraphWorkerWarmsItsBucketsAndWhatLiesAboveThem) {
+  for (const char* parameter : {"", "parameters { key: \"warmup_batch_sizes\" value { string_value: \"all\" } }\n"}) {
+    SCOPED_TRACE(*parameter == '\0' ? "default" : "all");
+    testing::TempDir repo("cs_gpu_warm_graphs");
+    examples::ModelOptions o;
+    o.max_batch_size = 16;
+    o.extra_config = std::string("optimization { cuda { graphs: true } }\n"
+                                 "parameters { key: \"cuda_graph_batch_sizes\" value { string_value: \"1,2,4,8\" } }\n") +
+                     parameter;
+    ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", o).ok());
+    auto spec = server::LoadModelDirectory(repo.path() + "/mlp");
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    server::DeviceActivityRegistry devices;
+    server::InstanceOptions options;
+    options.gpu = 0;
+    options.activity = devices.Get(0, SteadyClock::Now());
+    auto real = server::CreateTorchInstance(*spec, options);
+    ASSERT_TRUE(real.ok()) << real.status();
+    EXPECT_EQ((*real)->graph_buckets(), (std::vector<int>{1, 2, 4, 8}));
+    auto recording = std::make_unique<testing::RecordingInstance>(*spec, *std::move(real));
+    auto* recorder = recording.get();
+    std::vector<std::unique_ptr<server::ModelInstance>> instances;
+    instances.push_back(std::move(recording));
+    auto runtime = server::ModelRuntime::Create(*spec, std::move(instances), server::WarmupOptions{}, SteadyClock::Get());
+    ASSERT_TRUE(runtime.ok()) << runtime.status();
+    ASSERT_TRUE((*runtime)->ready());
+    std::set<int64_t> sizes;
+    for (int64_t s : recorder->sizes()) sizes.insert(s);
+    if (*parameter == '\0') {
+      EXPECT_EQ(sizes, (std::set<int64_t>{1, 2, 4, 8, 9, 10, 11, 12, 13, 14, 15, 16}))
+          << "the buckets, then every size past the largest (those run eagerly)";
+    } else {
+      EXPECT_EQ(sizes.size(), 16u);
+    }
+  }
+}
+
 // LibTorch's stream pool hands out 32 streams per GPU in turn, so a 33rd worker would share the
 // first one's. Every worker makes a stream of its own: 34 workers of one model on one GPU (as
 // instance_group count 34 loads them) run on 34 streams, the first and the last serve right, and

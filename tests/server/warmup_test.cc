@@ -139,6 +139,50 @@ TEST(WarmupTest, WarmupBatchSizesNamesTheSizesTheWarmupRuns) {
   }
 }
 
+// A worker that will replay CUDA graphs warms only what runs eagerly: its buckets (a batch up to
+// the largest is padded to one) and every size above the largest; "all" and a list still rule.
+TEST(WarmupTest, AGraphWorkerWarmsItsBucketsAndTheSizesAboveThemUnlessTheConfigSaysOtherwise) {
+  struct Case {
+    const char* value;  // nullptr: no parameter
+    std::vector<int> buckets;
+    std::vector<int64_t> sizes;
+  };
+  const Case cases[] = {
+      {nullptr, {1, 2, 4}, {1, 1, 2, 2, 4, 4, 5, 5, 6, 6}},
+      {nullptr, {6, 2}, {2, 2, 6, 6}},
+      {nullptr, {}, {1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6}},
+      {"all", {1, 2, 4}, {1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6}},
+      {"3", {1, 2, 4}, {3, 3}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::PrintToString(c.buckets) + (c.value != nullptr ? c.value : " (no parameter)"));
+    ModelSpec spec = Spec(6);
+    spec.warmups.clear();
+    if (c.value != nullptr) spec.parameters[kWarmupBatchSizesKey] = c.value;
+    auto fake = std::make_unique<testing::RecordingInstance>(spec, nullptr);
+    fake->set_graph_buckets(c.buckets);
+    auto* raw = fake.get();
+    std::vector<std::unique_ptr<ModelInstance>> instances;
+    instances.push_back(std::move(fake));
+    auto runtime = ModelRuntime::Create(spec, std::move(instances), WarmupOptions{}, SteadyClock::Get());
+    ASSERT_TRUE(runtime.ok()) << runtime.status();
+    EXPECT_EQ(raw->sizes(), c.sizes);
+    std::vector<int> distinct;
+    for (int64_t size : c.sizes) {
+      if (distinct.empty() || distinct.back() != size) distinct.push_back(static_cast<int>(size));
+    }
+    EXPECT_EQ((*runtime)->workers()[0]->warmup_sizes(), distinct);
+  }
+}
+
+TEST(WarmupTest, FormatBatchSizesShowsRunsOfThreeOrMoreAsRanges) {
+  EXPECT_EQ(FormatBatchSizes({}), "");
+  EXPECT_EQ(FormatBatchSizes({1}), "1");
+  EXPECT_EQ(FormatBatchSizes({1, 2}), "1,2");
+  EXPECT_EQ(FormatBatchSizes({1, 2, 3}), "1-3");
+  EXPECT_EQ(FormatBatchSizes({1, 2, 4, 8, 16, 17, 18, 19, 128}), "1,2,4,8,16-19,128");
+}
+
 TEST(WarmupTest, ABadWarmupBatchSizesFailsTheLoadNamingTheModelKeyAndValue) {
   struct Case {
     int max_batch_size;
