@@ -188,6 +188,12 @@ void AddTelemetryFlags(CLI::App* app, RawServerFlags* raw) {
   app->add_option("--otlp-endpoint", raw->otlp_endpoint,
                   "OTLP/gRPC trace collector HOST:PORT (else OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, then "
                   "OTEL_EXPORTER_OTLP_ENDPOINT; none: no tracing)");
+  app->add_option("--trace-file", raw->trace_file,
+                  "Append every span to this file as OTLP/JSON lines (one ExportTraceServiceRequest a line, "
+                  "readable offline and by the OpenTelemetry collector's otlpjsonfile receiver), instead of "
+                  "sending them to a collector; not with --otlp-endpoint")
+      ->check(CLI::Validator(
+          [](std::string& path) { return path.empty() ? std::string("a file path is needed") : std::string(); }, ""));
   app->add_option("--metrics-port", raw->telemetry.metrics.port, "Prometheus /metrics port (on --host); 0 picks a free one")
       ->capture_default_str()
       ->transform(IntegerIn(0, 65535));
@@ -241,7 +247,8 @@ absl::StatusOr<ServerFlags> ResolveServerFlags(RawServerFlags raw, const otlp::E
   if (!policies.ok()) return policies.status();
   options.host_policies = *std::move(policies);
 
-  absl::StatusOr<otlp::TracingConfig> tracing = otlp::ResolveTracingConfig(raw.otlp_endpoint, kChronoserveVersion, env);
+  absl::StatusOr<otlp::TracingConfig> tracing =
+      otlp::ResolveTracingConfig(raw.otlp_endpoint, kChronoserveVersion, env, "chronoserve", raw.trace_file);
   if (!tracing.ok()) return tracing.status();
   flags.telemetry = std::move(raw.telemetry);
   flags.telemetry.tracing = *std::move(tracing);

@@ -120,6 +120,10 @@ void AddBenchFlags(CLI::App* app, RawFlags* raw) {
   app->add_option("--traceparent-rate", o.trace.traceparent_rate,
                   "Fraction of requests sent with a W3C traceparent (0..1)")->capture_default_str();
   app->add_option("--otlp-endpoint", o.trace.otlp_endpoint, "OTLP/gRPC HOST:PORT: export a CLIENT span per traced request (parent of the server's span)");
+  app->add_option("--trace-file", o.trace.trace_file,
+                  "Append a CLIENT span per traced request to this file as OTLP/JSON lines, instead of sending "
+                  "them to --otlp-endpoint (not with it)")
+      ->check(path_given);
 }
 
 absl::StatusOr<BenchOptions> ResolveFlags(const RawFlags& raw) {

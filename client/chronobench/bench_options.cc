@@ -197,6 +197,9 @@ absl::Status ValidateOptions(const BenchOptions& o) {
   if (!(o.trace.traceparent_rate >= 0 && o.trace.traceparent_rate <= 1)) {  // NaN included
     return absl::InvalidArgumentError("--traceparent-rate must be a number in [0, 1]");
   }
+  if (!o.trace.otlp_endpoint.empty() && !o.trace.trace_file.empty()) {
+    return absl::InvalidArgumentError("--trace-file and --otlp-endpoint both name where client spans go; give one");
+  }
   if (!o.trace.otlp_endpoint.empty()) {
     const otlp::EnvLookup no_env = [](const char*) { return std::optional<std::string>(); };
     if (auto config = otlp::ResolveTracingConfig(o.trace.otlp_endpoint, "", no_env); !config.ok()) {

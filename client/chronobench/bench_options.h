@@ -95,6 +95,7 @@ struct SharedMemoryOptions {
 struct TraceOptions {
   double traceparent_rate = 0;  // fraction of requests that carry a W3C traceparent
   std::string otlp_endpoint;    // OTLP/gRPC HOST:PORT for client spans of traced requests; "" = none
+  std::string trace_file;       // or a file they are appended to as OTLP/JSON lines; "" = none
 };
 
 struct BenchOptions {

@@ -1,8 +1,8 @@
-// ClientTracer: exports one CLIENT span per traced request (--otlp-endpoint), so the server's
-// `ModelInfer` span, whose parent is the traceparent's parent-id, hangs under a span that shows what
-// the client saw. Built by main and handed to the Benchmark; Record() is called from the load
-// worker threads and never blocks (the shared BatchSpanProcessor drops and counts when its queue is
-// full); Shutdown() from main flushes, bounded by a deadline.
+// ClientTracer: exports one CLIENT span per traced request (--otlp-endpoint, or --trace-file), so
+// the server's `ModelInfer` span, whose parent is the traceparent's parent-id, hangs under a span
+// that shows what the client saw. Built by main and handed to the Benchmark; Record() is called from
+// the load worker threads and never blocks (the shared BatchSpanProcessor drops and counts when its
+// queue is full); Shutdown() from main flushes, bounded by a deadline.
 //
 //   auto tracer = ClientTracer::Create(options.trace, otlp::ProcessEnv());  // null: not tracing
 //   ... workers: tracer->Record(span);
@@ -40,8 +40,9 @@ struct ClientSpan {
 
 class ClientTracer {
  public:
-  // Null when no endpoint is configured (--otlp-endpoint, or OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)
-  // or tracing is disabled (OTEL_SDK_DISABLED); INVALID_ARGUMENT for a malformed endpoint.
+  // Null when no endpoint (--otlp-endpoint, or OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT) and no
+  // --trace-file is configured, or tracing is disabled (OTEL_SDK_DISABLED); INVALID_ARGUMENT for a
+  // malformed endpoint, both flags, or a trace file that cannot be opened.
   // Otherwise the export thread is running on return. Service name: chronobench or OTEL_SERVICE_NAME.
   static absl::StatusOr<std::unique_ptr<ClientTracer>> Create(const TraceOptions& options,
                                                               const otlp::EnvLookup& env);
@@ -54,14 +55,15 @@ class ClientTracer {
   // Exports what is queued (bounded by `deadline`) and stops the export thread. Idempotent.
   void Shutdown(absl::Time deadline);
   otlp::SpanProcessorStats stats() const { return processor_->stats(); }
-  const std::string& endpoint() const { return endpoint_; }
+  // Where the spans go: the collector's HOST:PORT, or "file PATH".
+  const std::string& destination() const { return destination_; }
 
  private:
-  ClientTracer(std::unique_ptr<otlp::BatchSpanProcessor> processor, std::string endpoint)
-      : processor_(std::move(processor)), endpoint_(std::move(endpoint)) {}
+  ClientTracer(std::unique_ptr<otlp::BatchSpanProcessor> processor, std::string destination)
+      : processor_(std::move(processor)), destination_(std::move(destination)) {}
 
   std::unique_ptr<otlp::BatchSpanProcessor> processor_;
-  const std::string endpoint_;
+  const std::string destination_;
 };
 
 // The span Record() exports: kind CLIENT, named `ModelInfer <model>`.

@@ -85,7 +85,7 @@ void FlushClientSpans(ClientTracer& tracer) {
   tracer.Shutdown(absl::Now() + kFlushTimeout);
   const chronoserve::otlp::SpanProcessorStats s = tracer.stats();
   std::fprintf(stderr, "chronobench: client spans to %s: %llu exported, %llu dropped (queue full or at shutdown), %llu failed\n",
-               tracer.endpoint().c_str(), static_cast<unsigned long long>(s.exported),
+               tracer.destination().c_str(), static_cast<unsigned long long>(s.exported),
                static_cast<unsigned long long>(s.dropped), static_cast<unsigned long long>(s.export_failed));
 }
 
@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   if (*tracer != nullptr && options->trace.traceparent_rate == 0) {  // an endpoint from the flag or OTEL_*
     std::fprintf(stderr, "chronobench: warning: client spans go to %s, but --traceparent-rate is 0: spans are made "
                          "only for requests that carry a traceparent, so none will be exported\n",
-                 (*tracer)->endpoint().c_str());
+                 (*tracer)->destination().c_str());
   }
   auto bench = Benchmark::Create(*options, chronoserve::SteadyClock::Get(), tracer->get());
   if (!bench.ok()) return Fail(bench.status());

@@ -255,7 +255,8 @@ EnvLookup ProcessEnv() {
 
 absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpoint,
                                                    const std::string& service_version, const EnvLookup& env,
-                                                   const std::string& service_name) {
+                                                   const std::string& service_name,
+                                                   const std::string& flag_file) {
   TracingConfig config;
   config.exporter.resource.service_name = service_name;
   config.exporter.resource.service_version = service_version;
@@ -278,6 +279,22 @@ absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpo
   const std::string exporters = absl::AsciiStrToLower(Get(env, "OTEL_TRACES_EXPORTER"));
   const bool disabled = absl::AsciiStrToLower(Get(env, "OTEL_SDK_DISABLED")) == "true" || exporters == "none";
   const EnvValue insecure = FirstSet(env, {"OTEL_EXPORTER_OTLP_TRACES_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE"});
+  if (!flag_file.empty()) {
+    if (!flag_endpoint.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--trace-file '", flag_file, "' and --otlp-endpoint '",
+                                                     flag_endpoint, "' both name where spans go; give one"));
+    }
+    if (disabled) return config;
+    const EnvValue endpoint = FirstSet(env, {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"});
+    if (!endpoint.value.empty()) {
+      setting_warnings.push_back(absl::StrCat(endpoint.name, "='", endpoint.value, "' is ignored: --trace-file '",
+                                              flag_file, "' takes the spans"));
+    }
+    config.file = flag_file;
+    config.enabled = true;
+    config.warnings = std::move(setting_warnings);
+    return config;
+  }
   if (!flag_endpoint.empty()) {
     // Typed by the user for OTLP/gRPC: a malformed one is an error, even with tracing disabled; the
     // protocol and INSECURE variables do not apply (HOST:PORT is plaintext, as Jaeger's and the

@@ -22,8 +22,11 @@
 namespace chronoserve::otlp {
 
 struct TracingConfig {
-  bool enabled = false;             // an endpoint was given and tracing is not disabled
-  OtlpGrpcExporterOptions exporter;  // endpoint as HOST:PORT, TLS, resource
+  bool enabled = false;             // an endpoint or a trace file was given and tracing is not disabled
+  OtlpGrpcExporterOptions exporter;  // endpoint as HOST:PORT, TLS, resource (the resource serves `file` too)
+  // --trace-file: spans are written there as OTLP/JSON lines (OtlpFileExporter), in place of the
+  // collector; "" = they go to exporter.endpoint.
+  std::string file;
   std::string sampler = "parentbased_always_on";
   std::string sampler_arg;
   BatchSpanProcessorOptions processor;
@@ -45,10 +48,14 @@ EnvLookup ProcessEnv();
 // flag; problems in the environment become `warnings` (see TracingConfig). Only OTLP/gRPC is
 // implemented: OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL other than "grpc" leaves tracing off.
 // `service_name` is the resource's service.name unless OTEL_SERVICE_NAME (or service.name in
-// OTEL_RESOURCE_ATTRIBUTES) overrides it.
+// OTEL_RESOURCE_ATTRIBUTES) overrides it. `flag_file` is --trace-file ("" = not given): spans go to
+// that file instead (`file`); given with `flag_endpoint` it is INVALID_ARGUMENT, and an endpoint in
+// the environment is then ignored with a warning. OTEL_SDK_DISABLED=true and OTEL_TRACES_EXPORTER=none
+// turn it off as they turn off an endpoint.
 absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpoint,
                                                    const std::string& service_version, const EnvLookup& env,
-                                                   const std::string& service_name = "chronoserve");
+                                                   const std::string& service_name = "chronoserve",
+                                                   const std::string& flag_file = "");
 
 // Raises config->processor.max_queue_size to `min_spans`, the most spans one request hands the
 // processor at once (they are queued all or nothing, so a smaller queue would drop every such

@@ -97,7 +97,8 @@ absl::Status CheckFixed(const std::string& key, const std::vector<std::string>& 
                                                  value, "': ", why));
 }
 
-absl::Status Check(const std::string& key, const std::vector<std::string>& values, Changes* changes) {
+absl::Status Check(const std::string& key, const std::vector<std::string>& values, const std::string& trace_file,
+                   Changes* changes) {
   if (key == "trace_level") return CheckLevel(values, &changes->level);
   if (key == "trace_rate") return CheckNumber("trace_rate", values, 0, "one new trace in N; 0: none", &changes->rate);
   if (key == "trace_count") {
@@ -105,10 +106,15 @@ absl::Status Check(const std::string& key, const std::vector<std::string>& value
   }
   if (key == "trace_mode") return CheckFixed(key, values, "opentelemetry", "chronoserve sends OpenTelemetry spans");
   if (key == "trace_file") {
-    return CheckFixed(key, values, "", "chronoserve sends its spans to the OTLP collector, not to a file");
+    return CheckFixed(key, values, trace_file,
+                      trace_file.empty() ? "chronoserve sends its spans to the OTLP collector, not to a file"
+                                         : "the spans go to the file given at start (--trace-file), for the "
+                                           "server's whole run");
   }
   if (key == "log_frequency") {
-    return CheckFixed(key, values, "0", "chronoserve sends its spans to the OTLP collector, not to files");
+    return CheckFixed(key, values, "0",
+                      trace_file.empty() ? "chronoserve sends its spans to the OTLP collector, not to files"
+                                         : "every span goes to the one --trace-file, never split over files");
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown trace setting '", Excerpt(key), "'; the settings are ",
                                                  absl::StrJoin(kKeys, ", ")));
@@ -116,7 +122,8 @@ absl::Status Check(const std::string& key, const std::vector<std::string>& value
 
 }  // namespace
 
-TraceControl::TraceControl(Sampler sampler, bool collector) : collector_(collector), start_sampler_(sampler) {
+TraceControl::TraceControl(Sampler sampler, bool collector, std::string trace_file)
+    : collector_(collector), trace_file_(std::move(trace_file)), start_sampler_(sampler) {
   global_.on = collector;
   global_.sampler = sampler;
   global_.remaining = std::make_unique<std::atomic<int64_t>>(-1);
@@ -154,7 +161,7 @@ TraceSettingsMap TraceControl::Describe(const std::string& model) const {
           {"trace_rate", {absl::StrCat(e.sampler->RootRate())}},
           {"trace_count", {absl::StrCat(e.remaining->load(std::memory_order_relaxed))}},
           {"trace_mode", {"opentelemetry"}},
-          {"trace_file", {""}},
+          {"trace_file", {trace_file_}},
           {"log_frequency", {"0"}}};
 }
 
@@ -162,12 +169,12 @@ absl::StatusOr<TraceSettingsMap> TraceControl::Update(const std::string& model, 
   if (!collector_ && !changes.empty()) {
     return absl::FailedPreconditionError(
         "tracing is off: the server was started without a trace collector (--otlp-endpoint, or "
-        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT), so its trace settings can be read, "
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT) or --trace-file, so its trace settings can be read, "
         "not changed");
   }
   Changes parsed;
   for (const auto& [key, values] : changes) {
-    if (absl::Status s = Check(key, values, &parsed); !s.ok()) return s;
+    if (absl::Status s = Check(key, values, trace_file_, &parsed); !s.ok()) return s;
   }
   absl::MutexLock lock(&mu_);
   const bool server_wide = model.empty();

@@ -2,7 +2,7 @@
 // sampler it started with, and the decision each finished request's trace takes from them. Triton's
 // keys: trace_level (OFF or TIMESTAMPS), trace_rate (one new trace in N; 0 = none), trace_count
 // (traces left to record; -1 = no limit), and, read only, trace_mode (opentelemetry), trace_file
-// ("") and log_frequency ("0"). Server-wide settings, and per model the ones set for it (the others
+// (--trace-file's path, "" when spans go to a collector) and log_frequency ("0": one file). Server-wide settings, and per model the ones set for it (the others
 // follow the server-wide ones). A caller's sampled traceparent is followed as the start sampler
 // says (the parentbased_* samplers) whatever trace_rate is; trace_level OFF and a trace_count run
 // out stop those too. ShouldTrace runs on worker threads (a reader lock and, while a trace_count is
@@ -26,9 +26,10 @@ namespace chronoserve::server::telemetry {
 
 class TraceControl final : public TraceSettings {
  public:
-  // `collector`: the server exports traces (an OTLP endpoint is set). Without one every trace
-  // setting reads OFF and Update refuses changes (FAILED_PRECONDITION).
-  TraceControl(Sampler sampler, bool collector);
+  // `collector`: the server exports traces (an OTLP endpoint or a trace file is set). Without one
+  // every trace setting reads OFF and Update refuses changes (FAILED_PRECONDITION). `trace_file`: the
+  // file the spans are written to (--trace-file), "" when they go to a collector.
+  TraceControl(Sampler sampler, bool collector, std::string trace_file = "");
 
   // Whether a finished request of `model` is traced; `parent` is the caller's context or null.
   // Counts the trace against the trace_count that applies.
@@ -56,6 +57,7 @@ class TraceControl final : public TraceSettings {
   static bool TakeOne(std::atomic<int64_t>* remaining);
 
   const bool collector_;
+  const std::string trace_file_;
   const Sampler start_sampler_;
   mutable absl::Mutex mu_;
   Settings global_ ABSL_GUARDED_BY(mu_);  // every field set

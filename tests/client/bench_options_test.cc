@@ -229,6 +229,13 @@ TEST(BenchFlagsTest, FailsFastOnBadCombinations) {
     EXPECT_THAT(std::string(poisson.status().message()), HasSubstr("only open loop (--request-rate-range)"));
   }
   EXPECT_TRUE(ParseBenchFlags({"cb", "-m", "m", "--concurrency-range", "4", "--request-distribution", "constant"}).ok());
+  auto two_sinks = ParseBenchFlags({"cb", "-m", "m", "--otlp-endpoint", "otel:4317", "--trace-file", "/tmp/c.jsonl"});
+  ASSERT_FALSE(two_sinks.ok());
+  EXPECT_THAT(std::string(two_sinks.status().message()), HasSubstr("--trace-file and --otlp-endpoint both"));
+  EXPECT_FALSE(ParseBenchFlags({"cb", "-m", "m", "--trace-file", ""}).ok()) << "an empty path writes nothing";
+  auto file = ParseBenchFlags({"cb", "-m", "m", "--trace-file", "/tmp/c.jsonl"});
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->trace.trace_file, "/tmp/c.jsonl");
   for (const char* b : {"8", "1"}) {
     auto both = ParseBenchFlags({"cb", "-m", "m", "-b", b, "--batch-range", "1:4"});
     ASSERT_FALSE(both.ok()) << b;

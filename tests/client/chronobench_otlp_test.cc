@@ -2,7 +2,8 @@
 // the same OTLP receiver (tests/telemetry/otlp_receiver, written by others): every traced request,
 // unary or streamed, yields a CLIENT span carrying the traceparent's ids, and the server's span is
 // its child; streamed requests cancelled at the end of a point say CANCELLED; no two requests, of
-// one point or of two points of a sweep, share a trace or span id.
+// one point or of two points of a sweep, share a trace or span id. With --trace-file on both
+// processes, the two files join offline as the receiver's spans do.
 #include <signal.h>
 
 #include <map>
@@ -15,6 +16,7 @@
 #include "tests/client/subprocess.h"
 #include "tests/client/test_server.h"
 #include "tests/fakes/wall_clock_jumps.h"
+#include "tests/telemetry/otlp_json_file.h"
 #include "tests/telemetry/otlp_test_receiver.h"
 #include "tools/example_models.h"
 
@@ -154,6 +156,69 @@ TEST(ChronobenchOtlpTest, ClientSpansParentTheServerSpans) {
   EXPECT_GE(matched["1"], unary / 2) << matched["1"] << " of " << unary;
   EXPECT_GT(matched["1"], 10u);
   EXPECT_GT(matched["2"], 0u);
+}
+
+// --trace-file on chronoserve and chronobench, no collector anywhere: once both have exited, each
+// file decodes (tests/telemetry/otlp_json_file.h: nlohmann's and protobuf's JSON parsers), every
+// CLIENT span of chronobench's file has its request's server span in chronoserve's, as its child,
+// and that span's phases beside it in the same trace. 400 requests a second, 9 server spans each:
+// far below what fills the server's span queue, so none is dropped and every request joins.
+TEST(ChronobenchOtlpTest, TraceFilesOfBothProcessesJoinOffline) {
+  absl::StatusOr<TestDir> test_dir = TestDir::Create("chronobench_trace_files");  // outlives the server
+  ASSERT_TRUE(test_dir.ok()) << test_dir.status();
+  const std::string dir = test_dir->path();
+  ASSERT_TRUE(examples::WriteMlp(dir + "/models", "mlp", {}).ok());
+  const std::string server_file = dir + "/server.jsonl";
+  const std::string client_file = dir + "/client.jsonl";
+  auto server = StartTestServer(dir + "/models", {"--trace-file", server_file});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto run = RunProgram({CHRONOBENCH_BIN, "-m", "mlp", "-u", server->url, "--request-rate-range", "400", "-p", "1000",
+                         "--warmup-requests", "2", "--max-trials", "1", "--traceparent-rate", "1", "--trace-file",
+                         client_file},
+                        absl::Seconds(120));
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->first, 0) << run->second;
+  EXPECT_NE(run->second.find("client spans to file " + client_file + ": "), std::string::npos) << run->second;
+  EXPECT_NE(run->second.find(" 0 dropped (queue full or at shutdown), 0 failed"), std::string::npos) << run->second;
+  server->process->Signal(SIGTERM);  // the server writes what it holds as it stops
+  auto server_exit = server->process->WaitForExit(absl::Seconds(60));
+  ASSERT_TRUE(server_exit.ok()) << server_exit.status();
+  EXPECT_EQ(*server_exit, 0) << server->process->output();
+  const std::string server_log = server->process->output();
+  EXPECT_NE(server_log.find("tracing: OTLP/JSON lines appended to " + server_file), std::string::npos) << server_log;
+  EXPECT_NE(server_log.find(" 0 dropped, 0 lost to failed exports"), std::string::npos) << server_log;
+
+  auto client_requests = chronoserve::testing::ReadOtlpJsonFile(client_file);
+  ASSERT_TRUE(client_requests.ok()) << client_requests.status();
+  auto server_requests = chronoserve::testing::ReadOtlpJsonFile(server_file);
+  ASSERT_TRUE(server_requests.ok()) << server_requests.status();
+  std::map<std::string, ReceivedSpan> client_spans;  // by span id
+  for (const ReceivedSpan& c : chronoserve::testing::SpansOf(*client_requests)) {
+    EXPECT_EQ(c.kind, kSpanKindClient);
+    EXPECT_EQ(c.resource.at("service.name"), "chronobench");
+    EXPECT_EQ(c.name, "ModelInfer mlp");
+    EXPECT_EQ(Attribute(c, "rpc.grpc.status_code"), "0");
+    client_spans.emplace(c.span_id, c);
+  }
+  ASSERT_GE(client_spans.size(), 300u) << "every measured request carried a traceparent";
+  std::map<std::string, ReceivedSpan> server_roots;          // by span id: the server spans of traced requests
+  std::map<std::string, std::set<std::string>> phase_names;  // by trace id
+  for (const ReceivedSpan& s : chronoserve::testing::SpansOf(*server_requests)) {
+    EXPECT_EQ(s.resource.at("service.name"), "chronoserve");
+    if (s.kind == kSpanKindServer && client_spans.count(s.parent_span_id) == 1) server_roots.emplace(s.span_id, s);
+    if (s.kind != kSpanKindServer) phase_names[s.trace_id].insert(s.name);
+  }
+  size_t joined = 0;
+  for (const auto& [id, root] : server_roots) {
+    const ReceivedSpan& client = client_spans.at(root.parent_span_id);
+    EXPECT_EQ(root.trace_id, client.trace_id);
+    EXPECT_EQ(root.name, "ModelInfer mlp");
+    for (const char* phase : {"queue", "compute", "handback"}) {
+      EXPECT_EQ(phase_names[root.trace_id].count(phase), 1u) << phase << " missing in trace " << root.trace_id;
+    }
+    ++joined;
+  }
+  EXPECT_EQ(joined, client_spans.size()) << "a client span whose request's server span is not in the server's file";
 }
 
 }  // namespace

@@ -95,6 +95,11 @@ TEST(ServerFlagsResolveTest, ValuesBecomeOptionsInTheirUnits) {
   EXPECT_EQ(flags->log_format, LogFormat::kIso8601);
   EXPECT_TRUE(flags->telemetry.tracing.enabled);
   EXPECT_EQ(flags->telemetry.tracing.exporter.endpoint, "collector:4317");
+  EXPECT_EQ(flags->telemetry.tracing.file, "");
+  auto file = Parse({"--model-repository", "/m", "--trace-file", "/var/tmp/spans.jsonl"});
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_TRUE(file->telemetry.tracing.enabled);
+  EXPECT_EQ(file->telemetry.tracing.file, "/var/tmp/spans.jsonl");
   EXPECT_EQ(flags->telemetry.metrics.port, 9102);
   EXPECT_EQ(flags->telemetry.metrics.host, "0.0.0.0") << "metrics listen on --host";
   EXPECT_EQ(flags->telemetry.gpu.period, absl::Milliseconds(250));
@@ -170,6 +175,9 @@ TEST(ServerFlagsResolveTest, BadValuesAreRefusedWithTheParsersMessage) {
       {{"--request-timing", "maybe"}, "--request-timing"},
       {{"--host-policy", "gpu_0,numa-node=1"}, "gpu_0,numa-node=1"},
       {{"--otlp-endpoint", "collector"}, "OTLP endpoint 'collector' is not HOST:PORT"},
+      {{"--trace-file", "/tmp/s.jsonl", "--otlp-endpoint", "collector:4317"},
+       "--trace-file '/tmp/s.jsonl' and --otlp-endpoint 'collector:4317' both name where spans go; give one"},
+      {{"--trace-file", ""}, "a file path is needed"},
       {{"--host", "127.0.0.1:9000"}, "got '127.0.0.1:9000'; the port is --grpc-port"},
       {{"--host", "[::1]:9000"}, "got '[::1]:9000'; the port is --grpc-port"},
       {{"--host", "[localhost]"}, "--host: expected an IPv4 address, a host name or an IPv6 address"},

@@ -68,6 +68,7 @@ TEST(TraceControlTest, WithoutACollectorEverythingReadsOffAndNothingChanges) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(refused.status().message()),
               HasSubstr("tracing is off: the server was started without a trace collector (--otlp-endpoint"));
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("or --trace-file"));
 }
 
 TEST(TraceControlTest, TraceRateSetsNewTracesAndKeepsFollowingSampledCallers) {
@@ -169,6 +170,23 @@ TEST(TraceControlTest, ABadSettingIsRefusedNamingItAndNothingChanges) {
   }
   // The read-only keys accept the values they have.
   EXPECT_TRUE(c.Update("", {{"trace_file", {""}}, {"log_frequency", {"0"}}, {"trace_mode", {"opentelemetry"}}}).ok());
+}
+
+// With --trace-file, trace_file reads its path and accepts only it; settings change as with a collector.
+TEST(TraceControlTest, WithATraceFileTraceFileReadsItsPathAndStaysFixed) {
+  TraceControl c(Make(""), /*collector=*/true, "/var/log/chronoserve/spans.jsonl");
+  EXPECT_EQ(Get(c.Update("", {}), "trace_file"), "/var/log/chronoserve/spans.jsonl");
+  EXPECT_EQ(Get(c.Update("mlp", {}), "trace_file"), "/var/log/chronoserve/spans.jsonl");
+  EXPECT_EQ(Get(c.Update("", {}), "trace_level"), "TIMESTAMPS");
+  EXPECT_TRUE(c.Update("", {{"trace_file", {"/var/log/chronoserve/spans.jsonl"}}, {"log_frequency", {"0"}}}).ok());
+  const auto moved = c.Update("", {{"trace_file", {"/tmp/other.jsonl"}}});
+  EXPECT_EQ(moved.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(moved.status().message()),
+              HasSubstr("it can only be '/var/log/chronoserve/spans.jsonl': the spans go to the file given at start "
+                        "(--trace-file)"));
+  const auto split = c.Update("", {{"log_frequency", {"100"}}});
+  EXPECT_THAT(std::string(split.status().message()), HasSubstr("every span goes to the one --trace-file"));
+  EXPECT_EQ(Get(c.Update("mlp", {{"trace_level", {"OFF"}}}), "trace_level"), "OFF");
 }
 
 TEST(TraceControlTest, ConcurrentRequestsNeverTakeMoreThanTheCount) {

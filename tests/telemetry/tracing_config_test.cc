@@ -52,6 +52,36 @@ TEST(TracingConfigTest, FlagBeatsEnvironment) {
   EXPECT_FALSE(c->exporter.use_tls);
 }
 
+// --trace-file: spans go to the file, not with --otlp-endpoint; an endpoint in the environment is
+// ignored with a warning; OTEL_SDK_DISABLED turns it off as it turns off an endpoint.
+TEST(TracingConfigTest, ATraceFileTakesTheSpansInPlaceOfACollector) {
+  auto c = ResolveTracingConfig("", "0.1.0", Env({}), "chronoserve", "/tmp/spans.jsonl");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->enabled);
+  EXPECT_EQ(c->file, "/tmp/spans.jsonl");
+  EXPECT_EQ(c->exporter.endpoint, "");
+  EXPECT_TRUE(c->warnings.empty());
+
+  auto both = ResolveTracingConfig("collector:4317", "0.1.0", Env({}), "chronoserve", "/tmp/spans.jsonl");
+  ASSERT_FALSE(both.ok());
+  EXPECT_EQ(both.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(both.status().message(),
+            "--trace-file '/tmp/spans.jsonl' and --otlp-endpoint 'collector:4317' both name where spans go; give one");
+
+  auto env = ResolveTracingConfig("", "0.1.0", Env({{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://otel:4317"},
+                                                    {"OTEL_SERVICE_NAME", "svc"}}),
+                                  "chronoserve", "/tmp/spans.jsonl");
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->file, "/tmp/spans.jsonl");
+  EXPECT_EQ(env->exporter.resource.service_name, "svc") << "the resource variables still apply";
+  EXPECT_THAT(env->warnings, ::testing::ElementsAre("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT='http://otel:4317' is "
+                                                    "ignored: --trace-file '/tmp/spans.jsonl' takes the spans"));
+
+  auto off = ResolveTracingConfig("", "0.1.0", Env({{"OTEL_SDK_DISABLED", "true"}}), "chronoserve", "/tmp/spans.jsonl");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->enabled);
+}
+
 TEST(TracingConfigTest, ReadsTheStandardVariables) {
   auto c = ResolveTracingConfig("", "0.1.0",
                                 Env({{"OTEL_EXPORTER_OTLP_ENDPOINT", "https://jaeger.example:4317/"},

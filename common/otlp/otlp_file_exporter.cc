@@ -1,0 +1,177 @@
+#include "common/otlp/otlp_file_exporter.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+
+namespace chronoserve::otlp {
+namespace {
+
+namespace collector = opentelemetry::proto::collector::trace::v1;
+namespace common = opentelemetry::proto::common::v1;
+namespace trace = opentelemetry::proto::trace::v1;
+
+// A JSON string: escaped, invalid UTF-8 replaced by U+FFFD.
+void AppendString(const std::string& text, std::string* out) {
+  bool plain = true;  // printable ASCII with nothing to escape: the common case, copied as it is
+  for (char c : text) plain &= c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+  if (plain) {
+    absl::StrAppend(out, "\"", text, "\"");
+  } else {
+    out->append(nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
+}
+
+void AppendKey(const char* key, std::string* out) { absl::StrAppend(out, "\"", key, "\":"); }
+
+// protobuf's JSON mapping, which OTLP/JSON follows: a double as the shortest text that reads back
+// the same, and the three values JSON has no number for as strings.
+void AppendDouble(double d, std::string* out) {
+  if (std::isnan(d)) {
+    out->append("\"NaN\"");
+  } else if (std::isinf(d)) {
+    out->append(d > 0 ? "\"Infinity\"" : "\"-Infinity\"");
+  } else {
+    out->append(nlohmann::json(d).dump());
+  }
+}
+
+void AppendValue(const common::AnyValue& v, std::string* out) {
+  out->push_back('{');
+  switch (v.value_case()) {
+    case common::AnyValue::kIntValue: absl::StrAppend(out, "\"intValue\":\"", v.int_value(), "\""); break;
+    case common::AnyValue::kBoolValue: absl::StrAppend(out, "\"boolValue\":", v.bool_value() ? "true" : "false"); break;
+    case common::AnyValue::kDoubleValue:
+      AppendKey("doubleValue", out);
+      AppendDouble(v.double_value(), out);
+      break;
+    default:
+      AppendKey("stringValue", out);
+      AppendString(v.string_value(), out);
+  }
+  out->push_back('}');
+}
+
+void AppendAttributes(const google::protobuf::RepeatedPtrField<common::KeyValue>& attributes, std::string* out) {
+  AppendKey("attributes", out);
+  out->push_back('[');
+  for (int i = 0; i < attributes.size(); ++i) {
+    if (i > 0) out->push_back(',');
+    out->append("{\"key\":");
+    AppendString(attributes[i].key(), out);
+    out->append(",\"value\":");
+    AppendValue(attributes[i].value(), out);
+    out->push_back('}');
+  }
+  out->push_back(']');
+}
+
+// The Span fields EncodeExportRequest sets (no events or links: chronoserve makes none).
+void AppendSpan(const trace::Span& span, std::string* out) {
+  absl::StrAppend(out, "{\"traceId\":\"", absl::BytesToHexString(span.trace_id()), "\",\"spanId\":\"",
+                  absl::BytesToHexString(span.span_id()), "\"");
+  if (!span.parent_span_id().empty()) {
+    absl::StrAppend(out, ",\"parentSpanId\":\"", absl::BytesToHexString(span.parent_span_id()), "\"");
+  }
+  if (!span.trace_state().empty()) {
+    out->append(",\"traceState\":");
+    AppendString(span.trace_state(), out);
+  }
+  absl::StrAppend(out, ",\"flags\":", span.flags(), ",\"name\":");
+  AppendString(span.name(), out);
+  absl::StrAppend(out, ",\"kind\":", static_cast<int>(span.kind()), ",\"startTimeUnixNano\":\"",
+                  span.start_time_unix_nano(), "\",\"endTimeUnixNano\":\"", span.end_time_unix_nano(), "\",");
+  AppendAttributes(span.attributes(), out);
+  if (span.has_status()) {
+    absl::StrAppend(out, ",\"status\":{\"code\":", static_cast<int>(span.status().code()));
+    if (!span.status().message().empty()) {
+      out->append(",\"message\":");
+      AppendString(span.status().message(), out);
+    }
+    out->push_back('}');
+  }
+  out->push_back('}');
+}
+
+}  // namespace
+
+std::string OtlpJsonLine(const collector::ExportTraceServiceRequest& request) {
+  std::string out = "{\"resourceSpans\":[";
+  for (int r = 0; r < request.resource_spans_size(); ++r) {
+    const trace::ResourceSpans& rs = request.resource_spans(r);
+    if (r > 0) out.push_back(',');
+    out.append("{\"resource\":{");
+    AppendAttributes(rs.resource().attributes(), &out);
+    out.append("},\"scopeSpans\":[");
+    for (int s = 0; s < rs.scope_spans_size(); ++s) {
+      const trace::ScopeSpans& ss = rs.scope_spans(s);
+      if (s > 0) out.push_back(',');
+      out.append("{\"scope\":{\"name\":");
+      AppendString(ss.scope().name(), &out);
+      if (!ss.scope().version().empty()) {
+        out.append(",\"version\":");
+        AppendString(ss.scope().version(), &out);
+      }
+      out.append("},\"spans\":[");
+      for (int i = 0; i < ss.spans_size(); ++i) {
+        if (i > 0) out.push_back(',');
+        AppendSpan(ss.spans(i), &out);
+      }
+      out.append("]}");
+    }
+    out.append("]}");
+  }
+  out.append("]}");
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<OtlpFileExporter>> OtlpFileExporter::Create(const std::string& path,
+                                                                         const OtlpResource& resource) {
+  if (path.empty()) return absl::InvalidArgumentError("trace file: the path is empty");
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int error = errno;
+    return absl::InvalidArgumentError(
+        absl::StrCat("trace file '", path, "' cannot be opened for appending: ", std::strerror(error)));
+  }
+  return std::unique_ptr<OtlpFileExporter>(new OtlpFileExporter(path, fd, resource));
+}
+
+OtlpFileExporter::OtlpFileExporter(std::string path, int fd, const OtlpResource& resource)
+    : path_(std::move(path)), fd_(fd), resource_(resource) {}
+
+OtlpFileExporter::~OtlpFileExporter() { ::close(fd_); }
+
+absl::StatusOr<ExportResult> OtlpFileExporter::Export(const std::vector<SpanData>& spans, absl::Time /*deadline*/) {
+  if (shut_down_.load(std::memory_order_acquire)) {
+    return absl::FailedPreconditionError(absl::StrCat("trace file '", path_, "': the exporter is shut down"));
+  }
+  if (spans.empty()) return ExportResult{};
+  std::string line = OtlpJsonLine(EncodeExportRequest(resource_, spans));
+  line.push_back('\n');
+  size_t written = 0;
+  while (written < line.size()) {
+    const ssize_t n = ::write(fd_, line.data() + written, line.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int error = n < 0 ? errno : EIO;
+      return absl::UnavailableError(absl::StrCat("trace file '", path_, "': writing ", spans.size(),
+                                                 " spans failed: ", std::strerror(error)));
+    }
+    written += static_cast<size_t>(n);
+  }
+  return ExportResult{};
+}
+
+void OtlpFileExporter::Shutdown() { shut_down_.store(true, std::memory_order_release); }
+
+}  // namespace chronoserve::otlp

@@ -1,0 +1,49 @@
+// OtlpFileExporter: writes spans to a file as OTLP/JSON lines, the format of OpenTelemetry's file
+// exporter and of the collector's `otlpjsonfile` receiver: one ExportTraceServiceRequest a line, in
+// the OTLP/JSON encoding (lowerCamelCase field names, trace and span ids as lower-case hex, enums as
+// integers, 64-bit integers as decimal strings). The file is opened for appending at Create, so a
+// restart adds to it; each Export appends its lines with one write and returns once the kernel has
+// them (no fsync). A failed write (a full disk) fails that Export: its spans are counted as dropped
+// by the processor, and later exports try again. Owned by the BatchSpanProcessor; Export runs on its
+// export thread.
+#ifndef CHRONOSERVE_COMMON_OTLP_OTLP_FILE_EXPORTER_H_
+#define CHRONOSERVE_COMMON_OTLP_OTLP_FILE_EXPORTER_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/otlp/otlp_encoder.h"
+#include "common/otlp/span_exporter.h"
+
+namespace chronoserve::otlp {
+
+// `request` in the OTLP/JSON encoding, on one line (no newline at the end).
+std::string OtlpJsonLine(const opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest& request);
+
+class OtlpFileExporter final : public SpanExporter {
+ public:
+  // Opens (creates, mode 0644 before the umask) `path` for appending. An error names the path and
+  // why (a missing directory, no permission, a directory in its place).
+  static absl::StatusOr<std::unique_ptr<OtlpFileExporter>> Create(const std::string& path,
+                                                                 const OtlpResource& resource);
+  ~OtlpFileExporter() override;
+
+  absl::StatusOr<ExportResult> Export(const std::vector<SpanData>& spans, absl::Time deadline) override;
+  // Later Exports fail at once; the file is closed at destruction.
+  void Shutdown() override;
+
+ private:
+  OtlpFileExporter(std::string path, int fd, const OtlpResource& resource);
+
+  const std::string path_;
+  const int fd_;
+  const OtlpResource resource_;
+  std::atomic<bool> shut_down_{false};
+};
+
+}  // namespace chronoserve::otlp
+
+#endif  // CHRONOSERVE_COMMON_OTLP_OTLP_FILE_EXPORTER_H_

@@ -1,0 +1,155 @@
+// OtlpFileExporter (--trace-file): what it writes is read back by decoders chronoserve did not write
+// (nlohmann's and protobuf's JSON parsers, tests/telemetry/otlp_json_file.h) and equals the OTLP
+// request the gRPC exporter sends; it appends across restarts; a path it cannot open is an error
+// naming it, and a write that fails is counted as lost.
+#include <gtest/gtest.h>
+
+#include <google/protobuf/util/message_differencer.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/time/clock.h"
+#include "common/otlp/batch_span_processor.h"
+#include "common/otlp/otlp_encoder.h"
+#include "common/otlp/otlp_file_exporter.h"
+#include "server/telemetry/request_tracer.h"
+#include "tests/server/test_repository.h"
+#include "tests/telemetry/otlp_json_file.h"
+
+namespace chronoserve::server::telemetry {
+namespace {
+
+using otlp::OtlpFileExporter;
+using otlp::SpanData;
+
+otlp::OtlpResource Resource() {
+  otlp::OtlpResource r;
+  r.service_name = "file-test";
+  r.service_version = "9.9";
+  r.attributes = {{"deployment.environment", "lab"}};
+  return r;
+}
+
+// A span with every field the server sets: a parent, a tracestate, each attribute type, an error.
+SpanData FullSpan(const TraceId& trace, const char* name) {
+  SpanData s;
+  s.trace_id = trace;
+  s.span_id = NewSpanId();
+  s.parent_span_id = NewSpanId();
+  s.trace_state = "vendor=a1,other=b2";
+  s.flags = kTraceFlagSampled | otlp::kSpanFlagsContextHasIsRemote | otlp::kSpanFlagsContextIsRemote;
+  s.name = name;
+  s.kind = otlp::SpanKind::kServer;
+  s.start_unix_ns = 1'796'000'000'123'456'789;
+  s.end_unix_ns = 1'796'000'000'124'000'001;
+  s.attributes = {{"an.int", int64_t{-42}}, {"a.big.int", int64_t{9'007'199'254'740'993}}, {"a.bool", true},
+                  {"a.string", std::string("ok \"quoted\" \xc3\xa9")}, {"a.double", 0.25}, {"a.precise.double", 0.1 + 0.2}, {"a.huge.double", -1.5e300}};
+  s.status = otlp::SpanStatus::kError;
+  s.status_message = "boom";
+  return s;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(OtlpFileExporterTest, EachExportIsOneLineThatDecodesToTheOtlpRequest) {
+  testing::TempDir dir("cs_trace_file");
+  const std::string path = dir.path() + "/spans.jsonl";
+  auto exporter = OtlpFileExporter::Create(path, Resource());
+  ASSERT_TRUE(exporter.ok()) << exporter.status();
+  const TraceId trace = NewTraceId();
+  const std::vector<SpanData> first = {FullSpan(trace, "ModelInfer mlp"), FullSpan(trace, "compute")};
+  const std::vector<SpanData> second = {FullSpan(NewTraceId(), "ModelInfer other")};
+  ASSERT_TRUE((*exporter)->Export(first, absl::Now() + absl::Seconds(10)).ok());
+  ASSERT_TRUE((*exporter)->Export(second, absl::Now() + absl::Seconds(10)).ok());
+  ASSERT_TRUE((*exporter)->Export({}, absl::Now() + absl::Seconds(10)).ok()) << "nothing to write is no error";
+
+  auto requests = testing::ReadOtlpJsonFile(path);
+  ASSERT_TRUE(requests.ok()) << requests.status();
+  ASSERT_EQ(requests->size(), 2u) << "one line per export, none for an empty one";
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals((*requests)[0], otlp::EncodeExportRequest(Resource(), first)));
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals((*requests)[1], otlp::EncodeExportRequest(Resource(), second)));
+
+  const std::vector<testing::ReceivedSpan> spans = testing::SpansOf(*requests);
+  ASSERT_EQ(spans.size(), 3u);
+  EXPECT_EQ(spans[0].trace_id, ToHex(trace));
+  EXPECT_EQ(spans[0].span_id, ToHex(first[0].span_id));
+  EXPECT_EQ(spans[0].parent_span_id, ToHex(first[0].parent_span_id));
+  EXPECT_EQ(spans[0].attributes.at("a.big.int"), "9007199254740993") << "64-bit integers keep every digit";
+  EXPECT_EQ(spans[0].resource.at("service.name"), "file-test");
+  EXPECT_EQ(spans[0].resource.at("deployment.environment"), "lab");
+
+  // The text itself, as an OTLP/JSON reader sees it: hex ids, integer enums, nanoseconds as strings.
+  const std::string text = ReadAll(path);
+  const nlohmann::json line = nlohmann::json::parse(text.substr(0, text.find('\n')));
+  const nlohmann::json& span = line["resourceSpans"][0]["scopeSpans"][0]["spans"][0];
+  EXPECT_EQ(span["traceId"], ToHex(trace));
+  EXPECT_EQ(span["kind"], 2);
+  EXPECT_EQ(span["status"]["code"], 2);
+  EXPECT_EQ(span["startTimeUnixNano"], "1796000000123456789");
+  EXPECT_EQ(span["traceState"], "vendor=a1,other=b2");
+  EXPECT_EQ(span["flags"], 0x301);
+}
+
+TEST(OtlpFileExporterTest, ARestartAppendsToTheFile) {
+  testing::TempDir dir("cs_trace_file");
+  const std::string path = dir.path() + "/spans.jsonl";
+  for (int run = 0; run < 2; ++run) {
+    auto exporter = OtlpFileExporter::Create(path, Resource());
+    ASSERT_TRUE(exporter.ok()) << exporter.status();
+    ASSERT_TRUE((*exporter)->Export({FullSpan(NewTraceId(), "run")}, absl::Now() + absl::Seconds(10)).ok());
+  }
+  auto requests = testing::ReadOtlpJsonFile(path);
+  ASSERT_TRUE(requests.ok()) << requests.status();
+  EXPECT_EQ(requests->size(), 2u);
+}
+
+TEST(OtlpFileExporterTest, APathThatCannotBeOpenedIsAnErrorNamingIt) {
+  testing::TempDir dir("cs_trace_file");
+  for (const std::string& path : {dir.path() + "/no/such/dir/spans.jsonl", dir.path()}) {
+    auto exporter = OtlpFileExporter::Create(path, Resource());
+    ASSERT_FALSE(exporter.ok()) << path;
+    EXPECT_EQ(exporter.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(exporter.status().message().find("'" + path + "' cannot be opened"), std::string::npos)
+        << exporter.status();
+  }
+  EXPECT_FALSE(OtlpFileExporter::Create("", Resource()).ok());
+}
+
+TEST(OtlpFileExporterTest, AFailedWriteIsCountedAsLostAndAShutDownExporterRefuses) {
+  // /dev/full: every write fails with ENOSPC, as on a full disk.
+  auto exporter = OtlpFileExporter::Create("/dev/full", Resource());
+  ASSERT_TRUE(exporter.ok()) << exporter.status();
+  const absl::StatusOr<otlp::ExportResult> direct =
+      (*exporter)->Export({FullSpan(NewTraceId(), "x")}, absl::Now() + absl::Seconds(10));
+  ASSERT_FALSE(direct.ok());
+  EXPECT_NE(direct.status().message().find("'/dev/full': writing 1 spans failed"), std::string::npos) << direct.status();
+
+  otlp::BatchSpanProcessorOptions options;
+  options.schedule_delay = absl::Hours(1);
+  otlp::BatchSpanProcessor processor(*std::move(exporter), options);
+  processor.Start();
+  ASSERT_TRUE(processor.OnEnd({FullSpan(NewTraceId(), "a"), FullSpan(NewTraceId(), "b")}));
+  processor.ForceFlush(absl::Now() + absl::Seconds(30));
+  processor.Shutdown(absl::Now() + absl::Seconds(10));
+  const otlp::SpanProcessorStats s = processor.stats();
+  EXPECT_EQ(s.export_failed, 2u);
+  EXPECT_EQ(s.exported, 0u);
+
+  testing::TempDir dir("cs_trace_file");
+  auto closed = OtlpFileExporter::Create(dir.path() + "/spans.jsonl", Resource());
+  ASSERT_TRUE(closed.ok()) << closed.status();
+  (*closed)->Shutdown();
+  EXPECT_EQ((*closed)->Export({FullSpan(NewTraceId(), "late")}, absl::Now() + absl::Seconds(10)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace chronoserve::server::telemetry
