@@ -6,8 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "common/log.h"
 #include "server/repository/model_config_loader.h"
+#include "server/repository/override_files.h"
 
 namespace chronoserve::server {
 namespace {
@@ -66,8 +68,9 @@ void ModelController::Submit(Job::Kind kind, const std::string& model, LoadOverr
                              bool scan) {
   if (absl::Status named = ValidateModelName(model); !named.ok()) return done(named);
   const bool load = kind == Job::Kind::kLoad;
-  // A model the repository does not hold is refused before it waits for anything.
-  if (load) {
+  // A model the repository does not hold is refused before it waits for anything (unless its files
+  // came with the request).
+  if (load && overrides.files.empty()) {
     absl::StatusOr<std::vector<std::string>> listed = ListModelDirectories(repository_);
     if (!listed.ok()) return done(listed.status());
     if (std::find(listed->begin(), listed->end(), model) == listed->end()) {
@@ -148,7 +151,7 @@ void ModelController::Run() {
 absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrides& overrides) {
   absl::StatusOr<std::vector<std::string>> present = ListModelDirectories(repository_);
   if (!present.ok()) return present.status();
-  if (std::find(present->begin(), present->end(), model) == present->end()) {
+  if (overrides.files.empty() && std::find(present->begin(), present->end(), model) == present->end()) {
     // Gone while the load waited its turn: a model not served leaves LOADING, and the index.
     absl::Status gone = NoSuchModelDirectory(repository_, model, *present);
     if (!registry_->Serves(model)) {
@@ -158,12 +161,12 @@ absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrid
     return gone;
   }
   const bool reload = registry_->Serves(model);
-  CS_LOG(INFO) << (reload ? "reloading" : "loading") << " model '" << model << "'";
+  CS_LOG(INFO) << (reload ? "reloading" : "loading") << " model '" << model << "'"
+               << (overrides.files.empty() ? "" : absl::StrCat(" from the ", overrides.files.size(),
+                                                               " file(s) sent with the request"));
   if (!reload) registry_->MarkLoading(model, /*strict=*/false);
   int64_t version = 0;
-  absl::StatusOr<std::unique_ptr<ModelRuntime>> built =
-      manager_.BuildRuntime((std::filesystem::path(repository_) / model).string(), &version,
-                            overrides.config ? &*overrides.config : nullptr);
+  absl::StatusOr<std::unique_ptr<ModelRuntime>> built = BuildRuntime(model, overrides, &version);
   if (!built.ok() && stopping_) {  // the warm-up stopped at shutdown: say which model
     built = absl::UnavailableError(absl::StrCat("model '", model, "' not ", reload ? "reloaded" : "loaded",
                                                 ": the server is shutting down"));
@@ -176,7 +179,9 @@ absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrid
                                        built.status().message()));
     }
     registry_->MarkFailed(model, built.status(), version, /*strict=*/false);
-    return built.status();
+    if (stopping_) return built.status();
+    return absl::Status(built.status().code(),
+                        absl::StrCat("model '", model, "' not loaded: ", built.status().message()));
   }
   std::shared_ptr<ModelRuntime> runtime(*std::move(built));
   if (hooks_.loaded) hooks_.loaded(*runtime);
@@ -191,6 +196,25 @@ absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrid
   // Like the server's start: the first requests after the answer find the serving path warm.
   if (hooks_.warm_serving_path) hooks_.warm_serving_path(runtime->spec(), &stopping_);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelController::BuildRuntime(const std::string& model,
+                                                                           const LoadOverrides& overrides,
+                                                                           int64_t* version) {
+  const std::string* config = overrides.config ? &*overrides.config : nullptr;
+  if (overrides.files.empty()) {
+    return manager_.BuildRuntime((std::filesystem::path(repository_) / model).string(), version, config);
+  }
+  // The files sent, in a directory of their own for the load's time; the model reads its weights
+  // into memory, so the directory goes as soon as the runtime is built.
+  absl::StatusOr<std::unique_ptr<OverrideDirectory>> dir = OverrideDirectory::Write(model, overrides.files);
+  if (!dir.ok()) return dir.status();
+  absl::StatusOr<std::unique_ptr<ModelRuntime>> built = manager_.BuildRuntime((*dir)->model_dir(), version, config);
+  if (built.ok()) return built;
+  // Paths in the error as the request named them ("file:1/model.pt"), not in the directory that goes.
+  return absl::Status(built.status().code(),
+                      absl::StrReplaceAll(built.status().message(), {{(*dir)->model_dir() + "/", kOverrideFilePrefix},
+                                                                     {(*dir)->model_dir(), "the files sent"}}));
 }
 
 absl::Status ModelController::DoUnload(const std::string& model, const std::string& why) {

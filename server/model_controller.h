@@ -101,6 +101,9 @@ class ModelController final : public ModelControl {
   void RunPolls(absl::Duration interval);
   void Run();
   absl::Status DoLoad(const std::string& model, const LoadOverrides& overrides = {});
+  // The runtime DoLoad serves: from the repository's directory, or from the files the request sent.
+  absl::StatusOr<std::unique_ptr<ModelRuntime>> BuildRuntime(const std::string& model, const LoadOverrides& overrides,
+                                                             int64_t* version);
   // `why`: what the unloaded model's lookups say after "model 'm' is unloaded".
   absl::Status DoUnload(const std::string& model, const std::string& why);
   // Stops a runtime taken out of service: once the requests that found it are queued, they run at

@@ -7,6 +7,7 @@
 #define CHRONOSERVE_SERVER_CORE_MODEL_CONTROL_H_
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,7 +21,11 @@ struct LoadOverrides {
   // The model's configuration, as Triton's model_config.proto in protobuf's JSON form, used in place
   // of its config.pbtxt for this load (a later load without it reads config.pbtxt again).
   std::optional<std::string> config;
-  bool operator==(const LoadOverrides& other) const { return config == other.config; }
+  // Model files sent in the request ("file:<path>" parameters): path under the model directory ->
+  // contents. When any is given the model is loaded from these files alone (with `config`, which
+  // they need), not from the repository's directory, which need not exist.
+  std::map<std::string, std::string> files;
+  bool operator==(const LoadOverrides& other) const { return config == other.config && files == other.files; }
 };
 
 class ModelControl {

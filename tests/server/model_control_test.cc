@@ -324,7 +324,11 @@ TEST_P(ModelControlTest, RequestsItCannotTakeAreRefusedSayingWhy) {
   EXPECT_THAT(missing.error_message(), HasSubstr("has no model directory 'nosuch' (it has a, b)"));
   const grpc::Status file = testing::LoadModel(c->stub(), "a", "file:1/model.pt");
   EXPECT_EQ(file.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(file.error_message(), HasSubstr("parameter 'file:1/model.pt' is not supported (a load takes only 'config'"));
+  EXPECT_THAT(file.error_message(), HasSubstr("parameter 'file:1/model.pt' takes a bytes_param (the file's contents)"));
+  const grpc::Status other = testing::LoadModel(c->stub(), "a", "weights");
+  EXPECT_EQ(other.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(other.error_message(),
+              HasSubstr("parameter 'weights' is not supported (a load takes 'config' and 'file:<path>' model files)"));
   {
     grpc::ClientContext ctx;
     ctx.set_deadline(testing::TestDeadline());
