@@ -6,11 +6,15 @@
 // processes, the two files join offline as the receiver's spans do.
 #include <signal.h>
 
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
 #include "common/otlp/otlp_grpc_exporter.h"
 #include "gtest/gtest.h"
 #include "tests/client/subprocess.h"
@@ -219,6 +223,23 @@ TEST(ChronobenchOtlpTest, TraceFilesOfBothProcessesJoinOffline) {
     ++joined;
   }
   EXPECT_EQ(joined, client_spans.size()) << "a client span whose request's server span is not in the server's file";
+
+  // chronoserve-traces reads both files back into where the time went, transport included.
+  const std::string json_path = dir + "/report.json";
+  auto report = RunProgram({CHRONOSERVE_TRACES_BIN, server_file, client_file, "--json", json_path}, absl::Seconds(60));
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->first, 0) << report->second;
+  EXPECT_NE(report->second.find("model 'mlp': "), std::string::npos) << report->second;
+  EXPECT_NE(report->second.find(absl::StrCat(joined, " with their client span")), std::string::npos) << report->second;
+  std::ifstream json_file(json_path);
+  const nlohmann::json json = nlohmann::json::parse(json_file, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(json.is_object()) << "no JSON report";
+  ASSERT_EQ(json["models"].size(), 1u);
+  const nlohmann::json& phases = json["models"][0]["phases"];
+  EXPECT_EQ(phases["transport"]["count"], joined);
+  EXPECT_GT(phases["transport"]["p50_us"].get<double>(), 0.0);
+  EXPECT_GT(phases["e2e"]["p50_us"].get<double>(), phases["server"]["p50_us"].get<double>());
+  EXPECT_GT(phases["compute"]["p50_us"].get<double>(), 0.0);
 }
 
 }  // namespace

@@ -1,0 +1,159 @@
+// chronoserve-traces' library: a trace file as the server's exporter writes it (OtlpFileExporter)
+// read back and summarised per model, phases by their parent server span, e2e and transport from a
+// client span in another file; what other OTLP/JSON writers may do (numbers for 64-bit integers,
+// blank lines); a line that is not OTLP/JSON named with its number.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "absl/time/clock.h"
+#include "common/otlp/otlp_file_exporter.h"
+#include "tests/server/test_repository.h"
+#include "tools/traces/trace_report.h"
+
+namespace chronoserve::traces {
+namespace {
+
+using ::testing::HasSubstr;
+
+TraceId Id16(uint8_t seed) {
+  TraceId id{};
+  for (size_t i = 0; i < id.size(); ++i) id[i] = static_cast<uint8_t>(seed + i + 1);
+  return id;
+}
+SpanId Id8(uint8_t seed) {
+  SpanId id{};
+  for (size_t i = 0; i < id.size(); ++i) id[i] = static_cast<uint8_t>(seed * 16 + i + 1);
+  return id;
+}
+
+otlp::SpanData Span(const TraceId& trace, const SpanId& id, const SpanId& parent, const char* name, otlp::SpanKind kind,
+                    int64_t start_ns, int64_t end_ns, const std::string& model) {
+  otlp::SpanData s;
+  s.trace_id = trace;
+  s.span_id = id;
+  s.parent_span_id = parent;
+  s.name = name;
+  s.kind = kind;
+  s.start_unix_ns = start_ns;
+  s.end_unix_ns = end_ns;
+  s.attributes = {{"chronoserve.model.name", model}};
+  return s;
+}
+
+// Request `i` of `model`: a client span of 1000+i µs around a server span of 600+i µs whose queue
+// takes 100+i µs and compute 300+i µs; every third request's client span is left out.
+void AddRequest(int i, const std::string& model, std::vector<otlp::SpanData>* server,
+                std::vector<otlp::SpanData>* client) {
+  const TraceId trace = Id16(static_cast<uint8_t>(i));
+  const SpanId client_id = Id8(static_cast<uint8_t>(3 * i)), server_id = Id8(static_cast<uint8_t>(3 * i + 1));
+  const int64_t t0 = 1'796'000'000'000'000'000 + int64_t{i} * 10'000'000;
+  const int64_t us = 1000;
+  server->push_back(Span(trace, server_id, client_id, ("ModelInfer " + model).c_str(), otlp::SpanKind::kServer,
+                         t0 + 200 * us, t0 + (800 + i) * us, model));
+  server->push_back(Span(trace, Id8(static_cast<uint8_t>(3 * i + 2)), server_id, "queue", otlp::SpanKind::kInternal,
+                         t0 + 210 * us, t0 + (310 + i) * us, model));
+  server->push_back(Span(trace, Id8(static_cast<uint8_t>(200 + i)), server_id, "compute", otlp::SpanKind::kInternal,
+                         t0 + 400 * us, t0 + (700 + i) * us, model));
+  if (i % 3 != 0) {
+    otlp::SpanData c = Span(trace, client_id, SpanId{}, ("ModelInfer " + model).c_str(), otlp::SpanKind::kClient, t0,
+                            t0 + (1000 + 2 * i) * us, model);
+    client->push_back(c);
+  }
+}
+
+void Write(const std::string& path, const std::vector<otlp::SpanData>& spans) {
+  auto exporter = otlp::OtlpFileExporter::Create(path, otlp::OtlpResource{});
+  ASSERT_TRUE(exporter.ok()) << exporter.status();
+  ASSERT_TRUE((*exporter)->Export(spans, absl::Now() + absl::Seconds(10)).ok());
+}
+
+TEST(TraceReportTest, PhasesOfEachModelFromTheServersFileAndTransportFromTheClients) {
+  testing::TempDir dir("cs_trace_report");
+  std::vector<otlp::SpanData> server, client;
+  for (int i = 1; i <= 9; ++i) AddRequest(i, "mlp", &server, &client);
+  AddRequest(10, "other", &server, &client);
+  server.back().status = otlp::SpanStatus::kError;  // its compute span: not a server span, no effect
+  server[server.size() - 3].status = otlp::SpanStatus::kError;  // other's server span
+  Write(dir.path() + "/server.jsonl", server);
+  Write(dir.path() + "/client.jsonl", client);
+
+  std::vector<TraceSpan> spans;
+  for (const char* file : {"/server.jsonl", "/client.jsonl"}) {
+    auto read = ReadTraceFile(dir.path() + file);
+    ASSERT_TRUE(read.ok()) << read.status();
+    spans.insert(spans.end(), read->begin(), read->end());
+  }
+  const TraceReport report = SummarizeTraces(spans);
+  EXPECT_EQ(report.spans, static_cast<int64_t>(server.size() + client.size()));
+  EXPECT_EQ(report.client_spans, static_cast<int64_t>(client.size()));
+  ASSERT_EQ(report.models.size(), 2u);
+  const ModelTraces& mlp = report.models[0];
+  EXPECT_EQ(mlp.model, "mlp");
+  EXPECT_EQ(mlp.requests, 9);
+  EXPECT_EQ(mlp.errors, 0);
+  EXPECT_EQ(mlp.with_client, 6) << "requests 3, 6, 9 have no client span";
+  // Server spans 601..609 µs: nearest-rank p50 is the 5th, p99 the 9th.
+  EXPECT_DOUBLE_EQ(mlp.phases.at("server").p50_us, 605);
+  EXPECT_DOUBLE_EQ(mlp.phases.at("server").p99_us, 609);
+  EXPECT_DOUBLE_EQ(mlp.phases.at("server").mean_us, 605);
+  EXPECT_DOUBLE_EQ(mlp.phases.at("queue").p50_us, 105);
+  EXPECT_DOUBLE_EQ(mlp.phases.at("compute").p50_us, 305);
+  // e2e 1000+2i for i in 1,2,4,5,7,8 and transport e2e - server = 400+i.
+  EXPECT_EQ(mlp.phases.at("e2e").count, 6);
+  EXPECT_DOUBLE_EQ(mlp.phases.at("e2e").p50_us, 1008);
+  EXPECT_DOUBLE_EQ(mlp.phases.at("transport").p50_us, 404);
+  EXPECT_DOUBLE_EQ(mlp.phases.at("transport").p99_us, 408);
+  EXPECT_EQ(mlp.phases.count("h2d"), 0u) << "no request had one";
+  EXPECT_EQ(report.models[1].model, "other");
+  EXPECT_EQ(report.models[1].errors, 1);
+
+  const std::string table = FormatTraceReport(report);
+  EXPECT_THAT(table, HasSubstr("model 'mlp': 9 request(s), 0 error(s), 6 with their client span"));
+  EXPECT_THAT(table, HasSubstr("transport"));
+  EXPECT_LT(table.find("e2e"), table.find("compute")) << "phases in the order a request meets them";
+  const nlohmann::json json = TraceReportJson(report);
+  EXPECT_EQ(json["models"][0]["phases"]["compute"]["p50_us"], 305.0);
+  EXPECT_EQ(json["models"][0]["with_client"], 6);
+}
+
+TEST(TraceReportTest, OtherWritersNumbersAndBlankLinesAreReadAndABadLineIsNamed) {
+  testing::TempDir dir("cs_trace_report");
+  const std::string path = dir.path() + "/other.jsonl";
+  {
+    std::ofstream out(path);
+    out << "\n"
+        << R"({"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0102","spanId":"aa","name":"ModelInfer m",)"
+        << R"("kind":2,"startTimeUnixNano":1000,"endTimeUnixNano":251000,)"
+        << R"("attributes":[{"key":"chronoserve.model.name","value":{"stringValue":"m"}},)"
+        << R"({"key":"n","value":{"intValue":7}}]}]}]}]})"
+        << "\n";
+  }
+  auto read = ReadTraceFile(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), 1u);
+  EXPECT_EQ((*read)[0].attributes.at("n"), "7");
+  const TraceReport report = SummarizeTraces(*read);
+  ASSERT_EQ(report.models.size(), 1u);
+  EXPECT_DOUBLE_EQ(report.models[0].phases.at("server").p50_us, 250);
+
+  {
+    std::ofstream out(path, std::ios::app);
+    out << R"({"resourceSpans":[{"scopeSpans":[{"spans":[{"spanId":"bb","name":"x"}]}]}]})" << "\n";
+  }
+  auto bad = ReadTraceFile(path);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("other.jsonl' line 3: span 'x' has no startTimeUnixNano"));
+  {
+    std::ofstream out(path);
+    out << "I1206 a log line\n";
+  }
+  auto log = ReadTraceFile(path);
+  ASSERT_FALSE(log.ok());
+  EXPECT_THAT(std::string(log.status().message()), HasSubstr("line 1: not a JSON object (expected OTLP/JSON"));
+  EXPECT_EQ(ReadTraceFile(dir.path() + "/missing.jsonl").status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace chronoserve::traces

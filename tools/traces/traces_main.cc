@@ -1,0 +1,44 @@
+// chronoserve-traces: where the time of traced requests went, from trace files (--trace-file of
+// chronoserve and chronobench), offline: a table per model and, with --json, the same as JSON.
+//
+//   build/bin/chronoserve-traces server.jsonl client.jsonl --json report.json
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "common/cli_integer.h"
+#include "tools/traces/trace_report.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"chronoserve-traces: per model, the p50 / p99 / mean of each phase of the requests in trace files "
+               "(OTLP/JSON lines, as chronoserve --trace-file and chronobench --trace-file write them); give the "
+               "client's file beside the server's for e2e and transport"};
+  std::vector<std::string> files;
+  std::string json_path;
+  app.add_option("files", files, "Trace files (OTLP/JSON lines)")->required()->check(CLI::ExistingFile);
+  app.add_option("--json", json_path, "Also write the report as JSON to this file");
+  if (std::optional<int> code = chronoserve::ParseFlags(app, argc, argv)) return *code;
+  std::vector<chronoserve::traces::TraceSpan> spans;
+  for (const std::string& file : files) {
+    auto read = chronoserve::traces::ReadTraceFile(file);
+    if (!read.ok()) {
+      std::fprintf(stderr, "chronoserve-traces: %s\n", std::string(read.status().message()).c_str());
+      return 1;
+    }
+    spans.insert(spans.end(), read->begin(), read->end());
+  }
+  const chronoserve::traces::TraceReport report = chronoserve::traces::SummarizeTraces(spans);
+  std::fputs(chronoserve::traces::FormatTraceReport(report).c_str(), stdout);
+  if (!json_path.empty()) {
+    std::ofstream out(json_path);
+    out << chronoserve::traces::TraceReportJson(report).dump(2) << "\n";
+    if (!out) {
+      std::fprintf(stderr, "chronoserve-traces: cannot write %s\n", json_path.c_str());
+      return 1;
+    }
+  }
+  return report.models.empty() ? 1 : 0;
+}
