@@ -1,11 +1,9 @@
 #include "server/grpc/inference_service.h"
 
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 #include <set>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -15,9 +13,9 @@
 #include "server/grpc/grpc_status.h"
 #include "server/grpc/log_settings_rpc.h"
 #include "server/grpc/model_config_rpc.h"
+#include "server/grpc/model_control_params.h"
 #include "server/grpc/model_lookup.h"
 #include "server/grpc/unary_queued_call.h"
-#include "server/repository/override_files.h"
 
 namespace chronoserve::server {
 namespace {
@@ -383,60 +381,13 @@ absl::Status NoModelControl(const char* what, const std::string& model, const st
                   : why,
       "; start it with --model-control-mode explicit to load and unload models by request"));
 }
-
-// Triton's load parameters: "config" (a string: the model configuration as JSON) and "file:<path>"
-// (bytes: a model file, loaded with the others sent in place of the repository's directory; it
-// needs "config", as in Triton). An unload's "unload_dependents" concerns ensembles, which
-// chronoserve does not serve (so it has no effect).
-absl::Status CheckControlParameters(const char* what, const std::string& model,
-                                    const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& params,
-                                    bool unload) {
-  auto refused = [&](const std::string& why) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot ", what, " model '", Excerpt(model), "': ", why));
-  };
-  const std::string* first_file = nullptr;
-  for (const auto& [key, value] : params) {
-    if (unload && key == "unload_dependents") {
-      if (value.parameter_choice_case() != inference::ModelRepositoryParameter::kBoolParam) {
-        return refused("parameter 'unload_dependents' takes a bool_param");
-      }
-      continue;
-    }
-    if (!unload && key == "config") {
-      if (value.parameter_choice_case() != inference::ModelRepositoryParameter::kStringParam) {
-        return refused("parameter 'config' takes a string_param (the model configuration as JSON)");
-      }
-      continue;
-    }
-    if (!unload && absl::StartsWith(key, kOverrideFilePrefix)) {
-      if (value.parameter_choice_case() != inference::ModelRepositoryParameter::kBytesParam) {
-        return refused(absl::StrCat("parameter '", Excerpt(key), "' takes a bytes_param (the file's contents)"));
-      }
-      if (absl::Status path = CheckOverridePath(key.substr(std::strlen(kOverrideFilePrefix))); !path.ok()) {
-        return refused(absl::StrCat("parameter '", Excerpt(key), "': ", path.message()));
-      }
-      if (first_file == nullptr || key < *first_file) first_file = &key;
-      continue;
-    }
-    return refused(absl::StrCat("parameter '", Excerpt(key), "' is not supported (",
-                                unload ? "an unload takes only 'unload_dependents'"
-                                       : "a load takes 'config' and 'file:<path>' model files",
-                                ")"));
-  }
-  if (first_file != nullptr && params.count("config") == 0) {
-    return refused(absl::StrCat("parameter '", Excerpt(*first_file),
-                                "' needs 'config' beside it: model files sent in the request are loaded with the "
-                                "configuration sent with them (as JSON), not the repository's config.pbtxt"));
-  }
-  return absl::OkStatus();
-}
 }  // namespace
 
 absl::Status InferenceService::CheckModelControl(
     const char* what, const std::string& model, const std::string& repository,
     const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& params, bool unload) const {
   if (model_control_ == nullptr) return NoModelControl(what, model, no_model_control_why_);
-  RETURN_IF_ERROR(CheckControlParameters(what, model, params, unload));
+  RETURN_IF_ERROR(CheckModelControlParameters(what, model, params, unload));
   if (!NamesRepository(repository, model_control_->Repository())) {
     return absl::NotFoundError(absl::StrCat("cannot ", what, " model '", Excerpt(model), "': no repository named '",
                                             Excerpt(repository), "' (this server's is '", model_control_->Repository(),
@@ -455,14 +406,7 @@ void InferenceService::AnswerRepositoryModelLoad(const inference::RepositoryMode
       !refused.ok()) {
     return done(refused);
   }
-  LoadOverrides overrides;
-  for (const auto& [key, value] : request.parameters()) {
-    if (key == "config") overrides.config = value.string_param();
-    if (absl::StartsWith(key, kOverrideFilePrefix)) {
-      overrides.files.emplace(key.substr(std::strlen(kOverrideFilePrefix)), value.bytes_param());
-    }
-  }
-  model_control_->Load(request.model_name(), overrides, std::move(done));
+  model_control_->Load(request.model_name(), LoadOverridesFrom(request.parameters()), std::move(done));
 }
 
 void InferenceService::AnswerRepositoryModelUnload(const inference::RepositoryModelUnloadRequest& request,
