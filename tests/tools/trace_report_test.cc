@@ -118,6 +118,30 @@ TEST(TraceReportTest, PhasesOfEachModelFromTheServersFileAndTransportFromTheClie
   EXPECT_EQ(json["models"][0]["with_client"], 6);
 }
 
+// --group-by: a model's rows split by an attribute of its server spans, numbers in numeric order.
+TEST(TraceReportTest, RowsSplitByAnAttributeOfTheServerSpans) {
+  testing::TempDir dir("cs_trace_report");
+  std::vector<otlp::SpanData> server, client;
+  const int64_t sizes[] = {16, 2, 2, -1};  // -1: no attribute
+  for (int i = 0; i < 4; ++i) {
+    AddRequest(i + 1, "mlp", &server, &client);
+    if (sizes[i] > 0) server[server.size() - 3].attributes.push_back({"chronoserve.batch.size", sizes[i]});
+  }
+  Write(dir.path() + "/server.jsonl", server);
+  auto spans = ReadTraceFile(dir.path() + "/server.jsonl");
+  ASSERT_TRUE(spans.ok()) << spans.status();
+  const TraceReport report = SummarizeTraces(*spans, "chronoserve.batch.size");
+  ASSERT_EQ(report.models.size(), 3u);
+  EXPECT_EQ(report.models[0].group_value, "2");
+  EXPECT_EQ(report.models[0].requests, 2);
+  EXPECT_DOUBLE_EQ(report.models[0].phases.at("server").p99_us, 603) << "requests 2 and 3";
+  EXPECT_EQ(report.models[1].group_value, "16");
+  EXPECT_EQ(report.models[2].group_value, "(none)");
+  EXPECT_THAT(FormatTraceReport(report), HasSubstr("model 'mlp', chronoserve.batch.size=16: 1 request(s)"));
+  EXPECT_EQ(TraceReportJson(report)["models"][1]["group"]["chronoserve.batch.size"], "16");
+  EXPECT_EQ(SummarizeTraces(*spans).models.size(), 1u) << "not grouped: one row set per model";
+}
+
 TEST(TraceReportTest, OtherWritersNumbersAndBlankLinesAreReadAndABadLineIsNamed) {
   testing::TempDir dir("cs_trace_report");
   const std::string path = dir.path() + "/other.jsonl";

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -135,8 +136,9 @@ absl::StatusOr<std::vector<TraceSpan>> ReadTraceFile(const std::string& path) {
   return spans;
 }
 
-TraceReport SummarizeTraces(const std::vector<TraceSpan>& spans) {
+TraceReport SummarizeTraces(const std::vector<TraceSpan>& spans, const std::string& group_by) {
   TraceReport report;
+  report.group_by = group_by;
   report.spans = static_cast<int64_t>(spans.size());
   std::unordered_map<std::string, const TraceSpan*> clients;                  // by span id
   std::unordered_map<std::string, std::vector<const TraceSpan*>> children;    // by parent span id
@@ -148,16 +150,27 @@ TraceReport SummarizeTraces(const std::vector<TraceSpan>& spans) {
       children[s.parent_span_id].push_back(&s);
     }
   }
-  std::map<std::string, ModelTraces> models;
-  std::map<std::string, std::map<std::string, std::vector<int64_t>>> durations;  // model -> phase -> ns
+  // By (model, group value): numeric values in numeric order ("2" before "16"), then the others.
+  using Key = std::tuple<std::string, bool, int64_t, std::string>;
+  std::map<Key, ModelTraces> models;
+  std::map<Key, std::map<std::string, std::vector<int64_t>>> durations;  // -> phase -> ns
   for (const TraceSpan& s : spans) {
     auto model_name = s.attributes.find("chronoserve.model.name");
     if (s.kind != kServer || model_name == s.attributes.end()) continue;
-    ModelTraces& m = models[model_name->second];
+    std::string value;
+    if (!group_by.empty()) {
+      auto it = s.attributes.find(group_by);
+      value = it != s.attributes.end() ? it->second : "(none)";
+    }
+    int64_t number = 0;
+    const bool numeric = absl::SimpleAtoi(value, &number);
+    const Key key{model_name->second, !numeric, number, value};
+    ModelTraces& m = models[key];
     m.model = model_name->second;
+    m.group_value = value;
     ++m.requests;
     if (s.status == 2) ++m.errors;
-    auto& phases = durations[m.model];
+    auto& phases = durations[key];
     const int64_t server_ns = s.end_ns - s.start_ns;
     phases["server"].push_back(server_ns);
     if (auto it = children.find(s.span_id); it != children.end()) {
@@ -170,8 +183,8 @@ TraceReport SummarizeTraces(const std::vector<TraceSpan>& spans) {
       phases["transport"].push_back(e2e_ns - server_ns);
     }
   }
-  for (auto& [name, m] : models) {
-    for (auto& [phase, ns] : durations[name]) m.phases[phase] = Stats(std::move(ns));
+  for (auto& [key, m] : models) {
+    for (auto& [phase, ns] : durations[key]) m.phases[phase] = Stats(std::move(ns));
     report.models.push_back(std::move(m));
   }
   return report;
@@ -183,8 +196,9 @@ std::string FormatTraceReport(const TraceReport& report) {
     absl::StrAppend(&out, "no server span (ModelInfer / ModelStreamInfer with chronoserve.model.name) found\n");
   }
   for (const ModelTraces& m : report.models) {
-    absl::StrAppendFormat(&out, "\nmodel '%s': %d request(s), %d error(s), %d with their client span\n", m.model,
-                          m.requests, m.errors, m.with_client);
+    const std::string group = report.group_by.empty() ? "" : absl::StrCat(", ", report.group_by, "=", m.group_value);
+    absl::StrAppendFormat(&out, "\nmodel '%s'%s: %d request(s), %d error(s), %d with their client span\n", m.model,
+                          group, m.requests, m.errors, m.with_client);
     absl::StrAppendFormat(&out, "%-14s %8s %12s %12s %12s\n", "phase", "count", "p50 (us)", "p99 (us)", "mean (us)");
     for (const std::string& phase : TracePhases()) {
       auto it = m.phases.find(phase);
@@ -197,17 +211,19 @@ std::string FormatTraceReport(const TraceReport& report) {
 }
 
 nlohmann::json TraceReportJson(const TraceReport& report) {
-  json out = {{"spans", report.spans}, {"client_spans", report.client_spans}, {"models", json::array()}};
+  json out = {{"group_by", report.group_by}, {"spans", report.spans}, {"client_spans", report.client_spans}, {"models", json::array()}};
   for (const ModelTraces& m : report.models) {
     json phases = json::object();
     for (const auto& [name, p] : m.phases) {
       phases[name] = {{"count", p.count}, {"p50_us", p.p50_us}, {"p99_us", p.p99_us}, {"mean_us", p.mean_us}};
     }
-    out["models"].push_back({{"model", m.model},
-                             {"requests", m.requests},
-                             {"errors", m.errors},
-                             {"with_client", m.with_client},
-                             {"phases", std::move(phases)}});
+    json row = {{"model", m.model},
+                {"requests", m.requests},
+                {"errors", m.errors},
+                {"with_client", m.with_client},
+                {"phases", std::move(phases)}};
+    if (!report.group_by.empty()) row["group"] = {{report.group_by, m.group_value}};
+    out["models"].push_back(std::move(row));
   }
   return out;
 }

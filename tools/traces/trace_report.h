@@ -52,6 +52,7 @@ struct PhaseStats {
 
 struct ModelTraces {
   std::string model;
+  std::string group_value;  // the server spans' value of the grouping attribute ("" when not grouped)
   int64_t requests = 0;     // server spans (ModelInfer / ModelStreamInfer) of this model
   int64_t errors = 0;       // of those, with an error status
   int64_t with_client = 0;  // of those, whose client span is in the files too
@@ -59,14 +60,16 @@ struct ModelTraces {
 };
 
 struct TraceReport {
+  std::string group_by;        // the attribute the rows are split by ("" = one row set per model)
   int64_t spans = 0;           // read
   int64_t client_spans = 0;    // of those, CLIENT spans
-  std::vector<ModelTraces> models;  // by name
+  std::vector<ModelTraces> models;  // by name, then by group_value (as text)
 };
 
-// Groups the server spans by chronoserve.model.name, their phases by parent span id, and a server
-// span's client span by its parent id.
-TraceReport SummarizeTraces(const std::vector<TraceSpan>& spans);
+// Groups the server spans by chronoserve.model.name (and, with `group_by`, by their value of that
+// attribute, e.g. chronoserve.batch.size, chronoserve.worker or chronoserve.cold; "(none)" where a
+// span has none), their phases by parent span id, and a server span's client span by its parent id.
+TraceReport SummarizeTraces(const std::vector<TraceSpan>& spans, const std::string& group_by = "");
 
 // A table per model, phases in TracePhases() order, µs.
 std::string FormatTraceReport(const TraceReport& report);

@@ -1,7 +1,7 @@
 // chronoserve-traces: where the time of traced requests went, from trace files (--trace-file of
 // chronoserve and chronobench), offline: a table per model and, with --json, the same as JSON.
 //
-//   build/bin/chronoserve-traces server.jsonl client.jsonl --json report.json
+//   build/bin/chronoserve-traces server.jsonl client.jsonl --json report.json --group-by chronoserve.batch.size
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -19,7 +19,11 @@ int main(int argc, char** argv) {
   std::vector<std::string> files;
   std::string json_path;
   app.add_option("files", files, "Trace files (OTLP/JSON lines)")->required()->check(CLI::ExistingFile);
+  std::string group_by;
   app.add_option("--json", json_path, "Also write the report as JSON to this file");
+  app.add_option("--group-by", group_by,
+                 "Split each model's rows by this attribute of its server spans, e.g. chronoserve.batch.size, "
+                 "chronoserve.worker, chronoserve.cold, chronoserve.request.items");
   if (std::optional<int> code = chronoserve::ParseFlags(app, argc, argv)) return *code;
   std::vector<chronoserve::traces::TraceSpan> spans;
   for (const std::string& file : files) {
@@ -30,7 +34,7 @@ int main(int argc, char** argv) {
     }
     spans.insert(spans.end(), read->begin(), read->end());
   }
-  const chronoserve::traces::TraceReport report = chronoserve::traces::SummarizeTraces(spans);
+  const chronoserve::traces::TraceReport report = chronoserve::traces::SummarizeTraces(spans, group_by);
   std::fputs(chronoserve::traces::FormatTraceReport(report).c_str(), stdout);
   if (!json_path.empty()) {
     std::ofstream out(json_path);
