@@ -115,10 +115,11 @@ void ModelManager::LoadNamed(const std::string& repository, const std::vector<st
   }
 }
 
+namespace {
 // ", warm-up batch sizes 1,2,4,8" when the warm-up ran other sizes than every one up to the
 // model's largest (a parameter named them, or a worker replays CUDA graphs); per worker where they
 // differ. Empty otherwise.
-static std::string WarmupSizesNote(const ModelRuntime& runtime) {
+std::string WarmupSizesNote(const ModelRuntime& runtime) {
   const size_t max_items = std::max(1, runtime.spec().max_batch_size);
   std::vector<std::string> notes;
   for (const auto& worker : runtime.workers()) {
@@ -129,6 +130,7 @@ static std::string WarmupSizesNote(const ModelRuntime& runtime) {
   if (notes.empty() || (notes.size() == 1 && notes[0] == "every one")) return "";
   return absl::StrCat(", warm-up batch sizes ", absl::StrJoin(notes, " / "));
 }
+}  // namespace
 
 absl::Status NoSuchModelDirectory(const std::string& repository, const std::string& name,
                                   const std::vector<std::string>& present) {

@@ -6,27 +6,20 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/version.h"
-#include "common/otlp/otlp_file_exporter.h"
-#include "common/otlp/otlp_grpc_exporter.h"
 
 namespace chronoserve::client::bench {
 
 absl::StatusOr<std::unique_ptr<ClientTracer>> ClientTracer::Create(const TraceOptions& options,
                                                                    const otlp::EnvLookup& env) {
-  absl::StatusOr<otlp::TracingConfig> config =
-      otlp::ResolveTracingConfig(options.otlp_endpoint, kChronoserveVersion, env, kClientServiceName, options.trace_file);
+  absl::StatusOr<otlp::TracingConfig> config = otlp::ResolveTracingConfig(
+      options.otlp_endpoint, kChronoserveVersion, env, kClientServiceName, options.trace_file);
   if (!config.ok()) {
     if (!options.trace_file.empty()) return config.status();  // names both flags
     return absl::InvalidArgumentError(absl::StrCat("--otlp-endpoint: ", config.status().message()));
   }
   for (const std::string& warning : config->warnings) CS_LOG(WARNING) << warning;  // e.g. tracing turned off
   if (!config->enabled) return std::unique_ptr<ClientTracer>();
-  absl::StatusOr<std::unique_ptr<otlp::SpanExporter>> exporter;
-  if (!config->file.empty()) {
-    exporter = otlp::OtlpFileExporter::Create(config->file, config->exporter.resource);
-  } else {
-    exporter = otlp::OtlpGrpcExporter::Create(config->exporter);
-  }
+  absl::StatusOr<std::unique_ptr<otlp::SpanExporter>> exporter = otlp::CreateSpanExporter(*config);
   if (!exporter.ok()) return exporter.status();
   auto processor = std::make_unique<otlp::BatchSpanProcessor>(*std::move(exporter), config->processor);
   processor->Start();

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/otlp/otlp_file_exporter.h"
 
 namespace chronoserve::otlp {
 namespace {
@@ -358,6 +359,11 @@ absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpo
   config.enabled = true;
   config.warnings = std::move(setting_warnings);
   return config;
+}
+
+absl::StatusOr<std::unique_ptr<SpanExporter>> CreateSpanExporter(const TracingConfig& config) {
+  if (!config.file.empty()) return OtlpFileExporter::Create(config.file, config.exporter.resource);
+  return OtlpGrpcExporter::Create(config.exporter);
 }
 
 void RequireQueueSize(size_t min_spans, TracingConfig* config) {

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,6 +62,10 @@ absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpo
 // processor at once (they are queued all or nothing, so a smaller queue would drop every such
 // request), with a warning naming OTEL_BSP_MAX_QUEUE_SIZE, its value and the minimum.
 void RequireQueueSize(size_t min_spans, TracingConfig* config);
+
+// The exporter `config` names: its `file` (OtlpFileExporter) when set, else its collector
+// (OtlpGrpcExporter). The exporter's error (an unopenable file, an empty endpoint) otherwise.
+absl::StatusOr<std::unique_ptr<SpanExporter>> CreateSpanExporter(const TracingConfig& config);
 
 }  // namespace chronoserve::otlp
 

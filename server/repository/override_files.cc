@@ -37,7 +37,9 @@ absl::StatusOr<std::unique_ptr<OverrideDirectory>> OverrideDirectory::Write(
     const std::string& model, const std::map<std::string, std::string>& files) {
   std::error_code error;
   const fs::path base = fs::temp_directory_path(error);
-  if (error) return absl::InternalError(absl::StrCat("no temporary directory for model '", model, "'s files: ", error.message()));
+  if (error) {
+    return absl::InternalError(absl::StrCat("no temporary directory for model '", model, "'s files: ", error.message()));
+  }
   std::string pattern = (base / "chronoserve-load-XXXXXX").string();
   if (::mkdtemp(pattern.data()) == nullptr) {
     const int e = errno;

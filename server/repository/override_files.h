@@ -40,7 +40,8 @@ class OverrideDirectory {
   const std::string& model_dir() const { return model_dir_; }
 
  private:
-  OverrideDirectory(std::string root, std::string model_dir) : root_(std::move(root)), model_dir_(std::move(model_dir)) {}
+  OverrideDirectory(std::string root, std::string model_dir)
+      : root_(std::move(root)), model_dir_(std::move(model_dir)) {}
 
   const std::string root_;
   const std::string model_dir_;

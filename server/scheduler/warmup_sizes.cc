@@ -23,7 +23,8 @@ absl::StatusOr<std::vector<int>> WarmupBatchSizesFromSpec(const ModelSpec& spec,
     for (int items = sizes.empty() ? 1 : sizes.back() + 1; items <= max_items; ++items) sizes.push_back(items);
     return sizes;
   }
-  const std::string value = it == spec.parameters.end() ? "all" : absl::AsciiStrToLower(absl::StripAsciiWhitespace(it->second));
+  const std::string value =
+      it == spec.parameters.end() ? "all" : absl::AsciiStrToLower(absl::StripAsciiWhitespace(it->second));
   if (value == "all") {
     for (int items = 1; items <= max_items; ++items) sizes.push_back(items);
     return sizes;

@@ -16,7 +16,6 @@
 #include "common/log.h"
 #include "common/tcp_connect.h"
 #include "common/otlp/batch_span_processor.h"
-#include "common/otlp/otlp_file_exporter.h"
 #include "server/telemetry/gpu_monitor.h"
 #include "server/telemetry/live_state_collector.h"
 #include "server/telemetry/nvml_sampler.h"
@@ -44,12 +43,7 @@ absl::StatusOr<std::unique_ptr<Telemetry>> Telemetry::Create(TelemetryOptions op
     tracing.sampler = sampler.Description();
     tracing.sampler_arg.clear();
     otlp::RequireQueueSize(1 + kMaxChildSpans, &tracing);  // a request's spans go in together
-    absl::StatusOr<std::unique_ptr<otlp::SpanExporter>> exporter;
-    if (!tracing.file.empty()) {
-      exporter = otlp::OtlpFileExporter::Create(tracing.file, tracing.exporter.resource);
-    } else {
-      exporter = OtlpGrpcExporter::Create(tracing.exporter);
-    }
+    absl::StatusOr<std::unique_ptr<otlp::SpanExporter>> exporter = otlp::CreateSpanExporter(tracing);
     if (!exporter.ok()) return exporter.status();
     t->processor_ = std::make_unique<BatchSpanProcessor>(*std::move(exporter), tracing.processor);
     t->trace_control_ = std::make_unique<TraceControl>(sampler, /*collector=*/true, tracing.file);
@@ -77,7 +71,8 @@ absl::Status Telemetry::Start() {
     const std::string where = !t.file.empty() ? absl::StrCat("OTLP/JSON lines appended to ", t.file)
                                               : absl::StrCat("OTLP/gRPC to ", t.exporter.endpoint,
                                                              t.exporter.use_tls ? " (TLS)" : "");
-    CS_LOG(INFO) << "tracing: " << where << ", service.name=" << t.exporter.resource.service_name << ", sampler " << t.sampler;
+    CS_LOG(INFO) << "tracing: " << where << ", service.name=" << t.exporter.resource.service_name << ", sampler "
+                 << t.sampler;
   }
   StartGpuMonitor();
   StartMetricsEndpoint();

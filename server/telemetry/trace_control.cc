@@ -169,8 +169,8 @@ absl::StatusOr<TraceSettingsMap> TraceControl::Update(const std::string& model, 
   if (!collector_ && !changes.empty()) {
     return absl::FailedPreconditionError(
         "tracing is off: the server was started without a trace collector (--otlp-endpoint, or "
-        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT) or --trace-file, so its trace settings can be read, "
-        "not changed");
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT) or --trace-file, so its trace "
+        "settings can be read, not changed");
   }
   Changes parsed;
   for (const auto& [key, values] : changes) {

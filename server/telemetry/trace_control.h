@@ -2,8 +2,8 @@
 // sampler it started with, and the decision each finished request's trace takes from them. Triton's
 // keys: trace_level (OFF or TIMESTAMPS), trace_rate (one new trace in N; 0 = none), trace_count
 // (traces left to record; -1 = no limit), and, read only, trace_mode (opentelemetry), trace_file
-// (--trace-file's path, "" when spans go to a collector) and log_frequency ("0": one file). Server-wide settings, and per model the ones set for it (the others
-// follow the server-wide ones). A caller's sampled traceparent is followed as the start sampler
+// (--trace-file's path, "" when spans go to a collector) and log_frequency ("0": one file).
+// Server-wide settings, and per model the ones set for it (the others follow the server-wide ones). A caller's sampled traceparent is followed as the start sampler
 // says (the parentbased_* samplers) whatever trace_rate is; trace_level OFF and a trace_count run
 // out stop those too. ShouldTrace runs on worker threads (a reader lock and, while a trace_count is
 // set, an atomic step); Update on RPC threads.
