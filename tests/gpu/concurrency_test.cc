@@ -24,6 +24,7 @@
 #include "server/repository/model_config_loader.h"
 #include "server/scheduler/model_runtime.h"
 #include "tests/fakes/recording_instance.h"
+#include "tests/gpu/load_on_gpu.h"
 #include "tests/server/test_repository.h"
 #include "tools/example_models.h"
 
@@ -113,11 +114,9 @@ TEST(GpuConcurrencyTest, TwoWorkersOnOneGpuOverlapInTime) {
   for (int w = 0; w < kWorkers; ++w) {
     server::InstanceOptions options;
     options.worker = w;
-    options.gpu = 0;
-    options.activity = devices.Get(0, SteadyClock::Now());
-    auto real = server::CreateTorchInstance(*spec, options);
-    ASSERT_TRUE(real.ok()) << real.status();
-    auto recording = std::make_unique<testing::RecordingInstance>(*spec, *std::move(real));
+    auto real = testing::LoadOnGpu0(*spec, devices, options);
+    ASSERT_NE(real, nullptr);
+    auto recording = std::make_unique<testing::RecordingInstance>(*spec, std::move(real));
     recorders.push_back(recording.get());
     instances.push_back(std::move(recording));
   }

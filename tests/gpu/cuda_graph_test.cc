@@ -20,6 +20,7 @@
 #include "server/repository/model_config_loader.h"
 #include "server/scheduler/model_runtime.h"
 #include "tests/gpu/counting_instance.h"
+#include "tests/gpu/load_on_gpu.h"
 #include "tests/server/shared_server_test.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
@@ -183,16 +184,6 @@ std::string CpuReferenceMismatch(const std::string& model_path, const ExecutedBa
   return {};
 }
 
-std::unique_ptr<server::ModelInstance> LoadOnGpu0(const server::ModelSpec& spec,
-                                                  server::DeviceActivityRegistry& devices) {
-  server::InstanceOptions options;
-  options.gpu = 0;
-  options.activity = devices.Get(0, SteadyClock::Now());
-  auto instance = server::CreateTorchInstance(spec, options);
-  EXPECT_TRUE(instance.ok()) << instance.status();
-  return instance.ok() ? *std::move(instance) : nullptr;
-}
-
 // .item() copies to the host and waits for it: legal eager, invalid under stream capture (the
 // TorchScript interpreter rethrows that failure as std::runtime_error). With graphs on, preparing
 // the worker fails with FAILED_PRECONDITION naming the model, the bucket and the remedy; the
@@ -215,7 +206,7 @@ TEST(CudaGraphCaptureFailureTest, AnUncapturableForwardFailsCleanlyAndTheGpuStay
   auto syncs_spec = server::LoadModelDirectory(repo.path() + "/syncs");
   ASSERT_TRUE(syncs_spec.ok()) << syncs_spec.status();
   server::DeviceActivityRegistry devices;
-  auto syncs = LoadOnGpu0(*syncs_spec, devices);
+  auto syncs = testing::LoadOnGpu0(*syncs_spec, devices);
   ASSERT_NE(syncs, nullptr);
   for (int items = 1; items <= 4; ++items) {
     ASSERT_TRUE(ExecuteBatch(*syncs, *syncs_spec, items, 10 + items)->status.ok()) << "eager warm-up, " << items;
@@ -247,7 +238,7 @@ TEST(CudaGraphCaptureFailureTest, AnUncapturableForwardFailsCleanlyAndTheGpuStay
   ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy", o).ok());
   auto policy_spec = server::LoadModelDirectory(repo.path() + "/policy");
   ASSERT_TRUE(policy_spec.ok()) << policy_spec.status();
-  auto policy = LoadOnGpu0(*policy_spec, devices);
+  auto policy = testing::LoadOnGpu0(*policy_spec, devices);
   ASSERT_NE(policy, nullptr);
   for (int items = 1; items <= 8; ++items) {
     ASSERT_TRUE(ExecuteBatch(*policy, *policy_spec, items, 30 + items)->status.ok()) << "warm-up, " << items;
@@ -278,7 +269,7 @@ TEST(CudaGraphSpanTest, H2dEndIsMeasuredForPaddedAndExactBuckets) {
   auto spec = server::LoadModelDirectory(repo.path() + "/policy");
   ASSERT_TRUE(spec.ok()) << spec.status();
   server::DeviceActivityRegistry devices;
-  auto policy = LoadOnGpu0(*spec, devices);
+  auto policy = testing::LoadOnGpu0(*spec, devices);
   ASSERT_NE(policy, nullptr);
   for (int items = 1; items <= 8; ++items) {
     ASSERT_TRUE(ExecuteBatch(*policy, *spec, items, 50 + items)->status.ok()) << "warm-up, " << items;

@@ -15,6 +15,7 @@
 #include "server/backend/torch_backend.h"
 #include "server/core/synthetic_request.h"
 #include "server/repository/model_config_loader.h"
+#include "tests/gpu/load_on_gpu.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tools/example_models.h"
@@ -95,18 +96,15 @@ TEST(ExactTimingInstanceTest, ShapesAreHeldAfterTheirFirstRuns) {
   auto spec = server::LoadModelDirectory(repo.path() + "/policy_exact");
   ASSERT_TRUE(spec.ok()) << spec.status();
   server::DeviceActivityRegistry devices;
-  server::InstanceOptions options;
-  options.gpu = 0;
-  options.activity = devices.Get(0, SteadyClock::Now());
-  auto instance = server::CreateTorchInstance(*spec, options);
-  ASSERT_TRUE(instance.ok()) << instance.status();
+  auto instance = testing::LoadOnGpu0(*spec, devices);
+  ASSERT_NE(instance, nullptr);
   std::mt19937_64 rng(3);
   std::vector<std::string> outputs;
   for (int run = 0; run < server::HoldSchedule::kUnheldRuns + 3; ++run) {
     server::Batch batch;
     batch.push_back(server::MakeSyntheticRequest(*spec, 2, &outputs, rng));
     server::BatchTiming timing;
-    ASSERT_TRUE((*instance)->Execute(batch, &timing).ok());
+    ASSERT_TRUE(instance->Execute(batch, &timing).ok());
     EXPECT_EQ(timing.exact_device_timing, run >= server::HoldSchedule::kUnheldRuns) << "run " << run;
     EXPECT_GT(timing.compute_ns, 0);
   }

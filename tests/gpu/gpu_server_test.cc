@@ -20,6 +20,7 @@
 #include "server/scheduler/model_runtime.h"
 #include "server/repository/model_config_loader.h"
 #include "tests/fakes/recording_instance.h"
+#include "tests/gpu/load_on_gpu.h"
 #include "tests/server/shared_server_test.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
@@ -164,29 +165,35 @@ TEST_F(GpuServerTest, PinnedSharedMemoryRegionsGoStraightToAndFromTheDevice) {
   EXPECT_TRUE(client_->UnregisterSystemSharedMemory("").ok());
 }
 
+// The batch sizes MODEL_DIR's one worker on GPU 0 ran before its runtime was READY; BUCKETS (when not
+// null) gets the worker's CUDA-graph buckets.
+std::set<int64_t> SizesRunBeforeReady(const std::string& model_dir, std::vector<int>* buckets = nullptr) {
+  auto spec = server::LoadModelDirectory(model_dir);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  if (!spec.ok()) return {};
+  server::DeviceActivityRegistry devices;  // outlives the runtime (declared first)
+  auto real = testing::LoadOnGpu0(*spec, devices);
+  if (real == nullptr) return {};
+  if (buckets != nullptr) *buckets = real->graph_buckets();
+  auto recording = std::make_unique<testing::RecordingInstance>(*spec, std::move(real));
+  auto* recorder = recording.get();
+  std::vector<std::unique_ptr<server::ModelInstance>> instances;
+  instances.push_back(std::move(recording));
+  auto runtime = server::ModelRuntime::Create(*spec, std::move(instances), server::WarmupOptions{}, SteadyClock::Get());
+  EXPECT_TRUE(runtime.ok()) << runtime.status();
+  if (!runtime.ok()) return {};
+  EXPECT_TRUE((*runtime)->ready());
+  std::set<int64_t> sizes;
+  for (int64_t s : recorder->sizes()) sizes.insert(s);
+  return sizes;
+}
+
 TEST(GpuWarmupTest, ReadyOnlyAfterEveryBatchSizeRanOnTheGpu) {
   testing::TempDir repo("cs_gpu_warm");
   examples::ModelOptions o;
   o.max_batch_size = 16;
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", o).ok());
-  auto spec = server::LoadModelDirectory(repo.path() + "/mlp");
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  server::DeviceActivityRegistry devices;
-  server::InstanceOptions options;
-  options.gpu = 0;
-  options.activity = devices.Get(0, SteadyClock::Now());
-  auto real = server::CreateTorchInstance(*spec, options);
-  ASSERT_TRUE(real.ok()) << real.status();
-  auto recording = std::make_unique<testing::RecordingInstance>(*spec, *std::move(real));
-  auto* recorder = recording.get();
-  std::vector<std::unique_ptr<server::ModelInstance>> instances;
-  instances.push_back(std::move(recording));
-  auto runtime = server::ModelRuntime::Create(*spec, std::move(instances), server::WarmupOptions{}, SteadyClock::Get());
-  ASSERT_TRUE(runtime.ok()) << runtime.status();
-  ASSERT_TRUE((*runtime)->ready());
-  std::set<int64_t> sizes;
-  for (int64_t s : recorder->sizes()) sizes.insert(s);
-  EXPECT_EQ(sizes.size(), 16u) << "every batch size 1..16 ran on the GPU before READY";
+  EXPECT_EQ(SizesRunBeforeReady(repo.path() + "/mlp").size(), 16u) << "every batch size 1..16 ran on the GPU before READY";
 }
 
 // A worker that replays CUDA graphs warms up only what runs eagerly: its buckets (the captures run
@@ -201,24 +208,9 @@ TEST(GpuWarmupTest, AGraphWorkerWarmsItsBucketsAndWhatLiesAboveThem) {
                                  "parameters { key: \"cuda_graph_batch_sizes\" value { string_value: \"1,2,4,8\" } }\n") +
                      parameter;
     ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", o).ok());
-    auto spec = server::LoadModelDirectory(repo.path() + "/mlp");
-    ASSERT_TRUE(spec.ok()) << spec.status();
-    server::DeviceActivityRegistry devices;
-    server::InstanceOptions options;
-    options.gpu = 0;
-    options.activity = devices.Get(0, SteadyClock::Now());
-    auto real = server::CreateTorchInstance(*spec, options);
-    ASSERT_TRUE(real.ok()) << real.status();
-    EXPECT_EQ((*real)->graph_buckets(), (std::vector<int>{1, 2, 4, 8}));
-    auto recording = std::make_unique<testing::RecordingInstance>(*spec, *std::move(real));
-    auto* recorder = recording.get();
-    std::vector<std::unique_ptr<server::ModelInstance>> instances;
-    instances.push_back(std::move(recording));
-    auto runtime = server::ModelRuntime::Create(*spec, std::move(instances), server::WarmupOptions{}, SteadyClock::Get());
-    ASSERT_TRUE(runtime.ok()) << runtime.status();
-    ASSERT_TRUE((*runtime)->ready());
-    std::set<int64_t> sizes;
-    for (int64_t s : recorder->sizes()) sizes.insert(s);
+    std::vector<int> buckets;
+    const std::set<int64_t> sizes = SizesRunBeforeReady(repo.path() + "/mlp", &buckets);
+    EXPECT_EQ(buckets, (std::vector<int>{1, 2, 4, 8}));
     if (*parameter == '\0') {
       EXPECT_EQ(sizes, (std::set<int64_t>{1, 2, 4, 8, 9, 10, 11, 12, 13, 14, 15, 16}))
           << "the buckets, then every size past the largest (those run eagerly)";
@@ -241,14 +233,10 @@ TEST(GpuStreamTest, EveryWorkerOnAGpuHasAStreamOfItsOwn) {
   auto spec = server::LoadModelDirectory(repo.path() + "/scale");
   ASSERT_TRUE(spec.ok()) << spec.status();
   server::DeviceActivityRegistry devices;
-  auto load = [&](int worker) -> std::unique_ptr<server::ModelInstance> {
+  auto load = [&](int worker) {
     server::InstanceOptions options;
     options.worker = worker;
-    options.gpu = 0;
-    options.activity = devices.Get(0, SteadyClock::Now());
-    auto instance = server::CreateTorchInstance(*spec, options);
-    EXPECT_TRUE(instance.ok()) << "worker " << worker << ": " << instance.status();
-    return instance.ok() ? *std::move(instance) : nullptr;
+    return testing::LoadOnGpu0(*spec, devices, options);
   };
   // A batch of 3 one-item requests: OUTPUT__0 must be exactly INPUT__0 * 2.
   auto serves_right = [&](server::ModelInstance& instance) -> std::string {

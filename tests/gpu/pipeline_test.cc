@@ -32,6 +32,7 @@
 #include "server/core/synthetic_request.h"
 #include "server/repository/model_config_loader.h"
 #include "tests/gpu/doubler_model.h"
+#include "tests/gpu/load_on_gpu.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tests/server/torch_reference.h"
@@ -313,12 +314,9 @@ TEST_P(PipelineTimingOffTest, OverlappedBatchesEqualTheCpuReferenceExactly) {
   ASSERT_TRUE(spec.ok()) << spec.status();
   server::DeviceActivityRegistry devices;
   server::InstanceOptions options;
-  options.gpu = 0;
-  options.activity = devices.Get(0, SteadyClock::Now());
   options.request_timing = false;
-  auto created = server::CreateTorchInstance(*spec, options);
-  ASSERT_TRUE(created.ok()) << created.status();
-  std::unique_ptr<server::ModelInstance> instance = *std::move(created);
+  std::unique_ptr<server::ModelInstance> instance = testing::LoadOnGpu0(*spec, devices, options);
+  ASSERT_NE(instance, nullptr);
   ASSERT_EQ(instance->pipeline_depth(), 2);
   for (int items = 1; items <= kMaxBatch; ++items) {
     auto job = MakeJob(*spec, items, 2000 + items);
