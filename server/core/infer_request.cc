@@ -63,6 +63,13 @@ void InferRequest::Complete(std::unique_ptr<InferRequest> request, absl::Status 
   // A batch that succeeded may still hold a request the backend failed alone (an output that did
   // not fit its shared-memory region): that request keeps its own error.
   if (!status.ok() || request->status.ok()) request->status = std::move(status);
+  // A region that shrank under the request (or whose pages a fault replaced) may have lost what it
+  // was to read or to receive: answered with the region's error, not with outputs that may be
+  // wrong. One fstat a system region.
+  for (const auto& region : request->regions) {
+    if (!request->status.ok()) break;
+    request->status = region->CheckStillBacked();
+  }
   Completion done = std::move(request->on_complete);
   request->on_complete = nullptr;
   if (done) done(std::move(request));

@@ -1,7 +1,7 @@
 // InferRequest: one validated inference request on its way queue -> batch -> worker -> completion.
 // It moves by std::unique_ptr and is owned by exactly one stage at a time. Input bytes are views on
 // the received gRPC message (which outlives the request), on `owned_data` for typed contents, on
-// the model's InputArena (`arena_lease`), or on a client's shared-memory region that `keep_alive`
+// the model's InputArena (`arena_lease`), or on a client's shared-memory region that `regions`
 // holds mapped; outputs are written by the backend straight into strings the response owns, lent
 // to the transport (LentBytes: the backend's own buffer, sent from where it is), or into a
 // shared-memory region (a raw destination). Once the response is handed to gRPC, input and output
@@ -32,6 +32,7 @@
 #include "common/dtype.h"
 #include "common/traceparent.h"
 #include "server/core/input_arena.h"
+#include "server/core/request_region.h"
 #include "server/core/timeline.h"
 
 namespace chronoserve::server {
@@ -68,7 +69,7 @@ struct InputTensor {
   std::unique_ptr<const std::string> owned_data;
   bool host_pinned = false;  // `data` is page-locked (a pinned region or arena): DMA-able
   bool shared_memory = false;  // `data` is in a client's shared-memory region
-  absl::string_view region;    // that region's name (the region, in keep_alive, owns it); errors quote it
+  absl::string_view region;    // that region's name (the region, in `regions`, owns it); errors quote it
   // >= 0: `data` is a device pointer on this GPU (a client's CUDA shared-memory region), never read
   // on the host. Such a request batches only with requests that have the same inputs on the device
   // (its shape key says which), and only a GPU worker can run it.
@@ -158,8 +159,9 @@ class InferRequest {
   bool synthetic = false;  // warm-up traffic: never counted in statistics
   bool streamed = false;   // arrived on a ModelStreamInfer stream (its server span says so)
   // What the input views and raw output destinations point into (shared-memory regions): held
-  // until the request is destroyed, so unregistering a region never unmaps bytes still in use.
-  std::vector<std::shared_ptr<const void>> keep_alive;
+  // until the request is destroyed, so unregistering a region never unmaps bytes still in use; and
+  // checked by Complete(), which fails a request whose region the client shrank meanwhile.
+  std::vector<std::shared_ptr<const RequestRegion>> regions;
   // The regions of the model's InputArena that the inputs marked in_arena point into.
   InputArena::Lease arena_lease;
   // What inputs whose bytes came in the message point into (gRPC's received slices), when they were
@@ -180,7 +182,9 @@ class InferRequest {
   absl::StatusCode CancellationCode() const;
 
   // Hands the request to its completion callback with `status`, or with the request's own error
-  // when `status` is OK and the backend already failed this request alone (`status` field). Once.
+  // when `status` is OK and the backend already failed this request alone (`status` field), or
+  // with a region's error when one of `regions` no longer shares the client's memory (its bytes
+  // read or written may not be the client's). Once.
   static void Complete(std::unique_ptr<InferRequest> request, absl::Status status);
 
  private:

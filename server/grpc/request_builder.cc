@@ -231,7 +231,7 @@ absl::Status InputFromSharedMemory(const ModelSpec& spec, const InputProto& prot
   in.shared_memory = true;
   in.region = span.region->name();
   if (span.region->on_device()) in.device_id = static_cast<int>(span.region->device_id());
-  out->keep_alive.push_back(std::move(span.region));
+  out->regions.push_back(std::move(span.region));
   return absl::OkStatus();
 }
 
@@ -371,7 +371,7 @@ absl::Status OutputToSharedMemory(const ModelSpec& spec, int index, int64_t batc
   t.raw_name = absl::StrCat("shared-memory region '", p.region, "'");
   t.raw_pinned = span.region->host_pinned();
   if (span.region->on_device()) t.raw_device_id = static_cast<int>(span.region->device_id());
-  out->keep_alive.push_back(std::move(span.region));
+  out->regions.push_back(std::move(span.region));
   return absl::OkStatus();
 }
 

@@ -41,7 +41,7 @@ class RawInputContents {
 // INVALID_ARGUMENT with a message naming the model, the tensor and what was expected (NOT_FOUND
 // for an unregistered shared-memory region; FAILED_PRECONDITION, before any other check could
 // answer, when `shared_memory` is null and a tensor names a region). The returned request holds views into `request`, which must outlive it,
-// and into the shared-memory regions it pins (InferRequest::keep_alive); its outputs point into
+// and into the shared-memory regions it pins (InferRequest::regions); its outputs point into
 // `response` or those regions. Sets response model_name, model_version and id.
 // The request's raw_input_contents are `raw` (by default its own); inputs whose bytes arrived in
 // pieces must be staged (ModelRuntime::StageInputs) before they are read.

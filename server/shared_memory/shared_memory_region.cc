@@ -102,6 +102,7 @@ absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> SharedMemoryRegion::Map(cons
   char* data = static_cast<char*>(mapping) + (offset - aligned);
   std::unique_ptr<SharedMemoryRegion> region(
       new SharedMemoryRegion(name, key, offset, byte_size, fd.Release(), mapping, mapping_bytes, data));
+  region->watch_ = MappingWatch::Start(mapping, mapping_bytes);
   if (pinner) region->pin_ = pinner(mapping, mapping_bytes);
   return region;
 }
@@ -132,6 +133,7 @@ SharedMemoryRegion::SharedMemoryRegion(std::string name, std::string key, uint64
 SharedMemoryRegion::~SharedMemoryRegion() {
   pin_.reset();  // unpin while the pages are still mapped (a kCuda region: close its IPC handle)
   if (mapping_ == nullptr) return;
+  watch_.reset();  // before munmap: the range may be mapped again by anyone after it
   if (::munmap(mapping_, mapping_bytes_) != 0) {
     CS_LOG(WARNING) << Describe(name_, key_) << ": munmap failed: " << std::strerror(errno);
   }
@@ -140,6 +142,13 @@ SharedMemoryRegion::~SharedMemoryRegion() {
 
 absl::Status SharedMemoryRegion::CheckStillBacked() const {
   if (fd_ < 0) return absl::OkStatus();  // GPU memory: the client's allocation, held by the handle
+  if (watch_ != nullptr && watch_->lost()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        Describe(name_, key_), ": the object shrank while a request read or wrote it; the server now "
+        "holds its own zero-filled copy of the window, which no longer reaches the client's object, and "
+        "what requests read from it or wrote to it since is lost (a registered object must not be resized: "
+        "unregister it, then register it again)"));
+  }
   struct stat st {};
   if (::fstat(fd_, &st) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(Describe(name_, key_), ": fstat failed: ", std::strerror(errno)));

@@ -15,6 +15,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/core/request_region.h"
+#include "server/shared_memory/mapping_watch.h"
 
 namespace chronoserve::server {
 
@@ -32,7 +34,7 @@ using DeviceMemoryOpener = std::function<absl::StatusOr<std::shared_ptr<void>>(
 // Where a region's bytes are: a POSIX object mapped into the server, or a client's GPU memory.
 enum class SharedMemoryKind { kSystem, kCuda };
 
-class SharedMemoryRegion {
+class SharedMemoryRegion final : public RequestRegion {
  public:
   // Opens `key` with shm_open(O_RDWR) and maps the window. NOT_FOUND when the object does not
   // exist, INVALID_ARGUMENT when it is smaller than offset + byte_size or byte_size is 0, and the
@@ -47,7 +49,7 @@ class SharedMemoryRegion {
   // open by `handle` (the opener's token).
   static std::unique_ptr<SharedMemoryRegion> Device(const std::string& name, int64_t device_id, uint64_t byte_size,
                                                     char* data, std::shared_ptr<void> handle);
-  ~SharedMemoryRegion();
+  ~SharedMemoryRegion() override;
   SharedMemoryRegion(const SharedMemoryRegion&) = delete;
   SharedMemoryRegion& operator=(const SharedMemoryRegion&) = delete;
 
@@ -65,10 +67,12 @@ class SharedMemoryRegion {
   bool host_pinned() const { return kind_ == SharedMemoryKind::kSystem && pin_ != nullptr; }
   // OK while the object still covers the window. A client that shrinks (ftruncate) the object
   // after registering it would make the server's next read or write of the lost pages fault
-  // (SIGBUS), so every request checks this first (one fstat); INVALID_ARGUMENT names the region,
-  // the key and both sizes. (A shrink between this check and the copy still faults: clients must
-  // not resize a registered object.)
-  absl::Status CheckStillBacked() const;
+  // (SIGBUS), so every request checks this when it arrives and again when it finishes (one fstat);
+  // INVALID_ARGUMENT names the region, the key and both sizes. A shrink between the two checks that
+  // a copy runs into is caught by the region's MappingWatch instead of killing the server: the
+  // window is then the server's own zero-filled memory for good, and this says so (unregister the
+  // region and register it again).
+  absl::Status CheckStillBacked() const override;
 
  private:
   SharedMemoryRegion(std::string name, std::string key, uint64_t offset, uint64_t byte_size, int fd,
@@ -85,6 +89,7 @@ class SharedMemoryRegion {
   const size_t mapping_bytes_;
   char* const data_;
   std::shared_ptr<void> pin_;  // released (unpinned) before the mapping goes; a kCuda region's IPC handle
+  std::unique_ptr<MappingWatch> watch_;  // a kSystem region's mapping, watched for SIGBUS; ended before munmap
 };
 
 }  // namespace chronoserve::server

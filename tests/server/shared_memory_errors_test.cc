@@ -1,13 +1,21 @@
 // Shared-memory errors over real gRPC (each names the model, the tensor, the region and what was
 // expected), and a region unregistered while a request that uses it waits in the queue: the
-// request still completes from the old mapping. Workers are held by a Gate, never by a sleep.
+// request still completes from the old mapping; an object shrunk while its request waits fails that
+// request and leaves the server serving. Workers are held by a Gate, never by a sleep.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <random>
 
 #include "client/inference_client.h"
 #include "common/tensor_data.h"
+#include "server/shared_memory/mapping_watch.h"
 #include "server/shared_memory/region_releaser.h"
 #include "tests/server/gated_instance.h"
 #include "tests/server/scheduling_harness.h"
@@ -185,6 +193,67 @@ TEST_F(SharedMemoryErrorsTest, UnregisteredWhileQueuedTheRequestStillCompletes) 
   EXPECT_TRUE(server::RegionReleaser::Get().WaitReleased(released_before + 2, kWait))
       << "released in the background: " << server::RegionReleaser::Get().released_in_background() - released_before
       << " of B's 2 regions";
+}
+
+// A client that shrinks its object after its request was checked on arrival, while the request waits
+// for the worker: the worker's write into the missing pages would have killed the server (SIGBUS).
+// It lands in pages of the server's own instead; the request fails naming the region, the batch
+// before it is answered, later requests naming the region are refused until it is registered
+// again, and the input region beside it still serves.
+TEST_F(SharedMemoryErrorsTest, ShrunkWhileQueuedTheRequestFailsAndTheServerServesOn) {
+  gate_.Arm();
+  testing::PendingInfer a(client().stub(), "gated", "A", testing::GatedInput(4, 5));
+  ASSERT_TRUE(gate_.WaitHeld(kWait));
+  auto in = Shm("s_in", 64);
+  auto out = Shm("s_out", 64);
+  ASSERT_TRUE(in && out);
+  const Tensor b_in = testing::GatedInput(2, 6);
+  in->Write(0, b_in.data);
+  client::InferOptions options;
+  options.id = "B";
+  options.outputs = {"OUTPUT__0", "OUTPUT__1"};
+  options.output_shared_memory["OUTPUT__0"] = SharedMemoryRef{"s_out", 32, 0};
+  options.output_shared_memory["OUTPUT__1"] = SharedMemoryRef{"s_out", 32, 32};
+  testing::PendingInfer b(client().stub(), InferenceClient::BuildRequest("gated", {InShm(2, "s_in", 32)}, options));
+  ASSERT_TRUE(runtime_->queue().WaitForSize(1, kWait)) << "B passed its checks and was queued";
+
+  const int fd = ::shm_open(out->key().c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  ASSERT_EQ(::ftruncate(fd, 0), 0) << std::strerror(errno);
+  ::close(fd);
+  const int64_t faults_before = server::MappingWatch::handled_faults();
+  gate_.Release();
+
+  const auto a_status = a.Wait(kWait);
+  ASSERT_TRUE(a_status.has_value() && a_status->ok()) << "the batch ahead is answered";
+  const auto b_status = b.Wait(kWait);
+  ASSERT_TRUE(b_status.has_value()) << "B finished";
+  EXPECT_EQ(b_status->error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(b_status->error_message(),
+              AllOf(HasSubstr("shared-memory region 's_out' (key '" + out->key() + "')"),
+                    HasSubstr("shrank while a request read or wrote it")));
+  EXPECT_GT(server::MappingWatch::handled_faults(), faults_before) << "the worker's write ran into the missing pages";
+
+  client::InferOptions again = options;
+  again.id = "C";
+  absl::Status refused = Infer({InShm(2, "s_in", 32)}, again);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("region 's_out'"));
+
+  // Registered again (a new object under the name): served, from the input region that never shrank.
+  ASSERT_TRUE(client().UnregisterSystemSharedMemory("s_out").ok());
+  out->ForgetRegistration();
+  auto fresh = Shm("s_out", 64);
+  ASSERT_NE(fresh, nullptr);
+  ASSERT_TRUE(Infer({InShm(2, "s_in", 32)}, again).ok());
+  for (int k = 0; k < 2; ++k) {
+    for (int i = 0; i < 8; ++i) {
+      float x, y;
+      std::memcpy(&x, b_in.data.data() + 4 * i, 4);
+      std::memcpy(&y, fresh->data() + 32 * k + 4 * i, 4);
+      ASSERT_EQ(y, x * static_cast<float>(k + 2)) << "output " << k << " element " << i;
+    }
+  }
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client/system_shared_memory.h"
 #include "common/thread_role.h"
+#include "server/shared_memory/mapping_watch.h"
 #include "server/shared_memory/region_releaser.h"
 
 namespace chronoserve::server {
@@ -87,6 +88,69 @@ TEST(SharedMemoryRegistryTest, AnObjectShrunkAfterRegistrationIsRefusedNotReadPa
   EXPECT_THAT(std::string(span.status().message()),
               HasSubstr("shared-memory region 'r0' (key '" + obj->key() + "'): the object shrank to 0 bytes"));
   EXPECT_THAT(std::string(span.status().message()), HasSubstr("need 8192"));
+}
+
+// Shrunk after the request's check, as a client can between a request's arrival and its copies:
+// the server's reads and writes of the missing pages are survived (they see the server's own zeros),
+// the region says it is lost, and the registry refuses it from then on.
+TEST(SharedMemoryRegistryTest, AccessesAfterAShrinkAreSurvivedAndLoseTheRegion) {
+  auto obj = MakeObject("shrunk_in_use", 3 * 4096);
+  ASSERT_NE(obj, nullptr);
+  SharedMemoryRegistry registry;
+  ASSERT_TRUE(registry.Register("r0", obj->key(), 100, 2 * 4096).ok());
+  auto span = registry.Find("r0", 0, 2 * 4096);
+  ASSERT_TRUE(span.ok()) << span.status();
+  EXPECT_EQ(span->data[0], static_cast<char>(1 + 100 % 251)) << "the client's bytes, before the shrink";
+  EXPECT_TRUE(span->region->CheckStillBacked().ok());
+  const int fd = shm_open(obj->key().c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  ASSERT_EQ(ftruncate(fd, 4096), 0) << std::strerror(errno);  // the window's later pages go
+  close(fd);
+
+  const int64_t faults_before = MappingWatch::handled_faults();
+  volatile char* bytes = span->data;
+  const char last = bytes[2 * 4096 - 1];  // past the object's new end: SIGBUS without the watch
+  bytes[2 * 4096 - 2] = 7;
+  EXPECT_EQ(last, 0) << "the server's own zero-filled page";
+  EXPECT_EQ(bytes[2 * 4096 - 2], 7);
+  EXPECT_EQ(MappingWatch::handled_faults(), faults_before + 1);
+
+  const absl::Status lost = span->region->CheckStillBacked();
+  EXPECT_EQ(lost.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(lost.message()),
+              HasSubstr("shared-memory region 'r0' (key '" + obj->key() + "'): the object shrank while a request"));
+  const int fd_again = shm_open(obj->key().c_str(), O_RDWR, 0);
+  ASSERT_GE(fd_again, 0) << std::strerror(errno);
+  ASSERT_EQ(ftruncate(fd_again, 3 * 4096), 0) << "grown back by the client";
+  close(fd_again);
+  EXPECT_EQ(registry.Find("r0", 0, 1).status().code(), absl::StatusCode::kInvalidArgument)
+      << "still refused: the window no longer shares the client's object";
+  registry.Unregister("r0");
+  span->region.reset();
+  ASSERT_TRUE(registry.Register("r0", obj->key(), 100, 2 * 4096).ok()) << "registered again";
+  auto again = registry.Find("r0", 0, 2 * 4096);
+  ASSERT_TRUE(again.ok()) << again.status();
+  again->data[5] = 9;
+  EXPECT_EQ(obj->data()[105], 9) << "shared with the client again";
+}
+
+// The handler takes only faults in watched windows: any other SIGBUS ends the process as before.
+// (The forked child shrinks the parent's object, which the parent then only unmaps and unlinks.)
+TEST(SharedMemoryRegistryDeathTest, AFaultOutsideEveryRegionStillEndsTheProcess) {
+  auto watched = MakeObject("watched", 4096);
+  auto other = MakeObject("unwatched", 2 * 4096);
+  ASSERT_TRUE(watched && other);
+  SharedMemoryRegistry registry;
+  ASSERT_TRUE(registry.Register("r0", watched->key(), 0, 4096).ok()) << "installs the handler";
+  EXPECT_EXIT(
+      {
+        const int fd = shm_open(other->key().c_str(), O_RDWR, 0);
+        if (fd < 0 || ftruncate(fd, 0) != 0) _exit(3);
+        volatile char* bytes = other->data();
+        const char c = bytes[4096 + 1];
+        _exit(c == 0 ? 4 : 5);
+      },
+      ::testing::KilledBySignal(SIGBUS), "");
 }
 
 TEST(SharedMemoryRegistryTest, UnalignedOffsetsMapTheRightBytes) {
