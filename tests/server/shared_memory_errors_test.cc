@@ -13,6 +13,7 @@
 #include <cstring>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "client/inference_client.h"
 #include "common/tensor_data.h"
 #include "server/shared_memory/mapping_watch.h"
@@ -59,6 +60,48 @@ class SharedMemoryErrorsTest : public ::testing::Test {
   }
   absl::Status Infer(const std::vector<Tensor>& inputs, const client::InferOptions& options = {}) {
     return client().Infer("gated", inputs, options).status();
+  }
+
+  // Request B of 2 items whose INPUT__0 is in region `in_name` and whose two outputs go to region
+  // `out_name` (32 bytes each), queued behind a full batch A that parks the worker.
+  struct QueuedBehindA {
+    std::unique_ptr<testing::PendingInfer> a;
+    std::unique_ptr<RegisteredShm> in, out;
+    Tensor b_in;
+    client::InferOptions options;  // B's (id "B")
+    std::unique_ptr<testing::PendingInfer> b;
+  };
+  // Null members on failure (the test has failed then).
+  QueuedBehindA QueueBehindAParkedBatch(const std::string& in_name, const std::string& out_name, uint64_t seed) {
+    QueuedBehindA q;
+    gate_.Arm();
+    q.a = std::make_unique<testing::PendingInfer>(client().stub(), "gated", "A", testing::GatedInput(4, seed));
+    EXPECT_TRUE(gate_.WaitHeld(kWait));
+    q.in = Shm(in_name, 64);
+    q.out = Shm(out_name, 64);
+    if (q.in == nullptr || q.out == nullptr) return q;
+    q.b_in = testing::GatedInput(2, seed + 1);
+    q.in->Write(0, q.b_in.data);
+    q.options.id = "B";
+    q.options.outputs = {"OUTPUT__0", "OUTPUT__1"};
+    q.options.output_shared_memory["OUTPUT__0"] = SharedMemoryRef{out_name, 32, 0};
+    q.options.output_shared_memory["OUTPUT__1"] = SharedMemoryRef{out_name, 32, 32};
+    q.b = std::make_unique<testing::PendingInfer>(
+        client().stub(), InferenceClient::BuildRequest("gated", {InShm(2, in_name, 32)}, q.options));
+    EXPECT_TRUE(runtime_->queue().WaitForSize(1, kWait)) << "B passed its checks and was queued";
+    return q;
+  }
+  // Whether `out` holds the gated model's outputs for `input` (x * 2, then x * 3, 32 bytes each).
+  static std::string OutputsMismatch(const Tensor& input, const char* out) {
+    for (int k = 0; k < 2; ++k) {
+      for (int i = 0; i < 8; ++i) {
+        float x, y;
+        std::memcpy(&x, input.data.data() + 4 * i, 4);
+        std::memcpy(&y, out + 32 * k + 4 * i, 4);
+        if (y != x * static_cast<float>(k + 2)) return absl::StrCat("output ", k, " element ", i, ": ", y);
+      }
+    }
+    return "";
   }
 
   testing::Gate gate_;
@@ -150,21 +193,10 @@ TEST_F(SharedMemoryErrorsTest, OutputRegionTooSmallNamesBytesNeededAndAvailable)
 TEST_F(SharedMemoryErrorsTest, UnregisteredWhileQueuedTheRequestStillCompletes) {
   const int64_t released_before = server::RegionReleaser::Get().released_in_background();
   // Worker parked on a full batch A; B (input and outputs in shared memory) waits in the queue.
-  gate_.Arm();
-  testing::PendingInfer a(client().stub(), "gated", "A", testing::GatedInput(4, 3));
-  ASSERT_TRUE(gate_.WaitHeld(kWait));
-  auto in = Shm("q_in", 64);
-  auto out = Shm("q_out", 64);
-  ASSERT_TRUE(in && out);
-  const Tensor b_in = testing::GatedInput(2, 4);
-  in->Write(0, b_in.data);
-  client::InferOptions options;
-  options.id = "B";
-  options.outputs = {"OUTPUT__0", "OUTPUT__1"};
-  options.output_shared_memory["OUTPUT__0"] = SharedMemoryRef{"q_out", 32, 0};
-  options.output_shared_memory["OUTPUT__1"] = SharedMemoryRef{"q_out", 32, 32};
-  testing::PendingInfer b(client().stub(), InferenceClient::BuildRequest("gated", {InShm(2, "q_in", 32)}, options));
-  ASSERT_TRUE(runtime_->queue().WaitForSize(1, kWait)) << "B was accepted and queued";
+  QueuedBehindA q = QueueBehindAParkedBatch("q_in", "q_out", 3);
+  ASSERT_TRUE(q.b != nullptr);
+  auto& in = q.in;
+  auto& out = q.out;
 
   ASSERT_TRUE(client().UnregisterSystemSharedMemory("q_in").ok());
   ASSERT_TRUE(client().UnregisterSystemSharedMemory("q_out").ok());
@@ -176,19 +208,12 @@ TEST_F(SharedMemoryErrorsTest, UnregisteredWhileQueuedTheRequestStillCompletes) 
   ASSERT_NE(other, nullptr);
 
   gate_.Release();
-  const auto a_status = a.Wait(kWait);
+  const auto a_status = q.a->Wait(kWait);
   ASSERT_TRUE(a_status.has_value() && a_status->ok());
-  const auto b_status = b.Wait(kWait);
+  const auto b_status = q.b->Wait(kWait);
   ASSERT_TRUE(b_status.has_value()) << "B finished";
   ASSERT_TRUE(b_status->ok()) << b_status->error_message();
-  for (int k = 0; k < 2; ++k) {
-    for (int i = 0; i < 8; ++i) {
-      float x, y;
-      std::memcpy(&x, b_in.data.data() + 4 * i, 4);
-      std::memcpy(&y, out->data() + 32 * k + 4 * i, 4);
-      ASSERT_EQ(y, x * static_cast<float>(k + 2)) << "output " << k << " element " << i;
-    }
-  }
+  EXPECT_EQ(OutputsMismatch(q.b_in, out->data()), "");
   EXPECT_EQ(other->Read(0, 64), std::string(64, '\0')) << "the region registered later was not written";
   EXPECT_TRUE(server::RegionReleaser::Get().WaitReleased(released_before + 2, kWait))
       << "released in the background: " << server::RegionReleaser::Get().released_in_background() - released_before
@@ -201,21 +226,9 @@ TEST_F(SharedMemoryErrorsTest, UnregisteredWhileQueuedTheRequestStillCompletes) 
 // before it is answered, later requests naming the region are refused until it is registered
 // again, and the input region beside it still serves.
 TEST_F(SharedMemoryErrorsTest, ShrunkWhileQueuedTheRequestFailsAndTheServerServesOn) {
-  gate_.Arm();
-  testing::PendingInfer a(client().stub(), "gated", "A", testing::GatedInput(4, 5));
-  ASSERT_TRUE(gate_.WaitHeld(kWait));
-  auto in = Shm("s_in", 64);
-  auto out = Shm("s_out", 64);
-  ASSERT_TRUE(in && out);
-  const Tensor b_in = testing::GatedInput(2, 6);
-  in->Write(0, b_in.data);
-  client::InferOptions options;
-  options.id = "B";
-  options.outputs = {"OUTPUT__0", "OUTPUT__1"};
-  options.output_shared_memory["OUTPUT__0"] = SharedMemoryRef{"s_out", 32, 0};
-  options.output_shared_memory["OUTPUT__1"] = SharedMemoryRef{"s_out", 32, 32};
-  testing::PendingInfer b(client().stub(), InferenceClient::BuildRequest("gated", {InShm(2, "s_in", 32)}, options));
-  ASSERT_TRUE(runtime_->queue().WaitForSize(1, kWait)) << "B passed its checks and was queued";
+  QueuedBehindA q = QueueBehindAParkedBatch("s_in", "s_out", 5);
+  ASSERT_TRUE(q.b != nullptr);
+  auto& out = q.out;
 
   const int fd = ::shm_open(out->key().c_str(), O_RDWR, 0);
   ASSERT_GE(fd, 0) << std::strerror(errno);
@@ -224,9 +237,9 @@ TEST_F(SharedMemoryErrorsTest, ShrunkWhileQueuedTheRequestFailsAndTheServerServe
   const int64_t faults_before = server::MappingWatch::handled_faults();
   gate_.Release();
 
-  const auto a_status = a.Wait(kWait);
+  const auto a_status = q.a->Wait(kWait);
   ASSERT_TRUE(a_status.has_value() && a_status->ok()) << "the batch ahead is answered";
-  const auto b_status = b.Wait(kWait);
+  const auto b_status = q.b->Wait(kWait);
   ASSERT_TRUE(b_status.has_value()) << "B finished";
   EXPECT_EQ(b_status->error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(b_status->error_message(),
@@ -234,7 +247,7 @@ TEST_F(SharedMemoryErrorsTest, ShrunkWhileQueuedTheRequestFailsAndTheServerServe
                     HasSubstr("shrank while a request read or wrote it")));
   EXPECT_GT(server::MappingWatch::handled_faults(), faults_before) << "the worker's write ran into the missing pages";
 
-  client::InferOptions again = options;
+  client::InferOptions again = q.options;
   again.id = "C";
   absl::Status refused = Infer({InShm(2, "s_in", 32)}, again);
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
@@ -246,14 +259,7 @@ TEST_F(SharedMemoryErrorsTest, ShrunkWhileQueuedTheRequestFailsAndTheServerServe
   auto fresh = Shm("s_out", 64);
   ASSERT_NE(fresh, nullptr);
   ASSERT_TRUE(Infer({InShm(2, "s_in", 32)}, again).ok());
-  for (int k = 0; k < 2; ++k) {
-    for (int i = 0; i < 8; ++i) {
-      float x, y;
-      std::memcpy(&x, b_in.data.data() + 4 * i, 4);
-      std::memcpy(&y, fresh->data() + 32 * k + 4 * i, 4);
-      ASSERT_EQ(y, x * static_cast<float>(k + 2)) << "output " << k << " element " << i;
-    }
-  }
+  EXPECT_EQ(OutputsMismatch(q.b_in, fresh->data()), "");
 }
 
 }  // namespace
