@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -93,6 +94,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
     return absl::InvalidArgumentError(absl::StrCat("--grpc-unix-socket '", options.unix_socket, "' is ",
                                                    options.unix_socket.size(), " bytes long; a Unix socket path has at most ",
                                                    sizeof(sockaddr_un{}.sun_path) - 1));
+  }
+  if (options.grpc_max_request_bytes < 0 || options.grpc_max_request_bytes > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat("--grpc-max-request-bytes ", options.grpc_max_request_bytes,
+                                                   " is not in 0 (no limit) .. ", std::numeric_limits<int32_t>::max()));
+  }
+  // gRPC's minimal stack has no message-size filter: the limit would silently not hold.
+  if (options.grpc_max_request_bytes > 0 && options.grpc_minimal_stack) {
+    return absl::InvalidArgumentError(
+        "--grpc-max-request-bytes needs gRPC's full channel stack: --grpc-minimal-stack has no message-size "
+        "filter, so the limit would not be enforced");
   }
   if (options.model_control_mode != ModelControlMode::kExplicit && !options.load_models.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--load-model '", options.load_models.front(),
@@ -280,7 +291,7 @@ absl::Status Server::Listen(int infer_threads) {
   const std::string unix_address = UnixTarget(options_.unix_socket);
   if (!unix_address.empty()) builder.AddListeningPort(unix_address, grpc::InsecureServerCredentials());
   builder.RegisterService(service_.get());
-  ConfigureServerChannel(options_.grpc_minimal_stack, &builder);
+  ConfigureServerChannel(options_.grpc_minimal_stack, &builder, options_.grpc_max_request_bytes);
   if (options_.grpc_minimal_stack) {
     CS_LOG(INFO) << "--grpc-minimal-stack: no compression or deadline filter; compressed requests are refused "
                     "(UNIMPLEMENTED)";

@@ -80,6 +80,10 @@ struct ServerOptions {
   // then refused (UNIMPLEMENTED, "Compression algorithm 'gzip' is disabled") instead of reaching us
   // undecoded; deadlines still end a request in the queue. Off: compressed requests served.
   bool grpc_minimal_stack = false;
+  // --grpc-max-request-bytes: the largest request message gRPC accepts (any RPC: an inference
+  // request, a model-control call with files); larger ones are refused with RESOURCE_EXHAUSTED
+  // before they are handled. 0: no limit of ours (protobuf's 2 GiB), as Triton.
+  int64_t grpc_max_request_bytes = 0;
   WarmupOptions warmup;
   // Triton's system_shared_memory extension: clients may register POSIX shared-memory regions and
   // pass tensors through them (docs/SHARED_MEMORY.md: local, trusted clients only).

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -117,6 +118,12 @@ void AddServingFlags(CLI::App* app, RawServerFlags* raw) {
                   "(1-7 % more unary requests a second at concurrency 256 in our runs); compressed requests are "
                   "then refused with UNIMPLEMENTED, and a call past its deadline ends when its client cancels it")
       ->capture_default_str();
+  app->add_option("--grpc-max-request-bytes", options.grpc_max_request_bytes,
+                  "Largest request message accepted, in bytes (inference and model-control calls alike); larger "
+                  "ones are refused with RESOURCE_EXHAUSTED before they are handled. 0: no limit but protobuf's 2 GiB "
+                  "(as Triton)")
+      ->capture_default_str()
+      ->transform(IntegerIn(0, std::numeric_limits<int32_t>::max()));
   app->add_option("--log-verbose", raw->log_verbose, "Verbose logging level (0 = off)")
       ->capture_default_str()
       ->transform(IntegerIn(0, kMaxLogVerbosity));

@@ -9,8 +9,8 @@
 
 namespace chronoserve::server {
 
-void ConfigureServerChannel(bool minimal_stack, grpc::ServerBuilder* builder) {
-  builder->SetMaxReceiveMessageSize(-1);
+void ConfigureServerChannel(bool minimal_stack, grpc::ServerBuilder* builder, int64_t max_request_bytes) {
+  builder->SetMaxReceiveMessageSize(max_request_bytes > 0 ? static_cast<int>(max_request_bytes) : -1);
   builder->SetMaxSendMessageSize(-1);
   // Large tensors: let a whole request/response fly without waiting for HTTP/2 window updates.
   builder->AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 << 20);

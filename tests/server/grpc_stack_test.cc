@@ -1,8 +1,9 @@
 // The server's gRPC channel stack (--grpc-minimal-stack) against the real server, over real gRPC:
 // plain requests are served on either stack, unary and streamed; a gzip-compressed request is
 // served on the full stack and refused by name on the minimal one, which has no filter to
-// decompress it (never handed to the model still compressed). Deadlines on the minimal stack are
-// covered by SchedulingTest's *MinimalStack runs.
+// decompress it (never handed to the model still compressed); a request past --grpc-max-request-bytes
+// is refused on either stack before the model sees it. Deadlines on the minimal stack are covered
+// by SchedulingTest's *MinimalStack runs.
 #include <gmock/gmock.h>
 #include <grpc/compression.h>
 #include <gtest/gtest.h>
@@ -113,6 +114,45 @@ TEST_P(GrpcStackTest, GzipRequestIsServedOnTheFullStackAndRefusedByNameOnTheMini
   auto plain = client_->Infer("addsub", after);
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_EQ(testing::AddSubMismatch(after[0], after[1], plain->outputs), "");
+}
+
+// --grpc-max-request-bytes 64 KiB: a 128 KiB request is refused with RESOURCE_EXHAUSTED, unary and
+// streamed, and never reaches the model; one under the limit is served on the same channel. The
+// minimal stack has no filter to enforce a limit: the server refuses to start with both.
+TEST_P(GrpcStackTest, ARequestPastTheLimitIsRefusedBeforeTheModel) {
+  server::ServerOptions options = testing::TestServerOptions(repo_->path());
+  options.grpc_minimal_stack = GetParam();
+  options.grpc_max_request_bytes = 64 << 10;
+  if (GetParam()) {
+    auto refused = server::Server::Create(options);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(refused.status().message()),
+                HasSubstr("--grpc-max-request-bytes needs gRPC's full channel stack"));
+    return;
+  }
+  auto limited = testing::StartServer(options);
+  ASSERT_NE(limited, nullptr);
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(limited->port()));
+  const std::vector<Tensor> big = CompressibleAddSubInputs();  // 2 x 64 KiB of tensor bytes
+  auto refused = c->Infer("addsub", big);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("larger than max"));
+
+  auto stream = client::InferStream::Open(c->stub());
+  ASSERT_TRUE(stream->Send(client::InferenceClient::BuildRequest("addsub", big, {})));
+  const auto finished = stream->Finish(kWait);
+  ASSERT_TRUE(finished.has_value()) << "the stream ended";
+  EXPECT_EQ(finished->error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << finished->error_message();
+
+  auto statistics = c->ModelStatistics("addsub");
+  ASSERT_TRUE(statistics.ok()) << statistics.status();
+  EXPECT_EQ(statistics->model_stats(0).inference_count(), 0u) << "neither reached the model";
+  const std::vector<Tensor> small = AddSubInputs(4, 15);
+  auto served = c->Infer("addsub", small);
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ(testing::AddSubMismatch(small[0], small[1], served->outputs), "");
+  limited->Shutdown();
 }
 
 INSTANTIATE_TEST_SUITE_P(Stacks, GrpcStackTest, ::testing::Bool(),

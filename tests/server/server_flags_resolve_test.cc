@@ -48,6 +48,7 @@ TEST(ServerFlagsResolveTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(options.grpc_infer_threads, kAutoInferThreads);
   EXPECT_EQ(options.grpc_threads_per_queue, 2);
   EXPECT_FALSE(options.grpc_minimal_stack);
+  EXPECT_EQ(options.grpc_max_request_bytes, 0) << "no limit";
   EXPECT_TRUE(options.request_timing);
   EXPECT_EQ(options.input_arena_bytes, -1) << "auto";
   EXPECT_EQ(options.max_queue_bytes, uint64_t{1024} << 20);
@@ -96,6 +97,11 @@ TEST(ServerFlagsResolveTest, ValuesBecomeOptionsInTheirUnits) {
   EXPECT_TRUE(flags->telemetry.tracing.enabled);
   EXPECT_EQ(flags->telemetry.tracing.exporter.endpoint, "collector:4317");
   EXPECT_EQ(flags->telemetry.tracing.file, "");
+  auto limited = Parse({"--model-repository", "/m", "--grpc-max-request-bytes", "1048576"});
+  ASSERT_TRUE(limited.ok()) << limited.status();
+  EXPECT_EQ(limited->options.grpc_max_request_bytes, 1 << 20);
+  EXPECT_FALSE(Parse({"--model-repository", "/m", "--grpc-max-request-bytes", "-1"}).ok());
+  EXPECT_FALSE(Parse({"--model-repository", "/m", "--grpc-max-request-bytes", "2147483648"}).ok()) << "past int32";
   auto file = Parse({"--model-repository", "/m", "--trace-file", "/var/tmp/spans.jsonl"});
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_TRUE(file->telemetry.tracing.enabled);
