@@ -1,21 +1,74 @@
 // The CUDA building blocks on a real GPU: pinned staging is page-locked, events time device work,
-// the copy kernel puts every byte of many ranges where it belongs.
+// the copy kernel puts every byte of many ranges where it belongs; a page-locked shared-memory
+// window lost to a client's shrink is unpinned without a CUDA error.
 #include <cuda_runtime_api.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "client/system_shared_memory.h"
 #include "server/backend/cuda/copy_ranges.h"
 #include "server/backend/cuda/cuda_event.h"
 #include "server/backend/cuda/pinned_buffer.h"
+#include "server/backend/host_pinning.h"
 #include "server/backend/torch_backend.h"
+#include "server/shared_memory/shared_memory_registry.h"
 
 namespace chronoserve::server::cuda {
 namespace {
 
 TEST(CudaPiecesTest, AGpuIsVisible) { ASSERT_GE(CudaDeviceCount(), 1); }
+
+// docs/SHARED_MEMORY.md: a read of a page-locked window whose object shrank is survived (the watch
+// replaces the window under its pinning), the region reads as lost, unregistering it unpins what is
+// left with no CUDA error on the thread, and a window pinned after it copies to the device as usual.
+TEST(CudaPiecesTest, APinnedSharedMemoryWindowLostToAShrinkIsUnpinnedCleanly) {
+  constexpr size_t kBytes = 1 << 20;
+  SharedMemoryRegistry registry(MakeCudaHostPinner());
+  const std::string key = "/cs_gpu_pinned_shrink_" + std::to_string(::getpid());
+  auto object = client::SystemSharedMemory::Create(key, kBytes);
+  ASSERT_TRUE(object.ok()) << object.status();
+  for (size_t i = 0; i < kBytes; ++i) (*object)->data()[i] = static_cast<char>(1 + i % 251);
+  ASSERT_TRUE(registry.Register("shrinks", key, 0, kBytes).ok());
+  {
+    auto regions = registry.Status("shrinks");
+    ASSERT_TRUE(regions.ok() && regions->size() == 1);
+    const auto& region = regions->front();
+    ASSERT_TRUE(region->host_pinned()) << "page-locked at registration";
+    const int fd = ::shm_open(key.c_str(), O_RDWR, 0);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    ASSERT_EQ(::ftruncate(fd, 4096), 0) << std::strerror(errno);
+    ::close(fd);
+    volatile const char* bytes = region->data();
+    EXPECT_EQ(bytes[kBytes / 2], 0) << "past the object's end: the server's own page";
+    EXPECT_FALSE(region->CheckStillBacked().ok()) << "lost";
+    registry.Unregister("shrinks");
+  }  // the last holder: unmapped and unpinned here, on this thread
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+
+  const std::string key2 = key + "_after";
+  auto after = client::SystemSharedMemory::Create(key2, kBytes);
+  ASSERT_TRUE(after.ok()) << after.status();
+  for (size_t i = 0; i < kBytes; ++i) (*after)->data()[i] = static_cast<char>(3 + i % 241);
+  ASSERT_TRUE(registry.Register("after", key2, 0, kBytes).ok());
+  auto span = registry.Find("after", 0, kBytes);
+  ASSERT_TRUE(span.ok()) << span.status();
+  ASSERT_TRUE(span->region->host_pinned());
+  void* device = nullptr;
+  ASSERT_EQ(cudaMalloc(&device, kBytes), cudaSuccess);
+  std::vector<char> back(kBytes);
+  EXPECT_EQ(cudaMemcpy(device, span->data, kBytes, cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(back.data(), device, kBytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(std::memcmp(back.data(), (*after)->data(), kBytes), 0);
+  cudaFree(device);
+}
 
 TEST(CudaPiecesTest, PinnedBufferIsPageLockedAndGrows) {
   PinnedBuffer buffer;
