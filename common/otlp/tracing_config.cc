@@ -279,6 +279,7 @@ absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpo
 
   const std::string exporters = absl::AsciiStrToLower(Get(env, "OTEL_TRACES_EXPORTER"));
   const bool disabled = absl::AsciiStrToLower(Get(env, "OTEL_SDK_DISABLED")) == "true" || exporters == "none";
+  config.sdk_disabled = disabled;
   const EnvValue insecure = FirstSet(env, {"OTEL_EXPORTER_OTLP_TRACES_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE"});
   if (!flag_file.empty()) {
     if (!flag_endpoint.empty()) {

@@ -24,6 +24,7 @@ namespace chronoserve::otlp {
 
 struct TracingConfig {
   bool enabled = false;             // an endpoint or a trace file was given and tracing is not disabled
+  bool sdk_disabled = false;        // OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none: no tracing, not even later
   OtlpGrpcExporterOptions exporter;  // endpoint as HOST:PORT, TLS, resource (the resource serves `file` too)
   // --trace-file: spans are written there as OTLP/JSON lines (OtlpFileExporter), in place of the
   // collector; "" = they go to exporter.endpoint.

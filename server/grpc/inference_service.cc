@@ -449,7 +449,8 @@ absl::Status InferenceService::AnswerTraceSetting(const inference::TraceSettingR
   if (!changes.empty()) {
     CS_LOG(INFO) << "TraceSetting: " << (model.empty() ? std::string("server-wide") : "model '" + model + "'")
                  << " trace_level " << settings->at("trace_level")[0] << ", trace_rate " << settings->at("trace_rate")[0]
-                 << ", trace_count " << settings->at("trace_count")[0];
+                 << ", trace_count " << settings->at("trace_count")[0] << ", trace_file '"
+                 << settings->at("trace_file")[0] << "'";
   }
   for (const auto& [key, values] : *settings) {
     auto& out = (*response->mutable_settings())[key];

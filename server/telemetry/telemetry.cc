@@ -23,6 +23,7 @@
 #include "server/telemetry/request_tracer.h"
 #include "server/telemetry/trace_control.h"
 #include "server/telemetry/server_metrics.h"
+#include "server/telemetry/switchable_exporter.h"
 
 namespace chronoserve::server::telemetry {
 
@@ -34,22 +35,44 @@ absl::StatusOr<std::unique_ptr<Telemetry>> Telemetry::Create(TelemetryOptions op
     return absl::InvalidArgumentError("GPU monitor period must be positive");
   }
   std::unique_ptr<Telemetry> t(new Telemetry(std::move(options)));
-  if (!t->options_.tracing.enabled) {
-    // Without a collector, TraceSetting reads OFF and refuses changes.
+  TracingConfig& tracing = t->options_.tracing;
+  const bool to_collector = tracing.enabled && tracing.file.empty();
+  if (!tracing.enabled && tracing.sdk_disabled) {
+    // OTEL_SDK_DISABLED / OTEL_TRACES_EXPORTER=none: TraceSetting reads OFF and refuses changes.
     t->trace_control_ = std::make_unique<TraceControl>(*Sampler::Create("", ""), /*collector=*/false);
-  } else {
-    TracingConfig& tracing = t->options_.tracing;
-    const Sampler sampler = Sampler::FromEnvironment(tracing.sampler, tracing.sampler_arg, &tracing.warnings);
-    tracing.sampler = sampler.Description();
-    tracing.sampler_arg.clear();
-    otlp::RequireQueueSize(1 + kMaxChildSpans, &tracing);  // a request's spans go in together
-    absl::StatusOr<std::unique_ptr<otlp::SpanExporter>> exporter = otlp::CreateSpanExporter(tracing);
-    if (!exporter.ok()) return exporter.status();
-    t->processor_ = std::make_unique<BatchSpanProcessor>(*std::move(exporter), tracing.processor);
-    t->trace_control_ = std::make_unique<TraceControl>(sampler, /*collector=*/true, tracing.file);
-    t->tracer_ = std::make_unique<RequestTracer>(t->trace_control_.get(), t->processor_.get());
-    t->live_->SetSpanProcessor(t->processor_.get());
+    return t;
   }
+  std::vector<std::string> sampler_warnings;
+  const Sampler sampler = Sampler::FromEnvironment(tracing.sampler, tracing.sampler_arg,
+                                                   tracing.enabled ? &tracing.warnings : &sampler_warnings);
+  tracing.sampler = sampler.Description();
+  tracing.sampler_arg.clear();
+  otlp::RequireQueueSize(1 + kMaxChildSpans, &tracing);  // a request's spans go in together
+  std::unique_ptr<otlp::SpanExporter> exporter;
+  TraceFileOpener open_file;
+  if (to_collector) {
+    absl::StatusOr<std::unique_ptr<otlp::SpanExporter>> collector = otlp::CreateSpanExporter(tracing);
+    if (!collector.ok()) return collector.status();
+    exporter = *std::move(collector);
+  } else {
+    // A file (--trace-file), or none until TraceSetting names one: trace_file may change at run time.
+    std::unique_ptr<otlp::SpanExporter> file;
+    if (tracing.enabled) {
+      absl::StatusOr<std::unique_ptr<otlp::SpanExporter>> opened = otlp::CreateSpanExporter(tracing);
+      if (!opened.ok()) return opened.status();
+      file = *std::move(opened);
+    }
+    auto switchable = std::make_unique<SwitchableExporter>(std::move(file));
+    t->switchable_ = switchable.get();
+    exporter = std::move(switchable);
+    open_file = [telemetry = t.get()](const std::string& path) { return telemetry->OpenTraceFile(path); };
+  }
+  t->processor_ = std::make_unique<BatchSpanProcessor>(std::move(exporter), tracing.processor);
+  t->trace_control_ = std::make_unique<TraceControl>(sampler, /*collector=*/tracing.enabled, tracing.file,
+                                                     std::move(open_file));
+  t->tracer_ = std::make_unique<RequestTracer>(t->trace_control_.get(), t->processor_.get());
+  if (tracing.enabled) t->live_->SetSpanProcessor(t->processor_.get());
+  t->spans_have_destination_.store(tracing.enabled, std::memory_order_release);
   return t;
 }
 
@@ -62,10 +85,13 @@ Telemetry::Telemetry(TelemetryOptions options)
 Telemetry::~Telemetry() { Shutdown(absl::Now()); }
 
 absl::Status Telemetry::Start() {
-  if (started_ || shut_down_) return absl::OkStatus();
+  {
+    absl::MutexLock lock(&trace_file_mu_);
+    if (started_ || shut_down_) return absl::OkStatus();
+  }
   started_ = true;
   for (const std::string& warning : options_.tracing.warnings) CS_LOG(WARNING) << warning;
-  if (processor_ != nullptr) {
+  if (processor_ != nullptr && options_.tracing.enabled) {
     processor_->Start();
     const TracingConfig& t = options_.tracing;
     const std::string where = !t.file.empty() ? absl::StrCat("OTLP/JSON lines appended to ", t.file)
@@ -179,16 +205,38 @@ void Telemetry::StartMetricsEndpoint() {
                          : "");
 }
 
+absl::Status Telemetry::OpenTraceFile(const std::string& path) {
+  TracingConfig config = options_.tracing;
+  config.file = path;
+  absl::StatusOr<std::unique_ptr<otlp::SpanExporter>> file = otlp::CreateSpanExporter(config);
+  if (!file.ok()) return file.status();
+  absl::MutexLock lock(&trace_file_mu_);
+  if (shut_down_) return absl::UnavailableError("the server is shutting down");
+  processor_->Start();  // idempotent; Shutdown, which stops it, waits for this lock
+  // The spans of requests finished before the change go to the file before; a collector-less
+  // flush is a local write, bounded all the same.
+  processor_->ForceFlush(absl::Now() + absl::Seconds(5));
+  switchable_->Replace(*std::move(file));
+  live_->SetSpanProcessor(processor_.get());
+  spans_have_destination_.store(true, std::memory_order_release);
+  CS_LOG(INFO) << "tracing: OTLP/JSON lines appended to " << path << " (TraceSetting trace_file), service.name="
+               << config.exporter.resource.service_name << ", sampler " << config.sampler;
+  return absl::OkStatus();
+}
+
 void Telemetry::Shutdown(absl::Time deadline) {
-  if (shut_down_) return;
-  shut_down_ = true;
+  {
+    absl::MutexLock lock(&trace_file_mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
   // /metrics first: the flush below may take until `deadline` (a collector down), and a server
   // started meanwhile on the same ports (a restart) would find the metrics port taken and serve
   // without /metrics for its whole life. With gRPC already closed there is nothing left to scrape.
   if (gpu_monitor_ != nullptr) gpu_monitor_->Stop();
   StopExposer();
-  if (processor_ != nullptr) {
-    processor_->Shutdown(deadline);
+  if (processor_ != nullptr) processor_->Shutdown(deadline);
+  if (processor_ != nullptr && spans_have_destination_.load(std::memory_order_acquire)) {
     const SpanProcessorStats s = processor_->stats();
     CS_LOG(INFO) << "tracing stopped: " << s.exported << " span(s) exported, " << s.rejected
                  << " rejected by the collector, " << s.dropped << " dropped, " << s.export_failed
@@ -200,13 +248,17 @@ void Telemetry::Shutdown(absl::Time deadline) {
 
 std::optional<TraceDecision> Telemetry::DecideTrace(const ModelSpec& spec, const std::string& traceparent) {
   if (tracer_ == nullptr) return std::nullopt;
+  // No destination yet (no trace_file named): not traced, at no cost (no trace id drawn, no lock).
+  if (!spans_have_destination_.load(std::memory_order_acquire)) return TraceDecision{};
   return tracer_->DecideTrace(spec, traceparent);
 }
 
 void Telemetry::OnRequestDone(const ModelSpec& spec, const InferRequest* request, const RequestTiming& timing,
                               const absl::Status& status) {
   metrics_->OnRequestDone(spec, request, timing, status);
-  if (tracer_ != nullptr) tracer_->OnRequestDone(spec, request, timing, status);
+  if (tracer_ != nullptr && spans_have_destination_.load(std::memory_order_acquire)) {
+    tracer_->OnRequestDone(spec, request, timing, status);
+  }
 }
 
 void Telemetry::SetModelRegistry(ModelRegistry* registry) { live_->SetModelRegistry(registry); }

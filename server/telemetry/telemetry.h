@@ -10,6 +10,7 @@
 #ifndef CHRONOSERVE_SERVER_TELEMETRY_TELEMETRY_H_
 #define CHRONOSERVE_SERVER_TELEMETRY_TELEMETRY_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/core/gpu_clock_source.h"
@@ -43,6 +45,7 @@ class LiveStateCollector;
 class RequestTracer;
 class TraceControl;
 class ServerMetrics;
+class SwitchableExporter;
 
 struct MetricsOptions {
   bool enabled = true;
@@ -113,20 +116,26 @@ class Telemetry final : public RequestObserver {
   void StartMetricsEndpoint();
   // Stops /metrics without waiting out CivetWeb's 2 s poll step.
   void StopExposer();
+  // TraceSetting's trace_file: the spans go to `path` from now on (opened before anything changes;
+  // the export thread started if it was not). An error names the path.
+  absl::Status OpenTraceFile(const std::string& path);
 
   TelemetryOptions options_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<ServerMetrics> metrics_;  // shared: the exposer holds it as a Collectable
   std::shared_ptr<LiveStateCollector> live_;
   std::unique_ptr<prometheus::Exposer> exposer_;
-  std::unique_ptr<BatchSpanProcessor> processor_;
+  std::unique_ptr<BatchSpanProcessor> processor_;  // null only when OTEL_SDK_DISABLED turned tracing off
+  SwitchableExporter* switchable_ = nullptr;  // processor_'s exporter when spans go to a file or nowhere yet
+  std::atomic<bool> spans_have_destination_{false};  // a collector or a file: requests may be traced
   std::unique_ptr<TraceControl> trace_control_;
   std::unique_ptr<RequestTracer> tracer_;  // uses trace_control_
   std::unique_ptr<GpuMonitor> gpu_monitor_;
   int metrics_port_ = 0;
   std::string metrics_bound_host_;  // the host part of the address /metrics bound (for StopExposer)
   bool started_ = false;
-  bool shut_down_ = false;
+  absl::Mutex trace_file_mu_;  // OpenTraceFile against Shutdown
+  bool shut_down_ ABSL_GUARDED_BY(trace_file_mu_) = false;
 };
 
 }  // namespace chronoserve::server::telemetry

@@ -1,5 +1,6 @@
 #include "server/telemetry/trace_control.h"
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -97,6 +98,31 @@ absl::Status CheckFixed(const std::string& key, const std::vector<std::string>& 
                                                  value, "': ", why));
 }
 
+// trace_file's change, when it may change (`changeable`): one non-empty path, server-wide only;
+// `*file` is set when it differs from `current`. No values: no change (the key only reads).
+absl::Status CheckFile(const std::vector<std::string>& values, const std::string& model, const std::string& current,
+                       bool changeable, std::optional<std::string>* file) {
+  if (!changeable) {
+    return CheckFixed("trace_file", values, current,
+                      current.empty() ? "chronoserve sends its spans to the OTLP collector, not to a file (start it "
+                                        "with --trace-file instead of a collector to write them to one)"
+                                      : "the spans go to the file given at start (--trace-file), for the server's "
+                                        "whole run");
+  }
+  if (values.empty()) return absl::OkStatus();
+  if (values.size() != 1 || values[0].empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("trace setting 'trace_file' is ", Quoted(values),
+                                                   "; it takes one path, the file the spans are appended to"));
+  }
+  if (!model.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("trace setting 'trace_file' is server-wide: every model's spans go "
+                                                   "to one file; send it without a model_name (it was sent for '",
+                                                   Excerpt(model), "')"));
+  }
+  if (values[0] != current) *file = values[0];
+  return absl::OkStatus();
+}
+
 absl::Status Check(const std::string& key, const std::vector<std::string>& values, const std::string& trace_file,
                    Changes* changes) {
   if (key == "trace_level") return CheckLevel(values, &changes->level);
@@ -105,16 +131,10 @@ absl::Status Check(const std::string& key, const std::vector<std::string>& value
     return CheckNumber("trace_count", values, -1, "traces left to record; -1: no limit", &changes->count);
   }
   if (key == "trace_mode") return CheckFixed(key, values, "opentelemetry", "chronoserve sends OpenTelemetry spans");
-  if (key == "trace_file") {
-    return CheckFixed(key, values, trace_file,
-                      trace_file.empty() ? "chronoserve sends its spans to the OTLP collector, not to a file"
-                                         : "the spans go to the file given at start (--trace-file), for the "
-                                           "server's whole run");
-  }
   if (key == "log_frequency") {
     return CheckFixed(key, values, "0",
                       trace_file.empty() ? "chronoserve sends its spans to the OTLP collector, not to files"
-                                         : "every span goes to the one --trace-file, never split over files");
+                                         : "every span goes to the one trace_file, never split over files");
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown trace setting '", Excerpt(key), "'; the settings are ",
                                                  absl::StrJoin(kKeys, ", ")));
@@ -122,8 +142,12 @@ absl::Status Check(const std::string& key, const std::vector<std::string>& value
 
 }  // namespace
 
-TraceControl::TraceControl(Sampler sampler, bool collector, std::string trace_file)
-    : collector_(collector), trace_file_(std::move(trace_file)), start_sampler_(sampler) {
+TraceControl::TraceControl(Sampler sampler, bool collector, std::string trace_file, TraceFileOpener open_file)
+    : start_on_(collector),
+      open_file_(std::move(open_file)),
+      start_sampler_(sampler),
+      exporting_(collector),
+      trace_file_(std::move(trace_file)) {
   global_.on = collector;
   global_.sampler = sampler;
   global_.remaining = std::make_unique<std::atomic<int64_t>>(-1);
@@ -157,7 +181,7 @@ bool TraceControl::ShouldTrace(const std::string& model, const TraceParent* pare
 
 TraceSettingsMap TraceControl::Describe(const std::string& model) const {
   const Effective e = EffectiveFor(model);
-  return {{"trace_level", {e.on && collector_ ? "TIMESTAMPS" : "OFF"}},
+  return {{"trace_level", {e.on && exporting_ ? "TIMESTAMPS" : "OFF"}},
           {"trace_rate", {absl::StrCat(e.sampler->RootRate())}},
           {"trace_count", {absl::StrCat(e.remaining->load(std::memory_order_relaxed))}},
           {"trace_mode", {"opentelemetry"}},
@@ -166,24 +190,51 @@ TraceSettingsMap TraceControl::Describe(const std::string& model) const {
 }
 
 absl::StatusOr<TraceSettingsMap> TraceControl::Update(const std::string& model, const TraceSettingsMap& changes) {
-  if (!collector_ && !changes.empty()) {
-    return absl::FailedPreconditionError(
+  absl::MutexLock file_lock(&file_mu_);  // the file checked below is the one replaced
+  bool exporting;
+  std::string current_file;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    exporting = exporting_;
+    current_file = trace_file_;
+  }
+  // A collector's spans stay with it; a file's (or none yet) may move to another file.
+  const bool file_changeable = open_file_ != nullptr && (!exporting || !current_file.empty());
+  auto off = [&] {
+    return absl::FailedPreconditionError(absl::StrCat(
         "tracing is off: the server was started without a trace collector (--otlp-endpoint, or "
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT) or --trace-file, so its trace "
-        "settings can be read, not changed");
-  }
+        "settings can be read, not changed",
+        file_changeable ? ", until a request names a trace_file to write the spans to (server-wide, with or "
+                          "before trace_level TIMESTAMPS)"
+                        : " (OTEL_SDK_DISABLED or OTEL_TRACES_EXPORTER=none turned it off)"));
+  };
+  if (!exporting && !file_changeable && !changes.empty()) return off();
   Changes parsed;
+  std::optional<std::string> new_file;
   for (const auto& [key, values] : changes) {
-    if (absl::Status s = Check(key, values, trace_file_, &parsed); !s.ok()) return s;
+    absl::Status s = key == "trace_file" ? CheckFile(values, model, current_file, file_changeable, &new_file)
+                                         : Check(key, values, current_file, &parsed);
+    if (!s.ok()) return s;
+  }
+  if (!exporting && !new_file && !changes.empty()) return off();
+  if (new_file) {
+    if (absl::Status opened = open_file_(*new_file); !opened.ok()) {
+      return absl::Status(opened.code(), absl::StrCat("trace setting 'trace_file': ", opened.message()));
+    }
   }
   absl::MutexLock lock(&mu_);
+  if (new_file) {
+    exporting_ = true;
+    trace_file_ = *new_file;
+  }
   const bool server_wide = model.empty();
   Settings& target = server_wide ? global_ : models_[model];
   if (parsed.level.named) {
     if (parsed.level.value) {
       target.on = *parsed.level.value;
     } else {
-      target.on = server_wide ? std::optional<bool>(collector_) : std::nullopt;
+      target.on = server_wide ? std::optional<bool>(start_on_) : std::nullopt;
     }
   }
   if (parsed.rate.named) {

@@ -1,16 +1,24 @@
 // TraceControl: the server's trace settings (server/core/trace_settings.h) over the OpenTelemetry
 // sampler it started with, and the decision each finished request's trace takes from them. Triton's
 // keys: trace_level (OFF or TIMESTAMPS), trace_rate (one new trace in N; 0 = none), trace_count
-// (traces left to record; -1 = no limit), and, read only, trace_mode (opentelemetry), trace_file
-// (--trace-file's path, "" when spans go to a collector) and log_frequency ("0": one file).
-// Server-wide settings, and per model the ones set for it (the others follow the server-wide ones). A caller's sampled traceparent is followed as the start sampler
-// says (the parentbased_* samplers) whatever trace_rate is; trace_level OFF and a trace_count run
-// out stop those too. ShouldTrace runs on worker threads (a reader lock and, while a trace_count is
-// set, an atomic step); Update on RPC threads.
+// (traces left to record; -1 = no limit), trace_file (where the spans are written; "" when they go
+// to a collector) and, read only, trace_mode (opentelemetry) and log_frequency ("0": one file).
+// Server-wide settings, and per model the ones set for it (the others follow the server-wide ones).
+// A caller's sampled traceparent is followed as the start sampler says (the parentbased_* samplers)
+// whatever trace_rate is; trace_level OFF and a trace_count run out stop those too. ShouldTrace
+// runs on worker threads (a reader lock and, while a trace_count is set, an atomic step); Update on
+// RPC threads.
+//
+// trace_file can be changed while the server runs when its spans go to a file or nowhere (no
+// collector at start): the opener makes the new file the destination (the spans of requests
+// finished before the change are written to the old one first) before the rest of the request is
+// applied. A server started without a destination thus starts tracing once a request names a
+// trace_file and trace_level TIMESTAMPS.
 #ifndef CHRONOSERVE_SERVER_TELEMETRY_TRACE_CONTROL_H_
 #define CHRONOSERVE_SERVER_TELEMETRY_TRACE_CONTROL_H_
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -24,12 +32,18 @@
 
 namespace chronoserve::server::telemetry {
 
+// Makes `path` the file the spans are written to from now on, in place of the one before (if any);
+// an error names the path and why it cannot be written.
+using TraceFileOpener = std::function<absl::Status(const std::string& path)>;
+
 class TraceControl final : public TraceSettings {
  public:
-  // `collector`: the server exports traces (an OTLP endpoint or a trace file is set). Without one
-  // every trace setting reads OFF and Update refuses changes (FAILED_PRECONDITION). `trace_file`: the
-  // file the spans are written to (--trace-file), "" when they go to a collector.
-  TraceControl(Sampler sampler, bool collector, std::string trace_file = "");
+  // `collector`: the server exports traces (an OTLP endpoint or a trace file is set). `trace_file`:
+  // the file the spans are written to (--trace-file), "" when they go to a collector or nowhere.
+  // `open_file`: set when trace_file may change (the spans go to a file, or nowhere yet). Without a
+  // destination every trace setting reads OFF, and Update refuses changes (FAILED_PRECONDITION)
+  // unless it names a trace_file (and an opener is set).
+  TraceControl(Sampler sampler, bool collector, std::string trace_file = "", TraceFileOpener open_file = nullptr);
 
   // Whether a finished request of `model` is traced; `parent` is the caller's context or null.
   // Counts the trace against the trace_count that applies.
@@ -56,10 +70,13 @@ class TraceControl final : public TraceSettings {
   TraceSettingsMap Describe(const std::string& model) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   static bool TakeOne(std::atomic<int64_t>* remaining);
 
-  const bool collector_;
-  const std::string trace_file_;
+  const bool start_on_;        // a destination at start: trace_level's start value is TIMESTAMPS
+  const TraceFileOpener open_file_;
   const Sampler start_sampler_;
+  absl::Mutex file_mu_;  // one trace_file change at a time (taken before mu_, never inside it)
   mutable absl::Mutex mu_;
+  bool exporting_ ABSL_GUARDED_BY(mu_);  // spans have a destination
+  std::string trace_file_ ABSL_GUARDED_BY(mu_);
   Settings global_ ABSL_GUARDED_BY(mu_);  // every field set
   std::map<std::string, Settings> models_ ABSL_GUARDED_BY(mu_);
 };

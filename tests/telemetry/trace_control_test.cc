@@ -185,8 +185,71 @@ TEST(TraceControlTest, WithATraceFileTraceFileReadsItsPathAndStaysFixed) {
               HasSubstr("it can only be '/var/log/chronoserve/spans.jsonl': the spans go to the file given at start "
                         "(--trace-file)"));
   const auto split = c.Update("", {{"log_frequency", {"100"}}});
-  EXPECT_THAT(std::string(split.status().message()), HasSubstr("every span goes to the one --trace-file"));
+  EXPECT_THAT(std::string(split.status().message()), HasSubstr("every span goes to the one trace_file"));
   EXPECT_EQ(Get(c.Update("mlp", {{"trace_level", {"OFF"}}}), "trace_level"), "OFF");
+}
+
+// With an opener (the server's, when its spans go to a file or nowhere yet), trace_file moves the
+// spans: opened first, then the rest of the request applied, all or nothing.
+TEST(TraceControlTest, TraceFileMovesTheSpansThroughTheOpener) {
+  std::vector<std::string> opened;
+  absl::Status next = absl::OkStatus();
+  TraceControl c(Make(""), /*collector=*/true, "/var/log/a.jsonl", [&](const std::string& path) {
+    if (next.ok()) opened.push_back(path);
+    return next;
+  });
+  auto moved = c.Update("", {{"trace_file", {"/var/log/b.jsonl"}}, {"trace_count", {"7"}}});
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(Get(moved, "trace_file"), "/var/log/b.jsonl");
+  EXPECT_EQ(Get(moved, "trace_count"), "7");
+  EXPECT_THAT(opened, ElementsAre("/var/log/b.jsonl"));
+  EXPECT_TRUE(c.Update("", {{"trace_file", {"/var/log/b.jsonl"}}}).ok()) << "the same file: nothing to open";
+  EXPECT_THAT(opened, ElementsAre("/var/log/b.jsonl"));
+
+  next = absl::NotFoundError("cannot open '/nope/c.jsonl': No such file or directory");
+  auto failed = c.Update("", {{"trace_file", {"/nope/c.jsonl"}}, {"trace_count", {"9"}}});
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(failed.status().message()), HasSubstr("trace setting 'trace_file': cannot open '/nope/c.jsonl'"));
+  EXPECT_EQ(Get(c.Update("", {}), "trace_file"), "/var/log/b.jsonl") << "nothing applied";
+  EXPECT_EQ(Get(c.Update("", {}), "trace_count"), "7");
+  next = absl::OkStatus();
+
+  for (const TraceSettingsMap& bad : std::vector<TraceSettingsMap>{{{"trace_file", {""}}},
+                                                                   {{"trace_file", {"/a", "/b"}}}}) {
+    EXPECT_EQ(c.Update("", bad).status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  const auto per_model = c.Update("mlp", {{"trace_file", {"/var/log/m.jsonl"}}});
+  EXPECT_EQ(per_model.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(per_model.status().message()), HasSubstr("'trace_file' is server-wide"));
+  EXPECT_THAT(opened, ElementsAre("/var/log/b.jsonl"));
+}
+
+// Started with no destination but an opener: everything reads OFF and only a request that names a
+// trace_file changes anything; then trace_level TIMESTAMPS traces.
+TEST(TraceControlTest, WithoutADestinationATraceFileTurnsTracingOn) {
+  std::vector<std::string> opened;
+  TraceControl c(Make(""), /*collector=*/false, "", [&](const std::string& path) {
+    opened.push_back(path);
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(Get(c.Update("", {}), "trace_level"), "OFF");
+  EXPECT_EQ(Get(c.Update("", {}), "trace_file"), "");
+  const auto refused = c.Update("", {{"trace_level", {"TIMESTAMPS"}}});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("until a request names a trace_file"));
+  EXPECT_TRUE(opened.empty());
+  EXPECT_FALSE(c.ShouldTrace("mlp", nullptr, IdWithLow(1)));
+
+  auto file_only = c.Update("", {{"trace_file", {"/tmp/spans.jsonl"}}});
+  ASSERT_TRUE(file_only.ok()) << file_only.status();
+  EXPECT_EQ(Get(file_only, "trace_level"), "OFF") << "a file alone does not turn tracing on";
+  EXPECT_FALSE(c.ShouldTrace("mlp", nullptr, IdWithLow(1)));
+  auto on = c.Update("", {{"trace_level", {"TIMESTAMPS"}}});
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_EQ(Get(on, "trace_level"), "TIMESTAMPS");
+  EXPECT_TRUE(c.ShouldTrace("mlp", nullptr, IdWithLow(1)));
+  EXPECT_EQ(Get(c.Update("", {{"trace_level", {}}}), "trace_level"), "OFF") << "cleared: back to the start value";
+  EXPECT_THAT(opened, ElementsAre("/tmp/spans.jsonl"));
 }
 
 TEST(TraceControlTest, ConcurrentRequestsNeverTakeMoreThanTheCount) {

@@ -1,0 +1,168 @@
+// TraceSetting's trace_file on a server started with no trace destination (no collector, no
+// --trace-file): naming a file with trace_level TIMESTAMPS starts tracing into it, and naming another
+// moves the spans there (Triton's update_trace_settings(settings={"trace_file": ...})). Every span
+// of a request lies in the file current when the request finished. The files are read by decoders
+// chronoserve did not write (tests/telemetry/otlp_json_file.h).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "client/inference_client.h"
+#include "common/traceparent.h"
+#include "server/server.h"
+#include "server/telemetry/request_tracer.h"
+#include "server/telemetry/telemetry.h"
+#include "tests/server/test_repository.h"
+#include "tests/telemetry/otlp_json_file.h"
+#include "tests/telemetry/telemetry_server_fixture.h"
+#include "tools/example_models.h"
+
+namespace chronoserve {
+namespace {
+
+using ::testing::HasSubstr;
+using server::telemetry::Telemetry;
+using server::telemetry::TelemetryOptions;
+
+class TraceFileAtRunTimeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    examples::ModelOptions mlp;
+    mlp.max_batch_size = 8;
+    mlp.instance_kind = "KIND_CPU";
+    ASSERT_TRUE(examples::WriteMlp(repo_.path(), "mlp", mlp).ok());
+    TelemetryOptions options;  // tracing.enabled false: no collector, no file
+    options.tracing.exporter.resource.service_name = "chronoserve-test";
+    options.tracing.processor.schedule_delay = absl::Milliseconds(20);
+    options.metrics.enabled = false;
+    options.gpu.enabled = false;
+    auto telemetry = Telemetry::Create(options);
+    ASSERT_TRUE(telemetry.ok()) << telemetry.status();
+    telemetry_ = *std::move(telemetry);
+    server::ServerOptions server_options;
+    server_options.model_repository = repo_.path();
+    server_options.grpc_port = 0;
+    server_options.exit_timeout_secs = 10;
+    server_options.warmup.runs_per_batch_size = 1;
+    server_options.telemetry = telemetry_.get();
+    auto server = server::Server::Create(server_options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    ASSERT_TRUE((*server)->Start().ok());
+    server_ = *std::move(server);
+    client_ = client::InferenceClient::Connect("127.0.0.1:" + std::to_string(server_->port()));
+  }
+  void TearDown() override {
+    server_.reset();  // flushes telemetry last
+    telemetry_.reset();
+  }
+
+  absl::StatusOr<inference::TraceSettingResponse> Setting(const std::string& model,
+                                                          const server::TraceSettingsMap& changes) {
+    inference::TraceSettingRequest request;
+    request.set_model_name(model);
+    for (const auto& [key, values] : changes) {
+      auto& value = (*request.mutable_settings())[key];
+      for (const std::string& v : values) value.add_value(v);
+    }
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    inference::TraceSettingResponse response;
+    const grpc::Status status = client_->stub()->TraceSetting(&ctx, request, &response);
+    if (!status.ok()) return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+    return response;
+  }
+  static std::string Value(const absl::StatusOr<inference::TraceSettingResponse>& r, const std::string& key) {
+    if (!r.ok() || r->settings().count(key) == 0 || r->settings().at(key).value_size() != 1) return "?";
+    return r->settings().at(key).value(0);
+  }
+  // A sampled request to mlp in a new trace; its trace id (hex).
+  std::string Send() {
+    const std::string trace_id = ToHex(server::telemetry::NewTraceId());
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> values(64);
+    for (float& v : values) v = dist(rng_);
+    client::Tensor input{"INPUT__0", DataType::kFp32, {1, 64},
+                         std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float))};
+    client::InferOptions options;
+    options.metadata = {{"traceparent", "00-" + trace_id + "-00f067aa0ba902b7-01"}};
+    auto result = client_->Infer("mlp", {input}, options);
+    EXPECT_TRUE(result.ok()) << result.status();
+    return trace_id;
+  }
+  // Waits (30 s at most) until the span processor has taken `spans` spans in all: the requests
+  // answered so far have handed theirs over (after their answers).
+  bool WaitForSpansTaken(uint64_t spans) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (telemetry_->span_processor()->stats().accepted < spans) {
+      if (absl::Now() > deadline) return false;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return true;
+  }
+  static std::map<std::string, size_t> SpansByTrace(const std::string& path) {
+    auto requests = testing::ReadOtlpJsonFile(path);
+    EXPECT_TRUE(requests.ok()) << requests.status();
+    std::map<std::string, size_t> by_trace;
+    if (!requests.ok()) return by_trace;
+    for (const testing::ReceivedSpan& span : testing::SpansOf(*requests)) {
+      EXPECT_EQ(span.resource.at("service.name"), "chronoserve-test");
+      ++by_trace[span.trace_id];
+    }
+    return by_trace;
+  }
+
+  testing::TempDir repo_{"cs_trace_file_runtime"};
+  testing::TempDir out_{"cs_trace_file_runtime_out"};
+  std::unique_ptr<Telemetry> telemetry_;
+  std::unique_ptr<server::Server> server_;
+  std::unique_ptr<client::InferenceClient> client_;
+  std::mt19937 rng_{20261206};
+};
+
+TEST_F(TraceFileAtRunTimeTest, ANamedFileStartsTracingAndTheNextTakesOver) {
+  const auto start = Setting("", {});
+  EXPECT_EQ(Value(start, "trace_level"), "OFF");
+  EXPECT_EQ(Value(start, "trace_file"), "");
+  const std::string untraced = Send();
+  const auto level_alone = Setting("", {{"trace_level", {"TIMESTAMPS"}}});
+  EXPECT_EQ(level_alone.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(level_alone.status().message()), HasSubstr("until a request names a trace_file"));
+  const auto unwritable = Setting("", {{"trace_file", {out_.path() + "/no/such/dir/spans.jsonl"}},
+                                       {"trace_level", {"TIMESTAMPS"}}});
+  EXPECT_EQ(unwritable.status().code(), absl::StatusCode::kInvalidArgument) << unwritable.status();
+  EXPECT_THAT(std::string(unwritable.status().message()),
+              HasSubstr("trace setting 'trace_file': trace file '" + out_.path() + "/no/such/dir/spans.jsonl' cannot be "
+                        "opened"));
+  EXPECT_EQ(Value(Setting("", {}), "trace_level"), "OFF") << "nothing applied";
+
+  const std::string first = out_.path() + "/first.jsonl";
+  const auto on = Setting("", {{"trace_file", {first}}, {"trace_level", {"TIMESTAMPS"}}});
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_EQ(Value(on, "trace_file"), first);
+  EXPECT_EQ(Value(on, "trace_level"), "TIMESTAMPS");
+  const auto per_model = Setting("mlp", {{"trace_file", {out_.path() + "/mlp.jsonl"}}});
+  EXPECT_EQ(per_model.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string in_first = Send();
+  ASSERT_TRUE(WaitForSpansTaken(testing::kSpansPerRequest)) << "the traced request's spans";
+
+  const std::string second = out_.path() + "/second.jsonl";
+  ASSERT_EQ(Value(Setting("", {{"trace_file", {second}}}), "trace_file"), second);
+  const std::string in_second = Send();
+  ASSERT_TRUE(WaitForSpansTaken(2 * testing::kSpansPerRequest));
+  server_.reset();  // exports what is queued: into `second`
+  telemetry_.reset();
+
+  EXPECT_EQ(SpansByTrace(first), (std::map<std::string, size_t>{{in_first, testing::kSpansPerRequest}}))
+      << "the request before tracing started left none; the one after the move went to the second file";
+  EXPECT_EQ(SpansByTrace(second), (std::map<std::string, size_t>{{in_second, testing::kSpansPerRequest}}));
+  EXPECT_EQ(SpansByTrace(first).count(untraced), 0u) << "sent before any trace_file: not traced";
+}
+
+}  // namespace
+}  // namespace chronoserve
