@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -142,13 +143,39 @@ void TelemetryServerTest::SetUp() {
   client_ = InferenceClient::Connect("127.0.0.1:" + std::to_string(server_->port()));
 }
 
-absl::StatusOr<client::InferResult> TelemetryServerTest::Infer(std::multimap<std::string, std::string> metadata,
-                                                              const std::string& id) {
+client::Tensor RandomMlpInput(std::mt19937& rng) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> values(64);
-  for (float& v : values) v = dist(rng_);
-  client::Tensor input{"INPUT__0", DataType::kFp32, {1, 64},
-                       std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float))};
+  for (float& v : values) v = dist(rng);
+  return client::Tensor{"INPUT__0", DataType::kFp32, {1, 64},
+                        std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float))};
+}
+
+absl::StatusOr<inference::TraceSettingResponse> CallTraceSetting(client::InferenceClient& client,
+                                                                const std::string& model,
+                                                                const server::TraceSettingsMap& changes) {
+  inference::TraceSettingRequest request;
+  request.set_model_name(model);
+  for (const auto& [key, values] : changes) {
+    auto& value = (*request.mutable_settings())[key];
+    for (const std::string& v : values) value.add_value(v);
+  }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  inference::TraceSettingResponse response;
+  const grpc::Status status = client.stub()->TraceSetting(&ctx, request, &response);
+  if (!status.ok()) return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+  return response;
+}
+
+std::string SettingValue(const absl::StatusOr<inference::TraceSettingResponse>& answer, const std::string& key) {
+  if (!answer.ok() || answer->settings().count(key) == 0 || answer->settings().at(key).value_size() != 1) return "?";
+  return answer->settings().at(key).value(0);
+}
+
+absl::StatusOr<client::InferResult> TelemetryServerTest::Infer(std::multimap<std::string, std::string> metadata,
+                                                              const std::string& id) {
+  const client::Tensor input = RandomMlpInput(rng_);
   client::InferOptions options;
   options.id = id;
   options.metadata = std::move(metadata);

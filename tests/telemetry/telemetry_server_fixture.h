@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/inference_client.h"
+#include "server/core/trace_settings.h"
 #include "server/server.h"
 #include "server/telemetry/telemetry.h"
 #include "tests/server/test_repository.h"
@@ -35,6 +36,17 @@ std::string ScrapeMetricsAt(const std::string& host, int port);
 
 // Prometheus text format -> "name{k="v",...}" -> value (labels as the exposer wrote them).
 std::map<std::string, double> ParseMetrics(const std::string& text);
+
+// The example MLP's input (INPUT__0, FP32 [1, 64]) of values drawn from `rng` in [-1, 1): never all zero.
+client::Tensor RandomMlpInput(std::mt19937& rng);
+
+// TraceSetting for `model` ("" = server-wide) with `changes` (30 s deadline); the answer, or the
+// call's status as an absl::Status.
+absl::StatusOr<inference::TraceSettingResponse> CallTraceSetting(client::InferenceClient& client,
+                                                                const std::string& model,
+                                                                const server::TraceSettingsMap& changes);
+// The one value of `key` in an answer; "?" when the call failed or the key has not one value.
+std::string SettingValue(const absl::StatusOr<inference::TraceSettingResponse>& answer, const std::string& key);
 
 class TelemetryServerTest : public ::testing::Test {
  protected:

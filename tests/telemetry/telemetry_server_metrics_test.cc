@@ -195,11 +195,7 @@ TEST_F(TelemetryServerTest, ServesInferenceWhenTheMetricsPortIsTaken) {
   ASSERT_NE(second, nullptr);
   EXPECT_EQ((*telemetry)->metrics_port(), 0);  // logged error, no endpoint
   auto other = InferenceClient::Connect("127.0.0.1:" + std::to_string(second->port()));
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> values(64);
-  for (float& v : values) v = dist(rng_);
-  client::Tensor input{"INPUT__0", DataType::kFp32, {1, 64},
-                       std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float))};
+  const client::Tensor input = testing::RandomMlpInput(rng_);
   client::InferOptions call;
   call.timeout = std::chrono::milliseconds(30000);
   auto result = other->Infer("mlp", {input}, call);

@@ -287,22 +287,10 @@ class TraceSettingServerTest : public TelemetryServerTest {
     Setting("mlp", {{"trace_level", {}}, {"trace_count", {}}, {"trace_rate", {}}}).IgnoreError();
   }
   absl::StatusOr<inference::TraceSettingResponse> Setting(const std::string& model, const server::TraceSettingsMap& changes) {
-    inference::TraceSettingRequest request;
-    request.set_model_name(model);
-    for (const auto& [key, values] : changes) {
-      auto& value = (*request.mutable_settings())[key];
-      for (const std::string& v : values) value.add_value(v);
-    }
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    inference::TraceSettingResponse response;
-    const grpc::Status status = client_->stub()->TraceSetting(&ctx, request, &response);
-    if (!status.ok()) return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
-    return response;
+    return testing::CallTraceSetting(*client_, model, changes);
   }
   static std::string Value(const absl::StatusOr<inference::TraceSettingResponse>& r, const std::string& key) {
-    if (!r.ok() || r->settings().count(key) == 0 || r->settings().at(key).value_size() != 1) return "?";
-    return r->settings().at(key).value(0);
+    return testing::SettingValue(r, key);
   }
   // A sampled request to mlp in trace `trace_id`.
   void Send(const std::string& trace_id) {

@@ -64,31 +64,15 @@ class TraceFileAtRunTimeTest : public ::testing::Test {
 
   absl::StatusOr<inference::TraceSettingResponse> Setting(const std::string& model,
                                                           const server::TraceSettingsMap& changes) {
-    inference::TraceSettingRequest request;
-    request.set_model_name(model);
-    for (const auto& [key, values] : changes) {
-      auto& value = (*request.mutable_settings())[key];
-      for (const std::string& v : values) value.add_value(v);
-    }
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    inference::TraceSettingResponse response;
-    const grpc::Status status = client_->stub()->TraceSetting(&ctx, request, &response);
-    if (!status.ok()) return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
-    return response;
+    return testing::CallTraceSetting(*client_, model, changes);
   }
   static std::string Value(const absl::StatusOr<inference::TraceSettingResponse>& r, const std::string& key) {
-    if (!r.ok() || r->settings().count(key) == 0 || r->settings().at(key).value_size() != 1) return "?";
-    return r->settings().at(key).value(0);
+    return testing::SettingValue(r, key);
   }
   // A sampled request to mlp in a new trace; its trace id (hex).
   std::string Send() {
     const std::string trace_id = ToHex(server::telemetry::NewTraceId());
-    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-    std::vector<float> values(64);
-    for (float& v : values) v = dist(rng_);
-    client::Tensor input{"INPUT__0", DataType::kFp32, {1, 64},
-                         std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float))};
+    const client::Tensor input = testing::RandomMlpInput(rng_);
     client::InferOptions options;
     options.metadata = {{"traceparent", "00-" + trace_id + "-00f067aa0ba902b7-01"}};
     auto result = client_->Infer("mlp", {input}, options);
