@@ -26,7 +26,8 @@ ModelController::ModelController(ModelRegistry* registry, DeviceActivityRegistry
       repository_(std::move(repository)),
       hooks_(std::move(hooks)),
       manager_(registry, devices, WithStop(std::move(load_options), &stopping_), clock, gpu_clock) {
-  for (int i = 0; i < std::max(threads, 1); ++i) threads_.emplace_back([this] { Run(); });
+  for (int i = 0; i < std::max(threads, 1); ++i) threads_.emplace_back([this] { Run(/*unloads_only=*/false); });
+  threads_.emplace_back([this] { Run(/*unloads_only=*/true); });
 }
 
 ModelController::~ModelController() { Stop(); }
@@ -111,27 +112,31 @@ std::vector<std::string> ModelController::RepositoryModels() const {
   return names.ok() ? *std::move(names) : std::vector<std::string>{};
 }
 
-size_t ModelController::NextRunnableLocked() const {
+size_t ModelController::NextRunnableLocked(bool unloads_only) const {
   std::set<std::string> waiting;  // models with an earlier job still waiting: theirs go in order
   for (size_t i = 0; i < jobs_.size(); ++i) {
     const Job& job = jobs_[i];
     if (waiting.count(job.model) > 0) continue;
-    if (running_.count(job.model) == 0) return i;  // no other job for its model runs
+    // No other job for its model runs (and, on the unload thread, it unloads).
+    if (running_.count(job.model) == 0 && (!unloads_only || job.kind == Job::Kind::kUnload)) return i;
     waiting.insert(job.model);
   }
   return jobs_.size();
 }
 
-bool ModelController::HasWorkLocked() const { return stopped_ || NextRunnableLocked() < jobs_.size(); }
+bool ModelController::HasWorkLocked() const { return stopped_ || NextRunnableLocked(false) < jobs_.size(); }
 
-void ModelController::Run() {
+bool ModelController::HasUnloadWorkLocked() const { return stopped_ || NextRunnableLocked(true) < jobs_.size(); }
+
+void ModelController::Run(bool unloads_only) {
   while (true) {
     Job job;
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(this, &ModelController::HasWorkLocked));
+      mu_.Await(absl::Condition(this, unloads_only ? &ModelController::HasUnloadWorkLocked
+                                                   : &ModelController::HasWorkLocked));
       if (stopped_) return;  // Stop answers what waits
-      const size_t next = NextRunnableLocked();
+      const size_t next = NextRunnableLocked(unloads_only);
       job = std::move(jobs_[next]);
       jobs_.erase(jobs_.begin() + static_cast<std::ptrdiff_t>(next));
       running_.insert(job.model);

@@ -1,6 +1,7 @@
 // ModelController: --model-control-mode explicit and poll. Loads, reloads and unloads models of the
-// repository while the server runs, on threads of its own (--model-load-thread-count): different
-// models side by side, one model's requests one after another in the order asked. A load takes
+// repository while the server runs, on threads of its own (--model-load-thread-count, and one more
+// that only unloads): different models side by side, one model's requests one after another in the
+// order asked. A load takes
 // seconds (weights, warm-up) and must hold no gRPC thread. In explicit mode the requests come from
 // RepositoryModelLoad / RepositoryModelUnload; in poll mode from the controller's own scans of the
 // repository (StartPolling): a new model directory is loaded, one whose files changed is reloaded,
@@ -85,11 +86,12 @@ class ModelController final : public ModelControl {
     }
   };
   void Submit(Job::Kind kind, const std::string& model, LoadOverrides overrides, Done done, bool scan);
-  // The first waiting job that may start (a model's jobs start in the order they came); jobs_.size()
-  // when none may.
-  size_t NextRunnableLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Stopped, or a waiting job may start.
+  // The first waiting job that may start (a model's jobs start in the order they came; with
+  // `unloads_only`, an unload whose model has no job before it); jobs_.size() when none may.
+  size_t NextRunnableLocked(bool unloads_only) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stopped, or a waiting job may start (on a load thread / on the unload thread).
   bool HasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool HasUnloadWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What a model directory holds: each file's path, size and modification time; "" when unreadable.
   static std::string Fingerprint(const std::string& model_dir);
   // One scan: submits a load for each model directory new or changed and an unload for each one
@@ -99,7 +101,9 @@ class ModelController final : public ModelControl {
   // Scan `scan`'s jobs are all done.
   void ScanDone(int64_t scan);
   void RunPolls(absl::Duration interval);
-  void Run();
+  // A load thread runs any job; the unload thread (`unloads_only`) only unloads, so that with every
+  // load thread busy in a slow load a model can still be taken out of service.
+  void Run(bool unloads_only);
   absl::Status DoLoad(const std::string& model, const LoadOverrides& overrides = {});
   // The runtime DoLoad serves: from the repository's directory, or from the files the request sent.
   absl::StatusOr<std::unique_ptr<ModelRuntime>> BuildRuntime(const std::string& model, const LoadOverrides& overrides,
@@ -129,7 +133,7 @@ class ModelController final : public ModelControl {
   // only the poller's thread touches it once polling starts (scans run there, one at a time).
   std::map<std::string, std::string> fingerprints_;
   std::thread poller_;  // poll mode: scans the repository every interval
-  std::vector<std::thread> threads_;  // run the jobs; started last
+  std::vector<std::thread> threads_;  // run the jobs (--model-load-thread-count, then the unload thread); started last
 };
 
 }  // namespace chronoserve::server

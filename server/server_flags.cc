@@ -79,7 +79,8 @@ void AddServingFlags(CLI::App* app, RawServerFlags* raw) {
       ->check(CLI::IsMember({"none", "explicit", "poll"}));
   app->add_option("--model-load-thread-count", options.model_load_threads,
                   "With --model-control-mode explicit or poll: loads and unloads of different models that may run "
-                  "at once (one model's run one after another, in the order asked)")
+                  "at once (one model's run one after another, in the order asked); one more thread only unloads, so "
+                  "an unload does not wait for slow loads of other models")
       ->capture_default_str()
       ->transform(IntegerIn(1, 64))
       ->each([raw](const std::string&) { raw->model_load_threads_given = true; });

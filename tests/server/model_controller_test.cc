@@ -1,6 +1,7 @@
 // ModelController on its own (no gRPC), real models: loads of different models run side by side,
-// one model's requests run one after another in order, and the same request made again while the
-// first still waits shares its run.
+// one model's requests run one after another in order, the same request made again while the
+// first still waits shares its run, and an unload does not wait for a busy load thread.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -113,6 +114,30 @@ TEST_F(ModelControllerTest, AnotherModelLoadsWhileOneLoadsForever) {
   ASSERT_TRUE(queued.answered.HasBeenNotified());
   EXPECT_EQ(queued.status.code(), absl::StatusCode::kUnavailable) << queued.status;
   EXPECT_EQ(loads_.load(), 1);
+}
+
+// With the one load thread busy in a load that never ends, another model is still unloaded at once
+// (the unload thread), and a load queued meanwhile waits for the load thread.
+TEST_F(ModelControllerTest, AnUnloadDoesNotWaitForABusyLoadThread) {
+  auto controller = Controller(1);
+  Answer a;
+  controller->Load("a", a.Callback());
+  ASSERT_TRUE(a.answered.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  ASSERT_TRUE(a.status.ok()) << a.status;
+  Answer endless;
+  controller->Load("endless", endless.Callback());
+  Answer b;
+  controller->Load("b", b.Callback());  // waits for the load thread
+  Answer unloaded;
+  controller->Unload("a", unloaded.Callback());
+  ASSERT_TRUE(unloaded.answered.WaitForNotificationWithTimeout(absl::Seconds(60)))
+      << "the unload waited for the load thread";
+  EXPECT_TRUE(unloaded.status.ok()) << unloaded.status;
+  EXPECT_THAT(std::string(registry_.Find("a", "").status().message()), ::testing::HasSubstr("is unloaded"));
+  EXPECT_FALSE(endless.answered.HasBeenNotified());
+  controller->Stop();
+  ASSERT_TRUE(b.answered.HasBeenNotified());
+  EXPECT_EQ(b.status.code(), absl::StatusCode::kUnavailable) << "never run: the load thread never freed";
 }
 
 TEST_F(ModelControllerTest, TheSameLoadAskedAgainWhileItWaitsSharesItsRun) {
