@@ -45,8 +45,9 @@ void ModelController::Stop() {
     stopped_ = true;
     refused.swap(jobs_);
     poll_wake_.Signal();
+    stopping_ = true;
+    for (auto& [model, stop] : loading_) stop->store(true);
   }
-  stopping_ = true;
   for (Job& job : refused) {
     job.Finish(absl::UnavailableError(absl::StrCat("model '", job.model, "' not ",
                                                    job.kind == Job::Kind::kLoad ? "loaded" : "unloaded",
@@ -88,6 +89,9 @@ void ModelController::Submit(Job::Kind kind, const std::string& model, LoadOverr
       refused = absl::UnavailableError(absl::StrCat("model '", model, "' not ", load ? "loaded" : "unloaded",
                                                     ": the server is still loading its models at start"));
     } else {
+      // An unload stops the model's load in progress (at its next warm-up run): that load fails,
+      // then this unload runs in its turn.
+      if (auto running = loading_.find(model); !load && running != loading_.end()) running->second->store(true);
       // The same request as the last one still waiting for this model: answered by the same run.
       for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
         if (it->model != model) continue;
@@ -131,6 +135,7 @@ bool ModelController::HasUnloadWorkLocked() const { return stopped_ || NextRunna
 void ModelController::Run(bool unloads_only) {
   while (true) {
     Job job;
+    std::shared_ptr<std::atomic<bool>> stop;  // a load's: set by Stop or by an unload of its model
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(this, unloads_only ? &ModelController::HasUnloadWorkLocked
@@ -140,20 +145,27 @@ void ModelController::Run(bool unloads_only) {
       job = std::move(jobs_[next]);
       jobs_.erase(jobs_.begin() + static_cast<std::ptrdiff_t>(next));
       running_.insert(job.model);
+      if (job.kind == Job::Kind::kLoad) {
+        stop = std::make_shared<std::atomic<bool>>(stopping_.load());
+        loading_[job.model] = stop;
+      }
     }
+    if (stop != nullptr && hooks_.load_started) hooks_.load_started(job.model);
     const absl::Status status =
         job.kind == Job::Kind::kLoad
-            ? DoLoad(job.model, job.overrides)
+            ? DoLoad(job.model, job.overrides, *stop)
             : DoUnload(job.model, job.scan ? ": its directory left the model repository (--model-control-mode poll)"
                                            : " (RepositoryModelUnload); RepositoryModelLoad serves it again");
     if (hooks_.changed) hooks_.changed();
     job.Finish(status);  // before the model's next request may start: its answers go in order
     absl::MutexLock lock(&mu_);
     running_.erase(job.model);
+    loading_.erase(job.model);
   }
 }
 
-absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrides& overrides) {
+absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrides& overrides,
+                                     const std::atomic<bool>& stop) {
   absl::StatusOr<std::vector<std::string>> present = ListModelDirectories(repository_);
   if (!present.ok()) return present.status();
   if (overrides.files.empty() && std::find(present->begin(), present->end(), model) == present->end()) {
@@ -171,10 +183,13 @@ absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrid
                                                                " file(s) sent with the request"));
   if (!reload) registry_->MarkLoading(model, /*strict=*/false);
   int64_t version = 0;
-  absl::StatusOr<std::unique_ptr<ModelRuntime>> built = BuildRuntime(model, overrides, &version);
+  absl::StatusOr<std::unique_ptr<ModelRuntime>> built = BuildRuntime(model, overrides, &version, &stop);
   if (!built.ok() && stopping_) {  // the warm-up stopped at shutdown: say which model
     built = absl::UnavailableError(absl::StrCat("model '", model, "' not ", reload ? "reloaded" : "loaded",
                                                 ": the server is shutting down"));
+  } else if (!built.ok() && stop.load()) {  // an unload of the model came while it loaded
+    built = absl::AbortedError("an unload of it was asked for while it loaded (RepositoryModelUnload, or its "
+                               "directory left the model repository); the unload runs next");
   }
   if (!built.ok()) {
     if (reload && !stopping_) {
@@ -205,16 +220,18 @@ absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrid
 
 absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelController::BuildRuntime(const std::string& model,
                                                                            const LoadOverrides& overrides,
-                                                                           int64_t* version) {
+                                                                           int64_t* version,
+                                                                           const std::atomic<bool>* stop) {
   const std::string* config = overrides.config ? &*overrides.config : nullptr;
   if (overrides.files.empty()) {
-    return manager_.BuildRuntime((std::filesystem::path(repository_) / model).string(), version, config);
+    return manager_.BuildRuntime((std::filesystem::path(repository_) / model).string(), version, config, stop);
   }
   // The files sent, in a directory of their own for the load's time; the model reads its weights
   // into memory, so the directory goes as soon as the runtime is built.
   absl::StatusOr<std::unique_ptr<OverrideDirectory>> dir = OverrideDirectory::Write(model, overrides.files);
   if (!dir.ok()) return dir.status();
-  absl::StatusOr<std::unique_ptr<ModelRuntime>> built = manager_.BuildRuntime((*dir)->model_dir(), version, config);
+  absl::StatusOr<std::unique_ptr<ModelRuntime>> built =
+      manager_.BuildRuntime((*dir)->model_dir(), version, config, stop);
   if (built.ok()) return built;
   // Paths in the error as the request named them ("file:1/model.pt"), not in the directory that goes.
   return absl::Status(built.status().code(),

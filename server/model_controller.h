@@ -42,6 +42,9 @@ class ModelController final : public ModelControl {
     // A model just loaded and serving: its serving path warmed before the load is answered (the
     // server's serving warm-up; may be empty). Stops sending once `stop` is set.
     std::function<void(const ModelSpec&, const std::atomic<bool>* stop)> warm_serving_path;
+    // A load or reload of the model starts on a load thread (its stop flag is in place: an unload
+    // asked for from now on stops it). May be empty.
+    std::function<void(const std::string& model)> load_started;
   };
   // `load_options.warmup.stop` is replaced by the controller's own (Stop ends a warm-up early).
   // `threads`: how many loads or unloads of different models may run at once
@@ -104,10 +107,11 @@ class ModelController final : public ModelControl {
   // A load thread runs any job; the unload thread (`unloads_only`) only unloads, so that with every
   // load thread busy in a slow load a model can still be taken out of service.
   void Run(bool unloads_only);
-  absl::Status DoLoad(const std::string& model, const LoadOverrides& overrides = {});
+  // `stop`: set by Stop, or by an unload of the model asked for meanwhile; ends the warm-up early.
+  absl::Status DoLoad(const std::string& model, const LoadOverrides& overrides, const std::atomic<bool>& stop);
   // The runtime DoLoad serves: from the repository's directory, or from the files the request sent.
   absl::StatusOr<std::unique_ptr<ModelRuntime>> BuildRuntime(const std::string& model, const LoadOverrides& overrides,
-                                                             int64_t* version);
+                                                             int64_t* version, const std::atomic<bool>* stop);
   // `why`: what the unloaded model's lookups say after "model 'm' is unloaded".
   absl::Status DoUnload(const std::string& model, const std::string& why);
   // Stops a runtime taken out of service: once the requests that found it are queued, they run at
@@ -124,6 +128,8 @@ class ModelController final : public ModelControl {
   absl::CondVar poll_wake_;  // the poller: Stop
   std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);  // waiting, in the order they came
   std::set<std::string> running_ ABSL_GUARDED_BY(mu_);  // the models a job runs for
+  // The loads running, by model: their stop flags (an unload asked for meanwhile sets its model's).
+  std::map<std::string, std::shared_ptr<std::atomic<bool>>> loading_ ABSL_GUARDED_BY(mu_);
   bool open_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   int64_t polls_ ABSL_GUARDED_BY(mu_) = 0;  // scans 1..polls_ are done

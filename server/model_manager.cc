@@ -153,7 +153,8 @@ absl::Status ModelManager::LoadModel(const std::string& model_dir) {
 
 absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelManager::BuildRuntime(const std::string& model_dir,
                                                                           int64_t* version,
-                                                                          const std::string* config_json) {
+                                                                          const std::string* config_json,
+                                                                          const std::atomic<bool>* stop) {
   const std::string name = std::filesystem::path(model_dir).filename().string();
   auto fail = [&](const absl::Status& status) {
     CS_LOG(ERROR) << "model '" << name << "' not loaded: " << status.message();
@@ -194,8 +195,9 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelManager::BuildRuntime(const s
   }
   const int64_t loaded = clock_->NowNs();
   const size_t arena_bytes = InputArenaBytes(*spec, options_.input_arena_bytes);
-  auto runtime =
-      ModelRuntime::Create(*spec, std::move(instances), options_.warmup, clock_, worker_policies, arena_bytes);
+  WarmupOptions warmup = options_.warmup;
+  if (stop != nullptr) warmup.stop = stop;
+  auto runtime = ModelRuntime::Create(*spec, std::move(instances), warmup, clock_, worker_policies, arena_bytes);
   if (!runtime.ok()) return fail(runtime.status());
   (*runtime)->set_load_ns(loaded - load_start);
   std::string devices;

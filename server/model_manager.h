@@ -4,6 +4,7 @@
 #ifndef CHRONOSERVE_SERVER_MODEL_MANAGER_H_
 #define CHRONOSERVE_SERVER_MODEL_MANAGER_H_
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -65,9 +66,11 @@ class ModelManager {
   // Loads one model directory into a runtime, READY, without touching the registry (a reload: the
   // runtime serving the model goes on serving meanwhile). `version` (may be null) is set to the
   // version the load tried once its config reads. `config_json`: the configuration to use in place
-  // of config.pbtxt (LoadModelDirectory's). The error names the model.
+  // of config.pbtxt (LoadModelDirectory's). `stop` (may be null): ends the warm-up early, in place
+  // of the load options' own, once set (the load then fails). The error names the model.
   absl::StatusOr<std::unique_ptr<ModelRuntime>> BuildRuntime(const std::string& model_dir, int64_t* version,
-                                                             const std::string* config_json = nullptr);
+                                                             const std::string* config_json = nullptr,
+                                                             const std::atomic<bool>* stop = nullptr);
 
  private:
   // LoadModels' work, `present` being the repository's model directories (listed once).

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,6 +53,10 @@ class ModelControllerTest : public ::testing::Test {
       absl::MutexLock lock(&mu_);
       loaded_.push_back(spec.name);
     };
+    hooks.load_started = [this](const std::string& model) {
+      absl::MutexLock lock(&mu_);
+      started_.push_back(model);
+    };
     auto controller = std::make_unique<server::ModelController>(&registry_, &devices_, repo_.path(), options,
                                                                 SteadyClock::Get(), nullptr, hooks, threads);
     controller->Open();
@@ -80,6 +85,14 @@ class ModelControllerTest : public ::testing::Test {
     auto reached = [this, n]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return loaded_.size() >= n; };
     return mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
   }
+  // Whether a load of `model` started on a load thread within `timeout`.
+  bool AwaitLoading(const std::string& model, absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    auto started = [this, &model]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return std::find(started_.begin(), started_.end(), model) != started_.end();
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&started), timeout);
+  }
   std::vector<std::string> Loaded() {
     absl::MutexLock lock(&mu_);
     return loaded_;
@@ -91,6 +104,7 @@ class ModelControllerTest : public ::testing::Test {
   std::atomic<int> loads_{0};
   absl::Mutex mu_;
   std::vector<std::string> loaded_ ABSL_GUARDED_BY(mu_);  // the models that began to serve, in order
+  std::vector<std::string> started_ ABSL_GUARDED_BY(mu_);  // the models whose loads started, in order
 };
 
 TEST_F(ModelControllerTest, AnotherModelLoadsWhileOneLoadsForever) {
@@ -106,8 +120,9 @@ TEST_F(ModelControllerTest, AnotherModelLoadsWhileOneLoadsForever) {
   auto loading = registry_.Find("endless", "");
   EXPECT_EQ(loading.status().code(), absl::StatusCode::kUnavailable) << "LOADING";
   // A request for the model that loads waits its turn, in order: answered once Stop ends that load.
+  // (A load: an unload would stop the load in progress, AnUnloadStopsItsModelsLoadInProgress.)
   Answer queued;
-  controller->Unload("endless", queued.Callback());
+  controller->Load("endless", queued.Callback());
   controller->Stop();
   ASSERT_TRUE(endless.answered.HasBeenNotified());
   EXPECT_EQ(endless.status.code(), absl::StatusCode::kUnavailable) << endless.status;
@@ -138,6 +153,30 @@ TEST_F(ModelControllerTest, AnUnloadDoesNotWaitForABusyLoadThread) {
   controller->Stop();
   ASSERT_TRUE(b.answered.HasBeenNotified());
   EXPECT_EQ(b.status.code(), absl::StatusCode::kUnavailable) << "never run: the load thread never freed";
+}
+
+// An unload asked for while its model loads stops that load at its next warm-up run: the load is
+// answered ABORTED saying why, the unload then runs (the model shows unloaded), and the load thread
+// is free for the next model.
+TEST_F(ModelControllerTest, AnUnloadStopsItsModelsLoadInProgress) {
+  auto controller = Controller(1);
+  Answer endless;
+  controller->Load("endless", endless.Callback());
+  ASSERT_TRUE(AwaitLoading("endless", absl::Seconds(60)));
+  Answer unloaded;
+  controller->Unload("endless", unloaded.Callback());
+  ASSERT_TRUE(endless.answered.WaitForNotificationWithTimeout(absl::Seconds(60))) << "the load was not stopped";
+  EXPECT_EQ(endless.status.code(), absl::StatusCode::kAborted) << endless.status;
+  EXPECT_THAT(std::string(endless.status.message()),
+              ::testing::HasSubstr("model 'endless' not loaded: an unload of it was asked for while it loaded"));
+  ASSERT_TRUE(unloaded.answered.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  EXPECT_TRUE(unloaded.status.ok()) << unloaded.status;
+  EXPECT_THAT(std::string(registry_.Find("endless", "").status().message()), ::testing::HasSubstr("is unloaded"));
+  Answer a;
+  controller->Load("a", a.Callback());
+  ASSERT_TRUE(a.answered.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  EXPECT_TRUE(a.status.ok()) << a.status;
+  controller->Stop();
 }
 
 TEST_F(ModelControllerTest, TheSameLoadAskedAgainWhileItWaitsSharesItsRun) {
@@ -192,6 +231,24 @@ TEST_F(ModelControllerTest, AScansLoadsRunSideBySide) {
   EXPECT_EQ(controller->polls(), 0) << "the first scan is done once its endless load is: at Stop";
   controller->Stop();
   EXPECT_EQ(Loaded(), (std::vector<std::string>{"z_new", "zz_later"}));
+}
+
+// Poll mode: a model directory removed while its model loads stops that load; the model leaves
+// service and the index, and the scan that found it is done.
+TEST_F(ModelControllerTest, ADirectoryRemovedWhileItsModelLoadsStopsTheLoad) {
+  auto controller = Controller(1);
+  controller->NoteRepository();
+  WriteEndless("gone_endless");
+  controller->StartPolling(absl::Milliseconds(20));
+  ASSERT_TRUE(AwaitLoading("gone_endless", absl::Seconds(60)));
+  std::filesystem::remove_all(repo_.path() + "/gone_endless");
+  ASSERT_TRUE(controller->AwaitPolls(1, absl::Seconds(60))) << "the first scan's endless load was not stopped";
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (registry_.Knows("gone_endless") && absl::Now() < deadline) {
+    ASSERT_TRUE(controller->AwaitPolls(controller->polls() + 1, absl::Seconds(60)));
+  }
+  EXPECT_FALSE(registry_.Knows("gone_endless")) << "unloaded, and out of the index with its directory";
+  controller->Stop();
 }
 
 // With one thread busy loading forever, the models a scan found wait for it, and show LOADING
