@@ -143,6 +143,11 @@ SharedMemoryRegion::~SharedMemoryRegion() {
 absl::Status SharedMemoryRegion::CheckStillBacked() const {
   if (fd_ < 0) return absl::OkStatus();  // GPU memory: the client's allocation, held by the handle
   if (watch_ != nullptr && watch_->lost()) {
+    if (!lost_logged_.exchange(true, std::memory_order_relaxed)) {
+      CS_LOG(WARNING) << Describe(name_, key_) << ": the client shrank the object under a request (SIGBUS "
+                      << "caught); the requests that name the region fail until it is unregistered and "
+                      << "registered again";
+    }
     return absl::InvalidArgumentError(absl::StrCat(
         Describe(name_, key_), ": the object shrank while a request read or wrote it; the server now "
         "holds its own zero-filled copy of the window, which no longer reaches the client's object, and "

@@ -7,6 +7,7 @@
 #ifndef CHRONOSERVE_SERVER_SHARED_MEMORY_SHARED_MEMORY_REGION_H_
 #define CHRONOSERVE_SERVER_SHARED_MEMORY_SHARED_MEMORY_REGION_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -90,6 +91,7 @@ class SharedMemoryRegion final : public RequestRegion {
   char* const data_;
   std::shared_ptr<void> pin_;  // released (unpinned) before the mapping goes; a kCuda region's IPC handle
   std::unique_ptr<MappingWatch> watch_;  // a kSystem region's mapping, watched for SIGBUS; ended before munmap
+  mutable std::atomic<bool> lost_logged_{false};  // the loss is logged once (WARNING)
 };
 
 }  // namespace chronoserve::server
