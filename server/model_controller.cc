@@ -46,7 +46,9 @@ void ModelController::Stop() {
     refused.swap(jobs_);
     poll_wake_.Signal();
     stopping_ = true;
-    for (auto& [model, stop] : loading_) stop->store(true);
+    for (auto& [model, stop] : running_) {
+      if (stop != nullptr) stop->store(true);
+    }
   }
   for (Job& job : refused) {
     job.Finish(absl::UnavailableError(absl::StrCat("model '", job.model, "' not ",
@@ -91,7 +93,9 @@ void ModelController::Submit(Job::Kind kind, const std::string& model, LoadOverr
     } else {
       // An unload stops the model's load in progress (at its next warm-up run): that load fails,
       // then this unload runs in its turn.
-      if (auto running = loading_.find(model); !load && running != loading_.end()) running->second->store(true);
+      if (auto running = running_.find(model); !load && running != running_.end() && running->second != nullptr) {
+        running->second->store(true);
+      }
       // The same request as the last one still waiting for this model: answered by the same run.
       for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
         if (it->model != model) continue;
@@ -144,11 +148,8 @@ void ModelController::Run(bool unloads_only) {
       const size_t next = NextRunnableLocked(unloads_only);
       job = std::move(jobs_[next]);
       jobs_.erase(jobs_.begin() + static_cast<std::ptrdiff_t>(next));
-      running_.insert(job.model);
-      if (job.kind == Job::Kind::kLoad) {
-        stop = std::make_shared<std::atomic<bool>>(stopping_.load());
-        loading_[job.model] = stop;
-      }
+      if (job.kind == Job::Kind::kLoad) stop = std::make_shared<std::atomic<bool>>(stopping_.load());
+      running_[job.model] = stop;
     }
     if (stop != nullptr && hooks_.load_started) hooks_.load_started(job.model);
     const absl::Status status =
@@ -160,7 +161,6 @@ void ModelController::Run(bool unloads_only) {
     job.Finish(status);  // before the model's next request may start: its answers go in order
     absl::MutexLock lock(&mu_);
     running_.erase(job.model);
-    loading_.erase(job.model);
   }
 }
 

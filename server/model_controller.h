@@ -127,9 +127,9 @@ class ModelController final : public ModelControl {
   mutable absl::Mutex mu_;
   absl::CondVar poll_wake_;  // the poller: Stop
   std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);  // waiting, in the order they came
-  std::set<std::string> running_ ABSL_GUARDED_BY(mu_);  // the models a job runs for
-  // The loads running, by model: their stop flags (an unload asked for meanwhile sets its model's).
-  std::map<std::string, std::shared_ptr<std::atomic<bool>>> loading_ ABSL_GUARDED_BY(mu_);
+  // The models a job runs for, each with its load's stop flag (an unload asked for meanwhile sets
+  // it); null for an unload.
+  std::map<std::string, std::shared_ptr<std::atomic<bool>>> running_ ABSL_GUARDED_BY(mu_);
   bool open_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   int64_t polls_ ABSL_GUARDED_BY(mu_) = 0;  // scans 1..polls_ are done

@@ -211,6 +211,15 @@ absl::StatusOr<std::vector<std::optional<SharedMemoryParams>>> InputSharedMemory
       in_message == request.inputs_size() ? "" : " not in shared memory", "; give one per input, in order"));
 }
 
+// Keeps `region` mapped for the request, once: a region several of its tensors name is checked
+// once when the request finishes (InferRequest::Complete).
+void HoldRegion(std::shared_ptr<const SharedMemoryRegion> region, InferRequest* out) {
+  for (const auto& held : out->regions) {
+    if (held == region) return;
+  }
+  out->regions.push_back(std::move(region));
+}
+
 // Points `in` at its bytes in a registered region, after checking the size the shape needs.
 absl::Status InputFromSharedMemory(const ModelSpec& spec, const InputProto& proto, const SharedMemoryParams& p,
                                    size_t expected_bytes, const SharedMemoryRegistry* shm,
@@ -231,7 +240,7 @@ absl::Status InputFromSharedMemory(const ModelSpec& spec, const InputProto& prot
   in.shared_memory = true;
   in.region = span.region->name();
   if (span.region->on_device()) in.device_id = static_cast<int>(span.region->device_id());
-  out->regions.push_back(std::move(span.region));
+  HoldRegion(std::move(span.region), out);
   return absl::OkStatus();
 }
 
@@ -371,7 +380,7 @@ absl::Status OutputToSharedMemory(const ModelSpec& spec, int index, int64_t batc
   t.raw_name = absl::StrCat("shared-memory region '", p.region, "'");
   t.raw_pinned = span.region->host_pinned();
   if (span.region->on_device()) t.raw_device_id = static_cast<int>(span.region->device_id());
-  out->regions.push_back(std::move(span.region));
+  HoldRegion(std::move(span.region), out);
   return absl::OkStatus();
 }
 

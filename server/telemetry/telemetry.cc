@@ -88,8 +88,8 @@ absl::Status Telemetry::Start() {
   {
     absl::MutexLock lock(&trace_file_mu_);
     if (started_ || shut_down_) return absl::OkStatus();
+    started_ = true;
   }
-  started_ = true;
   for (const std::string& warning : options_.tracing.warnings) CS_LOG(WARNING) << warning;
   if (processor_ != nullptr && options_.tracing.enabled) {
     processor_->Start();

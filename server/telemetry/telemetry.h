@@ -133,8 +133,8 @@ class Telemetry final : public RequestObserver {
   std::unique_ptr<GpuMonitor> gpu_monitor_;
   int metrics_port_ = 0;
   std::string metrics_bound_host_;  // the host part of the address /metrics bound (for StopExposer)
-  bool started_ = false;
-  absl::Mutex trace_file_mu_;  // OpenTraceFile against Shutdown
+  absl::Mutex trace_file_mu_;  // Start and OpenTraceFile against Shutdown
+  bool started_ ABSL_GUARDED_BY(trace_file_mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(trace_file_mu_) = false;
 };
 
