@@ -12,20 +12,13 @@
 #include "server/repository/override_files.h"
 
 namespace chronoserve::server {
-namespace {
-ModelLoadOptions WithStop(ModelLoadOptions options, const std::atomic<bool>* stop) {
-  options.warmup.stop = stop;
-  return options;
-}
-}  // namespace
-
 ModelController::ModelController(ModelRegistry* registry, DeviceActivityRegistry* devices, std::string repository,
                                  ModelLoadOptions load_options, const Clock* clock,
                                  const GpuClockSource* gpu_clock, Hooks hooks, int threads)
     : registry_(registry),
       repository_(std::move(repository)),
       hooks_(std::move(hooks)),
-      manager_(registry, devices, WithStop(std::move(load_options), &stopping_), clock, gpu_clock) {
+      manager_(registry, devices, std::move(load_options), clock, gpu_clock) {
   for (int i = 0; i < std::max(threads, 1); ++i) threads_.emplace_back([this] { Run(/*unloads_only=*/false); });
   threads_.emplace_back([this] { Run(/*unloads_only=*/true); });
 }

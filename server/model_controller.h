@@ -46,7 +46,8 @@ class ModelController final : public ModelControl {
     // asked for from now on stops it). May be empty.
     std::function<void(const std::string& model)> load_started;
   };
-  // `load_options.warmup.stop` is replaced by the controller's own (Stop ends a warm-up early).
+  // `load_options.warmup.stop` is not used: each load has a stop flag of its own, which Stop, or an
+  // unload of its model, sets to end its warm-up early.
   // `threads`: how many loads or unloads of different models may run at once
   // (--model-load-thread-count); requests for one model always run one after another, in order.
   ModelController(ModelRegistry* registry, DeviceActivityRegistry* devices, std::string repository,
@@ -121,7 +122,7 @@ class ModelController final : public ModelControl {
   ModelRegistry* const registry_;
   const std::string repository_;
   const Hooks hooks_;
-  std::atomic<bool> stopping_{false};  // the loads' warm-up stop
+  std::atomic<bool> stopping_{false};  // Stop was called: new loads start stopped, the serving warm-up ends
   ModelManager manager_;
 
   mutable absl::Mutex mu_;
