@@ -204,9 +204,11 @@ TEST_F(ModelControllerTest, AModelsRequestsRunInTheOrderTheyCame) {
   controller->Load("a", again.Callback());
   ASSERT_TRUE(again.answered.WaitForNotificationWithTimeout(absl::Seconds(60)));
   ASSERT_TRUE(load.answered.HasBeenNotified() && unload.answered.HasBeenNotified()) << "answered in order";
-  EXPECT_TRUE(load.status.ok() && unload.status.ok() && again.status.ok());
+  // The unload may come while the first load still warms up: it stops that load (ABORTED).
+  EXPECT_TRUE(load.status.ok() || load.status.code() == absl::StatusCode::kAborted) << load.status;
+  EXPECT_TRUE(unload.status.ok() && again.status.ok());
   EXPECT_TRUE(registry_.Find("a", "").ok()) << "the last request (a load) decides";
-  EXPECT_EQ(loads_.load(), 2);
+  EXPECT_EQ(loads_.load(), load.status.ok() ? 2 : 1);
   controller->Stop();
 }
 
