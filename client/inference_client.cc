@@ -249,6 +249,7 @@ inference::ModelInferRequest InferenceClient::BuildRequestHead(const std::string
                                                                std::vector<const Tensor*>* raw) {
   inference::ModelInferRequest request;
   request.set_model_name(model);
+  request.set_model_version(options.version);
   request.set_id(options.id);
   for (const Tensor& t : inputs) {
     auto* in = request.add_inputs();

@@ -46,6 +46,7 @@ struct Tensor {
 
 struct InferOptions {
   std::string id;
+  std::string version;                              // the model version; empty: the server's choice
   std::vector<std::string> outputs;                 // empty: all
   // Outputs the server writes into a registered region instead of the response. Names not in
   // `outputs` are requested too (so with `outputs` empty, only these are returned).

@@ -157,6 +157,15 @@ void ModelController::Run(bool unloads_only) {
   }
 }
 
+namespace {
+// "1, 2, 3": the versions of a model's runtimes, as logs name them.
+std::string VersionList(const std::vector<std::shared_ptr<ModelRuntime>>& runtimes) {
+  std::vector<int64_t> versions;
+  for (const auto& runtime : runtimes) versions.push_back(runtime->spec().version);
+  return absl::StrJoin(versions, ", ");
+}
+}  // namespace
+
 absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrides& overrides,
                                      const std::atomic<bool>& stop) {
   absl::StatusOr<std::vector<std::string>> present = ListModelDirectories(repository_);
@@ -176,7 +185,7 @@ absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrid
                                                                " file(s) sent with the request"));
   if (!reload) registry_->MarkLoading(model, /*strict=*/false);
   int64_t version = 0;
-  absl::StatusOr<std::unique_ptr<ModelRuntime>> built = BuildRuntime(model, overrides, &version, &stop);
+  absl::StatusOr<std::vector<std::unique_ptr<ModelRuntime>>> built = BuildRuntimes(model, overrides, &version, &stop);
   if (!built.ok() && stopping_) {  // the warm-up stopped at shutdown: say which model
     built = absl::UnavailableError(absl::StrCat("model '", model, "' not ", reload ? "reloaded" : "loaded",
                                                 ": the server is shutting down"));
@@ -196,35 +205,38 @@ absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrid
     return absl::Status(built.status().code(),
                         absl::StrCat("model '", model, "' not loaded: ", built.status().message()));
   }
-  std::shared_ptr<ModelRuntime> runtime(*std::move(built));
-  if (hooks_.loaded) hooks_.loaded(*runtime);
-  std::shared_ptr<ModelRuntime> replaced = registry_->Add(runtime);
-  if (replaced != nullptr) {
-    // New requests find the new runtime from here on; the old one's queued requests run on its own
-    // workers, and the calls that hold it finish there.
-    Retire(*replaced);
-    CS_LOG(INFO) << "model '" << model << "': version " << replaced->spec().version << " replaced by version "
-                 << runtime->spec().version;
+  std::vector<std::shared_ptr<ModelRuntime>> runtimes;
+  for (auto& runtime : *built) {
+    if (hooks_.loaded) hooks_.loaded(*runtime);
+    runtimes.push_back(std::move(runtime));
+  }
+  const std::vector<std::shared_ptr<ModelRuntime>> replaced = registry_->Add(runtimes);
+  if (!replaced.empty()) {
+    // New requests find the new runtimes from here on; the old ones' queued requests run on their
+    // own workers, and the calls that hold them finish there.
+    for (const auto& old : replaced) Retire(*old);
+    CS_LOG(INFO) << "model '" << model << "': version(s) " << VersionList(replaced) << " replaced by version(s) "
+                 << VersionList(runtimes);
   }
   // Like the server's start: the first requests after the answer find the serving path warm.
-  if (hooks_.warm_serving_path) hooks_.warm_serving_path(runtime->spec(), &stopping_);
+  if (hooks_.warm_serving_path) {
+    for (const auto& runtime : runtimes) hooks_.warm_serving_path(runtime->spec(), &stopping_);
+  }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelController::BuildRuntime(const std::string& model,
-                                                                           const LoadOverrides& overrides,
-                                                                           int64_t* version,
-                                                                           const std::atomic<bool>* stop) {
+absl::StatusOr<std::vector<std::unique_ptr<ModelRuntime>>> ModelController::BuildRuntimes(
+    const std::string& model, const LoadOverrides& overrides, int64_t* version, const std::atomic<bool>* stop) {
   const std::string* config = overrides.config ? &*overrides.config : nullptr;
   if (overrides.files.empty()) {
-    return manager_.BuildRuntime((std::filesystem::path(repository_) / model).string(), version, config, stop);
+    return manager_.BuildRuntimes((std::filesystem::path(repository_) / model).string(), version, config, stop);
   }
   // The files sent, in a directory of their own for the load's time; the model reads its weights
   // into memory, so the directory goes as soon as the runtime is built.
   absl::StatusOr<std::unique_ptr<OverrideDirectory>> dir = OverrideDirectory::Write(model, overrides.files);
   if (!dir.ok()) return dir.status();
-  absl::StatusOr<std::unique_ptr<ModelRuntime>> built =
-      manager_.BuildRuntime((*dir)->model_dir(), version, config, stop);
+  absl::StatusOr<std::vector<std::unique_ptr<ModelRuntime>>> built =
+      manager_.BuildRuntimes((*dir)->model_dir(), version, config, stop);
   if (built.ok()) return built;
   // Paths in the error as the request named them ("file:1/model.pt"), not in the directory that goes.
   return absl::Status(built.status().code(),
@@ -235,15 +247,15 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelController::BuildRuntime(cons
 absl::Status ModelController::DoUnload(const std::string& model, const std::string& why) {
   const std::vector<std::string> present = RepositoryModels();
   const bool in_repository = std::find(present.begin(), present.end(), model) != present.end();
-  std::shared_ptr<ModelRuntime> runtime = registry_->Unload(model, why);
-  if (runtime != nullptr) {
-    if (hooks_.changed) hooks_.changed();  // not ready from here on, while its queue drains
-    Retire(*runtime);
-    CS_LOG(INFO) << "model '" << model << "' version " << runtime->spec().version << " unloaded";
+  const std::vector<std::shared_ptr<ModelRuntime>> runtimes = registry_->Unload(model, why);
+  if (!runtimes.empty()) {
+    if (hooks_.changed) hooks_.changed();  // not ready from here on, while its queues drain
+    for (const auto& runtime : runtimes) Retire(*runtime);
+    CS_LOG(INFO) << "model '" << model << "' version(s) " << VersionList(runtimes) << " unloaded";
   }
   // A model whose directory is gone leaves the index (it could not be loaded again).
   const bool forgotten = !in_repository && registry_->Forget(model);
-  if (runtime != nullptr || forgotten) return absl::OkStatus();
+  if (!runtimes.empty() || forgotten) return absl::OkStatus();
   if (in_repository) return absl::OkStatus();  // not loaded: nothing to do, as Triton
   return absl::NotFoundError(absl::StrCat("no model '", model, "' to unload: it is not loaded and ",
                                           NoSuchModelDirectory(repository_, model, present).message()));

@@ -110,9 +110,12 @@ class ModelController final : public ModelControl {
   void Run(bool unloads_only);
   // `stop`: set by Stop, or by an unload of the model asked for meanwhile; ends the warm-up early.
   absl::Status DoLoad(const std::string& model, const LoadOverrides& overrides, const std::atomic<bool>& stop);
-  // The runtime DoLoad serves: from the repository's directory, or from the files the request sent.
-  absl::StatusOr<std::unique_ptr<ModelRuntime>> BuildRuntime(const std::string& model, const LoadOverrides& overrides,
-                                                             int64_t* version, const std::atomic<bool>* stop);
+  // The runtimes DoLoad serves (one per version): from the repository's directory, or from the files
+  // the request sent.
+  absl::StatusOr<std::vector<std::unique_ptr<ModelRuntime>>> BuildRuntimes(const std::string& model,
+                                                                           const LoadOverrides& overrides,
+                                                                           int64_t* version,
+                                                                           const std::atomic<bool>* stop);
   // `why`: what the unloaded model's lookups say after "model 'm' is unloaded".
   absl::Status DoUnload(const std::string& model, const std::string& why);
   // Stops a runtime taken out of service: once the requests that found it are queued, they run at

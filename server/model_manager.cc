@@ -141,28 +141,57 @@ absl::Status NoSuchModelDirectory(const std::string& repository, const std::stri
 
 absl::Status ModelManager::LoadModel(const std::string& model_dir) {
   const std::string name = std::filesystem::path(model_dir).filename().string();
-  int64_t version = 0;  // known once the config and the version directory are read
-  absl::StatusOr<std::unique_ptr<ModelRuntime>> runtime = BuildRuntime(model_dir, &version);
-  if (!runtime.ok()) {
-    registry_->MarkFailed(name, runtime.status(), version);
-    return runtime.status();
+  int64_t version = 0;  // known once the config and the version directories are read
+  absl::StatusOr<std::vector<std::unique_ptr<ModelRuntime>>> runtimes = BuildRuntimes(model_dir, &version);
+  if (!runtimes.ok()) {
+    registry_->MarkFailed(name, runtimes.status(), version);
+    return runtimes.status();
   }
-  registry_->Add(std::shared_ptr<ModelRuntime>(*std::move(runtime)));
+  std::vector<std::shared_ptr<ModelRuntime>> shared;
+  for (auto& runtime : *runtimes) shared.push_back(std::move(runtime));
+  registry_->Add(std::move(shared));
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelManager::BuildRuntime(const std::string& model_dir,
-                                                                          int64_t* version,
-                                                                          const std::string* config_json,
-                                                                          const std::atomic<bool>* stop) {
+absl::StatusOr<std::vector<std::unique_ptr<ModelRuntime>>> ModelManager::BuildRuntimes(const std::string& model_dir,
+                                                                                        int64_t* version,
+                                                                                        const std::string* config_json,
+                                                                                        const std::atomic<bool>* stop) {
   const std::string name = std::filesystem::path(model_dir).filename().string();
+  auto specs = LoadModelVersions(model_dir, config_json);
+  if (!specs.ok()) {
+    CS_LOG(ERROR) << "model '" << name << "' not loaded: " << specs.status().message();
+    return specs.status();
+  }
+  if (version != nullptr) *version = specs->back().version;
+  const std::vector<int64_t> served = specs->back().served_versions;  // before the specs move
+  std::vector<std::unique_ptr<ModelRuntime>> runtimes;
+  for (ModelSpec& spec : *specs) {
+    const int64_t this_version = spec.version;
+    absl::StatusOr<std::unique_ptr<ModelRuntime>> runtime = BuildVersion(std::move(spec), stop);
+    if (!runtime.ok()) {
+      for (auto& built : runtimes) built->Stop();
+      if (specs->size() == 1) return runtime.status();
+      return absl::Status(runtime.status().code(),
+                          absl::StrCat("version ", this_version, " (of the versions its version policy serves: ",
+                                       absl::StrJoin(served, ", "),
+                                       "): ", runtime.status().message()));
+    }
+    runtimes.push_back(*std::move(runtime));
+  }
+  return runtimes;
+}
+
+absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelManager::BuildVersion(ModelSpec spec_value,
+                                                                         const std::atomic<bool>* stop) {
+  const std::string name = spec_value.name;
   auto fail = [&](const absl::Status& status) {
-    CS_LOG(ERROR) << "model '" << name << "' not loaded: " << status.message();
+    CS_LOG(ERROR) << "model '" << name << "' not loaded: "
+                  << (spec_value.served_versions.size() > 1 ? absl::StrCat("version ", spec_value.version, ": ") : "")
+                  << status.message();
     return status;
   };
-  auto spec = LoadModelDirectory(model_dir, config_json);
-  if (!spec.ok()) return fail(spec.status());
-  if (version != nullptr) *version = spec->version;
+  ModelSpec* spec = &spec_value;
   spec->dynamic_batching.queue_policy.max_queue_bytes = options_.max_queue_bytes;
   const int gpu_count = CudaDeviceCount();
   auto groups = ResolveInstanceGroups(*spec, gpu_count);

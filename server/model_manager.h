@@ -63,16 +63,21 @@ class ModelManager {
   absl::Status LoadModels(const std::string& repository, const std::vector<std::string>& names);
   // Loads one model directory; on failure the model is registered as failed.
   absl::Status LoadModel(const std::string& model_dir);
-  // Loads one model directory into a runtime, READY, without touching the registry (a reload: the
-  // runtime serving the model goes on serving meanwhile). `version` (may be null) is set to the
-  // version the load tried once its config reads. `config_json`: the configuration to use in place
-  // of config.pbtxt (LoadModelDirectory's). `stop` (may be null): ends the warm-up early, in place
+  // Loads one model directory into runtimes, READY, one per version its version policy serves
+  // (ascending), without touching the registry (a reload: the runtimes serving the model go on
+  // serving meanwhile). A model loads whole: when one version fails, the versions built before it are
+  // stopped and the error names the model and that version. `version` (may be null) is set to the
+  // highest version the load tried once its config reads. `config_json`: the configuration to use in
+  // place of config.pbtxt (LoadModelVersions'). `stop` (may be null): ends the warm-up early, in place
   // of the load options' own, once set (the load then fails). The error names the model.
-  absl::StatusOr<std::unique_ptr<ModelRuntime>> BuildRuntime(const std::string& model_dir, int64_t* version,
-                                                             const std::string* config_json = nullptr,
-                                                             const std::atomic<bool>* stop = nullptr);
+  absl::StatusOr<std::vector<std::unique_ptr<ModelRuntime>>> BuildRuntimes(const std::string& model_dir,
+                                                                           int64_t* version,
+                                                                           const std::string* config_json = nullptr,
+                                                                           const std::atomic<bool>* stop = nullptr);
 
  private:
+  // One version's runtime (BuildRuntimes' work); the error names the model.
+  absl::StatusOr<std::unique_ptr<ModelRuntime>> BuildVersion(ModelSpec spec, const std::atomic<bool>* stop);
   // LoadModels' work, `present` being the repository's model directories (listed once).
   void LoadNamed(const std::string& repository, const std::vector<std::string>& names,
                  const std::vector<std::string>& present);

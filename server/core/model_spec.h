@@ -69,6 +69,9 @@ inline constexpr std::array<const char*, 6> kModelParameterKeys = {
 struct ModelSpec {
   std::string name;
   int64_t version = 1;
+  // Every version the model's version policy serves, ascending, `version` among them (ModelMetadata's
+  // `versions`, ModelConfig's version_policy); empty for a spec not read from a repository.
+  std::vector<int64_t> served_versions;
   std::string platform;             // "pytorch_libtorch"
   std::string model_path;           // <repo>/<name>/<version>/model.pt
   int max_batch_size = 0;           // 0: inputs carry no batch dim

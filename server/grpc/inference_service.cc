@@ -164,7 +164,9 @@ absl::Status InferenceService::AnswerModelMetadata(const inference::ModelMetadat
   if (!model.ok()) return model.status();
   const ModelSpec& spec = (*model)->spec();
   response->set_name(spec.name);
-  response->add_versions(std::to_string(spec.version));
+  // Every version served, as Triton lists them; one for a spec that names none (built in code).
+  if (spec.served_versions.empty()) response->add_versions(std::to_string(spec.version));
+  for (int64_t v : spec.served_versions) response->add_versions(std::to_string(v));
   response->set_platform(spec.platform);
   auto fill = [&spec](const TensorSpec& t, inference::ModelMetadataResponse::TensorMetadata* out) {
     out->set_name(t.name);
@@ -217,9 +219,11 @@ absl::Status InferenceService::AnswerModelStatistics(const inference::ModelStati
   if (request.name().empty()) {
     models = registry_->Ready();
   } else {
-    auto model = FindNamedModel(*registry_, request.name(), request.version());
-    if (!model.ok()) return model.status();
-    models.push_back(*model);
+    // No version named: every version served, as Triton answers.
+    if (absl::Status valid = ValidateModelName(request.name()); !valid.ok()) return valid;
+    auto versions = registry_->FindVersions(request.name(), request.version());
+    if (!versions.ok()) return versions.status();
+    models = *std::move(versions);
   }
   for (const auto& m : models) {
     const ModelStatsSnapshot s = m->stats().Snapshot();

@@ -66,8 +66,10 @@ config::ModelConfig ModelConfigFromSpec(const ModelSpec& spec) {
   out.set_name(spec.name);
   out.set_platform(spec.platform);
   out.set_backend("pytorch");  // as Triton fills it in for platform pytorch_libtorch
-  // The one version served, whatever policy chose it (Triton reports the configured policy).
-  out.mutable_version_policy()->mutable_specific()->add_versions(spec.version);
+  // The versions served, whatever policy chose them (Triton reports the configured policy).
+  auto* versions = out.mutable_version_policy()->mutable_specific();
+  if (spec.served_versions.empty()) versions->add_versions(spec.version);
+  for (int64_t v : spec.served_versions) versions->add_versions(v);
   out.set_max_batch_size(spec.max_batch_size);
   for (const auto& t : spec.inputs) FillTensor(t, out.add_input());
   for (const auto& t : spec.outputs) FillTensor(t, out.add_output());

@@ -753,7 +753,7 @@ absl::StatusOr<std::vector<std::string>> ListModelDirectories(const std::string&
 }
 
 namespace {
-// The version directories the policy picks (every one for `latest`), ascending; the last is served.
+// The version directories the policy may pick (every one for `latest`, which the caller trims), ascending.
 absl::StatusOr<std::vector<int64_t>> PickVersions(const fs::path& dir, const std::string& source,
                                                   const std::vector<int64_t>& specific) {
   std::vector<int64_t> versions;
@@ -794,6 +794,26 @@ absl::StatusOr<std::vector<int64_t>> PickVersions(const fs::path& dir, const std
   }
   return wanted;
 }
+
+// OK when `model_path` (model `name`'s file of `version`) is a regular file; else NOT_FOUND saying
+// what is there instead: nothing, a directory, a link that leads nowhere or loops.
+absl::Status CheckModelFile(const std::string& name, int64_t version, const fs::path& model_path) {
+  std::error_code ec;
+  if (fs::is_regular_file(model_path, ec)) return absl::OkStatus();
+  std::error_code what_ec;
+  const fs::file_status link = fs::symlink_status(model_path, what_ec);
+  const fs::file_status target = fs::status(model_path, what_ec);
+  std::string found = "does not exist";
+  if (fs::is_directory(target)) {
+    found = "is a directory, not a TorchScript file";
+  } else if (fs::exists(target)) {
+    found = "is not a regular file";
+  } else if (fs::is_symlink(link)) {
+    found = absl::StrCat("is a symbolic link that leads to no file (", what_ec.message(), ")");
+  }
+  return absl::NotFoundError(absl::StrCat("model '", name, "' version ", version, ": model file ",
+                                          model_path.string(), " ", found));
+}
 }  // namespace
 
 namespace {
@@ -833,7 +853,7 @@ absl::Status WhyNoConfig(const std::string& model_dir, const std::string& name, 
 }
 }  // namespace
 
-absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir, const std::string* config_json) {
+absl::StatusOr<std::vector<ModelSpec>> LoadModelVersions(const std::string& model_dir, const std::string* config_json) {
   const fs::path dir(model_dir);
   // The model is named after its directory, also when that is given as `models/mlp/` or `.`.
   std::error_code ec;
@@ -878,43 +898,27 @@ absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir, const
                     config.version_policy().specific().versions().end());
   }
   ASSIGN_OR_RETURN(std::vector<int64_t> versions, PickVersions(dir, config_source, specific));
-  spec.version = versions.back();
-  // The versions the policy would serve under Triton; chronoserve serves the highest, and says so
-  // only when that leaves one out.
-  std::string policy = "version_policy.specific names that exist";
-  if (config.version_policy().has_all()) {
-    policy = "version_policy.all serves";
-  } else if (specific.empty()) {
+  if (!config.version_policy().has_all() && specific.empty()) {
     const size_t latest = std::max<int64_t>(1, config.version_policy().latest().num_versions());
     if (versions.size() > latest) versions.erase(versions.begin(), versions.end() - static_cast<ptrdiff_t>(latest));
-    policy = absl::StrCat("version_policy.latest { num_versions: ", latest, " } serves");
-  }
-  if (versions.size() > 1) {
-    CS_LOG(WARNING) << config_source << ": model '" << name << "': only version " << spec.version
-                    << " is served of the versions " << policy << " (" << absl::StrJoin(versions, ", ")
-                    << "); chronoserve serves one version a model";
   }
   const std::string filename =
       config.default_model_filename().empty() ? "model.pt" : config.default_model_filename();
-  const fs::path model_path = dir / std::to_string(spec.version) / filename;
-  if (!fs::is_regular_file(model_path, ec)) {
-    // What is there instead, when something is: a directory, a link that leads nowhere or loops.
-    std::error_code what_ec;
-    const fs::file_status link = fs::symlink_status(model_path, what_ec);
-    const fs::file_status target = fs::status(model_path, what_ec);
-    std::string found = "does not exist";
-    if (fs::is_directory(target)) {
-      found = "is a directory, not a TorchScript file";
-    } else if (fs::exists(target)) {
-      found = "is not a regular file";
-    } else if (fs::is_symlink(link)) {
-      found = absl::StrCat("is a symbolic link that leads to no file (", what_ec.message(), ")");
-    }
-    return absl::NotFoundError(absl::StrCat("model '", name, "' version ", spec.version, ": model file ",
-                                            model_path.string(), " ", found));
+  std::vector<ModelSpec> specs;
+  for (int64_t version : versions) {
+    const fs::path model_path = dir / std::to_string(version) / filename;
+    RETURN_IF_ERROR(CheckModelFile(name, version, model_path));
+    ModelSpec& one = specs.emplace_back(spec);
+    one.version = version;
+    one.served_versions = versions;
+    one.model_path = model_path.string();
   }
-  spec.model_path = model_path.string();
-  return spec;
+  return specs;
+}
+
+absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir, const std::string* config_json) {
+  ASSIGN_OR_RETURN(std::vector<ModelSpec> specs, LoadModelVersions(model_dir, config_json));
+  return std::move(specs.back());  // PickVersions returns at least one
 }
 
 }  // namespace chronoserve::server

@@ -27,10 +27,16 @@ absl::StatusOr<ModelSpec> ParseModelConfig(const std::string& text, const std::s
 // parse again through it.
 std::string NormalizeListsForSkipping(absl::string_view text);
 
-// Reads <model_dir>/config.pbtxt, picks the version by the version policy, and checks that the
-// model file exists. Logs ignored fields once, by name. With `config_json` (RepositoryModelLoad's
-// "config" parameter, Triton's model configuration in protobuf's JSON form) that configuration is
-// used instead of config.pbtxt, which need not exist; its errors name "RepositoryModelLoad's 'config'".
+// Reads <model_dir>/config.pbtxt, picks the versions its version policy serves (`latest`, by default
+// the highest one; `latest { num_versions: N }` the N highest; `all`; `specific` those listed that
+// exist) and checks that each one's model file exists. Returns one spec per version, ascending, each
+// with its own `version` and `model_path` and all of them in `served_versions`. Logs ignored fields
+// once, by name. With `config_json` (RepositoryModelLoad's "config" parameter, Triton's model
+// configuration in protobuf's JSON form) that configuration is used instead of config.pbtxt, which
+// need not exist; its errors name "RepositoryModelLoad's 'config'".
+absl::StatusOr<std::vector<ModelSpec>> LoadModelVersions(const std::string& model_dir,
+                                                         const std::string* config_json = nullptr);
+// LoadModelVersions' highest version (the one a request that names no version gets).
 absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir, const std::string* config_json = nullptr);
 
 // Names of the model directories under `repository` (sorted). Fails if it is not a directory.

@@ -1,7 +1,12 @@
 #include "server/scheduler/model_registry.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace chronoserve::server {
 
@@ -38,33 +43,42 @@ absl::Status CheckVersion(const std::string& name, const std::string& version, i
 }
 }  // namespace
 
-std::shared_ptr<ModelRuntime> ModelRegistry::Add(std::shared_ptr<ModelRuntime> runtime) {
+std::vector<std::shared_ptr<ModelRuntime>> ModelRegistry::Add(std::vector<std::shared_ptr<ModelRuntime>> runtimes) {
+  if (runtimes.empty()) return {};
+  std::sort(runtimes.begin(), runtimes.end(),
+            [](const auto& a, const auto& b) { return a->spec().version < b->spec().version; });
   absl::MutexLock lock(&mu_);
-  const std::string name = runtime->spec().name;
+  const std::string name = runtimes.front()->spec().name;
   not_ready_.erase(name);
   loading_.erase(name);
-  std::shared_ptr<ModelRuntime>& slot = ready_[name];
-  std::swap(slot, runtime);
-  return runtime;
+  std::vector<std::shared_ptr<ModelRuntime>>& slot = ready_[name];
+  std::swap(slot, runtimes);
+  return runtimes;
 }
 
-std::shared_ptr<ModelRuntime> ModelRegistry::Unload(const std::string& name, const std::string& why) {
+std::vector<std::shared_ptr<ModelRuntime>> ModelRegistry::Add(std::shared_ptr<ModelRuntime> runtime) {
+  std::vector<std::shared_ptr<ModelRuntime>> one;
+  one.push_back(std::move(runtime));
+  return Add(std::move(one));
+}
+
+std::vector<std::shared_ptr<ModelRuntime>> ModelRegistry::Unload(const std::string& name, const std::string& why) {
   absl::MutexLock lock(&mu_);
-  std::shared_ptr<ModelRuntime> runtime;
+  std::vector<std::shared_ptr<ModelRuntime>> runtimes;
   int64_t version = 0;
   if (auto it = ready_.find(name); it != ready_.end()) {
-    runtime = std::move(it->second);
-    version = runtime->spec().version;
+    runtimes = std::move(it->second);
+    version = runtimes.back()->spec().version;
     ready_.erase(it);
   } else if (auto nr = not_ready_.find(name); nr != not_ready_.end() && loading_.count(name) == 0) {
     version = nr->second.version;  // a failed model: unloaded, it no longer counts against READY
   } else {
-    return nullptr;  // unknown, or loading (its load decides)
+    return {};  // unknown, or loading (its load decides)
   }
   // NOT_FOUND as a model with no version to serve (Find: a named version is UNAVAILABLE).
   not_ready_[name] = NotReady{absl::NotFoundError(absl::StrCat("model '", name, "' is unloaded", why)), version,
                               /*strict=*/false};
-  return runtime;
+  return runtimes;
 }
 
 bool ModelRegistry::Forget(const std::string& name) {
@@ -85,32 +99,32 @@ bool ModelRegistry::Serves(const std::string& name) const {
 
 std::vector<ModelRegistry::IndexEntry> ModelRegistry::Index() const {
   absl::MutexLock lock(&mu_);
-  std::map<std::string, IndexEntry> by_name;
-  for (const auto& [name, runtime] : ready_) {
-    IndexEntry& e = by_name[name];
-    e.name = name;
-    e.version = runtime->spec().version;
-    e.state = runtime->ready() ? IndexEntry::State::kReady : IndexEntry::State::kUnavailable;
-    if (!runtime->ready()) e.reason = absl::StrCat("model '", name, "' is not ready");
+  std::map<std::pair<std::string, int64_t>, IndexEntry> by_name;
+  for (const auto& [name, runtimes] : ready_) {
+    for (const auto& runtime : runtimes) {
+      IndexEntry& e = by_name[{name, runtime->spec().version}];
+      e.name = name;
+      e.version = runtime->spec().version;
+      e.state = runtime->ready() ? IndexEntry::State::kReady : IndexEntry::State::kUnavailable;
+      if (!runtime->ready()) e.reason = absl::StrCat("model '", name, "' version ", e.version, " is not ready");
+    }
   }
   for (const auto& [name, not_ready] : not_ready_) {
-    IndexEntry& e = by_name[name];
+    IndexEntry& e = by_name[{name, not_ready.version}];
     e.name = name;
     e.version = not_ready.version;
     e.state = loading_.count(name) > 0 ? IndexEntry::State::kLoading : IndexEntry::State::kUnavailable;
     e.reason = std::string(not_ready.reason.message());
   }
   std::vector<IndexEntry> out;
-  for (auto& [name, entry] : by_name) out.push_back(std::move(entry));
+  for (auto& [key, entry] : by_name) out.push_back(std::move(entry));
   return out;
 }
 
-absl::StatusOr<std::shared_ptr<ModelRuntime>> ModelRegistry::Find(const std::string& name,
-                                                                  const std::string& version,
-                                                                  AdmissionTicket* ticket) const {
-  int64_t v = -1;
-  if (absl::Status checked = CheckVersion(name, version, &v); !checked.ok()) return checked;
-  absl::MutexLock lock(&mu_);
+absl::StatusOr<std::vector<std::shared_ptr<ModelRuntime>>> ModelRegistry::FindLocked(const std::string& name,
+                                                                                     const std::string& version,
+                                                                                     int64_t v,
+                                                                                     bool all_versions) const {
   auto it = ready_.find(name);
   if (it == ready_.end()) {
     auto nr = not_ready_.find(name);
@@ -122,23 +136,56 @@ absl::StatusOr<std::shared_ptr<ModelRuntime>> ModelRegistry::Find(const std::str
     }
     return reason;
   }
-  if (!version.empty()) {
-    if (v != it->second->spec().version) {
-      return absl::NotFoundError(absl::StrCat("model '", name, "' has no version '", version,
-                                              "' (serving version ", it->second->spec().version, ")"));
+  const std::vector<std::shared_ptr<ModelRuntime>>& runtimes = it->second;
+  std::vector<std::shared_ptr<ModelRuntime>> found;
+  if (version.empty()) {
+    if (all_versions) {
+      found = runtimes;
+    } else {
+      found.push_back(runtimes.back());
+    }
+  } else {
+    for (const auto& runtime : runtimes) {
+      if (runtime->spec().version == v) found.push_back(runtime);
+    }
+    if (found.empty()) {
+      std::vector<int64_t> served;
+      for (const auto& runtime : runtimes) served.push_back(runtime->spec().version);
+      return absl::NotFoundError(absl::StrCat("model '", name, "' has no version '", version, "' (serving version",
+                                              served.size() > 1 ? "s " : " ", absl::StrJoin(served, ", "), ")"));
     }
   }
-  if (!it->second->ready()) {
-    return absl::UnavailableError(absl::StrCat("model '", name, "' is not ready"));
+  for (const auto& runtime : found) {
+    if (!runtime->ready()) {
+      return absl::UnavailableError(absl::StrCat("model '", name, "' is not ready"));
+    }
   }
-  if (ticket != nullptr) *ticket = it->second->Admit();
-  return it->second;
+  return found;
+}
+
+absl::StatusOr<std::shared_ptr<ModelRuntime>> ModelRegistry::Find(const std::string& name,
+                                                                  const std::string& version,
+                                                                  AdmissionTicket* ticket) const {
+  int64_t v = -1;
+  if (absl::Status checked = CheckVersion(name, version, &v); !checked.ok()) return checked;
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(std::vector<std::shared_ptr<ModelRuntime>> found, FindLocked(name, version, v, false));
+  if (ticket != nullptr) *ticket = found.front()->Admit();
+  return std::move(found.front());
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<ModelRuntime>>> ModelRegistry::FindVersions(const std::string& name,
+                                                                                       const std::string& version) const {
+  int64_t v = -1;
+  if (absl::Status checked = CheckVersion(name, version, &v); !checked.ok()) return checked;
+  absl::MutexLock lock(&mu_);
+  return FindLocked(name, version, v, true);
 }
 
 std::vector<std::shared_ptr<ModelRuntime>> ModelRegistry::Ready() const {
   absl::MutexLock lock(&mu_);
   std::vector<std::shared_ptr<ModelRuntime>> out;
-  for (const auto& [name, runtime] : ready_) out.push_back(runtime);
+  for (const auto& [name, runtimes] : ready_) out.insert(out.end(), runtimes.begin(), runtimes.end());
   return out;
 }
 
@@ -147,8 +194,10 @@ bool ModelRegistry::AllReady() const {
   for (const auto& [name, not_ready] : not_ready_) {
     if (not_ready.strict) return false;
   }
-  for (const auto& [name, runtime] : ready_) {
-    if (!runtime->ready()) return false;
+  for (const auto& [name, runtimes] : ready_) {
+    for (const auto& runtime : runtimes) {
+      if (!runtime->ready()) return false;
+    }
   }
   return true;
 }

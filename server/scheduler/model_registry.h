@@ -1,5 +1,6 @@
-// ModelRegistry: the models the server knows, by name — ready runtimes, and models that are still
-// loading, failed to load (with the reason) or were unloaded (model control). Thread-safe; the gRPC
+// ModelRegistry: the models the server knows, by name — the runtimes serving each one (one per version
+// its version policy serves), and models that are still loading, failed to load (with the reason) or
+// were unloaded (model control). Thread-safe; the gRPC
 // handlers look models up on every request (one mutex, held only to copy a shared_ptr).
 #ifndef CHRONOSERVE_SERVER_SCHEDULER_MODEL_REGISTRY_H_
 #define CHRONOSERVE_SERVER_SCHEDULER_MODEL_REGISTRY_H_
@@ -25,15 +26,18 @@ class ModelRegistry {
   // keeps the server from READY (AllReady), as a model the server was started with does; a load asked
   // for by RepositoryModelLoad fails only for its caller (false).
   void MarkFailed(const std::string& name, const absl::Status& reason, int64_t version = 0, bool strict = true);
-  // Serves `runtime` under its name; returns the runtime it replaces (a reload), null when none.
-  std::shared_ptr<ModelRuntime> Add(std::shared_ptr<ModelRuntime> runtime);
+  // Serves `runtimes` (one model's versions, at least one, each version once) under their name, in
+  // place of the versions served before; returns those it replaces (a reload), empty when none.
+  std::vector<std::shared_ptr<ModelRuntime>> Add(std::vector<std::shared_ptr<ModelRuntime>> runtimes);
+  // A model of one version.
+  std::vector<std::shared_ptr<ModelRuntime>> Add(std::shared_ptr<ModelRuntime> runtime);
   // Takes `name` out of service (RepositoryModelUnload): new lookups find it unloaded (NOT_FOUND, or
   // UNAVAILABLE for a named version, as a failed model), the index lists it UNAVAILABLE, unloaded,
-  // and it no longer counts for AllReady (a model that failed to load too). Returns the runtime that
-  // served it, for the caller to drain and stop; null when none did (unknown names and models still
-  // loading are left as they are).
+  // and it no longer counts for AllReady (a model that failed to load too). Returns the runtimes that
+  // served it (every version), for the caller to drain and stop; empty when none did (unknown names
+  // and models still loading are left as they are).
   // `why` ends the reason lookups and the index give ("model 'm' is unloaded" + why).
-  std::shared_ptr<ModelRuntime> Unload(const std::string& name, const std::string& why);
+  std::vector<std::shared_ptr<ModelRuntime>> Unload(const std::string& name, const std::string& why);
   // Drops `name`'s entry when no runtime serves it and it is not loading (a model whose directory is
   // gone: the index no longer lists it); whether there was one.
   bool Forget(const std::string& name);
@@ -41,25 +45,32 @@ class ModelRegistry {
   bool Knows(const std::string& name) const;
   bool Serves(const std::string& name) const;
 
-  // The runtime for `name` at `version` ("" = the served version), as Triton answers: INVALID_ARGUMENT
-  // for a version that is not an integer >= 0 (checked first); NOT_FOUND for an unknown model or
-  // version, and for a model that failed to load when no version is named; UNAVAILABLE (with the
-  // reason) for one loading, a named version of one that failed, or one skipped at shutdown.
+  // The runtime for `name` at `version` ("" = the highest version served), as Triton answers:
+  // INVALID_ARGUMENT for a version that is not an integer >= 0 (checked first); NOT_FOUND for an
+  // unknown model or version (naming the versions served), and for a model that failed to load when
+  // no version is named; UNAVAILABLE (with the reason) for one loading, a named version of one that
+  // failed, or one skipped at shutdown.
   // With `ticket` (a request to queue): on success it holds the runtime's AdmissionTicket, taken
   // under the registry's lock, so a reload or unload that swaps the runtime out after this lookup
   // waits for the request to be queued.
   absl::StatusOr<std::shared_ptr<ModelRuntime>> Find(const std::string& name, const std::string& version,
                                                      AdmissionTicket* ticket = nullptr) const;
+  // Find's answer for `version` "" is every version served, ascending (ModelStatistics); for a named
+  // version, that one alone. Errors as Find's.
+  absl::StatusOr<std::vector<std::shared_ptr<ModelRuntime>>> FindVersions(const std::string& name,
+                                                                          const std::string& version) const;
+  // Every runtime of every model, by name, then version.
   std::vector<std::shared_ptr<ModelRuntime>> Ready() const;
 
-  // One model of the index (Triton's RepositoryIndex): loaded, loading, or failed with the reason.
+  // One version of a model in the index (Triton's RepositoryIndex): loaded, loading, or failed with
+  // the reason. A model serving several versions has an entry for each.
   struct IndexEntry {
     std::string name;
     int64_t version = 0;  // the version served, or the one a failed load tried; 0 while loading or not known
     enum class State { kReady, kLoading, kUnavailable } state = State::kUnavailable;
     std::string reason;   // why it is not ready ("" when ready)
   };
-  // Every model the server knows, by name.
+  // Every model the server knows, by name, then version.
   std::vector<IndexEntry> Index() const;
   // True when every known model is ready (and there is at least one model or none failed).
   bool AllReady() const;
@@ -74,7 +85,13 @@ class ModelRegistry {
 
  private:
   mutable absl::Mutex mu_;
-  std::map<std::string, std::shared_ptr<ModelRuntime>> ready_ ABSL_GUARDED_BY(mu_);
+  // By name: the versions served, ascending by version (never empty).
+  std::map<std::string, std::vector<std::shared_ptr<ModelRuntime>>> ready_ ABSL_GUARDED_BY(mu_);
+  // Find's work, under the lock: `version` already checked, `v` its value.
+  absl::StatusOr<std::vector<std::shared_ptr<ModelRuntime>>> FindLocked(const std::string& name,
+                                                                        const std::string& version, int64_t v,
+                                                                        bool all_versions) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct NotReady {
     absl::Status reason;
     int64_t version = 0;  // MarkFailed's: the version the load tried (0: not known, or loading)

@@ -77,57 +77,53 @@ TEST_F(RepositoryTest, SpecificVersionPolicyAndMissingFile) {
   auto spec = LoadModelDirectory((root_ / "m").string());
   ASSERT_FALSE(spec.ok());
   EXPECT_EQ(spec.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("model 'm' version 2: model file"));
   EXPECT_THAT(std::string(spec.status().message()), HasSubstr("2/model.pt does not exist"));
+  // Every version served needs its file: version 1's model.pt is not default_model_filename's.
   Write("m/config.pbtxt", std::string(kIo) + "version_policy { specific { versions: [1, 2] } }\ndefault_model_filename: \"other.pt\"\n");
-  ::testing::internal::CaptureStderr();
   spec = LoadModelDirectory((root_ / "m").string());
-  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("model 'm' version 1: model file"));
+  Write("m/1/other.pt", "x");
+  auto specs = LoadModelVersions((root_ / "m").string());
+  ASSERT_TRUE(specs.ok()) << specs.status();
+  ASSERT_EQ(specs->size(), 2u);
+  EXPECT_EQ((*specs)[0].version, 1);
+  EXPECT_EQ((*specs)[0].model_path, (root_ / "m" / "1" / "other.pt").string());
+  EXPECT_EQ((*specs)[1].version, 2);
+  EXPECT_EQ((*specs)[1].model_path, (root_ / "m" / "2" / "other.pt").string());
+  spec = LoadModelDirectory((root_ / "m").string());
   ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_EQ(spec->version, 2);
-  // Triton would serve both; one is served here, and the log says which one of those named.
-  EXPECT_THAT(log, HasSubstr("model 'm': only version 2 is served of the versions version_policy.specific names "
-                             "that exist (1, 2)"));
+  EXPECT_EQ(spec->version, 2) << "LoadModelDirectory: the highest version served";
 }
 
-// `all` and `latest { num_versions: N }` name the version served and those left out, with the model,
-// as `specific` does; nothing is said when no version is left out (one directory, or latest 1).
-TEST_F(RepositoryTest, PolicyWarningsNameTheVersionsLeftOutAndOnlyWhenOneIs) {
+// Each policy serves its versions, ascending, each spec with its own version and file and all of
+// them in served_versions, as Triton: `all` every one, `latest { num_versions: N }` the N highest
+// (1 by default), `specific` those listed that exist.
+TEST_F(RepositoryTest, EachPolicyServesItsVersionsEachWithItsOwnFile) {
   Write("m/1/model.pt", "x");
   Write("m/2/model.pt", "x");
   Write("m/3/model.pt", "x");
-  struct Row {
-    std::string policy;
-    std::string warning;  // empty: none
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> rows = {
+      {"version_policy { all { } }", {1, 2, 3}},
+      {"version_policy { latest { num_versions: 2 } }", {2, 3}},
+      {"version_policy { latest { num_versions: 5 } }", {1, 2, 3}},
+      {"version_policy { latest { num_versions: 1 } }", {3}},
+      {"version_policy { specific { versions: [3, 1, 9] } }", {1, 3}},
+      {"", {3}},
   };
-  const std::vector<Row> rows = {
-      {"version_policy { all { } }", "model 'm': only version 3 is served of the versions version_policy.all serves (1, 2, 3)"},
-      {"version_policy { latest { num_versions: 2 } }",
-       "model 'm': only version 3 is served of the versions version_policy.latest { num_versions: 2 } serves (2, 3)"},
-      {"version_policy { latest { num_versions: 1 } }", ""},
-      {"", ""},
-  };
-  for (const Row& row : rows) {
-    Write("m/config.pbtxt", std::string(kIo) + row.policy + "\n");
-    ::testing::internal::CaptureStderr();
-    auto spec = LoadModelDirectory((root_ / "m").string());
-    const std::string log = ::testing::internal::GetCapturedStderr();
-    ASSERT_TRUE(spec.ok()) << row.policy << ": " << spec.status();
-    EXPECT_EQ(spec->version, 3) << row.policy;
-    if (row.warning.empty()) {
-      EXPECT_THAT(log, Not(HasSubstr("only version"))) << row.policy;
-    } else {
-      EXPECT_THAT(log, HasSubstr(row.warning)) << row.policy;
+  for (const auto& [policy, expected] : rows) {
+    Write("m/config.pbtxt", std::string(kIo) + policy + "\n");
+    auto specs = LoadModelVersions((root_ / "m").string());
+    ASSERT_TRUE(specs.ok()) << policy << ": " << specs.status();
+    std::vector<int64_t> versions;
+    for (const auto& spec : *specs) {
+      versions.push_back(spec.version);
+      EXPECT_EQ(spec.model_path, (root_ / "m" / std::to_string(spec.version) / "model.pt").string()) << policy;
+      EXPECT_EQ(spec.served_versions, expected) << policy;
+      EXPECT_EQ(spec.name, "m");
     }
-  }
-  // One directory: `all` and `latest 2` leave nothing out.
-  Write("one/1/model.pt", "x");
-  for (const std::string policy : {"version_policy { all { } }", "version_policy { latest { num_versions: 2 } }"}) {
-    Write("one/config.pbtxt", std::string(kIo) + policy + "\n");
-    ::testing::internal::CaptureStderr();
-    auto spec = LoadModelDirectory((root_ / "one").string());
-    const std::string log = ::testing::internal::GetCapturedStderr();
-    ASSERT_TRUE(spec.ok()) << policy << ": " << spec.status();
-    EXPECT_THAT(log, Not(HasSubstr("only version"))) << policy;
+    EXPECT_EQ(versions, expected) << policy;
   }
 }
 

@@ -1,0 +1,269 @@
+// A model serving several versions at once, on the real server through real gRPC: the version
+// policy (`all`, `latest { num_versions: N }`, `specific`) picks them, a request that names a version
+// runs on that version's weights, one that names none on the highest, and every RPC that reports on a
+// model (ModelMetadata, ModelConfig, ModelReady, ModelStatistics, RepositoryIndex) answers per version.
+// Under model control a reload replaces the whole set (the versions left out are freed), an unload
+// takes every version out, and a version that fails to load fails the model, naming that version.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/inference_client.h"
+#include "common/tensor_data.h"
+#include "tests/server/model_control_rpc.h"
+#include "tests/server/test_client.h"
+#include "tests/server/test_repository.h"
+#include "tools/example_models.h"
+
+namespace chronoserve {
+namespace {
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using client::Tensor;
+
+// Seeds of versions 1, 2 and 3's weights.
+const std::map<int, uint64_t> kSeeds = {{1, 101}, {2, 202}, {3, 303}};
+
+// Model "m" in `repository` with versions 1-3 (an MLP on the CPU, each version's weights from its
+// seed) under `policy`, and "ref<N>": version N's weights alone, a model of one version, to check
+// which version answered.
+void WriteVersionedModel(const std::string& repository, const std::string& policy) {
+  testing::TempDir scratch("cs_versions_scratch");
+  for (const auto& [version, seed] : kSeeds) {
+    examples::ModelOptions o;
+    o.max_batch_size = 4;
+    o.instance_kind = "KIND_CPU";
+    o.seed = seed;
+    const std::string ref = "ref" + std::to_string(version);
+    ASSERT_TRUE(examples::WriteMlp(repository, ref, o).ok());
+    if (version == 1) {
+      o.extra_config = policy;
+      ASSERT_TRUE(examples::WriteMlp(repository, "m", o).ok());
+      continue;
+    }
+    fs::create_directories(fs::path(repository) / "m" / std::to_string(version));
+    fs::copy_file(fs::path(repository) / ref / "1" / "model.pt",
+                  fs::path(repository) / "m" / std::to_string(version) / "model.pt");
+  }
+}
+
+Tensor Input(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  return Tensor{"INPUT__0", DataType::kFp32, {1, 64}, RandomTensorBytes(DataType::kFp32, 64, rng)};
+}
+
+// OUTPUT__0's bytes from `model` at `version` ("" = the server's choice), or the error as text.
+std::string Output(client::InferenceClient& c, const std::string& model, const std::string& version,
+                   const Tensor& input) {
+  client::InferOptions options;
+  options.version = version;
+  auto r = c.Infer(model, {input}, options);
+  if (!r.ok()) return r.status().ToString();
+  return r->outputs.at(0).data;
+}
+
+std::vector<std::string> MetadataVersions(client::InferenceClient& c, const std::string& model) {
+  auto metadata = c.ModelMetadata(model);
+  if (!metadata.ok()) return {metadata.status().ToString()};
+  return {metadata->versions().begin(), metadata->versions().end()};
+}
+
+// "name:version:state" for each index entry of `model`.
+std::vector<std::string> IndexOf(inference::GRPCInferenceService::Stub* stub, const std::string& model) {
+  auto index = testing::RepositoryIndex(stub);
+  if (!index.ok()) return {index.status().ToString()};
+  std::vector<std::string> out;
+  for (const auto& entry : index->models()) {
+    if (entry.name() == model) out.push_back(entry.name() + ":" + entry.version() + ":" + entry.state());
+  }
+  return out;
+}
+
+class ModelVersionsTest : public ::testing::TestWithParam<int> {
+ protected:
+  std::unique_ptr<server::Server> Start(const std::string& repository) {
+    server::ServerOptions options = testing::TestServerOptions(repository);
+    options.grpc_infer_threads = GetParam();
+    return testing::StartServer(options);
+  }
+};
+
+TEST_P(ModelVersionsTest, PolicyAllServesEveryVersionEachOnItsOwnWeights) {
+  testing::TempDir repo("cs_versions_all");
+  WriteVersionedModel(repo.path(), "version_policy { all { } }");
+  auto server = Start(repo.path());
+  ASSERT_NE(server, nullptr);
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+  const Tensor input = Input(5);
+
+  std::map<int, std::string> by_version;
+  for (const auto& [version, seed] : kSeeds) {
+    by_version[version] = Output(*c, "m", std::to_string(version), input);
+    EXPECT_EQ(by_version[version], Output(*c, "ref" + std::to_string(version), "", input))
+        << "version " << version << " answers with its own weights";
+  }
+  EXPECT_NE(by_version[1], by_version[2]);
+  EXPECT_NE(by_version[2], by_version[3]);
+  EXPECT_EQ(Output(*c, "m", "", input), by_version[3]) << "no version named: the highest";
+
+  EXPECT_THAT(MetadataVersions(*c, "m"), ElementsAre("1", "2", "3"));
+  for (const std::string version : {"1", "2", "3"}) {
+    EXPECT_EQ(testing::Answer(c->ModelReady("m", version)), "true") << version;
+  }
+  EXPECT_EQ(testing::Answer(c->ModelReady("m", "4")), "false");
+  client::InferOptions options;
+  options.version = "4";
+  auto unknown = c->Infer("m", {input}, options);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(unknown.status().message()),
+              HasSubstr("model 'm' has no version '4' (serving versions 1, 2, 3)"));
+
+  {  // ModelConfig: the versions served, for any of them.
+    grpc::ClientContext ctx;
+    ctx.set_deadline(testing::TestDeadline());
+    inference::ModelConfigRequest request;
+    request.set_name("m");
+    request.set_version("2");
+    inference::ModelConfigResponse response;
+    ASSERT_TRUE(c->stub()->ModelConfig(&ctx, request, &response).ok());
+    EXPECT_THAT(response.config().version_policy().specific().versions(), ElementsAre(1, 2, 3));
+  }
+
+  // Statistics: one entry per version without a version named; each counted its own requests (two
+  // for version 3: by number and unnamed; none for the refused version 4).
+  auto stats = c->ModelStatistics("m");
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  std::map<std::string, uint64_t> counts;
+  for (const auto& s : stats->model_stats()) {
+    EXPECT_EQ(s.name(), "m");
+    counts[s.version()] = s.inference_count();
+  }
+  EXPECT_EQ(counts, (std::map<std::string, uint64_t>{{"1", 1}, {"2", 1}, {"3", 2}}));
+
+  EXPECT_THAT(IndexOf(c->stub(), "m"), ElementsAre("m:1:READY", "m:2:READY", "m:3:READY"));
+  server->Shutdown();
+}
+
+TEST_P(ModelVersionsTest, LatestAndSpecificServeTheVersionsTheyName) {
+  struct Row {
+    std::string policy;
+    std::vector<std::string> served;
+    std::string refused;  // a version on disk the policy leaves out
+  };
+  const std::vector<Row> rows = {
+      {"version_policy { latest { num_versions: 2 } }", {"2", "3"}, "1"},
+      {"version_policy { specific { versions: [1, 3, 7] } }", {"1", "3"}, "2"},
+      {"", {"3"}, "2"},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.policy);
+    testing::TempDir repo("cs_versions_policy");
+    WriteVersionedModel(repo.path(), row.policy);
+    auto server = Start(repo.path());
+    ASSERT_NE(server, nullptr);
+    auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+    const Tensor input = Input(9);
+    EXPECT_EQ(MetadataVersions(*c, "m"), row.served);
+    for (const std::string& version : row.served) {
+      EXPECT_EQ(Output(*c, "m", version, input), Output(*c, "ref" + version, "", input)) << version;
+    }
+    EXPECT_THAT(Output(*c, "m", row.refused, input), HasSubstr("has no version '" + row.refused + "'"));
+    server->Shutdown();
+  }
+}
+
+// Whether every one of `runtimes` is destroyed within `timeout` (the last call that used one drops
+// it on a gRPC thread just after its answer went out).
+bool AllFreedWithin(const std::vector<std::weak_ptr<server::ModelRuntime>>& runtimes, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  auto all_expired = [&] {
+    for (const auto& r : runtimes) {
+      if (!r.expired()) return false;
+    }
+    return true;
+  };
+  while (!all_expired() && absl::Now() < deadline) std::this_thread::yield();
+  return all_expired();
+}
+
+TEST_P(ModelVersionsTest, AReloadReplacesTheSetAndAnUnloadTakesEveryVersion) {
+  testing::TempDir repo("cs_versions_control");
+  WriteVersionedModel(repo.path(), "version_policy { all { } }");
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.grpc_infer_threads = GetParam();
+  options.model_control_mode = server::ModelControlMode::kExplicit;
+  options.load_models = {"m", "ref1", "ref3"};
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+  const Tensor input = Input(13);
+  EXPECT_THAT(MetadataVersions(*c, "m"), ElementsAre("1", "2", "3"));
+  auto before = server->registry().FindVersions("m", "");
+  ASSERT_TRUE(before.ok()) << before.status();
+  std::vector<std::weak_ptr<server::ModelRuntime>> replaced(before->begin(), before->end());
+  before = absl::NotFoundError("released");
+
+  // The policy now names versions 1 and 3: version 2 leaves, versions 1 and 3 are loaded anew.
+  std::string config;
+  {
+    std::ifstream in(fs::path(repo.path()) / "m" / "config.pbtxt");
+    config.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const size_t at = config.find("version_policy { all { } }");
+  ASSERT_NE(at, std::string::npos);
+  config.replace(at, std::string("version_policy { all { } }").size(), "version_policy { specific { versions: [1, 3] } }");
+  std::ofstream(fs::path(repo.path()) / "m" / "config.pbtxt") << config;
+  const grpc::Status reloaded = testing::LoadModel(c->stub(), "m");
+  ASSERT_TRUE(reloaded.ok()) << reloaded.error_message();
+  EXPECT_THAT(MetadataVersions(*c, "m"), ElementsAre("1", "3"));
+  EXPECT_EQ(Output(*c, "m", "1", input), Output(*c, "ref1", "", input));
+  EXPECT_EQ(Output(*c, "m", "", input), Output(*c, "ref3", "", input));
+  EXPECT_THAT(Output(*c, "m", "2", input), HasSubstr("has no version '2' (serving versions 1, 3)"));
+  EXPECT_TRUE(AllFreedWithin(replaced, absl::Seconds(10))) << "the replaced versions are freed, not leaked";
+  EXPECT_THAT(IndexOf(c->stub(), "m"), ElementsAre("m:1:READY", "m:3:READY"));
+
+  auto loaded = server->registry().FindVersions("m", "");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  std::vector<std::weak_ptr<server::ModelRuntime>> unloaded(loaded->begin(), loaded->end());
+  loaded = absl::NotFoundError("released");
+  const grpc::Status unload = testing::UnloadModel(c->stub(), "m");
+  ASSERT_TRUE(unload.ok()) << unload.error_message();
+  for (const std::string version : {"", "1", "3"}) {
+    EXPECT_THAT(Output(*c, "m", version, input), HasSubstr("model 'm' is unloaded")) << version;
+  }
+  EXPECT_TRUE(AllFreedWithin(unloaded, absl::Seconds(10))) << "every version is freed";
+  EXPECT_THAT(IndexOf(c->stub(), "m"), ElementsAre("m:3:UNAVAILABLE"));
+  server->Shutdown();
+}
+
+TEST_P(ModelVersionsTest, AVersionThatFailsFailsTheModelNamingIt) {
+  testing::TempDir repo("cs_versions_fail");
+  WriteVersionedModel(repo.path(), "version_policy { all { } }");
+  std::ofstream(fs::path(repo.path()) / "m" / "2" / "model.pt") << "not TorchScript";
+  auto server = testing::StartServer(repo.path());
+  ASSERT_NE(server, nullptr);
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+  EXPECT_EQ(testing::Answer(c->ServerReady()), "false") << "strict readiness: a model failed";
+  const Tensor input = Input(17);
+  const std::string answer = Output(*c, "m", "", input);
+  EXPECT_THAT(answer, HasSubstr("NOT_FOUND"));
+  EXPECT_THAT(answer, HasSubstr("model 'm' failed to load: version 2 (of the versions its version policy serves: 1, 2, 3)"));
+  EXPECT_THAT(Output(*c, "m", "1", input), HasSubstr("UNAVAILABLE")) << "no version of a failed model serves";
+  EXPECT_EQ(Output(*c, "ref1", "", input).size(), 16u * sizeof(float)) << "the other models serve";
+  server->Shutdown();
+}
+
+INSTANTIATE_TEST_SUITE_P(BothApis, ModelVersionsTest, ::testing::Values(0, 2), testing::InferApiName);
+
+}  // namespace
+}  // namespace chronoserve
