@@ -168,7 +168,14 @@ absl::StatusOr<std::vector<std::unique_ptr<ModelRuntime>>> ModelManager::BuildRu
   std::vector<std::unique_ptr<ModelRuntime>> runtimes;
   for (ModelSpec& spec : *specs) {
     const int64_t this_version = spec.version;
-    absl::StatusOr<std::unique_ptr<ModelRuntime>> runtime = BuildVersion(std::move(spec), stop);
+    // Stopped (an unload, the server's shutdown) before a version, the first one included: it is not read.
+    const std::atomic<bool>* stopped = stop != nullptr ? stop : options_.warmup.stop;
+    absl::StatusOr<std::unique_ptr<ModelRuntime>> runtime =
+        stopped != nullptr && stopped->load()
+            ? absl::Status(absl::UnavailableError(
+                  "the load was stopped (the server is shutting down, or an unload of the model was asked for) "
+                  "before its files were read"))
+            : BuildVersion(std::move(spec), stop);
     if (!runtime.ok()) {
       for (auto& built : runtimes) built->Stop();
       if (specs->size() == 1) return runtime.status();

@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -21,6 +22,7 @@
 #include "tests/server/model_control_rpc.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
+#include "server/model_manager.h"
 #include "tools/example_models.h"
 
 namespace chronoserve {
@@ -261,6 +263,31 @@ TEST_P(ModelVersionsTest, AVersionThatFailsFailsTheModelNamingIt) {
   EXPECT_THAT(Output(*c, "m", "1", input), HasSubstr("UNAVAILABLE")) << "no version of a failed model serves";
   EXPECT_EQ(Output(*c, "ref1", "", input).size(), 16u * sizeof(float)) << "the other models serve";
   server->Shutdown();
+}
+
+// A load stopped (an unload of the model, the server's shutdown) reads no further version: with the
+// stop already set, not even the first, and no runtime is left behind.
+TEST(ModelVersionsLoadTest, AStoppedLoadReadsNoFurtherVersion) {
+  testing::TempDir repo("cs_versions_stop");
+  WriteVersionedModel(repo.path(), "version_policy { all { } }");
+  server::ModelRegistry registry;
+  server::DeviceActivityRegistry devices;
+  SteadyClock clock;
+  server::ModelManager manager(&registry, &devices, server::ModelLoadOptions{}, &clock);
+  std::atomic<bool> stop{true};
+  int64_t version = 0;
+  auto built = manager.BuildRuntimes((fs::path(repo.path()) / "m").string(), &version, nullptr, &stop);
+  ASSERT_FALSE(built.ok());
+  EXPECT_EQ(built.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(built.status().message()),
+              HasSubstr("version 1 (of the versions its version policy serves: 1, 2, 3): the load was stopped"));
+  EXPECT_EQ(version, 3) << "the highest version the load was to serve";
+  stop = false;
+  built = manager.BuildRuntimes((fs::path(repo.path()) / "m").string(), &version, nullptr, &stop);
+  ASSERT_TRUE(built.ok()) << built.status();
+  ASSERT_EQ(built->size(), 3u);
+  for (size_t i = 0; i < built->size(); ++i) EXPECT_EQ((*built)[i]->spec().version, static_cast<int64_t>(i + 1));
+  for (auto& runtime : *built) runtime->Stop();
 }
 
 INSTANTIATE_TEST_SUITE_P(BothApis, ModelVersionsTest, ::testing::Values(0, 2), testing::InferApiName);
