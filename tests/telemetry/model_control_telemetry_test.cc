@@ -1,6 +1,7 @@
 // Telemetry beside model control (--model-control-mode explicit), real server and real gRPC: a
 // model loaded by RepositoryModelLoad gets its load and warm-up gauges and request series on
-// /metrics (scraped over HTTP, read as text), per version across a reload to a new version; its
+// /metrics (scraped over HTTP, read as text), per version across a reload to a new version and per
+// version for a model serving two at once; its
 // queue gauge follows the models loaded; and TraceSetting takes a model of the repository not
 // loaded yet (in poll mode too, before a scan has found it).
 #include <gmock/gmock.h>
@@ -103,6 +104,56 @@ TEST(ModelControlTelemetryTest, LoadedModelsGetTheirSeriesAndTraceSettingsTakeTh
     EXPECT_FALSE(series.rfind("chronoserve_queue_depth{", 0) == 0 && series.find(R"(model="a")") != std::string::npos)
         << "an unloaded model has no queue: " << series;
   }
+  server->Shutdown();
+  (*telemetry)->Shutdown();
+}
+
+// A model serving two versions at once (version_policy all): each version has its own load and
+// warm-up gauges, request counters and queue gauge on /metrics.
+TEST(ModelControlTelemetryTest, EachVersionServedHasItsOwnSeries) {
+  testing::TempDir repo("cs_versions_telemetry");
+  examples::ModelOptions o;
+  o.max_batch_size = 4;
+  o.instance_kind = "KIND_CPU";
+  o.extra_config = "version_policy { all { } }";
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "m", o).ok());
+  std::filesystem::create_directories(std::filesystem::path(repo.path()) / "m" / "2");
+  std::filesystem::copy_file(std::filesystem::path(repo.path()) / "m" / "1" / "model.pt",
+                             std::filesystem::path(repo.path()) / "m" / "2" / "model.pt");
+  auto telemetry = TestTelemetry(/*metrics=*/true);
+  ASSERT_TRUE(telemetry.ok()) << telemetry.status();
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.telemetry = telemetry->get();
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  const int port = (*telemetry)->metrics_port();
+  ASSERT_GT(port, 0);
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+  std::mt19937_64 rng(8);
+  const client::Tensor input{"INPUT__0", DataType::kFp32, {1, 64}, RandomTensorBytes(DataType::kFp32, 64, rng)};
+  client::InferOptions v1;
+  v1.version = "1";
+  ASSERT_TRUE(c->Infer("m", {input}, v1).ok());
+  ASSERT_TRUE(c->Infer("m", {input}, v1).ok());
+  ASSERT_TRUE(c->Infer("m", {input}).ok());  // the highest: version 2
+  const auto metrics = testing::ParseMetrics(testing::ScrapeMetrics(port));
+  for (const std::string version : {"1", "2"}) {
+    EXPECT_EQ(metrics.count(R"(chronoserve_model_load_duration_seconds{model="m",version=")" + version + "\"}"), 1u)
+        << version;
+    EXPECT_EQ(metrics.count(R"(chronoserve_model_warmup_duration_seconds{model="m",version=")" + version + "\"}"), 1u)
+        << version;
+  }
+  auto requests = [&](const std::string& version) {
+    auto it = metrics.find(R"(chronoserve_requests_total{model="m",outcome="success",version=")" + version + "\"}");
+    return it == metrics.end() ? -1.0 : it->second;
+  };
+  EXPECT_EQ(requests("1"), 2.0);
+  EXPECT_EQ(requests("2"), 1.0);
+  int queue_gauges = 0;
+  for (const auto& [series, value] : metrics) {
+    if (series.rfind("chronoserve_queue_depth{", 0) == 0 && series.find(R"(model="m")") != std::string::npos) ++queue_gauges;
+  }
+  EXPECT_EQ(queue_gauges, 2) << "one queue a version";
   server->Shutdown();
   (*telemetry)->Shutdown();
 }
