@@ -1,9 +1,9 @@
 // Telemetry beside model control (--model-control-mode explicit), real server and real gRPC: a
 // model loaded by RepositoryModelLoad gets its load and warm-up gauges and request series on
 // /metrics (scraped over HTTP, read as text), per version across a reload to a new version and per
-// version for a model serving two at once; its
-// queue gauge follows the models loaded; and TraceSetting takes a model of the repository not
-// loaded yet (in poll mode too, before a scan has found it).
+// version for a model serving two at once; its queue gauge follows the models loaded; and
+// TraceSetting takes a model of the repository not loaded yet (in poll mode too, before a scan has
+// found it).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
