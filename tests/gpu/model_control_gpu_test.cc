@@ -1,13 +1,15 @@
 // Model control on a real GPU (--model-control-mode explicit): reloads of a CUDA-graph model while
 // clients keep sending (the new version captures its graphs on its own workers' streams while the
 // old version replays its own), every answer matching the reference taken before, each replaced
-// version freed, then an unload and a load that serves the same outputs again.
+// version freed, then an unload and a load that serves the same outputs again; and two versions of
+// a CUDA-graph model served at once, each with its own weights.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
@@ -137,6 +139,59 @@ TEST(GpuModelControlTest, ReloadsWhileServingKeepTheOutputsAndFreeTheOldVersion)
   auto again = c->Infer("policy", {inputs[0]});
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_LE(MaxError(*again, references[0]), 1e-3);
+  server->Shutdown();
+}
+
+// Two versions of a CUDA-graph model served at once on one GPU (version_policy all): each version's
+// workers capture and replay their own graphs with their own weights, so each answers as a model of
+// that version's weights alone does, and a request naming no version gets the highest.
+TEST(GpuModelControlTest, TwoVersionsOnOneGpuEachAnswerWithTheirOwnWeights) {
+  if (server::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA GPU";
+  testing::TempDir repo("cs_gpu_versions");
+  examples::ModelOptions o;
+  o.max_batch_size = 8;
+  o.instance_kind = "KIND_GPU";
+  o.extra_config = "optimization { cuda { graphs: true } }\n";
+  o.seed = 51;
+  ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "ref1", o).ok());
+  o.seed = 52;
+  ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "ref2", o).ok());
+  o.seed = 51;
+  o.extra_config += "version_policy { all { } }\n";
+  ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy", o).ok());
+  std::filesystem::create_directories(std::filesystem::path(repo.path()) / "policy" / "2");
+  std::filesystem::copy_file(std::filesystem::path(repo.path()) / "ref2" / "1" / "model.pt",
+                             std::filesystem::path(repo.path()) / "policy" / "2" / "model.pt");
+  auto server = testing::StartServer(testing::TestServerOptions(repo.path()));
+  ASSERT_NE(server, nullptr);
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+  for (int rows : {1, 3, 8}) {
+    const Tensor input = PolicyRows(rows, 60 + rows);
+    std::vector<client::InferResult> by_version;
+    for (const std::string version : {"1", "2"}) {
+      client::InferOptions options;
+      options.version = version;
+      auto served = c->Infer("policy", {input}, options);
+      ASSERT_TRUE(served.ok()) << served.status();
+      auto reference = c->Infer("ref" + version, {input});
+      ASSERT_TRUE(reference.ok()) << reference.status();
+      EXPECT_LE(MaxError(*served, *reference), 1e-5) << "version " << version << ", " << rows << " rows";
+      by_version.push_back(*std::move(served));
+    }
+    EXPECT_GT(MaxError(by_version[0], by_version[1]), 1e-3) << "the versions have other weights";
+    auto unnamed = c->Infer("policy", {input});
+    ASSERT_TRUE(unnamed.ok()) << unnamed.status();
+    EXPECT_LE(MaxError(*unnamed, by_version[1]), 1e-5) << "no version named: the highest";
+  }
+  auto versions = server->registry().FindVersions("policy", "");
+  ASSERT_TRUE(versions.ok()) << versions.status();
+  ASSERT_EQ(versions->size(), 2u);
+  for (const auto& runtime : *versions) {
+    for (const auto& worker : runtime->workers()) {
+      EXPECT_EQ(worker->instance().device_name(), "cuda:0");
+      EXPECT_FALSE(worker->instance().graph_buckets().empty()) << "version " << runtime->spec().version;
+    }
+  }
   server->Shutdown();
 }
 
