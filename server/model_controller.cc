@@ -185,7 +185,7 @@ absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrid
                                                                " file(s) sent with the request"));
   if (!reload) registry_->MarkLoading(model, /*strict=*/false);
   int64_t version = 0;
-  absl::StatusOr<std::vector<std::unique_ptr<ModelRuntime>>> built = BuildRuntimes(model, overrides, &version, &stop);
+  absl::StatusOr<ModelManager::LoadedVersions> built = BuildRuntimes(model, overrides, &version, &stop);
   if (!built.ok() && stopping_) {  // the warm-up stopped at shutdown: say which model
     built = absl::UnavailableError(absl::StrCat("model '", model, "' not ", reload ? "reloaded" : "loaded",
                                                 ": the server is shutting down"));
@@ -205,12 +205,27 @@ absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrid
     return absl::Status(built.status().code(),
                         absl::StrCat("model '", model, "' not loaded: ", built.status().message()));
   }
+  // Some versions did not load: a reload keeps the versions loaded before (as any failed reload); a
+  // first load serves the versions that loaded, and answers which did not.
+  std::string failed_versions;
+  for (const auto& [failed, why] : built->failed) {
+    absl::StrAppend(&failed_versions, failed_versions.empty() ? "" : "; ", "version ", failed, ": ", why.message());
+  }
+  const absl::StatusCode failed_code =
+      built->failed.empty() ? absl::StatusCode::kOk : built->failed.begin()->second.code();
+  if (reload && !built->failed.empty()) {
+    for (auto& runtime : built->runtimes) runtime->Stop();
+    CS_LOG(WARNING) << "model '" << model << "': the reload failed; the version loaded before goes on serving";
+    return absl::Status(failed_code, absl::StrCat("model '", model,
+                                                  "' not reloaded (the version loaded before goes on serving): ",
+                                                  failed_versions));
+  }
   std::vector<std::shared_ptr<ModelRuntime>> runtimes;
-  for (auto& runtime : *built) {
+  for (auto& runtime : built->runtimes) {
     if (hooks_.loaded) hooks_.loaded(*runtime);
     runtimes.push_back(std::move(runtime));
   }
-  const std::vector<std::shared_ptr<ModelRuntime>> replaced = registry_->Add(runtimes);
+  const std::vector<std::shared_ptr<ModelRuntime>> replaced = registry_->Add(runtimes, built->failed, /*strict=*/false);
   if (!replaced.empty()) {
     // New requests find the new runtimes from here on; the old ones' queued requests run on their
     // own workers, and the calls that hold them finish there.
@@ -222,10 +237,14 @@ absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrid
   if (hooks_.warm_serving_path) {
     for (const auto& runtime : runtimes) hooks_.warm_serving_path(runtime->spec(), &stopping_);
   }
+  if (!built->failed.empty()) {
+    return absl::Status(failed_code, absl::StrCat("model '", model, "' loaded in part: version(s) ", VersionList(runtimes),
+                                                  " serve; ", failed_versions));
+  }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::unique_ptr<ModelRuntime>>> ModelController::BuildRuntimes(
+absl::StatusOr<ModelManager::LoadedVersions> ModelController::BuildRuntimes(
     const std::string& model, const LoadOverrides& overrides, int64_t* version, const std::atomic<bool>* stop) {
   const std::string* config = overrides.config ? &*overrides.config : nullptr;
   if (overrides.files.empty()) {
@@ -235,13 +254,16 @@ absl::StatusOr<std::vector<std::unique_ptr<ModelRuntime>>> ModelController::Buil
   // into memory, so the directory goes as soon as the runtime is built.
   absl::StatusOr<std::unique_ptr<OverrideDirectory>> dir = OverrideDirectory::Write(model, overrides.files);
   if (!dir.ok()) return dir.status();
-  absl::StatusOr<std::vector<std::unique_ptr<ModelRuntime>>> built =
-      manager_.BuildRuntimes((*dir)->model_dir(), version, config, stop);
-  if (built.ok()) return built;
-  // Paths in the error as the request named them ("file:1/model.pt"), not in the directory that goes.
-  return absl::Status(built.status().code(),
-                      absl::StrReplaceAll(built.status().message(), {{(*dir)->model_dir() + "/", kOverrideFilePrefix},
-                                                                     {(*dir)->model_dir(), "the files sent"}}));
+  absl::StatusOr<ModelManager::LoadedVersions> built = manager_.BuildRuntimes((*dir)->model_dir(), version, config, stop);
+  // Paths in the errors as the request named them ("file:1/model.pt"), not in the directory that goes.
+  auto as_sent = [&](const absl::Status& status) {
+    return absl::Status(status.code(),
+                        absl::StrReplaceAll(status.message(), {{(*dir)->model_dir() + "/", kOverrideFilePrefix},
+                                                               {(*dir)->model_dir(), "the files sent"}}));
+  };
+  if (!built.ok()) return as_sent(built.status());
+  for (auto& [failed, why] : built->failed) why = as_sent(why);
+  return built;
 }
 
 absl::Status ModelController::DoUnload(const std::string& model, const std::string& why) {

@@ -142,21 +142,30 @@ absl::Status NoSuchModelDirectory(const std::string& repository, const std::stri
 absl::Status ModelManager::LoadModel(const std::string& model_dir) {
   const std::string name = std::filesystem::path(model_dir).filename().string();
   int64_t version = 0;  // known once the config and the version directories are read
-  absl::StatusOr<std::vector<std::unique_ptr<ModelRuntime>>> runtimes = BuildRuntimes(model_dir, &version);
-  if (!runtimes.ok()) {
-    registry_->MarkFailed(name, runtimes.status(), version);
-    return runtimes.status();
+  absl::StatusOr<LoadedVersions> loaded = BuildRuntimes(model_dir, &version);
+  if (!loaded.ok()) {
+    registry_->MarkFailed(name, loaded.status(), version);
+    return loaded.status();
   }
   std::vector<std::shared_ptr<ModelRuntime>> shared;
-  for (auto& runtime : *runtimes) shared.push_back(std::move(runtime));
-  registry_->Add(std::move(shared));
+  for (auto& runtime : loaded->runtimes) shared.push_back(std::move(runtime));
+  registry_->Add(std::move(shared), loaded->failed);
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::unique_ptr<ModelRuntime>>> ModelManager::BuildRuntimes(const std::string& model_dir,
-                                                                                        int64_t* version,
-                                                                                        const std::string* config_json,
-                                                                                        const std::atomic<bool>* stop) {
+namespace {
+// `status` with the version it is about in front: "version 2 (of the versions its version policy
+// serves: 1, 2, 3): ...".
+absl::Status NameVersion(int64_t version, const std::vector<int64_t>& served, const absl::Status& status) {
+  return absl::Status(status.code(), absl::StrCat("version ", version, " (of the versions its version policy serves: ",
+                                                  absl::StrJoin(served, ", "), "): ", status.message()));
+}
+}  // namespace
+
+absl::StatusOr<ModelManager::LoadedVersions> ModelManager::BuildRuntimes(const std::string& model_dir,
+                                                                         int64_t* version,
+                                                                         const std::string* config_json,
+                                                                         const std::atomic<bool>* stop) {
   const std::string name = std::filesystem::path(model_dir).filename().string();
   auto specs = LoadModelVersions(model_dir, config_json);
   if (!specs.ok()) {
@@ -165,28 +174,35 @@ absl::StatusOr<std::vector<std::unique_ptr<ModelRuntime>>> ModelManager::BuildRu
   }
   if (version != nullptr) *version = specs->back().version;
   const std::vector<int64_t> served = specs->back().served_versions;  // before the specs move
-  std::vector<std::unique_ptr<ModelRuntime>> runtimes;
+  const std::atomic<bool>* stopped = stop != nullptr ? stop : options_.warmup.stop;
+  LoadedVersions loaded;
   for (ModelSpec& spec : *specs) {
     const int64_t this_version = spec.version;
-    // Stopped (an unload, the server's shutdown) before a version, the first one included: it is not read.
-    const std::atomic<bool>* stopped = stop != nullptr ? stop : options_.warmup.stop;
+    // Stopped (an unload, the server's shutdown) after a version: the next one is not read, and the
+    // load fails whole. (The first version's load always starts: its warm-up sees the stop.)
+    const bool after_another = !loaded.runtimes.empty() || !loaded.failed.empty();
     absl::StatusOr<std::unique_ptr<ModelRuntime>> runtime =
-        stopped != nullptr && stopped->load()
+        after_another && stopped != nullptr && stopped->load()
             ? absl::Status(absl::UnavailableError(
                   "the load was stopped (the server is shutting down, or an unload of the model was asked for) "
                   "before its files were read"))
             : BuildVersion(std::move(spec), stop);
-    if (!runtime.ok()) {
-      for (auto& built : runtimes) built->Stop();
-      if (specs->size() == 1) return runtime.status();
-      return absl::Status(runtime.status().code(),
-                          absl::StrCat("version ", this_version, " (of the versions its version policy serves: ",
-                                       absl::StrJoin(served, ", "),
-                                       "): ", runtime.status().message()));
+    if (runtime.ok()) {
+      loaded.runtimes.push_back(*std::move(runtime));
+      continue;
     }
-    runtimes.push_back(*std::move(runtime));
+    if (served.size() == 1) return runtime.status();
+    if (stopped != nullptr && stopped->load()) {
+      for (auto& built : loaded.runtimes) built->Stop();
+      return NameVersion(this_version, served, runtime.status());
+    }
+    loaded.failed.emplace(this_version, runtime.status());
   }
-  return runtimes;
+  if (loaded.runtimes.empty()) {  // every version failed: the first one's error
+    const auto& [first, status] = *loaded.failed.begin();
+    return NameVersion(first, served, status);
+  }
+  return loaded;
 }
 
 absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelManager::BuildVersion(ModelSpec spec_value,

@@ -5,6 +5,7 @@
 #define CHRONOSERVE_SERVER_MODEL_MANAGER_H_
 
 #include <atomic>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -65,15 +66,20 @@ class ModelManager {
   absl::Status LoadModel(const std::string& model_dir);
   // Loads one model directory into runtimes, READY, one per version its version policy serves
   // (ascending), without touching the registry (a reload: the runtimes serving the model go on
-  // serving meanwhile). A model loads whole: when one version fails, the versions built before it are
-  // stopped and the error names the model and that version. `version` (may be null) is set to the
-  // highest version the load tried once its config reads. `config_json`: the configuration to use in
-  // place of config.pbtxt (LoadModelVersions'). `stop` (may be null): ends the warm-up early, in place
-  // of the load options' own, once set (the load then fails). The error names the model.
-  absl::StatusOr<std::vector<std::unique_ptr<ModelRuntime>>> BuildRuntimes(const std::string& model_dir,
-                                                                           int64_t* version,
-                                                                           const std::string* config_json = nullptr,
-                                                                           const std::atomic<bool>* stop = nullptr);
+  // serving meanwhile). A version that fails to load (its file, its warm-up) leaves the others
+  // loading, as Triton: it is listed in `failed` with its error. The load fails (an error naming the
+  // model) when no version loads, or when `stop` is set: then the versions built are stopped and no
+  // further one is read. `version` (may be null) is set to the highest version the load tried once
+  // its config reads. `config_json`: the configuration to use in place of config.pbtxt
+  // (LoadModelVersions'). `stop` (may be null): ends the warm-up early, in place of the load
+  // options' own, once set (the load then fails).
+  struct LoadedVersions {
+    std::vector<std::unique_ptr<ModelRuntime>> runtimes;  // ascending by version, at least one
+    std::map<int64_t, absl::Status> failed;                // the versions that did not load, with why
+  };
+  absl::StatusOr<LoadedVersions> BuildRuntimes(const std::string& model_dir, int64_t* version,
+                                               const std::string* config_json = nullptr,
+                                               const std::atomic<bool>* stop = nullptr);
 
  private:
   // One version's runtime (BuildRuntimes' work); the error names the model.

@@ -164,9 +164,10 @@ absl::Status InferenceService::AnswerModelMetadata(const inference::ModelMetadat
   if (!model.ok()) return model.status();
   const ModelSpec& spec = (*model)->spec();
   response->set_name(spec.name);
-  // Every version served, as Triton lists them; one for a spec that names none (built in code).
-  if (spec.served_versions.empty()) response->add_versions(std::to_string(spec.version));
-  for (int64_t v : spec.served_versions) response->add_versions(std::to_string(v));
+  // Every version that serves, as Triton lists them (not one whose load failed).
+  std::vector<int64_t> versions = registry_->ServedVersions(spec.name);
+  if (versions.empty()) versions.push_back(spec.version);  // unloaded since the lookup
+  for (int64_t v : versions) response->add_versions(std::to_string(v));
   response->set_platform(spec.platform);
   auto fill = [&spec](const TensorSpec& t, inference::ModelMetadataResponse::TensorMetadata* out) {
     out->set_name(t.name);

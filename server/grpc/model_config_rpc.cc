@@ -98,6 +98,12 @@ absl::Status AnswerModelConfig(const ModelRegistry& registry, const inference::M
   auto model = FindNamedModel(registry, request.name(), request.version());
   if (!model.ok()) return model.status();
   *response->mutable_config() = ModelConfigFromSpec((*model)->spec());
+  // The versions that serve now (not one whose load failed), for the policy's `specific`.
+  if (std::vector<int64_t> served = registry.ServedVersions(request.name()); !served.empty()) {
+    auto* versions = response->mutable_config()->mutable_version_policy()->mutable_specific()->mutable_versions();
+    versions->Clear();
+    for (int64_t v : served) versions->Add(v);
+  }
   return absl::OkStatus();
 }
 

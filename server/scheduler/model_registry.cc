@@ -35,6 +35,11 @@ void ModelRegistry::MarkFailed(const std::string& name, const absl::Status& reas
 }
 
 namespace {
+// "model 'm' version 2 failed to load: ..." (a version of a model whose other versions serve).
+std::string FailedVersionMessage(const std::string& name, int64_t version, const absl::Status& why) {
+  return absl::StrCat("model '", name, "' version ", version, " failed to load: ", why.message());
+}
+
 // As Triton: a version that is not a number is a bad request (a number not served is not found).
 absl::Status CheckVersion(const std::string& name, const std::string& version, int64_t* parsed) {
   if (version.empty() || (absl::SimpleAtoi(version, parsed) && *parsed >= 0)) return absl::OkStatus();
@@ -43,16 +48,20 @@ absl::Status CheckVersion(const std::string& name, const std::string& version, i
 }
 }  // namespace
 
-std::vector<std::shared_ptr<ModelRuntime>> ModelRegistry::Add(std::vector<std::shared_ptr<ModelRuntime>> runtimes) {
+std::vector<std::shared_ptr<ModelRuntime>> ModelRegistry::Add(std::vector<std::shared_ptr<ModelRuntime>> runtimes,
+                                                               std::map<int64_t, absl::Status> failed, bool strict) {
   if (runtimes.empty()) return {};
   std::sort(runtimes.begin(), runtimes.end(),
             [](const auto& a, const auto& b) { return a->spec().version < b->spec().version; });
   absl::MutexLock lock(&mu_);
   const std::string name = runtimes.front()->spec().name;
+  strict = StrictLocked(name, strict);
   not_ready_.erase(name);
   loading_.erase(name);
-  std::vector<std::shared_ptr<ModelRuntime>>& slot = ready_[name];
-  std::swap(slot, runtimes);
+  Served& slot = ready_[name];
+  std::swap(slot.runtimes, runtimes);
+  slot.failed = std::move(failed);
+  slot.strict = strict;
   return runtimes;
 }
 
@@ -67,7 +76,7 @@ std::vector<std::shared_ptr<ModelRuntime>> ModelRegistry::Unload(const std::stri
   std::vector<std::shared_ptr<ModelRuntime>> runtimes;
   int64_t version = 0;
   if (auto it = ready_.find(name); it != ready_.end()) {
-    runtimes = std::move(it->second);
+    runtimes = std::move(it->second.runtimes);
     version = runtimes.back()->spec().version;
     ready_.erase(it);
   } else if (auto nr = not_ready_.find(name); nr != not_ready_.end() && loading_.count(name) == 0) {
@@ -100,13 +109,20 @@ bool ModelRegistry::Serves(const std::string& name) const {
 std::vector<ModelRegistry::IndexEntry> ModelRegistry::Index() const {
   absl::MutexLock lock(&mu_);
   std::map<std::pair<std::string, int64_t>, IndexEntry> by_name;
-  for (const auto& [name, runtimes] : ready_) {
-    for (const auto& runtime : runtimes) {
+  for (const auto& [name, served] : ready_) {
+    for (const auto& runtime : served.runtimes) {
       IndexEntry& e = by_name[{name, runtime->spec().version}];
       e.name = name;
       e.version = runtime->spec().version;
       e.state = runtime->ready() ? IndexEntry::State::kReady : IndexEntry::State::kUnavailable;
       if (!runtime->ready()) e.reason = absl::StrCat("model '", name, "' version ", e.version, " is not ready");
+    }
+    for (const auto& [version, why] : served.failed) {
+      IndexEntry& e = by_name[{name, version}];
+      e.name = name;
+      e.version = version;
+      e.state = IndexEntry::State::kUnavailable;
+      e.reason = FailedVersionMessage(name, version, why);
     }
   }
   for (const auto& [name, not_ready] : not_ready_) {
@@ -136,7 +152,7 @@ absl::StatusOr<std::vector<std::shared_ptr<ModelRuntime>>> ModelRegistry::FindLo
     }
     return reason;
   }
-  const std::vector<std::shared_ptr<ModelRuntime>>& runtimes = it->second;
+  const std::vector<std::shared_ptr<ModelRuntime>>& runtimes = it->second.runtimes;
   std::vector<std::shared_ptr<ModelRuntime>> found;
   if (version.empty()) {
     if (all_versions) {
@@ -147,6 +163,9 @@ absl::StatusOr<std::vector<std::shared_ptr<ModelRuntime>>> ModelRegistry::FindLo
   } else {
     for (const auto& runtime : runtimes) {
       if (runtime->spec().version == v) found.push_back(runtime);
+    }
+    if (auto failed = it->second.failed.find(v); found.empty() && failed != it->second.failed.end()) {
+      return absl::UnavailableError(FailedVersionMessage(name, v, failed->second));
     }
     if (found.empty()) {
       std::vector<int64_t> served;
@@ -182,10 +201,19 @@ absl::StatusOr<std::vector<std::shared_ptr<ModelRuntime>>> ModelRegistry::FindVe
   return FindLocked(name, version, v, true);
 }
 
+std::vector<int64_t> ModelRegistry::ServedVersions(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<int64_t> versions;
+  if (auto it = ready_.find(name); it != ready_.end()) {
+    for (const auto& runtime : it->second.runtimes) versions.push_back(runtime->spec().version);
+  }
+  return versions;
+}
+
 std::vector<std::shared_ptr<ModelRuntime>> ModelRegistry::Ready() const {
   absl::MutexLock lock(&mu_);
   std::vector<std::shared_ptr<ModelRuntime>> out;
-  for (const auto& [name, runtimes] : ready_) out.insert(out.end(), runtimes.begin(), runtimes.end());
+  for (const auto& [name, served] : ready_) out.insert(out.end(), served.runtimes.begin(), served.runtimes.end());
   return out;
 }
 
@@ -194,8 +222,9 @@ bool ModelRegistry::AllReady() const {
   for (const auto& [name, not_ready] : not_ready_) {
     if (not_ready.strict) return false;
   }
-  for (const auto& [name, runtimes] : ready_) {
-    for (const auto& runtime : runtimes) {
+  for (const auto& [name, served] : ready_) {
+    if (served.strict && !served.failed.empty()) return false;
+    for (const auto& runtime : served.runtimes) {
       if (!runtime->ready()) return false;
     }
   }

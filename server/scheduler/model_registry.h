@@ -28,7 +28,11 @@ class ModelRegistry {
   void MarkFailed(const std::string& name, const absl::Status& reason, int64_t version = 0, bool strict = true);
   // Serves `runtimes` (one model's versions, at least one, each version once) under their name, in
   // place of the versions served before; returns those it replaces (a reload), empty when none.
-  std::vector<std::shared_ptr<ModelRuntime>> Add(std::vector<std::shared_ptr<ModelRuntime>> runtimes);
+  // `failed`: the versions of the same load that did not load, with why: lookups that name one answer
+  // UNAVAILABLE with it, the index lists it UNAVAILABLE, and (`strict`, as MarkFailed's) it keeps the
+  // server from READY.
+  std::vector<std::shared_ptr<ModelRuntime>> Add(std::vector<std::shared_ptr<ModelRuntime>> runtimes,
+                                                 std::map<int64_t, absl::Status> failed = {}, bool strict = true);
   // A model of one version.
   std::vector<std::shared_ptr<ModelRuntime>> Add(std::shared_ptr<ModelRuntime> runtime);
   // Takes `name` out of service (RepositoryModelUnload): new lookups find it unloaded (NOT_FOUND, or
@@ -59,6 +63,9 @@ class ModelRegistry {
   // version, that one alone. Errors as Find's.
   absl::StatusOr<std::vector<std::shared_ptr<ModelRuntime>>> FindVersions(const std::string& name,
                                                                           const std::string& version) const;
+  // The versions of `name` that serve, ascending (a version that failed to load is not one); empty
+  // when none does.
+  std::vector<int64_t> ServedVersions(const std::string& name) const;
   // Every runtime of every model, by name, then version.
   std::vector<std::shared_ptr<ModelRuntime>> Ready() const;
 
@@ -85,8 +92,13 @@ class ModelRegistry {
 
  private:
   mutable absl::Mutex mu_;
-  // By name: the versions served, ascending by version (never empty).
-  std::map<std::string, std::vector<std::shared_ptr<ModelRuntime>>> ready_ ABSL_GUARDED_BY(mu_);
+  // A model served: its versions, ascending by version (never empty), and those of its load that failed.
+  struct Served {
+    std::vector<std::shared_ptr<ModelRuntime>> runtimes;
+    std::map<int64_t, absl::Status> failed;  // by version: the load's error
+    bool strict = true;                      // a failed version keeps the server from READY
+  };
+  std::map<std::string, Served> ready_ ABSL_GUARDED_BY(mu_);
   // Find's work, under the lock: `version` already checked, `v` its value.
   absl::StatusOr<std::vector<std::shared_ptr<ModelRuntime>>> FindLocked(const std::string& name,
                                                                         const std::string& version, int64_t v,

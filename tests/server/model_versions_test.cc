@@ -3,7 +3,8 @@
 // runs on that version's weights, one that names none on the highest, and every RPC that reports on a
 // model (ModelMetadata, ModelConfig, ModelReady, ModelStatistics, RepositoryIndex) answers per version.
 // Under model control a reload replaces the whole set (the versions left out are freed), an unload
-// takes every version out, and a version that fails to load fails the model, naming that version.
+// takes every version out, and a version that fails to load leaves the others serving (a model none
+// of whose versions loads fails, naming the first).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -79,6 +80,20 @@ std::vector<std::string> MetadataVersions(client::InferenceClient& c, const std:
   return {metadata->versions().begin(), metadata->versions().end()};
 }
 
+// ModelConfig's version_policy.specific versions for `model` (at `version`), or the error as one entry.
+std::vector<int64_t> ConfigVersions(inference::GRPCInferenceService::Stub* stub, const std::string& model,
+                                    const std::string& version = "") {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(testing::TestDeadline());
+  inference::ModelConfigRequest request;
+  request.set_name(model);
+  request.set_version(version);
+  inference::ModelConfigResponse response;
+  if (!stub->ModelConfig(&ctx, request, &response).ok()) return {-1};
+  const auto& versions = response.config().version_policy().specific().versions();
+  return {versions.begin(), versions.end()};
+}
+
 // "name:version:state" for each index entry of `model`.
 std::vector<std::string> IndexOf(inference::GRPCInferenceService::Stub* stub, const std::string& model) {
   auto index = testing::RepositoryIndex(stub);
@@ -130,16 +145,7 @@ TEST_P(ModelVersionsTest, PolicyAllServesEveryVersionEachOnItsOwnWeights) {
   EXPECT_THAT(std::string(unknown.status().message()),
               HasSubstr("model 'm' has no version '4' (serving versions 1, 2, 3)"));
 
-  {  // ModelConfig: the versions served, for any of them.
-    grpc::ClientContext ctx;
-    ctx.set_deadline(testing::TestDeadline());
-    inference::ModelConfigRequest request;
-    request.set_name("m");
-    request.set_version("2");
-    inference::ModelConfigResponse response;
-    ASSERT_TRUE(c->stub()->ModelConfig(&ctx, request, &response).ok());
-    EXPECT_THAT(response.config().version_policy().specific().versions(), ElementsAre(1, 2, 3));
-  }
+  EXPECT_THAT(ConfigVersions(c->stub(), "m", "2"), ElementsAre(1, 2, 3)) << "the versions served, for any of them";
 
   // Statistics: one entry per version without a version named; each counted its own requests (two
   // for version 3: by number and unnamed; none for the refused version 4).
@@ -248,25 +254,97 @@ TEST_P(ModelVersionsTest, AReloadReplacesTheSetAndAnUnloadTakesEveryVersion) {
   server->Shutdown();
 }
 
-TEST_P(ModelVersionsTest, AVersionThatFailsFailsTheModelNamingIt) {
+// As Triton, a version that fails to load leaves the others serving: lookups naming it answer
+// UNAVAILABLE with its error, the index lists it, and (a model the server started with) the server
+// is not READY. Only a model none of whose versions loads fails whole, naming the first version.
+TEST_P(ModelVersionsTest, AVersionThatFailsLeavesTheOthersServing) {
   testing::TempDir repo("cs_versions_fail");
   WriteVersionedModel(repo.path(), "version_policy { all { } }");
   std::ofstream(fs::path(repo.path()) / "m" / "2" / "model.pt") << "not TorchScript";
-  auto server = testing::StartServer(repo.path());
+  // "none": two versions, neither TorchScript.
+  examples::ModelOptions o;
+  o.max_batch_size = 4;
+  o.instance_kind = "KIND_CPU";
+  o.extra_config = "version_policy { all { } }";
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "none", o).ok());
+  fs::create_directories(fs::path(repo.path()) / "none" / "2");
+  std::ofstream(fs::path(repo.path()) / "none" / "1" / "model.pt") << "not TorchScript either";
+  std::ofstream(fs::path(repo.path()) / "none" / "2" / "model.pt") << "nor this";
+  auto server = Start(repo.path());
   ASSERT_NE(server, nullptr);
   auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
-  EXPECT_EQ(testing::Answer(c->ServerReady()), "false") << "strict readiness: a model failed";
+  EXPECT_EQ(testing::Answer(c->ServerReady()), "false") << "strict readiness: a version failed";
   const Tensor input = Input(17);
-  const std::string answer = Output(*c, "m", "", input);
-  EXPECT_THAT(answer, HasSubstr("NOT_FOUND"));
-  EXPECT_THAT(answer, HasSubstr("model 'm' failed to load: version 2 (of the versions its version policy serves: 1, 2, 3)"));
-  EXPECT_THAT(Output(*c, "m", "1", input), HasSubstr("UNAVAILABLE")) << "no version of a failed model serves";
-  EXPECT_EQ(Output(*c, "ref1", "", input).size(), 16u * sizeof(float)) << "the other models serve";
+  EXPECT_EQ(Output(*c, "m", "1", input), Output(*c, "ref1", "", input));
+  EXPECT_EQ(Output(*c, "m", "", input), Output(*c, "ref3", "", input)) << "the highest version that serves";
+  const std::string v2 = Output(*c, "m", "2", input);
+  EXPECT_THAT(v2, HasSubstr("UNAVAILABLE: model 'm' version 2 failed to load: model 'm': cannot load"));
+  EXPECT_EQ(testing::Answer(c->ModelReady("m", "2")), "false");
+  EXPECT_EQ(testing::Answer(c->ModelReady("m", "1")), "true");
+  EXPECT_THAT(MetadataVersions(*c, "m"), ElementsAre("1", "3")) << "the versions that serve";
+  EXPECT_THAT(ConfigVersions(c->stub(), "m"), ElementsAre(1, 3));
+  EXPECT_THAT(IndexOf(c->stub(), "m"), ElementsAre("m:1:READY", "m:2:UNAVAILABLE", "m:3:READY"));
+
+  const std::string none = Output(*c, "none", "", input);
+  EXPECT_THAT(none, HasSubstr("NOT_FOUND: model 'none' failed to load: version 1 (of the versions its version "
+                              "policy serves: 1, 2): model 'none': cannot load"));
+  EXPECT_THAT(Output(*c, "none", "2", input), HasSubstr("UNAVAILABLE")) << "no version of a failed model serves";
+  server->Shutdown();
+}
+
+// Under model control a first load serves the versions that loaded and answers which did not; a
+// reload with a version that fails keeps every version loaded before, as any failed reload; once the
+// file is mended a reload serves them all.
+TEST_P(ModelVersionsTest, UnderModelControlALoadInPartSaysSoAndAFailedReloadKeepsTheSet) {
+  testing::TempDir repo("cs_versions_fail_control");
+  WriteVersionedModel(repo.path(), "version_policy { all { } }");
+  const fs::path v2 = fs::path(repo.path()) / "m" / "2" / "model.pt";
+  const fs::path v2_saved = fs::path(repo.path()) / "v2_model.pt";
+  fs::copy_file(v2, v2_saved);
+  std::ofstream(v2) << "not TorchScript";
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.grpc_infer_threads = GetParam();
+  options.model_control_mode = server::ModelControlMode::kExplicit;
+  options.load_models = {"ref1", "ref2", "ref3"};
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+  const Tensor input = Input(19);
+
+  const grpc::Status in_part = testing::LoadModel(c->stub(), "m");
+  EXPECT_EQ(in_part.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << in_part.error_message();
+  EXPECT_THAT(in_part.error_message(), HasSubstr("model 'm' loaded in part: version(s) 1, 3 serve; version 2: "
+                                                 "model 'm': cannot load"));
+  EXPECT_THAT(MetadataVersions(*c, "m"), ElementsAre("1", "3"));
+  EXPECT_EQ(Output(*c, "m", "3", input), Output(*c, "ref3", "", input));
+  EXPECT_EQ(testing::Answer(c->ServerReady()), "true") << "a load asked for fails only for its caller";
+
+  // Version 3's file breaks too: the reload fails and versions 1 and 3 go on serving.
+  const fs::path v3 = fs::path(repo.path()) / "m" / "3" / "model.pt";
+  const fs::path v3_saved = fs::path(repo.path()) / "v3_model.pt";
+  fs::copy_file(v3, v3_saved);
+  std::ofstream(v3) << "broken too";
+  const grpc::Status failed_reload = testing::LoadModel(c->stub(), "m");
+  EXPECT_FALSE(failed_reload.ok());
+  EXPECT_THAT(failed_reload.error_message(),
+              HasSubstr("model 'm' not reloaded (the version loaded before goes on serving): version 2: "));
+  EXPECT_EQ(Output(*c, "m", "3", input), Output(*c, "ref3", "", input));
+  EXPECT_THAT(MetadataVersions(*c, "m"), ElementsAre("1", "3"));
+
+  // Both files mended: every version serves, and none is listed as failed.
+  fs::copy_file(v2_saved, v2, fs::copy_options::overwrite_existing);
+  fs::copy_file(v3_saved, v3, fs::copy_options::overwrite_existing);
+  const grpc::Status mended = testing::LoadModel(c->stub(), "m");
+  ASSERT_TRUE(mended.ok()) << mended.error_message();
+  EXPECT_THAT(MetadataVersions(*c, "m"), ElementsAre("1", "2", "3"));
+  EXPECT_EQ(Output(*c, "m", "2", input), Output(*c, "ref2", "", input));
+  EXPECT_THAT(IndexOf(c->stub(), "m"), ElementsAre("m:1:READY", "m:2:READY", "m:3:READY"));
   server->Shutdown();
 }
 
 // A load stopped (an unload of the model, the server's shutdown) reads no further version: with the
-// stop already set, not even the first, and no runtime is left behind.
+// stop already set, the first one's warm-up stops, the load fails whole naming it, and no runtime is
+// left behind.
 TEST(ModelVersionsLoadTest, AStoppedLoadReadsNoFurtherVersion) {
   testing::TempDir repo("cs_versions_stop");
   WriteVersionedModel(repo.path(), "version_policy { all { } }");
@@ -280,14 +358,17 @@ TEST(ModelVersionsLoadTest, AStoppedLoadReadsNoFurtherVersion) {
   ASSERT_FALSE(built.ok());
   EXPECT_EQ(built.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(built.status().message()),
-              HasSubstr("version 1 (of the versions its version policy serves: 1, 2, 3): the load was stopped"));
+              HasSubstr("version 1 (of the versions its version policy serves: 1, 2, 3): warm-up stopped"));
   EXPECT_EQ(version, 3) << "the highest version the load was to serve";
   stop = false;
   built = manager.BuildRuntimes((fs::path(repo.path()) / "m").string(), &version, nullptr, &stop);
   ASSERT_TRUE(built.ok()) << built.status();
-  ASSERT_EQ(built->size(), 3u);
-  for (size_t i = 0; i < built->size(); ++i) EXPECT_EQ((*built)[i]->spec().version, static_cast<int64_t>(i + 1));
-  for (auto& runtime : *built) runtime->Stop();
+  ASSERT_EQ(built->runtimes.size(), 3u);
+  EXPECT_TRUE(built->failed.empty());
+  for (size_t i = 0; i < built->runtimes.size(); ++i) {
+    EXPECT_EQ(built->runtimes[i]->spec().version, static_cast<int64_t>(i + 1));
+  }
+  for (auto& runtime : built->runtimes) runtime->Stop();
 }
 
 INSTANTIATE_TEST_SUITE_P(BothApis, ModelVersionsTest, ::testing::Values(0, 2), testing::InferApiName);
