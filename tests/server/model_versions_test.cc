@@ -112,6 +112,14 @@ class ModelVersionsTest : public ::testing::TestWithParam<int> {
     options.grpc_infer_threads = GetParam();
     return testing::StartServer(options);
   }
+  // Explicit model control on the test's gRPC API, with `load` loaded at start.
+  std::unique_ptr<server::Server> StartExplicit(const std::string& repository, std::vector<std::string> load) {
+    server::ServerOptions options = testing::TestServerOptions(repository);
+    options.grpc_infer_threads = GetParam();
+    options.model_control_mode = server::ModelControlMode::kExplicit;
+    options.load_models = std::move(load);
+    return testing::StartServer(options);
+  }
 };
 
 TEST_P(ModelVersionsTest, PolicyAllServesEveryVersionEachOnItsOwnWeights) {
@@ -207,11 +215,7 @@ bool AllFreedWithin(const std::vector<std::weak_ptr<server::ModelRuntime>>& runt
 TEST_P(ModelVersionsTest, AReloadReplacesTheSetAndAnUnloadTakesEveryVersion) {
   testing::TempDir repo("cs_versions_control");
   WriteVersionedModel(repo.path(), "version_policy { all { } }");
-  server::ServerOptions options = testing::TestServerOptions(repo.path());
-  options.grpc_infer_threads = GetParam();
-  options.model_control_mode = server::ModelControlMode::kExplicit;
-  options.load_models = {"m", "ref1", "ref3"};
-  auto server = testing::StartServer(options);
+  auto server = StartExplicit(repo.path(), {"m", "ref1", "ref3"});
   ASSERT_NE(server, nullptr);
   auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
   const Tensor input = Input(13);
@@ -302,11 +306,7 @@ TEST_P(ModelVersionsTest, UnderModelControlALoadInPartSaysSoAndAFailedReloadKeep
   const fs::path v2_saved = fs::path(repo.path()) / "v2_model.pt";
   fs::copy_file(v2, v2_saved);
   std::ofstream(v2) << "not TorchScript";
-  server::ServerOptions options = testing::TestServerOptions(repo.path());
-  options.grpc_infer_threads = GetParam();
-  options.model_control_mode = server::ModelControlMode::kExplicit;
-  options.load_models = {"ref1", "ref2", "ref3"};
-  auto server = testing::StartServer(options);
+  auto server = StartExplicit(repo.path(), {"ref1", "ref2", "ref3"});
   ASSERT_NE(server, nullptr);
   auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
   const Tensor input = Input(19);
