@@ -215,6 +215,7 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelManager::BuildVersion(ModelSp
     return status;
   };
   ModelSpec* spec = &spec_value;
+  if (absl::Status file = CheckModelFile(*spec); !file.ok()) return fail(file);
   spec->dynamic_batching.queue_policy.max_queue_bytes = options_.max_queue_bytes;
   const int gpu_count = CudaDeviceCount();
   auto groups = ResolveInstanceGroups(*spec, gpu_count);

@@ -794,10 +794,12 @@ absl::StatusOr<std::vector<int64_t>> PickVersions(const fs::path& dir, const std
   }
   return wanted;
 }
+}  // namespace
 
-// OK when `model_path` (model `name`'s file of `version`) is a regular file; else NOT_FOUND saying
-// what is there instead: nothing, a directory, a link that leads nowhere or loops.
-absl::Status CheckModelFile(const std::string& name, int64_t version, const fs::path& model_path) {
+absl::Status CheckModelFile(const ModelSpec& spec) {
+  const fs::path model_path(spec.model_path);
+  const std::string& name = spec.name;
+  const int64_t version = spec.version;
   std::error_code ec;
   if (fs::is_regular_file(model_path, ec)) return absl::OkStatus();
   std::error_code what_ec;
@@ -814,7 +816,6 @@ absl::Status CheckModelFile(const std::string& name, int64_t version, const fs::
   return absl::NotFoundError(absl::StrCat("model '", name, "' version ", version, ": model file ",
                                           model_path.string(), " ", found));
 }
-}  // namespace
 
 namespace {
 // Why `model_dir`'s config.pbtxt could not be opened (`open_errno`: errno right after the attempt):
@@ -907,7 +908,6 @@ absl::StatusOr<std::vector<ModelSpec>> LoadModelVersions(const std::string& mode
   std::vector<ModelSpec> specs;
   for (int64_t version : versions) {
     const fs::path model_path = dir / std::to_string(version) / filename;
-    RETURN_IF_ERROR(CheckModelFile(name, version, model_path));
     ModelSpec& one = specs.emplace_back(spec);
     one.version = version;
     one.served_versions = versions;
@@ -918,7 +918,8 @@ absl::StatusOr<std::vector<ModelSpec>> LoadModelVersions(const std::string& mode
 
 absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir, const std::string* config_json) {
   ASSIGN_OR_RETURN(std::vector<ModelSpec> specs, LoadModelVersions(model_dir, config_json));
-  return std::move(specs.back());  // PickVersions returns at least one
+  RETURN_IF_ERROR(CheckModelFile(specs.back()));  // PickVersions returns at least one
+  return std::move(specs.back());
 }
 
 }  // namespace chronoserve::server

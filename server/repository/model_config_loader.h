@@ -27,17 +27,21 @@ absl::StatusOr<ModelSpec> ParseModelConfig(const std::string& text, const std::s
 // parse again through it.
 std::string NormalizeListsForSkipping(absl::string_view text);
 
-// Reads <model_dir>/config.pbtxt, picks the versions its version policy serves (`latest`, by default
-// the highest one; `latest { num_versions: N }` the N highest; `all`; `specific` those listed that
-// exist) and checks that each one's model file exists. Returns one spec per version, ascending, each
-// with its own `version` and `model_path` and all of them in `served_versions`. Logs ignored fields
+// Reads <model_dir>/config.pbtxt and picks the versions its version policy serves (`latest`, by
+// default the highest one; `latest { num_versions: N }` the N highest; `all`; `specific` those listed
+// that exist). Returns one spec per version, ascending, each with its own `version` and `model_path`
+// (not checked here: CheckModelFile, when the version loads) and all of them in `served_versions`. Logs ignored fields
 // once, by name. With `config_json` (RepositoryModelLoad's "config" parameter, Triton's model
 // configuration in protobuf's JSON form) that configuration is used instead of config.pbtxt, which
 // need not exist; its errors name "RepositoryModelLoad's 'config'".
 absl::StatusOr<std::vector<ModelSpec>> LoadModelVersions(const std::string& model_dir,
                                                          const std::string* config_json = nullptr);
-// LoadModelVersions' highest version (the one a request that names no version gets).
+// LoadModelVersions' highest version (the one a request that names no version gets), its model file
+// checked.
 absl::StatusOr<ModelSpec> LoadModelDirectory(const std::string& model_dir, const std::string* config_json = nullptr);
+// OK when `spec.model_path` is a regular file; else NOT_FOUND naming the model, its version and what
+// is there instead: nothing, a directory, a link that leads nowhere or loops.
+absl::Status CheckModelFile(const ModelSpec& spec);
 
 // Names of the model directories under `repository` (sorted). Fails if it is not a directory.
 absl::StatusOr<std::vector<std::string>> ListModelDirectories(const std::string& repository);

@@ -79,13 +79,19 @@ TEST_F(RepositoryTest, SpecificVersionPolicyAndMissingFile) {
   EXPECT_EQ(spec.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(spec.status().message()), HasSubstr("model 'm' version 2: model file"));
   EXPECT_THAT(std::string(spec.status().message()), HasSubstr("2/model.pt does not exist"));
-  // Every version served needs its file: version 1's model.pt is not default_model_filename's.
+  // Each version's file is checked when that version loads (a missing one fails that version only):
+  // version 1's model.pt is not default_model_filename's.
   Write("m/config.pbtxt", std::string(kIo) + "version_policy { specific { versions: [1, 2] } }\ndefault_model_filename: \"other.pt\"\n");
-  spec = LoadModelDirectory((root_ / "m").string());
-  ASSERT_FALSE(spec.ok());
-  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("model 'm' version 1: model file"));
-  Write("m/1/other.pt", "x");
   auto specs = LoadModelVersions((root_ / "m").string());
+  ASSERT_TRUE(specs.ok()) << specs.status();
+  ASSERT_EQ(specs->size(), 2u);
+  const absl::Status v1 = CheckModelFile((*specs)[0]);
+  EXPECT_EQ(v1.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(v1.message()), HasSubstr("model 'm' version 1: model file"));
+  EXPECT_THAT(std::string(v1.message()), HasSubstr("1/other.pt does not exist"));
+  EXPECT_TRUE(CheckModelFile((*specs)[1]).ok());
+  Write("m/1/other.pt", "x");
+  specs = LoadModelVersions((root_ / "m").string());
   ASSERT_TRUE(specs.ok()) << specs.status();
   ASSERT_EQ(specs->size(), 2u);
   EXPECT_EQ((*specs)[0].version, 1);

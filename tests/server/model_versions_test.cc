@@ -274,6 +274,9 @@ TEST_P(ModelVersionsTest, AVersionThatFailsLeavesTheOthersServing) {
   fs::create_directories(fs::path(repo.path()) / "none" / "2");
   std::ofstream(fs::path(repo.path()) / "none" / "1" / "model.pt") << "not TorchScript either";
   std::ofstream(fs::path(repo.path()) / "none" / "2" / "model.pt") << "nor this";
+  // "gap": version 2's directory holds no model file.
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "gap", o).ok());
+  fs::create_directories(fs::path(repo.path()) / "gap" / "2");
   auto server = Start(repo.path());
   ASSERT_NE(server, nullptr);
   auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
@@ -288,6 +291,10 @@ TEST_P(ModelVersionsTest, AVersionThatFailsLeavesTheOthersServing) {
   EXPECT_THAT(MetadataVersions(*c, "m"), ElementsAre("1", "3")) << "the versions that serve";
   EXPECT_THAT(ConfigVersions(c->stub(), "m"), ElementsAre(1, 3));
   EXPECT_THAT(IndexOf(c->stub(), "m"), ElementsAre("m:1:READY", "m:2:UNAVAILABLE", "m:3:READY"));
+
+  EXPECT_EQ(Output(*c, "gap", "", input).size(), 16u * sizeof(float)) << "version 1 serves";
+  EXPECT_THAT(Output(*c, "gap", "2", input),
+              HasSubstr("UNAVAILABLE: model 'gap' version 2 failed to load: model 'gap' version 2: model file"));
 
   const std::string none = Output(*c, "none", "", input);
   EXPECT_THAT(none, HasSubstr("NOT_FOUND: model 'none' failed to load: version 1 (of the versions its version "
