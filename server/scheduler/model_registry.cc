@@ -193,8 +193,8 @@ absl::StatusOr<std::shared_ptr<ModelRuntime>> ModelRegistry::Find(const std::str
   return std::move(found.front());
 }
 
-absl::StatusOr<std::vector<std::shared_ptr<ModelRuntime>>> ModelRegistry::FindVersions(const std::string& name,
-                                                                                       const std::string& version) const {
+absl::StatusOr<std::vector<std::shared_ptr<ModelRuntime>>> ModelRegistry::FindVersions(
+    const std::string& name, const std::string& version) const {
   int64_t v = -1;
   if (absl::Status checked = CheckVersion(name, version, &v); !checked.ok()) return checked;
   absl::MutexLock lock(&mu_);

@@ -2,10 +2,14 @@
 // repetitions. Checks the report's shape and invariants (medians > 0, p10 <= median <= p90, every
 // batch size covered, a search past max_batch_size, four mistakes with the copy row not applicable
 // on the CPU), the JSON schema, the batch-size list parsing, and the dims of variable inputs
-// (--shape, the first model_warmup sample, or a refusal). The throughput search's memory limit and
-// the mistakes' copy row on a GPU are checked with fakes in profile_search_test.cc.
+// (--shape, the first model_warmup sample, or a refusal), and the version profiled
+// (--model-version). The throughput search's memory limit and the mistakes' copy row on a GPU are
+// checked with fakes in profile_search_test.cc.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -183,6 +187,44 @@ TEST(ProfileTest, MistakesBatchSizeAboveTheModelMaximumIsRefused) {
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(report.status().message()), HasSubstr("--mistakes-batch-size 9: model 'mlp' runs batches of 1 to 8"));
+}
+
+// --model-version picks one of the versions the policy serves (default the highest, as a request's);
+// one it does not serve is refused naming those it does; the report names the version profiled.
+TEST(ProfileTest, ModelVersionPicksAServedVersion) {
+  testing::TempDir repo("cs_profile_versions");
+  examples::ModelOptions o;
+  o.max_batch_size = 8;
+  o.extra_config = "version_policy { specific { versions: [1, 3] } }";
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", o).ok());
+  for (const char* version : {"2", "3"}) {
+    std::filesystem::create_directories(std::filesystem::path(repo.path()) / "mlp" / version);
+    std::filesystem::copy_file(std::filesystem::path(repo.path()) / "mlp" / "1" / "model.pt",
+                               std::filesystem::path(repo.path()) / "mlp" / version / "model.pt");
+  }
+  profile::ProfileOptions options;
+  options.gpu = -1;
+  options.batch_sizes = "1";
+  options.warmup_runs = 1;
+  options.repetitions = 3;
+  options.throughput_search = false;
+  auto report = profile::ProfileModel(repo.path() + "/mlp", options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->version, 3) << "the highest served";
+  EXPECT_EQ(nlohmann::json::parse(profile::ReportToJson(*report)).at("version"), 3);
+  std::ostringstream text;
+  profile::PrintReport(*report, text);
+  EXPECT_THAT(text.str(), HasSubstr("model 'mlp' version 3 on cpu"));
+  options.model_version = 1;
+  report = profile::ProfileModel(repo.path() + "/mlp", options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->version, 1);
+  options.model_version = 2;  // on disk, but not in the policy
+  report = profile::ProfileModel(repo.path() + "/mlp", options);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(report.status().message()),
+              HasSubstr("--model-version 2: model 'mlp' serves version(s) 1, 3"));
 }
 
 // AddSub: two FP32 inputs of dims [-1] (without the batch dim), max_batch_size 8.

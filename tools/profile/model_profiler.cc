@@ -34,6 +34,7 @@ class Profiler {
   absl::StatusOr<ProfileReport> Run() {
     ProfileReport report;
     report.model = spec_.name;
+    report.version = spec_.version;
     report.max_batch_size = spec_.max_batch_size;
     report.warmup_runs = options_.warmup_runs;
     report.repetitions = options_.repetitions;
@@ -256,7 +257,19 @@ absl::StatusOr<ProfileReport> ProfileModel(const std::string& model_dir, const P
   if (options.repetitions < 1 || options.warmup_runs < 0) {
     return absl::InvalidArgumentError("repetitions must be >= 1 and warm-up runs >= 0");
   }
-  ASSIGN_OR_RETURN(ModelSpec spec, server::LoadModelDirectory(model_dir));
+  ASSIGN_OR_RETURN(std::vector<ModelSpec> versions, server::LoadModelVersions(model_dir));
+  ModelSpec spec = versions.back();  // the highest, a request's default
+  if (options.model_version != 0) {
+    auto it = std::find_if(versions.begin(), versions.end(),
+                           [&](const ModelSpec& v) { return v.version == options.model_version; });
+    if (it == versions.end()) {
+      return absl::NotFoundError(absl::StrCat("--model-version ", options.model_version, ": model '", spec.name,
+                                              "' serves version(s) ", absl::StrJoin(spec.served_versions, ", "),
+                                              " (its version_policy and version directories)"));
+    }
+    spec = *it;
+  }
+  RETURN_IF_ERROR(server::CheckModelFile(spec));
   spec.cuda_graphs = false;  // eager first; graph and exact modes get their own instances
   spec.parameters.erase(server::kExactDeviceTimingKey);
   int gpu = options.gpu;

@@ -43,6 +43,8 @@ struct ProfileOptions {
   int mistakes_batch_size = 0;             // 0: the largest profiled batch size
   InputDims shapes;                        // --shape NAME:d1,d2,...: dims (without batch) per input
   uint64_t seed = 1;                       // random inputs (never zeros) and the "single sample" pick
+  // The version to profile, one its version policy serves; 0: the highest (a request's default).
+  int64_t model_version = 0;
 };
 
 struct ModeProfile {
@@ -54,6 +56,7 @@ struct ModeProfile {
 
 struct ProfileReport {
   std::string model;
+  int64_t version = 0;      // the version profiled
   std::string device;       // "cuda:0" / "cpu"
   bool device_timed = false;  // spans from CUDA events; false = host clock (CPU)
   std::string timing_note;

@@ -57,6 +57,9 @@ int RunProfileCommand(int argc, char** argv) {
   app.add_option("--mistakes-batch-size", options.mistakes_batch_size,
                  "Batch size of the timing-mistakes table, at most max_batch_size (default: the largest profiled)")
       ->transform(IntegerIn(1, 1 << 30));
+  app.add_option("--model-version", options.model_version,
+                 "The version to profile, one its version_policy serves (default: the highest)")
+      ->transform(IntegerIn(1, std::numeric_limits<int64_t>::max()));
   app.add_option("--seed", options.seed, "Seed of the random inputs")
       ->capture_default_str()
       ->transform(IntegerIn(0, std::numeric_limits<int64_t>::max()));  // base 10, as every other flag

@@ -109,7 +109,8 @@ void PrintMistakes(const ProfileReport& r, std::ostream& out) {
 }  // namespace
 
 void PrintReport(const ProfileReport& r, std::ostream& out) {
-  out << "model '" << r.model << "' on " << r.device << ", max_batch_size " << r.max_batch_size << ", "
+  out << "model '" << r.model << "' version " << r.version << " on " << r.device << ", max_batch_size "
+      << r.max_batch_size << ", "
       << r.warmup_runs << " warm-up runs and " << r.repetitions << " measured runs per batch size\n"
       << "inputs (dims without the batch dim): " << InputsLine(r) << "\n"
       << "timing: " << r.timing_note << "\n"
@@ -124,6 +125,7 @@ void PrintReport(const ProfileReport& r, std::ostream& out) {
 std::string ReportToJson(const ProfileReport& r) {
   json doc = {{"schema", kProfileSchema},
               {"model", r.model},
+              {"version", r.version},
               {"device", r.device},
               {"device_timed", r.device_timed},
               {"timing_note", r.timing_note},
