@@ -20,7 +20,10 @@ constexpr auto kConnectTimeout = std::chrono::seconds(10);
 constexpr auto kConnectStep = std::chrono::milliseconds(100);  // between looks at the channel's state
 constexpr auto kProbeEvery = std::chrono::seconds(1);           // plain connects to learn why it failed
 
-nlohmann::json ModelJson(const inference::ModelMetadataResponse& m, const RequestFactory& factory) {
+// `requested`: -x (empty: the server's choice); `answered`: the version the server said ran the
+// validation request (its response's model_version; empty when it did not say).
+nlohmann::json ModelJson(const inference::ModelMetadataResponse& m, const RequestFactory& factory,
+                         const std::string& requested, const std::string& answered) {
   auto tensors = [](const auto& list) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& t : list) {
@@ -33,6 +36,8 @@ nlohmann::json ModelJson(const inference::ModelMetadataResponse& m, const Reques
   for (const auto& [name, dims] : factory.SampleShapes()) shapes[name] = dims;
   return {{"name", m.name()},
           {"versions", std::vector<std::string>(m.versions().begin(), m.versions().end())},
+          {"version_requested", requested.empty() ? nlohmann::json(nullptr) : nlohmann::json(requested)},
+          {"version_answered", answered.empty() ? nlohmann::json(nullptr) : nlohmann::json(answered)},
           {"platform", m.platform()},
           {"inputs", tensors(m.inputs())},
           {"outputs", tensors(m.outputs())},
@@ -188,6 +193,7 @@ absl::Status Benchmark::Validate(int64_t batch_size) {
     return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                         absl::StrCat("validation request (batch ", batch_size, ") failed: ", status.error_message()));
   }
+  if (answered_version_.empty()) answered_version_ = response.model_version();
   ASSIGN_OR_RETURN(std::optional<ShmLayout> layout, LayoutFor(request, batch_size));
   if (layout.has_value()) RETURN_IF_ERROR(ValidateSharedMemory(request, *layout, batch_size));
   if (options_.target.streaming) RETURN_IF_ERROR(ValidateStreaming(request, batch_size));
@@ -293,7 +299,7 @@ absl::StatusOr<BenchReport> Benchmark::Run(const std::function<void(const PointR
                    {"threads", threads},
                    {"shared_memory", SharedMemoryKindName(options_.shared_memory.kind)},
                    {"shared_memory_preload", options_.shared_memory.preload}};
-  report.model_info = ModelJson(model_metadata_, *factory_);
+  report.model_info = ModelJson(model_metadata_, *factory_, options_.target.model_version, answered_version_);
   report.percentiles = options_.measurement.percentiles;
   report.mode = options_.load.mode;
   report.distribution = options_.load.distribution;

@@ -67,6 +67,7 @@ class Benchmark {
   std::vector<ChannelStubs> stubs_;  // one per channel
   inference::ServerMetadataResponse server_metadata_;
   inference::ModelMetadataResponse model_metadata_;
+  std::string answered_version_;  // the model_version of the first validation request's answer
   std::unique_ptr<RequestFactory> factory_;
 };
 

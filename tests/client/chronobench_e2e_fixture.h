@@ -1,6 +1,7 @@
 // ChronobenchE2eTest: the fixture of chronobench's end-to-end tests (chronobench_e2e_test.cc: the
 // load modes through the library; chronobench_binary_test.cc: the binary and its files). One
-// chronoserve binary on 127.0.0.1 serves mlp (max batch 64) from a TestDir for the whole suite;
+// chronoserve binary on 127.0.0.1 serves mlp (max batch 64), and `versioned` (versions 1 and 2),
+// from a TestDir for the whole suite;
 // Options() are short runs against it, Run() fails the test on any failed point, and
 // ExpectBreakdownConsistent checks TIMING.md's invariants on a point. In a named namespace, so that
 // the tests of both files share one fixture class (gtest requires it of a suite) and one server.
@@ -8,6 +9,7 @@
 #define CHRONOSERVE_TESTS_CLIENT_CHRONOBENCH_E2E_FIXTURE_H_
 
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <utility>
@@ -16,6 +18,7 @@
 #include "client/chronobench/trial_runner.h"
 #include "client/inference_client.h"
 #include "common/clock.h"
+#include "common/status_macros.h"
 #include "gtest/gtest.h"
 #include "tests/client/subprocess.h"
 #include "tests/client/test_server.h"
@@ -32,7 +35,17 @@ class ChronobenchE2eTest : public ::testing::Test {
     auto suite = chronoserve::testing::StartServerInNewDir("chronobench", [](const std::string& repository) {
       examples::ModelOptions mlp;
       mlp.max_batch_size = 64;
-      return examples::WriteMlp(repository, "mlp", mlp);
+      RETURN_IF_ERROR(examples::WriteMlp(repository, "mlp", mlp));
+      // "versioned": versions 1 and 2 (the same weights), both served.
+      mlp.max_batch_size = 8;
+      mlp.extra_config = "version_policy { all { } }";
+      RETURN_IF_ERROR(examples::WriteMlp(repository, "versioned", mlp));
+      std::error_code ec;
+      std::filesystem::create_directories(std::filesystem::path(repository) / "versioned" / "2", ec);
+      std::filesystem::copy_file(std::filesystem::path(repository) / "versioned" / "1" / "model.pt",
+                                 std::filesystem::path(repository) / "versioned" / "2" / "model.pt", ec);
+      if (ec) return absl::InternalError(ec.message());
+      return absl::OkStatus();
     });
     ASSERT_TRUE(suite.ok()) << suite.status();
     suite_ = suite->release();

@@ -79,6 +79,21 @@ TEST_F(ChronobenchE2eTest, ClosedLoopSweep) {
   EXPECT_EQ(report.server["name"], "chronoserve");
 }
 
+// The report names the versions the model serves, the one asked for (-x) and the one that answered.
+TEST_F(ChronobenchE2eTest, TheReportNamesTheVersionMeasured) {
+  BenchOptions o = Options();
+  o.target.model = "versioned";
+  o.load.concurrency = {1};
+  BenchReport report = Run(o);
+  EXPECT_EQ(report.model_info["versions"], nlohmann::json::array({"1", "2"}));
+  EXPECT_TRUE(report.model_info["version_requested"].is_null());
+  EXPECT_EQ(report.model_info["version_answered"], "2") << "no version named: the highest";
+  o.target.model_version = "1";
+  report = Run(o);
+  EXPECT_EQ(report.model_info["version_requested"], "1");
+  EXPECT_EQ(report.model_info["version_answered"], "1");
+}
+
 TEST_F(ChronobenchE2eTest, OpenLoopPoissonKeepsItsRateAndTimesFromTheSchedule) {
   BenchOptions o = Options();
   o.load.mode = LoadMode::kRate;
