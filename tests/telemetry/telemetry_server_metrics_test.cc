@@ -46,16 +46,35 @@ TEST_F(TelemetryServerTest, MetricsCountEveryRequest) {
   const std::map<std::string, double> before = ParseMetrics(ScrapeMetrics(port));
   constexpr int kRequests = 10;
   for (int i = 0; i < kRequests; ++i) ASSERT_TRUE(Infer({}).ok());
-  // Metrics are recorded just after the response is sent, so the last one may trail the client:
-  // scrape until the count is complete (10 s at most).
+  // Metrics are recorded just after the response is sent, so the last one may trail the client, and
+  // a scrape reads the families one after another while that request's counters move (its success
+  // first, its batch's counters and histograms after): scrape until the last request is counted in
+  // every series checked below (10 s at most; the checks then say which one is short).
   const std::string kSuccess = R"(chronoserve_requests_total{model="mlp",outcome="success",version="1"})";
-  const double base = before.count(kSuccess) ? before.at(kSuccess) : 0.0;
+  const std::vector<std::string> kPerBatch = {
+      R"(chronoserve_batches_total{model="mlp",version="1"})",
+      R"(chronoserve_compute_duration_seconds_count{model="mlp",version="1"})",
+      R"(chronoserve_worker_batches_total{model="mlp",version="1",worker="0"})",
+      R"(chronoserve_batches_inputs_in_place_total{model="mlp",version="1"})"};
+  auto grown = [&](const std::map<std::string, double>& now, const std::string& key) {
+    auto b = before.find(key);
+    auto a = now.find(key);
+    return (a == now.end() ? 0.0 : a->second) - (b == before.end() ? 0.0 : b->second);
+  };
+  auto settled = [&](const std::map<std::string, double>& now) {
+    if (grown(now, kSuccess) < kRequests) return false;
+    if (grown(now, R"(chronoserve_batch_size_sum{model="mlp",version="1"})") < kRequests) return false;
+    for (const std::string& key : kPerBatch) {
+      if (grown(now, key) != grown(now, kPerBatch[0])) return false;
+    }
+    return true;
+  };
   std::string text;
   std::map<std::string, double> after;
   for (const absl::Time deadline = absl::Now() + absl::Seconds(10); absl::Now() < deadline;) {
     text = ScrapeMetrics(port);
     after = ParseMetrics(text);
-    if (after.count(kSuccess) && after.at(kSuccess) - base >= kRequests) break;
+    if (settled(after)) break;
   }
   auto delta = [&](const std::string& key) {
     auto b = before.find(key);
