@@ -213,8 +213,7 @@ absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrid
   }
   const absl::StatusCode failed_code =
       built->failed.empty() ? absl::StatusCode::kOk : built->failed.begin()->second.code();
-  if (reload && !built->failed.empty()) {
-    for (auto& runtime : built->runtimes) runtime->Stop();
+  if (reload && !built->failed.empty()) {  // the versions built stop as `built` goes (~ModelRuntime)
     CS_LOG(WARNING) << "model '" << model << "': the reload failed; the version loaded before goes on serving";
     return absl::Status(failed_code, absl::StrCat("model '", model,
                                                   "' not reloaded (the version loaded before goes on serving): ",

@@ -173,7 +173,8 @@ absl::StatusOr<ModelManager::LoadedVersions> ModelManager::BuildRuntimes(const s
     return specs.status();
   }
   if (version != nullptr) *version = specs->back().version;
-  const std::vector<int64_t> served = specs->back().served_versions;  // before the specs move
+  std::vector<int64_t> served;
+  for (const ModelSpec& spec : *specs) served.push_back(spec.version);
   const std::atomic<bool>* stopped = stop != nullptr ? stop : options_.warmup.stop;
   LoadedVersions loaded;
   for (ModelSpec& spec : *specs) {
@@ -186,16 +187,14 @@ absl::StatusOr<ModelManager::LoadedVersions> ModelManager::BuildRuntimes(const s
             ? absl::Status(absl::UnavailableError(
                   "the load was stopped (the server is shutting down, or an unload of the model was asked for) "
                   "before its files were read"))
-            : BuildVersion(std::move(spec), stop);
+            : BuildVersion(std::move(spec), stop, /*one_of_several=*/served.size() > 1);
     if (runtime.ok()) {
       loaded.runtimes.push_back(*std::move(runtime));
       continue;
     }
     if (served.size() == 1) return runtime.status();
-    if (stopped != nullptr && stopped->load()) {
-      for (auto& built : loaded.runtimes) built->Stop();
-      return NameVersion(this_version, served, runtime.status());
-    }
+    // The versions built are stopped as `loaded` goes (~ModelRuntime).
+    if (stopped != nullptr && stopped->load()) return NameVersion(this_version, served, runtime.status());
     loaded.failed.emplace(this_version, runtime.status());
   }
   if (loaded.runtimes.empty()) {  // every version failed: the first one's error
@@ -206,11 +205,12 @@ absl::StatusOr<ModelManager::LoadedVersions> ModelManager::BuildRuntimes(const s
 }
 
 absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelManager::BuildVersion(ModelSpec spec_value,
-                                                                         const std::atomic<bool>* stop) {
+                                                                         const std::atomic<bool>* stop,
+                                                                         bool one_of_several) {
   const std::string name = spec_value.name;
   auto fail = [&](const absl::Status& status) {
     CS_LOG(ERROR) << "model '" << name << "' not loaded: "
-                  << (spec_value.served_versions.size() > 1 ? absl::StrCat("version ", spec_value.version, ": ") : "")
+                  << (one_of_several ? absl::StrCat("version ", spec_value.version, ": ") : "")
                   << status.message();
     return status;
   };

@@ -82,8 +82,10 @@ class ModelManager {
                                                const std::atomic<bool>* stop = nullptr);
 
  private:
-  // One version's runtime (BuildRuntimes' work); the error names the model.
-  absl::StatusOr<std::unique_ptr<ModelRuntime>> BuildVersion(ModelSpec spec, const std::atomic<bool>* stop);
+  // One version's runtime (BuildRuntimes' work); the error names the model (and its log the version,
+  // `one_of_several`).
+  absl::StatusOr<std::unique_ptr<ModelRuntime>> BuildVersion(ModelSpec spec, const std::atomic<bool>* stop,
+                                                             bool one_of_several);
   // LoadModels' work, `present` being the repository's model directories (listed once).
   void LoadNamed(const std::string& repository, const std::vector<std::string>& names,
                  const std::vector<std::string>& present);

@@ -69,9 +69,6 @@ inline constexpr std::array<const char*, 6> kModelParameterKeys = {
 struct ModelSpec {
   std::string name;
   int64_t version = 1;
-  // Every version the model's version policy names, ascending, `version` among them (a version of
-  // them may fail to load: the registry knows which serve); empty for a spec not read from a repository.
-  std::vector<int64_t> served_versions;
   std::string platform;             // "pytorch_libtorch"
   std::string model_path;           // <repo>/<name>/<version>/model.pt
   int max_batch_size = 0;           // 0: inputs carry no batch dim

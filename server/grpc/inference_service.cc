@@ -221,8 +221,7 @@ absl::Status InferenceService::AnswerModelStatistics(const inference::ModelStati
     models = registry_->Ready();
   } else {
     // No version named: every version served, as Triton answers.
-    if (absl::Status valid = ValidateModelName(request.name()); !valid.ok()) return valid;
-    auto versions = registry_->FindVersions(request.name(), request.version());
+    auto versions = FindNamedVersions(*registry_, request.name(), request.version());
     if (!versions.ok()) return versions.status();
     models = *std::move(versions);
   }

@@ -61,15 +61,15 @@ void FillWarmup(const ModelSpec& spec, const WarmupSpec& warmup, config::ModelWa
 
 }  // namespace
 
-config::ModelConfig ModelConfigFromSpec(const ModelSpec& spec) {
+config::ModelConfig ModelConfigFromSpec(const ModelSpec& spec, const std::vector<int64_t>& versions) {
   config::ModelConfig out;
   out.set_name(spec.name);
   out.set_platform(spec.platform);
   out.set_backend("pytorch");  // as Triton fills it in for platform pytorch_libtorch
   // The versions served, whatever policy chose them (Triton reports the configured policy).
-  auto* versions = out.mutable_version_policy()->mutable_specific();
-  if (spec.served_versions.empty()) versions->add_versions(spec.version);
-  for (int64_t v : spec.served_versions) versions->add_versions(v);
+  auto* specific = out.mutable_version_policy()->mutable_specific();
+  if (versions.empty()) specific->add_versions(spec.version);
+  for (int64_t v : versions) specific->add_versions(v);
   out.set_max_batch_size(spec.max_batch_size);
   for (const auto& t : spec.inputs) FillTensor(t, out.add_input());
   for (const auto& t : spec.outputs) FillTensor(t, out.add_output());
@@ -97,13 +97,8 @@ absl::Status AnswerModelConfig(const ModelRegistry& registry, const inference::M
                                inference::ModelConfigResponse* response) {
   auto model = FindNamedModel(registry, request.name(), request.version());
   if (!model.ok()) return model.status();
-  *response->mutable_config() = ModelConfigFromSpec((*model)->spec());
   // The versions that serve now (not one whose load failed), for the policy's `specific`.
-  if (std::vector<int64_t> served = registry.ServedVersions(request.name()); !served.empty()) {
-    auto* versions = response->mutable_config()->mutable_version_policy()->mutable_specific()->mutable_versions();
-    versions->Clear();
-    for (int64_t v : served) versions->Add(v);
-  }
+  *response->mutable_config() = ModelConfigFromSpec((*model)->spec(), registry.ServedVersions(request.name()));
   return absl::OkStatus();
 }
 

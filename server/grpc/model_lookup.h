@@ -1,12 +1,13 @@
-// FindNamedModel: the lookup every RPC that names a model makes (ModelInfer, ModelStreamInfer,
-// ModelMetadata, ModelConfig, ModelStatistics): the name is checked first, so a malformed one is
-// INVALID_ARGUMENT on each of them alike, then ModelRegistry::Find answers (NOT_FOUND,
-// UNAVAILABLE, a version that is no number INVALID_ARGUMENT).
+// FindNamedModel (FindNamedVersions for every version): the lookup every RPC that names a model
+// makes (ModelInfer, ModelStreamInfer, ModelMetadata, ModelConfig, ModelStatistics): the name is
+// checked first, so a malformed one is INVALID_ARGUMENT on each of them alike, then ModelRegistry
+// answers (NOT_FOUND, UNAVAILABLE, a version that is no number INVALID_ARGUMENT).
 #ifndef CHRONOSERVE_SERVER_GRPC_MODEL_LOOKUP_H_
 #define CHRONOSERVE_SERVER_GRPC_MODEL_LOOKUP_H_
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "server/repository/model_config_loader.h"
@@ -22,6 +23,14 @@ inline absl::StatusOr<std::shared_ptr<ModelRuntime>> FindNamedModel(const ModelR
                                                                     AdmissionTicket* ticket = nullptr) {
   if (absl::Status valid = ValidateModelName(name); !valid.ok()) return valid;
   return registry.Find(name, version, ticket);
+}
+
+// The same check of the name, then registry.FindVersions(name, version) (ModelStatistics).
+inline absl::StatusOr<std::vector<std::shared_ptr<ModelRuntime>>> FindNamedVersions(const ModelRegistry& registry,
+                                                                                   const std::string& name,
+                                                                                   const std::string& version) {
+  if (absl::Status valid = ValidateModelName(name); !valid.ok()) return valid;
+  return registry.FindVersions(name, version);
 }
 
 }  // namespace chronoserve::server

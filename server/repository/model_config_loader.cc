@@ -910,7 +910,6 @@ absl::StatusOr<std::vector<ModelSpec>> LoadModelVersions(const std::string& mode
     const fs::path model_path = dir / std::to_string(version) / filename;
     ModelSpec& one = specs.emplace_back(spec);
     one.version = version;
-    one.served_versions = versions;
     one.model_path = model_path.string();
   }
   return specs;

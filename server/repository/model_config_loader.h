@@ -30,8 +30,7 @@ std::string NormalizeListsForSkipping(absl::string_view text);
 // Reads <model_dir>/config.pbtxt and picks the versions its version policy serves (`latest`, by
 // default the highest one; `latest { num_versions: N }` the N highest; `all`; `specific` those listed
 // that exist). Returns one spec per version, ascending, each with its own `version` and `model_path`
-// (not checked here: CheckModelFile, when the version loads) and all of them in `served_versions`. Logs ignored fields
-// once, by name. With `config_json` (RepositoryModelLoad's "config" parameter, Triton's model
+// (not checked here: CheckModelFile, when the version loads). Logs ignored fields once, by name. With `config_json` (RepositoryModelLoad's "config" parameter, Triton's model
 // configuration in protobuf's JSON form) that configuration is used instead of config.pbtxt, which
 // need not exist; its errors name "RepositoryModelLoad's 'config'".
 absl::StatusOr<std::vector<ModelSpec>> LoadModelVersions(const std::string& model_dir,

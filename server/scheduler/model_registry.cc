@@ -137,49 +137,38 @@ std::vector<ModelRegistry::IndexEntry> ModelRegistry::Index() const {
   return out;
 }
 
-absl::StatusOr<std::vector<std::shared_ptr<ModelRuntime>>> ModelRegistry::FindLocked(const std::string& name,
-                                                                                     const std::string& version,
-                                                                                     int64_t v,
-                                                                                     bool all_versions) const {
-  auto it = ready_.find(name);
-  if (it == ready_.end()) {
-    auto nr = not_ready_.find(name);
-    if (nr == not_ready_.end()) return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
-    // A failed model: NOT_FOUND without a version (none to serve), a named version UNAVAILABLE.
-    const absl::Status& reason = nr->second.reason;
-    if (reason.code() == absl::StatusCode::kNotFound && !version.empty()) {
-      return absl::UnavailableError(reason.message());
-    }
-    return reason;
-  }
-  const std::vector<std::shared_ptr<ModelRuntime>>& runtimes = it->second.runtimes;
-  std::vector<std::shared_ptr<ModelRuntime>> found;
+absl::StatusOr<const ModelRegistry::Served*> ModelRegistry::ServedLocked(const std::string& name,
+                                                                         bool version_named) const {
+  if (auto it = ready_.find(name); it != ready_.end()) return &it->second;
+  auto nr = not_ready_.find(name);
+  if (nr == not_ready_.end()) return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
+  // A failed model: NOT_FOUND without a version (none to serve), a named version UNAVAILABLE.
+  const absl::Status& reason = nr->second.reason;
+  if (reason.code() == absl::StatusCode::kNotFound && version_named) return absl::UnavailableError(reason.message());
+  return reason;
+}
+
+absl::StatusOr<std::shared_ptr<ModelRuntime>> ModelRegistry::VersionOf(const std::string& name, const Served& served,
+                                                                       const std::string& version, int64_t v) {
+  const std::shared_ptr<ModelRuntime>* found = nullptr;
   if (version.empty()) {
-    if (all_versions) {
-      found = runtimes;
-    } else {
-      found.push_back(runtimes.back());
-    }
+    found = &served.runtimes.back();
   } else {
-    for (const auto& runtime : runtimes) {
-      if (runtime->spec().version == v) found.push_back(runtime);
+    for (const auto& runtime : served.runtimes) {
+      if (runtime->spec().version == v) found = &runtime;
     }
-    if (auto failed = it->second.failed.find(v); found.empty() && failed != it->second.failed.end()) {
+  }
+  if (found == nullptr) {
+    if (auto failed = served.failed.find(v); failed != served.failed.end()) {
       return absl::UnavailableError(FailedVersionMessage(name, v, failed->second));
     }
-    if (found.empty()) {
-      std::vector<int64_t> served;
-      for (const auto& runtime : runtimes) served.push_back(runtime->spec().version);
-      return absl::NotFoundError(absl::StrCat("model '", name, "' has no version '", version, "' (serving version",
-                                              served.size() > 1 ? "s " : " ", absl::StrJoin(served, ", "), ")"));
-    }
+    std::vector<int64_t> versions;
+    for (const auto& runtime : served.runtimes) versions.push_back(runtime->spec().version);
+    return absl::NotFoundError(absl::StrCat("model '", name, "' has no version '", version, "' (serving version",
+                                            versions.size() > 1 ? "s " : " ", absl::StrJoin(versions, ", "), ")"));
   }
-  for (const auto& runtime : found) {
-    if (!runtime->ready()) {
-      return absl::UnavailableError(absl::StrCat("model '", name, "' is not ready"));
-    }
-  }
-  return found;
+  if (!(*found)->ready()) return absl::UnavailableError(absl::StrCat("model '", name, "' is not ready"));
+  return *found;
 }
 
 absl::StatusOr<std::shared_ptr<ModelRuntime>> ModelRegistry::Find(const std::string& name,
@@ -188,9 +177,10 @@ absl::StatusOr<std::shared_ptr<ModelRuntime>> ModelRegistry::Find(const std::str
   int64_t v = -1;
   if (absl::Status checked = CheckVersion(name, version, &v); !checked.ok()) return checked;
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(std::vector<std::shared_ptr<ModelRuntime>> found, FindLocked(name, version, v, false));
-  if (ticket != nullptr) *ticket = found.front()->Admit();
-  return std::move(found.front());
+  ASSIGN_OR_RETURN(const Served* served, ServedLocked(name, !version.empty()));
+  ASSIGN_OR_RETURN(std::shared_ptr<ModelRuntime> runtime, VersionOf(name, *served, version, v));
+  if (ticket != nullptr) *ticket = runtime->Admit();
+  return runtime;
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<ModelRuntime>>> ModelRegistry::FindVersions(
@@ -198,7 +188,15 @@ absl::StatusOr<std::vector<std::shared_ptr<ModelRuntime>>> ModelRegistry::FindVe
   int64_t v = -1;
   if (absl::Status checked = CheckVersion(name, version, &v); !checked.ok()) return checked;
   absl::MutexLock lock(&mu_);
-  return FindLocked(name, version, v, true);
+  ASSIGN_OR_RETURN(const Served* served, ServedLocked(name, !version.empty()));
+  if (!version.empty()) {
+    ASSIGN_OR_RETURN(std::shared_ptr<ModelRuntime> runtime, VersionOf(name, *served, version, v));
+    return std::vector<std::shared_ptr<ModelRuntime>>{std::move(runtime)};
+  }
+  for (const auto& runtime : served->runtimes) {
+    if (!runtime->ready()) return absl::UnavailableError(absl::StrCat("model '", name, "' is not ready"));
+  }
+  return served->runtimes;
 }
 
 std::vector<int64_t> ModelRegistry::ServedVersions(const std::string& name) const {

@@ -99,11 +99,13 @@ class ModelRegistry {
     bool strict = true;                      // a failed version keeps the server from READY
   };
   std::map<std::string, Served> ready_ ABSL_GUARDED_BY(mu_);
-  // Find's work, under the lock: `version` already checked, `v` its value.
-  absl::StatusOr<std::vector<std::shared_ptr<ModelRuntime>>> FindLocked(const std::string& name,
-                                                                        const std::string& version, int64_t v,
-                                                                        bool all_versions) const
+  // Find's work, under the lock: the model's entry, or why it has none to serve (`version_named`:
+  // a request that names a version, which a failed model answers UNAVAILABLE).
+  absl::StatusOr<const Served*> ServedLocked(const std::string& name, bool version_named) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `served`'s runtime of `version` (`v` its value; "" = the highest), ready, or why not.
+  static absl::StatusOr<std::shared_ptr<ModelRuntime>> VersionOf(const std::string& name, const Served& served,
+                                                                 const std::string& version, int64_t v);
   struct NotReady {
     absl::Status reason;
     int64_t version = 0;  // MarkFailed's: the version the load tried (0: not known, or loading)

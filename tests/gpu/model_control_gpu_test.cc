@@ -9,7 +9,6 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
@@ -159,9 +158,7 @@ TEST(GpuModelControlTest, TwoVersionsOnOneGpuEachAnswerWithTheirOwnWeights) {
   o.seed = 51;
   o.extra_config += "version_policy { all { } }\n";
   ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy", o).ok());
-  std::filesystem::create_directories(std::filesystem::path(repo.path()) / "policy" / "2");
-  std::filesystem::copy_file(std::filesystem::path(repo.path()) / "ref2" / "1" / "model.pt",
-                             std::filesystem::path(repo.path()) / "policy" / "2" / "model.pt");
+  ASSERT_TRUE(testing::CopyModelVersion(repo.path(), "ref2", 1, "policy", 2));
   auto server = testing::StartServer(testing::TestServerOptions(repo.path()));
   ASSERT_NE(server, nullptr);
   auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));

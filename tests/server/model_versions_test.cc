@@ -53,9 +53,7 @@ void WriteVersionedModel(const std::string& repository, const std::string& polic
       ASSERT_TRUE(examples::WriteMlp(repository, "m", o).ok());
       continue;
     }
-    fs::create_directories(fs::path(repository) / "m" / std::to_string(version));
-    fs::copy_file(fs::path(repository) / ref / "1" / "model.pt",
-                  fs::path(repository) / "m" / std::to_string(version) / "model.pt");
+    ASSERT_TRUE(testing::CopyModelVersion(repository, ref, 1, "m", version));
   }
 }
 

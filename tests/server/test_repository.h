@@ -42,6 +42,19 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// Copies `from_model`'s model.pt of version `from_version` in `repository` to `to_model`'s version
+// `to_version` (its directory made): a model of several versions, or a version of other weights.
+inline ::testing::AssertionResult CopyModelVersion(const std::string& repository, const std::string& from_model,
+                                                   int from_version, const std::string& to_model, int to_version) {
+  const std::filesystem::path root(repository);
+  const std::filesystem::path to = root / to_model / std::to_string(to_version);
+  std::error_code ec;
+  std::filesystem::create_directories(to, ec);
+  if (!ec) std::filesystem::copy_file(root / from_model / std::to_string(from_version) / "model.pt", to / "model.pt", ec);
+  if (ec) return ::testing::AssertionFailure() << "copying to " << to.string() << ": " << ec.message();
+  return ::testing::AssertionSuccess();
+}
+
 // Test defaults: port picked by the OS, 10 s exit timeout, `warmup_runs` per batch size.
 inline server::ServerOptions TestServerOptions(const std::string& repository, int warmup_runs = 1) {
   server::ServerOptions options;

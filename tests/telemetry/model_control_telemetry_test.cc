@@ -7,7 +7,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <random>
@@ -54,18 +53,34 @@ absl::StatusOr<std::unique_ptr<server::telemetry::Telemetry>> TestTelemetry(bool
   return server::telemetry::Telemetry::Create(options);
 }
 
+// A server on a repository whose telemetry serves /metrics on a free port (StartWithMetrics); the
+// test shuts both down, the server first (as the members are destroyed when it fails early).
+struct WithMetrics {
+  std::unique_ptr<server::telemetry::Telemetry> telemetry;
+  std::unique_ptr<server::Server> server;
+  int metrics_port = 0;
+};
+
+void StartWithMetrics(const std::string& repository, server::ModelControlMode mode, WithMetrics* out) {
+  auto telemetry = TestTelemetry(/*metrics=*/true);
+  ASSERT_TRUE(telemetry.ok()) << telemetry.status();
+  out->telemetry = *std::move(telemetry);
+  server::ServerOptions options = testing::TestServerOptions(repository);
+  options.model_control_mode = mode;
+  options.telemetry = out->telemetry.get();
+  out->server = testing::StartServer(options);
+  ASSERT_NE(out->server, nullptr);
+  out->metrics_port = out->telemetry->metrics_port();
+  ASSERT_GT(out->metrics_port, 0);
+}
+
 TEST(ModelControlTelemetryTest, LoadedModelsGetTheirSeriesAndTraceSettingsTakeTheRepositorysModels) {
   testing::TempDir repo("cs_control_telemetry");
   WriteCpuMlp(repo.path(), "a");
-  auto telemetry = TestTelemetry(/*metrics=*/true);
-  ASSERT_TRUE(telemetry.ok()) << telemetry.status();
-  server::ServerOptions options = testing::TestServerOptions(repo.path());
-  options.model_control_mode = server::ModelControlMode::kExplicit;
-  options.telemetry = telemetry->get();
-  auto server = testing::StartServer(options);
-  ASSERT_NE(server, nullptr);
-  const int port = (*telemetry)->metrics_port();
-  ASSERT_GT(port, 0);
+  WithMetrics started;
+  ASSERT_NO_FATAL_FAILURE(StartWithMetrics(repo.path(), server::ModelControlMode::kExplicit, &started));
+  server::Server* server = started.server.get();
+  const int port = started.metrics_port;
   auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
 
   const grpc::Status not_loaded = TraceSettingOf(*c, "a");
@@ -90,9 +105,7 @@ TEST(ModelControlTelemetryTest, LoadedModelsGetTheirSeriesAndTraceSettingsTakeTh
   EXPECT_TRUE(queue_gauge) << "the loaded model's queue is on /metrics";
 
   // Version 2 appears and is loaded: its own series; version 1's stay.
-  std::filesystem::create_directories(std::filesystem::path(repo.path()) / "a" / "2");
-  std::filesystem::copy_file(std::filesystem::path(repo.path()) / "a" / "1" / "model.pt",
-                             std::filesystem::path(repo.path()) / "a" / "2" / "model.pt");
+  ASSERT_TRUE(testing::CopyModelVersion(repo.path(), "a", 1, "a", 2));
   ASSERT_TRUE(testing::LoadModel(c->stub(), "a").ok());
   metrics = testing::ParseMetrics(testing::ScrapeMetrics(port));
   EXPECT_EQ(metrics.count(R"(chronoserve_model_load_duration_seconds{model="a",version="2"})"), 1u);
@@ -105,7 +118,7 @@ TEST(ModelControlTelemetryTest, LoadedModelsGetTheirSeriesAndTraceSettingsTakeTh
         << "an unloaded model has no queue: " << series;
   }
   server->Shutdown();
-  (*telemetry)->Shutdown();
+  started.telemetry->Shutdown();
 }
 
 // A model serving two versions at once (version_policy all): each version has its own load and
@@ -117,17 +130,11 @@ TEST(ModelControlTelemetryTest, EachVersionServedHasItsOwnSeries) {
   o.instance_kind = "KIND_CPU";
   o.extra_config = "version_policy { all { } }";
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "m", o).ok());
-  std::filesystem::create_directories(std::filesystem::path(repo.path()) / "m" / "2");
-  std::filesystem::copy_file(std::filesystem::path(repo.path()) / "m" / "1" / "model.pt",
-                             std::filesystem::path(repo.path()) / "m" / "2" / "model.pt");
-  auto telemetry = TestTelemetry(/*metrics=*/true);
-  ASSERT_TRUE(telemetry.ok()) << telemetry.status();
-  server::ServerOptions options = testing::TestServerOptions(repo.path());
-  options.telemetry = telemetry->get();
-  auto server = testing::StartServer(options);
-  ASSERT_NE(server, nullptr);
-  const int port = (*telemetry)->metrics_port();
-  ASSERT_GT(port, 0);
+  ASSERT_TRUE(testing::CopyModelVersion(repo.path(), "m", 1, "m", 2));
+  WithMetrics started;
+  ASSERT_NO_FATAL_FAILURE(StartWithMetrics(repo.path(), server::ModelControlMode::kNone, &started));
+  server::Server* server = started.server.get();
+  const int port = started.metrics_port;
   auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
   std::mt19937_64 rng(8);
   const client::Tensor input{"INPUT__0", DataType::kFp32, {1, 64}, RandomTensorBytes(DataType::kFp32, 64, rng)};
@@ -155,7 +162,7 @@ TEST(ModelControlTelemetryTest, EachVersionServedHasItsOwnSeries) {
   }
   EXPECT_EQ(queue_gauges, 2) << "one queue a version";
   server->Shutdown();
-  (*telemetry)->Shutdown();
+  started.telemetry->Shutdown();
 }
 
 // Poll mode: a model directory added to the repository is taken by TraceSetting before a scan has

@@ -8,7 +8,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -149,15 +148,22 @@ TEST(ProfileTest, ProfilesAnMlpOnTheCpu) {
   EXPECT_THAT(text.str(), HasSubstr("not applicable on the CPU"));
 }
 
+// A short profile on the CPU without the throughput search: one warm-up run and `repetitions`
+// measured runs at each of `batch_sizes`.
+profile::ProfileOptions ShortCpuProfile(const std::string& batch_sizes, int repetitions) {
+  profile::ProfileOptions options;
+  options.gpu = -1;
+  options.batch_sizes = batch_sizes;
+  options.warmup_runs = 1;
+  options.repetitions = repetitions;
+  options.throughput_search = false;
+  return options;
+}
+
 TEST(ProfileTest, MistakesBatchSizeFlagStillChoosesTheSize) {
   testing::TempDir repo("cs_profile_mistakes");
   ASSERT_NO_FATAL_FAILURE(WriteMlpOf8(repo));
-  profile::ProfileOptions options;
-  options.gpu = -1;
-  options.batch_sizes = "1,8";
-  options.warmup_runs = 1;
-  options.repetitions = 5;
-  options.throughput_search = false;
+  profile::ProfileOptions options = ShortCpuProfile("1,8", 5);
   options.mistakes_batch_size = 3;  // not a profiled size: measured on its own
   auto report = profile::ProfileModel(repo.path() + "/mlp", options);
   ASSERT_TRUE(report.ok()) << report.status();
@@ -197,17 +203,8 @@ TEST(ProfileTest, ModelVersionPicksAServedVersion) {
   o.max_batch_size = 8;
   o.extra_config = "version_policy { specific { versions: [1, 3] } }";
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", o).ok());
-  for (const char* version : {"2", "3"}) {
-    std::filesystem::create_directories(std::filesystem::path(repo.path()) / "mlp" / version);
-    std::filesystem::copy_file(std::filesystem::path(repo.path()) / "mlp" / "1" / "model.pt",
-                               std::filesystem::path(repo.path()) / "mlp" / version / "model.pt");
-  }
-  profile::ProfileOptions options;
-  options.gpu = -1;
-  options.batch_sizes = "1";
-  options.warmup_runs = 1;
-  options.repetitions = 3;
-  options.throughput_search = false;
+  for (int version : {2, 3}) ASSERT_TRUE(testing::CopyModelVersion(repo.path(), "mlp", 1, "mlp", version));
+  profile::ProfileOptions options = ShortCpuProfile("1", 3);
   auto report = profile::ProfileModel(repo.path() + "/mlp", options);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->version, 3) << "the highest served";

@@ -263,8 +263,10 @@ absl::StatusOr<ProfileReport> ProfileModel(const std::string& model_dir, const P
     auto it = std::find_if(versions.begin(), versions.end(),
                            [&](const ModelSpec& v) { return v.version == options.model_version; });
     if (it == versions.end()) {
+      std::vector<int64_t> served;
+      for (const ModelSpec& v : versions) served.push_back(v.version);
       return absl::NotFoundError(absl::StrCat("--model-version ", options.model_version, ": model '", spec.name,
-                                              "' serves version(s) ", absl::StrJoin(spec.served_versions, ", "),
+                                              "' serves version(s) ", absl::StrJoin(served, ", "),
                                               " (its version_policy and version directories)"));
     }
     spec = *it;
