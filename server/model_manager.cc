@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "common/thread_name.h"
 #include "server/backend/torch_backend.h"
 #include "server/repository/model_config_loader.h"
 #include "server/scheduler/warmup_sizes.h"
@@ -97,22 +99,47 @@ absl::Status ModelManager::LoadModels(const std::string& repository, const std::
 
 void ModelManager::LoadNamed(const std::string& repository, const std::vector<std::string>& names,
                              const std::vector<std::string>& present) {
-  for (const auto& name : names) registry_->MarkLoading(name);
+  std::vector<std::string> unique;  // in the order named, each once
   for (const auto& name : names) {
-    if (options_.warmup.stop != nullptr && options_.warmup.stop->load()) {
-      CS_LOG(WARNING) << "model '" << name << "' not loaded: the server is shutting down";
-      registry_->MarkFailed(name, absl::UnavailableError("not loaded: the server is shutting down"));
-      continue;
-    }
-    if (std::find(present.begin(), present.end(), name) == present.end()) {
-      const absl::Status missing = NoSuchModelDirectory(repository, name, present);
-      CS_LOG(ERROR) << "model '" << name << "' not loaded: " << missing.message();
-      registry_->MarkFailed(name, missing);
-      continue;
-    }
-    CS_LOG(INFO) << "loading model '" << name << "'";
-    (void)LoadModel((std::filesystem::path(repository) / name).string());
+    if (std::find(unique.begin(), unique.end(), name) == unique.end()) unique.push_back(name);
   }
+  for (const auto& name : unique) registry_->MarkLoading(name);
+  // Each thread takes the next model not yet taken, so they start in order and a slow load holds up
+  // no other model's.
+  std::atomic<size_t> next{0};
+  auto load_next = [&] {
+    for (size_t i = next.fetch_add(1); i < unique.size(); i = next.fetch_add(1)) {
+      LoadOneNamed(repository, unique[i], present);
+    }
+  };
+  const size_t threads = std::min(static_cast<size_t>(std::max(options_.threads, 1)), unique.size());
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < threads; ++t) {
+    helpers.emplace_back([&load_next] {
+      SetCurrentThreadName("cs-load");
+      load_next();
+    });
+  }
+  load_next();
+  for (std::thread& helper : helpers) helper.join();
+}
+
+void ModelManager::LoadOneNamed(const std::string& repository, const std::string& name,
+                                const std::vector<std::string>& present) {
+  if (options_.warmup.stop != nullptr && options_.warmup.stop->load()) {
+    CS_LOG(WARNING) << "model '" << name << "' not loaded: the server is shutting down";
+    registry_->MarkFailed(name, absl::UnavailableError("not loaded: the server is shutting down"));
+    return;
+  }
+  if (std::find(present.begin(), present.end(), name) == present.end()) {
+    const absl::Status missing = NoSuchModelDirectory(repository, name, present);
+    CS_LOG(ERROR) << "model '" << name << "' not loaded: " << missing.message();
+    registry_->MarkFailed(name, missing);
+    return;
+  }
+  CS_LOG(INFO) << "loading model '" << name << "'";
+  if (options_.load_started) options_.load_started(name);
+  (void)LoadModel((std::filesystem::path(repository) / name).string());
 }
 
 namespace {

@@ -1,10 +1,12 @@
 // ModelManager: loads every model of a repository — config, devices, one instance per worker,
 // warm-up — into the registry. A model that fails is marked failed with its reason; the others
-// still serve. Runs on the caller's thread (the server's startup).
+// still serve. The server's start loads up to ModelLoadOptions::threads models at once (the caller's
+// thread and threads of its own, joined before the load returns).
 #ifndef CHRONOSERVE_SERVER_MODEL_MANAGER_H_
 #define CHRONOSERVE_SERVER_MODEL_MANAGER_H_
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -49,6 +51,11 @@ struct ModelLoadOptions {
   HostPolicies host_policies;  // --host-policy: the CPUs workers are pinned to
   int64_t input_arena_bytes = -1;  // --input-arena-mib: < 0 auto, 0 off (InputArenaBytes)
   uint64_t max_queue_bytes = 0;    // --max-queue-mib, per model (QueuePolicySpec::max_queue_bytes); 0 = unbounded
+  // LoadRepository / LoadModels: how many models load at once (--model-load-thread-count); 1 = one
+  // after another, in order.
+  int threads = 1;
+  // Called on the loading thread as each model's load starts, before its files are read (tests).
+  std::function<void(const std::string& model)> load_started;
 };
 
 class ModelManager {
@@ -57,10 +64,12 @@ class ModelManager {
   ModelManager(ModelRegistry* registry, DeviceActivityRegistry* devices, ModelLoadOptions options,
                const Clock* clock, const GpuClockSource* gpu_clock = nullptr);
 
-  // Loads every model directory under `repository`. Fails only if the repository is unreadable.
+  // Loads every model directory under `repository`, up to `threads` at once (started in name order).
+  // Fails only if the repository is unreadable.
   absl::Status LoadRepository(const std::string& repository);
-  // Loads the named model directories of `repository` (--load-model), in order; a name with no
-  // directory there is registered as failed (NOT_FOUND, listing the repository's models).
+  // Loads the named model directories of `repository` (--load-model), up to `threads` at once
+  // (started in the order named; a name given twice loads once); a name with no directory there is
+  // registered as failed (NOT_FOUND, listing the repository's models).
   absl::Status LoadModels(const std::string& repository, const std::vector<std::string>& names);
   // Loads one model directory; on failure the model is registered as failed.
   absl::Status LoadModel(const std::string& model_dir);
@@ -89,6 +98,8 @@ class ModelManager {
   // LoadModels' work, `present` being the repository's model directories (listed once).
   void LoadNamed(const std::string& repository, const std::vector<std::string>& names,
                  const std::vector<std::string>& present);
+  // One model of LoadNamed's, on whichever loading thread took it.
+  void LoadOneNamed(const std::string& repository, const std::string& name, const std::vector<std::string>& present);
 
   ModelRegistry* const registry_;
   DeviceActivityRegistry* const devices_;

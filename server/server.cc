@@ -351,12 +351,15 @@ absl::Status Server::LoadModels() {
   telemetry::Telemetry* telemetry = options_.telemetry;
   ModelLoadOptions load_options = LoadOptions();
   load_options.warmup.stop = &stop_loading_;
+  load_options.threads = options_.model_load_threads;
+  load_options.load_started = options_.start_load_started;
   ModelManager manager(&registry_, &devices_, load_options, clock_,
                        telemetry != nullptr ? telemetry->gpu_clock() : nullptr);
   const std::vector<std::string>& named = options_.load_models;
   // Poll mode: what the directories hold before they load, so that the first scan reloads only
   // what changes from here on.
   if (options_.model_control_mode == ModelControlMode::kPoll) model_controller_->NoteRepository();
+  const int64_t start = clock_->NowNs();
   if (options_.model_control_mode != ModelControlMode::kExplicit || (named.size() == 1 && named[0] == "*")) {
     if (absl::Status s = manager.LoadRepository(options_.model_repository); !s.ok()) return s;
   } else {
@@ -365,6 +368,14 @@ absl::Status Server::LoadModels() {
                       "(RepositoryModelLoad loads them)";
     }
     if (absl::Status s = manager.LoadModels(options_.model_repository, named); !s.ok()) return s;
+  }
+  const std::vector<ModelRegistry::IndexEntry> index = registry_.Index();
+  if (!index.empty()) {
+    size_t ready = 0;
+    for (const auto& entry : index) ready += entry.state == ModelRegistry::IndexEntry::State::kReady ? 1 : 0;
+    CS_LOG(INFO) << "start's loads done in " << (clock_->NowNs() - start) / 1000000 << " ms: " << ready << " of "
+                 << index.size() << " model version(s) READY, up to " << options_.model_load_threads
+                 << " model(s) loaded at once (--model-load-thread-count)";
   }
   if (telemetry != nullptr) {
     for (const auto& runtime : registry_.Ready()) {

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,8 +57,8 @@ struct ServerOptions {
   std::vector<std::string> load_models;
   // --repository-poll-secs (poll mode): how often the repository is scanned for changes.
   absl::Duration repository_poll_interval = absl::Seconds(15);
-  // --model-load-thread-count (explicit and poll modes): loads and unloads of different models that
-  // may run at once; one model's run one after another.
+  // --model-load-thread-count: models loaded at once at start (every mode), and in explicit and poll
+  // modes the loads and unloads of different models that may run at once; one model's run one after another.
   int model_load_threads = ModelController::kDefaultThreads;
   std::string host = "127.0.0.1";
   int grpc_port = 8001;  // 0 picks a free port (tests)
@@ -107,6 +108,9 @@ struct ServerOptions {
   // Traces, metrics, GPU monitor: built by main, not owned; started before the models load and
   // flushed last on shutdown. Null = none.
   telemetry::Telemetry* telemetry = nullptr;
+  // Called on the loading thread as each of the start's model loads begins (ModelLoadOptions::
+  // load_started; tests). Null = none.
+  std::function<void(const std::string& model)> start_load_started;
 };
 
 using ::chronoserve::kChronoserveVersion;  // common/version.h

@@ -78,12 +78,12 @@ void AddServingFlags(CLI::App* app, RawServerFlags* raw) {
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "explicit", "poll"}));
   app->add_option("--model-load-thread-count", options.model_load_threads,
-                  "With --model-control-mode explicit or poll: loads and unloads of different models that may run "
-                  "at once (one model's run one after another, in the order asked); one more thread only unloads, so "
-                  "an unload does not wait for slow loads of other models")
+                  "Models loaded at once: at start (every mode), and under --model-control-mode explicit or poll the "
+                  "loads and unloads of different models that may run at once (one model's run one after another, in "
+                  "the order asked; one more thread only unloads, so an unload does not wait for slow loads of other "
+                  "models)")
       ->capture_default_str()
-      ->transform(IntegerIn(1, 64))
-      ->each([raw](const std::string&) { raw->model_load_threads_given = true; });
+      ->transform(IntegerIn(1, 64));
   app->add_option("--repository-poll-secs", raw->repository_poll_secs,
                   "With --model-control-mode poll: seconds between two scans of the repository")
       ->capture_default_str()
@@ -240,11 +240,6 @@ absl::StatusOr<ServerFlags> ResolveServerFlags(RawServerFlags raw, const otlp::E
   // As --load-model outside explicit mode (Server::Create): a flag that would do nothing is refused.
   if (raw.repository_poll_secs_given && options.model_control_mode != ModelControlMode::kPoll) {
     return absl::InvalidArgumentError("--repository-poll-secs needs --model-control-mode poll");
-  }
-  if (raw.model_load_threads_given && options.model_control_mode == ModelControlMode::kNone) {
-    return absl::InvalidArgumentError(
-        "--model-load-thread-count needs --model-control-mode explicit or poll (mode none loads at start, one "
-        "model after another)");
   }
   const std::optional<int64_t> arena_mib = ArenaMib(raw.input_arena);  // checked at parse: else auto
   options.input_arena_bytes = arena_mib.has_value() ? *arena_mib << 20 : -1;

@@ -38,7 +38,6 @@ struct RawServerFlags {
   std::string model_control_mode = "none";
   int repository_poll_secs = 15;
   bool repository_poll_secs_given = false;  // on the command line (refused outside poll mode)
-  bool model_load_threads_given = false;    // on the command line (refused in mode none)
   std::vector<std::string> host_policies;
   std::string input_arena = "auto";
   uint64_t max_queue_mib = ServerOptions{}.max_queue_bytes >> 20;

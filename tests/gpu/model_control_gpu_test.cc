@@ -1,8 +1,9 @@
 // Model control on a real GPU (--model-control-mode explicit): reloads of a CUDA-graph model while
 // clients keep sending (the new version captures its graphs on its own workers' streams while the
 // old version replays its own), every answer matching the reference taken before, each replaced
-// version freed, then an unload and a load that serves the same outputs again; and two versions of
-// a CUDA-graph model served at once, each with its own weights.
+// version freed, then an unload and a load that serves the same outputs again; two versions of a
+// CUDA-graph model served at once, each with its own weights; and the start's CUDA-graph models
+// loaded at once (--model-load-thread-count), each capturing its graphs beside the others.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -21,8 +22,10 @@
 #include "server/backend/torch_backend.h"
 #include "server/scheduler/model_runtime.h"
 #include "tests/server/model_control_rpc.h"
+#include "tests/server/start_barrier.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
+#include "tests/server/torch_reference.h"
 #include "tools/example_models.h"
 
 namespace chronoserve {
@@ -187,6 +190,49 @@ TEST(GpuModelControlTest, TwoVersionsOnOneGpuEachAnswerWithTheirOwnWeights) {
     for (const auto& worker : runtime->workers()) {
       EXPECT_EQ(worker->instance().device_name(), "cuda:0");
       EXPECT_FALSE(worker->instance().graph_buckets().empty()) << "version " << runtime->spec().version;
+    }
+  }
+  server->Shutdown();
+}
+
+// The start loads four CUDA-graph models on one GPU at once (each load waits, as it starts, until
+// all four have started): their workers warm up and capture their graphs side by side (thread-local
+// capture: one thread's capture is not broken by another's allocations), and each model then
+// answers every bucket as LibTorch computes its own file's outputs on the CPU.
+TEST(GpuStartTest, GraphModelsLoadedAtOnceEachCaptureAndAnswerWithTheirOwnWeights) {
+  if (server::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA GPU";
+  testing::TempDir repo("cs_gpu_parallel_start");
+  const std::vector<std::string> names = {"p1", "p2", "p3", "p4"};
+  for (size_t i = 0; i < names.size(); ++i) {
+    examples::ModelOptions o;
+    o.max_batch_size = 8;
+    o.instance_kind = "KIND_GPU";
+    o.extra_config = "optimization { cuda { graphs: true } }\n";
+    o.seed = 71 + i;
+    ASSERT_TRUE(examples::WritePolicyNet(repo.path(), names[i], o).ok());
+  }
+  testing::StartBarrier barrier(4);
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.model_load_threads = 4;
+  options.start_load_started = barrier.Hook();
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  EXPECT_THAT(barrier.alone(), ::testing::IsEmpty()) << "loads that never saw the other three start";
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+  for (const std::string& name : names) {
+    auto runtime = server->registry().Find(name, "");
+    ASSERT_TRUE(runtime.ok()) << runtime.status();
+    for (const auto& worker : (*runtime)->workers()) {
+      EXPECT_EQ(worker->instance().device_name(), "cuda:0");
+      EXPECT_FALSE(worker->instance().graph_buckets().empty()) << name << " captured no graph";
+    }
+    for (int rows : {1, 3, 8}) {
+      const Tensor input = PolicyRows(rows, 80 + rows);
+      auto served = c->Infer(name, {input});
+      ASSERT_TRUE(served.ok()) << name << ": " << served.status();
+      // cuDNN may use TF32 for convolutions: a TF32-sized tolerance.
+      EXPECT_EQ(testing::OutputsMismatch(repo.path() + "/" + name + "/1/model.pt", {input}, served->outputs, 5e-3f), "")
+          << name << ", " << rows << " rows";
     }
   }
   server->Shutdown();

@@ -1,11 +1,24 @@
-// PlaceInstances: where a model's workers run, from its instance groups and the visible GPUs.
+// PlaceInstances: where a model's workers run, from its instance groups and the visible GPUs. And
+// the start's loads: up to ModelLoadOptions::threads models at once (--model-load-thread-count),
+// each named model once.
 #include "server/model_manager.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <string>
 #include <utility>
 #include <vector>
+
+#include <random>
+
+#include "client/inference_client.h"
+#include "common/tensor_data.h"
+#include "tests/server/start_barrier.h"
+#include "tests/server/test_client.h"
+#include "tests/server/test_repository.h"
+#include "tests/server/torch_reference.h"
+#include "tools/example_models.h"
 
 namespace chronoserve::server {
 namespace {
@@ -70,6 +83,97 @@ TEST(PlaceInstancesTest, RefusesWhatCannotBePlacedNamingTheModel) {
   ASSERT_FALSE(placed.ok());
   EXPECT_THAT(std::string(placed.status().message()), ::testing::HasSubstr("ask for 256000000 workers"));
   EXPECT_TRUE(PlaceInstances(WithGroups({big, big, big, big}), 0).ok()) << "1024 is allowed";
+}
+
+// A repository of `names`, each a small MLP on the CPU.
+void WriteMlps(const std::string& repository, const std::vector<std::string>& names) {
+  examples::ModelOptions o;
+  o.max_batch_size = 4;
+  o.instance_kind = "KIND_CPU";
+  for (const std::string& name : names) ASSERT_TRUE(examples::WriteMlp(repository, name, o).ok()) << name;
+}
+
+// With 4 threads the start's four models load at once: each load waits, as it starts, until all
+// four have started (one after another, the first would wait out its timeout alone). Every model
+// then serves.
+TEST(ModelManagerLoadTest, TheStartLoadsUpToThreadsModelsAtOnce) {
+  testing::TempDir repo("cs_parallel_loads");
+  const std::vector<std::string> names = {"a", "b", "c", "d"};
+  WriteMlps(repo.path(), names);
+  ModelRegistry registry;
+  DeviceActivityRegistry devices;
+  SteadyClock clock;
+  testing::StartBarrier barrier(4);
+  ModelLoadOptions options;
+  options.threads = 4;
+  options.load_started = barrier.Hook();
+  ModelManager manager(&registry, &devices, options, &clock);
+  ASSERT_TRUE(manager.LoadRepository(repo.path()).ok());
+  EXPECT_THAT(barrier.alone(), ::testing::IsEmpty()) << "loads that never saw the other three start";
+  EXPECT_EQ(barrier.started(), 4);
+  for (const std::string& name : names) EXPECT_TRUE(registry.Find(name, "").ok()) << name;
+  EXPECT_TRUE(registry.AllReady());
+  registry.StopAll();
+}
+
+// The server's start passes --model-load-thread-count to its loads: three models of other weights
+// load at once, and each then answers over gRPC as LibTorch computes its own file's outputs.
+TEST(ModelManagerLoadTest, TheServersStartLoadsItsModelsAtOnceEachServingItsOwnWeights) {
+  testing::TempDir repo("cs_parallel_start");
+  const std::vector<std::string> names = {"a", "b", "c"};
+  for (size_t i = 0; i < names.size(); ++i) {
+    examples::ModelOptions o;
+    o.max_batch_size = 4;
+    o.instance_kind = "KIND_CPU";
+    o.seed = 40 + i;
+    ASSERT_TRUE(examples::WriteMlp(repo.path(), names[i], o).ok());
+  }
+  testing::StartBarrier barrier(3);
+  ServerOptions options = testing::TestServerOptions(repo.path());
+  options.model_load_threads = 3;
+  options.start_load_started = barrier.Hook();
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  EXPECT_THAT(barrier.alone(), ::testing::IsEmpty());
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+  std::mt19937_64 rng(9);
+  const client::Tensor input{"INPUT__0", DataType::kFp32, {2, 64}, RandomTensorBytes(DataType::kFp32, 2 * 64, rng)};
+  for (const std::string& name : names) {
+    auto result = c->Infer(name, {input});
+    ASSERT_TRUE(result.ok()) << name << ": " << result.status();
+    EXPECT_EQ(testing::OutputsMismatch(repo.path() + "/" + name + "/1/model.pt", {input}, result->outputs), "") << name;
+  }
+  server->Shutdown();
+}
+
+// One thread loads the named models one after another in the order named: as each starts, every
+// model before it serves already. A name given twice loads once; a name the repository lacks is
+// failed (NOT_FOUND, naming what it has) and the others load.
+TEST(ModelManagerLoadTest, OneThreadLoadsInOrderEachNameOnce) {
+  testing::TempDir repo("cs_ordered_loads");
+  WriteMlps(repo.path(), {"a", "b", "c"});
+  ModelRegistry registry;
+  DeviceActivityRegistry devices;
+  SteadyClock clock;
+  std::vector<std::string> order;
+  std::vector<std::string> early;  // loads that started before an earlier model served
+  ModelLoadOptions options;  // threads 1, the default
+  options.load_started = [&](const std::string& model) {
+    for (const std::string& before : order) {
+      if (!registry.Serves(before)) early.push_back(model + " before " + before + " served");
+    }
+    order.push_back(model);
+  };
+  ModelManager manager(&registry, &devices, options, &clock);
+  ASSERT_TRUE(manager.LoadModels(repo.path(), {"c", "a", "c", "missing", "b"}).ok());
+  EXPECT_THAT(order, ::testing::ElementsAre("c", "a", "b"));
+  EXPECT_TRUE(early.empty()) << ::testing::PrintToString(early);
+  auto missing = registry.Find("missing", "");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(missing.status().message()), ::testing::HasSubstr("(it has a, b, c)"));
+  for (const std::string& name : {"a", "b", "c"}) EXPECT_TRUE(registry.Find(name, "").ok()) << name;
+  registry.StopAll();
 }
 
 }  // namespace
