@@ -66,6 +66,14 @@ inline constexpr std::array<const char*, 6> kModelParameterKeys = {
     "cuda_graph_batch_sizes", "exact_device_timing", "keep_warm_horizon_ms", "keep_warm_ms", "pipeline_depth",
     "warmup_batch_sizes"};
 
+// config.pbtxt's version_policy as configured (Triton's ModelConfig answers it so): which of the
+// model's version directories serve. Absent in config.pbtxt: latest, 1 version (Triton's default).
+struct VersionPolicySpec {
+  enum class Kind { kLatest, kAll, kSpecific } kind = Kind::kLatest;
+  int64_t num_versions = 1;       // kLatest: the N highest (at least 1)
+  std::vector<int64_t> versions;  // kSpecific: as listed
+};
+
 struct ModelSpec {
   std::string name;
   int64_t version = 1;
@@ -79,6 +87,7 @@ struct ModelSpec {
   std::vector<WarmupSpec> warmups;
   bool cuda_graphs = false;  // optimization.cuda.graphs (acted on by the GPU performance work)
   std::map<std::string, std::string> parameters;
+  VersionPolicySpec version_policy;  // the configured policy; `version` is the one version this spec serves
 
   // Index of the named input/output, or -1.
   int InputIndex(const std::string& tensor) const;

@@ -61,15 +61,25 @@ void FillWarmup(const ModelSpec& spec, const WarmupSpec& warmup, config::ModelWa
 
 }  // namespace
 
-config::ModelConfig ModelConfigFromSpec(const ModelSpec& spec, const std::vector<int64_t>& versions) {
+config::ModelConfig ModelConfigFromSpec(const ModelSpec& spec) {
   config::ModelConfig out;
   out.set_name(spec.name);
   out.set_platform(spec.platform);
   out.set_backend("pytorch");  // as Triton fills it in for platform pytorch_libtorch
-  // The versions served, whatever policy chose them (Triton reports the configured policy).
-  auto* specific = out.mutable_version_policy()->mutable_specific();
-  if (versions.empty()) specific->add_versions(spec.version);
-  for (int64_t v : versions) specific->add_versions(v);
+  // The policy as configured, as Triton answers it (latest, 1 version, when config.pbtxt has none).
+  // The versions it serves now are ModelMetadata's `versions` and RepositoryIndex's entries.
+  const VersionPolicySpec& policy = spec.version_policy;
+  switch (policy.kind) {
+    case VersionPolicySpec::Kind::kAll:
+      out.mutable_version_policy()->mutable_all();
+      break;
+    case VersionPolicySpec::Kind::kSpecific:
+      for (int64_t v : policy.versions) out.mutable_version_policy()->mutable_specific()->add_versions(v);
+      break;
+    case VersionPolicySpec::Kind::kLatest:
+      out.mutable_version_policy()->mutable_latest()->set_num_versions(static_cast<uint32_t>(policy.num_versions));
+      break;
+  }
   out.set_max_batch_size(spec.max_batch_size);
   for (const auto& t : spec.inputs) FillTensor(t, out.add_input());
   for (const auto& t : spec.outputs) FillTensor(t, out.add_output());
@@ -97,8 +107,7 @@ absl::Status AnswerModelConfig(const ModelRegistry& registry, const inference::M
                                inference::ModelConfigResponse* response) {
   auto model = FindNamedModel(registry, request.name(), request.version());
   if (!model.ok()) return model.status();
-  // The versions that serve now (not one whose load failed), for the policy's `specific`.
-  *response->mutable_config() = ModelConfigFromSpec((*model)->spec(), registry.ServedVersions(request.name()));
+  *response->mutable_config() = ModelConfigFromSpec((*model)->spec());
   return absl::OkStatus();
 }
 

@@ -21,8 +21,8 @@ namespace chronoserve::server {
 // The served configuration of `spec` in Triton's message. Its instance groups are reported as the
 // spec holds them: the ModelManager resolves them at load (ResolveInstanceGroups), so a loaded
 // model's groups say KIND_GPU with the GPUs used or KIND_CPU, never KIND_AUTO; host_policy as configured.
-// `versions`: the versions of the model that serve, for version_policy's `specific` (empty: spec.version).
-config::ModelConfig ModelConfigFromSpec(const ModelSpec& spec, const std::vector<int64_t>& versions = {});
+// version_policy as configured (spec.version_policy), the same for every version served.
+config::ModelConfig ModelConfigFromSpec(const ModelSpec& spec);
 
 // Answers one ModelConfig request, with Triton's errors (ModelRegistry::Find): a version that is not
 // an integer >= 0 is INVALID_ARGUMENT; an unknown model, a version not served or a model that failed

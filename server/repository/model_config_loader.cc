@@ -899,8 +899,14 @@ absl::StatusOr<std::vector<ModelSpec>> LoadModelVersions(const std::string& mode
                     config.version_policy().specific().versions().end());
   }
   ASSIGN_OR_RETURN(std::vector<int64_t> versions, PickVersions(dir, config_source, specific));
-  if (!config.version_policy().has_all() && specific.empty()) {
+  if (config.version_policy().has_all()) {
+    spec.version_policy.kind = VersionPolicySpec::Kind::kAll;
+  } else if (!specific.empty()) {
+    spec.version_policy.kind = VersionPolicySpec::Kind::kSpecific;
+    spec.version_policy.versions = specific;
+  } else {
     const size_t latest = std::max<int64_t>(1, config.version_policy().latest().num_versions());
+    spec.version_policy.num_versions = static_cast<int64_t>(latest);
     if (versions.size() > latest) versions.erase(versions.begin(), versions.end() - static_cast<ptrdiff_t>(latest));
   }
   const std::string filename =

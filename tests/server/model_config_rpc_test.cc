@@ -118,7 +118,8 @@ TEST_P(ModelConfigRpcTest, BatchedModelCarriesEverySettingTheServerKeeps) {
   EXPECT_EQ(c.backend(), "pytorch");
   EXPECT_EQ(c.max_batch_size(), 8);
   EXPECT_EQ(c.default_model_filename(), "model.pt");
-  EXPECT_THAT(c.version_policy().specific().versions(), ElementsAre(1));
+  EXPECT_EQ(c.version_policy().ShortDebugString(), "latest { num_versions: 1 }")
+      << "none in config.pbtxt: Triton's default, as Triton answers it";
   ASSERT_EQ(c.input_size(), 1);
   EXPECT_EQ(c.input(0).name(), "INPUT__0");
   EXPECT_EQ(c.input(0).data_type(), pb::TYPE_FP32);

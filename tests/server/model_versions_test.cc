@@ -78,18 +78,18 @@ std::vector<std::string> MetadataVersions(client::InferenceClient& c, const std:
   return {metadata->versions().begin(), metadata->versions().end()};
 }
 
-// ModelConfig's version_policy.specific versions for `model` (at `version`), or the error as one entry.
-std::vector<int64_t> ConfigVersions(inference::GRPCInferenceService::Stub* stub, const std::string& model,
-                                    const std::string& version = "") {
+// ModelConfig's version_policy (at `version`) as protobuf text, or the error.
+std::string ConfigPolicy(inference::GRPCInferenceService::Stub* stub, const std::string& model,
+                         const std::string& version = "") {
   grpc::ClientContext ctx;
   ctx.set_deadline(testing::TestDeadline());
   inference::ModelConfigRequest request;
   request.set_name(model);
   request.set_version(version);
   inference::ModelConfigResponse response;
-  if (!stub->ModelConfig(&ctx, request, &response).ok()) return {-1};
-  const auto& versions = response.config().version_policy().specific().versions();
-  return {versions.begin(), versions.end()};
+  const grpc::Status status = stub->ModelConfig(&ctx, request, &response);
+  if (!status.ok()) return status.error_message();
+  return response.config().version_policy().ShortDebugString();
 }
 
 // "name:version:state" for each index entry of `model`.
@@ -151,7 +151,7 @@ TEST_P(ModelVersionsTest, PolicyAllServesEveryVersionEachOnItsOwnWeights) {
   EXPECT_THAT(std::string(unknown.status().message()),
               HasSubstr("model 'm' has no version '4' (serving versions 1, 2, 3)"));
 
-  EXPECT_THAT(ConfigVersions(c->stub(), "m", "2"), ElementsAre(1, 2, 3)) << "the versions served, for any of them";
+  EXPECT_EQ(ConfigPolicy(c->stub(), "m", "2"), "all { }") << "the policy as configured, for any version";
 
   // Statistics: one entry per version without a version named; each counted its own requests (two
   // for version 3: by number and unnamed; none for the refused version 4).
@@ -173,11 +173,12 @@ TEST_P(ModelVersionsTest, LatestAndSpecificServeTheVersionsTheyName) {
     std::string policy;
     std::vector<std::string> served;
     std::string refused;  // a version on disk the policy leaves out
+    std::string answered;  // ModelConfig's version_policy: as configured (Triton's default when none)
   };
   const std::vector<Row> rows = {
-      {"version_policy { latest { num_versions: 2 } }", {"2", "3"}, "1"},
-      {"version_policy { specific { versions: [1, 3, 7] } }", {"1", "3"}, "2"},
-      {"", {"3"}, "2"},
+      {"version_policy { latest { num_versions: 2 } }", {"2", "3"}, "1", "latest { num_versions: 2 }"},
+      {"version_policy { specific { versions: [1, 3, 7] } }", {"1", "3"}, "2", "specific { versions: 1 versions: 3 versions: 7 }"},
+      {"", {"3"}, "2", "latest { num_versions: 1 }"},
   };
   for (const Row& row : rows) {
     SCOPED_TRACE(row.policy);
@@ -188,6 +189,7 @@ TEST_P(ModelVersionsTest, LatestAndSpecificServeTheVersionsTheyName) {
     auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
     const Tensor input = Input(9);
     EXPECT_EQ(MetadataVersions(*c, "m"), row.served);
+    EXPECT_EQ(ConfigPolicy(c->stub(), "m"), row.answered);
     for (const std::string& version : row.served) {
       EXPECT_EQ(Output(*c, "m", version, input), Output(*c, "ref" + version, "", input)) << version;
     }
@@ -287,7 +289,7 @@ TEST_P(ModelVersionsTest, AVersionThatFailsLeavesTheOthersServing) {
   EXPECT_EQ(testing::Answer(c->ModelReady("m", "2")), "false");
   EXPECT_EQ(testing::Answer(c->ModelReady("m", "1")), "true");
   EXPECT_THAT(MetadataVersions(*c, "m"), ElementsAre("1", "3")) << "the versions that serve";
-  EXPECT_THAT(ConfigVersions(c->stub(), "m"), ElementsAre(1, 3));
+  EXPECT_EQ(ConfigPolicy(c->stub(), "m"), "all { }") << "as configured, though version 2 failed";
   EXPECT_THAT(IndexOf(c->stub(), "m"), ElementsAre("m:1:READY", "m:2:UNAVAILABLE", "m:3:READY"));
 
   EXPECT_EQ(Output(*c, "gap", "", input).size(), 16u * sizeof(float)) << "version 1 serves";
