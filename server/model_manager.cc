@@ -138,7 +138,6 @@ void ModelManager::LoadOneNamed(const std::string& repository, const std::string
     return;
   }
   CS_LOG(INFO) << "loading model '" << name << "'";
-  if (options_.load_started) options_.load_started(name);
   (void)LoadModel((std::filesystem::path(repository) / name).string());
 }
 
@@ -203,28 +202,47 @@ absl::StatusOr<ModelManager::LoadedVersions> ModelManager::BuildRuntimes(const s
   std::vector<int64_t> served;
   for (const ModelSpec& spec : *specs) served.push_back(spec.version);
   const std::atomic<bool>* stopped = stop != nullptr ? stop : options_.warmup.stop;
-  LoadedVersions loaded;
-  for (ModelSpec& spec : *specs) {
-    const int64_t this_version = spec.version;
-    // Stopped (an unload, the server's shutdown) after a version: the next one is not read, and the
-    // load fails whole. (The first version's load always starts: its warm-up sees the stop.)
-    const bool after_another = !loaded.runtimes.empty() || !loaded.failed.empty();
-    absl::StatusOr<std::unique_ptr<ModelRuntime>> runtime =
-        after_another && stopped != nullptr && stopped->load()
-            ? absl::Status(absl::UnavailableError(
-                  "the load was stopped (the server is shutting down, or an unload of the model was asked for) "
-                  "before its files were read"))
-            : BuildVersion(std::move(spec), stop, /*one_of_several=*/served.size() > 1);
-    if (runtime.ok()) {
-      loaded.runtimes.push_back(*std::move(runtime));
-      continue;
+  // The versions load at once, up to `threads` (as Triton loads a model's versions side by side),
+  // each thread taking the next version not yet taken. Once stopped (an unload, the server's
+  // shutdown), a version not yet started is not read; the lowest always starts (its warm-up sees
+  // the stop), so a stopped load's error names it.
+  std::vector<absl::StatusOr<std::unique_ptr<ModelRuntime>>> built;
+  built.reserve(specs->size());
+  for (size_t i = 0; i < specs->size(); ++i) built.emplace_back(absl::UnknownError("not built"));
+  std::atomic<size_t> next{0};
+  auto build_next = [&] {
+    for (size_t i = next.fetch_add(1); i < specs->size(); i = next.fetch_add(1)) {
+      built[i] = i > 0 && stopped != nullptr && stopped->load()
+                     ? absl::Status(absl::UnavailableError(
+                           "the load was stopped (the server is shutting down, or an unload of the model was asked "
+                           "for) before its files were read"))
+                     : BuildVersion(std::move((*specs)[i]), stop, /*one_of_several=*/served.size() > 1);
     }
-    if (served.size() == 1) return runtime.status();
-    // The versions built are stopped as `loaded` goes (~ModelRuntime).
-    if (stopped != nullptr && stopped->load()) return NameVersion(this_version, served, runtime.status());
-    loaded.failed.emplace(this_version, runtime.status());
+  };
+  const size_t threads = std::min(static_cast<size_t>(std::max(options_.threads, 1)), specs->size());
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < threads; ++t) {
+    helpers.emplace_back([&build_next] {
+      SetCurrentThreadName("cs-load");
+      build_next();
+    });
   }
-  if (loaded.runtimes.empty()) {  // every version failed: the first one's error
+  build_next();
+  for (std::thread& helper : helpers) helper.join();
+
+  if (served.size() == 1 && !built[0].ok()) return built[0].status();  // the model's error, no version named
+  LoadedVersions loaded;
+  for (size_t i = 0; i < built.size(); ++i) {
+    if (built[i].ok()) {
+      loaded.runtimes.push_back(*std::move(built[i]));
+    } else {
+      loaded.failed.emplace(served[i], built[i].status());
+    }
+  }
+  // Stopped with a version not loaded: the load fails whole (the versions built are stopped as
+  // `loaded` goes, ~ModelRuntime), naming the lowest that failed; so does a load none of whose
+  // versions loaded.
+  if (!loaded.failed.empty() && (loaded.runtimes.empty() || (stopped != nullptr && stopped->load()))) {
     const auto& [first, status] = *loaded.failed.begin();
     return NameVersion(first, served, status);
   }
@@ -242,6 +260,7 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelManager::BuildVersion(ModelSp
     return status;
   };
   ModelSpec* spec = &spec_value;
+  if (options_.load_started) options_.load_started(name, spec->version);
   if (absl::Status file = CheckModelFile(*spec); !file.ok()) return fail(file);
   spec->dynamic_batching.queue_policy.max_queue_bytes = options_.max_queue_bytes;
   const int gpu_count = CudaDeviceCount();

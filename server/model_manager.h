@@ -51,11 +51,11 @@ struct ModelLoadOptions {
   HostPolicies host_policies;  // --host-policy: the CPUs workers are pinned to
   int64_t input_arena_bytes = -1;  // --input-arena-mib: < 0 auto, 0 off (InputArenaBytes)
   uint64_t max_queue_bytes = 0;    // --max-queue-mib, per model (QueuePolicySpec::max_queue_bytes); 0 = unbounded
-  // LoadRepository / LoadModels: how many models load at once (--model-load-thread-count); 1 = one
-  // after another, in order.
+  // LoadRepository / LoadModels: how many models load at once (--model-load-thread-count); and
+  // BuildRuntimes: how many versions of one model. 1 = one after another, in order.
   int threads = 1;
-  // Called on the loading thread as each model's load starts, before its files are read (tests).
-  std::function<void(const std::string& model)> load_started;
+  // Called on the loading thread as each version's load starts, before its file is read (tests).
+  std::function<void(const std::string& model, int64_t version)> load_started;
 };
 
 class ModelManager {
@@ -75,10 +75,11 @@ class ModelManager {
   absl::Status LoadModel(const std::string& model_dir);
   // Loads one model directory into runtimes, READY, one per version its version policy serves
   // (ascending), without touching the registry (a reload: the runtimes serving the model go on
-  // serving meanwhile). A version that fails to load (its file, its warm-up) leaves the others
-  // loading, as Triton: it is listed in `failed` with its error. The load fails (an error naming the
-  // model) when no version loads, or when `stop` is set: then the versions built are stopped and no
-  // further one is read. `version` (may be null) is set to the highest version the load tried once
+  // serving meanwhile). The versions load up to `threads` at once. A version that fails to load (its
+  // file, its warm-up) leaves the others loading, as Triton: it is listed in `failed` with its error.
+  // The load fails (an error naming the model and the lowest version that failed) when no version
+  // loads, or when `stop` is set and a version did not load: then the versions built are stopped and
+  // no version not yet started is read. `version` (may be null) is set to the highest version the load tried once
   // its config reads. `config_json`: the configuration to use in place of config.pbtxt
   // (LoadModelVersions'). `stop` (may be null): ends the warm-up early, in place of the load
   // options' own, once set (the load then fails).

@@ -343,15 +343,16 @@ absl::Status Server::Listen(int infer_threads) {
 }
 
 ModelLoadOptions Server::LoadOptions() const {
-  return ModelLoadOptions{options_.warmup, options_.request_timing, options_.host_policies, options_.input_arena_bytes,
-                          options_.max_queue_bytes};
+  ModelLoadOptions load{options_.warmup, options_.request_timing, options_.host_policies, options_.input_arena_bytes,
+                        options_.max_queue_bytes};
+  load.threads = options_.model_load_threads;  // the start's models at once, and one model's versions
+  return load;
 }
 
 absl::Status Server::LoadModels() {
   telemetry::Telemetry* telemetry = options_.telemetry;
   ModelLoadOptions load_options = LoadOptions();
   load_options.warmup.stop = &stop_loading_;
-  load_options.threads = options_.model_load_threads;
   load_options.load_started = options_.start_load_started;
   ModelManager manager(&registry_, &devices_, load_options, clock_,
                        telemetry != nullptr ? telemetry->gpu_clock() : nullptr);

@@ -108,9 +108,9 @@ struct ServerOptions {
   // Traces, metrics, GPU monitor: built by main, not owned; started before the models load and
   // flushed last on shutdown. Null = none.
   telemetry::Telemetry* telemetry = nullptr;
-  // Called on the loading thread as each of the start's model loads begins (ModelLoadOptions::
-  // load_started; tests). Null = none.
-  std::function<void(const std::string& model)> start_load_started;
+  // Called on the loading thread as each of the start's model versions begins to load
+  // (ModelLoadOptions::load_started; tests). Null = none.
+  std::function<void(const std::string& model, int64_t version)> start_load_started;
 };
 
 using ::chronoserve::kChronoserveVersion;  // common/version.h

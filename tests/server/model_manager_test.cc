@@ -158,7 +158,7 @@ TEST(ModelManagerLoadTest, OneThreadLoadsInOrderEachNameOnce) {
   std::vector<std::string> order;
   std::vector<std::string> early;  // loads that started before an earlier model served
   ModelLoadOptions options;  // threads 1, the default
-  options.load_started = [&](const std::string& model) {
+  options.load_started = [&](const std::string& model, int64_t) {
     for (const std::string& before : order) {
       if (!registry.Serves(before)) early.push_back(model + " before " + before + " served");
     }

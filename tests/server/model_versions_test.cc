@@ -20,7 +20,9 @@
 
 #include "client/inference_client.h"
 #include "common/tensor_data.h"
+#include "absl/synchronization/mutex.h"
 #include "tests/server/model_control_rpc.h"
+#include "tests/server/start_barrier.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "server/model_manager.h"
@@ -350,15 +352,26 @@ TEST_P(ModelVersionsTest, UnderModelControlALoadInPartSaysSoAndAFailedReloadKeep
 }
 
 // A load stopped (an unload of the model, the server's shutdown) reads no further version: with the
-// stop already set, the first one's warm-up stops, the load fails whole naming it, and no runtime is
-// left behind.
-TEST(ModelVersionsLoadTest, AStoppedLoadReadsNoFurtherVersion) {
+// stop already set, the lowest version's warm-up stops, no other version starts, the load fails whole
+// naming the lowest, and no runtime is left behind. The same with the versions loading one after
+// another (1 thread) and side by side (3).
+class ModelVersionsLoadTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(ModelVersionsLoadTest, AStoppedLoadReadsNoFurtherVersion) {
   testing::TempDir repo("cs_versions_stop");
   WriteVersionedModel(repo.path(), "version_policy { all { } }");
   server::ModelRegistry registry;
   server::DeviceActivityRegistry devices;
   SteadyClock clock;
-  server::ModelManager manager(&registry, &devices, server::ModelLoadOptions{}, &clock);
+  std::vector<int64_t> started;  // the versions whose load started
+  absl::Mutex mu;
+  server::ModelLoadOptions options;
+  options.threads = GetParam();
+  options.load_started = [&](const std::string&, int64_t v) {
+    absl::MutexLock lock(&mu);
+    started.push_back(v);
+  };
+  server::ModelManager manager(&registry, &devices, options, &clock);
   std::atomic<bool> stop{true};
   int64_t version = 0;
   auto built = manager.BuildRuntimes((fs::path(repo.path()) / "m").string(), &version, nullptr, &stop);
@@ -367,6 +380,7 @@ TEST(ModelVersionsLoadTest, AStoppedLoadReadsNoFurtherVersion) {
   EXPECT_THAT(std::string(built.status().message()),
               HasSubstr("version 1 (of the versions its version policy serves: 1, 2, 3): warm-up stopped"));
   EXPECT_EQ(version, 3) << "the highest version the load was to serve";
+  EXPECT_THAT(started, ElementsAre(1)) << "versions 2 and 3 are not read";
   stop = false;
   built = manager.BuildRuntimes((fs::path(repo.path()) / "m").string(), &version, nullptr, &stop);
   ASSERT_TRUE(built.ok()) << built.status();
@@ -377,6 +391,46 @@ TEST(ModelVersionsLoadTest, AStoppedLoadReadsNoFurtherVersion) {
   }
   for (auto& runtime : built->runtimes) runtime->Stop();
 }
+
+// With 3 threads a model's three versions load at once (each load waits, as it starts, until all
+// three have started), each on its own weights; with a version's file gone, the other two still load.
+TEST(ModelVersionsParallelLoadTest, TheVersionsLoadSideBySideAndOneThatFailsLeavesTheOthers) {
+  testing::TempDir repo("cs_versions_parallel");
+  WriteVersionedModel(repo.path(), "version_policy { all { } }");
+  server::ModelRegistry registry;
+  server::DeviceActivityRegistry devices;
+  SteadyClock clock;
+  testing::StartBarrier barrier(3);
+  server::ModelLoadOptions options;
+  options.threads = 3;
+  options.load_started = barrier.Hook();
+  server::ModelManager manager(&registry, &devices, options, &clock);
+  int64_t version = 0;
+  auto built = manager.BuildRuntimes((fs::path(repo.path()) / "m").string(), &version);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_THAT(barrier.alone(), ::testing::IsEmpty()) << "versions that never saw the other two start";
+  ASSERT_EQ(built->runtimes.size(), 3u);
+  for (size_t i = 0; i < built->runtimes.size(); ++i) {
+    EXPECT_EQ(built->runtimes[i]->spec().version, static_cast<int64_t>(i + 1));
+    EXPECT_EQ(built->runtimes[i]->spec().model_path, (fs::path(repo.path()) / "m" / std::to_string(i + 1) / "model.pt").string());
+  }
+  for (auto& runtime : built->runtimes) runtime->Stop();
+
+  fs::remove(fs::path(repo.path()) / "m" / "2" / "model.pt");
+  server::ModelLoadOptions plain;
+  plain.threads = 3;
+  server::ModelManager second(&registry, &devices, plain, &clock);
+  built = second.BuildRuntimes((fs::path(repo.path()) / "m").string(), &version);
+  ASSERT_TRUE(built.ok()) << built.status();
+  ASSERT_EQ(built->runtimes.size(), 2u);
+  EXPECT_EQ(built->runtimes[0]->spec().version, 1);
+  EXPECT_EQ(built->runtimes[1]->spec().version, 3);
+  ASSERT_EQ(built->failed.count(2), 1u);
+  for (auto& runtime : built->runtimes) runtime->Stop();
+}
+
+INSTANTIATE_TEST_SUITE_P(OneAndThreeThreads, ModelVersionsLoadTest, ::testing::Values(1, 3),
+                         [](const ::testing::TestParamInfo<int>& info) { return std::to_string(info.param) + "Threads"; });
 
 INSTANTIATE_TEST_SUITE_P(BothApis, ModelVersionsTest, ::testing::Values(0, 2), testing::InferApiName);
 
