@@ -79,6 +79,27 @@ absl::StatusOr<std::vector<DevicePlacement>> PlaceResolvedGroups(const std::stri
   return placements;
 }
 
+namespace {
+// Calls fn(0) .. fn(count - 1) on up to `threads` threads at once (the caller's and threads of its
+// own, named cs-load, joined before it returns): each thread takes the next index not yet taken, so
+// the calls start in order.
+void ForEachOnThreads(size_t count, int threads, const std::function<void(size_t)>& fn) {
+  std::atomic<size_t> next{0};
+  auto take_next = [&] {
+    for (size_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) fn(i);
+  };
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < std::min(static_cast<size_t>(std::max(threads, 1)), count); ++t) {
+    helpers.emplace_back([&take_next] {
+      SetCurrentThreadName("cs-load");
+      take_next();
+    });
+  }
+  take_next();
+  for (std::thread& helper : helpers) helper.join();
+}
+}  // namespace
+
 ModelManager::ModelManager(ModelRegistry* registry, DeviceActivityRegistry* devices,
                            ModelLoadOptions options, const Clock* clock,
                            const GpuClockSource* gpu_clock)
@@ -104,24 +125,9 @@ void ModelManager::LoadNamed(const std::string& repository, const std::vector<st
     if (std::find(unique.begin(), unique.end(), name) == unique.end()) unique.push_back(name);
   }
   for (const auto& name : unique) registry_->MarkLoading(name);
-  // Each thread takes the next model not yet taken, so they start in order and a slow load holds up
-  // no other model's.
-  std::atomic<size_t> next{0};
-  auto load_next = [&] {
-    for (size_t i = next.fetch_add(1); i < unique.size(); i = next.fetch_add(1)) {
-      LoadOneNamed(repository, unique[i], present);
-    }
-  };
-  const size_t threads = std::min(static_cast<size_t>(std::max(options_.threads, 1)), unique.size());
-  std::vector<std::thread> helpers;
-  for (size_t t = 1; t < threads; ++t) {
-    helpers.emplace_back([&load_next] {
-      SetCurrentThreadName("cs-load");
-      load_next();
-    });
-  }
-  load_next();
-  for (std::thread& helper : helpers) helper.join();
+  // In order, and a slow load holds up no other model's.
+  ForEachOnThreads(unique.size(), options_.threads,
+                   [&](size_t i) { LoadOneNamed(repository, unique[i], present); });
 }
 
 void ModelManager::LoadOneNamed(const std::string& repository, const std::string& name,
@@ -209,26 +215,13 @@ absl::StatusOr<ModelManager::LoadedVersions> ModelManager::BuildRuntimes(const s
   std::vector<absl::StatusOr<std::unique_ptr<ModelRuntime>>> built;
   built.reserve(specs->size());
   for (size_t i = 0; i < specs->size(); ++i) built.emplace_back(absl::UnknownError("not built"));
-  std::atomic<size_t> next{0};
-  auto build_next = [&] {
-    for (size_t i = next.fetch_add(1); i < specs->size(); i = next.fetch_add(1)) {
-      built[i] = i > 0 && stopped != nullptr && stopped->load()
-                     ? absl::Status(absl::UnavailableError(
-                           "the load was stopped (the server is shutting down, or an unload of the model was asked "
-                           "for) before its files were read"))
-                     : BuildVersion(std::move((*specs)[i]), stop, /*one_of_several=*/served.size() > 1);
-    }
-  };
-  const size_t threads = std::min(static_cast<size_t>(std::max(options_.threads, 1)), specs->size());
-  std::vector<std::thread> helpers;
-  for (size_t t = 1; t < threads; ++t) {
-    helpers.emplace_back([&build_next] {
-      SetCurrentThreadName("cs-load");
-      build_next();
-    });
-  }
-  build_next();
-  for (std::thread& helper : helpers) helper.join();
+  ForEachOnThreads(specs->size(), options_.threads, [&](size_t i) {
+    built[i] = i > 0 && stopped != nullptr && stopped->load()
+                   ? absl::Status(absl::UnavailableError(
+                         "the load was stopped (the server is shutting down, or an unload of the model was asked "
+                         "for) before its files were read"))
+                   : BuildVersion(std::move((*specs)[i]), stop, /*one_of_several=*/served.size() > 1);
+  });
 
   if (served.size() == 1 && !built[0].ok()) return built[0].status();  // the model's error, no version named
   LoadedVersions loaded;
