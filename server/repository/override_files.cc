@@ -12,6 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/log.h"
+#include "common/remove_tree.h"
 #include "common/text_excerpt.h"
 
 namespace chronoserve::server {
@@ -69,8 +71,11 @@ absl::StatusOr<std::unique_ptr<OverrideDirectory>> OverrideDirectory::Write(
 }
 
 OverrideDirectory::~OverrideDirectory() {
-  std::error_code ignored;
-  fs::remove_all(root_, ignored);
+  // Not fs::remove_all: see common/remove_tree.h.
+  if (!RemoveTree(root_)) {
+    CS_LOG(WARNING) << "the directory of a load's override files, " << root_ << ", was not removed: "
+                    << std::strerror(errno);
+  }
 }
 
 }  // namespace chronoserve::server

@@ -1,24 +1,13 @@
-// RemoveTree: deletes a directory tree for tests, with POSIX nftw. Not std::filesystem::remove_all:
-// PyTorch's pip LibTorch exports its own copy of that symbol, and calling it crashed the tests
-// linked with it on the GPU machine (a call to address 0 under its sanitizer build).
+// RemoveTree for tests: common/remove_tree.h's (POSIX nftw, not std::filesystem::remove_all, which
+// PyTorch's pip LibTorch exports a crashing copy of; see there).
 #ifndef CHRONOSERVE_TESTS_FAKES_REMOVE_TREE_H_
 #define CHRONOSERVE_TESTS_FAKES_REMOVE_TREE_H_
 
-#include <errno.h>
-#include <ftw.h>
-#include <stdio.h>
-
-#include <string>
+#include "common/remove_tree.h"
 
 namespace chronoserve::testing {
 
-// Whether `path` is gone (removed now, or never there).
-inline bool RemoveTree(const std::string& path) {
-  const int walked = nftw(
-      path.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
-      FTW_DEPTH | FTW_PHYS);
-  return walked == 0 || errno == ENOENT;
-}
+using ::chronoserve::RemoveTree;
 
 }  // namespace chronoserve::testing
 

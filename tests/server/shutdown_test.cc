@@ -278,7 +278,9 @@ TEST(ShutdownTest, BinaryAnswersEveryAcceptedRequestOnSigtermAndExitsZero) {
 }
 
 // A signal while models load: the model warming up stops at its next run (its config asks for 2^31
-// runs), the next one is not loaded, and the server exits 0 without ever reporting READY.
+// runs), the next one is not loaded, and the server exits 0 without ever reporting READY. One load
+// thread, so that the next model waits for the first (with several, it would start beside it and
+// its own warm-up would stop instead).
 TEST(ShutdownTest, ASignalDuringLoadingStopsTheWarmupAndExitsZero) {
   testing::TempDir repo("cs_signal_loading");
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "a_forever", examples::ModelOptions{}).ok());
@@ -287,7 +289,8 @@ TEST(ShutdownTest, ASignalDuringLoadingStopsTheWarmupAndExitsZero) {
       << "model_warmup { name: \"forever\" batch_size: 1 count: 2147483647 inputs { key: \"INPUT__0\" "
          "value { data_type: TYPE_FP32 dims: [ 64 ] random_data: true } } }\n";
   auto process = testing::Subprocess::Start({CHRONOSERVE_BIN, "--model-repository", repo.path(), "--grpc-port", "0",
-                                             "--allow-metrics", "false", "--gpu-monitor-interval-ms", "0"});
+                                             "--allow-metrics", "false", "--gpu-monitor-interval-ms", "0",
+                                             "--model-load-thread-count", "1"});
   ASSERT_TRUE(process.ok()) << process.status();
   auto& server = **process;
   ASSERT_TRUE(server.WaitForOutput("loading model 'a_forever'", absl::Seconds(120)).ok()) << server.output();
