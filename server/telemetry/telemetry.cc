@@ -21,6 +21,7 @@
 #include "server/telemetry/nvml_sampler.h"
 #include "server/telemetry/request_spans.h"
 #include "server/telemetry/request_tracer.h"
+#include "server/telemetry/thread_stack_floor.h"
 #include "server/telemetry/trace_control.h"
 #include "server/telemetry/server_metrics.h"
 #include "server/telemetry/switchable_exporter.h"
@@ -202,7 +203,8 @@ void Telemetry::StartMetricsEndpoint() {
   CS_LOG(ERROR) << "metrics endpoint disabled: " << failures
                 << (ipv6 ? " (an IPv6 --host: the CivetWeb that serves /metrics may have no IPv6; --host :: or ::1 "
                            "falls back to IPv4, another IPv6 address cannot)"
-                         : "");
+                         : "")
+                << " (this process's static TLS: " << StaticTlsBytes() << " bytes a thread)";
 }
 
 absl::Status Telemetry::OpenTraceFile(const std::string& path) {
