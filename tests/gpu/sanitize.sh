@@ -6,8 +6,9 @@
 #   SUITE=cpu: the CPU suite (what scripts/sanitize.sh runs on the 2-core VM in about 40 minutes),
 #     with UndefinedBehaviorSanitizer too, on this machine's 16 cores, with the GPUs hidden
 #     (CUDA_VISIBLE_DEVICES=) so LibTorch sees none, as on CI. This machine has no node, so the
-#     tests that need it skip, and a few may fail for the machine's own reasons (a metrics port
-#     that cannot bind); the summary lists sanitizer reports apart from failures.
+#     tests that need it skip, and three of chronobench's --html cases fail (no Chart.js there);
+#     the summary lists sanitizer reports apart from failures. (The metrics tests failed there
+#     before the stack floor of server/telemetry/thread_stack_floor.h: BENCHMARKS §67.)
 # On the device: source .gpu/env.sh && [SUITE=cpu] bash tests/gpu/sanitize.sh [SOURCE_DIR]
 set -uo pipefail
 src=$(cd "${1:-.}" && pwd)
