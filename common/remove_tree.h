@@ -1,4 +1,4 @@
-// RemoveTree: deletes a directory tree with POSIX nftw. Not std::filesystem::remove_all: PyTorch's
+// RemoveTree: deletes a directory tree with POSIX nftw (the server and the tests). Not std::filesystem::remove_all: PyTorch's
 // pip LibTorch (the GPU machine's) exports its own copy of that symbol, and a call to it from a
 // binary linked with LibTorch jumped to address 0 there (under AddressSanitizer: the override
 // files' directory of a model-control load, and tests that removed a model directory).

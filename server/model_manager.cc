@@ -212,9 +212,7 @@ absl::StatusOr<ModelManager::LoadedVersions> ModelManager::BuildRuntimes(const s
   // each thread taking the next version not yet taken. Once stopped (an unload, the server's
   // shutdown), a version not yet started is not read; the lowest always starts (its warm-up sees
   // the stop), so a stopped load's error names it.
-  std::vector<absl::StatusOr<std::unique_ptr<ModelRuntime>>> built;
-  built.reserve(specs->size());
-  for (size_t i = 0; i < specs->size(); ++i) built.emplace_back(absl::UnknownError("not built"));
+  std::vector<absl::StatusOr<std::unique_ptr<ModelRuntime>>> built(specs->size());
   ForEachOnThreads(specs->size(), options_.threads, [&](size_t i) {
     built[i] = i > 0 && stopped != nullptr && stopped->load()
                    ? absl::Status(absl::UnavailableError(

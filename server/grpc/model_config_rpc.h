@@ -8,7 +8,6 @@
 #define CHRONOSERVE_SERVER_GRPC_MODEL_CONFIG_RPC_H_
 
 #include <string>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "proto/inference.pb.h"

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/client/subprocess.h"
-#include "tests/fakes/remove_tree.h"
+#include "common/remove_tree.h"
 #include "tools/example_models.h"
 
 namespace chronoserve {
@@ -30,8 +30,8 @@ class ServedPathBenchmarkTest : public ::testing::Test {
     ASSERT_TRUE(examples::WriteMlp(dir_ + "/models", "mlp", examples::ModelOptions{}).ok());
   }
   void TearDown() override {
-    // RemoveTree, not std::filesystem::remove_all: see tests/fakes/remove_tree.h.
-    if (!dir_.empty()) testing::RemoveTree(dir_);
+    // RemoveTree, not std::filesystem::remove_all: see common/remove_tree.h.
+    if (!dir_.empty()) RemoveTree(dir_);
   }
 
   // Runs the benchmark on the mlp with `extra` flags; its exit code and output.

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "tests/fakes/remove_tree.h"
+#include "common/remove_tree.h"
 
 namespace chronoserve::testing {
 

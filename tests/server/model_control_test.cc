@@ -16,7 +16,7 @@
 #include "client/inference_client.h"
 #include "common/tensor_data.h"
 #include "tests/fakes/finishes_within.h"
-#include "tests/fakes/remove_tree.h"
+#include "common/remove_tree.h"
 #include "tests/server/model_control_rpc.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
@@ -507,7 +507,7 @@ TEST(ModelControlPollTest, ScansLoadWhatIsAddedReloadWhatChangedAndUnloadWhatIsG
   EXPECT_EQ(testing::Answer(c->ModelReady("b")), "true") << "a failed reload keeps the loaded version";
   EXPECT_TRUE(c->Infer("b", {input}).ok());
 
-  testing::RemoveTree((std::filesystem::path(repo.path()) / "a").string());
+  RemoveTree((std::filesystem::path(repo.path()) / "a").string());
   ASSERT_TRUE(two_more_scans());
   EXPECT_EQ(testing::Answer(c->ModelReady("a")), "false") << "a directory removed is unloaded";
   auto gone = c->Infer("a", {input});

@@ -243,7 +243,7 @@ TEST_F(ModelControllerTest, ADirectoryRemovedWhileItsModelLoadsStopsTheLoad) {
   WriteEndless("gone_endless");
   controller->StartPolling(absl::Milliseconds(20));
   ASSERT_TRUE(AwaitLoading("gone_endless", absl::Seconds(60)));
-  ASSERT_TRUE(testing::RemoveTree(repo_.path() + "/gone_endless"));
+  ASSERT_TRUE(RemoveTree(repo_.path() + "/gone_endless"));
   ASSERT_TRUE(controller->AwaitPolls(1, absl::Seconds(60))) << "the first scan's endless load was not stopped";
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   while (registry_.Knows("gone_endless") && absl::Now() < deadline) {

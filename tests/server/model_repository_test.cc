@@ -21,7 +21,7 @@
 #include "server/backend/exact_device_timing.h"
 #include "server/scheduler/keep_warm.h"
 #include "server/scheduler/warmup_sizes.h"
-#include "tests/fakes/remove_tree.h"
+#include "common/remove_tree.h"
 
 namespace chronoserve::server {
 namespace {
@@ -45,10 +45,10 @@ class RepositoryTest : public ::testing::Test {
     root_ = std::filesystem::temp_directory_path() /
             ("cs_repo_" + std::to_string(::getpid()) + "_" +
              ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    testing::RemoveTree(root_.string());
+    RemoveTree(root_.string());
     std::filesystem::create_directories(root_);
   }
-  void TearDown() override { testing::RemoveTree(root_.string()); }
+  void TearDown() override { RemoveTree(root_.string()); }
   void Write(const std::string& rel, const std::string& text) {
     auto p = root_ / rel;
     std::filesystem::create_directories(p.parent_path());

@@ -16,7 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/synchronization/notification.h"
-#include "tests/fakes/remove_tree.h"
+#include "common/remove_tree.h"
 #include "absl/time/time.h"
 #include "server/server.h"
 
