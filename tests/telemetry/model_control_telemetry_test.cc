@@ -19,7 +19,7 @@
 #include "tests/server/model_control_rpc.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
-#include "tests/telemetry/telemetry_server_fixture.h"
+#include "tests/telemetry/metrics_scrape.h"
 #include "tools/example_models.h"
 
 namespace chronoserve {

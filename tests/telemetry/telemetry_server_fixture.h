@@ -22,20 +22,13 @@
 #include "server/server.h"
 #include "server/telemetry/telemetry.h"
 #include "tests/server/test_repository.h"
+#include "tests/telemetry/metrics_scrape.h"
 #include "tests/telemetry/otlp_test_receiver.h"
 
 namespace chronoserve::testing {
 
 inline constexpr size_t kSpansPerRequest = 9;  // server + admit, queue, input_stage, h2d, compute, d2h, output_stage,
                                                // handback
-
-// GET http://127.0.0.1:port/metrics; the body, or "" on failure (10 s receive timeout).
-std::string ScrapeMetrics(int port);
-// The same from `host`, an IPv4 or IPv6 address ("::1").
-std::string ScrapeMetricsAt(const std::string& host, int port);
-
-// Prometheus text format -> "name{k="v",...}" -> value (labels as the exposer wrote them).
-std::map<std::string, double> ParseMetrics(const std::string& text);
 
 // The example MLP's input (INPUT__0, FP32 [1, 64]) of values drawn from `rng` in [-1, 1): never all zero.
 client::Tensor RandomMlpInput(std::mt19937& rng);

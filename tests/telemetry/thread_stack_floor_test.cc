@@ -13,7 +13,7 @@
 #include <string>
 
 #include "server/telemetry/telemetry.h"
-#include "tests/telemetry/telemetry_server_fixture.h"
+#include "tests/telemetry/metrics_scrape.h"
 
 namespace chronoserve::server::telemetry {
 namespace {
