@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 
@@ -22,29 +23,46 @@
 namespace chronoserve {
 namespace {
 
+// The example MLP (max_batch_size 8, KIND_AUTO: on the GPU) served with telemetry whose GPU monitor
+// samples every 20 ms, /metrics on a free port of 127.0.0.1 when `metrics`. Members go in reverse:
+// the server before its telemetry.
+struct ServedMlp {
+  testing::TempDir repo{"cs_gpu_telemetry"};
+  std::unique_ptr<server::telemetry::Telemetry> telemetry;
+  std::unique_ptr<server::Server> server;
+};
+
+void StartServedMlp(bool metrics, ServedMlp* out) {
+  examples::ModelOptions o;
+  o.max_batch_size = 8;
+  ASSERT_TRUE(examples::WriteMlp(out->repo.path(), "mlp", o).ok());
+  server::telemetry::TelemetryOptions t;
+  t.metrics.enabled = metrics;
+  t.metrics.host = "127.0.0.1";
+  t.metrics.port = 0;
+  t.gpu.period = absl::Milliseconds(20);
+  auto telemetry = server::telemetry::Telemetry::Create(t);
+  ASSERT_TRUE(telemetry.ok()) << telemetry.status();
+  out->telemetry = *std::move(telemetry);
+  server::ServerOptions options;
+  options.model_repository = out->repo.path();
+  options.grpc_port = 0;
+  options.warmup.runs_per_batch_size = 1;
+  options.telemetry = out->telemetry.get();
+  auto server = server::Server::Create(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  out->server = *std::move(server);
+  ASSERT_TRUE(out->server->Start().ok());
+}
+
 TEST(GpuTelemetryTest, BatchesCarryTheSmClockSampledByNvml) {
   void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
   if (nvml == nullptr) GTEST_SKIP() << "NVML is not installed here";
   dlclose(nvml);
-  testing::TempDir repo("cs_gpu_telemetry");
-  examples::ModelOptions o;
-  o.max_batch_size = 8;
-  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", o).ok());
-  server::telemetry::TelemetryOptions t;
-  t.metrics.enabled = false;
-  t.gpu.period = absl::Milliseconds(20);
-  auto telemetry = server::telemetry::Telemetry::Create(t);
-  ASSERT_TRUE(telemetry.ok()) << telemetry.status();
-  server::ServerOptions options;
-  options.model_repository = repo.path();
-  options.grpc_port = 0;
-  options.warmup.runs_per_batch_size = 1;
-  options.telemetry = telemetry->get();
-  auto server = server::Server::Create(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  ASSERT_TRUE((*server)->Start().ok());
-  ASSERT_NE((*telemetry)->gpu_clock(), nullptr) << "the NVML monitor started";
-  auto client = testing::ConnectTestClient("127.0.0.1:" + std::to_string((*server)->port()));
+  ServedMlp served;
+  ASSERT_NO_FATAL_FAILURE(StartServedMlp(/*metrics=*/false, &served));
+  ASSERT_NE(served.telemetry->gpu_clock(), nullptr) << "the NVML monitor started";
+  auto client = testing::ConnectTestClient("127.0.0.1:" + std::to_string(served.server->port()));
   std::mt19937_64 rng(9);
   const client::Tensor input{"INPUT__0", DataType::kFp32, {4, 64}, RandomTensorBytes(DataType::kFp32, 256, rng)};
   int64_t clock_mhz = 0;
@@ -56,35 +74,19 @@ TEST(GpuTelemetryTest, BatchesCarryTheSmClockSampledByNvml) {
   }
   EXPECT_GT(clock_mhz, 100) << "timing.sm_clock_mhz from NVML";
   EXPECT_LT(clock_mhz, 5000);
-  (*server)->Shutdown();
+  served.server->Shutdown();
 }
 
 TEST(GpuTelemetryTest, MetricsAreServedWithTheResponsesDeviceSpansAndNvmlGauges) {
-  testing::TempDir repo("cs_gpu_metrics");
-  examples::ModelOptions o;
-  o.max_batch_size = 8;
-  ASSERT_TRUE(examples::WriteMlp(repo.path(), "mlp", o).ok());
-  server::telemetry::TelemetryOptions t;
-  t.metrics.host = "127.0.0.1";
-  t.metrics.port = 0;
-  t.gpu.period = absl::Milliseconds(20);
-  auto telemetry = server::telemetry::Telemetry::Create(t);
-  ASSERT_TRUE(telemetry.ok()) << telemetry.status();
-  server::ServerOptions options;
-  options.model_repository = repo.path();
-  options.grpc_port = 0;
-  options.warmup.runs_per_batch_size = 1;
-  options.telemetry = telemetry->get();
-  auto server = server::Server::Create(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  ASSERT_TRUE((*server)->Start().ok());
-  const int metrics_port = (*telemetry)->metrics_port();
+  ServedMlp served;
+  ASSERT_NO_FATAL_FAILURE(StartServedMlp(/*metrics=*/true, &served));
+  const int metrics_port = served.telemetry->metrics_port();
   ASSERT_GT(metrics_port, 0) << "/metrics started on a CUDA build";
-  const bool nvml = (*telemetry)->gpu_clock() != nullptr;
+  const bool nvml = served.telemetry->gpu_clock() != nullptr;
 
   // One request at a time: each batch holds one request, so the responses' compute spans are the
   // batches' that the histogram observed (the serving warm-up's batches are not counted).
-  auto client = testing::ConnectTestClient("127.0.0.1:" + std::to_string((*server)->port()));
+  auto client = testing::ConnectTestClient("127.0.0.1:" + std::to_string(served.server->port()));
   std::mt19937_64 rng(11);
   constexpr int kRequests = 20;
   double compute_s = 0, h2d_s = 0, d2h_s = 0;
@@ -131,7 +133,7 @@ TEST(GpuTelemetryTest, MetricsAreServedWithTheResponsesDeviceSpansAndNvmlGauges)
     EXPECT_GT(m[R"(chronoserve_gpu_memory_used_bytes{gpu="0"})"], 0) << "the model's weights at least";
     EXPECT_GE(m[R"(chronoserve_gpu_memory_total_bytes{gpu="0"})"], m[R"(chronoserve_gpu_memory_used_bytes{gpu="0"})"]);
   }
-  (*server)->Shutdown();
+  served.server->Shutdown();
 }
 
 }  // namespace
