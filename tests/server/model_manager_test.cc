@@ -14,6 +14,7 @@
 
 #include "client/inference_client.h"
 #include "common/tensor_data.h"
+#include "tests/server/manager_under_test.h"
 #include "tests/server/start_barrier.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
@@ -100,20 +101,18 @@ TEST(ModelManagerLoadTest, TheStartLoadsUpToThreadsModelsAtOnce) {
   testing::TempDir repo("cs_parallel_loads");
   const std::vector<std::string> names = {"a", "b", "c", "d"};
   WriteMlps(repo.path(), names);
-  ModelRegistry registry;
-  DeviceActivityRegistry devices;
-  SteadyClock clock;
+  testing::ManagerUnderTest t;
   testing::StartBarrier barrier(4);
   ModelLoadOptions options;
   options.threads = 4;
   options.load_started = barrier.Hook();
-  ModelManager manager(&registry, &devices, options, &clock);
-  ASSERT_TRUE(manager.LoadRepository(repo.path()).ok());
+  auto manager = t.Make(options);
+  ASSERT_TRUE(manager->LoadRepository(repo.path()).ok());
   EXPECT_THAT(barrier.alone(), ::testing::IsEmpty()) << "loads that never saw the other three start";
   EXPECT_EQ(barrier.started(), 4);
-  for (const std::string& name : names) EXPECT_TRUE(registry.Find(name, "").ok()) << name;
-  EXPECT_TRUE(registry.AllReady());
-  registry.StopAll();
+  for (const std::string& name : names) EXPECT_TRUE(t.registry.Find(name, "").ok()) << name;
+  EXPECT_TRUE(t.registry.AllReady());
+  t.registry.StopAll();
 }
 
 // The server's start passes --model-load-thread-count to its loads: three models of other weights
@@ -152,28 +151,26 @@ TEST(ModelManagerLoadTest, TheServersStartLoadsItsModelsAtOnceEachServingItsOwnW
 TEST(ModelManagerLoadTest, OneThreadLoadsInOrderEachNameOnce) {
   testing::TempDir repo("cs_ordered_loads");
   WriteMlps(repo.path(), {"a", "b", "c"});
-  ModelRegistry registry;
-  DeviceActivityRegistry devices;
-  SteadyClock clock;
+  testing::ManagerUnderTest t;
   std::vector<std::string> order;
   std::vector<std::string> early;  // loads that started before an earlier model served
   ModelLoadOptions options;  // threads 1, the default
   options.load_started = [&](const std::string& model, int64_t) {
     for (const std::string& before : order) {
-      if (!registry.Serves(before)) early.push_back(model + " before " + before + " served");
+      if (!t.registry.Serves(before)) early.push_back(model + " before " + before + " served");
     }
     order.push_back(model);
   };
-  ModelManager manager(&registry, &devices, options, &clock);
-  ASSERT_TRUE(manager.LoadModels(repo.path(), {"c", "a", "c", "missing", "b"}).ok());
+  auto manager = t.Make(options);
+  ASSERT_TRUE(manager->LoadModels(repo.path(), {"c", "a", "c", "missing", "b"}).ok());
   EXPECT_THAT(order, ::testing::ElementsAre("c", "a", "b"));
   EXPECT_TRUE(early.empty()) << ::testing::PrintToString(early);
-  auto missing = registry.Find("missing", "");
+  auto missing = t.registry.Find("missing", "");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(missing.status().message()), ::testing::HasSubstr("(it has a, b, c)"));
-  for (const std::string& name : {"a", "b", "c"}) EXPECT_TRUE(registry.Find(name, "").ok()) << name;
-  registry.StopAll();
+  for (const std::string& name : {"a", "b", "c"}) EXPECT_TRUE(t.registry.Find(name, "").ok()) << name;
+  t.registry.StopAll();
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "client/inference_client.h"
 #include "common/tensor_data.h"
 #include "absl/synchronization/mutex.h"
+#include "tests/server/manager_under_test.h"
 #include "tests/server/model_control_rpc.h"
 #include "tests/server/start_barrier.h"
 #include "tests/server/test_client.h"
@@ -360,9 +361,7 @@ class ModelVersionsLoadTest : public ::testing::TestWithParam<int> {};
 TEST_P(ModelVersionsLoadTest, AStoppedLoadReadsNoFurtherVersion) {
   testing::TempDir repo("cs_versions_stop");
   WriteVersionedModel(repo.path(), "version_policy { all { } }");
-  server::ModelRegistry registry;
-  server::DeviceActivityRegistry devices;
-  SteadyClock clock;
+  testing::ManagerUnderTest t;
   std::vector<int64_t> started;  // the versions whose load started
   absl::Mutex mu;
   server::ModelLoadOptions options;
@@ -371,10 +370,10 @@ TEST_P(ModelVersionsLoadTest, AStoppedLoadReadsNoFurtherVersion) {
     absl::MutexLock lock(&mu);
     started.push_back(v);
   };
-  server::ModelManager manager(&registry, &devices, options, &clock);
+  auto manager = t.Make(options);
   std::atomic<bool> stop{true};
   int64_t version = 0;
-  auto built = manager.BuildRuntimes((fs::path(repo.path()) / "m").string(), &version, nullptr, &stop);
+  auto built = manager->BuildRuntimes((fs::path(repo.path()) / "m").string(), &version, nullptr, &stop);
   ASSERT_FALSE(built.ok());
   EXPECT_EQ(built.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(built.status().message()),
@@ -382,7 +381,7 @@ TEST_P(ModelVersionsLoadTest, AStoppedLoadReadsNoFurtherVersion) {
   EXPECT_EQ(version, 3) << "the highest version the load was to serve";
   EXPECT_THAT(started, ElementsAre(1)) << "versions 2 and 3 are not read";
   stop = false;
-  built = manager.BuildRuntimes((fs::path(repo.path()) / "m").string(), &version, nullptr, &stop);
+  built = manager->BuildRuntimes((fs::path(repo.path()) / "m").string(), &version, nullptr, &stop);
   ASSERT_TRUE(built.ok()) << built.status();
   ASSERT_EQ(built->runtimes.size(), 3u);
   EXPECT_TRUE(built->failed.empty());
@@ -397,16 +396,14 @@ TEST_P(ModelVersionsLoadTest, AStoppedLoadReadsNoFurtherVersion) {
 TEST(ModelVersionsParallelLoadTest, TheVersionsLoadSideBySideAndOneThatFailsLeavesTheOthers) {
   testing::TempDir repo("cs_versions_parallel");
   WriteVersionedModel(repo.path(), "version_policy { all { } }");
-  server::ModelRegistry registry;
-  server::DeviceActivityRegistry devices;
-  SteadyClock clock;
+  testing::ManagerUnderTest t;
   testing::StartBarrier barrier(3);
   server::ModelLoadOptions options;
   options.threads = 3;
   options.load_started = barrier.Hook();
-  server::ModelManager manager(&registry, &devices, options, &clock);
   int64_t version = 0;
-  auto built = manager.BuildRuntimes((fs::path(repo.path()) / "m").string(), &version);
+  auto manager = t.Make(options);
+  auto built = manager->BuildRuntimes((fs::path(repo.path()) / "m").string(), &version);
   ASSERT_TRUE(built.ok()) << built.status();
   EXPECT_THAT(barrier.alone(), ::testing::IsEmpty()) << "versions that never saw the other two start";
   ASSERT_EQ(built->runtimes.size(), 3u);
@@ -419,8 +416,8 @@ TEST(ModelVersionsParallelLoadTest, TheVersionsLoadSideBySideAndOneThatFailsLeav
   fs::remove(fs::path(repo.path()) / "m" / "2" / "model.pt");
   server::ModelLoadOptions plain;
   plain.threads = 3;
-  server::ModelManager second(&registry, &devices, plain, &clock);
-  built = second.BuildRuntimes((fs::path(repo.path()) / "m").string(), &version);
+  auto second = t.Make(plain);
+  built = second->BuildRuntimes((fs::path(repo.path()) / "m").string(), &version);
   ASSERT_TRUE(built.ok()) << built.status();
   ASSERT_EQ(built->runtimes.size(), 2u);
   EXPECT_EQ(built->runtimes[0]->spec().version, 1);
