@@ -2,13 +2,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/for_each_on_threads.h"
 #include "common/log.h"
 #include "common/status_macros.h"
-#include "common/thread_name.h"
 #include "server/backend/torch_backend.h"
 #include "server/repository/model_config_loader.h"
 #include "server/scheduler/warmup_sizes.h"
@@ -80,23 +79,12 @@ absl::StatusOr<std::vector<DevicePlacement>> PlaceResolvedGroups(const std::stri
 }
 
 namespace {
-// Calls fn(0) .. fn(count - 1) on up to `threads` threads at once (the caller's and threads of its
-// own, named cs-load, joined before it returns): each thread takes the next index not yet taken, so
-// the calls start in order.
-void ForEachOnThreads(size_t count, int threads, const std::function<void(size_t)>& fn) {
-  std::atomic<size_t> next{0};
-  auto take_next = [&] {
-    for (size_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) fn(i);
-  };
-  std::vector<std::thread> helpers;
-  for (size_t t = 1; t < std::min(static_cast<size_t>(std::max(threads, 1)), count); ++t) {
-    helpers.emplace_back([&take_next] {
-      SetCurrentThreadName("cs-load");
-      take_next();
-    });
-  }
-  take_next();
-  for (std::thread& helper : helpers) helper.join();
+ForEachOnThreadsOptions LoadThreads(int threads, std::string what) {
+  ForEachOnThreadsOptions options;
+  options.threads = threads;
+  options.thread_name = "cs-load";
+  options.what = std::move(what);
+  return options;
 }
 }  // namespace
 
@@ -126,7 +114,7 @@ void ModelManager::LoadNamed(const std::string& repository, const std::vector<st
   }
   for (const auto& name : unique) registry_->MarkLoading(name);
   // In order, and a slow load holds up no other model's.
-  ForEachOnThreads(unique.size(), options_.threads,
+  ForEachOnThreads(unique.size(), LoadThreads(options_.threads, absl::StrCat("loading ", unique.size(), " models")),
                    [&](size_t i) { LoadOneNamed(repository, unique[i], present); });
 }
 
@@ -213,7 +201,8 @@ absl::StatusOr<ModelManager::LoadedVersions> ModelManager::BuildRuntimes(const s
   // shutdown), a version not yet started is not read; the lowest always starts (its warm-up sees
   // the stop), so a stopped load's error names it.
   std::vector<absl::StatusOr<std::unique_ptr<ModelRuntime>>> built(specs->size());
-  ForEachOnThreads(specs->size(), options_.threads, [&](size_t i) {
+  const std::string what = absl::StrCat("loading ", specs->size(), " versions of model '", name, "'");
+  ForEachOnThreads(specs->size(), LoadThreads(options_.threads, what), [&](size_t i) {
     built[i] = i > 0 && stopped != nullptr && stopped->load()
                    ? absl::Status(absl::UnavailableError(
                          "the load was stopped (the server is shutting down, or an unload of the model was asked "
