@@ -91,42 +91,42 @@ TEST(ForEachOnThreadsTest, NeverStartsMoreThreadsThanCallsOrNoneForNoCalls) {
   EXPECT_EQ(one.order, (std::vector<size_t>{0, 1, 2, 3, 4}));
 }
 
-TEST(ForEachOnThreadsTest, AHelperThatCannotStartLeavesTheWorkToTheThreadsRunning) {
-  constexpr size_t kCount = 64;
-  Record record(kCount);
+// One ForEachOnThreads over `count` calls with `threads` asked for, on a system that starts only
+// `working` helpers: what ran, how many starts were tried and what was logged.
+struct FailingRun {
+  FailingRun(size_t count, int threads, int working, const std::string& what) : record(count) {
+    ForEachOnThreadsOptions options;
+    options.threads = threads;
+    options.what = what;
+    options.start = FailingAfter(working, &tries);
+    ::testing::internal::CaptureStderr();
+    ran = ForEachOnThreads(count, options, [this](size_t i) { record.Called(i); });
+    log = ::testing::internal::GetCapturedStderr();
+  }
+  Record record;
   std::atomic<int> tries{0};
-  ForEachOnThreadsOptions options;
-  options.threads = 4;
-  options.what = "loading 64 models";
-  options.start = FailingAfter(/*working=*/1, &tries);
-  ::testing::internal::CaptureStderr();
-  const int ran = ForEachOnThreads(kCount, options, [&](size_t i) { record.Called(i); });
-  const std::string log = ::testing::internal::GetCapturedStderr();
-  EXPECT_EQ(ran, 2);
-  EXPECT_EQ(tries.load(), 2) << "no more starts are tried after the first that fails";
-  ExpectEachCalledOnce(record);
-  EXPECT_LE(record.threads.size(), 2u);
-  EXPECT_THAT(log, HasSubstr("could not start helper thread 2 of 3 for loading 64 models"));
-  EXPECT_THAT(log, HasSubstr("going on with 2 threads"));
+  int ran = 0;
+  std::string log;
+};
+
+TEST(ForEachOnThreadsTest, AHelperThatCannotStartLeavesTheWorkToTheThreadsRunning) {
+  FailingRun run(/*count=*/64, /*threads=*/4, /*working=*/1, "loading 64 models");
+  EXPECT_EQ(run.ran, 2);
+  EXPECT_EQ(run.tries.load(), 2) << "no more starts are tried after the first that fails";
+  ExpectEachCalledOnce(run.record);
+  EXPECT_LE(run.record.threads.size(), 2u);
+  EXPECT_THAT(run.log, HasSubstr("could not start helper thread 2 of 3 for loading 64 models"));
+  EXPECT_THAT(run.log, HasSubstr("going on with 2 threads"));
 }
 
 TEST(ForEachOnThreadsTest, WithNoHelperTheCallerMakesEveryCallInOrder) {
-  constexpr size_t kCount = 10;
-  Record record(kCount);
-  std::atomic<int> tries{0};
-  ForEachOnThreadsOptions options;
-  options.threads = 8;
-  options.what = "loading 10 versions of model 'mlp'";
-  options.start = FailingAfter(/*working=*/0, &tries);
-  ::testing::internal::CaptureStderr();
-  const int ran = ForEachOnThreads(kCount, options, [&](size_t i) { record.Called(i); });
-  const std::string log = ::testing::internal::GetCapturedStderr();
-  EXPECT_EQ(ran, 1);
-  ExpectEachCalledOnce(record);
-  EXPECT_EQ(record.threads, (std::set<std::thread::id>{std::this_thread::get_id()}));
-  EXPECT_EQ(record.order, (std::vector<size_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
-  EXPECT_THAT(log, HasSubstr("could not start helper thread 1 of 7 for loading 10 versions of model 'mlp'"));
-  EXPECT_THAT(log, HasSubstr("going on with 1 thread"));
+  FailingRun run(/*count=*/10, /*threads=*/8, /*working=*/0, "loading 10 versions of model 'mlp'");
+  EXPECT_EQ(run.ran, 1);
+  ExpectEachCalledOnce(run.record);
+  EXPECT_EQ(run.record.threads, (std::set<std::thread::id>{std::this_thread::get_id()}));
+  EXPECT_EQ(run.record.order, (std::vector<size_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_THAT(run.log, HasSubstr("could not start helper thread 1 of 7 for loading 10 versions of model 'mlp'"));
+  EXPECT_THAT(run.log, HasSubstr("going on with 1 thread"));
 }
 
 }  // namespace
