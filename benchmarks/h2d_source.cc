@@ -1,0 +1,383 @@
+// bench_h2d_source: why the same host→device copy of a request's input takes about 40 µs on one
+// server and 130-200 µs on another, or after an idle second (BENCHMARKS §51, §69: the policy net's
+// 819 KB batch-128 input from the page-locked input arena). Times one cudaMemcpyAsync of --bytes
+// into device memory with CUDA events, on one non-blocking stream of GPU 0, from:
+//   host_alloc      cudaHostAlloc (portable), as the server's input arena
+//   registered_4k   mmap'd pages advised MADV_NOHUGEPAGE, then cudaHostRegister (portable)
+//   registered_thp  mmap'd 2 MiB-aligned pages advised MADV_HUGEPAGE, then cudaHostRegister
+// each at a fixed offset (the arena at concurrency 1) or moving through a --ring-mib ring (under
+// load), with the source written by the CPU just before the copy (as `admit` writes the arena) or
+// not. Those twelve run back to back, in interleaved blocks.
+// Then the server's own case (host_alloc, ring, written) after idle gaps of --gaps-ms, three ways:
+//   idle           the process sleeps through the gap
+//   device_work    every --warm-period-ms a memset of 8 MiB in device memory on another stream
+//                  (what a keep-warm replay does: device work, no copy over PCIe)
+//   h2d_traffic    every --warm-period-ms a 64 KiB copy from page-locked memory on another stream
+// With NVML (libnvidia-ml.so.1) each gap sample also reads the PCIe link's current generation and
+// width and the GPU's performance state just before its copy, and the generation again after it.
+// Then --regions more rings allocated as the arena is, each timed alone with its first page's frame:
+// whether a region's place in memory decides its speed.
+// Prints tables (median and p90 µs, GB/s at the median) and writes JSON.
+//
+//   bench_h2d_source --bytes 819200 --ring-mib 6 --json h2d_source.json
+#include <CLI/CLI.hpp>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/backend/cuda/cuda_check.h"
+
+namespace {
+
+constexpr size_t kHugePage = 2u << 20;
+
+bool Check(cudaError_t error, const char* what) {
+  const absl::Status status = chronoserve::server::cuda::CudaStatus(error, what);
+  if (!status.ok()) std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
+  return status.ok();
+}
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+}
+
+// The few NVML calls this needs, bound at run time (values as in NVIDIA's nvml.h).
+struct Nvml {
+  using Device = void*;
+  int (*init)() = nullptr;
+  int (*handle_by_index)(unsigned, Device*) = nullptr;
+  int (*link_gen)(Device, unsigned*) = nullptr;
+  int (*link_width)(Device, unsigned*) = nullptr;
+  int (*pstate)(Device, int*) = nullptr;
+  Device device = nullptr;
+
+  bool Open() {
+    void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) lib = dlopen("/usr/local/nvidia/lib64/libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) return false;
+    init = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlInit_v2"));
+    handle_by_index = reinterpret_cast<int (*)(unsigned, Device*)>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
+    link_gen = reinterpret_cast<int (*)(Device, unsigned*)>(dlsym(lib, "nvmlDeviceGetCurrPcieLinkGeneration"));
+    link_width = reinterpret_cast<int (*)(Device, unsigned*)>(dlsym(lib, "nvmlDeviceGetCurrPcieLinkWidth"));
+    pstate = reinterpret_cast<int (*)(Device, int*)>(dlsym(lib, "nvmlDeviceGetPerformanceState"));
+    return init != nullptr && handle_by_index != nullptr && link_gen != nullptr && link_width != nullptr &&
+           pstate != nullptr && init() == 0 && handle_by_index(0, &device) == 0;
+  }
+  int Gen() const {
+    unsigned g = 0;
+    return link_gen(device, &g) == 0 ? static_cast<int>(g) : -1;
+  }
+  int Width() const {
+    unsigned w = 0;
+    return link_width(device, &w) == 0 ? static_cast<int>(w) : -1;
+  }
+  int PState() const {
+    int p = -1;
+    return pstate(device, &p) == 0 ? p : -1;
+  }
+};
+
+// A page-locked source region.
+struct Region {
+  std::string kind;
+  char* base = nullptr;
+  size_t bytes = 0;
+  void* mapping = nullptr;  // mmap'd regions: what to unmap
+  size_t mapping_bytes = 0;
+  long anon_huge_kib = -1;  // from /proc/self/smaps, mmap'd regions only
+};
+
+// AnonHugePages of the mapping that holds `address`, in KiB (-1 if not found).
+long AnonHugeKib(const void* address) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto a = reinterpret_cast<uintptr_t>(address);
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find(':') > line.find(' ')) {
+      inside = a >= lo && a < hi;
+      continue;
+    }
+    long kib = 0;
+    if (inside && std::sscanf(line.c_str(), "AnonHugePages: %ld kB", &kib) == 1) return kib;
+  }
+  return -1;
+}
+
+// The physical page frame behind `address` (/proc/self/pagemap; -1 if unreadable, 0 without
+// CAP_SYS_ADMIN). In a VM that is the guest's frame.
+long long PageFrame(const void* address) {
+  std::ifstream pagemap("/proc/self/pagemap", std::ios::binary);
+  const uint64_t page = reinterpret_cast<uintptr_t>(address) / 4096;
+  pagemap.seekg(static_cast<std::streamoff>(page * 8));
+  uint64_t entry = 0;
+  if (!pagemap.read(reinterpret_cast<char*>(&entry), 8)) return -1;
+  return static_cast<long long>(entry & ((1ull << 55) - 1));
+}
+
+bool MakeHostAlloc(size_t bytes, Region* r) {
+  r->kind = "host_alloc";
+  r->bytes = bytes;
+  void* p = nullptr;
+  if (!Check(cudaHostAlloc(&p, bytes, cudaHostAllocPortable), "cudaHostAlloc")) return false;
+  r->base = static_cast<char*>(p);
+  std::memset(r->base, 1, bytes);
+  return true;
+}
+
+bool MakeRegistered(size_t bytes, bool huge, Region* r) {
+  r->kind = huge ? "registered_thp" : "registered_4k";
+  r->bytes = bytes;
+  r->mapping_bytes = bytes + kHugePage;
+  r->mapping = mmap(nullptr, r->mapping_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (r->mapping == MAP_FAILED) {
+    std::perror("mmap");
+    r->mapping = nullptr;
+    return false;
+  }
+  const auto start = (reinterpret_cast<uintptr_t>(r->mapping) + kHugePage - 1) & ~(kHugePage - 1);
+  r->base = reinterpret_cast<char*>(start);
+  if (madvise(r->base, bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0) std::perror("madvise");
+  std::memset(r->base, 1, bytes);
+  r->anon_huge_kib = AnonHugeKib(r->base);
+  return Check(cudaHostRegister(r->base, bytes, cudaHostRegisterPortable), "cudaHostRegister");
+}
+
+void Release(Region* r) {
+  if (r->mapping != nullptr) {
+    cudaHostUnregister(r->base);
+    munmap(r->mapping, r->mapping_bytes);
+  } else if (r->base != nullptr) {
+    cudaFreeHost(r->base);
+  }
+  r->base = nullptr;
+}
+
+struct Copier {
+  cudaStream_t stream = nullptr;
+  cudaStream_t side = nullptr;
+  cudaEvent_t start = nullptr;
+  cudaEvent_t end = nullptr;
+  void* device = nullptr;
+  void* scratch = nullptr;        // device_work's memset target
+  char* side_host = nullptr;      // h2d_traffic's source
+  std::vector<char> incoming;     // what the CPU writes into the region (a request's bytes)
+  size_t bytes = 0;
+
+  bool Init(size_t n) {
+    bytes = n;
+    incoming.resize(n);
+    std::mt19937 rng(20261206);
+    for (auto& c : incoming) c = static_cast<char>(rng());
+    void* h = nullptr;
+    return Check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream") &&
+           Check(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), "side stream") &&
+           Check(cudaEventCreate(&start), "event") && Check(cudaEventCreate(&end), "event") &&
+           Check(cudaMalloc(&device, n), "cudaMalloc") && Check(cudaMalloc(&scratch, 8u << 20), "cudaMalloc") &&
+           Check(cudaHostAlloc(&h, 64u << 10, cudaHostAllocPortable), "cudaHostAlloc(side)") &&
+           ((side_host = static_cast<char*>(h)), true);
+  }
+
+  // One timed copy from `src`, in µs (negative on error).
+  double Copy(const char* src, bool write) {
+    if (write) std::memcpy(const_cast<char*>(src), incoming.data(), bytes);
+    if (!Check(cudaEventRecord(start, stream), "record") ||
+        !Check(cudaMemcpyAsync(device, src, bytes, cudaMemcpyHostToDevice, stream), "copy") ||
+        !Check(cudaEventRecord(end, stream), "record") || !Check(cudaEventSynchronize(end), "sync")) {
+      return -1;
+    }
+    float ms = 0;
+    return Check(cudaEventElapsedTime(&ms, start, end), "elapsed") ? ms * 1000.0 : -1;
+  }
+
+  // Waits `gap_ms`, doing `warm` every `period_ms` on the side stream.
+  void Gap(int gap_ms, const std::string& warm, int period_ms) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(gap_ms);
+    while (std::chrono::steady_clock::now() < until) {
+      if (warm == "device_work") {
+        cudaMemsetAsync(scratch, 3, 8u << 20, side);
+        cudaStreamSynchronize(side);
+      } else if (warm == "h2d_traffic") {
+        cudaMemcpyAsync(scratch, side_host, 64u << 10, cudaMemcpyHostToDevice, side);
+        cudaStreamSynchronize(side);
+      }
+      const auto next = std::min(until, std::chrono::steady_clock::now() + std::chrono::milliseconds(period_ms));
+      std::this_thread::sleep_until(next);
+    }
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"bench_h2d_source: one input's host-to-device copy by source memory, placement and idle gap"};
+  size_t bytes = 819200;
+  int ring_mib = 6;
+  int blocks = 8;
+  int per_block = 50;
+  std::vector<int> gaps_ms = {10, 50, 200, 1000};
+  int gap_samples = 12;
+  int warm_period_ms = 20;
+  int more_regions = 16;
+  std::string json_path;
+  app.add_option("--bytes", bytes, "bytes a copy (default: the policy net's batch-128 input)");
+  app.add_option("--ring-mib", ring_mib, "the ring the source moves through (the server's arena)");
+  app.add_option("--blocks", blocks, "back to back: blocks a variant, interleaved");
+  app.add_option("--per-block", per_block, "back to back: copies a block");
+  app.add_option("--gaps-ms", gaps_ms, "idle gaps before a copy (comma-separated)")->delimiter(',');
+  app.add_option("--gap-samples", gap_samples, "copies a gap and way");
+  app.add_option("--warm-period-ms", warm_period_ms, "device_work / h2d_traffic period during a gap");
+  app.add_option("--regions", more_regions, "further cudaHostAlloc rings, each timed on its own (placement)");
+  app.add_option("--json", json_path, "write the figures here");
+  CLI11_PARSE(app, argc, argv);
+  const size_t ring_bytes = static_cast<size_t>(ring_mib) << 20;
+  if (bytes == 0 || bytes > ring_bytes) {
+    std::fprintf(stderr, "--bytes must be 1..%zu (the ring)\n", ring_bytes);
+    return 2;
+  }
+
+  if (!Check(cudaSetDevice(0), "cudaSetDevice")) return 1;
+  Copier copier;
+  if (!copier.Init(bytes)) return 1;
+  std::vector<Region> regions(3);
+  if (!MakeHostAlloc(ring_bytes, &regions[0]) || !MakeRegistered(ring_bytes, false, &regions[1]) ||
+      !MakeRegistered(ring_bytes, true, &regions[2])) {
+    return 1;
+  }
+  Nvml nvml;
+  const bool have_nvml = nvml.Open();
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  std::printf("bench_h2d_source: %zu bytes a copy on %s, ring %d MiB; NVML %s\n", bytes, prop.name, ring_mib,
+              have_nvml ? "read" : "not found");
+  for (const Region& r : regions) {
+    if (r.anon_huge_kib >= 0) std::printf("  %s: AnonHugePages %ld kB of %zu\n", r.kind.c_str(), r.anon_huge_kib, r.bytes >> 10);
+  }
+
+  // Back to back: 3 sources x {fixed, ring} x {written, not}, interleaved block by block.
+  struct Variant {
+    int region;
+    bool ring;
+    bool write;
+    size_t offset = 0;
+    std::vector<double> us;
+    std::string Name(const std::vector<Region>& rs) const {
+      return rs[region].kind + (ring ? " ring" : " fixed") + (write ? " written" : "");
+    }
+  };
+  std::vector<Variant> variants;
+  for (int r = 0; r < 3; ++r) {
+    for (bool ring : {false, true}) {
+      for (bool write : {true, false}) variants.push_back(Variant{r, ring, write, 0, {}});
+    }
+  }
+  for (int i = 0; i < 50; ++i) copier.Copy(regions[0].base, true);  // warm-up, not counted
+  for (int b = 0; b < blocks; ++b) {
+    for (size_t k = 0; k < variants.size(); ++k) {
+      Variant& v = variants[(k + b) % variants.size()];
+      for (int i = 0; i < per_block; ++i) {
+        const char* src = regions[v.region].base + v.offset;
+        const double us = copier.Copy(src, v.write);
+        if (us < 0) return 1;
+        v.us.push_back(us);
+        if (v.ring) v.offset = v.offset + 2 * bytes <= ring_bytes ? v.offset + bytes : 0;
+      }
+    }
+  }
+  nlohmann::json out;
+  out["device"] = prop.name;
+  out["bytes"] = bytes;
+  out["ring_mib"] = ring_mib;
+  for (const Region& r : regions) out["anon_huge_kib"][r.kind] = r.anon_huge_kib;
+  std::printf("\nback to back (%d x %d copies each)\n%-36s %9s %9s %8s\n", blocks, per_block, "source", "p50 us",
+              "p90 us", "GB/s");
+  for (const Variant& v : variants) {
+    const double p50 = Percentile(v.us, 0.5);
+    std::printf("%-36s %9.1f %9.1f %8.2f\n", v.Name(regions).c_str(), p50, Percentile(v.us, 0.9),
+                static_cast<double>(bytes) / (p50 * 1e3));
+    out["back_to_back"].push_back({{"source", v.Name(regions)}, {"p50_us", p50}, {"p90_us", Percentile(v.us, 0.9)},
+                                   {"samples", v.us.size()}});
+  }
+
+  // Placement: as many more rings as --regions, each allocated as the server's arena is, each timed
+  // alone (written, fixed): does a region's place in memory decide its copy speed?
+  std::printf("\nplacement: %d more host_alloc rings, %d written copies each at their start\n", more_regions,
+              per_block * 2);
+  std::printf("%6s %9s %9s %18s\n", "ring", "p50 us", "p90 us", "first page frame");
+  std::vector<Region> more(static_cast<size_t>(std::max(more_regions, 0)));
+  for (size_t k = 0; k < more.size(); ++k) {
+    if (!MakeHostAlloc(ring_bytes, &more[k])) return 1;
+    std::vector<double> us;
+    for (int i = 0; i < per_block * 2; ++i) {
+      const double t = copier.Copy(more[k].base, true);
+      if (t < 0) return 1;
+      us.push_back(t);
+    }
+    const long long frame = PageFrame(more[k].base);
+    std::printf("%6zu %9.1f %9.1f %18llx\n", k, Percentile(us, 0.5), Percentile(us, 0.9), frame);
+    out["placement"].push_back({{"ring", k}, {"p50_us", Percentile(us, 0.5)}, {"p90_us", Percentile(us, 0.9)},
+                                {"page_frame", frame}});
+  }
+  for (Region& r : more) Release(&r);
+
+  // After idle gaps: the server's case, three ways, the ways interleaved sample by sample.
+  const std::vector<std::string> ways = {"idle", "device_work", "h2d_traffic"};
+  std::printf("\nafter a gap: host_alloc ring written, %d copies a gap and way (PCIe gen before -> after, P-state)\n",
+              gap_samples);
+  std::printf("%8s %-12s %9s %9s %9s %s\n", "gap ms", "way", "p50 us", "p90 us", "max us", "link (gen x width, P)");
+  size_t offset = 0;
+  for (int gap : gaps_ms) {
+    std::vector<std::vector<double>> us(ways.size());
+    std::vector<std::ostringstream> links(ways.size());
+    for (int s = 0; s < gap_samples; ++s) {
+      for (size_t w = 0; w < ways.size(); ++w) {
+        copier.Gap(gap, ways[w], warm_period_ms);
+        int gen_before = -1, width = -1, pstate = -1;
+        if (have_nvml) {
+          gen_before = nvml.Gen();
+          width = nvml.Width();
+          pstate = nvml.PState();
+        }
+        const double t = copier.Copy(regions[0].base + offset, true);
+        if (t < 0) return 1;
+        offset = offset + 2 * bytes <= ring_bytes ? offset + bytes : 0;
+        us[w].push_back(t);
+        if (have_nvml) {
+          links[w] << (s > 0 ? " " : "") << gen_before << "->" << nvml.Gen() << "x" << width << ",P" << pstate;
+        }
+        out["after_gap"].push_back({{"gap_ms", gap},
+                                    {"way", ways[w]},
+                                    {"us", t},
+                                    {"pcie_gen_before", gen_before},
+                                    {"pcie_width", width},
+                                    {"pstate", pstate}});
+      }
+    }
+    for (size_t w = 0; w < ways.size(); ++w) {
+      std::printf("%8d %-12s %9.1f %9.1f %9.1f %s\n", gap, ways[w].c_str(), Percentile(us[w], 0.5),
+                  Percentile(us[w], 0.9), Percentile(us[w], 1.0), links[w].str().c_str());
+    }
+  }
+  for (Region& r : regions) Release(&r);
+  if (!json_path.empty()) {
+    std::ofstream(json_path) << out.dump(2) << "\n";
+    std::printf("\nwrote %s\n", json_path.c_str());
+  }
+  return 0;
+}
