@@ -6,9 +6,11 @@
 //   registered_4k   mmap'd pages advised MADV_NOHUGEPAGE, then cudaHostRegister (portable)
 //   registered_thp  mmap'd 2 MiB-aligned pages advised MADV_HUGEPAGE, then cudaHostRegister
 // each at a fixed offset (the arena at concurrency 1) or moving through a --ring-mib ring (under
-// load), with the source written by the CPU just before the copy (as `admit` writes the arena) or
-// not. Those twelve run back to back, in interleaved blocks.
-// Then the server's own case (host_alloc, ring, written) after idle gaps of --gaps-ms, three ways:
+// load), with the source written by the CPU just before the copy, by the copying thread or by
+// another one (as gRPC's receiving thread writes the arena in `admit`, then the worker copies it),
+// or not written. Those eighteen run back to back, in interleaved blocks.
+// Then the server's own case (host_alloc, ring, written by --gap-writer) after idle gaps of
+// --gaps-ms, three ways:
 //   idle           the process sleeps through the gap
 //   device_work    every --warm-period-ms a memset of 8 MiB in device memory on another stream
 //                  (what a keep-warm replay does: device work, no copy over PCIe)
@@ -23,13 +25,17 @@
 #include <CLI/CLI.hpp>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -38,6 +44,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "server/backend/cuda/cuda_check.h"
 
 namespace {
@@ -123,11 +130,13 @@ long AnonHugeKib(const void* address) {
 // The physical page frame behind `address` (/proc/self/pagemap; -1 if unreadable, 0 without
 // CAP_SYS_ADMIN). In a VM that is the guest's frame.
 long long PageFrame(const void* address) {
-  std::ifstream pagemap("/proc/self/pagemap", std::ios::binary);
+  const int fd = open("/proc/self/pagemap", O_RDONLY);
+  if (fd < 0) return -1;
   const uint64_t page = reinterpret_cast<uintptr_t>(address) / 4096;
-  pagemap.seekg(static_cast<std::streamoff>(page * 8));
   uint64_t entry = 0;
-  if (!pagemap.read(reinterpret_cast<char*>(&entry), 8)) return -1;
+  const ssize_t got = pread(fd, &entry, sizeof(entry), static_cast<off_t>(page * sizeof(entry)));
+  close(fd);
+  if (got != static_cast<ssize_t>(sizeof(entry))) return -1;
   return static_cast<long long>(entry & ((1ull << 55) - 1));
 }
 
@@ -169,6 +178,52 @@ void Release(Region* r) {
   r->base = nullptr;
 }
 
+// Who writes a request's bytes into the source just before its copy.
+enum class Writer { kNone, kThisThread, kOtherThread };
+
+const char* WriterSuffix(Writer w) {
+  switch (w) {
+    case Writer::kNone:
+      return "";
+    case Writer::kThisThread:
+      return " written";
+    case Writer::kOtherThread:
+      return " written by another thread";
+  }
+  return "";
+}
+
+// A thread that writes `bytes` where it is told and says when it is done, as gRPC's receiving
+// thread writes a request into the arena before the worker copies it. Both sides spin: the hand-off
+// costs no wake-up.
+class OtherWriter {
+ public:
+  explicit OtherWriter(const std::vector<char>* bytes) : bytes_(bytes), thread_([this] { Loop(); }) {}
+  ~OtherWriter() {
+    stop_.store(true);
+    thread_.join();
+  }
+  void Write(char* dst) {
+    target_.store(dst, std::memory_order_release);
+    while (target_.load(std::memory_order_acquire) != nullptr) {
+    }
+  }
+
+ private:
+  void Loop() {
+    while (!stop_.load(std::memory_order_relaxed)) {
+      char* dst = target_.load(std::memory_order_acquire);
+      if (dst == nullptr) continue;
+      std::memcpy(dst, bytes_->data(), bytes_->size());
+      target_.store(nullptr, std::memory_order_release);
+    }
+  }
+  const std::vector<char>* bytes_;
+  std::atomic<char*> target_{nullptr};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;  // last: starts once the rest is ready
+};
+
 struct Copier {
   cudaStream_t stream = nullptr;
   cudaStream_t side = nullptr;
@@ -178,6 +233,7 @@ struct Copier {
   void* scratch = nullptr;        // device_work's memset target
   char* side_host = nullptr;      // h2d_traffic's source
   std::vector<char> incoming;     // what the CPU writes into the region (a request's bytes)
+  std::unique_ptr<OtherWriter> other;
   size_t bytes = 0;
 
   bool Init(size_t n) {
@@ -185,6 +241,7 @@ struct Copier {
     incoming.resize(n);
     std::mt19937 rng(20261206);
     for (auto& c : incoming) c = static_cast<char>(rng());
+    other = std::make_unique<OtherWriter>(&incoming);
     void* h = nullptr;
     return Check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream") &&
            Check(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), "side stream") &&
@@ -195,8 +252,9 @@ struct Copier {
   }
 
   // One timed copy from `src`, in µs (negative on error).
-  double Copy(const char* src, bool write) {
-    if (write) std::memcpy(const_cast<char*>(src), incoming.data(), bytes);
+  double Copy(const char* src, Writer writer) {
+    if (writer == Writer::kThisThread) std::memcpy(const_cast<char*>(src), incoming.data(), bytes);
+    if (writer == Writer::kOtherThread) other->Write(const_cast<char*>(src));
     if (!Check(cudaEventRecord(start, stream), "record") ||
         !Check(cudaMemcpyAsync(device, src, bytes, cudaMemcpyHostToDevice, stream), "copy") ||
         !Check(cudaEventRecord(end, stream), "record") || !Check(cudaEventSynchronize(end), "sync")) {
@@ -235,6 +293,7 @@ int main(int argc, char** argv) {
   int gap_samples = 12;
   int warm_period_ms = 20;
   int more_regions = 16;
+  std::string gap_writer = "other";
   std::string json_path;
   app.add_option("--bytes", bytes, "bytes a copy (default: the policy net's batch-128 input)");
   app.add_option("--ring-mib", ring_mib, "the ring the source moves through (the server's arena)");
@@ -243,6 +302,9 @@ int main(int argc, char** argv) {
   app.add_option("--gaps-ms", gaps_ms, "idle gaps before a copy (comma-separated)")->delimiter(',');
   app.add_option("--gap-samples", gap_samples, "copies a gap and way");
   app.add_option("--warm-period-ms", warm_period_ms, "device_work / h2d_traffic period during a gap");
+  app.add_option("--gap-writer", gap_writer, "who writes the source before a gap sample's copy: this or other "
+                 "(thread; §70's calls 1-2 ran this)")
+      ->check(CLI::IsMember({"this", "other"}));
   app.add_option("--regions", more_regions, "further cudaHostAlloc rings, each timed on its own (placement)");
   app.add_option("--json", json_path, "write the figures here");
   CLI11_PARSE(app, argc, argv);
@@ -270,30 +332,33 @@ int main(int argc, char** argv) {
     if (r.anon_huge_kib >= 0) std::printf("  %s: AnonHugePages %ld kB of %zu\n", r.kind.c_str(), r.anon_huge_kib, r.bytes >> 10);
   }
 
-  // Back to back: 3 sources x {fixed, ring} x {written, not}, interleaved block by block.
+  // Back to back: 3 sources x {fixed, ring} x {written here, written by another thread, not},
+  // interleaved block by block.
   struct Variant {
     int region;
     bool ring;
-    bool write;
+    Writer writer;
     size_t offset = 0;
     std::vector<double> us;
     std::string Name(const std::vector<Region>& rs) const {
-      return rs[region].kind + (ring ? " ring" : " fixed") + (write ? " written" : "");
+      return rs[region].kind + (ring ? " ring" : " fixed") + WriterSuffix(writer);
     }
   };
   std::vector<Variant> variants;
   for (int r = 0; r < 3; ++r) {
     for (bool ring : {false, true}) {
-      for (bool write : {true, false}) variants.push_back(Variant{r, ring, write, 0, {}});
+      for (Writer w : {Writer::kThisThread, Writer::kOtherThread, Writer::kNone}) {
+        variants.push_back(Variant{r, ring, w, 0, {}});
+      }
     }
   }
-  for (int i = 0; i < 50; ++i) copier.Copy(regions[0].base, true);  // warm-up, not counted
+  for (int i = 0; i < 50; ++i) copier.Copy(regions[0].base, Writer::kThisThread);  // warm-up, not counted
   for (int b = 0; b < blocks; ++b) {
     for (size_t k = 0; k < variants.size(); ++k) {
       Variant& v = variants[(k + b) % variants.size()];
       for (int i = 0; i < per_block; ++i) {
         const char* src = regions[v.region].base + v.offset;
-        const double us = copier.Copy(src, v.write);
+        const double us = copier.Copy(src, v.writer);
         if (us < 0) return 1;
         v.us.push_back(us);
         if (v.ring) v.offset = v.offset + 2 * bytes <= ring_bytes ? v.offset + bytes : 0;
@@ -305,11 +370,11 @@ int main(int argc, char** argv) {
   out["bytes"] = bytes;
   out["ring_mib"] = ring_mib;
   for (const Region& r : regions) out["anon_huge_kib"][r.kind] = r.anon_huge_kib;
-  std::printf("\nback to back (%d x %d copies each)\n%-36s %9s %9s %8s\n", blocks, per_block, "source", "p50 us",
+  std::printf("\nback to back (%d x %d copies each)\n%-56s %9s %9s %8s\n", blocks, per_block, "source", "p50 us",
               "p90 us", "GB/s");
   for (const Variant& v : variants) {
     const double p50 = Percentile(v.us, 0.5);
-    std::printf("%-36s %9.1f %9.1f %8.2f\n", v.Name(regions).c_str(), p50, Percentile(v.us, 0.9),
+    std::printf("%-56s %9.1f %9.1f %8.2f\n", v.Name(regions).c_str(), p50, Percentile(v.us, 0.9),
                 static_cast<double>(bytes) / (p50 * 1e3));
     out["back_to_back"].push_back({{"source", v.Name(regions)}, {"p50_us", p50}, {"p90_us", Percentile(v.us, 0.9)},
                                    {"samples", v.us.size()}});
@@ -325,12 +390,13 @@ int main(int argc, char** argv) {
     if (!MakeHostAlloc(ring_bytes, &more[k])) return 1;
     std::vector<double> us;
     for (int i = 0; i < per_block * 2; ++i) {
-      const double t = copier.Copy(more[k].base, true);
+      const double t = copier.Copy(more[k].base, Writer::kThisThread);
       if (t < 0) return 1;
       us.push_back(t);
     }
     const long long frame = PageFrame(more[k].base);
-    std::printf("%6zu %9.1f %9.1f %18llx\n", k, Percentile(us, 0.5), Percentile(us, 0.9), frame);
+    const std::string frame_text = frame > 0 ? absl::StrCat(absl::Hex(frame)) : "not readable";
+    std::printf("%6zu %9.1f %9.1f %18s\n", k, Percentile(us, 0.5), Percentile(us, 0.9), frame_text.c_str());
     out["placement"].push_back({{"ring", k}, {"p50_us", Percentile(us, 0.5)}, {"p90_us", Percentile(us, 0.9)},
                                 {"page_frame", frame}});
   }
@@ -338,8 +404,8 @@ int main(int argc, char** argv) {
 
   // After idle gaps: the server's case, three ways, the ways interleaved sample by sample.
   const std::vector<std::string> ways = {"idle", "device_work", "h2d_traffic"};
-  std::printf("\nafter a gap: host_alloc ring written, %d copies a gap and way (PCIe gen before -> after, P-state)\n",
-              gap_samples);
+  std::printf("\nafter a gap: host_alloc ring, written by %s thread, %d copies a gap and way (PCIe gen before -> "
+              "after, P-state)\n", gap_writer == "this" ? "the copying" : "another", gap_samples);
   std::printf("%8s %-12s %9s %9s %9s %s\n", "gap ms", "way", "p50 us", "p90 us", "max us", "link (gen x width, P)");
   size_t offset = 0;
   for (int gap : gaps_ms) {
@@ -354,7 +420,8 @@ int main(int argc, char** argv) {
           width = nvml.Width();
           pstate = nvml.PState();
         }
-        const double t = copier.Copy(regions[0].base + offset, true);
+        const double t = copier.Copy(regions[0].base + offset,
+                                     gap_writer == "this" ? Writer::kThisThread : Writer::kOtherThread);
         if (t < 0) return 1;
         offset = offset + 2 * bytes <= ring_bytes ? offset + bytes : 0;
         us[w].push_back(t);
