@@ -33,16 +33,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/backend/cuda/cuda_check.h"
+#include "benchmarks/cuda_ok.h"
 
 namespace {
 
-// The call succeeded; otherwise its error (the server's wording) is printed.
-bool Check(cudaError_t error, const char* what) {
-  const absl::Status status = chronoserve::server::cuda::CudaStatus(error, what);
-  if (!status.ok()) std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
-  return status.ok();
-}
+using chronoserve::bench::CudaOk;
 
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -91,18 +86,18 @@ struct Resources {
 
 bool Setup(int pairs, Resources* r) {
   constexpr size_t kBytes = 4096;
-  if (!Check(cudaSetDevice(0), "cudaSetDevice") ||
-      !Check(cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags") ||
-      !Check(cudaMalloc(&r->buffer, kBytes), "cudaMalloc")) {
+  if (!CudaOk(cudaSetDevice(0), "cudaSetDevice") ||
+      !CudaOk(cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags") ||
+      !CudaOk(cudaMalloc(&r->buffer, kBytes), "cudaMalloc")) {
     return false;
   }
   r->timed.resize(pairs);
   r->untimed.resize(pairs);
   for (int i = 0; i < pairs; ++i) {
     for (auto& e : r->timed[i]) {
-      if (!Check(cudaEventCreate(&e), "cudaEventCreate")) return false;
+      if (!CudaOk(cudaEventCreate(&e), "cudaEventCreate")) return false;
     }
-    if (!Check(cudaEventCreateWithFlags(&r->untimed[i], cudaEventDisableTiming), "cudaEventCreateWithFlags")) {
+    if (!CudaOk(cudaEventCreateWithFlags(&r->untimed[i], cudaEventDisableTiming), "cudaEventCreateWithFlags")) {
       return false;
     }
   }
@@ -114,22 +109,24 @@ bool Setup(int pairs, Resources* r) {
   memset.height = 1;
   cudaGraphNode_t plain_memset = nullptr;
   auto& n = r->nodes;
-  if (!Check(cudaGraphCreate(&r->plain, 0), "cudaGraphCreate") ||
-      !Check(cudaGraphAddMemsetNode(&plain_memset, r->plain, nullptr, 0, &memset), "cudaGraphAddMemsetNode") ||
-      !Check(cudaGraphCreate(&r->spanned, 0), "cudaGraphCreate") ||
-      !Check(cudaGraphAddEventRecordNode(&n[0], r->spanned, nullptr, 0, r->timed[0][0]), "cudaGraphAddEventRecordNode") ||
-      !Check(cudaGraphAddMemsetNode(&n[1], r->spanned, &n[0], 1, &memset), "cudaGraphAddMemsetNode") ||
-      !Check(cudaGraphAddEventRecordNode(&n[2], r->spanned, &n[1], 1, r->timed[0][1]), "cudaGraphAddEventRecordNode") ||
-      !Check(cudaGraphInstantiate(&r->plain_exec, r->plain, 0), "cudaGraphInstantiate") ||
-      !Check(cudaGraphInstantiate(&r->spanned_exec, r->spanned, 0), "cudaGraphInstantiate")) {
+  if (!CudaOk(cudaGraphCreate(&r->plain, 0), "cudaGraphCreate") ||
+      !CudaOk(cudaGraphAddMemsetNode(&plain_memset, r->plain, nullptr, 0, &memset), "cudaGraphAddMemsetNode") ||
+      !CudaOk(cudaGraphCreate(&r->spanned, 0), "cudaGraphCreate") ||
+      !CudaOk(cudaGraphAddEventRecordNode(&n[0], r->spanned, nullptr, 0, r->timed[0][0]),
+              "cudaGraphAddEventRecordNode") ||
+      !CudaOk(cudaGraphAddMemsetNode(&n[1], r->spanned, &n[0], 1, &memset), "cudaGraphAddMemsetNode") ||
+      !CudaOk(cudaGraphAddEventRecordNode(&n[2], r->spanned, &n[1], 1, r->timed[0][1]),
+              "cudaGraphAddEventRecordNode") ||
+      !CudaOk(cudaGraphInstantiate(&r->plain_exec, r->plain, 0), "cudaGraphInstantiate") ||
+      !CudaOk(cudaGraphInstantiate(&r->spanned_exec, r->spanned, 0), "cudaGraphInstantiate")) {
     return false;
   }
   // One executable graph per event pair: the template's nodes pointed at the pair, then instantiated.
   for (int i = 0; i < pairs; ++i) {
     cudaGraphExec_t exec = nullptr;
-    if (!Check(cudaGraphEventRecordNodeSetEvent(n[0], r->timed[i][0]), "cudaGraphEventRecordNodeSetEvent") ||
-        !Check(cudaGraphEventRecordNodeSetEvent(n[2], r->timed[i][1]), "cudaGraphEventRecordNodeSetEvent") ||
-        !Check(cudaGraphInstantiate(&exec, r->spanned, 0), "cudaGraphInstantiate")) {
+    if (!CudaOk(cudaGraphEventRecordNodeSetEvent(n[0], r->timed[i][0]), "cudaGraphEventRecordNodeSetEvent") ||
+        !CudaOk(cudaGraphEventRecordNodeSetEvent(n[2], r->timed[i][1]), "cudaGraphEventRecordNodeSetEvent") ||
+        !CudaOk(cudaGraphInstantiate(&exec, r->spanned, 0), "cudaGraphInstantiate")) {
       return false;
     }
     r->fixed_execs.push_back(exec);
@@ -147,10 +144,10 @@ double MedianSpanUs(Resources& r, int samples, const Call& run) {
     for (int i = 0; i < n; ++i) {
       if (!run(i)) return -1;
     }
-    if (!Check(cudaStreamSynchronize(r.stream), "cudaStreamSynchronize")) return -1;
+    if (!CudaOk(cudaStreamSynchronize(r.stream), "cudaStreamSynchronize")) return -1;
     for (int i = 0; i < n; ++i) {
       float ms = 0;
-      if (!Check(cudaEventElapsedTime(&ms, r.timed[i][0], r.timed[i][1]), "cudaEventElapsedTime")) return -1;
+      if (!CudaOk(cudaEventElapsedTime(&ms, r.timed[i][0], r.timed[i][1]), "cudaEventElapsedTime")) return -1;
       spans.push_back(ms * 1000.0);
     }
     done += n;
@@ -179,26 +176,26 @@ int main(int argc, char** argv) {
   const int pairs = per_block;
   auto pair_of = [&](int i) -> std::array<cudaEvent_t, 2>& { return r.timed[i % pairs]; };
   const std::vector<std::pair<std::string, Call>> figures = {
-      {"record", [&](int i) { return Check(cudaEventRecord(pair_of(i)[0], r.stream), "cudaEventRecord"); }},
+      {"record", [&](int i) { return CudaOk(cudaEventRecord(pair_of(i)[0], r.stream), "cudaEventRecord"); }},
       {"record_untimed",
-       [&](int i) { return Check(cudaEventRecord(r.untimed[i % pairs], r.stream), "cudaEventRecord"); }},
-      {"launch", [&](int) { return Check(cudaGraphLaunch(r.plain_exec, r.stream), "cudaGraphLaunch"); }},
+       [&](int i) { return CudaOk(cudaEventRecord(r.untimed[i % pairs], r.stream), "cudaEventRecord"); }},
+      {"launch", [&](int) { return CudaOk(cudaGraphLaunch(r.plain_exec, r.stream), "cudaGraphLaunch"); }},
       {"around",
        [&](int i) {
-         return Check(cudaEventRecord(pair_of(i)[0], r.stream), "cudaEventRecord") &&
-                Check(cudaGraphLaunch(r.plain_exec, r.stream), "cudaGraphLaunch") &&
-                Check(cudaEventRecord(pair_of(i)[1], r.stream), "cudaEventRecord");
+         return CudaOk(cudaEventRecord(pair_of(i)[0], r.stream), "cudaEventRecord") &&
+                CudaOk(cudaGraphLaunch(r.plain_exec, r.stream), "cudaGraphLaunch") &&
+                CudaOk(cudaEventRecord(pair_of(i)[1], r.stream), "cudaEventRecord");
        }},
       {"in_graph_set",
        [&](int i) {
-         return Check(cudaGraphExecEventRecordNodeSetEvent(r.spanned_exec, r.nodes[0], pair_of(i)[0]),
+         return CudaOk(cudaGraphExecEventRecordNodeSetEvent(r.spanned_exec, r.nodes[0], pair_of(i)[0]),
                       "cudaGraphExecEventRecordNodeSetEvent") &&
-                Check(cudaGraphExecEventRecordNodeSetEvent(r.spanned_exec, r.nodes[2], pair_of(i)[1]),
+                CudaOk(cudaGraphExecEventRecordNodeSetEvent(r.spanned_exec, r.nodes[2], pair_of(i)[1]),
                       "cudaGraphExecEventRecordNodeSetEvent") &&
-                Check(cudaGraphLaunch(r.spanned_exec, r.stream), "cudaGraphLaunch");
+                CudaOk(cudaGraphLaunch(r.spanned_exec, r.stream), "cudaGraphLaunch");
        }},
       {"in_graph_fixed",
-       [&](int i) { return Check(cudaGraphLaunch(r.fixed_execs[i % pairs], r.stream), "cudaGraphLaunch"); }},
+       [&](int i) { return CudaOk(cudaGraphLaunch(r.fixed_execs[i % pairs], r.stream), "cudaGraphLaunch"); }},
   };
   const size_t count = figures.size();
   // Interleaved blocks (3 warm-up rounds first, not kept): block b runs figure (b + k) % count for
@@ -212,16 +209,16 @@ int main(int argc, char** argv) {
         if (!figures[f].second(i)) return 1;
       }
       const double per_call = static_cast<double>(NowNs() - start) / per_block;
-      if (!Check(cudaStreamSynchronize(r.stream), "cudaStreamSynchronize")) return 1;
+      if (!CudaOk(cudaStreamSynchronize(r.stream), "cudaStreamSynchronize")) return 1;
       if (b >= 0) ns[f].push_back(per_call);
     }
   }
   cudaDeviceProp props{};
   int driver = 0;
   int runtime = 0;
-  if (!Check(cudaGetDeviceProperties(&props, 0), "cudaGetDeviceProperties") ||
-      !Check(cudaDriverGetVersion(&driver), "cudaDriverGetVersion") ||
-      !Check(cudaRuntimeGetVersion(&runtime), "cudaRuntimeGetVersion")) {
+  if (!CudaOk(cudaGetDeviceProperties(&props, 0), "cudaGetDeviceProperties") ||
+      !CudaOk(cudaDriverGetVersion(&driver), "cudaDriverGetVersion") ||
+      !CudaOk(cudaRuntimeGetVersion(&runtime), "cudaRuntimeGetVersion")) {
     return 1;
   }
   nlohmann::json out = {{"device", props.name}, {"cuda_driver", driver}, {"cuda_runtime", runtime},
@@ -250,12 +247,12 @@ int main(int argc, char** argv) {
     std::printf("%s - around, median of the per-block differences: %+.0f ns per timed launch\n", name, d);
   }
   const double in_graph_us = MedianSpanUs(r, span_samples, [&](int i) {
-    return Check(cudaGraphLaunch(r.fixed_execs[i], r.stream), "cudaGraphLaunch");
+    return CudaOk(cudaGraphLaunch(r.fixed_execs[i], r.stream), "cudaGraphLaunch");
   });
   const double around_us = MedianSpanUs(r, span_samples, [&](int i) {
-    return Check(cudaEventRecord(r.timed[i][0], r.stream), "cudaEventRecord") &&
-           Check(cudaGraphLaunch(r.plain_exec, r.stream), "cudaGraphLaunch") &&
-           Check(cudaEventRecord(r.timed[i][1], r.stream), "cudaEventRecord");
+    return CudaOk(cudaEventRecord(r.timed[i][0], r.stream), "cudaEventRecord") &&
+           CudaOk(cudaGraphLaunch(r.plain_exec, r.stream), "cudaGraphLaunch") &&
+           CudaOk(cudaEventRecord(r.timed[i][1], r.stream), "cudaEventRecord");
   });
   if (in_graph_us < 0 || around_us < 0) return 1;
   out["span_us_median"] = {{"in_graph", in_graph_us}, {"around", around_us}, {"samples", span_samples}};

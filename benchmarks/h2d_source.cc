@@ -45,17 +45,13 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "server/backend/cuda/cuda_check.h"
+#include "benchmarks/cuda_ok.h"
 
 namespace {
 
-constexpr size_t kHugePage = 2u << 20;
+using chronoserve::bench::CudaOk;
 
-bool Check(cudaError_t error, const char* what) {
-  const absl::Status status = chronoserve::server::cuda::CudaStatus(error, what);
-  if (!status.ok()) std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
-  return status.ok();
-}
+constexpr size_t kHugePage = 2u << 20;
 
 double Percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
@@ -144,7 +140,7 @@ bool MakeHostAlloc(size_t bytes, Region* r) {
   r->kind = "host_alloc";
   r->bytes = bytes;
   void* p = nullptr;
-  if (!Check(cudaHostAlloc(&p, bytes, cudaHostAllocPortable), "cudaHostAlloc")) return false;
+  if (!CudaOk(cudaHostAlloc(&p, bytes, cudaHostAllocPortable), "cudaHostAlloc")) return false;
   r->base = static_cast<char*>(p);
   std::memset(r->base, 1, bytes);
   return true;
@@ -165,7 +161,7 @@ bool MakeRegistered(size_t bytes, bool huge, Region* r) {
   if (madvise(r->base, bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0) std::perror("madvise");
   std::memset(r->base, 1, bytes);
   r->anon_huge_kib = AnonHugeKib(r->base);
-  return Check(cudaHostRegister(r->base, bytes, cudaHostRegisterPortable), "cudaHostRegister");
+  return CudaOk(cudaHostRegister(r->base, bytes, cudaHostRegisterPortable), "cudaHostRegister");
 }
 
 void Release(Region* r) {
@@ -242,26 +238,29 @@ struct Copier {
     std::mt19937 rng(20261206);
     for (auto& c : incoming) c = static_cast<char>(rng());
     other = std::make_unique<OtherWriter>(&incoming);
-    void* h = nullptr;
-    return Check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream") &&
-           Check(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), "side stream") &&
-           Check(cudaEventCreate(&start), "event") && Check(cudaEventCreate(&end), "event") &&
-           Check(cudaMalloc(&device, n), "cudaMalloc") && Check(cudaMalloc(&scratch, 8u << 20), "cudaMalloc") &&
-           Check(cudaHostAlloc(&h, 64u << 10, cudaHostAllocPortable), "cudaHostAlloc(side)") &&
-           ((side_host = static_cast<char*>(h)), true);
+    void* side_buffer = nullptr;
+    if (!CudaOk(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream") ||
+        !CudaOk(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), "side stream") ||
+        !CudaOk(cudaEventCreate(&start), "event") || !CudaOk(cudaEventCreate(&end), "event") ||
+        !CudaOk(cudaMalloc(&device, n), "cudaMalloc") || !CudaOk(cudaMalloc(&scratch, 8u << 20), "cudaMalloc") ||
+        !CudaOk(cudaHostAlloc(&side_buffer, 64u << 10, cudaHostAllocPortable), "cudaHostAlloc(side)")) {
+      return false;
+    }
+    side_host = static_cast<char*>(side_buffer);
+    return true;
   }
 
   // One timed copy from `src`, in µs (negative on error).
   double Copy(const char* src, Writer writer) {
     if (writer == Writer::kThisThread) std::memcpy(const_cast<char*>(src), incoming.data(), bytes);
     if (writer == Writer::kOtherThread) other->Write(const_cast<char*>(src));
-    if (!Check(cudaEventRecord(start, stream), "record") ||
-        !Check(cudaMemcpyAsync(device, src, bytes, cudaMemcpyHostToDevice, stream), "copy") ||
-        !Check(cudaEventRecord(end, stream), "record") || !Check(cudaEventSynchronize(end), "sync")) {
+    if (!CudaOk(cudaEventRecord(start, stream), "record") ||
+        !CudaOk(cudaMemcpyAsync(device, src, bytes, cudaMemcpyHostToDevice, stream), "copy") ||
+        !CudaOk(cudaEventRecord(end, stream), "record") || !CudaOk(cudaEventSynchronize(end), "sync")) {
       return -1;
     }
     float ms = 0;
-    return Check(cudaEventElapsedTime(&ms, start, end), "elapsed") ? ms * 1000.0 : -1;
+    return CudaOk(cudaEventElapsedTime(&ms, start, end), "elapsed") ? ms * 1000.0 : -1;
   }
 
   // Waits `gap_ms`, doing `warm` every `period_ms` on the side stream.
@@ -314,7 +313,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  if (!Check(cudaSetDevice(0), "cudaSetDevice")) return 1;
+  if (!CudaOk(cudaSetDevice(0), "cudaSetDevice")) return 1;
   Copier copier;
   if (!copier.Init(bytes)) return 1;
   std::vector<Region> regions(3);
@@ -329,7 +328,8 @@ int main(int argc, char** argv) {
   std::printf("bench_h2d_source: %zu bytes a copy on %s, ring %d MiB; NVML %s\n", bytes, prop.name, ring_mib,
               have_nvml ? "read" : "not found");
   for (const Region& r : regions) {
-    if (r.anon_huge_kib >= 0) std::printf("  %s: AnonHugePages %ld kB of %zu\n", r.kind.c_str(), r.anon_huge_kib, r.bytes >> 10);
+    if (r.anon_huge_kib < 0) continue;
+    std::printf("  %s: AnonHugePages %ld kB of %zu\n", r.kind.c_str(), r.anon_huge_kib, r.bytes >> 10);
   }
 
   // Back to back: 3 sources x {fixed, ring} x {written here, written by another thread, not},
