@@ -7,8 +7,8 @@
 //   registered_thp  mmap'd 2 MiB-aligned pages advised MADV_HUGEPAGE, then cudaHostRegister
 // each at a fixed offset (the arena at concurrency 1) or moving through a --ring-mib ring (under
 // load), with the source written by the CPU just before the copy, by the copying thread or by
-// another one (as gRPC's receiving thread writes the arena in `admit`, then the worker copies it),
-// or not written. Those eighteen run back to back, in interleaved blocks.
+// another one that then sleeps (as gRPC's receiving thread writes the arena in `admit`, then the
+// worker copies it), or not written. Those eighteen run back to back, in interleaved blocks.
 // Then the server's own case (host_alloc, ring, written by --gap-writer) after idle gaps of
 // --gaps-ms, three ways:
 //   idle           the process sleeps through the gap
@@ -19,7 +19,7 @@
 // width and the GPU's performance state just before its copy, and the generation again after it.
 // Then --regions more rings allocated as the arena is, each timed alone with its first page's frame:
 // whether a region's place in memory decides its speed.
-// Prints tables (median and p90 µs, GB/s at the median) and writes JSON.
+// Prints tables (nearest-rank median and p90 µs, GB/s at the median) and writes JSON.
 //
 //   bench_h2d_source --bytes 819200 --ring-mib 6 --json h2d_source.json
 #include <CLI/CLI.hpp>
@@ -30,12 +30,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
+#include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <string>
@@ -46,18 +48,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "benchmarks/cuda_ok.h"
+#include "benchmarks/percentile.h"
 
 namespace {
 
 using chronoserve::bench::CudaOk;
+using chronoserve::bench::PercentileUs;
 
 constexpr size_t kHugePage = 2u << 20;
-
-double Percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
-}
 
 // The few NVML calls this needs, bound at run time (values as in NVIDIA's nvml.h).
 struct Nvml {
@@ -190,34 +188,44 @@ const char* WriterSuffix(Writer w) {
 }
 
 // A thread that writes `bytes` where it is told and says when it is done, as gRPC's receiving
-// thread writes a request into the arena before the worker copies it. Both sides spin: the hand-off
-// costs no wake-up.
+// thread writes a request into the arena before the worker copies it. Between writes it sleeps on
+// a condition variable, so its core may go idle as a receiving thread's does, and nothing spins
+// through the idle gaps. The hand-off's wake-ups fall before the copy's first event: not timed.
 class OtherWriter {
  public:
   explicit OtherWriter(const std::vector<char>* bytes) : bytes_(bytes), thread_([this] { Loop(); }) {}
   ~OtherWriter() {
-    stop_.store(true);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
     thread_.join();
   }
   void Write(char* dst) {
-    target_.store(dst, std::memory_order_release);
-    while (target_.load(std::memory_order_acquire) != nullptr) {
-    }
+    std::unique_lock<std::mutex> lock(mu_);
+    target_ = dst;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return target_ == nullptr; });
   }
 
  private:
   void Loop() {
-    while (!stop_.load(std::memory_order_relaxed)) {
-      char* dst = target_.load(std::memory_order_acquire);
-      if (dst == nullptr) continue;
-      std::memcpy(dst, bytes_->data(), bytes_->size());
-      target_.store(nullptr, std::memory_order_release);
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      cv_.wait(lock, [this] { return stop_ || target_ != nullptr; });
+      if (stop_) return;
+      std::memcpy(target_, bytes_->data(), bytes_->size());
+      target_ = nullptr;
+      cv_.notify_all();
     }
   }
   const std::vector<char>* bytes_;
-  std::atomic<char*> target_{nullptr};
-  std::atomic<bool> stop_{false};
-  std::thread thread_;  // last: starts once the rest is ready
+  std::mutex mu_;
+  std::condition_variable cv_;
+  char* target_ = nullptr;  // guarded by mu_
+  bool stop_ = false;       // guarded by mu_
+  std::thread thread_;      // last: starts once the rest is ready
 };
 
 struct Copier {
@@ -250,8 +258,8 @@ struct Copier {
     return true;
   }
 
-  // One timed copy from `src`, in µs (negative on error).
-  double Copy(const char* src, Writer writer) {
+  // One timed copy from `src`, in ns (negative on error).
+  int64_t Copy(const char* src, Writer writer) {
     if (writer == Writer::kThisThread) std::memcpy(const_cast<char*>(src), incoming.data(), bytes);
     if (writer == Writer::kOtherThread) other->Write(const_cast<char*>(src));
     if (!CudaOk(cudaEventRecord(start, stream), "record") ||
@@ -260,7 +268,7 @@ struct Copier {
       return -1;
     }
     float ms = 0;
-    return CudaOk(cudaEventElapsedTime(&ms, start, end), "elapsed") ? ms * 1000.0 : -1;
+    return CudaOk(cudaEventElapsedTime(&ms, start, end), "elapsed") ? std::llround(ms * 1e6) : -1;
   }
 
   // Waits `gap_ms`, doing `warm` every `period_ms` on the side stream.
@@ -339,7 +347,7 @@ int main(int argc, char** argv) {
     bool ring;
     Writer writer;
     size_t offset = 0;
-    std::vector<double> us;
+    std::vector<int64_t> ns;
     std::string Name(const std::vector<Region>& rs) const {
       return rs[region].kind + (ring ? " ring" : " fixed") + WriterSuffix(writer);
     }
@@ -358,9 +366,9 @@ int main(int argc, char** argv) {
       Variant& v = variants[(k + b) % variants.size()];
       for (int i = 0; i < per_block; ++i) {
         const char* src = regions[v.region].base + v.offset;
-        const double us = copier.Copy(src, v.writer);
-        if (us < 0) return 1;
-        v.us.push_back(us);
+        const int64_t ns = copier.Copy(src, v.writer);
+        if (ns < 0) return 1;
+        v.ns.push_back(ns);
         if (v.ring) v.offset = v.offset + 2 * bytes <= ring_bytes ? v.offset + bytes : 0;
       }
     }
@@ -373,11 +381,11 @@ int main(int argc, char** argv) {
   std::printf("\nback to back (%d x %d copies each)\n%-56s %9s %9s %8s\n", blocks, per_block, "source", "p50 us",
               "p90 us", "GB/s");
   for (const Variant& v : variants) {
-    const double p50 = Percentile(v.us, 0.5);
-    std::printf("%-56s %9.1f %9.1f %8.2f\n", v.Name(regions).c_str(), p50, Percentile(v.us, 0.9),
+    const double p50 = PercentileUs(v.ns, 50);
+    std::printf("%-56s %9.1f %9.1f %8.2f\n", v.Name(regions).c_str(), p50, PercentileUs(v.ns, 90),
                 static_cast<double>(bytes) / (p50 * 1e3));
-    out["back_to_back"].push_back({{"source", v.Name(regions)}, {"p50_us", p50}, {"p90_us", Percentile(v.us, 0.9)},
-                                   {"samples", v.us.size()}});
+    out["back_to_back"].push_back({{"source", v.Name(regions)}, {"p50_us", p50}, {"p90_us", PercentileUs(v.ns, 90)},
+                                   {"samples", v.ns.size()}});
   }
 
   // Placement: as many more rings as --regions, each allocated as the server's arena is, each timed
@@ -388,16 +396,16 @@ int main(int argc, char** argv) {
   std::vector<Region> more(static_cast<size_t>(std::max(more_regions, 0)));
   for (size_t k = 0; k < more.size(); ++k) {
     if (!MakeHostAlloc(ring_bytes, &more[k])) return 1;
-    std::vector<double> us;
+    std::vector<int64_t> ns;
     for (int i = 0; i < per_block * 2; ++i) {
-      const double t = copier.Copy(more[k].base, Writer::kThisThread);
+      const int64_t t = copier.Copy(more[k].base, Writer::kThisThread);
       if (t < 0) return 1;
-      us.push_back(t);
+      ns.push_back(t);
     }
     const long long frame = PageFrame(more[k].base);
     const std::string frame_text = frame > 0 ? absl::StrCat(absl::Hex(frame)) : "not readable";
-    std::printf("%6zu %9.1f %9.1f %18s\n", k, Percentile(us, 0.5), Percentile(us, 0.9), frame_text.c_str());
-    out["placement"].push_back({{"ring", k}, {"p50_us", Percentile(us, 0.5)}, {"p90_us", Percentile(us, 0.9)},
+    std::printf("%6zu %9.1f %9.1f %18s\n", k, PercentileUs(ns, 50), PercentileUs(ns, 90), frame_text.c_str());
+    out["placement"].push_back({{"ring", k}, {"p50_us", PercentileUs(ns, 50)}, {"p90_us", PercentileUs(ns, 90)},
                                 {"page_frame", frame}});
   }
   for (Region& r : more) Release(&r);
@@ -409,7 +417,7 @@ int main(int argc, char** argv) {
   std::printf("%8s %-12s %9s %9s %9s %s\n", "gap ms", "way", "p50 us", "p90 us", "max us", "link (gen x width, P)");
   size_t offset = 0;
   for (int gap : gaps_ms) {
-    std::vector<std::vector<double>> us(ways.size());
+    std::vector<std::vector<int64_t>> ns(ways.size());
     std::vector<std::ostringstream> links(ways.size());
     for (int s = 0; s < gap_samples; ++s) {
       for (size_t w = 0; w < ways.size(); ++w) {
@@ -420,25 +428,25 @@ int main(int argc, char** argv) {
           width = nvml.Width();
           pstate = nvml.PState();
         }
-        const double t = copier.Copy(regions[0].base + offset,
+        const int64_t t = copier.Copy(regions[0].base + offset,
                                      gap_writer == "this" ? Writer::kThisThread : Writer::kOtherThread);
         if (t < 0) return 1;
         offset = offset + 2 * bytes <= ring_bytes ? offset + bytes : 0;
-        us[w].push_back(t);
+        ns[w].push_back(t);
         if (have_nvml) {
           links[w] << (s > 0 ? " " : "") << gen_before << "->" << nvml.Gen() << "x" << width << ",P" << pstate;
         }
         out["after_gap"].push_back({{"gap_ms", gap},
                                     {"way", ways[w]},
-                                    {"us", t},
+                                    {"us", static_cast<double>(t) / 1000.0},
                                     {"pcie_gen_before", gen_before},
                                     {"pcie_width", width},
                                     {"pstate", pstate}});
       }
     }
     for (size_t w = 0; w < ways.size(); ++w) {
-      std::printf("%8d %-12s %9.1f %9.1f %9.1f %s\n", gap, ways[w].c_str(), Percentile(us[w], 0.5),
-                  Percentile(us[w], 0.9), Percentile(us[w], 1.0), links[w].str().c_str());
+      std::printf("%8d %-12s %9.1f %9.1f %9.1f %s\n", gap, ways[w].c_str(), PercentileUs(ns[w], 50),
+                  PercentileUs(ns[w], 90), PercentileUs(ns[w], 100), links[w].str().c_str());
     }
   }
   for (Region& r : regions) Release(&r);
