@@ -27,37 +27,9 @@
 
 #include <nlohmann/json.hpp>
 
-#if defined(__x86_64__)
-#include <emmintrin.h>
-#endif
+#include "common/cache_bypass.h"
 
 namespace {
-
-// Non-temporal copy: 64-byte blocks of 16-byte streaming stores, the ends with memcpy.
-void StreamCopy(char* dst, const char* src, size_t n) {
-#if defined(__x86_64__)
-  size_t head = (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15;
-  head = std::min(head, n);
-  std::memcpy(dst, src, head);
-  dst += head;
-  src += head;
-  n -= head;
-  for (; n >= 64; n -= 64, src += 64, dst += 64) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16));
-    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 32));
-    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 48));
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst), a);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + 16), b);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + 32), c);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + 48), d);
-  }
-  std::memcpy(dst, src, n);
-  _mm_sfence();
-#else
-  std::memcpy(dst, src, n);
-#endif
-}
 
 // A "receiving" thread that fills the source on request, so the copier reads bytes another core wrote.
 class Writer {
@@ -150,7 +122,8 @@ int main(int argc, char** argv) {
         }
         char* dst = arena + v.offset;
         const auto start = std::chrono::steady_clock::now();
-        if (v.stream) StreamCopy(dst, src.data(), bytes); else std::memcpy(dst, src.data(), bytes);
+        chronoserve::CopyForDevice(dst, src.data(), bytes,
+                                    v.stream ? chronoserve::CacheStore::kStreaming : chronoserve::CacheStore::kCached);
         const auto end = std::chrono::steady_clock::now();
         if (dst[bytes - 1] != static_cast<char>(round & 0xff)) {
           std::fprintf(stderr, "copy mismatch\n");

@@ -17,6 +17,10 @@
 //   h2d_traffic    every --warm-period-ms a 64 KiB copy from page-locked memory on another stream
 // With NVML (libnvidia-ml.so.1) each gap sample also reads the PCIe link's current generation and
 // width and the GPU's performance state just before its copy, and the generation again after it.
+// With --stores beyond "cached", the writer also stores the bytes past the caches (non-temporal
+// stores) or writes them and evicts their lines (common/cache_bypass.h): the server's remedies to
+// test; each store adds back-to-back rows (host_alloc, written by another thread) and gap rows, with
+// the writing's own time beside the copy's. --writer-cpu / --copier-cpu pin the two threads.
 // Then --regions more rings allocated as the arena is, each timed alone with its first page's frame:
 // whether a region's place in memory decides its speed.
 // Prints tables (nearest-rank median and p90 µs, GB/s at the median) and writes JSON.
@@ -26,6 +30,7 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -49,9 +54,13 @@
 #include "absl/strings/str_cat.h"
 #include "benchmarks/cuda_ok.h"
 #include "benchmarks/percentile.h"
+#include "common/cache_bypass.h"
 
 namespace {
 
+using chronoserve::CacheStore;
+using chronoserve::CacheStoreName;
+using chronoserve::CopyForDevice;
 using chronoserve::bench::CudaOk;
 using chronoserve::bench::PercentileUs;
 
@@ -187,13 +196,22 @@ const char* WriterSuffix(Writer w) {
   return "";
 }
 
+// Pins the calling thread to `cpu` (nothing for a negative one).
+void PinTo(int cpu) {
+  if (cpu < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (sched_setaffinity(0, sizeof(set), &set) != 0) std::perror("sched_setaffinity");
+}
+
 // A thread that writes `bytes` where it is told and says when it is done, as gRPC's receiving
 // thread writes a request into the arena before the worker copies it. Between writes it sleeps on
 // a condition variable, so its core may go idle as a receiving thread's does, and nothing spins
 // through the idle gaps. The hand-off's wake-ups fall before the copy's first event: not timed.
 class OtherWriter {
  public:
-  explicit OtherWriter(const std::vector<char>* bytes) : bytes_(bytes), thread_([this] { Loop(); }) {}
+  OtherWriter(const std::vector<char>* bytes, int cpu) : bytes_(bytes), cpu_(cpu), thread_([this] { Loop(); }) {}
   ~OtherWriter() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -202,29 +220,42 @@ class OtherWriter {
     cv_.notify_all();
     thread_.join();
   }
-  void Write(char* dst) {
+  // Has the thread write the bytes at `dst` as `store` says; returns how long the writing took (ns)
+  // and on which CPU it ran.
+  int64_t Write(char* dst, CacheStore store, int* cpu) {
     std::unique_lock<std::mutex> lock(mu_);
     target_ = dst;
+    store_ = store;
     cv_.notify_all();
     cv_.wait(lock, [this] { return target_ == nullptr; });
+    *cpu = written_on_;
+    return write_ns_;
   }
 
  private:
   void Loop() {
+    PinTo(cpu_);
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
       cv_.wait(lock, [this] { return stop_ || target_ != nullptr; });
       if (stop_) return;
-      std::memcpy(target_, bytes_->data(), bytes_->size());
+      const auto start = std::chrono::steady_clock::now();
+      CopyForDevice(target_, bytes_->data(), bytes_->size(), store_);
+      write_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+      written_on_ = sched_getcpu();
       target_ = nullptr;
       cv_.notify_all();
     }
   }
   const std::vector<char>* bytes_;
+  const int cpu_;
   std::mutex mu_;
   std::condition_variable cv_;
-  char* target_ = nullptr;  // guarded by mu_
-  bool stop_ = false;       // guarded by mu_
+  char* target_ = nullptr;                   // guarded by mu_
+  CacheStore store_ = CacheStore::kCached;  // guarded by mu_
+  int64_t write_ns_ = 0;                    // guarded by mu_
+  int written_on_ = -1;                     // guarded by mu_
+  bool stop_ = false;                       // guarded by mu_
   std::thread thread_;      // last: starts once the rest is ready
 };
 
@@ -240,12 +271,12 @@ struct Copier {
   std::unique_ptr<OtherWriter> other;
   size_t bytes = 0;
 
-  bool Init(size_t n) {
+  bool Init(size_t n, int writer_cpu) {
     bytes = n;
     incoming.resize(n);
     std::mt19937 rng(20261206);
     for (auto& c : incoming) c = static_cast<char>(rng());
-    other = std::make_unique<OtherWriter>(&incoming);
+    other = std::make_unique<OtherWriter>(&incoming, writer_cpu);
     void* side_buffer = nullptr;
     if (!CudaOk(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream") ||
         !CudaOk(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), "side stream") ||
@@ -258,10 +289,26 @@ struct Copier {
     return true;
   }
 
-  // One timed copy from `src`, in ns (negative on error).
-  int64_t Copy(const char* src, Writer writer) {
-    if (writer == Writer::kThisThread) std::memcpy(const_cast<char*>(src), incoming.data(), bytes);
-    if (writer == Writer::kOtherThread) other->Write(const_cast<char*>(src));
+  // What one copy's writing was: how long it took and where.
+  struct Written {
+    int64_t ns = 0;
+    int writer_cpu = -1;
+    int copier_cpu = -1;
+  };
+
+  // One timed copy from `src`, in ns (negative on error), its bytes written first by `writer` as
+  // `store` says.
+  int64_t Copy(const char* src, Writer writer, CacheStore store = CacheStore::kCached, Written* written = nullptr) {
+    Written w;
+    if (writer == Writer::kThisThread) {
+      const auto start = std::chrono::steady_clock::now();
+      CopyForDevice(const_cast<char*>(src), incoming.data(), bytes, store);
+      w.ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+      w.writer_cpu = sched_getcpu();
+    }
+    if (writer == Writer::kOtherThread) w.ns = other->Write(const_cast<char*>(src), store, &w.writer_cpu);
+    w.copier_cpu = sched_getcpu();
+    if (written != nullptr) *written = w;
     if (!CudaOk(cudaEventRecord(start, stream), "record") ||
         !CudaOk(cudaMemcpyAsync(device, src, bytes, cudaMemcpyHostToDevice, stream), "copy") ||
         !CudaOk(cudaEventRecord(end, stream), "record") || !CudaOk(cudaEventSynchronize(end), "sync")) {
@@ -301,6 +348,10 @@ int main(int argc, char** argv) {
   int warm_period_ms = 20;
   int more_regions = 16;
   std::string gap_writer = "other";
+  std::vector<std::string> store_names = {"cached"};
+  std::vector<std::string> ways = {"idle", "device_work", "h2d_traffic"};
+  int writer_cpu = -1;
+  int copier_cpu = -1;
   std::string json_path;
   app.add_option("--bytes", bytes, "bytes a copy (default: the policy net's batch-128 input)");
   app.add_option("--ring-mib", ring_mib, "the ring the source moves through (the server's arena)");
@@ -312,6 +363,16 @@ int main(int argc, char** argv) {
   app.add_option("--gap-writer", gap_writer, "who writes the source before a gap sample's copy: this or other "
                  "(thread; §70's calls 1-2 ran this)")
       ->check(CLI::IsMember({"this", "other"}));
+  app.add_option("--stores", store_names, "how the writer stores a request's bytes (comma-separated): cached "
+                 "(memcpy, as the server's admit), streaming (non-temporal stores), evicted (memcpy, then "
+                 "CLFLUSHOPT); beyond cached, each adds back-to-back rows and gap rows")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"cached", "streaming", "evicted"}));
+  app.add_option("--ways", ways, "what the process does during a gap (comma-separated)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"idle", "device_work", "h2d_traffic"}));
+  app.add_option("--writer-cpu", writer_cpu, "pin the other writing thread to this CPU (default: not pinned)");
+  app.add_option("--copier-cpu", copier_cpu, "pin the copying thread to this CPU (default: not pinned)");
   app.add_option("--regions", more_regions, "further cudaHostAlloc rings, each timed on its own (placement)");
   app.add_option("--json", json_path, "write the figures here");
   CLI11_PARSE(app, argc, argv);
@@ -321,9 +382,16 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  std::vector<CacheStore> stores;
+  for (const std::string& name : store_names) {
+    CacheStore store = CacheStore::kCached;
+    chronoserve::ParseCacheStore(name.c_str(), &store);
+    stores.push_back(store);
+  }
+  PinTo(copier_cpu);
   if (!CudaOk(cudaSetDevice(0), "cudaSetDevice")) return 1;
   Copier copier;
-  if (!copier.Init(bytes)) return 1;
+  if (!copier.Init(bytes, writer_cpu)) return 1;
   std::vector<Region> regions(3);
   if (!MakeHostAlloc(ring_bytes, &regions[0]) || !MakeRegistered(ring_bytes, false, &regions[1]) ||
       !MakeRegistered(ring_bytes, true, &regions[2])) {
@@ -346,19 +414,27 @@ int main(int argc, char** argv) {
     int region;
     bool ring;
     Writer writer;
+    CacheStore store = CacheStore::kCached;
     size_t offset = 0;
     std::vector<int64_t> ns;
+    std::vector<int64_t> write_ns;
     std::string Name(const std::vector<Region>& rs) const {
-      return rs[region].kind + (ring ? " ring" : " fixed") + WriterSuffix(writer);
+      return rs[region].kind + (ring ? " ring" : " fixed") + WriterSuffix(writer) +
+             (store == CacheStore::kCached ? "" : absl::StrCat(", ", CacheStoreName(store)));
     }
   };
   std::vector<Variant> variants;
   for (int r = 0; r < 3; ++r) {
     for (bool ring : {false, true}) {
       for (Writer w : {Writer::kThisThread, Writer::kOtherThread, Writer::kNone}) {
-        variants.push_back(Variant{r, ring, w, 0, {}});
+        variants.push_back(Variant{r, ring, w});
       }
     }
+  }
+  // The server's arena (host_alloc) written by another thread, each further way of storing.
+  for (CacheStore store : stores) {
+    if (store == CacheStore::kCached) continue;
+    for (bool ring : {false, true}) variants.push_back(Variant{0, ring, Writer::kOtherThread, store});
   }
   for (int i = 0; i < 50; ++i) copier.Copy(regions[0].base, Writer::kThisThread);  // warm-up, not counted
   for (int b = 0; b < blocks; ++b) {
@@ -366,9 +442,11 @@ int main(int argc, char** argv) {
       Variant& v = variants[(k + b) % variants.size()];
       for (int i = 0; i < per_block; ++i) {
         const char* src = regions[v.region].base + v.offset;
-        const int64_t ns = copier.Copy(src, v.writer);
+        Copier::Written written;
+        const int64_t ns = copier.Copy(src, v.writer, v.store, &written);
         if (ns < 0) return 1;
         v.ns.push_back(ns);
+        if (v.writer != Writer::kNone) v.write_ns.push_back(written.ns);
         if (v.ring) v.offset = v.offset + 2 * bytes <= ring_bytes ? v.offset + bytes : 0;
       }
     }
@@ -378,14 +456,15 @@ int main(int argc, char** argv) {
   out["bytes"] = bytes;
   out["ring_mib"] = ring_mib;
   for (const Region& r : regions) out["anon_huge_kib"][r.kind] = r.anon_huge_kib;
-  std::printf("\nback to back (%d x %d copies each)\n%-56s %9s %9s %8s\n", blocks, per_block, "source", "p50 us",
-              "p90 us", "GB/s");
+  std::printf("\nback to back (%d x %d copies each; write: the CPU's writing of the bytes)\n%-66s %9s %9s %8s %12s\n",
+              blocks, per_block, "source", "p50 us", "p90 us", "GB/s", "write p50 us");
   for (const Variant& v : variants) {
     const double p50 = PercentileUs(v.ns, 50);
-    std::printf("%-56s %9.1f %9.1f %8.2f\n", v.Name(regions).c_str(), p50, PercentileUs(v.ns, 90),
-                static_cast<double>(bytes) / (p50 * 1e3));
+    const double write_p50 = v.write_ns.empty() ? 0.0 : PercentileUs(v.write_ns, 50);
+    std::printf("%-66s %9.1f %9.1f %8.2f %12.1f\n", v.Name(regions).c_str(), p50, PercentileUs(v.ns, 90),
+                static_cast<double>(bytes) / (p50 * 1e3), write_p50);
     out["back_to_back"].push_back({{"source", v.Name(regions)}, {"p50_us", p50}, {"p90_us", PercentileUs(v.ns, 90)},
-                                   {"samples", v.ns.size()}});
+                                   {"write_p50_us", write_p50}, {"samples", v.ns.size()}});
   }
 
   // Placement: as many more rings as --regions, each allocated as the server's arena is, each timed
@@ -410,17 +489,21 @@ int main(int argc, char** argv) {
   }
   for (Region& r : more) Release(&r);
 
-  // After idle gaps: the server's case, three ways, the ways interleaved sample by sample.
-  const std::vector<std::string> ways = {"idle", "device_work", "h2d_traffic"};
-  std::printf("\nafter a gap: host_alloc ring, written by %s thread, %d copies a gap and way (PCIe gen before -> "
-              "after, P-state)\n", gap_writer == "this" ? "the copying" : "another", gap_samples);
-  std::printf("%8s %-12s %9s %9s %9s %s\n", "gap ms", "way", "p50 us", "p90 us", "max us", "link (gen x width, P)");
+  // After idle gaps: the server's case, each way and store, interleaved sample by sample.
+  std::printf("\nafter a gap: host_alloc ring, written by %s thread, %d copies a gap, way and store (PCIe gen "
+              "before -> after, P-state; the writing's p50 and the CPUs writer/copier ran on)\n",
+              gap_writer == "this" ? "the copying" : "another", gap_samples);
+  std::printf("%8s %-12s %-10s %9s %9s %9s %9s %s\n", "gap ms", "way", "store", "p50 us", "p90 us", "max us",
+              "write us", "link (gen x width, P) / CPUs");
   size_t offset = 0;
+  const size_t cases = ways.size() * stores.size();
   for (int gap : gaps_ms) {
-    std::vector<std::vector<int64_t>> ns(ways.size());
-    std::vector<std::ostringstream> links(ways.size());
+    std::vector<std::vector<int64_t>> ns(cases), write_ns(cases);
+    std::vector<std::ostringstream> links(cases), cpus(cases);
     for (int s = 0; s < gap_samples; ++s) {
-      for (size_t w = 0; w < ways.size(); ++w) {
+      for (size_t c = 0; c < cases; ++c) {
+        const size_t w = c / stores.size();
+        const CacheStore store = stores[c % stores.size()];
         copier.Gap(gap, ways[w], warm_period_ms);
         int gen_before = -1, width = -1, pstate = -1;
         if (have_nvml) {
@@ -428,25 +511,34 @@ int main(int argc, char** argv) {
           width = nvml.Width();
           pstate = nvml.PState();
         }
+        Copier::Written written;
         const int64_t t = copier.Copy(regions[0].base + offset,
-                                     gap_writer == "this" ? Writer::kThisThread : Writer::kOtherThread);
+                                     gap_writer == "this" ? Writer::kThisThread : Writer::kOtherThread, store, &written);
         if (t < 0) return 1;
         offset = offset + 2 * bytes <= ring_bytes ? offset + bytes : 0;
-        ns[w].push_back(t);
+        ns[c].push_back(t);
+        write_ns[c].push_back(written.ns);
         if (have_nvml) {
-          links[w] << (s > 0 ? " " : "") << gen_before << "->" << nvml.Gen() << "x" << width << ",P" << pstate;
+          links[c] << (s > 0 ? " " : "") << gen_before << "->" << nvml.Gen() << "x" << width << ",P" << pstate;
         }
+        cpus[c] << (s > 0 ? " " : "") << written.writer_cpu << "/" << written.copier_cpu;
         out["after_gap"].push_back({{"gap_ms", gap},
                                     {"way", ways[w]},
+                                    {"store", CacheStoreName(store)},
                                     {"us", static_cast<double>(t) / 1000.0},
+                                    {"write_us", static_cast<double>(written.ns) / 1000.0},
+                                    {"writer_cpu", written.writer_cpu},
+                                    {"copier_cpu", written.copier_cpu},
                                     {"pcie_gen_before", gen_before},
                                     {"pcie_width", width},
                                     {"pstate", pstate}});
       }
     }
-    for (size_t w = 0; w < ways.size(); ++w) {
-      std::printf("%8d %-12s %9.1f %9.1f %9.1f %s\n", gap, ways[w].c_str(), PercentileUs(ns[w], 50),
-                  PercentileUs(ns[w], 90), PercentileUs(ns[w], 100), links[w].str().c_str());
+    for (size_t c = 0; c < cases; ++c) {
+      std::printf("%8d %-12s %-10s %9.1f %9.1f %9.1f %9.1f %s / %s\n", gap, ways[c / stores.size()].c_str(),
+                  CacheStoreName(stores[c % stores.size()]), PercentileUs(ns[c], 50), PercentileUs(ns[c], 90),
+                  PercentileUs(ns[c], 100), PercentileUs(write_ns[c], 50), links[c].str().c_str(),
+                  cpus[c].str().c_str());
     }
   }
   for (Region& r : regions) Release(&r);

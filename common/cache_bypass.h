@@ -1,0 +1,29 @@
+#pragma once
+// Writing bytes that a device will read by DMA next (a request's input in the page-locked input
+// arena, copied host→device by the worker). Bytes left dirty in a CPU core's cache make that DMA read
+// slow when the writing core has gone idle (BENCHMARKS §70-§71); these helpers leave them in memory.
+#include <cstddef>
+
+namespace chronoserve {
+
+// How a copy into memory a device reads next is written.
+enum class CacheStore {
+  kCached,     // memcpy: the bytes stay in the writing core's cache
+  kStreaming,  // non-temporal stores: the bytes go to memory past the caches (x86-64; memcpy elsewhere)
+  kEvicted,    // memcpy, then each line written back and evicted (CLFLUSHOPT where the CPU has it)
+};
+
+// Copies `n` bytes from `src` to `dst` (not overlapping) as `store` says; the stores are ordered
+// (SFENCE) before it returns. Any alignment, any size.
+void CopyForDevice(char* dst, const char* src, size_t n, CacheStore store);
+
+// Writes back and evicts the cache lines that hold [p, p + n) (then SFENCE); nothing off x86-64.
+void EvictFromCaches(const void* p, size_t n);
+
+// "cached", "streaming" or "evicted".
+const char* CacheStoreName(CacheStore store);
+
+// Parses CacheStoreName's words; false for anything else.
+bool ParseCacheStore(const char* name, CacheStore* store);
+
+}  // namespace chronoserve
