@@ -276,7 +276,8 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelManager::BuildVersion(ModelSp
   const size_t arena_bytes = InputArenaBytes(*spec, options_.input_arena_bytes);
   WarmupOptions warmup = options_.warmup;
   if (stop != nullptr) warmup.stop = stop;
-  auto runtime = ModelRuntime::Create(*spec, std::move(instances), warmup, clock_, worker_policies, arena_bytes);
+  auto runtime = ModelRuntime::Create(*spec, std::move(instances), warmup, clock_, worker_policies, arena_bytes,
+                                      options_.input_arena_store);
   if (!runtime.ok()) return fail(runtime.status());
   (*runtime)->set_load_ns(loaded - load_start);
   std::string devices;
@@ -288,7 +289,8 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelManager::BuildVersion(ModelSp
                << ", " << (*runtime)->workers().size() << " worker(s), input arena "
                << ((*runtime)->input_arena() == nullptr ? std::string("off")
                                     : absl::StrCat(arena_bytes >> 20, " MiB per input",
-                                                   (*runtime)->input_arena()->pinned() ? ", page-locked" : ""))
+                                                   (*runtime)->input_arena()->pinned() ? ", page-locked" : "",
+                                                   ", ", CacheStoreName((*runtime)->arena_store()), " stores"))
                << ")";
   return *std::move(runtime);
 }

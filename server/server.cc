@@ -345,6 +345,7 @@ absl::Status Server::Listen(int infer_threads) {
 ModelLoadOptions Server::LoadOptions() const {
   ModelLoadOptions load{options_.warmup, options_.request_timing, options_.host_policies, options_.input_arena_bytes,
                         options_.max_queue_bytes};
+  load.input_arena_store = options_.input_arena_store;
   load.threads = options_.model_load_threads;  // the start's models at once, and one model's versions
   return load;
 }

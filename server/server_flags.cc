@@ -184,6 +184,14 @@ void AddHostFlags(CLI::App* app, RawServerFlags* raw) {
                   "16 MiB with variable dims); 0 = off [auto or 0 - 65536]")
       ->capture_default_str()
       ->check(CheckArenaMib);
+  app->add_option("--input-arena-store", raw->input_arena_store,
+                  "How the receiving thread writes a request's inputs into the arena: cached (memcpy; the bytes "
+                  "stay in its core's cache), streaming (non-temporal stores straight to memory), evicted "
+                  "(memcpy, then each line flushed). A GPU reads a page-locked arena by DMA, and bytes left "
+                  "dirty in an idle core's cache reach it several times slower (docs/GPU_PERFORMANCE.md). "
+                  "auto = cached [auto, cached, streaming, evicted]")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "cached", "streaming", "evicted"}));
   app->add_option("--max-queue-mib", raw->max_queue_mib,
                   "Per model, MiB of input bytes its queued requests may hold (tensors in client shared memory "
                   "not counted); a request that would pass it is answered RESOURCE_EXHAUSTED naming the model "
@@ -243,6 +251,8 @@ absl::StatusOr<ServerFlags> ResolveServerFlags(RawServerFlags raw, const otlp::E
   }
   const std::optional<int64_t> arena_mib = ArenaMib(raw.input_arena);  // checked at parse: else auto
   options.input_arena_bytes = arena_mib.has_value() ? *arena_mib << 20 : -1;
+  CacheStore store = CacheStore::kCached;
+  if (ParseCacheStore(raw.input_arena_store.c_str(), &store)) options.input_arena_store = store;  // else auto
   options.max_queue_bytes = raw.max_queue_mib << 20;
   int threads = 0;
   options.grpc_infer_threads = absl::SimpleAtoi(raw.infer_threads, &threads) ? threads : kAutoInferThreads;

@@ -40,6 +40,7 @@ struct RawServerFlags {
   bool repository_poll_secs_given = false;  // on the command line (refused outside poll mode)
   std::vector<std::string> host_policies;
   std::string input_arena = "auto";
+  std::string input_arena_store = "auto";
   uint64_t max_queue_mib = ServerOptions{}.max_queue_bytes >> 20;
   std::string otlp_endpoint;
   std::string trace_file;

@@ -21,13 +21,13 @@ absl::StatusCode InferRequest::CancellationCode() const {
   return cancelled_ns >= deadline_ns - slack ? absl::StatusCode::kDeadlineExceeded : absl::StatusCode::kCancelled;
 }
 
-void InputTensor::CopyTo(char* dst) const {
+void InputTensor::CopyTo(char* dst, CacheStore store) const {
   if (data != nullptr) {
-    if (byte_size > 0) std::memcpy(dst, data, byte_size);
+    CopyForDevice(dst, data, byte_size, store);
     return;
   }
   for (absl::string_view piece : pieces) {
-    std::memcpy(dst, piece.data(), piece.size());
+    CopyForDevice(dst, piece.data(), piece.size(), store);
     dst += piece.size();
   }
 }

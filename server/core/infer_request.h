@@ -29,6 +29,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "common/cache_bypass.h"
 #include "common/dtype.h"
 #include "common/traceparent.h"
 #include "server/core/input_arena.h"
@@ -84,8 +85,9 @@ struct InputTensor {
     byte_size = owned_data->size();
     pieces.clear();
   }
-  // Copies the tensor's `byte_size` bytes (from `data` or its pieces) to `dst`.
-  void CopyTo(char* dst) const;
+  // Copies the tensor's `byte_size` bytes (from `data` or its pieces) to `dst`, written as `store`
+  // says (common/cache_bypass.h: the input arena's --input-arena-store).
+  void CopyTo(char* dst, CacheStore store = CacheStore::kCached) const;
 };
 
 // Output bytes the backend lends the transport instead of copying them into the response: a view of

@@ -33,7 +33,7 @@ ModelRuntime::~ModelRuntime() { Stop(); }
 absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Create(
     const ModelSpec& spec, std::vector<std::unique_ptr<ModelInstance>> instances,
     const WarmupOptions& warmup, const Clock* clock, const std::vector<HostPolicy>& worker_policies,
-    size_t input_arena_bytes) {
+    size_t input_arena_bytes, std::optional<CacheStore> arena_store) {
   std::unique_ptr<ModelRuntime> runtime(new ModelRuntime(spec, clock));
   if (input_arena_bytes > 0 && !spec.inputs.empty() && !instances.empty()) {
     // Page-locked when any instance copies to a GPU (such memory is every GPU's to read).
@@ -46,6 +46,7 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Create(
                                     [owner](size_t bytes) { return owner->AllocateHostInputs(bytes); });
     if (arena.ok()) {
       runtime->arena_ = *std::move(arena);
+      runtime->arena_store_ = arena_store.value_or(DefaultArenaStore(runtime->arena_->pinned()));
     } else {  // an optimisation only: serve without it
       CS_LOG(WARNING) << "model '" << spec.name << "': no input arena of " << input_arena_bytes
                       << " bytes per input (" << arena.status().message()
@@ -106,7 +107,7 @@ bool ModelRuntime::StageInputsInArena(InferRequest& request) const {
   if (!lease.held()) return false;
   for (size_t k = 0; k < sizes.size(); ++k) {
     InputTensor& in = request.inputs[k];
-    in.CopyTo(regions[k]);
+    in.CopyTo(regions[k], arena_store_);
     in.data = regions[k];
     in.pieces.clear();
     in.in_arena = true;
@@ -134,6 +135,11 @@ size_t InputArenaBytes(const ModelSpec& spec, int64_t requested_bytes) {
     largest = std::max(largest, static_cast<size_t>(bytes));
   }
   return std::clamp(8 * largest, 4 * kMiB, kCeiling);
+}
+
+CacheStore DefaultArenaStore(bool pinned) {
+  (void)pinned;
+  return CacheStore::kCached;
 }
 
 bool ModelRuntime::AwaitAdmitted(absl::Duration timeout) const {

@@ -7,12 +7,14 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/cache_bypass.h"
 #include "common/clock.h"
 #include "server/backend/model_instance.h"
 #include "server/core/input_arena.h"
@@ -62,11 +64,12 @@ class ModelRuntime {
   // placed by worker_policies[i] where that is given (--host-policy: its CPUs, its nice value).
   // `input_arena_bytes` > 0: an InputArena of that many bytes per input (page-locked when an
   // instance runs on a GPU; if that memory cannot be had, a warning and none); 0: none, the
-  // workers gather every batch's inputs.
+  // workers gather every batch's inputs. `arena_store`: how the receiving thread writes inputs into
+  // the arena (--input-arena-store); nullopt: DefaultArenaStore.
   static absl::StatusOr<std::unique_ptr<ModelRuntime>> Create(
       const ModelSpec& spec, std::vector<std::unique_ptr<ModelInstance>> instances,
       const WarmupOptions& warmup, const Clock* clock, const std::vector<HostPolicy>& worker_policies = {},
-      size_t input_arena_bytes = 0);
+      size_t input_arena_bytes = 0, std::optional<CacheStore> arena_store = std::nullopt);
   ~ModelRuntime();
 
   const ModelSpec& spec() const { return spec_; }
@@ -89,6 +92,8 @@ class ModelRuntime {
   // into bytes of its own: after this, every input's `data` is set.
   void StageInputs(InferRequest& request) const;
   const InputArena* input_arena() const { return arena_.get(); }
+  // How StageInputs writes inputs into the arena.
+  CacheStore arena_store() const { return arena_store_; }
 
   // A ticket for a request on its way to this runtime's queue (ModelRegistry::Find takes it under
   // the registry's lock); it must be released before the runtime is destroyed.
@@ -117,6 +122,7 @@ class ModelRuntime {
   ModelStats stats_;
   ModelQueue queue_;
   std::shared_ptr<InputArena> arena_;  // null: off
+  CacheStore arena_store_ = CacheStore::kCached;  // set in Create
   CompletionPool completions_;  // before workers_: outlives them
   std::vector<std::unique_ptr<Worker>> workers_;
   // Answers queued requests whose time came while every worker was busy
@@ -136,6 +142,10 @@ BatchPolicyConfig PolicyFromSpec(const ModelSpec& spec);
 // --input-arena-mib: `requested_bytes` < 0 = auto: per input, room for 8 batches of the largest
 // size when every dim is fixed (between 4 and 64 MiB), else 16 MiB; 0 = off; > 0 = that.
 size_t InputArenaBytes(const ModelSpec& spec, int64_t requested_bytes);
+
+// --input-arena-store auto: how inputs are written into an arena that is page-locked (`pinned`: a
+// GPU reads it by DMA) or not (docs/GPU_PERFORMANCE.md, "Reading h2d").
+CacheStore DefaultArenaStore(bool pinned);
 
 }  // namespace chronoserve::server
 

@@ -7,17 +7,21 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
 #include "client/inference_client.h"
+#include "common/cache_bypass.h"
 #include "common/clock.h"
 #include "common/tensor_data.h"
 #include "server/backend/torch_batch_io.h"
 #include "server/backend/torch_device_path.h"
 #include "server/core/input_arena.h"
+#include "server/scheduler/model_runtime.h"
 #include "server/server.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
@@ -143,8 +147,13 @@ TEST(ArenaGatherTest, AGapOrARequestOutsideTheArenaIsGatheredInBatchOrder) {
   EXPECT_EQ(arena->live_regions(), 0u) << "every request gave its region back";
 }
 
-// --input-arena-mib as ServerOptions::input_arena_bytes: auto, off, and 2 KiB (a few requests).
-class InputArenaServerTest : public ::testing::TestWithParam<int64_t> {};
+// --input-arena-mib as ServerOptions::input_arena_bytes: auto, off, and 2 KiB (a few requests);
+// with --input-arena-store as ServerOptions::input_arena_store: auto, and each way of writing.
+struct ArenaCase {
+  int64_t bytes;
+  std::optional<CacheStore> store;
+};
+class InputArenaServerTest : public ::testing::TestWithParam<ArenaCase> {};
 
 TEST_P(InputArenaServerTest, EveryRequestGetsItsOwnRowsAndNoRegionOutlivesItsRequest) {
   testing::TempDir repo("cs_input_arena");
@@ -157,7 +166,8 @@ TEST_P(InputArenaServerTest, EveryRequestGetsItsOwnRowsAndNoRegionOutlivesItsReq
   addsub.max_queue_delay_us = 500;
   ASSERT_TRUE(examples::WriteAddSub(repo.path(), "addsub", addsub).ok());
   server::ServerOptions options = testing::TestServerOptions(repo.path());
-  options.input_arena_bytes = GetParam();
+  options.input_arena_bytes = GetParam().bytes;
+  options.input_arena_store = GetParam().store;
   auto server = testing::StartServer(options);
   ASSERT_NE(server, nullptr);
   auto mlp_runtime = server->registry().Find("mlp", "");
@@ -165,14 +175,15 @@ TEST_P(InputArenaServerTest, EveryRequestGetsItsOwnRowsAndNoRegionOutlivesItsReq
   ASSERT_TRUE(mlp_runtime.ok() && addsub_runtime.ok());
   for (const auto* runtime : {mlp_runtime->get(), addsub_runtime->get()}) {
     const InputArena* arena = runtime->input_arena();
-    if (GetParam() == 0) {
+    if (GetParam().bytes == 0) {
       EXPECT_EQ(arena, nullptr) << runtime->spec().name;
       continue;
     }
     ASSERT_NE(arena, nullptr) << runtime->spec().name;
     EXPECT_EQ(arena->inputs(), static_cast<int>(runtime->spec().inputs.size()));
     EXPECT_FALSE(arena->pinned()) << "CPU workers: ordinary memory";
-    if (GetParam() > 0) EXPECT_EQ(arena->capacity(), static_cast<size_t>(GetParam()));
+    if (GetParam().bytes > 0) EXPECT_EQ(arena->capacity(), static_cast<size_t>(GetParam().bytes));
+    EXPECT_EQ(runtime->arena_store(), GetParam().store.value_or(server::DefaultArenaStore(false))) << runtime->spec().name;
   }
 
   const std::string address = "127.0.0.1:" + std::to_string(server->port());
@@ -223,13 +234,21 @@ TEST_P(InputArenaServerTest, EveryRequestGetsItsOwnRowsAndNoRegionOutlivesItsReq
   }
 }
 
-std::string ArenaName(const ::testing::TestParamInfo<int64_t>& info) {
-  if (info.param < 0) return "Auto";
-  if (info.param == 0) return "Off";
-  return "Bytes" + std::to_string(info.param);
+std::string ArenaName(const ::testing::TestParamInfo<ArenaCase>& info) {
+  std::string name = info.param.bytes < 0 ? "Auto" : info.param.bytes == 0 ? "Off" : "Bytes" + std::to_string(info.param.bytes);
+  if (info.param.store.has_value()) {
+    std::string store = CacheStoreName(*info.param.store);
+    store[0] = static_cast<char>(std::toupper(store[0]));
+    name += store + "Stores";
+  }
+  return name;
 }
 
-INSTANTIATE_TEST_SUITE_P(ArenaSizes, InputArenaServerTest, ::testing::Values(-1, 0, 2048), ArenaName);
+INSTANTIATE_TEST_SUITE_P(ArenaSizes, InputArenaServerTest,
+                         ::testing::Values(ArenaCase{-1, std::nullopt}, ArenaCase{0, std::nullopt},
+                                           ArenaCase{2048, std::nullopt}, ArenaCase{-1, CacheStore::kStreaming},
+                                           ArenaCase{2048, CacheStore::kEvicted}),
+                         ArenaName);
 
 }  // namespace
 }  // namespace chronoserve

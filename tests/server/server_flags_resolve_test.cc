@@ -51,6 +51,7 @@ TEST(ServerFlagsResolveTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(options.grpc_max_request_bytes, 0) << "no limit";
   EXPECT_TRUE(options.request_timing);
   EXPECT_EQ(options.input_arena_bytes, -1) << "auto";
+  EXPECT_FALSE(options.input_arena_store.has_value()) << "auto";
   EXPECT_EQ(options.max_queue_bytes, uint64_t{1024} << 20);
   EXPECT_EQ(options.serving_warmup_requests, 4);
   EXPECT_EQ(options.host_keep_warm_ms, 0);
@@ -73,7 +74,7 @@ TEST(ServerFlagsResolveTest, DefaultsAreTheDocumentedOnes) {
 
 TEST(ServerFlagsResolveTest, ValuesBecomeOptionsInTheirUnits) {
   auto flags = Parse({"--model-repository", "/m", "--host", "0.0.0.0", "--grpc-infer-threads", "6",
-                      "--grpc-threads-per-queue", "1", "--input-arena-mib", "24", "--max-queue-mib", "3", "--request-timing", "off",
+                      "--grpc-threads-per-queue", "1", "--input-arena-mib", "24", "--input-arena-store", "streaming", "--max-queue-mib", "3", "--request-timing", "off",
                       "--grpc-minimal-stack", "true", "--host-policy", "gpu_0,cpu-cores=2-3", "--host-policy",
                       "gpu_0,nice=5", "--gpu-monitor-interval-ms", "250", "--log-verbose", "2",
                       "--log-info", "false", "--log-warning", "false", "--log-format", "ISO8601",
@@ -83,6 +84,7 @@ TEST(ServerFlagsResolveTest, ValuesBecomeOptionsInTheirUnits) {
   EXPECT_EQ(options.grpc_infer_threads, 6);
   EXPECT_EQ(options.grpc_threads_per_queue, 1);
   EXPECT_EQ(options.input_arena_bytes, int64_t{24} << 20);
+  EXPECT_EQ(options.input_arena_store, CacheStore::kStreaming);
   EXPECT_EQ(options.max_queue_bytes, uint64_t{3} << 20);
   EXPECT_FALSE(options.request_timing);
   EXPECT_TRUE(options.grpc_minimal_stack);
@@ -168,6 +170,18 @@ TEST(ServerFlagsResolveTest, HostIsStoredWithoutBrackets) {
   }
 }
 
+TEST(ServerFlagsResolveTest, InputArenaStoreNamesEachWayAndAutoLeavesItToTheRuntime) {
+  for (const auto& [word, store] : {std::pair{"cached", CacheStore::kCached}, std::pair{"streaming", CacheStore::kStreaming},
+                                    std::pair{"evicted", CacheStore::kEvicted}}) {
+    auto flags = Parse({"--model-repository", "/m", "--input-arena-store", word});
+    ASSERT_TRUE(flags.ok()) << word << ": " << flags.status();
+    EXPECT_EQ(flags->options.input_arena_store, store) << word;
+  }
+  auto flags = Parse({"--model-repository", "/m", "--input-arena-store", "auto"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_FALSE(flags->options.input_arena_store.has_value());
+}
+
 TEST(ServerFlagsResolveTest, BadValuesAreRefusedWithTheParsersMessage) {
   struct Row {
     std::vector<std::string> args;
@@ -180,6 +194,7 @@ TEST(ServerFlagsResolveTest, BadValuesAreRefusedWithTheParsersMessage) {
       {{"--grpc-threads-per-queue", "5"}, "from 1 to 4"},
       {{"--input-arena-mib", "65537"}, "must be auto or a whole number of MiB from 0 to 65536, got '65537'"},
       {{"--input-arena-mib", "4MiB"}, "must be auto or a whole number of MiB from 0 to 65536"},
+      {{"--input-arena-store", "uncached"}, "--input-arena-store: uncached not in {auto,cached,streaming,evicted}"},
       {{"--request-timing", "maybe"}, "--request-timing"},
       {{"--host-policy", "gpu_0,numa-node=1"}, "gpu_0,numa-node=1"},
       {{"--otlp-endpoint", "collector"}, "OTLP endpoint 'collector' is not HOST:PORT"},
