@@ -138,8 +138,10 @@ size_t InputArenaBytes(const ModelSpec& spec, int64_t requested_bytes) {
 }
 
 CacheStore DefaultArenaStore(bool pinned) {
-  (void)pinned;
-  return CacheStore::kCached;
+  // A GPU reads a page-locked arena by DMA right after the receiving thread wrote it; bytes left
+  // dirty in that thread's cache, its core gone idle, reach the device several times slower
+  // (BENCHMARKS §71). Elsewhere the worker reads the bytes on a CPU: the cache helps.
+  return pinned ? CacheStore::kStreaming : CacheStore::kCached;
 }
 
 bool ModelRuntime::AwaitAdmitted(absl::Duration timeout) const {
