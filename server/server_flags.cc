@@ -189,8 +189,7 @@ void AddHostFlags(CLI::App* app, RawServerFlags* raw) {
                   "stay in its core's cache), streaming (non-temporal stores straight to memory), evicted "
                   "(memcpy, then each line flushed). A GPU reads a page-locked arena by DMA, and bytes left "
                   "dirty in an idle core's cache reach it several times slower (docs/GPU_PERFORMANCE.md). "
-                  "auto = streaming for a page-locked arena (a GPU's), cached otherwise [auto, cached, "
-                  "streaming, evicted]")
+                  "auto = cached [auto, cached, streaming, evicted]")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "cached", "streaming", "evicted"}));
   app->add_option("--max-queue-mib", raw->max_queue_mib,

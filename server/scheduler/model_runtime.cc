@@ -138,10 +138,12 @@ size_t InputArenaBytes(const ModelSpec& spec, int64_t requested_bytes) {
 }
 
 CacheStore DefaultArenaStore(bool pinned) {
-  // A GPU reads a page-locked arena by DMA right after the receiving thread wrote it; bytes left
-  // dirty in that thread's cache, its core gone idle, reach the device several times slower
-  // (BENCHMARKS §71). Elsewhere the worker reads the bytes on a CPU: the cache helps.
-  return pinned ? CacheStore::kStreaming : CacheStore::kCached;
+  // A GPU reads a page-locked arena by DMA right after the receiving thread wrote it, and bytes
+  // written by another thread whose core then idled reached the device about 5x slower in
+  // bench_h2d_source (BENCHMARKS §71). Whether streaming stores win in a server has not run on a
+  // GPU yet, so every arena stays cached until it has; --input-arena-store chooses.
+  (void)pinned;
+  return CacheStore::kCached;
 }
 
 bool ModelRuntime::AwaitAdmitted(absl::Duration timeout) const {

@@ -144,7 +144,7 @@ BatchPolicyConfig PolicyFromSpec(const ModelSpec& spec);
 size_t InputArenaBytes(const ModelSpec& spec, int64_t requested_bytes);
 
 // --input-arena-store auto: how inputs are written into an arena that is page-locked (`pinned`: a
-// GPU reads it by DMA) or not (docs/GPU_PERFORMANCE.md, "Reading h2d").
+// GPU reads it by DMA) or not (docs/GPU_PERFORMANCE.md, "Reading h2d"). Cached for both for now.
 CacheStore DefaultArenaStore(bool pinned);
 
 }  // namespace chronoserve::server
