@@ -187,8 +187,9 @@ void AddHostFlags(CLI::App* app, RawServerFlags* raw) {
   app->add_option("--input-arena-store", raw->input_arena_store,
                   "How the receiving thread writes a request's inputs into the arena: cached (memcpy; the bytes "
                   "stay in its core's cache), streaming (non-temporal stores straight to memory), evicted "
-                  "(memcpy, then each line flushed). A GPU reads a page-locked arena by DMA, and bytes left "
-                  "dirty in an idle core's cache reach it several times slower (docs/GPU_PERFORMANCE.md). "
+                  "(memcpy, then each line flushed). A GPU reads a page-locked arena by DMA, and bytes written "
+                  "by a thread that then slept reached an H100 about 5x slower in a benchmark; the remedies "
+                  "are not yet measured on a GPU (docs/GPU_PERFORMANCE.md). "
                   "auto = cached [auto, cached, streaming, evicted]")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "cached", "streaming", "evicted"}));
