@@ -1,7 +1,10 @@
-#pragma once
 // Writing bytes that a device will read by DMA next (a request's input in the page-locked input
-// arena, copied host→device by the worker). Bytes left dirty in a CPU core's cache make that DMA read
-// slow when the writing core has gone idle (BENCHMARKS §70-§71); these helpers leave them in memory.
+// arena, copied host→device by the worker). Bytes written by a thread whose core then
+// idled reached an H100 about 5x slower (BENCHMARKS §70-§71, likely read out of that core's cache);
+// these helpers leave them in memory instead.
+#ifndef CHRONOSERVE_COMMON_CACHE_BYPASS_H_
+#define CHRONOSERVE_COMMON_CACHE_BYPASS_H_
+
 #include <cstddef>
 
 namespace chronoserve {
@@ -27,3 +30,5 @@ const char* CacheStoreName(CacheStore store);
 bool ParseCacheStore(const char* name, CacheStore* store);
 
 }  // namespace chronoserve
+
+#endif  // CHRONOSERVE_COMMON_CACHE_BYPASS_H_
