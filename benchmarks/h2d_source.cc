@@ -205,6 +205,13 @@ void PinTo(int cpu) {
   if (sched_setaffinity(0, sizeof(set), &set) != 0) std::perror("sched_setaffinity");
 }
 
+// Writes `bytes` at `dst` as `store` says; how long that took, in ns.
+int64_t TimedWrite(char* dst, const std::vector<char>& bytes, CacheStore store) {
+  const auto start = std::chrono::steady_clock::now();
+  CopyForDevice(dst, bytes.data(), bytes.size(), store);
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+}
+
 // A thread that writes `bytes` where it is told and says when it is done, as gRPC's receiving
 // thread writes a request into the arena before the worker copies it. Between writes it sleeps on
 // a condition variable, so its core may go idle as a receiving thread's does, and nothing spins
@@ -239,9 +246,7 @@ class OtherWriter {
     while (true) {
       cv_.wait(lock, [this] { return stop_ || target_ != nullptr; });
       if (stop_) return;
-      const auto start = std::chrono::steady_clock::now();
-      CopyForDevice(target_, bytes_->data(), bytes_->size(), store_);
-      write_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+      write_ns_ = TimedWrite(target_, *bytes_, store_);
       written_on_ = sched_getcpu();
       target_ = nullptr;
       cv_.notify_all();
@@ -301,9 +306,7 @@ struct Copier {
   int64_t Copy(const char* src, Writer writer, CacheStore store = CacheStore::kCached, Written* written = nullptr) {
     Written w;
     if (writer == Writer::kThisThread) {
-      const auto start = std::chrono::steady_clock::now();
-      CopyForDevice(const_cast<char*>(src), incoming.data(), bytes, store);
-      w.ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+      w.ns = TimedWrite(const_cast<char*>(src), incoming, store);
       w.writer_cpu = sched_getcpu();
     }
     if (writer == Writer::kOtherThread) w.ns = other->Write(const_cast<char*>(src), store, &w.writer_cpu);

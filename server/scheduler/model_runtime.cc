@@ -46,7 +46,9 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Create(
                                     [owner](size_t bytes) { return owner->AllocateHostInputs(bytes); });
     if (arena.ok()) {
       runtime->arena_ = *std::move(arena);
-      runtime->arena_store_ = arena_store.value_or(DefaultArenaStore(runtime->arena_->pinned()));
+      // auto is cached for every arena: streaming or evicted stores may spare a GPU's DMA reads the
+      // slow copies of bytes another thread wrote (BENCHMARKS §71), but have not run on a GPU yet.
+      runtime->arena_store_ = arena_store.value_or(CacheStore::kCached);
     } else {  // an optimisation only: serve without it
       CS_LOG(WARNING) << "model '" << spec.name << "': no input arena of " << input_arena_bytes
                       << " bytes per input (" << arena.status().message()
@@ -135,15 +137,6 @@ size_t InputArenaBytes(const ModelSpec& spec, int64_t requested_bytes) {
     largest = std::max(largest, static_cast<size_t>(bytes));
   }
   return std::clamp(8 * largest, 4 * kMiB, kCeiling);
-}
-
-CacheStore DefaultArenaStore(bool pinned) {
-  // A GPU reads a page-locked arena by DMA right after the receiving thread wrote it, and bytes
-  // written by another thread whose core then idled reached the device about 5x slower in
-  // bench_h2d_source (BENCHMARKS §71). Whether streaming stores win in a server has not run on a
-  // GPU yet, so every arena stays cached until it has; --input-arena-store chooses.
-  (void)pinned;
-  return CacheStore::kCached;
 }
 
 bool ModelRuntime::AwaitAdmitted(absl::Duration timeout) const {

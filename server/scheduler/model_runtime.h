@@ -65,7 +65,7 @@ class ModelRuntime {
   // `input_arena_bytes` > 0: an InputArena of that many bytes per input (page-locked when an
   // instance runs on a GPU; if that memory cannot be had, a warning and none); 0: none, the
   // workers gather every batch's inputs. `arena_store`: how the receiving thread writes inputs into
-  // the arena (--input-arena-store); nullopt: DefaultArenaStore.
+  // the arena (--input-arena-store); nullopt: auto, which is cached.
   static absl::StatusOr<std::unique_ptr<ModelRuntime>> Create(
       const ModelSpec& spec, std::vector<std::unique_ptr<ModelInstance>> instances,
       const WarmupOptions& warmup, const Clock* clock, const std::vector<HostPolicy>& worker_policies = {},
@@ -142,10 +142,6 @@ BatchPolicyConfig PolicyFromSpec(const ModelSpec& spec);
 // --input-arena-mib: `requested_bytes` < 0 = auto: per input, room for 8 batches of the largest
 // size when every dim is fixed (between 4 and 64 MiB), else 16 MiB; 0 = off; > 0 = that.
 size_t InputArenaBytes(const ModelSpec& spec, int64_t requested_bytes);
-
-// --input-arena-store auto: how inputs are written into an arena that is page-locked (`pinned`: a
-// GPU reads it by DMA) or not (docs/GPU_PERFORMANCE.md, "Reading h2d"). Cached for both for now.
-CacheStore DefaultArenaStore(bool pinned);
 
 }  // namespace chronoserve::server
 

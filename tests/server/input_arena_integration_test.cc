@@ -21,7 +21,6 @@
 #include "server/backend/torch_batch_io.h"
 #include "server/backend/torch_device_path.h"
 #include "server/core/input_arena.h"
-#include "server/scheduler/model_runtime.h"
 #include "server/server.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
@@ -183,7 +182,7 @@ TEST_P(InputArenaServerTest, EveryRequestGetsItsOwnRowsAndNoRegionOutlivesItsReq
     EXPECT_EQ(arena->inputs(), static_cast<int>(runtime->spec().inputs.size()));
     EXPECT_FALSE(arena->pinned()) << "CPU workers: ordinary memory";
     if (GetParam().bytes > 0) EXPECT_EQ(arena->capacity(), static_cast<size_t>(GetParam().bytes));
-    EXPECT_EQ(runtime->arena_store(), GetParam().store.value_or(server::DefaultArenaStore(false))) << runtime->spec().name;
+    EXPECT_EQ(runtime->arena_store(), GetParam().store.value_or(CacheStore::kCached)) << runtime->spec().name;
   }
 
   const std::string address = "127.0.0.1:" + std::to_string(server->port());
