@@ -370,7 +370,7 @@ int main(int argc, char** argv) {
                  "(memcpy, as the server's admit), streaming (non-temporal stores), evicted (memcpy, then "
                  "CLFLUSHOPT); beyond cached, each adds back-to-back rows and gap rows")
       ->delimiter(',')
-      ->check(CLI::IsMember({"cached", "streaming", "evicted"}));
+      ->check(CLI::IsMember(chronoserve::CacheStoreNames()));
   app.add_option("--ways", ways, "what the process does during a gap (comma-separated)")
       ->delimiter(',')
       ->check(CLI::IsMember({"idle", "device_work", "h2d_traffic"}));

@@ -108,8 +108,14 @@ const char* CacheStoreName(CacheStore store) {
   return "cached";
 }
 
+std::vector<std::string> CacheStoreNames() {
+  std::vector<std::string> names;
+  for (CacheStore s : kCacheStores) names.emplace_back(CacheStoreName(s));
+  return names;
+}
+
 bool ParseCacheStore(const char* name, CacheStore* store) {
-  for (CacheStore s : {CacheStore::kCached, CacheStore::kStreaming, CacheStore::kEvicted}) {
+  for (CacheStore s : kCacheStores) {
     if (std::strcmp(name, CacheStoreName(s)) == 0) {
       *store = s;
       return true;

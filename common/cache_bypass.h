@@ -6,6 +6,8 @@
 #define CHRONOSERVE_COMMON_CACHE_BYPASS_H_
 
 #include <cstddef>
+#include <string>
+#include <vector>
 
 namespace chronoserve {
 
@@ -16,6 +18,9 @@ enum class CacheStore {
   kEvicted,    // memcpy, then each line written back and evicted (CLFLUSHOPT where the CPU has it)
 };
 
+// Every CacheStore, in the order above.
+inline constexpr CacheStore kCacheStores[] = {CacheStore::kCached, CacheStore::kStreaming, CacheStore::kEvicted};
+
 // Copies `n` bytes from `src` to `dst` (not overlapping) as `store` says; the stores are ordered
 // (SFENCE) before it returns. Any alignment, any size.
 void CopyForDevice(char* dst, const char* src, size_t n, CacheStore store);
@@ -25,6 +30,9 @@ void EvictFromCaches(const void* p, size_t n);
 
 // "cached", "streaming" or "evicted".
 const char* CacheStoreName(CacheStore store);
+
+// CacheStoreName of each of kCacheStores (a command line's choices).
+std::vector<std::string> CacheStoreNames();
 
 // Parses CacheStoreName's words; false for anything else.
 bool ParseCacheStore(const char* name, CacheStore* store);

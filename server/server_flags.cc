@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
@@ -15,6 +16,13 @@
 
 namespace chronoserve::server {
 namespace {
+
+// --input-arena-store's words: auto, then each CacheStore.
+std::vector<std::string> ArenaStoreChoices() {
+  std::vector<std::string> choices = {"auto"};
+  for (std::string& name : CacheStoreNames()) choices.push_back(std::move(name));
+  return choices;
+}
 
 // --grpc-infer-threads: auto, or 0-64 parsed as it is used (base 10, no hex or octal).
 std::string CheckInferThreads(const std::string& value) {
@@ -192,7 +200,7 @@ void AddHostFlags(CLI::App* app, RawServerFlags* raw) {
                   "are not yet measured on a GPU (docs/GPU_PERFORMANCE.md). "
                   "auto = cached [auto, cached, streaming, evicted]")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "cached", "streaming", "evicted"}));
+      ->check(CLI::IsMember(ArenaStoreChoices()));
   app->add_option("--max-queue-mib", raw->max_queue_mib,
                   "Per model, MiB of input bytes its queued requests may hold (tensors in client shared memory "
                   "not counted); a request that would pass it is answered RESOURCE_EXHAUSTED naming the model "

@@ -57,6 +57,7 @@ TEST(CacheBypassTest, NamesRoundTripAndUnknownNamesAreRefused) {
   EXPECT_FALSE(ParseCacheStore("non-temporal", &untouched));
   EXPECT_FALSE(ParseCacheStore("", &untouched));
   EXPECT_EQ(untouched, CacheStore::kStreaming);
+  EXPECT_EQ(CacheStoreNames(), (std::vector<std::string>{"cached", "streaming", "evicted"}));
 }
 
 }  // namespace
