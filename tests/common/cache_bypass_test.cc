@@ -21,7 +21,7 @@ std::vector<char> RandomBytes(size_t n, uint32_t seed) {
 // nothing either side.
 TEST(CacheBypassTest, EveryStoreCopiesExactlyTheBytesAtAnyAlignment) {
   const std::vector<char> src = RandomBytes(5000, 7);
-  for (CacheStore store : {CacheStore::kCached, CacheStore::kStreaming, CacheStore::kEvicted}) {
+  for (CacheStore store : kCacheStores) {
     for (size_t dst_offset : {0, 1, 15, 16, 63, 64}) {
       for (size_t src_offset : {0, 3}) {
         for (size_t n : {0, 1, 15, 16, 17, 63, 64, 65, 127, 1000, 4096}) {
@@ -48,7 +48,7 @@ TEST(CacheBypassTest, EvictingLeavesTheBytesAsTheyWere) {
 }
 
 TEST(CacheBypassTest, NamesRoundTripAndUnknownNamesAreRefused) {
-  for (CacheStore store : {CacheStore::kCached, CacheStore::kStreaming, CacheStore::kEvicted}) {
+  for (CacheStore store : kCacheStores) {
     CacheStore parsed = store == CacheStore::kCached ? CacheStore::kEvicted : CacheStore::kCached;
     ASSERT_TRUE(ParseCacheStore(CacheStoreName(store), &parsed)) << CacheStoreName(store);
     EXPECT_EQ(parsed, store);
