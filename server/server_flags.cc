@@ -195,9 +195,9 @@ void AddHostFlags(CLI::App* app, RawServerFlags* raw) {
   app->add_option("--input-arena-store", raw->input_arena_store,
                   "How the receiving thread writes a request's inputs into the arena: cached (memcpy; the bytes "
                   "stay in its core's cache), streaming (non-temporal stores straight to memory), evicted "
-                  "(memcpy, then each line flushed). A GPU reads a page-locked arena by DMA, and bytes written "
-                  "by a thread that then slept reached an H100 about 5x slower in a benchmark; the remedies "
-                  "are not yet measured on a GPU (docs/GPU_PERFORMANCE.md). "
+                  "(memcpy, then each line flushed). A GPU reads a page-locked arena by DMA: on an H100 streaming "
+                  "made the served copy faster (p50 and far more p99) but the write slower by about as much, "
+                  "so it pays for p99 and after idle spells, not back to back (docs/GPU_PERFORMANCE.md). "
                   "auto = cached [auto, cached, streaming, evicted]")
       ->capture_default_str()
       ->check(CLI::IsMember(ArenaStoreChoices()));
