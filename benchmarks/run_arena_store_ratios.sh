@@ -7,7 +7,7 @@
 #   gap     GAPS requests, each after 1 s idle
 # Prints each server's e2e / server_total / h2d p50 per phase and the ratios first / steady and
 # gap / steady, at the client (e2e) and at the server (server_total).
-# Usage: [STORES="cached streaming"] [ROUNDS=3] [REQUESTS=300] [GAPS=15] \
+# Usage: [STORES="cached streaming adaptive"] [ROUNDS=3] [REQUESTS=300] [GAPS=15] \
 #          benchmarks/run_arena_store_ratios.sh BUILD_DIR OUT_DIR [PORT]
 set -uo pipefail
 build=${1:?build dir}
@@ -24,7 +24,7 @@ bench() {  # bench LABEL ARGS...
     --json "$out/ratios-$label.json" > /dev/null
 }
 for round in $(seq 1 "${ROUNDS:-3}"); do
-  for store in ${STORES:-cached streaming}; do
+  for store in ${STORES:-cached streaming adaptive}; do
     models=$(mktemp -d)
     "$build/bin/chronoserve-examples" --out "$models" >/dev/null || exit 1
     printf '%s\n' "$CONFIG" >> "$models/policy_net/config.pbtxt"

@@ -4,7 +4,7 @@
 #   served     as served (--input-arena-store auto)
 #   exact      exact device timing: the stream held until the batch is enqueued, so h2d is device
 #              time only (is a slow h2d the copy, or the device waiting for the host?)
-#   cached, streaming, evicted
+#   cached, streaming, evicted, adaptive
 #              --input-arena-store: how the receiving thread writes the input into the page-locked
 #              arena (does a slow h2d come from bytes left dirty in that thread's cache?)
 # Prints each server's h2d, compute, admit, server_total and e2e p50.
@@ -32,8 +32,8 @@ for round in $(seq 1 "${ROUNDS:-3}"); do
     case $way in
       served) ;;
       exact) printf '%s\n' "$EXACT" >> "$models/policy_net/config.pbtxt" ;;
-      cached|streaming|evicted) flags=(--input-arena-store "$way") ;;
-      *) echo "unknown way '$way' (served, exact, cached, streaming, evicted)"; exit 2 ;;
+      cached|streaming|evicted|adaptive) flags=(--input-arena-store "$way") ;;
+      *) echo "unknown way '$way' (served, exact, cached, streaming, evicted, adaptive)"; exit 2 ;;
     esac
     label=$way-$round${gap_args[0]:+-gap$gap}
     start_server "$build" "$models" "$out/server-h2d-$label.log" "$port" "${flags[@]}" > /dev/null \

@@ -290,7 +290,7 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelManager::BuildVersion(ModelSp
                << ((*runtime)->input_arena() == nullptr ? std::string("off")
                                     : absl::StrCat(arena_bytes >> 20, " MiB per input",
                                                    (*runtime)->input_arena()->pinned() ? ", page-locked" : "",
-                                                   ", ", CacheStoreName((*runtime)->arena_store()), " stores"))
+                                                   ", ", ArenaStoreName((*runtime)->arena_store()), " stores"))
                << ")";
   return *std::move(runtime);
 }

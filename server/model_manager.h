@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/cache_bypass.h"
 #include "common/clock.h"
+#include "server/core/arena_store.h"
 #include "server/core/gpu_clock_source.h"
 #include "server/core/host_policy.h"
 #include "server/backend/device_activity.h"
@@ -53,7 +53,7 @@ struct ModelLoadOptions {
   HostPolicies host_policies;  // --host-policy: the CPUs workers are pinned to
   int64_t input_arena_bytes = -1;  // --input-arena-mib: < 0 auto, 0 off (InputArenaBytes)
   uint64_t max_queue_bytes = 0;    // --max-queue-mib, per model (QueuePolicySpec::max_queue_bytes); 0 = unbounded
-  std::optional<CacheStore> input_arena_store;  // --input-arena-store; nullopt: auto (cached)
+  std::optional<ArenaStore> input_arena_store;  // --input-arena-store; nullopt: auto (cached)
   // LoadRepository / LoadModels: how many models load at once (--model-load-thread-count); and
   // BuildRuntimes: how many versions of one model. 1 = one after another, in order.
   int threads = 1;

@@ -21,10 +21,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "common/cache_bypass.h"
 #include "common/clock.h"
 #include "common/version.h"
 #include "server/backend/device_activity.h"
+#include "server/core/arena_store.h"
 #include "server/core/host_keep_warm.h"
 #include "server/core/host_policy.h"
 #include "server/grpc/health_service.h"
@@ -103,7 +103,7 @@ struct ServerOptions {
   int64_t input_arena_bytes = -1;
   // --input-arena-store: how a request's inputs are written into the arena; nullopt = auto
   // (ModelLoadOptions::input_arena_store).
-  std::optional<CacheStore> input_arena_store;
+  std::optional<ArenaStore> input_arena_store;
   // --max-queue-mib, in bytes: the input bytes each model's queued requests may hold; 0 = unbounded.
   uint64_t max_queue_bytes = uint64_t{1024} << 20;
   // --host-keep-warm-ms: while a request arrived within this many ms, one SCHED_IDLE spinner per

@@ -17,10 +17,10 @@
 namespace chronoserve::server {
 namespace {
 
-// --input-arena-store's words: auto, then each CacheStore.
+// --input-arena-store's words: auto, then each ArenaStore.
 std::vector<std::string> ArenaStoreChoices() {
   std::vector<std::string> choices = {"auto"};
-  for (std::string& name : CacheStoreNames()) choices.push_back(std::move(name));
+  for (std::string& name : ArenaStoreNames()) choices.push_back(std::move(name));
   return choices;
 }
 
@@ -195,10 +195,11 @@ void AddHostFlags(CLI::App* app, RawServerFlags* raw) {
   app->add_option("--input-arena-store", raw->input_arena_store,
                   "How the receiving thread writes a request's inputs into the arena: cached (memcpy; the bytes "
                   "stay in its core's cache), streaming (non-temporal stores straight to memory), evicted "
-                  "(memcpy, then each line flushed). A GPU reads a page-locked arena by DMA: on an H100 streaming "
-                  "made the served copy faster (p50 and far more p99) but the write slower by about as much, "
-                  "so it pays for p99 and after idle spells, not back to back (docs/GPU_PERFORMANCE.md). "
-                  "auto = cached [auto, cached, streaming, evicted]")
+                  "(memcpy, then each line flushed), adaptive (cached, but streaming for the first write after "
+                  "the arena sat unwritten 5 ms or more). A GPU reads a page-locked arena by DMA: on an H100 "
+                  "streaming made the served copy faster (p50 and far more p99) but the write slower by about "
+                  "as much, so it pays for p99 and after idle spells, not back to back "
+                  "(docs/GPU_PERFORMANCE.md). auto = cached [auto, cached, streaming, evicted, adaptive]")
       ->capture_default_str()
       ->check(CLI::IsMember(ArenaStoreChoices()));
   app->add_option("--max-queue-mib", raw->max_queue_mib,
@@ -260,8 +261,8 @@ absl::StatusOr<ServerFlags> ResolveServerFlags(RawServerFlags raw, const otlp::E
   }
   const std::optional<int64_t> arena_mib = ArenaMib(raw.input_arena);  // checked at parse: else auto
   options.input_arena_bytes = arena_mib.has_value() ? *arena_mib << 20 : -1;
-  CacheStore store = CacheStore::kCached;
-  if (ParseCacheStore(raw.input_arena_store.c_str(), &store)) options.input_arena_store = store;  // else auto
+  ArenaStore store;
+  if (ParseArenaStore(raw.input_arena_store, &store)) options.input_arena_store = store;  // else auto
   options.max_queue_bytes = raw.max_queue_mib << 20;
   int threads = 0;
   options.grpc_infer_threads = absl::SimpleAtoi(raw.infer_threads, &threads) ? threads : kAutoInferThreads;

@@ -33,7 +33,7 @@ ModelRuntime::~ModelRuntime() { Stop(); }
 absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Create(
     const ModelSpec& spec, std::vector<std::unique_ptr<ModelInstance>> instances,
     const WarmupOptions& warmup, const Clock* clock, const std::vector<HostPolicy>& worker_policies,
-    size_t input_arena_bytes, std::optional<CacheStore> arena_store) {
+    size_t input_arena_bytes, std::optional<ArenaStore> arena_store) {
   std::unique_ptr<ModelRuntime> runtime(new ModelRuntime(spec, clock));
   if (input_arena_bytes > 0 && !spec.inputs.empty() && !instances.empty()) {
     // Page-locked when any instance copies to a GPU (such memory is every GPU's to read).
@@ -46,9 +46,9 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Create(
                                     [owner](size_t bytes) { return owner->AllocateHostInputs(bytes); });
     if (arena.ok()) {
       runtime->arena_ = *std::move(arena);
-      // auto is cached for every arena: streaming or evicted stores may spare a GPU's DMA reads the
-      // slow copies of bytes another thread wrote (BENCHMARKS §71), but have not run on a GPU yet.
-      runtime->arena_store_ = arena_store.value_or(CacheStore::kCached);
+      // auto is cached for every arena: streaming stores made an H100's copies faster but the
+      // receiving thread's writes slower by about as much back to back (BENCHMARKS §72).
+      runtime->arena_store_ = arena_store.value_or(ArenaStore{});
     } else {  // an optimisation only: serve without it
       CS_LOG(WARNING) << "model '" << spec.name << "': no input arena of " << input_arena_bytes
                       << " bytes per input (" << arena.status().message()
@@ -107,9 +107,14 @@ bool ModelRuntime::StageInputsInArena(InferRequest& request) const {
   absl::InlinedVector<char*, 4> regions(sizes.size(), nullptr);
   InputArena::Lease lease = arena_->Reserve(sizes.data(), regions.data());
   if (!lease.held()) return false;
+  CacheStore store = arena_store_.store;
+  if (arena_store_.adaptive) {
+    const int64_t now = clock_->NowNs();
+    store = arena_store_.For(now - last_arena_write_ns_.exchange(now, std::memory_order_relaxed));
+  }
   for (size_t k = 0; k < sizes.size(); ++k) {
     InputTensor& in = request.inputs[k];
-    in.CopyTo(regions[k], arena_store_);
+    in.CopyTo(regions[k], store);
     in.data = regions[k];
     in.pieces.clear();
     in.in_arena = true;

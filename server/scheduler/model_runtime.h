@@ -6,6 +6,8 @@
 #define CHRONOSERVE_SERVER_SCHEDULER_MODEL_RUNTIME_H_
 
 #include <atomic>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +19,7 @@
 #include "common/cache_bypass.h"
 #include "common/clock.h"
 #include "server/backend/model_instance.h"
+#include "server/core/arena_store.h"
 #include "server/core/input_arena.h"
 #include "server/core/model_spec.h"
 #include "server/core/model_stats.h"
@@ -69,7 +72,7 @@ class ModelRuntime {
   static absl::StatusOr<std::unique_ptr<ModelRuntime>> Create(
       const ModelSpec& spec, std::vector<std::unique_ptr<ModelInstance>> instances,
       const WarmupOptions& warmup, const Clock* clock, const std::vector<HostPolicy>& worker_policies = {},
-      size_t input_arena_bytes = 0, std::optional<CacheStore> arena_store = std::nullopt);
+      size_t input_arena_bytes = 0, std::optional<ArenaStore> arena_store = std::nullopt);
   ~ModelRuntime();
 
   const ModelSpec& spec() const { return spec_; }
@@ -93,7 +96,7 @@ class ModelRuntime {
   void StageInputs(InferRequest& request) const;
   const InputArena* input_arena() const { return arena_.get(); }
   // How StageInputs writes inputs into the arena.
-  CacheStore arena_store() const { return arena_store_; }
+  ArenaStore arena_store() const { return arena_store_; }
 
   // A ticket for a request on its way to this runtime's queue (ModelRegistry::Find takes it under
   // the registry's lock); it must be released before the runtime is destroyed.
@@ -122,7 +125,9 @@ class ModelRuntime {
   ModelStats stats_;
   ModelQueue queue_;
   std::shared_ptr<InputArena> arena_;  // null: off
-  CacheStore arena_store_ = CacheStore::kCached;  // set in Create
+  ArenaStore arena_store_;  // set in Create
+  // When StageInputsInArena last wrote the arena (clock_), for an adaptive arena_store_.
+  mutable std::atomic<int64_t> last_arena_write_ns_{std::numeric_limits<int64_t>::min() / 2};
   CompletionPool completions_;  // before workers_: outlives them
   std::vector<std::unique_ptr<Worker>> workers_;
   // Answers queued requests whose time came while every worker was busy

@@ -29,6 +29,7 @@
 #include "server/backend/batch_pipeline.h"
 #include "server/backend/device_activity.h"
 #include "server/backend/torch_backend.h"
+#include "server/core/arena_store.h"
 #include "server/core/synthetic_request.h"
 #include "server/repository/model_config_loader.h"
 #include "tests/gpu/doubler_model.h"
@@ -359,16 +360,11 @@ TEST_P(PipelineTimingOffTest, OverlappedBatchesEqualTheCpuReferenceExactly) {
 INSTANTIATE_TEST_SUITE_P(EagerAndGraphs, PipelineTimingOffTest, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Graphs" : "Eager"; });
 
-// Served with --request-timing off: 6 clients at once on one pipelined worker, every answer exactly
-// the CPU reference's for its own rows.
-TEST(PipelineServerTest, TimingOffConcurrentClientsGetExactlyTheCpuReference) {
-  testing::TempDir repo("cs_gpu_pipeline_timing_off_served");
-  const std::string dir = WriteDoubler(repo, /*graphs=*/true);
-  server::ServerOptions options = testing::TestServerOptions(repo.path());
-  options.request_timing = false;
-  auto server = testing::StartServer(options);
-  ASSERT_NE(server, nullptr);
-  const std::string address = "127.0.0.1:" + std::to_string(server->port());
+// Six clients at once on one pipelined worker serving the doubler with CUDA graphs, 30 requests
+// each of 1-3 rows; every answer must be exactly the CPU reference's for its own rows.
+// Shuts the server down.
+void ExpectConcurrentClientsGetExactlyTheCpuReference(server::Server& server, const std::string& dir) {
+  const std::string address = "127.0.0.1:" + std::to_string(server.port());
   constexpr int kClients = 6;
   constexpr int kRequests = 30;
   std::vector<std::string> failures(kClients);
@@ -396,8 +392,45 @@ TEST(PipelineServerTest, TimingOffConcurrentClientsGetExactlyTheCpuReference) {
   }
   for (auto& t : clients) t.join();
   for (int c = 0; c < kClients; ++c) EXPECT_EQ(failures[c], "") << "client " << c;
-  server->Shutdown();
+  server.Shutdown();
 }
+
+// Served with --request-timing off.
+TEST(PipelineServerTest, TimingOffConcurrentClientsGetExactlyTheCpuReference) {
+  testing::TempDir repo("cs_gpu_pipeline_timing_off_served");
+  const std::string dir = WriteDoubler(repo, /*graphs=*/true);
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.request_timing = false;
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  ExpectConcurrentClientsGetExactlyTheCpuReference(*server, dir);
+}
+
+// --input-arena-store other than cached: the receiving threads write the page-locked arena with
+// non-temporal stores (streaming; adaptive's first write after an idle spell, so at least the
+// first) or flush it after the write (evicted); the device must read every byte as written.
+class ArenaStoreGpuTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ArenaStoreGpuTest, PageLockedArenaWrittenThisWayGivesExactlyTheCpuReference) {
+  testing::TempDir repo("cs_gpu_arena_store");
+  const std::string dir = WriteDoubler(repo, /*graphs=*/true);
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  server::ArenaStore store;
+  ASSERT_TRUE(server::ParseArenaStore(GetParam(), &store));
+  options.input_arena_store = store;
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto runtime = server->registry().Find("doubler_graphs", "");
+  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  ASSERT_NE((*runtime)->input_arena(), nullptr);
+  EXPECT_TRUE((*runtime)->input_arena()->pinned());
+  EXPECT_EQ((*runtime)->arena_store(), store);
+  ExpectConcurrentClientsGetExactlyTheCpuReference(*server, dir);
+  EXPECT_EQ((*runtime)->input_arena()->live_regions(), 0u) << "every request gave its arena regions back";
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, ArenaStoreGpuTest, ::testing::Values("streaming", "evicted", "adaptive"),
+                         [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
 }  // namespace
 }  // namespace chronoserve

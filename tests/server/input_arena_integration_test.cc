@@ -147,10 +147,11 @@ TEST(ArenaGatherTest, AGapOrARequestOutsideTheArenaIsGatheredInBatchOrder) {
 }
 
 // --input-arena-mib as ServerOptions::input_arena_bytes: auto, off, and 2 KiB (a few requests);
-// with --input-arena-store as ServerOptions::input_arena_store: auto, and each way of writing.
+// with --input-arena-store as ServerOptions::input_arena_store: auto, and each way of writing
+// (adaptive: the first write streams, the writes that follow within 5 ms are cached).
 struct ArenaCase {
   int64_t bytes;
-  std::optional<CacheStore> store;
+  std::optional<server::ArenaStore> store;
 };
 class InputArenaServerTest : public ::testing::TestWithParam<ArenaCase> {};
 
@@ -182,7 +183,7 @@ TEST_P(InputArenaServerTest, EveryRequestGetsItsOwnRowsAndNoRegionOutlivesItsReq
     EXPECT_EQ(arena->inputs(), static_cast<int>(runtime->spec().inputs.size()));
     EXPECT_FALSE(arena->pinned()) << "CPU workers: ordinary memory";
     if (GetParam().bytes > 0) EXPECT_EQ(arena->capacity(), static_cast<size_t>(GetParam().bytes));
-    EXPECT_EQ(runtime->arena_store(), GetParam().store.value_or(CacheStore::kCached)) << runtime->spec().name;
+    EXPECT_EQ(runtime->arena_store(), GetParam().store.value_or(server::ArenaStore{})) << runtime->spec().name;
   }
 
   const std::string address = "127.0.0.1:" + std::to_string(server->port());
@@ -236,7 +237,7 @@ TEST_P(InputArenaServerTest, EveryRequestGetsItsOwnRowsAndNoRegionOutlivesItsReq
 std::string ArenaName(const ::testing::TestParamInfo<ArenaCase>& info) {
   std::string name = info.param.bytes < 0 ? "Auto" : info.param.bytes == 0 ? "Off" : "Bytes" + std::to_string(info.param.bytes);
   if (info.param.store.has_value()) {
-    std::string store = CacheStoreName(*info.param.store);
+    std::string store = server::ArenaStoreName(*info.param.store);
     store[0] = static_cast<char>(std::toupper(store[0]));
     name += store + "Stores";
   }
@@ -245,8 +246,10 @@ std::string ArenaName(const ::testing::TestParamInfo<ArenaCase>& info) {
 
 INSTANTIATE_TEST_SUITE_P(ArenaSizes, InputArenaServerTest,
                          ::testing::Values(ArenaCase{-1, std::nullopt}, ArenaCase{0, std::nullopt},
-                                           ArenaCase{2048, std::nullopt}, ArenaCase{-1, CacheStore::kStreaming},
-                                           ArenaCase{2048, CacheStore::kEvicted}),
+                                           ArenaCase{2048, std::nullopt},
+                                           ArenaCase{-1, server::ArenaStore{CacheStore::kStreaming, false}},
+                                           ArenaCase{2048, server::ArenaStore{CacheStore::kEvicted, false}},
+                                           ArenaCase{-1, server::ArenaStore{CacheStore::kCached, true}}),
                          ArenaName);
 
 }  // namespace

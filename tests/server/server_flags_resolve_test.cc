@@ -84,7 +84,7 @@ TEST(ServerFlagsResolveTest, ValuesBecomeOptionsInTheirUnits) {
   EXPECT_EQ(options.grpc_infer_threads, 6);
   EXPECT_EQ(options.grpc_threads_per_queue, 1);
   EXPECT_EQ(options.input_arena_bytes, int64_t{24} << 20);
-  EXPECT_EQ(options.input_arena_store, CacheStore::kStreaming);
+  EXPECT_EQ(options.input_arena_store, (ArenaStore{CacheStore::kStreaming, false}));
   EXPECT_EQ(options.max_queue_bytes, uint64_t{3} << 20);
   EXPECT_FALSE(options.request_timing);
   EXPECT_TRUE(options.grpc_minimal_stack);
@@ -171,8 +171,10 @@ TEST(ServerFlagsResolveTest, HostIsStoredWithoutBrackets) {
 }
 
 TEST(ServerFlagsResolveTest, InputArenaStoreNamesEachWayAndAutoLeavesItToTheRuntime) {
-  for (const auto& [word, store] : {std::pair{"cached", CacheStore::kCached}, std::pair{"streaming", CacheStore::kStreaming},
-                                    std::pair{"evicted", CacheStore::kEvicted}}) {
+  for (const auto& [word, store] : {std::pair{"cached", ArenaStore{CacheStore::kCached, false}},
+                                    std::pair{"streaming", ArenaStore{CacheStore::kStreaming, false}},
+                                    std::pair{"evicted", ArenaStore{CacheStore::kEvicted, false}},
+                                    std::pair{"adaptive", ArenaStore{CacheStore::kCached, true}}}) {
     auto flags = Parse({"--model-repository", "/m", "--input-arena-store", word});
     ASSERT_TRUE(flags.ok()) << word << ": " << flags.status();
     EXPECT_EQ(flags->options.input_arena_store, store) << word;
@@ -194,7 +196,7 @@ TEST(ServerFlagsResolveTest, BadValuesAreRefusedWithTheParsersMessage) {
       {{"--grpc-threads-per-queue", "5"}, "from 1 to 4"},
       {{"--input-arena-mib", "65537"}, "must be auto or a whole number of MiB from 0 to 65536, got '65537'"},
       {{"--input-arena-mib", "4MiB"}, "must be auto or a whole number of MiB from 0 to 65536"},
-      {{"--input-arena-store", "uncached"}, "--input-arena-store: uncached not in {auto,cached,streaming,evicted}"},
+      {{"--input-arena-store", "uncached"}, "--input-arena-store: uncached not in {auto,cached,streaming,evicted,adaptive}"},
       {{"--request-timing", "maybe"}, "--request-timing"},
       {{"--host-policy", "gpu_0,numa-node=1"}, "gpu_0,numa-node=1"},
       {{"--otlp-endpoint", "collector"}, "OTLP endpoint 'collector' is not HOST:PORT"},
