@@ -5,10 +5,14 @@
 #   first   the very first request after READY (one request, no warm-up)
 #   steady  REQUESTS back to back (100 warm-up requests first)
 #   gap     GAPS requests, each after 1 s idle
-# Prints each server's e2e / server_total / h2d p50 per phase and the ratios first / steady and
-# gap / steady, at the client (e2e) and at the server (server_total).
-# Usage: [STORES="cached streaming adaptive"] [ROUNDS=3] [REQUESTS=300] [GAPS=15] \
+# Prints each server's e2e / server_total / h2d / queue p50 per phase and the ratios first / steady
+# and gap / steady, at the client (e2e) and at the server (server_total); after each phase, the CPU
+# each of the server's worker and gRPC completion-queue threads last ran on (ps psr), since a
+# worker that shares a CPU with the thread that queued its request waits for that thread (§72's
+# `queue` spread between servers).
+# Usage: [STORES="cached streaming adaptive"] [ROUNDS=3] [REQUESTS=300] [GAPS=15] [SERVER_FLAGS=""] \
 #          benchmarks/run_arena_store_ratios.sh BUILD_DIR OUT_DIR [PORT]
+#   SERVER_FLAGS: more chronoserve flags for every server (e.g. "--host-policy gpu_0,cpu-cores=15")
 set -uo pipefail
 build=${1:?build dir}
 out=${2:?output dir}
@@ -22,6 +26,11 @@ bench() {  # bench LABEL ARGS...
   shift
   "$build/bin/bench_serve_latency" -u "127.0.0.1:$port" -m policy_net -b 128 "$@" --label "$label" \
     --json "$out/ratios-$label.json" > /dev/null
+  # The CPUs the worker and the gRPC threads last ran on, as "worker 5 grpc 2,7".
+  ps -L -o psr=,comm= -p "$server" | awk '
+    $2 == "cs-worker" { w = w (w == "" ? "" : ",") $1 }
+    $2 ~ /^cs-grpc-cq/ { g = g (g == "" ? "" : ",") $1 }
+    END { print "worker " w " grpc " g }' > "$out/cpus-$label.txt"
 }
 for round in $(seq 1 "${ROUNDS:-3}"); do
   for store in ${STORES:-cached streaming adaptive}; do
@@ -29,7 +38,7 @@ for round in $(seq 1 "${ROUNDS:-3}"); do
     "$build/bin/chronoserve-examples" --out "$models" >/dev/null || exit 1
     printf '%s\n' "$CONFIG" >> "$models/policy_net/config.pbtxt"
     start_server "$build" "$models" "$out/server-ratios-$store-$round.log" "$port" --input-arena-store "$store" \
-      > /dev/null || { status=1; rm -rf "$models"; continue; }
+      ${SERVER_FLAGS:-} > /dev/null || { status=1; rm -rf "$models"; continue; }
     bench "$store-$round-first" -n 1 --warmup-requests 0 || status=1
     bench "$store-$round-steady" -n "${REQUESTS:-300}" --warmup-requests 100 || status=1
     bench "$store-$round-gap" -n "${GAPS:-15}" --warmup-requests 0 --idle-gap-ms 1000 || status=1
@@ -40,6 +49,9 @@ done
 python3 - "$out" <<'PY' || status=1
 import glob, json, os, sys
 out = sys.argv[1]
+def cpus(label):
+    path = os.path.join(out, f"cpus-{label}.txt")
+    return open(path).read().strip() if os.path.exists(path) else "?"
 def p50(label, key):
     path = os.path.join(out, f"ratios-{label}.json")
     if not os.path.exists(path):
@@ -47,7 +59,8 @@ def p50(label, key):
     d = json.load(open(path))["latency_us"]
     return d[key]["p50"] if key in d else float("nan")
 print(f"{'store':<10} {'round':>5} | {'e2e first':>9} {'steady':>7} {'gap':>7} | {'server first':>12} {'steady':>7} {'gap':>7} |"
-      f" {'h2d first':>9} {'steady':>7} {'gap':>7} | first/steady e2e, server | gap/steady e2e, server")
+      f" {'h2d first':>9} {'steady':>7} {'gap':>7} | {'queue first':>11} {'steady':>7} {'gap':>7} |"
+      f" first/steady e2e, server | gap/steady e2e, server | CPUs after first; steady; gap")
 runs = sorted({os.path.basename(f)[len("ratios-"):].rsplit("-", 1)[0] for f in glob.glob(os.path.join(out, "ratios-*.json"))},
               key=lambda r: (int(r.rsplit("-", 1)[1]), r))
 for run in runs:
@@ -55,7 +68,10 @@ for run in runs:
     e = [p50(f"{run}-{ph}", "e2e") for ph in ("first", "steady", "gap")]
     s = [p50(f"{run}-{ph}", "server_total") for ph in ("first", "steady", "gap")]
     h = [p50(f"{run}-{ph}", "h2d") for ph in ("first", "steady", "gap")]
+    q = [p50(f"{run}-{ph}", "queue") for ph in ("first", "steady", "gap")]
+    c = "; ".join(cpus(f"{run}-{ph}") for ph in ("first", "steady", "gap"))
     print(f"{store:<10} {rnd:>5} | {e[0]:9.0f} {e[1]:7.0f} {e[2]:7.0f} | {s[0]:12.0f} {s[1]:7.0f} {s[2]:7.0f} |"
-          f" {h[0]:9.1f} {h[1]:7.1f} {h[2]:7.1f} | {e[0]/e[1]:12.2f} {s[0]/s[1]:6.2f}  | {e[2]/e[1]:10.2f} {s[2]/s[1]:6.2f}")
+          f" {h[0]:9.1f} {h[1]:7.1f} {h[2]:7.1f} | {q[0]:11.0f} {q[1]:7.0f} {q[2]:7.0f} |"
+          f" {e[0]/e[1]:12.2f} {s[0]/s[1]:6.2f}  | {e[2]/e[1]:10.2f} {s[2]/s[1]:6.2f}  | {c}")
 PY
 exit $status
