@@ -26,11 +26,9 @@ bench() {  # bench LABEL ARGS...
   shift
   "$build/bin/bench_serve_latency" -u "127.0.0.1:$port" -m policy_net -b 128 "$@" --label "$label" \
     --json "$out/ratios-$label.json" > /dev/null
-  # The CPUs the worker and the gRPC threads last ran on, as "worker 5 grpc 2,7".
-  ps -L -o psr=,comm= -p "$server" | awk '
-    $2 == "cs-worker" { w = w (w == "" ? "" : ",") $1 }
-    $2 ~ /^cs-grpc-cq/ { g = g (g == "" ? "" : ",") $1 }
-    END { print "worker " w " grpc " g }' > "$out/cpus-$label.txt"
+  local rc=$?
+  thread_cpus "$server" > "$out/cpus-$label.txt"
+  return $rc
 }
 for round in $(seq 1 "${ROUNDS:-3}"); do
   for store in ${STORES:-cached streaming adaptive}; do

@@ -52,6 +52,15 @@ minor_faults() { awk '{print $10}' "/proc/$1/stat"; }
 # cpu_ticks PID: user + system CPU time of a process so far, in clock ticks (getconf CLK_TCK).
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
+# thread_cpus PID: the CPUs PID's worker and gRPC completion-queue threads last ran on (ps psr), as
+# "worker 5 grpc 2,7".
+thread_cpus() {
+  ps -L -o psr=,comm= -p "$1" | awk '
+    $2 == "cs-worker" { w = w (w == "" ? "" : ",") $1 }
+    $2 ~ /^cs-grpc-cq/ { g = g (g == "" ? "" : ",") $1 }
+    END { print "worker " w " grpc " g }'
+}
+
 # thread_id PID NAME: the id of PID's first thread called NAME; nothing when it has none.
 thread_id() {
   grep -lx "$2" /proc/"$1"/task/*/comm 2>/dev/null | head -1 | cut -d/ -f5

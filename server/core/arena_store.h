@@ -1,9 +1,9 @@
 // How the thread that received a request writes its inputs into the model's InputArena
 // (--input-arena-store). A GPU reads a page-locked arena by DMA: bytes still in the writing core's
 // cache reached an H100 slower than bytes in memory (BENCHMARKS §70-§72), while writing past the
-// caches costs the receiving thread more. `adaptive` takes each where it paid on the H100: cached
-// stores while requests come back to back, streaming stores for the first write after the arena
-// sat unwritten for a while (when the cached copy's slow tail turned into its median).
+// caches costs the receiving thread more. `adaptive` takes each where it paid on the H100 (§72
+// calls 1-2): cached stores while requests come back to back, streaming stores for the first write
+// after the arena sat unwritten for a while. Its own gain is not measured yet (§72 calls 3-4).
 #ifndef CHRONOSERVE_SERVER_CORE_ARENA_STORE_H_
 #define CHRONOSERVE_SERVER_CORE_ARENA_STORE_H_
 
