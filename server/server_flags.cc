@@ -261,7 +261,7 @@ absl::StatusOr<ServerFlags> ResolveServerFlags(RawServerFlags raw, const otlp::E
   }
   const std::optional<int64_t> arena_mib = ArenaMib(raw.input_arena);  // checked at parse: else auto
   options.input_arena_bytes = arena_mib.has_value() ? *arena_mib << 20 : -1;
-  ArenaStore store;
+  ArenaStore store = ArenaStore::kCached;
   if (ParseArenaStore(raw.input_arena_store, &store)) options.input_arena_store = store;  // else auto
   options.max_queue_bytes = raw.max_queue_mib << 20;
   int threads = 0;

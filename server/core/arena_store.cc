@@ -3,11 +3,39 @@
 namespace chronoserve::server {
 
 namespace {
+
 constexpr char kAdaptive[] = "adaptive";
+
+// The fixed way that stores as `store` does.
+ArenaStore WayOf(CacheStore store) {
+  switch (store) {
+    case CacheStore::kStreaming:
+      return ArenaStore::kStreaming;
+    case CacheStore::kEvicted:
+      return ArenaStore::kEvicted;
+    case CacheStore::kCached:
+      break;
+  }
+  return ArenaStore::kCached;
+}
+
 }  // namespace
 
-std::string ArenaStoreName(const ArenaStore& store) {
-  return store.adaptive ? kAdaptive : CacheStoreName(store.store);
+CacheStore FixedStore(ArenaStore way) {
+  switch (way) {
+    case ArenaStore::kStreaming:
+      return CacheStore::kStreaming;
+    case ArenaStore::kEvicted:
+      return CacheStore::kEvicted;
+    case ArenaStore::kCached:
+    case ArenaStore::kAdaptive:
+      break;
+  }
+  return CacheStore::kCached;
+}
+
+std::string ArenaStoreName(ArenaStore way) {
+  return way == ArenaStore::kAdaptive ? kAdaptive : CacheStoreName(FixedStore(way));
 }
 
 std::vector<std::string> ArenaStoreNames() {
@@ -16,14 +44,14 @@ std::vector<std::string> ArenaStoreNames() {
   return names;
 }
 
-bool ParseArenaStore(const std::string& name, ArenaStore* store) {
+bool ParseArenaStore(const std::string& name, ArenaStore* way) {
   if (name == kAdaptive) {
-    *store = ArenaStore{CacheStore::kCached, /*adaptive=*/true};
+    *way = ArenaStore::kAdaptive;
     return true;
   }
   CacheStore parsed;
   if (!ParseCacheStore(name.c_str(), &parsed)) return false;
-  *store = ArenaStore{parsed, /*adaptive=*/false};
+  *way = WayOf(parsed);
   return true;
 }
 

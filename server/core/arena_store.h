@@ -15,33 +15,29 @@
 
 namespace chronoserve::server {
 
-struct ArenaStore {
-  // How every write is stored; with `adaptive`, how a write that follows another within
-  // kAdaptiveIdleNs is stored.
-  CacheStore store = CacheStore::kCached;
-  // Streaming stores for a write that comes kAdaptiveIdleNs or more after the arena's last one.
-  bool adaptive = false;
+// The three fixed ways store every write alike; kAdaptive chooses per write (AdaptiveStoreFor).
+enum class ArenaStore { kCached, kStreaming, kEvicted, kAdaptive };
 
-  static constexpr int64_t kAdaptiveIdleNs = 5'000'000;  // 5 ms
+// An adaptive arena streams a write that comes this long or longer after its last one.
+inline constexpr int64_t kAdaptiveIdleNs = 5'000'000;  // 5 ms
 
-  // The store for a write `since_last_write_ns` after the arena's previous one (any value when
-  // there was none yet: the first write is after an idle spell).
-  CacheStore For(int64_t since_last_write_ns) const {
-    return adaptive && since_last_write_ns >= kAdaptiveIdleNs ? CacheStore::kStreaming : store;
-  }
+// How a fixed way stores every write; for kAdaptive, how it stores a write back to back (cached).
+CacheStore FixedStore(ArenaStore way);
 
-  bool operator==(const ArenaStore& other) const { return store == other.store && adaptive == other.adaptive; }
-  bool operator!=(const ArenaStore& other) const { return !(*this == other); }
-};
+// How an adaptive arena stores a write `since_last_write_ns` after its previous one (any large
+// value when there was none yet: the first write is after an idle spell).
+inline CacheStore AdaptiveStoreFor(int64_t since_last_write_ns) {
+  return since_last_write_ns >= kAdaptiveIdleNs ? CacheStore::kStreaming : CacheStore::kCached;
+}
 
 // "cached", "streaming", "evicted" or "adaptive".
-std::string ArenaStoreName(const ArenaStore& store);
+std::string ArenaStoreName(ArenaStore way);
 
 // Every ArenaStoreName (a command line's choices): each CacheStore's, then "adaptive".
 std::vector<std::string> ArenaStoreNames();
 
-// Parses ArenaStoreName's words; false (and `store` untouched) for anything else.
-bool ParseArenaStore(const std::string& name, ArenaStore* store);
+// Parses ArenaStoreName's words; false (and `way` untouched) for anything else.
+bool ParseArenaStore(const std::string& name, ArenaStore* way);
 
 }  // namespace chronoserve::server
 

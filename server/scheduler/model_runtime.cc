@@ -48,7 +48,7 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Create(
       runtime->arena_ = *std::move(arena);
       // auto is cached for every arena: streaming stores made an H100's copies faster but the
       // receiving thread's writes slower by about as much back to back (BENCHMARKS §72).
-      runtime->arena_store_ = arena_store.value_or(ArenaStore{});
+      runtime->arena_store_ = arena_store.value_or(ArenaStore::kCached);
     } else {  // an optimisation only: serve without it
       CS_LOG(WARNING) << "model '" << spec.name << "': no input arena of " << input_arena_bytes
                       << " bytes per input (" << arena.status().message()
@@ -107,10 +107,12 @@ bool ModelRuntime::StageInputsInArena(InferRequest& request) const {
   absl::InlinedVector<char*, 4> regions(sizes.size(), nullptr);
   InputArena::Lease lease = arena_->Reserve(sizes.data(), regions.data());
   if (!lease.held()) return false;
-  CacheStore store = arena_store_.store;
-  if (arena_store_.adaptive) {
+  CacheStore store;
+  if (arena_store_ == ArenaStore::kAdaptive) {
     const int64_t now = clock_->NowNs();
-    store = arena_store_.For(now - last_arena_write_ns_.exchange(now, std::memory_order_relaxed));
+    store = AdaptiveStoreFor(now - last_arena_write_ns_.exchange(now, std::memory_order_relaxed));
+  } else {
+    store = FixedStore(arena_store_);
   }
   for (size_t k = 0; k < sizes.size(); ++k) {
     InputTensor& in = request.inputs[k];

@@ -125,8 +125,8 @@ class ModelRuntime {
   ModelStats stats_;
   ModelQueue queue_;
   std::shared_ptr<InputArena> arena_;  // null: off
-  ArenaStore arena_store_;  // set in Create
-  // When StageInputsInArena last wrote the arena (clock_), for an adaptive arena_store_.
+  ArenaStore arena_store_ = ArenaStore::kCached;  // set in Create
+  // When StageInputsInArena last wrote the arena (clock_), for ArenaStore::kAdaptive.
   mutable std::atomic<int64_t> last_arena_write_ns_{std::numeric_limits<int64_t>::min() / 2};
   CompletionPool completions_;  // before workers_: outlives them
   std::vector<std::unique_ptr<Worker>> workers_;

@@ -415,7 +415,7 @@ TEST_P(ArenaStoreGpuTest, PageLockedArenaWrittenThisWayGivesExactlyTheCpuReferen
   testing::TempDir repo("cs_gpu_arena_store");
   const std::string dir = WriteDoubler(repo, /*graphs=*/true);
   server::ServerOptions options = testing::TestServerOptions(repo.path());
-  server::ArenaStore store;
+  server::ArenaStore store = server::ArenaStore::kCached;
   ASSERT_TRUE(server::ParseArenaStore(GetParam(), &store));
   options.input_arena_store = store;
   auto server = testing::StartServer(options);

@@ -9,46 +9,48 @@
 namespace chronoserve::server {
 namespace {
 
-TEST(ArenaStoreTest, FixedWaysStoreEveryWriteAlike) {
-  for (CacheStore way : kCacheStores) {
-    const ArenaStore store{way, false};
-    for (int64_t since : {int64_t{0}, int64_t{1000}, ArenaStore::kAdaptiveIdleNs, int64_t{60'000'000'000},
-                          std::numeric_limits<int64_t>::max()}) {
-      EXPECT_EQ(store.For(since), way) << CacheStoreName(way) << " " << since;
-    }
+TEST(ArenaStoreTest, FixedWaysStoreAsTheirCacheStoreAndAdaptiveBackToBackIsCached) {
+  EXPECT_EQ(FixedStore(ArenaStore::kCached), CacheStore::kCached);
+  EXPECT_EQ(FixedStore(ArenaStore::kStreaming), CacheStore::kStreaming);
+  EXPECT_EQ(FixedStore(ArenaStore::kEvicted), CacheStore::kEvicted);
+  EXPECT_EQ(FixedStore(ArenaStore::kAdaptive), CacheStore::kCached);
+  // Each CacheStore has exactly one fixed way, named alike.
+  for (CacheStore store : kCacheStores) {
+    ArenaStore way = ArenaStore::kAdaptive;
+    ASSERT_TRUE(ParseArenaStore(CacheStoreName(store), &way)) << CacheStoreName(store);
+    EXPECT_NE(way, ArenaStore::kAdaptive);
+    EXPECT_EQ(FixedStore(way), store) << CacheStoreName(store);
   }
 }
 
 TEST(ArenaStoreTest, AdaptiveStreamsOnlyTheFirstWriteAfterAnIdleSpell) {
-  const ArenaStore adaptive{CacheStore::kCached, true};
-  EXPECT_EQ(adaptive.For(0), CacheStore::kCached) << "two requests at once";
-  EXPECT_EQ(adaptive.For(900'000), CacheStore::kCached) << "back to back, 0.9 ms apart";
-  EXPECT_EQ(adaptive.For(ArenaStore::kAdaptiveIdleNs - 1), CacheStore::kCached);
-  EXPECT_EQ(adaptive.For(ArenaStore::kAdaptiveIdleNs), CacheStore::kStreaming);
-  EXPECT_EQ(adaptive.For(1'000'000'000), CacheStore::kStreaming) << "after an idle second";
+  EXPECT_EQ(AdaptiveStoreFor(0), CacheStore::kCached) << "two requests at once";
+  EXPECT_EQ(AdaptiveStoreFor(900'000), CacheStore::kCached) << "back to back, 0.9 ms apart";
+  EXPECT_EQ(AdaptiveStoreFor(kAdaptiveIdleNs - 1), CacheStore::kCached);
+  EXPECT_EQ(AdaptiveStoreFor(kAdaptiveIdleNs), CacheStore::kStreaming);
+  EXPECT_EQ(AdaptiveStoreFor(1'000'000'000), CacheStore::kStreaming) << "after an idle second";
   // The runtime starts its last write far in the past: the very first write streams.
-  EXPECT_EQ(adaptive.For(std::numeric_limits<int64_t>::max()), CacheStore::kStreaming);
-  EXPECT_EQ(ArenaStore::kAdaptiveIdleNs, 5'000'000) << "what the docs say: 5 ms";
+  EXPECT_EQ(AdaptiveStoreFor(std::numeric_limits<int64_t>::max()), CacheStore::kStreaming);
+  EXPECT_EQ(kAdaptiveIdleNs, 5'000'000) << "what the docs say: 5 ms";
 }
 
 TEST(ArenaStoreTest, NamesRoundTripAndUnknownNamesAreRefused) {
   EXPECT_EQ(ArenaStoreNames(), (std::vector<std::string>{"cached", "streaming", "evicted", "adaptive"}));
   for (const std::string& name : ArenaStoreNames()) {
-    ArenaStore parsed{CacheStore::kEvicted, name != "adaptive"};
+    ArenaStore parsed = name == "evicted" ? ArenaStore::kCached : ArenaStore::kEvicted;
     ASSERT_TRUE(ParseArenaStore(name, &parsed)) << name;
     EXPECT_EQ(ArenaStoreName(parsed), name);
   }
-  ArenaStore parsed;
+  ArenaStore parsed = ArenaStore::kCached;
   ASSERT_TRUE(ParseArenaStore("adaptive", &parsed));
-  EXPECT_EQ(parsed, (ArenaStore{CacheStore::kCached, true})) << "cached back to back";
+  EXPECT_EQ(parsed, ArenaStore::kAdaptive);
   ASSERT_TRUE(ParseArenaStore("evicted", &parsed));
-  EXPECT_EQ(parsed, (ArenaStore{CacheStore::kEvicted, false}));
-  ArenaStore untouched{CacheStore::kStreaming, false};
+  EXPECT_EQ(parsed, ArenaStore::kEvicted);
+  ArenaStore untouched = ArenaStore::kStreaming;
   for (const char* bad : {"auto", "", "Adaptive", "non-temporal"}) {
     EXPECT_FALSE(ParseArenaStore(bad, &untouched)) << bad;
   }
-  EXPECT_EQ(untouched, (ArenaStore{CacheStore::kStreaming, false}));
-  EXPECT_EQ(ArenaStore{}, (ArenaStore{CacheStore::kCached, false})) << "a default-made one is auto's: cached";
+  EXPECT_EQ(untouched, ArenaStore::kStreaming);
 }
 
 }  // namespace

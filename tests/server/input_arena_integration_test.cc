@@ -183,7 +183,7 @@ TEST_P(InputArenaServerTest, EveryRequestGetsItsOwnRowsAndNoRegionOutlivesItsReq
     EXPECT_EQ(arena->inputs(), static_cast<int>(runtime->spec().inputs.size()));
     EXPECT_FALSE(arena->pinned()) << "CPU workers: ordinary memory";
     if (GetParam().bytes > 0) EXPECT_EQ(arena->capacity(), static_cast<size_t>(GetParam().bytes));
-    EXPECT_EQ(runtime->arena_store(), GetParam().store.value_or(server::ArenaStore{})) << runtime->spec().name;
+    EXPECT_EQ(runtime->arena_store(), GetParam().store.value_or(server::ArenaStore::kCached)) << runtime->spec().name;
   }
 
   const std::string address = "127.0.0.1:" + std::to_string(server->port());
@@ -247,9 +247,9 @@ std::string ArenaName(const ::testing::TestParamInfo<ArenaCase>& info) {
 INSTANTIATE_TEST_SUITE_P(ArenaSizes, InputArenaServerTest,
                          ::testing::Values(ArenaCase{-1, std::nullopt}, ArenaCase{0, std::nullopt},
                                            ArenaCase{2048, std::nullopt},
-                                           ArenaCase{-1, server::ArenaStore{CacheStore::kStreaming, false}},
-                                           ArenaCase{2048, server::ArenaStore{CacheStore::kEvicted, false}},
-                                           ArenaCase{-1, server::ArenaStore{CacheStore::kCached, true}}),
+                                           ArenaCase{-1, server::ArenaStore::kStreaming},
+                                           ArenaCase{2048, server::ArenaStore::kEvicted},
+                                           ArenaCase{-1, server::ArenaStore::kAdaptive}),
                          ArenaName);
 
 }  // namespace

@@ -84,7 +84,7 @@ TEST(ServerFlagsResolveTest, ValuesBecomeOptionsInTheirUnits) {
   EXPECT_EQ(options.grpc_infer_threads, 6);
   EXPECT_EQ(options.grpc_threads_per_queue, 1);
   EXPECT_EQ(options.input_arena_bytes, int64_t{24} << 20);
-  EXPECT_EQ(options.input_arena_store, (ArenaStore{CacheStore::kStreaming, false}));
+  EXPECT_EQ(options.input_arena_store, ArenaStore::kStreaming);
   EXPECT_EQ(options.max_queue_bytes, uint64_t{3} << 20);
   EXPECT_FALSE(options.request_timing);
   EXPECT_TRUE(options.grpc_minimal_stack);
@@ -171,10 +171,10 @@ TEST(ServerFlagsResolveTest, HostIsStoredWithoutBrackets) {
 }
 
 TEST(ServerFlagsResolveTest, InputArenaStoreNamesEachWayAndAutoLeavesItToTheRuntime) {
-  for (const auto& [word, store] : {std::pair{"cached", ArenaStore{CacheStore::kCached, false}},
-                                    std::pair{"streaming", ArenaStore{CacheStore::kStreaming, false}},
-                                    std::pair{"evicted", ArenaStore{CacheStore::kEvicted, false}},
-                                    std::pair{"adaptive", ArenaStore{CacheStore::kCached, true}}}) {
+  for (const auto& [word, store] : {std::pair{"cached", ArenaStore::kCached},
+                                    std::pair{"streaming", ArenaStore::kStreaming},
+                                    std::pair{"evicted", ArenaStore::kEvicted},
+                                    std::pair{"adaptive", ArenaStore::kAdaptive}}) {
     auto flags = Parse({"--model-repository", "/m", "--input-arena-store", word});
     ASSERT_TRUE(flags.ok()) << word << ": " << flags.status();
     EXPECT_EQ(flags->options.input_arena_store, store) << word;
