@@ -6,18 +6,7 @@ namespace {
 
 constexpr char kAdaptive[] = "adaptive";
 
-// The fixed way that stores as `store` does.
-ArenaStore WayOf(CacheStore store) {
-  switch (store) {
-    case CacheStore::kStreaming:
-      return ArenaStore::kStreaming;
-    case CacheStore::kEvicted:
-      return ArenaStore::kEvicted;
-    case CacheStore::kCached:
-      break;
-  }
-  return ArenaStore::kCached;
-}
+constexpr ArenaStore kFixedWays[] = {ArenaStore::kCached, ArenaStore::kStreaming, ArenaStore::kEvicted};
 
 }  // namespace
 
@@ -51,8 +40,13 @@ bool ParseArenaStore(const std::string& name, ArenaStore* way) {
   }
   CacheStore parsed;
   if (!ParseCacheStore(name.c_str(), &parsed)) return false;
-  *way = WayOf(parsed);
-  return true;
+  for (ArenaStore fixed : kFixedWays) {
+    if (FixedStore(fixed) == parsed) {
+      *way = fixed;
+      return true;
+    }
+  }
+  return false;  // a CacheStore without a fixed way: none, kFixedWays lists each
 }
 
 }  // namespace chronoserve::server
