@@ -1,7 +1,8 @@
 #!/bin/bash
 # Issue 6's ratios with each way of writing the input arena (--input-arena-store, BENCHMARKS §72).
-# One fresh server per store and round, the policy net with CUDA graphs and keep-warm (10 ms) at
-# batch 128, concurrency 1, the stores alternating round by round. On each server, in order:
+# One fresh server per store named in STORES and round, the policy net with CUDA graphs and
+# keep-warm (10 ms) at batch 128, concurrency 1, the stores alternating round by round (a store
+# named twice gets a server each, shown as ROUND.PLACE). On each server, in order:
 #   first   the very first request after READY (one request, no warm-up)
 #   steady  REQUESTS back to back (100 warm-up requests first)
 #   gap     GAPS requests, each after 1 s idle
@@ -31,15 +32,18 @@ bench() {  # bench LABEL ARGS...
   return $rc
 }
 for round in $(seq 1 "${ROUNDS:-3}"); do
+  k=0
   for store in ${STORES:-cached streaming adaptive}; do
+    k=$((k + 1))  # the store's place in STORES: a store named twice gets a server (and files) each
+    run="$store-$round-$k"
     models=$(mktemp -d)
     "$build/bin/chronoserve-examples" --out "$models" >/dev/null || exit 1
     printf '%s\n' "$CONFIG" >> "$models/policy_net/config.pbtxt"
-    start_server "$build" "$models" "$out/server-ratios-$store-$round.log" "$port" --input-arena-store "$store" \
+    start_server "$build" "$models" "$out/server-ratios-$run.log" "$port" --input-arena-store "$store" \
       ${SERVER_FLAGS:-} > /dev/null || { status=1; rm -rf "$models"; continue; }
-    bench "$store-$round-first" -n 1 --warmup-requests 0 || status=1
-    bench "$store-$round-steady" -n "${REQUESTS:-300}" --warmup-requests 100 || status=1
-    bench "$store-$round-gap" -n "${GAPS:-15}" --warmup-requests 0 --idle-gap-ms 1000 || status=1
+    bench "$run-first" -n 1 --warmup-requests 0 || status=1
+    bench "$run-steady" -n "${REQUESTS:-300}" --warmup-requests 100 || status=1
+    bench "$run-gap" -n "${GAPS:-15}" --warmup-requests 0 --idle-gap-ms 1000 || status=1
     stop_server || status=1
     rm -rf "$models"
   done
@@ -59,10 +63,12 @@ def p50(label, key):
 print(f"{'store':<10} {'round':>5} | {'e2e first':>9} {'steady':>7} {'gap':>7} | {'server first':>12} {'steady':>7} {'gap':>7} |"
       f" {'h2d first':>9} {'steady':>7} {'gap':>7} | {'queue first':>11} {'steady':>7} {'gap':>7} |"
       f" first/steady e2e, server | gap/steady e2e, server | CPUs after first; steady; gap")
+# A run is STORE-ROUND-PLACE (PLACE: the store's place in STORES), shown as round ROUND.PLACE.
 runs = sorted({os.path.basename(f)[len("ratios-"):].rsplit("-", 1)[0] for f in glob.glob(os.path.join(out, "ratios-*.json"))},
-              key=lambda r: (int(r.rsplit("-", 1)[1]), r))
+              key=lambda r: tuple(int(x) for x in r.split("-")[-2:]))
 for run in runs:
-    store, rnd = run.rsplit("-", 1)
+    store, rnd, place = run.rsplit("-", 2)
+    rnd = f"{rnd}.{place}"
     e = [p50(f"{run}-{ph}", "e2e") for ph in ("first", "steady", "gap")]
     s = [p50(f"{run}-{ph}", "server_total") for ph in ("first", "steady", "gap")]
     h = [p50(f"{run}-{ph}", "h2d") for ph in ("first", "steady", "gap")]
