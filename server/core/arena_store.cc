@@ -4,9 +4,9 @@ namespace chronoserve::server {
 
 namespace {
 
-constexpr char kAdaptive[] = "adaptive";
-
-constexpr ArenaStore kFixedWays[] = {ArenaStore::kCached, ArenaStore::kStreaming, ArenaStore::kEvicted};
+// Every way, in the order a command line lists them: each CacheStore's, then adaptive.
+constexpr ArenaStore kWays[] = {ArenaStore::kCached, ArenaStore::kStreaming, ArenaStore::kEvicted,
+                                ArenaStore::kAdaptive};
 
 }  // namespace
 
@@ -24,29 +24,23 @@ CacheStore FixedStore(ArenaStore way) {
 }
 
 std::string ArenaStoreName(ArenaStore way) {
-  return way == ArenaStore::kAdaptive ? kAdaptive : CacheStoreName(FixedStore(way));
+  return way == ArenaStore::kAdaptive ? "adaptive" : CacheStoreName(FixedStore(way));
 }
 
 std::vector<std::string> ArenaStoreNames() {
-  std::vector<std::string> names = CacheStoreNames();
-  names.emplace_back(kAdaptive);
+  std::vector<std::string> names;
+  for (ArenaStore way : kWays) names.push_back(ArenaStoreName(way));
   return names;
 }
 
 bool ParseArenaStore(const std::string& name, ArenaStore* way) {
-  if (name == kAdaptive) {
-    *way = ArenaStore::kAdaptive;
-    return true;
-  }
-  CacheStore parsed;
-  if (!ParseCacheStore(name.c_str(), &parsed)) return false;
-  for (ArenaStore fixed : kFixedWays) {
-    if (FixedStore(fixed) == parsed) {
-      *way = fixed;
+  for (ArenaStore candidate : kWays) {
+    if (ArenaStoreName(candidate) == name) {
+      *way = candidate;
       return true;
     }
   }
-  return false;  // a CacheStore without a fixed way: none, kFixedWays lists each
+  return false;
 }
 
 }  // namespace chronoserve::server

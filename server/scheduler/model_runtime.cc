@@ -6,6 +6,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "common/cache_bypass.h"
 #include "common/dtype.h"
 #include "common/log.h"
 #include "common/status_macros.h"

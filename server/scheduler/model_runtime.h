@@ -16,7 +16,6 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/cache_bypass.h"
 #include "common/clock.h"
 #include "server/backend/model_instance.h"
 #include "server/core/arena_store.h"
