@@ -3,7 +3,8 @@
 // cache reached an H100 slower than bytes in memory (BENCHMARKS §70-§72), while writing past the
 // caches costs the receiving thread more. `adaptive` takes each where it paid on the H100 (§72
 // calls 1-2): cached stores while requests come back to back, streaming stores for the first write
-// after the arena sat unwritten for a while. Its own gain is not measured yet (§72 calls 3-4).
+// after the arena sat unwritten for a while. It showed no gain over cached stores on six servers
+// where the slow state did not occur (§72 calls 3-4); where it does, its gain is not measured.
 #ifndef CHRONOSERVE_SERVER_CORE_ARENA_STORE_H_
 #define CHRONOSERVE_SERVER_CORE_ARENA_STORE_H_
 
