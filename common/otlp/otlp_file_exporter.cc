@@ -1,6 +1,7 @@
 #include "common/otlp/otlp_file_exporter.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -143,11 +144,21 @@ absl::StatusOr<std::unique_ptr<OtlpFileExporter>> OtlpFileExporter::Create(const
     return absl::InvalidArgumentError(
         absl::StrCat("trace file '", path, "' cannot be opened for appending: ", std::strerror(error)));
   }
-  return std::unique_ptr<OtlpFileExporter>(new OtlpFileExporter(path, fd, resource));
+  // A file whose last line has no newline (a server killed mid-write): the first line starts afresh.
+  // (Read through a descriptor of its own: the appending one is write-only.)
+  bool torn = false;
+  if (const int reader = ::open(path.c_str(), O_RDONLY | O_CLOEXEC); reader >= 0) {
+    char last = '\n';
+    if (const off_t size = ::lseek(reader, 0, SEEK_END); size > 0) {
+      torn = ::pread(reader, &last, 1, size - 1) == 1 && last != '\n';
+    }
+    ::close(reader);
+  }
+  return std::unique_ptr<OtlpFileExporter>(new OtlpFileExporter(path, fd, resource, torn));
 }
 
-OtlpFileExporter::OtlpFileExporter(std::string path, int fd, const OtlpResource& resource)
-    : path_(std::move(path)), fd_(fd), resource_(resource) {}
+OtlpFileExporter::OtlpFileExporter(std::string path, int fd, const OtlpResource& resource, bool torn)
+    : path_(std::move(path)), fd_(fd), resource_(resource), torn_(torn) {}
 
 OtlpFileExporter::~OtlpFileExporter() { ::close(fd_); }
 
@@ -156,19 +167,34 @@ absl::StatusOr<ExportResult> OtlpFileExporter::Export(const std::vector<SpanData
     return absl::FailedPreconditionError(absl::StrCat("trace file '", path_, "': the exporter is shut down"));
   }
   if (spans.empty()) return ExportResult{};
-  std::string line = OtlpJsonLine(EncodeExportRequest(resource_, spans));
+  std::string line;
+  // A line cut short earlier (a write that failed part way, or a process killed mid-write) must not
+  // swallow this one: start on a fresh line.
+  if (torn_) line.push_back('\n');
+  line += OtlpJsonLine(EncodeExportRequest(resource_, spans));
   line.push_back('\n');
+  struct stat before;
+  const bool sized = ::fstat(fd_, &before) == 0;
   size_t written = 0;
   while (written < line.size()) {
     const ssize_t n = ::write(fd_, line.data() + written, line.size() - written);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const int error = n < 0 ? errno : EIO;
+      // A full disk or a size limit often takes part of a line first. Cut the file back to where it
+      // was, unless something else appended meanwhile; failing that, the next line starts afresh.
+      if (written > 0) {
+        struct stat now;
+        const bool only_ours = sized && ::fstat(fd_, &now) == 0 &&
+                               now.st_size == before.st_size + static_cast<off_t>(written);
+        if (!only_ours || ::ftruncate(fd_, before.st_size) != 0) torn_ = true;
+      }
       return absl::UnavailableError(absl::StrCat("trace file '", path_, "': writing ", spans.size(),
                                                  " spans failed: ", std::strerror(error)));
     }
     written += static_cast<size_t>(n);
   }
+  torn_ = false;
   return ExportResult{};
 }
 

@@ -4,7 +4,10 @@
 // integers, 64-bit integers as decimal strings). The file is opened for appending at Create, so a
 // restart adds to it; each Export appends its lines with one write and returns once the kernel has
 // them (no fsync). A failed write (a full disk) fails that Export: its spans are counted as dropped
-// by the processor, and later exports try again. Owned by the BatchSpanProcessor; Export runs on its
+// by the processor, and later exports try again. A write that failed part way is cut back off the
+// file; where it cannot be (another process appended since), and where the file was found ending
+// inside a line (a server killed mid-write), the next line starts on a line of its own, so one torn
+// line never takes a whole line with it. Owned by the BatchSpanProcessor; Export runs on its
 // export thread.
 #ifndef CHRONOSERVE_COMMON_OTLP_OTLP_FILE_EXPORTER_H_
 #define CHRONOSERVE_COMMON_OTLP_OTLP_FILE_EXPORTER_H_
@@ -36,12 +39,13 @@ class OtlpFileExporter final : public SpanExporter {
   void Shutdown() override;
 
  private:
-  OtlpFileExporter(std::string path, int fd, const OtlpResource& resource);
+  OtlpFileExporter(std::string path, int fd, const OtlpResource& resource, bool torn);
 
   const std::string path_;
   const int fd_;
   const OtlpResource resource_;
   std::atomic<bool> shut_down_{false};
+  bool torn_;  // the file ends inside a line (only the export thread reads and writes it)
 };
 
 }  // namespace chronoserve::otlp

@@ -1,10 +1,15 @@
 // OtlpFileExporter (--trace-file): what it writes is read back by decoders chronoserve did not write
 // (nlohmann's and protobuf's JSON parsers, tests/telemetry/otlp_json_file.h) and equals the OTLP
 // request the gRPC exporter sends; it appends across restarts; a path it cannot open is an error
-// naming it, and a write that fails is counted as lost.
+// naming it, a write that fails is counted as lost, and one that fails part way leaves no torn line
+// for the next to land on.
 #include <gtest/gtest.h>
 
 #include <google/protobuf/util/message_differencer.h>
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <sstream>
@@ -149,6 +154,80 @@ TEST(OtlpFileExporterTest, AFailedWriteIsCountedAsLostAndAShutDownExporterRefuse
   (*closed)->Shutdown();
   EXPECT_EQ((*closed)->Export({FullSpan(NewTraceId(), "late")}, absl::Now() + absl::Seconds(10)).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+
+// A write cut short (a size limit, as a full disk does: some bytes, then an error) is cut back off the
+// file, so the line written after it, once there is room, is whole and readable.
+TEST(OtlpFileExporterTest, AWriteThatFailsPartWayIsCutBackAndTheNextLineIsWhole) {
+  testing::TempDir dir("cs_trace_file");
+  const std::string path = dir.path() + "/spans.jsonl";
+  auto exporter = OtlpFileExporter::Create(path, Resource());
+  ASSERT_TRUE(exporter.ok()) << exporter.status();
+  const std::vector<SpanData> first = {FullSpan(NewTraceId(), "first")};
+  ASSERT_TRUE((*exporter)->Export(first, absl::Now() + absl::Seconds(10)).ok());
+  struct stat before;
+  ASSERT_EQ(::stat(path.c_str(), &before), 0);
+
+  // This process may grow a file to 100 bytes past the first line; the next export needs more.
+  // SIGXFSZ ignored: the write past the limit then fails with EFBIG instead of ending the process.
+  rlimit saved;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  struct sigaction ignore = {}, old_action = {};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(::sigaction(SIGXFSZ, &ignore, &old_action), 0);
+  rlimit limited = saved;
+  limited.rlim_cur = static_cast<rlim_t>(before.st_size) + 100;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limited), 0);
+  const absl::StatusOr<otlp::ExportResult> cut =
+      (*exporter)->Export({FullSpan(NewTraceId(), "cut"), FullSpan(NewTraceId(), "cut")}, absl::Now() + absl::Seconds(10));
+  struct stat after_cut;
+  const int stat_rc = ::stat(path.c_str(), &after_cut);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &saved), 0);
+  ASSERT_EQ(::sigaction(SIGXFSZ, &old_action, nullptr), 0);
+
+  ASSERT_FALSE(cut.ok()) << "the line does not fit under the limit";
+  EXPECT_NE(cut.status().message().find("writing 2 spans failed"), std::string::npos) << cut.status();
+  ASSERT_EQ(stat_rc, 0);
+  EXPECT_EQ(after_cut.st_size, before.st_size) << "the 100 bytes that fitted were cut back off";
+
+  const std::vector<SpanData> third = {FullSpan(NewTraceId(), "third")};
+  ASSERT_TRUE((*exporter)->Export(third, absl::Now() + absl::Seconds(10)).ok());
+  auto requests = testing::ReadOtlpJsonFile(path);
+  ASSERT_TRUE(requests.ok()) << requests.status();
+  ASSERT_EQ(requests->size(), 2u);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals((*requests)[0], otlp::EncodeExportRequest(Resource(), first)));
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals((*requests)[1], otlp::EncodeExportRequest(Resource(), third)));
+}
+
+// A file that ends inside a line (a server killed while writing): a restart's first line starts on a
+// line of its own instead of finishing the torn one.
+TEST(OtlpFileExporterTest, AFileEndingInsideALineGetsTheNextLineOnALineOfItsOwn) {
+  testing::TempDir dir("cs_trace_file");
+  const std::string path = dir.path() + "/spans.jsonl";
+  const std::string torn = R"({"resourceSpans":[{"resource":{"attr)";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << torn;
+  }
+  auto exporter = OtlpFileExporter::Create(path, Resource());
+  ASSERT_TRUE(exporter.ok()) << exporter.status();
+  const std::vector<SpanData> spans = {FullSpan(NewTraceId(), "after restart")};
+  ASSERT_TRUE((*exporter)->Export(spans, absl::Now() + absl::Seconds(10)).ok());
+  ASSERT_TRUE((*exporter)->Export(spans, absl::Now() + absl::Seconds(10)).ok());
+
+  const std::string text = ReadAll(path);
+  ASSERT_EQ(text.substr(0, torn.size() + 1), torn + "\n");
+  std::istringstream lines(text.substr(torn.size() + 1));
+  std::string line;
+  int whole = 0;
+  while (std::getline(lines, line)) {
+    const nlohmann::json request = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    ASSERT_FALSE(request.is_discarded()) << line;
+    EXPECT_EQ(request["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["name"], "after restart");
+    ++whole;
+  }
+  EXPECT_EQ(whole, 2) << "only the first export needed the fresh line";
 }
 
 }  // namespace

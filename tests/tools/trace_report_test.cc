@@ -179,5 +179,33 @@ TEST(TraceReportTest, OtherWritersNumbersAndBlankLinesAreReadAndABadLineIsNamed)
   EXPECT_EQ(ReadTraceFile(dir.path() + "/missing.jsonl").status().code(), absl::StatusCode::kNotFound);
 }
 
+
+// A torn line (a write cut short, then more lines after it) is skipped and counted; the lines around
+// it still count, and an intValue that is negative (chronoserve.gpu on a CPU instance) reads as such.
+TEST(TraceReportTest, ATornLineIsSkippedAndCountedAndNegativeIntegersRead) {
+  testing::TempDir dir("cs_trace_report");
+  const std::string path = dir.path() + "/torn.jsonl";
+  const std::string whole = R"({"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0102","spanId":"aa","name":"ModelInfer m",)"
+                            R"("kind":2,"startTimeUnixNano":"1000","endTimeUnixNano":"251000",)"
+                            R"("attributes":[{"key":"chronoserve.model.name","value":{"stringValue":"m"}},)"
+                            R"({"key":"chronoserve.gpu","value":{"intValue":"-1"}}]}]}]}]})";
+  {
+    std::ofstream out(path);
+    out << whole << "\n" << R"({"resourceSpans":[{"scopeSpans":[{"spa)" << "\n" << whole << "\n";
+  }
+  TornLines torn;
+  auto read = ReadTraceFile(path, &torn);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->size(), 2u);
+  EXPECT_EQ(torn.count, 1);
+  EXPECT_EQ(torn.first, 2);
+  EXPECT_EQ((*read)[0].attributes.at("chronoserve.gpu"), "-1");
+  const TraceReport report = SummarizeTraces(*read, "chronoserve.gpu");
+  ASSERT_EQ(report.models.size(), 1u);
+  EXPECT_EQ(report.models[0].group_value, "-1");
+  EXPECT_EQ(report.models[0].requests, 2);
+  EXPECT_TRUE(ReadTraceFile(path).ok()) << "counting torn lines is optional";
+}
+
 }  // namespace
 }  // namespace chronoserve::traces

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -30,12 +31,15 @@ bool ReadInt(const json& value, int64_t* out) {
     *out = static_cast<int64_t>(value.get<uint64_t>());
     return true;
   }
+  if (!value.is_string()) return false;
+  // Signed first: an intValue may be negative (chronoserve.gpu is -1 on a CPU instance). Unsigned
+  // for a fixed64 time beyond int64's range.
+  const std::string text = value.get<std::string>();
+  if (absl::SimpleAtoi(text, out)) return true;
   uint64_t u = 0;
-  if (value.is_string() && absl::SimpleAtoi(value.get<std::string>(), &u)) {
-    *out = static_cast<int64_t>(u);
-    return true;
-  }
-  return false;
+  if (!absl::SimpleAtoi(text, &u)) return false;
+  *out = static_cast<int64_t>(u);
+  return true;
 }
 
 std::string StringOr(const json& object, const char* key) {
@@ -82,9 +86,11 @@ bool ReadSpan(const json& s, TraceSpan* out, std::string* why) {
   return true;
 }
 
+constexpr absl::string_view kNotJson = "not a JSON object";
+
 absl::Status ReadLine(const std::string& line, std::vector<TraceSpan>* spans) {
   const json request = json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (request.is_discarded() || !request.is_object()) return absl::InvalidArgumentError("not a JSON object");
+  if (request.is_discarded() || !request.is_object()) return absl::InvalidArgumentError(kNotJson);
   auto rs = request.find("resourceSpans");
   if (rs == request.end() || !rs->is_array()) return absl::InvalidArgumentError("no resourceSpans list");
   for (const json& resource_spans : *rs) {
@@ -120,7 +126,7 @@ PhaseStats Stats(std::vector<int64_t> ns) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<TraceSpan>> ReadTraceFile(const std::string& path) {
+absl::StatusOr<std::vector<TraceSpan>> ReadTraceFile(const std::string& path, TornLines* torn) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read trace file '", path, "'"));
   std::vector<TraceSpan> spans;
@@ -128,6 +134,10 @@ absl::StatusOr<std::vector<TraceSpan>> ReadTraceFile(const std::string& path) {
   for (int number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     if (absl::Status s = ReadLine(line, &spans); !s.ok()) {
+      if (s.message() == kNotJson && absl::StartsWith(line, "{\"resourceSpans\"")) {
+        if (torn != nullptr && torn->count++ == 0) torn->first = number;
+        continue;
+      }
       return absl::InvalidArgumentError(absl::StrCat("trace file '", path, "' line ", number,
                                                      ": ", s.message(), " (expected OTLP/JSON: one "
                                                      "ExportTraceServiceRequest a line, as --trace-file writes)"));

@@ -31,10 +31,18 @@ struct TraceSpan {
   std::map<std::string, std::string> attributes;  // values as text (integers in decimal)
 };
 
+// Lines of a trace file that a cut-short write left unreadable: they start as an export request
+// does ('{"resourceSpans"') but do not parse (a full disk, a server killed mid-write).
+struct TornLines {
+  int count = 0;
+  int first = 0;  // line number of the first, 1-based; 0 when none
+};
+
 // Every span of `path`, one OTLP ExportTraceServiceRequest in JSON a line (blank lines skipped).
-// INVALID_ARGUMENT naming the file and line for a line that is not such JSON; NOT_FOUND when the
-// file cannot be read.
-absl::StatusOr<std::vector<TraceSpan>> ReadTraceFile(const std::string& path);
+// Torn lines are skipped and counted in `torn` (when given): the lines around them still count.
+// INVALID_ARGUMENT naming the file and line for any other line that is not such JSON (e.g. a log
+// file given by mistake); NOT_FOUND when the file cannot be read.
+absl::StatusOr<std::vector<TraceSpan>> ReadTraceFile(const std::string& path, TornLines* torn = nullptr);
 
 // The phases in the order a request goes through them; "server" is the server span itself, "e2e"
 // the client span and "transport" e2e minus server.

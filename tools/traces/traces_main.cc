@@ -27,10 +27,17 @@ int main(int argc, char** argv) {
   if (std::optional<int> code = chronoserve::ParseFlags(app, argc, argv)) return *code;
   std::vector<chronoserve::traces::TraceSpan> spans;
   for (const std::string& file : files) {
-    auto read = chronoserve::traces::ReadTraceFile(file);
+    chronoserve::traces::TornLines torn;
+    auto read = chronoserve::traces::ReadTraceFile(file, &torn);
     if (!read.ok()) {
       std::fprintf(stderr, "chronoserve-traces: %s\n", std::string(read.status().message()).c_str());
       return 1;
+    }
+    if (torn.count > 0) {
+      std::fprintf(stderr,
+                   "chronoserve-traces: warning: %s: skipped %d torn line(s), the first at line %d (a write cut "
+                   "short: a full disk, or a server killed while writing); their spans are not in the report\n",
+                   file.c_str(), torn.count, torn.first);
     }
     spans.insert(spans.end(), read->begin(), read->end());
   }
