@@ -16,7 +16,8 @@ namespace chronoserve::server {
 namespace mapping_watch_internal {
 
 // One watched range. `start` is 0 while the slot is free; it is written last when a watch begins
-// and first when it ends, so the handler never pairs a start with another watch's end.
+// and first when it ends, and the handler reads it again after `end`, so it never pairs a start with
+// another watch's end (a new watch at the same start makes the pair that watch's own).
 struct Slot {
   std::atomic<uintptr_t> start{0};
   std::atomic<uintptr_t> end{0};
@@ -62,18 +63,25 @@ void PassOn(int signal, siginfo_t* info, void* context) {
   fallback.sa_handler = SIG_DFL;
   sigemptyset(&fallback.sa_mask);
   ::sigaction(signal, &fallback, nullptr);
+  // A SIGBUS sent by another process (kill, sigqueue: si_code <= 0) does not repeat by itself as a
+  // fault does: send it again, so that it ends the process (pending until this handler returns).
+  if (info->si_code <= 0) ::raise(signal);
 }
 
 void OnSigbus(int signal, siginfo_t* info, void* context) {
   const int saved_errno = errno;
-  const uintptr_t address = reinterpret_cast<uintptr_t>(info->si_addr);
-  for (Chunk* chunk = g_chunks.load(std::memory_order_acquire); chunk != nullptr;
+  // Only a fault the kernel raised (si_code > 0) has an address; a SIGBUS sent by kill() carries the
+  // sender's pid and uid where si_addr would be.
+  const uintptr_t address = info->si_code > 0 ? reinterpret_cast<uintptr_t>(info->si_addr) : 0;
+  for (Chunk* chunk = address == 0 ? nullptr : g_chunks.load(std::memory_order_acquire); chunk != nullptr;
        chunk = chunk->next.load(std::memory_order_acquire)) {
     for (Slot& slot : chunk->slots) {
       const uintptr_t start = slot.start.load(std::memory_order_acquire);
       if (start == 0 || address < start) continue;
       const uintptr_t end = slot.end.load(std::memory_order_acquire);
-      if (address >= end) continue;
+      // The slot may have ended and begun another watch between the two loads: then start and end
+      // belong to different watches, and start was cleared (or changed) in between.
+      if (address >= end || slot.start.load(std::memory_order_acquire) != start) continue;
       // The range's pages become the server's own (zeros): the access that faulted completes on
       // them, and nothing the client does to its object reaches this range any more.
       void* replaced = ::mmap(reinterpret_cast<void*>(start), end - start, PROT_READ | PROT_WRITE,

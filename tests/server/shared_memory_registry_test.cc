@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/statvfs.h>
@@ -159,6 +160,21 @@ TEST(SharedMemoryRegistryDeathTest, AFaultOutsideEveryRegionStillEndsTheProcess)
         volatile char* bytes = other->data();
         const char c = bytes[4096 + 1];
         _exit(c == 0 ? 4 : 5);
+      },
+      EndedByTheFault, "");
+}
+
+// A SIGBUS sent by another process (kill -BUS) is no fault in a region: it ends the process as it
+// would without the handler, and does not leave the handler quietly switched off.
+TEST(SharedMemoryRegistryDeathTest, ASigbusSentByKillStillEndsTheProcess) {
+  auto watched = MakeObject("killed", 4096);
+  ASSERT_NE(watched, nullptr);
+  SharedMemoryRegistry registry;
+  ASSERT_TRUE(registry.Register("r0", watched->key(), 0, 4096).ok()) << "installs the handler";
+  EXPECT_EXIT(
+      {
+        ::kill(::getpid(), SIGBUS);
+        _exit(6);  // reached only if the signal was swallowed
       },
       EndedByTheFault, "");
 }
