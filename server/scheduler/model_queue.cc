@@ -83,6 +83,10 @@ absl::Status ModelQueue::EnqueueLocked(std::unique_ptr<InferRequest>& request, u
   queued_bytes_ += bytes;
   request->timeline.enqueued_ns = clock_->NowNs();
   next_expiry_ns_ = std::min(next_expiry_ns_, DueAt(*request, /*delayed=*/false));
+  // Cancelled before it got here (the client gave up while the request was built; the transport's
+  // Poke may have come, and been used up, before it was queued): announced as a Poke would, so the
+  // reaper answers it and a full queue drops it, rather than waiting for a batch to reach it.
+  if (request->IsCancelled()) cancel_pending_ = true;
   queue_.push_back(std::move(request));
   cv_.Signal();
   WakeReaperIfDueSoonerLocked();

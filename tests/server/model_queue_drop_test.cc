@@ -196,6 +196,45 @@ TEST(ModelQueueTest, ACancellationDeepInTheQueueIsDroppedOncePoked) {
   EXPECT_EQ(queue.size(), 3u);
 }
 
+// A request already cancelled when it is queued, with no Poke after it (the client gave up while
+// the request was built): a full queue still drops it for a live one.
+TEST(ModelQueueTest, ARequestCancelledBeforeItWasQueuedMakesRoomWithoutAPoke) {
+  FakeClock clock;
+  QueuePolicySpec qp;
+  qp.max_queue_size = 2;
+  ModelQueue queue("m", Dynamic(2, 0), qp, &clock);
+  std::vector<absl::StatusCode> answered;
+  auto answer = [&answered](std::unique_ptr<InferRequest> r) { answered.push_back(r->status.code()); };
+  auto live = Request();
+  auto cancelled = Request();
+  cancelled->cancelled->Set(clock.NowNs());
+  for (auto* r : {&live, &cancelled}) {
+    (*r)->on_complete = answer;
+    ASSERT_TRUE(queue.Enqueue(*r).ok());
+  }
+  auto fresh = Request();
+  ASSERT_TRUE(queue.Enqueue(fresh).ok()) << "the cancelled one made room";
+  EXPECT_EQ(answered, (std::vector<absl::StatusCode>{absl::StatusCode::kCancelled}));
+  EXPECT_EQ(queue.size(), 2u);
+}
+
+// ... and with every worker busy (none waiting for a batch), the reaper answers it at once.
+TEST(ModelQueueTest, TheReaperAnswersARequestCancelledBeforeItWasQueued) {
+  FakeClock clock;
+  ModelQueue queue("m", Dynamic(4, 0), {}, &clock);
+  auto cancelled = Request();
+  cancelled->cancelled->Set(clock.NowNs());
+  ASSERT_TRUE(queue.Enqueue(cancelled).ok());
+  Batch dropped;
+  bool open = false;
+  testing::FinishesWithin("the reaper's wait", absl::Seconds(10),
+                          [&] { open = queue.AwaitDueWhileWorkersBusy(&dropped); });
+  EXPECT_TRUE(open);
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(queue.size(), 0u);
+}
+
 // A full queue whose requests died while the workers were busy (cancelled, or past a deadline)
 // takes a new one: it drops them first, answered on the enqueuing thread with their own statuses.
 TEST(ModelQueueTest, AFullQueueOfDeadRequestsTakesALiveOne) {
