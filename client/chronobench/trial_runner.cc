@@ -258,9 +258,12 @@ std::optional<absl::Status> NothingMeasured(const PointResult& point) {
   std::string message = absl::StrCat(point.spec.Label(), ": no request was measured in the reported windows: ", why);
   if (std::optional<std::string> unanswered = UnansweredWarning(point)) absl::StrAppend(&message, "; ", *unanswered);
   absl::StrAppend(&message, "; the point has no figures, and the sweep stops here");
-  // A request still waiting is a server that did not answer in time; none at all, windows too short.
-  return point.unanswered_at_end + point.unsent_at_end > 0 ? absl::DeadlineExceededError(message)
-                                                            : absl::FailedPreconditionError(message);
+  // Requests answered outside the windows (closed loop always leaves its concurrency in flight at
+  // the end), with none left unsent: the windows were too short. Nothing answered while requests
+  // waited, or the schedule outran the client: a server (or client) that did not keep up in time.
+  const bool answered_elsewhere = point.sent_total - point.unanswered_at_end > 0;
+  const bool late = point.unsent_at_end > 0 || (!answered_elsewhere && point.unanswered_at_end > 0);
+  return late ? absl::DeadlineExceededError(message) : absl::FailedPreconditionError(message);
 }
 
 std::optional<absl::Status> EveryRequestFailed(const PointResult& point) {

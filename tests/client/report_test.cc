@@ -425,6 +425,14 @@ TEST(ReportTest, APointThatMeasuredNothingFails) {
   EXPECT_EQ(gap->code(), absl::StatusCode::kFailedPrecondition) << "nothing left unanswered: windows too short";
   EXPECT_THAT(std::string(gap->message()), HasSubstr("--measurement-interval"));
   EXPECT_FALSE(NothingMeasured(report.points[1]).has_value());
+  // Closed loop always ends with its concurrency in flight: what decides is whether the server
+  // answered anything in the point (windows too short) or nothing at all (a server not answering).
+  p.spec.mode = LoadMode::kConcurrency;
+  p.unanswered_at_end = 4;
+  p.sent_total = 10;
+  EXPECT_EQ(NothingMeasured(p)->code(), absl::StatusCode::kFailedPrecondition) << "six answered, outside the windows";
+  p.sent_total = 4;
+  EXPECT_EQ(NothingMeasured(p)->code(), absl::StatusCode::kDeadlineExceeded) << "none of the four answered";
 
   // A point that measured something may still have a window that did not.
   PointResult& partly = report.points[1];
