@@ -186,7 +186,8 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
                                      inference::RepositoryIndexResponse* response);
   // Through the model control, answered through `done` (once, maybe on another thread); without one,
   // UNIMPLEMENTED saying why. A request the control cannot take is refused at once: INVALID_ARGUMENT
-  // for a parameter (Triton's config and file overrides: models load from the repository only),
+  // for a parameter it does not take or of the wrong type (a load's "config" and "file:" overrides
+  // are taken, with file paths kept under the model's directory: CheckModelControlParameters),
   // NOT_FOUND for a repository_name that is not the repository, UNAVAILABLE while draining.
   void AnswerRepositoryModelLoad(const inference::RepositoryModelLoadRequest& request,
                                  inference::RepositoryModelLoadResponse* response, ModelControl::Done done);

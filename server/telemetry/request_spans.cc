@@ -99,14 +99,14 @@ bool IsServerError(absl::StatusCode code) {
 // The RPC that carried the request: one message of a stream, or a unary call.
 const char* RpcMethod(const InferRequest& request) { return request.streamed ? "ModelStreamInfer" : "ModelInfer"; }
 
-// A client's request id as a span attribute: its first kMaxRequestIdAttributeBytes, cut where a
-// UTF-8 character begins. A request may carry an id of any length; one of megabytes would take an
-// export batch past a collector's receive limit (4 MiB by default) and lose every span in it.
-std::string RequestIdAttribute(const std::string& id) {
-  if (id.size() <= kMaxRequestIdAttributeBytes) return id;
-  size_t end = kMaxRequestIdAttributeBytes;
-  while (end > 0 && (static_cast<unsigned char>(id[end]) & 0xC0) == 0x80) --end;  // a continuation byte
-  return id.substr(0, end);
+// The first `max_bytes` of `text`, cut where a UTF-8 character begins. A request may carry an id of
+// any length, and an error's text may be long; one of megabytes would take an export batch past a
+// collector's receive limit (4 MiB by default) and lose every span in it.
+std::string CutAtCharacter(absl::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  size_t end = max_bytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;  // a continuation byte
+  return std::string(text.substr(0, end));
 }
 
 void AddServerAttributes(const InferRequest& request, const absl::Status& status, SpanData* span) {
@@ -114,11 +114,13 @@ void AddServerAttributes(const InferRequest& request, const absl::Status& status
   span->attributes.push_back({"rpc.service", std::string("inference.GRPCInferenceService")});
   span->attributes.push_back({"rpc.method", std::string(RpcMethod(request))});
   span->attributes.push_back({"rpc.grpc.status_code", static_cast<int64_t>(status.code())});
-  if (!request.id.empty()) span->attributes.push_back({"chronoserve.request.id", RequestIdAttribute(request.id)});
+  if (!request.id.empty()) {
+    span->attributes.push_back({"chronoserve.request.id", CutAtCharacter(request.id, kMaxRequestIdAttributeBytes)});
+  }
   span->attributes.push_back({"chronoserve.request.items", request.batch_items});
   if (IsServerError(status.code())) {
     span->status = SpanStatus::kError;
-    span->status_message = std::string(status.message());
+    span->status_message = CutAtCharacter(status.message(), kMaxSpanStatusMessageBytes);
   }
 }
 

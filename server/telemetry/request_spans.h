@@ -46,6 +46,10 @@ struct RequestTraceIds {
 
 // The most of a request's id its server span carries (chronoserve.request.id), cut at a character.
 inline constexpr size_t kMaxRequestIdAttributeBytes = 256;
+// A server span's status message, an error's text: at most this many bytes (as the client's own
+// status message, grpc_status.h), cut where a UTF-8 character begins. A TorchScript error repeated on
+// every request of a batch must not take an export past a collector's receive limit.
+inline constexpr size_t kMaxSpanStatusMessageBytes = 1024;
 
 inline constexpr size_t kMaxChildSpans = 8;  // admit, queue, input_stage, h2d, compute, d2h, output_stage, handback
 

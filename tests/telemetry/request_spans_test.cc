@@ -98,6 +98,18 @@ TEST_F(RequestSpansTest, ALongRequestIdIsCutAtACharacterInItsSpan) {
   EXPECT_EQ(carried, request_.id) << "256 bytes fit";
 }
 
+// So is a long error's text in the span's status (a TorchScript error carried by every request of
+// its batch): its first 1024 bytes, cut where a character begins.
+TEST_F(RequestSpansTest, ALongErrorMessageIsCutAtACharacterInItsSpan) {
+  const std::string euro = "\xE2\x82\xAC";  // 3 bytes
+  const std::string message = std::string(1022, 'e') + euro + std::string(1 << 16, 'f');
+  const SpanData server = Build(absl::InternalError(message)).at("ModelInfer policy_net");
+  EXPECT_EQ(server.status, SpanStatus::kError);
+  EXPECT_EQ(server.status_message, std::string(1022, 'e')) << "the euro sign would pass byte 1024: left out whole";
+  const std::string fits(1024, 'g');
+  EXPECT_EQ(Build(absl::InternalError(fits)).at("ModelInfer policy_net").status_message, fits);
+}
+
 TEST_F(RequestSpansTest, FlagsCarryTheTraceFlagsAndWhetherTheParentIsRemote) {
   for (const uint8_t trace_flags : {uint8_t{0x01}, uint8_t{0x03}}) {
     ids_.flags = trace_flags;
