@@ -17,7 +17,7 @@ const RequestTiming& Timeline::Finalize(int64_t responded_ns) {
   RequestTiming& t = timing_;
   t.server_total_ns = Span(received_ns, responded_ns);
   t.queue_ns = Span(enqueued_ns, batch_.dequeued_ns);
-  t.input_stage_ns = Span(batch_.dequeued_ns, batch_.staged_ns);
+  t.input_stage_ns = Span(batch_.stage_start_ns(), batch_.staged_ns);
   t.h2d_ns = std::max<int64_t>(0, batch_.h2d_ns);
   t.compute_ns = std::max<int64_t>(0, batch_.compute_ns);
   t.launch_ns = std::max<int64_t>(0, batch_.launch_ns);

@@ -13,6 +13,9 @@ namespace chronoserve::server {
 // What a worker measured for one executed batch; shared by every request in it.
 struct BatchTiming {
   int64_t dequeued_ns = 0;   // worker took the batch
+  // The worker began on the batch's inputs: later than dequeued_ns when it first answered requests
+  // dropped with the batch (that time is neither queueing nor staging). 0: at dequeued_ns.
+  int64_t stage_from_ns = 0;
   int64_t staged_ns = 0;     // inputs gathered into staging
   int64_t gpu_done_ns = 0;   // device work observed complete (host clock)
   int64_t h2d_ns = 0;
@@ -40,6 +43,9 @@ struct BatchTiming {
   // --request-timing: false = no span events, no launch timer, no device idle tracking; h2d,
   // compute, launch, d2h, sm_clock_mhz and idle_before_us stay 0 and the response carries no timing.
   bool request_timing = true;
+
+  // Where `input_stage` begins.
+  int64_t stage_start_ns() const { return stage_from_ns > 0 ? stage_from_ns : dequeued_ns; }
 };
 
 class Timeline {

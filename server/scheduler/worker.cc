@@ -225,8 +225,9 @@ void Worker::Loop() {
     int64_t busy_from_ns = dequeued_ns;
     if (!dropped.empty()) {
       // Each keeps its own status. Handed to the completion pool like a finished batch, so a burst
-      // of expired requests delays the batch taken with them as little as it can (a request
-      // answered inline, with one pool thread or none, costs that batch's input_stage its answer).
+      // of expired requests delays the batch taken with them as little as it can. A request
+      // answered inline (one dropped, or no pool threads) delays the batch by its answer; that time
+      // is in neither the batch's queue span nor its input_stage (BatchTiming::stage_from_ns).
       if (completions_ != nullptr) {
         completions_->CompleteBatch(std::move(dropped), absl::OkStatus());
       } else {
@@ -326,8 +327,10 @@ void Worker::StampDequeued(BatchTiming* timing, int64_t dequeued_ns) const {
   timing->worker = index_;
 }
 
-void Worker::BeginBatch(BatchTiming* timing, bool behind_another, int64_t dequeued_ns) {
-  StampDequeued(timing, dequeued_ns);
+void Worker::BeginBatch(BatchTiming* timing, bool behind_another, const Taken& taken) {
+  StampDequeued(timing, taken.dequeued_ns);
+  // Answering requests dropped with the batch came first: input_stage begins after it.
+  if (taken.busy_from_ns > timing->dequeued_ns) timing->stage_from_ns = taken.busy_from_ns;
   // Cold: the first batch, or one that arrives after keep-warm's horizon ended the idle spell. A
   // batch launched behind one still on the device follows no idle spell, although idle_since_ns_
   // is only moved on once that one finishes.
@@ -338,7 +341,7 @@ void Worker::BeginBatch(BatchTiming* timing, bool behind_another, int64_t dequeu
 
 int64_t Worker::RunBatch(Batch batch, Taken taken) {
   BatchTiming timing;
-  BeginBatch(&timing, /*behind_another=*/false, taken.dequeued_ns);
+  BeginBatch(&timing, /*behind_another=*/false, taken);
   absl::Status status = instance_->Execute(batch, &timing);
   // Stamped before the completions, which may let another thread (or a test) move on.
   const int64_t done_ns = Account(WorkerPhase::kExecute, taken.busy_from_ns);
@@ -349,7 +352,7 @@ int64_t Worker::RunBatch(Batch batch, Taken taken) {
 std::optional<Worker::InFlight> Worker::LaunchBatch(Batch batch, const std::optional<InFlight>& in_flight,
                                                    Taken taken) {
   InFlight flight{std::move(batch), BatchTiming{}, in_flight ? 1 - in_flight->slot : 0};
-  BeginBatch(&flight.timing, /*behind_another=*/in_flight.has_value(), taken.dequeued_ns);
+  BeginBatch(&flight.timing, /*behind_another=*/in_flight.has_value(), taken);
   absl::Status status = instance_->Launch(flight.batch, &flight.timing, flight.slot);
   // The instance stamps staged_ns once the inputs are gathered; a launch that failed before may not.
   const int64_t staged_ns = flight.timing.staged_ns;
@@ -382,7 +385,7 @@ void Worker::EndBatch(Batch batch, const BatchTiming& timing, const absl::Status
   } else if (status.ok()) {
     const int64_t last_output = batch.back()->timeline.output_done_ns;
     stats_->RecordExecution(timing.batch_size,
-                            (timing.staged_ns - timing.dequeued_ns) + timing.h2d_ns,
+                            (timing.staged_ns - timing.stage_start_ns()) + timing.h2d_ns,
                             timing.compute_ns,
                             timing.d2h_ns + (last_output - timing.gpu_done_ns));
     NoteLaunchBound(timing);

@@ -140,7 +140,7 @@ class Worker {
   // `start_ns`: when the worker turned to it (its finish phase), now when not given.
   int64_t FinishBatch(InFlight flight, std::optional<int64_t> start_ns = std::nullopt);
   // Common to both: the batch's stamps before the instance runs it.
-  void BeginBatch(BatchTiming* timing, bool behind_another, int64_t dequeued_ns);
+  void BeginBatch(BatchTiming* timing, bool behind_another, const Taken& taken);
   // Stamps the batch's dequeue time (`dequeued_ns`, or now) and this worker's index.
   void StampDequeued(BatchTiming* timing, int64_t dequeued_ns = 0) const;
   // Common to both: statistics, per-request timing, then the completions.

@@ -178,7 +178,7 @@ std::vector<SpanData> BuildRequestSpans(const ModelSpec& spec, const InferReques
   };
   host_child("admit", t.received_ns, t.enqueued_ns);
   host_child("queue", t.enqueued_ns, batch.dequeued_ns);
-  host_child("input_stage", batch.dequeued_ns, batch.staged_ns);
+  host_child("input_stage", batch.stage_start_ns(), batch.staged_ns);
   if (t.batch_completed() && batch.request_timing) AddDeviceSpans(timing, batch, common, &maker, &spans);
   host_child("output_stage", batch.gpu_done_ns, t.output_done_ns);
   if (t.batch_completed()) host_child("handback", t.output_done_ns, server.end_ns);

@@ -211,7 +211,7 @@ void ServerMetrics::OnRequestDone(const ModelSpec& spec, const InferRequest* req
   auto reached = [](int64_t start_ns, int64_t end_ns) { return start_ns > 0 && end_ns > 0; };
   if (reached(t.received_ns, t.enqueued_ns)) m.admit->Observe(timing.admit_ns);
   if (reached(t.enqueued_ns, batch.dequeued_ns)) m.queue->Observe(timing.queue_ns);
-  if (reached(batch.dequeued_ns, batch.staged_ns)) m.input_stage->Observe(timing.input_stage_ns);
+  if (reached(batch.stage_start_ns(), batch.staged_ns)) m.input_stage->Observe(timing.input_stage_ns);
   if (t.batch_completed()) {
     m.output_stage->Observe(timing.output_stage_ns);
     m.handback->Observe(timing.handback_ns);

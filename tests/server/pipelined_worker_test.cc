@@ -180,6 +180,7 @@ struct Call {
   bool cold = false;  // timing.cold of the batch it ran in
   bool batch_completed = false;  // its timeline's batch_completed() when answered
   int64_t queued_ns = -1;  // dequeued - enqueued: its queue span
+  int64_t input_stage_ns = -1;  // its input_stage span, as its response carries it
   int64_t advance_on_answer_ns = 0;  // its answer moves the test's clock this far (a slow answer)
 };
 
@@ -224,6 +225,7 @@ class PipelinedWorkerTest : public ::testing::Test {
     r->on_complete = [this, call](std::unique_ptr<InferRequest> finished) {
       if (call->advance_on_answer_ns > 0) clock_.AdvanceNs(call->advance_on_answer_ns);
       call->queued_ns = finished->timeline.batch().dequeued_ns - finished->timeline.enqueued_ns;
+      call->input_stage_ns = finished->timeline.Finalize(clock_.NowNs()).input_stage_ns;
       call->status = finished->status;
       call->answered = *finished->outputs.front().data;
       call->cold = finished->timeline.batch().cold;
@@ -311,10 +313,11 @@ TEST_F(PipelinedWorkerTest, ABatchAlreadyDoneIsFinishedBeforeTheNextIsLaunched) 
 }
 
 // A request whose deadline passed while queued comes out of the queue with the next batch; the
-// worker answers it before staging that batch. However long that answer takes, it is not the
-// batch's queueing: the batch's queue span ends when the worker had it.
-TEST_F(PipelinedWorkerTest, AnsweringARequestDroppedWithABatchIsNotInThatBatchsQueueSpan) {
-  Start(/*park_id=*/"a");
+// worker answers it before staging that batch. However long that answer takes, it is neither the
+// batch's queueing (its queue span ends when the worker had it) nor its input staging (which
+// begins once the answer is done).
+TEST_F(PipelinedWorkerTest, AnsweringARequestDroppedWithABatchIsNotInThatBatchsQueueOrInputStageSpan) {
+  Start(/*park_id=*/"a", /*gather_ns=*/3'000);
   Call* a = Send("a", 1.25f);
   ASSERT_TRUE(fake_->WaitParked());
   Call* late = Send("late", 2.5f, /*deadline_ns=*/clock_.NowNs() + 1'000);
@@ -329,6 +332,7 @@ TEST_F(PipelinedWorkerTest, AnsweringARequestDroppedWithABatchIsNotInThatBatchsQ
   EXPECT_THAT(fake_->log(), ElementsAre("L:a@0", "L:b@1", "F:a@0", "F:b@1")) << "late never reached the device";
   EXPECT_GE(b->queued_ns, 2'000);
   EXPECT_LT(b->queued_ns, 5'000'000) << "the dropped request's answer landed in b's queue span";
+  EXPECT_EQ(b->input_stage_ns, 3'000) << "b's gather alone, not the dropped request's answer before it";
   runtime_->queue().Close();
   JoinWorkersWithin(*runtime_);
   EXPECT_EQ(runtime_->workers().front()->batches(), 2) << "a and b; late was answered in no batch";
