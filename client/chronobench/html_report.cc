@@ -78,7 +78,8 @@ constexpr const char* kAppJs = R"js(
                 data: runs.map(r => Math.max(0, mean(r, 'server_total') - stages.reduce((a, s) => a + mean(r, s), 0))) });
     sets.push({ label: 'transport', data: runs.map(r => mean(r, 'transport')), backgroundColor: color(9) });
     // Open loop: e2e counts from the intended send, so the send's lag behind its schedule completes
-    // the stack (the segments above add up to e2e from the actual send).
+    // the stack (the segments above add up to e2e from the actual send, for a point whose responses
+    // were all OK and timed: the segments are means over timed responses, e2e over all of them).
     if (runs.some(r => r.schedule_lag_us)) {
       sets.push({ label: 'schedule lag', backgroundColor: '#7f7f7f',
                   data: runs.map(r => (r.schedule_lag_us && r.schedule_lag_us.mean) || 0) });

@@ -54,8 +54,14 @@ int64_t Pacer::SkipThrough(int64_t now_ns) {
   int64_t skipped = 0;
   for (; next_ns_ <= now_ns && skipped < kMaxSteps; ++skipped) Next();
   if (next_ns_ <= now_ns) {
-    std::poisson_distribution<int64_t> more(static_cast<double>(now_ns - next_ns_) / period_ns_);
-    const int64_t count = 1 + more(rng_);  // the one at next_ns_, and those after it
+    // The one at next_ns_, and those after it (a Poisson count of mean 0 is 0; the distribution
+    // itself needs a mean above 0).
+    const double mean = static_cast<double>(now_ns - next_ns_) / period_ns_;
+    int64_t count = 1;
+    if (mean > 0) {
+      std::poisson_distribution<int64_t> more(mean);
+      count += more(rng_);
+    }
     skipped += count;
     index_ += count;
     poisson_ns_ = static_cast<double>(now_ns - first_ns_) + gap_(rng_);

@@ -141,8 +141,10 @@ void AddWarnings(const PointSpec& spec, const std::vector<WindowSummary>& window
   }
   if (r.without_timing() > 0) {
     result->warnings.push_back(absl::StrCat(
-        r.without_timing(), " of ", r.successes(), " responses carried no server timing (a server started with "
-        "--request-timing off, or not chronoserve): the server columns cover only responses that had it"));
+        r.without_timing(), " of ", r.successes(),
+        " responses carried no server timing chronobench could read (a server started with --request-timing off, "
+        "or not chronoserve; or timing.* parameters of another type than int64): the server columns cover only "
+        "responses that had it"));
   }
   if (r.timing_violations() > 0) {
     result->warnings.push_back(absl::StrCat(r.timing_violations(), " responses had inconsistent server timing "
