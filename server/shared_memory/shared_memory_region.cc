@@ -66,8 +66,9 @@ absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> SharedMemoryRegion::Map(cons
   // A client's ftruncate makes an object larger than its filesystem (/dev/shm, often 64 MiB in a
   // container) may have room for; its missing pages would kill the server with SIGBUS at the first
   // request that touches them (MAP_POPULATE skips them silently). Allocating the window now turns
-  // that into a refused registration. Data already written is kept.
-  if (::fallocate(fd.fd, 0, static_cast<off_t>(offset), static_cast<off_t>(byte_size)) != 0 &&
+  // that into a refused registration. Data already written is kept. KEEP_SIZE: an object the client
+  // shrank since the check above is not grown back with zeros (the check after mapping finds it).
+  if (::fallocate(fd.fd, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset), static_cast<off_t>(byte_size)) != 0 &&
       errno != EOPNOTSUPP) {
     const int err = errno;
     const std::string message = absl::StrCat(what, ": cannot allocate its ", byte_size, " bytes at offset ", offset,
@@ -103,6 +104,12 @@ absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> SharedMemoryRegion::Map(cons
   std::unique_ptr<SharedMemoryRegion> region(
       new SharedMemoryRegion(name, key, offset, byte_size, fd.Release(), mapping, mapping_bytes, data));
   region->watch_ = MappingWatch::Start(mapping, mapping_bytes);
+  // Shrunk between the size check and the mapping (the client resized it while registering): refused
+  // now rather than failing the first request that names the region.
+  if (absl::Status backed = region->CheckStillBacked(); !backed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": the object was resized while it was being registered (", backed.message(), ")"));
+  }
   if (pinner) region->pin_ = pinner(mapping, mapping_bytes);
   return region;
 }
