@@ -164,6 +164,9 @@ class InferRequest {
   // until the request is destroyed, so unregistering a region never unmaps bytes still in use; and
   // checked by Complete(), which fails a request whose region the client shrank meanwhile.
   std::vector<std::shared_ptr<const RequestRegion>> regions;
+  // Which of the request's tensors use each of `regions`, in the same order (e.g. "model 'm' output
+  // 'y'"): a region that fails Complete()'s check is reported with them. Empty: not known.
+  std::vector<std::string> region_users;
   // The regions of the model's InputArena that the inputs marked in_arena point into.
   InputArena::Lease arena_lease;
   // What inputs whose bytes came in the message point into (gRPC's received slices), when they were

@@ -213,11 +213,18 @@ absl::StatusOr<std::vector<std::optional<SharedMemoryParams>>> InputSharedMemory
 
 // Keeps `region` mapped for the request, once: a region several of its tensors name is checked
 // once when the request finishes (InferRequest::Complete).
-void HoldRegion(std::shared_ptr<const SharedMemoryRegion> region, InferRequest* out) {
-  for (const auto& held : out->regions) {
-    if (held == region) return;
+// Holds `region` for the request, noting the tensor that uses it (`what`, TensorWhat's "model 'm'
+// input 'x'"; `kind` and `tensor` its parts) among those that do: "model 'm' output 'y' and output 'z'".
+void HoldRegion(std::shared_ptr<const SharedMemoryRegion> region, std::string what, const char* kind,
+                const std::string& tensor, InferRequest* out) {
+  for (size_t i = 0; i < out->regions.size(); ++i) {
+    if (out->regions[i] == region) {
+      absl::StrAppend(&out->region_users[i], " and ", kind, " '", tensor, "'");
+      return;
+    }
   }
   out->regions.push_back(std::move(region));
+  out->region_users.push_back(std::move(what));
 }
 
 // Points `in` at its bytes in a registered region, after checking the size the shape needs.
@@ -233,14 +240,15 @@ absl::Status InputFromSharedMemory(const ModelSpec& spec, const InputProto& prot
                                                     " is ", p.byte_size, ", ", DataTypeName(in.dtype), " ",
                                                     ShapeString(in.shape), " needs ", expected_bytes));
   }
-  ASSIGN_OR_RETURN(SharedMemorySpan span, ResolveSharedMemory(shm, p, TensorWhat(spec, "input", proto.name())));
+  std::string what = TensorWhat(spec, "input", proto.name());
+  ASSIGN_OR_RETURN(SharedMemorySpan span, ResolveSharedMemory(shm, p, what));
   in.data = span.data;
   in.byte_size = span.byte_size;
   in.host_pinned = span.region->host_pinned();
   in.shared_memory = true;
   in.region = span.region->name();
   if (span.region->on_device()) in.device_id = static_cast<int>(span.region->device_id());
-  HoldRegion(std::move(span.region), out);
+  HoldRegion(std::move(span.region), std::move(what), "input", proto.name(), out);
   return absl::OkStatus();
 }
 
@@ -364,7 +372,7 @@ size_t OutputRank(const ModelSpec& spec, int index) {
 absl::Status OutputToSharedMemory(const ModelSpec& spec, int index, int64_t batch_items, const SharedMemoryParams& p,
                                   const SharedMemoryRegistry* shm, OutputTensor& t, InferRequest* out) {
   const TensorSpec& want = spec.outputs[index];
-  const std::string what = TensorWhat(spec, "output", want.name);
+  std::string what = TensorWhat(spec, "output", want.name);
   ASSIGN_OR_RETURN(SharedMemorySpan span, ResolveSharedMemory(shm, p, what));
   const size_t needed = StaticOutputBytes(spec, index, batch_items);
   if (needed > span.byte_size) {
@@ -380,7 +388,7 @@ absl::Status OutputToSharedMemory(const ModelSpec& spec, int index, int64_t batc
   t.raw_name = absl::StrCat("shared-memory region '", p.region, "'");
   t.raw_pinned = span.region->host_pinned();
   if (span.region->on_device()) t.raw_device_id = static_cast<int>(span.region->device_id());
-  HoldRegion(std::move(span.region), out);
+  HoldRegion(std::move(span.region), std::move(what), "output", want.name, out);
   return absl::OkStatus();
 }
 

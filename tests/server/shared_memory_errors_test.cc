@@ -245,6 +245,9 @@ TEST_F(SharedMemoryErrorsTest, ShrunkWhileQueuedTheRequestFailsAndTheServerServe
   EXPECT_THAT(b_status->error_message(),
               AllOf(HasSubstr("shared-memory region 's_out' (key '" + out->key() + "')"),
                     HasSubstr("shrank while a request read or wrote it")));
+  EXPECT_THAT(b_status->error_message(),
+              ::testing::StartsWith("model 'gated' output 'OUTPUT__0' and output 'OUTPUT__1': shared-memory region"))
+      << "names the model and the tensors that used the region";
   EXPECT_GT(server::MappingWatch::handled_faults(), faults_before) << "the worker's write ran into the missing pages";
 
   client::InferOptions again = q.options;
