@@ -1,6 +1,7 @@
-// Excerpt: a client's value quoted in an error message, cut to `max` bytes with its full length
-// named, so that what the message says after it (what was expected) survives gRPC's limit on a
-// status message's length.
+// Excerpt: a client's value quoted in an error message, cut to `max` bytes (at a character) with its
+// full length named, so that what the message says after it (what was expected) survives gRPC's
+// limit on a status message's length. Utf8PrefixLength: where to cut text so that no UTF-8 character
+// is split.
 #ifndef CHRONOSERVE_COMMON_TEXT_EXCERPT_H_
 #define CHRONOSERVE_COMMON_TEXT_EXCERPT_H_
 
@@ -10,9 +11,23 @@
 
 namespace chronoserve {
 
+// The length of the longest prefix of `text` of at most `max_bytes` bytes that splits no UTF-8
+// character. Error messages travel in proto3 strings (a stream's error_message, a span's status),
+// whose readers refuse invalid UTF-8: half a character would fail the read (and end a stream for
+// every later response). Backs up at most 3 bytes (a character is at most 4), so text that is not
+// UTF-8 at the cut is still cut near `max_bytes`.
+inline size_t Utf8PrefixLength(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text.size();
+  size_t cut = max_bytes;
+  auto continues = [&text](size_t i) { return (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80; };
+  for (int back = 0; back < 3 && cut > 0 && continues(cut); ++back) --cut;
+  return cut;
+}
+
 inline std::string Excerpt(std::string_view text, size_t max = 64) {
   if (text.size() <= max) return std::string(text);
-  return std::string(text.substr(0, max)) + "... (" + std::to_string(text.size()) + " bytes)";
+  return std::string(text.substr(0, Utf8PrefixLength(text, max))) + "... (" + std::to_string(text.size()) +
+         " bytes)";
 }
 
 }  // namespace chronoserve

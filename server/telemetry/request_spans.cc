@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/text_excerpt.h"
 #include "common/timing.h"
 
 namespace chronoserve::server::telemetry {
@@ -103,10 +104,7 @@ const char* RpcMethod(const InferRequest& request) { return request.streamed ? "
 // any length, and an error's text may be long; one of megabytes would take an export batch past a
 // collector's receive limit (4 MiB by default) and lose every span in it.
 std::string CutAtCharacter(absl::string_view text, size_t max_bytes) {
-  if (text.size() <= max_bytes) return std::string(text);
-  size_t end = max_bytes;
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;  // a continuation byte
-  return std::string(text.substr(0, end));
+  return std::string(text.substr(0, Utf8PrefixLength(std::string_view(text.data(), text.size()), max_bytes)));
 }
 
 void AddServerAttributes(const InferRequest& request, const absl::Status& status, SpanData* span) {

@@ -77,18 +77,6 @@ TEST(GrpcStatusTest, AMessageAtTheLimitIsKeptWhole) {
   EXPECT_EQ(status.error_message(), message);
 }
 
-TEST(GrpcStatusTest, Utf8PrefixLengthStepsBackOverAStraddlingCharacterOnly) {
-  const std::string text = "ab\xE2\x82\xAC" "cd";  // a b euro(3) c d
-  EXPECT_EQ(Utf8PrefixLength(text, 2), 2u);
-  EXPECT_EQ(Utf8PrefixLength(text, 3), 2u);
-  EXPECT_EQ(Utf8PrefixLength(text, 4), 2u);
-  EXPECT_EQ(Utf8PrefixLength(text, 5), 5u);
-  EXPECT_EQ(Utf8PrefixLength(text, 100), text.size());
-  // Not UTF-8 at the cut (continuation bytes only): cut at most 3 bytes early, never at 0.
-  const std::string stray(10, '\x80');
-  EXPECT_EQ(Utf8PrefixLength(stray, 8), 5u);
-}
-
 TEST(GrpcStatusTest, OkStaysOk) { EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok()); }
 
 }  // namespace
