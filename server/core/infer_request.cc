@@ -66,10 +66,11 @@ void InferRequest::Complete(std::unique_ptr<InferRequest> request, absl::Status 
   // A region that shrank under the request (or whose pages a fault replaced) may have lost what it
   // was to read or to receive: answered with the region's error, not with outputs that may be
   // wrong. One fstat a system region.
-  for (size_t i = 0; i < request->regions.size() && request->status.ok(); ++i) {
-    absl::Status backed = request->regions[i]->CheckStillBacked();
-    if (!backed.ok() && i < request->region_users.size()) {
-      backed = absl::Status(backed.code(), absl::StrCat(request->region_users[i], ": ", backed.message()));
+  for (const auto& [region, users] : request->regions) {
+    if (!request->status.ok()) break;
+    absl::Status backed = region->CheckStillBacked();
+    if (!backed.ok() && !users.empty()) {
+      backed = absl::Status(backed.code(), absl::StrCat(users, ": ", backed.message()));
     }
     request->status = std::move(backed);
   }

@@ -160,13 +160,16 @@ class InferRequest {
   Completion on_complete;
   bool synthetic = false;  // warm-up traffic: never counted in statistics
   bool streamed = false;   // arrived on a ModelStreamInfer stream (its server span says so)
+  // A region the request's tensors read or write, and which of them do (e.g. "model 'm' output 'y'"),
+  // named in front of the region's error when it fails Complete()'s check.
+  struct HeldRegion {
+    std::shared_ptr<const RequestRegion> region;
+    std::string users;
+  };
   // What the input views and raw output destinations point into (shared-memory regions): held
   // until the request is destroyed, so unregistering a region never unmaps bytes still in use; and
   // checked by Complete(), which fails a request whose region the client shrank meanwhile.
-  std::vector<std::shared_ptr<const RequestRegion>> regions;
-  // Which of the request's tensors use each of `regions`, in the same order (e.g. "model 'm' output
-  // 'y'"): a region that fails Complete()'s check is reported with them. Empty: not known.
-  std::vector<std::string> region_users;
+  std::vector<HeldRegion> regions;
   // The regions of the model's InputArena that the inputs marked in_arena point into.
   InputArena::Lease arena_lease;
   // What inputs whose bytes came in the message point into (gRPC's received slices), when they were

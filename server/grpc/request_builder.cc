@@ -212,19 +212,18 @@ absl::StatusOr<std::vector<std::optional<SharedMemoryParams>>> InputSharedMemory
 }
 
 // Keeps `region` mapped for the request, once: a region several of its tensors name is checked
-// once when the request finishes (InferRequest::Complete).
-// Holds `region` for the request, noting the tensor that uses it (`what`, TensorWhat's "model 'm'
-// input 'x'"; `kind` and `tensor` its parts) among those that do: "model 'm' output 'y' and output 'z'".
+// once when the request finishes (InferRequest::Complete). Notes the tensor that uses it (`what`,
+// TensorWhat's "model 'm' input 'x'"; `kind` and `tensor` its parts) among those that do, for that
+// check's error: "model 'm' output 'y' and output 'z'".
 void HoldRegion(std::shared_ptr<const SharedMemoryRegion> region, std::string what, const char* kind,
                 const std::string& tensor, InferRequest* out) {
-  for (size_t i = 0; i < out->regions.size(); ++i) {
-    if (out->regions[i] == region) {
-      absl::StrAppend(&out->region_users[i], " and ", kind, " '", tensor, "'");
+  for (auto& held : out->regions) {
+    if (held.region == region) {
+      absl::StrAppend(&held.users, " and ", kind, " '", tensor, "'");
       return;
     }
   }
-  out->regions.push_back(std::move(region));
-  out->region_users.push_back(std::move(what));
+  out->regions.push_back({std::move(region), std::move(what)});
 }
 
 // Points `in` at its bytes in a registered region, after checking the size the shape needs.

@@ -8,7 +8,7 @@
 //
 //   registry.Register("in0", "/client_shm", 0, 1 << 20);         // shm_open + mmap
 //   ASSIGN_OR_RETURN(SharedMemorySpan span, registry.Find("in0", 4096, 512));
-//   request->regions.push_back(span.region);                      // the request pins the mapping
+//   request->regions.push_back({span.region, "model 'm' input 'x'"});  // the request pins the mapping
 //   registry.Unregister("in0");                                   // the request still reads span.data
 #ifndef CHRONOSERVE_SERVER_SHARED_MEMORY_SHARED_MEMORY_REGISTRY_H_
 #define CHRONOSERVE_SERVER_SHARED_MEMORY_SHARED_MEMORY_REGISTRY_H_
