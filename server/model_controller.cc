@@ -228,7 +228,9 @@ absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrid
   if (!replaced.empty()) {
     // New requests find the new runtimes from here on; the old ones' queued requests run on their
     // own workers, and the calls that hold them finish there.
-    for (const auto& old : replaced) Retire(*old);
+    for (const auto& old : replaced) {
+      Retire(*old, absl::StrCat("version ", old->spec().version, " was replaced by a reload"));
+    }
     CS_LOG(INFO) << "model '" << model << "': version(s) " << VersionList(replaced) << " replaced by version(s) "
                  << VersionList(runtimes);
   }
@@ -271,7 +273,7 @@ absl::Status ModelController::DoUnload(const std::string& model, const std::stri
   const std::vector<std::shared_ptr<ModelRuntime>> runtimes = registry_->Unload(model, why);
   if (!runtimes.empty()) {
     if (hooks_.changed) hooks_.changed();  // not ready from here on, while its queues drain
-    for (const auto& runtime : runtimes) Retire(*runtime);
+    for (const auto& runtime : runtimes) Retire(*runtime, absl::StrCat("version ", runtime->spec().version, " was unloaded"));
     CS_LOG(INFO) << "model '" << model << "' version(s) " << VersionList(runtimes) << " unloaded";
   }
   // A model whose directory is gone leaves the index (it could not be loaded again).
@@ -389,13 +391,13 @@ void ModelController::ScanDone(int64_t scan) {
   while (scans_done_.erase(polls_ + 1) > 0) ++polls_;
 }
 
-void ModelController::Retire(ModelRuntime& runtime) {
+void ModelController::Retire(ModelRuntime& runtime, const std::string& why) {
   // Requests that found the runtime before it left the registry are queued first, so they run.
   if (!runtime.AwaitAdmitted(absl::Seconds(10))) {
     CS_LOG(WARNING) << "model '" << runtime.spec().name << "': requests still on their way to version "
                     << runtime.spec().version << "'s queue after 10 s; closing it (they are answered UNAVAILABLE)";
   }
-  runtime.CloseQueue();
+  runtime.CloseQueue(why);
   runtime.Stop();
 }
 

@@ -117,8 +117,9 @@ class ModelController final : public ModelControl {
   // `why`: what the unloaded model's lookups say after "model 'm' is unloaded".
   absl::Status DoUnload(const std::string& model, const std::string& why);
   // Stops a runtime taken out of service: once the requests that found it are queued, they run at
-  // once (no batching window), then its workers are joined.
-  static void Retire(ModelRuntime& runtime);
+  // once (no batching window), then its workers are joined; a request that comes later is refused
+  // UNAVAILABLE with `why` ("version 2 was unloaded").
+  static void Retire(ModelRuntime& runtime, const std::string& why);
 
   ModelRegistry* const registry_;
   const std::string repository_;

@@ -54,7 +54,7 @@ bool ModelQueue::FullLocked(uint64_t bytes) const {
 
 absl::Status ModelQueue::EnqueueLocked(std::unique_ptr<InferRequest>& request, uint64_t bytes, Drops* drops) {
   if (closed_) {
-    return absl::UnavailableError(absl::StrCat("model '", model_, "' is shutting down"));
+    return absl::UnavailableError(absl::StrCat("model '", model_, "': ", closed_why_, "; the request was not queued"));
   }
   if (queue_policy_.max_queue_bytes > 0 && bytes > queue_policy_.max_queue_bytes) {
     // Never fits, however empty the queue: not worth a retry (so said before any full-queue answer).
@@ -375,8 +375,9 @@ ModelQueue::WaitResult ModelQueue::NextBatchLocked(Batch* batch, Drops* drops,
   }
 }
 
-void ModelQueue::Close() {
+void ModelQueue::Close(const std::string& why) {
   absl::MutexLock lock(&mu_);
+  if (!closed_) closed_why_ = why;
   closed_ = true;
   cv_.SignalAll();
   reaper_cv_.SignalAll();
@@ -389,6 +390,7 @@ size_t ModelQueue::CloseAbandoningQueued(const std::string& reason) {
   Drops drops{&dropped, {}};
   {
     absl::MutexLock lock(&mu_);
+    if (!closed_) closed_why_ = reason;
     closed_ = true;  // nothing joins the queue it empties
     DropAllAbandonedLocked(abandoned, &drops);
     cv_.SignalAll();

@@ -69,7 +69,9 @@ class ModelQueue {
   WaitResult TryNextBatch(Batch* batch, Batch* dropped);
 
   // Stops accepting; waiting workers drain what is queued, then NextBatch returns false. Idempotent.
-  void Close();
+  // A request that comes later is refused UNAVAILABLE, "model 'M': <why>; the request was not
+  // queued" (the first Close's `why`).
+  void Close(const std::string& why = "the model is shutting down");
   // Close, and give up on every request still waiting: each is answered here, on the caller's
   // thread, with UNAVAILABLE ("model 'M': <reason>; the request was not executed"), never batched,
   // without waiting for a worker that is busy with a batch (which runs to its end). For the
@@ -177,6 +179,7 @@ class ModelQueue {
   int64_t next_expiry_ns_ ABSL_GUARDED_BY(mu_) = kNever;
   bool cancel_pending_ ABSL_GUARDED_BY(mu_) = false;  // Poke() since the last full scan
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::string closed_why_ ABSL_GUARDED_BY(mu_);  // Close's `why`
   uint64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // Workers waiting in NextBatch / NextBatchUntil: while one is, it notices what comes due itself.
   int waiting_workers_ ABSL_GUARDED_BY(mu_) = 0;

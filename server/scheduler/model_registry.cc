@@ -236,7 +236,7 @@ size_t ModelRegistry::AbandonQueued(const std::string& reason) {
 }
 
 void ModelRegistry::CloseQueues() {
-  for (auto& r : Ready()) r->CloseQueue();
+  for (auto& r : Ready()) r->CloseQueue("the server is shutting down");
 }
 
 void ModelRegistry::StopAll() {

@@ -111,8 +111,9 @@ class ModelRuntime {
   size_t AbandonQueued(const std::string& reason) { return queue_.CloseAbandoningQueued(reason); }
   // Stops accepting; the requests still queued run now, in batches as full as they can be, without
   // waiting out the batching window (a closed queue decides as if every delay had passed). The
-  // workers go on until the queue is empty; Stop() joins them.
-  void CloseQueue() { queue_.Close(); }
+  // workers go on until the queue is empty; Stop() joins them. A request that comes later is
+  // refused UNAVAILABLE with `why`.
+  void CloseQueue(const std::string& why) { queue_.Close(why); }
 
  private:
   ModelRuntime(const ModelSpec& spec, const Clock* clock);

@@ -49,9 +49,12 @@ TEST(ModelQueueTest, BatchesQueuedRequestsAndDrainsAfterClose) {
   EXPECT_TRUE(dropped.empty());
   auto late = Request();
   ASSERT_TRUE(queue.Enqueue(late).ok());
-  queue.Close();
+  queue.Close("version 3 was replaced by a reload");
+  queue.Close("the server is shutting down");  // a second Close keeps the first's reason
   auto refused = Request();
-  EXPECT_EQ(queue.Enqueue(refused).code(), absl::StatusCode::kUnavailable);
+  const absl::Status status = queue.Enqueue(refused);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(std::string(status.message()), "model 'm': version 3 was replaced by a reload; the request was not queued");
   ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch) << "queued work drains after Close";
   EXPECT_EQ(batch.size(), 1u);
   EXPECT_EQ(queue.TryNextBatch(&batch, &dropped), kClosed);

@@ -203,7 +203,7 @@ TEST_P(SchedulingTest, ARequestWhoseTimeComesWhileAClosedQueueDrainsIsAnsweredTh
   ASSERT_TRUE(gate_.WaitHeld(kWait)) << "the only worker is busy";
   PendingInfer b(stub(), "draining", "B", GatedInput(1, 52));
   ASSERT_TRUE(runtime->queue().WaitForSize(1, kWait)) << "B was accepted and queued";
-  runtime->CloseQueue();  // the shutdown's drain: B would run after A, but its timeout comes first
+  runtime->CloseQueue("the server is shutting down");  // the shutdown's drain: B would run after A, but its timeout comes first
   const auto b_answer = harness_.observer().WaitFor("B", kWait);
   ASSERT_TRUE(b_answer.has_value());
   EXPECT_EQ(b_answer->code(), absl::StatusCode::kDeadlineExceeded) << *b_answer;
@@ -362,10 +362,10 @@ TEST(DrainRefusalTest, AQueueClosedByTheDrainRefusesUncountedAndOneClosedByAnUnl
   bool responded = false;
   auto respond = [&responded](const absl::Status&, const RequestTiming&, bool) { responded = true; };
 
-  runtime->CloseQueue();  // as an unload does, the server still serving
+  runtime->CloseQueue("version 1 was unloaded");  // as an unload does, the server still serving
   const absl::Status unloaded = dispatcher.Enqueue(*std::move(unload_built), &unload_response, respond);
   EXPECT_EQ(unloaded.code(), absl::StatusCode::kUnavailable) << unloaded;
-  EXPECT_THAT(std::string(unloaded.message()), HasSubstr("model 'closing'"));
+  EXPECT_EQ(std::string(unloaded.message()), "model 'closing': version 1 was unloaded; the request was not queued");
   EXPECT_EQ(runtime->stats().Snapshot().fail.count, 1u);
   ASSERT_TRUE(harness.observer().WaitFor("U", absl::ZeroDuration()).has_value())
       << "the observer saw the refusal before Enqueue returned";
