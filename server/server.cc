@@ -249,9 +249,11 @@ absl::Status Server::BuildService(int infer_threads) {
         &registry_, &devices_, options_.model_repository, LoadOptions(), clock_,
         telemetry != nullptr ? telemetry->gpu_clock() : nullptr, std::move(hooks), options_.model_load_threads);
   }
+  StreamOptions stream_options;
+  stream_options.max_unsent_bytes = options_.max_stream_unsent_bytes;
   service_ = std::make_unique<InferenceService>(&registry_, clock_,
                                                 ServerInfo{"chronoserve", kChronoserveVersion, options_.request_timing}, telemetry,
-                                                shared_memory_.get(), StreamOptions{}, infer_threads > 0);
+                                                shared_memory_.get(), stream_options, infer_threads > 0);
   service_->SetWarmingUp(true);  // until the models are loaded and the serving path is warm
   if (model_controller_ != nullptr) {
     service_->SetRepositoryModels([controller = model_controller_.get()] { return controller->RepositoryModels(); });

@@ -106,6 +106,9 @@ struct ServerOptions {
   std::optional<ArenaStore> input_arena_store;
   // --max-queue-mib, in bytes: the input bytes each model's queued requests may hold; 0 = unbounded.
   uint64_t max_queue_bytes = uint64_t{1024} << 20;
+  // --max-stream-unsent-mib, in bytes: the output bytes one ModelStreamInfer stream's answers may
+  // hold before they are written (StreamOptions::max_unsent_bytes); 0 = unbounded.
+  uint64_t max_stream_unsent_bytes = StreamOptions{}.max_unsent_bytes;
   // --host-keep-warm-ms: while a request arrived within this many ms, one SCHED_IDLE spinner per
   // CPU the server may run on keeps that CPU from halting (server/core/host_keep_warm.h). 0 = off.
   int host_keep_warm_ms = 0;

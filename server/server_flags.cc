@@ -208,6 +208,13 @@ void AddHostFlags(CLI::App* app, RawServerFlags* raw) {
                   "and the limit, one whose inputs alone pass it INVALID_ARGUMENT. 0 = unbounded")
       ->capture_default_str()
       ->transform(IntegerIn(0, int64_t{1} << 30));
+  app->add_option("--max-stream-unsent-mib", raw->max_stream_unsent_mib,
+                  "Per ModelStreamInfer stream, MiB of outputs its answers may hold before they are written "
+                  "(answered and waiting, plus in flight at the size the model's output shapes give); at it "
+                  "the stream stops reading until the client reads its answers, so a client that sends "
+                  "without reading cannot grow the server's memory. 0 = unbounded")
+      ->capture_default_str()
+      ->transform(IntegerIn(0, int64_t{1} << 30));
 }
 
 void AddTelemetryFlags(CLI::App* app, RawServerFlags* raw) {
@@ -264,6 +271,7 @@ absl::StatusOr<ServerFlags> ResolveServerFlags(RawServerFlags raw, const otlp::E
   ArenaStore store = ArenaStore::kCached;
   if (ParseArenaStore(raw.input_arena_store, &store)) options.input_arena_store = store;  // else auto
   options.max_queue_bytes = raw.max_queue_mib << 20;
+  options.max_stream_unsent_bytes = raw.max_stream_unsent_mib << 20;
   int threads = 0;
   options.grpc_infer_threads = absl::SimpleAtoi(raw.infer_threads, &threads) ? threads : kAutoInferThreads;
   absl::StatusOr<HostPolicies> policies = ParseHostPolicies(raw.host_policies);

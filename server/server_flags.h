@@ -42,6 +42,7 @@ struct RawServerFlags {
   std::string input_arena = "auto";
   std::string input_arena_store = "auto";
   uint64_t max_queue_mib = ServerOptions{}.max_queue_bytes >> 20;
+  uint64_t max_stream_unsent_mib = ServerOptions{}.max_stream_unsent_bytes >> 20;
   std::string otlp_endpoint;
   std::string trace_file;
   int gpu_monitor_interval_ms = 100;

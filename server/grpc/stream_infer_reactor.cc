@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/clock.h"
+#include "common/dtype.h"
 #include "server/grpc/grpc_status.h"
 #include "server/grpc/response_pool.h"
 
@@ -31,7 +32,33 @@ std::string StringParam(const inference::ModelInferRequest& request, const char*
   return it->second.string_param();
 }
 
+// The bytes of outputs (and error text) the slot's response carries, in the message or lent beside it.
+uint64_t AnswerBytes(const inference::ModelStreamInferResponse& response, const std::vector<LentBytes>& lent) {
+  uint64_t bytes = response.error_message().size();
+  for (const std::string& raw : response.infer_response().raw_output_contents()) bytes += raw.size();
+  for (const LentBytes& l : lent) bytes += l.size;
+  return bytes;
+}
+
 }  // namespace
+
+std::optional<uint64_t> ExpectedAnswerBytes(const InferRequest& request, const ModelSpec& spec) {
+  uint64_t bytes = 0;
+  for (const OutputTensor& out : request.outputs) {
+    if (out.data == nullptr) continue;  // into shared memory, or computed and dropped
+    if (out.index < 0 || static_cast<size_t>(out.index) >= spec.outputs.size()) return std::nullopt;
+    const TensorSpec& tensor = spec.outputs[out.index];
+    uint64_t elements = static_cast<uint64_t>(std::max<int64_t>(request.batch_items, 1));
+    for (int64_t d : tensor.dims) {
+      if (d < 0) return std::nullopt;
+      elements *= static_cast<uint64_t>(d);
+    }
+    const size_t element_bytes = DataTypeByteSize(tensor.dtype);
+    if (element_bytes == 0) return std::nullopt;
+    bytes += elements * element_bytes;
+  }
+  return bytes;
+}
 
 // ---- StreamRegistry ----
 
@@ -155,9 +182,12 @@ void StreamInferReactor<Call>::Admit(const SlotPtr& slot, int64_t received_ns) {
     Refuse(slot, built.status());
     return;
   }
+  const std::optional<uint64_t> expected = ExpectedAnswerBytes(*built->request, built->model->spec());
   {
     absl::MutexLock lock(&state_->mu);
     NoteModelLocked(built->model);
+    slot->expected_bytes = expected.value_or(state_->largest_answer);
+    state_->expected_bytes += slot->expected_bytes;
   }
   // `this` stays valid in the completion: the slot is live until it is written back or dropped,
   // and the stream cannot finish while a slot is live. `state` keeps the mutex alive beyond that.
@@ -218,6 +248,12 @@ void StreamInferReactor<Call>::Refuse(const SlotPtr& slot, const absl::Status& s
 
 template <class Call>
 void StreamInferReactor<Call>::QueueResponseLocked(SlotPtr slot, Action* action) {
+  State& s = *state_;
+  s.expected_bytes -= slot->expected_bytes;
+  slot->expected_bytes = 0;
+  slot->answer_bytes = AnswerBytes(slot->response, slot->lent);
+  s.unsent_bytes += slot->answer_bytes;
+  s.largest_answer = std::max(s.largest_answer, slot->answer_bytes);
   if (state_->cancelled) {
     ReleaseLocked(std::move(slot));  // nobody to answer
   } else if (state_->writing == nullptr) {
@@ -304,6 +340,8 @@ template <class Call>
 void StreamInferReactor<Call>::ReleaseLocked(SlotPtr slot) {
   if (slot == nullptr) return;
   --state_->live;
+  state_->unsent_bytes -= slot->answer_bytes;
+  slot->answer_bytes = 0;
   slot->lent.clear();  // not written (the stream was cancelled): the backend's buffers go back
   if (state_->spare.size() >= kSpareSlots || !KeepSlotForReuse(slot->response.infer_response(), slot->request)) {
     return;
@@ -320,6 +358,10 @@ void StreamInferReactor<Call>::MaybeReadLocked(Action* action) {
   // already outstanding is answered (UNAVAILABLE) or dropped once the stream finishes.
   if (s.reading != nullptr || s.read_closed || s.cancelled || s.finish_decided || s.draining) return;
   if (s.live >= options_.max_in_flight) return;  // resumed by OnWriteDone as slots go out
+  // Likewise, as answers are written (each of them was counted in flight, then unsent).
+  if (options_.max_unsent_bytes > 0 && s.live > 0 && s.expected_bytes + s.unsent_bytes >= options_.max_unsent_bytes) {
+    return;
+  }
   if (s.spare.empty()) {
     s.reading = std::make_shared<Slot>();
   } else {

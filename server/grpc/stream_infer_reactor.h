@@ -1,7 +1,8 @@
 // StreamInferReactor: one ModelStreamInfer call (Triton's bidirectional streaming inference). Every
 // message read goes through the InferDispatcher exactly as a unary ModelInfer request; the reactor
 // keeps reading while requests are in flight, up to StreamOptions::max_in_flight read and not yet
-// written back, and resumes as responses go out, so a fast client cannot grow the server's memory
+// written back and StreamOptions::max_unsent_bytes of their answers' outputs, and resumes as
+// responses go out, so a fast client (or one that never reads) cannot grow the server's memory
 // without bound. Responses are written as they complete (any order; each echoes its request id),
 // one write outstanding at a time with a queue of the others. A request that fails (bad input,
 // queue full, deadline, cancellation, draining) gets a response with error_message set and the
@@ -36,6 +37,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/inference.pb.h"
+#include "server/core/infer_request.h"
+#include "server/core/model_spec.h"
 #include "server/grpc/infer_dispatcher.h"
 #include "server/grpc/infer_wire.h"
 #include "server/grpc/queued_call.h"
@@ -46,7 +49,18 @@ struct StreamOptions {
   // Requests one stream may have read and not yet written back (admitting, queued, executing, or
   // waiting for the stream's one outstanding write); beyond it the stream stops reading.
   int max_in_flight = 1024;
+  // Output bytes the stream's answers may hold before they are written (--max-stream-unsent-mib):
+  // those answered and waiting for the write, plus those still in flight, each counted at the bytes
+  // its model's output shapes give it (fixed dims) or else at the stream's largest answer so far.
+  // At or past it the stream stops reading until writes go out. One request is always read while
+  // nothing is in flight, however large its answer. 0 = unbounded.
+  uint64_t max_unsent_bytes = uint64_t{256} << 20;
 };
+
+// The output bytes the answer to `request` (built for `spec`) will carry in its message: the
+// outputs it returns in the message (not into shared memory), each batch_items x its fixed dims x
+// its type's size; nullopt when one has a variable dim.
+std::optional<uint64_t> ExpectedAnswerBytes(const InferRequest& request, const ModelSpec& spec);
 
 // What StreamRegistry needs of a live stream.
 class DrainableStream {
@@ -113,6 +127,10 @@ class StreamInferReactor final : public Call, public DrainableStream {
     inference::ModelStreamInferResponse response;
     // Outputs the backend lent the response (asynchronous API only; CallInfo::lent_outputs).
     std::vector<LentBytes> lent;
+    // In State::expected_bytes while the request is in flight (from its admission to its answer).
+    uint64_t expected_bytes = 0;
+    // In State::unsent_bytes from its answer until it is written or dropped: its outputs' bytes.
+    uint64_t answer_bytes = 0;
   };
   using SlotPtr = std::shared_ptr<Slot>;
   // What a locked section decided; carried out after the lock is released.
@@ -130,6 +148,12 @@ class StreamInferReactor final : public Call, public DrainableStream {
     SlotPtr writing ABSL_GUARDED_BY(mu);  // the slot whose write is outstanding
     std::deque<SlotPtr> pending ABSL_GUARDED_BY(mu);  // answers waiting for the write
     std::vector<SlotPtr> spare ABSL_GUARDED_BY(mu);   // released slots kept for reuse
+    // StreamOptions::max_unsent_bytes's count: the in-flight requests' expected answers, the
+    // answers waiting to be written, and the largest answer so far (the guess for the next request
+    // whose answer's size its model's shapes do not give).
+    uint64_t expected_bytes ABSL_GUARDED_BY(mu) = 0;
+    uint64_t unsent_bytes ABSL_GUARDED_BY(mu) = 0;
+    uint64_t largest_answer ABSL_GUARDED_BY(mu) = 0;
     // Poked on cancel. Weak: a long stream keeps no model it once used alive after an unload or a
     // reload (a runtime with requests queued is held by the registry or by whoever stops it).
     std::vector<std::weak_ptr<ModelRuntime>> models ABSL_GUARDED_BY(mu);

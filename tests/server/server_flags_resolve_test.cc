@@ -53,6 +53,7 @@ TEST(ServerFlagsResolveTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(options.input_arena_bytes, -1) << "auto";
   EXPECT_FALSE(options.input_arena_store.has_value()) << "auto";
   EXPECT_EQ(options.max_queue_bytes, uint64_t{1024} << 20);
+  EXPECT_EQ(options.max_stream_unsent_bytes, uint64_t{256} << 20);
   EXPECT_EQ(options.serving_warmup_requests, 4);
   EXPECT_EQ(options.host_keep_warm_ms, 0);
   EXPECT_EQ(options.model_control_mode, ModelControlMode::kNone);
@@ -74,7 +75,7 @@ TEST(ServerFlagsResolveTest, DefaultsAreTheDocumentedOnes) {
 
 TEST(ServerFlagsResolveTest, ValuesBecomeOptionsInTheirUnits) {
   auto flags = Parse({"--model-repository", "/m", "--host", "0.0.0.0", "--grpc-infer-threads", "6",
-                      "--grpc-threads-per-queue", "1", "--input-arena-mib", "24", "--input-arena-store", "streaming", "--max-queue-mib", "3", "--request-timing", "off",
+                      "--grpc-threads-per-queue", "1", "--input-arena-mib", "24", "--input-arena-store", "streaming", "--max-queue-mib", "3", "--max-stream-unsent-mib", "5", "--request-timing", "off",
                       "--grpc-minimal-stack", "true", "--host-policy", "gpu_0,cpu-cores=2-3", "--host-policy",
                       "gpu_0,nice=5", "--gpu-monitor-interval-ms", "250", "--log-verbose", "2",
                       "--log-info", "false", "--log-warning", "false", "--log-format", "ISO8601",
@@ -86,6 +87,7 @@ TEST(ServerFlagsResolveTest, ValuesBecomeOptionsInTheirUnits) {
   EXPECT_EQ(options.input_arena_bytes, int64_t{24} << 20);
   EXPECT_EQ(options.input_arena_store, ArenaStore::kStreaming);
   EXPECT_EQ(options.max_queue_bytes, uint64_t{3} << 20);
+  EXPECT_EQ(options.max_stream_unsent_bytes, uint64_t{5} << 20);
   EXPECT_FALSE(options.request_timing);
   EXPECT_TRUE(options.grpc_minimal_stack);
   ASSERT_EQ(options.host_policies.count("gpu_0"), 1u);
@@ -140,11 +142,12 @@ TEST(ServerFlagsResolveTest, ModelControlModeAndTheModelsToLoad) {
 
 TEST(ServerFlagsResolveTest, ZeroMeansOffWhereDocumented) {
   auto flags = Parse({"--model-repository", "/m", "--grpc-infer-threads", "0", "--input-arena-mib", "0",
-                      "--max-queue-mib", "0", "--gpu-monitor-interval-ms", "0"});
+                      "--max-queue-mib", "0", "--max-stream-unsent-mib", "0", "--gpu-monitor-interval-ms", "0"});
   ASSERT_TRUE(flags.ok()) << flags.status();
   EXPECT_EQ(flags->options.grpc_infer_threads, 0) << "the callback API";
   EXPECT_EQ(flags->options.input_arena_bytes, 0) << "no arena";
   EXPECT_EQ(flags->options.max_queue_bytes, 0u) << "unbounded";
+  EXPECT_EQ(flags->options.max_stream_unsent_bytes, 0u) << "unbounded";
   EXPECT_FALSE(flags->telemetry.gpu.enabled);
 }
 

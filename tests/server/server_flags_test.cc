@@ -22,6 +22,7 @@ TEST(ServerFlagsTest, BinaryRefusesOutOfRangeIntegersWithExitTwoNamingTheRange) 
       {"--exit-timeout-secs", "-1", "--exit-timeout-secs: '-1' is not an integer from 0 to 86400"},
       {"--metrics-port", "0x50", "--metrics-port: '0x50' is not an integer from 0 to 65535"},
       {"--max-queue-mib", "2000000000", "--max-queue-mib: '2000000000' is not an integer from 0 to 1073741824"},
+      {"--max-stream-unsent-mib", "-1", "--max-stream-unsent-mib: '-1' is not an integer from 0 to 1073741824"},
   };
   for (const auto& row : rows) {
     SCOPED_TRACE(row[0] + " " + row[1]);

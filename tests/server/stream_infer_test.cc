@@ -1,7 +1,7 @@
 // ModelStreamInfer over real gRPC on 127.0.0.1: many requests on one stream (outputs per request,
 // ids matched, timing.* consistent, statistics), completion out of order across two models, an
 // invalid request, an error message cut on a UTF-8 character and a full queue mid-stream (error
-// responses, the stream goes on), the per-stream read bound, and a client that cancels with
+// responses, the stream goes on), the per-stream read bound and byte budget, and a client that cancels with
 // requests queued (never executed, counted). Workers are held by a Gate
 // (tests/server/gated_instance.h); every wait has a timeout that fails the test.
 #include <gmock/gmock.h>
@@ -31,6 +31,8 @@ using testing::GatedInput;
 
 constexpr absl::Duration kWait = absl::Seconds(30);
 constexpr uint64_t kLongBatchWindowUs = 60'000'000;  // partial batches wait; full ones go at once
+// How long a test gives the server to read a message it must not read (it reads one in microseconds).
+constexpr absl::Duration kUnreadWindow = absl::Milliseconds(200);
 
 // TIMING.md's invariants on one streamed response; `e2e_ns` is the client's send -> read.
 void ExpectTimingConsistent(const client::InferResult& result, int64_t e2e_ns) {
@@ -255,7 +257,7 @@ TEST_P(StreamInferTest, AStreamStopsReadingAtItsInFlightBoundAndResumes) {
   ASSERT_TRUE(gate_.WaitHeld(kWait));
   for (const char* id : {"B", "C", "D"}) ASSERT_TRUE(stream->Send(GatedRequest("bounded", id, inputs[id])));
   ASSERT_TRUE(runtime->queue().WaitForSize(1, kWait)) << "B was read and queued";
-  EXPECT_EQ(runtime->queue().size(), 1u) << "C and D are not read while A and B are in flight";
+  EXPECT_FALSE(runtime->queue().WaitForSize(2, kUnreadWindow)) << "C and D are not read while A and B are in flight";
   gate_.Release();
   for (int i = 0; i < 4; ++i) {
     std::string id;
@@ -264,6 +266,98 @@ TEST_P(StreamInferTest, AStreamStopsReadingAtItsInFlightBoundAndResumes) {
     ExpectGatedOutputs(*r, inputs[id]);
   }
   EXPECT_EQ(runtime->stats().Snapshot().rejected, 0u);
+}
+
+// The byte budget counts a request in flight at the bytes its model's output shapes give it: two
+// FP32 outputs of 4 per item, 32 bytes a one-item request; with a budget of 64 the stream reads A
+// and B, then stops until their answers are written.
+TEST_P(StreamInferTest, AStreamStopsReadingAtItsByteBudgetFromTheOutputShapes) {
+  server::StreamOptions options;
+  options.max_unsent_bytes = 64;
+  harness_ = std::make_unique<testing::ServiceHarness>(options, GetParam());
+  ASSERT_TRUE(harness_->ok());
+  auto runtime = Serve(testing::GatedSpec("shaped", 4, 0, /*max_queue_size=*/2), 1, &gate_);
+  ASSERT_NE(runtime, nullptr);
+  auto stream = InferStream::Open(stub());
+  gate_.Arm();
+  std::map<std::string, client::Tensor> inputs;
+  for (const char* id : {"A", "B", "C", "D"}) inputs[id] = GatedInput(1, id[0]);
+  ASSERT_TRUE(stream->Send(GatedRequest("shaped", "A", inputs["A"])));
+  ASSERT_TRUE(gate_.WaitHeld(kWait));
+  for (const char* id : {"B", "C", "D"}) ASSERT_TRUE(stream->Send(GatedRequest("shaped", id, inputs[id])));
+  ASSERT_TRUE(runtime->queue().WaitForSize(1, kWait)) << "B was read and queued";
+  // Absence: a stream that read C would have queued it well within the window.
+  EXPECT_FALSE(runtime->queue().WaitForSize(2, kUnreadWindow)) << "C and D are not read while A's and B's 64 bytes are unsent";
+  gate_.Release();
+  for (int i = 0; i < 4; ++i) {
+    std::string id;
+    auto r = NextResult(*stream, &id);
+    ASSERT_TRUE(r.ok()) << id << ": " << r.status();
+    ExpectGatedOutputs(*r, inputs[id]);
+  }
+  EXPECT_EQ(runtime->stats().Snapshot().rejected, 0u) << "a queue of 2 never saw C and D beside A and B";
+}
+
+// Outputs of variable shape: a request in flight counts as the stream's largest answer so far. The
+// first (32 bytes) teaches the stream; then A and B fill the budget of 64 and C waits unread.
+TEST_P(StreamInferTest, WithVariableOutputShapesTheByteBudgetCountsTheLargestAnswerSoFar) {
+  server::StreamOptions options;
+  options.max_unsent_bytes = 64;
+  harness_ = std::make_unique<testing::ServiceHarness>(options, GetParam());
+  ASSERT_TRUE(harness_->ok());
+  server::ModelSpec spec = testing::GatedSpec("variable", 4, 0, /*max_queue_size=*/2);
+  spec.inputs[0].dims = {-1};
+  for (auto& output : spec.outputs) output.dims = {-1};
+  auto runtime = Serve(spec, 1, &gate_);
+  ASSERT_NE(runtime, nullptr);
+  auto stream = InferStream::Open(stub());
+  const client::Tensor first = GatedInput(1, 7);
+  ASSERT_TRUE(stream->Send(GatedRequest("variable", "first", first)));
+  auto answered = NextResult(*stream);
+  ASSERT_TRUE(answered.ok()) << answered.status();
+  ExpectGatedOutputs(*answered, first);
+  gate_.Arm();
+  std::map<std::string, client::Tensor> inputs;
+  for (const char* id : {"A", "B", "C", "D"}) inputs[id] = GatedInput(1, id[0]);
+  ASSERT_TRUE(stream->Send(GatedRequest("variable", "A", inputs["A"])));
+  ASSERT_TRUE(gate_.WaitHeld(kWait));
+  for (const char* id : {"B", "C", "D"}) ASSERT_TRUE(stream->Send(GatedRequest("variable", id, inputs[id])));
+  ASSERT_TRUE(runtime->queue().WaitForSize(1, kWait)) << "B was read and queued";
+  // Absence: a stream that read C would have queued it well within the window.
+  EXPECT_FALSE(runtime->queue().WaitForSize(2, kUnreadWindow)) << "C and D are not read while A and B count 32 bytes each";
+  gate_.Release();
+  for (int i = 0; i < 4; ++i) {
+    std::string id;
+    auto r = NextResult(*stream, &id);
+    ASSERT_TRUE(r.ok()) << id << ": " << r.status();
+    ExpectGatedOutputs(*r, inputs[id]);
+  }
+  EXPECT_EQ(runtime->stats().Snapshot().rejected, 0u);
+}
+
+// What a request's answer is expected to carry: each output returned in the message, batch items x
+// fixed dims x type size; outputs into shared memory (or dropped) count nothing; a variable dim
+// gives no figure.
+TEST(ExpectedAnswerBytesTest, CountsTheOutputsSentInTheMessageFromTheirShapes) {
+  server::ModelSpec spec = testing::GatedSpec("m", 8, 0);
+  spec.outputs[1].dtype = DataType::kFp64;
+  spec.outputs[1].dims = {2, 3};
+  server::InferRequest request;
+  request.batch_items = 5;
+  std::string data0, data1;
+  request.outputs.resize(2);
+  request.outputs[0].index = 0;
+  request.outputs[0].data = &data0;
+  request.outputs[1].index = 1;
+  request.outputs[1].data = &data1;
+  EXPECT_EQ(server::ExpectedAnswerBytes(request, spec), std::optional<uint64_t>(5 * 4 * 4 + 5 * 6 * 8));
+  char region[16];
+  request.outputs[1].data = nullptr;  // into a shared-memory region
+  request.outputs[1].raw = region;
+  request.outputs[1].raw_capacity = sizeof(region);
+  EXPECT_EQ(server::ExpectedAnswerBytes(request, spec), std::optional<uint64_t>(5 * 4 * 4));
+  spec.outputs[0].dims = {-1};
+  EXPECT_EQ(server::ExpectedAnswerBytes(request, spec), std::nullopt) << "a variable dim";
 }
 
 TEST_P(StreamInferTest, CancellingTheStreamDropsItsQueuedRequestsUnexecuted) {
