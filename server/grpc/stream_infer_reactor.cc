@@ -358,8 +358,11 @@ void StreamInferReactor<Call>::MaybeReadLocked(Action* action) {
   // already outstanding is answered (UNAVAILABLE) or dropped once the stream finishes.
   if (s.reading != nullptr || s.read_closed || s.cancelled || s.finish_decided || s.draining) return;
   if (s.live >= options_.max_in_flight) return;  // resumed by OnWriteDone as slots go out
-  // Likewise, as answers are written (each of them was counted in flight, then unsent).
-  if (options_.max_unsent_bytes > 0 && s.live > 0 && s.expected_bytes + s.unsent_bytes >= options_.max_unsent_bytes) {
+  // Likewise, as answers are written (each of them was counted in flight, then unsent). Not on the
+  // server's own serving warm-up stream: it writes a window of messages before it reads, which a
+  // model with large outputs would stall until the deadline (its window is bounded by count).
+  if (options_.max_unsent_bytes > 0 && !call_.synthetic && s.live > 0 &&
+      s.expected_bytes + s.unsent_bytes >= options_.max_unsent_bytes) {
     return;
   }
   if (s.spare.empty()) {

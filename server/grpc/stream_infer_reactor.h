@@ -53,7 +53,8 @@ struct StreamOptions {
   // those answered and waiting for the write, plus those still in flight, each counted at the bytes
   // its model's output shapes give it (fixed dims) or else at the stream's largest answer so far.
   // At or past it the stream stops reading until writes go out. One request is always read while
-  // nothing is in flight, however large its answer. 0 = unbounded.
+  // nothing is in flight, however large its answer. The server's own serving warm-up stream (a few
+  // messages) is exempt. 0 = unbounded.
   uint64_t max_unsent_bytes = uint64_t{256} << 20;
 };
 
