@@ -199,9 +199,12 @@ absl::Status InferDispatcher::Enqueue(BuiltRequest built, inference::ModelInferR
   Answered();
   // The queue closed because the server began draining after Build's check (a request of 819 KB
   // takes ~100 µs to build): like Build's own refusal, neither counted nor traced (TELEMETRY.md),
-  // so a clean shutdown under load leaves no error spans. A queue closed for the model's unload alone
+  // so a clean shutdown under load leaves no error spans, and answered as Build would have (the
+  // queue may have closed for an unload before). A queue closed for the model's unload alone
   // still counts.
-  if (enqueued.code() == absl::StatusCode::kUnavailable && draining_.load()) return enqueued;
+  if (enqueued.code() == absl::StatusCode::kUnavailable && draining_.load()) {
+    return absl::UnavailableError("the server is shutting down");
+  }
   RefuseBeforeQueue(*model, infer.get(), infer->synthetic, received_ns, enqueued,
                     enqueued.code() == absl::StatusCode::kResourceExhausted ? ModelStats::Failure::kRejected
                                                                            : ModelStats::Failure::kOther);

@@ -83,6 +83,31 @@ class StreamInferTest : public ::testing::TestWithParam<int> {
     return InferStream::Decode(answer->message);
   }
 
+  // `runtime` serves a gated model (one worker, max_queue_size 2) on a stream whose bound stops
+  // its reads at two one-item requests in flight: A is held in the worker, B queued, and C and D
+  // stay unread (`why`) until A's and B's answers go out; then all four are answered, none refused
+  // (a queue of 2 never saw C and D beside B).
+  void ExpectReadsStopAfterTwoUntilAnswered(server::ModelRuntime& runtime, InferStream& stream, const std::string& why) {
+    const std::string& model = runtime.spec().name;
+    gate_.Arm();
+    std::map<std::string, client::Tensor> inputs;
+    for (const char* id : {"A", "B", "C", "D"}) inputs[id] = GatedInput(1, id[0]);
+    ASSERT_TRUE(stream.Send(GatedRequest(model, "A", inputs["A"])));
+    ASSERT_TRUE(gate_.WaitHeld(kWait));
+    for (const char* id : {"B", "C", "D"}) ASSERT_TRUE(stream.Send(GatedRequest(model, id, inputs[id])));
+    ASSERT_TRUE(runtime.queue().WaitForSize(1, kWait)) << "B was read and queued";
+    // Absence: a stream that read C would have queued it well within the window.
+    EXPECT_FALSE(runtime.queue().WaitForSize(2, kUnreadWindow)) << "C and D are not read while " << why;
+    gate_.Release();
+    for (int i = 0; i < 4; ++i) {
+      std::string id;
+      auto r = NextResult(stream, &id);
+      ASSERT_TRUE(r.ok()) << id << ": " << r.status();
+      ExpectGatedOutputs(*r, inputs[id]);
+    }
+    EXPECT_EQ(runtime.stats().Snapshot().rejected, 0u);
+  }
+
   Gate gate_;
   Gate other_gate_;
   std::unique_ptr<testing::ServiceHarness> harness_ =
@@ -246,26 +271,10 @@ TEST_P(StreamInferTest, AStreamStopsReadingAtItsInFlightBoundAndResumes) {
   options.max_in_flight = 2;
   harness_ = std::make_unique<testing::ServiceHarness>(options, GetParam());
   ASSERT_TRUE(harness_->ok());
-  // Queue of 2: had the server read D while A executes and B, C wait, the queue would refuse it.
   auto runtime = Serve(testing::GatedSpec("bounded", 4, 0, /*max_queue_size=*/2), 1, &gate_);
   ASSERT_NE(runtime, nullptr);
   auto stream = InferStream::Open(stub());
-  gate_.Arm();
-  std::map<std::string, client::Tensor> inputs;
-  for (const char* id : {"A", "B", "C", "D"}) inputs[id] = GatedInput(1, id[0]);
-  ASSERT_TRUE(stream->Send(GatedRequest("bounded", "A", inputs["A"])));
-  ASSERT_TRUE(gate_.WaitHeld(kWait));
-  for (const char* id : {"B", "C", "D"}) ASSERT_TRUE(stream->Send(GatedRequest("bounded", id, inputs[id])));
-  ASSERT_TRUE(runtime->queue().WaitForSize(1, kWait)) << "B was read and queued";
-  EXPECT_FALSE(runtime->queue().WaitForSize(2, kUnreadWindow)) << "C and D are not read while A and B are in flight";
-  gate_.Release();
-  for (int i = 0; i < 4; ++i) {
-    std::string id;
-    auto r = NextResult(*stream, &id);
-    ASSERT_TRUE(r.ok()) << id << ": " << r.status();
-    ExpectGatedOutputs(*r, inputs[id]);
-  }
-  EXPECT_EQ(runtime->stats().Snapshot().rejected, 0u);
+  ExpectReadsStopAfterTwoUntilAnswered(*runtime, *stream, "A and B are in flight");
 }
 
 // The byte budget counts a request in flight at the bytes its model's output shapes give it: two
@@ -279,23 +288,7 @@ TEST_P(StreamInferTest, AStreamStopsReadingAtItsByteBudgetFromTheOutputShapes) {
   auto runtime = Serve(testing::GatedSpec("shaped", 4, 0, /*max_queue_size=*/2), 1, &gate_);
   ASSERT_NE(runtime, nullptr);
   auto stream = InferStream::Open(stub());
-  gate_.Arm();
-  std::map<std::string, client::Tensor> inputs;
-  for (const char* id : {"A", "B", "C", "D"}) inputs[id] = GatedInput(1, id[0]);
-  ASSERT_TRUE(stream->Send(GatedRequest("shaped", "A", inputs["A"])));
-  ASSERT_TRUE(gate_.WaitHeld(kWait));
-  for (const char* id : {"B", "C", "D"}) ASSERT_TRUE(stream->Send(GatedRequest("shaped", id, inputs[id])));
-  ASSERT_TRUE(runtime->queue().WaitForSize(1, kWait)) << "B was read and queued";
-  // Absence: a stream that read C would have queued it well within the window.
-  EXPECT_FALSE(runtime->queue().WaitForSize(2, kUnreadWindow)) << "C and D are not read while A's and B's 64 bytes are unsent";
-  gate_.Release();
-  for (int i = 0; i < 4; ++i) {
-    std::string id;
-    auto r = NextResult(*stream, &id);
-    ASSERT_TRUE(r.ok()) << id << ": " << r.status();
-    ExpectGatedOutputs(*r, inputs[id]);
-  }
-  EXPECT_EQ(runtime->stats().Snapshot().rejected, 0u) << "a queue of 2 never saw C and D beside A and B";
+  ExpectReadsStopAfterTwoUntilAnswered(*runtime, *stream, "A's and B's 64 bytes are unsent");
 }
 
 // Outputs of variable shape: a request in flight counts as the stream's largest answer so far. The
@@ -316,23 +309,7 @@ TEST_P(StreamInferTest, WithVariableOutputShapesTheByteBudgetCountsTheLargestAns
   auto answered = NextResult(*stream);
   ASSERT_TRUE(answered.ok()) << answered.status();
   ExpectGatedOutputs(*answered, first);
-  gate_.Arm();
-  std::map<std::string, client::Tensor> inputs;
-  for (const char* id : {"A", "B", "C", "D"}) inputs[id] = GatedInput(1, id[0]);
-  ASSERT_TRUE(stream->Send(GatedRequest("variable", "A", inputs["A"])));
-  ASSERT_TRUE(gate_.WaitHeld(kWait));
-  for (const char* id : {"B", "C", "D"}) ASSERT_TRUE(stream->Send(GatedRequest("variable", id, inputs[id])));
-  ASSERT_TRUE(runtime->queue().WaitForSize(1, kWait)) << "B was read and queued";
-  // Absence: a stream that read C would have queued it well within the window.
-  EXPECT_FALSE(runtime->queue().WaitForSize(2, kUnreadWindow)) << "C and D are not read while A and B count 32 bytes each";
-  gate_.Release();
-  for (int i = 0; i < 4; ++i) {
-    std::string id;
-    auto r = NextResult(*stream, &id);
-    ASSERT_TRUE(r.ok()) << id << ": " << r.status();
-    ExpectGatedOutputs(*r, inputs[id]);
-  }
-  EXPECT_EQ(runtime->stats().Snapshot().rejected, 0u);
+  ExpectReadsStopAfterTwoUntilAnswered(*runtime, *stream, "A and B count 32 bytes each");
 }
 
 // What a request's answer is expected to carry: each output returned in the message, batch items x
