@@ -210,9 +210,10 @@ void AddHostFlags(CLI::App* app, RawServerFlags* raw) {
       ->transform(IntegerIn(0, int64_t{1} << 30));
   app->add_option("--max-stream-unsent-mib", raw->max_stream_unsent_mib,
                   "Per ModelStreamInfer stream, MiB of outputs its answers may hold before they are written "
-                  "(answered and waiting, plus in flight at the size the model's output shapes give); at it "
-                  "the stream stops reading until the client reads its answers, so a client that sends "
-                  "without reading cannot grow the server's memory. 0 = unbounded")
+                  "(answered and waiting, plus in flight at the size the model's output shapes give, or with "
+                  "variable output dims at the model's largest answer on the stream so far); at it the stream "
+                  "stops reading until the client reads its answers, so a client that sends without reading "
+                  "cannot grow the server's memory by much more than this. 0 = unbounded")
       ->capture_default_str()
       ->transform(IntegerIn(0, int64_t{1} << 30));
 }

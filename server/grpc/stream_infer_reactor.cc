@@ -42,22 +42,32 @@ uint64_t AnswerBytes(const inference::ModelStreamInferResponse& response, const 
 
 }  // namespace
 
-std::optional<uint64_t> ExpectedAnswerBytes(const InferRequest& request, const ModelSpec& spec) {
-  uint64_t bytes = 0;
+AnswerEstimate EstimateAnswer(const InferRequest& request, const ModelSpec& spec) {
+  AnswerEstimate estimate;
+  auto saturate = [](uint64_t v) { return std::min(v, kMostCountedAnswerBytes); };
   for (const OutputTensor& out : request.outputs) {
     if (out.data == nullptr) continue;  // into shared memory, or computed and dropped
-    if (out.index < 0 || static_cast<size_t>(out.index) >= spec.outputs.size()) return std::nullopt;
-    const TensorSpec& tensor = spec.outputs[out.index];
-    uint64_t elements = static_cast<uint64_t>(std::max<int64_t>(request.batch_items, 1));
-    for (int64_t d : tensor.dims) {
-      if (d < 0) return std::nullopt;
-      elements *= static_cast<uint64_t>(d);
+    const size_t element_bytes = out.index >= 0 && static_cast<size_t>(out.index) < spec.outputs.size()
+                                     ? DataTypeByteSize(spec.outputs[out.index].dtype)
+                                     : 0;
+    if (element_bytes == 0) {
+      estimate.variable = true;
+      continue;
     }
-    const size_t element_bytes = DataTypeByteSize(tensor.dtype);
-    if (element_bytes == 0) return std::nullopt;
-    bytes += elements * element_bytes;
+    uint64_t bytes = saturate(static_cast<uint64_t>(std::max<int64_t>(request.batch_items, 1)) * element_bytes);
+    for (int64_t d : spec.outputs[out.index].dims) {
+      if (d < 0) {
+        estimate.variable = true;
+        bytes = 0;
+        break;
+      }
+      // Both factors at most 2^52 and 2^63: compared before multiplying, so nothing wraps.
+      const uint64_t dim = static_cast<uint64_t>(d);
+      bytes = dim != 0 && bytes > kMostCountedAnswerBytes / dim ? kMostCountedAnswerBytes : bytes * dim;
+    }
+    estimate.fixed_bytes = saturate(estimate.fixed_bytes + bytes);
   }
-  return bytes;
+  return estimate;
 }
 
 // ---- StreamRegistry ----
@@ -182,11 +192,18 @@ void StreamInferReactor<Call>::Admit(const SlotPtr& slot, int64_t received_ns) {
     Refuse(slot, built.status());
     return;
   }
-  const std::optional<uint64_t> expected = ExpectedAnswerBytes(*built->request, built->model->spec());
+  const AnswerEstimate estimate = EstimateAnswer(*built->request, built->model->spec());
   {
     absl::MutexLock lock(&state_->mu);
     NoteModelLocked(built->model);
-    slot->expected_bytes = expected.value_or(state_->largest_answer);
+    slot->model = built->model.get();
+    slot->expected_bytes = estimate.fixed_bytes;
+    if (estimate.variable) {
+      // The model's largest answer on this stream so far; none yet: the whole budget, so that
+      // nothing more is read until this one is answered and its size known.
+      const uint64_t* largest = LargestAnswerLocked(slot->model);
+      slot->expected_bytes = std::max(slot->expected_bytes, largest != nullptr ? *largest : options_.max_unsent_bytes);
+    }
     state_->expected_bytes += slot->expected_bytes;
   }
   // `this` stays valid in the completion: the slot is live until it is written back or dropped,
@@ -253,7 +270,14 @@ void StreamInferReactor<Call>::QueueResponseLocked(SlotPtr slot, Action* action)
   slot->expected_bytes = 0;
   slot->answer_bytes = AnswerBytes(slot->response, slot->lent);
   s.unsent_bytes += slot->answer_bytes;
-  s.largest_answer = std::max(s.largest_answer, slot->answer_bytes);
+  if (slot->model != nullptr) {
+    if (uint64_t* largest = LargestAnswerLocked(slot->model)) {
+      *largest = std::max(*largest, slot->answer_bytes);
+    } else {
+      s.largest_answers.emplace_back(slot->model, slot->answer_bytes);
+    }
+    slot->model = nullptr;
+  }
   if (state_->cancelled) {
     ReleaseLocked(std::move(slot));  // nobody to answer
   } else if (state_->writing == nullptr) {
@@ -263,6 +287,14 @@ void StreamInferReactor<Call>::QueueResponseLocked(SlotPtr slot, Action* action)
     state_->pending.push_back(std::move(slot));
   }
   MaybeFinishLocked(action);
+}
+
+template <class Call>
+uint64_t* StreamInferReactor<Call>::LargestAnswerLocked(const ModelRuntime* model) {
+  for (auto& [m, bytes] : state_->largest_answers) {
+    if (m == model) return &bytes;
+  }
+  return nullptr;
 }
 
 template <class Call>

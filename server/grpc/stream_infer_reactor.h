@@ -50,18 +50,28 @@ struct StreamOptions {
   // waiting for the stream's one outstanding write); beyond it the stream stops reading.
   int max_in_flight = 1024;
   // Output bytes the stream's answers may hold before they are written (--max-stream-unsent-mib):
-  // those answered and waiting for the write, plus those still in flight, each counted at the bytes
-  // its model's output shapes give it (fixed dims) or else at the stream's largest answer so far.
+  // those answered and waiting for the write (outputs and error text), plus those still in flight,
+  // each counted at the bytes its model's output shapes give it (fixed dims), or, with a variable
+  // dim, at its model's largest answer on the stream so far (the whole budget before the first).
   // At or past it the stream stops reading until writes go out. One request is always read while
   // nothing is in flight, however large its answer. The server's own serving warm-up stream (a few
   // messages) is exempt. 0 = unbounded.
   uint64_t max_unsent_bytes = uint64_t{256} << 20;
 };
 
-// The output bytes the answer to `request` (built for `spec`) will carry in its message: the
-// outputs it returns in the message (not into shared memory), each batch_items x its fixed dims x
-// its type's size; nullopt when one has a variable dim.
-std::optional<uint64_t> ExpectedAnswerBytes(const InferRequest& request, const ModelSpec& spec);
+// Where an estimate saturates: above any budget (--max-stream-unsent-mib is at most 2^50 bytes),
+// and 1024 of them (StreamOptions::max_in_flight) still add up without wrapping.
+inline constexpr uint64_t kMostCountedAnswerBytes = uint64_t{1} << 52;
+
+// What the answer to `request` (built for `spec`) will carry in its message, from the outputs it
+// returns there (not into shared memory): `fixed_bytes`, batch_items x fixed dims x type size of
+// each output whose dims are all fixed (saturating at kMostCountedAnswerBytes); `variable`, whether
+// another output's size cannot be told before it runs.
+struct AnswerEstimate {
+  uint64_t fixed_bytes = 0;
+  bool variable = false;
+};
+AnswerEstimate EstimateAnswer(const InferRequest& request, const ModelSpec& spec);
 
 // What StreamRegistry needs of a live stream.
 class DrainableStream {
@@ -130,6 +140,8 @@ class StreamInferReactor final : public Call, public DrainableStream {
     std::vector<LentBytes> lent;
     // In State::expected_bytes while the request is in flight (from its admission to its answer).
     uint64_t expected_bytes = 0;
+    // The model it was admitted to, until its answer's size is noted (State::largest_answers).
+    const ModelRuntime* model = nullptr;
     // In State::unsent_bytes from its answer until it is written or dropped: its outputs' bytes.
     uint64_t answer_bytes = 0;
   };
@@ -150,11 +162,12 @@ class StreamInferReactor final : public Call, public DrainableStream {
     std::deque<SlotPtr> pending ABSL_GUARDED_BY(mu);  // answers waiting for the write
     std::vector<SlotPtr> spare ABSL_GUARDED_BY(mu);   // released slots kept for reuse
     // StreamOptions::max_unsent_bytes's count: the in-flight requests' expected answers, the
-    // answers waiting to be written, and the largest answer so far (the guess for the next request
-    // whose answer's size its model's shapes do not give).
+    // answers waiting to be written, and per model the largest answer so far (the guess for its
+    // next request whose answer's size its output shapes do not give). The models are keys only,
+    // never dereferenced: one unloaded and another at its address only inherit a guess.
     uint64_t expected_bytes ABSL_GUARDED_BY(mu) = 0;
     uint64_t unsent_bytes ABSL_GUARDED_BY(mu) = 0;
-    uint64_t largest_answer ABSL_GUARDED_BY(mu) = 0;
+    std::vector<std::pair<const ModelRuntime*, uint64_t>> largest_answers ABSL_GUARDED_BY(mu);
     // Poked on cancel. Weak: a long stream keeps no model it once used alive after an unload or a
     // reload (a runtime with requests queued is held by the registry or by whoever stops it).
     std::vector<std::weak_ptr<ModelRuntime>> models ABSL_GUARDED_BY(mu);
@@ -183,6 +196,8 @@ class StreamInferReactor final : public Call, public DrainableStream {
   // Carries out `action`; the reactor may be gone once it returns.
   void Act(const Action& action);
   void NoteModelLocked(const std::shared_ptr<ModelRuntime>& model) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
+  // The largest answer of `model` on this stream so far; null before its first.
+  uint64_t* LargestAnswerLocked(const ModelRuntime* model) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
 
   InferDispatcher* const dispatcher_;
   StreamRegistry* const streams_;

@@ -291,8 +291,9 @@ TEST_P(StreamInferTest, AStreamStopsReadingAtItsByteBudgetFromTheOutputShapes) {
   ExpectReadsStopAfterTwoUntilAnswered(*runtime, *stream, "A's and B's 64 bytes are unsent");
 }
 
-// Outputs of variable shape: a request in flight counts as the stream's largest answer so far. The
-// first (32 bytes) teaches the stream; then A and B fill the budget of 64 and C waits unread.
+// Outputs of variable shape: a request in flight counts as its model's largest answer on the stream
+// so far. The first (32 bytes) teaches the stream; then A and B fill the budget of 64 and C waits
+// unread.
 TEST_P(StreamInferTest, WithVariableOutputShapesTheByteBudgetCountsTheLargestAnswerSoFar) {
   server::StreamOptions options;
   options.max_unsent_bytes = 64;
@@ -312,10 +313,41 @@ TEST_P(StreamInferTest, WithVariableOutputShapesTheByteBudgetCountsTheLargestAns
   ExpectReadsStopAfterTwoUntilAnswered(*runtime, *stream, "A and B count 32 bytes each");
 }
 
+// Before any answer of a variable-output model on the stream, its request in flight counts as the
+// whole budget: with A held, B stays unread (a never-reading client could otherwise have 1024
+// requests of unknown size read at no cost).
+TEST_P(StreamInferTest, AVariableOutputModelsFirstRequestOnAStreamCountsAsTheWholeBudget) {
+  server::StreamOptions options;
+  options.max_unsent_bytes = 1 << 20;
+  harness_ = std::make_unique<testing::ServiceHarness>(options, GetParam());
+  ASSERT_TRUE(harness_->ok());
+  server::ModelSpec spec = testing::GatedSpec("unknown", 4, 0);
+  spec.inputs[0].dims = {-1};
+  for (auto& output : spec.outputs) output.dims = {-1};
+  auto runtime = Serve(spec, 1, &gate_);
+  ASSERT_NE(runtime, nullptr);
+  auto stream = InferStream::Open(stub());
+  gate_.Arm();
+  const client::Tensor a = GatedInput(1, 'A');
+  const client::Tensor b = GatedInput(1, 'B');
+  ASSERT_TRUE(stream->Send(GatedRequest("unknown", "A", a)));
+  ASSERT_TRUE(gate_.WaitHeld(kWait));
+  ASSERT_TRUE(stream->Send(GatedRequest("unknown", "B", b)));
+  EXPECT_FALSE(runtime->queue().WaitForSize(1, kUnreadWindow)) << "B is not read while A's size is unknown";
+  gate_.Release();
+  std::map<std::string, const client::Tensor*> inputs = {{"A", &a}, {"B", &b}};
+  for (int i = 0; i < 2; ++i) {
+    std::string id;
+    auto r = NextResult(*stream, &id);
+    ASSERT_TRUE(r.ok()) << id << ": " << r.status();
+    ExpectGatedOutputs(*r, *inputs.at(id));
+  }
+}
+
 // What a request's answer is expected to carry: each output returned in the message, batch items x
-// fixed dims x type size; outputs into shared memory (or dropped) count nothing; a variable dim
-// gives no figure.
-TEST(ExpectedAnswerBytesTest, CountsTheOutputsSentInTheMessageFromTheirShapes) {
+// fixed dims x type size, saturating; outputs into shared memory (or dropped) count nothing; an
+// output with a variable dim is flagged and counts nothing itself.
+TEST(EstimateAnswerTest, CountsTheOutputsSentInTheMessageFromTheirShapes) {
   server::ModelSpec spec = testing::GatedSpec("m", 8, 0);
   spec.outputs[1].dtype = DataType::kFp64;
   spec.outputs[1].dims = {2, 3};
@@ -327,14 +359,25 @@ TEST(ExpectedAnswerBytesTest, CountsTheOutputsSentInTheMessageFromTheirShapes) {
   request.outputs[0].data = &data0;
   request.outputs[1].index = 1;
   request.outputs[1].data = &data1;
-  EXPECT_EQ(server::ExpectedAnswerBytes(request, spec), std::optional<uint64_t>(5 * 4 * 4 + 5 * 6 * 8));
-  char region[16];
-  request.outputs[1].data = nullptr;  // into a shared-memory region
-  request.outputs[1].raw = region;
-  request.outputs[1].raw_capacity = sizeof(region);
-  EXPECT_EQ(server::ExpectedAnswerBytes(request, spec), std::optional<uint64_t>(5 * 4 * 4));
+  server::AnswerEstimate estimate = server::EstimateAnswer(request, spec);
+  EXPECT_EQ(estimate.fixed_bytes, 5u * 4 * 4 + 5 * 6 * 8);
+  EXPECT_FALSE(estimate.variable);
   spec.outputs[0].dims = {-1};
-  EXPECT_EQ(server::ExpectedAnswerBytes(request, spec), std::nullopt) << "a variable dim";
+  estimate = server::EstimateAnswer(request, spec);
+  EXPECT_EQ(estimate.fixed_bytes, 5u * 6 * 8) << "the fixed output still counts";
+  EXPECT_TRUE(estimate.variable);
+  char region[16];
+  request.outputs[0].data = nullptr;  // into a shared-memory region
+  request.outputs[0].raw = region;
+  request.outputs[0].raw_capacity = sizeof(region);
+  estimate = server::EstimateAnswer(request, spec);
+  EXPECT_EQ(estimate.fixed_bytes, 5u * 6 * 8);
+  EXPECT_FALSE(estimate.variable) << "a variable output into shared memory is not in the message";
+  spec.outputs[1].dims = {int64_t{1} << 40, int64_t{1} << 40};  // would wrap a 64-bit product
+  estimate = server::EstimateAnswer(request, spec);
+  EXPECT_EQ(estimate.fixed_bytes, server::kMostCountedAnswerBytes);
+  spec.outputs[1].dims = {int64_t{1} << 62, 0};
+  EXPECT_EQ(server::EstimateAnswer(request, spec).fixed_bytes, 0u) << "a zero dim: nothing, even after a saturated one";
 }
 
 TEST_P(StreamInferTest, CancellingTheStreamDropsItsQueuedRequestsUnexecuted) {
