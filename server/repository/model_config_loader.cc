@@ -29,6 +29,7 @@
 #include "common/dtype.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "common/text_excerpt.h"
 #include "proto/model_config.pb.h"
 #include "server/repository/warmup_config.h"
 
@@ -911,6 +912,14 @@ absl::StatusOr<std::vector<ModelSpec>> LoadModelVersions(const std::string& mode
   }
   const std::string filename =
       config.default_model_filename().empty() ? "model.pt" : config.default_model_filename();
+  // A name in each version directory, as Triton reads it: a path would let a config (a client's, in
+  // RepositoryModelLoad) load any file of the server's disk as the model.
+  if (filename == "." || filename == ".." || filename.find_first_of(std::string("/\\\0", 3)) != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(config_source, ": model '", name, "': default_model_filename '",
+                                                   Excerpt(absl::CEscape(filename)),
+                                                   "' is not a file name (it names a file in each version "
+                                                   "directory: no '/', '\\', '.' or '..')"));
+  }
   std::vector<ModelSpec> specs;
   for (int64_t version : versions) {
     const fs::path model_path = dir / std::to_string(version) / filename;

@@ -103,6 +103,30 @@ TEST_F(RepositoryTest, SpecificVersionPolicyAndMissingFile) {
   EXPECT_EQ(spec->version, 2) << "LoadModelDirectory: the highest version served";
 }
 
+// default_model_filename names a file in each version directory, never a path: a config (a client's,
+// through RepositoryModelLoad's config) could otherwise load any file of the server's disk.
+TEST_F(RepositoryTest, DefaultModelFilenameMustBeAFileNameNotAPath) {
+  Write("m/1/model.pt", "x");
+  Write("outside.pt", "x");
+  const std::string io = R"("input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [3]}],
+    "output": [{"name": "y", "data_type": "TYPE_FP32", "dims": [3]}])";
+  // As JSON strings: a relative path out, an absolute path, "..", ".", a backslash, a NUL byte.
+  for (const std::string& bad : {std::string("../../outside.pt"), (root_ / "outside.pt").string(), std::string(".."),
+                                 std::string("."), std::string(R"(sub\\x.pt)"), std::string(R"(a\u0000b)")}) {
+    SCOPED_TRACE(bad);
+    const std::string json = absl::StrCat("{", io, R"(, "default_model_filename": ")", bad, "\"}");
+    auto specs = LoadModelVersions((root_ / "m").string(), &json);
+    ASSERT_FALSE(specs.ok());
+    EXPECT_EQ(specs.status().code(), absl::StatusCode::kInvalidArgument) << specs.status();
+    EXPECT_THAT(std::string(specs.status().message()), HasSubstr("model 'm': default_model_filename '"));
+    EXPECT_THAT(std::string(specs.status().message()), HasSubstr("' is not a file name"));
+  }
+  Write("m/config.pbtxt", std::string(kIo) + "default_model_filename: \"../m/1/model.pt\"\n");
+  auto from_file = LoadModelVersions((root_ / "m").string());
+  ASSERT_FALSE(from_file.ok()) << "config.pbtxt too";
+  EXPECT_THAT(std::string(from_file.status().message()), HasSubstr("default_model_filename '../m/1/model.pt' is not a file name"));
+}
+
 // Each policy serves its versions, ascending, each spec with its own version and file, as Triton: `all` every one, `latest { num_versions: N }` the N highest
 // (1 by default), `specific` those listed that exist.
 TEST_F(RepositoryTest, EachPolicyServesItsVersionsEachWithItsOwnFile) {
