@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "client/chronobench/json_report.h"
 
 namespace chronoserve::client::bench {
 
@@ -181,7 +182,7 @@ std::string RenderHtml(const nlohmann::json& report_json, const std::string& cha
       "<h2>End-to-end latency CDF</h2>\n<canvas id=\"cdf\" width=\"1000\" height=\"380\"></canvas>\n",
       "<h2>Throughput and latency per sweep point</h2>\n<canvas id=\"throughput\" width=\"1000\" height=\"380\"></canvas>\n",
       "<h2>Latency vs idle gap</h2>\n<canvas id=\"idle\" width=\"1000\" height=\"380\"></canvas>\n",
-      "<script type=\"application/json\" id=\"report\">", JsonScriptSafe(report_json.dump()), "</script>\n",
+      "<script type=\"application/json\" id=\"report\">", JsonScriptSafe(DumpJson(report_json, -1)), "</script>\n",
       "<script>", kAppJs, "</script>\n</body></html>\n");
 }
 

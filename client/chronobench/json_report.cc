@@ -147,6 +147,10 @@ std::vector<double> ReportedPercentiles(const std::vector<double>& requested) {
   return out;
 }
 
+std::string DumpJson(const nlohmann::json& json, int indent) {
+  return json.dump(indent, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
+}
+
 nlohmann::json ReportToJson(const BenchReport& report) {
   const std::vector<double> percentiles = ReportedPercentiles(report.percentiles);
   nlohmann::json out = nlohmann::json::object();

@@ -18,6 +18,9 @@ std::vector<double> ReportedPercentiles(const std::vector<double>& requested);
 
 // {"runs": [...], "server": {...}, "model": {...}, ...}
 nlohmann::json ReportToJson(const BenchReport& report);
+// The JSON's text (`indent` < 0: one line), never throwing: a string that is not UTF-8 (a -u socket
+// path, a server's error text) has its bad bytes replaced by U+FFFD instead of losing every report.
+std::string DumpJson(const nlohmann::json& json, int indent = 2);
 // One header line, then one row per sweep point (status "ok"), then, when a point failed, one row
 // for it (status "failed", its label and message, no figures). RFC 4180 quoting.
 std::string ReportToCsv(const BenchReport& report);

@@ -43,7 +43,7 @@ absl::Status WriteOutputs(const BenchOptions& options, const BenchReport& report
     const absl::Status written = WriteFile(path, contents);
     if (!written.ok()) note(absl::Status(written.code(), absl::StrCat(flag, ": ", written.message())));
   };
-  if (!options.output.json_path.empty()) write("--json", options.output.json_path, json.dump(2) + "\n");
+  if (!options.output.json_path.empty()) write("--json", options.output.json_path, DumpJson(json) + "\n");
   if (!options.output.csv_path.empty()) write("--csv", options.output.csv_path, ReportToCsv(report));
   if (!options.output.html_path.empty()) {
     auto chart_js = LoadChartJs();

@@ -267,6 +267,24 @@ TEST(ReportTest, CsvAndLabelsKeepEveryDigitOfRatesAndIdleGaps) {
 }
 
 // Strings from the server or the run (model name, warning, failure message) are inlined in the
+// A -u socket path or a server's error text may hold bytes that are not UTF-8: the JSON and the
+// HTML are still written (nlohmann's strict dump threw, and every report of the sweep was lost),
+// the bad bytes as U+FFFD.
+TEST(ReportTest, BytesThatAreNotUtf8BecomeReplacementCharactersNotAnException) {
+  BenchReport report = MakeReport(LoadMode::kConcurrency);
+  report.server["url"] = "unix:/tmp/caf\xe9.sock";
+  report.failed_point = FailedPoint{"concurrency 8, batch 1", "server said \xff\xfe"};
+  const nlohmann::json json = ReportToJson(report);
+  std::string text;
+  ASSERT_NO_THROW(text = DumpJson(json));
+  const nlohmann::json back = nlohmann::json::parse(text);
+  EXPECT_EQ(back["server"]["url"], "unix:/tmp/caf\xef\xbf\xbd.sock");
+  EXPECT_NE(text.find("server said \xef\xbf\xbd\xef\xbf\xbd"), std::string::npos) << text;
+  std::string html;
+  ASSERT_NO_THROW(html = RenderHtml(json, "/* chart.js stand-in */"));
+  EXPECT_NE(html.find("caf\xef\xbf\xbd.sock"), std::string::npos);
+}
+
 // page's JSON <script>. "<!--" followed by "<script" there put the HTML parser in the
 // double-escaped state, where the page's own </script> no longer ended the element and nothing
 // rendered; so the inlined JSON holds no "<" or ">" at all, and still reads back as the report.

@@ -176,7 +176,8 @@ std::string ReportToJson(const ProfileReport& r) {
                         {"ratio", m.measured ? json(m.ratio) : json(nullptr)}, {"details_us", m.details_us}});
   }
   doc["mistakes"] = {{"batch_size", r.mistakes_batch_size}, {"rows", mistakes}};
-  return doc.dump(2);
+  // A model path that is not UTF-8 (any bytes are a Linux path) gets U+FFFD, not an exception.
+  return doc.dump(2, ' ', /*ensure_ascii=*/false, json::error_handler_t::replace);
 }
 
 absl::Status WriteJson(const ProfileReport& report, const std::string& path) {

@@ -45,7 +45,9 @@ int main(int argc, char** argv) {
   std::fputs(chronoserve::traces::FormatTraceReport(report).c_str(), stdout);
   if (!json_path.empty()) {
     std::ofstream out(json_path);
-    out << chronoserve::traces::TraceReportJson(report).dump(2) << "\n";
+    out << chronoserve::traces::TraceReportJson(report).dump(2, ' ', /*ensure_ascii=*/false,
+                                                                nlohmann::json::error_handler_t::replace)
+        << "\n";
     if (!out) {
       std::fprintf(stderr, "chronoserve-traces: cannot write %s\n", json_path.c_str());
       return 1;
