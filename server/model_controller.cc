@@ -99,7 +99,7 @@ void ModelController::Submit(Job::Kind kind, const std::string& model, LoadOverr
         break;
       }
       // A model not served shows LOADING from now, not what it was, while its load waits its turn.
-      if (load && !registry_->Serves(model)) registry_->MarkLoading(model, /*strict=*/false);
+      if (load) registry_->MarkLoadingUnlessServed(model, /*strict=*/false);
       jobs_.push_back(Job{kind, model, std::move(overrides), scan, {}});
       jobs_.back().done.push_back(std::move(done));
       return;
@@ -169,7 +169,11 @@ std::string VersionList(const std::vector<std::shared_ptr<ModelRuntime>>& runtim
 absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrides& overrides,
                                      const std::atomic<bool>& stop) {
   absl::StatusOr<std::vector<std::string>> present = ListModelDirectories(repository_);
-  if (!present.ok()) return present.status();
+  if (!present.ok()) {
+    // The repository unreadable (unmounted, removed): a model not served leaves LOADING for the error.
+    if (!registry_->Serves(model)) registry_->MarkFailed(model, present.status(), 0, /*strict=*/false);
+    return present.status();
+  }
   if (overrides.files.empty() && std::find(present->begin(), present->end(), model) == present->end()) {
     // Gone while the load waited its turn: a model not served leaves LOADING, and the index.
     absl::Status gone = NoSuchModelDirectory(repository_, model, *present);
@@ -289,8 +293,13 @@ std::string ModelController::Fingerprint(const std::string& model_dir) {
   std::vector<std::string> entries;
   std::error_code ec;
   constexpr size_t kMaxFiles = 100000;  // a directory that large is no model: its changes go unseen
-  for (auto it = fs::recursive_directory_iterator(model_dir, fs::directory_options::skip_permission_denied, ec);
+  // Version directories may be links to directories (the loader serves them), so links are
+  // followed, to a depth that a link loop cannot make endless.
+  constexpr int kMaxDepth = 8;
+  for (auto it = fs::recursive_directory_iterator(
+           model_dir, fs::directory_options::skip_permission_denied | fs::directory_options::follow_directory_symlink, ec);
        !ec && it != fs::recursive_directory_iterator() && entries.size() < kMaxFiles; it.increment(ec)) {
+    if (it.depth() >= kMaxDepth) it.disable_recursion_pending();
     std::error_code file_ec;
     if (!it->is_regular_file(file_ec) || file_ec) continue;
     const auto size = it->file_size(file_ec);

@@ -349,7 +349,8 @@ absl::Status InferenceService::AnswerRepositoryIndex(const inference::Repository
       never_loaded.insert(name);
       entries.push_back(ModelRegistry::IndexEntry{name});
     }
-    std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+    // Stable: a model's versions stay in the registry's ascending order.
+    std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   }
   for (const ModelRegistry::IndexEntry& entry : entries) {
     if (never_loaded.count(entry.name) > 0) {

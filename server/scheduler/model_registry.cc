@@ -22,6 +22,15 @@ void ModelRegistry::MarkLoading(const std::string& name, bool strict) {
   loading_.insert(name);
 }
 
+bool ModelRegistry::MarkLoadingUnlessServed(const std::string& name, bool strict) {
+  absl::MutexLock lock(&mu_);
+  if (ready_.count(name) > 0) return false;
+  not_ready_[name] =
+      NotReady{absl::UnavailableError(absl::StrCat("model '", name, "' is loading")), 0, StrictLocked(name, strict)};
+  loading_.insert(name);
+  return true;
+}
+
 void ModelRegistry::MarkFailed(const std::string& name, const absl::Status& reason, int64_t version, bool strict) {
   absl::MutexLock lock(&mu_);
   // NOT_FOUND as Triton answers a model with no version to serve; a named version is UNAVAILABLE

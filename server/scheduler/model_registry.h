@@ -22,6 +22,9 @@ class ModelRegistry {
  public:
   // `strict`: as MarkFailed's (a model-control load leaves the server READY while it loads).
   void MarkLoading(const std::string& name, bool strict = true);
+  // MarkLoading(name, strict) unless a runtime serves `name` (one check under the registry's lock, so
+  // a load that begins to serve meanwhile is never marked loading after it); whether it marked.
+  bool MarkLoadingUnlessServed(const std::string& name, bool strict);
   // `version`: the version the load tried, when it got that far (0: not known). `strict`: the failure
   // keeps the server from READY (AllReady), as a model the server was started with does; a load asked
   // for by RepositoryModelLoad fails only for its caller (false).

@@ -283,5 +283,44 @@ TEST_F(ModelControllerTest, ModelsAScanFoundShowLoadingWhileTheyWaitForAThread) 
   EXPECT_TRUE(Loaded().empty());
 }
 
+// The loader serves a version directory that is a link to a directory; a scan must see one added
+// (it walked the model's directory without following links, so the new version never loaded).
+TEST_F(ModelControllerTest, AVersionDirectoryAddedAsALinkIsFoundByTheScan) {
+  testing::TempDir store("cs_store");
+  ASSERT_TRUE(examples::WriteMlp(store.path(), "s", Cpu()).ok());
+  auto controller = Controller(1);
+  controller->NoteRepository();
+  std::filesystem::create_directory_symlink(std::filesystem::path(store.path()) / "s" / "1",
+                                            std::filesystem::path(repo_.path()) / "a" / "2");
+  controller->StartPolling(absl::Milliseconds(20));
+  ASSERT_TRUE(controller->AwaitPolls(1, absl::Seconds(60)));
+  EXPECT_THAT(Loaded(), ::testing::ElementsAre("a")) << "the scan found a's new version";
+  auto served = registry_.Find("a", "2");
+  EXPECT_TRUE(served.ok()) << served.status();
+  controller->Stop();
+}
+
+// A load whose repository cannot be listed when it runs (unmounted, removed; a load with files
+// skips the listing when it is asked for) fails, and the model leaves LOADING for that error.
+TEST_F(ModelControllerTest, ALoadThatCannotListTheRepositoryLeavesLoading) {
+  auto controller = Controller(1);
+  ASSERT_TRUE(RemoveTree(repo_.path()));
+  server::LoadOverrides overrides;
+  overrides.config = R"({"input": [{"name": "INPUT__0", "data_type": "TYPE_FP32", "dims": [64]}],
+    "output": [{"name": "OUTPUT__0", "data_type": "TYPE_FP32", "dims": [10]}]})";
+  overrides.files["1/model.pt"] = "not read: the load fails before";
+  Answer answer;
+  controller->Load("sent", overrides, answer.Callback());
+  ASSERT_TRUE(answer.answered.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  EXPECT_FALSE(answer.status.ok());
+  const auto found = registry_.Find("sent", "");
+  ASSERT_FALSE(found.ok());
+  EXPECT_THAT(std::string(found.status().message()), ::testing::HasSubstr("model 'sent' failed to load"));
+  for (const auto& entry : registry_.Index()) {
+    if (entry.name == "sent") EXPECT_NE(entry.state, server::ModelRegistry::IndexEntry::State::kLoading);
+  }
+  controller->Stop();
+}
+
 }  // namespace
 }  // namespace chronoserve

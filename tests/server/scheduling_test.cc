@@ -464,5 +464,26 @@ TEST(TwoWorkerModelTest, BothWorkersServeAndEveryResponseIsItsOwn) {
   server->Shutdown();
 }
 
+// A load asked for while its model is not served marks it LOADING; the check and the mark are one
+// step under the registry's lock, so a model that began to serve meanwhile is never marked (it
+// showed LOADING beside serving, and a failed reload after left it so).
+TEST(RegistryLoadingMarkTest, AServedModelIsNeverMarkedLoading) {
+  server::ModelRegistry registry;
+  testing::Gate gate;
+  auto runtime = testing::StartGatedModel(testing::GatedSpec("served", 4, 0), 1, &gate);
+  ASSERT_NE(runtime, nullptr);
+  registry.Add(runtime);
+  EXPECT_FALSE(registry.MarkLoadingUnlessServed("served", /*strict=*/false));
+  EXPECT_TRUE(registry.Find("served", "").ok());
+  for (const auto& entry : registry.Index()) {
+    if (entry.name == "served") EXPECT_EQ(entry.state, server::ModelRegistry::IndexEntry::State::kReady);
+  }
+  EXPECT_TRUE(registry.MarkLoadingUnlessServed("other", /*strict=*/false));
+  const auto other = registry.Find("other", "");
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(other.status().message()), HasSubstr("model 'other' is loading"));
+  registry.StopAll();
+}
+
 }  // namespace
 }  // namespace chronoserve
