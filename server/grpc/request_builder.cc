@@ -207,7 +207,8 @@ absl::StatusOr<std::vector<std::optional<SharedMemoryParams>>> InputSharedMemory
     }
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "model '", spec.name, "': raw_input_contents has ", raw, " entries for ", in_message, " inputs",
+      "model '", spec.name, "': raw_input_contents has ", raw, raw == 1 ? " entry" : " entries", " for ", in_message,
+      in_message == 1 ? " input" : " inputs",
       in_message == request.inputs_size() ? "" : " not in shared memory", "; give one per input, in order"));
 }
 
@@ -278,6 +279,7 @@ absl::Status BuildInputs(const ModelSpec& spec, const inference::ModelInferReque
   std::vector<InputTensor> inputs(spec.inputs.size());
   std::vector<bool> seen(spec.inputs.size(), false);
   int64_t batch = -1;
+  std::string batch_input;  // the input that gave `batch`
   for (int i = 0; i < request.inputs_size(); ++i) {
     const InputProto& proto = request.inputs(i);
     const int index = spec.InputIndex(proto.name());
@@ -297,9 +299,11 @@ absl::Status BuildInputs(const ModelSpec& spec, const inference::ModelInferReque
     in.shape.assign(proto.shape().begin(), proto.shape().end());
     ASSIGN_OR_RETURN(int64_t items, CheckShape(spec, want, in.shape));
     if (batch >= 0 && items != batch) {
-      return Invalid(spec, proto.name(), absl::StrCat("batch size ", items, " differs from another input's ", batch));
+      return Invalid(spec, proto.name(), absl::StrCat("batch size ", items, " differs from the ", batch, " of input '",
+                                                      batch_input, "' (every input's dim 0 is the batch size)"));
     }
     batch = items;
+    batch_input = proto.name();
     const int64_t elements = ElementCount(in.shape);
     // Checked before any byte count is compared: a wrapped one (a huge variable dim) would let an
     // empty entry or a 0-byte region through.
