@@ -424,22 +424,29 @@ ServingWarmupReport Server::serving_warmup_report() const {
 void Server::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
-  // First: no load or unload may change the models (or health) while they drain; the calls still
-  // waiting are answered UNAVAILABLE while gRPC still carries answers.
+  // First: no load or unload may change health while the models drain; health says NOT_SERVING
+  // and new requests are refused at once, and the exit timeout starts now, before a load or unload
+  // in progress is waited for (a model's load, or an unload draining its queue, takes as long as it
+  // takes: it would have kept health SERVING and the port taking requests meanwhile).
   {
     absl::MutexLock lock(&ready_mu_);
     health_frozen_ = true;
   }
-  if (model_controller_ != nullptr) model_controller_->Stop();
+  auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(options_.exit_timeout_secs);
   if (grpc_server_ != nullptr) {
     CS_LOG(INFO) << "shutting down: NOT_SERVING, finishing in-flight requests (up to "
                  << options_.exit_timeout_secs << " s)";
     if (health_ != nullptr) health_->SetServingStatus(false);
     service_->SetDraining();
-    // New requests are refused from here on; the ones queued need not wait for their batching
-    // window to close (it may be longer than the exit timeout): they run now.
+  }
+  // No load or unload may change the models while they drain; the calls still waiting are answered
+  // UNAVAILABLE while gRPC still carries answers.
+  if (model_controller_ != nullptr) model_controller_->Stop();
+  if (grpc_server_ != nullptr) {
+    // The ones queued need not wait for their batching window to close (it may be longer than the
+    // exit timeout): they run now. After the controller stopped: a load it finished meanwhile is
+    // closed too.
     registry_.CloseQueues();
-    auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(options_.exit_timeout_secs);
     // Keep the port open while accepted requests finish: health answers NOT_SERVING and new
     // requests UNAVAILABLE (gRPC's own shutdown would cancel calls that arrive meanwhile).
     if (!service_->WaitForAnswered(absl::FromChrono(deadline))) {

@@ -10,12 +10,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "client/inference_client.h"
 #include "tests/client/subprocess.h"
 #include "tests/client/test_server.h"
 #include "proto/health.grpc.pb.h"
 #include "tests/server/gated_instance.h"
+#include "tests/server/model_control_rpc.h"
 #include "tests/server/scheduling_harness.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
@@ -236,6 +238,54 @@ absl::StatusOr<testing::TestServer> StartBinary(const std::string& repo, std::ve
 }
 
 // Requests wait in a long dynamic-batching window when SIGTERM arrives.
+// A shutdown that finds an unload still draining its model (the worker busy with a batch) says
+// NOT_SERVING and refuses new requests at once, not once the unload is done: it waited for the
+// model controller first, and health said SERVING for as long as the batch ran.
+TEST(ShutdownDuringModelControlTest, HealthGoesNotServingWhileAnUnloadStillDrains) {
+  testing::TempDir repo("cs_shutdown_unload");
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.model_control_mode = server::ModelControlMode::kExplicit;
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  Gate gate;
+  auto runtime = testing::StartGatedModel(testing::GatedSpec("gated", 4, 0), 1, &gate);
+  ASSERT_NE(runtime, nullptr);
+  server->registry().Add(runtime);
+  const std::string address = "127.0.0.1:" + std::to_string(server->port());
+  auto health = Health::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  auto c = testing::ConnectTestClient(address);
+
+  gate.Arm();
+  const client::Tensor a_in = GatedInput(1, 41);
+  PendingInfer a(c->stub(), "gated", "A", a_in);
+  ASSERT_TRUE(gate.WaitHeld(kWait));
+  grpc::Status unloaded;
+  std::thread unloader([&] { unloaded = testing::UnloadModel(c->stub(), "gated"); });
+  // Out of the registry: the unload now waits for the held batch (its runtime's workers).
+  const absl::Time deadline = absl::Now() + kWait;
+  while (server->registry().Serves("gated") && absl::Now() < deadline) std::this_thread::yield();
+  ASSERT_FALSE(server->registry().Serves("gated")) << "the unload never began";
+
+  testing::BackgroundShutdown stopper(server, kWait, [&gate] { gate.Release(); });
+  HealthCheckResponse::ServingStatus status = HealthCheckResponse::SERVING;
+  while (status == HealthCheckResponse::SERVING && !a.done() && absl::Now() < deadline) {
+    status = Check(health.get(), "");
+  }
+  EXPECT_EQ(status, HealthCheckResponse::NOT_SERVING);
+  EXPECT_FALSE(a.done()) << "NOT_SERVING came while the unload still drained";
+  auto refused = c->Infer("gated", {GatedInput(1, 42)});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("the server is shutting down"));
+
+  gate.Release();
+  const auto answered = a.Wait(kWait);
+  ASSERT_TRUE(answered.has_value()) << "the drained request was lost";
+  EXPECT_TRUE(answered->ok()) << answered->error_message();
+  unloader.join();
+  EXPECT_TRUE(unloaded.ok()) << unloaded.error_message();
+  ASSERT_TRUE(stopper.WaitDone(kWait));
+}
+
 TEST(ShutdownTest, BinaryAnswersEveryAcceptedRequestOnSigtermAndExitsZero) {
   testing::TempDir repo("cs_sigterm");
   examples::ModelOptions mlp;
