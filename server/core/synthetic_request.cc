@@ -18,6 +18,25 @@ bool ZeroDataInput(const ModelSpec& spec, const std::string& name) {
   return false;
 }
 
+// Random values for a synthetic input. Integers are 0 or 1: an integer input is often an index (token
+// ids, positions, classes) into a table the config does not describe, and any table of two rows
+// takes 0 and 1, where a negative or large id would fail the warm-up; on a GPU an index out of range
+// is a device-side assert, which breaks the CUDA context of every model on that card.
+std::string SyntheticValues(DataType type, int64_t count, std::mt19937_64& rng) {
+  switch (type) {
+    case DataType::kUint8: case DataType::kUint16: case DataType::kUint32: case DataType::kUint64:
+    case DataType::kInt8: case DataType::kInt16: case DataType::kInt32: case DataType::kInt64: {
+      const size_t width = DataTypeByteSize(type);
+      std::string out(static_cast<size_t>(count) * width, '\0');
+      // Little-endian: the lowest byte of each element carries the 0 or 1.
+      for (int64_t i = 0; i < count; ++i) out[static_cast<size_t>(i) * width] = static_cast<char>(rng() & 1u);
+      return out;
+    }
+    default:
+      return RandomTensorBytes(type, count, rng);
+  }
+}
+
 }  // namespace
 
 std::vector<int64_t> SyntheticItemDims(const TensorSpec& t,
@@ -61,7 +80,7 @@ std::unique_ptr<InferRequest> MakeSyntheticRequest(
     const int64_t elements = ElementCount(in.shape);
     in.Own(ZeroDataInput(spec, t.name)
                ? std::string(static_cast<size_t>(elements) * DataTypeByteSize(t.dtype), '\0')
-               : RandomTensorBytes(t.dtype, elements, rng));
+               : SyntheticValues(t.dtype, elements, rng));
     absl::StrAppend(&key, ShapeString(dims), ";");
     r->inputs.push_back(std::move(in));
   }

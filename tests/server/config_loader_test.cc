@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <random>
+#include <set>
 
 #include "absl/strings/str_replace.h"
 #include "server/core/synthetic_request.h"
@@ -338,10 +340,19 @@ model_warmup { name: "both" batch_size: 2
   auto both = MakeSyntheticRequest(*mixed, 2, &outputs, rng, mixed->warmups[0].input_dims);
   EXPECT_TRUE(AllZero(*both->inputs[0].owned_data)) << "zero_data input";
   EXPECT_FALSE(AllZero(*both->inputs[1].owned_data)) << "random_data input of the same sample";
-  // Without zero_data the same input gets random values.
+  // Without zero_data the same input gets random values: 0 or 1 for an integer (an index into any
+  // table of two rows or more; a negative id broke the warm-up, and on a GPU the card's CUDA context).
   spec->warmups.clear();
   auto random = MakeSyntheticRequest(*spec, 4, &outputs, rng, {});
-  EXPECT_FALSE(AllZero(*random->inputs[0].owned_data));
+  const std::string& ids = *random->inputs[0].owned_data;
+  EXPECT_FALSE(AllZero(ids));
+  std::set<int64_t> values;
+  for (size_t i = 0; i < ids.size() / sizeof(int64_t); ++i) {
+    int64_t v;
+    std::memcpy(&v, ids.data() + i * sizeof(int64_t), sizeof(v));
+    values.insert(v);
+  }
+  for (int64_t v : values) EXPECT_TRUE(v == 0 || v == 1) << v;
 }
 
 }  // namespace
