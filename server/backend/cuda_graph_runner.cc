@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/backend/torch_batch_io.h"
 #include "server/backend/torch_util.h"
 
 #ifdef CHRONOSERVE_WITH_CUDA
@@ -197,12 +198,11 @@ absl::StatusOr<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::Capture(
           "optimization { cuda { graphs: true } } to run it eager)"));
     }
     g->outputs = *std::move(result);
-    for (const torch::Tensor& out : g->outputs) {
-      if (spec.max_batch_size > 0 && (out.dim() == 0 || out.size(0) != g->bucket)) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "an output of the graph captured at batch size ", g->bucket,
-            " does not have that many rows"));
-      }
+    // As every eager batch is checked (count, dtype, rows, dims, device), naming the output: with
+    // warmup_batch_sizes "none" the captures are the only runs before READY.
+    if (absl::Status checked = CheckForwardOutputs(spec, g->outputs, g->bucket, path.device()); !checked.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the graph captured at batch size ", g->bucket, ": ", checked.message()));
     }
     g->graph.replay();  // the first launch uploads the graph: pay it here, not on a request
     RETURN_IF_ERROR(path.Sync());

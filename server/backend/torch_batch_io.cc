@@ -170,9 +170,12 @@ absl::Status CheckForwardOutputs(const ModelSpec& spec, const std::vector<torch:
                                               c10::toString(outputs[k].scalar_type()), ", config declares ",
                                               DataTypeName(want.dtype)));
     }
-    if (spec.max_batch_size > 0 && (outputs[k].dim() == 0 || outputs[k].size(0) != total)) {
-      return absl::InternalError(absl::StrCat("output '", want.name,
-                                              "': batch dimension is ", outputs[k].dim() == 0 ? 0 : outputs[k].size(0),
+    if (spec.max_batch_size > 0 && outputs[k].dim() == 0) {
+      return absl::InternalError(absl::StrCat("output '", want.name, "': produced a scalar (a 0-d tensor), expected ",
+                                              total, " rows (the batch dim) of ", ShapeString(want.dims)));
+    }
+    if (spec.max_batch_size > 0 && outputs[k].size(0) != total) {
+      return absl::InternalError(absl::StrCat("output '", want.name, "': batch dimension is ", outputs[k].size(0),
                                               ", expected ", total));
     }
     // The dims after the batch dim must be the config's (-1 matches any): the response and

@@ -257,6 +257,31 @@ TEST(CudaGraphCaptureFailureTest, AnUncapturableForwardFailsCleanlyAndTheGpuStay
   }
 }
 
+// A forward whose output breaks the config (FP64 where it declares FP32) fails its capture naming
+// the output, as an eager batch would: with warmup_batch_sizes "none" the captures are the only runs
+// before READY, and they checked the rows alone, so such a model served and failed every request.
+TEST(CudaGraphCaptureFailureTest, ACapturedOutputThatBreaksTheConfigFailsNamingIt) {
+  testing::TempDir repo("cs_gpu_wrong_dtype");
+  repo.WriteFile("wrong/config.pbtxt",
+                 std::string("max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: 8 }\n"
+                             "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 8 }\n"
+                             "instance_group { kind: KIND_GPU }\n") +
+                     kGraphsOn);
+  std::filesystem::create_directories(repo.path() + "/wrong/1");
+  ASSERT_TRUE(testing::WriteScriptedModel(repo.path() + "/wrong/1/model.pt",
+                                          "def forward(self, x):\n  return x.double() * 2.0\n"));
+  auto spec = server::LoadModelDirectory(repo.path() + "/wrong");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  server::DeviceActivityRegistry devices;
+  auto wrong = testing::LoadOnGpu0(*spec, devices);
+  ASSERT_NE(wrong, nullptr);
+  const absl::Status prepared = wrong->PrepareForServing();
+  ASSERT_EQ(prepared.code(), absl::StatusCode::kFailedPrecondition) << prepared;
+  EXPECT_THAT(std::string(prepared.message()),
+              ::testing::HasSubstr("the graph captured at batch size 4: output 'OUTPUT__0': produced Double, "
+                                   "config declares FP32"));
+}
+
 // Traces place the h2d span by its own end event: a graph batch padded to its bucket zeroes its pad
 // rows between h2d and compute, so h2d's end lies at least compute + d2h before the batch's last
 // event (event deltas of 0.5 us resolution: 2 us of slack for the two rounded figures).

@@ -48,6 +48,12 @@ TEST_F(FailedModelTest, BrokenModelsFailAloneWithTheirReason) {
                  "max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: -1 }\n"
                  "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 16 }\ninstance_group { kind: KIND_CPU }\n"
                  "model_warmup { name: \"w\" batch_size: 1 inputs { key: \"INPUT__0\" value { dims: 64 random_data: true } } }\n");
+  // A batching model whose forward() sums its batch into a scalar: named so, not "0 rows".
+  repo.WriteFile("scalar/config.pbtxt",
+                 "max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: 64 }\n"
+                 "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 1 }\ninstance_group { kind: KIND_CPU }\n");
+  std::filesystem::create_directories(repo.path() + "/scalar/1");
+  ASSERT_TRUE(testing::WriteScriptedModel(repo.path() + "/scalar/1/model.pt", "def forward(self, x):\n  return x.sum()\n"));
   // A file that is no TorchScript archive (e.g. a state_dict written with torch.save).
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "not_torchscript", o).ok());
   repo.WriteFile("not_torchscript/1/model.pt", "PK\x03\x04 not a whole archive");
@@ -80,6 +86,10 @@ TEST_F(FailedModelTest, BrokenModelsFailAloneWithTheirReason) {
   EXPECT_THAT(std::string(wrong_dims.status().message()),
               HasSubstr("warm-up at batch size 1: model 'wrong_dims' worker 0 on cpu: output 'OUTPUT__0': produced "
                         "dims [16] after the batch dim, config declares [8]"));
+  auto scalar = c->Infer("scalar", {input});
+  ASSERT_EQ(scalar.status().code(), absl::StatusCode::kNotFound) << "its warm-up failed the load";
+  EXPECT_THAT(std::string(scalar.status().message()),
+              HasSubstr("output 'OUTPUT__0': produced a scalar (a 0-d tensor), expected 1 rows (the batch dim) of [1]"));
   auto needs_64 = c->Infer("needs_64", {input});
   ASSERT_EQ(needs_64.status().code(), absl::StatusCode::kNotFound) << "its warm-up failed the load";
   EXPECT_THAT(std::string(needs_64.status().message()),
