@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -75,6 +76,13 @@ void ModelController::Submit(Job::Kind kind, const std::string& model, LoadOverr
     }
   }
   absl::Status refused;
+  std::vector<Job> dropped;  // loads of the model still waiting when an unload of it comes
+  absl::Cleanup answer_dropped = [&dropped, &model] {
+    for (Job& job : dropped) {
+      job.Finish(absl::AbortedError(absl::StrCat("model '", model, "' not loaded: an unload of it was asked for "
+                                                                  "while the load waited its turn; the unload runs next")));
+    }
+  };
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) {
@@ -88,6 +96,26 @@ void ModelController::Submit(Job::Kind kind, const std::string& model, LoadOverr
       // then this unload runs in its turn.
       if (auto running = running_.find(model); !load && running != running_.end() && running->second != nullptr) {
         running->second->store(true);
+      }
+      // And its loads still waiting never start: answered ABORTED (after the lock), and a model not
+      // served leaves the LOADING they marked, so that the unload finds it and says it unloaded.
+      if (!load) {
+        auto waiting_load = [&model](const Job& job) { return job.model == model && job.kind == Job::Kind::kLoad; };
+        for (auto it = jobs_.begin(); it != jobs_.end();) {
+          if (waiting_load(*it)) {
+            dropped.push_back(std::move(*it));
+            it = jobs_.erase(it);
+          } else {
+            ++it;
+          }
+        }
+        // (A load of it running decides its state itself: running_ holds a load's stop flag.)
+        const auto running = running_.find(model);
+        const bool load_running = running != running_.end() && running->second != nullptr;
+        if (!dropped.empty() && !load_running && !registry_->Serves(model)) {
+          registry_->MarkFailed(model, absl::AbortedError("an unload of it was asked for while its load waited"), 0,
+                                /*strict=*/false);
+        }
       }
       // The same request as the last one still waiting for this model: answered by the same run.
       for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {

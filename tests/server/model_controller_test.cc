@@ -155,6 +155,31 @@ TEST_F(ModelControllerTest, AnUnloadDoesNotWaitForABusyLoadThread) {
   EXPECT_EQ(b.status.code(), absl::StatusCode::kUnavailable) << "never run: the load thread never freed";
 }
 
+// An unload asked for while its model's load still waits for a thread: that load never runs (it is
+// answered ABORTED at once, saying why), and the unload runs without waiting for the busy thread;
+// the model shows unloaded, not LOADING.
+TEST_F(ModelControllerTest, AnUnloadDropsItsModelsLoadThatStillWaits) {
+  auto controller = Controller(1);
+  Answer endless;
+  controller->Load("endless", endless.Callback());
+  ASSERT_TRUE(AwaitLoading("endless", absl::Seconds(60)));
+  Answer a;
+  controller->Load("a", a.Callback());  // waits: the only load thread loads for ever
+  EXPECT_EQ(registry_.Find("a", "").status().code(), absl::StatusCode::kUnavailable) << "LOADING while it waits";
+  Answer unloaded;
+  controller->Unload("a", unloaded.Callback());
+  ASSERT_TRUE(a.answered.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  EXPECT_EQ(a.status.code(), absl::StatusCode::kAborted) << a.status;
+  EXPECT_THAT(std::string(a.status.message()),
+              ::testing::HasSubstr("model 'a' not loaded: an unload of it was asked for while the load waited its turn"));
+  ASSERT_TRUE(unloaded.answered.WaitForNotificationWithTimeout(absl::Seconds(60))) << "the unload waited for the thread";
+  EXPECT_TRUE(unloaded.status.ok()) << unloaded.status;
+  EXPECT_THAT(std::string(registry_.Find("a", "").status().message()), ::testing::HasSubstr("is unloaded"));
+  EXPECT_FALSE(endless.answered.HasBeenNotified());
+  controller->Stop();
+  EXPECT_TRUE(Loaded().empty()) << "a never loaded";
+}
+
 // An unload asked for while its model loads stops that load at its next warm-up run: the load is
 // answered ABORTED saying why, the unload then runs (the model shows unloaded), and the load thread
 // is free for the next model.
