@@ -239,6 +239,11 @@ absl::Status ValidateModelName(const std::string& name) {
   if (name.find('\0') != std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat("model name '", absl::CEscape(name), "' holds a NUL byte"));
   }
+  if (!IsUtf8(name)) {
+    return absl::InvalidArgumentError(absl::StrCat("model name '", absl::CEscape(name),
+                                                   "' is not UTF-8 (a name travels in gRPC strings, Prometheus labels "
+                                                   "and traces, which need it)"));
+  }
   if (name == "." || name == ".." || name.find_first_of("/\\") != std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model name '", name, "' is not a single path component (no '/', '\\', '.' or '..')"));
@@ -747,7 +752,15 @@ absl::StatusOr<std::vector<std::string>> ListModelDirectories(const std::string&
   std::vector<std::string> names;
   for (auto& name : subdirectories) {
     // Hidden directories, and Python's byte-code cache beside a script that exported the models.
-    if (name[0] != '.' && name != "__pycache__") names.push_back(std::move(name));
+    if (name[0] == '.' || name == "__pycache__") continue;
+    // A name that is not UTF-8 could be no model's: every answer naming it (the index, metrics) would
+    // be unreadable to its reader, the other models' included.
+    if (!IsUtf8(name)) {
+      CS_LOG(WARNING) << "model repository '" << repository << "': directory '" << absl::CEscape(name)
+                      << "' is ignored: a model's name must be UTF-8";
+      continue;
+    }
+    names.push_back(std::move(name));
   }
   std::sort(names.begin(), names.end());
   return names;

@@ -21,6 +21,20 @@ TEST(TextExcerptTest, Utf8PrefixLengthStepsBackOverAStraddlingCharacterOnly) {
   EXPECT_EQ(Utf8PrefixLength(stray, 8), 5u);
 }
 
+TEST(TextExcerptTest, IsUtf8AcceptsWellFormedTextOnly) {
+  for (std::string_view good : {std::string_view(""), std::string_view("policy_net-2"), std::string_view("r\xc3\xa9sum\xc3\xa9"),
+                                std::string_view("\xe2\x82\xac"), std::string_view("\xf0\x9f\x98\x80"),
+                                std::string_view("\xf4\x8f\xbf\xbf"), std::string_view("a\0b", 3)}) {
+    EXPECT_TRUE(IsUtf8(good)) << good;
+  }
+  for (std::string_view bad : {std::string_view("r\xe9sum\xe9"), std::string_view("\xc3"), std::string_view("\xe2\x82"),
+                               std::string_view("\xc0\xaf"), std::string_view("\xe0\x80\xaf"), std::string_view("\xed\xa0\x80"),
+                               std::string_view("\xf4\x90\x80\x80"), std::string_view("\xf5\x80\x80\x80"),
+                               std::string_view("\x80"), std::string_view("\xe2\x28\xa1")}) {
+    EXPECT_FALSE(IsUtf8(bad)) << ::testing::PrintToString(std::string(bad));
+  }
+}
+
 TEST(TextExcerptTest, AnExcerptIsCutAtACharacterAndNamesTheFullLength) {
   EXPECT_EQ(Excerpt("short"), "short");
   // 63 ASCII bytes, then a 3-byte character straddling byte 64: left out whole.

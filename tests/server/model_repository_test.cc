@@ -36,6 +36,10 @@ TEST(ModelNameTest, RejectsPathTricks) {
     EXPECT_EQ(ValidateModelName(bad).code(), absl::StatusCode::kInvalidArgument) << bad;
   }
   EXPECT_FALSE(ValidateModelName(std::string("a\0b", 3)).ok());
+  EXPECT_TRUE(ValidateModelName("r\xc3\xa9sum\xc3\xa9").ok()) << "UTF-8 beyond ASCII is a name";
+  const absl::Status latin1 = ValidateModelName("r\xe9sum\xe9");
+  EXPECT_EQ(latin1.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(latin1.message()), HasSubstr("model name 'r\\351sum\\351' is not UTF-8"));
   EXPECT_FALSE(ValidateModelName(std::string(256, 'a')).ok());
 }
 
@@ -296,6 +300,8 @@ TEST_F(RepositoryTest, ListsModelDirectoriesSorted) {
   Write(".hidden/config.pbtxt", kIo);
   Write("__pycache__/export.cpython-311.pyc", "x");  // beside a script that exported the models
   Write("file.txt", "x");
+  // Not UTF-8 (Latin-1): listed, it would make every index and metrics page unreadable.
+  Write("r\xe9sum\xe9/config.pbtxt", kIo);
   auto names = ListModelDirectories(root_.string());
   ASSERT_TRUE(names.ok());
   EXPECT_THAT(*names, ::testing::ElementsAre("a", "b"));
