@@ -48,11 +48,16 @@ absl::StatusOr<std::vector<torch::Tensor>> FlattenOutputs(const torch::jit::IVal
   if (value.isTensor()) {
     out.push_back(value.toTensor());
   } else if (value.isTuple()) {
-    for (const auto& e : value.toTuple()->elements()) {
-      if (!e.isTensor()) break;
-      out.push_back(e.toTensor());
+    const auto& elements = value.toTuple()->elements();
+    for (size_t i = 0; i < elements.size(); ++i) {
+      if (!elements[i].isTensor()) {
+        // Named: "(y, None)" or a nested tuple would otherwise read as the whole result's fault.
+        return absl::InternalError(absl::StrCat("forward() returned a tuple whose element ", i, " (output ", i,
+                                                " in the config's order) is ", elements[i].tagKind(),
+                                                ", not a tensor"));
+      }
+      out.push_back(elements[i].toTensor());
     }
-    if (out.size() != value.toTuple()->elements().size()) out.clear();
   } else if (value.isTensorList()) {
     auto list = value.toTensorList();
     for (size_t i = 0; i < list.size(); ++i) out.push_back(list.get(i));
@@ -60,7 +65,10 @@ absl::StatusOr<std::vector<torch::Tensor>> FlattenOutputs(const torch::jit::IVal
     auto list = value.toList();
     for (size_t i = 0; i < list.size(); ++i) {
       torch::jit::IValue e = list.get(i);
-      if (!e.isTensor()) return absl::InternalError("forward() returned a list holding a non-tensor");
+      if (!e.isTensor()) {
+        return absl::InternalError(absl::StrCat("forward() returned a list whose element ", i, " (output ", i,
+                                                " in the config's order) is ", e.tagKind(), ", not a tensor"));
+      }
       out.push_back(e.toTensor());
     }
   }

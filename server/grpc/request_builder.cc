@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
+#include "common/text_excerpt.h"
 #include "server/grpc/shared_memory_params.h"
 
 namespace chronoserve::server {
@@ -126,6 +127,10 @@ absl::Status ConvertTypedContents(const ModelSpec& spec, const InputProto& proto
   return absl::OkStatus();
 }
 
+// A client's shape in an error, cut (at 200 bytes, its length named) so that what was expected,
+// which follows it, survives the 1 KiB cut of a status message.
+std::string ClientShape(const std::vector<int64_t>& shape) { return Excerpt(ShapeString(shape), 200); }
+
 // Checks the shape against the config; returns the batch dim (1 for non-batching models).
 absl::StatusOr<int64_t> CheckShape(const ModelSpec& spec, const TensorSpec& want,
                                    const std::vector<int64_t>& shape) {
@@ -135,16 +140,16 @@ absl::StatusOr<int64_t> CheckShape(const ModelSpec& spec, const TensorSpec& want
   const std::string expected_text =
       absl::StrCat(ShapeString(expected), batched ? absl::StrCat(" (first dim = batch, 1..", spec.max_batch_size, ")") : "");
   if (shape.size() != expected.size()) {
-    return Invalid(spec, want.name, absl::StrCat("shape ", ShapeString(shape), " has rank ", shape.size(),
+    return Invalid(spec, want.name, absl::StrCat("shape ", ClientShape(shape), " has rank ", shape.size(),
                                                  ", expected ", expected_text));
   }
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] < 1) {
-      return Invalid(spec, want.name, absl::StrCat("shape ", ShapeString(shape), " has dim ", d, " = ", shape[d],
+      return Invalid(spec, want.name, absl::StrCat("shape ", ClientShape(shape), " has dim ", d, " = ", shape[d],
                                                    "; every dim must be at least 1 (expected ", expected_text, ")"));
     }
     if (expected[d] != -1 && shape[d] != expected[d]) {
-      return Invalid(spec, want.name, absl::StrCat("shape ", ShapeString(shape), " does not match ", expected_text));
+      return Invalid(spec, want.name, absl::StrCat("shape ", ClientShape(shape), " does not match ", expected_text));
     }
   }
   if (batched && shape[0] > spec.max_batch_size) {

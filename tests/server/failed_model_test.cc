@@ -54,6 +54,14 @@ TEST_F(FailedModelTest, BrokenModelsFailAloneWithTheirReason) {
                  "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 1 }\ninstance_group { kind: KIND_CPU }\n");
   std::filesystem::create_directories(repo.path() + "/scalar/1");
   ASSERT_TRUE(testing::WriteScriptedModel(repo.path() + "/scalar/1/model.pt", "def forward(self, x):\n  return x.sum()\n"));
+  // A tuple with a None in it: the element is named, not the whole result.
+  repo.WriteFile("tuple_none/config.pbtxt",
+                 "max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: 64 }\n"
+                 "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 64 }\n"
+                 "output { name: \"OUTPUT__1\" data_type: TYPE_FP32 dims: 64 }\ninstance_group { kind: KIND_CPU }\n");
+  std::filesystem::create_directories(repo.path() + "/tuple_none/1");
+  ASSERT_TRUE(testing::WriteScriptedModel(repo.path() + "/tuple_none/1/model.pt",
+                                          "def forward(self, x):\n  return (x * 2.0, None)\n"));
   // A file that is no TorchScript archive (e.g. a state_dict written with torch.save).
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "not_torchscript", o).ok());
   repo.WriteFile("not_torchscript/1/model.pt", "PK\x03\x04 not a whole archive");
@@ -90,6 +98,10 @@ TEST_F(FailedModelTest, BrokenModelsFailAloneWithTheirReason) {
   ASSERT_EQ(scalar.status().code(), absl::StatusCode::kNotFound) << "its warm-up failed the load";
   EXPECT_THAT(std::string(scalar.status().message()),
               HasSubstr("output 'OUTPUT__0': produced a scalar (a 0-d tensor), expected 1 rows (the batch dim) of [1]"));
+  auto tuple_none = c->Infer("tuple_none", {input});
+  ASSERT_EQ(tuple_none.status().code(), absl::StatusCode::kNotFound) << "its warm-up failed the load";
+  EXPECT_THAT(std::string(tuple_none.status().message()),
+              HasSubstr("forward() returned a tuple whose element 1 (output 1 in the config's order) is None, not a tensor"));
   auto needs_64 = c->Infer("needs_64", {input});
   ASSERT_EQ(needs_64.status().code(), absl::StatusCode::kNotFound) << "its warm-up failed the load";
   EXPECT_THAT(std::string(needs_64.status().message()),

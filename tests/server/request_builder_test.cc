@@ -223,6 +223,20 @@ void InSharedMemory(inference::ModelInferRequest& r, int index) {
   r.mutable_raw_input_contents()->DeleteSubrange(index, 1);
 }
 
+// A client's shape of 300 dims is cut in the message, so what was expected still fits the 1 KiB a
+// status message keeps (ToGrpcStatus).
+TEST(RequestBuilderTest, ALongShapeIsCutSoTheExpectationSurvives) {
+  inference::ModelInferRequest request = Good();
+  request.mutable_inputs(1)->clear_shape();
+  for (int d = 0; d < 300; ++d) request.mutable_inputs(1)->add_shape(1000000);
+  inference::ModelInferResponse response;
+  auto built = BuildInferRequest(Spec(8), request, &response);
+  ASSERT_FALSE(built.ok());
+  const std::string message(built.status().message());
+  EXPECT_LT(message.size(), 1024u) << message;
+  EXPECT_THAT(message, HasSubstr("bytes) has rank 300, expected [-1,3] (first dim = batch, 1..8)"));
+}
+
 TEST(RequestBuilderTest, BadInputsAreInvalidArgumentNamingModelTensorAndExpectation) {
   const BadCase cases[] = {
       {"unknown input", [](auto& r) { r.mutable_inputs(1)->set_name("INPUT__9"); }, "input 'INPUT__9': unknown input (the model's inputs: INPUT__0, INPUT__1)"},
