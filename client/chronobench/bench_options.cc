@@ -44,9 +44,12 @@ absl::StatusOr<std::vector<double>> ParseRange(absl::string_view flag, absl::str
   if (v[1] < v[0]) return bad("END is below START");
   if (v[2] <= 0) return bad("STEP must be positive");
   std::vector<double> values;
+  // START + k × STEP may land a rounding error past END: END stays in the range. The slack is at
+  // most half a step, so a STEP finer than the rounding adds no point past END either.
+  const double slack = std::min(1e-12 * std::max(1.0, v[1]), 0.5 * v[2]);
   for (int64_t k = 0;; ++k) {
     const double x = v[0] + static_cast<double>(k) * v[2];
-    if (x > v[1] * (1 + 1e-12) + 1e-12) break;
+    if (x > v[1] + slack) break;
     if (values.size() >= 1000) return bad("more than 1000 points");
     // START + k × STEP gathers binary error (0 + 3 × 0.1 is 0.30000000000000004): each point is
     // taken at the 15 significant digits the console and the CSV print, so the JSON and the pacer

@@ -20,6 +20,12 @@ TEST(BenchOptionsTest, ParsesRanges) {
   // 3 × 0.1 is 0.30000000000000004 in binary; the point is the 0.3 the console and CSV print.
   EXPECT_EQ(*ParseRange("r", "0.1:0.3:0.1"), (std::vector<double>{0.1, 0.2, 0.3}));
   EXPECT_EQ(ParseRange("r", "0:0.7:0.1")->back(), 0.7);
+  // A step finer than END's rounding slack: no point past END (26 points, the last 1.0000000000025,
+  // before the slack was bounded by half a step).
+  const auto fine = ParseRange("r", "1:1.0000000000005:1e-13");
+  ASSERT_TRUE(fine.ok()) << fine.status();
+  EXPECT_EQ(fine->size(), 6u);
+  EXPECT_LE(fine->back(), 1.0000000000005);
   EXPECT_EQ(*ParseIntRange("c", "1:16:5"), (std::vector<int64_t>{1, 6, 11, 16}));
 }
 
