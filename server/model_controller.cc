@@ -54,8 +54,8 @@ void ModelController::Stop() {
   threads_.clear();
 }
 
-void ModelController::Load(const std::string& model, const LoadOverrides& overrides, Done done) {
-  Submit(Job::Kind::kLoad, model, overrides, std::move(done), /*scan=*/false);
+void ModelController::Load(const std::string& model, LoadOverrides overrides, Done done) {
+  Submit(Job::Kind::kLoad, model, std::move(overrides), std::move(done), /*scan=*/false);
 }
 
 void ModelController::Unload(const std::string& model, Done done) {

@@ -73,7 +73,7 @@ class ModelController final : public ModelControl {
   void Stop();
 
   using ModelControl::Load;
-  void Load(const std::string& model, const LoadOverrides& overrides, Done done) override;
+  void Load(const std::string& model, LoadOverrides overrides, Done done) override;
   void Unload(const std::string& model, Done done) override;
   std::vector<std::string> RepositoryModels() const override;
   const std::string& Repository() const override { return repository_; }

@@ -36,7 +36,8 @@ class ModelControl {
   // Loads `model` from the repository, or reloads it when it is loaded: the runtime serving it goes
   // on serving until the new one is READY, then the new one takes its requests; a failed reload
   // leaves the old one serving (`done` gets the error).
-  virtual void Load(const std::string& model, const LoadOverrides& overrides, Done done) = 0;
+  // `overrides` by value: its files (a model's weights, maybe gigabytes) move into the load's job.
+  virtual void Load(const std::string& model, LoadOverrides overrides, Done done) = 0;
   void Load(const std::string& model, Done done) { Load(model, LoadOverrides{}, std::move(done)); }
   // Takes `model` out of service, runs the requests it had queued, stops its workers, then `done`.
   // OK for a model that is not loaded (nothing to do); NOT_FOUND for a name the server has never
