@@ -54,7 +54,9 @@ void AddRequest(int i, const std::string& model, std::vector<otlp::SpanData>* se
                          t0 + 200 * us, t0 + (800 + i) * us, model));
   server->push_back(Span(trace, Id8(static_cast<uint8_t>(3 * i + 2)), server_id, "queue", otlp::SpanKind::kInternal,
                          t0 + 210 * us, t0 + (310 + i) * us, model));
-  server->push_back(Span(trace, Id8(static_cast<uint8_t>(200 + i)), server_id, "compute", otlp::SpanKind::kInternal,
+  // Id8 repeats every 16 seeds: 3i + 8 differs from the trace's other three ids (3i, 3i+1, 3i+2),
+  // as span ids of one trace do (200 + i was request 4's client span id too).
+  server->push_back(Span(trace, Id8(static_cast<uint8_t>(3 * i + 8)), server_id, "compute", otlp::SpanKind::kInternal,
                          t0 + 400 * us, t0 + (700 + i) * us, model));
   if (i % 3 != 0) {
     otlp::SpanData c = Span(trace, client_id, SpanId{}, ("ModelInfer " + model).c_str(), otlp::SpanKind::kClient, t0,
@@ -191,7 +193,9 @@ TEST(TraceReportTest, ATornLineIsSkippedAndCountedAndNegativeIntegersRead) {
                             R"({"key":"chronoserve.gpu","value":{"intValue":"-1"}}]}]}]}]})";
   {
     std::ofstream out(path);
-    out << whole << "\n" << R"({"resourceSpans":[{"scopeSpans":[{"spa)" << "\n" << whole << "\n";
+    std::string other = whole;  // another span of the trace: a span read twice would count once
+    other.replace(other.find(R"("spanId":"aa")"), 13, R"("spanId":"ab")");
+    out << whole << "\n" << R"({"resourceSpans":[{"scopeSpans":[{"spa)" << "\n" << other << "\n";
   }
   TornLines torn;
   auto read = ReadTraceFile(path, &torn);
@@ -205,6 +209,55 @@ TEST(TraceReportTest, ATornLineIsSkippedAndCountedAndNegativeIntegersRead) {
   EXPECT_EQ(report.models[0].group_value, "-1");
   EXPECT_EQ(report.models[0].requests, 2);
   EXPECT_TRUE(ReadTraceFile(path).ok()) << "counting torn lines is optional";
+}
+
+// One file given twice: each span counts once (requests and phases agree), and the report says so.
+// Ids join within their trace only. A cancelled call's client span (status error) and a client span
+// over several server spans give no e2e or transport: neither times its server span.
+TEST(TraceReportTest, DuplicatesCountOnceAndOnlyAnOkOneToOneClientSpanGivesE2e) {
+  auto span = [](const std::string& trace, const std::string& id, const std::string& parent, int kind,
+                 const std::string& name, int64_t start, int64_t end, int status) {
+    TraceSpan s;
+    s.trace_id = trace;
+    s.span_id = id;
+    s.parent_span_id = parent;
+    s.kind = kind;
+    s.name = name;
+    s.start_ns = start;
+    s.end_ns = end;
+    s.status = status;
+    if (kind == 2) s.attributes["chronoserve.model.name"] = "m";
+    return s;
+  };
+  std::vector<TraceSpan> spans = {
+      // Trace t1: an OK client call, its server span and a queue phase.
+      span("t1", "c1", "", 3, "ModelInfer m", 0, 1000, 0),
+      span("t1", "s1", "c1", 2, "ModelInfer m", 100, 900, 0),
+      span("t1", "q1", "s1", 1, "queue", 100, 200, 0),
+      // Trace t2: a cancelled call whose server span outlived its client span.
+      span("t2", "c1", "", 3, "ModelInfer m", 0, 100, 2),
+      span("t2", "s1", "c1", 2, "ModelInfer m", 50, 700, 0),
+      // Trace t3: one client span over two server spans (a stream's metadata traceparent).
+      span("t3", "c3", "", 3, "ModelStreamInfer m", 0, 5000, 0),
+      span("t3", "s3", "c3", 2, "ModelStreamInfer m", 100, 600, 0),
+      span("t3", "s4", "c3", 2, "ModelStreamInfer m", 700, 1200, 0),
+  };
+  const std::vector<TraceSpan> once = spans;
+  spans.insert(spans.end(), once.begin(), once.end());  // the same file given twice
+  const TraceReport report = SummarizeTraces(spans);
+  EXPECT_EQ(report.spans, 16);
+  EXPECT_EQ(report.duplicates, 8);
+  EXPECT_EQ(report.client_spans, 3);
+  ASSERT_EQ(report.models.size(), 1u);
+  const ModelTraces& m = report.models[0];
+  EXPECT_EQ(m.requests, 4);
+  EXPECT_EQ(m.with_client, 1) << "only t1's client span times its server span";
+  EXPECT_EQ(m.phases.at("server").count, 4);
+  EXPECT_EQ(m.phases.at("queue").count, 1) << "t1's queue, once; no other trace's s1 takes it";
+  EXPECT_EQ(m.phases.at("e2e").count, 1);
+  EXPECT_EQ(m.phases.at("transport").count, 1);
+  EXPECT_EQ(m.phases.at("transport").p50_us, 0.2) << "1000 - 800 ns, never negative";
+  EXPECT_NE(FormatTraceReport(report).find("8 span(s) read twice"), std::string::npos);
 }
 
 }  // namespace

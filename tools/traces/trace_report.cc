@@ -5,6 +5,7 @@
 #include <fstream>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -149,21 +150,36 @@ TraceReport SummarizeTraces(const std::vector<TraceSpan>& spans, const std::stri
   TraceReport report;
   report.group_by = group_by;
   report.spans = static_cast<int64_t>(spans.size());
-  std::unordered_map<std::string, const TraceSpan*> clients;                  // by span id
-  std::unordered_map<std::string, std::vector<const TraceSpan*>> children;    // by parent span id
+  // Ids are unique within a trace only: every key is "trace id/span id".
+  auto id = [](const std::string& trace, const std::string& span) { return absl::StrCat(trace, "/", span); };
+  std::unordered_set<std::string> seen;
+  std::vector<const TraceSpan*> unique;
   for (const TraceSpan& s : spans) {
-    if (s.kind == kClient) {
-      clients[s.span_id] = &s;
+    if (seen.insert(id(s.trace_id, s.span_id)).second) {
+      unique.push_back(&s);
+    } else {
+      ++report.duplicates;
+    }
+  }
+  std::unordered_map<std::string, const TraceSpan*> clients;                  // by id
+  std::unordered_map<std::string, std::vector<const TraceSpan*>> children;    // by parent's id
+  std::unordered_map<std::string, int> server_children;                        // by parent's id
+  for (const TraceSpan* s : unique) {
+    if (s->kind == kClient) {
+      clients[id(s->trace_id, s->span_id)] = s;
       ++report.client_spans;
-    } else if (s.kind != kServer && !s.parent_span_id.empty()) {
-      children[s.parent_span_id].push_back(&s);
+    } else if (s->kind == kServer) {
+      if (!s->parent_span_id.empty()) ++server_children[id(s->trace_id, s->parent_span_id)];
+    } else if (!s->parent_span_id.empty()) {
+      children[id(s->trace_id, s->parent_span_id)].push_back(s);
     }
   }
   // By (model, group value): numeric values in numeric order ("2" before "16"), then the others.
   using Key = std::tuple<std::string, bool, int64_t, std::string>;
   std::map<Key, ModelTraces> models;
   std::map<Key, std::map<std::string, std::vector<int64_t>>> durations;  // -> phase -> ns
-  for (const TraceSpan& s : spans) {
+  for (const TraceSpan* span : unique) {
+    const TraceSpan& s = *span;
     auto model_name = s.attributes.find("chronoserve.model.name");
     if (s.kind != kServer || model_name == s.attributes.end()) continue;
     std::string value;
@@ -182,10 +198,12 @@ TraceReport SummarizeTraces(const std::vector<TraceSpan>& spans, const std::stri
     auto& phases = durations[key];
     const int64_t server_ns = s.end_ns - s.start_ns;
     phases["server"].push_back(server_ns);
-    if (auto it = children.find(s.span_id); it != children.end()) {
+    if (auto it = children.find(id(s.trace_id, s.span_id)); it != children.end()) {
       for (const TraceSpan* child : it->second) phases[child->name].push_back(child->end_ns - child->start_ns);
     }
-    if (auto client = clients.find(s.parent_span_id); !s.parent_span_id.empty() && client != clients.end()) {
+    const std::string parent = id(s.trace_id, s.parent_span_id);
+    if (auto client = clients.find(parent); !s.parent_span_id.empty() && client != clients.end() &&
+                                            client->second->status != 2 && server_children[parent] == 1) {
       ++m.with_client;
       const int64_t e2e_ns = client->second->end_ns - client->second->start_ns;
       phases["e2e"].push_back(e2e_ns);
@@ -201,6 +219,10 @@ TraceReport SummarizeTraces(const std::vector<TraceSpan>& spans, const std::stri
 
 std::string FormatTraceReport(const TraceReport& report) {
   std::string out = absl::StrFormat("%d span(s) read, %d of them client spans\n", report.spans, report.client_spans);
+  if (report.duplicates > 0) {
+    absl::StrAppendFormat(&out, "%d span(s) read twice (the same trace and span id: a file given twice?) counted once\n",
+                          report.duplicates);
+  }
   if (report.models.empty()) {
     absl::StrAppend(&out, "no server span (ModelInfer / ModelStreamInfer with chronoserve.model.name) found\n");
   }
@@ -220,7 +242,7 @@ std::string FormatTraceReport(const TraceReport& report) {
 }
 
 nlohmann::json TraceReportJson(const TraceReport& report) {
-  json out = {{"group_by", report.group_by}, {"spans", report.spans}, {"client_spans", report.client_spans}, {"models", json::array()}};
+  json out = {{"group_by", report.group_by}, {"spans", report.spans}, {"duplicate_spans", report.duplicates}, {"client_spans", report.client_spans}, {"models", json::array()}};
   for (const ModelTraces& m : report.models) {
     json phases = json::object();
     for (const auto& [name, p] : m.phases) {

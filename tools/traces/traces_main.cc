@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/cli_integer.h"
+#include "common/output_file.h"
 #include "tools/traces/trace_report.h"
 
 int main(int argc, char** argv) {
@@ -44,12 +45,13 @@ int main(int argc, char** argv) {
   const chronoserve::traces::TraceReport report = chronoserve::traces::SummarizeTraces(spans, group_by);
   std::fputs(chronoserve::traces::FormatTraceReport(report).c_str(), stdout);
   if (!json_path.empty()) {
-    std::ofstream out(json_path);
-    out << chronoserve::traces::TraceReportJson(report).dump(2, ' ', /*ensure_ascii=*/false,
-                                                                nlohmann::json::error_handler_t::replace)
-        << "\n";
-    if (!out) {
-      std::fprintf(stderr, "chronoserve-traces: cannot write %s\n", json_path.c_str());
+    // WriteFile checks the write once the file is closed: a full disk is seen, not only a failed open.
+    const absl::Status written = chronoserve::WriteFile(
+        json_path, chronoserve::traces::TraceReportJson(report).dump(2, ' ', /*ensure_ascii=*/false,
+                                                                   nlohmann::json::error_handler_t::replace) +
+                       "\n");
+    if (!written.ok()) {
+      std::fprintf(stderr, "chronoserve-traces: --json: %s\n", std::string(written.message()).c_str());
       return 1;
     }
   }
