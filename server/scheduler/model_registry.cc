@@ -15,19 +15,21 @@ bool ModelRegistry::StrictLocked(const std::string& name, bool strict) const {
   return strict || (it != not_ready_.end() && it->second.strict);
 }
 
-void ModelRegistry::MarkLoading(const std::string& name, bool strict) {
-  absl::MutexLock lock(&mu_);
+void ModelRegistry::MarkLoadingLocked(const std::string& name, bool strict) {
   not_ready_[name] =
       NotReady{absl::UnavailableError(absl::StrCat("model '", name, "' is loading")), 0, StrictLocked(name, strict)};
   loading_.insert(name);
 }
 
+void ModelRegistry::MarkLoading(const std::string& name, bool strict) {
+  absl::MutexLock lock(&mu_);
+  MarkLoadingLocked(name, strict);
+}
+
 bool ModelRegistry::MarkLoadingUnlessServed(const std::string& name, bool strict) {
   absl::MutexLock lock(&mu_);
   if (ready_.count(name) > 0) return false;
-  not_ready_[name] =
-      NotReady{absl::UnavailableError(absl::StrCat("model '", name, "' is loading")), 0, StrictLocked(name, strict)};
-  loading_.insert(name);
+  MarkLoadingLocked(name, strict);
   return true;
 }
 

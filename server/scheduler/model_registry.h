@@ -119,6 +119,7 @@ class ModelRegistry {
   // `strict`, or the strictness of `name`'s entry already there: a model the server started with
   // counts against READY until it serves or is unloaded, whatever a later load of it says.
   bool StrictLocked(const std::string& name, bool strict) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MarkLoadingLocked(const std::string& name, bool strict) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
 
 }  // namespace chronoserve::server
