@@ -92,31 +92,7 @@ void ModelController::Submit(Job::Kind kind, const std::string& model, LoadOverr
       refused = absl::UnavailableError(absl::StrCat("model '", model, "' not ", load ? "loaded" : "unloaded",
                                                     ": the server is still loading its models at start"));
     } else {
-      // An unload stops the model's load in progress (at its next warm-up run): that load fails,
-      // then this unload runs in its turn.
-      if (auto running = running_.find(model); !load && running != running_.end() && running->second != nullptr) {
-        running->second->store(true);
-      }
-      // And its loads still waiting never start: answered ABORTED (after the lock), and a model not
-      // served leaves the LOADING they marked, so that the unload finds it and says it unloaded.
-      if (!load) {
-        auto waiting_load = [&model](const Job& job) { return job.model == model && job.kind == Job::Kind::kLoad; };
-        for (auto it = jobs_.begin(); it != jobs_.end();) {
-          if (waiting_load(*it)) {
-            dropped.push_back(std::move(*it));
-            it = jobs_.erase(it);
-          } else {
-            ++it;
-          }
-        }
-        // (A load of it running decides its state itself: running_ holds a load's stop flag.)
-        const auto running = running_.find(model);
-        const bool load_running = running != running_.end() && running->second != nullptr;
-        if (!dropped.empty() && !load_running && !registry_->Serves(model)) {
-          registry_->MarkFailed(model, absl::AbortedError("an unload of it was asked for while its load waited"), 0,
-                                /*strict=*/false);
-        }
-      }
+      if (!load) dropped = StopLoadsLocked(model);
       // The same request as the last one still waiting for this model: answered by the same run.
       for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
         if (it->model != model) continue;
@@ -134,6 +110,31 @@ void ModelController::Submit(Job::Kind kind, const std::string& model, LoadOverr
     }
   }
   done(refused);
+}
+
+std::vector<ModelController::Job> ModelController::StopLoadsLocked(const std::string& model) {
+  // The load in progress stops at its next warm-up run: that load fails, then the unload runs in its
+  // turn. (running_ holds a load's stop flag, an unload's null.)
+  const auto running = running_.find(model);
+  const bool load_running = running != running_.end() && running->second != nullptr;
+  if (load_running) running->second->store(true);
+  // The loads still waiting never start.
+  std::vector<Job> dropped;
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    if (it->model == model && it->kind == Job::Kind::kLoad) {
+      dropped.push_back(std::move(*it));
+      it = jobs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  // A model not served leaves the LOADING they marked, so that the unload finds it and says it
+  // unloaded (a load running decides the state itself).
+  if (!dropped.empty() && !load_running && !registry_->Serves(model)) {
+    registry_->MarkFailed(model, absl::AbortedError("an unload of it was asked for while its load waited"), 0,
+                          /*strict=*/false);
+  }
+  return dropped;
 }
 
 std::vector<std::string> ModelController::RepositoryModels() const {

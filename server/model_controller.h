@@ -90,6 +90,9 @@ class ModelController final : public ModelControl {
     }
   };
   void Submit(Job::Kind kind, const std::string& model, LoadOverrides overrides, Done done, bool scan);
+  // For an unload of `model`: stops its load in progress and takes out its loads still waiting (for
+  // the caller to answer ABORTED outside the lock).
+  std::vector<Job> StopLoadsLocked(const std::string& model) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The first waiting job that may start (a model's jobs start in the order they came; with
   // `unloads_only`, an unload whose model has no job before it); jobs_.size() when none may.
   size_t NextRunnableLocked(bool unloads_only) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
