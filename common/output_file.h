@@ -8,7 +8,12 @@
 
 namespace chronoserve {
 
-// Writes `contents` to `path`; INTERNAL with the path (and errno's text) on failure.
+// Writes `contents` to `path`; INTERNAL with the path (and errno's text) on failure. The file is
+// replaced whole or not at all: the contents go to a file beside it that is renamed over it once
+// written, so a failed write (a full disk) leaves the old file as it was and no partial one. A link
+// is followed (the file it names is replaced, the link stays) and the replaced file's mode is kept;
+// a device or pipe (/dev/null, /dev/stdout), or a writable file in a directory that is not, is
+// written in place.
 absl::Status WriteFile(const std::string& path, const std::string& contents);
 // Whether WriteFile(path, ...) could create or replace `path` now (its directory exists and is
 // writable; the path, if it exists, is a writable file), without touching it: checked before a run

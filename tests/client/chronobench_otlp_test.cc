@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -240,6 +241,26 @@ TEST(ChronobenchOtlpTest, TraceFilesOfBothProcessesJoinOffline) {
   EXPECT_GT(phases["transport"]["p50_us"].get<double>(), 0.0);
   EXPECT_GT(phases["e2e"]["p50_us"].get<double>(), phases["server"]["p50_us"].get<double>());
   EXPECT_GT(phases["compute"]["p50_us"].get<double>(), 0.0);
+
+  // A --json that names a trace file read (here by another path to it) is refused before anything
+  // is read or written: the data stays. So is one that cannot be written.
+  auto slurp = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  const std::string client_before = slurp(client_file);
+  const std::string same_file = dir + "/./" + client_file.substr(client_file.rfind('/') + 1);
+  auto onto_input = RunProgram({CHRONOSERVE_TRACES_BIN, server_file, client_file, "--json", same_file}, absl::Seconds(60));
+  ASSERT_TRUE(onto_input.ok()) << onto_input.status();
+  EXPECT_EQ(onto_input->first, 2) << onto_input->second;
+  EXPECT_NE(onto_input->second.find(absl::StrCat("--json '", same_file, "' is the trace file '", client_file, "'")),
+            std::string::npos)
+      << onto_input->second;
+  EXPECT_EQ(slurp(client_file), client_before) << "the trace file must be left as it was";
+  auto nowhere = RunProgram({CHRONOSERVE_TRACES_BIN, server_file, "--json", dir + "/no/such/dir/r.json"}, absl::Seconds(60));
+  ASSERT_TRUE(nowhere.ok()) << nowhere.status();
+  EXPECT_EQ(nowhere->first, 2) << nowhere->second;
+  EXPECT_NE(nowhere->second.find("does not exist"), std::string::npos) << nowhere->second;
 }
 
 }  // namespace

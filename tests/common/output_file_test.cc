@@ -5,11 +5,17 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <csignal>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -59,6 +65,84 @@ TEST(OutputFileTest, CheckWritableNamesTheFlagAndWhatIsWrong) {
   ::unlink(link.c_str());
   ::unlink(fresh.c_str());
   ::rmdir(dir.c_str());
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Names in `dir`, to see that no temporary file is left behind.
+std::vector<std::string> Entries(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// A report is replaced whole or not at all: a write that fails part way (here the file-size limit,
+// as a full disk would) leaves the old report as it was and no temporary file beside it.
+TEST(OutputFileTest, AFailedWriteLeavesTheOldFileWhole) {
+  char dir_template[] = "/tmp/cb_atomic_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  const std::string report = dir + "/report.json";
+  const std::string old_report = "{\"requests\": 17}\n";
+  ASSERT_TRUE(WriteFile(report, old_report).ok());
+  ASSERT_EQ(ReadAll(report), old_report);
+
+  // Past RLIMIT_FSIZE a write fails with EFBIG (SIGXFSZ ignored) after its first bytes are on disk.
+  struct rlimit saved;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  void (*saved_handler)(int) = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = saved;
+  small.rlim_cur = 4096;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  const std::string big(64 * 1024, 'x');
+  const absl::Status failed = WriteFile(report, big);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &saved), 0);
+  std::signal(SIGXFSZ, saved_handler);
+
+  EXPECT_EQ(failed.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(failed.message().find("failed writing '" + report + "'"), std::string::npos) << failed;
+  EXPECT_NE(failed.message().find("File too large"), std::string::npos) << failed;
+  EXPECT_EQ(ReadAll(report), old_report) << "the old report must survive a failed write";
+  EXPECT_EQ(Entries(dir), std::vector<std::string>{"report.json"}) << "no temporary file is left";
+
+  // A whole write replaces it and leaves nothing else.
+  ASSERT_TRUE(WriteFile(report, big).ok());
+  EXPECT_EQ(ReadAll(report), big);
+  EXPECT_EQ(Entries(dir), std::vector<std::string>{"report.json"});
+  std::filesystem::remove_all(dir);
+}
+
+// Replacing keeps what the path is: a link stays a link (its file gets the contents), the replaced
+// file keeps its mode, and /dev/null is written, not replaced.
+TEST(OutputFileTest, ReplacingKeepsLinksModesAndDevices) {
+  char dir_template[] = "/tmp/cb_replace_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  const std::string real = dir + "/real.csv";
+  const std::string link = dir + "/link.csv";
+  ASSERT_TRUE(WriteFile(real, "a,b\n1,2\n").ok());
+  ASSERT_EQ(::chmod(real.c_str(), 0640), 0);
+  ASSERT_EQ(::symlink("real.csv", link.c_str()), 0);
+
+  ASSERT_TRUE(WriteFile(link, "a,b\n3,4\n").ok());
+  struct stat st;
+  ASSERT_EQ(::lstat(link.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode)) << "the link must stay a link";
+  EXPECT_EQ(ReadAll(real), "a,b\n3,4\n");
+  ASSERT_EQ(::stat(real.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0640u) << "the replaced file keeps its mode";
+  EXPECT_EQ(Entries(dir), (std::vector<std::string>{"link.csv", "real.csv"}));
+
+  ASSERT_TRUE(WriteFile("/dev/null", "discarded\n").ok());
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode)) << "/dev/null must stay a device";
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

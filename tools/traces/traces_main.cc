@@ -26,6 +26,20 @@ int main(int argc, char** argv) {
                  "Split each model's rows by this attribute of its server spans, e.g. chronoserve.batch.size, "
                  "chronoserve.worker, chronoserve.cold, chronoserve.request.items");
   if (std::optional<int> code = chronoserve::ParseFlags(app, argc, argv)) return *code;
+  if (!json_path.empty()) {
+    // Refused before anything is read: --json onto a trace file would replace the data it reports.
+    for (const std::string& file : files) {
+      if (chronoserve::SameFile(json_path, file)) {
+        std::fprintf(stderr, "chronoserve-traces: --json '%s' is the trace file '%s': name another file\n",
+                     json_path.c_str(), file.c_str());
+        return 2;
+      }
+    }
+    if (const absl::Status writable = chronoserve::CheckWritable("--json", json_path); !writable.ok()) {
+      std::fprintf(stderr, "chronoserve-traces: %s\n", std::string(writable.message()).c_str());
+      return 2;
+    }
+  }
   std::vector<chronoserve::traces::TraceSpan> spans;
   for (const std::string& file : files) {
     chronoserve::traces::TornLines torn;
