@@ -283,9 +283,15 @@ class TorchInstance final : public ModelInstance {
       // Requests that gave a CUDA shared-memory region get their rows there, device to device.
       RETURN_IF_ERROR(CopyOutputsToDevice(spec_, batch, static_cast<int>(k), outputs[k], *path_));
       if (!WantedOnHost(batch, static_cast<int>(k))) continue;
-      if (char* direct = DirectOutputDestination(batch, static_cast<int>(k), outputs[k], *path_); direct != nullptr) {
-        RETURN_IF_ERROR(path_->CopyOutInto(static_cast<int>(k), outputs[k], direct));
-        host[k] = direct;  // Scatter sees the bytes already in place
+      if (const OutputTensor* direct = DirectOutputDestination(batch, static_cast<int>(k), outputs[k], *path_);
+          direct != nullptr) {
+        const absl::Status copied = path_->CopyOutInto(static_cast<int>(k), outputs[k], direct->raw);
+        if (!copied.ok()) {
+          return absl::Status(copied.code(), absl::StrCat("output '", spec_.outputs[k].name, "' (",
+                                                          outputs[k].nbytes(), " bytes) into ", direct->raw_name,
+                                                          ": ", copied.message()));
+        }
+        host[k] = direct->raw;  // Scatter sees the bytes already in place
         continue;
       }
       absl::StatusOr<const char*> landed = path_->ToHost(static_cast<int>(k), outputs[k]);

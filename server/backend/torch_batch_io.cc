@@ -201,12 +201,13 @@ absl::Status CheckForwardOutputs(const ModelSpec& spec, const std::vector<torch:
   return absl::OkStatus();
 }
 
-char* DirectOutputDestination(const Batch& batch, int k, const torch::Tensor& output, const DevicePath& path) {
+const OutputTensor* DirectOutputDestination(const Batch& batch, int k, const torch::Tensor& output,
+                                            const DevicePath& path) {
   if (batch.size() != 1 || !path.direct_pinned_io() || !output.is_contiguous()) return nullptr;
   for (const OutputTensor& out : batch.front()->outputs) {
     if (out.index == k && out.data == nullptr && out.raw != nullptr && out.raw_pinned &&
         out.raw_capacity >= output.nbytes()) {
-      return out.raw;
+      return &out;
     }
   }
   return nullptr;

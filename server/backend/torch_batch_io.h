@@ -64,8 +64,9 @@ absl::Status CheckForwardOutputs(const ModelSpec& spec, const std::vector<at::Te
                                  const c10::Device& device);
 
 // The page-locked shared-memory destination of output `k` when the batch is one request that wants
-// it there, it fits and `path` can copy straight into it; otherwise null.
-char* DirectOutputDestination(const Batch& batch, int k, const at::Tensor& output, const DevicePath& path);
+// it there, it fits and `path` can copy straight into it (its `raw` is where, its `raw_name` names
+// the region for an error); otherwise null.
+const OutputTensor* DirectOutputDestination(const Batch& batch, int k, const at::Tensor& output, const DevicePath& path);
 
 // Whether a request of the batch wants output `k` anywhere but GPU memory (so it must come to the host).
 bool WantedOnHost(const Batch& batch, int k);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <sstream>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -196,6 +198,7 @@ absl::StatusOr<TensorBinding> BindTensors(const std::vector<std::string>& input_
   } else {
     b.output_index = Identity(output_names.size());
   }
+  b.output_names = output_names;
   return b;
 }
 
@@ -215,13 +218,24 @@ absl::StatusOr<std::vector<torch::Tensor>> TensorBinding::Outputs(const torch::j
   }
   std::vector<torch::Tensor> outputs;
   outputs.reserve(output_index.size());
-  try {
-    for (int index : output_index) {
-      const torch::Tensor& t = all[static_cast<size_t>(index)];
-      outputs.push_back(t.is_contiguous() ? t : t.contiguous());
+  for (size_t k = 0; k < output_index.size(); ++k) {
+    const torch::Tensor& t = all[static_cast<size_t>(output_index[k])];
+    auto what = [&] {
+      return absl::StrCat("output '", k < output_names.size() ? output_names[k] : std::to_string(k),
+                          "' (forward()'s output ", output_index[k], ")");
+    };
+    if (t.layout() != torch::kStrided) {
+      std::ostringstream layout;
+      layout << t.layout();
+      return absl::InternalError(absl::StrCat(what(), " is a ", layout.str(),
+                                              " tensor; outputs must be dense (strided): return it .to_dense()"));
     }
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("LibTorch error making an output contiguous: ", e.what_without_backtrace()));
+    try {
+      outputs.push_back(t.is_contiguous() ? t : t.contiguous());
+    } catch (const c10::Error& e) {
+      return absl::InternalError(
+          absl::StrCat("LibTorch error making ", what(), " contiguous: ", e.what_without_backtrace()));
+    }
   }
   return outputs;
 }

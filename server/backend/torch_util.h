@@ -39,6 +39,7 @@ struct TensorBinding {
   std::vector<int> input_position;  // config input i -> forward() argument position
   std::vector<int> output_index;    // config output k -> forward() output index
   bool outputs_by_index = false;    // `__N` outputs: forward() may return more than the config lists
+  std::vector<std::string> output_names;  // config order, for errors
   std::string input_rule;           // for the load's log: "argument names", "__N suffixes", "config order"
   // For the load's log at WARNING: inputs named as one of forward()'s arguments but bound to another
   // (names bind only when every input is named as an argument), almost always a mistake.
@@ -49,7 +50,8 @@ struct TensorBinding {
   // forward()'s arguments from tensors in config order.
   std::vector<torch::jit::IValue> Arrange(const std::vector<torch::Tensor>& inputs) const;
   // The config's outputs (in config order) from forward()'s result, each made contiguous (a
-  // transposed or sliced view gets its own copy). Called before the compute span ends, so a
+  // transposed or sliced view gets its own copy); a sparse or other non-strided output is refused
+  // naming it. Called before the compute span ends, so a
   // strided output's copy kernel counts as compute, not as d2h (TIMING.md: copies are host<->device
   // transfers only); inside a CUDA graph's capture, so the replay includes it. Errors name what
   // forward() returned, not the model.

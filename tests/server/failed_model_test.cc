@@ -62,6 +62,14 @@ TEST_F(FailedModelTest, BrokenModelsFailAloneWithTheirReason) {
   std::filesystem::create_directories(repo.path() + "/tuple_none/1");
   ASSERT_TRUE(testing::WriteScriptedModel(repo.path() + "/tuple_none/1/model.pt",
                                           "def forward(self, x):\n  return (x * 2.0, None)\n"));
+  // A sparse output: named, with what to do, not LibTorch's words about is_contiguous.
+  repo.WriteFile("sparse/config.pbtxt",
+                 "max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: 64 }\n"
+                 "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 64 }\n"
+                 "output { name: \"SPARSE\" data_type: TYPE_FP32 dims: 64 }\ninstance_group { kind: KIND_CPU }\n");
+  std::filesystem::create_directories(repo.path() + "/sparse/1");
+  ASSERT_TRUE(testing::WriteScriptedModel(repo.path() + "/sparse/1/model.pt",
+                                          "def forward(self, x):\n  return (x * 2.0, x.to_sparse())\n"));
   // A file that is no TorchScript archive (e.g. a state_dict written with torch.save).
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "not_torchscript", o).ok());
   repo.WriteFile("not_torchscript/1/model.pt", "PK\x03\x04 not a whole archive");
@@ -102,6 +110,11 @@ TEST_F(FailedModelTest, BrokenModelsFailAloneWithTheirReason) {
   ASSERT_EQ(tuple_none.status().code(), absl::StatusCode::kNotFound) << "its warm-up failed the load";
   EXPECT_THAT(std::string(tuple_none.status().message()),
               HasSubstr("forward() returned a tuple whose element 1 (output 1 in the config's order) is None, not a tensor"));
+  auto sparse = c->Infer("sparse", {input});
+  ASSERT_EQ(sparse.status().code(), absl::StatusCode::kNotFound) << "its warm-up failed the load";
+  EXPECT_THAT(std::string(sparse.status().message()),
+              HasSubstr("model 'sparse' worker 0 on cpu: output 'SPARSE' (forward()'s output 1) is a Sparse tensor; "
+                        "outputs must be dense (strided): return it .to_dense()"));
   auto needs_64 = c->Infer("needs_64", {input});
   ASSERT_EQ(needs_64.status().code(), absl::StatusCode::kNotFound) << "its warm-up failed the load";
   EXPECT_THAT(std::string(needs_64.status().message()),
