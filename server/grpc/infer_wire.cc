@@ -1,5 +1,12 @@
 #include "server/grpc/infer_wire.h"
 
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/message.h>
+#include <google/protobuf/wire_format_lite.h>
+
+#include <map>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -44,6 +51,55 @@ wire::MessageWriter TakeResponse(inference::ModelInferResponse* response, std::v
   return writer;
 }
 
+// The first field of `bytes` (a message of type `type` on the wire) that does not parse, as a path
+// ("inputs[1].name"), found by parsing each field alone and going into a message field that fails;
+// "" when every field parses alone. Only for an error's text: it parses the failed message again.
+std::string FirstFieldThatFails(const google::protobuf::Descriptor* type, const std::string& bytes, int depth = 0) {
+  namespace pb = google::protobuf;
+  using pb::internal::WireFormatLite;
+  const pb::Message* prototype = pb::MessageFactory::generated_factory()->GetPrototype(type);
+  if (prototype == nullptr) return "";
+  pb::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int>(bytes.size()));
+  std::map<int, int> seen;  // field number -> occurrences so far (a repeated field's index)
+  while (true) {
+    const int start = in.CurrentPosition();
+    const uint32_t tag = in.ReadTag();
+    if (tag == 0) return "";
+    if (!WireFormatLite::SkipField(&in, tag)) return "";  // the split before would have said so
+    const std::string field_bytes = bytes.substr(static_cast<size_t>(start),
+                                                 static_cast<size_t>(in.CurrentPosition() - start));
+    const int number = static_cast<int>(WireFormatLite::GetTagFieldNumber(tag));
+    const int index = seen[number]++;
+    std::unique_ptr<pb::Message> alone(prototype->New());
+    if (alone->ParseFromString(field_bytes)) continue;
+    const pb::FieldDescriptor* field = type->FindFieldByNumber(number);
+    if (field == nullptr) return absl::StrCat("field ", number);
+    std::string path(field->name());
+    if (field->is_map()) {
+      absl::StrAppend(&path, " (entry ", index, ")");
+    } else if (field->is_repeated()) {
+      absl::StrAppend(&path, "[", index, "]");
+    }
+    if (field->type() == pb::FieldDescriptor::TYPE_MESSAGE &&
+        WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED && depth < 4) {
+      // The field's own bytes: past its tag and length.
+      pb::io::CodedInputStream inner(reinterpret_cast<const uint8_t*>(field_bytes.data()),
+                                     static_cast<int>(field_bytes.size()));
+      uint32_t length = 0;
+      inner.ReadTag();
+      if (inner.ReadVarint32(&length)) {
+        const std::string nested =
+            FirstFieldThatFails(field->message_type(), field_bytes.substr(static_cast<size_t>(inner.CurrentPosition())),
+                                depth + 1);
+        if (!nested.empty()) absl::StrAppend(&path, ".", nested);
+      }
+    } else if (field->type() == pb::FieldDescriptor::TYPE_STRING) {
+      absl::StrAppend(&path, " (a string, which must be UTF-8)");
+    }
+    return path;
+  }
+}
+
 }  // namespace
 
 void ReceivedInferRequest::Clear() {
@@ -61,7 +117,10 @@ absl::Status ParseModelInferRequest(const grpc::ByteBuffer& wire, ReceivedInferR
     return absl::InvalidArgumentError(absl::StrCat("the request is not a ModelInferRequest: ", split.message()));
   }
   if (!out->message.ParseFromString(out->raw.rest)) {
-    return absl::InvalidArgumentError("the request is not a ModelInferRequest: its fields do not parse");
+    const std::string field = FirstFieldThatFails(inference::ModelInferRequest::descriptor(), out->raw.rest);
+    return absl::InvalidArgumentError(absl::StrCat("the request is not a ModelInferRequest: ",
+                                                   field.empty() ? "its fields do not parse"
+                                                                 : absl::StrCat("its field ", field, " does not parse")));
   }
   return absl::OkStatus();
 }

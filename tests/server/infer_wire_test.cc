@@ -85,6 +85,37 @@ TEST(InferWireTest, BytesThatAreNoRequestAreRefusedSayingWhy) {
   const std::string bad_utf8("\x0a\x02\xff\xfe", 4);
   status = ParseModelInferRequest(Sliced(bad_utf8, 1), &received);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_EQ(status.message(),
+            "the request is not a ModelInferRequest: its field model_name (a string, which must be UTF-8) does not "
+            "parse");
+
+  // A field deep inside is named by its path: the second input's name, a parameter's key.
+  inference::ModelInferRequest request;
+  request.set_model_name("m");
+  request.add_inputs()->set_name("INPUT__0");
+  auto* second = request.add_inputs();
+  second->set_name("BADNAME1");
+  second->set_datatype("FP32");
+  second->add_shape(2);
+  (*request.mutable_parameters())["BADKEY22"].set_int64_param(3);
+  const std::string good = request.SerializeAsString();
+  auto spoiled = [&good](const std::string& text) {
+    std::string bytes = good;
+    const size_t at = bytes.find(text);
+    EXPECT_NE(at, std::string::npos) << text;
+    bytes[at] = '\xff';
+    bytes[at + 1] = '\xfe';
+    return bytes;
+  };
+  status = ParseModelInferRequest(Sliced(spoiled("BADNAME1"), 7), &received);
+  EXPECT_EQ(status.message(),
+            "the request is not a ModelInferRequest: its field inputs[1].name (a string, which must be UTF-8) does not "
+            "parse");
+  status = ParseModelInferRequest(Sliced(spoiled("BADKEY22"), 7), &received);
+  EXPECT_EQ(status.message(),
+            "the request is not a ModelInferRequest: its field parameters (entry 0).key (a string, which must be "
+            "UTF-8) does not parse");
+  EXPECT_TRUE(ParseModelInferRequest(Sliced(good, 7), &received).ok()) << "the same request unspoiled parses";
 }
 
 TEST(InferWireTest, AResponseWrittenWithItsOutputsApartParsesAsTheResponse) {
