@@ -228,6 +228,12 @@ void AddTelemetryFlags(CLI::App* app, RawServerFlags* raw) {
                   "sending them to a collector; not with --otlp-endpoint")
       ->check(CLI::Validator(
           [](std::string& path) { return path.empty() ? std::string("a file path is needed") : std::string(); }, ""));
+  app->add_option("--trace-file-dir", raw->telemetry.trace_file_dir,
+                  "Let TraceSetting's trace_file name a file (a plain name, no '/') in this directory, created "
+                  "there as a regular file: the way to start tracing, or move the spans to a new file, at run "
+                  "time. Without it trace_file is read only (a path a client named could be any file on the "
+                  "server's disk)")
+      ->check(CLI::ExistingDirectory);
   app->add_option("--metrics-port", raw->telemetry.metrics.port, "Prometheus /metrics port (on --host); 0 picks a free one")
       ->capture_default_str()
       ->transform(IntegerIn(0, 65535));

@@ -1,10 +1,13 @@
 #include "common/otlp/otlp_file_exporter.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -13,6 +16,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace chronoserve::otlp {
 namespace {
@@ -136,14 +140,37 @@ std::string OtlpJsonLine(const collector::ExportTraceServiceRequest& request) {
 }
 
 absl::StatusOr<std::unique_ptr<OtlpFileExporter>> OtlpFileExporter::Create(const std::string& path,
-                                                                         const OtlpResource& resource) {
+                                                                         const OtlpResource& resource,
+                                                                         bool regular_only) {
   if (path.empty()) return absl::InvalidArgumentError("trace file: the path is empty");
-  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  const int flags = O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | (regular_only ? O_NOFOLLOW | O_NONBLOCK : 0);
+  const int fd = ::open(path.c_str(), flags, 0644);
   if (fd < 0) {
     const int error = errno;
-    return absl::InvalidArgumentError(
-        absl::StrCat("trace file '", path, "' cannot be opened for appending: ", std::strerror(error)));
+    if (regular_only && error == ENXIO) {  // a pipe with no reader, a device with none behind it
+      return absl::InvalidArgumentError(
+          absl::StrCat("trace file '", path, "' is not a regular file (a pipe, socket or device): refused"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "trace file '", path, "' cannot be opened for appending: ",
+        regular_only && error == ELOOP ? "it is a symbolic link (not followed for a file a client names)"
+                                       : std::strerror(error)));
   }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int error = errno;
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat("trace file '", path, "': ", std::strerror(error)));
+  }
+  const bool regular = S_ISREG(st.st_mode);
+  if (regular_only && !regular) {
+    ::close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat("trace file '", path, "' is not a regular file (a pipe, socket or device): refused"));
+  }
+  // A regular file's writes do not block; a pipe's or device's wait in Export, bounded.
+  const int status_flags = ::fcntl(fd, F_GETFL);
+  if (status_flags >= 0) ::fcntl(fd, F_SETFL, regular ? status_flags & ~O_NONBLOCK : status_flags | O_NONBLOCK);
   // A file whose last line has no newline (a server killed mid-write): the first line starts afresh.
   // (Read through a descriptor of its own: the appending one is write-only.)
   bool torn = false;
@@ -162,7 +189,7 @@ OtlpFileExporter::OtlpFileExporter(std::string path, int fd, const OtlpResource&
 
 OtlpFileExporter::~OtlpFileExporter() { ::close(fd_); }
 
-absl::StatusOr<ExportResult> OtlpFileExporter::Export(const std::vector<SpanData>& spans, absl::Time /*deadline*/) {
+absl::StatusOr<ExportResult> OtlpFileExporter::Export(const std::vector<SpanData>& spans, absl::Time deadline) {
   if (shut_down_.load(std::memory_order_acquire)) {
     return absl::FailedPreconditionError(absl::StrCat("trace file '", path_, "': the exporter is shut down"));
   }
@@ -179,6 +206,15 @@ absl::StatusOr<ExportResult> OtlpFileExporter::Export(const std::vector<SpanData
   while (written < line.size()) {
     const ssize_t n = ::write(fd_, line.data() + written, line.size() - written);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      // A pipe or device that takes no more now: wait for room, until the deadline or Shutdown.
+      const int64_t left_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+      if (left_ms > 0 && !shut_down_.load(std::memory_order_acquire)) {
+        struct pollfd room = {fd_, POLLOUT, 0};
+        ::poll(&room, 1, static_cast<int>(std::min<int64_t>(left_ms, kShutdownPollMs)));
+        continue;
+      }
+    }
     if (n <= 0) {
       const int error = n < 0 ? errno : EIO;
       // A full disk or a size limit often takes part of a line first. Cut the file back to where it
@@ -189,8 +225,13 @@ absl::StatusOr<ExportResult> OtlpFileExporter::Export(const std::vector<SpanData
                                now.st_size == before.st_size + static_cast<off_t>(written);
         if (!only_ours || ::ftruncate(fd_, before.st_size) != 0) torn_ = true;
       }
-      return absl::UnavailableError(absl::StrCat("trace file '", path_, "': writing ", spans.size(),
-                                                 " spans failed: ", std::strerror(error)));
+      const bool stalled = error == EAGAIN || error == EWOULDBLOCK;
+      return absl::UnavailableError(absl::StrCat(
+          "trace file '", path_, "': writing ", spans.size(), " spans failed: ",
+          stalled ? (shut_down_.load(std::memory_order_acquire)
+                         ? "its reader took no more before the exporter was shut down"
+                         : "its reader took no more before the export's deadline")
+                  : std::strerror(error)));
     }
     written += static_cast<size_t>(n);
   }

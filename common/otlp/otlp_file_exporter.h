@@ -29,14 +29,22 @@ std::string OtlpJsonLine(const opentelemetry::proto::collector::trace::v1::Expor
 class OtlpFileExporter final : public SpanExporter {
  public:
   // Opens (creates, mode 0644 before the umask) `path` for appending. An error names the path and
-  // why (a missing directory, no permission, a directory in its place).
+  // why (a missing directory, no permission, a directory in its place). `regular_only` (a file a
+  // client named): a link in the path's last part, or anything but a regular file there (a pipe, a
+  // device), is refused, and opening never blocks. A pipe or device the operator named
+  // (--trace-file /dev/stdout) is written without blocking: a reader that stops reading makes an
+  // Export fail at its deadline, or at once at Shutdown, instead of holding the export thread.
   static absl::StatusOr<std::unique_ptr<OtlpFileExporter>> Create(const std::string& path,
-                                                                 const OtlpResource& resource);
+                                                                 const OtlpResource& resource,
+                                                                 bool regular_only = false);
   ~OtlpFileExporter() override;
 
   absl::StatusOr<ExportResult> Export(const std::vector<SpanData>& spans, absl::Time deadline) override;
-  // Later Exports fail at once; the file is closed at destruction.
+  // Later Exports fail at once, and one waiting for a pipe to take its line gives up within
+  // kShutdownPollMs; the file is closed at destruction.
   void Shutdown() override;
+
+  static constexpr int kShutdownPollMs = 50;
 
  private:
   OtlpFileExporter(std::string path, int fd, const OtlpResource& resource, bool torn);

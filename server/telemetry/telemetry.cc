@@ -16,12 +16,14 @@
 #include "common/log.h"
 #include "common/tcp_connect.h"
 #include "common/otlp/batch_span_processor.h"
+#include "common/otlp/otlp_file_exporter.h"
 #include "server/telemetry/gpu_monitor.h"
 #include "server/telemetry/live_state_collector.h"
 #include "server/telemetry/nvml_sampler.h"
 #include "server/telemetry/request_spans.h"
 #include "server/telemetry/request_tracer.h"
 #include "server/telemetry/thread_stack_floor.h"
+#include "common/otlp/otlp_file_exporter.h"
 #include "server/telemetry/trace_control.h"
 #include "server/telemetry/server_metrics.h"
 #include "server/telemetry/switchable_exporter.h"
@@ -70,7 +72,7 @@ absl::StatusOr<std::unique_ptr<Telemetry>> Telemetry::Create(TelemetryOptions op
   }
   t->processor_ = std::make_unique<BatchSpanProcessor>(std::move(exporter), tracing.processor);
   t->trace_control_ = std::make_unique<TraceControl>(sampler, /*collector=*/tracing.enabled, tracing.file,
-                                                     std::move(open_file));
+                                                     std::move(open_file), t->options_.trace_file_dir);
   t->tracer_ = std::make_unique<RequestTracer>(t->trace_control_.get(), t->processor_.get());
   if (tracing.enabled) t->live_->SetSpanProcessor(t->processor_.get());
   t->spans_have_destination_.store(tracing.enabled, std::memory_order_release);
@@ -208,9 +210,10 @@ void Telemetry::StartMetricsEndpoint() {
 }
 
 absl::Status Telemetry::OpenTraceFile(const std::string& path) {
-  TracingConfig config = options_.tracing;
-  config.file = path;
-  absl::StatusOr<std::unique_ptr<otlp::SpanExporter>> file = otlp::CreateSpanExporter(config);
+  const TracingConfig& config = options_.tracing;
+  // A file a client named: a regular file, no link, opened without blocking (not a pipe).
+  absl::StatusOr<std::unique_ptr<otlp::OtlpFileExporter>> file =
+      otlp::OtlpFileExporter::Create(path, config.exporter.resource, /*regular_only=*/true);
   if (!file.ok()) return file.status();
   absl::MutexLock lock(&trace_file_mu_);
   if (shut_down_) return absl::UnavailableError("the server is shutting down");

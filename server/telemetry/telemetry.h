@@ -66,6 +66,9 @@ struct TelemetryOptions {
   MetricsOptions metrics;
   GpuMonitorOptions gpu;
   absl::Duration flush_timeout = absl::Seconds(5);  // how long shutdown may spend exporting spans
+  // --trace-file-dir: the directory in which TraceSetting's trace_file may name a file (a plain
+  // name; a regular file, no link); "" = clients name no trace file.
+  std::string trace_file_dir;
 };
 
 // The addresses /metrics tries on `host`, in order: the host itself ("[h]:port" for an IPv6 one),

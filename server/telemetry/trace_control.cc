@@ -98,29 +98,62 @@ absl::Status CheckFixed(const std::string& key, const std::vector<std::string>& 
                                                  value, "': ", why));
 }
 
-// trace_file's change, when it may change (`changeable`): one non-empty path, server-wide only;
-// `*file` is set when it differs from `current`. No values: no change (the key only reads).
+// Why trace_file cannot change, for a refusal.
+enum class FileFixed { kCollector, kNoDirectory, kStartFile };
+
+// trace_file's change, when it may change (`dir` set: --trace-file-dir): one plain file name, made
+// a path in `dir`, server-wide only; `*file` is set when it differs from `current` (which is also
+// accepted as itself). No values: no change (the key only reads).
 absl::Status CheckFile(const std::vector<std::string>& values, const std::string& model, const std::string& current,
-                       bool changeable, std::optional<std::string>* file) {
-  if (!changeable) {
-    return CheckFixed("trace_file", values, current,
-                      current.empty() ? "chronoserve sends its spans to the OTLP collector, not to a file (start it "
-                                        "with --trace-file instead of a collector to write them to one)"
-                                      : "the spans go to the file given at start (--trace-file), for the server's "
-                                        "whole run");
+                       const std::string& dir, std::optional<FileFixed> fixed, std::optional<std::string>* file) {
+  if (fixed.has_value()) {
+    const char* why = "";
+    switch (*fixed) {
+      case FileFixed::kCollector:
+        why = "chronoserve sends its spans to the OTLP collector, not to a file (start it with --trace-file instead "
+              "of a collector to write them to one)";
+        break;
+      case FileFixed::kNoDirectory:
+        why = "a client may name a trace file only on a server started with --trace-file-dir DIR, and then only a "
+              "file name in DIR (a path a client names could be any file on the server's disk)";
+        break;
+      case FileFixed::kStartFile:
+        why = "the spans go to the file given at start (--trace-file), for the server's whole run";
+        break;
+    }
+    return CheckFixed("trace_file", values, current, why);
   }
-  if (values.empty()) return absl::OkStatus();
+  if (values.empty() || (values.size() == 1 && values[0] == current)) return absl::OkStatus();
+  const std::string where = absl::StrCat("a file name, created in --trace-file-dir '", dir, "'");
   if (values.size() != 1 || values[0].empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("trace setting 'trace_file' is ", Quoted(values),
-                                                   "; it takes one path, the file the spans are appended to"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("trace setting 'trace_file' is ", Quoted(values), "; it takes one ", where));
+  }
+  const std::string& name = values[0];
+  if (name.find('/') != std::string::npos || name == "." || name == ".." || name.find('\0') != std::string::npos ||
+      name.size() > 255) {
+    return absl::InvalidArgumentError(absl::StrCat("trace setting 'trace_file' is ", Quoted(values), "; it takes ",
+                                                   where, ", not a path (at most 255 bytes, no '/', not . or ..)"));
   }
   if (!model.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("trace setting 'trace_file' is server-wide: every model's spans go "
                                                    "to one file; send it without a model_name (it was sent for '",
                                                    Excerpt(model), "')"));
   }
-  if (values[0] != current) *file = values[0];
+  const std::string path = absl::StrCat(dir, dir.empty() || dir.back() == '/' ? "" : "/", name);
+  if (path != current) *file = path;
   return absl::OkStatus();
+}
+
+// Whether `changes` would change anything, so that a server with no trace destination refuses it:
+// any of trace_level, trace_rate and trace_count (no values sets one back to its start value), or a
+// trace_file other than `current`. trace_mode, log_frequency and a bare trace_file only read.
+bool AsksForAChange(const TraceSettingsMap& changes, const std::string& current) {
+  for (const auto& [key, values] : changes) {
+    if (key == "trace_level" || key == "trace_rate" || key == "trace_count") return true;
+    if (key == "trace_file" && !values.empty() && !(values.size() == 1 && values[0] == current)) return true;
+  }
+  return false;
 }
 
 absl::Status Check(const std::string& key, const std::vector<std::string>& values, const std::string& trace_file,
@@ -142,9 +175,11 @@ absl::Status Check(const std::string& key, const std::vector<std::string>& value
 
 }  // namespace
 
-TraceControl::TraceControl(Sampler sampler, bool collector, std::string trace_file, TraceFileOpener open_file)
+TraceControl::TraceControl(Sampler sampler, bool collector, std::string trace_file, TraceFileOpener open_file,
+                           std::string file_dir)
     : start_on_(collector),
       open_file_(std::move(open_file)),
+      file_dir_(std::move(file_dir)),
       start_sampler_(sampler),
       exporting_(collector),
       trace_file_(std::move(trace_file)) {
@@ -198,26 +233,38 @@ absl::StatusOr<TraceSettingsMap> TraceControl::Update(const std::string& model, 
     exporting = exporting_;
     current_file = trace_file_;
   }
-  // A collector's spans stay with it; a file's (or none yet) may move to another file.
-  const bool file_changeable = open_file_ != nullptr && (!exporting || !current_file.empty());
+  // A collector's spans stay with it; a file's (or none yet) may move to another file in
+  // --trace-file-dir.
+  std::optional<FileFixed> file_fixed;
+  if (exporting && current_file.empty()) {
+    file_fixed = FileFixed::kCollector;
+  } else if (open_file_ == nullptr) {
+    file_fixed = current_file.empty() ? FileFixed::kNoDirectory : FileFixed::kStartFile;
+  } else if (file_dir_.empty()) {
+    file_fixed = FileFixed::kNoDirectory;
+  }
+  const bool file_changeable = !file_fixed.has_value();
   auto off = [&] {
     return absl::FailedPreconditionError(absl::StrCat(
         "tracing is off: the server was started without a trace collector (--otlp-endpoint, or "
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT) or --trace-file, so its trace "
         "settings can be read, not changed",
-        file_changeable ? ", until a request names a trace_file to write the spans to (server-wide, with or "
-                          "before trace_level TIMESTAMPS)"
-                        : " (OTEL_SDK_DISABLED or OTEL_TRACES_EXPORTER=none turned it off)"));
+        file_changeable ? ", until a request names a trace_file in --trace-file-dir to write the spans to "
+                          "(server-wide, with or before trace_level TIMESTAMPS)"
+        : open_file_ != nullptr
+            ? " (start it with --trace-file-dir DIR to let a request name a trace_file in DIR that turns tracing on)"
+            : " (OTEL_SDK_DISABLED or OTEL_TRACES_EXPORTER=none turned it off)"));
   };
-  if (!exporting && !file_changeable && !changes.empty()) return off();
+  const bool asks_change = AsksForAChange(changes, current_file);
+  if (!exporting && !file_changeable && asks_change) return off();
   Changes parsed;
   std::optional<std::string> new_file;
   for (const auto& [key, values] : changes) {
-    absl::Status s = key == "trace_file" ? CheckFile(values, model, current_file, file_changeable, &new_file)
+    absl::Status s = key == "trace_file" ? CheckFile(values, model, current_file, file_dir_, file_fixed, &new_file)
                                          : Check(key, values, current_file, &parsed);
     if (!s.ok()) return s;
   }
-  if (!exporting && !new_file && !changes.empty()) return off();
+  if (!exporting && !new_file && asks_change) return off();
   if (new_file) {
     if (absl::Status opened = open_file_(*new_file); !opened.ok()) {
       return absl::Status(opened.code(), absl::StrCat("trace setting 'trace_file': ", opened.message()));

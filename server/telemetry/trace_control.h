@@ -40,10 +40,14 @@ class TraceControl final : public TraceSettings {
  public:
   // `collector`: the server exports traces (an OTLP endpoint or a trace file is set). `trace_file`:
   // the file the spans are written to (--trace-file), "" when they go to a collector or nowhere.
-  // `open_file`: set when trace_file may change (the spans go to a file, or nowhere yet). Without a
-  // destination every trace setting reads OFF, and Update refuses changes (FAILED_PRECONDITION)
-  // unless it names a trace_file (and an opener is set).
-  TraceControl(Sampler sampler, bool collector, std::string trace_file = "", TraceFileOpener open_file = nullptr);
+  // `open_file`: set when trace_file may change (the spans go to a file, or nowhere yet).
+  // `file_dir` (--trace-file-dir): where a file a client names is created; "" = a client names no
+  // file (trace_file is read only), since any path it named would be any file on the server's disk.
+  // A name must be a plain file name in it ("spans-2.jsonl"; no '/'), and reads back as the whole
+  // path. Without a destination every trace setting reads OFF, and Update refuses changes
+  // (FAILED_PRECONDITION) unless it names a trace_file (and an opener and a directory are set).
+  TraceControl(Sampler sampler, bool collector, std::string trace_file = "", TraceFileOpener open_file = nullptr,
+               std::string file_dir = "");
 
   // Whether a finished request of `model` is traced; `parent` is the caller's context or null.
   // Counts the trace against the trace_count that applies.
@@ -72,6 +76,7 @@ class TraceControl final : public TraceSettings {
 
   const bool start_on_;        // a destination at start: trace_level's start value is TIMESTAMPS
   const TraceFileOpener open_file_;
+  const std::string file_dir_;
   const Sampler start_sampler_;
   absl::Mutex file_mu_;  // one trace_file change at a time (taken before mu_, never inside it)
   mutable absl::Mutex mu_;

@@ -110,6 +110,10 @@ TEST(ServerFlagsResolveTest, ValuesBecomeOptionsInTheirUnits) {
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_TRUE(file->telemetry.tracing.enabled);
   EXPECT_EQ(file->telemetry.tracing.file, "/var/tmp/spans.jsonl");
+  EXPECT_EQ(file->telemetry.trace_file_dir, "") << "no --trace-file-dir: clients name no trace file";
+  auto dir = Parse({"--model-repository", "/m", "--trace-file-dir", "/tmp"});
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  EXPECT_EQ(dir->telemetry.trace_file_dir, "/tmp");
   EXPECT_EQ(flags->telemetry.metrics.port, 9102);
   EXPECT_EQ(flags->telemetry.metrics.host, "0.0.0.0") << "metrics listen on --host";
   EXPECT_EQ(flags->telemetry.gpu.period, absl::Milliseconds(250));
@@ -206,6 +210,8 @@ TEST(ServerFlagsResolveTest, BadValuesAreRefusedWithTheParsersMessage) {
       {{"--trace-file", "/tmp/s.jsonl", "--otlp-endpoint", "collector:4317"},
        "--trace-file '/tmp/s.jsonl' and --otlp-endpoint 'collector:4317' both name where spans go; give one"},
       {{"--trace-file", ""}, "a file path is needed"},
+      {{"--trace-file-dir", "/no/such/dir"}, "--trace-file-dir: Directory does not exist: /no/such/dir"},
+      {{"--trace-file-dir", "/etc/hostname"}, "--trace-file-dir: Directory is actually a file: /etc/hostname"},
       {{"--host", "127.0.0.1:9000"}, "got '127.0.0.1:9000'; the port is --grpc-port"},
       {{"--host", "[::1]:9000"}, "got '[::1]:9000'; the port is --grpc-port"},
       {{"--host", "[localhost]"}, "--host: expected an IPv4 address, a host name or an IPv6 address"},

@@ -7,12 +7,18 @@
 
 #include <google/protobuf/util/message_differencer.h>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -154,6 +160,55 @@ TEST(OtlpFileExporterTest, AFailedWriteIsCountedAsLostAndAShutDownExporterRefuse
   (*closed)->Shutdown();
   EXPECT_EQ((*closed)->Export({FullSpan(NewTraceId(), "late")}, absl::Now() + absl::Seconds(10)).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// A pipe whose reader stops reading (--trace-file /dev/stdout into a stalled consumer) holds no
+// export past its deadline, and Shutdown ends a waiting one at once: before, the write blocked the
+// export thread, and with it the server's exit, for as long as the reader stalled.
+TEST(OtlpFileExporterTest, APipeThatTakesNoMoreFailsTheExportAtItsDeadlineOrAtShutdown) {
+  testing::TempDir dir("cs_trace_pipe");
+  const std::string fifo = dir.path() + "/spans.pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // opens, then never reads
+  ASSERT_GE(reader, 0);
+  auto exporter = OtlpFileExporter::Create(fifo, Resource());
+  ASSERT_TRUE(exporter.ok()) << exporter.status();
+  std::vector<SpanData> spans;
+  for (int i = 0; i < 400; ++i) spans.push_back(FullSpan(NewTraceId(), "fill"));  // ~200 KB a line: past the pipe's 64 KiB
+  const absl::Time start = absl::Now();
+  const auto stalled = (*exporter)->Export(spans, absl::Now() + absl::Milliseconds(300));
+  const absl::Duration took = absl::Now() - start;
+  ASSERT_FALSE(stalled.ok());
+  EXPECT_EQ(stalled.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(stalled.status().message().find("its reader took no more before the export's deadline"), std::string::npos)
+      << stalled.status();
+  EXPECT_GE(took, absl::Milliseconds(250));
+  EXPECT_LT(took, absl::Seconds(10)) << "bounded by the deadline";
+
+  // Empty the pipe, then see the next export's first bytes arrive: it is then waiting for room.
+  char sink[65536];
+  while (::read(reader, sink, sizeof(sink)) > 0) {
+  }
+  absl::StatusOr<otlp::ExportResult> waiting;
+  std::atomic<bool> returned{false};
+  std::thread exporting([&] {
+    waiting = (*exporter)->Export(spans, absl::Now() + absl::Hours(1));
+    returned.store(true);
+  });
+  const absl::Time began = absl::Now();
+  int queued = 0;
+  while (::ioctl(reader, FIONREAD, &queued) == 0 && queued == 0 && absl::Now() - began < absl::Seconds(10)) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_GT(queued, 0) << "the export never wrote into the pipe";
+  const absl::Time shut = absl::Now();
+  (*exporter)->Shutdown();
+  exporting.join();
+  EXPECT_LT(absl::Now() - shut, absl::Seconds(5)) << "Shutdown must end a waiting export";
+  ASSERT_TRUE(returned.load());
+  ASSERT_FALSE(waiting.ok());
+  EXPECT_NE(waiting.status().message().find("before the exporter was shut down"), std::string::npos) << waiting.status();
+  ::close(reader);
 }
 
 

@@ -189,49 +189,95 @@ TEST(TraceControlTest, WithATraceFileTraceFileReadsItsPathAndStaysFixed) {
   EXPECT_EQ(Get(c.Update("mlp", {{"trace_level", {"OFF"}}}), "trace_level"), "OFF");
 }
 
-// With an opener (the server's, when its spans go to a file or nowhere yet), trace_file moves the
-// spans: opened first, then the rest of the request applied, all or nothing.
+// With an opener (the server's, when its spans go to a file or nowhere yet) and --trace-file-dir,
+// trace_file moves the spans to a file named in the directory: opened first, then the rest of the
+// request applied, all or nothing. A path, "." or ".." is refused; the current path reads as itself.
 TEST(TraceControlTest, TraceFileMovesTheSpansThroughTheOpener) {
   std::vector<std::string> opened;
   absl::Status next = absl::OkStatus();
-  TraceControl c(Make(""), /*collector=*/true, "/var/log/a.jsonl", [&](const std::string& path) {
-    if (next.ok()) opened.push_back(path);
-    return next;
-  });
-  auto moved = c.Update("", {{"trace_file", {"/var/log/b.jsonl"}}, {"trace_count", {"7"}}});
+  TraceControl c(
+      Make(""), /*collector=*/true, "/var/log/a.jsonl",
+      [&](const std::string& path) {
+        if (next.ok()) opened.push_back(path);
+        return next;
+      },
+      "/var/spans");
+  auto moved = c.Update("", {{"trace_file", {"b.jsonl"}}, {"trace_count", {"7"}}});
   ASSERT_TRUE(moved.ok()) << moved.status();
-  EXPECT_EQ(Get(moved, "trace_file"), "/var/log/b.jsonl");
+  EXPECT_EQ(Get(moved, "trace_file"), "/var/spans/b.jsonl");
   EXPECT_EQ(Get(moved, "trace_count"), "7");
-  EXPECT_THAT(opened, ElementsAre("/var/log/b.jsonl"));
-  EXPECT_TRUE(c.Update("", {{"trace_file", {"/var/log/b.jsonl"}}}).ok()) << "the same file: nothing to open";
-  EXPECT_THAT(opened, ElementsAre("/var/log/b.jsonl"));
+  EXPECT_THAT(opened, ElementsAre("/var/spans/b.jsonl"));
+  EXPECT_TRUE(c.Update("", {{"trace_file", {"b.jsonl"}}}).ok()) << "the same file: nothing to open";
+  EXPECT_TRUE(c.Update("", {{"trace_file", {"/var/spans/b.jsonl"}}}).ok()) << "the current path, as read back";
+  EXPECT_THAT(opened, ElementsAre("/var/spans/b.jsonl"));
 
-  next = absl::NotFoundError("cannot open '/nope/c.jsonl': No such file or directory");
-  auto failed = c.Update("", {{"trace_file", {"/nope/c.jsonl"}}, {"trace_count", {"9"}}});
+  next = absl::NotFoundError("cannot open '/var/spans/c.jsonl': Permission denied");
+  auto failed = c.Update("", {{"trace_file", {"c.jsonl"}}, {"trace_count", {"9"}}});
   EXPECT_EQ(failed.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(failed.status().message()), HasSubstr("trace setting 'trace_file': cannot open '/nope/c.jsonl'"));
-  EXPECT_EQ(Get(c.Update("", {}), "trace_file"), "/var/log/b.jsonl") << "nothing applied";
+  EXPECT_THAT(std::string(failed.status().message()),
+              HasSubstr("trace setting 'trace_file': cannot open '/var/spans/c.jsonl'"));
+  EXPECT_EQ(Get(c.Update("", {}), "trace_file"), "/var/spans/b.jsonl") << "nothing applied";
   EXPECT_EQ(Get(c.Update("", {}), "trace_count"), "7");
   next = absl::OkStatus();
 
   for (const TraceSettingsMap& bad : std::vector<TraceSettingsMap>{{{"trace_file", {""}}},
-                                                                   {{"trace_file", {"/a", "/b"}}}}) {
-    EXPECT_EQ(c.Update("", bad).status().code(), absl::StatusCode::kInvalidArgument);
+                                                                   {{"trace_file", {"a", "b"}}},
+                                                                   {{"trace_file", {"/etc/passwd"}}},
+                                                                   {{"trace_file", {"../x.jsonl"}}},
+                                                                   {{"trace_file", {".."}}},
+                                                                   {{"trace_file", {"sub/x.jsonl"}}},
+                                                                   {{"trace_file", {std::string(256, 'n')}}}}) {
+    const auto refused = c.Update("", bad);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << bad.begin()->second.size();
+    EXPECT_THAT(std::string(refused.status().message()),
+                HasSubstr("a file name, created in --trace-file-dir '/var/spans'"));
   }
-  const auto per_model = c.Update("mlp", {{"trace_file", {"/var/log/m.jsonl"}}});
+  const auto per_model = c.Update("mlp", {{"trace_file", {"m.jsonl"}}});
   EXPECT_EQ(per_model.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(per_model.status().message()), HasSubstr("'trace_file' is server-wide"));
-  EXPECT_THAT(opened, ElementsAre("/var/log/b.jsonl"));
+  EXPECT_THAT(opened, ElementsAre("/var/spans/b.jsonl"));
 }
 
-// Started with no destination but an opener: everything reads OFF and only a request that names a
-// trace_file changes anything; then trace_level TIMESTAMPS traces.
-TEST(TraceControlTest, WithoutADestinationATraceFileTurnsTracingOn) {
+// Without --trace-file-dir a client names no file, whatever the opener: a path it named could be
+// any file on the server's disk. The start file reads as itself.
+TEST(TraceControlTest, WithoutATraceFileDirAClientNamesNoFile) {
   std::vector<std::string> opened;
-  TraceControl c(Make(""), /*collector=*/false, "", [&](const std::string& path) {
+  auto opener = [&](const std::string& path) {
     opened.push_back(path);
     return absl::OkStatus();
-  });
+  };
+  TraceControl with_file(Make(""), /*collector=*/true, "/var/log/a.jsonl", opener);
+  const auto moved = with_file.Update("", {{"trace_file", {"/etc/cron.d/x"}}});
+  EXPECT_EQ(moved.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(moved.status().message()),
+              HasSubstr("it can only be '/var/log/a.jsonl': a client may name a trace file only on a server started "
+                        "with --trace-file-dir DIR"));
+  EXPECT_TRUE(with_file.Update("", {{"trace_file", {"/var/log/a.jsonl"}}}).ok());
+
+  TraceControl nowhere(Make(""), /*collector=*/false, "", opener);
+  const auto refused = nowhere.Update("", {{"trace_file", {"/tmp/spans.jsonl"}}, {"trace_level", {"TIMESTAMPS"}}});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("start it with --trace-file-dir DIR"));
+  EXPECT_TRUE(opened.empty());
+  // Keys that only read are answered, not refused, on a server that traces nowhere.
+  EXPECT_TRUE(nowhere.Update("", {{"trace_file", {}}}).ok());
+  EXPECT_TRUE(nowhere.Update("", {{"trace_mode", {"opentelemetry"}}, {"log_frequency", {}}}).ok());
+  TraceControl disabled(Make(""), /*collector=*/false);
+  EXPECT_TRUE(disabled.Update("", {{"trace_file", {}}}).ok()) << "OTEL_SDK_DISABLED: reads still answer";
+  EXPECT_EQ(disabled.Update("", {{"trace_rate", {"5"}}}).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Started with no destination but an opener and --trace-file-dir: everything reads OFF and only a
+// request that names a trace_file changes anything; then trace_level TIMESTAMPS traces.
+TEST(TraceControlTest, WithoutADestinationATraceFileTurnsTracingOn) {
+  std::vector<std::string> opened;
+  TraceControl c(
+      Make(""), /*collector=*/false, "",
+      [&](const std::string& path) {
+        opened.push_back(path);
+        return absl::OkStatus();
+      },
+      "/tmp/");
   EXPECT_EQ(Get(c.Update("", {}), "trace_level"), "OFF");
   EXPECT_EQ(Get(c.Update("", {}), "trace_file"), "");
   const auto refused = c.Update("", {{"trace_level", {"TIMESTAMPS"}}});
@@ -240,7 +286,7 @@ TEST(TraceControlTest, WithoutADestinationATraceFileTurnsTracingOn) {
   EXPECT_TRUE(opened.empty());
   EXPECT_FALSE(c.ShouldTrace("mlp", nullptr, IdWithLow(1)));
 
-  auto file_only = c.Update("", {{"trace_file", {"/tmp/spans.jsonl"}}});
+  auto file_only = c.Update("", {{"trace_file", {"spans.jsonl"}}});
   ASSERT_TRUE(file_only.ok()) << file_only.status();
   EXPECT_EQ(Get(file_only, "trace_level"), "OFF") << "a file alone does not turn tracing on";
   EXPECT_FALSE(c.ShouldTrace("mlp", nullptr, IdWithLow(1)));

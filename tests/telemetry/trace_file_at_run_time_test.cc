@@ -1,12 +1,17 @@
 // TraceSetting's trace_file on a server started with no trace destination (no collector, no
-// --trace-file): naming a file with trace_level TIMESTAMPS starts tracing into it, and naming another
-// moves the spans there (Triton's update_trace_settings(settings={"trace_file": ...})). Every span
-// of a request lies in the file current when the request finished. The files are read by decoders
-// chronoserve did not write (tests/telemetry/otlp_json_file.h).
+// --trace-file) and --trace-file-dir: naming a file in the directory with trace_level TIMESTAMPS
+// starts tracing into it, and naming another moves the spans there (Triton's
+// update_trace_settings(settings={"trace_file": ...})). Every span of a request lies in the file
+// current when the request finished. A path, a link or a pipe is refused. The files are read by
+// decoders chronoserve did not write (tests/telemetry/otlp_json_file.h).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <string>
@@ -42,6 +47,7 @@ class TraceFileAtRunTimeTest : public ::testing::Test {
     options.tracing.processor.schedule_delay = absl::Milliseconds(20);
     options.metrics.enabled = false;
     options.gpu.enabled = false;
+    options.trace_file_dir = out_.path();
     auto telemetry = Telemetry::Create(options);
     ASSERT_TRUE(telemetry.ok()) << telemetry.status();
     telemetry_ = *std::move(telemetry);
@@ -117,26 +123,42 @@ TEST_F(TraceFileAtRunTimeTest, ANamedFileStartsTracingAndTheNextTakesOver) {
   const auto level_alone = Setting("", {{"trace_level", {"TIMESTAMPS"}}});
   EXPECT_EQ(level_alone.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(level_alone.status().message()), HasSubstr("until a request names a trace_file"));
-  const auto unwritable = Setting("", {{"trace_file", {out_.path() + "/no/such/dir/spans.jsonl"}},
-                                       {"trace_level", {"TIMESTAMPS"}}});
+  // A path, a link in the directory and a pipe there are refused (opening a pipe would block); so
+  // is a name that cannot be opened. Nothing is applied.
+  const auto path = Setting("", {{"trace_file", {"/etc/chronoserve-spans.jsonl"}}, {"trace_level", {"TIMESTAMPS"}}});
+  EXPECT_EQ(path.status().code(), absl::StatusCode::kInvalidArgument) << path.status();
+  EXPECT_THAT(std::string(path.status().message()),
+              HasSubstr("it takes a file name, created in --trace-file-dir '" + out_.path() + "', not a path"));
+  const std::string elsewhere = out_.path() + "/../cs_trace_elsewhere.jsonl";
+  ASSERT_EQ(::symlink(elsewhere.c_str(), (out_.path() + "/link.jsonl").c_str()), 0);
+  const auto link = Setting("", {{"trace_file", {"link.jsonl"}}, {"trace_level", {"TIMESTAMPS"}}});
+  EXPECT_EQ(link.status().code(), absl::StatusCode::kInvalidArgument) << link.status();
+  EXPECT_THAT(std::string(link.status().message()), HasSubstr("it is a symbolic link"));
+  EXPECT_FALSE(std::filesystem::exists(elsewhere)) << "the link's target must not be created";
+  ASSERT_EQ(::mkfifo((out_.path() + "/pipe.jsonl").c_str(), 0600), 0);
+  const auto pipe = Setting("", {{"trace_file", {"pipe.jsonl"}}, {"trace_level", {"TIMESTAMPS"}}});
+  EXPECT_EQ(pipe.status().code(), absl::StatusCode::kInvalidArgument) << pipe.status();
+  EXPECT_THAT(std::string(pipe.status().message()), HasSubstr("is not a regular file"));
+  std::filesystem::create_directory(out_.path() + "/dir.jsonl");
+  const auto unwritable = Setting("", {{"trace_file", {"dir.jsonl"}}, {"trace_level", {"TIMESTAMPS"}}});
   EXPECT_EQ(unwritable.status().code(), absl::StatusCode::kInvalidArgument) << unwritable.status();
   EXPECT_THAT(std::string(unwritable.status().message()),
-              HasSubstr("trace setting 'trace_file': trace file '" + out_.path() + "/no/such/dir/spans.jsonl' cannot be "
-                        "opened"));
+              HasSubstr("trace setting 'trace_file': trace file '" + out_.path() + "/dir.jsonl' cannot be opened"));
   EXPECT_EQ(Value(Setting("", {}), "trace_level"), "OFF") << "nothing applied";
+  EXPECT_EQ(Value(Setting("", {}), "trace_file"), "");
 
   const std::string first = out_.path() + "/first.jsonl";
-  const auto on = Setting("", {{"trace_file", {first}}, {"trace_level", {"TIMESTAMPS"}}});
+  const auto on = Setting("", {{"trace_file", {"first.jsonl"}}, {"trace_level", {"TIMESTAMPS"}}});
   ASSERT_TRUE(on.ok()) << on.status();
   EXPECT_EQ(Value(on, "trace_file"), first);
   EXPECT_EQ(Value(on, "trace_level"), "TIMESTAMPS");
-  const auto per_model = Setting("mlp", {{"trace_file", {out_.path() + "/mlp.jsonl"}}});
+  const auto per_model = Setting("mlp", {{"trace_file", {"mlp.jsonl"}}});
   EXPECT_EQ(per_model.status().code(), absl::StatusCode::kInvalidArgument);
   const std::string in_first = Send();
   ASSERT_TRUE(WaitForSpansTaken(testing::kSpansPerRequest)) << "the traced request's spans";
 
   const std::string second = out_.path() + "/second.jsonl";
-  ASSERT_EQ(Value(Setting("", {{"trace_file", {second}}}), "trace_file"), second);
+  ASSERT_EQ(Value(Setting("", {{"trace_file", {"second.jsonl"}}}), "trace_file"), second);
   const std::string in_second = Send();
   ASSERT_TRUE(WaitForSpansTaken(2 * testing::kSpansPerRequest));
   server_.reset();  // exports what is queued: into `second`
