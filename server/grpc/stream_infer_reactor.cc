@@ -197,12 +197,18 @@ void StreamInferReactor<Call>::Admit(const SlotPtr& slot, int64_t received_ns) {
     absl::MutexLock lock(&state_->mu);
     NoteModelLocked(built->model);
     slot->model = built->model.get();
+    slot->items = static_cast<uint64_t>(std::max<int64_t>(built->request->batch_items, 1));
     slot->expected_bytes = estimate.fixed_bytes;
     if (estimate.variable) {
-      // The model's largest answer on this stream so far; none yet: the whole budget, so that
-      // nothing more is read until this one is answered and its size known.
-      const uint64_t* largest = LargestAnswerLocked(slot->model);
-      slot->expected_bytes = std::max(slot->expected_bytes, largest != nullptr ? *largest : options_.max_unsent_bytes);
+      // The model's largest answer per item on this stream so far, times this request's items;
+      // none yet: the whole budget, so that nothing more is read until one is answered and its
+      // size known. Items at most 2^31 and a per-item size at most 2^52: compared, not wrapped.
+      const uint64_t* per_item = LargestAnswerLocked(slot->model);
+      const uint64_t guess = per_item == nullptr ? options_.max_unsent_bytes
+                             : *per_item > kMostCountedAnswerBytes / slot->items
+                                 ? kMostCountedAnswerBytes
+                                 : *per_item * slot->items;
+      slot->expected_bytes = std::max(slot->expected_bytes, guess);
     }
     state_->expected_bytes += slot->expected_bytes;
   }
@@ -235,7 +241,7 @@ void StreamInferReactor<Call>::Answered(const SlotPtr& slot, const absl::Status&
   Action action;
   {
     absl::MutexLock lock(&state_->mu);
-    QueueResponseLocked(slot, &action);
+    QueueResponseLocked(slot, /*outputs=*/true, &action);
   }
   Act(action);
 }
@@ -258,26 +264,28 @@ void StreamInferReactor<Call>::Refuse(const SlotPtr& slot, const absl::Status& s
   Action action;
   {
     absl::MutexLock lock(&state_->mu);
-    QueueResponseLocked(slot, &action);
+    QueueResponseLocked(slot, /*outputs=*/false, &action);
   }
   Act(action);
 }
 
 template <class Call>
-void StreamInferReactor<Call>::QueueResponseLocked(SlotPtr slot, Action* action) {
+void StreamInferReactor<Call>::QueueResponseLocked(SlotPtr slot, bool outputs, Action* action) {
   State& s = *state_;
   s.expected_bytes -= slot->expected_bytes;
   slot->expected_bytes = 0;
   slot->answer_bytes = AnswerBytes(slot->response, slot->lent);
   s.unsent_bytes += slot->answer_bytes;
-  if (slot->model != nullptr) {
+  if (slot->model != nullptr && outputs) {
+    const uint64_t per_item = (slot->answer_bytes + slot->items - 1) / slot->items;  // rounded up
     if (uint64_t* largest = LargestAnswerLocked(slot->model)) {
-      *largest = std::max(*largest, slot->answer_bytes);
+      *largest = std::max(*largest, per_item);
     } else {
-      s.largest_answers.emplace_back(slot->model, slot->answer_bytes);
+      s.largest_answers.emplace_back(slot->model, per_item);
     }
-    slot->model = nullptr;
   }
+  slot->model = nullptr;
+  slot->items = 1;
   if (state_->cancelled) {
     ReleaseLocked(std::move(slot));  // nobody to answer
   } else if (state_->writing == nullptr) {

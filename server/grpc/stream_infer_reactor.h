@@ -140,8 +140,10 @@ class StreamInferReactor final : public Call, public DrainableStream {
     std::vector<LentBytes> lent;
     // In State::expected_bytes while the request is in flight (from its admission to its answer).
     uint64_t expected_bytes = 0;
-    // The model it was admitted to, until its answer's size is noted (State::largest_answers).
+    // The model it was admitted to, until its answer's size is noted (State::largest_answers),
+    // and the request's items (batch_items, at least 1), by which that size is divided.
     const ModelRuntime* model = nullptr;
+    uint64_t items = 1;
     // In State::unsent_bytes from its answer until it is written or dropped: its outputs' bytes.
     uint64_t answer_bytes = 0;
   };
@@ -162,8 +164,9 @@ class StreamInferReactor final : public Call, public DrainableStream {
     std::deque<SlotPtr> pending ABSL_GUARDED_BY(mu);  // answers waiting for the write
     std::vector<SlotPtr> spare ABSL_GUARDED_BY(mu);   // released slots kept for reuse
     // StreamOptions::max_unsent_bytes's count: the in-flight requests' expected answers, the
-    // answers waiting to be written, and per model the largest answer so far (the guess for its
-    // next request whose answer's size its output shapes do not give). The models are keys only,
+    // answers waiting to be written, and per model the largest successful answer so far per item
+    // (times a request's items, the guess for its next request whose answer's size its output
+    // shapes do not give; an error's answer, only its text, is no guess). The models are keys only,
     // never dereferenced: one unloaded and another at its address only inherit a guess.
     uint64_t expected_bytes ABSL_GUARDED_BY(mu) = 0;
     uint64_t unsent_bytes ABSL_GUARDED_BY(mu) = 0;
@@ -184,7 +187,8 @@ class StreamInferReactor final : public Call, public DrainableStream {
   void Answered(const SlotPtr& slot, const absl::Status& status);
   // Sets the slot's error response and queues it.
   void Refuse(const SlotPtr& slot, const absl::Status& status);
-  void QueueResponseLocked(SlotPtr slot, Action* action) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
+  // `outputs`: the answer carries the model's outputs (not an error), so its size per item is noted.
+  void QueueResponseLocked(SlotPtr slot, bool outputs, Action* action) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
   void ReleaseLocked(SlotPtr slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
   // Starts the next read when the stream may read (called from reactions only).
   void MaybeReadLocked(Action* action) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);

@@ -313,6 +313,79 @@ TEST_P(StreamInferTest, WithVariableOutputShapesTheByteBudgetCountsTheLargestAns
   ExpectReadsStopAfterTwoUntilAnswered(*runtime, *stream, "A and B count 32 bytes each");
 }
 
+// The largest answer is counted per item: after a one-item answer of 32 bytes, a two-item request
+// in flight counts 64, the whole budget, so B stays unread while A runs (counted as one answer, A
+// would have let B in).
+TEST_P(StreamInferTest, WithVariableOutputShapesTheGuessScalesWithTheRequestsItems) {
+  server::StreamOptions options;
+  options.max_unsent_bytes = 64;
+  harness_ = std::make_unique<testing::ServiceHarness>(options, GetParam());
+  ASSERT_TRUE(harness_->ok());
+  server::ModelSpec spec = testing::GatedSpec("per_item", 4, 0);
+  spec.inputs[0].dims = {-1};
+  for (auto& output : spec.outputs) output.dims = {-1};
+  auto runtime = Serve(spec, 1, &gate_);
+  ASSERT_NE(runtime, nullptr);
+  auto stream = InferStream::Open(stub());
+  const client::Tensor first = GatedInput(1, 17);
+  ASSERT_TRUE(stream->Send(GatedRequest("per_item", "first", first)));
+  auto answered = NextResult(*stream);
+  ASSERT_TRUE(answered.ok()) << answered.status();
+  gate_.Arm();
+  const client::Tensor a = GatedInput(2, 'A');
+  const client::Tensor b = GatedInput(1, 'B');
+  ASSERT_TRUE(stream->Send(GatedRequest("per_item", "A", a)));
+  ASSERT_TRUE(gate_.WaitHeld(kWait));
+  ASSERT_TRUE(stream->Send(GatedRequest("per_item", "B", b)));
+  EXPECT_FALSE(runtime->queue().WaitForSize(1, kUnreadWindow)) << "B is not read while A's two items count 64";
+  gate_.Release();
+  std::map<std::string, const client::Tensor*> inputs = {{"A", &a}, {"B", &b}};
+  for (int i = 0; i < 2; ++i) {
+    std::string id;
+    auto r = NextResult(*stream, &id);
+    ASSERT_TRUE(r.ok()) << id << ": " << r.status();
+    ExpectGatedOutputs(*r, *inputs.at(id));
+  }
+}
+
+// An error answer (here a request whose timeout passed in the queue) carries no outputs, so it
+// teaches the stream no size: the next request still counts as the whole budget. Taken as the
+// model's answer size (its error text, about 100 bytes), it would have let a never-reading client
+// have every later request read at that size.
+TEST_P(StreamInferTest, AnErrorAnswerTeachesTheByteBudgetNoSize) {
+  server::StreamOptions options;
+  options.max_unsent_bytes = 1 << 20;
+  harness_ = std::make_unique<testing::ServiceHarness>(options, GetParam());
+  ASSERT_TRUE(harness_->ok());
+  server::ModelSpec spec = testing::GatedSpec("errs_first", 4, 0);
+  spec.inputs[0].dims = {-1};
+  for (auto& output : spec.outputs) output.dims = {-1};
+  auto runtime = Serve(spec, 1, &gate_);
+  ASSERT_NE(runtime, nullptr);
+  auto stream = InferStream::Open(stub());
+  inference::ModelInferRequest expiring = GatedRequest("errs_first", "expired", GatedInput(1, 5));
+  (*expiring.mutable_parameters())["timeout"].set_int64_param(1);  // 1 us: gone before a worker takes it
+  ASSERT_TRUE(stream->Send(std::move(expiring)));
+  std::string id;
+  auto expired = NextResult(*stream, &id);
+  EXPECT_EQ(id, "expired");
+  ASSERT_EQ(expired.status().code(), absl::StatusCode::kDeadlineExceeded) << expired.status();
+  gate_.Arm();
+  const client::Tensor a = GatedInput(1, 'A');
+  const client::Tensor b = GatedInput(1, 'B');
+  ASSERT_TRUE(stream->Send(GatedRequest("errs_first", "A", a)));
+  ASSERT_TRUE(gate_.WaitHeld(kWait));
+  ASSERT_TRUE(stream->Send(GatedRequest("errs_first", "B", b)));
+  EXPECT_FALSE(runtime->queue().WaitForSize(1, kUnreadWindow)) << "B is not read: A's size is still unknown";
+  gate_.Release();
+  std::map<std::string, const client::Tensor*> inputs = {{"A", &a}, {"B", &b}};
+  for (int i = 0; i < 2; ++i) {
+    auto r = NextResult(*stream, &id);
+    ASSERT_TRUE(r.ok()) << id << ": " << r.status();
+    ExpectGatedOutputs(*r, *inputs.at(id));
+  }
+}
+
 // Before any answer of a variable-output model on the stream, its request in flight counts as the
 // whole budget: with A held, B stays unread (a never-reading client could otherwise have 1024
 // requests of unknown size read at no cost).
