@@ -77,7 +77,9 @@ void ModelController::Submit(Job::Kind kind, const std::string& model, LoadOverr
   }
   absl::Status refused;
   std::vector<Job> dropped;  // loads of the model still waiting when an unload of it comes
-  absl::Cleanup answer_dropped = [&dropped, &model] {
+  // The name copied: `model` may be the caller's request, which the unload's `done`, queued below
+  // and run by a controller thread before this cleanup, can free (its answer ends the call).
+  absl::Cleanup answer_dropped = [&dropped, model = model] {
     for (Job& job : dropped) {
       job.Finish(absl::AbortedError(absl::StrCat("model '", model, "' not loaded: an unload of it was asked for "
                                                                   "while the load waited its turn; the unload runs next")));

@@ -174,9 +174,11 @@ void ModelInferQueues::Stop() {
   // operation (a stream's Finish once its last write is back), and gRPC aborts on one started on a
   // queue that is shut down. After grpc::Server::Shutdown every call ends by itself: calls
   // requested and never matched come back not ok, the rest were answered or cancelled.
+  // One deadline for all the queues: a call left on each must not make the wait queues x as long.
+  const absl::Time calls_end_by = absl::Now() + kCallsEndWithin;
   for (auto& queue : queues_) {
     if (queue->threads.empty()) continue;  // never started (no call requested) or already stopped
-    if (!queue->live.AwaitNone(kCallsEndWithin)) {
+    if (!queue->live.AwaitNone(std::max(calls_end_by - absl::Now(), absl::ZeroDuration()))) {
       CS_LOG(WARNING) << queue->live.count() << " call(s) (inference, health or control) still alive "
                       << absl::FormatDuration(kCallsEndWithin)
                       << " after the server shut down; shutting their completion queue down anyway";

@@ -72,7 +72,7 @@ class ModelInferQueues {
 
   // Requests the first calls and starts the threads.
   void Start();
-  // Waits (up to kCallsEndWithin) for every call to end, shuts the queues down, lets their threads
+  // Waits (up to kCallsEndWithin in all, not per queue) for every call to end, shuts the queues down, lets their threads
   // take what is left in them, joins them. Idempotent; nothing before Start() (the queues, holding
   // nothing, are shut down as they are destroyed).
   void Stop();
