@@ -34,6 +34,9 @@ BatchDecision DecideBatch(const std::vector<QueuedView>& queue, int64_t now_ns,
   int64_t items = 0;
   size_t send_early = 0;   // requests in that prefix; 0 = none
   bool blocked = false;    // the next request cannot join this batch
+  // The batch's oldest request times the delay (as Triton, from the oldest in the pending batch):
+  // a delayed request (timeout_action DELAY) comes after the fresh ones but was queued before them.
+  int64_t oldest_ns = queue.front().enqueued_ns;
   for (const QueuedView& q : queue) {
     if (count == 0) {
       if (q.items > config.max_batch_size) return Execute(1);  // oversized: the worker fails it
@@ -46,10 +49,11 @@ BatchDecision DecideBatch(const std::vector<QueuedView>& queue, int64_t now_ns,
     }
     items += q.items;
     ++count;
+    oldest_ns = std::min(oldest_ns, q.enqueued_ns);
     if (is_preferred(items)) send_early = count;
   }
 
-  const int64_t deadline = queue.front().enqueued_ns + config.max_queue_delay_ns;
+  const int64_t deadline = oldest_ns + config.max_queue_delay_ns;
   const bool delay_passed =
       draining || queue.front().synthetic || (config.max_queue_delay_ns > 0 && now_ns >= deadline);
   // Before the delay a preferred (or can-grow-no-further) prefix goes at once; after it, or with

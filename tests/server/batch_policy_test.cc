@@ -66,6 +66,10 @@ TEST(BatchPolicyTest, Table) {
       {"no preferred sizes: a full batch is the preferred one", Dynamic(4, 1000), {Q(1, 0), Q(1, 1), Q(1, 2), Q(1, 3), Q(1, 4)}, 5, A::kExecute, 4, 0},
       {"after the delay, no preferred prefix: everything", Dynamic(8, 1000, {4}), {Q(1, 0), Q(1, 1), Q(1, 2)}, 1000, A::kExecute, 3, 0},
       {"an oversized request is handed on alone", Dynamic(4, 1000), {Q(9, 0), Q(1, 1)}, 2, A::kExecute, 1, 0},
+      // timeout_action DELAY: delayed requests come after the fresh ones, but queued earlier. The
+      // delay runs from the batch's oldest request, not from the fresh head.
+      {"a delayed request older than the fresh head: the delay runs from it", Dynamic(8, 100), {Q(1, 190), Q(1, 0)}, 210, A::kExecute, 2, 0},
+      {"a delayed request older than the fresh head: waits until it + delay", Dynamic(8, 100), {Q(1, 190), Q(1, 50)}, 120, A::kWait, 0, 150},
   };
   for (const Row& row : rows) {
     const BatchDecision d = DecideBatch(row.queue, row.now_ns, row.config);
