@@ -74,6 +74,11 @@ void InferRequest::Complete(std::unique_ptr<InferRequest> request, absl::Status 
     }
     request->status = std::move(backed);
   }
+  // The regions go before the answer: the batch is done with them (its copies into and out of them
+  // have run), and a client may free its memory once answered. For a CUDA region the request may be
+  // the last holder, whose release closes the IPC handle, which must come before the client's
+  // cudaFree. (Errors above quote region names, copied into their text.)
+  request->regions.clear();
   Completion done = std::move(request->on_complete);
   request->on_complete = nullptr;
   if (done) done(std::move(request));

@@ -167,8 +167,9 @@ class InferRequest {
     std::string users;
   };
   // What the input views and raw output destinations point into (shared-memory regions): held
-  // until the request is destroyed, so unregistering a region never unmaps bytes still in use; and
-  // checked by Complete(), which fails a request whose region the client shrank meanwhile.
+  // until Complete(), before the request is answered, so unregistering a region never unmaps bytes
+  // still in use; and checked by Complete(), which fails a request whose region the client shrank
+  // meanwhile.
   std::vector<HeldRegion> regions;
   // The regions of the model's InputArena that the inputs marked in_arena point into.
   InputArena::Lease arena_lease;

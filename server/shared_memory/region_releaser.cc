@@ -66,9 +66,13 @@ bool RegionReleaser::WaitIdle(absl::Duration timeout) const {
   return mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
 }
 
-std::shared_ptr<const SharedMemoryRegion> ShareRegion(std::unique_ptr<SharedMemoryRegion> region) {
-  return std::shared_ptr<const SharedMemoryRegion>(
-      region.release(), [](const SharedMemoryRegion* r) { RegionReleaser::Get().Release(r); });
+std::shared_ptr<const SharedMemoryRegion> ShareRegion(std::unique_ptr<SharedMemoryRegion> region,
+                                                      std::function<void()> released) {
+  return std::shared_ptr<const SharedMemoryRegion>(region.release(),
+                                                   [released = std::move(released)](const SharedMemoryRegion* r) {
+                                                     RegionReleaser::Get().Release(r);
+                                                     if (released) released();
+                                                   });
 }
 
 }  // namespace chronoserve::server

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <thread>
 
@@ -52,8 +53,10 @@ class RegionReleaser {
   std::thread thread_;
 };
 
-// `region` shared, its last reference handing it to RegionReleaser::Release.
-std::shared_ptr<const SharedMemoryRegion> ShareRegion(std::unique_ptr<SharedMemoryRegion> region);
+// `region` shared, its last reference handing it to RegionReleaser::Release, then calling
+// `released` (if set): for a CUDA region, destroyed at once, its IPC handle is closed by then.
+std::shared_ptr<const SharedMemoryRegion> ShareRegion(std::unique_ptr<SharedMemoryRegion> region,
+                                                      std::function<void()> released = nullptr);
 
 }  // namespace chronoserve::server
 

@@ -1,6 +1,12 @@
 #include "server/shared_memory/shared_memory_registry.h"
 
+#include <functional>
+#include <iterator>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/text_excerpt.h"
 #include "common/status_macros.h"
 #include "server/shared_memory/region_releaser.h"
 
@@ -76,30 +82,51 @@ absl::Status SharedMemoryRegistry::RegisterCuda(const std::string& name, const s
 }
 
 absl::Status SharedMemoryRegistry::Insert(const std::string& name, std::unique_ptr<SharedMemoryRegion> region) {
+  std::shared_ptr<absl::Notification> closed;
+  if (region->kind() == SharedMemoryKind::kCuda) closed = std::make_shared<absl::Notification>();
   // Shared before the lock: a region that lost a race for its name is unmapped after it, not under it.
-  std::shared_ptr<const SharedMemoryRegion> shared = ShareRegion(std::move(region));
+  std::shared_ptr<const SharedMemoryRegion> shared =
+      ShareRegion(std::move(region), closed == nullptr ? std::function<void()>() : [closed] { closed->Notify(); });
   absl::MutexLock lock(&mu_);
+  const SharedMemoryRegion* key = shared.get();
   auto [it, inserted] = regions_.try_emplace(name, std::move(shared));  // not moved from when taken
   if (!inserted) return AlreadyExists(name, *it->second);
+  if (closed != nullptr) cuda_closed_.emplace(key, std::move(closed));
   return absl::OkStatus();
 }
 
 void SharedMemoryRegistry::Unregister(const std::string& name, SharedMemoryKind kind) {
   // Released after the lock: the last reference unmaps, which need not block other callers.
   std::vector<std::shared_ptr<const SharedMemoryRegion>> released;
-  absl::MutexLock lock(&mu_);
-  if (name.empty()) {
-    for (auto it = regions_.begin(); it != regions_.end();) {
-      if (it->second->kind() != kind) {
-        ++it;
-        continue;
+  std::vector<std::pair<std::string, std::shared_ptr<absl::Notification>>> to_close;  // CUDA regions
+  {
+    absl::MutexLock lock(&mu_);
+    auto take = [&](std::map<std::string, std::shared_ptr<const SharedMemoryRegion>>::iterator it)
+                    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      if (auto closed = cuda_closed_.find(it->second.get()); closed != cuda_closed_.end()) {
+        to_close.emplace_back(it->first, std::move(closed->second));
+        cuda_closed_.erase(closed);
       }
       released.push_back(std::move(it->second));
-      it = regions_.erase(it);
+      return regions_.erase(it);
+    };
+    if (name.empty()) {
+      for (auto it = regions_.begin(); it != regions_.end();) {
+        it = it->second->kind() == kind ? take(it) : std::next(it);
+      }
+    } else if (auto it = regions_.find(name); it != regions_.end() && it->second->kind() == kind) {
+      take(it);
     }
-  } else if (auto it = regions_.find(name); it != regions_.end() && it->second->kind() == kind) {
-    released.push_back(std::move(it->second));
-    regions_.erase(it);
+  }
+  released.clear();  // the last reference, unless a request still holds the region
+  const absl::Time deadline = absl::Now() + kCudaCloseWait;
+  for (const auto& [region_name, closed] : to_close) {
+    if (!closed->WaitForNotificationWithDeadline(deadline)) {
+      CS_LOG(WARNING) << "CUDA shared-memory region '" << Excerpt(region_name, 200) << "' unregistered, but a request "
+                      << "still held it " << absl::FormatDuration(kCudaCloseWait)
+                      << " later; its IPC handle closes when that request ends: the client must not free the "
+                         "memory before then";
+    }
   }
 }
 

@@ -24,6 +24,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "server/shared_memory/shared_memory_region.h"
 
 namespace chronoserve::server {
@@ -57,8 +59,12 @@ class SharedMemoryRegistry {
   bool cuda_enabled() const { return static_cast<bool>(opener_); }
   // Forgets `name` if it is a region of `kind` (every region of that kind when empty). Unknown
   // names, and names of the other kind, are not an error, as in Triton. The mapping goes away once
-  // no request holds it.
+  // no request holds it. A CUDA region is waited for: Unregister returns once its IPC handle is
+  // closed (a request holds it until it is answered, or until its batch ends when its client went
+  // away), so that the client's cudaFree after the answer never precedes the close, which CUDA
+  // leaves undefined; after kCudaCloseWait it returns anyway, with a warning in the log.
   void Unregister(const std::string& name, SharedMemoryKind kind = SharedMemoryKind::kSystem);
+  static constexpr absl::Duration kCudaCloseWait = absl::Seconds(10);
   // The region of `kind` called `name` (NOT_FOUND if none, or if that name is of the other kind),
   // or every region of `kind` by name when `name` is empty.
   absl::StatusOr<std::vector<std::shared_ptr<const SharedMemoryRegion>>> Status(
@@ -76,6 +82,8 @@ class SharedMemoryRegistry {
   const DeviceMemoryOpener opener_;
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<const SharedMemoryRegion>> regions_ ABSL_GUARDED_BY(mu_);
+  // Per registered CUDA region: notified once its handle is closed (its last holder gone).
+  std::map<const SharedMemoryRegion*, std::shared_ptr<absl::Notification>> cuda_closed_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace chronoserve::server

@@ -20,6 +20,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/synchronization/mutex.h"
 #include "client/system_shared_memory.h"
 #include "common/thread_role.h"
@@ -463,12 +464,30 @@ TEST(SharedMemoryRegistryTest, CudaRegionsRegisterFindAndClose) {
   // Unregistering by the other kind leaves a region alone; "" drops every region of one kind.
   registry.Unregister("c0", SharedMemoryKind::kSystem);
   EXPECT_TRUE(registry.Find("c0", 0, 1).ok());
-  registry.Unregister("", SharedMemoryKind::kCuda);
-  EXPECT_EQ(registry.Find("c0", 0, 1).status().code(), absl::StatusCode::kNotFound);
+  // A CUDA region's Unregister returns once its handle is closed: the client may cudaFree next. A
+  // request's span holds it here, so the call waits (the name is free at once) until it lets go.
+  absl::Notification unregistered;
+  int closed_at_return = -1;
+  std::thread unregister([&] {
+    registry.Unregister("", SharedMemoryKind::kCuda);
+    closed_at_return = *device.closed;
+    unregistered.Notify();
+  });
+  EXPECT_FALSE(unregistered.WaitForNotificationWithTimeout(absl::Milliseconds(200)))
+      << "Unregister must wait while a request holds the CUDA region";
+  EXPECT_EQ(registry.Find("c0", 0, 1).status().code(), absl::StatusCode::kNotFound) << "the name goes at once";
   EXPECT_TRUE(registry.Find("s0", 0, 1).ok()) << "the system region stays";
   EXPECT_EQ(*device.closed, 0) << "a request's span still holds the handle open";
   span = absl::NotFoundError("dropped");
-  EXPECT_EQ(*device.closed, 1) << "closed once the last holder let go";
+  EXPECT_TRUE(unregistered.WaitForNotificationWithTimeout(absl::Seconds(5))) << "the last holder let go";
+  unregister.join();
+  EXPECT_EQ(closed_at_return, 1) << "closed before Unregister returned";
+  // With no holder it returns at once, closed.
+  ASSERT_TRUE(registry.RegisterCuda("c1", Handle(3), 0, 4096).ok());
+  const absl::Time start = absl::Now();
+  registry.Unregister("c1", SharedMemoryKind::kCuda);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_EQ(*device.closed, 2);
 }
 
 // A region the client unregistered while a request held it goes when that request does. When the
