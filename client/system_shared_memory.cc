@@ -35,7 +35,12 @@ absl::StatusOr<std::unique_ptr<SystemSharedMemory>> SystemSharedMemory::Create(c
   };
   // fallocate, not ftruncate alone: an object larger than /dev/shm has room for would be created
   // without its pages, and the first copy into one of them would kill this process with SIGBUS.
-  if (::fallocate(fd, 0, 0, static_cast<off_t>(byte_size)) != 0) {
+  int allocated = -1;
+  for (int attempt = 0; attempt < 8; ++attempt) {  // a signal may interrupt a large allocation
+    allocated = ::fallocate(fd, 0, 0, static_cast<off_t>(byte_size));
+    if (allocated == 0 || errno != EINTR) break;
+  }
+  if (allocated != 0) {
     if (errno == ENOSPC || errno == ENOMEM) {
       return fail("/dev/shm has no room for it: fallocate", absl::StatusCode::kResourceExhausted);
     }

@@ -12,12 +12,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/text_excerpt.h"
 
 namespace chronoserve::server {
 namespace {
 
 std::string Describe(const std::string& name, const std::string& key) {
-  return absl::StrCat("shared-memory region '", name, "' (key '", key, "')");
+  return absl::StrCat("shared-memory region '", Excerpt(name, 200), "' (key '", Excerpt(key, 200), "')");
 }
 
 // Closes the descriptor on every path that does not hand it to the region.
@@ -68,8 +69,13 @@ absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> SharedMemoryRegion::Map(cons
   // request that touches them (MAP_POPULATE skips them silently). Allocating the window now turns
   // that into a refused registration. Data already written is kept. KEEP_SIZE: an object the client
   // shrank since the check above is not grown back with zeros (the check after mapping finds it).
-  if (::fallocate(fd.fd, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset), static_cast<off_t>(byte_size)) != 0 &&
-      errno != EOPNOTSUPP) {
+  // A signal may interrupt a large window's allocation (EINTR): tried again, a few times.
+  int allocated = -1;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    allocated = ::fallocate(fd.fd, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset), static_cast<off_t>(byte_size));
+    if (allocated == 0 || errno != EINTR) break;
+  }
+  if (allocated != 0 && errno != EOPNOTSUPP) {
     const int err = errno;
     const std::string message = absl::StrCat(what, ": cannot allocate its ", byte_size, " bytes at offset ", offset,
                                              " (fallocate: ", std::strerror(err), ")");
@@ -77,6 +83,8 @@ absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> SharedMemoryRegion::Map(cons
       return absl::ResourceExhaustedError(
           absl::StrCat(message, "; the shared-memory filesystem (/dev/shm) is too small or full"));
     }
+    // Interrupted every time: the server's state, not the client's request; worth a retry.
+    if (err == EINTR) return absl::UnavailableError(message);
     return absl::InvalidArgumentError(message);
   }
   // mmap wants a page-aligned file offset: map from the page that holds `offset`.

@@ -225,6 +225,16 @@ TEST(SharedMemoryRegistryTest, ErrorsNameTheRegionKeyAndSizes) {
   EXPECT_EQ(registry.Find("taken", 2000, 1).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(registry.Find("taken", 1, ~uint64_t{0}).status().code(), absl::StatusCode::kInvalidArgument)
       << "no overflow";
+
+  // A client's long name is quoted cut short, so the sizes after it survive the 1 KiB status cut.
+  const std::string long_name(3000, 'n');
+  ASSERT_TRUE(registry.Register(long_name, obj->key(), 0, 1024).ok());
+  auto long_range = registry.Find(long_name, 1000, 25);
+  EXPECT_EQ(long_range.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LT(long_range.status().message().size(), 600u);
+  EXPECT_THAT(std::string(long_range.status().message()), HasSubstr("offset 1000 + byte_size 25 does not fit in its 1024"));
+  EXPECT_THAT(std::string(registry.Register(long_name, obj->key(), 0, 16).message()),
+              HasSubstr("(3000 bytes)' is already registered"));
 }
 
 TEST(SharedMemoryRegistryTest, AHeldSpanOutlivesUnregisterAndTheNameIsFreeAtOnce) {
