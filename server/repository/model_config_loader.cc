@@ -499,8 +499,35 @@ struct JsonFieldFindings {
   std::vector<std::string> not_lists;
 };
 
+// Whether a JSON value says nothing: null, false, 0, "", an enum's *_NONE, [] or {} (or an object of
+// such). Triton writes its configuration with every field (ModelConfigToJson prints primitive
+// fields at their defaults), so a config it exported holds "batch_input": [] and "format":
+// "FORMAT_NONE" for fields chronoserve lacks: those are as if absent.
+bool SaysNothing(const google::protobuf::Value& value) {
+  switch (value.kind_case()) {
+    case google::protobuf::Value::kNullValue:
+    case google::protobuf::Value::KIND_NOT_SET:
+      return true;
+    case google::protobuf::Value::kBoolValue:
+      return !value.bool_value();
+    case google::protobuf::Value::kNumberValue:
+      return value.number_value() == 0;
+    case google::protobuf::Value::kStringValue:
+      return value.string_value().empty() || absl::EndsWith(value.string_value(), "_NONE");
+    case google::protobuf::Value::kListValue:
+      return value.list_value().values().empty();
+    case google::protobuf::Value::kStructValue:
+      for (const auto& [key, child] : value.struct_value().fields()) {
+        if (!SaysNothing(child)) return false;
+      }
+      return true;
+  }
+  return false;
+}
+
 // Takes out of a JSON configuration the keys that `type` has no field for, at any depth, and notes
-// the list fields whose value is not a list.
+// the list fields whose value is not a list. A key whose value says nothing (SaysNothing) is taken
+// out without a note.
 void TakeUnknownJsonFields(google::protobuf::Value* value, const google::protobuf::Descriptor* type,
                            JsonFieldFindings* found) {
   if (!value->has_struct_value()) return;
@@ -513,8 +540,10 @@ void TakeUnknownJsonFields(google::protobuf::Value* value, const google::protobu
     const google::protobuf::FieldDescriptor* field = type->FindFieldByName(key);
     if (field == nullptr) field = type->FindFieldByCamelcaseName(key);
     if (field == nullptr) {
-      found->unknown.push_back(SnakeCase(key));
-      found->unknown_in.push_back(type_name);
+      if (!SaysNothing(child)) {
+        found->unknown.push_back(SnakeCase(key));
+        found->unknown_in.push_back(type_name);
+      }
       it = fields->erase(it);
       continue;
     }
@@ -919,6 +948,12 @@ absl::StatusOr<std::vector<ModelSpec>> LoadModelVersions(const std::string& mode
     spec.version_policy.kind = VersionPolicySpec::Kind::kSpecific;
     spec.version_policy.versions = specific;
   } else {
+    if (config.version_policy().has_latest() && config.version_policy().latest().num_versions() == 0) {
+      // As Triton, which loads no version then and fails the load.
+      return absl::InvalidArgumentError(absl::StrCat(
+          config_source, ": version_policy.latest.num_versions is 0: it names no version to serve (at least 1; "
+                         "leave version_policy out for the latest version)"));
+    }
     const size_t latest = std::max<int64_t>(1, config.version_policy().latest().num_versions());
     spec.version_policy.num_versions = static_cast<int64_t>(latest);
     if (versions.size() > latest) versions.erase(versions.begin(), versions.end() - static_cast<ptrdiff_t>(latest));

@@ -131,6 +131,53 @@ TEST_F(RepositoryTest, DefaultModelFilenameMustBeAFileNameNotAPath) {
   EXPECT_THAT(std::string(from_file.status().message()), HasSubstr("default_model_filename '../m/1/model.pt' is not a file name"));
 }
 
+// A configuration as Triton exports it (ModelConfigToJson prints every primitive field, defaults
+// included): the fields chronoserve lacks but that say nothing ("batch_input": [], "format":
+// "FORMAT_NONE", "response_cache": {"enable": false}) load as if absent; set, they are refused or
+// reported as before.
+TEST_F(RepositoryTest, AConfigAsTritonExportsItLoads) {
+  Write("m/1/model.pt", "x");
+  const std::string triton = R"({"name": "m", "platform": "pytorch_libtorch", "backend": "pytorch",
+    "version_policy": {"latest": {"num_versions": 1}}, "max_batch_size": 8,
+    "input": [{"name": "x", "data_type": "TYPE_FP32", "format": "FORMAT_NONE", "dims": ["3"],
+               "is_shape_tensor": false, "allow_ragged_batch": false, "optional": false,
+               "is_non_linear_format_io": false}],
+    "output": [{"name": "y", "data_type": "TYPE_FP32", "dims": ["3"], "label_filename": "",
+                "is_shape_tensor": false, "is_non_linear_format_io": false}],
+    "batch_input": [], "batch_output": [],
+    "optimization": {"priority": "PRIORITY_DEFAULT", "input_pinned_memory": {"enable": true},
+                     "output_pinned_memory": {"enable": true}, "gather_kernel_buffer_threshold": 0,
+                     "eager_batching": false},
+    "instance_group": [{"name": "m", "kind": "KIND_CPU", "count": 1, "gpus": [], "secondary_devices": [],
+                        "profile": [], "passive": false, "host_policy": ""}],
+    "default_model_filename": "model.pt", "cc_model_filenames": {}, "metric_tags": {}, "parameters": {},
+    "model_warmup": [], "model_operations": {"op_library_filename": []},
+    "model_transaction_policy": {"decoupled": false}, "response_cache": {"enable": false}})";
+  auto specs = LoadModelVersions((root_ / "m").string(), &triton);
+  ASSERT_TRUE(specs.ok()) << specs.status();
+  ASSERT_EQ(specs->size(), 1u);
+  EXPECT_EQ((*specs)[0].max_batch_size, 8);
+  // Set to something, a refused field is still refused.
+  const std::string with_batch_input = absl::StrCat(
+      R"({"input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [3]}],
+          "output": [{"name": "y", "data_type": "TYPE_FP32", "dims": [3]}], "max_batch_size": 8,
+          "batch_input": [{"kind": "BATCH_ELEMENT_COUNT", "target_name": ["N"], "data_type": "TYPE_FP32",
+                           "source_input": ["x"]}]})");
+  auto refused = LoadModelVersions((root_ / "m").string(), &with_batch_input);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("field 'batch_input' is not supported"));
+}
+
+// version_policy { latest { num_versions: 0 } } names no version: refused, as Triton fails such a load.
+TEST_F(RepositoryTest, LatestWithNoVersionsIsRefused) {
+  Write("m/1/model.pt", "x");
+  Write("m/config.pbtxt", std::string(kIo) + "version_policy { latest { } }\n");
+  auto specs = LoadModelVersions((root_ / "m").string());
+  ASSERT_FALSE(specs.ok());
+  EXPECT_EQ(specs.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(specs.status().message()), HasSubstr("version_policy.latest.num_versions is 0"));
+}
+
 // Each policy serves its versions, ascending, each spec with its own version and file, as Triton: `all` every one, `latest { num_versions: N }` the N highest
 // (1 by default), `specific` those listed that exist.
 TEST_F(RepositoryTest, EachPolicyServesItsVersionsEachWithItsOwnFile) {
