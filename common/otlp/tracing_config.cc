@@ -37,11 +37,20 @@ absl::Status ParseEndpoint(std::string endpoint, bool schemeless_tls, OtlpGrpcEx
   while (absl::ConsumeSuffix(&e, "/")) {
   }
   const size_t colon = e.rfind(':');
+  const absl::string_view host = colon == absl::string_view::npos ? e : e.substr(0, colon);
+  const absl::string_view digits = colon == absl::string_view::npos ? "" : e.substr(colon + 1);
   int port = 0;
-  if (e.empty() || e.find('/') != absl::string_view::npos || colon == absl::string_view::npos ||
-      colon == 0 || !absl::SimpleAtoi(e.substr(colon + 1), &port) || port <= 0 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("OTLP endpoint '", endpoint,
-                                                   "' is not HOST:PORT (optionally http:// or https://)"));
+  // The port: 1-5 ASCII digits (SimpleAtoi alone takes a sign and spaces, which gRPC would not).
+  const bool port_ok = !digits.empty() && digits.size() <= 5 &&
+                       std::all_of(digits.begin(), digits.end(), [](char c) { return absl::ascii_isdigit(c); }) &&
+                       absl::SimpleAtoi(digits, &port) && port > 0 && port <= 65535;
+  // An IPv6 host is bracketed ([::1]:4317): unbracketed, gRPC reads "::1:4317" as an address alone.
+  const bool bracketed = absl::StartsWith(host, "[") && absl::EndsWith(host, "]") && host.size() > 2;
+  const bool host_ok = !host.empty() && (bracketed || host.find_first_of(":[]") == absl::string_view::npos);
+  if (e.empty() || e.find('/') != absl::string_view::npos || !port_ok || !host_ok) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "OTLP endpoint '", endpoint,
+        "' is not HOST:PORT (optionally http:// or https://; an IPv6 host in brackets, [::1]:4317; the port 1-65535)"));
   }
   out->endpoint = std::string(e);
   return absl::OkStatus();
@@ -313,7 +322,11 @@ absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpo
     return config;
   }
   const EnvValue endpoint = FirstSet(env, {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"});
-  if (endpoint.value.empty() || disabled) return config;
+  if (disabled) return config;
+  if (endpoint.value.empty()) {
+    config.setting_warnings = std::move(setting_warnings);  // tracing may be turned on later
+    return config;
+  }
   // OTEL_TRACES_EXPORTER lists the exporters wanted (default otlp): an environment that asks for
   // others only (console, zipkin) did not ask for OTLP.
   if (!exporters.empty()) {
@@ -370,7 +383,7 @@ absl::StatusOr<std::unique_ptr<SpanExporter>> CreateSpanExporter(const TracingCo
 void RequireQueueSize(size_t min_spans, TracingConfig* config) {
   BatchSpanProcessorOptions& p = config->processor;
   if (p.max_queue_size >= min_spans) return;
-  config->warnings.push_back(absl::StrCat("OTEL_BSP_MAX_QUEUE_SIZE=", p.max_queue_size,
+  (config->enabled ? config->warnings : config->setting_warnings).push_back(absl::StrCat("OTEL_BSP_MAX_QUEUE_SIZE=", p.max_queue_size,
                                           " cannot hold the spans of one request (up to ", min_spans,
                                           ", queued together or not at all); using ", min_spans));
   // An export batch that the small queue had capped (ApplyBspEnv) grows with it: one request's

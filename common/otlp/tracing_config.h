@@ -39,6 +39,9 @@ struct TracingConfig {
   // small for one request's spans): optional telemetry never keeps the server from starting.
   // Telemetry::Start logs each as a warning.
   std::vector<std::string> warnings;
+  // The same kind of problems when tracing is off at start (no destination yet; not disabled):
+  // logged when it is turned on later (TraceSetting's trace_file), when they start to matter.
+  std::vector<std::string> setting_warnings;
 };
 
 // Reads an environment variable; tests pass a map instead of the process environment.

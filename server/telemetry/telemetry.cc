@@ -45,9 +45,8 @@ absl::StatusOr<std::unique_ptr<Telemetry>> Telemetry::Create(TelemetryOptions op
     t->trace_control_ = std::make_unique<TraceControl>(*Sampler::Create("", ""), /*collector=*/false);
     return t;
   }
-  std::vector<std::string> sampler_warnings;
   const Sampler sampler = Sampler::FromEnvironment(tracing.sampler, tracing.sampler_arg,
-                                                   tracing.enabled ? &tracing.warnings : &sampler_warnings);
+                                                   tracing.enabled ? &tracing.warnings : &tracing.setting_warnings);
   tracing.sampler = sampler.Description();
   tracing.sampler_arg.clear();
   otlp::RequireQueueSize(1 + kMaxChildSpans, &tracing);  // a request's spans go in together
@@ -218,6 +217,10 @@ absl::Status Telemetry::OpenTraceFile(const std::string& path) {
   absl::MutexLock lock(&trace_file_mu_);
   if (shut_down_) return absl::UnavailableError("the server is shutting down");
   processor_->Start();  // idempotent; Shutdown, which stops it, waits for this lock
+  // Tracing off at start is on from now: the settings' problems found then matter now.
+  for (const std::string& warning : std::exchange(options_.tracing.setting_warnings, {})) {
+    CS_LOG(WARNING) << warning;
+  }
   // The spans of requests finished before the change go to the file before; a collector-less
   // flush is a local write, bounded all the same.
   processor_->ForceFlush(absl::Now() + absl::Seconds(5));

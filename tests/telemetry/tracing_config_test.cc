@@ -111,6 +111,18 @@ TEST(TracingConfigTest, SdkDisabledAndBadValues) {
   EXPECT_FALSE(ResolveTracingConfig("no-port", "", Env({})).ok());
   EXPECT_FALSE(ResolveTracingConfig("h:99999", "", Env({})).ok());
   EXPECT_FALSE(ResolveTracingConfig("http://h:4317/v1/traces", "", Env({})).ok());
+  // The port is digits alone; an IPv6 host goes in brackets (gRPC would read ::1:4317 as an address
+  // on its default port).
+  for (const char* bad : {"::1:4317", "h:+4317", "h: 4317", "h:4317 ", "h:004317", "[::1:4317", ":4317", "[]:4317"}) {
+    const auto refused = ResolveTracingConfig(bad, "", Env({}));
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("an IPv6 host in brackets")) << bad;
+  }
+  for (const char* good : {"[::1]:4317", "http://[fe80::1]:4317/", "collector.example:4317", "10.0.0.7:65535"}) {
+    const auto accepted = ResolveTracingConfig(good, "", Env({}));
+    ASSERT_TRUE(accepted.ok()) << good << ": " << accepted.status();
+  }
+  EXPECT_EQ(ResolveTracingConfig("[::1]:4317", "", Env({}))->exporter.endpoint, "[::1]:4317");
   // Even when the environment disables tracing: the flag is still wrong.
   EXPECT_FALSE(ResolveTracingConfig("no-port", "", Env({{"OTEL_SDK_DISABLED", "true"}})).ok());
   EXPECT_FALSE(ResolveTracingConfig("no-port", "", Env({{"OTEL_TRACES_EXPORTER", "none"}})).ok());
@@ -125,6 +137,26 @@ TEST(TracingConfigTest, SdkDisabledAndBadValues) {
   EXPECT_EQ(c->processor.max_queue_size, 64u);
   ASSERT_EQ(c->warnings.size(), 1u);
   EXPECT_THAT(c->warnings[0], ::testing::HasSubstr("OTEL_BSP_SCHEDULE_DELAY='-5'"));
+}
+
+// With no destination at start (tracing may be turned on later by TraceSetting's trace_file), the
+// settings' problems are kept apart, to be logged when it is; disabled, there is nothing to keep.
+TEST(TracingConfigTest, SettingWarningsAreKeptForTracingTurnedOnLater) {
+  auto off = ResolveTracingConfig("", "", Env({{"OTEL_BSP_SCHEDULE_DELAY", "-5"}}));
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->enabled);
+  EXPECT_TRUE(off->warnings.empty());
+  ASSERT_EQ(off->setting_warnings.size(), 1u);
+  EXPECT_THAT(off->setting_warnings[0], ::testing::HasSubstr("OTEL_BSP_SCHEDULE_DELAY='-5'"));
+  auto disabled = ResolveTracingConfig("", "", Env({{"OTEL_BSP_SCHEDULE_DELAY", "-5"}, {"OTEL_SDK_DISABLED", "true"}}));
+  ASSERT_TRUE(disabled.ok());
+  EXPECT_TRUE(disabled->setting_warnings.empty());
+  auto small = ResolveTracingConfig("", "", Env({{"OTEL_BSP_MAX_QUEUE_SIZE", "4"}}));
+  ASSERT_TRUE(small.ok());
+  RequireQueueSize(16, &*small);
+  EXPECT_TRUE(small->warnings.empty());
+  ASSERT_EQ(small->setting_warnings.size(), 1u);
+  EXPECT_THAT(small->setting_warnings[0], ::testing::HasSubstr("OTEL_BSP_MAX_QUEUE_SIZE=4 cannot hold"));
 }
 
 TEST(TracingConfigTest, AnotherOtlpProtocolInTheEnvironmentTurnsTracingOffWithAWarning) {
