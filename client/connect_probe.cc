@@ -59,9 +59,12 @@ ConnectProbe ProbeTcp(absl::string_view target, int timeout_ms) {
   if (const int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) {
     return ConnectProbe{false, false, absl::StrCat("cannot resolve '", host, "': ", ::gai_strerror(rc))};
   }
-  // As gRPC: every address the name resolves to; refused only when each one refused.
+  // As gRPC: every address the name resolves to; refused only when each one refused, or could not
+  // be reached at all, and at least one refused (an unreachable network alone may come back).
   bool all_refused = true;
+  bool any_refused = false;
   int last = 0;
+  int refusal = 0;  // the error to report when refused: ECONNREFUSED, not a skipped family's
   for (const addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
     last = ConnectWithin(*ai, timeout_ms);
     if (last == 0) {
@@ -70,11 +73,16 @@ ConnectProbe ProbeTcp(absl::string_view target, int timeout_ms) {
     }
     // An address of a family this host cannot reach (::1 without IPv6) refuses nothing.
     const bool unreachable = last == EAFNOSUPPORT || last == EADDRNOTAVAIL || last == ENETUNREACH;
+    if (last == ECONNREFUSED) {
+      any_refused = true;
+      refusal = last;
+    }
     if (!unreachable) all_refused = all_refused && last == ECONNREFUSED;
   }
   ::freeaddrinfo(found);
-  ConnectProbe result = FromErrno(last);
-  result.refused = all_refused;
+  const bool refused = all_refused && any_refused;
+  ConnectProbe result = FromErrno(refused ? refusal : last);
+  result.refused = refused;
   return result;
 }
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/status_macros.h"
 
@@ -147,16 +148,30 @@ std::optional<grpc::Status> InferStream::Finish(absl::Duration timeout) {
   return status_;
 }
 
-absl::StatusOr<InferResult> InferStream::Decode(const inference::ModelStreamInferResponse& response) {
+absl::StatusOr<InferResult> InferStream::Decode(const inference::ModelStreamInferResponse& response,
+                                                const std::map<std::string, SharedMemoryRef>* output_shared_memory) {
   if (!response.error_message().empty()) {
     absl::StatusCode code = absl::StatusCode::kUnknown;
     const auto& params = response.infer_response().parameters();
+    // A gRPC code (1-16) only: anything else (2^32 would wrap to OK, which no error may be) is UNKNOWN,
+    // with the value named.
+    std::string odd_code;
     if (auto it = params.find("error_code"); it != params.end() && it->second.int64_param() != 0) {
-      code = static_cast<absl::StatusCode>(it->second.int64_param());
+      const int64_t value = it->second.int64_param();
+      if (value >= 1 && value <= 16) {
+        code = static_cast<absl::StatusCode>(value);
+      } else {
+        odd_code = absl::StrCat(" (error_code ", value, " is no gRPC status code)");
+      }
     }
-    return absl::Status(code, response.error_message());
+    return absl::Status(code, absl::StrCat(response.error_message(), odd_code));
   }
-  return InferenceClient::DecodeResponse(response.infer_response());
+  if (output_shared_memory == nullptr || output_shared_memory->empty()) {
+    return InferenceClient::DecodeResponse(response.infer_response());
+  }
+  inference::ModelInferResponse marked = response.infer_response();
+  InferenceClient::MarkAskedSharedMemory(*output_shared_memory, &marked);
+  return InferenceClient::DecodeResponse(marked);
 }
 
 }  // namespace chronoserve::client

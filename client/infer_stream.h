@@ -53,9 +53,13 @@ class InferStream final
   // The stream's final status once it ended; nullopt if it did not end within `timeout`.
   std::optional<grpc::Status> Finish(absl::Duration timeout);
 
-  // Decodes one response: its error (code from the "error_code" parameter, UNKNOWN when absent)
-  // or the result, as InferenceClient::Infer returns it (e2e_ns left 0).
-  static absl::StatusOr<InferResult> Decode(const inference::ModelStreamInferResponse& response);
+  // Decodes one response: its error (code from the "error_code" parameter when it is a gRPC code,
+  // else UNKNOWN) or the result, as InferenceClient::Infer returns it (e2e_ns left 0).
+  // `output_shared_memory`: where the request asked for outputs (InferOptions'), so that a server
+  // that does not echo the region on an output it wrote there (Triton) is read as Infer reads it.
+  static absl::StatusOr<InferResult> Decode(
+      const inference::ModelStreamInferResponse& response,
+      const std::map<std::string, SharedMemoryRef>* output_shared_memory = nullptr);
 
   void OnWriteDone(bool ok) override;
   void OnReadDone(bool ok) override;

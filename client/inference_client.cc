@@ -282,6 +282,24 @@ absl::StatusOr<InferResult> InferenceClient::DecodeResponse(const inference::Mod
   return DecodeResponse(response, nullptr);
 }
 
+void InferenceClient::MarkAskedSharedMemory(const std::map<std::string, SharedMemoryRef>& asked,
+                                            inference::ModelInferResponse* response,
+                                            const std::vector<size_t>* entry_sizes) {
+  const size_t entries = entry_sizes != nullptr ? entry_sizes->size()
+                                                : static_cast<size_t>(response->raw_output_contents_size());
+  const bool one_per_output = entries == static_cast<size_t>(response->outputs_size());
+  for (int k = 0; k < response->outputs_size(); ++k) {
+    auto& o = *response->mutable_outputs(k);
+    const auto it = asked.find(o.name());
+    if (it == asked.end() || SharedMemoryOf(o.parameters()).has_value()) continue;
+    const size_t entry = !one_per_output        ? 0
+                         : entry_sizes != nullptr ? (*entry_sizes)[static_cast<size_t>(k)]
+                                                  : response->raw_output_contents(k).size();
+    if (entry != 0) continue;  // its bytes came in the message: a server that ignored the region
+    SetSharedMemoryParams(it->second, o.mutable_parameters());
+  }
+}
+
 absl::StatusOr<InferResult> InferenceClient::DecodeResponse(const inference::ModelInferResponse& response,
                                                             const std::vector<wire::ReceivedBytes>* raw_apart) {
   // The raw_output_contents: the message's own, or read apart from it (Infer).
@@ -315,9 +333,23 @@ absl::StatusOr<InferResult> InferenceClient::DecodeResponse(const inference::Mod
     t.dtype = *dtype;
     t.shape.assign(o.shape().begin(), o.shape().end());
     t.shared_memory = SharedMemoryOf(o.parameters());
-    if (one_per_output) {
-      if (!t.shared_memory.has_value()) t.data = raw_bytes(k);
-    } else if (!t.shared_memory.has_value()) {
+    if (t.shared_memory.has_value()) {
+      // In a region: its raw entry (one per output) must be empty, and its place in the region sane.
+      if (one_per_output && (raw_apart != nullptr ? (*raw_apart)[k].size : response.raw_output_contents(k).size()) != 0) {
+        return absl::DataLossError(absl::StrCat("output '", o.name(), "' of model '", response.model_name(),
+                                                "': marked as in shared-memory region '", t.shared_memory->region,
+                                                "' but its bytes came in the response too"));
+      }
+      for (const char* key : {kShmByteSize, kShmOffset}) {
+        if (auto it = o.parameters().find(key); it != o.parameters().end() && it->second.int64_param() < 0) {
+          return absl::DataLossError(absl::StrCat("output '", o.name(), "' of model '", response.model_name(),
+                                                  "': ", key, " ", it->second.int64_param(),
+                                                  " in the response is negative"));
+        }
+      }
+    } else if (one_per_output) {
+      t.data = raw_bytes(k);
+    } else {
       t.data = raw_bytes(next_raw++);
     }
     if (!t.shared_memory.has_value()) {
@@ -378,12 +410,13 @@ absl::StatusOr<InferResult> InferenceClient::Infer(const std::string& model,
   RETURN_IF_ERROR(FromGrpcStatus(status));
   RETURN_IF_ERROR(read);
   // Triton does not echo an output's shared_memory_* parameters (chronoserve does): an output asked
-  // for in a region is there, whatever the response says.
-  for (auto& o : *response.mutable_outputs()) {
-    const auto asked = options.output_shared_memory.find(o.name());
-    if (asked != options.output_shared_memory.end() && !SharedMemoryOf(o.parameters()).has_value()) {
-      SetSharedMemoryParams(asked->second, o.mutable_parameters());
-    }
+  // for in a region is there when its raw entry is empty (or the server sent entries only for
+  // outputs in the message). One whose bytes came in the message is read from the message: a server
+  // that ignored the request's shared-memory parameters.
+  if (!options.output_shared_memory.empty()) {
+    std::vector<size_t> sizes;
+    for (const wire::ReceivedBytes& entry : received.entries) sizes.push_back(entry.size);
+    MarkAskedSharedMemory(options.output_shared_memory, &response, &sizes);
   }
   ASSIGN_OR_RETURN(InferResult result, DecodeResponse(response, &received.entries));
   result.e2e_ns = end - start;

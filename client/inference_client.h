@@ -116,6 +116,13 @@ class InferenceClient {
   // Decodes a response message. An output the server wrote into shared memory comes back with
   // `shared_memory` set and no data (read it from the region).
   static absl::StatusOr<InferResult> DecodeResponse(const inference::ModelInferResponse& response);
+  // Marks the outputs of `response` that the request asked for in a region (`asked`) as there,
+  // with the region's parameters, when the server did not (Triton does not echo them): those whose
+  // raw entry is empty (or all of them when the entries are only for outputs in the message).
+  // `entry_sizes`: the raw entries' sizes when read apart from the message (else its own).
+  static void MarkAskedSharedMemory(const std::map<std::string, SharedMemoryRef>& asked,
+                                    inference::ModelInferResponse* response,
+                                    const std::vector<size_t>* entry_sizes = nullptr);
   // The same for a response whose raw_output_contents were read apart from it (`raw_apart`; the
   // message's own when null), as Infer reads them.
   static absl::StatusOr<InferResult> DecodeResponse(const inference::ModelInferResponse& response,

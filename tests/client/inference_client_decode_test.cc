@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "client/infer_stream.h"
 #include "client/inference_client.h"
 #include "gtest/gtest.h"
 #include "proto/inference.grpc.pb.h"
@@ -43,9 +44,12 @@ class TritonLikeService final : public inference::GRPCInferenceService::Service 
       out->add_shape(2);
     }
     response->add_raw_output_contents(Floats({1.5f, -0.25f}));
-    response->add_raw_output_contents("");
+    // A server without the shared-memory extension ignores the request's parameters: OUTPUT__1 in
+    // the message too.
+    response->add_raw_output_contents(ignores_shared_memory ? Floats({4.0f, 8.0f}) : "");
     return grpc::Status::OK;
   }
+  bool ignores_shared_memory = false;
 };
 
 TEST(InferenceClientDecodeTest, AnOutputWhoseBytesDisagreeWithItsShapeIsDataLossNamingBoth) {
@@ -99,8 +103,80 @@ TEST(InferenceClientDecodeTest, AnOutputAskedForInARegionIsThereWhenTheServerDoe
   EXPECT_EQ(result.status().code(), absl::StatusCode::kDataLoss) << result.status();
   EXPECT_THAT(std::string(result.status().message()), HasSubstr("output 'OUTPUT__1' of model 'triton_model'"));
 
+  // A server that ignored the region sent OUTPUT__1's bytes in the message: they are the output,
+  // not thrown away for a region the server never wrote.
+  service.ignores_shared_memory = true;
+  options.outputs = {"OUTPUT__0"};
+  options.output_shared_memory["OUTPUT__1"] = SharedMemoryRef{"out_region", 8, 16};
+  result = client->Infer("triton_model", {input}, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->outputs.size(), 2u);
+  EXPECT_FALSE(result->outputs[1].shared_memory.has_value()) << "its bytes came in the message";
+  EXPECT_EQ(result->outputs[1].data, Floats({4.0f, 8.0f}));
+
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server->Wait();
+}
+
+// A response that says an output is in a region must not also carry its bytes, nor a negative
+// place in the region.
+TEST(InferenceClientDecodeTest, ASharedMemoryOutputWithBytesOrANegativePlaceIsDataLoss) {
+  inference::ModelInferResponse response;
+  response.set_model_name("m");
+  auto* out = response.add_outputs();
+  out->set_name("Y");
+  out->set_datatype("FP32");
+  out->add_shape(2);
+  (*out->mutable_parameters())["shared_memory_region"].set_string_param("r");
+  (*out->mutable_parameters())["shared_memory_byte_size"].set_int64_param(8);
+  response.add_raw_output_contents(Floats({1.0f, 2.0f}));
+  auto both = InferenceClient::DecodeResponse(response);
+  ASSERT_FALSE(both.ok());
+  EXPECT_EQ(both.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(both.status().message()), HasSubstr("its bytes came in the response too"));
+  response.set_raw_output_contents(0, "");
+  EXPECT_TRUE(InferenceClient::DecodeResponse(response).ok());
+  (*out->mutable_parameters())["shared_memory_offset"].set_int64_param(-4);
+  auto negative = InferenceClient::DecodeResponse(response);
+  ASSERT_FALSE(negative.ok());
+  EXPECT_THAT(std::string(negative.status().message()), HasSubstr("shared_memory_offset -4 in the response is negative"));
+}
+
+// A streamed error's error_code is a gRPC code or UNKNOWN: 2^32 (which an int would wrap to OK, and
+// an OK status in a StatusOr aborts) is UNKNOWN, named.
+TEST(InferenceClientDecodeTest, AStreamErrorCodeThatIsNoGrpcCodeIsUnknown) {
+  inference::ModelStreamInferResponse response;
+  response.set_error_message("boom");
+  (*response.mutable_infer_response()->mutable_parameters())["error_code"].set_int64_param(int64_t{1} << 32);
+  auto decoded = InferStream::Decode(response);
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kUnknown);
+  EXPECT_THAT(std::string(decoded.status().message()), HasSubstr("boom (error_code 4294967296 is no gRPC status code)"));
+  (*response.mutable_infer_response()->mutable_parameters())["error_code"].set_int64_param(8);
+  EXPECT_EQ(InferStream::Decode(response).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+// A streamed answer from Triton, whose output written to a region has an empty entry and no
+// region parameters: with the request's regions it decodes as there; without, it is DATA_LOSS.
+TEST(InferenceClientDecodeTest, AStreamedAnswerReadsAnOutputAskedForInARegionWithTheRequestsRegions) {
+  inference::ModelStreamInferResponse response;
+  inference::ModelInferResponse& r = *response.mutable_infer_response();
+  r.set_model_name("m");
+  for (const char* name : {"A", "B"}) {
+    auto* out = r.add_outputs();
+    out->set_name(name);
+    out->set_datatype("FP32");
+    out->add_shape(2);
+  }
+  r.add_raw_output_contents(Floats({1.0f, 2.0f}));
+  r.add_raw_output_contents("");
+  EXPECT_EQ(InferStream::Decode(response).status().code(), absl::StatusCode::kDataLoss);
+  const std::map<std::string, SharedMemoryRef> regions = {{"B", SharedMemoryRef{"b_region", 8, 0}}};
+  auto decoded = InferStream::Decode(response, &regions);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_TRUE(decoded->outputs[1].shared_memory.has_value());
+  EXPECT_EQ(decoded->outputs[1].shared_memory->region, "b_region");
+  EXPECT_EQ(decoded->outputs[0].data, Floats({1.0f, 2.0f}));
 }
 
 }  // namespace
