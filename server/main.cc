@@ -57,6 +57,9 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // SIGHUP does nothing (the repository is re-read by model control, not by a signal): by default it
+  // would end the process at once, nothing drained, e.g. when the terminal that started it closes.
+  std::signal(SIGHUP, SIG_IGN);
   chronoserve::server::RawServerFlags raw;
   CLI::App app{"chronoserve: a KServe v2 gRPC inference server for TorchScript models that reports "
                "where every microsecond of a request went. Offline profiling of one model: "
