@@ -229,7 +229,10 @@ absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrid
                                "directory left the model repository); the unload runs next");
   }
   if (!built.ok()) {
-    if (reload && !stopping_) {
+    // A reload stopped by the shutdown changes nothing: the version served before stays served
+    // (and drains with the others), not marked failed beside it.
+    if (reload && stopping_) return built.status();
+    if (reload) {
       CS_LOG(WARNING) << "model '" << model << "': the reload failed; the version loaded before goes on serving";
       return absl::Status(built.status().code(),
                           absl::StrCat("model '", model, "' not reloaded (the version loaded before goes on serving): ",
@@ -271,7 +274,8 @@ absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrid
   }
   // Like the server's start: the first requests after the answer find the serving path warm.
   if (hooks_.warm_serving_path) {
-    for (const auto& runtime : runtimes) hooks_.warm_serving_path(runtime->spec(), &stopping_);
+    // The load's own flag: set by the shutdown and by an unload of the model alike.
+    for (const auto& runtime : runtimes) hooks_.warm_serving_path(runtime->spec(), &stop);
   }
   if (!built->failed.empty()) {
     return absl::Status(failed_code, absl::StrCat("model '", model, "' loaded in part: version(s) ", VersionList(runtimes),
@@ -303,8 +307,11 @@ absl::StatusOr<ModelManager::LoadedVersions> ModelController::BuildRuntimes(
 }
 
 absl::Status ModelController::DoUnload(const std::string& model, const std::string& why) {
-  const std::vector<std::string> present = RepositoryModels();
-  const bool in_repository = std::find(present.begin(), present.end(), model) != present.end();
+  // A repository that cannot be listed now (a network filesystem's hiccup) says nothing of the
+  // model's directory: taken as there, so that an unloaded model stays in the index.
+  const absl::StatusOr<std::vector<std::string>> listed = ListModelDirectories(repository_);
+  const std::vector<std::string> present = listed.ok() ? *listed : std::vector<std::string>{};
+  const bool in_repository = !listed.ok() || std::find(present.begin(), present.end(), model) != present.end();
   const std::vector<std::shared_ptr<ModelRuntime>> runtimes = registry_->Unload(model, why);
   if (!runtimes.empty()) {
     if (hooks_.changed) hooks_.changed();  // not ready from here on, while its queues drain
