@@ -37,8 +37,14 @@ void StreamCopy(char* dst, const char* src, size_t n) {
   }
   std::memcpy(dst, src, n);  // the ends (under 16 and 64 bytes) went through the cache: evict their lines
   _mm_sfence();
-  if (head > 0) _mm_clflush(start);
-  if (n > 0) _mm_clflush(dst);
+  if (head > 0) _mm_clflush(start);  // under 16 bytes, ending 16-aligned: one line
+  if (n > 0) {
+    // Under 64 bytes from a 16-aligned address: one line or two.
+    _mm_clflush(dst);
+    if ((reinterpret_cast<uintptr_t>(dst) >> 6) != (reinterpret_cast<uintptr_t>(dst + n - 1) >> 6)) {
+      _mm_clflush(dst + n - 1);
+    }
+  }
 }
 
 bool HasClflushopt() {

@@ -1,6 +1,7 @@
 #include "server/grpc/shared_memory_params.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/text_excerpt.h"
 
 namespace chronoserve::server {
 namespace {
@@ -56,7 +57,7 @@ absl::StatusOr<SharedMemorySpan> ResolveSharedMemory(const SharedMemoryRegistry*
                                                      const std::string& what) {
   if (registry == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
-        what, ": names shared-memory region '", params.region,
+        what, ": names shared-memory region '", Excerpt(params.region, 200),
         "', but shared memory is disabled on this server (--allow-shared-memory=false)"));
   }
   auto span = registry->Find(params.region, params.offset, params.byte_size);

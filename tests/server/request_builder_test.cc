@@ -237,6 +237,27 @@ TEST(RequestBuilderTest, ALongShapeIsCutSoTheExpectationSurvives) {
   EXPECT_THAT(message, HasSubstr("bytes) has rank 300, expected [-1,3] (first dim = batch, 1..8)"));
 }
 
+// A client's long input name, output name or datatype is quoted cut short, so the model's inputs
+// or outputs (what was expected) survive the 1 KiB cut.
+TEST(RequestBuilderTest, LongClientNamesAreCutSoTheExpectationSurvives) {
+  const std::string long_name(3000, 'x');
+  for (int which = 0; which < 3; ++which) {
+    inference::ModelInferRequest request = Good();
+    if (which == 0) request.mutable_inputs(1)->set_name(long_name);
+    if (which == 1) request.add_outputs()->set_name(long_name);
+    if (which == 2) request.mutable_inputs(0)->set_datatype(long_name);
+    inference::ModelInferResponse response;
+    auto built = BuildInferRequest(Spec(8), request, &response);
+    ASSERT_FALSE(built.ok()) << which;
+    const std::string message(built.status().message());
+    EXPECT_LT(message.size(), 600u) << which << ": " << message.substr(0, 300);
+    EXPECT_THAT(message, HasSubstr(which == 0   ? "(the model's inputs: INPUT__0, INPUT__1)"
+                                   : which == 1 ? "(the model's outputs: OUTPUT__0, OUTPUT__1)"
+                                                : "(3000 bytes)', expected FP32"))
+        << which;
+  }
+}
+
 TEST(RequestBuilderTest, BadInputsAreInvalidArgumentNamingModelTensorAndExpectation) {
   const BadCase cases[] = {
       {"unknown input", [](auto& r) { r.mutable_inputs(1)->set_name("INPUT__9"); }, "input 'INPUT__9': unknown input (the model's inputs: INPUT__0, INPUT__1)"},
