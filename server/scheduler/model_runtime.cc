@@ -88,13 +88,21 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Create(
 void ModelRuntime::StageInputs(InferRequest& request) const {
   if (!StageInputsInArena(request)) {
     // Without the arena, bytes that arrived in pieces become one buffer of the tensor's own.
+    bool views_received = false;  // an input whose bytes still lie in the received message
     for (InputTensor& in : request.inputs) {
-      if (in.data != nullptr || in.pieces.empty()) continue;
+      if (in.data != nullptr || in.pieces.empty()) {
+        views_received |= in.data != nullptr && in.owned_data == nullptr && !in.shared_memory;
+        continue;
+      }
       std::string bytes;
       bytes.reserve(in.byte_size);
       for (absl::string_view piece : in.pieces) bytes.append(piece.data(), piece.size());
       in.Own(std::move(bytes));
+      in.pieces.clear();
     }
+    // Nothing views the received message any more: it goes, so that a queued request holds its
+    // bytes once (as --max-queue-mib counts them), not its copy and the message.
+    if (!views_received) request.received_bytes.reset();
   }
 }
 
@@ -120,6 +128,7 @@ bool ModelRuntime::StageInputsInArena(InferRequest& request) const {
     in.CopyTo(regions[k], store);
     in.data = regions[k];
     in.pieces.clear();
+    in.owned_data.reset();  // typed contents converted: the arena holds them now
     in.in_arena = true;
     in.host_pinned = arena_->pinned();
   }

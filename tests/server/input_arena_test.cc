@@ -258,15 +258,17 @@ TEST(ModelRuntimeArenaTest, StageInputsCopiesEveryInputIntoTheArenaButNotSharedM
     return r;
   };
   auto a = make(1), b = make(100);
+  const auto expected_a = make(1), expected_b = make(100);  // the same bytes, kept apart
   (*runtime)->StageInputs(*a);
   (*runtime)->StageInputs(*b);
-  for (const auto* r : {a.get(), b.get()}) {
+  for (const auto& [r, expected] : {std::pair{a.get(), expected_a.get()}, std::pair{b.get(), expected_b.get()}}) {
     ASSERT_TRUE(r->arena_lease.held());
-    for (const InputTensor& in : r->inputs) {
+    for (size_t k = 0; k < r->inputs.size(); ++k) {
+      const InputTensor& in = r->inputs[k];
       EXPECT_TRUE(in.in_arena);
       EXPECT_FALSE(in.host_pinned);
-      EXPECT_NE(in.data, in.owned_data->data()) << "now in the arena";
-      EXPECT_EQ(std::string(in.data, in.byte_size), *in.owned_data) << "the same bytes";
+      EXPECT_EQ(in.owned_data, nullptr) << "now in the arena: the owned copy is let go";
+      EXPECT_EQ(std::string(in.data, in.byte_size), *expected->inputs[k].owned_data) << "the same bytes";
     }
   }
   EXPECT_EQ(b->inputs[0].data, a->inputs[0].data + 32) << "back to back";
@@ -281,6 +283,46 @@ TEST(ModelRuntimeArenaTest, StageInputsCopiesEveryInputIntoTheArenaButNotSharedM
   a.reset();
   b.reset();
   EXPECT_EQ(arena->live_regions(), 0u) << "a request frees its regions when it is destroyed";
+  (*runtime)->Stop();
+}
+
+// Without the arena, inputs that arrived in pieces are copied into buffers of their own, and the
+// received message then goes unless an input still views it: a queued request holds its bytes once.
+TEST(ModelRuntimeArenaTest, WithoutTheArenaTheReceivedMessageGoesOnceNothingViewsIt) {
+  const ModelSpec spec = ArenaSpec();
+  std::vector<std::unique_ptr<ModelInstance>> instances;
+  instances.push_back(std::make_unique<testing::RecordingInstance>(spec, nullptr));
+  auto runtime = ModelRuntime::Create(spec, std::move(instances), WarmupOptions{}, SteadyClock::Get(), {}, 0);
+  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  ASSERT_EQ((*runtime)->input_arena(), nullptr);
+  auto received = std::make_shared<const std::string>("0123456789abcdefghijklmnopqrstuvwxyzABCD");  // 40 bytes
+  auto make = [&](bool second_in_one_piece) {
+    auto r = std::make_unique<InferRequest>();
+    r->received_bytes = received;
+    InputTensor first;  // 32 bytes in two pieces
+    first.index = 0;
+    first.byte_size = 32;
+    first.pieces = {absl::string_view(received->data(), 20), absl::string_view(received->data() + 20, 12)};
+    r->inputs.push_back(std::move(first));
+    InputTensor second;  // 8 bytes: a view, or owned
+    second.index = 1;
+    if (second_in_one_piece) {
+      second.data = received->data() + 32;
+      second.byte_size = 8;
+    } else {
+      second.Own(std::string("owned..."));
+    }
+    r->inputs.push_back(std::move(second));
+    return r;
+  };
+  auto viewing = make(true);
+  (*runtime)->StageInputs(*viewing);
+  EXPECT_EQ(std::string(viewing->inputs[0].data, 32), received->substr(0, 32));
+  EXPECT_NE(viewing->received_bytes, nullptr) << "the second input still views the message";
+  auto owning = make(false);
+  (*runtime)->StageInputs(*owning);
+  EXPECT_EQ(std::string(owning->inputs[0].data, 32), received->substr(0, 32));
+  EXPECT_EQ(owning->received_bytes, nullptr) << "nothing views the message: it goes";
   (*runtime)->Stop();
 }
 
