@@ -31,7 +31,7 @@ void ModelController::Open() {
   open_ = true;
 }
 
-void ModelController::Stop() {
+void ModelController::Stop(absl::Time exit_deadline) {
   std::deque<Job> refused;
   {
     absl::MutexLock lock(&mu_);
@@ -50,6 +50,21 @@ void ModelController::Stop() {
                                                    ": the server is shutting down")));
   }
   if (poller_.joinable()) poller_.join();
+  {
+    absl::MutexLock lock(&mu_);
+    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return running_.empty(); };
+    if (!mu_.AwaitWithDeadline(absl::Condition(&idle), exit_deadline)) {
+      // Past the exit timeout: a retired version's queue is answered as the served ones' are.
+      size_t abandoned = 0;
+      for (ModelRuntime* runtime : retiring_) {
+        abandoned += runtime->AbandonQueued("the server's exit timeout passed while the request was queued");
+      }
+      if (abandoned > 0) {
+        CS_LOG(WARNING) << "exit timeout: " << abandoned
+                        << " request(s) queued on an unloaded or replaced version answered UNAVAILABLE";
+      }
+    }
+  }
   for (std::thread& thread : threads_) thread.join();
   threads_.clear();
 }
@@ -439,6 +454,10 @@ void ModelController::ScanDone(int64_t scan) {
 }
 
 void ModelController::Retire(ModelRuntime& runtime, const std::string& why) {
+  {
+    absl::MutexLock lock(&mu_);
+    retiring_.insert(&runtime);
+  }
   // Requests that found the runtime before it left the registry are queued first, so they run.
   if (!runtime.AwaitAdmitted(absl::Seconds(10))) {
     CS_LOG(WARNING) << "model '" << runtime.spec().name << "': requests still on their way to version "
@@ -446,6 +465,8 @@ void ModelController::Retire(ModelRuntime& runtime, const std::string& why) {
   }
   runtime.CloseQueue(why);
   runtime.Stop();
+  absl::MutexLock lock(&mu_);
+  retiring_.erase(&runtime);
 }
 
 }  // namespace chronoserve::server

@@ -70,7 +70,10 @@ class ModelController final : public ModelControl {
   bool AwaitPolls(int64_t n, absl::Duration timeout) const;
   // Answers the requests still waiting UNAVAILABLE (the server is shutting down), stops the running
   // load at its next warm-up run, and joins the thread. Idempotent; later requests are refused.
-  void Stop();
+  // `exit_deadline` (the server's exit timeout): an unload or reload still draining a retired
+  // version's queue then has its queued requests answered UNAVAILABLE, as the served models' are,
+  // instead of running them all; what runs on its workers finishes.
+  void Stop(absl::Time exit_deadline = absl::InfiniteFuture());
 
   using ModelControl::Load;
   void Load(const std::string& model, LoadOverrides overrides, Done done) override;
@@ -122,7 +125,7 @@ class ModelController final : public ModelControl {
   // Stops a runtime taken out of service: once the requests that found it are queued, they run at
   // once (no batching window), then its workers are joined; a request that comes later is refused
   // UNAVAILABLE with `why` ("version 2 was unloaded").
-  static void Retire(ModelRuntime& runtime, const std::string& why);
+  void Retire(ModelRuntime& runtime, const std::string& why);
 
   ModelRegistry* const registry_;
   const std::string repository_;
@@ -138,6 +141,8 @@ class ModelController final : public ModelControl {
   std::map<std::string, std::shared_ptr<std::atomic<bool>>> running_ ABSL_GUARDED_BY(mu_);
   bool open_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  // Runtimes in Retire, for Stop's exit deadline (alive while there: their retirer holds them).
+  std::set<ModelRuntime*> retiring_ ABSL_GUARDED_BY(mu_);
   int64_t polls_ ABSL_GUARDED_BY(mu_) = 0;  // scans 1..polls_ are done
   int64_t scans_started_ ABSL_GUARDED_BY(mu_) = 0;
   std::set<int64_t> scans_done_ ABSL_GUARDED_BY(mu_);  // done, after polls_ (a scan before them is not)

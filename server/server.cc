@@ -441,7 +441,7 @@ void Server::Shutdown() {
   }
   // No load or unload may change the models while they drain; the calls still waiting are answered
   // UNAVAILABLE while gRPC still carries answers.
-  if (model_controller_ != nullptr) model_controller_->Stop();
+  if (model_controller_ != nullptr) model_controller_->Stop(absl::FromChrono(deadline));
   if (grpc_server_ != nullptr) {
     // The ones queued need not wait for their batching window to close (it may be longer than the
     // exit timeout): they run now. After the controller stopped: a load it finished meanwhile is

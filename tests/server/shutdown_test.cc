@@ -286,6 +286,47 @@ TEST(ShutdownDuringModelControlTest, HealthGoesNotServingWhileAnUnloadStillDrain
   ASSERT_TRUE(stopper.WaitDone(kWait));
 }
 
+// The exit timeout bounds an unload still draining its model too: past it, the requests queued on
+// the retired version are answered UNAVAILABLE, as a served model's are (before, the shutdown ran
+// every one of them, however long that took), while the batch running finishes.
+TEST(ShutdownDuringModelControlTest, TheExitTimeoutAnswersAnUnloadedVersionsQueue) {
+  testing::TempDir repo("cs_shutdown_unload_timeout");
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.model_control_mode = server::ModelControlMode::kExplicit;
+  options.exit_timeout_secs = 1;
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  Gate gate;
+  auto runtime = testing::StartGatedModel(testing::GatedSpec("gated", 1, 0), 1, &gate);
+  ASSERT_NE(runtime, nullptr);
+  server->registry().Add(runtime);
+  const std::string address = "127.0.0.1:" + std::to_string(server->port());
+  auto c = testing::ConnectTestClient(address);
+
+  gate.Arm();
+  PendingInfer a(c->stub(), "gated", "A", GatedInput(1, 51));
+  ASSERT_TRUE(gate.WaitHeld(kWait));
+  PendingInfer b(c->stub(), "gated", "B", GatedInput(1, 52));
+  ASSERT_TRUE(runtime->queue().WaitForSize(1, kWait)) << "B waits behind A";
+  grpc::Status unloaded;
+  std::thread unloader([&] { unloaded = testing::UnloadModel(c->stub(), "gated"); });
+  const absl::Time began = absl::Now() + kWait;
+  while (server->registry().Serves("gated") && absl::Now() < began) std::this_thread::yield();
+  ASSERT_FALSE(server->registry().Serves("gated")) << "the unload never began";
+
+  testing::BackgroundShutdown stopper(server, kWait, [&gate] { gate.Release(); });
+  const auto b_answer = b.Wait(kWait);
+  ASSERT_TRUE(b_answer.has_value()) << "B was not answered at the exit timeout";
+  EXPECT_EQ(b_answer->error_code(), grpc::StatusCode::UNAVAILABLE) << b_answer->error_message();
+  EXPECT_THAT(b_answer->error_message(), ::testing::HasSubstr("exit timeout passed while the request was queued"));
+  EXPECT_FALSE(a.done()) << "B was answered while A still ran";
+  EXPECT_FALSE(gate.Executed("B"));
+  gate.Release();
+  ASSERT_TRUE(a.Wait(kWait).has_value()) << "A was answered";
+  unloader.join();
+  ASSERT_TRUE(stopper.WaitDone(kWait));
+}
+
 TEST(ShutdownTest, BinaryAnswersEveryAcceptedRequestOnSigtermAndExitsZero) {
   testing::TempDir repo("cs_sigterm");
   examples::ModelOptions mlp;
