@@ -43,8 +43,11 @@ class CollectErrors : public google::protobuf::io::ErrorCollector {
  public:
   explicit CollectErrors(std::string source) : source_(std::move(source)) {}
   void AddError(int line, int column, const std::string& message) override {
+    if (errors_.empty()) first_error_line_ = line;
     errors_.push_back(absl::StrCat(source_, ":", line + 1, ":", column + 1, ": ", message));
   }
+  // The line (0-based) of the first error; -1 with none.
+  int first_error_line() const { return first_error_line_; }
   void AddWarning(int line, int column, const std::string& message) override {
     // With unknown fields allowed, the parser reports each one as a warning naming the field.
     // ("Message type \"chronoserve.config.ModelInput\" has no field named \"reshape\"").
@@ -63,6 +66,7 @@ class CollectErrors : public google::protobuf::io::ErrorCollector {
 
  private:
   std::string source_;
+  int first_error_line_ = -1;
   std::vector<std::string> errors_;
   std::vector<std::string> warnings_;
   std::vector<std::string> unknown_;
@@ -390,9 +394,12 @@ std::string NormalizeListsForSkipping(absl::string_view text) {
       after_colon = false;
       if (has_list && close < text.size() && text[close] == ']') {
         // An empty list, which the skipper cannot take (`shape: [ ]`): the same as no field at all,
-        // so the field goes, with a separator after it.
-        i = SkipSpaceAndComments(text, close + 1);
-        if (i < text.size() && (text[i] == ',' || text[i] == ';')) ++i;
+        // so the field goes, with a separator after it; its line breaks stay, so that an error
+        // later in the text is reported on its own line.
+        size_t end = SkipSpaceAndComments(text, close + 1);
+        if (end < text.size() && (text[end] == ',' || text[end] == ';')) ++end;
+        out.append(static_cast<size_t>(std::count(text.begin() + i, text.begin() + end, '\n')), '\n');
+        i = end;
         continue;
       }
       out.append(text.data() + i, j - i);
@@ -430,15 +437,17 @@ absl::Status ParseConfigProto(const std::string& text, const std::string& source
     // parser takes that form only for fields it knows: skipping one model_config.proto leaves out
     // (rate_limiter's resources, batch_input...), it wants `resources: [`, and it cannot skip an
     // empty list (`reshape: { shape: [ ] }`) at all. Read again with the colons added and the empty
-    // lists dropped; if that fails too, the first reading's errors are the ones to show.
+    // lists dropped (the lines kept). If that fails too, the reading that got further is the one
+    // whose errors are shown: past the first's error, the second's is the text's real fault (the
+    // first's was only Triton's form).
     google::protobuf::TextFormat::Parser retry;
     retry.RecordErrorsTo(&again);
     retry.AllowUnknownField(true);
     config->Clear();
     if (!retry.ParseFromString(NormalizeListsForSkipping(text_without_bom), config)) {
-      return absl::InvalidArgumentError(
-          errors.errors().empty() ? absl::StrCat(source, ": cannot parse")
-                                  : absl::StrJoin(errors.errors(), "; "));
+      const CollectErrors& shown = again.first_error_line() > errors.first_error_line() ? again : errors;
+      return absl::InvalidArgumentError(shown.errors().empty() ? absl::StrCat(source, ": cannot parse")
+                                                               : absl::StrJoin(shown.errors(), "; "));
     }
     read = &again;
   }

@@ -172,7 +172,8 @@ TEST(ModelConfigTest, TritonFieldsWrittenAsListsWithoutAColonAreIgnoredOrRefused
 
 TEST(ModelConfigTest, ColonsGoBeforeListsOnlyAfterFieldNamesOutsideStringsAndComments) {
   // An empty list is dropped with its field (and a separator after it), colon or not.
-  EXPECT_EQ(NormalizeListsForSkipping("r: { shape: [ ] } a [ ] b:[  # c\n], d: 1"), "r: { }  d: 1");
+  EXPECT_EQ(NormalizeListsForSkipping("r: { shape: [ ] } a [ ] b:[  # c\n], d: 1"), "r: { } \n d: 1")
+      << "the dropped list's line break stays";
   EXPECT_EQ(NormalizeListsForSkipping("s: \"x: [ ]\" # y: [ ]\n"), "s: \"x: [ ]\" # y: [ ]\n") << "not in strings or comments";
   EXPECT_EQ(NormalizeListsForSkipping("kind: KIND_GPU [ ]"), "kind: KIND_GPU [ ]") << "a value, not a name";
   EXPECT_EQ(NormalizeListsForSkipping("a [ { b [ 1 ] } ]"), "a: [ { b: [ 1 ] } ]");
@@ -180,6 +181,26 @@ TEST(ModelConfigTest, ColonsGoBeforeListsOnlyAfterFieldNamesOutsideStringsAndCom
   EXPECT_EQ(NormalizeListsForSkipping("kind: KIND_GPU [x] {}"), "kind: KIND_GPU [x] {}") << "a value, not a name";
   EXPECT_EQ(NormalizeListsForSkipping("s: \"a [\" t: 'b\\' [' # c [\nd # e\n ["),
             "s: \"a [\" t: 'b\\' [' # c [\nd: # e\n [");
+}
+
+// A config whose Triton-form list (no colon) the first reading stops at, and with a real error on
+// a later line: the error named is the later line's, which the second reading reached (the list
+// loads once it is mended); lines after a dropped empty list keep their numbers.
+TEST(ModelConfigTest, AnErrorPastTritonsListFormIsTheOneNamed) {
+  const std::string head =
+      "max_batch_size: 8\n"
+      "input [ { name: \"INPUT__0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+      "output [ { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+      "instance_group [ { count: 1 kind: KIND_CPU rate_limiter { resources [ { name: \"R1\" count: 4 } ] } } ]\n"
+      "parameters: { key: \"empty\" value: { string_value: \"\" } }\n"
+      "optimization { graph: { level: 0 } execution_accelerators { gpu_execution_accelerator: [ ]\n } }\n";
+  auto broken = ParseModelConfig(head + "dynamic_batching { max_queue_delay_microseconds: 100us }\n",
+                                 "m/config.pbtxt", "m", nullptr);
+  ASSERT_FALSE(broken.ok());
+  EXPECT_THAT(std::string(broken.status().message()), HasSubstr("m/config.pbtxt:8:"));
+  auto mended = ParseModelConfig(head + "dynamic_batching { max_queue_delay_microseconds: 100 }\n", "m/config.pbtxt",
+                                 "m", nullptr);
+  EXPECT_TRUE(mended.ok()) << mended.status();
 }
 
 TEST(ModelConfigTest, ATypoOrATritonFieldThatChangesTheTensorsFailsTheLoadNamingIt) {
