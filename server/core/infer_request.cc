@@ -15,10 +15,13 @@ absl::StatusCode InferRequest::CancellationCode() const {
   constexpr int64_t kMaxDeadlineSlackNs = 50'000'000;
   const int64_t cancelled_ns = cancelled != nullptr ? cancelled->at_ns() : 0;
   if (cancelled_ns == 0) return absl::StatusCode::kOk;
-  if (deadline_ns == 0) return absl::StatusCode::kCancelled;
+  // Only gRPC's deadline cancels a call: a `timeout` parameter's expiry is the queue's to answer, and
+  // a cancellation near it is the client's own.
+  const int64_t deadline = call_deadline_ns >= 0 ? call_deadline_ns : deadline_ns;
+  if (deadline == 0) return absl::StatusCode::kCancelled;
   const int64_t since_ns = timeline.enqueued_ns != 0 ? timeline.enqueued_ns : timeline.received_ns;
-  const int64_t slack = std::clamp((deadline_ns - since_ns) / 4, kMinDeadlineSlackNs, kMaxDeadlineSlackNs);
-  return cancelled_ns >= deadline_ns - slack ? absl::StatusCode::kDeadlineExceeded : absl::StatusCode::kCancelled;
+  const int64_t slack = std::clamp((deadline - since_ns) / 4, kMinDeadlineSlackNs, kMaxDeadlineSlackNs);
+  return cancelled_ns >= deadline - slack ? absl::StatusCode::kDeadlineExceeded : absl::StatusCode::kCancelled;
 }
 
 void InputTensor::CopyTo(char* dst, CacheStore store) const {

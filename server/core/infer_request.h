@@ -149,6 +149,9 @@ class InferRequest {
   std::vector<InputTensor> inputs;    // one per model input, sorted by index
   std::vector<OutputTensor> outputs;  // the outputs to return, in response order
   int64_t deadline_ns = 0;            // steady clock; 0 = none
+  // The gRPC call's own deadline, the only one a cancellation can come from (the `timeout`
+  // parameter's is the server's alone): 0 = none; -1 = not told apart, deadline_ns then.
+  int64_t call_deadline_ns = -1;
   std::shared_ptr<CancelFlag> cancelled;  // set by the transport when the client goes away
   std::string traceparent;  // W3C trace context from the request metadata (raw, unvalidated)
   std::string tracestate;
@@ -184,7 +187,7 @@ class InferRequest {
 
   bool IsCancelled() const { return cancelled != nullptr && cancelled->IsSet(); }
   // Why the request's call went away: kOk while it has not; kDeadlineExceeded when the cancellation
-  // came near the request's deadline (gRPC ends a call whose deadline passed, by timers that run a
+  // came near the call's deadline (call_deadline_ns) (gRPC ends a call whose deadline passed, by timers that run a
   // little ahead of our copy of it, and the client's gRPC at the client's own copy, which ours
   // trails by the call's way to the server: the last quarter of the request's time, 1-50 ms, counts
   // as the deadline's); kCancelled otherwise (the client's own cancellation, or a stream it ended).

@@ -160,6 +160,7 @@ absl::StatusOr<BuiltRequest> InferDispatcher::Build(const inference::ModelInferR
   InferRequest& r = *built.request;
   r.timeline.received_ns = info.received_ns;
   r.deadline_ns = DeadlineWithTimeout(info.deadline_ns, info.received_ns, params->timeout_us);
+  r.call_deadline_ns = info.deadline_ns;
   r.traceparent = std::move(info.traceparent);
   r.tracestate = std::move(info.tracestate);
   r.trace = trace;

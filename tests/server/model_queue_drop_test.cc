@@ -94,6 +94,24 @@ TEST(ModelQueueTest, CancelJustBeforeTheDeadlineIsTheDeadlinesButAnEarlierCancel
   EXPECT_EQ(codes[4000'000'000], absl::StatusCode::kCancelled) << "3.7 s early: the client's";
 }
 
+// A deadline that is the `timeout` parameter's alone (the call has none): a cancellation near it is
+// the client's, since no gRPC deadline could have caused it.
+TEST(ModelQueueTest, ACancelNearATimeoutParametersDeadlineIsTheClients) {
+  FakeClock clock;
+  ModelQueue queue("m", Dynamic(8, 0), {}, &clock);
+  auto r = Request();
+  r->deadline_ns = clock.NowNs() + 4'000'000;  // timeout 4 ms
+  r->call_deadline_ns = 0;                     // no gRPC deadline
+  CancelFlag* flag = r->cancelled.get();
+  ASSERT_TRUE(queue.Enqueue(r).ok());
+  clock.AdvanceNs(3'500'000);  // within a quarter of the 4 ms
+  flag->Set(clock.NowNs());
+  Batch batch, dropped;
+  ASSERT_EQ(queue.TryNextBatch(&batch, &dropped), kBatch);
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_EQ(dropped[0]->status.code(), absl::StatusCode::kCancelled) << dropped[0]->status;
+}
+
 TEST(ModelQueueTest, QueuePolicyTimeoutRejects) {
   FakeClock clock;
   ModelQueue queue("m", Dynamic(8, 0), TimeoutAfter(5), &clock);
