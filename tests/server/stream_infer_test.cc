@@ -83,6 +83,40 @@ class StreamInferTest : public ::testing::TestWithParam<int> {
     return InferStream::Decode(answer->message);
   }
 
+  // A gated model `name` whose outputs have a variable dim, on a harness whose streams have a byte
+  // budget of `budget`.
+  std::shared_ptr<server::ModelRuntime> ServeVariable(const std::string& name, uint64_t budget,
+                                                      uint32_t max_queue_size = 0) {
+    server::StreamOptions options;
+    options.max_unsent_bytes = budget;
+    harness_ = std::make_unique<testing::ServiceHarness>(options, GetParam());
+    if (!harness_->ok()) return nullptr;
+    server::ModelSpec spec = testing::GatedSpec(name, 4, 0, max_queue_size);
+    spec.inputs[0].dims = {-1};
+    for (auto& output : spec.outputs) output.dims = {-1};
+    return Serve(spec, 1, &gate_);
+  }
+  // A (input `a`) is held in the worker, then B (one item) is sent: B stays unread (`why`) until A
+  // is let go; then both are answered with their outputs.
+  void ExpectBUnreadWhileAIsHeld(server::ModelRuntime& runtime, InferStream& stream, const client::Tensor& a,
+                                 const std::string& why) {
+    const std::string& model = runtime.spec().name;
+    const client::Tensor b = GatedInput(1, 'B');
+    gate_.Arm();
+    ASSERT_TRUE(stream.Send(GatedRequest(model, "A", a)));
+    ASSERT_TRUE(gate_.WaitHeld(kWait));
+    ASSERT_TRUE(stream.Send(GatedRequest(model, "B", b)));
+    EXPECT_FALSE(runtime.queue().WaitForSize(1, kUnreadWindow)) << "B is not read: " << why;
+    gate_.Release();
+    std::map<std::string, const client::Tensor*> inputs = {{"A", &a}, {"B", &b}};
+    for (int i = 0; i < 2; ++i) {
+      std::string id;
+      auto r = NextResult(stream, &id);
+      ASSERT_TRUE(r.ok()) << id << ": " << r.status();
+      ExpectGatedOutputs(*r, *inputs.at(id));
+    }
+  }
+
   // `runtime` serves a gated model (one worker, max_queue_size 2) on a stream whose bound stops
   // its reads at two one-item requests in flight: A is held in the worker, B queued, and C and D
   // stay unread (`why`) until A's and B's answers go out; then all four are answered, none refused
@@ -297,14 +331,7 @@ TEST_P(StreamInferTest, AStreamStopsReadingAtItsByteBudgetFromTheOutputShapes) {
 // so far. The first (32 bytes) teaches the stream; then A and B fill the budget of 64 and C waits
 // unread.
 TEST_P(StreamInferTest, WithVariableOutputShapesTheByteBudgetCountsTheLargestAnswerSoFar) {
-  server::StreamOptions options;
-  options.max_unsent_bytes = 64;
-  harness_ = std::make_unique<testing::ServiceHarness>(options, GetParam());
-  ASSERT_TRUE(harness_->ok());
-  server::ModelSpec spec = testing::GatedSpec("variable", 4, 0, /*max_queue_size=*/2);
-  spec.inputs[0].dims = {-1};
-  for (auto& output : spec.outputs) output.dims = {-1};
-  auto runtime = Serve(spec, 1, &gate_);
+  auto runtime = ServeVariable("variable", 64, /*max_queue_size=*/2);
   ASSERT_NE(runtime, nullptr);
   auto stream = InferStream::Open(stub());
   const client::Tensor first = GatedInput(1, 7);
@@ -319,35 +346,13 @@ TEST_P(StreamInferTest, WithVariableOutputShapesTheByteBudgetCountsTheLargestAns
 // in flight counts 64, the whole budget, so B stays unread while A runs (counted as one answer, A
 // would have let B in).
 TEST_P(StreamInferTest, WithVariableOutputShapesTheGuessScalesWithTheRequestsItems) {
-  server::StreamOptions options;
-  options.max_unsent_bytes = 64;
-  harness_ = std::make_unique<testing::ServiceHarness>(options, GetParam());
-  ASSERT_TRUE(harness_->ok());
-  server::ModelSpec spec = testing::GatedSpec("per_item", 4, 0);
-  spec.inputs[0].dims = {-1};
-  for (auto& output : spec.outputs) output.dims = {-1};
-  auto runtime = Serve(spec, 1, &gate_);
+  auto runtime = ServeVariable("per_item", 64);
   ASSERT_NE(runtime, nullptr);
   auto stream = InferStream::Open(stub());
-  const client::Tensor first = GatedInput(1, 17);
-  ASSERT_TRUE(stream->Send(GatedRequest("per_item", "first", first)));
+  ASSERT_TRUE(stream->Send(GatedRequest("per_item", "first", GatedInput(1, 17))));
   auto answered = NextResult(*stream);
   ASSERT_TRUE(answered.ok()) << answered.status();
-  gate_.Arm();
-  const client::Tensor a = GatedInput(2, 'A');
-  const client::Tensor b = GatedInput(1, 'B');
-  ASSERT_TRUE(stream->Send(GatedRequest("per_item", "A", a)));
-  ASSERT_TRUE(gate_.WaitHeld(kWait));
-  ASSERT_TRUE(stream->Send(GatedRequest("per_item", "B", b)));
-  EXPECT_FALSE(runtime->queue().WaitForSize(1, kUnreadWindow)) << "B is not read while A's two items count 64";
-  gate_.Release();
-  std::map<std::string, const client::Tensor*> inputs = {{"A", &a}, {"B", &b}};
-  for (int i = 0; i < 2; ++i) {
-    std::string id;
-    auto r = NextResult(*stream, &id);
-    ASSERT_TRUE(r.ok()) << id << ": " << r.status();
-    ExpectGatedOutputs(*r, *inputs.at(id));
-  }
+  ExpectBUnreadWhileAIsHeld(*runtime, *stream, GatedInput(2, 'A'), "A's two items count 64");
 }
 
 // An error answer (here a request whose timeout passed in the queue) carries no outputs, so it
@@ -355,14 +360,7 @@ TEST_P(StreamInferTest, WithVariableOutputShapesTheGuessScalesWithTheRequestsIte
 // model's answer size (its error text, about 100 bytes), it would have let a never-reading client
 // have every later request read at that size.
 TEST_P(StreamInferTest, AnErrorAnswerTeachesTheByteBudgetNoSize) {
-  server::StreamOptions options;
-  options.max_unsent_bytes = 1 << 20;
-  harness_ = std::make_unique<testing::ServiceHarness>(options, GetParam());
-  ASSERT_TRUE(harness_->ok());
-  server::ModelSpec spec = testing::GatedSpec("errs_first", 4, 0);
-  spec.inputs[0].dims = {-1};
-  for (auto& output : spec.outputs) output.dims = {-1};
-  auto runtime = Serve(spec, 1, &gate_);
+  auto runtime = ServeVariable("errs_first", 1 << 20);
   ASSERT_NE(runtime, nullptr);
   auto stream = InferStream::Open(stub());
   inference::ModelInferRequest expiring = GatedRequest("errs_first", "expired", GatedInput(1, 5));
@@ -372,51 +370,17 @@ TEST_P(StreamInferTest, AnErrorAnswerTeachesTheByteBudgetNoSize) {
   auto expired = NextResult(*stream, &id);
   EXPECT_EQ(id, "expired");
   ASSERT_EQ(expired.status().code(), absl::StatusCode::kDeadlineExceeded) << expired.status();
-  gate_.Arm();
-  const client::Tensor a = GatedInput(1, 'A');
-  const client::Tensor b = GatedInput(1, 'B');
-  ASSERT_TRUE(stream->Send(GatedRequest("errs_first", "A", a)));
-  ASSERT_TRUE(gate_.WaitHeld(kWait));
-  ASSERT_TRUE(stream->Send(GatedRequest("errs_first", "B", b)));
-  EXPECT_FALSE(runtime->queue().WaitForSize(1, kUnreadWindow)) << "B is not read: A's size is still unknown";
-  gate_.Release();
-  std::map<std::string, const client::Tensor*> inputs = {{"A", &a}, {"B", &b}};
-  for (int i = 0; i < 2; ++i) {
-    auto r = NextResult(*stream, &id);
-    ASSERT_TRUE(r.ok()) << id << ": " << r.status();
-    ExpectGatedOutputs(*r, *inputs.at(id));
-  }
+  ExpectBUnreadWhileAIsHeld(*runtime, *stream, GatedInput(1, 'A'), "A's size is still unknown");
 }
 
 // Before any answer of a variable-output model on the stream, its request in flight counts as the
 // whole budget: with A held, B stays unread (a never-reading client could otherwise have 1024
 // requests of unknown size read at no cost).
 TEST_P(StreamInferTest, AVariableOutputModelsFirstRequestOnAStreamCountsAsTheWholeBudget) {
-  server::StreamOptions options;
-  options.max_unsent_bytes = 1 << 20;
-  harness_ = std::make_unique<testing::ServiceHarness>(options, GetParam());
-  ASSERT_TRUE(harness_->ok());
-  server::ModelSpec spec = testing::GatedSpec("unknown", 4, 0);
-  spec.inputs[0].dims = {-1};
-  for (auto& output : spec.outputs) output.dims = {-1};
-  auto runtime = Serve(spec, 1, &gate_);
+  auto runtime = ServeVariable("unknown", 1 << 20);
   ASSERT_NE(runtime, nullptr);
   auto stream = InferStream::Open(stub());
-  gate_.Arm();
-  const client::Tensor a = GatedInput(1, 'A');
-  const client::Tensor b = GatedInput(1, 'B');
-  ASSERT_TRUE(stream->Send(GatedRequest("unknown", "A", a)));
-  ASSERT_TRUE(gate_.WaitHeld(kWait));
-  ASSERT_TRUE(stream->Send(GatedRequest("unknown", "B", b)));
-  EXPECT_FALSE(runtime->queue().WaitForSize(1, kUnreadWindow)) << "B is not read while A's size is unknown";
-  gate_.Release();
-  std::map<std::string, const client::Tensor*> inputs = {{"A", &a}, {"B", &b}};
-  for (int i = 0; i < 2; ++i) {
-    std::string id;
-    auto r = NextResult(*stream, &id);
-    ASSERT_TRUE(r.ok()) << id << ": " << r.status();
-    ExpectGatedOutputs(*r, *inputs.at(id));
-  }
+  ExpectBUnreadWhileAIsHeld(*runtime, *stream, GatedInput(1, 'A'), "A's size is unknown");
 }
 
 // What a request's answer is expected to carry: each output returned in the message, batch items x
