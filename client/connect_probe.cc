@@ -64,7 +64,6 @@ ConnectProbe ProbeTcp(absl::string_view target, int timeout_ms) {
   bool all_refused = true;
   bool any_refused = false;
   int last = 0;
-  int refusal = 0;  // the error to report when refused: ECONNREFUSED, not a skipped family's
   for (const addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
     last = ConnectWithin(*ai, timeout_ms);
     if (last == 0) {
@@ -73,15 +72,13 @@ ConnectProbe ProbeTcp(absl::string_view target, int timeout_ms) {
     }
     // An address of a family this host cannot reach (::1 without IPv6) refuses nothing.
     const bool unreachable = last == EAFNOSUPPORT || last == EADDRNOTAVAIL || last == ENETUNREACH;
-    if (last == ECONNREFUSED) {
-      any_refused = true;
-      refusal = last;
-    }
+    any_refused |= last == ECONNREFUSED;
     if (!unreachable) all_refused = all_refused && last == ECONNREFUSED;
   }
   ::freeaddrinfo(found);
   const bool refused = all_refused && any_refused;
-  ConnectProbe result = FromErrno(refused ? refusal : last);
+  // Refused: reported as the refusal, not as the error of an address family skipped after it.
+  ConnectProbe result = FromErrno(refused ? ECONNREFUSED : last);
   result.refused = refused;
   return result;
 }

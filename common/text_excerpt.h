@@ -64,6 +64,10 @@ inline std::string Excerpt(std::string_view text, size_t max = 64) {
          " bytes)";
 }
 
+// A name a client chose (a tensor, a shared-memory region or its key; a shape) quoted in an error before what
+// was expected: cut at 200 bytes, so that the expectation survives a status message's 1 KiB cut.
+inline std::string ClientName(std::string_view name) { return Excerpt(name, 200); }
+
 }  // namespace chronoserve
 
 #endif  // CHRONOSERVE_COMMON_TEXT_EXCERPT_H_

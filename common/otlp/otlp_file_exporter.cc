@@ -143,14 +143,15 @@ absl::StatusOr<std::unique_ptr<OtlpFileExporter>> OtlpFileExporter::Create(const
                                                                          const OtlpResource& resource,
                                                                          bool regular_only) {
   if (path.empty()) return absl::InvalidArgumentError("trace file: the path is empty");
+  auto not_regular = [&path] {
+    return absl::InvalidArgumentError(
+        absl::StrCat("trace file '", path, "' is not a regular file (a pipe, socket or device): refused"));
+  };
   const int flags = O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | (regular_only ? O_NOFOLLOW | O_NONBLOCK : 0);
   const int fd = ::open(path.c_str(), flags, 0644);
   if (fd < 0) {
     const int error = errno;
-    if (regular_only && error == ENXIO) {  // a pipe with no reader, a device with none behind it
-      return absl::InvalidArgumentError(
-          absl::StrCat("trace file '", path, "' is not a regular file (a pipe, socket or device): refused"));
-    }
+    if (regular_only && error == ENXIO) return not_regular();  // a pipe with no reader, a device with none behind it
     return absl::InvalidArgumentError(absl::StrCat(
         "trace file '", path, "' cannot be opened for appending: ",
         regular_only && error == ELOOP ? "it is a symbolic link (not followed for a file a client names)"
@@ -165,8 +166,7 @@ absl::StatusOr<std::unique_ptr<OtlpFileExporter>> OtlpFileExporter::Create(const
   const bool regular = S_ISREG(st.st_mode);
   if (regular_only && !regular) {
     ::close(fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat("trace file '", path, "' is not a regular file (a pipe, socket or device): refused"));
+    return not_regular();
   }
   // A regular file's writes do not block; a pipe's or device's wait in Export, bounded.
   const int status_flags = ::fcntl(fd, F_GETFL);

@@ -383,9 +383,10 @@ absl::StatusOr<std::unique_ptr<SpanExporter>> CreateSpanExporter(const TracingCo
 void RequireQueueSize(size_t min_spans, TracingConfig* config) {
   BatchSpanProcessorOptions& p = config->processor;
   if (p.max_queue_size >= min_spans) return;
-  (config->enabled ? config->warnings : config->setting_warnings).push_back(absl::StrCat("OTEL_BSP_MAX_QUEUE_SIZE=", p.max_queue_size,
-                                          " cannot hold the spans of one request (up to ", min_spans,
-                                          ", queued together or not at all); using ", min_spans));
+  std::vector<std::string>& warnings = config->enabled ? config->warnings : config->setting_warnings;
+  warnings.push_back(absl::StrCat("OTEL_BSP_MAX_QUEUE_SIZE=", p.max_queue_size,
+                                  " cannot hold the spans of one request (up to ", min_spans,
+                                  ", queued together or not at all); using ", min_spans));
   // An export batch that the small queue had capped (ApplyBspEnv) grows with it: one request's
   // spans then go out in one export, not a few at a time.
   if (p.max_export_batch_size >= p.max_queue_size) p.max_export_batch_size = min_spans;

@@ -21,7 +21,7 @@ using InputProto = inference::ModelInferRequest::InferInputTensor;
 
 absl::Status Invalid(const ModelSpec& spec, const std::string& tensor, const std::string& what) {
   return absl::InvalidArgumentError(
-      absl::StrCat("model '", spec.name, "' input '", Excerpt(tensor, 200), "': ", what));
+      absl::StrCat("model '", spec.name, "' input '", ClientName(tensor), "': ", what));
 }
 
 // The largest tensor accepted, in bytes: byte counts travel as int64 (shared_memory_byte_size,
@@ -129,7 +129,7 @@ absl::Status ConvertTypedContents(const ModelSpec& spec, const InputProto& proto
 
 // A client's shape in an error, cut (at 200 bytes, its length named) so that what was expected,
 // which follows it, survives the 1 KiB cut of a status message.
-std::string ClientShape(const std::vector<int64_t>& shape) { return Excerpt(ShapeString(shape), 200); }
+std::string ClientShape(const std::vector<int64_t>& shape) { return ClientName(ShapeString(shape)); }
 
 // Checks the shape against the config; returns the batch dim (1 for non-batching models).
 absl::StatusOr<int64_t> CheckShape(const ModelSpec& spec, const TensorSpec& want,
@@ -160,7 +160,7 @@ absl::StatusOr<int64_t> CheckShape(const ModelSpec& spec, const TensorSpec& want
 }
 
 std::string TensorWhat(const ModelSpec& spec, const char* kind, const std::string& tensor) {
-  return absl::StrCat("model '", spec.name, "' ", kind, " '", Excerpt(tensor, 200), "'");
+  return absl::StrCat("model '", spec.name, "' ", kind, " '", ClientName(tensor), "'");
 }
 
 // With shared memory off, a request whose inputs or outputs name a region is FAILED_PRECONDITION,
@@ -206,7 +206,7 @@ absl::StatusOr<std::vector<std::optional<SharedMemoryParams>>> InputSharedMemory
     for (int i = 0; i < request.inputs_size(); ++i) {
       if (!shm[i].has_value()) continue;
       return Invalid(spec, request.inputs(i).name(),
-                     absl::StrCat("has shared-memory region '", Excerpt(shm[i]->region, 200),
+                     absl::StrCat("has shared-memory region '", ClientName(shm[i]->region),
                                   "' and a raw_input_contents entry; use one (raw_input_contents holds the "
                                   "inputs not in shared memory, in order)"));
     }
@@ -237,11 +237,11 @@ absl::Status InputFromSharedMemory(const ModelSpec& spec, const InputProto& prot
                                    size_t expected_bytes, const SharedMemoryRegistry* shm,
                                    InputTensor& in, InferRequest* out) {
   if (proto.has_contents()) {
-    return Invalid(spec, proto.name(), absl::StrCat("has typed contents and shared-memory region '", Excerpt(p.region, 200),
+    return Invalid(spec, proto.name(), absl::StrCat("has typed contents and shared-memory region '", ClientName(p.region),
                                                     "'; use one"));
   }
   if (p.byte_size != expected_bytes) {
-    return Invalid(spec, proto.name(), absl::StrCat("shared-memory region '", Excerpt(p.region, 200), "': ", kShmByteSizeParam,
+    return Invalid(spec, proto.name(), absl::StrCat("shared-memory region '", ClientName(p.region), "': ", kShmByteSizeParam,
                                                     " is ", p.byte_size, ", ", DataTypeName(in.dtype), " ",
                                                     ShapeString(in.shape), " needs ", expected_bytes));
   }
@@ -387,13 +387,13 @@ absl::Status OutputToSharedMemory(const ModelSpec& spec, int index, int64_t batc
     std::vector<int64_t> shape = want.dims;
     if (spec.max_batch_size > 0) shape.insert(shape.begin(), batch_items);
     return absl::InvalidArgumentError(absl::StrCat(
-        what, ": shared-memory region '", Excerpt(p.region, 200), "' is too small: the output needs ", needed, " bytes (",
+        what, ": shared-memory region '", ClientName(p.region), "' is too small: the output needs ", needed, " bytes (",
         DataTypeName(want.dtype), " ", ShapeString(shape), "), ", span.byte_size, " available (",
         kShmByteSizeParam, ")"));
   }
   t.raw = span.data;
   t.raw_capacity = span.byte_size;
-  t.raw_name = absl::StrCat("shared-memory region '", Excerpt(p.region, 200), "'");
+  t.raw_name = absl::StrCat("shared-memory region '", ClientName(p.region), "'");
   t.raw_pinned = span.region->host_pinned();
   if (span.region->on_device()) t.raw_device_id = static_cast<int>(span.region->device_id());
   HoldRegion(std::move(span.region), std::move(what), "output", want.name, out);
@@ -412,7 +412,7 @@ absl::Status BuildOutputs(const ModelSpec& spec, const inference::ModelInferRequ
   for (const auto& o : request.outputs()) {
     const int index = spec.OutputIndex(o.name());
     if (index < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("model '", spec.name, "': unknown requested output '", Excerpt(o.name(), 200),
+      return absl::InvalidArgumentError(absl::StrCat("model '", spec.name, "': unknown requested output '", ClientName(o.name()),
                                                      "' (the model's outputs: ", TensorNames(spec.outputs), ")"));
     }
     if (!seen.insert(index).second) {

@@ -57,7 +57,7 @@ absl::StatusOr<SharedMemorySpan> ResolveSharedMemory(const SharedMemoryRegistry*
                                                      const std::string& what) {
   if (registry == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
-        what, ": names shared-memory region '", Excerpt(params.region, 200),
+        what, ": names shared-memory region '", ClientName(params.region),
         "', but shared memory is disabled on this server (--allow-shared-memory=false)"));
   }
   auto span = registry->Find(params.region, params.offset, params.byte_size);

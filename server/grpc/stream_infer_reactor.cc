@@ -42,6 +42,13 @@ uint64_t AnswerBytes(const inference::ModelStreamInferResponse& response, const 
 
 }  // namespace
 
+namespace {
+// a x b, or kMostCountedAnswerBytes when it would be more: compared before multiplying, never wrapped.
+uint64_t CountedProduct(uint64_t a, uint64_t b) {
+  return b != 0 && a > kMostCountedAnswerBytes / b ? kMostCountedAnswerBytes : std::min(a * b, kMostCountedAnswerBytes);
+}
+}  // namespace
+
 AnswerEstimate EstimateAnswer(const InferRequest& request, const ModelSpec& spec) {
   AnswerEstimate estimate;
   auto saturate = [](uint64_t v) { return std::min(v, kMostCountedAnswerBytes); };
@@ -54,16 +61,14 @@ AnswerEstimate EstimateAnswer(const InferRequest& request, const ModelSpec& spec
       estimate.variable = true;
       continue;
     }
-    uint64_t bytes = saturate(static_cast<uint64_t>(std::max<int64_t>(request.batch_items, 1)) * element_bytes);
+    uint64_t bytes = CountedProduct(static_cast<uint64_t>(std::max<int64_t>(request.batch_items, 1)), element_bytes);
     for (int64_t d : spec.outputs[out.index].dims) {
       if (d < 0) {
         estimate.variable = true;
         bytes = 0;
         break;
       }
-      // Both factors at most 2^52 and 2^63: compared before multiplying, so nothing wraps.
-      const uint64_t dim = static_cast<uint64_t>(d);
-      bytes = dim != 0 && bytes > kMostCountedAnswerBytes / dim ? kMostCountedAnswerBytes : bytes * dim;
+      bytes = CountedProduct(bytes, static_cast<uint64_t>(d));
     }
     estimate.fixed_bytes = saturate(estimate.fixed_bytes + bytes);
   }
@@ -202,12 +207,9 @@ void StreamInferReactor<Call>::Admit(const SlotPtr& slot, int64_t received_ns) {
     if (estimate.variable) {
       // The model's largest answer per item on this stream so far, times this request's items;
       // none yet: the whole budget, so that nothing more is read until one is answered and its
-      // size known. Items at most 2^31 and a per-item size at most 2^52: compared, not wrapped.
+      // size known.
       const uint64_t* per_item = LargestAnswerLocked(slot->model);
-      const uint64_t guess = per_item == nullptr ? options_.max_unsent_bytes
-                             : *per_item > kMostCountedAnswerBytes / slot->items
-                                 ? kMostCountedAnswerBytes
-                                 : *per_item * slot->items;
+      const uint64_t guess = per_item == nullptr ? options_.max_unsent_bytes : CountedProduct(*per_item, slot->items);
       slot->expected_bytes = std::max(slot->expected_bytes, guess);
     }
     state_->expected_bytes += slot->expected_bytes;

@@ -18,7 +18,7 @@ namespace chronoserve::server {
 namespace {
 
 std::string Describe(const std::string& name, const std::string& key) {
-  return absl::StrCat("shared-memory region '", Excerpt(name, 200), "' (key '", Excerpt(key, 200), "')");
+  return absl::StrCat("shared-memory region '", ClientName(name), "' (key '", ClientName(key), "')");
 }
 
 // Closes the descriptor on every path that does not hand it to the region.

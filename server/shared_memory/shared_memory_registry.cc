@@ -16,8 +16,8 @@ namespace {
 absl::Status AlreadyExists(const std::string& name, const SharedMemoryRegion& existing) {
   const std::string what = existing.on_device()
                                ? absl::StrCat("CUDA memory on GPU ", existing.device_id())
-                               : absl::StrCat("key '", Excerpt(existing.key(), 200), "'");
-  return absl::AlreadyExistsError(absl::StrCat("shared-memory region '", Excerpt(name, 200), "' is already registered (", what,
+                               : absl::StrCat("key '", ClientName(existing.key()), "'");
+  return absl::AlreadyExistsError(absl::StrCat("shared-memory region '", ClientName(name), "' is already registered (", what,
                                                "); unregister it first or pick another name"));
 }
 
@@ -39,11 +39,11 @@ absl::Status SharedMemoryRegistry::Register(const std::string& name, const std::
                                             uint64_t offset, uint64_t byte_size) {
   if (name.empty()) return absl::InvalidArgumentError("a shared-memory region needs a name");
   if (key.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("shared-memory region '", Excerpt(name, 200), "': the key is empty"));
+    return absl::InvalidArgumentError(absl::StrCat("shared-memory region '", ClientName(name), "': the key is empty"));
   }
   // shm_open would stop at the byte and map another object than the key names.
   if (const size_t nul = key.find('\0'); nul != std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat("shared-memory region '", Excerpt(name, 200), "': the key holds a NUL byte at ",
+    return absl::InvalidArgumentError(absl::StrCat("shared-memory region '", ClientName(name), "': the key holds a NUL byte at ",
                                                    nul, "; a POSIX shared-memory name cannot"));
   }
   {
@@ -64,7 +64,7 @@ absl::Status SharedMemoryRegistry::RegisterCuda(const std::string& name, const s
         "': this server has no GPU (or its build has no CUDA); use system shared memory or send tensors in the message"));
   }
   if (name.empty()) return absl::InvalidArgumentError("a CUDA shared-memory region needs a name");
-  const std::string what = absl::StrCat("CUDA shared-memory region '", Excerpt(name, 200), "'");
+  const std::string what = absl::StrCat("CUDA shared-memory region '", ClientName(name), "'");
   if (raw_handle.size() != kCudaIpcHandleBytes) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": raw_handle holds ", raw_handle.size(),
                                                    " bytes, a cudaIpcMemHandle_t has ", kCudaIpcHandleBytes));
@@ -122,7 +122,7 @@ void SharedMemoryRegistry::Unregister(const std::string& name, SharedMemoryKind 
   const absl::Time deadline = absl::Now() + kCudaCloseWait;
   for (const auto& [region_name, closed] : to_close) {
     if (!closed->WaitForNotificationWithDeadline(deadline)) {
-      CS_LOG(WARNING) << "CUDA shared-memory region '" << Excerpt(region_name, 200) << "' unregistered, but a request "
+      CS_LOG(WARNING) << "CUDA shared-memory region '" << ClientName(region_name) << "' unregistered, but a request "
                       << "still held it " << absl::FormatDuration(kCudaCloseWait)
                       << " later; its IPC handle closes when that request ends: the client must not free the "
                          "memory before then";
@@ -142,7 +142,7 @@ absl::StatusOr<std::vector<std::shared_ptr<const SharedMemoryRegion>>> SharedMem
   }
   auto it = regions_.find(name);
   if (it == regions_.end() || it->second->kind() != kind) {
-    return absl::NotFoundError(absl::StrCat("no ", KindName(kind), " shared-memory region '", Excerpt(name, 200), "' is registered",
+    return absl::NotFoundError(absl::StrCat("no ", KindName(kind), " shared-memory region '", ClientName(name), "' is registered",
                                             it == regions_.end() ? "" : " (that name is a region of the other kind)"));
   }
   out.push_back(it->second);
@@ -156,7 +156,7 @@ absl::StatusOr<SharedMemorySpan> SharedMemoryRegistry::Find(const std::string& n
     absl::MutexLock lock(&mu_);
     auto it = regions_.find(name);
     if (it == regions_.end()) {
-      return absl::NotFoundError(absl::StrCat("shared-memory region '", Excerpt(name, 200),
+      return absl::NotFoundError(absl::StrCat("shared-memory region '", ClientName(name),
                                               "' is not registered (SystemSharedMemoryRegister or "
                                               "CudaSharedMemoryRegister it first)"));
     }
@@ -165,7 +165,7 @@ absl::StatusOr<SharedMemorySpan> SharedMemoryRegistry::Find(const std::string& n
   RETURN_IF_ERROR(region->CheckStillBacked());
   if (offset > region->byte_size() || byte_size > region->byte_size() - offset) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "shared-memory region '", Excerpt(name, 200), "': offset ", offset, " + byte_size ", byte_size,
+        "shared-memory region '", ClientName(name), "': offset ", offset, " + byte_size ", byte_size,
         " does not fit in its ", region->byte_size(), " bytes"));
   }
   SharedMemorySpan span;
