@@ -65,9 +65,21 @@ std::string FirstFieldThatFails(const google::protobuf::Descriptor* type, const 
     const int start = in.CurrentPosition();
     const uint32_t tag = in.ReadTag();
     if (tag == 0) return "";
-    if (!WireFormatLite::SkipField(&in, tag)) return "";  // the split before would have said so
-    const std::string field_bytes = bytes.substr(static_cast<size_t>(start),
-                                                 static_cast<size_t>(in.CurrentPosition() - start));
+    // A length-delimited field's payload starts past its length (where a message field's own fields are).
+    const bool delimited = WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+    int payload = -1;
+    bool skipped = false;
+    if (delimited) {
+      uint32_t length = 0;
+      skipped = in.ReadVarint32(&length);
+      payload = in.CurrentPosition();
+      skipped = skipped && in.Skip(static_cast<int>(length));
+    } else {
+      skipped = WireFormatLite::SkipField(&in, tag);
+    }
+    if (!skipped) return "";  // the split before would have said so
+    const size_t end = static_cast<size_t>(in.CurrentPosition());
+    const std::string field_bytes = bytes.substr(static_cast<size_t>(start), end - static_cast<size_t>(start));
     const int number = static_cast<int>(WireFormatLite::GetTagFieldNumber(tag));
     const int index = seen[number]++;
     std::unique_ptr<pb::Message> alone(prototype->New());
@@ -80,19 +92,11 @@ std::string FirstFieldThatFails(const google::protobuf::Descriptor* type, const 
     } else if (field->is_repeated()) {
       absl::StrAppend(&path, "[", index, "]");
     }
-    if (field->type() == pb::FieldDescriptor::TYPE_MESSAGE &&
-        WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED && depth < 4) {
-      // The field's own bytes: past its tag and length.
-      pb::io::CodedInputStream inner(reinterpret_cast<const uint8_t*>(field_bytes.data()),
-                                     static_cast<int>(field_bytes.size()));
-      uint32_t length = 0;
-      inner.ReadTag();
-      if (inner.ReadVarint32(&length)) {
-        const std::string nested =
-            FirstFieldThatFails(field->message_type(), field_bytes.substr(static_cast<size_t>(inner.CurrentPosition())),
-                                depth + 1);
-        if (!nested.empty()) absl::StrAppend(&path, ".", nested);
-      }
+    if (field->type() == pb::FieldDescriptor::TYPE_MESSAGE && delimited && depth < 4) {
+      const std::string nested = FirstFieldThatFails(
+          field->message_type(), bytes.substr(static_cast<size_t>(payload), end - static_cast<size_t>(payload)),
+          depth + 1);
+      if (!nested.empty()) absl::StrAppend(&path, ".", nested);
     } else if (field->type() == pb::FieldDescriptor::TYPE_STRING) {
       absl::StrAppend(&path, " (a string, which must be UTF-8)");
     }
