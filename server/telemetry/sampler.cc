@@ -1,6 +1,7 @@
 #include "server/telemetry/sampler.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstdlib>
 #include <limits>
 
@@ -64,13 +65,26 @@ bool Sampler::RootDecision(const TraceId& trace_id) const {
   }
   if (ratio_ >= 1.0) return true;
   if (ratio_ <= 0.0) return false;
-  // The random low 8 bytes of the trace id (W3C level 2), compared with ratio * 2^63: the same
-  // trace id gets the same decision in every process using this rule.
-  uint64_t low = 0;
-  for (int i = 8; i < 16; ++i) low = low << 8 | trace_id[i];
-  low &= 0x7fffffffffffffffULL;
-  const double bound = std::ldexp(ratio_, 63);
-  return static_cast<double>(low) < bound;
+  // OpenTelemetry's TraceIdRatioBased: the trace id's 7 rightmost bytes are its randomness R (the
+  // 56 bits W3C Trace Context level 2 makes random); the ratio gives the rejection threshold
+  // T = 2^56 - round(ratio * 2^56), and R >= T samples. The same trace id gets the same decision
+  // in every process using this rule, and a higher ratio samples every trace a lower one does.
+  return TraceRandomness(trace_id) >= RejectionThreshold(ratio_);
+}
+
+uint64_t TraceRandomness(const TraceId& trace_id) {
+  uint64_t r = 0;
+  for (int i = 9; i < 16; ++i) r = r << 8 | trace_id[i];
+  return r;
+}
+
+uint64_t RejectionThreshold(double ratio) {
+  constexpr uint64_t kMax = uint64_t{1} << 56;
+  if (!(ratio > 0.0)) return kMax;
+  if (ratio >= 1.0) return 0;
+  // ratio * 2^56 is exact in a double; rounding it (not 1 - ratio) keeps small ratios exact.
+  const auto kept = static_cast<uint64_t>(std::llround(std::ldexp(ratio, 56)));
+  return kMax - std::min(kept, kMax);
 }
 
 std::string Sampler::Description() const {

@@ -48,6 +48,12 @@ class Sampler {
   double ratio_;
 };
 
+// TraceIdRatioBased's parts, as OpenTelemetry specifies them (trace/sdk.md, 56 bits of
+// randomness): R, the trace id's 7 rightmost bytes, and the rejection threshold T for a ratio in
+// [0, 1] (2^56 for 0, which nothing reaches; 0 for 1). A trace is sampled when R >= T.
+uint64_t TraceRandomness(const TraceId& trace_id);
+uint64_t RejectionThreshold(double ratio);
+
 }  // namespace chronoserve::server::telemetry
 
 #endif  // CHRONOSERVE_SERVER_TELEMETRY_SAMPLER_H_

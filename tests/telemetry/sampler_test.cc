@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -48,6 +50,41 @@ TEST(SamplerTest, RatioSamplesAboutThatFractionOfNewTraces) {
   const TraceId id = NewTraceId();
   EXPECT_EQ(s->ShouldSample(nullptr, id), s->ShouldSample(nullptr, id));
   EXPECT_FALSE(Sampler::Create("traceidratio", "0")->ShouldSample(nullptr, NewTraceId()));
+}
+
+// OpenTelemetry's TraceIdRatioBased rule: R = the trace id's 7 rightmost bytes, sampled when
+// R >= 2^56 - ratio * 2^56. The 9 leftmost bytes (W3C level 2 promises no randomness there) play
+// no part.
+TraceId IdWithRandomness(uint64_t r, uint8_t left_fill) {
+  TraceId id;
+  for (int i = 0; i < 9; ++i) id[i] = left_fill;
+  for (int i = 15; i >= 9; --i, r >>= 8) id[i] = static_cast<uint8_t>(r & 0xff);
+  return id;
+}
+
+TEST(SamplerTest, RatioDecidesOnTheTraceIdsRightmost56Bits) {
+  constexpr uint64_t kHalf = uint64_t{1} << 55;
+  EXPECT_EQ(TraceRandomness(IdWithRandomness(0x12345678abcdefULL, 0xa5)), 0x12345678abcdefULL);
+  EXPECT_EQ(RejectionThreshold(0.5), kHalf);
+  EXPECT_EQ(RejectionThreshold(0.25), 3 * (kHalf >> 1));
+  EXPECT_EQ(RejectionThreshold(1.0), 0u);
+  EXPECT_EQ(RejectionThreshold(0.0), uint64_t{1} << 56);
+  EXPECT_EQ(RejectionThreshold(std::ldexp(1.0, -56)), (uint64_t{1} << 56) - 1);  // the spec's least ratio
+  auto s = Sampler::Create("traceidratio", "0.5");
+  ASSERT_TRUE(s.ok());
+  for (uint8_t fill : {uint8_t{0x00}, uint8_t{0x7f}, uint8_t{0xff}}) {
+    SCOPED_TRACE(static_cast<int>(fill));
+    EXPECT_FALSE(s->ShouldSample(nullptr, IdWithRandomness(kHalf - 1, fill)));
+    EXPECT_TRUE(s->ShouldSample(nullptr, IdWithRandomness(kHalf, fill)));
+    EXPECT_TRUE(s->ShouldSample(nullptr, IdWithRandomness((uint64_t{1} << 56) - 1, fill)));
+    EXPECT_FALSE(s->ShouldSample(nullptr, IdWithRandomness(1, fill)));
+  }
+  // A higher ratio samples every trace a lower one does.
+  auto low = Sampler::Create("traceidratio", "0.1"), high = Sampler::Create("traceidratio", "0.3");
+  for (int i = 0; i < 2000; ++i) {
+    const TraceId id = NewTraceId();
+    if (low->ShouldSample(nullptr, id)) EXPECT_TRUE(high->ShouldSample(nullptr, id));
+  }
 }
 
 TEST(SamplerTest, RejectsBadConfig) {

@@ -24,7 +24,7 @@ Sampler Make(const std::string& name, const std::string& arg = "") {
   return *s;
 }
 
-// A trace id whose random low 8 bytes are `low` (the ratio rule reads them, top bit cleared).
+// A trace id whose low 8 bytes are `low` (the ratio rule reads the 7 rightmost).
 TraceId IdWithLow(uint64_t low) {
   TraceId id{};
   id[0] = 0x4b;
@@ -73,18 +73,19 @@ TEST(TraceControlTest, WithoutACollectorEverythingReadsOffAndNothingChanges) {
 
 TEST(TraceControlTest, TraceRateSetsNewTracesAndKeepsFollowingSampledCallers) {
   TraceControl c(Make(""), true);  // parentbased_always_on
-  const TraceId low = IdWithLow(1), high = IdWithLow(0x7fffffffffffff00ULL);
-  EXPECT_TRUE(c.ShouldTrace("mlp", nullptr, high));
+  // TraceIdRatioBased samples a trace whose 56 rightmost bits are at or above 2^56 - ratio * 2^56.
+  const TraceId low = IdWithLow(1), high = IdWithLow(0x00ffffffffffff00ULL);
+  EXPECT_TRUE(c.ShouldTrace("mlp", nullptr, low));
   EXPECT_EQ(Get(c.Update("", {{"trace_rate", {"2"}}}), "trace_rate"), "2");
-  EXPECT_TRUE(c.ShouldTrace("mlp", nullptr, low)) << "below half of 2^63: one in two";
-  EXPECT_FALSE(c.ShouldTrace("mlp", nullptr, high));
+  EXPECT_TRUE(c.ShouldTrace("mlp", nullptr, high)) << "at or above half of 2^56: one in two";
+  EXPECT_FALSE(c.ShouldTrace("mlp", nullptr, low));
   ASSERT_TRUE(c.Update("", {{"trace_rate", {"0"}}}).ok());
-  EXPECT_FALSE(c.ShouldTrace("mlp", nullptr, low)) << "0: no new trace";
+  EXPECT_FALSE(c.ShouldTrace("mlp", nullptr, high)) << "0: no new trace";
   const TraceParent yes = Parent(true), no = Parent(false);
   EXPECT_TRUE(c.ShouldTrace("mlp", &yes, yes.trace_id)) << "a sampled caller is still followed";
   EXPECT_FALSE(c.ShouldTrace("mlp", &no, no.trace_id));
   EXPECT_EQ(Get(c.Update("", {{"trace_rate", {}}}), "trace_rate"), "1") << "cleared: the start value";
-  EXPECT_TRUE(c.ShouldTrace("mlp", nullptr, high));
+  EXPECT_TRUE(c.ShouldTrace("mlp", nullptr, low));
 }
 
 TEST(TraceControlTest, TraceLevelOffStopsEveryTraceSampledCallersToo) {
