@@ -148,7 +148,7 @@ std::vector<ModelController::Job> ModelController::StopLoadsLocked(const std::st
   // A model not served leaves the LOADING they marked, so that the unload finds it and says it
   // unloaded (a load running decides the state itself).
   if (!dropped.empty() && !load_running && !registry_->Serves(model)) {
-    registry_->MarkFailed(model, absl::AbortedError("an unload of it was asked for while its load waited"), 0,
+    registry_->MarkFailed(model, absl::AbortedError("an unload of it was asked for while its load waited"), {},
                           /*strict=*/false);
   }
   return dropped;
@@ -217,14 +217,14 @@ absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrid
   absl::StatusOr<std::vector<std::string>> present = ListModelDirectories(repository_);
   if (!present.ok()) {
     // The repository unreadable (unmounted, removed): a model not served leaves LOADING for the error.
-    if (!registry_->Serves(model)) registry_->MarkFailed(model, present.status(), 0, /*strict=*/false);
+    if (!registry_->Serves(model)) registry_->MarkFailed(model, present.status(), {}, /*strict=*/false);
     return present.status();
   }
   if (overrides.files.empty() && std::find(present->begin(), present->end(), model) == present->end()) {
     // Gone while the load waited its turn: a model not served leaves LOADING, and the index.
     absl::Status gone = NoSuchModelDirectory(repository_, model, *present);
     if (!registry_->Serves(model)) {
-      registry_->MarkFailed(model, gone, 0, /*strict=*/false);
+      registry_->MarkFailed(model, gone, {}, /*strict=*/false);
       registry_->Forget(model);
     }
     return gone;
@@ -234,8 +234,8 @@ absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrid
                << (overrides.files.empty() ? "" : absl::StrCat(" from the ", overrides.files.size(),
                                                                " file(s) sent with the request"));
   if (!reload) registry_->MarkLoading(model, /*strict=*/false);
-  int64_t version = 0;
-  absl::StatusOr<ModelManager::LoadedVersions> built = BuildRuntimes(model, overrides, &version, &stop);
+  std::map<int64_t, absl::Status> tried;
+  absl::StatusOr<ModelManager::LoadedVersions> built = BuildRuntimes(model, overrides, &tried, &stop);
   if (!built.ok() && stopping_) {  // the warm-up stopped at shutdown: say which model
     built = absl::UnavailableError(absl::StrCat("model '", model, "' not ", reload ? "reloaded" : "loaded",
                                                 ": the server is shutting down"));
@@ -253,7 +253,7 @@ absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrid
                           absl::StrCat("model '", model, "' not reloaded (the version loaded before goes on serving): ",
                                        built.status().message()));
     }
-    registry_->MarkFailed(model, built.status(), version, /*strict=*/false);
+    registry_->MarkFailed(model, built.status(), tried, /*strict=*/false);
     if (stopping_) return built.status();
     return absl::Status(built.status().code(),
                         absl::StrCat("model '", model, "' not loaded: ", built.status().message()));
@@ -300,22 +300,26 @@ absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrid
 }
 
 absl::StatusOr<ModelManager::LoadedVersions> ModelController::BuildRuntimes(
-    const std::string& model, const LoadOverrides& overrides, int64_t* version, const std::atomic<bool>* stop) {
+    const std::string& model, const LoadOverrides& overrides, std::map<int64_t, absl::Status>* tried,
+    const std::atomic<bool>* stop) {
   const std::string* config = overrides.config ? &*overrides.config : nullptr;
   if (overrides.files.empty()) {
-    return manager_.BuildRuntimes((std::filesystem::path(repository_) / model).string(), version, config, stop);
+    return manager_.BuildRuntimes((std::filesystem::path(repository_) / model).string(), tried, config, stop);
   }
   // The files sent, in a directory of their own for the load's time; the model reads its weights
   // into memory, so the directory goes as soon as the runtime is built.
   absl::StatusOr<std::unique_ptr<OverrideDirectory>> dir = OverrideDirectory::Write(model, overrides.files);
   if (!dir.ok()) return dir.status();
-  absl::StatusOr<ModelManager::LoadedVersions> built = manager_.BuildRuntimes((*dir)->model_dir(), version, config, stop);
+  absl::StatusOr<ModelManager::LoadedVersions> built = manager_.BuildRuntimes((*dir)->model_dir(), tried, config, stop);
   // Paths in the errors as the request named them ("file:1/model.pt"), not in the directory that goes.
   auto as_sent = [&](const absl::Status& status) {
     return absl::Status(status.code(),
                         absl::StrReplaceAll(status.message(), {{(*dir)->model_dir() + "/", kOverrideFilePrefix},
                                                                {(*dir)->model_dir(), "the files sent"}}));
   };
+  if (tried != nullptr) {
+    for (auto& [version, how] : *tried) how = as_sent(how);
+  }
   if (!built.ok()) return as_sent(built.status());
   for (auto& [failed, why] : built->failed) why = as_sent(why);
   return built;

@@ -119,7 +119,8 @@ class ModelController final : public ModelControl {
   // The runtimes DoLoad serves (one per version): from the repository's directory, or from the files
   // the request sent.
   absl::StatusOr<ModelManager::LoadedVersions> BuildRuntimes(const std::string& model, const LoadOverrides& overrides,
-                                                             int64_t* version, const std::atomic<bool>* stop);
+                                                             std::map<int64_t, absl::Status>* tried,
+                                                             const std::atomic<bool>* stop);
   // `why`: what the unloaded model's lookups say after "model 'm' is unloaded".
   absl::Status DoUnload(const std::string& model, const std::string& why);
   // Stops a runtime taken out of service: once the requests that found it are queued, they run at

@@ -161,10 +161,10 @@ absl::Status NoSuchModelDirectory(const std::string& repository, const std::stri
 
 absl::Status ModelManager::LoadModel(const std::string& model_dir) {
   const std::string name = std::filesystem::path(model_dir).filename().string();
-  int64_t version = 0;  // known once the config and the version directories are read
-  absl::StatusOr<LoadedVersions> loaded = BuildRuntimes(model_dir, &version);
+  std::map<int64_t, absl::Status> tried;  // known once the config and the version directories are read
+  absl::StatusOr<LoadedVersions> loaded = BuildRuntimes(model_dir, &tried);
   if (!loaded.ok()) {
-    registry_->MarkFailed(name, loaded.status(), version);
+    registry_->MarkFailed(name, loaded.status(), tried);
     return loaded.status();
   }
   std::vector<std::shared_ptr<ModelRuntime>> shared;
@@ -183,7 +183,7 @@ absl::Status NameVersion(int64_t version, const std::vector<int64_t>& served, co
 }  // namespace
 
 absl::StatusOr<ModelManager::LoadedVersions> ModelManager::BuildRuntimes(const std::string& model_dir,
-                                                                         int64_t* version,
+                                                                         std::map<int64_t, absl::Status>* tried,
                                                                          const std::string* config_json,
                                                                          const std::atomic<bool>* stop) {
   const std::string name = std::filesystem::path(model_dir).filename().string();
@@ -192,7 +192,6 @@ absl::StatusOr<ModelManager::LoadedVersions> ModelManager::BuildRuntimes(const s
     CS_LOG(ERROR) << "model '" << name << "' not loaded: " << specs.status().message();
     return specs.status();
   }
-  if (version != nullptr) *version = specs->back().version;
   std::vector<int64_t> served;
   for (const ModelSpec& spec : *specs) served.push_back(spec.version);
   const std::atomic<bool>* stopped = stop != nullptr ? stop : options_.warmup.stop;
@@ -209,6 +208,10 @@ absl::StatusOr<ModelManager::LoadedVersions> ModelManager::BuildRuntimes(const s
                          "for) before its files were read"))
                    : BuildVersion(std::move((*specs)[i]), stop, /*one_of_several=*/served.size() > 1);
   });
+  if (tried != nullptr) {
+    tried->clear();
+    for (size_t i = 0; i < built.size(); ++i) (*tried)[served[i]] = built[i].status();
+  }
 
   if (served.size() == 1 && !built[0].ok()) return built[0].status();  // the model's error, no version named
   LoadedVersions loaded;

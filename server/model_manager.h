@@ -82,15 +82,16 @@ class ModelManager {
   // file, its warm-up) leaves the others loading, as Triton: it is listed in `failed` with its error.
   // The load fails (an error naming the model and the lowest version that failed) when no version
   // loads, or when `stop` is set and a version did not load: then the versions built are stopped and
-  // no version not yet started is read. `version` (may be null) is set to the highest version the load tried once
-  // its config reads. `config_json`: the configuration to use in place of config.pbtxt
+  // no version not yet started is read. `tried` (may be null) is set, once the config reads, to every
+  // version the load tries, each with how its own load went (OK: it loaded, or was stopped with the
+  // rest). `config_json`: the configuration to use in place of config.pbtxt
   // (LoadModelVersions'). `stop` (may be null): ends the warm-up early, in place of the load
   // options' own, once set (the load then fails).
   struct LoadedVersions {
     std::vector<std::unique_ptr<ModelRuntime>> runtimes;  // ascending by version, at least one
     std::map<int64_t, absl::Status> failed;                // the versions that did not load, with why
   };
-  absl::StatusOr<LoadedVersions> BuildRuntimes(const std::string& model_dir, int64_t* version,
+  absl::StatusOr<LoadedVersions> BuildRuntimes(const std::string& model_dir, std::map<int64_t, absl::Status>* tried,
                                                const std::string* config_json = nullptr,
                                                const std::atomic<bool>* stop = nullptr);
 

@@ -10,6 +10,13 @@
 
 namespace chronoserve::server {
 
+namespace {
+// "model 'm' version 2 failed to load: ..." (one version of several).
+std::string FailedVersionMessage(const std::string& name, int64_t version, const absl::Status& why) {
+  return absl::StrCat("model '", name, "' version ", version, " failed to load: ", why.message());
+}
+}  // namespace
+
 bool ModelRegistry::StrictLocked(const std::string& name, bool strict) const {
   auto it = not_ready_.find(name);
   return strict || (it != not_ready_.end() && it->second.strict);
@@ -17,7 +24,7 @@ bool ModelRegistry::StrictLocked(const std::string& name, bool strict) const {
 
 void ModelRegistry::MarkLoadingLocked(const std::string& name, bool strict) {
   not_ready_[name] =
-      NotReady{absl::UnavailableError(absl::StrCat("model '", name, "' is loading")), 0, StrictLocked(name, strict)};
+      NotReady{absl::UnavailableError(absl::StrCat("model '", name, "' is loading")), {}, StrictLocked(name, strict)};
   loading_.insert(name);
 }
 
@@ -33,7 +40,13 @@ bool ModelRegistry::MarkLoadingUnlessServed(const std::string& name, bool strict
   return true;
 }
 
-void ModelRegistry::MarkFailed(const std::string& name, const absl::Status& reason, int64_t version, bool strict) {
+void ModelRegistry::MarkFailed(const std::string& name, const absl::Status& reason,
+                               const std::map<int64_t, absl::Status>& versions, bool strict) {
+  // Each version tried is listed; with its own error when it is one of several and has one.
+  std::map<int64_t, std::string> listed;
+  for (const auto& [version, why] : versions) {
+    listed[version] = why.ok() || versions.size() == 1 ? "" : FailedVersionMessage(name, version, why);
+  }
   absl::MutexLock lock(&mu_);
   // NOT_FOUND as Triton answers a model with no version to serve; a named version is UNAVAILABLE
   // (Find). Loading is UNAVAILABLE either way: it is worth retrying, a load error is not. A load
@@ -42,15 +55,10 @@ void ModelRegistry::MarkFailed(const std::string& name, const absl::Status& reas
   std::string message = absl::StrCat("model '", name, "' failed to load: ", reason.message());
   not_ready_[name] = NotReady{reason.code() == absl::StatusCode::kUnavailable ? absl::UnavailableError(std::move(message))
                                                                      : absl::NotFoundError(std::move(message)),
-                      version, StrictLocked(name, strict)};
+                      std::move(listed), StrictLocked(name, strict)};
 }
 
 namespace {
-// "model 'm' version 2 failed to load: ..." (a version of a model whose other versions serve).
-std::string FailedVersionMessage(const std::string& name, int64_t version, const absl::Status& why) {
-  return absl::StrCat("model '", name, "' version ", version, " failed to load: ", why.message());
-}
-
 // As Triton: a version that is not a number is a bad request (a number not served is not found).
 absl::Status CheckVersion(const std::string& name, const std::string& version, int64_t* parsed) {
   if (version.empty() || (absl::SimpleAtoi(version, parsed) && *parsed >= 0)) return absl::OkStatus();
@@ -85,19 +93,21 @@ std::vector<std::shared_ptr<ModelRuntime>> ModelRegistry::Add(std::shared_ptr<Mo
 std::vector<std::shared_ptr<ModelRuntime>> ModelRegistry::Unload(const std::string& name, const std::string& why) {
   absl::MutexLock lock(&mu_);
   std::vector<std::shared_ptr<ModelRuntime>> runtimes;
-  int64_t version = 0;
+  std::map<int64_t, std::string> versions;  // each listed as unloaded, as Triton lists them
   if (auto it = ready_.find(name); it != ready_.end()) {
     runtimes = std::move(it->second.runtimes);
-    version = runtimes.back()->spec().version;
+    for (const auto& runtime : runtimes) versions[runtime->spec().version] = "";
+    for (const auto& [version, failed] : it->second.failed) versions[version] = "";
     ready_.erase(it);
   } else if (auto nr = not_ready_.find(name); nr != not_ready_.end() && loading_.count(name) == 0) {
-    version = nr->second.version;  // a failed model: unloaded, it no longer counts against READY
+    // A failed model: unloaded, it no longer counts against READY.
+    for (const auto& [version, own] : nr->second.versions) versions[version] = "";
   } else {
     return {};  // unknown, or loading (its load decides)
   }
   // NOT_FOUND as a model with no version to serve (Find: a named version is UNAVAILABLE).
-  not_ready_[name] = NotReady{absl::NotFoundError(absl::StrCat("model '", name, "' is unloaded", why)), version,
-                              /*strict=*/false};
+  not_ready_[name] = NotReady{absl::NotFoundError(absl::StrCat("model '", name, "' is unloaded", why)),
+                              std::move(versions), /*strict=*/false};
   return runtimes;
 }
 
@@ -137,11 +147,13 @@ std::vector<ModelRegistry::IndexEntry> ModelRegistry::Index() const {
     }
   }
   for (const auto& [name, not_ready] : not_ready_) {
-    IndexEntry& e = by_name[{name, not_ready.version}];
-    e.name = name;
-    e.version = not_ready.version;
-    e.state = loading_.count(name) > 0 ? IndexEntry::State::kLoading : IndexEntry::State::kUnavailable;
-    e.reason = std::string(not_ready.reason.message());
+    const IndexEntry::State state =
+        loading_.count(name) > 0 ? IndexEntry::State::kLoading : IndexEntry::State::kUnavailable;
+    const std::string reason(not_ready.reason.message());
+    if (not_ready.versions.empty()) by_name[{name, 0}] = IndexEntry{name, 0, state, reason};
+    for (const auto& [version, own] : not_ready.versions) {
+      by_name[{name, version}] = IndexEntry{name, version, state, own.empty() ? reason : own};
+    }
   }
   std::vector<IndexEntry> out;
   for (auto& [key, entry] : by_name) out.push_back(std::move(entry));

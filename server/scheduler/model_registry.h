@@ -25,10 +25,13 @@ class ModelRegistry {
   // MarkLoading(name, strict) unless a runtime serves `name` (one check under the registry's lock, so
   // a load that begins to serve meanwhile is never marked loading after it); whether it marked.
   bool MarkLoadingUnlessServed(const std::string& name, bool strict);
-  // `version`: the version the load tried, when it got that far (0: not known). `strict`: the failure
-  // keeps the server from READY (AllReady), as a model the server was started with does; a load asked
-  // for by RepositoryModelLoad fails only for its caller (false).
-  void MarkFailed(const std::string& name, const absl::Status& reason, int64_t version = 0, bool strict = true);
+  // `versions`: the versions the load tried, when it got that far (empty: not known), each with how
+  // its own load went; the index lists each one UNAVAILABLE, with its own error when several were
+  // tried and it has one (else `reason`). `strict`: the failure keeps the server from READY
+  // (AllReady), as a model the server was started with does; a load asked for by
+  // RepositoryModelLoad fails only for its caller (false).
+  void MarkFailed(const std::string& name, const absl::Status& reason,
+                  const std::map<int64_t, absl::Status>& versions = {}, bool strict = true);
   // Serves `runtimes` (one model's versions, at least one, each version once) under their name, in
   // place of the versions served before; returns those it replaces (a reload), empty when none.
   // `failed`: the versions of the same load that did not load, with why: lookups that name one answer
@@ -111,8 +114,11 @@ class ModelRegistry {
                                                                  const std::string& version, int64_t v);
   struct NotReady {
     absl::Status reason;
-    int64_t version = 0;  // MarkFailed's: the version the load tried (0: not known, or loading)
-    bool strict = true;   // counts against AllReady (false: unloaded, or a model-control load failed)
+    // The versions it is about (those a failed load tried, those an unload took out of service),
+    // one index entry each, with a reason of their own ("" = `reason`'s). Empty: one entry, no
+    // version (loading, or a load that failed before its versions were known).
+    std::map<int64_t, std::string> versions;
+    bool strict = true;  // counts against AllReady (false: unloaded, or a model-control load failed)
   };
   std::map<std::string, NotReady> not_ready_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> loading_ ABSL_GUARDED_BY(mu_);  // of not_ready_, those MarkLoading named last

@@ -257,7 +257,7 @@ TEST_P(ModelVersionsTest, AReloadReplacesTheSetAndAnUnloadTakesEveryVersion) {
     EXPECT_THAT(Output(*c, "m", version, input), HasSubstr("model 'm' is unloaded")) << version;
   }
   EXPECT_TRUE(AllFreedWithin(unloaded, absl::Seconds(10))) << "every version is freed";
-  EXPECT_THAT(IndexOf(c->stub(), "m"), ElementsAre("m:3:UNAVAILABLE"));
+  EXPECT_THAT(IndexOf(c->stub(), "m"), ElementsAre("m:1:UNAVAILABLE", "m:3:UNAVAILABLE")) << "each version, as Triton";
   server->Shutdown();
 }
 
@@ -303,6 +303,16 @@ TEST_P(ModelVersionsTest, AVersionThatFailsLeavesTheOthersServing) {
   EXPECT_THAT(none, HasSubstr("NOT_FOUND: model 'none' failed to load: version 1 (of the versions its version "
                               "policy serves: 1, 2): model 'none': cannot load"));
   EXPECT_THAT(Output(*c, "none", "2", input), HasSubstr("UNAVAILABLE")) << "no version of a failed model serves";
+  // The index lists each version the failed load tried, with its own error.
+  auto index = testing::RepositoryIndex(c->stub());
+  ASSERT_TRUE(index.ok()) << index.status();
+  std::vector<std::string> none_entries;
+  for (const auto& entry : index->models()) {
+    if (entry.name() != "none") continue;
+    none_entries.push_back(entry.version() + ":" + entry.state());
+    EXPECT_THAT(entry.reason(), HasSubstr("model 'none' version " + entry.version() + " failed to load: model 'none': cannot load"));
+  }
+  EXPECT_THAT(none_entries, ElementsAre("1:UNAVAILABLE", "2:UNAVAILABLE"));
   server->Shutdown();
 }
 
@@ -372,16 +382,18 @@ TEST_P(ModelVersionsLoadTest, AStoppedLoadReadsNoFurtherVersion) {
   };
   auto manager = t.Make(options);
   std::atomic<bool> stop{true};
-  int64_t version = 0;
-  auto built = manager->BuildRuntimes((fs::path(repo.path()) / "m").string(), &version, nullptr, &stop);
+  std::map<int64_t, absl::Status> tried;
+  auto built = manager->BuildRuntimes((fs::path(repo.path()) / "m").string(), &tried, nullptr, &stop);
   ASSERT_FALSE(built.ok());
   EXPECT_EQ(built.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(built.status().message()),
               HasSubstr("version 1 (of the versions its version policy serves: 1, 2, 3): warm-up stopped"));
-  EXPECT_EQ(version, 3) << "the highest version the load was to serve";
+  ASSERT_EQ(tried.size(), 3u) << "every version the load was to serve";
+  EXPECT_THAT(std::string(tried.at(1).message()), HasSubstr("warm-up stopped"));
+  EXPECT_THAT(std::string(tried.at(3).message()), HasSubstr("before its files were read"));
   EXPECT_THAT(started, ElementsAre(1)) << "versions 2 and 3 are not read";
   stop = false;
-  built = manager->BuildRuntimes((fs::path(repo.path()) / "m").string(), &version, nullptr, &stop);
+  built = manager->BuildRuntimes((fs::path(repo.path()) / "m").string(), &tried, nullptr, &stop);
   ASSERT_TRUE(built.ok()) << built.status();
   ASSERT_EQ(built->runtimes.size(), 3u);
   EXPECT_TRUE(built->failed.empty());
@@ -401,9 +413,9 @@ TEST(ModelVersionsParallelLoadTest, TheVersionsLoadSideBySideAndOneThatFailsLeav
   server::ModelLoadOptions options;
   options.threads = 3;
   options.load_started = barrier.Hook();
-  int64_t version = 0;
+  std::map<int64_t, absl::Status> tried;
   auto manager = t.Make(options);
-  auto built = manager->BuildRuntimes((fs::path(repo.path()) / "m").string(), &version);
+  auto built = manager->BuildRuntimes((fs::path(repo.path()) / "m").string(), &tried);
   ASSERT_TRUE(built.ok()) << built.status();
   EXPECT_THAT(barrier.alone(), ::testing::IsEmpty()) << "versions that never saw the other two start";
   ASSERT_EQ(built->runtimes.size(), 3u);
@@ -417,7 +429,7 @@ TEST(ModelVersionsParallelLoadTest, TheVersionsLoadSideBySideAndOneThatFailsLeav
   server::ModelLoadOptions plain;
   plain.threads = 3;
   auto second = t.Make(plain);
-  built = second->BuildRuntimes((fs::path(repo.path()) / "m").string(), &version);
+  built = second->BuildRuntimes((fs::path(repo.path()) / "m").string(), &tried);
   ASSERT_TRUE(built.ok()) << built.status();
   ASSERT_EQ(built->runtimes.size(), 2u);
   EXPECT_EQ(built->runtimes[0]->spec().version, 1);
