@@ -5,6 +5,7 @@
 #include <google/protobuf/message.h>
 #include <google/protobuf/wire_format_lite.h>
 
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -51,12 +52,14 @@ wire::MessageWriter TakeResponse(inference::ModelInferResponse* response, std::v
   return writer;
 }
 
-// The first field of `bytes` (a message of type `type` on the wire) that does not parse, as a path
-// ("inputs[1].name"), found by parsing each field alone and going into a message field that fails;
-// "" when every field parses alone. Only for an error's text: it parses the failed message again.
-std::string FirstFieldThatFails(const google::protobuf::Descriptor* type, const std::string& bytes, int depth = 0) {
+}  // namespace
+
+std::string FirstFieldThatFails(const google::protobuf::Descriptor* type, absl::string_view bytes, int depth) {
   namespace pb = google::protobuf;
   using pb::internal::WireFormatLite;
+  // protobuf's streams count in int: a longer message is no protobuf message at all (and its size
+  // would wrap).
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) return "";
   const pb::Message* prototype = pb::MessageFactory::generated_factory()->GetPrototype(type);
   if (prototype == nullptr) return "";
   pb::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int>(bytes.size()));
@@ -79,16 +82,18 @@ std::string FirstFieldThatFails(const google::protobuf::Descriptor* type, const 
     }
     if (!skipped) return "";  // the split before would have said so
     const size_t end = static_cast<size_t>(in.CurrentPosition());
-    const std::string field_bytes = bytes.substr(static_cast<size_t>(start), end - static_cast<size_t>(start));
+    const absl::string_view field_bytes = bytes.substr(static_cast<size_t>(start), end - static_cast<size_t>(start));
     const int number = static_cast<int>(WireFormatLite::GetTagFieldNumber(tag));
     const int index = seen[number]++;
     std::unique_ptr<pb::Message> alone(prototype->New());
-    if (alone->ParseFromString(field_bytes)) continue;
+    if (alone->ParseFromArray(field_bytes.data(), static_cast<int>(field_bytes.size()))) continue;
     const pb::FieldDescriptor* field = type->FindFieldByNumber(number);
     if (field == nullptr) return absl::StrCat("field ", number);
     std::string path(field->name());
     if (field->is_map()) {
       absl::StrAppend(&path, " (entry ", index, ")");
+    } else if (field->is_packable() && delimited) {
+      // A packed run of numbers: which one fails is not counted here, so the field is named whole.
     } else if (field->is_repeated()) {
       absl::StrAppend(&path, "[", index, "]");
     }
@@ -104,8 +109,6 @@ std::string FirstFieldThatFails(const google::protobuf::Descriptor* type, const 
   }
 }
 
-}  // namespace
-
 void ReceivedInferRequest::Clear() {
   message.Clear();
   raw.rest.clear();
@@ -119,6 +122,12 @@ absl::Status ParseModelInferRequest(const grpc::ByteBuffer& wire, ReceivedInferR
   if (absl::Status split = wire::SplitBytesField(wire, inference::ModelInferRequest::kRawInputContentsFieldNumber,
                                                   &out->raw); !split.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("the request is not a ModelInferRequest: ", split.message()));
+  }
+  if (out->raw.rest.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the request is not a ModelInferRequest: its fields other than raw_input_contents take ",
+        out->raw.rest.size(), " bytes, more than a protobuf message can (2 GiB); send large tensors in "
+        "raw_input_contents or through shared memory"));
   }
   if (!out->message.ParseFromString(out->raw.rest)) {
     const std::string field = FirstFieldThatFails(inference::ModelInferRequest::descriptor(), out->raw.rest);

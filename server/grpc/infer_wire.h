@@ -12,9 +12,11 @@
 
 #include <grpcpp/support/byte_buffer.h>
 
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "common/wire/bytes_field.h"
 #include "proto/inference.pb.h"
 #include "server/core/infer_request.h"
@@ -44,6 +46,13 @@ struct ReceivedInferRequest {
 // Reads `wire` into `out` (reusing its capacity). INVALID_ARGUMENT, saying what is wrong, when the
 // bytes are not a ModelInferRequest.
 absl::Status ParseModelInferRequest(const grpc::ByteBuffer& wire, ReceivedInferRequest* out);
+
+// The first field of `bytes` (a message of type `type` on the wire) that does not parse, as a path
+// ("inputs[1].name"; a packed run of numbers by the field's name, "inputs[0].shape"), found by
+// parsing each field alone and going into a message field that fails (`depth` levels down at most
+// 4); "" when every field parses alone, or when `bytes` is longer than a protobuf message can be.
+// Only for an error's text: it parses the failed message again.
+std::string FirstFieldThatFails(const google::protobuf::Descriptor* type, absl::string_view bytes, int depth = 0);
 
 // `response` as a message on the wire. Its raw_output_contents move into the message without a
 // copy: `response` keeps every other field and is left without raw_output_contents. Where `lent`

@@ -118,6 +118,35 @@ TEST(InferWireTest, BytesThatAreNoRequestAreRefusedSayingWhy) {
   EXPECT_TRUE(ParseModelInferRequest(Sliced(good, 7), &received).ok()) << "the same request unspoiled parses";
 }
 
+// A packed run of numbers that fails is named by its field, not by an element index it does not
+// count (the third dim of [1, 2, 3] cut short is not "shape[0]").
+TEST(InferWireTest, APackedFieldThatFailsIsNamedWhole) {
+  inference::ModelInferRequest request;
+  request.set_model_name("m");
+  auto* input = request.add_inputs();
+  input->set_name("INPUT__0");
+  input->add_shape(1);
+  input->add_shape(2);
+  input->add_shape(300);  // two bytes as a varint: 0xac 0x02
+  std::string bytes = request.SerializeAsString();
+  const size_t at = bytes.find("\xac\x02");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 1] = '\x82';  // the varint's last byte says more follow, past the run's end
+  ReceivedInferRequest received;
+  const absl::Status status = ParseModelInferRequest(Sliced(bytes, 7), &received);
+  EXPECT_EQ(status.message(), "the request is not a ModelInferRequest: its field inputs[0].shape does not parse");
+}
+
+// protobuf's streams count in int: bytes longer than 2 GiB are never read (the size would wrap to a
+// negative length, and a fixed-width field's skip would copy with it). The view is longer than its
+// buffer, so a read past the check would go out of bounds.
+TEST(InferWireTest, FirstFieldThatFailsReadsNothingLongerThanAMessageCanBe) {
+  const std::string head = "\x79\x01\x02\x03\x04\x05\x06\x07\x08\x0a\x02\xff\xfe";  // fixed64 field 15, bad name
+  EXPECT_EQ(FirstFieldThatFails(inference::ModelInferRequest::descriptor(), head), "model_name (a string, which must be UTF-8)");
+  const absl::string_view too_long(head.data(), (size_t{1} << 31) + 60);
+  EXPECT_EQ(FirstFieldThatFails(inference::ModelInferRequest::descriptor(), too_long), "");
+}
+
 TEST(InferWireTest, AResponseWrittenWithItsOutputsApartParsesAsTheResponse) {
   const inference::ModelInferResponse want = SampleResponse();
   inference::ModelInferResponse response = want;
