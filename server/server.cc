@@ -231,8 +231,9 @@ absl::Status Server::BuildService(int infer_threads) {
     // On a GPU server the regions are page-locked at registration, so a single-request batch
     // copies straight between a client's region and the device (no staging copy).
     // With a GPU, clients may also register GPU memory (CUDA IPC handles).
-    shared_memory_ = std::make_unique<SharedMemoryRegistry>(HostMemoryPinner(MakeCudaHostPinner()),
-                                                            DeviceMemoryOpener(MakeCudaIpcOpener()));
+    shared_memory_ = std::make_unique<SharedMemoryRegistry>(
+        HostMemoryPinner(MakeCudaHostPinner()),
+        options_.cuda_ipc_opener ? options_.cuda_ipc_opener : DeviceMemoryOpener(MakeCudaIpcOpener()));
   }
   if (options_.model_control_mode != ModelControlMode::kNone) {
     ModelController::Hooks hooks;

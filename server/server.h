@@ -90,6 +90,9 @@ struct ServerOptions {
   // Triton's system_shared_memory extension: clients may register POSIX shared-memory regions and
   // pass tensors through them (docs/SHARED_MEMORY.md: local, trusted clients only).
   bool allow_shared_memory = true;
+  // Opens clients' CUDA IPC handles in place of CUDA's (tests: CUDA regions on a CPU server, host
+  // memory standing in for the client's GPU memory). Null = CUDA's, on a GPU server.
+  DeviceMemoryOpener cuda_ipc_opener;
   // --request-timing: off = workers record no span events and no launch timer, responses carry no
   // timing.* parameters and no server-timing trailer (docs/TIMING.md, "Switching timing off").
   bool request_timing = true;
@@ -149,6 +152,8 @@ class Server {
   bool StopLoading();
 
   ModelRegistry& registry() { return registry_; }
+  // The shared-memory regions clients registered; null when shared memory is disallowed.
+  SharedMemoryRegistry* shared_memory() { return shared_memory_.get(); }
   // Poll mode: the repository scans finished so far, and a wait until `n` have (up to `timeout`;
   // whether they did). 0 and false in the other modes.
   int64_t repository_polls() const;

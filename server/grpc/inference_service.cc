@@ -320,11 +320,14 @@ absl::Status InferenceService::AnswerCudaSharedMemoryRegister(const inference::C
   return status;
 }
 
-absl::Status InferenceService::AnswerCudaSharedMemoryUnregister(
-    const inference::CudaSharedMemoryUnregisterRequest& request, inference::CudaSharedMemoryUnregisterResponse*) {
-  if (shared_memory_ == nullptr) return SharedMemoryDisabled();
-  shared_memory_->Unregister(request.name(), SharedMemoryKind::kCuda);
-  return absl::OkStatus();
+void InferenceService::AnswerCudaSharedMemoryUnregister(const inference::CudaSharedMemoryUnregisterRequest& request,
+                                                        inference::CudaSharedMemoryUnregisterResponse*,
+                                                        ModelControl::Done done) {
+  if (shared_memory_ == nullptr) return done(SharedMemoryDisabled());
+  // Answered once the regions' IPC handles are closed, from the thread that waits for a held one:
+  // the gRPC thread goes back to its queue meanwhile.
+  shared_memory_->Unregister(request.name(), SharedMemoryKind::kCuda,
+                             [done = std::move(done)] { done(absl::OkStatus()); });
 }
 
 absl::Status InferenceService::AnswerRepositoryIndex(const inference::RepositoryIndexRequest& request,
@@ -483,13 +486,13 @@ CHRONOSERVE_CALLBACK_UNARY(SystemSharedMemoryRegister)
 CHRONOSERVE_CALLBACK_UNARY(SystemSharedMemoryUnregister)
 CHRONOSERVE_CALLBACK_UNARY(CudaSharedMemoryStatus)
 CHRONOSERVE_CALLBACK_UNARY(CudaSharedMemoryRegister)
-CHRONOSERVE_CALLBACK_UNARY(CudaSharedMemoryUnregister)
 CHRONOSERVE_CALLBACK_UNARY(RepositoryIndex)
 CHRONOSERVE_CALLBACK_UNARY(LogSettings)
 CHRONOSERVE_CALLBACK_UNARY(TraceSetting)
 #undef CHRONOSERVE_CALLBACK_UNARY
 
-// Model control's, answered when the load or unload is done (on the controller's thread).
+// Model control's, answered when the load or unload is done (on the controller's thread), and a CUDA
+// region's unregister, answered once its IPC handle is closed.
 #define CHRONOSERVE_CALLBACK_LATER_UNARY(Method)                                                             \
   grpc::ServerUnaryReactor* InferenceService::Method(grpc::CallbackServerContext* ctx,                      \
                                                      const inference::Method##Request* request,             \
@@ -500,6 +503,7 @@ CHRONOSERVE_CALLBACK_UNARY(TraceSetting)
   }
 CHRONOSERVE_CALLBACK_LATER_UNARY(RepositoryModelLoad)
 CHRONOSERVE_CALLBACK_LATER_UNARY(RepositoryModelUnload)
+CHRONOSERVE_CALLBACK_LATER_UNARY(CudaSharedMemoryUnregister)
 #undef CHRONOSERVE_CALLBACK_LATER_UNARY
 
 template <typename Request, typename Response>
@@ -540,7 +544,7 @@ std::vector<QueuedCallFactory> InferenceService::ControlCalls() {
           QueuedUnary("SystemSharedMemoryUnregister", &InferenceService::AnswerSystemSharedMemoryUnregister),
           QueuedUnary("CudaSharedMemoryStatus", &InferenceService::AnswerCudaSharedMemoryStatus),
           QueuedUnary("CudaSharedMemoryRegister", &InferenceService::AnswerCudaSharedMemoryRegister),
-          QueuedUnary("CudaSharedMemoryUnregister", &InferenceService::AnswerCudaSharedMemoryUnregister),
+          QueuedLaterUnary("CudaSharedMemoryUnregister", &InferenceService::AnswerCudaSharedMemoryUnregister),
           QueuedUnary("RepositoryIndex", &InferenceService::AnswerRepositoryIndex),
           QueuedLaterUnary("RepositoryModelLoad", &InferenceService::AnswerRepositoryModelLoad),
           QueuedLaterUnary("RepositoryModelUnload", &InferenceService::AnswerRepositoryModelUnload),

@@ -178,8 +178,10 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
                                             inference::CudaSharedMemoryStatusResponse* response);
   absl::Status AnswerCudaSharedMemoryRegister(const inference::CudaSharedMemoryRegisterRequest& request,
                                               inference::CudaSharedMemoryRegisterResponse* response);
-  absl::Status AnswerCudaSharedMemoryUnregister(const inference::CudaSharedMemoryUnregisterRequest& request,
-                                                inference::CudaSharedMemoryUnregisterResponse* response);
+  // Answered through `done` once the regions' IPC handles are closed (SharedMemoryRegistry::Unregister).
+  void AnswerCudaSharedMemoryUnregister(const inference::CudaSharedMemoryUnregisterRequest& request,
+                                        inference::CudaSharedMemoryUnregisterResponse* response,
+                                        ModelControl::Done done);
   // Triton's repository index: every model, its served version and state (READY, LOADING while it
   // loads or the server warms up, UNAVAILABLE with the load's error), `ready` keeping READY ones.
   absl::Status AnswerRepositoryIndex(const inference::RepositoryIndexRequest& request,

@@ -1,7 +1,10 @@
 #include "server/shared_memory/shared_memory_registry.h"
 
+#include <algorithm>
 #include <functional>
 #include <iterator>
+#include <system_error>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -95,17 +98,17 @@ absl::Status SharedMemoryRegistry::Insert(const std::string& name, std::unique_p
   return absl::OkStatus();
 }
 
-void SharedMemoryRegistry::Unregister(const std::string& name, SharedMemoryKind kind) {
+void SharedMemoryRegistry::Unregister(const std::string& name, SharedMemoryKind kind, std::function<void()> closed) {
   // Released after the lock: the last reference unmaps, which need not block other callers.
   std::vector<std::shared_ptr<const SharedMemoryRegion>> released;
-  std::vector<std::pair<std::string, std::shared_ptr<absl::Notification>>> to_close;  // CUDA regions
+  std::vector<std::pair<std::string, std::shared_ptr<absl::Notification>>> open;  // CUDA handles to wait for
   {
     absl::MutexLock lock(&mu_);
     auto take = [&](std::map<std::string, std::shared_ptr<const SharedMemoryRegion>>::iterator it)
                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      if (auto closed = cuda_closed_.find(it->second.get()); closed != cuda_closed_.end()) {
-        to_close.emplace_back(it->first, std::move(closed->second));
-        cuda_closed_.erase(closed);
+      if (auto watch = cuda_closed_.find(it->second.get()); watch != cuda_closed_.end()) {
+        closing_.emplace_back(it->first, std::move(watch->second));
+        cuda_closed_.erase(watch);
       }
       released.push_back(std::move(it->second));
       return regions_.erase(it);
@@ -117,17 +120,48 @@ void SharedMemoryRegistry::Unregister(const std::string& name, SharedMemoryKind 
     } else if (auto it = regions_.find(name); it != regions_.end() && it->second->kind() == kind) {
       take(it);
     }
-  }
-  released.clear();  // the last reference, unless a request still holds the region
-  const absl::Time deadline = absl::Now() + kCudaCloseWait;
-  for (const auto& [region_name, closed] : to_close) {
-    if (!closed->WaitForNotificationWithDeadline(deadline)) {
-      CS_LOG(WARNING) << "CUDA shared-memory region '" << ClientName(region_name) << "' unregistered, but a request "
-                      << "still held it " << absl::FormatDuration(kCudaCloseWait)
-                      << " later; its IPC handle closes when that request ends: the client must not free the "
-                         "memory before then";
+    // Those taken now, and those an earlier call took that are still open.
+    for (auto it = closing_.begin(); it != closing_.end();) {
+      if (it->second->HasBeenNotified()) {
+        it = closing_.erase(it);
+        continue;
+      }
+      if (kind == SharedMemoryKind::kCuda && (name.empty() || it->first == name)) open.push_back(*it);
+      ++it;
     }
   }
+  released.clear();  // the last reference, unless a request still holds the region
+  open.erase(std::remove_if(open.begin(), open.end(), [](const auto& o) { return o.second->HasBeenNotified(); }),
+             open.end());
+  if (open.empty()) {
+    if (closed) closed();
+    return;
+  }
+  auto wait = [open = std::move(open), closed = std::move(closed)] {
+    const absl::Time deadline = absl::Now() + kCudaCloseWait;
+    for (const auto& [region_name, watch] : open) {
+      if (!watch->WaitForNotificationWithDeadline(deadline)) {
+        CS_LOG(WARNING) << "CUDA shared-memory region '" << ClientName(region_name) << "' unregistered, but a "
+                        << "request still held it " << absl::FormatDuration(kCudaCloseWait)
+                        << " later; its IPC handle closes when that request ends: the client must not free the "
+                           "memory before then";
+      }
+    }
+    if (closed) closed();
+  };
+  // The caller (a gRPC thread) goes on; the answer comes from the waiting thread.
+  auto task = std::make_shared<std::function<void()>>(std::move(wait));
+  try {
+    std::thread([task] { (*task)(); }).detach();
+  } catch (const std::system_error&) {
+    (*task)();  // no thread to be had: wait here
+  }
+}
+
+void SharedMemoryRegistry::Unregister(const std::string& name, SharedMemoryKind kind) {
+  absl::Notification done;
+  Unregister(name, kind, [&done] { done.Notify(); });
+  done.WaitForNotification();
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<const SharedMemoryRegion>>> SharedMemoryRegistry::Status(

@@ -15,9 +15,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -59,10 +61,16 @@ class SharedMemoryRegistry {
   bool cuda_enabled() const { return static_cast<bool>(opener_); }
   // Forgets `name` if it is a region of `kind` (every region of that kind when empty). Unknown
   // names, and names of the other kind, are not an error, as in Triton. The mapping goes away once
-  // no request holds it. A CUDA region is waited for: Unregister returns once its IPC handle is
-  // closed (a request holds it until it is answered, or until its batch ends when its client went
-  // away), so that the client's cudaFree after the answer never precedes the close, which CUDA
-  // leaves undefined; after kCudaCloseWait it returns anyway, with a warning in the log.
+  // no request holds it. A CUDA region is waited for: `closed` (if set) is called once its IPC
+  // handle is closed (a request holds it until it is answered, or until its batch ends when its
+  // client went away), so that the client's cudaFree after the answer never precedes the close,
+  // which CUDA leaves undefined. Regions of that name (every name, for "") that an earlier
+  // Unregister took out of service and whose handles are still open are waited for too, so a
+  // second call, or one for every region, is answered no sooner than the first. `closed` runs on
+  // the calling thread when nothing is open, else on a thread of its own (the caller goes on at
+  // once), at most kCudaCloseWait later, with a warning in the log for a handle still open then.
+  void Unregister(const std::string& name, SharedMemoryKind kind, std::function<void()> closed);
+  // The same, waiting on the calling thread until `closed` would be called.
   void Unregister(const std::string& name, SharedMemoryKind kind = SharedMemoryKind::kSystem);
   static constexpr absl::Duration kCudaCloseWait = absl::Seconds(10);
   // The region of `kind` called `name` (NOT_FOUND if none, or if that name is of the other kind),
@@ -84,6 +92,9 @@ class SharedMemoryRegistry {
   std::map<std::string, std::shared_ptr<const SharedMemoryRegion>> regions_ ABSL_GUARDED_BY(mu_);
   // Per registered CUDA region: notified once its handle is closed (its last holder gone).
   std::map<const SharedMemoryRegion*, std::shared_ptr<absl::Notification>> cuda_closed_ ABSL_GUARDED_BY(mu_);
+  // CUDA regions unregistered whose handles may still be open, by name (those closed are dropped
+  // as the next Unregister comes).
+  std::vector<std::pair<std::string, std::shared_ptr<absl::Notification>>> closing_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace chronoserve::server

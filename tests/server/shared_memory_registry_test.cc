@@ -2,6 +2,7 @@
 // client's RAII SystemSharedMemory, so every one is unlinked when its test ends).
 #include "server/shared_memory/shared_memory_registry.h"
 
+#include <atomic>
 #include <gmock/gmock.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -498,6 +500,46 @@ TEST(SharedMemoryRegistryTest, CudaRegionsRegisterFindAndClose) {
   registry.Unregister("c1", SharedMemoryKind::kCuda);
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
   EXPECT_EQ(*device.closed, 2);
+}
+
+// The waiting Unregister answers through its callback, not by holding its caller (a gRPC thread):
+// it returns at once while a request holds the region, and the callback comes once the handle is
+// closed. A second call for the same name, or one for every name, while the first still waits, is
+// answered no sooner (the name is gone, but the handle it named is not closed yet).
+TEST(SharedMemoryRegistryTest, AWaitingCudaUnregisterAnswersLaterAndLaterCallsWaitToo) {
+  FakeDevice device;
+  SharedMemoryRegistry registry(nullptr, device.Opener());
+  ASSERT_TRUE(registry.RegisterCuda("c0", Handle(1), 0, 4096).ok());
+  ASSERT_TRUE(registry.RegisterCuda("c1", Handle(2), 0, 4096).ok());
+  auto span = registry.Find("c0", 0, 16);
+  ASSERT_TRUE(span.ok()) << span.status();
+
+  absl::Notification first, again, every, other;
+  std::atomic<int> closed_at_first{-1};
+  const absl::Time start = absl::Now();
+  registry.Unregister("c0", SharedMemoryKind::kCuda, [&] {
+    closed_at_first = *device.closed;
+    first.Notify();
+  });
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1)) << "the caller goes on while the region is held";
+  registry.Unregister("c0", SharedMemoryKind::kCuda, [&] { again.Notify(); });
+  registry.Unregister("c1", SharedMemoryKind::kCuda, [&] { other.Notify(); });
+  EXPECT_TRUE(other.HasBeenNotified()) << "c1 had no holder: answered at once, on the calling thread";
+  registry.Unregister("", SharedMemoryKind::kCuda, [&] { every.Notify(); });
+  EXPECT_FALSE(first.WaitForNotificationWithTimeout(absl::Milliseconds(200)));
+  EXPECT_FALSE(again.HasBeenNotified()) << "the same name again: its handle is still open";
+  EXPECT_FALSE(every.HasBeenNotified()) << "every name: c0's handle is still open";
+  EXPECT_EQ(*device.closed, 1) << "c1 closed, c0 held";
+
+  span = absl::NotFoundError("dropped");  // the request lets go
+  EXPECT_TRUE(first.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_TRUE(again.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_TRUE(every.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_EQ(closed_at_first.load(), 2) << "closed before the answer";
+
+  absl::Notification system;
+  registry.Unregister("c0", SharedMemoryKind::kSystem, [&] { system.Notify(); });
+  EXPECT_TRUE(system.HasBeenNotified()) << "nothing of the system kind to wait for";
 }
 
 // A region the client unregistered while a request held it goes when that request does. When the
