@@ -1,7 +1,7 @@
 // RequestRegion: memory outside the server that a request's tensors are read from or written to (a
-// client's shared-memory region). The request holds it (InferRequest::regions) until the request
-// is destroyed, so it stays mapped however the client unregisters it meanwhile; and asks it, when
-// the request finishes, whether its bytes are still the client's (InferRequest::Complete).
+// client's shared-memory region). The request holds it (InferRequest::regions) until it completes,
+// before its answer (InferRequest::Complete), so it stays mapped however the client unregisters it
+// meanwhile; Complete asks it then whether its bytes are still the client's, and lets it go.
 #ifndef CHRONOSERVE_SERVER_CORE_REQUEST_REGION_H_
 #define CHRONOSERVE_SERVER_CORE_REQUEST_REGION_H_
 

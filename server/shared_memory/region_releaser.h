@@ -1,6 +1,6 @@
 // RegionReleaser: where a SharedMemoryRegion is destroyed. A request holds the regions its tensors
-// are in until it is destroyed, after its answer, on the worker or completion thread that finished
-// it. When the client unregistered a region while that request was in flight, the request held the
+// are in until it completes (InferRequest::Complete, before its answer), on the worker or
+// completion thread that finished it. When the client unregistered a region while that request was in flight, the request held the
 // last reference, and its destruction would unmap the region there: munmap, and for a page-locked
 // region cudaHostUnregister (milliseconds for a large region), on the thread the next batch waits
 // for. From a latency-critical thread (common/thread_role.h) a system region goes to the releaser's

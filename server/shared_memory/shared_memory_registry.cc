@@ -63,7 +63,7 @@ absl::Status SharedMemoryRegistry::RegisterCuda(const std::string& name, const s
                                                 int64_t device_id, uint64_t byte_size) {
   if (!opener_) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "CUDA shared-memory region '", name,
+        "CUDA shared-memory region '", ClientName(name),
         "': this server has no GPU (or its build has no CUDA); use system shared memory or send tensors in the message"));
   }
   if (name.empty()) return absl::InvalidArgumentError("a CUDA shared-memory region needs a name");
