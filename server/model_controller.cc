@@ -31,11 +31,15 @@ void ModelController::Open() {
   open_ = true;
 }
 
-void ModelController::Stop(absl::Time exit_deadline) {
+namespace {
+constexpr char kExitTimeoutReason[] = "the server's exit timeout passed while the request was queued";
+}  // namespace
+
+size_t ModelController::Stop(absl::Time exit_deadline) {
   std::deque<Job> refused;
   {
     absl::MutexLock lock(&mu_);
-    if (stopped_) return;
+    if (stopped_) return 0;
     stopped_ = true;
     refused.swap(jobs_);
     poll_wake_.Signal();
@@ -50,23 +54,24 @@ void ModelController::Stop(absl::Time exit_deadline) {
                                                    ": the server is shutting down")));
   }
   if (poller_.joinable()) poller_.join();
+  size_t abandoned = 0;
   {
     absl::MutexLock lock(&mu_);
     auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return running_.empty(); };
     if (!mu_.AwaitWithDeadline(absl::Condition(&idle), exit_deadline)) {
-      // Past the exit timeout: a retired version's queue is answered as the served ones' are.
-      size_t abandoned = 0;
-      for (ModelRuntime* runtime : retiring_) {
-        abandoned += runtime->AbandonQueued("the server's exit timeout passed while the request was queued");
-      }
-      if (abandoned > 0) {
-        CS_LOG(WARNING) << "exit timeout: " << abandoned
-                        << " request(s) queued on an unloaded or replaced version answered UNAVAILABLE";
-      }
+      // Past the exit timeout: a retired version's queue is answered as the served ones' are (and
+      // one whose retirement begins later, by Retire).
+      past_exit_deadline_ = true;
+      for (ModelRuntime* runtime : retiring_) abandoned += runtime->AbandonQueued(kExitTimeoutReason);
     }
+  }
+  if (abandoned > 0) {
+    CS_LOG(WARNING) << "exit timeout: " << abandoned
+                    << " request(s) queued on an unloaded or replaced version answered UNAVAILABLE";
   }
   for (std::thread& thread : threads_) thread.join();
   threads_.clear();
+  return abandoned;
 }
 
 void ModelController::Load(const std::string& model, LoadOverrides overrides, Done done) {
@@ -281,9 +286,7 @@ absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrid
   if (!replaced.empty()) {
     // New requests find the new runtimes from here on; the old ones' queued requests run on their
     // own workers, and the calls that hold them finish there.
-    for (const auto& old : replaced) {
-      Retire(*old, absl::StrCat("version ", old->spec().version, " was replaced by a reload"));
-    }
+    RetireAll(replaced, "was replaced by a reload");
     CS_LOG(INFO) << "model '" << model << "': version(s) " << VersionList(replaced) << " replaced by version(s) "
                  << VersionList(runtimes);
   }
@@ -334,7 +337,7 @@ absl::Status ModelController::DoUnload(const std::string& model, const std::stri
   const std::vector<std::shared_ptr<ModelRuntime>> runtimes = registry_->Unload(model, why);
   if (!runtimes.empty()) {
     if (hooks_.changed) hooks_.changed();  // not ready from here on, while its queues drain
-    for (const auto& runtime : runtimes) Retire(*runtime, absl::StrCat("version ", runtime->spec().version, " was unloaded"));
+    RetireAll(runtimes, "was unloaded");
     CS_LOG(INFO) << "model '" << model << "' version(s) " << VersionList(runtimes) << " unloaded";
   }
   // A model whose directory is gone leaves the index (it could not be loaded again).
@@ -458,19 +461,39 @@ void ModelController::ScanDone(int64_t scan) {
 }
 
 void ModelController::Retire(ModelRuntime& runtime, const std::string& why) {
+  bool late = false;
   {
     absl::MutexLock lock(&mu_);
     retiring_.insert(&runtime);
+    late = past_exit_deadline_;
   }
   // Requests that found the runtime before it left the registry are queued first, so they run.
-  if (!runtime.AwaitAdmitted(absl::Seconds(10))) {
+  if (!late && !runtime.AwaitAdmitted(absl::Seconds(10))) {
     CS_LOG(WARNING) << "model '" << runtime.spec().name << "': requests still on their way to version "
                     << runtime.spec().version << "'s queue after 10 s; closing it (they are answered UNAVAILABLE)";
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    late = past_exit_deadline_;  // once set, Stop has abandoned the queues retiring then, this one's too
+  }
+  if (late) {
+    if (const size_t abandoned = runtime.AbandonQueued(kExitTimeoutReason); abandoned > 0) {
+      CS_LOG(WARNING) << "exit timeout: " << abandoned << " request(s) queued on model '" << runtime.spec().name
+                      << "' version " << runtime.spec().version << " (" << why << ") answered UNAVAILABLE";
+    }
   }
   runtime.CloseQueue(why);
   runtime.Stop();
   absl::MutexLock lock(&mu_);
   retiring_.erase(&runtime);
+}
+
+void ModelController::RetireAll(const std::vector<std::shared_ptr<ModelRuntime>>& runtimes, const std::string& why) {
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& runtime : runtimes) retiring_.insert(runtime.get());
+  }
+  for (const auto& runtime : runtimes) Retire(*runtime, absl::StrCat("version ", runtime->spec().version, " ", why));
 }
 
 }  // namespace chronoserve::server

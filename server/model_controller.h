@@ -72,8 +72,9 @@ class ModelController final : public ModelControl {
   // load at its next warm-up run, and joins the thread. Idempotent; later requests are refused.
   // `exit_deadline` (the server's exit timeout): an unload or reload still draining a retired
   // version's queue then has its queued requests answered UNAVAILABLE, as the served models' are,
-  // instead of running them all; what runs on its workers finishes.
-  void Stop(absl::Time exit_deadline = absl::InfiniteFuture());
+  // instead of running them all (a version whose retirement starts after the deadline too); what
+  // runs on its workers finishes. Returns how many requests it answered so.
+  size_t Stop(absl::Time exit_deadline = absl::InfiniteFuture());
 
   using ModelControl::Load;
   void Load(const std::string& model, LoadOverrides overrides, Done done) override;
@@ -127,6 +128,9 @@ class ModelController final : public ModelControl {
   // once (no batching window), then its workers are joined; a request that comes later is refused
   // UNAVAILABLE with `why` ("version 2 was unloaded").
   void Retire(ModelRuntime& runtime, const std::string& why);
+  // Retire for each of `runtimes` in turn (`why` names the version), all of them counted as
+  // retiring from the start, so that Stop's exit deadline reaches the queues of those not yet begun.
+  void RetireAll(const std::vector<std::shared_ptr<ModelRuntime>>& runtimes, const std::string& why);
 
   ModelRegistry* const registry_;
   const std::string repository_;
@@ -144,6 +148,8 @@ class ModelController final : public ModelControl {
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   // Runtimes in Retire, for Stop's exit deadline (alive while there: their retirer holds them).
   std::set<ModelRuntime*> retiring_ ABSL_GUARDED_BY(mu_);
+  // Stop's exit deadline passed: a retirement abandons its queue instead of running it.
+  bool past_exit_deadline_ ABSL_GUARDED_BY(mu_) = false;
   int64_t polls_ ABSL_GUARDED_BY(mu_) = 0;  // scans 1..polls_ are done
   int64_t scans_started_ ABSL_GUARDED_BY(mu_) = 0;
   std::set<int64_t> scans_done_ ABSL_GUARDED_BY(mu_);  // done, after polls_ (a scan before them is not)

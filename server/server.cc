@@ -442,7 +442,8 @@ void Server::Shutdown() {
   }
   // No load or unload may change the models while they drain; the calls still waiting are answered
   // UNAVAILABLE while gRPC still carries answers.
-  if (model_controller_ != nullptr) model_controller_->Stop(absl::FromChrono(deadline));
+  const size_t retired_abandoned =
+      model_controller_ != nullptr ? model_controller_->Stop(absl::FromChrono(deadline)) : 0;
   if (grpc_server_ != nullptr) {
     // The ones queued need not wait for their batching window to close (it may be longer than the
     // exit timeout): they run now. After the controller stopped: a load it finished meanwhile is
@@ -460,12 +461,17 @@ void Server::Shutdown() {
       // calls: gRPC's shutdown at a deadline already past would reset the streams first, and the
       // callers would read INTERNAL or CANCELLED. A moment for them to go out; what is left after it,
       // a running batch's answer or a slow reader's, is cancelled. Without such answers, none.
-      if (abandoned > 0) {
-        CS_LOG(WARNING) << "exit timeout: " << abandoned << " queued request(s) answered UNAVAILABLE; up to "
+      if (abandoned + retired_abandoned > 0) {
+        CS_LOG(WARNING) << "exit timeout: " << abandoned + retired_abandoned
+                        << " queued request(s) answered UNAVAILABLE; up to "
                         << std::chrono::duration_cast<std::chrono::seconds>(kAbandonedAnswersGrace).count()
                         << " s for those answers to go out";
         deadline = std::chrono::system_clock::now() + kAbandonedAnswersGrace;
       }
+    }
+    // Answers the controller gave at the deadline (a retired version's queue) get the same moment.
+    if (retired_abandoned > 0) {
+      deadline = std::max(deadline, std::chrono::system_clock::now() + kAbandonedAnswersGrace);
     }
     // Ours ends its Watch calls, which would otherwise hold gRPC's shutdown up to the deadline.
     if (health_service_ != nullptr) health_service_->Shutdown();

@@ -327,6 +327,67 @@ TEST(ShutdownDuringModelControlTest, TheExitTimeoutAnswersAnUnloadedVersionsQueu
   ASSERT_TRUE(stopper.WaitDone(kWait));
 }
 
+// An unload retires a model's versions one after another; the exit timeout reaches the queue of a
+// version whose retirement has not begun yet (held behind the first's running batch) as well.
+TEST(ShutdownDuringModelControlTest, TheExitTimeoutAnswersTheQueuesOfEveryVersionAnUnloadRetires) {
+  testing::TempDir repo("cs_shutdown_unload_versions");
+  server::ServerOptions options = testing::TestServerOptions(repo.path());
+  options.model_control_mode = server::ModelControlMode::kExplicit;
+  options.exit_timeout_secs = 1;
+  auto server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  Gate gate1, gate2;
+  server::ModelSpec spec2 = testing::GatedSpec("gated", 1, 0);
+  spec2.version = 2;
+  auto v1 = testing::StartGatedModel(testing::GatedSpec("gated", 1, 0), 1, &gate1);
+  auto v2 = testing::StartGatedModel(spec2, 1, &gate2);
+  ASSERT_NE(v1, nullptr);
+  ASSERT_NE(v2, nullptr);
+  server->registry().Add({v1, v2});
+  const std::string address = "127.0.0.1:" + std::to_string(server->port());
+  auto c = testing::ConnectTestClient(address);
+  auto request = [](const std::string& id, int64_t version, uint64_t seed) {
+    inference::ModelInferRequest r = testing::GatedRequest("gated", id, GatedInput(1, seed));
+    r.set_model_version(std::to_string(version));
+    return r;
+  };
+
+  gate1.Arm();
+  gate2.Arm();
+  PendingInfer a1(c->stub(), request("A1", 1, 61));
+  PendingInfer a2(c->stub(), request("A2", 2, 62));
+  ASSERT_TRUE(gate1.WaitHeld(kWait));
+  ASSERT_TRUE(gate2.WaitHeld(kWait));
+  PendingInfer b1(c->stub(), request("B1", 1, 63));
+  PendingInfer b2(c->stub(), request("B2", 2, 64));
+  ASSERT_TRUE(v1->queue().WaitForSize(1, kWait)) << "B1 waits behind A1";
+  ASSERT_TRUE(v2->queue().WaitForSize(1, kWait)) << "B2 waits behind A2";
+  grpc::Status unloaded;
+  std::thread unloader([&] { unloaded = testing::UnloadModel(c->stub(), "gated"); });
+  const absl::Time began = absl::Now() + kWait;
+  while (server->registry().Serves("gated") && absl::Now() < began) std::this_thread::yield();
+  ASSERT_FALSE(server->registry().Serves("gated")) << "the unload never began";
+
+  testing::BackgroundShutdown stopper(server, kWait, [&] {
+    gate1.Release();
+    gate2.Release();
+  });
+  for (PendingInfer* b : {&b1, &b2}) {
+    const auto answer = b->Wait(kWait);
+    ASSERT_TRUE(answer.has_value()) << "a queued request was not answered at the exit timeout";
+    EXPECT_EQ(answer->error_code(), grpc::StatusCode::UNAVAILABLE) << answer->error_message();
+    EXPECT_THAT(answer->error_message(), ::testing::HasSubstr("exit timeout passed while the request was queued"));
+  }
+  EXPECT_FALSE(a1.done() || a2.done()) << "answered while both batches still ran";
+  EXPECT_FALSE(gate1.Executed("B1") || gate2.Executed("B2"));
+  gate1.Release();
+  gate2.Release();
+  ASSERT_TRUE(a1.Wait(kWait).has_value());
+  ASSERT_TRUE(a2.Wait(kWait).has_value());
+  unloader.join();
+  ASSERT_TRUE(stopper.WaitDone(kWait));
+}
+
 TEST(ShutdownTest, BinaryAnswersEveryAcceptedRequestOnSigtermAndExitsZero) {
   testing::TempDir repo("cs_sigterm");
   examples::ModelOptions mlp;
