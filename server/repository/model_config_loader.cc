@@ -287,6 +287,16 @@ const FieldsByMessage& IgnoredTritonFields() {
   return kIgnored;
 }
 
+// Of those, the message fields whose presence is the setting, whatever their own fields say.
+const FieldsByMessage& TritonPresenceFields() {
+  static const FieldsByMessage kPresence = {
+      {"ModelConfig", {"sequence_batching", "ensemble_scheduling"}},
+      {"ModelInput", {"reshape"}},
+      {"ModelOutput", {"reshape"}},
+  };
+  return kPresence;
+}
+
 bool Lists(const FieldsByMessage& fields, const std::string& message, const std::string& field) {
   auto it = fields.find(message);
   return it != fields.end() && it->second.count(field) > 0;
@@ -508,11 +518,14 @@ struct JsonFieldFindings {
   std::vector<std::string> not_lists;
 };
 
-// Whether a JSON value says nothing: null, false, 0, "", an enum's *_NONE, [] or {} (or an object of
-// such). Triton writes its configuration with every field (ModelConfigToJson prints primitive
-// fields at their defaults), so a config it exported holds "batch_input": [] and "format":
-// "FORMAT_NONE" for fields chronoserve lacks: those are as if absent.
-bool SaysNothing(const google::protobuf::Value& value) {
+// Whether a JSON value says nothing: null, false, 0 (or "0", as protobuf's JSON writes a 64-bit
+// zero), "", an enum's *_NONE, [] or {} (or an object of such). Triton writes its configuration
+// with every primitive field (ModelConfigToJson prints them at their defaults), so a config it
+// exported holds "batch_input": [] and "format": "FORMAT_NONE" for fields chronoserve lacks: those
+// are as if absent. An object is printed only when its field was set, so for a field whose
+// presence is the setting (TritonPresenceFields: `reshape` to a scalar is {"shape": []}) no object
+// says nothing.
+bool SaysNothing(const google::protobuf::Value& value, bool presence_matters = false) {
   switch (value.kind_case()) {
     case google::protobuf::Value::kNullValue:
     case google::protobuf::Value::KIND_NOT_SET:
@@ -522,10 +535,12 @@ bool SaysNothing(const google::protobuf::Value& value) {
     case google::protobuf::Value::kNumberValue:
       return value.number_value() == 0;
     case google::protobuf::Value::kStringValue:
-      return value.string_value().empty() || absl::EndsWith(value.string_value(), "_NONE");
+      return value.string_value().empty() || value.string_value() == "0" ||
+             absl::EndsWith(value.string_value(), "_NONE");
     case google::protobuf::Value::kListValue:
       return value.list_value().values().empty();
     case google::protobuf::Value::kStructValue:
+      if (presence_matters) return false;
       for (const auto& [key, child] : value.struct_value().fields()) {
         if (!SaysNothing(child)) return false;
       }
@@ -535,8 +550,9 @@ bool SaysNothing(const google::protobuf::Value& value) {
 }
 
 // Takes out of a JSON configuration the keys that `type` has no field for, at any depth, and notes
-// the list fields whose value is not a list. A key whose value says nothing (SaysNothing) is taken
-// out without a note.
+// the list fields whose value is not a list. A key of Triton's that chronoserve lacks (refused or
+// ignored) whose value says nothing (SaysNothing) is taken out without a note; any other key is
+// noted whatever its value (a typo stays a typo, `"dynamic_batchin": {}` included).
 void TakeUnknownJsonFields(google::protobuf::Value* value, const google::protobuf::Descriptor* type,
                            JsonFieldFindings* found) {
   if (!value->has_struct_value()) return;
@@ -549,8 +565,10 @@ void TakeUnknownJsonFields(google::protobuf::Value* value, const google::protobu
     const google::protobuf::FieldDescriptor* field = type->FindFieldByName(key);
     if (field == nullptr) field = type->FindFieldByCamelcaseName(key);
     if (field == nullptr) {
-      if (!SaysNothing(child)) {
-        found->unknown.push_back(SnakeCase(key));
+      const std::string name = SnakeCase(key);
+      const bool tritons = Lists(RefusedTritonFields(), type_name, name) || Lists(IgnoredTritonFields(), type_name, name);
+      if (!tritons || !SaysNothing(child, Lists(TritonPresenceFields(), type_name, name))) {
+        found->unknown.push_back(name);
         found->unknown_in.push_back(type_name);
       }
       it = fields->erase(it);

@@ -131,6 +131,9 @@ TEST_F(RepositoryTest, DefaultModelFilenameMustBeAFileNameNotAPath) {
   EXPECT_THAT(std::string(from_file.status().message()), HasSubstr("default_model_filename '../m/1/model.pt' is not a file name"));
 }
 
+constexpr char kJsonIo[] = R"("input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [3]}],
+    "output": [{"name": "y", "data_type": "TYPE_FP32", "dims": [3]}])";
+
 // A configuration as Triton exports it (ModelConfigToJson prints every primitive field, defaults
 // included): the fields chronoserve lacks but that say nothing ("batch_input": [], "format":
 // "FORMAT_NONE", "response_cache": {"enable": false}) load as if absent; set, they are refused or
@@ -166,6 +169,22 @@ TEST_F(RepositoryTest, AConfigAsTritonExportsItLoads) {
   auto refused = LoadModelVersions((root_ / "m").string(), &with_batch_input);
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("field 'batch_input' is not supported"));
+
+  // An object is exported only when its field is set: a reshape to a scalar ({"shape": []}) and an
+  // empty sequence_batching are settings, refused; and a key that is no field of Triton's either is a
+  // typo whatever its value.
+  const std::string io_reshaped = R"("input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [1],
+      "reshape": {"shape": []}}], "output": [{"name": "y", "data_type": "TYPE_FP32", "dims": [3]}])";
+  for (const auto& [json, says] : std::vector<std::pair<std::string, std::string>>{
+           {absl::StrCat("{", io_reshaped, "}"), "field 'reshape' is not supported"},
+           {absl::StrCat("{", kJsonIo, R"(, "sequence_batching": {}})"), "field 'sequence_batching' is not supported"},
+           {absl::StrCat("{", kJsonIo, R"(, "dynamic_batchin": {}})"), "unknown field 'dynamic_batchin'"}}) {
+    SCOPED_TRACE(json);
+    auto loaded = LoadModelVersions((root_ / "m").string(), &json);
+    ASSERT_FALSE(loaded.ok());
+    EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(loaded.status().message()), HasSubstr(says));
+  }
 }
 
 // version_policy { latest { num_versions: 0 } } names no version: refused, as Triton fails such a load.
