@@ -199,8 +199,10 @@ void ModelController::Run(bool unloads_only) {
     const absl::Status status =
         job.kind == Job::Kind::kLoad
             ? DoLoad(job.model, job.overrides, *stop)
-            : DoUnload(job.model, job.scan ? ": its directory left the model repository (--model-control-mode poll)"
-                                           : " (RepositoryModelUnload); RepositoryModelLoad serves it again");
+            : DoUnload(job.model,
+                       job.scan ? ": its directory left the model repository (--model-control-mode poll)"
+                                : " (RepositoryModelUnload); RepositoryModelLoad serves it again",
+                       /*directory_gone=*/job.scan);
     if (hooks_.changed) hooks_.changed();
     job.Finish(status);  // before the model's next request may start: its answers go in order
     absl::MutexLock lock(&mu_);
@@ -328,10 +330,17 @@ absl::StatusOr<ModelManager::LoadedVersions> ModelController::BuildRuntimes(
   return built;
 }
 
-absl::Status ModelController::DoUnload(const std::string& model, const std::string& why) {
+absl::Status ModelController::DoUnload(const std::string& model, const std::string& why, bool directory_gone) {
   // A repository that cannot be listed now (a network filesystem's hiccup) says nothing of the
-  // model's directory: taken as there, so that an unloaded model stays in the index.
-  const absl::StatusOr<std::vector<std::string>> listed = ListModelDirectories(repository_);
+  // model's directory: taken as there, so that an unloaded model stays in the index; unless the
+  // scan that asked for the unload saw it gone. A model the server does not know is not unloaded
+  // then: the listing's error is the answer.
+  const absl::StatusOr<std::vector<std::string>> listed =
+      directory_gone ? std::vector<std::string>{} : ListModelDirectories(repository_);
+  if (!listed.ok() && !registry_->Knows(model)) {
+    return absl::Status(listed.status().code(), absl::StrCat("cannot unload model '", model, "': ",
+                                                             listed.status().message()));
+  }
   const std::vector<std::string> present = listed.ok() ? *listed : std::vector<std::string>{};
   const bool in_repository = !listed.ok() || std::find(present.begin(), present.end(), model) != present.end();
   const std::vector<std::shared_ptr<ModelRuntime>> runtimes = registry_->Unload(model, why);

@@ -123,7 +123,9 @@ class ModelController final : public ModelControl {
                                                              std::map<int64_t, absl::Status>* tried,
                                                              const std::atomic<bool>* stop);
   // `why`: what the unloaded model's lookups say after "model 'm' is unloaded".
-  absl::Status DoUnload(const std::string& model, const std::string& why);
+  // `directory_gone`: a poll's scan saw the model's directory leave the repository (it leaves the
+  // index, however a listing now would go).
+  absl::Status DoUnload(const std::string& model, const std::string& why, bool directory_gone);
   // Stops a runtime taken out of service: once the requests that found it are queued, they run at
   // once (no batching window), then its workers are joined; a request that comes later is refused
   // UNAVAILABLE with `why` ("version 2 was unloaded").

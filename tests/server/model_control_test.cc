@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "client/infer_stream.h"
 #include "client/inference_client.h"
 #include "common/tensor_data.h"
@@ -146,6 +147,30 @@ TEST_P(ModelControlTest, UnloadRefusesNewRequestsAndLoadServesAgain) {
   ASSERT_TRUE(testing::LoadModel(c->stub(), "a").ok());
   EXPECT_EQ(testing::Answer(c->ModelReady("a")), "true");
   EXPECT_TRUE(c->Infer("a", {Input(5)}).ok());
+  server->Shutdown();
+}
+
+// A repository that cannot be listed (gone for a moment: a network filesystem's hiccup) says nothing
+// of a model's directory: a loaded model unloads and stays in the index, and a name the server does
+// not know is answered with the listing's error, not OK.
+TEST_P(ModelControlTest, AnUnloadWhileTheRepositoryCannotBeListed) {
+  auto server = Start({"a"});
+  ASSERT_NE(server, nullptr);
+  auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+  const std::string aside = repo_->path() + ".aside";
+  std::filesystem::rename(repo_->path(), aside);
+  absl::Cleanup back = [&] { std::filesystem::rename(aside, repo_->path()); };
+  const grpc::Status unloaded = testing::UnloadModel(c->stub(), "a");
+  EXPECT_TRUE(unloaded.ok()) << unloaded.error_message();
+  const grpc::Status unknown = testing::UnloadModel(c->stub(), "nosuch");
+  EXPECT_EQ(unknown.error_code(), grpc::StatusCode::NOT_FOUND) << unknown.error_message();
+  EXPECT_THAT(unknown.error_message(), HasSubstr("cannot unload model 'nosuch': "));
+  std::move(back).Invoke();
+  auto index = testing::RepositoryIndex(c->stub());
+  ASSERT_TRUE(index.ok()) << index.status();
+  ASSERT_GE(index->models_size(), 1);
+  EXPECT_EQ(index->models(0).name(), "a") << "the unloaded model stays listed";
+  EXPECT_EQ(index->models(0).state(), "UNAVAILABLE");
   server->Shutdown();
 }
 
