@@ -60,6 +60,10 @@ int main(int argc, char** argv) {
   // SIGHUP does nothing (the repository is re-read by model control, not by a signal): by default it
   // would end the process at once, nothing drained, e.g. when the terminal that started it closes.
   std::signal(SIGHUP, SIG_IGN);
+  // A write to a pipe whose reader is gone (a --trace-file pipe, the log's stderr) fails with EPIPE
+  // instead of ending the server with every request in flight (the metrics endpoint's library
+  // ignored SIGPIPE too, but only with --allow-metrics).
+  std::signal(SIGPIPE, SIG_IGN);
   chronoserve::server::RawServerFlags raw;
   CLI::App app{"chronoserve: a KServe v2 gRPC inference server for TorchScript models that reports "
                "where every microsecond of a request went. Offline profiling of one model: "

@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -189,6 +191,35 @@ OtlpFileExporter::OtlpFileExporter(std::string path, int fd, const OtlpResource&
 
 OtlpFileExporter::~OtlpFileExporter() { ::close(fd_); }
 
+namespace {
+// write(2) to a pipe whose reader is gone raises SIGPIPE, which by default ends the process (the
+// server, every request in flight with it) unless something ignores it process-wide. Here the
+// signal is held back on this thread for the write and, when the write raised it (EPIPE), taken
+// off the thread's pending set, so the export fails with EPIPE instead, whatever the process's
+// disposition.
+ssize_t WriteWithoutSigpipe(int fd, const char* data, size_t size) {
+  sigset_t pipe_only, before;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  sigset_t pending;
+  sigemptyset(&pending);
+  const bool held = ::pthread_sigmask(SIG_BLOCK, &pipe_only, &before) == 0;
+  const bool already = held && ::sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+  const ssize_t n = ::write(fd, data, size);
+  const int error = errno;
+  if (held) {
+    if (n < 0 && error == EPIPE && !already) {
+      const struct timespec now = {0, 0};
+      while (::sigtimedwait(&pipe_only, nullptr, &now) < 0 && errno == EINTR) {
+      }
+    }
+    ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  }
+  errno = error;
+  return n;
+}
+}  // namespace
+
 absl::StatusOr<ExportResult> OtlpFileExporter::Export(const std::vector<SpanData>& spans, absl::Time deadline) {
   if (shut_down_.load(std::memory_order_acquire)) {
     return absl::FailedPreconditionError(absl::StrCat("trace file '", path_, "': the exporter is shut down"));
@@ -204,7 +235,7 @@ absl::StatusOr<ExportResult> OtlpFileExporter::Export(const std::vector<SpanData
   const bool sized = ::fstat(fd_, &before) == 0;
   size_t written = 0;
   while (written < line.size()) {
-    const ssize_t n = ::write(fd_, line.data() + written, line.size() - written);
+    const ssize_t n = WriteWithoutSigpipe(fd_, line.data() + written, line.size() - written);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       // A pipe or device that takes no more now: wait for room, until the deadline or Shutdown.

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -160,6 +161,30 @@ TEST(OtlpFileExporterTest, AFailedWriteIsCountedAsLostAndAShutDownExporterRefuse
   (*closed)->Shutdown();
   EXPECT_EQ((*closed)->Export({FullSpan(NewTraceId(), "late")}, absl::Now() + absl::Seconds(10)).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// A pipe whose reader is gone fails the export (EPIPE) instead of ending the process with SIGPIPE,
+// even where nothing ignores that signal (the server with --allow-metrics false).
+TEST(OtlpFileExporterTest, APipeWhoseReaderIsGoneFailsTheExportNotTheProcess) {
+  testing::TempDir dir("cs_trace_pipe_gone");
+  const std::string fifo = dir.path() + "/spans.pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(reader, 0);
+  auto exporter = OtlpFileExporter::Create(fifo, Resource());
+  ASSERT_TRUE(exporter.ok()) << exporter.status();
+  ::close(reader);
+  struct sigaction dfl = {}, before = {};
+  dfl.sa_handler = SIG_DFL;
+  ASSERT_EQ(::sigaction(SIGPIPE, &dfl, &before), 0);
+  const auto failed = (*exporter)->Export({FullSpan(NewTraceId(), "after")}, absl::Now() + absl::Seconds(5));
+  ::sigaction(SIGPIPE, &before, nullptr);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(failed.status().message().find(std::strerror(EPIPE)), std::string::npos) << failed.status();
+  sigset_t pending;
+  ASSERT_EQ(::sigpending(&pending), 0);
+  EXPECT_EQ(sigismember(&pending, SIGPIPE), 0) << "no SIGPIPE left pending to strike later";
 }
 
 // A pipe whose reader stops reading (--trace-file /dev/stdout into a stalled consumer) holds no
