@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
@@ -66,66 +67,92 @@ bool SameFile(const std::string& a, const std::string& b) {
   return pa.has_value() && pb.has_value() && *pa == *pb;
 }
 
+namespace {
+
+// The file a path names through its links, the last link dangling included (its target does not
+// exist yet: WriteFile creates it there). `path` itself when it is no link, or on a loop.
+std::string FollowLinks(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path at = path;
+  for (int hops = 0; hops < 40; ++hops) {
+    if (!fs::is_symlink(fs::symlink_status(at, ec)) || ec) return at.string();
+    const fs::path to = fs::read_symlink(at, ec);
+    if (ec) return at.string();
+    at = to.is_absolute() ? to : at.parent_path() / to;
+  }
+  return path;
+}
+
+// Writes all of `contents` to `fd`; 0, or the errno of the write that failed.
+int WriteAll(int fd, const std::string& contents) {
+  size_t done = 0;
+  while (done < contents.size()) {
+    const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+}  // namespace
+
 absl::Status WriteFile(const std::string& path, const std::string& contents) {
   // errno's text beside what failed; errno read at once, before building the message could change it.
   auto failed = [](int err, absl::string_view what) {
     return absl::InternalError(absl::StrCat(what, err != 0 ? absl::StrCat(" (", std::strerror(err), ")") : ""));
   };
-  // A link is followed: the file it names is replaced, the link stays.
-  std::string target = path;
+  // A link is followed: the file it names is replaced (or, the link dangling, created), the link stays.
+  const std::string target = FollowLinks(path);
   struct stat st;
-  const bool exists = ::stat(path.c_str(), &st) == 0;
-  if (exists) {
-    if (char* real = ::realpath(path.c_str(), nullptr)) {
-      target = real;
-      std::free(real);
-    }
-  }
-  // A device or a pipe (/dev/null, /dev/stdout) is written in place: it cannot be replaced.
-  bool in_place = exists && !S_ISREG(st.st_mode);
-  std::string temp;
-  int fd = -1;
-  if (!in_place) {
-    // The new contents go to a file beside the target that replaces it only once whole: a failed
-    // write (a full disk) leaves the old report as it was and no part of the new one.
-    static std::atomic<uint64_t> next{0};
-    temp = absl::StrCat(target, ".tmp.", ::getpid(), ".", next.fetch_add(1));
-    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, exists ? (st.st_mode & 07777) : 0666);
-    if (fd < 0) {
-      const int err = errno;
-      // A writable file in a directory that is not: written in place, as before there was a temp file.
-      if (!(exists && (err == EACCES || err == EPERM || err == EROFS))) {
-        return failed(err, absl::StrCat("cannot open '", path, "' for writing"));
-      }
-      in_place = true;
-    } else if (exists) {
-      // open's mode passes through the umask; the replaced file's own mode is kept.
-      ::fchmod(fd, st.st_mode & 07777);
-    }
-  }
-  if (in_place) {
-    fd = ::open(target.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  const bool exists = ::stat(target.c_str(), &st) == 0;
+  // Written in place, where replacing the file would change what the path is: a device or a pipe
+  // (/dev/null); a path through /dev or /proc (/dev/stdout redirected to a file: replacing that file
+  // would leave the process's own output on an unlinked one); a file with other hard links (they
+  // would keep the old contents) or another owner (the new file would be ours).
+  const bool special_path = absl::StartsWith(path, "/dev/") || absl::StartsWith(path, "/proc/");
+  bool in_place = exists && (!S_ISREG(st.st_mode) || special_path || st.st_nlink > 1 || st.st_uid != ::geteuid());
+  // In place: the file truncated and written (created if need be).
+  auto write_in_place = [&]() -> absl::Status {
+    const int fd = ::open(target.c_str(), O_WRONLY | O_TRUNC | O_CREAT | O_CLOEXEC, 0666);
     if (fd < 0) {
       const int err = errno;
       return failed(err, absl::StrCat("cannot open '", path, "' for writing"));
     }
+    int err = WriteAll(fd, contents);
+    if (::close(fd) != 0 && err == 0) err = errno;
+    return err == 0 ? absl::OkStatus() : failed(err, absl::StrCat("failed writing '", path, "'"));
+  };
+  if (in_place) return write_in_place();
+
+  // The new contents go to a file beside the target that replaces it only once whole: a failed
+  // write (a full disk) leaves the old report as it was and no part of the new one.
+  static std::atomic<uint64_t> next{0};
+  const std::string temp = absl::StrCat(target, ".tmp.", ::getpid(), ".", next.fetch_add(1));
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, exists ? (st.st_mode & 07777) : 0666);
+  if (fd < 0) {
+    const int err = errno;
+    // A writable file in a directory that is not, or a name too long for the temporary's suffix:
+    // written in place, as before there was a temporary file.
+    if ((exists && (err == EACCES || err == EPERM || err == EROFS)) || err == ENAMETOOLONG) return write_in_place();
+    return failed(err, absl::StrCat("cannot open '", path, "' for writing"));
   }
-  size_t done = 0;
-  int write_err = 0;
-  while (done < contents.size()) {
-    const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      write_err = errno;
-      break;
-    }
-    done += static_cast<size_t>(n);
+  // open's mode passes through the umask; the replaced file's own mode is kept.
+  if (exists) ::fchmod(fd, st.st_mode & 07777);
+  int err = WriteAll(fd, contents);
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err != 0) {
+    ::unlink(temp.c_str());
+    return failed(err, absl::StrCat("failed writing '", path, "'"));
   }
-  if (::close(fd) != 0 && write_err == 0) write_err = errno;
-  if (write_err == 0 && !in_place && ::rename(temp.c_str(), target.c_str()) != 0) write_err = errno;
-  if (write_err != 0) {
-    if (!in_place) ::unlink(temp.c_str());
-    return failed(write_err, absl::StrCat("failed writing '", path, "'"));
+  if (::rename(temp.c_str(), target.c_str()) != 0) {
+    // The file cannot be replaced (a file bind-mounted alone, a sticky directory's file of another
+    // user, another filesystem): the report is written into it instead.
+    ::unlink(temp.c_str());
+    return write_in_place();
   }
   return absl::OkStatus();
 }

@@ -4,6 +4,7 @@
 #include "common/output_file.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -142,6 +143,52 @@ TEST(OutputFileTest, ReplacingKeepsLinksModesAndDevices) {
   ASSERT_TRUE(WriteFile("/dev/null", "discarded\n").ok());
   ASSERT_EQ(::stat("/dev/null", &st), 0);
   EXPECT_TRUE(S_ISCHR(st.st_mode)) << "/dev/null must stay a device";
+  std::filesystem::remove_all(dir);
+}
+
+// What replacing would change is written in place instead: a dangling link gets its file created
+// (the link stays), a file with another hard link keeps it, a name too long for the temporary's
+// suffix is still written, and a path through /proc (as /dev/stdout redirected to a file is) leaves
+// the open file the process writes to the same file.
+TEST(OutputFileTest, DanglingLinksHardLinksLongNamesAndOpenFilesAreWrittenNotReplaced) {
+  char dir_template[] = "/tmp/cb_inplace_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  struct stat st;
+
+  ASSERT_TRUE(std::filesystem::create_directory(dir + "/real"));
+  const std::string link = dir + "/link.json";
+  ASSERT_EQ(::symlink("real/target.json", link.c_str()), 0);
+  ASSERT_TRUE(WriteFile(link, "{\"a\": 1}\n").ok());
+  ASSERT_EQ(::lstat(link.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode)) << "the dangling link stays a link";
+  EXPECT_EQ(ReadAll(dir + "/real/target.json"), "{\"a\": 1}\n") << "its file is created";
+
+  const std::string a = dir + "/a.json", b = dir + "/b.json";
+  ASSERT_TRUE(WriteFile(a, "old\n").ok());
+  ASSERT_EQ(::link(a.c_str(), b.c_str()), 0);
+  ASSERT_TRUE(WriteFile(a, "new\n").ok());
+  EXPECT_EQ(ReadAll(b), "new\n") << "the other hard link sees the new contents";
+  ASSERT_EQ(::stat(a.c_str(), &st), 0);
+  EXPECT_EQ(st.st_nlink, 2u);
+
+  const std::string long_name = dir + "/" + std::string(250, 'r') + ".j";  // 252 bytes: + ".tmp.PID.N" is too long
+  ASSERT_TRUE(WriteFile(long_name, "first\n").ok());
+  ASSERT_TRUE(WriteFile(long_name, "second\n").ok());
+  EXPECT_EQ(ReadAll(long_name), "second\n");
+
+  const std::string out = dir + "/out.txt";
+  ASSERT_TRUE(WriteFile(out, "before\n").ok());
+  const int fd = ::open(out.c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  struct stat before;
+  ASSERT_EQ(::fstat(fd, &before), 0);
+  ASSERT_TRUE(WriteFile("/proc/self/fd/" + std::to_string(fd), "through the descriptor\n").ok());
+  struct stat now;
+  ASSERT_EQ(::stat(out.c_str(), &now), 0);
+  EXPECT_EQ(now.st_ino, before.st_ino) << "the open file was replaced: the descriptor now names an unlinked one";
+  EXPECT_EQ(ReadAll(out), "through the descriptor\n");
+  ::close(fd);
   std::filesystem::remove_all(dir);
 }
 
