@@ -170,18 +170,31 @@ absl::StatusOr<std::unique_ptr<OtlpFileExporter>> OtlpFileExporter::Create(const
     ::close(fd);
     return not_regular();
   }
+  if (regular_only && st.st_nlink > 1) {  // another name for a file elsewhere, which O_NOFOLLOW does not see
+    ::close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat("trace file '", path, "' has other hard links (another name for a file elsewhere): refused"));
+  }
   // A regular file's writes do not block; a pipe's or device's wait in Export, bounded.
   const int status_flags = ::fcntl(fd, F_GETFL);
   if (status_flags >= 0) ::fcntl(fd, F_SETFL, regular ? status_flags & ~O_NONBLOCK : status_flags | O_NONBLOCK);
   // A file whose last line has no newline (a server killed mid-write): the first line starts afresh.
-  // (Read through a descriptor of its own: the appending one is write-only.)
+  // (Read through a descriptor of its own: the appending one is write-only. Opened without waiting
+  // (nor, for a client's name, following a link), and used only if it is the file opened above: the
+  // name may name something else by now, a pipe whose open would block included.)
   bool torn = false;
-  if (const int reader = ::open(path.c_str(), O_RDONLY | O_CLOEXEC); reader >= 0) {
-    char last = '\n';
-    if (const off_t size = ::lseek(reader, 0, SEEK_END); size > 0) {
-      torn = ::pread(reader, &last, 1, size - 1) == 1 && last != '\n';
+  if (regular) {
+    const int read_flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | (regular_only ? O_NOFOLLOW : 0);
+    if (const int reader = ::open(path.c_str(), read_flags); reader >= 0) {
+      struct stat same;
+      if (::fstat(reader, &same) == 0 && same.st_dev == st.st_dev && same.st_ino == st.st_ino) {
+        char last = '\n';
+        if (const off_t size = ::lseek(reader, 0, SEEK_END); size > 0) {
+          torn = ::pread(reader, &last, 1, size - 1) == 1 && last != '\n';
+        }
+      }
+      ::close(reader);
     }
-    ::close(reader);
   }
   return std::unique_ptr<OtlpFileExporter>(new OtlpFileExporter(path, fd, resource, torn));
 }

@@ -338,6 +338,7 @@ absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpo
       config.warnings.push_back(absl::StrCat("tracing is off: OTEL_TRACES_EXPORTER='", Get(env, "OTEL_TRACES_EXPORTER"),
                                              "' does not list otlp, the only exporter chronoserve has (or give "
                                              "--otlp-endpoint HOST:PORT)"));
+      config.setting_warnings = std::move(setting_warnings);  // tracing may be turned on later
       return config;
     }
   }
@@ -348,6 +349,7 @@ absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpo
     config.warnings.push_back(absl::StrCat("tracing is off: ", protocol.name, "='", protocol.value,
                                            "', but chronoserve exports traces over OTLP/gRPC only (protocol "
                                            "'grpc'; or give --otlp-endpoint HOST:PORT)"));
+    config.setting_warnings = std::move(setting_warnings);
     return config;
   }
   // The spec's OTEL_EXPORTER_OTLP_[TRACES_]INSECURE: for an endpoint without http:// or https://,
@@ -364,6 +366,7 @@ absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpo
     config.warnings.push_back(absl::StrCat("tracing is off: ", endpoint.name, "='", endpoint.value,
                                            "' is not an OTLP/gRPC endpoint (HOST:PORT, optionally http:// or "
                                            "https://, no path)"));
+    config.setting_warnings = std::move(setting_warnings);
     return config;
   }
   if (had_scheme && !insecure.value.empty()) {

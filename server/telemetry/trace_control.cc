@@ -1,5 +1,6 @@
 #include "server/telemetry/trace_control.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -130,10 +131,14 @@ absl::Status CheckFile(const std::vector<std::string>& values, const std::string
         absl::StrCat("trace setting 'trace_file' is ", Quoted(values), "; it takes one ", where));
   }
   const std::string& name = values[0];
-  if (name.find('/') != std::string::npos || name == "." || name == ".." || name.find('\0') != std::string::npos ||
-      name.size() > 255) {
-    return absl::InvalidArgumentError(absl::StrCat("trace setting 'trace_file' is ", Quoted(values), "; it takes ",
-                                                   where, ", not a path (at most 255 bytes, no '/', not . or ..)"));
+  // Control characters too: the name goes into the server's log, where a newline would forge a line.
+  const bool control = std::any_of(name.begin(), name.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
+  if (name.find('/') != std::string::npos || name == "." || name == ".." || control || name.size() > 255) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "trace setting 'trace_file' is ", Quoted(values), "; it takes ", where,
+        ", not a path (at most 255 bytes, no '/' or control character, not . or ..)"));
   }
   if (!model.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("trace setting 'trace_file' is server-wide: every model's spans go "

@@ -227,7 +227,9 @@ TEST(TraceControlTest, TraceFileMovesTheSpansThroughTheOpener) {
                                                                    {{"trace_file", {"../x.jsonl"}}},
                                                                    {{"trace_file", {".."}}},
                                                                    {{"trace_file", {"sub/x.jsonl"}}},
-                                                                   {{"trace_file", {std::string(256, 'n')}}}}) {
+                                                                   {{"trace_file", {std::string(256, 'n')}}},
+                                                                   {{"trace_file", {"x.jsonl\nI1207 forged log line"}}},
+                                                                   {{"trace_file", {"\x1b[2Jx.jsonl"}}}}) {
     const auto refused = c.Update("", bad);
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << bad.begin()->second.size();
     EXPECT_THAT(std::string(refused.status().message()),

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <string>
@@ -139,6 +140,14 @@ TEST_F(TraceFileAtRunTimeTest, ANamedFileStartsTracingAndTheNextTakesOver) {
   const auto pipe = Setting("", {{"trace_file", {"pipe.jsonl"}}, {"trace_level", {"TIMESTAMPS"}}});
   EXPECT_EQ(pipe.status().code(), absl::StatusCode::kInvalidArgument) << pipe.status();
   EXPECT_THAT(std::string(pipe.status().message()), HasSubstr("is not a regular file"));
+  // A hard link in the directory to a file elsewhere: O_NOFOLLOW does not see it, the link count does.
+  const std::string outside = out_.path() + "/../cs_trace_hardlinked.jsonl";
+  std::ofstream(outside) << "";
+  ASSERT_EQ(::link(outside.c_str(), (out_.path() + "/hard.jsonl").c_str()), 0);
+  const auto hard = Setting("", {{"trace_file", {"hard.jsonl"}}, {"trace_level", {"TIMESTAMPS"}}});
+  std::filesystem::remove(outside);
+  EXPECT_EQ(hard.status().code(), absl::StatusCode::kInvalidArgument) << hard.status();
+  EXPECT_THAT(std::string(hard.status().message()), HasSubstr("has other hard links"));
   std::filesystem::create_directory(out_.path() + "/dir.jsonl");
   const auto unwritable = Setting("", {{"trace_file", {"dir.jsonl"}}, {"trace_level", {"TIMESTAMPS"}}});
   EXPECT_EQ(unwritable.status().code(), absl::StatusCode::kInvalidArgument) << unwritable.status();

@@ -157,6 +157,20 @@ TEST(TracingConfigTest, SettingWarningsAreKeptForTracingTurnedOnLater) {
   EXPECT_TRUE(small->warnings.empty());
   ASSERT_EQ(small->setting_warnings.size(), 1u);
   EXPECT_THAT(small->setting_warnings[0], ::testing::HasSubstr("OTEL_BSP_MAX_QUEUE_SIZE=4 cannot hold"));
+  // An environment whose endpoint turns tracing off (another exporter, another protocol, an endpoint
+  // that is none) keeps them too: a trace_file may still turn tracing on.
+  for (const std::map<std::string, std::string>& off_env : std::vector<std::map<std::string, std::string>>{
+           {{"OTEL_TRACES_EXPORTER", "console"}, {"OTEL_EXPORTER_OTLP_ENDPOINT", "http://otel:4317"}},
+           {{"OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"}, {"OTEL_EXPORTER_OTLP_ENDPOINT", "http://otel:4318"}},
+           {{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://otel:4317/v1/traces"}}}) {
+    std::map<std::string, std::string> env = off_env;
+    env["OTEL_BSP_MAX_QUEUE_SIZE"] = "abc";
+    auto c = ResolveTracingConfig("", "", Env(env));
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_FALSE(c->enabled) << env.begin()->first;
+    ASSERT_EQ(c->setting_warnings.size(), 1u) << env.begin()->first;
+    EXPECT_THAT(c->setting_warnings[0], ::testing::HasSubstr("OTEL_BSP_MAX_QUEUE_SIZE"));
+  }
 }
 
 TEST(TracingConfigTest, AnotherOtlpProtocolInTheEnvironmentTurnsTracingOffWithAWarning) {
