@@ -608,8 +608,15 @@ class StrictJsonCheck : public nlohmann::json_sax<nlohmann::json> {
 
   bool null() override { return true; }
   bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
+  // The configuration passes through google.protobuf.Value, whose numbers are doubles: an integer
+  // past 2^53 would reach its field rounded. protobuf's JSON takes 64-bit integers as strings too
+  // (and writes them so), which keep every digit.
+  bool number_integer(number_integer_t v) override {
+    return v >= -kExactInDouble && v <= kExactInDouble ? true : TooLarge(std::to_string(v));
+  }
+  bool number_unsigned(number_unsigned_t v) override {
+    return v <= static_cast<number_unsigned_t>(kExactInDouble) ? true : TooLarge(std::to_string(v));
+  }
   bool number_float(number_float_t, const string_t&) override { return true; }
   bool string(string_t&) override { return true; }
   bool binary(binary_t&) override { return true; }
@@ -618,6 +625,7 @@ class StrictJsonCheck : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
   bool key(string_t& key) override {
+    last_key_ = key;
     if (keys_.back().insert(key).second) return true;
     fault_ = absl::StrCat("key '", key, "' is given twice in one object");
     return false;
@@ -640,7 +648,16 @@ class StrictJsonCheck : public nlohmann::json_sax<nlohmann::json> {
   }
 
  private:
+  static constexpr int64_t kExactInDouble = int64_t{1} << 53;
+  bool TooLarge(const std::string& digits) {
+    fault_ = absl::StrCat("the integer ", digits, " (at '", last_key_, "') is beyond 2^53, which a JSON number "
+                          "cannot carry exactly here; write it as a string, \"", digits, "\", as protobuf's JSON "
+                          "writes 64-bit integers");
+    return false;
+  }
+
   std::vector<std::set<std::string>> keys_;
+  std::string last_key_;
   std::string fault_;
 };
 

@@ -187,6 +187,27 @@ TEST_F(RepositoryTest, AConfigAsTritonExportsItLoads) {
   }
 }
 
+// Integers past 2^53 would pass through JSON numbers rounded: refused, saying to quote them; quoted,
+// as protobuf's JSON writes 64-bit integers, they keep every digit (seen in the range check's error).
+TEST_F(RepositoryTest, AJsonIntegerPast2To53IsRefusedAndTakenExactlyAsAString) {
+  Write("m/1/model.pt", "x");
+  const std::string number = absl::StrCat("{", kJsonIo, R"(, "max_batch_size": 4,
+      "dynamic_batching": {"max_queue_delay_microseconds": 9007199254740993}})");
+  auto refused = LoadModelVersions((root_ / "m").string(), &number);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("the integer 9007199254740993 (at 'max_queue_delay_microseconds') is beyond 2^53"));
+  const std::string quoted = absl::StrCat("{", kJsonIo, R"(, "max_batch_size": 4,
+      "dynamic_batching": {"max_queue_delay_microseconds": "9007199254740993"}})");
+  // Past the field's own range (a day) all the same, but read to the last digit (rounded, it would
+  // read ...992).
+  auto exact = LoadModelVersions((root_ / "m").string(), &quoted);
+  ASSERT_FALSE(exact.ok());
+  EXPECT_THAT(std::string(exact.status().message()),
+              HasSubstr("max_queue_delay_microseconds 9007199254740993: expected 0 to 86400000000"));
+}
+
 // version_policy { latest { num_versions: 0 } } names no version: refused, as Triton fails such a load.
 TEST_F(RepositoryTest, LatestWithNoVersionsIsRefused) {
   Write("m/1/model.pt", "x");
