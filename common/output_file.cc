@@ -7,16 +7,36 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
 namespace chronoserve {
+namespace {
+
+// Where a path leads when its last link names no file yet (where WriteFile will create it), read
+// link by link; `path` itself when it is no link. Only for checking and comparing ahead of a
+// write: the write itself lets the kernel follow the links.
+std::string DanglingTarget(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path at = path;
+  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(at, ec)) && !ec; ++hops) {
+    const fs::path to = fs::read_symlink(at, ec);
+    if (ec) break;
+    at = to.is_absolute() ? to : at.parent_path() / to;
+  }
+  return at.string();
+}
+
+}  // namespace
 
 absl::Status CheckWritable(const std::string& flag, const std::string& path) {
   const std::string what = absl::StrCat(flag, " '", path, "'");
@@ -28,7 +48,8 @@ absl::Status CheckWritable(const std::string& flag, const std::string& path) {
     }
     return absl::OkStatus();
   }
-  const std::string why = WhyCannotCreateIn(path, "file");
+  // A link that names no file yet: the file is created where it points.
+  const std::string why = WhyCannotCreateIn(DanglingTarget(path), "file");
   return why.empty() ? absl::OkStatus() : absl::InvalidArgumentError(absl::StrCat(what, ": ", why));
 }
 
@@ -57,7 +78,7 @@ bool SameFile(const std::string& a, const std::string& b) {
   }
   auto resolved = [](const std::string& path) -> std::optional<std::filesystem::path> {
     std::error_code ec;
-    const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+    const std::filesystem::path absolute = std::filesystem::absolute(DanglingTarget(path), ec);
     if (ec) return std::nullopt;
     std::filesystem::path canonical = std::filesystem::weakly_canonical(absolute, ec);
     if (ec) return std::nullopt;
@@ -68,21 +89,6 @@ bool SameFile(const std::string& a, const std::string& b) {
 }
 
 namespace {
-
-// The file a path names through its links, the last link dangling included (its target does not
-// exist yet: WriteFile creates it there). `path` itself when it is no link, or on a loop.
-std::string FollowLinks(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path at = path;
-  for (int hops = 0; hops < 40; ++hops) {
-    if (!fs::is_symlink(fs::symlink_status(at, ec)) || ec) return at.string();
-    const fs::path to = fs::read_symlink(at, ec);
-    if (ec) return at.string();
-    at = to.is_absolute() ? to : at.parent_path() / to;
-  }
-  return path;
-}
 
 // Writes all of `contents` to `fd`; 0, or the errno of the write that failed.
 int WriteAll(int fd, const std::string& contents) {
@@ -98,6 +104,27 @@ int WriteAll(int fd, const std::string& contents) {
   return 0;
 }
 
+// The process's descriptor `path` stands for: /dev/stdout and /dev/stderr, /dev/fd/N and
+// /proc/self/fd/N by name, and any path (a link to /dev/stdout, the file stdout is redirected to)
+// naming the very file that descriptor 1 or 2 is open on (`st`, the path's file). -1 for none.
+int DescriptorFor(const std::string& path, const struct stat* st) {
+  if (path == "/dev/stdout") return 1;
+  if (path == "/dev/stderr") return 2;
+  for (absl::string_view prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    int fd = -1;
+    if (absl::StartsWith(path, prefix) && absl::SimpleAtoi(absl::string_view(path).substr(prefix.size()), &fd) &&
+        fd >= 0 && ::fcntl(fd, F_GETFD) >= 0) {
+      return fd;
+    }
+  }
+  if (st == nullptr) return -1;
+  for (int fd : {1, 2}) {
+    struct stat open_on;
+    if (::fstat(fd, &open_on) == 0 && open_on.st_dev == st->st_dev && open_on.st_ino == st->st_ino) return fd;
+  }
+  return -1;
+}
+
 }  // namespace
 
 absl::Status WriteFile(const std::string& path, const std::string& contents) {
@@ -105,19 +132,23 @@ absl::Status WriteFile(const std::string& path, const std::string& contents) {
   auto failed = [](int err, absl::string_view what) {
     return absl::InternalError(absl::StrCat(what, err != 0 ? absl::StrCat(" (", std::strerror(err), ")") : ""));
   };
-  // A link is followed: the file it names is replaced (or, the link dangling, created), the link stays.
-  const std::string target = FollowLinks(path);
+  // Links are followed by the kernel alone (so its protections for links in shared directories
+  // hold): the path's file as the kernel reaches it.
   struct stat st;
-  const bool exists = ::stat(target.c_str(), &st) == 0;
-  // Written in place, where replacing the file would change what the path is: a device or a pipe
-  // (/dev/null); a path through /dev or /proc (/dev/stdout redirected to a file: replacing that file
-  // would leave the process's own output on an unlinked one); a file with other hard links (they
-  // would keep the old contents) or another owner (the new file would be ours).
-  const bool special_path = absl::StartsWith(path, "/dev/") || absl::StartsWith(path, "/proc/");
-  bool in_place = exists && (!S_ISREG(st.st_mode) || special_path || st.st_nlink > 1 || st.st_uid != ::geteuid());
-  // In place: the file truncated and written (created if need be).
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  // The process's own output (/dev/stdout, whether a terminal, a pipe or a file): written through
+  // its descriptor, after what was written there before (stdio's buffers first), never truncated
+  // or replaced.
+  if (const int fd = DescriptorFor(path, exists ? &st : nullptr); fd >= 0) {
+    std::fflush(nullptr);
+    const int err = WriteAll(fd, contents);
+    return err == 0 ? absl::OkStatus() : failed(err, absl::StrCat("failed writing '", path, "'"));
+  }
+  // In place: the file truncated (a regular one) and written, created if need be (through a
+  // dangling link, the file it names).
   auto write_in_place = [&]() -> absl::Status {
-    const int fd = ::open(target.c_str(), O_WRONLY | O_TRUNC | O_CREAT | O_CLOEXEC, 0666);
+    const int flags = O_WRONLY | O_CLOEXEC | (exists && !S_ISREG(st.st_mode) ? 0 : O_TRUNC | O_CREAT);
+    const int fd = ::open(path.c_str(), flags, 0666);
     if (fd < 0) {
       const int err = errno;
       return failed(err, absl::StrCat("cannot open '", path, "' for writing"));
@@ -126,7 +157,23 @@ absl::Status WriteFile(const std::string& path, const std::string& contents) {
     if (::close(fd) != 0 && err == 0) err = errno;
     return err == 0 ? absl::OkStatus() : failed(err, absl::StrCat("failed writing '", path, "'"));
   };
-  if (in_place) return write_in_place();
+  struct stat link;
+  const bool dangling = !exists && ::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode);
+  // Written in place, where replacing the file would change what the path is: a device or a pipe
+  // (/dev/null); a file with other hard links (they would keep the old contents) or of another
+  // owner (the new file would be ours); a link that names no file yet (the file is created where
+  // it points, and the link stays).
+  if (dangling || (exists && (!S_ISREG(st.st_mode) || st.st_nlink > 1 || st.st_uid != ::geteuid()))) {
+    return write_in_place();
+  }
+  // A link to a file: that file is replaced, the link stays.
+  std::string target = path;
+  if (exists) {
+    if (char* real = ::realpath(path.c_str(), nullptr)) {
+      target = real;
+      std::free(real);
+    }
+  }
 
   // The new contents go to a file beside the target that replaces it only once whole: a failed
   // write (a full disk) leaves the old report as it was and no part of the new one.

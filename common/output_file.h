@@ -10,12 +10,14 @@ namespace chronoserve {
 
 // Writes `contents` to `path`; INTERNAL with the path (and errno's text) on failure. The file is
 // replaced whole or not at all: the contents go to a file beside it that is renamed over it once
-// written, so a failed write (a full disk) leaves the old file as it was and no partial one. A link
-// is followed (the file it names is replaced, or created when the link dangles; the link stays) and
-// the replaced file's mode is kept. Written in place instead: a device or pipe (/dev/null), a path
-// under /dev or /proc (/dev/stdout, even redirected to a file), a file with other hard links or of
-// another owner, a writable file in a directory that is not, a name too long for the temporary's
-// suffix, and a file that cannot be renamed over (bind-mounted alone, another filesystem).
+// written, so a failed write (a full disk) leaves the old file as it was and no partial one. Links
+// are followed by the kernel (the file a link names is replaced, the link stays; a link naming no
+// file yet gets it created there) and the replaced file's mode is kept. The process's own output
+// (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N, or any path to the file descriptor 1 or 2
+// is open on) is written through its descriptor, after what is there. Written in place instead of
+// replaced: a device or pipe (/dev/null), a file with other hard links or of another owner, a
+// writable file in a directory that is not, a name too long for the temporary's suffix, and a file
+// that cannot be renamed over (bind-mounted alone, another filesystem).
 absl::Status WriteFile(const std::string& path, const std::string& contents);
 // Whether WriteFile(path, ...) could create or replace `path` now (its directory exists and is
 // writable; the path, if it exists, is a writable file), without touching it: checked before a run

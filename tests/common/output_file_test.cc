@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -147,10 +148,9 @@ TEST(OutputFileTest, ReplacingKeepsLinksModesAndDevices) {
 }
 
 // What replacing would change is written in place instead: a dangling link gets its file created
-// (the link stays), a file with another hard link keeps it, a name too long for the temporary's
-// suffix is still written, and a path through /proc (as /dev/stdout redirected to a file is) leaves
-// the open file the process writes to the same file.
-TEST(OutputFileTest, DanglingLinksHardLinksLongNamesAndOpenFilesAreWrittenNotReplaced) {
+// (the link stays), a file with another hard link keeps it, and a name too long for the
+// temporary's suffix is still written.
+TEST(OutputFileTest, DanglingLinksHardLinksAndLongNamesAreWrittenNotReplaced) {
   char dir_template[] = "/tmp/cb_inplace_XXXXXX";
   ASSERT_NE(::mkdtemp(dir_template), nullptr);
   const std::string dir = dir_template;
@@ -177,18 +177,75 @@ TEST(OutputFileTest, DanglingLinksHardLinksLongNamesAndOpenFilesAreWrittenNotRep
   ASSERT_TRUE(WriteFile(long_name, "second\n").ok());
   EXPECT_EQ(ReadAll(long_name), "second\n");
 
+  std::filesystem::remove_all(dir);
+}
+
+// The process's own output (/dev/stdout, /dev/fd/N, /proc/self/fd/N, or a link to one) is written
+// through its descriptor, after what was written there before: a pipe gets the bytes (the path names
+// no file a temporary could go beside), and a file stdout is redirected to keeps its earlier output
+// and its inode.
+TEST(OutputFileTest, TheProcesssOwnOutputIsWrittenThroughItsDescriptor) {
+  int ends[2];
+  ASSERT_EQ(::pipe(ends), 0);
+  ASSERT_TRUE(WriteFile("/proc/self/fd/" + std::to_string(ends[1]), "into the pipe\n").ok());
+  ASSERT_TRUE(WriteFile("/dev/fd/" + std::to_string(ends[1]), "again\n").ok());
+  ::close(ends[1]);
+  std::string piped(64, '\0');
+  const ssize_t got = ::read(ends[0], piped.data(), piped.size());
+  ::close(ends[0]);
+  ASSERT_GT(got, 0);
+  piped.resize(static_cast<size_t>(got));
+  EXPECT_EQ(piped, "into the pipe\nagain\n");
+
+  char dir_template[] = "/tmp/cb_stdout_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
   const std::string out = dir + "/out.txt";
-  ASSERT_TRUE(WriteFile(out, "before\n").ok());
-  const int fd = ::open(out.c_str(), O_WRONLY | O_CLOEXEC);
-  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(WriteFile(out, "summary\n").ok());
   struct stat before;
-  ASSERT_EQ(::fstat(fd, &before), 0);
-  ASSERT_TRUE(WriteFile("/proc/self/fd/" + std::to_string(fd), "through the descriptor\n").ok());
+  ASSERT_EQ(::stat(out.c_str(), &before), 0);
+  // stdout redirected to the file (>>), reached through a link of the user's to /dev/stdout.
+  const int file = ::open(out.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  ASSERT_GE(file, 0);
+  const std::string link = dir + "/report.json";
+  ASSERT_EQ(::symlink("/dev/stdout", link.c_str()), 0);
+  std::fflush(stdout);
+  const int saved = ::dup(1);
+  ASSERT_GE(saved, 0);
+  ASSERT_EQ(::dup2(file, 1), 1);
+  const absl::Status through_link = WriteFile(link, "{\"json\": 1}\n");
+  const absl::Status by_name = WriteFile("/dev/stdout", "after\n");
+  std::fflush(stdout);
+  ::dup2(saved, 1);
+  ::close(saved);
+  ::close(file);
+  ASSERT_TRUE(through_link.ok()) << through_link;
+  ASSERT_TRUE(by_name.ok()) << by_name;
+  EXPECT_EQ(ReadAll(out), "summary\n{\"json\": 1}\nafter\n") << "earlier output kept, nothing truncated";
   struct stat now;
   ASSERT_EQ(::stat(out.c_str(), &now), 0);
-  EXPECT_EQ(now.st_ino, before.st_ino) << "the open file was replaced: the descriptor now names an unlinked one";
-  EXPECT_EQ(ReadAll(out), "through the descriptor\n");
-  ::close(fd);
+  EXPECT_EQ(now.st_ino, before.st_ino) << "the file stdout is open on must not be replaced";
+  struct stat st;
+  ASSERT_EQ(::lstat(link.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  std::filesystem::remove_all(dir);
+}
+
+// Ahead of a run, a link that names no file yet is checked and compared where it points.
+TEST(OutputFileTest, ADanglingLinkIsCheckedAndComparedWhereItPoints) {
+  char dir_template[] = "/tmp/cb_dangling_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  const std::string bad = dir + "/bad.json";
+  ASSERT_EQ(::symlink("/nonexistent-cb-dir/r.json", bad.c_str()), 0);
+  const absl::Status checked = CheckWritable("--json", bad);
+  EXPECT_EQ(checked.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(checked.message().find("directory '/nonexistent-cb-dir' does not exist"), std::string::npos) << checked;
+  ASSERT_TRUE(std::filesystem::create_directory(dir + "/real"));
+  const std::string link = dir + "/l.json";
+  ASSERT_EQ(::symlink("real/t.json", link.c_str()), 0);
+  EXPECT_TRUE(CheckWritable("--json", link).ok());
+  EXPECT_TRUE(SameFile(link, dir + "/real/t.json")) << "--json l.json --csv real/t.json would collide";
   std::filesystem::remove_all(dir);
 }
 
