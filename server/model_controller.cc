@@ -71,7 +71,8 @@ size_t ModelController::Stop(absl::Time exit_deadline) {
   }
   for (std::thread& thread : threads_) thread.join();
   threads_.clear();
-  return abandoned;
+  absl::MutexLock lock(&mu_);
+  return abandoned + late_abandoned_;  // with those a retirement begun after the deadline answered
 }
 
 void ModelController::Load(const std::string& model, LoadOverrides overrides, Done done) {
@@ -259,6 +260,11 @@ absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrid
       return absl::Status(built.status().code(),
                           absl::StrCat("model '", model, "' not reloaded (the version loaded before goes on serving): ",
                                        built.status().message()));
+    }
+    // A load the shutdown or an unload stopped lists its versions with that reason, not the
+    // warm-up's "stopped" each version's own load ended with.
+    if (stopping_ || stop.load()) {
+      for (auto& [tried_version, how] : tried) how = absl::OkStatus();
     }
     registry_->MarkFailed(model, built.status(), tried, /*strict=*/false);
     if (stopping_) return built.status();
@@ -489,6 +495,8 @@ void ModelController::Retire(ModelRuntime& runtime, const std::string& why) {
     if (const size_t abandoned = runtime.AbandonQueued(kExitTimeoutReason); abandoned > 0) {
       CS_LOG(WARNING) << "exit timeout: " << abandoned << " request(s) queued on model '" << runtime.spec().name
                       << "' version " << runtime.spec().version << " (" << why << ") answered UNAVAILABLE";
+      absl::MutexLock lock(&mu_);
+      late_abandoned_ += abandoned;  // Stop's count, for the grace those answers get
     }
   }
   runtime.CloseQueue(why);

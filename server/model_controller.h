@@ -152,6 +152,8 @@ class ModelController final : public ModelControl {
   std::set<ModelRuntime*> retiring_ ABSL_GUARDED_BY(mu_);
   // Stop's exit deadline passed: a retirement abandons its queue instead of running it.
   bool past_exit_deadline_ ABSL_GUARDED_BY(mu_) = false;
+  // Requests such a retirement answered, for Stop's count.
+  size_t late_abandoned_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t polls_ ABSL_GUARDED_BY(mu_) = 0;  // scans 1..polls_ are done
   int64_t scans_started_ ABSL_GUARDED_BY(mu_) = 0;
   std::set<int64_t> scans_done_ ABSL_GUARDED_BY(mu_);  // done, after polls_ (a scan before them is not)

@@ -31,10 +31,91 @@ constexpr size_t kCudaIpcHandleBytes = 64;
 
 }  // namespace
 
-SharedMemoryRegistry::SharedMemoryRegistry() { RegionReleaser::Get(); }
+// One thread answers every Unregister that waits for CUDA handles to close: each waits for its
+// handles, or its deadline, whichever comes first. A region's close wakes the thread; it ends when
+// nothing waits (and starts again with the next). So a client that unregisters again and again
+// while a request holds a region costs one thread, not one per call.
+struct SharedMemoryRegistry::CloseWaiter : std::enable_shared_from_this<CloseWaiter> {
+  struct Waiting {
+    std::vector<std::pair<std::string, std::shared_ptr<absl::Notification>>> open;
+    absl::Time deadline;
+    std::function<void()> closed;
+  };
+
+  absl::Mutex mu;
+  absl::CondVar woken;
+  std::vector<Waiting> waiting ABSL_GUARDED_BY(mu);
+  bool running ABSL_GUARDED_BY(mu) = false;
+
+  // A region closed: the thread looks again.
+  void Wake() {
+    absl::MutexLock lock(&mu);
+    woken.SignalAll();
+  }
+
+  // Adds `w`; starts the thread if none runs. Without a thread to be had, waits here.
+  void Add(Waiting w) {
+    {
+      absl::MutexLock lock(&mu);
+      waiting.push_back(std::move(w));
+      if (running) {
+        woken.SignalAll();
+        return;
+      }
+      running = true;
+    }
+    try {
+      std::thread([self = shared_from_this()] { self->Run(); }).detach();
+    } catch (const std::system_error&) {
+      Run();
+    }
+  }
+
+  void Run() {
+    while (true) {
+      std::vector<Waiting> done;
+      {
+        absl::MutexLock lock(&mu);
+        const absl::Time now = absl::Now();
+        absl::Time next = absl::InfiniteFuture();
+        for (auto it = waiting.begin(); it != waiting.end();) {
+          const bool all_closed = std::all_of(it->open.begin(), it->open.end(),
+                                              [](const auto& o) { return o.second->HasBeenNotified(); });
+          if (all_closed || now >= it->deadline) {
+            done.push_back(std::move(*it));
+            it = waiting.erase(it);
+          } else {
+            next = std::min(next, it->deadline);
+            ++it;
+          }
+        }
+        if (done.empty()) {
+          if (waiting.empty()) {
+            running = false;
+            return;
+          }
+          woken.WaitWithDeadline(&mu, next);
+          continue;
+        }
+      }
+      for (Waiting& w : done) {
+        for (const auto& [region_name, watch] : w.open) {
+          if (watch->HasBeenNotified()) continue;
+          CS_LOG(WARNING) << "CUDA shared-memory region '" << ClientName(region_name) << "' unregistered, but a "
+                          << "request still held it " << absl::FormatDuration(kCudaCloseWait)
+                          << " later; its IPC handle closes when that request ends: the client must not free "
+                             "the memory before then";
+        }
+        if (w.closed) w.closed();
+      }
+    }
+  }
+};
+
+SharedMemoryRegistry::SharedMemoryRegistry() : waiter_(std::make_shared<CloseWaiter>()) { RegionReleaser::Get(); }
 
 SharedMemoryRegistry::SharedMemoryRegistry(HostMemoryPinner pinner, DeviceMemoryOpener opener)
-    : pinner_(std::move(pinner)), opener_(std::move(opener)) {
+    : pinner_(std::move(pinner)), opener_(std::move(opener)), waiter_(std::make_shared<CloseWaiter>()) {
   RegionReleaser::Get();
 }
 
@@ -89,7 +170,10 @@ absl::Status SharedMemoryRegistry::Insert(const std::string& name, std::unique_p
   if (region->kind() == SharedMemoryKind::kCuda) closed = std::make_shared<absl::Notification>();
   // Shared before the lock: a region that lost a race for its name is unmapped after it, not under it.
   std::shared_ptr<const SharedMemoryRegion> shared =
-      ShareRegion(std::move(region), closed == nullptr ? std::function<void()>() : [closed] { closed->Notify(); });
+      ShareRegion(std::move(region), closed == nullptr ? std::function<void()>() : [closed, waiter = waiter_] {
+        closed->Notify();
+        waiter->Wake();
+      });
   absl::MutexLock lock(&mu_);
   const SharedMemoryRegion* key = shared.get();
   auto [it, inserted] = regions_.try_emplace(name, std::move(shared));  // not moved from when taken
@@ -137,25 +221,8 @@ void SharedMemoryRegistry::Unregister(const std::string& name, SharedMemoryKind 
     if (closed) closed();
     return;
   }
-  auto wait = [open = std::move(open), closed = std::move(closed)] {
-    const absl::Time deadline = absl::Now() + kCudaCloseWait;
-    for (const auto& [region_name, watch] : open) {
-      if (!watch->WaitForNotificationWithDeadline(deadline)) {
-        CS_LOG(WARNING) << "CUDA shared-memory region '" << ClientName(region_name) << "' unregistered, but a "
-                        << "request still held it " << absl::FormatDuration(kCudaCloseWait)
-                        << " later; its IPC handle closes when that request ends: the client must not free the "
-                           "memory before then";
-      }
-    }
-    if (closed) closed();
-  };
   // The caller (a gRPC thread) goes on; the answer comes from the waiting thread.
-  auto task = std::make_shared<std::function<void()>>(std::move(wait));
-  try {
-    std::thread([task] { (*task)(); }).detach();
-  } catch (const std::system_error&) {
-    (*task)();  // no thread to be had: wait here
-  }
+  waiter_->Add(CloseWaiter::Waiting{std::move(open), absl::Now() + kCudaCloseWait, std::move(closed)});
 }
 
 void SharedMemoryRegistry::Unregister(const std::string& name, SharedMemoryKind kind) {

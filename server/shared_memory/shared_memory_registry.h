@@ -95,6 +95,10 @@ class SharedMemoryRegistry {
   // CUDA regions unregistered whose handles may still be open, by name (those closed are dropped
   // as the next Unregister comes).
   std::vector<std::pair<std::string, std::shared_ptr<absl::Notification>>> closing_ ABSL_GUARDED_BY(mu_);
+  // The Unregister calls waiting for handles to close, answered by one thread (started while any
+  // waits), which the regions' closes wake; shared with them, so it outlives the registry.
+  struct CloseWaiter;
+  const std::shared_ptr<CloseWaiter> waiter_;
 };
 
 }  // namespace chronoserve::server

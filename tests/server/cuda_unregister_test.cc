@@ -1,8 +1,9 @@
 // CudaSharedMemoryUnregister over real gRPC on a CPU server whose CUDA IPC opener is a stand-in
 // (host memory for the client's GPU memory): while a request still holds the region, the call is
 // answered only once its handle is closed (the client may cudaFree right after the answer), and
-// the gRPC thread that took the call goes back to serving meanwhile: with one queue polled by one
-// thread, other calls are answered while the unregister waits.
+// the gRPC thread that took the call goes back to serving meanwhile: on the asynchronous API, with
+// one queue polled by one thread, other calls are answered while the unregister waits (the
+// callback API's variant checks the late answer; its polling threads are several).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

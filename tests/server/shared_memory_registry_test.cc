@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 #include <vector>
 
@@ -514,32 +515,66 @@ TEST(SharedMemoryRegistryTest, AWaitingCudaUnregisterAnswersLaterAndLaterCallsWa
   auto span = registry.Find("c0", 0, 16);
   ASSERT_TRUE(span.ok()) << span.status();
 
-  absl::Notification first, again, every, other;
-  std::atomic<int> closed_at_first{-1};
+  // Shared with the callbacks, which the registry's waiting thread may run after a failed check.
+  struct Answers {
+    absl::Notification first, again, every, other;
+    std::atomic<int> closed_at_first{-1};
+  };
+  auto answers = std::make_shared<Answers>();
+  const std::shared_ptr<int> closed = device.closed;
   const absl::Time start = absl::Now();
-  registry.Unregister("c0", SharedMemoryKind::kCuda, [&] {
-    closed_at_first = *device.closed;
-    first.Notify();
+  registry.Unregister("c0", SharedMemoryKind::kCuda, [answers, closed] {
+    answers->closed_at_first = *closed;
+    answers->first.Notify();
   });
   EXPECT_LT(absl::Now() - start, absl::Seconds(1)) << "the caller goes on while the region is held";
-  registry.Unregister("c0", SharedMemoryKind::kCuda, [&] { again.Notify(); });
-  registry.Unregister("c1", SharedMemoryKind::kCuda, [&] { other.Notify(); });
-  EXPECT_TRUE(other.HasBeenNotified()) << "c1 had no holder: answered at once, on the calling thread";
-  registry.Unregister("", SharedMemoryKind::kCuda, [&] { every.Notify(); });
-  EXPECT_FALSE(first.WaitForNotificationWithTimeout(absl::Milliseconds(200)));
-  EXPECT_FALSE(again.HasBeenNotified()) << "the same name again: its handle is still open";
-  EXPECT_FALSE(every.HasBeenNotified()) << "every name: c0's handle is still open";
+  registry.Unregister("c0", SharedMemoryKind::kCuda, [answers] { answers->again.Notify(); });
+  registry.Unregister("c1", SharedMemoryKind::kCuda, [answers] { answers->other.Notify(); });
+  EXPECT_TRUE(answers->other.HasBeenNotified()) << "c1 had no holder: answered at once, on the calling thread";
+  registry.Unregister("", SharedMemoryKind::kCuda, [answers] { answers->every.Notify(); });
+  EXPECT_FALSE(answers->first.WaitForNotificationWithTimeout(absl::Milliseconds(200)));
+  EXPECT_FALSE(answers->again.HasBeenNotified()) << "the same name again: its handle is still open";
+  EXPECT_FALSE(answers->every.HasBeenNotified()) << "every name: c0's handle is still open";
   EXPECT_EQ(*device.closed, 1) << "c1 closed, c0 held";
 
   span = absl::NotFoundError("dropped");  // the request lets go
-  EXPECT_TRUE(first.WaitForNotificationWithTimeout(absl::Seconds(5)));
-  EXPECT_TRUE(again.WaitForNotificationWithTimeout(absl::Seconds(5)));
-  EXPECT_TRUE(every.WaitForNotificationWithTimeout(absl::Seconds(5)));
-  EXPECT_EQ(closed_at_first.load(), 2) << "closed before the answer";
+  EXPECT_TRUE(answers->first.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_TRUE(answers->again.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_TRUE(answers->every.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_EQ(answers->closed_at_first.load(), 2) << "closed before the answer";
 
   absl::Notification system;
   registry.Unregister("c0", SharedMemoryKind::kSystem, [&] { system.Notify(); });
   EXPECT_TRUE(system.HasBeenNotified()) << "nothing of the system kind to wait for";
+}
+
+// Unregistering again and again while a request holds a region costs one waiting thread, not one
+// a call: every call is answered once the handle closes.
+TEST(SharedMemoryRegistryTest, ManyWaitingUnregistersShareOneThread) {
+  FakeDevice device;
+  SharedMemoryRegistry registry(nullptr, device.Opener());
+  ASSERT_TRUE(registry.RegisterCuda("c0", Handle(1), 0, 4096).ok());
+  auto span = registry.Find("c0", 0, 16);
+  ASSERT_TRUE(span.ok()) << span.status();
+  auto threads = [] {
+    std::error_code ec;
+    return std::distance(std::filesystem::directory_iterator("/proc/self/task", ec),
+                         std::filesystem::directory_iterator());
+  };
+  const auto before = threads();
+  constexpr int kCalls = 200;
+  auto answered = std::make_shared<std::atomic<int>>(0);
+  registry.Unregister("c0", SharedMemoryKind::kCuda, [answered] { ++*answered; });
+  for (int i = 1; i < kCalls; ++i) registry.Unregister("", SharedMemoryKind::kCuda, [answered] { ++*answered; });
+  EXPECT_LE(threads() - before, 1) << "one thread waits for all of them";
+  EXPECT_EQ(answered->load(), 0);
+  absl::Notification all;
+  registry.Unregister("", SharedMemoryKind::kCuda, [&all] { all.Notify(); });
+  span = absl::NotFoundError("dropped");
+  ASSERT_TRUE(all.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  const absl::Time until = absl::Now() + absl::Seconds(5);
+  while (answered->load() < kCalls && absl::Now() < until) std::this_thread::yield();
+  EXPECT_EQ(answered->load(), kCalls);
 }
 
 // A region the client unregistered while a request held it goes when that request does. When the
