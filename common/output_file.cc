@@ -1,9 +1,11 @@
 #include "common/output_file.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -13,6 +15,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -48,8 +51,16 @@ absl::Status CheckWritable(const std::string& flag, const std::string& path) {
     }
     return absl::OkStatus();
   }
+  const int err = errno;
+  struct stat link;
+  const bool is_link = ::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode);
+  if (err != ENOENT && err != ENOTDIR) {
+    // A link loop, a link the kernel will not follow (protected_symlinks), a directory that
+    // cannot be searched: the write would fail the same way.
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", std::strerror(err)));
+  }
   // A link that names no file yet: the file is created where it points.
-  const std::string why = WhyCannotCreateIn(DanglingTarget(path), "file");
+  const std::string why = WhyCannotCreateIn(is_link ? DanglingTarget(path) : path, "file");
   return why.empty() ? absl::OkStatus() : absl::InvalidArgumentError(absl::StrCat(what, ": ", why));
 }
 
@@ -90,13 +101,18 @@ bool SameFile(const std::string& a, const std::string& b) {
 
 namespace {
 
-// Writes all of `contents` to `fd`; 0, or the errno of the write that failed.
+// Writes all of `contents` to `fd`; 0, or the errno of the write that failed. A descriptor left
+// non-blocking (a pipe, a terminal another program set so) is waited for, not given up on.
 int WriteAll(int fd, const std::string& contents) {
   size_t done = 0;
   while (done < contents.size()) {
     const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        struct pollfd room = {fd, POLLOUT, 0};
+        if (::poll(&room, 1, -1) >= 0 || errno == EINTR) continue;
+      }
       return errno;
     }
     done += static_cast<size_t>(n);
@@ -111,9 +127,11 @@ int DescriptorFor(const std::string& path, const struct stat* st) {
   if (path == "/dev/stdout") return 1;
   if (path == "/dev/stderr") return 2;
   for (absl::string_view prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    if (!absl::StartsWith(path, prefix)) continue;
+    const absl::string_view digits = absl::string_view(path).substr(prefix.size());
     int fd = -1;
-    if (absl::StartsWith(path, prefix) && absl::SimpleAtoi(absl::string_view(path).substr(prefix.size()), &fd) &&
-        fd >= 0 && ::fcntl(fd, F_GETFD) >= 0) {
+    if (!digits.empty() && digits.size() <= 9 && std::all_of(digits.begin(), digits.end(), absl::ascii_isdigit) &&
+        absl::SimpleAtoi(digits, &fd) && ::fcntl(fd, F_GETFD) >= 0) {
       return fd;
     }
   }
@@ -141,13 +159,23 @@ absl::Status WriteFile(const std::string& path, const std::string& contents) {
   // or replaced.
   if (const int fd = DescriptorFor(path, exists ? &st : nullptr); fd >= 0) {
     std::fflush(nullptr);
-    const int err = WriteAll(fd, contents);
+    int err = WriteAll(fd, contents);
+    // A regular file not opened for appending (`3<>report.json`): what an older, longer report left
+    // past the new one's end goes. (Stdout redirected with > is at its end already.)
+    struct stat on;
+    const int fl = ::fcntl(fd, F_GETFL);
+    if (err == 0 && ::fstat(fd, &on) == 0 && S_ISREG(on.st_mode) && fl >= 0 && (fl & O_APPEND) == 0) {
+      const off_t at = ::lseek(fd, 0, SEEK_CUR);
+      if (at >= 0 && at < on.st_size && ::ftruncate(fd, at) != 0) err = errno;
+    }
     return err == 0 ? absl::OkStatus() : failed(err, absl::StrCat("failed writing '", path, "'"));
   }
   // In place: the file truncated (a regular one) and written, created if need be (through a
   // dangling link, the file it names).
   auto write_in_place = [&]() -> absl::Status {
-    const int flags = O_WRONLY | O_CLOEXEC | (exists && !S_ISREG(st.st_mode) ? 0 : O_TRUNC | O_CREAT);
+    // O_CREAT only for a file not there yet: on one that is, in a shared sticky directory, the
+    // kernel's protected_regular refuses it even where a plain open for writing is allowed.
+    const int flags = O_WRONLY | O_CLOEXEC | (!exists ? O_TRUNC | O_CREAT : S_ISREG(st.st_mode) ? O_TRUNC : 0);
     const int fd = ::open(path.c_str(), flags, 0666);
     if (fd < 0) {
       const int err = errno;

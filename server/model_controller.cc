@@ -264,7 +264,9 @@ absl::Status ModelController::DoLoad(const std::string& model, const LoadOverrid
     // A load the shutdown or an unload stopped lists its versions with that reason, not the
     // warm-up's "stopped" each version's own load ended with.
     if (stopping_ || stop.load()) {
-      for (auto& [tried_version, how] : tried) how = absl::OkStatus();
+      for (auto& [tried_version, how] : tried) {
+        if (how.code() == absl::StatusCode::kUnavailable) how = absl::OkStatus();  // stopped, not failed
+      }
     }
     registry_->MarkFailed(model, built.status(), tried, /*strict=*/false);
     if (stopping_) return built.status();

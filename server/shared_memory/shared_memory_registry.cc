@@ -66,8 +66,8 @@ struct SharedMemoryRegistry::CloseWaiter : std::enable_shared_from_this<CloseWai
     }
     try {
       std::thread([self = shared_from_this()] { self->Run(); }).detach();
-    } catch (const std::system_error&) {
-      Run();
+    } catch (...) {  // no thread to be had (std::system_error), or no memory for one (std::bad_alloc)
+      Run();  // waits here, for every call waiting meanwhile, until none does
     }
   }
 

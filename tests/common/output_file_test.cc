@@ -11,8 +11,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -228,6 +230,17 @@ TEST(OutputFileTest, TheProcesssOwnOutputIsWrittenThroughItsDescriptor) {
   struct stat st;
   ASSERT_EQ(::lstat(link.c_str(), &st), 0);
   EXPECT_TRUE(S_ISLNK(st.st_mode));
+
+  // A descriptor on a regular file not appending (`3<>report.json`): a shorter report leaves no
+  // tail of the longer one before it. "/dev/fd/ N" is no descriptor's name.
+  const std::string report = dir + "/report3.json";
+  ASSERT_TRUE(WriteFile(report, "{\"old\": \"a much longer previous report\"}\n").ok());
+  const int rw = ::open(report.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(rw, 0);
+  ASSERT_TRUE(WriteFile("/dev/fd/" + std::to_string(rw), "{\"new\": 1}\n").ok());
+  ::close(rw);
+  EXPECT_EQ(ReadAll(report), "{\"new\": 1}\n");
+  EXPECT_FALSE(WriteFile("/dev/fd/ 1", "x").ok()) << "a path that names no file";
   std::filesystem::remove_all(dir);
 }
 
@@ -246,6 +259,12 @@ TEST(OutputFileTest, ADanglingLinkIsCheckedAndComparedWhereItPoints) {
   ASSERT_EQ(::symlink("real/t.json", link.c_str()), 0);
   EXPECT_TRUE(CheckWritable("--json", link).ok());
   EXPECT_TRUE(SameFile(link, dir + "/real/t.json")) << "--json l.json --csv real/t.json would collide";
+  // A link loop is refused before the run, as the write would be.
+  ASSERT_EQ(::symlink("loop2", (dir + "/loop1").c_str()), 0);
+  ASSERT_EQ(::symlink("loop1", (dir + "/loop2").c_str()), 0);
+  const absl::Status loop = CheckWritable("--json", dir + "/loop1");
+  EXPECT_EQ(loop.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(loop.message().find(std::strerror(ELOOP)), std::string::npos) << loop;
   std::filesystem::remove_all(dir);
 }
 
