@@ -31,10 +31,6 @@ void ModelController::Open() {
   open_ = true;
 }
 
-namespace {
-constexpr char kExitTimeoutReason[] = "the server's exit timeout passed while the request was queued";
-}  // namespace
-
 size_t ModelController::Stop(absl::Time exit_deadline) {
   std::deque<Job> refused;
   {
@@ -62,7 +58,9 @@ size_t ModelController::Stop(absl::Time exit_deadline) {
       // Past the exit timeout: a retired version's queue is answered as the served ones' are (and
       // one whose retirement begins later, by Retire).
       past_exit_deadline_ = true;
-      for (ModelRuntime* runtime : retiring_) abandoned += runtime->AbandonQueued(kExitTimeoutReason);
+      for (ModelRuntime* runtime : retiring_) {
+        abandoned += runtime->AbandonQueued(ModelRuntime::kExitTimeoutReason);
+      }
     }
   }
   if (abandoned > 0) {
@@ -481,7 +479,6 @@ void ModelController::Retire(ModelRuntime& runtime, const std::string& why) {
   bool late = false;
   {
     absl::MutexLock lock(&mu_);
-    retiring_.insert(&runtime);
     late = past_exit_deadline_;
   }
   // Requests that found the runtime before it left the registry are queued first, so they run.
@@ -494,7 +491,7 @@ void ModelController::Retire(ModelRuntime& runtime, const std::string& why) {
     late = past_exit_deadline_;  // once set, Stop has abandoned the queues retiring then, this one's too
   }
   if (late) {
-    if (const size_t abandoned = runtime.AbandonQueued(kExitTimeoutReason); abandoned > 0) {
+    if (const size_t abandoned = runtime.AbandonQueued(ModelRuntime::kExitTimeoutReason); abandoned > 0) {
       CS_LOG(WARNING) << "exit timeout: " << abandoned << " request(s) queued on model '" << runtime.spec().name
                       << "' version " << runtime.spec().version << " (" << why << ") answered UNAVAILABLE";
       absl::MutexLock lock(&mu_);

@@ -126,9 +126,9 @@ class ModelController final : public ModelControl {
   // `directory_gone`: a poll's scan saw the model's directory leave the repository (it leaves the
   // index, however a listing now would go).
   absl::Status DoUnload(const std::string& model, const std::string& why, bool directory_gone);
-  // Stops a runtime taken out of service: once the requests that found it are queued, they run at
-  // once (no batching window), then its workers are joined; a request that comes later is refused
-  // UNAVAILABLE with `why` ("version 2 was unloaded").
+  // Stops a runtime taken out of service (in retiring_ already: RetireAll's): once the requests that
+  // found it are queued, they run at once (no batching window), then its workers are joined; a
+  // request that comes later is refused UNAVAILABLE with `why` ("version 2 was unloaded").
   void Retire(ModelRuntime& runtime, const std::string& why);
   // Retire for each of `runtimes` in turn (`why` names the version), all of them counted as
   // retiring from the start, so that Stop's exit deadline reaches the queues of those not yet begun.

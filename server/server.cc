@@ -456,14 +456,13 @@ void Server::Shutdown() {
       // Before gRPC cancels the calls: a queued request must not start on a worker while its
       // cancellation is on its way (the models' queues would otherwise drain it when they stop).
       const size_t abandoned =
-          registry_.AbandonQueued("the server's exit timeout passed while the request was queued");
+          registry_.AbandonQueued(ModelRuntime::kExitTimeoutReason);
       // Those answers (UNAVAILABLE, which a client may retry elsewhere) are only queued on their
       // calls: gRPC's shutdown at a deadline already past would reset the streams first, and the
       // callers would read INTERNAL or CANCELLED. A moment for them to go out; what is left after it,
       // a running batch's answer or a slow reader's, is cancelled. Without such answers, none.
-      if (abandoned + retired_abandoned > 0) {
-        CS_LOG(WARNING) << "exit timeout: " << abandoned + retired_abandoned
-                        << " queued request(s) answered UNAVAILABLE; up to "
+      if (abandoned > 0) {
+        CS_LOG(WARNING) << "exit timeout: " << abandoned << " queued request(s) answered UNAVAILABLE; up to "
                         << std::chrono::duration_cast<std::chrono::seconds>(kAbandonedAnswersGrace).count()
                         << " s for those answers to go out";
         deadline = std::chrono::system_clock::now() + kAbandonedAnswersGrace;

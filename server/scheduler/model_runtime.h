@@ -109,6 +109,9 @@ class ModelRuntime {
   // Stops accepting and answers the requests still queued UNAVAILABLE (`reason`) instead of running
   // them (ModelQueue::CloseAbandoningQueued); batches already taken finish. Stop() still joins.
   size_t AbandonQueued(const std::string& reason) { return queue_.CloseAbandoningQueued(reason); }
+  // AbandonQueued's reason at the server's exit timeout (the served models' queues and those of
+  // versions an unload or reload still drains alike).
+  static constexpr char kExitTimeoutReason[] = "the server's exit timeout passed while the request was queued";
   // Stops accepting; the requests still queued run now, in batches as full as they can be, without
   // waiting out the batching window (a closed queue decides as if every delay had passed). The
   // workers go on until the queue is empty; Stop() joins them. A request that comes later is

@@ -132,7 +132,7 @@ absl::Status SharedMemoryRegistry::Register(const std::string& name, const std::
   }
   {
     absl::MutexLock lock(&mu_);
-    if (auto it = regions_.find(name); it != regions_.end()) return AlreadyExists(name, *it->second);
+    if (auto it = regions_.find(name); it != regions_.end()) return AlreadyExists(name, *it->second.region);
   }
   // The system calls run outside the lock; a concurrent Register of the same name is settled below.
   ASSIGN_OR_RETURN(std::unique_ptr<SharedMemoryRegion> region,
@@ -157,7 +157,7 @@ absl::Status SharedMemoryRegistry::RegisterCuda(const std::string& name, const s
   if (device_id < 0) return absl::InvalidArgumentError(absl::StrCat(what, ": device_id ", device_id, " is negative"));
   {
     absl::MutexLock lock(&mu_);
-    if (auto it = regions_.find(name); it != regions_.end()) return AlreadyExists(name, *it->second);
+    if (auto it = regions_.find(name); it != regions_.end()) return AlreadyExists(name, *it->second.region);
   }
   char* data = nullptr;
   absl::StatusOr<std::shared_ptr<void>> handle = opener_(raw_handle, device_id, byte_size, &data);
@@ -175,10 +175,8 @@ absl::Status SharedMemoryRegistry::Insert(const std::string& name, std::unique_p
         waiter->Wake();
       });
   absl::MutexLock lock(&mu_);
-  const SharedMemoryRegion* key = shared.get();
-  auto [it, inserted] = regions_.try_emplace(name, std::move(shared));  // not moved from when taken
-  if (!inserted) return AlreadyExists(name, *it->second);
-  if (closed != nullptr) cuda_closed_.emplace(key, std::move(closed));
+  if (auto it = regions_.find(name); it != regions_.end()) return AlreadyExists(name, *it->second.region);
+  regions_.emplace(name, Registered{std::move(shared), std::move(closed)});
   return absl::OkStatus();
 }
 
@@ -188,20 +186,16 @@ void SharedMemoryRegistry::Unregister(const std::string& name, SharedMemoryKind 
   std::vector<std::pair<std::string, std::shared_ptr<absl::Notification>>> open;  // CUDA handles to wait for
   {
     absl::MutexLock lock(&mu_);
-    auto take = [&](std::map<std::string, std::shared_ptr<const SharedMemoryRegion>>::iterator it)
-                    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      if (auto watch = cuda_closed_.find(it->second.get()); watch != cuda_closed_.end()) {
-        closing_.emplace_back(it->first, std::move(watch->second));
-        cuda_closed_.erase(watch);
-      }
-      released.push_back(std::move(it->second));
+    auto take = [&](std::map<std::string, Registered>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      if (it->second.closed != nullptr) closing_.emplace_back(it->first, std::move(it->second.closed));
+      released.push_back(std::move(it->second.region));
       return regions_.erase(it);
     };
     if (name.empty()) {
       for (auto it = regions_.begin(); it != regions_.end();) {
-        it = it->second->kind() == kind ? take(it) : std::next(it);
+        it = it->second.region->kind() == kind ? take(it) : std::next(it);
       }
-    } else if (auto it = regions_.find(name); it != regions_.end() && it->second->kind() == kind) {
+    } else if (auto it = regions_.find(name); it != regions_.end() && it->second.region->kind() == kind) {
       take(it);
     }
     // Those taken now, and those an earlier call took that are still open.
@@ -236,17 +230,17 @@ absl::StatusOr<std::vector<std::shared_ptr<const SharedMemoryRegion>>> SharedMem
   absl::MutexLock lock(&mu_);
   std::vector<std::shared_ptr<const SharedMemoryRegion>> out;
   if (name.empty()) {
-    for (const auto& [n, region] : regions_) {
-      if (region->kind() == kind) out.push_back(region);
+    for (const auto& [n, registered] : regions_) {
+      if (registered.region->kind() == kind) out.push_back(registered.region);
     }
     return out;
   }
   auto it = regions_.find(name);
-  if (it == regions_.end() || it->second->kind() != kind) {
+  if (it == regions_.end() || it->second.region->kind() != kind) {
     return absl::NotFoundError(absl::StrCat("no ", KindName(kind), " shared-memory region '", ClientName(name), "' is registered",
                                             it == regions_.end() ? "" : " (that name is a region of the other kind)"));
   }
-  out.push_back(it->second);
+  out.push_back(it->second.region);
   return out;
 }
 
@@ -261,7 +255,7 @@ absl::StatusOr<SharedMemorySpan> SharedMemoryRegistry::Find(const std::string& n
                                               "' is not registered (SystemSharedMemoryRegister or "
                                               "CudaSharedMemoryRegister it first)"));
     }
-    region = it->second;
+    region = it->second.region;
   }
   RETURN_IF_ERROR(region->CheckStillBacked());
   if (offset > region->byte_size() || byte_size > region->byte_size() - offset) {

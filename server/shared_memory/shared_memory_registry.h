@@ -89,9 +89,11 @@ class SharedMemoryRegistry {
   const HostMemoryPinner pinner_;
   const DeviceMemoryOpener opener_;
   mutable absl::Mutex mu_;
-  std::map<std::string, std::shared_ptr<const SharedMemoryRegion>> regions_ ABSL_GUARDED_BY(mu_);
-  // Per registered CUDA region: notified once its handle is closed (its last holder gone).
-  std::map<const SharedMemoryRegion*, std::shared_ptr<absl::Notification>> cuda_closed_ ABSL_GUARDED_BY(mu_);
+  struct Registered {
+    std::shared_ptr<const SharedMemoryRegion> region;
+    std::shared_ptr<absl::Notification> closed;  // a CUDA region's: notified once its handle is closed
+  };
+  std::map<std::string, Registered> regions_ ABSL_GUARDED_BY(mu_);
   // CUDA regions unregistered whose handles may still be open, by name (those closed are dropped
   // as the next Unregister comes).
   std::vector<std::pair<std::string, std::shared_ptr<absl::Notification>>> closing_ ABSL_GUARDED_BY(mu_);
