@@ -323,10 +323,14 @@ absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpo
   }
   const EnvValue endpoint = FirstSet(env, {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"});
   if (disabled) return config;
-  if (endpoint.value.empty()) {
-    config.setting_warnings = std::move(setting_warnings);  // tracing may be turned on later
+  // Off at start, `why` (if any) saying so; the settings' problems are kept, for tracing turned on
+  // later (TraceSetting's trace_file).
+  auto off = [&config, &setting_warnings](std::string why) {
+    if (!why.empty()) config.warnings.push_back(std::move(why));
+    config.setting_warnings = std::move(setting_warnings);
     return config;
-  }
+  };
+  if (endpoint.value.empty()) return off("");
   // OTEL_TRACES_EXPORTER lists the exporters wanted (default otlp): an environment that asks for
   // others only (console, zipkin) did not ask for OTLP.
   if (!exporters.empty()) {
@@ -335,22 +339,18 @@ absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpo
       otlp |= absl::StripAsciiWhitespace(e) == "otlp";
     }
     if (!otlp) {
-      config.warnings.push_back(absl::StrCat("tracing is off: OTEL_TRACES_EXPORTER='", Get(env, "OTEL_TRACES_EXPORTER"),
-                                             "' does not list otlp, the only exporter chronoserve has (or give "
-                                             "--otlp-endpoint HOST:PORT)"));
-      config.setting_warnings = std::move(setting_warnings);  // tracing may be turned on later
-      return config;
+      return off(absl::StrCat("tracing is off: OTEL_TRACES_EXPORTER='", Get(env, "OTEL_TRACES_EXPORTER"),
+                              "' does not list otlp, the only exporter chronoserve has (or give "
+                              "--otlp-endpoint HOST:PORT)"));
     }
   }
   // The environment may be set up for another exporter (http/protobuf on 4318 is the spec's default):
   // tracing is optional, so it goes off with a warning rather than keeping the server from starting.
   const EnvValue protocol = FirstSet(env, {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"});
   if (!protocol.value.empty() && absl::AsciiStrToLower(protocol.value) != "grpc") {
-    config.warnings.push_back(absl::StrCat("tracing is off: ", protocol.name, "='", protocol.value,
-                                           "', but chronoserve exports traces over OTLP/gRPC only (protocol "
-                                           "'grpc'; or give --otlp-endpoint HOST:PORT)"));
-    config.setting_warnings = std::move(setting_warnings);
-    return config;
+    return off(absl::StrCat("tracing is off: ", protocol.name, "='", protocol.value,
+                            "', but chronoserve exports traces over OTLP/gRPC only (protocol "
+                            "'grpc'; or give --otlp-endpoint HOST:PORT)"));
   }
   // The spec's OTEL_EXPORTER_OTLP_[TRACES_]INSECURE: for an endpoint without http:// or https://,
   // TLS unless it is "true".
@@ -363,11 +363,9 @@ absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpo
   }
   bool had_scheme = false;
   if (absl::Status s = ParseEndpoint(endpoint.value, schemeless_tls, &config.exporter, &had_scheme); !s.ok()) {
-    config.warnings.push_back(absl::StrCat("tracing is off: ", endpoint.name, "='", endpoint.value,
-                                           "' is not an OTLP/gRPC endpoint (HOST:PORT, optionally http:// or "
-                                           "https://, no path)"));
-    config.setting_warnings = std::move(setting_warnings);
-    return config;
+    return off(absl::StrCat("tracing is off: ", endpoint.name, "='", endpoint.value,
+                            "' is not an OTLP/gRPC endpoint (HOST:PORT, optionally http:// or "
+                            "https://, no path)"));
   }
   if (had_scheme && !insecure.value.empty()) {
     setting_warnings.push_back(absl::StrCat(insecure.name, "='", insecure.value, "' has no effect: ", endpoint.name,
