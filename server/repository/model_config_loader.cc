@@ -16,6 +16,8 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -39,15 +41,58 @@ namespace pb = chronoserve::config;
 
 namespace {
 
+// A zero-based line and column, as protobuf's tokenizer counts them.
+using TextPosition = std::pair<int, int>;
+
+// The tokenizer's columns count bytes, a tab reaching the next multiple of 8.
+constexpr int kTokenizerTabWidth = 8;
+
+int NextColumn(char c, int column) {
+  return c == '\t' ? column + kTokenizerTabWidth - column % kTokenizerTabWidth : column + 1;
+}
+
+// The offset in `text` of `at`; a column past its line's end gives the line's end.
+size_t OffsetOf(absl::string_view text, TextPosition at) {
+  size_t i = 0;
+  for (int line = 0; line < at.first; ++line) {
+    const size_t newline = text.find('\n', i);
+    if (newline == absl::string_view::npos) return text.size();
+    i = newline + 1;
+  }
+  for (int column = 0; i < text.size() && text[i] != '\n' && column < at.second; ++i) {
+    column = NextColumn(text[i], column);
+  }
+  return i;
+}
+
+TextPosition PositionOf(absl::string_view text, size_t offset) {
+  TextPosition at{0, 0};
+  for (size_t k = 0; k < std::min(offset, text.size()); ++k) {
+    at = text[k] == '\n' ? TextPosition{at.first + 1, 0} : TextPosition{at.first, NextColumn(text[k], at.second)};
+  }
+  return at;
+}
+
 class CollectErrors : public google::protobuf::io::ErrorCollector {
  public:
   explicit CollectErrors(std::string source) : source_(std::move(source)) {}
+  // Positions the parser reports are in a rewriting of the file (`read`, each of whose characters
+  // stands for the one at `origin`'s offset in `file`): errors name the file's own line and column.
+  void ReadingARewriting(absl::string_view read, absl::string_view file, const std::vector<size_t>* origin) {
+    read_ = read;
+    file_ = file;
+    origin_ = origin;
+  }
   void AddError(int line, int column, const std::string& message) override {
-    if (errors_.empty()) first_error_line_ = line;
+    if (origin_ != nullptr && line >= 0 && column >= 0) {
+      const size_t offset = OffsetOf(read_, {line, column});
+      std::tie(line, column) = PositionOf(file_, (*origin_)[std::min(offset, origin_->size() - 1)]);
+    }
+    if (errors_.empty()) first_error_ = {line, column};
     errors_.push_back(absl::StrCat(source_, ":", line + 1, ":", column + 1, ": ", message));
   }
-  // The line (0-based) of the first error; -1 with none.
-  int first_error_line() const { return first_error_line_; }
+  // Where the first error is (in the file); {-1, -1} with none.
+  TextPosition first_error() const { return first_error_; }
   void AddWarning(int line, int column, const std::string& message) override {
     // With unknown fields allowed, the parser reports each one as a warning naming the field.
     // ("Message type \"chronoserve.config.ModelInput\" has no field named \"reshape\"").
@@ -66,7 +111,9 @@ class CollectErrors : public google::protobuf::io::ErrorCollector {
 
  private:
   std::string source_;
-  int first_error_line_ = -1;
+  absl::string_view read_, file_;
+  const std::vector<size_t>* origin_ = nullptr;
+  TextPosition first_error_{-1, -1};
   std::vector<std::string> errors_;
   std::vector<std::string> warnings_;
   std::vector<std::string> unknown_;
@@ -374,22 +421,40 @@ size_t SkipSpaceAndComments(absl::string_view text, size_t i) {
 
 }  // namespace
 
-std::string NormalizeListsForSkipping(absl::string_view text) {
+std::string NormalizeListsForSkipping(absl::string_view text) { return NormalizeListsForSkipping(text, nullptr); }
+
+std::string NormalizeListsForSkipping(absl::string_view text, std::vector<size_t>* origin) {
   std::string out;
   out.reserve(text.size() + 32);
+  if (origin != nullptr) {
+    origin->clear();
+    origin->reserve(text.size() + 33);
+  }
+  // Appends text[from, to), each character's offset noted.
+  const auto copy = [&](size_t from, size_t to) {
+    out.append(text.data() + from, to - from);
+    if (origin != nullptr) {
+      for (size_t k = from; k < to; ++k) origin->push_back(k);
+    }
+  };
+  // Appends `c`, which stands where text[at] is.
+  const auto put = [&](char c, size_t at) {
+    out.push_back(c);
+    if (origin != nullptr) origin->push_back(at);
+  };
   bool after_colon = false;  // the last character outside spaces, comments and strings was ':'
   size_t i = 0;
   while (i < text.size()) {
     const char c = text[i];
     if (c == '#') {  // a comment, to the end of its line
       const size_t end = std::min(text.find('\n', i), text.size());
-      out.append(text.data() + i, end - i);
+      copy(i, end);
       i = end;
     } else if (c == '"' || c == '\'') {  // a string, with its escapes
       size_t j = i + 1;
       while (j < text.size() && text[j] != c && text[j] != '\n') j += text[j] == '\\' ? 2 : 1;
       j = std::min(j + 1, text.size());
-      out.append(text.data() + i, j - i);
+      copy(i, j);
       i = j;
       after_colon = false;
     } else if (absl::ascii_isalpha(static_cast<unsigned char>(c)) || c == '_') {
@@ -408,19 +473,22 @@ std::string NormalizeListsForSkipping(absl::string_view text) {
         // later in the text is reported on its own line.
         size_t end = SkipSpaceAndComments(text, close + 1);
         if (end < text.size() && (text[end] == ',' || text[end] == ';')) ++end;
-        out.append(static_cast<size_t>(std::count(text.begin() + i, text.begin() + end, '\n')), '\n');
+        for (size_t k = i; k < end; ++k) {
+          if (text[k] == '\n') put('\n', k);
+        }
         i = end;
         continue;
       }
-      out.append(text.data() + i, j - i);
-      if (has_list && list == next) out.push_back(':');  // `name [` becomes `name: [`
+      copy(i, j);
+      if (has_list && list == next) put(':', j);  // `name [` becomes `name: [`
       i = j;
     } else {
       if (!absl::ascii_isspace(static_cast<unsigned char>(c))) after_colon = c == ':';
-      out.push_back(c);
+      put(c, i);
       ++i;
     }
   }
+  if (origin != nullptr) origin->push_back(text.size());
   return out;
 }
 
@@ -437,6 +505,8 @@ absl::Status ParseConfigProto(const std::string& text, const std::string& source
   absl::ConsumePrefix(&body, "\xEF\xBB\xBF");
   const std::string text_without_bom(body);
   CollectErrors errors(source);
+  std::string normalized;  // the text read again, and where each of its characters was
+  std::vector<size_t> origin;
   CollectErrors again(source);
   const CollectErrors* read = &errors;  // the reading that parsed
   google::protobuf::TextFormat::Parser parser;
@@ -450,12 +520,14 @@ absl::Status ParseConfigProto(const std::string& text, const std::string& source
     // lists dropped (the lines kept). If that fails too, the reading that got further is the one
     // whose errors are shown: past the first's error, the second's is the text's real fault (the
     // first's was only Triton's form).
+    normalized = NormalizeListsForSkipping(text_without_bom, &origin);
+    again.ReadingARewriting(normalized, text_without_bom, &origin);
     google::protobuf::TextFormat::Parser retry;
     retry.RecordErrorsTo(&again);
     retry.AllowUnknownField(true);
     config->Clear();
-    if (!retry.ParseFromString(NormalizeListsForSkipping(text_without_bom), config)) {
-      const CollectErrors& shown = again.first_error_line() > errors.first_error_line() ? again : errors;
+    if (!retry.ParseFromString(normalized, config)) {
+      const CollectErrors& shown = again.first_error() > errors.first_error() ? again : errors;
       return absl::InvalidArgumentError(shown.errors().empty() ? absl::StrCat(source, ": cannot parse")
                                                                : absl::StrJoin(shown.errors(), "; "));
     }

@@ -26,6 +26,9 @@ absl::StatusOr<ModelSpec> ParseModelConfig(const std::string& text, const std::s
 // Triton field that model_config.proto leaves out. ParseModelConfig reads a config that fails to
 // parse again through it.
 std::string NormalizeListsForSkipping(absl::string_view text);
+// The same, with `origin` set to the offset in `text` that each character of the result stands for
+// (an added colon: the character after its field name), plus one past the end: text.size().
+std::string NormalizeListsForSkipping(absl::string_view text, std::vector<size_t>* origin);
 
 // Reads <model_dir>/config.pbtxt and picks the versions its version policy serves (`latest`, by
 // default the highest one; `latest { num_versions: N }` the N highest; `all`; `specific` those listed

@@ -203,6 +203,33 @@ TEST(ModelConfigTest, AnErrorPastTritonsListFormIsTheOneNamed) {
   EXPECT_TRUE(mended.ok()) << mended.status();
 }
 
+// An error the second reading finds is named at the file's own column, though that reading added a
+// colon (Triton's `resources [`) or dropped an empty list before it on the same line: each config
+// below fails as its twin of the same length does, whose first reading parses up to the error.
+TEST(ModelConfigTest, AnErrorTheSecondReadingFindsIsNamedAtTheFilesOwnColumn) {
+  const std::string io =
+      "input [ { name: \"INPUT__0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+      "output [ { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n";
+  struct Twins {
+    std::string rewritten, as_is;
+  };
+  const Twins cases[] = {
+      {"instance_group [ { count: 1 rate_limiter { resources [ { name: \"R1\" count: 4 } ] } } ]\tmax_batch_size: x\n",
+       "instance_group [ { count: 1 rate_limiter { resources:[ { name: \"R1\" count: 4 } ] } } ]\tmax_batch_size: x\n"},
+      {"instance_group [ { count: 1 rate_limiter { resources [  ] } } ]  max_batch_size: x\n",
+       "instance_group [ { count: 1 rate_limiter { resources:[{}] } } ]  max_batch_size: x\n"},
+  };
+  for (const Twins& c : cases) {
+    ASSERT_EQ(c.rewritten.size(), c.as_is.size());
+    auto rewritten = ParseModelConfig(io + c.rewritten, "m/config.pbtxt", "m", nullptr);
+    auto as_is = ParseModelConfig(io + c.as_is, "m/config.pbtxt", "m", nullptr);
+    ASSERT_FALSE(rewritten.ok()) << c.rewritten;
+    ASSERT_FALSE(as_is.ok()) << c.as_is;
+    EXPECT_THAT(std::string(as_is.status().message()), HasSubstr("m/config.pbtxt:3:")) << c.as_is;
+    EXPECT_EQ(rewritten.status().message(), as_is.status().message()) << c.rewritten;
+  }
+}
+
 TEST(ModelConfigTest, ATypoOrATritonFieldThatChangesTheTensorsFailsTheLoadNamingIt) {
   struct Case {
     std::string extra, message;
