@@ -18,6 +18,51 @@ namespace {
 // ModelInfer's full method name, as the generated stub calls it.
 constexpr char kModelInferMethod[] = "/inference.GRPCInferenceService/ModelInfer";
 
+// `values` narrowed to T, each checked to fit; `what` names the output in the error.
+template <typename T, typename Values>
+absl::Status PackTyped(const Values& values, const std::string& what, std::string* out) {
+  out->resize(static_cast<size_t>(values.size()) * sizeof(T));
+  char* at = out->data();
+  for (int i = 0; i < values.size(); ++i) {
+    const auto v = values.Get(i);
+    const T narrowed = static_cast<T>(v);
+    if (static_cast<decltype(v)>(narrowed) != v) {
+      return absl::DataLossError(absl::StrCat(what, ": typed value ", i, " (", v, ") does not fit its datatype"));
+    }
+    std::memcpy(at, &narrowed, sizeof(T));
+    at += sizeof(T);
+  }
+  return absl::OkStatus();
+}
+
+// An output that came in the response's typed `contents` (KServe v2 allows them in place of
+// raw_output_contents) as raw bytes of `dtype`: the field the datatype's values go in (INT8-INT32
+// in int_contents, UINT8-UINT32 in uint_contents, ...), each value narrowed to it.
+absl::StatusOr<std::string> TypedOutputBytes(const inference::ModelInferResponse::InferOutputTensor& o,
+                                              DataType dtype, const std::string& what) {
+  const auto& c = o.contents();
+  std::string out;
+  absl::Status packed;
+  switch (dtype) {
+    case DataType::kBool: packed = PackTyped<bool>(c.bool_contents(), what, &out); break;
+    case DataType::kInt8: packed = PackTyped<int8_t>(c.int_contents(), what, &out); break;
+    case DataType::kInt16: packed = PackTyped<int16_t>(c.int_contents(), what, &out); break;
+    case DataType::kInt32: packed = PackTyped<int32_t>(c.int_contents(), what, &out); break;
+    case DataType::kInt64: packed = PackTyped<int64_t>(c.int64_contents(), what, &out); break;
+    case DataType::kUint8: packed = PackTyped<uint8_t>(c.uint_contents(), what, &out); break;
+    case DataType::kUint16: packed = PackTyped<uint16_t>(c.uint_contents(), what, &out); break;
+    case DataType::kUint32: packed = PackTyped<uint32_t>(c.uint_contents(), what, &out); break;
+    case DataType::kUint64: packed = PackTyped<uint64_t>(c.uint64_contents(), what, &out); break;
+    case DataType::kFp32: packed = PackTyped<float>(c.fp32_contents(), what, &out); break;
+    case DataType::kFp64: packed = PackTyped<double>(c.fp64_contents(), what, &out); break;
+    default:
+      return absl::DataLossError(absl::StrCat(what, ": ", DataTypeName(dtype),
+                                              " has no typed contents field, and the response has no raw contents"));
+  }
+  RETURN_IF_ERROR(packed);
+  return out;
+}
+
 }  // namespace
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
@@ -315,7 +360,9 @@ absl::StatusOr<InferResult> InferenceClient::DecodeResponse(const inference::Mod
   int in_message = 0;
   for (const auto& o : response.outputs()) in_message += SharedMemoryOf(o.parameters()).has_value() ? 0 : 1;
   const bool one_per_output = raw == response.outputs_size();
-  if (!one_per_output && raw != in_message) {
+  // No raw contents at all: the outputs in the message are in their typed `contents`.
+  const bool typed = raw == 0 && in_message > 0;
+  if (!one_per_output && !typed && raw != in_message) {
     return absl::DataLossError(absl::StrCat("response has ", response.outputs_size(), " outputs (",
                                             in_message, " not in shared memory) but ", raw, " raw contents"));
   }
@@ -347,6 +394,9 @@ absl::StatusOr<InferResult> InferenceClient::DecodeResponse(const inference::Mod
                                                   " in the response is negative"));
         }
       }
+    } else if (typed) {
+      ASSIGN_OR_RETURN(t.data, TypedOutputBytes(o, t.dtype,
+                                                absl::StrCat("output '", o.name(), "' of model '", response.model_name(), "'")));
     } else if (one_per_output) {
       t.data = raw_bytes(k);
     } else {

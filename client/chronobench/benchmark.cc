@@ -129,10 +129,13 @@ absl::Status Benchmark::Connect() {
       }
     }
     if (!connected) {
+      // A listener that accepts and says nothing keeps gRPC connecting, never failing: no probe
+      // ran in the loop, so one runs now.
+      if (!probe.connected && probe.reason.empty()) probe = ProbeConnect(url, 1000);
       std::string why;
       if (probe.connected) {
-        why = " (a plain connect there succeeds, but gRPC does not: not a gRPC port, or one that wants TLS? "
-              "chronoserve's port is plaintext)";
+        why = " (a plain connect there succeeds, but gRPC's connection does not: not a gRPC port, one that never "
+              "answers the HTTP/2 handshake, or one that wants TLS? chronoserve's port is plaintext)";
       } else if (!probe.reason.empty()) {
         why = absl::StrCat(" (", probe.reason, ")");
       }

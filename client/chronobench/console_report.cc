@@ -68,6 +68,8 @@ std::string Summary(const BenchReport& report) {
       absl::StrAppend(&out, "\n");
     } else if (report.failed_point.has_value()) {
       absl::StrAppend(&out, "saturation: not reached before the sweep stopped at its failed point\n");
+    } else if (report.points.size() < 2) {
+      absl::StrAppend(&out, "saturation: one batch size measured, no step to judge it by\n");
     } else {
       absl::StrAppend(&out, "saturation: not reached; throughput still rose by more than 5% at the largest batch\n");
     }
@@ -77,7 +79,7 @@ std::string Summary(const BenchReport& report) {
     errors += p.recorder.errors();
     unstable += p.stable ? 0 : 1;
     unanswered += p.unanswered_at_end;
-    unsent += p.unsent_at_end;
+    if (BehindSchedule(p)) unsent += p.unsent_at_end;  // not a send time that came just before the end
   }
   if (unanswered > 0) {
     absl::StrAppend(&out, unanswered, " requests were still in flight when their points ended: cancelled, in no "

@@ -114,6 +114,9 @@ LatencyRecorder LoadWorker::SwapRecorder(bool measure_from_now) {
   absl::MutexLock lock(&mu_);
   // The clock read under mu_: a request recorded before this was answered, so sent, before it.
   fresh.DiscardSentBefore(measure_from_now ? shared_.clock->NowNs() : recorder_.measure_from_ns());
+  if (measure_from_now) {
+    completed_before_measuring_.store(completed_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  }
   std::swap(fresh, recorder_);
   return fresh;
 }
@@ -164,6 +167,7 @@ void LoadWorker::Run(int64_t start_ns) {
   int64_t unsent_wait_ns = 0;
   if (pacer && pacer->Peek() <= stop_ns) {
     unsent_wait_ns = stop_ns - pacer->Peek();
+    oldest_unsent_ns_.store(unsent_wait_ns, std::memory_order_relaxed);
     unsent_.store(pacer->SkipThrough(stop_ns), std::memory_order_relaxed);
   }
   // No alarm is set from here on; one set before may still come off the queue (Handle, Drain).

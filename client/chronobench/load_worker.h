@@ -120,6 +120,11 @@ class LoadWorker {
   int64_t completed() const { return completed_.load(std::memory_order_relaxed); }
   // Of those, the ones sent before StartMeasuring() and finished after it: in no window.
   int64_t discarded() const { return discarded_.load(std::memory_order_relaxed); }
+  // Requests finished (OK or not, recorded or discarded) since StartMeasuring(): whether the server
+  // answered anything once the warm-up was over. All of completed() when it was never called.
+  int64_t completed_while_measuring() const {
+    return completed() - completed_before_measuring_.load(std::memory_order_relaxed);
+  }
   // Requests still in flight when Stop() cancelled the load: handed back, recorded in no window.
   int64_t drained() const { return drained_.load(std::memory_order_relaxed); }
   // Open loop, once stopped: the send times of its schedule that had come by the stop (RequestStop's
@@ -129,6 +134,8 @@ class LoadWorker {
   // Once stopped: how long the oldest of the drained and unsent requests had waited at the stop,
   // from its intended send time (as e2e); 0 when there were none.
   int64_t oldest_unanswered_ns() const { return oldest_unanswered_ns_.load(std::memory_order_relaxed); }
+  // Once stopped: how long the oldest of the unsent() send times had waited at the stop; 0 with none.
+  int64_t oldest_unsent_ns() const { return oldest_unsent_ns_.load(std::memory_order_relaxed); }
   // Waits until completed() >= n; false when `timeout` passed first (tests).
   bool AwaitCompleted(int64_t n, absl::Duration timeout);
   // Whether a shared-memory slot could not be added when every slot was in flight (/dev/shm full,
@@ -225,6 +232,8 @@ class LoadWorker {
   std::atomic<int64_t> discarded_{0};
   std::atomic<int64_t> unsent_{0};
   std::atomic<int64_t> oldest_unanswered_ns_{0};
+  std::atomic<int64_t> oldest_unsent_ns_{0};
+  std::atomic<int64_t> completed_before_measuring_{0};  // completed() at StartMeasuring(), under mu_
   std::unique_ptr<ShmSlotPool> shm_;  // null without shared memory
   bool copy_error_logged_ = false;
   // A shared-memory slot could not be added: no more are tried. Set under mu_ (AwaitSlotGrowthFailed).

@@ -65,13 +65,16 @@ absl::Status CheckOutputs(const BenchOptions& options) {
   for (const auto& [flag, path] : outputs) {
     if (!path->empty()) RETURN_IF_ERROR(CheckWritable(flag, *path));
   }
-  // Two reports into one file: the last written would be the only one left.
-  for (size_t a = 0; a < std::size(outputs); ++a) {
-    for (size_t b = a + 1; b < std::size(outputs); ++b) {
-      if (outputs[a].second->empty() || outputs[b].second->empty()) continue;
-      if (SameFile(*outputs[a].second, *outputs[b].second)) {
-        return absl::InvalidArgumentError(absl::StrCat(outputs[a].first, " and ", outputs[b].first, " name the same file ('",
-                                                       *outputs[b].second, "'); give each report a path of its own"));
+  // Two reports into one file, or a report onto the client spans' file (the tracer checks that one
+  // when it opens it): the last written would be the only one left.
+  const std::pair<const char*, const std::string*> files[] = {
+      outputs[0], outputs[1], outputs[2], {"--trace-file", &options.trace.trace_file}};
+  for (size_t a = 0; a < std::size(files); ++a) {
+    for (size_t b = a + 1; b < std::size(files); ++b) {
+      if (files[a].second->empty() || files[b].second->empty()) continue;
+      if (SameFile(*files[a].second, *files[b].second)) {
+        return absl::InvalidArgumentError(absl::StrCat(files[a].first, " and ", files[b].first, " name the same file ('",
+                                                       *files[b].second, "'); give each a path of its own"));
       }
     }
   }

@@ -1,5 +1,6 @@
 #include "client/chronobench/request_factory.h"
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -37,20 +38,43 @@ bool FitsInteger(double v) {
   return v >= lowest && v < past_max;
 }
 
-// `v` appended as integer type T, the element of `type`; INVALID_ARGUMENT when T cannot hold it.
+// JSON number `v` appended as integer type T, the element of `type`, exactly as the file writes it:
+// an integer is read as one (never through a double, which holds 53 bits), a number with a fraction
+// or one T cannot hold is INVALID_ARGUMENT.
 template <typename T>
-absl::Status AppendInteger(DataType type, double v, std::string* out) {
-  if (!FitsInteger<T>(v)) {
-    return absl::InvalidArgumentError(absl::StrCat("value ", v, " does not fit ", DataTypeName(type)));
+absl::Status AppendInteger(DataType type, const nlohmann::json& v, std::string* out) {
+  const auto does_not_fit = [&](const auto& value) {
+    return absl::InvalidArgumentError(absl::StrCat("value ", value, " does not fit ", DataTypeName(type)));
+  };
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<T>::max())) return does_not_fit(u);
+    Append<T>(out, static_cast<T>(u));
+  } else if (v.is_number_integer()) {
+    const int64_t i = v.get<int64_t>();
+    const bool fits = i < 0 ? std::numeric_limits<T>::is_signed &&
+                                  i >= static_cast<int64_t>(std::numeric_limits<T>::lowest())
+                            : static_cast<uint64_t>(i) <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+    if (!fits) return does_not_fit(i);
+    Append<T>(out, static_cast<T>(i));
+  } else {
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || std::trunc(d) != d) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("value ", v.dump(), " is not a whole number, which ", DataTypeName(type), " needs"));
+    }
+    if (!FitsInteger<T>(d)) return does_not_fit(v.dump());
+    Append<T>(out, static_cast<T>(d));
   }
-  Append<T>(out, static_cast<T>(v));
   return absl::OkStatus();
 }
 
-// One element of `type` from a JSON number; INVALID_ARGUMENT when it does not fit an integer type.
-absl::Status AppendElement(DataType type, double v, std::string* out) {
+// One element of `type` from a JSON number (or true / false, as 1 / 0); INVALID_ARGUMENT when an
+// integer type cannot hold it.
+absl::Status AppendElement(DataType type, const nlohmann::json& value, std::string* out) {
+  const nlohmann::json v = value.is_boolean() ? nlohmann::json(value.get<bool>() ? 1 : 0) : value;
   switch (type) {
-    case DataType::kBool: Append<uint8_t>(out, v != 0); return absl::OkStatus();
+    case DataType::kBool: Append<uint8_t>(out, v.get<double>() != 0); return absl::OkStatus();
     case DataType::kUint8: return AppendInteger<uint8_t>(type, v, out);
     case DataType::kUint16: return AppendInteger<uint16_t>(type, v, out);
     case DataType::kUint32: return AppendInteger<uint32_t>(type, v, out);
@@ -59,10 +83,10 @@ absl::Status AppendElement(DataType type, double v, std::string* out) {
     case DataType::kInt16: return AppendInteger<int16_t>(type, v, out);
     case DataType::kInt32: return AppendInteger<int32_t>(type, v, out);
     case DataType::kInt64: return AppendInteger<int64_t>(type, v, out);
-    case DataType::kFp16: Append<uint16_t>(out, FloatToHalf(static_cast<float>(v))); return absl::OkStatus();
-    case DataType::kBf16: Append<uint16_t>(out, FloatToBfloat16(static_cast<float>(v))); return absl::OkStatus();
-    case DataType::kFp32: Append<float>(out, static_cast<float>(v)); return absl::OkStatus();
-    case DataType::kFp64: Append<double>(out, v); return absl::OkStatus();
+    case DataType::kFp16: Append<uint16_t>(out, FloatToHalf(v.get<float>())); return absl::OkStatus();
+    case DataType::kBf16: Append<uint16_t>(out, FloatToBfloat16(v.get<float>())); return absl::OkStatus();
+    case DataType::kFp32: Append<float>(out, v.get<float>()); return absl::OkStatus();
+    case DataType::kFp64: Append<double>(out, v.get<double>()); return absl::OkStatus();
     default: return absl::InvalidArgumentError("input of invalid datatype");
   }
 }
@@ -215,8 +239,7 @@ absl::Status RequestFactory::LoadInputData(const nlohmann::json& doc, const std:
         return absl::InvalidArgumentError(
             absl::StrCat("--input-data ", path, ": value ", i, " of input '", spec.name, "' is not a number"));
       }
-      absl::Status appended =
-          AppendElement(spec.dtype, v.is_boolean() ? (v.get<bool>() ? 1.0 : 0.0) : v.get<double>(), &spec.sample_bytes);
+      absl::Status appended = AppendElement(spec.dtype, v, &spec.sample_bytes);
       if (!appended.ok()) {
         return absl::InvalidArgumentError(
             absl::StrCat("--input-data ", path, ": value ", i, " of input '", spec.name, "': ", appended.message()));

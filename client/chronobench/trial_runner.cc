@@ -239,6 +239,10 @@ std::optional<std::string> UnansweredWarning(const PointResult& point) {
                          unanswered, which, point.oldest_unanswered_ns / 1e6, against);
 }
 
+bool BehindSchedule(const PointResult& point) {
+  return point.unsent_at_end > 0 && point.oldest_unsent_ns > kUnsentSlackNs;
+}
+
 std::optional<absl::Status> NothingMeasured(const PointResult& point) {
   const LatencyRecorder& r = point.recorder;
   if (r.successes() + r.errors() > 0) return std::nullopt;
@@ -260,11 +264,12 @@ std::optional<absl::Status> NothingMeasured(const PointResult& point) {
   std::string message = absl::StrCat(point.spec.Label(), ": no request was measured in the reported windows: ", why);
   if (std::optional<std::string> unanswered = UnansweredWarning(point)) absl::StrAppend(&message, "; ", *unanswered);
   absl::StrAppend(&message, "; the point has no figures, and the sweep stops here");
-  // Requests answered outside the windows (closed loop always leaves its concurrency in flight at
-  // the end), with none left unsent: the windows were too short. Nothing answered while requests
-  // waited, or the schedule outran the client: a server (or client) that did not keep up in time.
-  const bool answered_elsewhere = point.sent_total - point.unanswered_at_end > 0;
-  const bool late = point.unsent_at_end > 0 || (!answered_elsewhere && point.unanswered_at_end > 0);
+  // Requests answered after the warm-up but outside the windows (closed loop always leaves its
+  // concurrency in flight at the end), the client on its schedule: the windows were too short.
+  // Nothing answered after the warm-up while requests waited, or the schedule outran the client: a
+  // server (or client) that did not keep up. The warm-up's answers say nothing of the server after it.
+  const bool answered_elsewhere = point.finished_after_warmup > 0;
+  const bool late = BehindSchedule(point) || (!answered_elsewhere && point.unanswered_at_end > 0);
   return late ? absl::DeadlineExceededError(message) : absl::FailedPreconditionError(message);
 }
 
@@ -433,6 +438,8 @@ absl::StatusOr<PointResult> RunPoint(const PointSpec& spec, const inference::Mod
     result.unsent_at_end += w->unsent();
     result.sent_total += w->sent();
     result.oldest_unanswered_ns = std::max(result.oldest_unanswered_ns, w->oldest_unanswered_ns());
+    result.oldest_unsent_ns = std::max(result.oldest_unsent_ns, w->oldest_unsent_ns());
+    result.finished_after_warmup += w->completed_while_measuring();
     result.send_waits_woken += w->SendWaitsWoken();
     result.send_waits_past_deadline += w->SendWaitsPastDeadline();
   }

@@ -67,6 +67,12 @@ struct PointResult {
   // (the client was behind it), in no window either. oldest_unanswered_ns covers them too.
   int64_t unsent_at_end = 0;
   int64_t oldest_unanswered_ns = 0;
+  // Of the unsent ones, how long the oldest had waited at the end (0 with none): a send time that
+  // came in the last moments before the stop is no sign of a client behind its schedule.
+  int64_t oldest_unsent_ns = 0;
+  // Requests finished (answered or failed, in a window or not) after the warm-up: none, with
+  // requests in flight at the end, is a server that stopped answering.
+  int64_t finished_after_warmup = 0;
   // Every request the point sent, its warm-up's and those answered between windows included: the
   // count a server's counters moved by for the point (each answered, or cancelled at the end).
   int64_t sent_total = 0;
@@ -118,9 +124,18 @@ bool WindowsAreStable(const std::vector<WindowSummary>& windows, double percenta
 // always has, are no reason to warn).
 std::optional<std::string> UnansweredWarning(const PointResult& point);
 
+// How long an unsent send time may have waited at the stop and still be no sign of a client behind
+// its schedule: the alarms before a send may come up to 1 ms late (LateAlarmWarning).
+constexpr int64_t kUnsentSlackNs = 1'000'000;
+
+// Whether an open-loop point ended behind its schedule: a send time that had waited past
+// kUnsentSlackNs at the stop was never sent.
+bool BehindSchedule(const PointResult& point);
+
 // A point whose reported windows hold no request at all has no figures: the status that fails it
-// and stops the sweep (DEADLINE_EXCEEDED while requests were still unanswered, a frozen server or a
-// client behind its schedule; FAILED_PRECONDITION when none was, windows shorter than an idle gap),
+// and stops the sweep (DEADLINE_EXCEEDED for a server that answered nothing after the warm-up while
+// requests waited, or a client behind its schedule (BehindSchedule); FAILED_PRECONDITION otherwise:
+// windows too short for the server's answers or an idle gap),
 // saying what may have caused it for the point's load mode. Nullopt otherwise.
 std::optional<absl::Status> NothingMeasured(const PointResult& point);
 

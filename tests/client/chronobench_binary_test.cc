@@ -243,6 +243,15 @@ TEST_F(ChronobenchE2eTest, BinaryExitsTwoOnABadFlagAndZeroOnHelp) {
   EXPECT_EQ(one_file->first, 2) << one_file->second;
   EXPECT_NE(one_file->second.find("--json and --csv name the same file"), std::string::npos) << one_file->second;
   EXPECT_FALSE(std::filesystem::exists(same)) << "refused before the run";
+  // A report onto the client spans' file: the report would replace the spans.
+  auto spans_file = RunProgram({CHRONOBENCH_BIN, "-m", "mlp", "-u", *url_, "--traceparent-rate", "1", "--trace-file",
+                                same, "--html", same},
+                               absl::Seconds(30));
+  ASSERT_TRUE(spans_file.ok()) << spans_file.status();
+  EXPECT_EQ(spans_file->first, 2) << spans_file->second;
+  EXPECT_NE(spans_file->second.find("--html and --trace-file name the same file"), std::string::npos)
+      << spans_file->second;
+  EXPECT_FALSE(std::filesystem::exists(same)) << "refused before the run";
   // An empty path would write nothing without a word.
   auto empty = RunProgram({CHRONOBENCH_BIN, "-m", "mlp", "-u", *url_, "--html", ""}, absl::Seconds(30));
   ASSERT_TRUE(empty.ok()) << empty.status();

@@ -1,6 +1,7 @@
 // ProbeConnect against real sockets on 127.0.0.1: a port bound but not listening refuses, a
 // listening one connects, a Unix path with no socket refuses; and chronobench, given a port where
-// nothing listens, fails at once saying so instead of waiting out its 10 s.
+// nothing listens, fails at once saying so instead of waiting out its 10 s, and given one that
+// accepts but never speaks gRPC, says so after them.
 #include "client/connect_probe.h"
 
 #include <gmock/gmock.h>
@@ -95,6 +96,20 @@ TEST(ConnectProbeTest, ChronobenchFailsAtOnceWhereNothingListens) {
   EXPECT_EQ(run->first, 1) << run->second;
   EXPECT_THAT(run->second, HasSubstr(": Connection refused (is chronoserve running and listening there?)"));
   EXPECT_LT(absl::Now() - start, absl::Seconds(8)) << "not the 10 s a slow server is given";
+}
+
+// A port that accepts the connection (the kernel does, from the backlog) but never speaks keeps
+// gRPC connecting without a failure: chronobench still says after its 10 s that a plain connect
+// works there, so it is no gRPC port (or a stuck one), not merely "cannot connect".
+TEST(ConnectProbeTest, ChronobenchNamesAPortThatAcceptsButNeverSpeaksGrpc) {
+  BoundPort silent(/*listening=*/true);
+  ASSERT_GT(silent.port(), 0);
+  auto run = testing::RunProgram({CHRONOBENCH_BIN, "-m", "mlp", "-u", "127.0.0.1:" + std::to_string(silent.port())},
+                                 absl::Seconds(40));
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->first, 1) << run->second;
+  EXPECT_THAT(run->second, HasSubstr("within 10 s (a plain connect there succeeds, but gRPC's connection does not: "
+                                     "not a gRPC port, one that never answers the HTTP/2 handshake"));
 }
 
 }  // namespace

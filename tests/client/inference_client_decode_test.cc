@@ -72,6 +72,77 @@ TEST(InferenceClientDecodeTest, AnOutputWhoseBytesDisagreeWithItsShapeIsDataLoss
   EXPECT_EQ(decoded->outputs[0].data, Floats({0.75f, -3.5f}));
 }
 
+// KServe v2 lets a server send outputs in their typed `contents` instead of raw_output_contents: a
+// response with no raw entry at all is read from them, each value narrowed to its datatype (INT8 in
+// int_contents); a value that does not fit is DATA_LOSS naming the output.
+inference::ModelInferResponse TypedResponse() {
+  inference::ModelInferResponse response;
+  response.set_model_name("m");
+  auto add = [&response](const char* name, const char* datatype) {
+    auto* out = response.add_outputs();
+    out->set_name(name);
+    out->set_datatype(datatype);
+    out->add_shape(1);
+    out->add_shape(2);
+    return out->mutable_contents();
+  };
+  auto* scores = add("SCORES", "FP32");
+  scores->add_fp32_contents(0.75f);
+  scores->add_fp32_contents(-3.5f);
+  auto* small = add("SMALL", "INT8");
+  small->add_int_contents(-128);
+  small->add_int_contents(127);
+  auto* ids = add("IDS", "UINT64");
+  ids->add_uint64_contents(18446744073709551615ull);
+  ids->add_uint64_contents(9007199254740993ull);
+  return response;
+}
+
+class TypedContentsService final : public inference::GRPCInferenceService::Service {
+ public:
+  grpc::Status ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest*,
+                          inference::ModelInferResponse* response) override {
+    *response = TypedResponse();
+    return grpc::Status::OK;
+  }
+};
+
+TEST(InferenceClientDecodeTest, OutputsInTypedContentsAreReadAsTheirDatatypesBytes) {
+  auto check = [](const absl::StatusOr<InferResult>& decoded) {
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    ASSERT_EQ(decoded->outputs.size(), 3u);
+    EXPECT_EQ(decoded->outputs[0].data, Floats({0.75f, -3.5f}));
+    EXPECT_EQ(decoded->outputs[1].data, std::string("\x80\x7f", 2));
+    const uint64_t ids[] = {18446744073709551615ull, 9007199254740993ull};
+    EXPECT_EQ(decoded->outputs[2].data, std::string(reinterpret_cast<const char*>(ids), sizeof(ids)));
+  };
+  check(InferenceClient::DecodeResponse(TypedResponse()));  // as a stream's answer is read
+
+  TypedContentsService service;  // and as Infer reads a unary answer, its raw entries apart
+  int port = 0;
+  std::unique_ptr<grpc::Server> server = testing::StartLoopbackServer(&service, &port);
+  ASSERT_NE(server, nullptr);
+  auto client = InferenceClient::Connect(absl::StrCat("127.0.0.1:", port), std::chrono::seconds(30));
+  const Tensor input{"INPUT__0", DataType::kFp32, {1, 2}, Floats({2.0f, -1.0f})};
+  check(client->Infer("m", {input}, InferOptions{}));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  server->Wait();
+
+  inference::ModelInferResponse too_wide = TypedResponse();
+  too_wide.mutable_outputs(1)->mutable_contents()->set_int_contents(1, 300);
+  absl::StatusOr<InferResult> refused = InferenceClient::DecodeResponse(too_wide);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("output 'SMALL' of model 'm': typed value 1 (300) does not fit its datatype"));
+  inference::ModelInferResponse short_one = TypedResponse();
+  short_one.mutable_outputs(0)->mutable_contents()->mutable_fp32_contents()->RemoveLast();
+  refused = InferenceClient::DecodeResponse(short_one);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("output 'SCORES' of model 'm': 4 bytes in the response, but its shape [1,2] of FP32 needs 8"));
+}
+
 TEST(InferenceClientDecodeTest, AnOutputAskedForInARegionIsThereWhenTheServerDoesNotSaySo) {
   TritonLikeService service;
   int port = 0;

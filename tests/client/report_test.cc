@@ -422,6 +422,8 @@ TEST(ReportTest, APointThatMeasuredNothingFails) {
   p.windows = {{0.5, 0, 0, 0, 0, 0.4}};
   p.unsent_at_end = 171506;
   p.oldest_unanswered_ns = 4'285'297'000;
+  p.oldest_unsent_ns = 4'285'297'000;
+  p.finished_after_warmup = 12;  // behind its schedule decides, whatever was answered
   const std::optional<absl::Status> nothing = NothingMeasured(p);
   ASSERT_TRUE(nothing.has_value());
   EXPECT_EQ(nothing->code(), absl::StatusCode::kDeadlineExceeded) << "requests were left unanswered";
@@ -436,21 +438,35 @@ TEST(ReportTest, APointThatMeasuredNothingFails) {
   EXPECT_THAT(*unanswered, HasSubstr("the oldest had waited 4285.297 ms, and the point reports no e2e at all"));
   EXPECT_THAT(*unanswered, Not(HasSubstr("e2e max 0.000")));
   EXPECT_FALSE(EveryRequestFailed(p).has_value()) << "nothing failed either";
+  // One send time that came in the stop's last microseconds is no client behind its schedule.
+  p.unsent_at_end = 1;
+  p.oldest_unsent_ns = 5'000;
+  p.oldest_unanswered_ns = 5'000;
+  EXPECT_FALSE(BehindSchedule(p));
+  EXPECT_EQ(NothingMeasured(p)->code(), absl::StatusCode::kFailedPrecondition) << "answered after the warm-up";
+  EXPECT_THAT(Summary(report), Not(HasSubstr("the client was behind it")));
+  p.oldest_unsent_ns = 2 * kUnsentSlackNs;
+  EXPECT_TRUE(BehindSchedule(p));
+  EXPECT_THAT(Summary(report), HasSubstr("1 requests were due by the open loop's schedule"));
   p.spec.mode = LoadMode::kIdleGap;
   p.unsent_at_end = 0;
+  p.oldest_unsent_ns = 0;
   const std::optional<absl::Status> gap = NothingMeasured(p);
   ASSERT_TRUE(gap.has_value());
   EXPECT_EQ(gap->code(), absl::StatusCode::kFailedPrecondition) << "nothing left unanswered: windows too short";
   EXPECT_THAT(std::string(gap->message()), HasSubstr("--measurement-interval"));
   EXPECT_FALSE(NothingMeasured(report.points[1]).has_value());
   // Closed loop always ends with its concurrency in flight: what decides is whether the server
-  // answered anything in the point (windows too short) or nothing at all (a server not answering).
+  // answered anything after the warm-up (windows too short) or nothing (a server that stopped
+  // answering); the warm-up's answers, which every point has, say nothing of that.
   p.spec.mode = LoadMode::kConcurrency;
   p.unanswered_at_end = 4;
-  p.sent_total = 10;
+  p.sent_total = 30;
+  p.finished_after_warmup = 6;
   EXPECT_EQ(NothingMeasured(p)->code(), absl::StatusCode::kFailedPrecondition) << "six answered, outside the windows";
-  p.sent_total = 4;
-  EXPECT_EQ(NothingMeasured(p)->code(), absl::StatusCode::kDeadlineExceeded) << "none of the four answered";
+  p.finished_after_warmup = 0;
+  EXPECT_EQ(NothingMeasured(p)->code(), absl::StatusCode::kDeadlineExceeded)
+      << "the warm-up's 26 were answered, nothing after it";
 
   // A point that measured something may still have a window that did not.
   PointResult& partly = report.points[1];
@@ -499,6 +515,7 @@ TEST(ReportTest, UnsentAtEndIsCountedAndWarnedAboutWhenPastTheTail) {
   p.oldest_unanswered_ns = e2e_max / 3;
   EXPECT_FALSE(UnansweredWarning(p).has_value()) << "late, but within the reported tail";
   p.oldest_unanswered_ns = e2e_max + 25'000'000;
+  p.oldest_unsent_ns = p.oldest_unanswered_ns;  // the unsent ones are the oldest
   std::optional<std::string> warning = UnansweredWarning(p);
   ASSERT_TRUE(warning.has_value()) << "unsent requests alone are past the tail";
   EXPECT_NE(warning->find("12 requests were still unanswered"), std::string::npos) << *warning;
@@ -548,6 +565,9 @@ TEST(ReportTest, ASweepStoppedByAFailedPointSaysSoInsteadOfNoSaturation) {
   BenchReport report;
   report.batch_sweep = true;
   report.points.push_back(MakePoint(LoadMode::kConcurrency, 1, 1000));
+  EXPECT_NE(Summary(report).find("saturation: one batch size measured, no step to judge it by"), std::string::npos)
+      << "one point: no step was compared, so no claim that throughput rose";
+  report.points.push_back(MakePoint(LoadMode::kConcurrency, 2, 2000));
   EXPECT_NE(Summary(report).find("throughput still rose by more than 5% at the largest batch"), std::string::npos);
   report.failed_point = FailedPoint{"batch 2", "DEADLINE_EXCEEDED"};
   EXPECT_FALSE(ReportToJson(report)["failed_point"].contains("code")) << "not known";

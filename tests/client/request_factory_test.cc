@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -173,6 +174,66 @@ TEST(RequestFactoryTest, InputDataFileValuesAreCheckedAgainstTheInputsType) {
   EXPECT_EQ(directory.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(directory.status().message().find("is a directory, not a JSON file"), std::string::npos)
       << directory.status();
+}
+
+// Integer inputs take the file's integers exactly, 64-bit ones included (a double holds 53 bits:
+// 2^53 + 1 would be sent as 2^53), and refuse a number with a fraction rather than cut it.
+TEST(RequestFactoryTest, InputDataIntegersArePassedExactlyAndFractionsRefused) {
+  char path_template[] = "/tmp/cb_input_ints_XXXXXX";
+  const int fd = ::mkstemp(path_template);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  const std::string path = path_template;
+  auto write = [&path](const std::string& text) { std::ofstream(path, std::ios::trunc) << text; };
+  inference::ModelMetadataResponse metadata;
+  metadata.set_name("m");
+  for (const char* type : {"INT64", "UINT64"}) {
+    auto* input = metadata.add_inputs();
+    input->set_name(type);
+    input->set_datatype(type);
+    input->add_shape(-1);
+    input->add_shape(3);
+  }
+  InputOptions options;
+  options.input_data = path;
+  auto bytes_of = [](auto... values) {
+    std::string out;
+    for (auto v : {values...}) out.append(reinterpret_cast<const char*>(&v), sizeof(v));
+    return out;
+  };
+
+  write(R"({"INT64": [9007199254740993, -9223372036854775808, 9223372036854775807],
+            "UINT64": [18446744073709551615, 9007199254740993, 2.0]})");
+  absl::StatusOr<RequestFactory> good = RequestFactory::Create(metadata, options, 3);
+  ASSERT_TRUE(good.ok()) << good.status();
+  absl::StatusOr<inference::ModelInferRequest> request = good->Build("", 1);
+  ASSERT_TRUE(request.ok()) << request.status();
+  ASSERT_EQ(request->raw_input_contents_size(), 2);
+  EXPECT_EQ(request->raw_input_contents(0),
+            bytes_of(int64_t{9007199254740993}, std::numeric_limits<int64_t>::lowest(),
+                     std::numeric_limits<int64_t>::max()));
+  EXPECT_EQ(request->raw_input_contents(1),
+            bytes_of(std::numeric_limits<uint64_t>::max(), uint64_t{9007199254740993}, uint64_t{2}));
+
+  struct Refused {
+    std::string file, message;
+  };
+  const Refused cases[] = {
+      {R"({"INT64": [1, 1.9, 3], "UINT64": [1, 2, 3]})", "value 1 of input 'INT64': value 1.9 is not a whole number, which INT64 needs"},
+      {R"({"INT64": [1, 2, -2.5], "UINT64": [1, 2, 3]})", "value 2 of input 'INT64': value -2.5 is not a whole number"},
+      {R"({"INT64": [1, 2, 3], "UINT64": [1, -1, 3]})", "value 1 of input 'UINT64': value -1 does not fit UINT64"},
+      {R"({"INT64": [9223372036854775808, 2, 3], "UINT64": [1, 2, 3]})",
+       "value 0 of input 'INT64': value 9223372036854775808 does not fit INT64"},
+      {R"({"INT64": [1, 2, 3], "UINT64": [1, 2, 1e20]})", "value 2 of input 'UINT64': value 1e+20 does not fit UINT64"},
+  };
+  for (const Refused& c : cases) {
+    write(c.file);
+    absl::StatusOr<RequestFactory> refused = RequestFactory::Create(metadata, options, 3);
+    ASSERT_FALSE(refused.ok()) << c.file;
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find(c.message), std::string::npos) << refused.status();
+  }
+  ::unlink(path.c_str());
 }
 
 }  // namespace
