@@ -227,6 +227,7 @@ TEST(LoadWorkerTest, RequestsSentInTheWarmUpAreNotMeasured) {
   const int64_t finished = recorded.successes() + recorded.discarded();
   EXPECT_GE(finished, worker.completed() - at_start);
   EXPECT_LE(finished, worker.completed() - before_start);
+  EXPECT_EQ(worker.completed_while_measuring(), finished) << "what finished after the warm-up, counted alike";
   EXPECT_EQ(worker.sent(), worker.completed() + worker.drained());
 }
 
