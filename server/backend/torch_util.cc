@@ -44,37 +44,24 @@ absl::StatusOr<torch::jit::IValue> RunForward(torch::jit::Module& module, std::v
   }
 }
 
-// Outputs of forward(): a tensor, or a tuple / list of tensors, in OUTPUT__0.. order.
-absl::StatusOr<std::vector<torch::Tensor>> FlattenOutputs(const torch::jit::IValue& value) {
-  std::vector<torch::Tensor> out;
+// Elements of forward()'s result: a tensor, or each element of a tuple / list (OUTPUT__0.. order).
+absl::StatusOr<ForwardOutputs> FlattenOutputs(const torch::jit::IValue& value) {
+  ForwardOutputs out;
   if (value.isTensor()) {
-    out.push_back(value.toTensor());
+    out.elements.push_back(value);
   } else if (value.isTuple()) {
-    const auto& elements = value.toTuple()->elements();
-    for (size_t i = 0; i < elements.size(); ++i) {
-      if (!elements[i].isTensor()) {
-        // Named: "(y, None)" or a nested tuple would otherwise read as the whole result's fault.
-        return absl::InternalError(absl::StrCat("forward() returned a tuple whose element ", i, " (output ", i,
-                                                " in the config's order) is ", elements[i].tagKind(),
-                                                ", not a tensor"));
-      }
-      out.push_back(elements[i].toTensor());
-    }
+    out.container = "tuple";
+    for (const auto& e : value.toTuple()->elements()) out.elements.push_back(e);
   } else if (value.isTensorList()) {
+    out.container = "list";
     auto list = value.toTensorList();
-    for (size_t i = 0; i < list.size(); ++i) out.push_back(list.get(i));
+    for (size_t i = 0; i < list.size(); ++i) out.elements.push_back(list.get(i));
   } else if (value.isList()) {
+    out.container = "list";
     auto list = value.toList();
-    for (size_t i = 0; i < list.size(); ++i) {
-      torch::jit::IValue e = list.get(i);
-      if (!e.isTensor()) {
-        return absl::InternalError(absl::StrCat("forward() returned a list whose element ", i, " (output ", i,
-                                                " in the config's order) is ", e.tagKind(), ", not a tensor"));
-      }
-      out.push_back(e.toTensor());
-    }
+    for (size_t i = 0; i < list.size(); ++i) out.elements.push_back(list.get(i));
   }
-  if (out.empty()) {
+  if (out.elements.empty()) {
     return absl::InternalError(
         absl::StrCat("forward() must return a tensor or a tuple/list of tensors, got ", value.tagKind()));
   }
@@ -209,7 +196,8 @@ std::vector<torch::jit::IValue> TensorBinding::Arrange(const std::vector<torch::
 }
 
 absl::StatusOr<std::vector<torch::Tensor>> TensorBinding::Outputs(const torch::jit::IValue& result) const {
-  ASSIGN_OR_RETURN(std::vector<torch::Tensor> all, FlattenOutputs(result));
+  ASSIGN_OR_RETURN(ForwardOutputs flat, FlattenOutputs(result));
+  const std::vector<torch::jit::IValue>& all = flat.elements;
   const int needed = output_index.empty() ? 0 : *std::max_element(output_index.begin(), output_index.end()) + 1;
   if (outputs_by_index ? static_cast<int>(all.size()) < needed : all.size() != output_index.size()) {
     return absl::InternalError(absl::StrCat(
@@ -219,11 +207,17 @@ absl::StatusOr<std::vector<torch::Tensor>> TensorBinding::Outputs(const torch::j
   std::vector<torch::Tensor> outputs;
   outputs.reserve(output_index.size());
   for (size_t k = 0; k < output_index.size(); ++k) {
-    const torch::Tensor& t = all[static_cast<size_t>(output_index[k])];
-    auto what = [&] {
-      return absl::StrCat("output '", k < output_names.size() ? output_names[k] : std::to_string(k),
-                          "' (forward()'s output ", output_index[k], ")");
-    };
+    const torch::jit::IValue& element = all[static_cast<size_t>(output_index[k])];
+    const std::string name = k < output_names.size() ? output_names[k] : std::to_string(k);
+    auto what = [&] { return absl::StrCat("output '", name, "' (forward()'s output ", output_index[k], ")"); };
+    // Only the elements a config output is bound to must be tensors: "(y, None)" serves a config
+    // that declares OUTPUT__0 alone, as in Triton's backend.
+    if (!element.isTensor()) {
+      return absl::InternalError(absl::StrCat("forward() returned a ", flat.container, " whose element ",
+                                              output_index[k], " (output '", name, "') is ", element.tagKind(),
+                                              ", not a tensor"));
+    }
+    const torch::Tensor& t = element.toTensor();
     if (t.layout() != torch::kStrided) {
       std::ostringstream layout;
       layout << t.layout();

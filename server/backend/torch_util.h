@@ -25,9 +25,17 @@ absl::StatusOr<torch::ScalarType> ToTorchType(DataType type);
 // refused the call (e.g. its arguments), is "LibTorch error: ". Errors do not name the model.
 absl::StatusOr<torch::jit::IValue> RunForward(torch::jit::Module& module, std::vector<torch::jit::IValue> args);
 
-// Outputs of forward(): a tensor, or a tuple / list of tensors, in OUTPUT__0.. order. Errors name
-// what forward() returned, not the model: the instance that called it adds that.
-absl::StatusOr<std::vector<torch::Tensor>> FlattenOutputs(const torch::jit::IValue& value);
+// What forward() returned, as outputs: the tensor, or the elements of a tuple / list in
+// OUTPUT__0.. order (any of which may be something other than a tensor: TensorBinding::Outputs
+// refuses those a config output is bound to).
+struct ForwardOutputs {
+  std::vector<torch::jit::IValue> elements;
+  const char* container = "tensor";  // "tuple" or "list" when forward() returned one
+};
+
+// forward()'s result as ForwardOutputs; neither a tensor nor a non-empty tuple / list is an error
+// naming what it was, not the model (the instance that called it adds that).
+absl::StatusOr<ForwardOutputs> FlattenOutputs(const torch::jit::IValue& value);
 
 // Which forward() argument each config input is, and which of forward()'s outputs each config
 // output is, by the rules of Triton's pytorch_libtorch backend, checked in this order:

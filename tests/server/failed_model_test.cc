@@ -109,7 +109,7 @@ TEST_F(FailedModelTest, BrokenModelsFailAloneWithTheirReason) {
   auto tuple_none = c->Infer("tuple_none", {input});
   ASSERT_EQ(tuple_none.status().code(), absl::StatusCode::kNotFound) << "its warm-up failed the load";
   EXPECT_THAT(std::string(tuple_none.status().message()),
-              HasSubstr("forward() returned a tuple whose element 1 (output 1 in the config's order) is None, not a tensor"));
+              HasSubstr("forward() returned a tuple whose element 1 (output 'OUTPUT__1') is None, not a tensor"));
   auto sparse = c->Infer("sparse", {input});
   ASSERT_EQ(sparse.status().code(), absl::StatusCode::kNotFound) << "its warm-up failed the load";
   EXPECT_THAT(std::string(sparse.status().message()),

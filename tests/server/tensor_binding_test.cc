@@ -39,12 +39,17 @@ std::string Tensors(const char* kind, const std::vector<std::string>& names) {
   return out;
 }
 
+// forward(a, b) -> (a - b, None): a second element that is no tensor.
+constexpr char kSourceWithNone[] =
+    "def forward(self, a, b):\n"
+    "  return (a - b, None)\n";
+
 void WriteModel(const testing::TempDir& repo, const std::string& model, const std::vector<std::string>& inputs,
-                const std::vector<std::string>& outputs) {
+                const std::vector<std::string>& outputs, const char* source = kSource) {
   repo.WriteFile(model + "/config.pbtxt", "max_batch_size: 2\n" + Tensors("input", inputs) +
                                               Tensors("output", outputs) + "instance_group { kind: KIND_CPU }\n");
   std::filesystem::create_directories(repo.path() + "/" + model + "/1");
-  ASSERT_TRUE(testing::WriteScriptedModel(repo.path() + "/" + model + "/1/model.pt", kSource));
+  ASSERT_TRUE(testing::WriteScriptedModel(repo.path() + "/" + model + "/1/model.pt", source));
 }
 
 std::vector<float> Floats(const std::string& bytes) {
@@ -64,6 +69,8 @@ class TensorBindingTest : public testing::SharedServerTest<TensorBindingTest> {
     WriteModel(repo, "repeated_index", {"INPUT__0", "OTHER__0"}, {"OUTPUT__0", "OUTPUT__1"});
     WriteModel(repo, "index_past_arguments", {"INPUT__0", "INPUT__5"}, {"OUTPUT__0", "OUTPUT__1"});
     WriteModel(repo, "output_index_past_outputs", {"INPUT__0", "INPUT__1"}, {"OUTPUT__0", "OUTPUT__2"});
+    WriteModel(repo, "none_unbound", {"INPUT__0", "INPUT__1"}, {"OUTPUT__0"}, kSourceWithNone);
+    WriteModel(repo, "none_bound", {"INPUT__0", "INPUT__1"}, {"OUTPUT__1", "OUTPUT__0"}, kSourceWithNone);
   }
 
  protected:
@@ -129,6 +136,17 @@ TEST_F(TensorBindingTest, AConfigMayListASubsetOfIndexedOutputs) {
   auto one = Infer("one_output", "x__0", "y__1");
   ASSERT_EQ(one.size(), 1u);
   EXPECT_EQ(one["combined__1"], Combined());
+}
+
+// An element of forward()'s tuple that no config output is bound to may be anything (Triton's
+// backend reads only the bound ones); one that is bound and no tensor fails the load naming the
+// config output, not the config's order (OUTPUT__1 is listed first here, and is element 1).
+TEST_F(TensorBindingTest, OnlyTheOutputsBoundMustBeTensors) {
+  auto one = Infer("none_unbound", "INPUT__0", "INPUT__1");
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one["OUTPUT__0"], Difference());
+  EXPECT_THAT(LoadError("none_bound"),
+              HasSubstr("forward() returned a tuple whose element 1 (output 'OUTPUT__1') is None, not a tensor"));
 }
 
 TEST_F(TensorBindingTest, ImpossibleBindingsFailTheLoadNamingTheTensors) {
