@@ -24,7 +24,7 @@ BatchSpanProcessor::~BatchSpanProcessor() {
 void BatchSpanProcessor::Start() {
   absl::MutexLock lock(&mu_);
   if (running_ || shut_down_) return;
-  next_export_ = absl::Now() + options_.schedule_delay;
+  next_export_ = NextExport();
   thread_ = std::thread([this] {
     SetCurrentThreadName("cs-otlp-export");
     Run();
@@ -45,7 +45,13 @@ bool BatchSpanProcessor::OnEnd(std::vector<SpanData>&& spans) {
 }
 
 bool BatchSpanProcessor::ShouldWake() const {
-  return stop_ || taken_ < flush_target_ || queue_.size() >= options_.max_export_batch_size;
+  // With no schedule delay, any queued span is due (the thread waits for one, never spins).
+  const bool due_now = options_.schedule_delay <= absl::ZeroDuration() && !queue_.empty();
+  return stop_ || taken_ < flush_target_ || queue_.size() >= options_.max_export_batch_size || due_now;
+}
+
+absl::Time BatchSpanProcessor::NextExport() const {
+  return options_.schedule_delay <= absl::ZeroDuration() ? absl::InfiniteFuture() : absl::Now() + options_.schedule_delay;
 }
 
 std::vector<SpanData> BatchSpanProcessor::TakeBatch() {
@@ -63,7 +69,7 @@ void BatchSpanProcessor::Run() {
   while (!abandon_) {
     mu_.AwaitWithDeadline(absl::Condition(this, &BatchSpanProcessor::ShouldWake), next_export_);
     ExportDue();
-    next_export_ = absl::Now() + options_.schedule_delay;
+    next_export_ = NextExport();
     if (stop_) break;
   }
   thread_done_ = true;

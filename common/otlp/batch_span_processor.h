@@ -29,8 +29,8 @@ namespace chronoserve::otlp {
 struct BatchSpanProcessorOptions {
   size_t max_queue_size = 2048;  // spans
   size_t max_export_batch_size = 512;
-  absl::Duration schedule_delay = absl::Seconds(5);
-  absl::Duration export_timeout = absl::Seconds(30);
+  absl::Duration schedule_delay = absl::Seconds(5);  // zero: each span exported as soon as it is queued
+  absl::Duration export_timeout = absl::Seconds(30);  // absl::InfiniteDuration(): no limit (Shutdown still cancels)
 };
 
 struct SpanProcessorStats {
@@ -66,6 +66,9 @@ class BatchSpanProcessor {
  private:
   void Run();
   bool ShouldWake() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When the next scheduled export is due: schedule_delay from now, or never with no delay (each
+  // span is then due as it comes, ShouldWake).
+  absl::Time NextExport() const;
   // Moves up to one batch out of the queue.
   std::vector<SpanData> TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Exports full batches, or drains the queue while a stop is pending or a flush's spans are still

@@ -158,24 +158,31 @@ void ParseResourceAttributes(const std::string& value, OtlpResource* resource, s
   resource->attributes = std::move(attributes);
 }
 
+// A timeout variable's milliseconds: 0 is no limit, as the spec's Timeout type says.
+absl::Duration TimeoutFromMs(int64_t ms) { return ms == 0 ? absl::InfiniteDuration() : absl::Milliseconds(ms); }
+
 // OTEL_BSP_* overrides of the batch processor defaults (milliseconds / counts). A value that is not
-// a positive integer keeps the default, with a warning (the spec's "warn and ignore").
+// an integer in range (the two durations ≥ 0, the two sizes > 0) keeps the default, with a warning
+// (the spec's "warn and ignore"). A schedule delay of 0 exports spans as soon as they are queued;
+// an export timeout of 0 is no limit.
 void ApplyBspEnv(const EnvLookup& env, BatchSpanProcessorOptions* p, std::vector<std::string>* warnings) {
   struct Var {
     const char* name;
+    int64_t least;
     std::function<void(int64_t)> set;
   } vars[] = {
-      {"OTEL_BSP_SCHEDULE_DELAY", [p](int64_t v) { p->schedule_delay = absl::Milliseconds(v); }},
-      {"OTEL_BSP_EXPORT_TIMEOUT", [p](int64_t v) { p->export_timeout = absl::Milliseconds(v); }},
-      {"OTEL_BSP_MAX_QUEUE_SIZE", [p](int64_t v) { p->max_queue_size = static_cast<size_t>(v); }},
-      {"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", [p](int64_t v) { p->max_export_batch_size = static_cast<size_t>(v); }},
+      {"OTEL_BSP_SCHEDULE_DELAY", 0, [p](int64_t v) { p->schedule_delay = absl::Milliseconds(v); }},
+      {"OTEL_BSP_EXPORT_TIMEOUT", 0, [p](int64_t v) { p->export_timeout = TimeoutFromMs(v); }},
+      {"OTEL_BSP_MAX_QUEUE_SIZE", 1, [p](int64_t v) { p->max_queue_size = static_cast<size_t>(v); }},
+      {"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 1, [p](int64_t v) { p->max_export_batch_size = static_cast<size_t>(v); }},
   };
   for (const Var& var : vars) {
     const std::string value = Get(env, var.name);
     if (value.empty()) continue;
     int64_t v = 0;
-    if (!absl::SimpleAtoi(value, &v) || v <= 0) {
-      warnings->push_back(absl::StrCat(var.name, "='", value, "' is not a positive integer; using the default"));
+    if (!absl::SimpleAtoi(value, &v) || v < var.least) {
+      warnings->push_back(absl::StrCat(var.name, "='", value, "' is not ",
+                                       var.least == 0 ? "an integer >= 0" : "a positive integer", "; using the default"));
       continue;
     }
     var.set(v);
@@ -235,11 +242,11 @@ void ApplyExporterEnv(const EnvLookup& env, OtlpGrpcExporterOptions* exporter, s
   if (const EnvValue timeout = FirstSet(env, {"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"});
       !timeout.value.empty()) {
     int64_t ms = 0;
-    if (absl::SimpleAtoi(timeout.value, &ms) && ms > 0) {
-      exporter->timeout = absl::Milliseconds(ms);
+    if (absl::SimpleAtoi(timeout.value, &ms) && ms >= 0) {
+      exporter->timeout = TimeoutFromMs(ms);
     } else {
-      warnings->push_back(absl::StrCat(timeout.name, "='", timeout.value, "' is not a positive integer (ms); using ",
-                                       absl::ToInt64Milliseconds(exporter->timeout), " ms"));
+      warnings->push_back(absl::StrCat(timeout.name, "='", timeout.value, "' is not an integer >= 0 (ms; 0 is no "
+                                       "limit); using ", absl::ToInt64Milliseconds(exporter->timeout), " ms"));
     }
   }
   for (const char* name : {"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE",
@@ -287,7 +294,13 @@ absl::StatusOr<TracingConfig> ResolveTracingConfig(const std::string& flag_endpo
   ApplyExporterEnv(env, &config.exporter, &setting_warnings);
 
   const std::string exporters = absl::AsciiStrToLower(Get(env, "OTEL_TRACES_EXPORTER"));
-  const bool disabled = absl::AsciiStrToLower(Get(env, "OTEL_SDK_DISABLED")) == "true" || exporters == "none";
+  const std::string sdk_disabled = absl::AsciiStrToLower(Get(env, "OTEL_SDK_DISABLED"));
+  if (!sdk_disabled.empty() && sdk_disabled != "true" && sdk_disabled != "false") {
+    // The spec's Boolean: anything but true is false, with a warning.
+    setting_warnings.push_back(
+        absl::StrCat("OTEL_SDK_DISABLED='", Get(env, "OTEL_SDK_DISABLED"), "' is not true or false; read as false"));
+  }
+  const bool disabled = sdk_disabled == "true" || exporters == "none";
   config.sdk_disabled = disabled;
   const EnvValue insecure = FirstSet(env, {"OTEL_EXPORTER_OTLP_TRACES_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE"});
   if (!flag_file.empty()) {

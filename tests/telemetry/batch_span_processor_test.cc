@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <time.h>
+
 #include <atomic>
 #include <map>
 #include <string>
@@ -86,6 +88,12 @@ class GatedExporter final : public SpanExporter {
     absl::MutexLock lock(&mu_);
     return exported_;
   }
+  // Whether `n` spans were exported within `timeout`.
+  bool AwaitExported(size_t n, absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    auto reached = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return exported_ >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
+  }
   absl::Notification entered_;
 
  private:
@@ -165,6 +173,30 @@ TEST(BatchSpanProcessorTest, ExportsFullBatchesWithoutWaitingForTheDelay) {
   }
   EXPECT_EQ(total, 9u);
   EXPECT_EQ(p.stats().exported, 9u);
+  p.Shutdown(absl::Now() + absl::Seconds(10));
+}
+
+// OTEL_BSP_SCHEDULE_DELAY=0: each span is exported as soon as it is queued, and the export thread
+// waits for the next one rather than spinning (it once would have: a deadline of "now" every turn).
+TEST(BatchSpanProcessorTest, NoScheduleDelayExportsEachSpanAsItComesWithoutSpinning) {
+  auto exporter = std::make_unique<GatedExporter>();
+  GatedExporter* gated = exporter.get();
+  gated->Release();
+  BatchSpanProcessorOptions options;
+  options.schedule_delay = absl::ZeroDuration();
+  BatchSpanProcessor p(std::move(exporter), options);
+  p.Start();
+  ASSERT_TRUE(p.OnEnd(Spans(1)));
+  ASSERT_TRUE(gated->entered_.WaitForNotificationWithTimeout(absl::Seconds(10))) << "the span was not exported";
+  // Idle now: over a fixed 300 ms the process uses next to no CPU (a spinning thread would use it all).
+  timespec before{}, after{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &before);
+  absl::SleepFor(absl::Milliseconds(300));
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &after);
+  const double cpu_ms = (after.tv_sec - before.tv_sec) * 1e3 + (after.tv_nsec - before.tv_nsec) / 1e6;
+  EXPECT_LT(cpu_ms, 100.0) << "the export thread spins while the queue is empty";
+  ASSERT_TRUE(p.OnEnd(Spans(2)));
+  EXPECT_TRUE(gated->AwaitExported(3, absl::Seconds(10))) << "the next spans, exported without a flush";
   p.Shutdown(absl::Now() + absl::Seconds(10));
 }
 

@@ -223,6 +223,31 @@ TEST(OtlpExporterTest, TimeoutBoundsEachAttempt) {
   EXPECT_LT(took, absl::Seconds(10));
 }
 
+// OTEL_EXPORTER_OTLP_TIMEOUT=0 (no limit) gives an infinite per-attempt timeout: accepted, and the
+// export's own deadline still ends an attempt on a collector that never answers.
+TEST(OtlpExporterTest, NoPerAttemptTimeoutLeavesTheExportsDeadline) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 16), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  OtlpGrpcExporterOptions options = Options("127.0.0.1:" + std::to_string(ntohs(addr.sin_port)));
+  options.timeout = absl::InfiniteDuration();
+  auto exporter = OtlpGrpcExporter::Create(options);
+  ASSERT_TRUE(exporter.ok()) << exporter.status();
+  const absl::Time start = absl::Now();
+  const auto result = (*exporter)->Export({TestSpan(NewTraceId(), "x")}, start + absl::Milliseconds(500));
+  const absl::Duration took = absl::Now() - start;
+  close(fd);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded) << result.status();
+  EXPECT_GE(took, absl::Milliseconds(450));
+  EXPECT_LT(took, absl::Seconds(10));
+}
+
 TEST(OtlpExporterTest, ReceiverDownCostsBoundedCountedDropsAndNoStall) {
   // A port nobody listens on: a socket bound (so no parallel test can take the port) but not
   // listening, so connections are refused; it stays bound for the whole test.

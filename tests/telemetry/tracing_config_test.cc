@@ -137,6 +137,29 @@ TEST(TracingConfigTest, SdkDisabledAndBadValues) {
   EXPECT_EQ(c->processor.max_queue_size, 64u);
   ASSERT_EQ(c->warnings.size(), 1u);
   EXPECT_THAT(c->warnings[0], ::testing::HasSubstr("OTEL_BSP_SCHEDULE_DELAY='-5'"));
+  // 0 is a value, as the spec's Duration and Timeout types say: no delay, no export time limit; the
+  // sizes stay positive.
+  c = ResolveTracingConfig("collector:4317", "", Env({{"OTEL_BSP_SCHEDULE_DELAY", "0"}, {"OTEL_BSP_EXPORT_TIMEOUT", "0"},
+                                                      {"OTEL_BSP_MAX_QUEUE_SIZE", "0"}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->processor.schedule_delay, absl::ZeroDuration());
+  EXPECT_EQ(c->processor.export_timeout, absl::InfiniteDuration());
+  EXPECT_EQ(c->processor.max_queue_size, 2048u);
+  ASSERT_EQ(c->warnings.size(), 1u);
+  EXPECT_THAT(c->warnings[0], ::testing::HasSubstr("OTEL_BSP_MAX_QUEUE_SIZE='0' is not a positive integer"));
+  // OTEL_SDK_DISABLED is a Boolean: anything but true (any case) is false, with a warning.
+  c = ResolveTracingConfig("collector:4317", "", Env({{"OTEL_SDK_DISABLED", "yes"}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->enabled);
+  ASSERT_EQ(c->warnings.size(), 1u);
+  EXPECT_THAT(c->warnings[0], ::testing::HasSubstr("OTEL_SDK_DISABLED='yes' is not true or false; read as false"));
+  c = ResolveTracingConfig("collector:4317", "", Env({{"OTEL_SDK_DISABLED", "FALSE"}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->enabled);
+  EXPECT_TRUE(c->warnings.empty());
+  c = ResolveTracingConfig("collector:4317", "", Env({{"OTEL_SDK_DISABLED", "True"}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->enabled);
 }
 
 // With no destination at start (tracing may be turned on later by TraceSetting's trace_file), the
@@ -299,7 +322,7 @@ TEST(TracingConfigTest, TimeoutIsTheExportAttemptsDeadline) {
       {{{"OTEL_EXPORTER_OTLP_TIMEOUT", "2500"}}, absl::Milliseconds(2500), false},
       {{{"OTEL_EXPORTER_OTLP_TIMEOUT", "2500"}, {"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "750"}},
        absl::Milliseconds(750), false},
-      {{{"OTEL_EXPORTER_OTLP_TIMEOUT", "0"}}, absl::Seconds(10), true},
+      {{{"OTEL_EXPORTER_OTLP_TIMEOUT", "0"}}, absl::InfiniteDuration(), false},  // the spec's Timeout: no limit
       {{{"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "-3"}}, absl::Seconds(10), true},
       {{{"OTEL_EXPORTER_OTLP_TIMEOUT", "5s"}}, absl::Seconds(10), true},
   };
