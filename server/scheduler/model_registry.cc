@@ -22,9 +22,25 @@ bool ModelRegistry::StrictLocked(const std::string& name, bool strict) const {
   return strict || (it != not_ready_.end() && it->second.strict);
 }
 
+std::map<int64_t, std::string> ModelRegistry::ListedVersionsLocked(const std::string& name) const {
+  std::map<int64_t, std::string> versions;
+  if (auto it = not_ready_.find(name); it != not_ready_.end()) {
+    for (const auto& [version, own] : it->second.versions) versions[version] = "";
+  }
+  return versions;
+}
+
+std::map<int64_t, absl::Status> ModelRegistry::ListedVersions(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  std::map<int64_t, absl::Status> versions;
+  for (const auto& [version, own] : ListedVersionsLocked(name)) versions[version] = absl::OkStatus();
+  return versions;
+}
+
 void ModelRegistry::MarkLoadingLocked(const std::string& name, bool strict) {
-  not_ready_[name] =
-      NotReady{absl::UnavailableError(absl::StrCat("model '", name, "' is loading")), {}, StrictLocked(name, strict)};
+  // The versions listed before (an unloaded model's) stay listed, loading.
+  not_ready_[name] = NotReady{absl::UnavailableError(absl::StrCat("model '", name, "' is loading")),
+                              ListedVersionsLocked(name), StrictLocked(name, strict)};
   loading_.insert(name);
 }
 

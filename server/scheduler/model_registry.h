@@ -54,6 +54,9 @@ class ModelRegistry {
   // The state of `name`: whether it is known at all, and whether a runtime serves it (ready or not).
   bool Knows(const std::string& name) const;
   bool Serves(const std::string& name) const;
+  // The versions the index lists for `name` while no runtime serves it (an unloaded model's, a
+  // failed load's), each with an OK status: what MarkFailed is given for a load that tried none.
+  std::map<int64_t, absl::Status> ListedVersions(const std::string& name) const;
 
   // The runtime for `name` at `version` ("" = the highest version served), as Triton answers:
   // INVALID_ARGUMENT for a version that is not an integer >= 0 (checked first); NOT_FOUND for an
@@ -79,7 +82,7 @@ class ModelRegistry {
   // the reason. A model serving several versions has an entry for each.
   struct IndexEntry {
     std::string name;
-    int64_t version = 0;  // the version served, or the one a failed load tried; 0 while loading or not known
+    int64_t version = 0;  // the version served, tried by a failed load, or listed before (unloaded); 0 when none is known
     enum class State { kReady, kLoading, kUnavailable } state = State::kUnavailable;
     std::string reason;   // why it is not ready ("" when ready)
   };
@@ -126,6 +129,8 @@ class ModelRegistry {
   // counts against READY until it serves or is unloaded, whatever a later load of it says.
   bool StrictLocked(const std::string& name, bool strict) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkLoadingLocked(const std::string& name, bool strict) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // not_ready_'s versions for `name`, without their own reasons (empty when it has no entry).
+  std::map<int64_t, std::string> ListedVersionsLocked(const std::string& name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
 
 }  // namespace chronoserve::server

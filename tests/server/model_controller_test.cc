@@ -183,6 +183,52 @@ TEST_F(ModelControllerTest, AnUnloadDropsItsModelsLoadThatStillWaits) {
 // An unload asked for while its model loads stops that load at its next warm-up run: the load is
 // answered ABORTED saying why, the unload then runs (the model shows unloaded), and the load thread
 // is free for the next model.
+// A model that served, was unloaded and is loaded again keeps its versions in the index while that
+// load waits for the thread (LOADING), and when an unload drops the waiting load (unloaded again):
+// one entry per version, never a version-less one.
+TEST_F(ModelControllerTest, AnUnloadedModelKeepsItsVersionsListedThroughALoadThatNeverRan) {
+  auto controller = Controller(1);
+  Answer first;
+  controller->Load("a", first.Callback());
+  ASSERT_TRUE(first.answered.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  ASSERT_TRUE(first.status.ok()) << first.status;
+  Answer unloaded;
+  controller->Unload("a", unloaded.Callback());
+  ASSERT_TRUE(unloaded.answered.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  ASSERT_TRUE(unloaded.status.ok()) << unloaded.status;
+  auto entries_of_a = [this] {
+    std::vector<server::ModelRegistry::IndexEntry> out;
+    for (const auto& e : registry_.Index()) {
+      if (e.name == "a") out.push_back(e);
+    }
+    return out;
+  };
+  auto listed = entries_of_a();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].version, 1);
+
+  Answer endless;
+  controller->Load("endless", endless.Callback());
+  ASSERT_TRUE(AwaitLoading("endless", absl::Seconds(60)));
+  Answer again;
+  controller->Load("a", again.Callback());  // waits: the only load thread loads for ever
+  listed = entries_of_a();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].version, 1) << "listed while its load waits";
+  EXPECT_EQ(listed[0].state, server::ModelRegistry::IndexEntry::State::kLoading);
+  Answer unloaded_again;
+  controller->Unload("a", unloaded_again.Callback());
+  ASSERT_TRUE(again.answered.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  EXPECT_EQ(again.status.code(), absl::StatusCode::kAborted) << again.status;
+  ASSERT_TRUE(unloaded_again.answered.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  EXPECT_TRUE(unloaded_again.status.ok()) << unloaded_again.status;
+  listed = entries_of_a();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].version, 1) << "unloaded again, still version 1";
+  EXPECT_THAT(listed[0].reason, ::testing::HasSubstr("is unloaded"));
+  controller->Stop();
+}
+
 TEST_F(ModelControllerTest, AnUnloadStopsItsModelsLoadInProgress) {
   auto controller = Controller(1);
   Answer endless;
