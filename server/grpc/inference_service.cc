@@ -218,6 +218,8 @@ absl::Status InferenceService::AnswerModelStatistics(const inference::ModelStati
                                                      inference::ModelStatisticsResponse* response) {
   std::vector<std::shared_ptr<ModelRuntime>> models;
   if (request.name().empty()) {
+    // Every model's; a version that is no number is still a bad request, as Triton checks it first.
+    if (absl::Status checked = CheckVersion("", request.version(), nullptr); !checked.ok()) return checked;
     models = registry_->Ready();
   } else {
     // No version named: every version served, as Triton answers.

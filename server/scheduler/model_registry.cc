@@ -74,14 +74,15 @@ void ModelRegistry::MarkFailed(const std::string& name, const absl::Status& reas
                       std::move(listed), StrictLocked(name, strict)};
 }
 
-namespace {
-// As Triton: a version that is not a number is a bad request (a number not served is not found).
 absl::Status CheckVersion(const std::string& name, const std::string& version, int64_t* parsed) {
-  if (version.empty() || (absl::SimpleAtoi(version, parsed) && *parsed >= 0)) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("model '", name, "': version '", version, "' is not an integral value >= 0"));
+  int64_t v = -1;
+  if (version.empty() || (absl::SimpleAtoi(version, &v) && v >= 0)) {
+    if (parsed != nullptr) *parsed = version.empty() ? -1 : v;
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(name.empty() ? "" : absl::StrCat("model '", name, "': "), "version '",
+                                                 version, "' is not an integral value >= 0"));
 }
-}  // namespace
 
 std::vector<std::shared_ptr<ModelRuntime>> ModelRegistry::Add(std::vector<std::shared_ptr<ModelRuntime>> runtimes,
                                                                std::map<int64_t, absl::Status> failed, bool strict) {

@@ -18,6 +18,11 @@
 
 namespace chronoserve::server {
 
+// As Triton: a model version that is not a decimal integer >= 0 (surrounding spaces and a '+'
+// allowed) is INVALID_ARGUMENT naming `name` (when not empty) and the version; an empty version is
+// none named. `parsed` (may be null) receives the number, -1 for none.
+absl::Status CheckVersion(const std::string& name, const std::string& version, int64_t* parsed);
+
 class ModelRegistry {
  public:
   // `strict`: as MarkFailed's (a model-control load leaves the server READY while it loads).

@@ -378,6 +378,21 @@ TEST_F(ServerIntegrationTest, BadRequestsGetTheRightCodes) {
   }
   EXPECT_EQ(client_->ModelMetadata("nope").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(client_->ModelStatistics("").status().code(), absl::StatusCode::kOk) << "every model";
+  // Every model's, with a version that is no number: still a bad request, as Triton checks the
+  // version before the name; one that is a number changes nothing (every model's, as Triton).
+  for (const auto& [version, want] : {std::pair{"abc", grpc::StatusCode::INVALID_ARGUMENT}, {"-1", grpc::StatusCode::INVALID_ARGUMENT},
+                                      {"7", grpc::StatusCode::OK}}) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    inference::ModelStatisticsRequest request;
+    request.set_version(version);
+    inference::ModelStatisticsResponse response;
+    const grpc::Status status = client_->stub()->ModelStatistics(&ctx, request, &response);
+    EXPECT_EQ(status.error_code(), want) << version << ": " << status.error_message();
+    if (want != grpc::StatusCode::OK) {
+      EXPECT_EQ(status.error_message(), std::string("version '") + version + "' is not an integral value >= 0");
+    }
+  }
   Tensor wrong_type = good;
   wrong_type.dtype = DataType::kFp64;
   wrong_type.data += wrong_type.data;
