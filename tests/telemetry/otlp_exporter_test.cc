@@ -12,7 +12,6 @@
 #include <map>
 #include <optional>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/time/clock.h"
 #include "common/otlp/batch_span_processor.h"
 #include "common/otlp/otlp_encoder.h"
@@ -44,6 +43,34 @@ OtlpGrpcExporterOptions Options(const std::string& endpoint) {
   o.retry.max_backoff = absl::Milliseconds(50);
   return o;
 }
+
+// A TCP socket bound to a free port on 127.0.0.1, closed with the object. Listening, it is a
+// collector that accepts the connection and never answers (the kernel completes the handshake for a
+// socket nobody accepts on, and no HTTP/2 ever comes back); not listening, one that refuses it (the
+// port stays bound, so no parallel test can take it). port() is 0 when the socket could not be had.
+class LoopbackSocket {
+ public:
+  explicit LoopbackSocket(bool listening) : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        (listening && listen(fd_, 16) != 0) || getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      return;
+    }
+    port_ = ntohs(addr.sin_port);
+  }
+  ~LoopbackSocket() {
+    if (fd_ >= 0) close(fd_);
+  }
+  int port() const { return port_; }
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int fd_;
+  int port_ = 0;
+};
 
 SpanData TestSpan(const TraceId& trace, const char* name) {
   SpanData s;
@@ -197,18 +224,9 @@ TEST(OtlpExporterTest, HeadersArriveAsRequestMetadata) {
 }
 
 TEST(OtlpExporterTest, TimeoutBoundsEachAttempt) {
-  // A collector that accepts the connection and never answers: the kernel completes the TCP
-  // handshake for a listening socket that nobody accepts on, and no HTTP/2 ever comes back.
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(listen(fd, 16), 0);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  OtlpGrpcExporterOptions options = Options("127.0.0.1:" + std::to_string(ntohs(addr.sin_port)));
+  const LoopbackSocket silent(/*listening=*/true);  // accepts the connection, never answers
+  ASSERT_GT(silent.port(), 0);
+  OtlpGrpcExporterOptions options = Options(silent.endpoint());
   options.timeout = absl::Milliseconds(300);
   options.retry.max_attempts = 2;
   auto exporter = OtlpGrpcExporter::Create(options);
@@ -216,7 +234,6 @@ TEST(OtlpExporterTest, TimeoutBoundsEachAttempt) {
   const absl::Time start = absl::Now();
   const auto result = (*exporter)->Export({TestSpan(NewTraceId(), "x")}, start + absl::Seconds(30));
   const absl::Duration took = absl::Now() - start;
-  close(fd);
   EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded) << result.status();
   // Two attempts of 300 ms and one backoff of at most 50 ms, far below the 30 s export deadline.
   EXPECT_GE(took, absl::Milliseconds(600));
@@ -226,42 +243,25 @@ TEST(OtlpExporterTest, TimeoutBoundsEachAttempt) {
 // OTEL_EXPORTER_OTLP_TIMEOUT=0 (no limit) gives an infinite per-attempt timeout: accepted, and the
 // export's own deadline still ends an attempt on a collector that never answers.
 TEST(OtlpExporterTest, NoPerAttemptTimeoutLeavesTheExportsDeadline) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(listen(fd, 16), 0);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  OtlpGrpcExporterOptions options = Options("127.0.0.1:" + std::to_string(ntohs(addr.sin_port)));
+  const LoopbackSocket silent(/*listening=*/true);
+  ASSERT_GT(silent.port(), 0);
+  OtlpGrpcExporterOptions options = Options(silent.endpoint());
   options.timeout = absl::InfiniteDuration();
   auto exporter = OtlpGrpcExporter::Create(options);
   ASSERT_TRUE(exporter.ok()) << exporter.status();
   const absl::Time start = absl::Now();
   const auto result = (*exporter)->Export({TestSpan(NewTraceId(), "x")}, start + absl::Milliseconds(500));
   const absl::Duration took = absl::Now() - start;
-  close(fd);
   EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded) << result.status();
   EXPECT_GE(took, absl::Milliseconds(450));
   EXPECT_LT(took, absl::Seconds(10));
 }
 
 TEST(OtlpExporterTest, ReceiverDownCostsBoundedCountedDropsAndNoStall) {
-  // A port nobody listens on: a socket bound (so no parallel test can take the port) but not
-  // listening, so connections are refused; it stays bound for the whole test.
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  absl::Cleanup close_fd = [fd] { close(fd); };
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  const int dead_port = ntohs(addr.sin_port);
-  auto exporter = OtlpGrpcExporter::Create(Options("127.0.0.1:" + std::to_string(dead_port)));
+  // A port nobody listens on, bound for the whole test: connections are refused.
+  const LoopbackSocket refusing(/*listening=*/false);
+  ASSERT_GT(refusing.port(), 0);
+  auto exporter = OtlpGrpcExporter::Create(Options(refusing.endpoint()));
   ASSERT_TRUE(exporter.ok());
   BatchSpanProcessorOptions options;
   options.max_queue_size = 64;
