@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/status_macros.h"
 #include "common/tensor_data.h"
+#include "common/typed_contents.h"
 
 namespace chronoserve::client {
 namespace {
@@ -18,49 +19,20 @@ namespace {
 // ModelInfer's full method name, as the generated stub calls it.
 constexpr char kModelInferMethod[] = "/inference.GRPCInferenceService/ModelInfer";
 
-// `values` narrowed to T, each checked to fit; `what` names the output in the error.
-template <typename T, typename Values>
-absl::Status PackTyped(const Values& values, const std::string& what, std::string* out) {
-  out->resize(static_cast<size_t>(values.size()) * sizeof(T));
-  char* at = out->data();
-  for (int i = 0; i < values.size(); ++i) {
-    const auto v = values.Get(i);
-    const T narrowed = static_cast<T>(v);
-    if (static_cast<decltype(v)>(narrowed) != v) {
-      return absl::DataLossError(absl::StrCat(what, ": typed value ", i, " (", v, ") does not fit its datatype"));
-    }
-    std::memcpy(at, &narrowed, sizeof(T));
-    at += sizeof(T);
-  }
-  return absl::OkStatus();
-}
-
 // An output that came in the response's typed `contents` (KServe v2 allows them in place of
-// raw_output_contents) as raw bytes of `dtype`: the field the datatype's values go in (INT8-INT32
-// in int_contents, UINT8-UINT32 in uint_contents, ...), each value narrowed to it.
+// raw_output_contents) as raw bytes of `dtype` (common/typed_contents.h); `what` names the output.
 absl::StatusOr<std::string> TypedOutputBytes(const inference::ModelInferResponse::InferOutputTensor& o,
                                               DataType dtype, const std::string& what) {
-  const auto& c = o.contents();
-  std::string out;
-  absl::Status packed;
-  switch (dtype) {
-    case DataType::kBool: packed = PackTyped<bool>(c.bool_contents(), what, &out); break;
-    case DataType::kInt8: packed = PackTyped<int8_t>(c.int_contents(), what, &out); break;
-    case DataType::kInt16: packed = PackTyped<int16_t>(c.int_contents(), what, &out); break;
-    case DataType::kInt32: packed = PackTyped<int32_t>(c.int_contents(), what, &out); break;
-    case DataType::kInt64: packed = PackTyped<int64_t>(c.int64_contents(), what, &out); break;
-    case DataType::kUint8: packed = PackTyped<uint8_t>(c.uint_contents(), what, &out); break;
-    case DataType::kUint16: packed = PackTyped<uint16_t>(c.uint_contents(), what, &out); break;
-    case DataType::kUint32: packed = PackTyped<uint32_t>(c.uint_contents(), what, &out); break;
-    case DataType::kUint64: packed = PackTyped<uint64_t>(c.uint64_contents(), what, &out); break;
-    case DataType::kFp32: packed = PackTyped<float>(c.fp32_contents(), what, &out); break;
-    case DataType::kFp64: packed = PackTyped<double>(c.fp64_contents(), what, &out); break;
-    default:
-      return absl::DataLossError(absl::StrCat(what, ": ", DataTypeName(dtype),
-                                              " has no typed contents field, and the response has no raw contents"));
+  std::optional<TypedBytes> packed = PackTypedContents(o.contents(), dtype);
+  if (!packed.has_value()) {
+    return absl::DataLossError(absl::StrCat(what, ": ", DataTypeName(dtype),
+                                            " has no typed contents field, and the response has no raw contents"));
   }
-  RETURN_IF_ERROR(packed);
-  return out;
+  if (const auto& bad = packed->out_of_range; bad.has_value()) {
+    return absl::DataLossError(
+        absl::StrCat(what, ": typed value ", bad->index, " (", bad->value, ") does not fit its datatype"));
+  }
+  return std::move(packed->bytes);
 }
 
 }  // namespace

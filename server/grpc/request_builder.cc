@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 #include "common/text_excerpt.h"
+#include "common/typed_contents.h"
 #include "server/grpc/shared_memory_params.h"
 
 namespace chronoserve::server {
@@ -33,43 +34,6 @@ std::string TensorNames(const std::vector<TensorSpec>& tensors) {
   std::string names;
   for (const auto& t : tensors) absl::StrAppend(&names, names.empty() ? "" : ", ", t.name);
   return names;
-}
-
-template <typename To, typename From>
-absl::Status PackValues(const ModelSpec& spec, const std::string& tensor,
-                        const google::protobuf::RepeatedField<From>& values, std::string* out) {
-  out->resize(values.size() * sizeof(To));
-  for (int i = 0; i < values.size(); ++i) {
-    const From v = values[i];
-    if constexpr (std::is_integral_v<To> && !std::is_same_v<To, bool>) {
-      if (v < static_cast<From>(std::numeric_limits<To>::min()) ||
-          v > static_cast<From>(std::numeric_limits<To>::max())) {
-        // int64 for the bounds: int8_t would print as a character.
-        return Invalid(spec, tensor,
-                       absl::StrCat("value ", v, " at index ", i, " does not fit the datatype (", sizeof(To) * 8,
-                                    "-bit ", std::is_signed_v<To> ? "signed" : "unsigned", ": ",
-                                    static_cast<int64_t>(std::numeric_limits<To>::min()), " to ",
-                                    static_cast<uint64_t>(std::numeric_limits<To>::max()), ")"));
-      }
-    }
-    const To converted = static_cast<To>(v);
-    std::memcpy(&(*out)[i * sizeof(To)], &converted, sizeof(To));
-  }
-  return absl::OkStatus();
-}
-
-// The InferTensorContents field that carries `dtype` ("" when none does), as KServe v2 assigns them.
-const char* TypedContentsField(DataType dtype) {
-  switch (dtype) {
-    case DataType::kBool: return "bool_contents";
-    case DataType::kInt8: case DataType::kInt16: case DataType::kInt32: return "int_contents";
-    case DataType::kInt64: return "int64_contents";
-    case DataType::kUint8: case DataType::kUint16: case DataType::kUint32: return "uint_contents";
-    case DataType::kUint64: return "uint64_contents";
-    case DataType::kFp32: return "fp32_contents";
-    case DataType::kFp64: return "fp64_contents";
-    default: return "";
-  }
 }
 
 // Every non-empty *_contents field but the one `dtype` takes refused: values in another field would be
@@ -98,32 +62,22 @@ absl::Status ConvertTypedContents(const ModelSpec& spec, const InputProto& proto
                                   InputTensor& in) {
   const auto& c = proto.contents();
   RETURN_IF_ERROR(CheckOnlyExpectedContents(spec, proto, in.dtype));
-  std::string out;
-  int64_t count = 0;
-  absl::Status status;
-  switch (in.dtype) {
-    case DataType::kBool: count = c.bool_contents_size(); status = PackValues<uint8_t>(spec, proto.name(), c.bool_contents(), &out); break;
-    case DataType::kInt8: count = c.int_contents_size(); status = PackValues<int8_t>(spec, proto.name(), c.int_contents(), &out); break;
-    case DataType::kInt16: count = c.int_contents_size(); status = PackValues<int16_t>(spec, proto.name(), c.int_contents(), &out); break;
-    case DataType::kInt32: count = c.int_contents_size(); status = PackValues<int32_t>(spec, proto.name(), c.int_contents(), &out); break;
-    case DataType::kInt64: count = c.int64_contents_size(); status = PackValues<int64_t>(spec, proto.name(), c.int64_contents(), &out); break;
-    case DataType::kUint8: count = c.uint_contents_size(); status = PackValues<uint8_t>(spec, proto.name(), c.uint_contents(), &out); break;
-    case DataType::kUint16: count = c.uint_contents_size(); status = PackValues<uint16_t>(spec, proto.name(), c.uint_contents(), &out); break;
-    case DataType::kUint32: count = c.uint_contents_size(); status = PackValues<uint32_t>(spec, proto.name(), c.uint_contents(), &out); break;
-    case DataType::kUint64: count = c.uint64_contents_size(); status = PackValues<uint64_t>(spec, proto.name(), c.uint64_contents(), &out); break;
-    case DataType::kFp32: count = c.fp32_contents_size(); status = PackValues<float>(spec, proto.name(), c.fp32_contents(), &out); break;
-    case DataType::kFp64: count = c.fp64_contents_size(); status = PackValues<double>(spec, proto.name(), c.fp64_contents(), &out); break;
-    default:
-      return Invalid(spec, proto.name(), absl::StrCat(DataTypeName(in.dtype),
-                                                      " has no typed contents field; send it in raw_input_contents"));
+  std::optional<TypedBytes> packed = PackTypedContents(c, in.dtype);
+  if (!packed.has_value()) {
+    return Invalid(spec, proto.name(), absl::StrCat(DataTypeName(in.dtype),
+                                                    " has no typed contents field; send it in raw_input_contents"));
   }
-  RETURN_IF_ERROR(status);
+  if (const auto& bad = packed->out_of_range; bad.has_value()) {
+    return Invalid(spec, proto.name(), absl::StrCat("value ", bad->value, " at index ", bad->index,
+                                                    " does not fit the datatype (", bad->range, ")"));
+  }
+  const int64_t count = packed->count;
   if (count != elements) {
     return Invalid(spec, proto.name(), absl::StrCat("contents hold ", count, " elements (", TypedContentsField(in.dtype),
                                                     "), ", DataTypeName(in.dtype), " ", ShapeString(in.shape),
                                                     " needs ", elements));
   }
-  in.Own(std::move(out));
+  in.Own(std::move(packed->bytes));
   return absl::OkStatus();
 }
 
