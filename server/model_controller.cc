@@ -152,9 +152,7 @@ std::vector<ModelController::Job> ModelController::StopLoadsLocked(const std::st
   // A model not served leaves the LOADING they marked, so that the unload finds it and says it
   // unloaded (a load running decides the state itself).
   if (!dropped.empty() && !load_running && !registry_->Serves(model)) {
-    // The versions it listed before (an unloaded model's) stay listed: the load never tried any.
-    registry_->MarkFailed(model, absl::AbortedError("an unload of it was asked for while its load waited"),
-                          registry_->ListedVersions(model), /*strict=*/false);
+    registry_->MarkLoadDropped(model, absl::AbortedError("an unload of it was asked for while its load waited"));
   }
   return dropped;
 }

@@ -30,13 +30,6 @@ std::map<int64_t, std::string> ModelRegistry::ListedVersionsLocked(const std::st
   return versions;
 }
 
-std::map<int64_t, absl::Status> ModelRegistry::ListedVersions(const std::string& name) const {
-  absl::MutexLock lock(&mu_);
-  std::map<int64_t, absl::Status> versions;
-  for (const auto& [version, own] : ListedVersionsLocked(name)) versions[version] = absl::OkStatus();
-  return versions;
-}
-
 void ModelRegistry::MarkLoadingLocked(const std::string& name, bool strict) {
   // The versions listed before (an unloaded model's) stay listed, loading.
   not_ready_[name] = NotReady{absl::UnavailableError(absl::StrCat("model '", name, "' is loading")),
@@ -64,6 +57,16 @@ void ModelRegistry::MarkFailed(const std::string& name, const absl::Status& reas
     listed[version] = why.ok() || versions.size() == 1 ? "" : FailedVersionMessage(name, version, why);
   }
   absl::MutexLock lock(&mu_);
+  MarkFailedLocked(name, reason, std::move(listed), strict);
+}
+
+void ModelRegistry::MarkLoadDropped(const std::string& name, const absl::Status& reason) {
+  absl::MutexLock lock(&mu_);
+  MarkFailedLocked(name, reason, ListedVersionsLocked(name), /*strict=*/false);
+}
+
+void ModelRegistry::MarkFailedLocked(const std::string& name, const absl::Status& reason,
+                                     std::map<int64_t, std::string> listed, bool strict) {
   // NOT_FOUND as Triton answers a model with no version to serve; a named version is UNAVAILABLE
   // (Find). Loading is UNAVAILABLE either way: it is worth retrying, a load error is not. A load
   // skipped or stopped because the server is shutting down (UNAVAILABLE) stays UNAVAILABLE.

@@ -37,6 +37,9 @@ class ModelRegistry {
   // RepositoryModelLoad fails only for its caller (false).
   void MarkFailed(const std::string& name, const absl::Status& reason,
                   const std::map<int64_t, absl::Status>& versions = {}, bool strict = true);
+  // MarkFailed (not strict) for a load dropped before it ran (an unload asked for while it waited):
+  // it tried no version, so the versions listed before (an unloaded model's) stay listed.
+  void MarkLoadDropped(const std::string& name, const absl::Status& reason);
   // Serves `runtimes` (one model's versions, at least one, each version once) under their name, in
   // place of the versions served before; returns those it replaces (a reload), empty when none.
   // `failed`: the versions of the same load that did not load, with why: lookups that name one answer
@@ -59,9 +62,6 @@ class ModelRegistry {
   // The state of `name`: whether it is known at all, and whether a runtime serves it (ready or not).
   bool Knows(const std::string& name) const;
   bool Serves(const std::string& name) const;
-  // The versions the index lists for `name` while no runtime serves it (an unloaded model's, a
-  // failed load's), each with an OK status: what MarkFailed is given for a load that tried none.
-  std::map<int64_t, absl::Status> ListedVersions(const std::string& name) const;
 
   // The runtime for `name` at `version` ("" = the highest version served), as Triton answers:
   // INVALID_ARGUMENT for a version that is not an integer >= 0 (checked first); NOT_FOUND for an
@@ -134,6 +134,9 @@ class ModelRegistry {
   // counts against READY until it serves or is unloaded, whatever a later load of it says.
   bool StrictLocked(const std::string& name, bool strict) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkLoadingLocked(const std::string& name, bool strict) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // MarkFailed's work, with the versions to list (their own reasons) made.
+  void MarkFailedLocked(const std::string& name, const absl::Status& reason, std::map<int64_t, std::string> listed,
+                        bool strict) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // not_ready_'s versions for `name`, without their own reasons (empty when it has no entry).
   std::map<int64_t, std::string> ListedVersionsLocked(const std::string& name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
