@@ -421,8 +421,6 @@ size_t SkipSpaceAndComments(absl::string_view text, size_t i) {
 
 }  // namespace
 
-std::string NormalizeListsForSkipping(absl::string_view text) { return NormalizeListsForSkipping(text, nullptr); }
-
 std::string NormalizeListsForSkipping(absl::string_view text, std::vector<size_t>* origin) {
   std::string out;
   out.reserve(text.size() + 32);

@@ -24,11 +24,10 @@ absl::StatusOr<ModelSpec> ParseModelConfig(const std::string& text, const std::s
 // `resources: [ {...} ]`) and without the fields whose list is empty (`shape: [ ]`, the same as no
 // such field), outside strings and comments: the form in which protobuf's text parser can skip a
 // Triton field that model_config.proto leaves out. ParseModelConfig reads a config that fails to
-// parse again through it.
-std::string NormalizeListsForSkipping(absl::string_view text);
-// The same, with `origin` set to the offset in `text` that each character of the result stands for
-// (an added colon: the character after its field name), plus one past the end: text.size().
-std::string NormalizeListsForSkipping(absl::string_view text, std::vector<size_t>* origin);
+// parse again through it. With `origin`, sets it to the offset in `text` that each character of the
+// result stands for (an added colon: the character after its field name), plus one past the end:
+// text.size().
+std::string NormalizeListsForSkipping(absl::string_view text, std::vector<size_t>* origin = nullptr);
 
 // Reads <model_dir>/config.pbtxt and picks the versions its version policy serves (`latest`, by
 // default the highest one; `latest { num_versions: N }` the N highest; `all`; `specific` those listed
