@@ -6,8 +6,11 @@
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -179,6 +182,44 @@ TEST(OutputFileTest, DanglingLinksHardLinksAndLongNamesAreWrittenNotReplaced) {
   ASSERT_TRUE(WriteFile(long_name, "second\n").ok());
   EXPECT_EQ(ReadAll(long_name), "second\n");
 
+  std::filesystem::remove_all(dir);
+}
+
+// A file that cannot be renamed over (here a file bind-mounted onto the report's path, in a mount
+// namespace of the test's own child) is written in place: the new contents reach it, and the
+// temporary file is removed. Skipped where the test may not make a mount namespace.
+TEST(OutputFileTest, AFileThatCannotBeRenamedOverIsWrittenInPlace) {
+  char dir_template[] = "/tmp/cb_bindmount_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  const std::string report = dir + "/report.json", mounted = dir + "/mounted.json";
+  ASSERT_TRUE(WriteFile(report, "{\"old\": 1}\n").ok());
+  ASSERT_TRUE(WriteFile(mounted, "{\"mounted\": 2}\n").ok());
+  // The child's exit status: 0 written in place, 1 not, 2 no mount namespace, 3 no bind mount.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ::_exit(2);
+    if (::mount(mounted.c_str(), report.c_str(), nullptr, MS_BIND, nullptr) != 0) ::_exit(3);
+    const std::string renamed_over = dir + "/probe";
+    std::ofstream(renamed_over) << "x";
+    if (::rename(renamed_over.c_str(), report.c_str()) == 0) ::_exit(1);  // the bind mount must refuse it
+    ::unlink(renamed_over.c_str());
+    const absl::Status written = WriteFile(report, "{\"new\": 3}\n");
+    ::_exit(written.ok() && ReadAll(report) == "{\"new\": 3}\n" ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
+  if (WEXITSTATUS(status) == 2 || WEXITSTATUS(status) == 3) {
+    std::filesystem::remove_all(dir);
+    GTEST_SKIP() << "this process may not bind-mount a file in a mount namespace of its own (exit "
+                 << WEXITSTATUS(status) << ")";
+  }
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the bound file must get the new report in place";
+  EXPECT_EQ(ReadAll(mounted), "{\"new\": 3}\n") << "written into the file mounted there";
+  EXPECT_EQ(ReadAll(report), "{\"old\": 1}\n") << "outside the child's namespace the path is its own file";
+  EXPECT_EQ(Entries(dir), (std::vector<std::string>{"mounted.json", "report.json"})) << "no temporary file is left";
   std::filesystem::remove_all(dir);
 }
 
