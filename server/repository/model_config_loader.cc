@@ -1056,7 +1056,12 @@ absl::StatusOr<std::vector<ModelSpec>> LoadModelVersions(const std::string& mode
                     config.version_policy().specific().versions().end());
   }
   ASSIGN_OR_RETURN(std::vector<int64_t> versions, PickVersions(dir, config_source, specific));
-  if (config.version_policy().has_all()) {
+  // An empty `version_policy { }` is every version, as Triton: it defaults only a policy that is
+  // absent to the latest, and loads all versions for one that is neither specific nor latest.
+  const bool every = config.version_policy().has_all() ||
+                     (config.has_version_policy() && config.version_policy().policy_choice_case() ==
+                                                         pb::ModelVersionPolicy::POLICY_CHOICE_NOT_SET);
+  if (every) {
     spec.version_policy.kind = VersionPolicySpec::Kind::kAll;
   } else if (!specific.empty()) {
     spec.version_policy.kind = VersionPolicySpec::Kind::kSpecific;

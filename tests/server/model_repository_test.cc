@@ -219,7 +219,8 @@ TEST_F(RepositoryTest, LatestWithNoVersionsIsRefused) {
 }
 
 // Each policy serves its versions, ascending, each spec with its own version and file, as Triton: `all` every one, `latest { num_versions: N }` the N highest
-// (1 by default), `specific` those listed that exist.
+// (1 by default, when version_policy is absent), `specific` those listed that exist, and an empty
+// `version_policy { }` every one (Triton defaults only an absent policy; one with no choice loads all).
 TEST_F(RepositoryTest, EachPolicyServesItsVersionsEachWithItsOwnFile) {
   Write("m/1/model.pt", "x");
   Write("m/2/model.pt", "x");
@@ -231,6 +232,7 @@ TEST_F(RepositoryTest, EachPolicyServesItsVersionsEachWithItsOwnFile) {
       {"version_policy { latest { num_versions: 1 } }", {3}},
       {"version_policy { specific { versions: [3, 1, 9] } }", {1, 3}},
       {"", {3}},
+      {"version_policy { }", {1, 2, 3}},
   };
   for (const auto& [policy, expected] : rows) {
     Write("m/config.pbtxt", std::string(kIo) + policy + "\n");
@@ -241,6 +243,11 @@ TEST_F(RepositoryTest, EachPolicyServesItsVersionsEachWithItsOwnFile) {
       versions.push_back(spec.version);
       EXPECT_EQ(spec.model_path, (root_ / "m" / std::to_string(spec.version) / "model.pt").string()) << policy;
       EXPECT_EQ(spec.name, "m");
+      EXPECT_EQ(spec.version_policy.kind, policy.find("all") != std::string::npos || policy == "version_policy { }"
+                                              ? VersionPolicySpec::Kind::kAll
+                                          : policy.find("specific") != std::string::npos ? VersionPolicySpec::Kind::kSpecific
+                                                                                         : VersionPolicySpec::Kind::kLatest)
+          << policy;
     }
     EXPECT_EQ(versions, expected) << policy;
   }
