@@ -309,6 +309,8 @@ void InferenceClient::MarkAskedSharedMemory(const std::map<std::string, SharedMe
     auto& o = *response->mutable_outputs(k);
     const auto it = asked.find(o.name());
     if (it == asked.end() || SharedMemoryOf(o.parameters()).has_value()) continue;
+    // Its values came in the typed `contents`: a server that ignored the region and sent no raw ones.
+    if (o.has_contents() && o.contents().ByteSizeLong() != 0) continue;
     const size_t entry = !one_per_output        ? 0
                          : entry_sizes != nullptr ? (*entry_sizes)[static_cast<size_t>(k)]
                                                   : response->raw_output_contents(k).size();

@@ -128,6 +128,27 @@ TEST(InferenceClientDecodeTest, OutputsInTypedContentsAreReadAsTheirDatatypesByt
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server->Wait();
 
+  // A server that ignored a region asked for (one without the shared-memory extension) and answered
+  // in typed contents: the values are the output, not dropped for a region the server never wrote.
+  std::unique_ptr<grpc::Server> again = testing::StartLoopbackServer(&service, &port);
+  ASSERT_NE(again, nullptr);
+  auto reconnected = InferenceClient::Connect(absl::StrCat("127.0.0.1:", port), std::chrono::seconds(30));
+  InferOptions in_region;
+  in_region.output_shared_memory["SCORES"] = SharedMemoryRef{"scores_region", 8, 0};
+  absl::StatusOr<InferResult> unary = reconnected->Infer("m", {input}, in_region);
+  check(unary);
+  again->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  again->Wait();
+  inference::ModelStreamInferResponse streamed;
+  *streamed.mutable_infer_response() = TypedResponse();
+  const std::map<std::string, SharedMemoryRef> regions = {{"SCORES", SharedMemoryRef{"scores_region", 8, 0}}};
+  absl::StatusOr<InferResult> stream_answer = InferStream::Decode(streamed, &regions);
+  check(stream_answer);
+  for (const absl::StatusOr<InferResult>* decoded : {&unary, &stream_answer}) {
+    ASSERT_TRUE(decoded->ok());
+    EXPECT_FALSE((*decoded)->outputs[0].shared_memory.has_value()) << "its values came in the message";
+  }
+
   inference::ModelInferResponse too_wide = TypedResponse();
   too_wide.mutable_outputs(1)->mutable_contents()->set_int_contents(1, 300);
   absl::StatusOr<InferResult> refused = InferenceClient::DecodeResponse(too_wide);
