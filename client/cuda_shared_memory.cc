@@ -4,6 +4,7 @@
 #include "client/region_range.h"
 
 #ifdef CHRONOSERVE_WITH_CUDA
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #endif
 
@@ -24,20 +25,25 @@ absl::Status CudaError(cudaError_t err, int device_id, const std::string& what) 
 }
 
 // Makes `device_id` current for the scope (cudaMalloc, cudaIpcGetMemHandle and cudaFree act on the
-// current device), restoring the caller's.
+// current device), then gives the calling thread back the very context it had: none, on a thread
+// that never used CUDA. Restoring the device number instead (cudaGetDevice says 0 on such a thread)
+// would make GPU 0's primary context current, which since CUDA 12 creates it: a context on GPU 0 for
+// a client whose regions are all on another GPU.
 class DeviceScope {
  public:
   explicit DeviceScope(int device_id) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    // Before anything initialised the driver there is no context either.
+    if (cuCtxGetCurrent(&previous_) != CUDA_SUCCESS) previous_ = nullptr;
     status_ = cudaSetDevice(device_id);
   }
   ~DeviceScope() {
-    if (previous_ >= 0) (void)cudaSetDevice(previous_);
+    CUcontext now = nullptr;
+    if (cuCtxGetCurrent(&now) == CUDA_SUCCESS && now != previous_) (void)cuCtxSetCurrent(previous_);
   }
   cudaError_t status() const { return status_; }
 
  private:
-  int previous_ = -1;
+  CUcontext previous_ = nullptr;
   cudaError_t status_ = cudaSuccess;
 };
 
@@ -99,7 +105,7 @@ absl::Status CudaSharedMemory::Write(size_t offset, const void* src, size_t byte
 absl::Status CudaSharedMemory::Read(size_t offset, size_t bytes, void* dst) const {
   if (absl::Status range = CheckRange("a read", offset, bytes); !range.ok()) return range;
   const std::string what = absl::StrCat("copying ", bytes, " bytes out of CUDA shared memory");
-  DeviceScope scope(device_id_);  // as Write: no context made on GPU 0 by a thread that had none
+  DeviceScope scope(device_id_);  // as Write: the thread keeps its own context (or none) after it
   if (scope.status() != cudaSuccess) return CudaError(scope.status(), device_id_, what + ": cudaSetDevice");
   if (cudaError_t err = cudaMemcpy(dst, static_cast<const char*>(data_) + offset, bytes, cudaMemcpyDeviceToHost);
       err != cudaSuccess) {

@@ -4,6 +4,8 @@
 // destructor frees it. As with SystemSharedMemory the bytes are the caller's to coordinate: write an
 // input before sending the request that reads it, read an output after its response arrived.
 // Write and Read are synchronous copies (cudaMemcpy) between this host memory and the region.
+// Each call works on the region's GPU and then leaves the calling thread with the CUDA context it had
+// before (none, on a thread that never used CUDA), so a region on GPU 1 makes no context on GPU 0.
 //
 // Only in builds whose LibTorch has CUDA (CHRONOSERVE_WITH_CUDA): elsewhere Create() answers
 // FAILED_PRECONDITION and Available() is false, so a CPU-only client says so instead of failing later.

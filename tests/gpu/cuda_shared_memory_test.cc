@@ -4,6 +4,7 @@
 // handle, and checks the outputs the server wrote into GPU memory against a CPU LibTorch reference.
 // Also chronobench's --shared-memory cuda: its regions (client::CudaSharedMemory), its slots, and the
 // binary under load.
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
@@ -356,6 +357,50 @@ TEST(CudaSharedMemoryClassTest, RoundTripsAndRefusesWhatItCannotDo) {
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument) << missing.status();
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("does not exist"));
   EXPECT_EQ(client::CudaSharedMemory::Create(0, 0).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A thread that had no CUDA context has none after using a region (on the last GPU: GPU 1 and up on
+// a machine with several), so no context is made on GPU 0 for it; a thread that had one keeps that
+// very context. The scope used to restore the device number, making GPU 0's context current.
+TEST(CudaSharedMemoryClassTest, TheCallingThreadKeepsItsOwnContextOrNone) {
+  ASSERT_EQ(cuInit(0), CUDA_SUCCESS);  // so that cuCtxGetCurrent answers on a thread with no context
+  int devices = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
+  const int last = devices - 1;
+  std::mt19937_64 rng(11);
+  const std::string bytes = RandomTensorBytes(DataType::kFp32, 64, rng);
+  auto use_region = [&](int device, CUcontext* after) {
+    auto gpu = client::CudaSharedMemory::Create(device, 4096);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    ASSERT_TRUE((*gpu)->Fill(0x11).ok());
+    ASSERT_TRUE((*gpu)->Write(64, bytes.data(), bytes.size()).ok());
+    std::string back(bytes.size(), '\0');
+    ASSERT_TRUE((*gpu)->Read(64, back.size(), back.data()).ok());
+    EXPECT_EQ(back, bytes);
+    gpu->reset();
+    ASSERT_EQ(cuCtxGetCurrent(after), CUDA_SUCCESS);
+  };
+  CUcontext fresh_after = reinterpret_cast<CUcontext>(1);
+  std::thread([&] {  // a fresh thread: no current context
+    CUcontext before = reinterpret_cast<CUcontext>(1);
+    ASSERT_EQ(cuCtxGetCurrent(&before), CUDA_SUCCESS);
+    ASSERT_EQ(before, nullptr) << "a fresh thread starts with no context";
+    use_region(last, &fresh_after);
+  }).join();
+  EXPECT_EQ(fresh_after, nullptr) << "the region's scope left a context current on a thread that had none";
+
+  CUcontext own = nullptr, kept = nullptr;
+  std::thread([&] {  // a thread working on GPU 0 keeps GPU 0's context through a region on the last GPU
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    ASSERT_EQ(cudaFree(nullptr), cudaSuccess);
+    ASSERT_EQ(cuCtxGetCurrent(&own), CUDA_SUCCESS);
+    ASSERT_NE(own, nullptr);
+    use_region(last, &kept);
+    int device = -1;
+    ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+    EXPECT_EQ(device, 0);
+  }).join();
+  EXPECT_EQ(kept, own);
 }
 
 // chronobench's slots in GPU memory (--shared-memory cuda): each slot's request, its inputs copied in
