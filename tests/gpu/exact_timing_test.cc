@@ -15,9 +15,11 @@
 #include "server/backend/torch_backend.h"
 #include "server/core/synthetic_request.h"
 #include "server/repository/model_config_loader.h"
+#include "tests/gpu/doubler_model.h"
 #include "tests/gpu/load_on_gpu.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
+#include "tests/server/torch_reference.h"
 #include "tools/example_models.h"
 
 namespace chronoserve {
@@ -107,6 +109,50 @@ TEST(ExactTimingInstanceTest, ShapesAreHeldAfterTheirFirstRuns) {
     ASSERT_TRUE(instance->Execute(batch, &timing).ok());
     EXPECT_EQ(timing.exact_device_timing, run >= server::HoldSchedule::kUnheldRuns) << "run " << run;
     EXPECT_GT(timing.compute_ns, 0);
+  }
+}
+
+// Exact device timing with CUDA graphs, on batches padded to their bucket (3 rows in 4, 5 in 8):
+// after a shape's first runs the stream is held for the replay too, the pad rows are zeroed inside
+// the hold, and every output is exactly the CPU reference's (x * 2), held or not.
+TEST(ExactTimingInstanceTest, PaddedGraphBatchesAreHeldAndExact) {
+  testing::TempDir repo("cs_gpu_exact_graphs");
+  const std::string dir = testing::WriteDoubler(repo, /*graphs=*/true, 16);
+  auto spec = server::LoadModelDirectory(dir);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  spec->parameters[server::kExactDeviceTimingKey] = "true";
+  server::DeviceActivityRegistry devices;
+  auto instance = testing::LoadOnGpu0(*spec, devices);
+  ASSERT_NE(instance, nullptr);
+  ASSERT_EQ(instance->pipeline_depth(), 1) << "a held stream runs one batch at a time";
+  std::mt19937_64 rng(5);
+  for (int items = 1; items <= 16; ++items) {  // the eager warm-up a worker runs before capturing
+    std::vector<std::string> outputs;
+    server::Batch batch;
+    batch.push_back(server::MakeSyntheticRequest(*spec, items, &outputs, rng));
+    server::BatchTiming timing;
+    ASSERT_TRUE(instance->Execute(batch, &timing).ok()) << "warm-up, " << items;
+  }
+  ASSERT_TRUE(instance->PrepareForServing().ok());
+  for (int run = 0; run < server::HoldSchedule::kUnheldRuns + 3; ++run) {
+    for (int items : {3, 5}) {
+      std::vector<std::string> outputs;
+      server::Batch batch;
+      batch.push_back(server::MakeSyntheticRequest(*spec, items, &outputs, rng));
+      server::BatchTiming timing;
+      ASSERT_TRUE(instance->Execute(batch, &timing).ok()) << "run " << run << ", " << items << " rows";
+      EXPECT_TRUE(timing.cuda_graph) << items << " rows have a bucket";
+      EXPECT_EQ(timing.batch_size, items) << "the real rows, not the bucket's";
+      EXPECT_EQ(timing.exact_device_timing, run >= server::HoldSchedule::kUnheldRuns)
+          << "run " << run << ", " << items << " rows";
+      EXPECT_GT(timing.compute_ns, 0);
+      const server::InputTensor& in = batch[0]->inputs[0];
+      const auto want = testing::TorchReference(
+          dir + "/1/model.pt", {client::Tensor{"INPUT__0", DataType::kFp32, in.shape, std::string(in.data, in.byte_size)}});
+      ASSERT_EQ(want.size(), 1u);
+      ASSERT_EQ(outputs.size(), 1u);
+      EXPECT_EQ(testing::ReferenceMismatch(outputs[0], want[0], 0.0f), "") << "run " << run << ", " << items << " rows";
+    }
   }
 }
 

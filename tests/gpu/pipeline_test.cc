@@ -360,6 +360,74 @@ TEST_P(PipelineTimingOffTest, OverlappedBatchesEqualTheCpuReferenceExactly) {
 INSTANTIATE_TEST_SUITE_P(EagerAndGraphs, PipelineTimingOffTest, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Graphs" : "Eager"; });
 
+// A launch that fails while the other slot's batch is in flight (the model raises for 3 rows, on the
+// host, after that batch's inputs went to the device): the failed slot is freed, the batch ahead
+// still finishes with its own outputs, and both slots launch and finish again afterwards, eager and
+// with timing on or off. Every output is checked against the CPU reference exactly (x * 2).
+class PipelineFailedLaunchTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(PipelineFailedLaunchTest, TheBatchAheadFinishesAndBothSlotsServeAgain) {
+  testing::TempDir repo("cs_gpu_pipeline_failed_launch");
+  repo.WriteFile("refuses_three/config.pbtxt",
+                 "max_batch_size: 16\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: 1024 }\n"
+                 "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 1024 }\n"
+                 "instance_group { kind: KIND_GPU count: 1 }\n");
+  std::filesystem::create_directories(repo.path() + "/refuses_three/1");
+  const std::string model_path = repo.path() + "/refuses_three/1/model.pt";
+  ASSERT_TRUE(testing::WriteScriptedModel(model_path,
+                                          "def forward(self, x):\n"
+                                          "  if x.size(0) == 3:\n"
+                                          "    raise Exception('three rows are refused')\n"
+                                          "  return x * 2.0\n"));
+  auto spec = server::LoadModelDirectory(repo.path() + "/refuses_three");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  server::DeviceActivityRegistry devices;
+  server::InstanceOptions options;
+  options.request_timing = GetParam();
+  std::unique_ptr<server::ModelInstance> instance = testing::LoadOnGpu0(*spec, devices, options);
+  ASSERT_NE(instance, nullptr);
+  ASSERT_EQ(instance->pipeline_depth(), 2);
+  for (int items : {1, 2, 5, 16}) {
+    auto job = MakeJob(*spec, items, 3000 + items);
+    ASSERT_TRUE(instance->Execute(job->batch, &job->timing).ok()) << "warm-up, " << items;
+  }
+  ASSERT_TRUE(instance->PrepareForServing().ok());
+
+  auto expect_doubled = [&](const Job& job, const std::string& what) {
+    for (size_t r = 0; r < job.outputs.size(); ++r) {
+      const server::InputTensor& in = job.batch[r]->inputs[0];
+      const auto want = testing::TorchReference(
+          model_path, {client::Tensor{"INPUT__0", DataType::kFp32, in.shape, std::string(in.data, in.byte_size)}});
+      ASSERT_EQ(want.size(), 1u);
+      ASSERT_EQ(job.outputs[r].size(), 1u) << what;
+      EXPECT_EQ(testing::ReferenceMismatch(job.outputs[r][0], want[0], 0.0f), "") << what << ", request " << r;
+    }
+  };
+  auto ahead = MakeJob(*spec, 16, 41);
+  auto refused = MakeJob(*spec, 3, 42);
+  ASSERT_TRUE(instance->Launch(ahead->batch, &ahead->timing, 0).ok());
+  const absl::Status failed = instance->Launch(refused->batch, &refused->timing, 1);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_THAT(std::string(failed.message()), ::testing::HasSubstr("three rows are refused"));
+  EXPECT_FALSE(instance->LaunchedDone(1)) << "the failed slot holds nothing in flight";
+  const absl::Status finished = instance->Finish(ahead->batch, &ahead->timing, 0);
+  ASSERT_TRUE(finished.ok()) << finished;
+  ASSERT_NO_FATAL_FAILURE(expect_doubled(*ahead, "the batch ahead of the failed launch"));
+
+  // Both slots again, overlapped: slot 1 first this time, then slot 0 behind it.
+  auto next = MakeJob(*spec, 5, 43);
+  auto behind = MakeJob(*spec, 16, 44);
+  ASSERT_TRUE(instance->Launch(next->batch, &next->timing, 1).ok());
+  ASSERT_TRUE(instance->Launch(behind->batch, &behind->timing, 0).ok());
+  ASSERT_TRUE(instance->Finish(next->batch, &next->timing, 1).ok());
+  ASSERT_TRUE(instance->Finish(behind->batch, &behind->timing, 0).ok());
+  ASSERT_NO_FATAL_FAILURE(expect_doubled(*next, "slot 1 after its failed launch"));
+  ASSERT_NO_FATAL_FAILURE(expect_doubled(*behind, "slot 0 after the failed launch"));
+}
+
+INSTANTIATE_TEST_SUITE_P(TimingOnAndOff, PipelineFailedLaunchTest, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "TimingOn" : "TimingOff"; });
+
 // Six clients at once on one pipelined worker serving the doubler with CUDA graphs, 30 requests
 // each of 1-3 rows; every answer must be exactly the CPU reference's for its own rows.
 // Shuts the server down.
