@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "client/infer_wire.h"
@@ -44,13 +45,22 @@ size_t ChannelForSend(int worker, int workers, size_t channels, uint64_t turn, b
   return w + n * (turn % own);
 }
 
+namespace {
+// A seed no run repeats: the random device's, 64 bits.
+uint64_t FreshIdSeed() {
+  std::random_device device;
+  return (uint64_t{device()} << 32) ^ device();
+}
+}  // namespace
+
 LoadWorker::LoadWorker(int index, const WorkerPlan& plan, const WorkerShared& shared)
     : index_(index),
       plan_(plan),
       shared_(shared),
       streams_(shared.stubs, &cq_, shared.request),
       waiter_(&cq_, shared.clock, &stop_),
-      rng_(plan.seed * 7919 + index) {
+      rng_(plan.seed * 7919 + index),
+      id_rng_(FreshIdSeed()) {
   if (shared.request != nullptr) {
     inference::ModelInferRequest head = *shared.request;
     const SharedRawInputs raw = TakeRawInputs(&head);
@@ -211,8 +221,8 @@ LoadWorker::Wake LoadWorker::SendDue(int64_t now, Pacer* pacer) {
 }
 
 std::string LoadWorker::NextTraceparent(Call* call) {
-  for (auto& b : call->trace_id) b = static_cast<uint8_t>(rng_());
-  for (auto& b : call->span_id) b = static_cast<uint8_t>(rng_());
+  for (auto& b : call->trace_id) b = static_cast<uint8_t>(id_rng_());
+  for (auto& b : call->span_id) b = static_cast<uint8_t>(id_rng_());
   call->trace_id[15] |= 1;  // all-zero ids are invalid
   call->span_id[7] |= 1;
   call->traced = true;

@@ -251,7 +251,10 @@ class LoadWorker {
   uint64_t next_seq_ = 1;
   uint64_t next_channel_ = 0;
   int64_t next_idle_send_ns_ = 0;
-  std::mt19937_64 rng_;
+  std::mt19937_64 rng_;  // --seed's: inputs, gaps, which requests carry a traceparent
+  // Trace and span ids: never from --seed, so that two runs (which append to the same trace files,
+  // or export to the same collector) never share one; W3C trace context wants them unique.
+  std::mt19937_64 id_rng_;
 
   absl::Mutex mu_;
   LatencyRecorder recorder_ ABSL_GUARDED_BY(mu_);
