@@ -129,6 +129,7 @@ void Subprocess::Signal(int signo) {
     if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'T') return;
     std::this_thread::yield();
   }
+  ADD_FAILURE() << "pid " << pid_ << " was sent SIGSTOP but /proc did not show it stopped within 10 s";
 }
 
 absl::StatusOr<std::pair<int, std::string>> RunProgram(const std::vector<std::string>& argv, absl::Duration timeout) {

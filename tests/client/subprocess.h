@@ -33,7 +33,7 @@ class Subprocess {
   absl::StatusOr<int> WaitForExit(absl::Duration timeout);
   std::string output() const;
   // Sends `signo` to the child itself (not its group), e.g. SIGTERM to test a graceful stop. For
-  // SIGSTOP, returns once the child is stopped (or after 10 s).
+  // SIGSTOP, returns once the child is stopped; after 10 s without that it fails the test and returns.
   void Signal(int signo);
 
  private:

@@ -120,7 +120,12 @@ TEST(GpuModelControlTest, ReloadsWhileServingKeepTheOutputsAndFreeTheOldVersion)
   constexpr int kReloads = 5;
   for (int reload = 0; reload < kReloads; ++reload) {
     const int floor = sent.load() + 16;  // requests in flight across every swap
-    while (sent.load() < floor && failed.load() == 0) std::this_thread::yield();
+    const absl::Time wait_until = absl::Now() + absl::Seconds(60);
+    while (sent.load() < floor && failed.load() == 0 && absl::Now() < wait_until) std::this_thread::yield();
+    if (sent.load() < floor && failed.load() == 0) {
+      ADD_FAILURE() << "the clients sent no 16 requests more within 60 s (reload " << reload << ")";
+      break;  // the clients are still stopped and joined below
+    }
     const grpc::Status reloaded = testing::LoadModel(c->stub(), "policy");
     EXPECT_TRUE(reloaded.ok()) << reloaded.error_message();
   }

@@ -248,7 +248,12 @@ TEST_P(ModelControlTest, ReloadLosesNoRequestAndServesTheNewVersion) {
   constexpr int kReloads = 20;
   for (int reload = 0; reload < kReloads; ++reload) {
     const int floor = sent.load() + 8;
-    while (sent.load() < floor && failed.load() == 0) std::this_thread::yield();
+    const absl::Time wait_until = absl::Now() + absl::Seconds(60);
+    while (sent.load() < floor && failed.load() == 0 && absl::Now() < wait_until) std::this_thread::yield();
+    if (sent.load() < floor && failed.load() == 0) {
+      ADD_FAILURE() << "the clients sent no 8 requests more within 60 s (reload " << reload << ")";
+      break;  // the clients are still stopped and joined below
+    }
     if (reload == kReloads - 1) {  // the last reload finds version 2
       std::filesystem::create_directories(std::filesystem::path(repo_->path()) / "a" / "2");
       std::filesystem::copy_file(std::filesystem::path(other.path()) / "a" / "1" / "model.pt",

@@ -17,6 +17,7 @@
 #include "server/backend/device_activity.h"
 #include "server/model_controller.h"
 #include "server/scheduler/model_registry.h"
+#include "tests/fakes/finishes_within.h"
 #include "tests/server/test_repository.h"
 #include "tools/example_models.h"
 
@@ -34,6 +35,12 @@ struct Answer {
     };
   }
 };
+
+// Stop, which must end a load in progress (an endless warm-up) within a minute: a regression fails
+// the test naming it, instead of hanging until CTest's timeout.
+void StopWithin(server::ModelController& controller) {
+  testing::FinishesWithin("ModelController::Stop", absl::Seconds(60), [&] { controller.Stop(); });
+}
 
 class ModelControllerTest : public ::testing::Test {
  protected:
@@ -123,7 +130,7 @@ TEST_F(ModelControllerTest, AnotherModelLoadsWhileOneLoadsForever) {
   // (A load: an unload would stop the load in progress, AnUnloadStopsItsModelsLoadInProgress.)
   Answer queued;
   controller->Load("endless", queued.Callback());
-  controller->Stop();
+  StopWithin(*controller);
   ASSERT_TRUE(endless.answered.HasBeenNotified());
   EXPECT_EQ(endless.status.code(), absl::StatusCode::kUnavailable) << endless.status;
   ASSERT_TRUE(queued.answered.HasBeenNotified());
@@ -150,7 +157,7 @@ TEST_F(ModelControllerTest, AnUnloadDoesNotWaitForABusyLoadThread) {
   EXPECT_TRUE(unloaded.status.ok()) << unloaded.status;
   EXPECT_THAT(std::string(registry_.Find("a", "").status().message()), ::testing::HasSubstr("is unloaded"));
   EXPECT_FALSE(endless.answered.HasBeenNotified());
-  controller->Stop();
+  StopWithin(*controller);
   ASSERT_TRUE(b.answered.HasBeenNotified());
   EXPECT_EQ(b.status.code(), absl::StatusCode::kUnavailable) << "never run: the load thread never freed";
 }
@@ -176,7 +183,7 @@ TEST_F(ModelControllerTest, AnUnloadDropsItsModelsLoadThatStillWaits) {
   EXPECT_TRUE(unloaded.status.ok()) << unloaded.status;
   EXPECT_THAT(std::string(registry_.Find("a", "").status().message()), ::testing::HasSubstr("is unloaded"));
   EXPECT_FALSE(endless.answered.HasBeenNotified());
-  controller->Stop();
+  StopWithin(*controller);
   EXPECT_TRUE(Loaded().empty()) << "a never loaded";
 }
 
@@ -226,7 +233,7 @@ TEST_F(ModelControllerTest, AnUnloadedModelKeepsItsVersionsListedThroughALoadTha
   ASSERT_EQ(listed.size(), 1u);
   EXPECT_EQ(listed[0].version, 1) << "unloaded again, still version 1";
   EXPECT_THAT(listed[0].reason, ::testing::HasSubstr("is unloaded"));
-  controller->Stop();
+  StopWithin(*controller);
 }
 
 TEST_F(ModelControllerTest, AnUnloadStopsItsModelsLoadInProgress) {
@@ -247,7 +254,7 @@ TEST_F(ModelControllerTest, AnUnloadStopsItsModelsLoadInProgress) {
   controller->Load("a", a.Callback());
   ASSERT_TRUE(a.answered.WaitForNotificationWithTimeout(absl::Seconds(60)));
   EXPECT_TRUE(a.status.ok()) << a.status;
-  controller->Stop();
+  StopWithin(*controller);
 }
 
 TEST_F(ModelControllerTest, TheSameLoadAskedAgainWhileItWaitsSharesItsRun) {
@@ -264,7 +271,7 @@ TEST_F(ModelControllerTest, TheSameLoadAskedAgainWhileItWaitsSharesItsRun) {
   // The first may have started before the others came (then they share the second run), or not.
   EXPECT_LE(loads_.load(), 2) << "three loads asked together, each run on its own";
   EXPECT_GE(loads_.load(), 1);
-  controller->Stop();
+  StopWithin(*controller);
 }
 
 TEST_F(ModelControllerTest, AModelsRequestsRunInTheOrderTheyCame) {
@@ -280,7 +287,7 @@ TEST_F(ModelControllerTest, AModelsRequestsRunInTheOrderTheyCame) {
   EXPECT_TRUE(unload.status.ok() && again.status.ok());
   EXPECT_TRUE(registry_.Find("a", "").ok()) << "the last request (a load) decides";
   EXPECT_EQ(loads_.load(), load.status.ok() ? 2 : 1);
-  controller->Stop();
+  StopWithin(*controller);
 }
 
 // A scan's loads run side by side, and beside later scans: a model whose load never ends holds up
@@ -302,7 +309,7 @@ TEST_F(ModelControllerTest, AScansLoadsRunSideBySide) {
   ASSERT_TRUE(AwaitLoads(2, absl::Seconds(60))) << "a later scan waited for the endless load";
   EXPECT_EQ(Loaded(), (std::vector<std::string>{"z_new", "zz_later"}));
   EXPECT_EQ(controller->polls(), 0) << "the first scan is done once its endless load is: at Stop";
-  controller->Stop();
+  StopWithin(*controller);
   EXPECT_EQ(Loaded(), (std::vector<std::string>{"z_new", "zz_later"}));
 }
 
@@ -321,7 +328,7 @@ TEST_F(ModelControllerTest, ADirectoryRemovedWhileItsModelLoadsStopsTheLoad) {
     ASSERT_TRUE(controller->AwaitPolls(controller->polls() + 1, absl::Seconds(60)));
   }
   EXPECT_FALSE(registry_.Knows("gone_endless")) << "unloaded, and out of the index with its directory";
-  controller->Stop();
+  StopWithin(*controller);
 }
 
 // With one thread busy loading forever, the models a scan found wait for it, and show LOADING
@@ -350,7 +357,7 @@ TEST_F(ModelControllerTest, ModelsAScanFoundShowLoadingWhileTheyWaitForAThread) 
   while (!registry_.Knows("later") && absl::Now() < later_deadline) std::this_thread::yield();
   EXPECT_TRUE(registry_.Knows("later")) << "no scan found it while the thread was busy";
   EXPECT_EQ(registry_.Find("later", "").status().code(), absl::StatusCode::kUnavailable) << "LOADING";
-  controller->Stop();
+  StopWithin(*controller);
   EXPECT_TRUE(Loaded().empty());
 }
 
@@ -368,7 +375,7 @@ TEST_F(ModelControllerTest, AVersionDirectoryAddedAsALinkIsFoundByTheScan) {
   EXPECT_THAT(Loaded(), ::testing::ElementsAre("a")) << "the scan found a's new version";
   auto served = registry_.Find("a", "2");
   EXPECT_TRUE(served.ok()) << served.status();
-  controller->Stop();
+  StopWithin(*controller);
 }
 
 // A load whose repository cannot be listed when it runs (unmounted, removed; a load with files
@@ -390,7 +397,7 @@ TEST_F(ModelControllerTest, ALoadThatCannotListTheRepositoryLeavesLoading) {
   for (const auto& entry : registry_.Index()) {
     if (entry.name == "sent") EXPECT_NE(entry.state, server::ModelRegistry::IndexEntry::State::kLoading);
   }
-  controller->Stop();
+  StopWithin(*controller);
 }
 
 }  // namespace

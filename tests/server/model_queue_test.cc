@@ -10,6 +10,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/synchronization/notification.h"
+#include "tests/fakes/finishes_within.h"
 #include "tests/server/model_queue_test_util.h"
 
 namespace chronoserve::server {
@@ -178,7 +179,7 @@ TEST(ModelQueueTest, WaitingWorkerWakesOnEnqueueAndOnClose) {
   // destroying a joinable std::thread (std::terminate).
   absl::Cleanup join_worker = [&] {
     queue.Close();
-    worker.join();
+    testing::FinishesWithin("NextBatch after Close", absl::Seconds(10), [&] { worker.join(); });
   };
   auto r = Request();
   ASSERT_TRUE(queue.Enqueue(r).ok());

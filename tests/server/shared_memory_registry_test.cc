@@ -29,6 +29,7 @@
 #include "common/thread_role.h"
 #include "server/shared_memory/mapping_watch.h"
 #include "server/shared_memory/region_releaser.h"
+#include "tests/fakes/finishes_within.h"
 
 namespace chronoserve::server {
 namespace {
@@ -492,8 +493,8 @@ TEST(SharedMemoryRegistryTest, CudaRegionsRegisterFindAndClose) {
   EXPECT_TRUE(registry.Find("s0", 0, 1).ok()) << "the system region stays";
   EXPECT_EQ(*device.closed, 0) << "a request's span still holds the handle open";
   span = absl::NotFoundError("dropped");
-  EXPECT_TRUE(unregistered.WaitForNotificationWithTimeout(absl::Seconds(5))) << "the last holder let go";
-  unregister.join();
+  testing::FinishesWithin("Unregister, once the last holder let go", absl::Seconds(5), [&] { unregister.join(); });
+  EXPECT_TRUE(unregistered.HasBeenNotified());
   EXPECT_EQ(closed_at_return, 1) << "closed before Unregister returned";
   // With no holder it returns at once, closed.
   ASSERT_TRUE(registry.RegisterCuda("c1", Handle(3), 0, 4096).ok());

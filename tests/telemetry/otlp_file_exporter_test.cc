@@ -8,6 +8,7 @@
 #include <google/protobuf/util/message_differencer.h>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
@@ -28,6 +29,7 @@
 #include "common/otlp/otlp_encoder.h"
 #include "common/otlp/otlp_file_exporter.h"
 #include "server/telemetry/request_tracer.h"
+#include "tests/fakes/finishes_within.h"
 #include "tests/server/test_repository.h"
 #include "tests/telemetry/otlp_json_file.h"
 
@@ -220,15 +222,15 @@ TEST(OtlpFileExporterTest, APipeThatTakesNoMoreFailsTheExportAtItsDeadlineOrAtSh
     waiting = (*exporter)->Export(spans, absl::Now() + absl::Hours(1));
     returned.store(true);
   });
-  const absl::Time began = absl::Now();
+  struct pollfd readable = {reader, POLLIN, 0};
+  EXPECT_EQ(::poll(&readable, 1, 10000), 1) << "the export never wrote into the pipe";
   int queued = 0;
-  while (::ioctl(reader, FIONREAD, &queued) == 0 && queued == 0 && absl::Now() - began < absl::Seconds(10)) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
+  EXPECT_EQ(::ioctl(reader, FIONREAD, &queued), 0);
   EXPECT_GT(queued, 0) << "the export never wrote into the pipe";
   const absl::Time shut = absl::Now();
   (*exporter)->Shutdown();
-  exporting.join();
+  testing::FinishesWithin("an export waiting for the pipe, after Shutdown", absl::Seconds(10),
+                          [&] { exporting.join(); });
   EXPECT_LT(absl::Now() - shut, absl::Seconds(5)) << "Shutdown must end a waiting export";
   ASSERT_TRUE(returned.load());
   ASSERT_FALSE(waiting.ok());

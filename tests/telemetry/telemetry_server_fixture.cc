@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "server/telemetry/gpu_sampler.h"
+#include "tests/server/test_client.h"
 #include "tools/example_models.h"
 
 namespace chronoserve::testing {
@@ -84,7 +85,7 @@ std::unique_ptr<server::Server> TelemetryServerTest::StartServer(Telemetry* tele
 
 void TelemetryServerTest::SetUp() {
   ASSERT_NE(server_, nullptr);
-  client_ = InferenceClient::Connect("127.0.0.1:" + std::to_string(server_->port()));
+  client_ = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server_->port()));  // every call bounded
 }
 
 client::Tensor RandomMlpInput(std::mt19937& rng) {

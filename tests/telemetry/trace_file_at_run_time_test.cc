@@ -16,6 +16,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -24,6 +25,7 @@
 #include "server/server.h"
 #include "server/telemetry/request_tracer.h"
 #include "server/telemetry/telemetry.h"
+#include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
 #include "tests/telemetry/otlp_json_file.h"
 #include "tests/telemetry/telemetry_server_fixture.h"
@@ -62,7 +64,7 @@ class TraceFileAtRunTimeTest : public ::testing::Test {
     ASSERT_TRUE(server.ok()) << server.status();
     ASSERT_TRUE((*server)->Start().ok());
     server_ = *std::move(server);
-    client_ = client::InferenceClient::Connect("127.0.0.1:" + std::to_string(server_->port()));
+    client_ = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server_->port()));  // every call bounded
   }
   void TearDown() override {
     server_.reset();  // flushes telemetry last
@@ -92,7 +94,7 @@ class TraceFileAtRunTimeTest : public ::testing::Test {
     const absl::Time deadline = absl::Now() + absl::Seconds(30);
     while (telemetry_->span_processor()->stats().accepted < spans) {
       if (absl::Now() > deadline) return false;
-      absl::SleepFor(absl::Milliseconds(1));
+      std::this_thread::yield();
     }
     return true;
   }
