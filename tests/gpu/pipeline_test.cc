@@ -368,18 +368,14 @@ class PipelineFailedLaunchTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(PipelineFailedLaunchTest, TheBatchAheadFinishesAndBothSlotsServeAgain) {
   testing::TempDir repo("cs_gpu_pipeline_failed_launch");
-  repo.WriteFile("refuses_three/config.pbtxt",
-                 "max_batch_size: 16\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: 1024 }\n"
-                 "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 1024 }\n"
-                 "instance_group { kind: KIND_GPU count: 1 }\n");
-  std::filesystem::create_directories(repo.path() + "/refuses_three/1");
-  const std::string model_path = repo.path() + "/refuses_three/1/model.pt";
+  const std::string dir = WriteDoubler(repo, /*graphs=*/false);  // its config; the model replaced below
+  const std::string model_path = dir + "/1/model.pt";
   ASSERT_TRUE(testing::WriteScriptedModel(model_path,
                                           "def forward(self, x):\n"
                                           "  if x.size(0) == 3:\n"
                                           "    raise Exception('three rows are refused')\n"
                                           "  return x * 2.0\n"));
-  auto spec = server::LoadModelDirectory(repo.path() + "/refuses_three");
+  auto spec = server::LoadModelDirectory(dir);
   ASSERT_TRUE(spec.ok()) << spec.status();
   server::DeviceActivityRegistry devices;
   server::InstanceOptions options;
