@@ -258,6 +258,50 @@ TEST(TraceReportTest, DuplicatesCountOnceAndOnlyAnOkOneToOneClientSpanGivesE2e) 
   EXPECT_EQ(m.phases.at("transport").count, 1);
   EXPECT_EQ(m.phases.at("transport").p50_us, 0.2) << "1000 - 800 ns, never negative";
   EXPECT_NE(FormatTraceReport(report).find("8 span(s) read twice"), std::string::npos);
+  EXPECT_EQ(report.id_collisions, 0);
+}
+
+// Two runs that drew the same trace and span ids (appended to the same files): not a file given
+// twice. Each server span joins the client span whose time holds it; where two client spans hold a
+// server span, it joins none.
+TEST(TraceReportTest, TwoRunsWithTheSameIdsJoinEachServerSpanToTheClientSpanThatHoldsIt) {
+  auto span = [](const std::string& trace, const std::string& id, const std::string& parent, int kind, int64_t start,
+                 int64_t end) {
+    TraceSpan s;
+    s.trace_id = trace;
+    s.span_id = id;
+    s.parent_span_id = parent;
+    s.kind = kind;
+    s.name = "ModelInfer m";
+    s.start_ns = start;
+    s.end_ns = end;
+    if (kind == 2) s.attributes["chronoserve.model.name"] = "m";
+    return s;
+  };
+  const std::vector<TraceSpan> spans = {
+      span("t", "c", "", 3, 0, 1000),              // run 1
+      span("t", "s1", "c", 2, 100, 900),
+      span("t", "c", "", 3, 50000, 51200),         // run 2: the same ids
+      span("t", "s2", "c", 2, 50100, 51000),
+      span("u", "c", "", 3, 0, 1000),              // trace u: two client spans that both hold s3
+      span("u", "c", "", 3, 10, 2000),
+      span("u", "s3", "c", 2, 100, 900),
+  };
+  const TraceReport report = SummarizeTraces(spans);
+  EXPECT_EQ(report.duplicates, 0);
+  EXPECT_EQ(report.id_collisions, 2);
+  EXPECT_EQ(report.client_spans, 4);
+  ASSERT_EQ(report.models.size(), 1u);
+  const ModelTraces& m = report.models[0];
+  EXPECT_EQ(m.requests, 3);
+  EXPECT_EQ(m.with_client, 2) << "s1 and s2, each by its own client span's time; not s3";
+  ASSERT_EQ(m.phases.count("e2e"), 1u);
+  EXPECT_EQ(m.phases.at("e2e").count, 2);
+  EXPECT_EQ(m.phases.at("transport").p50_us, 0.2) << "1000 - 800 and 1200 - 900 ns";
+  const std::string text = FormatTraceReport(report);
+  EXPECT_EQ(text.find("read twice"), std::string::npos) << text;
+  EXPECT_NE(text.find("2 span(s) carry the trace and span id of another, different span"), std::string::npos) << text;
+  EXPECT_EQ(TraceReportJson(report)["id_collisions"], 2);
 }
 
 }  // namespace

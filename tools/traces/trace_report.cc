@@ -5,7 +5,6 @@
 #include <fstream>
 #include <tuple>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -152,27 +151,49 @@ TraceReport SummarizeTraces(const std::vector<TraceSpan>& spans, const std::stri
   report.spans = static_cast<int64_t>(spans.size());
   // Ids are unique within a trace only: every key is "trace id/span id".
   auto id = [](const std::string& trace, const std::string& span) { return absl::StrCat(trace, "/", span); };
-  std::unordered_set<std::string> seen;
+  // The same span read again (same ids, name and times) counts once; another span with the ids of
+  // one read before (two runs that drew the same ids) is a span of its own, an id collision.
+  std::unordered_map<std::string, const TraceSpan*> first_by_id;
   std::vector<const TraceSpan*> unique;
   for (const TraceSpan& s : spans) {
-    if (seen.insert(id(s.trace_id, s.span_id)).second) {
-      unique.push_back(&s);
-    } else {
+    auto [it, added] = first_by_id.emplace(id(s.trace_id, s.span_id), &s);
+    if (!added && it->second->name == s.name && it->second->start_ns == s.start_ns &&
+        it->second->end_ns == s.end_ns) {
       ++report.duplicates;
+      continue;
     }
+    if (!added) ++report.id_collisions;
+    unique.push_back(&s);
   }
-  std::unordered_map<std::string, const TraceSpan*> clients;                  // by id
-  std::unordered_map<std::string, std::vector<const TraceSpan*>> children;    // by parent's id
-  std::unordered_map<std::string, int> server_children;                        // by parent's id
+  std::unordered_map<std::string, std::vector<const TraceSpan*>> clients;   // by id
+  std::unordered_map<std::string, std::vector<const TraceSpan*>> children;  // by parent's id
   for (const TraceSpan* s : unique) {
     if (s->kind == kClient) {
-      clients[id(s->trace_id, s->span_id)] = s;
+      clients[id(s->trace_id, s->span_id)].push_back(s);
       ++report.client_spans;
-    } else if (s->kind == kServer) {
-      if (!s->parent_span_id.empty()) ++server_children[id(s->trace_id, s->parent_span_id)];
-    } else if (!s->parent_span_id.empty()) {
+    } else if (s->kind != kServer && !s->parent_span_id.empty()) {
       children[id(s->trace_id, s->parent_span_id)].push_back(s);
     }
+  }
+  // A server span's client span: the one its parent id names, or where several carry that id, the
+  // only one whose time holds the server span's (none when two do).
+  auto client_of = [&](const TraceSpan& s) -> const TraceSpan* {
+    if (s.parent_span_id.empty()) return nullptr;
+    auto it = clients.find(id(s.trace_id, s.parent_span_id));
+    if (it == clients.end()) return nullptr;
+    if (it->second.size() == 1) return it->second.front();
+    const TraceSpan* holder = nullptr;
+    for (const TraceSpan* c : it->second) {
+      if (c->start_ns > s.start_ns || s.end_ns > c->end_ns) continue;
+      if (holder != nullptr) return nullptr;
+      holder = c;
+    }
+    return holder;
+  };
+  std::unordered_map<const TraceSpan*, int> server_children;  // by client span
+  for (const TraceSpan* s : unique) {
+    if (s->kind != kServer) continue;
+    if (const TraceSpan* client = client_of(*s)) ++server_children[client];
   }
   // By (model, group value): numeric values in numeric order ("2" before "16"), then the others.
   using Key = std::tuple<std::string, bool, int64_t, std::string>;
@@ -201,11 +222,9 @@ TraceReport SummarizeTraces(const std::vector<TraceSpan>& spans, const std::stri
     if (auto it = children.find(id(s.trace_id, s.span_id)); it != children.end()) {
       for (const TraceSpan* child : it->second) phases[child->name].push_back(child->end_ns - child->start_ns);
     }
-    const std::string parent = id(s.trace_id, s.parent_span_id);
-    if (auto client = clients.find(parent); !s.parent_span_id.empty() && client != clients.end() &&
-                                            client->second->status != 2 && server_children[parent] == 1) {
+    if (const TraceSpan* client = client_of(s); client != nullptr && client->status != 2 && server_children[client] == 1) {
       ++m.with_client;
-      const int64_t e2e_ns = client->second->end_ns - client->second->start_ns;
+      const int64_t e2e_ns = client->end_ns - client->start_ns;
       phases["e2e"].push_back(e2e_ns);
       phases["transport"].push_back(e2e_ns - server_ns);
     }
@@ -222,6 +241,12 @@ std::string FormatTraceReport(const TraceReport& report) {
   if (report.duplicates > 0) {
     absl::StrAppendFormat(&out, "%d span(s) read twice (the same trace and span id: a file given twice?) counted once\n",
                           report.duplicates);
+  }
+  if (report.id_collisions > 0) {
+    absl::StrAppendFormat(&out,
+                          "%d span(s) carry the trace and span id of another, different span (two runs that drew the "
+                          "same ids?): each server span joined to the one client span whose time holds it\n",
+                          report.id_collisions);
   }
   if (report.models.empty()) {
     absl::StrAppend(&out, "no server span (ModelInfer / ModelStreamInfer with chronoserve.model.name) found\n");
@@ -242,7 +267,7 @@ std::string FormatTraceReport(const TraceReport& report) {
 }
 
 nlohmann::json TraceReportJson(const TraceReport& report) {
-  json out = {{"group_by", report.group_by}, {"spans", report.spans}, {"duplicate_spans", report.duplicates}, {"client_spans", report.client_spans}, {"models", json::array()}};
+  json out = {{"group_by", report.group_by}, {"spans", report.spans}, {"duplicate_spans", report.duplicates}, {"id_collisions", report.id_collisions}, {"client_spans", report.client_spans}, {"models", json::array()}};
   for (const ModelTraces& m : report.models) {
     json phases = json::object();
     for (const auto& [name, p] : m.phases) {

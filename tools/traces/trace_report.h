@@ -70,7 +70,8 @@ struct ModelTraces {
 struct TraceReport {
   std::string group_by;        // the attribute the rows are split by ("" = one row set per model)
   int64_t spans = 0;           // read
-  int64_t duplicates = 0;      // of those, a (trace id, span id) read before (one file given twice): skipped
+  int64_t duplicates = 0;      // of those, a span read before (same ids, name, times: one file given twice): skipped
+  int64_t id_collisions = 0;   // of the others, a span with the ids of a different one read before (kept)
   int64_t client_spans = 0;    // of the others, CLIENT spans
   std::vector<ModelTraces> models;  // by name, then by group_value (as text)
 };
@@ -78,9 +79,11 @@ struct TraceReport {
 // Groups the server spans by chronoserve.model.name (and, with `group_by`, by their value of that
 // attribute, e.g. chronoserve.batch.size, chronoserve.worker or chronoserve.cold; "(none)" where a
 // span has none), their phases by parent span id, and a server span's client span by its parent id,
-// every id within its trace; a span read twice counts once. e2e and transport come from a client
-// span that ended OK and parents that one server span alone: a cancelled call's span ends at its
-// cancellation, and one client span over several server spans (a stream's) times none of them.
+// every id within its trace; a span read twice counts once. Where different client spans carry one
+// id (two runs that drew the same ids), a server span's is the only one whose time holds it. e2e and
+// transport come from a client span that ended OK and parents that one server span alone: a cancelled
+// call's span ends at its cancellation, and one client span over several server spans (a stream's)
+// times none of them.
 TraceReport SummarizeTraces(const std::vector<TraceSpan>& spans, const std::string& group_by = "");
 
 // A table per model, phases in TracePhases() order, µs.
