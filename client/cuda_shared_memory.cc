@@ -4,8 +4,9 @@
 #include "client/region_range.h"
 
 #ifdef CHRONOSERVE_WITH_CUDA
-#include <cuda.h>
+#include <cuda.h>  // CUcontext, CUresult: the driver's calls themselves are looked up at run time
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #endif
 
 namespace chronoserve::client {
@@ -24,6 +25,27 @@ absl::Status CudaError(cudaError_t err, int device_id, const std::string& what) 
   return absl::InternalError(absl::StrCat(what, " on GPU ", device_id, ": ", cudaGetErrorString(err)));
 }
 
+// The two driver calls come from the driver library the runtime loads, looked up when first needed:
+// linking libcuda would stop chronobench from starting on a host without the NVIDIA driver, where
+// it runs with system shared memory.
+struct ContextCalls {
+  CUresult (*get)(CUcontext*) = nullptr;
+  CUresult (*set)(CUcontext) = nullptr;
+};
+
+const ContextCalls& DriverContextCalls() {
+  static const ContextCalls calls = [] {
+    ContextCalls c;
+    void* driver = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (driver == nullptr) return c;
+    c.get = reinterpret_cast<CUresult (*)(CUcontext*)>(::dlsym(driver, "cuCtxGetCurrent"));
+    c.set = reinterpret_cast<CUresult (*)(CUcontext)>(::dlsym(driver, "cuCtxSetCurrent"));
+    if (c.get == nullptr || c.set == nullptr) c = ContextCalls{};
+    return c;
+  }();
+  return calls;
+}
+
 // Makes `device_id` current for the scope (cudaMalloc, cudaIpcGetMemHandle and cudaFree act on the
 // current device), then gives the calling thread back the very context it had: none, on a thread
 // that never used CUDA. Restoring the device number instead (cudaGetDevice says 0 on such a thread)
@@ -31,18 +53,19 @@ absl::Status CudaError(cudaError_t err, int device_id, const std::string& what) 
 // a client whose regions are all on another GPU.
 class DeviceScope {
  public:
-  explicit DeviceScope(int device_id) {
+  explicit DeviceScope(int device_id) : calls_(DriverContextCalls()) {
     // Before anything initialised the driver there is no context either.
-    if (cuCtxGetCurrent(&previous_) != CUDA_SUCCESS) previous_ = nullptr;
+    if (calls_.get != nullptr && calls_.get(&previous_) != CUDA_SUCCESS) previous_ = nullptr;
     status_ = cudaSetDevice(device_id);
   }
   ~DeviceScope() {
     CUcontext now = nullptr;
-    if (cuCtxGetCurrent(&now) == CUDA_SUCCESS && now != previous_) (void)cuCtxSetCurrent(previous_);
+    if (calls_.get != nullptr && calls_.get(&now) == CUDA_SUCCESS && now != previous_) (void)calls_.set(previous_);
   }
   cudaError_t status() const { return status_; }
 
  private:
+  const ContextCalls& calls_;  // none without a driver: cudaSetDevice fails then, and nothing is restored
   CUcontext previous_ = nullptr;
   cudaError_t status_ = cudaSuccess;
 };
