@@ -302,6 +302,17 @@ TEST(TraceReportTest, TwoRunsWithTheSameIdsJoinEachServerSpanToTheClientSpanThat
   EXPECT_EQ(text.find("read twice"), std::string::npos) << text;
   EXPECT_NE(text.find("2 span(s) carry the trace and span id of another, different span"), std::string::npos) << text;
   EXPECT_EQ(TraceReportJson(report)["id_collisions"], 2);
+
+  // The same file given twice as well: every second copy is a duplicate of its own span, not a
+  // collision with the first span of its ids, and the joins are as before.
+  std::vector<TraceSpan> twice = spans;
+  twice.insert(twice.end(), spans.begin(), spans.end());
+  const TraceReport both = SummarizeTraces(twice);
+  EXPECT_EQ(both.duplicates, 7);
+  EXPECT_EQ(both.id_collisions, 2);
+  EXPECT_EQ(both.client_spans, 4);
+  ASSERT_EQ(both.models.size(), 1u);
+  EXPECT_EQ(both.models[0].with_client, 2);
 }
 
 }  // namespace

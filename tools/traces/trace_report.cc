@@ -153,16 +153,19 @@ TraceReport SummarizeTraces(const std::vector<TraceSpan>& spans, const std::stri
   auto id = [](const std::string& trace, const std::string& span) { return absl::StrCat(trace, "/", span); };
   // The same span read again (same ids, name and times) counts once; another span with the ids of
   // one read before (two runs that drew the same ids) is a span of its own, an id collision.
-  std::unordered_map<std::string, const TraceSpan*> first_by_id;
+  std::unordered_map<std::string, std::vector<const TraceSpan*>> kept_by_id;  // every different span of an id
   std::vector<const TraceSpan*> unique;
   for (const TraceSpan& s : spans) {
-    auto [it, added] = first_by_id.emplace(id(s.trace_id, s.span_id), &s);
-    if (!added && it->second->name == s.name && it->second->start_ns == s.start_ns &&
-        it->second->end_ns == s.end_ns) {
+    std::vector<const TraceSpan*>& kept = kept_by_id[id(s.trace_id, s.span_id)];
+    const bool read_before = std::any_of(kept.begin(), kept.end(), [&s](const TraceSpan* k) {
+      return k->name == s.name && k->start_ns == s.start_ns && k->end_ns == s.end_ns;
+    });
+    if (read_before) {
       ++report.duplicates;
       continue;
     }
-    if (!added) ++report.id_collisions;
+    if (!kept.empty()) ++report.id_collisions;
+    kept.push_back(&s);
     unique.push_back(&s);
   }
   std::unordered_map<std::string, std::vector<const TraceSpan*>> clients;   // by id
