@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "common/text_excerpt.h"
 
 namespace chronoserve::server {
 
@@ -83,8 +84,9 @@ absl::Status CheckVersion(const std::string& name, const std::string& version, i
     if (parsed != nullptr) *parsed = version.empty() ? -1 : v;
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat(name.empty() ? "" : absl::StrCat("model '", name, "': "), "version '",
-                                                 version, "' is not an integral value >= 0"));
+  // Both cut short (a client's text of any length), so that the expectation survives the 1 KiB cut.
+  return absl::InvalidArgumentError(absl::StrCat(name.empty() ? "" : absl::StrCat("model '", ClientName(name), "': "),
+                                                 "version '", ClientName(version), "' is not an integral value >= 0"));
 }
 
 std::vector<std::shared_ptr<ModelRuntime>> ModelRegistry::Add(std::vector<std::shared_ptr<ModelRuntime>> runtimes,
@@ -181,13 +183,19 @@ std::vector<ModelRegistry::IndexEntry> ModelRegistry::Index() const {
 }
 
 absl::StatusOr<const ModelRegistry::Served*> ModelRegistry::ServedLocked(const std::string& name,
-                                                                         bool version_named) const {
+                                                                         int64_t version) const {
   if (auto it = ready_.find(name); it != ready_.end()) return &it->second;
   auto nr = not_ready_.find(name);
   if (nr == not_ready_.end()) return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
+  // A named version of a failed load that tried several: its own error (only a failed load's
+  // versions have one), not the model's, which names the lowest version that failed.
+  if (auto own = nr->second.versions.find(version); version >= 0 && own != nr->second.versions.end() &&
+                                                     !own->second.empty()) {
+    return absl::UnavailableError(own->second);
+  }
   // A failed model: NOT_FOUND without a version (none to serve), a named version UNAVAILABLE.
   const absl::Status& reason = nr->second.reason;
-  if (reason.code() == absl::StatusCode::kNotFound && version_named) return absl::UnavailableError(reason.message());
+  if (reason.code() == absl::StatusCode::kNotFound && version >= 0) return absl::UnavailableError(reason.message());
   return reason;
 }
 
@@ -220,7 +228,7 @@ absl::StatusOr<std::shared_ptr<ModelRuntime>> ModelRegistry::Find(const std::str
   int64_t v = -1;
   if (absl::Status checked = CheckVersion(name, version, &v); !checked.ok()) return checked;
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(const Served* served, ServedLocked(name, !version.empty()));
+  ASSIGN_OR_RETURN(const Served* served, ServedLocked(name, v));
   ASSIGN_OR_RETURN(std::shared_ptr<ModelRuntime> runtime, VersionOf(name, *served, version, v));
   if (ticket != nullptr) *ticket = runtime->Admit();
   return runtime;
@@ -231,7 +239,7 @@ absl::StatusOr<std::vector<std::shared_ptr<ModelRuntime>>> ModelRegistry::FindVe
   int64_t v = -1;
   if (absl::Status checked = CheckVersion(name, version, &v); !checked.ok()) return checked;
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(const Served* served, ServedLocked(name, !version.empty()));
+  ASSIGN_OR_RETURN(const Served* served, ServedLocked(name, v));
   if (!version.empty()) {
     ASSIGN_OR_RETURN(std::shared_ptr<ModelRuntime> runtime, VersionOf(name, *served, version, v));
     return std::vector<std::shared_ptr<ModelRuntime>>{std::move(runtime)};

@@ -113,9 +113,10 @@ class ModelRegistry {
     bool strict = true;                      // a failed version keeps the server from READY
   };
   std::map<std::string, Served> ready_ ABSL_GUARDED_BY(mu_);
-  // Find's work, under the lock: the model's entry, or why it has none to serve (`version_named`:
-  // a request that names a version, which a failed model answers UNAVAILABLE).
-  absl::StatusOr<const Served*> ServedLocked(const std::string& name, bool version_named) const
+  // Find's work, under the lock: the model's entry, or why it has none to serve. `version` >= 0: a
+  // request that names that version, which a failed model answers UNAVAILABLE, with that version's
+  // own load error when its load tried several.
+  absl::StatusOr<const Served*> ServedLocked(const std::string& name, int64_t version) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `served`'s runtime of `version` (`v` its value; "" = the highest), ready, or why not.
   static absl::StatusOr<std::shared_ptr<ModelRuntime>> VersionOf(const std::string& name, const Served& served,

@@ -302,7 +302,14 @@ TEST_P(ModelVersionsTest, AVersionThatFailsLeavesTheOthersServing) {
   const std::string none = Output(*c, "none", "", input);
   EXPECT_THAT(none, HasSubstr("NOT_FOUND: model 'none' failed to load: version 1 (of the versions its version "
                               "policy serves: 1, 2): model 'none': cannot load"));
-  EXPECT_THAT(Output(*c, "none", "2", input), HasSubstr("UNAVAILABLE")) << "no version of a failed model serves";
+  // A named version of it answers with that version's own error, not version 1's.
+  EXPECT_THAT(Output(*c, "none", "2", input),
+              HasSubstr("UNAVAILABLE: model 'none' version 2 failed to load: model 'none': cannot load"))
+      << "no version of a failed model serves";
+  EXPECT_THAT(Output(*c, "none", "2", input), HasSubstr("/none/2/")) << "version 2's file, not version 1's";
+  EXPECT_THAT(Output(*c, "none", "1", input), HasSubstr("model 'none' version 1 failed to load"));
+  EXPECT_THAT(Output(*c, "none", "7", input), HasSubstr("UNAVAILABLE: model 'none' failed to load: version 1"))
+      << "a version the load never tried: the model's error";
   // The index lists each version the failed load tried, with its own error.
   auto index = testing::RepositoryIndex(c->stub());
   ASSERT_TRUE(index.ok()) << index.status();
