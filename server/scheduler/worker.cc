@@ -398,10 +398,18 @@ void Worker::EndBatch(Batch batch, const BatchTiming& timing, const absl::Status
   if (!status.ok()) recorded.gpu_done_ns = 0;
   for (auto it = batch.begin(); it != batch.end(); ++it) (*it)->timeline.SetBatch(recorded, it == first_sent);
   batches_.fetch_add(1, std::memory_order_relaxed);
+  // Every request of a failed batch gets its error, whose cause may be another request's values: say so.
+  int64_t items = 0;
+  for (const auto& r : batch) items += r->batch_items;
+  const absl::Status answer =
+      status.ok() || batch.size() < 2
+          ? status
+          : absl::Status(status.code(), absl::StrCat(status.message(), " (the whole batch failed: ", batch.size(),
+                                                     " requests, ", items, " items)"));
   if (completions_ != nullptr) {
-    completions_->CompleteBatch(std::move(batch), status);
+    completions_->CompleteBatch(std::move(batch), answer);
   } else {
-    for (auto& r : batch) InferRequest::Complete(std::move(r), status);
+    for (auto& r : batch) InferRequest::Complete(std::move(r), answer);
   }
   Account(WorkerPhase::kComplete, start_ns);
 }

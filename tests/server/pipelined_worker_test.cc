@@ -37,11 +37,12 @@ void JoinWorkersWithin(ModelRuntime& runtime) {
   });
 }
 
-ModelSpec Spec(std::map<std::string, std::string> parameters = {}) {
+ModelSpec Spec(std::map<std::string, std::string> parameters = {}, int max_batch_size = 1) {
   ModelSpec spec;
   spec.parameters = std::move(parameters);
   spec.name = "piped";
-  spec.max_batch_size = 1;  // one request per batch: the log reads request by request
+  spec.max_batch_size = max_batch_size;  // 1 by default, one request per batch: the log reads request by request
+  spec.dynamic_batching.enabled = max_batch_size > 1;
   spec.inputs = {{"INPUT__0", DataType::kFp32, {2}}};
   spec.outputs = {{"OUTPUT__0", DataType::kFp32, {2}}};
   return spec;
@@ -187,14 +188,15 @@ struct Call {
 class PipelinedWorkerTest : public ::testing::Test {
  protected:
   void Start(const std::string& park_id = "", int64_t gather_ns = 0, int64_t enqueue_ns = 0,
-             std::map<std::string, std::string> parameters = {}) {
+             std::map<std::string, std::string> parameters = {}, int max_batch_size = 1) {
     auto fake = std::make_unique<LoggingPipelinedInstance>();
     fake_ = fake.get();
     fake_->ParkLaunchOf(park_id);
     if (gather_ns > 0 || enqueue_ns > 0) fake_->TakeTimeOn(&clock_, gather_ns, enqueue_ns);
     std::vector<std::unique_ptr<ModelInstance>> instances;
     instances.push_back(std::move(fake));
-    auto runtime = ModelRuntime::Create(Spec(std::move(parameters)), std::move(instances), WarmupOptions{}, &clock_);
+    auto runtime = ModelRuntime::Create(Spec(std::move(parameters), max_batch_size), std::move(instances),
+                                        WarmupOptions{}, &clock_);
     ASSERT_TRUE(runtime.ok()) << runtime.status();
     runtime_ = *std::move(runtime);
   }
@@ -355,6 +357,28 @@ TEST_F(PipelinedWorkerTest, AFailedLaunchIsAnsweredAloneAndTheBatchInFlightStill
   runtime_->queue().Close();
   JoinWorkersWithin(*runtime_);
   EXPECT_EQ(runtime_->workers().front()->batches(), 3) << "a, the failed launch and c: every batch it ended";
+}
+
+// Every request of a failed batch of several gets the batch's error, saying that the whole batch
+// failed and how big it was (the cause may be another request's values); a batch of one does not.
+TEST_F(PipelinedWorkerTest, EveryRequestOfAFailedBatchIsToldTheWholeBatchFailed) {
+  Start(/*park_id=*/"a", 0, 0, {}, /*max_batch_size=*/2);
+  Call* a = Send("a", 4.0f);
+  ASSERT_TRUE(fake_->WaitParked());
+  Call* bad = Send("bad", 1.0f);  // queued behind the parked launch: taken together, "bad" first
+  Call* mate = Send("mate", -0.5f);
+  fake_->Release();
+  ExpectDoubled(a);
+  for (Call* call : {bad, mate}) {
+    ASSERT_TRUE(call->done.WaitForNotificationWithTimeout(kTimeout));
+    EXPECT_EQ(call->status.code(), absl::StatusCode::kInternal);
+    EXPECT_EQ(call->status.message(), "model 'piped': launch of 'bad' failed (the whole batch failed: 2 requests, 2 items)");
+  }
+  Call* alone = Send("bad", 2.0f);
+  ASSERT_TRUE(alone->done.WaitForNotificationWithTimeout(kTimeout));
+  EXPECT_EQ(alone->status.message(), "model 'piped': launch of 'bad' failed") << "a batch of one: nothing to add";
+  runtime_->queue().Close();
+  JoinWorkersWithin(*runtime_);
 }
 
 // A batch that fails after its device work was seen done and outputs scattered is not a completed
