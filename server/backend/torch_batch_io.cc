@@ -107,7 +107,14 @@ absl::StatusOr<std::vector<StagedInput>> GatherInputs(const ModelSpec& spec, con
         __builtin_prefetch(r->inputs[i].data + b);
       }
     }
-    ASSIGN_OR_RETURN(in.data, path.Staging(static_cast<int>(i), in.bytes));
+    absl::StatusOr<char*> staging = path.Staging(static_cast<int>(i), in.bytes);
+    if (!staging.ok()) {  // page-locked memory ran out: say for which input and how much
+      return absl::Status(staging.status().code(),
+                          absl::StrCat("input '", spec.inputs[i].name, "': cannot stage the batch's ", in.bytes,
+                                       " bytes (", batch.size(), " requests) for the copy: ",
+                                       staging.status().message()));
+    }
+    in.data = *staging;
     size_t offset = 0;
     for (const auto& r : batch) {
       std::memcpy(in.data + offset, r->inputs[i].data, r->inputs[i].byte_size);

@@ -38,6 +38,7 @@ class RecordingDevicePath final : public server::DevicePath {
   void SelectSlot(int) override {}
   absl::Status BeginInputs(const server::InputsPlan&) override { return absl::OkStatus(); }
   absl::StatusOr<char*> Staging(int, size_t bytes) override {
+    if (!staging_fail_.ok()) return staging_fail_;
     staging_.resize(bytes);
     ++staged_;
     return staging_.data();
@@ -81,6 +82,7 @@ class RecordingDevicePath final : public server::DevicePath {
   absl::StatusOr<int64_t> SpanNs(server::Marker, server::Marker) override { return 0; }
 
   absl::Status fail_;  // not OK: ToDevice and CopyOutsInto return it, as a failed copy would
+  absl::Status staging_fail_;  // not OK: Staging returns it, as a failed page-locked allocation would
   std::vector<BytePiece> pieces_;
   std::string gathered_;
   std::vector<char> staging_;
@@ -306,6 +308,40 @@ TEST(DeviceTensorsTest, AFailedCopyNamesTheTensorAndTheRegionsItInvolved) {
             "copying outputs into CUDA shared-memory regions: launch failed");
   EXPECT_EQ(outs[1]->status.code(), absl::StatusCode::kInvalidArgument) << "o1 was too small: failed alone";
   for (const auto& region : regions) EXPECT_EQ(region, std::vector<char>(region.size(), 'x')) << "nothing written";
+}
+
+// Requests whose inputs are on the host and apart are gathered into the path's staging buffer; one
+// that cannot be had fails the batch naming the input, its bytes and the requests.
+TEST(DeviceTensorsTest, AStagingBufferThatCannotBeHadNamesTheInputAndItsBytes) {
+  std::vector<std::vector<float>> rows = {{0.5f, -1.0f, 2.0f}, {3.0f, -4.5f, 6.25f}};
+  Batch batch;
+  for (auto& values : rows) {
+    auto r = std::make_unique<InferRequest>();
+    r->batch_items = 1;
+    server::InputTensor in;
+    in.index = 0;
+    in.dtype = DataType::kFp32;
+    in.shape = {1, 3};
+    in.data = reinterpret_cast<const char*>(values.data());
+    in.byte_size = 3 * sizeof(float);
+    r->inputs.push_back(std::move(in));
+    batch.push_back(std::move(r));
+  }
+  RecordingDevicePath path;
+  auto staged = server::GatherInputs(Spec(), batch, path);
+  ASSERT_TRUE(staged.ok()) << staged.status();
+  EXPECT_EQ(path.staged_, 1) << "two requests apart: gathered";
+  ASSERT_EQ((*staged)[0].bytes, 24u);
+  EXPECT_EQ(std::memcmp((*staged)[0].data, rows[0].data(), 12), 0);
+  EXPECT_EQ(std::memcmp((*staged)[0].data + 12, rows[1].data(), 12), 0);
+
+  path.staging_fail_ = absl::ResourceExhaustedError("cudaHostAlloc failed: cudaErrorMemoryAllocation (out of memory)");
+  staged = server::GatherInputs(Spec(), batch, path);
+  ASSERT_FALSE(staged.ok());
+  EXPECT_EQ(staged.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(staged.status().message(),
+            "input 'INPUT__0': cannot stage the batch's 24 bytes (2 requests) for the copy: cudaHostAlloc failed: "
+            "cudaErrorMemoryAllocation (out of memory)");
 }
 
 TEST(DeviceTensorsTest, TheCpuPathRefusesGpuMemoryNamingModelTensorAndWhy) {
