@@ -372,8 +372,7 @@ TEST_P(PipelineFailedLaunchTest, TheBatchAheadFinishesAndBothSlotsServeAgain) {
   const std::string model_path = dir + "/1/model.pt";
   ASSERT_TRUE(testing::WriteScriptedModel(model_path,
                                           "def forward(self, x):\n"
-                                          "  if x.size(0) == 3:\n"
-                                          "    raise Exception('three rows are refused')\n"
+                                          "  assert x.size(0) != 3, 'three rows are refused'\n"
                                           "  return x * 2.0\n"));
   auto spec = server::LoadModelDirectory(dir);
   ASSERT_TRUE(spec.ok()) << spec.status();
