@@ -214,21 +214,24 @@ TEST(TraceReportTest, ATornLineIsSkippedAndCountedAndNegativeIntegersRead) {
 // One file given twice: each span counts once (requests and phases agree), and the report says so.
 // Ids join within their trace only. A cancelled call's client span (status error) and a client span
 // over several server spans give no e2e or transport: neither times its server span.
+// A span of model "m" (server spans, kind 2, carry the model's name).
+TraceSpan ModelSpan(const std::string& trace, const std::string& id, const std::string& parent, int kind,
+                    const std::string& name, int64_t start, int64_t end, int status) {
+  TraceSpan s;
+  s.trace_id = trace;
+  s.span_id = id;
+  s.parent_span_id = parent;
+  s.kind = kind;
+  s.name = name;
+  s.start_ns = start;
+  s.end_ns = end;
+  s.status = status;
+  if (kind == 2) s.attributes["chronoserve.model.name"] = "m";
+  return s;
+}
+
 TEST(TraceReportTest, DuplicatesCountOnceAndOnlyAnOkOneToOneClientSpanGivesE2e) {
-  auto span = [](const std::string& trace, const std::string& id, const std::string& parent, int kind,
-                 const std::string& name, int64_t start, int64_t end, int status) {
-    TraceSpan s;
-    s.trace_id = trace;
-    s.span_id = id;
-    s.parent_span_id = parent;
-    s.kind = kind;
-    s.name = name;
-    s.start_ns = start;
-    s.end_ns = end;
-    s.status = status;
-    if (kind == 2) s.attributes["chronoserve.model.name"] = "m";
-    return s;
-  };
+  const auto span = ModelSpan;
   std::vector<TraceSpan> spans = {
       // Trace t1: an OK client call, its server span and a queue phase.
       span("t1", "c1", "", 3, "ModelInfer m", 0, 1000, 0),
@@ -266,18 +269,7 @@ TEST(TraceReportTest, DuplicatesCountOnceAndOnlyAnOkOneToOneClientSpanGivesE2e) 
 // server span, it joins none.
 TEST(TraceReportTest, TwoRunsWithTheSameIdsJoinEachServerSpanToTheClientSpanThatHoldsIt) {
   auto span = [](const std::string& trace, const std::string& id, const std::string& parent, int kind, int64_t start,
-                 int64_t end) {
-    TraceSpan s;
-    s.trace_id = trace;
-    s.span_id = id;
-    s.parent_span_id = parent;
-    s.kind = kind;
-    s.name = "ModelInfer m";
-    s.start_ns = start;
-    s.end_ns = end;
-    if (kind == 2) s.attributes["chronoserve.model.name"] = "m";
-    return s;
-  };
+                 int64_t end) { return ModelSpan(trace, id, parent, kind, "ModelInfer m", start, end, 0); };
   const std::vector<TraceSpan> spans = {
       span("t", "c", "", 3, 0, 1000),              // run 1
       span("t", "s1", "c", 2, 100, 900),
