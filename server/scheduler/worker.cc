@@ -399,13 +399,13 @@ void Worker::EndBatch(Batch batch, const BatchTiming& timing, const absl::Status
   for (auto it = batch.begin(); it != batch.end(); ++it) (*it)->timeline.SetBatch(recorded, it == first_sent);
   batches_.fetch_add(1, std::memory_order_relaxed);
   // Every request of a failed batch gets its error, whose cause may be another request's values: say so.
-  int64_t items = 0;
-  for (const auto& r : batch) items += r->batch_items;
-  const absl::Status answer =
-      status.ok() || batch.size() < 2
-          ? status
-          : absl::Status(status.code(), absl::StrCat(status.message(), " (the whole batch failed: ", batch.size(),
-                                                     " requests, ", items, " items)"));
+  absl::Status answer = status;
+  if (!status.ok() && batch.size() > 1) {  // counted only on this path, not for every batch
+    int64_t items = 0;
+    for (const auto& r : batch) items += r->batch_items;
+    answer = absl::Status(status.code(), absl::StrCat(status.message(), " (the whole batch failed: ", batch.size(),
+                                                      " requests, ", items, " items)"));
+  }
   if (completions_ != nullptr) {
     completions_->CompleteBatch(std::move(batch), answer);
   } else {
