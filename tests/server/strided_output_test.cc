@@ -66,10 +66,15 @@ TEST(StridedOutputTest, StridedOutputsAreRightAndTheirCopyIsComputeNotD2h) {
       d2h[m].push_back(r->timing->d2h_ns);
     }
   }
-  // On the CPU, d2h of a contiguous output hands its tensor over (microseconds); copying 8 MiB out
-  // of a transposed view takes milliseconds. Only that copy could set the two models apart.
-  EXPECT_LE(Median(d2h[0]), Median(d2h[1]) + 1'000'000)
-      << "d2h medians (ns): strided " << Median(d2h[0]) << ", contiguous " << Median(d2h[1]);
+  // On the CPU, d2h of a contiguous output hands its tensor over (microseconds, a few milliseconds
+  // when the box is busy); copying 8 MiB out of a transposed view takes milliseconds every time.
+  // Only that copy could set the two models apart. The fastest of the five rounds is compared, not
+  // the median: a busy machine only ever adds time, to both models alike.
+  const int64_t fastest_strided = *std::min_element(d2h[0].begin(), d2h[0].end());
+  const int64_t fastest_copied = *std::min_element(d2h[1].begin(), d2h[1].end());
+  EXPECT_LE(fastest_strided, fastest_copied + 1'000'000)
+      << "fastest d2h (ns): strided " << fastest_strided << ", contiguous " << fastest_copied
+      << "; medians " << Median(d2h[0]) << " and " << Median(d2h[1]);
   server->Shutdown();
 }
 
