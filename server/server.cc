@@ -235,6 +235,23 @@ absl::Status Server::BuildService(int infer_threads) {
         HostMemoryPinner(MakeCudaHostPinner()),
         options_.cuda_ipc_opener ? options_.cuda_ipc_opener : DeviceMemoryOpener(MakeCudaIpcOpener()));
   }
+  registry_.SetUnknownModelHint([repository = options_.model_repository, mode = options_.model_control_mode,
+                                  poll = options_.repository_poll_interval](const std::string& name) -> std::string {
+    if (!IsModelDirectory(repository, name)) return "";
+    switch (mode) {
+      case ModelControlMode::kExplicit:
+        return ": the model repository has it, but it is not loaded (this server runs with --model-control-mode "
+               "explicit: RepositoryModelLoad loads it)";
+      case ModelControlMode::kPoll:
+        return absl::StrCat(": its directory is in the model repository, but no scan has loaded it yet (this "
+                            "server scans the repository every ", absl::FormatDuration(poll), ")");
+      case ModelControlMode::kNone:
+        break;
+    }
+    return ": its directory is in the model repository, but came after the server's start (with "
+           "--model-control-mode none the server loads its models only then: restart it, or run with "
+           "--model-control-mode poll or explicit)";
+  });
   if (options_.model_control_mode != ModelControlMode::kNone) {
     ModelController::Hooks hooks;
     if (telemetry != nullptr) {

@@ -886,6 +886,17 @@ absl::StatusOr<std::vector<std::string>> SubdirectoryNames(const fs::path& dir) 
 }
 }  // namespace
 
+namespace {
+// Hidden directories, and Python's byte-code cache beside a script that exported the models, are
+// no model's.
+bool MayNameModel(const std::string& name) { return !name.empty() && name[0] != '.' && name != "__pycache__"; }
+}  // namespace
+
+bool IsModelDirectory(const std::string& repository, const std::string& name) {
+  std::error_code ec;
+  return MayNameModel(name) && IsUtf8(name) && fs::is_directory(fs::path(repository) / name, ec);
+}
+
 absl::StatusOr<std::vector<std::string>> ListModelDirectories(const std::string& repository) {
   std::error_code ec;
   if (!fs::is_directory(repository, ec)) {
@@ -894,8 +905,7 @@ absl::StatusOr<std::vector<std::string>> ListModelDirectories(const std::string&
   ASSIGN_OR_RETURN(std::vector<std::string> subdirectories, SubdirectoryNames(repository));
   std::vector<std::string> names;
   for (auto& name : subdirectories) {
-    // Hidden directories, and Python's byte-code cache beside a script that exported the models.
-    if (name[0] == '.' || name == "__pycache__") continue;
+    if (!MayNameModel(name)) continue;
     // A name that is not UTF-8 could be no model's: every answer naming it (the index, metrics) would
     // be unreadable to its reader, the other models' included.
     if (!IsUtf8(name)) {

@@ -186,7 +186,7 @@ absl::StatusOr<const ModelRegistry::Served*> ModelRegistry::ServedLocked(const s
                                                                          int64_t version) const {
   if (auto it = ready_.find(name); it != ready_.end()) return &it->second;
   auto nr = not_ready_.find(name);
-  if (nr == not_ready_.end()) return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
+  if (nr == not_ready_.end()) return nullptr;
   // A named version of a failed load that tried several: its own error (only a failed load's
   // versions have one), not the model's, which names the lowest version that failed.
   if (auto own = nr->second.versions.find(version); version >= 0 && own != nr->second.versions.end() &&
@@ -197,6 +197,10 @@ absl::StatusOr<const ModelRegistry::Served*> ModelRegistry::ServedLocked(const s
   const absl::Status& reason = nr->second.reason;
   if (reason.code() == absl::StatusCode::kNotFound && version >= 0) return absl::UnavailableError(reason.message());
   return reason;
+}
+
+absl::Status ModelRegistry::UnknownModel(const std::string& name) const {
+  return absl::NotFoundError(absl::StrCat("unknown model '", name, "'", unknown_hint_ ? unknown_hint_(name) : ""));
 }
 
 absl::StatusOr<std::shared_ptr<ModelRuntime>> ModelRegistry::VersionOf(const std::string& name, const Served& served,
@@ -227,27 +231,37 @@ absl::StatusOr<std::shared_ptr<ModelRuntime>> ModelRegistry::Find(const std::str
                                                                   AdmissionTicket* ticket) const {
   int64_t v = -1;
   if (absl::Status checked = CheckVersion(name, version, &v); !checked.ok()) return checked;
-  absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(const Served* served, ServedLocked(name, v));
-  ASSIGN_OR_RETURN(std::shared_ptr<ModelRuntime> runtime, VersionOf(name, *served, version, v));
-  if (ticket != nullptr) *ticket = runtime->Admit();
-  return runtime;
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(const Served* served, ServedLocked(name, v));
+    if (served != nullptr) {
+      ASSIGN_OR_RETURN(std::shared_ptr<ModelRuntime> runtime, VersionOf(name, *served, version, v));
+      if (ticket != nullptr) *ticket = runtime->Admit();
+      return runtime;
+    }
+  }
+  return UnknownModel(name);
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<ModelRuntime>>> ModelRegistry::FindVersions(
     const std::string& name, const std::string& version) const {
   int64_t v = -1;
   if (absl::Status checked = CheckVersion(name, version, &v); !checked.ok()) return checked;
-  absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(const Served* served, ServedLocked(name, v));
-  if (!version.empty()) {
-    ASSIGN_OR_RETURN(std::shared_ptr<ModelRuntime> runtime, VersionOf(name, *served, version, v));
-    return std::vector<std::shared_ptr<ModelRuntime>>{std::move(runtime)};
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(const Served* served, ServedLocked(name, v));
+    if (served != nullptr) {
+      if (!version.empty()) {
+        ASSIGN_OR_RETURN(std::shared_ptr<ModelRuntime> runtime, VersionOf(name, *served, version, v));
+        return std::vector<std::shared_ptr<ModelRuntime>>{std::move(runtime)};
+      }
+      for (const auto& runtime : served->runtimes) {
+        if (!runtime->ready()) return absl::UnavailableError(absl::StrCat("model '", name, "' is not ready"));
+      }
+      return served->runtimes;
+    }
   }
-  for (const auto& runtime : served->runtimes) {
-    if (!runtime->ready()) return absl::UnavailableError(absl::StrCat("model '", name, "' is not ready"));
-  }
-  return served->runtimes;
+  return UnknownModel(name);
 }
 
 std::vector<int64_t> ModelRegistry::ServedVersions(const std::string& name) const {

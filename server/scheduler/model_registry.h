@@ -5,6 +5,7 @@
 #ifndef CHRONOSERVE_SERVER_SCHEDULER_MODEL_REGISTRY_H_
 #define CHRONOSERVE_SERVER_SCHEDULER_MODEL_REGISTRY_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -82,6 +83,10 @@ class ModelRegistry {
   std::vector<int64_t> ServedVersions(const std::string& name) const;
   // Every runtime of every model, by name, then version.
   std::vector<std::shared_ptr<ModelRuntime>> Ready() const;
+  // What a lookup of a name the registry does not know adds after "unknown model 'm'" (e.g. that
+  // the repository has it but it is not loaded); "" adds nothing. Called outside the registry's
+  // lock, on the looking-up thread. Set before lookups begin (the server sets it at construction).
+  void SetUnknownModelHint(std::function<std::string(const std::string& name)> hint) { unknown_hint_ = std::move(hint); }
 
   // One version of a model in the index (Triton's RepositoryIndex): loaded, loading, or failed with
   // the reason. A model serving several versions has an entry for each.
@@ -113,11 +118,15 @@ class ModelRegistry {
     bool strict = true;                      // a failed version keeps the server from READY
   };
   std::map<std::string, Served> ready_ ABSL_GUARDED_BY(mu_);
-  // Find's work, under the lock: the model's entry, or why it has none to serve. `version` >= 0: a
-  // request that names that version, which a failed model answers UNAVAILABLE, with that version's
-  // own load error when its load tried several.
+  // Find's work, under the lock: the model's entry, or why it has none to serve; nullptr for a
+  // name the registry does not know (UnknownModel, outside the lock). `version` >= 0: a request
+  // that names that version, which a failed model answers UNAVAILABLE, with that version's own load
+  // error when its load tried several.
   absl::StatusOr<const Served*> ServedLocked(const std::string& name, int64_t version) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // NOT_FOUND for `name`, with the hint's words.
+  absl::Status UnknownModel(const std::string& name) const;
+  std::function<std::string(const std::string&)> unknown_hint_;
   // `served`'s runtime of `version` (`v` its value; "" = the highest), ready, or why not.
   static absl::StatusOr<std::shared_ptr<ModelRuntime>> VersionOf(const std::string& name, const Served& served,
                                                                  const std::string& version, int64_t v);

@@ -79,6 +79,12 @@ TEST_P(ModelControlTest, LoadsOnlyWhatItIsAskedAndListsTheRest) {
   EXPECT_EQ(testing::Answer(c->ModelReady("b")), "false");
   auto not_loaded = c->Infer("b", {Input(1)});
   ASSERT_EQ(not_loaded.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(not_loaded.status().message(), HasSubstr("unknown model 'b': the model repository has it, but it is "
+                                                       "not loaded"));
+  EXPECT_THAT(not_loaded.status().message(), HasSubstr("RepositoryModelLoad loads it"));
+  auto unknown = c->Infer("nowhere", {Input(1)});
+  ASSERT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(unknown.status().message(), "unknown model 'nowhere'") << "a name the repository does not have either";
   auto index = testing::RepositoryIndex(c->stub());
   ASSERT_TRUE(index.ok()) << index.status();
   ASSERT_EQ(index->models_size(), 2) << "the repository's models never loaded are listed too";
@@ -547,6 +553,45 @@ TEST(ModelControlPollTest, ScansLoadWhatIsAddedReloadWhatChangedAndUnloadWhatIsG
   for (const auto& model : index->models()) EXPECT_NE(model.name(), "a") << "and leaves the index";
   EXPECT_EQ(testing::Answer(c->ServerReady()), "true");
   server->Shutdown();
+}
+
+// A model directory that came after the start and that no one loaded: a request for it says so,
+// and how it would be loaded, in each mode that can leave one unloaded (explicit: above).
+TEST(ModelControlModesTest, AModelDirectoryNotLoadedYetIsNamedSo) {
+  for (const auto mode : {server::ModelControlMode::kNone, server::ModelControlMode::kPoll}) {
+    const bool poll = mode == server::ModelControlMode::kPoll;
+    SCOPED_TRACE(poll ? "poll" : "none");
+    testing::TempDir repo("cs_control_late");
+    WriteCpuMlp(repo.path(), "a");
+    server::ServerOptions options = testing::TestServerOptions(repo.path());
+    options.model_control_mode = mode;
+    options.repository_poll_interval = absl::Hours(1);  // no scan comes while the test runs
+    auto server = testing::StartServer(options);
+    ASSERT_NE(server, nullptr);
+    WriteCpuMlp(repo.path(), "late", 5);
+    repo.WriteFile(".hidden/config.pbtxt", "max_batch_size: 4\n");
+    auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
+    std::mt19937_64 rng(4);
+    const Tensor input{"INPUT__0", DataType::kFp32, {1, 64}, RandomTensorBytes(DataType::kFp32, 64, rng)};
+    ASSERT_TRUE(c->Infer("a", {input}).ok());
+    auto late = c->Infer("late", {input});
+    ASSERT_EQ(late.status().code(), absl::StatusCode::kNotFound);
+    if (poll) {
+      EXPECT_THAT(late.status().message(), HasSubstr("unknown model 'late': its directory is in the model repository, "
+                                                     "but no scan has loaded it yet"));
+      EXPECT_THAT(late.status().message(), HasSubstr("every 1h"));
+    } else {
+      EXPECT_THAT(late.status().message(), HasSubstr("unknown model 'late': its directory is in the model repository, "
+                                                     "but came after the server's start"));
+      EXPECT_THAT(late.status().message(), HasSubstr("--model-control-mode poll or explicit"));
+    }
+    auto metadata = c->ModelMetadata("late");
+    EXPECT_EQ(metadata.status().code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ(metadata.status().message(), late.status().message()) << "every RPC that names a model says the same";
+    auto hidden = c->Infer(".hidden", {input});
+    EXPECT_EQ(hidden.status().message(), "unknown model '.hidden'") << "a hidden directory is no model's";
+    server->Shutdown();
+  }
 }
 
 // Shutdown while a load warms up: the load stops at its next warm-up run and is answered
