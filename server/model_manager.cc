@@ -243,6 +243,7 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelManager::BuildVersion(ModelSp
     return status;
   };
   ModelSpec* spec = &spec_value;
+  spec->one_of_several_versions = one_of_several;
   if (options_.load_started) options_.load_started(name, spec->version);
   if (absl::Status file = CheckModelFile(*spec); !file.ok()) return fail(file);
   spec->dynamic_batching.queue_policy.max_queue_bytes = options_.max_queue_bytes;

@@ -120,7 +120,7 @@ class TorchInstance final : public ModelInstance {
 
   // "model 'm' worker 0 on cuda:0: ", the prefix of every error this instance returns.
   std::string Context() const {
-    return absl::StrCat("model '", spec_.name, "' worker ", options_.worker, " on ", device_name(), ": ");
+    return absl::StrCat(spec_.Label(), " worker ", options_.worker, " on ", device_name(), ": ");
   }
 
   using Staged = StagedInput;

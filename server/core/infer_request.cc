@@ -39,7 +39,7 @@ absl::Status CheckOutputFits(const std::string& model, const std::string& output
                              const OutputTensor& out) {
   if (out.raw == nullptr || bytes <= out.raw_capacity) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
-      "model '", model, "' output '", output_name, "': ", out.raw_name, " is too small: the output needs ",
+      model, " output '", output_name, "': ", out.raw_name, " is too small: the output needs ",
       bytes, " bytes, ", out.raw_capacity, " available (shared_memory_byte_size)"));
 }
 
@@ -54,7 +54,7 @@ absl::Status WriteOutputBytes(const std::string& model, const std::string& outpu
   // src == raw: the backend already copied the bytes into place (device -> pinned region).
   if (out.raw_on_device() && src != out.raw) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "model '", model, "' output '", output_name, "': ", out.raw_name,
+        model, " output '", output_name, "': ", out.raw_name,
         " is GPU memory and this worker could not copy the output there (CUDA shared memory needs a model "
         "instance on a GPU)"));
   }

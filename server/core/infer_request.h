@@ -124,6 +124,7 @@ struct OutputTensor {
 
 // INVALID_ARGUMENT naming the model, the output, the raw destination, the bytes needed and the bytes
 // available when `bytes` do not fit `out`'s raw destination; OK otherwise (or when it has none).
+// `model`: the model's Label().
 absl::Status CheckOutputFits(const std::string& model, const std::string& output_name, size_t bytes,
                              const OutputTensor& out);
 

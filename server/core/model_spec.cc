@@ -10,6 +10,12 @@ int FindTensor(const std::vector<TensorSpec>& tensors, const std::string& name) 
 }
 }  // namespace
 
+std::string ModelSpec::Label() const {
+  std::string label = "model '" + name + "'";
+  if (one_of_several_versions) label += " version " + std::to_string(version);
+  return label;
+}
+
 int ModelSpec::InputIndex(const std::string& tensor) const { return FindTensor(inputs, tensor); }
 int ModelSpec::OutputIndex(const std::string& tensor) const { return FindTensor(outputs, tensor); }
 

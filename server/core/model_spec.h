@@ -89,6 +89,13 @@ struct ModelSpec {
   std::map<std::string, std::string> parameters;
   VersionPolicySpec version_policy;  // the configured policy; `version` is the one version this spec serves
 
+  // Whether the model's version policy serves several versions (set at load): error messages and
+  // logs then name this one.
+  bool one_of_several_versions = false;
+
+  // "model 'm'", or "model 'm' version 2" when one_of_several_versions: how messages name it.
+  std::string Label() const;
+
   // Index of the named input/output, or -1.
   int InputIndex(const std::string& tensor) const;
   int OutputIndex(const std::string& tensor) const;

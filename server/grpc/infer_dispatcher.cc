@@ -187,7 +187,7 @@ absl::Status InferDispatcher::Enqueue(BuiltRequest built, inference::ModelInferR
   // Built before Enqueue: once queued, a worker may answer the request at once.
   std::string queued_log;
   if (LogVerbosity() >= 2) {
-    queued_log = absl::StrCat("model '", model->spec().name, "': request '", infer->id, "' queued");
+    queued_log = absl::StrCat(model->spec().Label(), ": request '", infer->id, "' queued");
   }
   const int64_t received_ns = infer->timeline.received_ns;
   absl::Status enqueued = model->queue().Enqueue(infer);
@@ -223,7 +223,7 @@ void InferDispatcher::Complete(ModelRuntime* model, inference::ModelInferRespons
     // caller got (a cancellation after this point, while the answer is on its way, is not seen).
     if (const absl::StatusCode gone = r->CancellationCode(); gone != absl::StatusCode::kOk) {
       r->status = absl::Status(
-          gone, absl::StrCat("model '", model->spec().name, "': ",
+          gone, absl::StrCat(model->spec().Label(), ": ",
                              gone == absl::StatusCode::kCancelled ? "the client cancelled the request"
                                                                   : "the request's deadline passed",
                              " while it executed; its answer was not delivered"));

@@ -22,7 +22,7 @@ using InputProto = inference::ModelInferRequest::InferInputTensor;
 
 absl::Status Invalid(const ModelSpec& spec, const std::string& tensor, const std::string& what) {
   return absl::InvalidArgumentError(
-      absl::StrCat("model '", spec.name, "' input '", ClientName(tensor), "': ", what));
+      absl::StrCat(spec.Label(), " input '", ClientName(tensor), "': ", what));
 }
 
 // The largest tensor accepted, in bytes: byte counts travel as int64 (shared_memory_byte_size,
@@ -114,7 +114,7 @@ absl::StatusOr<int64_t> CheckShape(const ModelSpec& spec, const TensorSpec& want
 }
 
 std::string TensorWhat(const ModelSpec& spec, const char* kind, const std::string& tensor) {
-  return absl::StrCat("model '", spec.name, "' ", kind, " '", ClientName(tensor), "'");
+  return absl::StrCat(spec.Label(), " ", kind, " '", ClientName(tensor), "'");
 }
 
 // With shared memory off, a request whose inputs or outputs name a region is FAILED_PRECONDITION,
@@ -166,7 +166,7 @@ absl::StatusOr<std::vector<std::optional<SharedMemoryParams>>> InputSharedMemory
     }
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "model '", spec.name, "': raw_input_contents has ", raw, raw == 1 ? " entry" : " entries", " for ", in_message,
+      spec.Label(), ": raw_input_contents has ", raw, raw == 1 ? " entry" : " entries", " for ", in_message,
       in_message == 1 ? " input" : " inputs",
       in_message == request.inputs_size() ? "" : " not in shared memory", "; give one per input, in order"));
 }
@@ -366,14 +366,14 @@ absl::Status BuildOutputs(const ModelSpec& spec, const inference::ModelInferRequ
   for (const auto& o : request.outputs()) {
     const int index = spec.OutputIndex(o.name());
     if (index < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("model '", spec.name, "': unknown requested output '", ClientName(o.name()),
+      return absl::InvalidArgumentError(absl::StrCat(spec.Label(), ": unknown requested output '", ClientName(o.name()),
                                                      "' (the model's outputs: ", TensorNames(spec.outputs), ")"));
     }
     if (!seen.insert(index).second) {
-      return absl::InvalidArgumentError(absl::StrCat("model '", spec.name, "': output '", o.name(), "' requested twice"));
+      return absl::InvalidArgumentError(absl::StrCat(spec.Label(), ": output '", o.name(), "' requested twice"));
     }
     if (o.parameters().count("classification") > 0) {
-      return absl::InvalidArgumentError(absl::StrCat("model '", spec.name, "' output '", o.name(),
+      return absl::InvalidArgumentError(absl::StrCat(spec.Label(), " output '", o.name(),
                                                      "': the classification extension is not supported"));
     }
     ASSIGN_OR_RETURN(out_shm[index], ParseSharedMemoryParams(o.parameters(), TensorWhat(spec, "output", o.name())));
@@ -476,7 +476,7 @@ absl::Status RefuseGpuMemoryOnCpuInstances(const ModelSpec& spec, const InferReq
   }
   if (tensor.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(
-      absl::StrCat("model '", spec.name, "' ", tensor,
+      absl::StrCat(spec.Label(), " ", tensor,
                    ", but an instance of this model runs on the CPU, which cannot use GPU memory; send it in the "
                    "message or in system shared memory, or serve the model on GPUs only"));
 }

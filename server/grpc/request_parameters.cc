@@ -23,7 +23,7 @@ const char* ParameterGiven(const inference::InferParameter& p) {
 }
 
 absl::Status BadParameter(const ModelSpec& spec, const std::string& key, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat("model '", spec.name, "': request parameter '", key, "' ", what));
+  return absl::InvalidArgumentError(absl::StrCat(spec.Label(), ": request parameter '", key, "' ", what));
 }
 
 // A non-negative integer parameter given as int64_param or uint64_param (tritonclient sends

@@ -54,12 +54,12 @@ bool ModelQueue::FullLocked(uint64_t bytes) const {
 
 absl::Status ModelQueue::EnqueueLocked(std::unique_ptr<InferRequest>& request, uint64_t bytes, Drops* drops) {
   if (closed_) {
-    return absl::UnavailableError(absl::StrCat("model '", model_, "': ", closed_why_, "; the request was not queued"));
+    return absl::UnavailableError(absl::StrCat(model_, ": ", closed_why_, "; the request was not queued"));
   }
   if (queue_policy_.max_queue_bytes > 0 && bytes > queue_policy_.max_queue_bytes) {
     // Never fits, however empty the queue: not worth a retry (so said before any full-queue answer).
     return absl::InvalidArgumentError(absl::StrCat(
-        "model '", model_, "': this request's inputs hold ", Mib(bytes), ", more than the model's queue may ever hold (",
+        model_, ": this request's inputs hold ", Mib(bytes), ", more than the model's queue may ever hold (",
         Mib(queue_policy_.max_queue_bytes), ", --max-queue-mib); send fewer items per request or raise the limit"));
   }
   // Full, but some of those waiting may be dead and not yet scanned for (the workers busy): the
@@ -68,14 +68,14 @@ absl::Status ModelQueue::EnqueueLocked(std::unique_ptr<InferRequest>& request, u
   if (FullLocked(bytes)) ScanAllIfDueLocked(clock_->NowNs(), drops);
   const size_t waiting = queue_.size() + delayed_.size();
   if (queue_policy_.max_queue_size > 0 && waiting >= queue_policy_.max_queue_size) {
-    return absl::ResourceExhaustedError(absl::StrCat("model '", model_, "': queue is full (",
+    return absl::ResourceExhaustedError(absl::StrCat(model_, ": queue is full (",
                                                      waiting, waiting == 1 ? " request" : " requests",
                                                      " waiting, max_queue_size ",
                                                      queue_policy_.max_queue_size, ")"));
   }
   if (queue_policy_.max_queue_bytes > 0 && queued_bytes_ + bytes > queue_policy_.max_queue_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "model '", model_, "': queue is full (", waiting, waiting == 1 ? " request waiting holds " : " requests waiting hold ",
+        model_, ": queue is full (", waiting, waiting == 1 ? " request waiting holds " : " requests waiting hold ",
         Mib(queued_bytes_),
         " of inputs; this request's ", Mib(bytes), " would pass the limit of ", Mib(queue_policy_.max_queue_bytes),
         ", --max-queue-mib)"));
@@ -178,15 +178,15 @@ absl::Status ModelQueue::DropStatus(const InferRequest& r, DropCause cause) cons
   switch (cause) {
     case DropCause::kCancelled:
       return absl::CancelledError(
-          absl::StrCat("model '", model_, "': the client cancelled the request while it was queued"));
+          absl::StrCat(model_, ": the client cancelled the request while it was queued"));
     case DropCause::kDeadlinePassed:
       return absl::DeadlineExceededError(absl::StrCat(
-          "model '", model_, "': the deadline passed after ",
+          model_, ": the deadline passed after ",
           std::max<int64_t>(0, r.deadline_ns - r.timeline.enqueued_ns) / 1000,
           " us in the queue; the request was not executed"));
     case DropCause::kQueueTimeout:
       return absl::DeadlineExceededError(absl::StrCat(
-          "model '", model_, "': queued longer than default_queue_policy.default_timeout_microseconds ",
+          model_, ": queued longer than default_queue_policy.default_timeout_microseconds ",
           queue_policy_.default_timeout_microseconds, " (timeout_action REJECT); the request was not executed"));
     case DropCause::kAbandoned:
       break;
@@ -385,7 +385,7 @@ void ModelQueue::Close(const std::string& why) {
 
 size_t ModelQueue::CloseAbandoningQueued(const std::string& reason) {
   const absl::Status abandoned =
-      absl::UnavailableError(absl::StrCat("model '", model_, "': ", reason, "; the request was not executed"));
+      absl::UnavailableError(absl::StrCat(model_, ": ", reason, "; the request was not executed"));
   Batch dropped;
   Drops drops{&dropped, {}};
   {

@@ -35,6 +35,8 @@ namespace chronoserve::server {
 
 class ModelQueue {
  public:
+  // `model`: how its errors name the model (ModelSpec::Label(): "model 'm'", with the version
+  // when several are served).
   ModelQueue(std::string model, BatchPolicyConfig policy, QueuePolicySpec queue_policy,
              const Clock* clock);
   ~ModelQueue();

@@ -26,7 +26,7 @@ BatchPolicyConfig PolicyFromSpec(const ModelSpec& spec) {
 ModelRuntime::ModelRuntime(const ModelSpec& spec, const Clock* clock)
     : spec_(spec),
       clock_(clock),
-      queue_(spec.name, PolicyFromSpec(spec), spec.dynamic_batching.queue_policy, clock),
+      queue_(spec.Label(), PolicyFromSpec(spec), spec.dynamic_batching.queue_policy, clock),
       completions_(CompletionPool::DefaultThreads()) {}
 
 ModelRuntime::~ModelRuntime() { Stop(); }

@@ -67,12 +67,12 @@ absl::StatusOr<Batch> SyntheticBatch(const ModelSpec& spec, int items, std::vect
 absl::Status WithWorkerContext(const absl::Status& status, const std::string& model, int index,
                                const std::string& device) {
   return absl::Status(status.code(),
-                      absl::StrCat("model '", model, "' worker ", index, " on ", device, ": ", status.message()));
+                      absl::StrCat(model, " worker ", index, " on ", device, ": ", status.message()));
 }
 }  // namespace
 
 absl::Status Worker::Warmup(const ModelSpec& spec, const WarmupOptions& options) {
-  model_ = spec.name;
+  model_ = spec.Label();
   ASSIGN_OR_RETURN(keep_warm_, KeepWarmConfigFromSpec(spec));
   std::mt19937_64 rng(0x5eed + index_);
   // A config's warm-up may ask for 2^31 runs: a shutdown must not wait for them.
@@ -173,14 +173,14 @@ absl::Status Worker::Start(const HostPolicy& policy) {
   running.WaitForNotification();
   if (!placed.ok()) {
     thread_.join();  // it serves nothing: gone before the load's failure is reported
-    return absl::Status(placed.code(), absl::StrCat("model '", model_, "' worker ", index_, ": ", placed.message()));
+    return absl::Status(placed.code(), absl::StrCat(model_, " worker ", index_, ": ", placed.message()));
   }
   if (!policy.cpu_cores.empty()) {
-    CS_LOG(INFO) << "model '" << model_ << "' worker " << index_ << " pinned to CPU(s) "
+    CS_LOG(INFO) << model_ << " worker " << index_ << " pinned to CPU(s) "
                  << FormatCpuList(policy.cpu_cores);
   }
   if (policy.nice.has_value()) {
-    CS_LOG(INFO) << "model '" << model_ << "' worker " << index_ << " runs at nice " << *policy.nice;
+    CS_LOG(INFO) << model_ << " worker " << index_ << " runs at nice " << *policy.nice;
   }
   return absl::OkStatus();
 }
@@ -188,7 +188,7 @@ absl::Status Worker::Start(const HostPolicy& policy) {
 void Worker::Join() {
   if (!thread_.joinable()) return;
   thread_.join();
-  CS_LOG(INFO) << "model '" << model_ << "' worker " << index_ << " time by phase: " << PhaseSummary() << "; "
+  CS_LOG(INFO) << model_ << " worker " << index_ << " time by phase: " << PhaseSummary() << "; "
                << batches() << " batches";
 }
 
@@ -314,7 +314,7 @@ void Worker::NoteLaunchBound(const BatchTiming& timing) {
   last_launch_bound_.store(bound, std::memory_order_relaxed);
   if (!bound) return;
   if (launch_bound_batches_.fetch_add(1, std::memory_order_relaxed) == 0) {
-    CS_LOG(INFO) << "model '" << model_ << "' worker " << index_ << " is launch-bound: launch "
+    CS_LOG(INFO) << model_ << " worker " << index_ << " is launch-bound: launch "
                  << timing.launch_ns / 1000 << " us of compute " << timing.compute_ns / 1000
                  << " us at batch size " << timing.batch_size
                  << (timing.cuda_graph ? " (CUDA graph)"

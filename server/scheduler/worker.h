@@ -167,7 +167,7 @@ class Worker {
   ModelStats* const stats_;
   CompletionPool* const completions_;
   const Clock* const clock_;
-  std::string model_;           // for logs; set by Warmup
+  std::string model_;           // the spec's Label(), for errors and logs; set by Warmup
   KeepWarmConfig keep_warm_;    // set by Warmup; turned off on the worker thread if a run fails
   // Worker thread only (set by Start before the thread runs):
   bool served_any_ = false;

@@ -119,7 +119,7 @@ TEST(ModelQueueTimedWaitTest, TimesOutOnlyWhileEmpty) {
   policy.max_batch_size = 8;
   policy.dynamic = true;
   policy.max_queue_delay_ns = 50 * kMs;  // a lone request waits for company
-  ModelQueue queue("m", policy, {}, &clock);
+  ModelQueue queue("model 'm'", policy, {}, &clock);
   Batch batch, dropped;
   EXPECT_EQ(queue.NextBatchUntil(&batch, &dropped, clock.NowNs()), ModelQueue::WaitResult::kTimeout);
   std::string out;

@@ -30,7 +30,7 @@ QueuePolicySpec TimeoutAfter(uint64_t us, bool delay = false) {
 
 TEST(ModelQueueTest, ExpiredAndCancelledRequestsAreDroppedNotBatched) {
   FakeClock clock;
-  ModelQueue queue("m", Dynamic(8, 0), {}, &clock);
+  ModelQueue queue("model 'm'", Dynamic(8, 0), {}, &clock);
   auto expired = Request();
   expired->deadline_ns = clock.NowNs() + 1000;
   auto cancelled = Request();
@@ -53,7 +53,7 @@ TEST(ModelQueueTest, ExpiredAndCancelledRequestsAreDroppedNotBatched) {
 TEST(ModelQueueTest, PassedDeadlineIsDeadlineExceededEvenWhenGrpcAlsoCancelled) {
   // gRPC cancels a call whose deadline passed (OnCancel sets the flag): still DEADLINE_EXCEEDED.
   FakeClock clock;
-  ModelQueue queue("m", Dynamic(8, 0), {}, &clock);
+  ModelQueue queue("model 'm'", Dynamic(8, 0), {}, &clock);
   auto r = Request();
   r->deadline_ns = clock.NowNs() + 1000;
   auto* cancel_flag = r->cancelled.get();
@@ -71,7 +71,7 @@ TEST(ModelQueueTest, CancelJustBeforeTheDeadlineIsTheDeadlinesButAnEarlierCancel
   // cancels at the client's copy, which ours trails by the call's way to the server: within a
   // quarter of the time the request had, 1 to 50 ms, a cancellation is the deadline's.
   FakeClock clock;
-  ModelQueue queue("m", Dynamic(8, 0), {}, &clock);
+  ModelQueue queue("model 'm'", Dynamic(8, 0), {}, &clock);
   const int64_t t0 = clock.NowNs();
   std::map<int64_t, CancelFlag*> flags;  // by deadline, which names each request below
   for (int64_t ahead_ms : {1, 300, 330, 4000}) {
@@ -98,7 +98,7 @@ TEST(ModelQueueTest, CancelJustBeforeTheDeadlineIsTheDeadlinesButAnEarlierCancel
 // the client's, since no gRPC deadline could have caused it.
 TEST(ModelQueueTest, ACancelNearATimeoutParametersDeadlineIsTheClients) {
   FakeClock clock;
-  ModelQueue queue("m", Dynamic(8, 0), {}, &clock);
+  ModelQueue queue("model 'm'", Dynamic(8, 0), {}, &clock);
   auto r = Request();
   r->deadline_ns = clock.NowNs() + 4'000'000;  // timeout 4 ms
   r->call_deadline_ns = 0;                     // no gRPC deadline
@@ -114,7 +114,7 @@ TEST(ModelQueueTest, ACancelNearATimeoutParametersDeadlineIsTheClients) {
 
 TEST(ModelQueueTest, QueuePolicyTimeoutRejects) {
   FakeClock clock;
-  ModelQueue queue("m", Dynamic(8, 0), TimeoutAfter(5), &clock);
+  ModelQueue queue("model 'm'", Dynamic(8, 0), TimeoutAfter(5), &clock);
   auto r = Request();
   ASSERT_TRUE(queue.Enqueue(r).ok());
   clock.AdvanceNs(6000);
@@ -132,7 +132,7 @@ TEST(ModelQueueTest, EveryWayToTakeABatchReturnsDroppedRequestsWithTheirFinalSta
   // The queue builds a dropped request's message after releasing its lock, but before NextBatch,
   // NextBatchUntil or TryNextBatch returns: the worker answers what it gets back as it is.
   FakeClock clock;
-  ModelQueue queue("m", Dynamic(8, 0), TimeoutAfter(5), &clock);
+  ModelQueue queue("model 'm'", Dynamic(8, 0), TimeoutAfter(5), &clock);
   auto enqueue_three_doomed = [&] {
     auto cancelled = Request(), expired = Request(), timed_out = Request();
     cancelled->cancelled->Set(clock.NowNs());
@@ -180,7 +180,7 @@ TEST(ModelQueueTest, EveryWayToTakeABatchReturnsDroppedRequestsWithTheirFinalSta
 TEST(ModelQueueTest, AnEarlyCancellationStaysTheClientsHoweverLateTheWorkerLooks) {
   // Cancelled at +10 ms, deadline at +100 ms, noticed at +210 ms (the worker was busy).
   FakeClock clock;
-  ModelQueue queue("m", Dynamic(8, 0), {}, &clock);
+  ModelQueue queue("model 'm'", Dynamic(8, 0), {}, &clock);
   auto r = Request();
   r->deadline_ns = clock.NowNs() + 100'000'000;
   auto* flag = r->cancelled.get();
@@ -197,7 +197,7 @@ TEST(ModelQueueTest, AnEarlyCancellationStaysTheClientsHoweverLateTheWorkerLooks
 
 TEST(ModelQueueTest, ACancellationDeepInTheQueueIsDroppedOncePoked) {
   FakeClock clock;
-  ModelQueue queue("m", Dynamic(2, 0), {}, &clock);
+  ModelQueue queue("model 'm'", Dynamic(2, 0), {}, &clock);
   std::vector<CancelFlag*> flags;
   for (int i = 0; i < 6; ++i) {
     auto r = Request();
@@ -220,7 +220,7 @@ TEST(ModelQueueTest, ARequestCancelledBeforeItWasQueuedMakesRoomWithoutAPoke) {
   FakeClock clock;
   QueuePolicySpec qp;
   qp.max_queue_size = 2;
-  ModelQueue queue("m", Dynamic(2, 0), qp, &clock);
+  ModelQueue queue("model 'm'", Dynamic(2, 0), qp, &clock);
   std::vector<absl::StatusCode> answered;
   auto answer = [&answered](std::unique_ptr<InferRequest> r) { answered.push_back(r->status.code()); };
   auto live = Request();
@@ -239,7 +239,7 @@ TEST(ModelQueueTest, ARequestCancelledBeforeItWasQueuedMakesRoomWithoutAPoke) {
 // ... and with every worker busy (none waiting for a batch), the reaper answers it at once.
 TEST(ModelQueueTest, TheReaperAnswersARequestCancelledBeforeItWasQueued) {
   FakeClock clock;
-  ModelQueue queue("m", Dynamic(4, 0), {}, &clock);
+  ModelQueue queue("model 'm'", Dynamic(4, 0), {}, &clock);
   auto cancelled = Request();
   cancelled->cancelled->Set(clock.NowNs());
   ASSERT_TRUE(queue.Enqueue(cancelled).ok());
@@ -259,7 +259,7 @@ TEST(ModelQueueTest, AFullQueueOfDeadRequestsTakesALiveOne) {
   FakeClock clock;
   QueuePolicySpec qp;
   qp.max_queue_size = 3;
-  ModelQueue queue("m", Dynamic(2, 0), qp, &clock);
+  ModelQueue queue("model 'm'", Dynamic(2, 0), qp, &clock);
   std::vector<absl::StatusCode> answered;
   auto answer = [&answered](std::unique_ptr<InferRequest> r) { answered.push_back(r->status.code()); };
   auto live = Request();
@@ -318,7 +318,7 @@ TEST(ModelQueueTest, QueuePolicyDelayMovesTheRequestBehindFreshOnes) {
 
 TEST(ModelQueueTest, DelayedRequestsStillHonourTheirDeadlineAndBatchTogether) {
   FakeClock clock;
-  ModelQueue queue("m", Dynamic(8, 0), TimeoutAfter(100, /*delay=*/true), &clock);
+  ModelQueue queue("model 'm'", Dynamic(8, 0), TimeoutAfter(100, /*delay=*/true), &clock);
   auto a = Request(), b = Request(), doomed = Request();
   doomed->deadline_ns = clock.NowNs() + 1'000'000;
   ASSERT_TRUE(queue.Enqueue(a).ok());
@@ -334,7 +334,7 @@ TEST(ModelQueueTest, DelayedRequestsStillHonourTheirDeadlineAndBatchTogether) {
 
 TEST(ModelQueueTest, ABatchTakesFreshRequestsFirstThenDelayedOnes) {
   FakeClock clock;
-  ModelQueue queue("m", Dynamic(8, 0), TimeoutAfter(100, /*delay=*/true), &clock);
+  ModelQueue queue("model 'm'", Dynamic(8, 0), TimeoutAfter(100, /*delay=*/true), &clock);
   auto old_request = Request(1, "[3];"), fresh = Request(1, "[3];");
   old_request->id = "old";
   fresh->id = "fresh";
@@ -351,7 +351,7 @@ TEST(ModelQueueTest, ABatchTakesFreshRequestsFirstThenDelayedOnes) {
 TEST(ModelQueueTest, AFullScanKeepsTheRestInOrderAndGivesBackTheDroppedBytes) {
   // DELAY after 100 us, and a batching window so long that only a scan or Close moves a request.
   FakeClock clock;
-  ModelQueue queue("m", Dynamic(8, 60'000'000'000), TimeoutAfter(100, /*delay=*/true), &clock);
+  ModelQueue queue("model 'm'", Dynamic(8, 60'000'000'000), TimeoutAfter(100, /*delay=*/true), &clock);
   const int64_t start = clock.NowNs();
   std::map<std::string, CancelFlag*> flags;
   auto enqueue = [&](const std::string& id, double mib, int64_t deadline_ns) {

@@ -25,7 +25,7 @@ constexpr ModelQueue::WaitResult kClosed = ModelQueue::WaitResult::kClosed;
 TEST(ModelQueueTest, FullQueueRefusesWithResourceExhaustedAndKeepsOwnership) {
   QueuePolicySpec qp;
   qp.max_queue_size = 2;
-  ModelQueue queue("m", Dynamic(8, 0), qp, SteadyClock::Get());
+  ModelQueue queue("model 'm'", Dynamic(8, 0), qp, SteadyClock::Get());
   auto a = Request(), b = Request(), c = Request();
   ASSERT_TRUE(queue.Enqueue(a).ok());
   ASSERT_TRUE(queue.Enqueue(b).ok());
@@ -39,7 +39,7 @@ TEST(ModelQueueTest, FullQueueRefusesWithResourceExhaustedAndKeepsOwnership) {
 }
 
 TEST(ModelQueueTest, BatchesQueuedRequestsAndDrainsAfterClose) {
-  ModelQueue queue("m", Dynamic(8, 0), {}, SteadyClock::Get());
+  ModelQueue queue("model 'm'", Dynamic(8, 0), {}, SteadyClock::Get());
   for (int i = 0; i < 3; ++i) {
     auto r = Request(2);
     ASSERT_TRUE(queue.Enqueue(r).ok());
@@ -65,7 +65,7 @@ TEST(ModelQueueTest, ClosedQueueDrainsWholeBatchesWithoutWaitingForTheDelay) {
   // Ten requests wait in a long batching window (max 4 items) when the queue closes: they leave
   // as batches of 4, 4 and 2 at once, not one request at a time and not after the window.
   FakeClock clock;
-  ModelQueue queue("m", Dynamic(4, 60'000'000'000), {}, &clock);
+  ModelQueue queue("model 'm'", Dynamic(4, 60'000'000'000), {}, &clock);
   for (int i = 0; i < 10; ++i) {
     auto r = Request();
     ASSERT_TRUE(queue.Enqueue(r).ok());
@@ -87,7 +87,7 @@ TEST(ModelQueueTest, ClosedQueueDrainsPastThePreferredSizeWithNoDelay) {
   // as one batch (up to max_batch_size 32), not three of 4.
   BatchPolicyConfig policy = Dynamic(32, 0);
   policy.preferred_batch_sizes = {4};
-  ModelQueue queue("m", policy, {}, SteadyClock::Get());
+  ModelQueue queue("model 'm'", policy, {}, SteadyClock::Get());
   for (int i = 0; i < 16; ++i) {
     auto r = Request();
     ASSERT_TRUE(queue.Enqueue(r).ok());
@@ -107,7 +107,7 @@ TEST(ModelQueueTest, AbandonedQueueDropsEveryWaitingRequestUnavailableAndRefuses
   // at once, on the closing thread, never batched: no worker (which may be busy with a batch) has to
   // come back for them before gRPC cancels their calls.
   FakeClock clock;
-  ModelQueue queue("m", Dynamic(8, 60'000'000'000), {}, &clock);
+  ModelQueue queue("model 'm'", Dynamic(8, 60'000'000'000), {}, &clock);
   auto a = Request(), b = Request(2);
   std::vector<absl::Status> answers;
   for (auto* r : {&a, &b}) {
@@ -133,7 +133,7 @@ TEST(ModelQueueTest, QueuedInputBytesAreBoundedAndReleasedAsRequestsLeave) {
   FakeClock clock;
   QueuePolicySpec qp;
   qp.max_queue_bytes = uint64_t{4} << 20;
-  ModelQueue queue("m", Dynamic(8, 60'000'000'000), qp, &clock);  // a long window: nothing leaves by itself
+  ModelQueue queue("model 'm'", Dynamic(8, 60'000'000'000), qp, &clock);  // a long window: nothing leaves by itself
   auto a = RequestHolding(2), b = RequestHolding(1.5), c = RequestHolding(1);
   auto in_shared_memory = RequestHolding(8, /*shared_memory=*/true);
   auto* a_cancelled = a->cancelled.get();
@@ -164,7 +164,7 @@ TEST(ModelQueueTest, QueuedInputBytesAreBoundedAndReleasedAsRequestsLeave) {
 }
 
 TEST(ModelQueueTest, WaitingWorkerWakesOnEnqueueAndOnClose) {
-  ModelQueue queue("m", Dynamic(8, 0), {}, SteadyClock::Get());
+  ModelQueue queue("model 'm'", Dynamic(8, 0), {}, SteadyClock::Get());
   absl::Notification got_batch, finished;
   size_t batch_size = 0;
   std::thread worker([&] {
@@ -193,7 +193,7 @@ TEST(ModelQueueTest, DelayedBatchCollectsLaterArrivals) {
   // A 200 ms batching window: the first request waits it out, a second one arriving within it
   // joins, and the two leave together once the window has passed (a fake clock: no waits).
   FakeClock clock;
-  ModelQueue queue("m", Dynamic(8, 200'000'000), {}, &clock);
+  ModelQueue queue("model 'm'", Dynamic(8, 200'000'000), {}, &clock);
   auto a = Request(), b = Request();
   ASSERT_TRUE(queue.Enqueue(a).ok());
   Batch batch, dropped;
@@ -212,7 +212,7 @@ TEST(ModelQueueTest, ARequestLargerThanTheWholeQueueLimitIsInvalidNotRetryable) 
   FakeClock clock;
   QueuePolicySpec qp;
   qp.max_queue_bytes = uint64_t{1} << 20;
-  ModelQueue queue("m", Dynamic(8, 0), qp, &clock);
+  ModelQueue queue("model 'm'", Dynamic(8, 0), qp, &clock);
   qp.max_queue_size = 1;
   ModelQueue full("m", Dynamic(8, 0), qp, &clock);
   auto small = RequestHolding(0.5), huge = RequestHolding(2);

@@ -156,6 +156,14 @@ TEST_P(ModelVersionsTest, PolicyAllServesEveryVersionEachOnItsOwnWeights) {
 
   EXPECT_EQ(ConfigPolicy(c->stub(), "m", "2"), "all { }") << "the policy as configured, for any version";
 
+  // With several versions served, an error names the one that answered; with one, none.
+  Tensor wrong = input;
+  wrong.shape = {1, 32};
+  wrong.data.resize(32 * sizeof(float));
+  EXPECT_THAT(Output(*c, "m", "2", wrong), HasSubstr("model 'm' version 2 input 'INPUT__0'"));
+  EXPECT_THAT(Output(*c, "m", "", wrong), HasSubstr("model 'm' version 3 input 'INPUT__0'")) << "the highest answered";
+  EXPECT_THAT(Output(*c, "ref2", "", wrong), HasSubstr("model 'ref2' input 'INPUT__0'"));
+
   // Statistics: one entry per version without a version named; each counted its own requests (two
   // for version 3: by number and unnamed; none for the refused version 4).
   auto stats = c->ModelStatistics("m");

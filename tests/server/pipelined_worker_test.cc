@@ -496,7 +496,7 @@ TEST(ModelQueueTryNextBatchTest, NeverWaitsNotEvenForAFullerBatch) {
   policy.max_batch_size = 4;
   policy.dynamic = true;
   policy.max_queue_delay_ns = 1'000'000;  // a lone request waits 1 ms for company
-  ModelQueue queue("m", policy, {}, &clock);
+  ModelQueue queue("model 'm'", policy, {}, &clock);
   Batch batch, dropped;
   EXPECT_EQ(queue.TryNextBatch(&batch, &dropped), ModelQueue::WaitResult::kTimeout) << "empty";
   std::string out;
