@@ -5,6 +5,7 @@
 // one point or of two points of a sweep, share a trace or span id. With --trace-file on both
 // processes, the two files join offline as the receiver's spans do.
 #include <signal.h>
+#include <stdlib.h>
 
 #include <fstream>
 #include <iterator>
@@ -15,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/otlp/otlp_grpc_exporter.h"
 #include "gtest/gtest.h"
@@ -167,9 +169,12 @@ TEST(ChronobenchOtlpTest, ClientSpansParentTheServerSpans) {
 // --trace-file on chronoserve and chronobench, no collector anywhere: once both have exited, each
 // file decodes (tests/telemetry/otlp_json_file.h: nlohmann's and protobuf's JSON parsers), every
 // CLIENT span of chronobench's file has its request's server span in chronoserve's, as its child,
-// and that span's phases beside it in the same trace. 400 requests a second, 9 server spans each:
-// far below what fills the server's span queue, so none is dropped and every request joins.
+// and that span's phases beside it in the same trace. 400 requests a second, 9 server spans each,
+// into span queues of 65536 (OTEL_BSP_MAX_QUEUE_SIZE, which both processes inherit): none is
+// dropped and every request joins, even when a busy box starves an exporting thread for seconds.
 TEST(ChronobenchOtlpTest, TraceFilesOfBothProcessesJoinOffline) {
+  ASSERT_EQ(setenv("OTEL_BSP_MAX_QUEUE_SIZE", "65536", 1), 0);
+  absl::Cleanup unset = [] { unsetenv("OTEL_BSP_MAX_QUEUE_SIZE"); };
   absl::StatusOr<TestDir> test_dir = TestDir::Create("chronobench_trace_files");  // outlives the server
   ASSERT_TRUE(test_dir.ok()) << test_dir.status();
   const std::string dir = test_dir->path();

@@ -177,7 +177,7 @@ TEST_F(SendWakerTest, StopsPromptlyWithAWakeFarAhead) {
   waker_.WakeAt(clock_->NowNs() + kHourNs);
   const int64_t start_ns = clock_->NowNs();
   waker_.Stop();
-  EXPECT_LT(clock_->NowNs() - start_ns, 5'000'000'000) << "Stop waited for the wake";
+  EXPECT_LT(clock_->NowNs() - start_ns, 30'000'000'000) << "Stop waited for the wake (an hour ahead)";
   waker_.Stop();  // idempotent
   EXPECT_EQ(ShutDown(), 0) << "no alarm was set, so nothing was left on the queue";
 }

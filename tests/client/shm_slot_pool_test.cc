@@ -331,9 +331,9 @@ TEST(ShmSlotPoolTest, UnregisterAllAgainstAFrozenServerEndsAtOneDeadline) {
     }
     return;
   }
-  // One deadline for all 16 calls (with one a call, 16 x 2 s): the bound leaves room for a slow
-  // machine, far below that.
-  EXPECT_LT(took, kTimeout + absl::Seconds(3));
+  // One deadline for all 16 calls (with one a call, 16 x 2 s = 32 s): the bound leaves a busy box
+  // room, still far below that.
+  EXPECT_LT(took, kTimeout + absl::Seconds(15));
   const absl::Status status = unregistered.get();
   EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
   EXPECT_NE(status.message().find("16 of 16 regions"), std::string::npos) << status;
@@ -345,7 +345,7 @@ TEST(ShmSlotPoolTest, UnregisterAllAgainstAFrozenServerEndsAtOneDeadline) {
   // out, which it may serve once it reads it.
   const absl::Time destroying = absl::Now();
   pool.reset();
-  EXPECT_LT(absl::Now() - destroying, absl::Seconds(1));
+  EXPECT_LT(absl::Now() - destroying, absl::Seconds(10));
   EXPECT_GE(RegisteredRegions(*client), 15);
 }
 

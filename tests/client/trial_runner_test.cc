@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "client/chronobench/benchmark.h"
 #include "client/chronobench/stall_watch.h"
 #include "client/chronobench/trial_runner.h"
@@ -141,7 +142,13 @@ TEST(StuckServerConnectTest, CallsWithoutTheirOwnDeadlineGetTheClientsDefault) {
   for (size_t i = 0; i < statuses.size(); ++i) {
     EXPECT_EQ(statuses[i].code(), absl::StatusCode::kDeadlineExceeded) << "call " << i << ": " << statuses[i];
   }
+  // Once resumed, the server answers again, but on a busy box maybe not within the 300 ms of the
+  // first try: the same client retries (only on DEADLINE_EXCEEDED) for up to kWait.
+  const absl::Time give_up = absl::Now() + absl::FromChrono(kWait);
   absl::StatusOr<bool> live = client.ServerLive();
+  while (!live.ok() && live.status().code() == absl::StatusCode::kDeadlineExceeded && absl::Now() < give_up) {
+    live = client.ServerLive();
+  }
   ASSERT_TRUE(live.ok()) << live.status();
   EXPECT_TRUE(*live);
 }

@@ -510,7 +510,7 @@ TEST_F(RepositoryTest, AJsonConfigsErrorsNameTheRequestsConfigAndTheField) {
   deep += std::string(100000, '[') + std::string(100000, ']') + "}";
   const absl::Time start = absl::Now();
   const absl::Status too_deep = load(deep);
-  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "milliseconds; the quadratic parse takes far longer";
   EXPECT_EQ(too_deep.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(too_deep.message()), HasSubstr("nest more than 32 levels deep"));
   const absl::Status in_string = load(R"({"name": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["})");

@@ -250,7 +250,8 @@ TEST_P(SchedulingTest, ACallThatEndsWhileItsBatchRunsIsCountedAsItsCallerSawIt) 
   };
   for (const Case& c : {Case{"cancelled", std::nullopt, grpc::StatusCode::CANCELLED, absl::StatusCode::kCancelled,
                              "the client cancelled the request while it executed"},
-                        Case{"late", absl::Milliseconds(300), grpc::StatusCode::DEADLINE_EXCEEDED,
+                        // 3 s: the request must reach the gated batch before its deadline, on a busy box too.
+                        Case{"late", absl::Seconds(3), grpc::StatusCode::DEADLINE_EXCEEDED,
                              absl::StatusCode::kDeadlineExceeded, "the request's deadline passed while it executed"}}) {
     SCOPED_TRACE(c.id);
     gate_.Arm();
@@ -395,7 +396,8 @@ TEST(QueueBytesTest, ServerLimitBoundsTheBytesQueuedForALoadedModel) {
   testing::TempDir repo("cs_queue_bytes");
   examples::ModelOptions o;
   o.max_batch_size = 8;
-  o.max_queue_delay_us = 2'000'000;  // a partial batch waits 2 s: the first request stays queued
+  // A partial batch waits 60 s: the first request stays queued until the shutdown's drain runs it.
+  o.max_queue_delay_us = 60'000'000;
   ASSERT_TRUE(examples::WritePolicyNet(repo.path(), "policy", o).ok());
   server::ServerOptions options = testing::TestServerOptions(repo.path());
   options.max_queue_bytes = 10'000;  // one policy-net item is 4 x 20 x 20 floats = 6400 bytes
@@ -417,6 +419,7 @@ TEST(QueueBytesTest, ServerLimitBoundsTheBytesQueuedForALoadedModel) {
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("--max-queue-mib"));
   EXPECT_FALSE(queued.done()) << "refused at once, while the first request still waits";
 
+  server->Shutdown();  // the drain runs the queued partial batch at once
   const auto status = queued.Wait(kWait);
   ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(status->ok()) << status->error_message();

@@ -231,7 +231,7 @@ TEST_F(ServerIntegrationTest, NonBatchingModelWithDynamicBatchingRunsEachRequest
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_TRUE(result->timing.has_value());
   EXPECT_EQ(result->timing->batch_size, 1);
-  EXPECT_LT(result->timing->queue_ns, 5'000'000'000) << "not held for the minute of max_queue_delay";
+  EXPECT_LT(result->timing->queue_ns, 30'000'000'000) << "not held for the minute of max_queue_delay";
   EXPECT_EQ(testing::OutputsMismatch(ModelPath("scale_nobatch_queued"), {input}, result->outputs), "");
 }
 

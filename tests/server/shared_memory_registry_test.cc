@@ -500,7 +500,7 @@ TEST(SharedMemoryRegistryTest, CudaRegionsRegisterFindAndClose) {
   ASSERT_TRUE(registry.RegisterCuda("c1", Handle(3), 0, 4096).ok());
   const absl::Time start = absl::Now();
   registry.Unregister("c1", SharedMemoryKind::kCuda);
-  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "microseconds; a wrong one blocks for good";
   EXPECT_EQ(*device.closed, 2);
 }
 
@@ -528,7 +528,7 @@ TEST(SharedMemoryRegistryTest, AWaitingCudaUnregisterAnswersLaterAndLaterCallsWa
     answers->closed_at_first = *closed;
     answers->first.Notify();
   });
-  EXPECT_LT(absl::Now() - start, absl::Seconds(1)) << "the caller goes on while the region is held";
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "the caller goes on while the region is held";
   registry.Unregister("c0", SharedMemoryKind::kCuda, [answers] { answers->again.Notify(); });
   registry.Unregister("c1", SharedMemoryKind::kCuda, [answers] { answers->other.Notify(); });
   EXPECT_TRUE(answers->other.HasBeenNotified()) << "c1 had no holder: answered at once, on the calling thread";

@@ -8,6 +8,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <map>
@@ -263,16 +264,22 @@ TEST(MetricsListenAddressesTest, AnIPv6LoopbackHostStillServesMetrics) {
 // Stopping /metrics does not wait out CivetWeb's poll step (up to 2 s, at every exit and after a
 // start that failed): the shutdown wakes its listener, and the port is free after it.
 TEST(MetricsEndpointTest, StopsWithoutWaitingOutCivetWebsPollStep) {
+  // Up to three tries per host, judged by the fastest: a busy box may stall one shutdown, but the
+  // 2 s step is taken every time.
   for (const char* host : {"127.0.0.1", "0.0.0.0"}) {
-    const std::unique_ptr<Telemetry> telemetry = StartedMetricsOnly(host);
-    ASSERT_NE(telemetry, nullptr) << host;
-    const int port = telemetry->metrics_port();
-    ASSERT_GT(port, 0) << host;
-    EXPECT_NE(ScrapeMetrics(port).find("# TYPE"), std::string::npos) << host;
-    const absl::Time start = absl::Now();
-    telemetry->Shutdown();
-    EXPECT_LT(absl::Now() - start, absl::Milliseconds(1500)) << host << ": it took CivetWeb's 2 s step";
-    EXPECT_EQ(ScrapeMetrics(port), "") << host << ": stopped";
+    absl::Duration fastest = absl::InfiniteDuration();
+    for (int attempt = 0; attempt < 3 && fastest >= absl::Milliseconds(1500); ++attempt) {
+      const std::unique_ptr<Telemetry> telemetry = StartedMetricsOnly(host);
+      ASSERT_NE(telemetry, nullptr) << host;
+      const int port = telemetry->metrics_port();
+      ASSERT_GT(port, 0) << host;
+      EXPECT_NE(ScrapeMetrics(port).find("# TYPE"), std::string::npos) << host;
+      const absl::Time start = absl::Now();
+      telemetry->Shutdown();
+      fastest = std::min(fastest, absl::Now() - start);
+      EXPECT_EQ(ScrapeMetrics(port), "") << host << ": stopped";
+    }
+    EXPECT_LT(fastest, absl::Milliseconds(1500)) << host << ": it took CivetWeb's 2 s step, three times";
   }
 }
 
@@ -316,13 +323,15 @@ TEST(MetricsEndpointTest, ClosesBeforeTheSpanFlushWaitsForADeadCollector) {
   };
   ASSERT_TRUE(listening());
   const absl::Time start = absl::Now();
-  auto shutdown = std::async(std::launch::async, [&] { (*telemetry)->Shutdown(absl::Now() + absl::Seconds(4)); });
+  // The flush waits 8 s for the dead collector; the port closes in milliseconds, so a bound of 5 s
+  // leaves a busy box room and still tells the two apart.
+  auto shutdown = std::async(std::launch::async, [&] { (*telemetry)->Shutdown(absl::Now() + absl::Seconds(8)); });
   // Polled, not slept: a connect is refused at once once the port is closed.
-  while (listening() && absl::Now() - start < absl::Seconds(3)) {
+  while (listening() && absl::Now() - start < absl::Seconds(7)) {
   }
   const absl::Duration closed_after = absl::Now() - start;
   EXPECT_FALSE(listening()) << "the metrics port is still open";
-  EXPECT_LT(closed_after, absl::Milliseconds(1500)) << "the metrics port waited for the span flush";
+  EXPECT_LT(closed_after, absl::Seconds(5)) << "the metrics port waited for the span flush";
   if (shutdown.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
     ADD_FAILURE() << "Shutdown did not return within 30 s; aborting (the future's destructor would wait for ever)";
     std::abort();
