@@ -180,12 +180,14 @@ absl::StatusOr<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::Capture(
     }
     // Eager runs at this exact shape first: the TorchScript executor settles its plan (and any
     // fuser compiles) and lazily initialised libraries allocate, outside the capture.
+    // Its outputs are bound as a replay's will be: a forward() whose outputs do not fit the config
+    // fails here, named so, not as a capture that failed (whose hint would point at .item()).
     for (int i = 0; i < 3; ++i) {
       absl::StatusOr<torch::jit::IValue> eager = RunForward(module, binding.Arrange(g->inputs));
-      if (!eager.ok()) {
-        return absl::Status(eager.status().code(), absl::StrCat("eager run at batch size ", g->bucket,
-                                                                " before its CUDA graph capture: ",
-                                                                eager.status().message()));
+      absl::Status bound = eager.ok() ? binding.Outputs(*eager).status() : eager.status();
+      if (!bound.ok()) {
+        return absl::Status(bound.code(), absl::StrCat("eager run at batch size ", g->bucket,
+                                                       " before its CUDA graph capture: ", bound.message()));
       }
     }
     RETURN_IF_ERROR(path.Sync());

@@ -237,7 +237,7 @@ class TorchInstance final : public ModelInstance {
     if (!hold.held()) return false;
     if (hold.Release()) return true;
     const bool still_on = holds_.Broke();
-    CS_LOG(WARNING) << "model '" << spec_.name << "' worker " << options_.worker << " on " << device_name()
+    CS_LOG(WARNING) << spec_.Label() << " worker " << options_.worker << " on " << device_name()
                     << ": a held batch blocked the host until the hold's watchdog released it (new kernels "
                        "loading, a synchronising forward(), > 1000 kernels enqueued, or an output larger than any "
                        "before, whose pinned landing buffer grew); "
@@ -350,14 +350,14 @@ class TorchInstance final : public ModelInstance {
   absl::Status CaptureGraphs() {
     if (graph_buckets_.empty()) return absl::OkStatus();
     if (options_.gpu < 0 || !HasStaticInputShapes(spec_)) {
-      CS_LOG(INFO) << "model '" << spec_.name << "' worker " << options_.worker
+      CS_LOG(INFO) << spec_.Label() << " worker " << options_.worker
                    << ": CUDA graphs requested but "
                    << (options_.gpu < 0 ? "it runs on the CPU" : "an input has variable dims")
                    << "; running eager";
       return absl::OkStatus();
     }
     ASSIGN_OR_RETURN(graphs_, CudaGraphRunner::Capture(module_, spec_, binding_, graph_buckets_, *path_));
-    CS_LOG(INFO) << "model '" << spec_.name << "' worker " << options_.worker << ": captured "
+    CS_LOG(INFO) << spec_.Label() << " worker " << options_.worker << ": captured "
                  << graphs_->size() << " CUDA graphs (batch sizes up to "
                  << graphs_->bucket(graphs_->size() - 1) << ") on " << device_name();
     return absl::OkStatus();
@@ -420,7 +420,7 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> CreateTorchInstance(const ModelSp
   // have a second batch queued behind it: both run one batch at a time.
   if (options.gpu < 0 || (exact && options.request_timing)) pipeline_depth = 1;
   if (exact && (options.gpu < 0 || !options.request_timing)) {
-    CS_LOG(INFO) << "model '" << spec.name << "' worker " << options.worker << ": " << kExactDeviceTimingKey
+    CS_LOG(INFO) << spec.Label() << " worker " << options.worker << ": " << kExactDeviceTimingKey
                  << " has no effect "
                  << (options.gpu < 0 ? "on the CPU (every span is host-timed)" : "with --request-timing off");
   }
@@ -431,9 +431,12 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> CreateTorchInstance(const ModelSp
                                                         " requested, ", CudaDeviceCount(), " visible"));
     }
     auto cuda_path = MakeCudaPath(options.gpu, exact && options.request_timing);
+    // Named as the worker's own errors are, the GPU included (a load error: the manager names the
+    // version when several load).
     if (!cuda_path.ok()) {
       return absl::Status(cuda_path.status().code(),
-                          absl::StrCat("model '", spec.name, "': ", cuda_path.status().message()));
+                          absl::StrCat("model '", spec.name, "' worker ", options.worker, " on cuda:", options.gpu, ": ",
+                                       cuda_path.status().message()));
     }
     path = *std::move(cuda_path);
   } else {

@@ -282,6 +282,33 @@ TEST(CudaGraphCaptureFailureTest, ACapturedOutputThatBreaksTheConfigFailsNamingI
                                    "config declares FP32"));
 }
 
+// A forward that returns fewer outputs than the config declares fails before its capture, in the
+// eager run at the bucket's shape, naming the counts: not as a capture that failed, whose hint
+// (.item()) would send its author the wrong way.
+TEST(CudaGraphCaptureFailureTest, AForwardWithTooFewOutputsFailsBeforeTheCaptureNamingThem) {
+  testing::TempDir repo("cs_gpu_few_outputs");
+  repo.WriteFile("few/config.pbtxt",
+                 std::string("max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: 8 }\n"
+                             "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 8 }\n"
+                             "output { name: \"OUTPUT__1\" data_type: TYPE_FP32 dims: 8 }\n"
+                             "instance_group { kind: KIND_GPU }\n") +
+                     kGraphsOn);
+  std::filesystem::create_directories(repo.path() + "/few/1");
+  ASSERT_TRUE(testing::WriteScriptedModel(repo.path() + "/few/1/model.pt",
+                                          "def forward(self, x):\n  return x * 2.0\n"));
+  auto spec = server::LoadModelDirectory(repo.path() + "/few");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  server::DeviceActivityRegistry devices;
+  auto few = testing::LoadOnGpu0(*spec, devices);
+  ASSERT_NE(few, nullptr);
+  const absl::Status prepared = few->PrepareForServing();
+  ASSERT_FALSE(prepared.ok());
+  const std::string message(prepared.message());
+  EXPECT_THAT(message, ::testing::HasSubstr("eager run at batch size 4 before its CUDA graph capture: forward() "
+                                            "returned 1 outputs, config declares 2"));
+  EXPECT_THAT(message, ::testing::Not(::testing::HasSubstr(".item()")));
+}
+
 // Traces place the h2d span by its own end event: a graph batch padded to its bucket zeroes its pad
 // rows between h2d and compute, so h2d's end lies at least compute + d2h before the batch's last
 // event (event deltas of 0.5 us resolution: 2 us of slack for the two rounded figures).
