@@ -257,25 +257,31 @@ TEST(CudaGraphCaptureFailureTest, AnUncapturableForwardFailsCleanlyAndTheGpuStay
   }
 }
 
+// PrepareForServing's answer for model `name` on GPU 0 with graphs on: max_batch_size 4, INPUT__0
+// of 8 floats, `outputs` (the config's output lines), and forward() `body`.
+absl::Status PrepareGraphModel(const std::string& name, const std::string& outputs, const std::string& body) {
+  testing::TempDir repo("cs_gpu_" + name);
+  repo.WriteFile(name + "/config.pbtxt",
+                 "max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: 8 }\n" + outputs +
+                     "instance_group { kind: KIND_GPU }\n" + kGraphsOn);
+  std::filesystem::create_directories(repo.path() + "/" + name + "/1");
+  if (!testing::WriteScriptedModel(repo.path() + "/" + name + "/1/model.pt", "def forward(self, x):\n" + body)) {
+    return absl::InternalError("the model could not be written");
+  }
+  auto spec = server::LoadModelDirectory(repo.path() + "/" + name);
+  if (!spec.ok()) return spec.status();
+  server::DeviceActivityRegistry devices;
+  auto instance = testing::LoadOnGpu0(*spec, devices);
+  if (instance == nullptr) return absl::InternalError("the model did not load on GPU 0");
+  return instance->PrepareForServing();
+}
+
 // A forward whose output breaks the config (FP64 where it declares FP32) fails its capture naming
 // the output, as an eager batch would: with warmup_batch_sizes "none" the captures are the only runs
 // before READY, and they checked the rows alone, so such a model served and failed every request.
 TEST(CudaGraphCaptureFailureTest, ACapturedOutputThatBreaksTheConfigFailsNamingIt) {
-  testing::TempDir repo("cs_gpu_wrong_dtype");
-  repo.WriteFile("wrong/config.pbtxt",
-                 std::string("max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: 8 }\n"
-                             "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 8 }\n"
-                             "instance_group { kind: KIND_GPU }\n") +
-                     kGraphsOn);
-  std::filesystem::create_directories(repo.path() + "/wrong/1");
-  ASSERT_TRUE(testing::WriteScriptedModel(repo.path() + "/wrong/1/model.pt",
-                                          "def forward(self, x):\n  return x.double() * 2.0\n"));
-  auto spec = server::LoadModelDirectory(repo.path() + "/wrong");
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  server::DeviceActivityRegistry devices;
-  auto wrong = testing::LoadOnGpu0(*spec, devices);
-  ASSERT_NE(wrong, nullptr);
-  const absl::Status prepared = wrong->PrepareForServing();
+  const absl::Status prepared = PrepareGraphModel(
+      "wrong", "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 8 }\n", "  return x.double() * 2.0\n");
   ASSERT_EQ(prepared.code(), absl::StatusCode::kFailedPrecondition) << prepared;
   EXPECT_THAT(std::string(prepared.message()),
               ::testing::HasSubstr("the graph captured at batch size 4: output 'OUTPUT__0': produced Double, "
@@ -286,22 +292,11 @@ TEST(CudaGraphCaptureFailureTest, ACapturedOutputThatBreaksTheConfigFailsNamingI
 // eager run at the bucket's shape, naming the counts: not as a capture that failed, whose hint
 // (.item()) would send its author the wrong way.
 TEST(CudaGraphCaptureFailureTest, AForwardWithTooFewOutputsFailsBeforeTheCaptureNamingThem) {
-  testing::TempDir repo("cs_gpu_few_outputs");
-  repo.WriteFile("few/config.pbtxt",
-                 std::string("max_batch_size: 4\ninput { name: \"INPUT__0\" data_type: TYPE_FP32 dims: 8 }\n"
-                             "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 8 }\n"
-                             "output { name: \"OUTPUT__1\" data_type: TYPE_FP32 dims: 8 }\n"
-                             "instance_group { kind: KIND_GPU }\n") +
-                     kGraphsOn);
-  std::filesystem::create_directories(repo.path() + "/few/1");
-  ASSERT_TRUE(testing::WriteScriptedModel(repo.path() + "/few/1/model.pt",
-                                          "def forward(self, x):\n  return x * 2.0\n"));
-  auto spec = server::LoadModelDirectory(repo.path() + "/few");
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  server::DeviceActivityRegistry devices;
-  auto few = testing::LoadOnGpu0(*spec, devices);
-  ASSERT_NE(few, nullptr);
-  const absl::Status prepared = few->PrepareForServing();
+  const absl::Status prepared =
+      PrepareGraphModel("few",
+                        "output { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: 8 }\n"
+                        "output { name: \"OUTPUT__1\" data_type: TYPE_FP32 dims: 8 }\n",
+                        "  return x * 2.0\n");
   ASSERT_FALSE(prepared.ok());
   const std::string message(prepared.message());
   EXPECT_THAT(message, ::testing::HasSubstr("eager run at batch size 4 before its CUDA graph capture: forward() "
