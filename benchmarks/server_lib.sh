@@ -194,7 +194,7 @@ write_eager_and_graph_repos() {
 
 # worker_share LOG SECONDS: from the "time by phase" lines a server logs when its models stop, each
 # worker's busy time (every phase but wait) per second of a SECONDS-long point that was the server's
-# only load, by phase: "policy_net/0: busy 0.81 = finish 0.42, launch 0.22, ..." (the time the
+# only load, by phase ("m:2/0" for version 2 where several serve): "policy_net/0: busy 0.81 = finish 0.42, launch 0.22, ..." (the time the
 # server idled before and after the point is all wait); where the line counts the worker's batches
 # (request timing on or off), also its busy time per batch: "; per batch of 5120: finish 31.2 us, ...".
 worker_share() {
@@ -202,19 +202,21 @@ worker_share() {
 import re, sys
 seconds = float(sys.argv[2])
 for line in open(sys.argv[1]):
-    m = re.search(r"model '([^']+)' worker (\d+) time by phase: (.*)$", line)
+    # "model 'm' worker 0 ...", or "model 'm' version 2 worker 0 ..." where several versions serve.
+    m = re.search(r"model '([^']+)'(?: version (\d+))? worker (\d+) time by phase: (.*)$", line)
     if not m or seconds <= 0:
         continue
-    totals = {name: float(sec) for name, sec in re.findall(r"(\w+) ([0-9.]+) s", m[3]) if name != "wait"}
+    model = m[1] if m[2] is None else f"{m[1]}:{m[2]}"
+    totals = {name: float(sec) for name, sec in re.findall(r"(\w+) ([0-9.]+) s", m[4]) if name != "wait"}
     busy = {name: sec / seconds for name, sec in totals.items()}
     shares = ", ".join(f"{p} {v:.2f}" for p, v in sorted(busy.items(), key=lambda x: -x[1]) if v >= 0.005)
     per_batch = ""
-    counted = re.search(r"; (\d+) batches", m[3])
+    counted = re.search(r"; (\d+) batches", m[4])
     if counted and int(counted[1]) > 0:
         n = int(counted[1])
         per_batch = f"; per batch of {n}: " + ", ".join(
             f"{p} {sec * 1e6 / n:.1f} us" for p, sec in sorted(totals.items(), key=lambda x: -x[1]) if sec > 0)
-    print(f"{m[1]}/{m[2]}: busy {sum(busy.values()):.2f} = {shares}{per_batch}")
+    print(f"{model}/{m[3]}: busy {sum(busy.values()):.2f} = {shares}{per_batch}")
 PY
 }
 

@@ -508,7 +508,13 @@ void ModelController::RetireAll(const std::vector<std::shared_ptr<ModelRuntime>>
     absl::MutexLock lock(&mu_);
     for (const auto& runtime : runtimes) retiring_.insert(runtime.get());
   }
-  for (const auto& runtime : runtimes) Retire(*runtime, absl::StrCat("version ", runtime->spec().version, " ", why));
+  // "model 'm': version 2 was unloaded"; with several versions served the label names it already:
+  // "model 'm' version 2: it was unloaded".
+  for (const auto& runtime : runtimes) {
+    const ModelSpec& spec = runtime->spec();
+    Retire(*runtime,
+           spec.one_of_several_versions ? absl::StrCat("it ", why) : absl::StrCat("version ", spec.version, " ", why));
+  }
 }
 
 }  // namespace chronoserve::server

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "common/for_each_on_threads.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -236,11 +237,18 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelManager::BuildVersion(ModelSp
                                                                          const std::atomic<bool>* stop,
                                                                          bool one_of_several) {
   const std::string name = spec_value.name;
+  // The version is named in front of a load error (here, NameVersion, the registry): inside it, the
+  // worker's and the instance's label ("model 'm' version 2 worker 0") reads as the bare name.
+  const std::string label = absl::StrCat("model '", name, "' version ", spec_value.version);
   auto fail = [&](const absl::Status& status) {
+    const absl::Status unlabelled =
+        one_of_several ? absl::Status(status.code(), absl::StrReplaceAll(status.message(),
+                                                                         {{label, absl::StrCat("model '", name, "'")}}))
+                       : status;
     CS_LOG(ERROR) << "model '" << name << "' not loaded: "
                   << (one_of_several ? absl::StrCat("version ", spec_value.version, ": ") : "")
-                  << status.message();
-    return status;
+                  << unlabelled.message();
+    return unlabelled;
   };
   ModelSpec* spec = &spec_value;
   spec->one_of_several_versions = one_of_several;

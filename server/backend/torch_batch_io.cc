@@ -243,7 +243,7 @@ absl::Status CopyOutputsToDevice(const ModelSpec& spec, const Batch& batch, int 
       if (!path.direct_pinned_io()) {
         if (r->status.ok()) {
           r->status = absl::FailedPreconditionError(absl::StrCat(
-              "model '", spec.name, "' output '", name, "': ", out.raw_name,
+              spec.Label(), " output '", name, "': ", out.raw_name,
               " is GPU memory, but this model instance runs on the CPU; take the output in the message or in "
               "system shared memory"));
         }

@@ -894,7 +894,7 @@ bool MayNameModel(const std::string& name) { return !name.empty() && name[0] != 
 
 bool IsModelDirectory(const std::string& repository, const std::string& name) {
   std::error_code ec;
-  return MayNameModel(name) && IsUtf8(name) && fs::is_directory(fs::path(repository) / name, ec);
+  return ValidateModelName(name).ok() && MayNameModel(name) && fs::is_directory(fs::path(repository) / name, ec);
 }
 
 absl::StatusOr<std::vector<std::string>> ListModelDirectories(const std::string& repository) {

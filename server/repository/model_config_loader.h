@@ -47,7 +47,8 @@ absl::Status CheckModelFile(const ModelSpec& spec);
 // Names of the model directories under `repository` (sorted). Fails if it is not a directory.
 absl::StatusOr<std::vector<std::string>> ListModelDirectories(const std::string& repository);
 // Whether ListModelDirectories(repository) would list `name` (a directory there, not hidden, not
-// __pycache__, UTF-8), without listing the others. `name` must be one path component.
+// __pycache__, UTF-8), without listing the others; false for a name ValidateModelName refuses
+// (`../x`, `a/b`), which is looked at nowhere.
 bool IsModelDirectory(const std::string& repository, const std::string& name);
 
 // Model names must be a single path component: no '/', '\\', NUL, "." or "..", at most 255 bytes.

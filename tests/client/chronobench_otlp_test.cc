@@ -5,7 +5,6 @@
 // one point or of two points of a sweep, share a trace or span id. With --trace-file on both
 // processes, the two files join offline as the receiver's spans do.
 #include <signal.h>
-#include <stdlib.h>
 
 #include <fstream>
 #include <iterator>
@@ -16,7 +15,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/otlp/otlp_grpc_exporter.h"
 #include "gtest/gtest.h"
@@ -170,23 +168,22 @@ TEST(ChronobenchOtlpTest, ClientSpansParentTheServerSpans) {
 // file decodes (tests/telemetry/otlp_json_file.h: nlohmann's and protobuf's JSON parsers), every
 // CLIENT span of chronobench's file has its request's server span in chronoserve's, as its child,
 // and that span's phases beside it in the same trace. 400 requests a second, 9 server spans each,
-// into span queues of 65536 (OTEL_BSP_MAX_QUEUE_SIZE, which both processes inherit): none is
+// into span queues of 65536 (OTEL_BSP_MAX_QUEUE_SIZE in both processes' environment): none is
 // dropped and every request joins, even when a busy box starves an exporting thread for seconds.
 TEST(ChronobenchOtlpTest, TraceFilesOfBothProcessesJoinOffline) {
-  ASSERT_EQ(setenv("OTEL_BSP_MAX_QUEUE_SIZE", "65536", 1), 0);
-  absl::Cleanup unset = [] { unsetenv("OTEL_BSP_MAX_QUEUE_SIZE"); };
+  const std::vector<std::string> big_queues = {"OTEL_BSP_MAX_QUEUE_SIZE=65536"};
   absl::StatusOr<TestDir> test_dir = TestDir::Create("chronobench_trace_files");  // outlives the server
   ASSERT_TRUE(test_dir.ok()) << test_dir.status();
   const std::string dir = test_dir->path();
   ASSERT_TRUE(examples::WriteMlp(dir + "/models", "mlp", {}).ok());
   const std::string server_file = dir + "/server.jsonl";
   const std::string client_file = dir + "/client.jsonl";
-  auto server = StartTestServer(dir + "/models", {"--trace-file", server_file});
+  auto server = StartTestServer(dir + "/models", {"--trace-file", server_file}, absl::Seconds(60), big_queues);
   ASSERT_TRUE(server.ok()) << server.status();
   auto run = RunProgram({CHRONOBENCH_BIN, "-m", "mlp", "-u", server->url, "--request-rate-range", "400", "-p", "1000",
                          "--warmup-requests", "2", "--max-trials", "1", "--traceparent-rate", "1", "--trace-file",
                          client_file},
-                        absl::Seconds(120));
+                        absl::Seconds(120), big_queues);
   ASSERT_TRUE(run.ok()) << run.status();
   ASSERT_EQ(run->first, 0) << run->second;
   EXPECT_NE(run->second.find("client spans to file " + client_file + ": "), std::string::npos) << run->second;

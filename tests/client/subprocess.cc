@@ -11,16 +11,30 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
 
 namespace chronoserve::testing {
 
-absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(const std::vector<std::string>& argv) {
+absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(const std::vector<std::string>& argv,
+                                                              const std::vector<std::string>& env) {
   int fds[2];
   if (pipe(fds) != 0) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // The child's environment, made before the fork (nothing but async-signal-safe calls after it):
+  // this process's, less the names `env` sets, then `env`.
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const absl::string_view entry(*e);
+    const absl::string_view name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const std::string& own : env) replaced |= absl::string_view(own).substr(0, own.find('=')) == name;
+    if (!replaced) envp.push_back(*e);
+  }
+  for (const std::string& own : env) envp.push_back(const_cast<char*>(own.c_str()));
+  envp.push_back(nullptr);
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
   if (pid == 0) {
@@ -29,7 +43,7 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(const std::vector<
     dup2(fds[1], STDERR_FILENO);
     close(fds[0]);
     close(fds[1]);
-    execv(args[0], args.data());
+    execve(args[0], args.data(), envp.data());
     _exit(127);
   }
   close(fds[1]);
@@ -132,8 +146,9 @@ void Subprocess::Signal(int signo) {
   ADD_FAILURE() << "pid " << pid_ << " was sent SIGSTOP but /proc did not show it stopped within 10 s";
 }
 
-absl::StatusOr<std::pair<int, std::string>> RunProgram(const std::vector<std::string>& argv, absl::Duration timeout) {
-  auto process = Subprocess::Start(argv);
+absl::StatusOr<std::pair<int, std::string>> RunProgram(const std::vector<std::string>& argv, absl::Duration timeout,
+                                                       const std::vector<std::string>& env) {
+  auto process = Subprocess::Start(argv, env);
   if (!process.ok()) return process.status();
   auto code = (*process)->WaitForExit(timeout);
   if (!code.ok()) return code.status();

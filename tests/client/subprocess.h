@@ -23,7 +23,10 @@ namespace chronoserve::testing {
 
 class Subprocess {
  public:
-  static absl::StatusOr<std::unique_ptr<Subprocess>> Start(const std::vector<std::string>& argv);
+  // `env`: "NAME=value" entries the child's environment has besides (or in place of) this
+  // process's own; this process's environment is left as it is.
+  static absl::StatusOr<std::unique_ptr<Subprocess>> Start(const std::vector<std::string>& argv,
+                                                           const std::vector<std::string>& env = {});
   ~Subprocess();
 
   // Waits until the output contains `text`; DEADLINE_EXCEEDED (with the output so far) on
@@ -51,8 +54,9 @@ class Subprocess {
   std::optional<int> exit_code_ ABSL_GUARDED_BY(mu_);
 };
 
-// Runs to completion within `timeout`; returns {exit code, output}.
-absl::StatusOr<std::pair<int, std::string>> RunProgram(const std::vector<std::string>& argv, absl::Duration timeout);
+// Runs to completion within `timeout` (with `env` as Subprocess::Start's); returns {exit code, output}.
+absl::StatusOr<std::pair<int, std::string>> RunProgram(const std::vector<std::string>& argv, absl::Duration timeout,
+                                                       const std::vector<std::string>& env = {});
 
 }  // namespace chronoserve::testing
 

@@ -38,11 +38,12 @@ void TestDir::Remove() {
 }
 
 absl::StatusOr<TestServer> StartTestServer(const std::string& repository,
-                                           const std::vector<std::string>& extra_flags, absl::Duration ready_timeout) {
+                                           const std::vector<std::string>& extra_flags, absl::Duration ready_timeout,
+                                           const std::vector<std::string>& env) {
   std::vector<std::string> argv = {CHRONOSERVE_BIN, "--model-repository", repository, "--grpc-port", "0",
                                    "--warmup-runs", "1", "--allow-metrics", "false", "--gpu-monitor-interval-ms", "0"};
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
-  auto process = Subprocess::Start(argv);
+  auto process = Subprocess::Start(argv, env);
   if (!process.ok()) return process.status();
   if (absl::Status ready = (*process)->WaitForOutput("server READY", ready_timeout); !ready.ok()) return ready;
   const std::string log = (*process)->output();

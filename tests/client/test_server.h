@@ -42,10 +42,12 @@ class TestDir {
 };
 
 // Starts chronoserve on `repository` with `extra_flags` (after --warmup-runs 1 --allow-metrics false
-// --gpu-monitor-interval-ms 0), and waits (`ready_timeout` at most) until it is READY.
+// --gpu-monitor-interval-ms 0) and `env` ("NAME=value" entries, Subprocess::Start's), and waits
+// (`ready_timeout` at most) until it is READY.
 absl::StatusOr<TestServer> StartTestServer(const std::string& repository,
                                            const std::vector<std::string>& extra_flags = {},
-                                           absl::Duration ready_timeout = absl::Seconds(60));
+                                           absl::Duration ready_timeout = absl::Seconds(60),
+                                           const std::vector<std::string>& env = {});
 
 // A suite's server and the directory its repository is in: the server stops before the directory
 // goes (members are destroyed in reverse order). For SetUpTestSuite, with StartServerInNewDir.

@@ -298,7 +298,7 @@ TEST(ModelQueueTest, AFullQueueOfDeadRequestsTakesALiveOne) {
 TEST(ModelQueueTest, QueuePolicyDelayMovesTheRequestBehindFreshOnes) {
   // DELAY (Triton): a request past its timeout waits behind every request still within it.
   FakeClock clock;
-  ModelQueue delaying("m", Dynamic(1, 0), TimeoutAfter(100, /*delay=*/true), &clock);
+  ModelQueue delaying("model 'm'", Dynamic(1, 0), TimeoutAfter(100, /*delay=*/true), &clock);
   Batch batch, dropped;
   auto old_request = Request(1, "old"), fresh = Request(1, "fresh"), fresher = Request(1, "fresher");
   ASSERT_TRUE(delaying.Enqueue(old_request).ok());

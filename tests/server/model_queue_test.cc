@@ -214,7 +214,7 @@ TEST(ModelQueueTest, ARequestLargerThanTheWholeQueueLimitIsInvalidNotRetryable) 
   qp.max_queue_bytes = uint64_t{1} << 20;
   ModelQueue queue("model 'm'", Dynamic(8, 0), qp, &clock);
   qp.max_queue_size = 1;
-  ModelQueue full("m", Dynamic(8, 0), qp, &clock);
+  ModelQueue full("model 'm'", Dynamic(8, 0), qp, &clock);
   auto small = RequestHolding(0.5), huge = RequestHolding(2);
   ASSERT_TRUE(full.Enqueue(small).ok());
   // Said before the full queue's RESOURCE_EXHAUSTED: a retry could never succeed.

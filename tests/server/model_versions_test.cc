@@ -26,6 +26,7 @@
 #include "tests/server/start_barrier.h"
 #include "tests/server/test_client.h"
 #include "tests/server/test_repository.h"
+#include "tests/server/torch_reference.h"
 #include "server/model_manager.h"
 #include "tools/example_models.h"
 
@@ -288,6 +289,13 @@ TEST_P(ModelVersionsTest, AVersionThatFailsLeavesTheOthersServing) {
   // "gap": version 2's directory holds no model file.
   ASSERT_TRUE(examples::WriteMlp(repo.path(), "gap", o).ok());
   fs::create_directories(fs::path(repo.path()) / "gap" / "2");
+  // "warm": version 2 loads but its forward fails at the warm-up, in the worker.
+  ASSERT_TRUE(examples::WriteMlp(repo.path(), "warm", o).ok());
+  fs::create_directories(fs::path(repo.path()) / "warm" / "2");
+  ASSERT_TRUE(testing::WriteScriptedModel((fs::path(repo.path()) / "warm" / "2" / "model.pt").string(),
+                                          "def forward(self, x):\n"
+                                          "  assert x.size(1) == 3, 'wants 3 columns'\n"
+                                          "  return x[:, :16]\n"));
   auto server = Start(repo.path());
   ASSERT_NE(server, nullptr);
   auto c = testing::ConnectTestClient("127.0.0.1:" + std::to_string(server->port()));
@@ -305,7 +313,14 @@ TEST_P(ModelVersionsTest, AVersionThatFailsLeavesTheOthersServing) {
 
   EXPECT_EQ(Output(*c, "gap", "", input).size(), 16u * sizeof(float)) << "version 1 serves";
   EXPECT_THAT(Output(*c, "gap", "2", input),
-              HasSubstr("UNAVAILABLE: model 'gap' version 2 failed to load: model 'gap' version 2: model file"));
+              HasSubstr("UNAVAILABLE: model 'gap' version 2 failed to load: model 'gap': model file"))
+      << "the version named once";
+  // The worker's own error inside names the model alone: the version is named in front, once.
+  const std::string warm = Output(*c, "warm", "2", input);
+  EXPECT_THAT(warm, HasSubstr("UNAVAILABLE: model 'warm' version 2 failed to load: "));
+  EXPECT_THAT(warm, HasSubstr("model 'warm' worker 0 on cpu: "));
+  EXPECT_THAT(warm, HasSubstr("wants 3 columns"));
+  EXPECT_THAT(warm, ::testing::Not(HasSubstr("model 'warm' version 2 worker"))) << "the version named once";
 
   const std::string none = Output(*c, "none", "", input);
   EXPECT_THAT(none, HasSubstr("NOT_FOUND: model 'none' failed to load: version 1 (of the versions its version "
