@@ -251,7 +251,7 @@ absl::Status CopyOutputsToDevice(const ModelSpec& spec, const Batch& batch, int 
       }
       // This request's rows of the batch's output, into its own region (on the worker's stream).
       const size_t bytes = batched ? row_bytes * static_cast<size_t>(r->batch_items) : output.nbytes();
-      absl::Status fits = CheckOutputFits(spec.Label(), name, bytes, out);
+      absl::Status fits = CheckOutputFits(spec, name, bytes, out);
       if (!fits.ok()) {
         if (r->status.ok()) r->status = std::move(fits);
         continue;
@@ -307,7 +307,7 @@ bool ScatterOutputs(const ModelSpec& spec, Batch& batch, const std::vector<torch
         }
       }
       // Into the response or a shared-memory region; a region too small fails this request alone.
-      absl::Status written = WriteOutputBytes(spec.Label(), spec.outputs[out.index].name, src, bytes, out);
+      absl::Status written = WriteOutputBytes(spec, spec.outputs[out.index].name, src, bytes, out);
       if (!written.ok() && r->status.ok()) r->status = std::move(written);
     }
     row += r->batch_items;

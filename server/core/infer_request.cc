@@ -35,26 +35,26 @@ void InputTensor::CopyTo(char* dst, CacheStore store) const {
   }
 }
 
-absl::Status CheckOutputFits(const std::string& model, const std::string& output_name, size_t bytes,
+absl::Status CheckOutputFits(const ModelSpec& spec, const std::string& output_name, size_t bytes,
                              const OutputTensor& out) {
   if (out.raw == nullptr || bytes <= out.raw_capacity) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
-      model, " output '", output_name, "': ", out.raw_name, " is too small: the output needs ",
+      spec.Label(), " output '", output_name, "': ", out.raw_name, " is too small: the output needs ",
       bytes, " bytes, ", out.raw_capacity, " available (shared_memory_byte_size)"));
 }
 
-absl::Status WriteOutputBytes(const std::string& model, const std::string& output_name,
+absl::Status WriteOutputBytes(const ModelSpec& spec, const std::string& output_name,
                               const char* src, size_t bytes, OutputTensor& out) {
   if (out.data != nullptr) {
     out.data->assign(src, bytes);
     return absl::OkStatus();
   }
   if (out.raw == nullptr) return absl::OkStatus();
-  RETURN_IF_ERROR(CheckOutputFits(model, output_name, bytes, out));
+  RETURN_IF_ERROR(CheckOutputFits(spec, output_name, bytes, out));
   // src == raw: the backend already copied the bytes into place (device -> pinned region).
   if (out.raw_on_device() && src != out.raw) {
     return absl::FailedPreconditionError(absl::StrCat(
-        model, " output '", output_name, "': ", out.raw_name,
+        spec.Label(), " output '", output_name, "': ", out.raw_name,
         " is GPU memory and this worker could not copy the output there (CUDA shared memory needs a model "
         "instance on a GPU)"));
   }

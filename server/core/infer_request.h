@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "common/cache_bypass.h"
+#include "server/core/model_spec.h"
 #include "common/dtype.h"
 #include "common/traceparent.h"
 #include "server/core/input_arena.h"
@@ -124,14 +125,15 @@ struct OutputTensor {
 
 // INVALID_ARGUMENT naming the model, the output, the raw destination, the bytes needed and the bytes
 // available when `bytes` do not fit `out`'s raw destination; OK otherwise (or when it has none).
-// `model`: the model's Label().
-absl::Status CheckOutputFits(const std::string& model, const std::string& output_name, size_t bytes,
+// The model is named by spec.Label(), made only for an error: these run for every output of every
+// request.
+absl::Status CheckOutputFits(const ModelSpec& spec, const std::string& output_name, size_t bytes,
                              const OutputTensor& out);
 
 // Writes `bytes` of output `out` to its destination. INVALID_ARGUMENT naming the model, the output,
 // the raw destination, the bytes needed and the bytes available when a raw destination is too small;
 // FAILED_PRECONDITION when the destination is device memory the backend did not copy into.
-absl::Status WriteOutputBytes(const std::string& model, const std::string& output_name,
+absl::Status WriteOutputBytes(const ModelSpec& spec, const std::string& output_name,
                               const char* src, size_t bytes, OutputTensor& out);
 
 // Telemetry's decision for one request: whether it is traced, and the trace it joins or starts.

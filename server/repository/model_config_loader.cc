@@ -884,12 +884,10 @@ absl::StatusOr<std::vector<std::string>> SubdirectoryNames(const fs::path& dir) 
   if (ec) return absl::InternalError(absl::StrCat("cannot list '", dir.string(), "': ", ec.message()));
   return names;
 }
-}  // namespace
 
-namespace {
 // Hidden directories, and Python's byte-code cache beside a script that exported the models, are
-// no model's.
-bool MayNameModel(const std::string& name) { return !name.empty() && name[0] != '.' && name != "__pycache__"; }
+// no model's (`name` is not empty: a directory's, or one ValidateModelName passed).
+bool MayNameModel(const std::string& name) { return name[0] != '.' && name != "__pycache__"; }
 }  // namespace
 
 bool IsModelDirectory(const std::string& repository, const std::string& name) {

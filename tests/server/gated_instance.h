@@ -133,7 +133,7 @@ class GatedInstance final : public server::ModelInstance {
           std::memcpy(bytes.data() + i * sizeof(float), &x, sizeof(float));
         }
         // Into the response or a shared-memory region, as the real backend does.
-        absl::Status written = server::WriteOutputBytes(spec_.Label(), spec_.outputs[out.index].name, bytes.data(),
+        absl::Status written = server::WriteOutputBytes(spec_, spec_.outputs[out.index].name, bytes.data(),
                                                         bytes.size(), out);
         if (!written.ok() && r->status.ok()) r->status = std::move(written);
       }

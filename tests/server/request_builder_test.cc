@@ -443,7 +443,7 @@ TEST(RequestBuilderTest, TensorsInCudaRegionsAreMarkedAndKeyedByWhereTheirInputs
   // The host never writes device memory: a backend that did not copy there gets an error.
   OutputTensor& device_out = (*built)->outputs[0];
   const std::string bytes(16, 'x');
-  absl::Status written = WriteOutputBytes("model 'net'", "OUTPUT__0", bytes.data(), bytes.size(), device_out);
+  absl::Status written = WriteOutputBytes(Spec(8), "OUTPUT__0", bytes.data(), bytes.size(), device_out);
   EXPECT_EQ(written.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(written.message()), HasSubstr("GPU memory"));
   EXPECT_EQ(fake_gpu[0], 3) << "nothing was written";

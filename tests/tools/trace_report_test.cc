@@ -211,9 +211,6 @@ TEST(TraceReportTest, ATornLineIsSkippedAndCountedAndNegativeIntegersRead) {
   EXPECT_TRUE(ReadTraceFile(path).ok()) << "counting torn lines is optional";
 }
 
-// One file given twice: each span counts once (requests and phases agree), and the report says so.
-// Ids join within their trace only. A cancelled call's client span (status error) and a client span
-// over several server spans give no e2e or transport: neither times its server span.
 // A span of model "m" (server spans, kind 2, carry the model's name).
 TraceSpan ModelSpan(const std::string& trace, const std::string& id, const std::string& parent, int kind,
                     const std::string& name, int64_t start, int64_t end, int status) {
@@ -230,6 +227,9 @@ TraceSpan ModelSpan(const std::string& trace, const std::string& id, const std::
   return s;
 }
 
+// One file given twice: each span counts once (requests and phases agree), and the report says so.
+// Ids join within their trace only. A cancelled call's client span (status error) and a client span
+// over several server spans give no e2e or transport: neither times its server span.
 TEST(TraceReportTest, DuplicatesCountOnceAndOnlyAnOkOneToOneClientSpanGivesE2e) {
   const auto span = ModelSpan;
   std::vector<TraceSpan> spans = {
